@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Configures and builds memra into build/ (or $1). CUDA is used when the toolkit is found.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+[ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j"$(nproc)"

@@ -1,0 +1,24 @@
+// Shared helpers for the gtest suites: where the test data lives, reading raw fixture arrays.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace memra::testing {
+
+// tests/data in the source tree (small fixtures copied from ../shared/fixtures).
+std::string TestDataPath(const std::string& rel);
+// ../shared beside the checkout (large fixtures; tests that need it skip when it is absent).
+std::string SharedPath(const std::string& rel);
+// Path of the built `memra` driver (for tests that run the CLI).
+std::string MemraBinary();
+
+absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
+absl::StatusOr<std::vector<float>> ReadF32File(const std::string& path);
+absl::StatusOr<std::vector<int32_t>> ReadI32File(const std::string& path);
+bool FileExists(const std::string& path);
+
+}  // namespace memra::testing
