@@ -1,0 +1,333 @@
+#include "frontends/synthetic/Qwen35Synthetic.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "frontends/gguf/GgufWriter.h"
+#include "frontends/gguf/Quant.h"
+#include "ir/StatusMacros.h"
+#include "ir/support/ProgressBar.h"
+
+namespace memra::synthetic {
+namespace {
+
+using gguf::GgmlType;
+using gguf::Value;
+
+// ---- deterministic random numbers: one stream per (seed, tensor, chunk) ----
+
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t HashName(absl::string_view s) {  // FNV-1a
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) { SplitMix64(state_); }
+  double Uniform() { return (SplitMix64(state_) >> 11) * 0x1.0p-53; }  // [0, 1)
+  double Normal() {
+    if (has_spare_) { has_spare_ = false; return spare_; }
+    double u1 = Uniform(), u2 = Uniform();
+    if (u1 < 1e-300) u1 = 1e-300;
+    double r = std::sqrt(-2.0 * std::log(u1));
+    spare_ = r * std::sin(2 * M_PI * u2);
+    has_spare_ = true;
+    return r * std::cos(2 * M_PI * u2);
+  }
+
+ private:
+  uint64_t state_;
+  double spare_ = 0;
+  bool has_spare_ = false;
+};
+
+// How a tensor's values are drawn.
+struct Init {
+  enum Kind { kNormal, kUniform, kNegExpUniform } kind = kNormal;
+  double a = 0, b = 1;  // normal: mean, std; uniform: lo, hi; neg-exp-uniform: -exp(U(a, b))
+};
+
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> ne;
+  GgmlType type;
+  Init init;
+};
+
+constexpr int64_t kChunk = 1 << 16;  // elements per random stream (a multiple of every block size)
+
+void FillChunk(const Init& init, uint64_t seed, float* out, int64_t n) {
+  Rng rng(seed);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (init.kind) {
+      case Init::kNormal: out[i] = static_cast<float>(init.a + init.b * rng.Normal()); break;
+      case Init::kUniform: out[i] = static_cast<float>(init.a + (init.b - init.a) * rng.Uniform()); break;
+      case Init::kNegExpUniform:
+        out[i] = static_cast<float>(-std::exp(init.a + (init.b - init.a) * rng.Uniform()));
+        break;
+    }
+  }
+}
+
+absl::Status FillTensor(const TensorSpec& t, uint64_t seed, int threads, absl::Span<uint8_t> out) {
+  int64_t n = 1;
+  for (int64_t d : t.ne) n *= d;
+  const int64_t n_chunks = (n + kChunk - 1) / kChunk;
+  const uint64_t base = seed * 0x9E3779B97F4A7C15ull ^ HashName(t.name);
+  const auto& traits = gguf::TraitsOf(t.type);
+  std::vector<absl::Status> status(threads);
+  auto work = [&](int tid) {
+    std::vector<float> buf(kChunk);
+    for (int64_t c = tid; c < n_chunks; c += threads) {
+      int64_t begin = c * kChunk, len = std::min(kChunk, n - begin);
+      FillChunk(t.init, base + static_cast<uint64_t>(c) * 0xD1B54A32D192ED03ull, buf.data(), len);
+      const uint64_t bytes_begin = begin / traits.block_elems * traits.block_bytes;
+      const uint64_t bytes_len = len / traits.block_elems * traits.block_bytes;
+      absl::Span<uint8_t> dst = out.subspan(bytes_begin, bytes_len);
+      absl::Status s;
+      if (t.type == GgmlType::kF32) std::memcpy(dst.data(), buf.data(), len * 4);
+      else s = gguf::Quantize(t.type, absl::MakeConstSpan(buf.data(), len), dst);
+      if (!s.ok()) { status[tid] = s; return; }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(work, i);
+  work(0);
+  for (auto& th : pool) th.join();
+  for (const auto& s : status) MEMRA_RETURN_IF_ERROR(s);
+  return absl::OkStatus();
+}
+
+std::vector<TensorSpec> Qwen35Tensors(const Qwen35Shape& s, GgmlType dtype) {
+  const int64_t E = s.n_embd;
+  const int64_t key_dim = int64_t(s.ssm_d_state) * s.ssm_n_k_heads;
+  const int64_t value_dim = s.d_inner();
+  const int64_t conv_dim = 2 * key_dim + value_dim;
+  const int64_t q_dim = int64_t(s.n_head) * s.head_dim, kv_dim = int64_t(s.n_head_kv) * s.head_dim;
+  // Residual-branch outputs get a smaller scale in deep models so the stream stays O(1).
+  const double out_gain = std::min(1.0, std::sqrt(4.0 / s.n_layer));
+  auto mat = [&](std::string name, int64_t in, int64_t out, double gain = 1.0) {
+    GgmlType t = dtype;
+    if (in % gguf::TraitsOf(dtype).block_elems != 0) t = GgmlType::kF16;
+    return TensorSpec{std::move(name), {in, out}, t, {Init::kNormal, 0.0, gain / std::sqrt(double(in))}};
+  };
+  auto norm = [&](std::string name, int64_t n) {
+    return TensorSpec{std::move(name), {n}, GgmlType::kF32, {Init::kUniform, 0.8, 1.2}};
+  };
+  std::vector<TensorSpec> v;
+  v.push_back({"token_embd.weight", {E, s.n_vocab}, dtype, {Init::kNormal, 0.0, 1.0}});
+  if (E % gguf::TraitsOf(dtype).block_elems != 0) v.back().type = GgmlType::kF16;
+  for (uint32_t il = 0; il < s.n_layer; ++il) {
+    const std::string p = absl::StrCat("blk.", il, ".");
+    v.push_back(norm(p + "attn_norm.weight", E));
+    if (s.IsAttentionLayer(il)) {
+      v.push_back(mat(p + "attn_q.weight", E, 2 * q_dim));  // per head [q_h | gate_h]
+      v.push_back(mat(p + "attn_k.weight", E, kv_dim));
+      v.push_back(mat(p + "attn_v.weight", E, kv_dim));
+      v.push_back(mat(p + "attn_output.weight", q_dim, E, out_gain));
+      v.push_back(norm(p + "attn_q_norm.weight", s.head_dim));
+      v.push_back(norm(p + "attn_k_norm.weight", s.head_dim));
+    } else {
+      v.push_back(mat(p + "attn_qkv.weight", E, conv_dim));
+      v.push_back(mat(p + "attn_gate.weight", E, value_dim));
+      v.push_back({p + "ssm_conv1d.weight", {s.ssm_d_conv, conv_dim}, GgmlType::kF32, {Init::kNormal, 0.0, 0.5}});
+      v.push_back({p + "ssm_dt.bias", {s.ssm_n_v_heads}, GgmlType::kF32, {Init::kNormal, -2.5, 0.5}});
+      v.push_back({p + "ssm_a", {s.ssm_n_v_heads}, GgmlType::kF32, {Init::kNegExpUniform, 0.0, std::log(16.0)}});
+      v.push_back(mat(p + "ssm_beta.weight", E, s.ssm_n_v_heads));
+      v.push_back(mat(p + "ssm_alpha.weight", E, s.ssm_n_v_heads));
+      v.push_back(norm(p + "ssm_norm.weight", s.ssm_d_state));
+      v.push_back(mat(p + "ssm_out.weight", value_dim, E, out_gain));
+    }
+    v.push_back(norm(p + "post_attention_norm.weight", E));
+    v.push_back(mat(p + "ffn_gate.weight", E, s.n_ff));
+    v.push_back(mat(p + "ffn_up.weight", E, s.n_ff));
+    v.push_back(mat(p + "ffn_down.weight", s.n_ff, E, out_gain));
+  }
+  v.push_back(norm("output_norm.weight", E));
+  if (!s.tied_output) v.push_back(mat("output.weight", E, s.n_vocab));
+  return v;
+}
+
+// GPT-2's reversible byte -> printable code point mapping used by byte-level BPE vocabularies.
+std::string ByteLevelToken(int byte) {
+  std::vector<int> direct;
+  for (int b = 33; b <= 126; ++b) direct.push_back(b);
+  for (int b = 161; b <= 172; ++b) direct.push_back(b);
+  for (int b = 174; b <= 255; ++b) direct.push_back(b);
+  int cp = -1, extra = 0;
+  for (int b = 0; b < 256; ++b) {
+    bool is_direct = std::find(direct.begin(), direct.end(), b) != direct.end();
+    if (b == byte) { cp = is_direct ? b : 256 + extra; break; }
+    if (!is_direct) ++extra;
+  }
+  std::string out;
+  if (cp < 0x80) out.push_back(static_cast<char>(cp));
+  else { out.push_back(static_cast<char>(0xC0 | (cp >> 6))); out.push_back(static_cast<char>(0x80 | (cp & 63))); }
+  return out;
+}
+
+constexpr char kChatMlTemplate[] =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+void AddTokenizer(const Qwen35Shape& s, gguf::GgufWriter& w) {
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  std::vector<float> scores;
+  if (s.n_vocab == 259) {
+    // SentencePiece-style byte vocabulary, as in the shared fixtures: <unk>, <s>, </s>, <0x00>..<0xFF>.
+    tokens = {"<unk>", "<s>", "</s>"};
+    types = {2, 3, 3};
+    for (int b = 0; b < 256; ++b) {
+      tokens.push_back(absl::StrFormat("<0x%02X>", b));
+      types.push_back(6);
+    }
+    scores.assign(tokens.size(), 0.0f);
+    w.Set("tokenizer.ggml.model", Value::String("llama"));
+    w.Set("tokenizer.ggml.tokens", Value::StringArray(tokens));
+    w.Set("tokenizer.ggml.scores", Value::F32Array(scores));
+    w.Set("tokenizer.ggml.token_type", Value::I32Array(types));
+    w.Set("tokenizer.ggml.unknown_token_id", Value::U32(0));
+    w.Set("tokenizer.ggml.bos_token_id", Value::U32(1));
+    w.Set("tokenizer.ggml.eos_token_id", Value::U32(2));
+    w.Set("tokenizer.ggml.add_bos_token", Value::Bool(true));
+    w.Set("tokenizer.ggml.add_eos_token", Value::Bool(false));
+    return;
+  }
+  // Byte-level BPE (gpt2 model, qwen2 pre-tokenizer) over the 256 byte symbols, Qwen's special
+  // tokens, and reserved filler tokens up to the embedding size.
+  for (int b = 0; b < 256; ++b) { tokens.push_back(ByteLevelToken(b)); types.push_back(1); }
+  const uint32_t endoftext = tokens.size();
+  for (const char* sp : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) { tokens.push_back(sp); types.push_back(3); }
+  while (tokens.size() < s.n_vocab) {
+    tokens.push_back(absl::StrCat("<|reserved_", tokens.size(), "|>"));
+    types.push_back(3);
+  }
+  w.Set("tokenizer.ggml.model", Value::String("gpt2"));
+  w.Set("tokenizer.ggml.pre", Value::String("qwen2"));
+  w.Set("tokenizer.ggml.tokens", Value::StringArray(tokens));
+  w.Set("tokenizer.ggml.token_type", Value::I32Array(types));
+  w.Set("tokenizer.ggml.merges", Value::StringArray({}));
+  w.Set("tokenizer.ggml.eos_token_id", Value::U32(endoftext));
+  w.Set("tokenizer.ggml.eot_token_id", Value::U32(endoftext + 2));
+  w.Set("tokenizer.ggml.padding_token_id", Value::U32(endoftext));
+  w.Set("tokenizer.ggml.bos_token_id", Value::U32(endoftext));
+  w.Set("tokenizer.ggml.add_bos_token", Value::Bool(false));
+  w.Set("tokenizer.chat_template", Value::String(kChatMlTemplate));
+}
+
+uint32_t FileType(GgmlType t) {
+  switch (t) {
+    case GgmlType::kF32: return 0;
+    case GgmlType::kF16: return 1;
+    case GgmlType::kQ8_0: return 7;
+    case GgmlType::kBF16: return 32;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> Qwen35PresetNames() { return {"tiny", "0.8b", "2b", "4b", "9b", "27b"}; }
+
+absl::StatusOr<Qwen35Shape> Qwen35Preset(absl::string_view name) {
+  Qwen35Shape s;
+  s.name = std::string(name);
+  if (name == "tiny") {  // the shapes of ../shared/fixtures' qwen35-tiny
+    s.n_embd = 256; s.n_layer = 4; s.n_head = 4; s.n_head_kv = 2; s.head_dim = 64; s.n_rot = 16;
+    s.rope_sections = {3, 3, 2, 0}; s.context_length = 4096; s.ssm_d_state = 32; s.ssm_n_k_heads = 2;
+    s.ssm_n_v_heads = 4; s.n_ff = 512; s.n_vocab = 259; s.tied_output = false;
+    return s;
+  }
+  // Real Qwen3.5 text-model shapes: head_dim 256, 16 linear key heads of dim 128, rope 64 dims.
+  s.head_dim = 256; s.n_rot = 64; s.rope_sections = {11, 11, 10, 0}; s.context_length = 262144;
+  s.ssm_d_state = 128; s.ssm_n_k_heads = 16; s.n_vocab = 248320;
+  struct Row { const char* name; uint32_t embd, layers, heads, kv, v_heads, ff; bool tied; };
+  static const Row rows[] = {
+      {"0.8b", 1024, 24, 8, 2, 16, 3584, true},  {"2b", 2048, 24, 8, 2, 16, 6144, true},
+      {"4b", 2560, 32, 16, 4, 32, 9216, true},   {"9b", 4096, 32, 16, 4, 32, 12288, false},
+      {"27b", 5120, 64, 24, 4, 48, 17408, false},
+  };
+  for (const Row& r : rows) {
+    if (name != r.name) continue;
+    s.n_embd = r.embd; s.n_layer = r.layers; s.n_head = r.heads; s.n_head_kv = r.kv;
+    s.ssm_n_v_heads = r.v_heads; s.n_ff = r.ff; s.tied_output = r.tied;
+    return s;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown qwen35 preset '", name, "' (known: ",
+                                                 absl::StrJoin(Qwen35PresetNames(), ", "), ")"));
+}
+
+absl::StatusOr<SyntheticStats> WriteSyntheticQwen35(const Qwen35Shape& s, const SyntheticOptions& opt,
+                                                    const std::string& path) {
+  switch (opt.dtype) {
+    case GgmlType::kF32: case GgmlType::kF16: case GgmlType::kBF16: case GgmlType::kQ8_0: break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("memra gen: weight dtype ", gguf::GgmlTypeName(opt.dtype),
+                                                     " not supported (f32, f16, bf16, q8_0)"));
+  }
+  const std::string a = "qwen35.";
+  gguf::GgufWriter w;
+  w.Set("general.architecture", Value::String("qwen35"));
+  w.Set("general.name", Value::String(absl::StrCat("memra synthetic qwen35 ", s.name)));
+  w.Set("general.description",
+        Value::String(absl::StrCat("random weights (seed ", opt.seed, "), written by memra gen")));
+  w.Set("general.file_type", Value::U32(FileType(opt.dtype)));
+  if (opt.dtype != GgmlType::kF32) w.Set("general.quantization_version", Value::U32(2));
+  w.Set(a + "context_length", Value::U32(s.context_length));
+  w.Set(a + "embedding_length", Value::U32(s.n_embd));
+  w.Set(a + "block_count", Value::U32(s.n_layer));
+  w.Set(a + "feed_forward_length", Value::U32(s.n_ff));
+  w.Set(a + "attention.head_count", Value::U32(s.n_head));
+  w.Set(a + "attention.head_count_kv", Value::U32(s.n_head_kv));
+  w.Set(a + "attention.key_length", Value::U32(s.head_dim));
+  w.Set(a + "attention.value_length", Value::U32(s.head_dim));
+  w.Set(a + "rope.freq_base", Value::F32(s.rope_freq_base));
+  w.Set(a + "attention.layer_norm_rms_epsilon", Value::F32(s.rms_eps));
+  w.Set(a + "rope.dimension_count", Value::U32(s.n_rot));
+  w.Set(a + "rope.dimension_sections",
+        Value::I32Array({s.rope_sections[0], s.rope_sections[1], s.rope_sections[2], s.rope_sections[3]}));
+  w.Set(a + "ssm.conv_kernel", Value::U32(s.ssm_d_conv));
+  w.Set(a + "ssm.state_size", Value::U32(s.ssm_d_state));
+  w.Set(a + "ssm.group_count", Value::U32(s.ssm_n_k_heads));
+  w.Set(a + "ssm.time_step_rank", Value::U32(s.ssm_n_v_heads));
+  w.Set(a + "ssm.inner_size", Value::U32(s.d_inner()));
+  w.Set(a + "full_attention_interval", Value::U32(s.full_attention_interval));
+  w.Set(a + "nextn_predict_layers", Value::U32(0));
+  AddTokenizer(s, w);
+
+  const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
+  SyntheticStats stats;
+  for (TensorSpec& t : Qwen35Tensors(s, opt.dtype)) {
+    int64_t n = 1;
+    for (int64_t d : t.ne) n *= d;
+    stats.n_params += n;
+    ++stats.n_tensors;
+    auto spec = std::make_shared<TensorSpec>(t);
+    const uint64_t seed = opt.seed;
+    MEMRA_RETURN_IF_ERROR(w.AddTensor(t.name, t.type, t.ne, [spec, seed, threads](absl::Span<uint8_t> out) {
+      return FillTensor(*spec, seed, threads, out);
+    }));
+  }
+  stats.data_bytes = w.TotalDataBytes();
+  std::unique_ptr<ProgressBar> bar;
+  if (opt.progress) bar = std::make_unique<ProgressBar>(absl::StrCat("writing ", path), stats.data_bytes);
+  MEMRA_RETURN_IF_ERROR(w.Write(path, [&](uint64_t done, uint64_t) { if (bar) bar->Update(done); }));
+  if (bar) bar->Finish();
+  return stats;
+}
+
+}  // namespace memra::synthetic
