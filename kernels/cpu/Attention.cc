@@ -1,0 +1,69 @@
+#include "kernels/cpu/Attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/Matmul.h"
+
+namespace memra::kernels::cpu {
+
+void QGateSplit(const float* qg, int64_t T, int64_t n_head, int64_t head_dim, float* q,
+                float* gate) {
+  const size_t bytes = static_cast<size_t>(head_dim) * sizeof(float);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < n_head; ++h) {
+      const float* src = qg + (t * n_head + h) * 2 * head_dim;
+      std::memcpy(q + (t * n_head + h) * head_dim, src, bytes);
+      std::memcpy(gate + (t * n_head + h) * head_dim, src + head_dim, bytes);
+    }
+}
+
+absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, int64_t capacity,
+                      float* cache) {
+  if (P < 0 || T < 0 || P + T > capacity)
+    return absl::OutOfRangeError(absl::StrCat("KV cache overflow: appending ", T,
+                                              " positions at position ", P, " to a cache of ",
+                                              capacity, " positions"));
+  std::memcpy(cache + P * width, rows, static_cast<size_t>(T * width) * sizeof(float));
+  return absl::OkStatus();
+}
+
+void CausalAttention(const float* q, int64_t T, int64_t P, const float* k_cache,
+                     const float* v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
+                     float scale, float* out, ThreadPool* pool) {
+  const int64_t group = n_head / n_head_kv;
+  const int64_t q_width = n_head * head_dim, kv_width = n_head_kv * head_dim;
+  ParallelFor(pool, 0, T * n_head, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> p(static_cast<size_t>(P + T));
+    std::vector<float> acc(static_cast<size_t>(head_dim));
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t t = item / n_head, h = item % n_head, kvh = h / group;
+      const float* qv = q + t * q_width + h * head_dim;
+      const int64_t n_keys = P + t + 1;
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < n_keys; ++j) {
+        p[j] = Dot(qv, k_cache + j * kv_width + kvh * head_dim, head_dim) * scale;
+        mx = std::max(mx, p[j]);
+      }
+      double sum = 0.0;
+      for (int64_t j = 0; j < n_keys; ++j) {
+        p[j] = std::exp(p[j] - mx);
+        sum += p[j];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t j = 0; j < n_keys; ++j) {
+        const float pj = p[j] * inv;
+        const float* vv = v_cache + j * kv_width + kvh * head_dim;
+        for (int64_t d = 0; d < head_dim; ++d) acc[d] += pj * vv[d];
+      }
+      std::memcpy(out + t * q_width + h * head_dim, acc.data(),
+                  static_cast<size_t>(head_dim) * sizeof(float));
+    }
+  });
+}
+
+}  // namespace memra::kernels::cpu

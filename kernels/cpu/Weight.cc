@@ -1,0 +1,88 @@
+#include "kernels/cpu/Weight.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "frontends/gguf/Quant.h"
+
+namespace memra::kernels::cpu {
+
+using gguf::GgmlType;
+
+absl::StatusOr<WeightView> WeightView::Make(GgmlType type, int64_t rows, int64_t cols,
+                                            absl::Span<const uint8_t> bytes) {
+  if (rows < 0 || cols <= 0)
+    return absl::InvalidArgumentError(absl::StrCat("weight shape {", cols, ", ", rows, "} is invalid"));
+  auto row_bytes = gguf::RowBytes(type, cols);
+  if (!row_bytes.ok()) return row_bytes.status();
+  if (rows > 0 && *row_bytes > bytes.size() / static_cast<uint64_t>(rows))
+    return absl::InvalidArgumentError(absl::StrCat("weight {", cols, ", ", rows, "} of type ",
+                                                   gguf::GgmlTypeName(type), " needs ", *row_bytes,
+                                                   " bytes per row but only ", bytes.size(),
+                                                   " bytes are given"));
+  if (*row_bytes * static_cast<uint64_t>(rows) != bytes.size())
+    return absl::InvalidArgumentError(absl::StrCat("weight {", cols, ", ", rows, "} of type ",
+                                                   gguf::GgmlTypeName(type), " needs ",
+                                                   *row_bytes * rows, " bytes, got ", bytes.size()));
+  WeightView w;
+  w.type = type;
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = *row_bytes;
+  w.data = bytes.data();
+  return w;
+}
+
+absl::StatusOr<WeightView> WeightView::FromTensor(const gguf::TensorInfo& t) {
+  for (size_t i = 2; i < t.ne.size(); ++i)
+    if (t.ne[i] != 1)
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", t.name, ": expected a 2-D weight, ne[", i, "] = ", t.ne[i]));
+  auto w = Make(t.type, t.ne_at(1), t.ne_at(0), t.data);
+  if (!w.ok()) return absl::Status(w.status().code(), absl::StrCat("tensor ", t.name, ": ", w.status().message()));
+  return w;
+}
+
+WeightView WeightView::F32(const float* data, int64_t rows, int64_t cols) {
+  WeightView w;
+  w.type = GgmlType::kF32;
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = static_cast<uint64_t>(cols) * sizeof(float);
+  w.data = reinterpret_cast<const uint8_t*>(data);
+  return w;
+}
+
+bool CanDecode(GgmlType type) { return type == GgmlType::kF32 || gguf::CanDequantize(type); }
+
+absl::Status DequantizeRow(const WeightView& w, int64_t r, float* dst) {
+  if (r < 0 || r >= w.rows)
+    return absl::OutOfRangeError(absl::StrCat("row ", r, " out of range [0, ", w.rows, ")"));
+  if (w.type == GgmlType::kF32) {
+    std::memcpy(dst, w.Row(r), static_cast<size_t>(w.cols) * sizeof(float));
+    return absl::OkStatus();
+  }
+  return gguf::Dequantize(w.type, absl::Span<const uint8_t>(w.Row(r), w.row_bytes),
+                          absl::Span<float>(dst, static_cast<size_t>(w.cols)));
+}
+
+absl::StatusOr<DenseWeight> DenseWeight::FromView(const WeightView& w) {
+  if (!CanDecode(w.type))
+    return absl::UnimplementedError(
+        absl::StrCat("no dequantizer for type ", gguf::GgmlTypeName(w.type)));
+  DenseWeight d;
+  d.rows_ = w.rows;
+  d.cols_ = w.cols;
+  d.values_.resize(static_cast<size_t>(w.rows * w.cols));
+  if (w.type == GgmlType::kF32) {
+    std::memcpy(d.values_.data(), w.data, d.values_.size() * sizeof(float));
+  } else if (!d.values_.empty()) {
+    // Rows are stored back to back, so the whole matrix decodes in one call.
+    auto st = gguf::Dequantize(w.type, absl::Span<const uint8_t>(w.data, w.row_bytes * w.rows),
+                               absl::Span<float>(d.values_));
+    if (!st.ok()) return st;
+  }
+  return d;
+}
+
+}  // namespace memra::kernels::cpu

@@ -1,0 +1,246 @@
+// Unit tests of the elementwise, normalization, RoPE and sampling kernels against hand-checked
+// values and float64 references.
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/Elementwise.h"
+#include "kernels/cpu/Norm.h"
+#include "kernels/cpu/Rope.h"
+#include "kernels/cpu/Sampling.h"
+#include "kernels/cpu/ThreadPool.h"
+
+namespace memra::kernels::cpu {
+namespace {
+
+std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+TEST(ElementwiseTest, HandValues) {
+  const float a[3] = {1, -2, 0.5f}, b[3] = {3, 4, -2};
+  float out[3];
+  Add(a, b, 3, out);
+  EXPECT_FLOAT_EQ(out[0], 4);
+  EXPECT_FLOAT_EQ(out[1], 2);
+  EXPECT_FLOAT_EQ(out[2], -1.5f);
+  Mul(a, b, 3, out);
+  EXPECT_FLOAT_EQ(out[0], 3);
+  EXPECT_FLOAT_EQ(out[1], -8);
+  EXPECT_FLOAT_EQ(out[2], -1);
+  const float x[4] = {0, 2, -3, 30};
+  float y[4];
+  Sigmoid(x, 4, y);
+  EXPECT_FLOAT_EQ(y[0], 0.5f);
+  EXPECT_NEAR(y[1], 1.0 / (1.0 + std::exp(-2.0)), 1e-7);
+  Silu(x, 4, y);
+  EXPECT_FLOAT_EQ(y[0], 0.0f);
+  EXPECT_NEAR(y[2], -3.0 / (1.0 + std::exp(3.0)), 1e-7);
+  EXPECT_FLOAT_EQ(y[3], 30.0f);
+  Softplus(x, 4, y);
+  EXPECT_NEAR(y[0], std::log(2.0), 1e-7);
+  EXPECT_NEAR(y[2], std::log1p(std::exp(-3.0)), 1e-8);
+  EXPECT_FLOAT_EQ(y[3], 30.0f);
+  const float g[2] = {1, -1}, u[2] = {2, 3};
+  float s[2];
+  Swiglu(g, u, 2, s);
+  EXPECT_NEAR(s[0], 2.0 / (1.0 + std::exp(-1.0)), 1e-6);
+  EXPECT_NEAR(s[1], 3.0 * -1.0 / (1.0 + std::exp(1.0)), 1e-6);
+  // In place.
+  float z[3] = {1, 2, 3};
+  Add(z, z, 3, z);
+  EXPECT_FLOAT_EQ(z[2], 6);
+}
+
+TEST(ElementwiseTest, RowHelpers) {
+  const float m[2][4] = {{1, 2, 3, 4}, {5, 6, 7, 8}};
+  float cols[2][2];
+  CopyColumns(&m[0][0], 2, 4, 1, 2, &cols[0][0]);
+  EXPECT_EQ(cols[0][0], 2);
+  EXPECT_EQ(cols[0][1], 3);
+  EXPECT_EQ(cols[1][0], 6);
+  EXPECT_EQ(cols[1][1], 7);
+  float last[4];
+  TakeLastRow(&m[0][0], 2, 4, last);
+  EXPECT_EQ(last[0], 5);
+  EXPECT_EQ(last[3], 8);
+  const float w[4] = {1, 0, -1, 2};
+  float mr[2][4];
+  MulRows(&m[0][0], w, 2, 4, &mr[0][0]);
+  EXPECT_EQ(mr[1][2], -7);
+  EXPECT_EQ(mr[1][3], 16);
+}
+
+TEST(NormTest, RmsNormHand) {
+  // x = [3, 4]: mean square 12.5, rms 3.5355...
+  const float x[2] = {3, 4}, w[2] = {2, 0.5f};
+  float y[2];
+  RmsNorm(x, w, 1, 2, 0.0f, y);
+  EXPECT_NEAR(y[0], 3 / std::sqrt(12.5) * 2, 1e-6);
+  EXPECT_NEAR(y[1], 4 / std::sqrt(12.5) * 0.5, 1e-6);
+  RmsNorm(x, nullptr, 1, 2, 0.0f, y);
+  EXPECT_NEAR(y[1], 4 / std::sqrt(12.5), 1e-6);
+}
+
+TEST(NormTest, RmsNormMatchesDoubleAndThreads) {
+  const int64_t rows = 37, cols = 256;
+  auto x = Random(rows * cols, 1, 3.0f);
+  auto w = Random(cols, 2);
+  std::vector<float> y(rows * cols), y4(rows * cols);
+  RmsNorm(x.data(), w.data(), rows, cols, 1e-6f, y.data());
+  ThreadPool pool(4);
+  RmsNorm(x.data(), w.data(), rows, cols, 1e-6f, y4.data(), &pool);
+  EXPECT_EQ(y, y4);
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t c = 0; c < cols; ++c) ss += double(x[r * cols + c]) * x[r * cols + c];
+    const double s = 1.0 / std::sqrt(ss / cols + 1e-6);
+    for (int64_t c = 0; c < cols; ++c)
+      ASSERT_NEAR(y[r * cols + c], x[r * cols + c] * s * w[c], 2e-6 * (1 + std::fabs(y[r * cols + c])));
+  }
+  // In place.
+  RmsNorm(x.data(), w.data(), rows, cols, 1e-6f, x.data());
+  EXPECT_EQ(x, y);
+}
+
+TEST(NormTest, L2Norm) {
+  const float x[4] = {3, 4, 0, 0};
+  float y[4];
+  L2Norm(x, 2, 2, 1e-6f, y);
+  EXPECT_FLOAT_EQ(y[0], 0.6f);
+  EXPECT_FLOAT_EQ(y[1], 0.8f);
+  // A zero row stays zero (divided by eps, not by 0).
+  EXPECT_EQ(y[2], 0.0f);
+  EXPECT_EQ(y[3], 0.0f);
+  // A tiny row is divided by eps: x / max(||x||, eps).
+  const float t[2] = {1e-8f, 0};
+  L2Norm(t, 1, 2, 1e-6f, y);
+  EXPECT_NEAR(y[0], 1e-2, 1e-9);
+}
+
+TEST(NormTest, GatedRmsNorm) {
+  const int64_t rows = 5, cols = 32;
+  auto x = Random(rows * cols, 3), z = Random(rows * cols, 4), w = Random(cols, 5);
+  std::vector<float> y(rows * cols);
+  GatedRmsNorm(x.data(), w.data(), z.data(), rows, cols, 1e-6f, y.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t c = 0; c < cols; ++c) ss += double(x[r * cols + c]) * x[r * cols + c];
+    const double s = 1.0 / std::sqrt(ss / cols + 1e-6);
+    for (int64_t c = 0; c < cols; ++c) {
+      const double zz = z[r * cols + c];
+      const double ref = x[r * cols + c] * s * w[c] * zz / (1 + std::exp(-zz));
+      ASSERT_NEAR(y[r * cols + c], ref, 1e-6 * (1 + std::fabs(ref)));
+    }
+  }
+}
+
+TEST(RopeTest, MatchesFormula) {
+  const int64_t T = 5, H = 3, D = 64, n_rot = 16;
+  const float base = 1e7f;
+  auto x = Random(T * H * D, 7);
+  auto y = x;
+  const int32_t pos[T] = {0, 1, 17, 47, 300};
+  RopeNeox(y.data(), T, H, D, n_rot, base, pos);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      const float* a = &x[(t * H + h) * D];
+      const float* b = &y[(t * H + h) * D];
+      for (int64_t i = 0; i < n_rot / 2; ++i) {
+        const double th = pos[t] * std::pow(double(base), -2.0 * i / n_rot);
+        const double r0 = a[i] * std::cos(th) - a[i + n_rot / 2] * std::sin(th);
+        const double r1 = a[i] * std::sin(th) + a[i + n_rot / 2] * std::cos(th);
+        // theta is built by repeated f32 multiplication (as ggml): a few ulp of theta.
+        const double tol = 1e-6 + 4e-7 * pos[t] * (std::fabs(a[i]) + std::fabs(a[i + n_rot / 2]));
+        EXPECT_NEAR(b[i], r0, tol);
+        EXPECT_NEAR(b[i + n_rot / 2], r1, tol);
+      }
+      for (int64_t i = n_rot; i < D; ++i) EXPECT_EQ(b[i], a[i]);
+    }
+  // Position 0 is the identity.
+  const int32_t zero[1] = {0};
+  auto one = std::vector<float>(x.begin(), x.begin() + H * D);
+  auto keep = one;
+  RopeNeox(one.data(), 1, H, D, n_rot, base, zero);
+  EXPECT_EQ(one, keep);
+}
+
+TEST(RopeTest, QuarterTurn) {
+  // n_rot 2, base irrelevant for i = 0: theta = p. p with cos≈0: rotate (1, 0) -> (cos p, sin p).
+  float v[4] = {1, 0, 5, 6};
+  const int32_t pos[1] = {2};
+  RopeNeox(v, 1, 1, 4, 2, 10000.0f, pos);
+  EXPECT_NEAR(v[0], std::cos(2.0), 1e-7);
+  EXPECT_NEAR(v[1], std::sin(2.0), 1e-7);
+  EXPECT_EQ(v[2], 5);
+  EXPECT_EQ(v[3], 6);
+}
+
+TEST(SamplingTest, SoftmaxArgmax) {
+  const float x[4] = {1, 3, 3, -1};
+  float p[4];
+  Softmax(x, 1, 4, p);
+  const double den = std::exp(1.0) + 2 * std::exp(3.0) + std::exp(-1.0);
+  EXPECT_NEAR(p[0], std::exp(1.0) / den, 1e-7);
+  EXPECT_NEAR(p[1], std::exp(3.0) / den, 1e-7);
+  EXPECT_NEAR(p[0] + p[1] + p[2] + p[3], 1.0, 1e-6);
+  EXPECT_EQ(Argmax(x, 4), 1);  // ties go to the lowest id
+  const float with_nan[3] = {NAN, -5, -7};
+  EXPECT_EQ(Argmax(with_nan, 3), 1);
+  // Large logits do not overflow.
+  const float big[2] = {1000, 1000};
+  Softmax(big, 1, 2, p);
+  EXPECT_FLOAT_EQ(p[0], 0.5f);
+}
+
+TEST(SamplingTest, TopKTopPTemperature) {
+  const float logits[5] = {0.0f, 2.0f, 1.0f, 2.0f, -1.0f};
+  auto c = TopKCandidates(logits, 5, 3);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].id, 1);
+  EXPECT_EQ(c[1].id, 3);
+  EXPECT_EQ(c[2].id, 2);
+  EXPECT_EQ(TopKCandidates(logits, 5, 0).size(), 5u);
+  SoftmaxCandidates(c);
+  // probs e^2, e^2, e^1 -> top_p 0.5 keeps 1 (0.42 < 0.5 after first) ... cumulative check
+  const double den = 2 * std::exp(2.0) + std::exp(1.0);
+  EXPECT_NEAR(c[0].prob, std::exp(2.0) / den, 1e-6);
+  auto c2 = c;
+  TopPFilter(c2, 0.5f);  // 0.42 < 0.5, 0.84 >= 0.5 -> keep 2
+  ASSERT_EQ(c2.size(), 2u);
+  EXPECT_NEAR(c2[0].prob, 0.5, 1e-6);
+  auto c3 = c;
+  TopPFilter(c3, 0.1f);
+  EXPECT_EQ(c3.size(), 1u);
+  auto c4 = c;
+  ApplyTemperature(c4, 0.5f);
+  EXPECT_FLOAT_EQ(c4[0].logit, 4.0f);
+}
+
+TEST(SamplingTest, SampleToken) {
+  const float logits[4] = {0.0f, 5.0f, 1.0f, 4.9f};
+  std::mt19937_64 rng(42);
+  SamplingParams greedy;
+  EXPECT_EQ(SampleToken(logits, 4, greedy, rng), 1);
+  SamplingParams topk1{1.0f, 1, 1.0f};
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(SampleToken(logits, 4, topk1, rng), 1);
+  // top-k 2 at temperature 1: ids 1 and 3 only, with frequencies ~ e^5 : e^4.9.
+  SamplingParams topk2{1.0f, 2, 1.0f};
+  int counts[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 20000; ++i) ++counts[SampleToken(logits, 4, topk2, rng)];
+  EXPECT_EQ(counts[0] + counts[2], 0);
+  const double p1 = 1.0 / (1.0 + std::exp(-0.1));
+  EXPECT_NEAR(counts[1] / 20000.0, p1, 0.02);
+  // Same seed, same draws.
+  std::mt19937_64 a(7), b(7);
+  SamplingParams hot{2.0f, 0, 0.95f};
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(SampleToken(logits, 4, hot, a), SampleToken(logits, 4, hot, b));
+}
+
+}  // namespace
+}  // namespace memra::kernels::cpu
