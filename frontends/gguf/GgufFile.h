@@ -22,6 +22,12 @@ namespace memra::gguf {
 
 inline constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF"
 inline constexpr uint32_t kDefaultAlignment = 32;
+// Limits enforced by the reader (and the writer, so that whatever it writes reads back).
+inline constexpr size_t kMaxTensorNameBytes = 63;  // llama.cpp GGML_MAX_NAME = 64 incl. the NUL
+inline constexpr size_t kMaxDims = 4;               // GGML_MAX_DIMS
+inline constexpr int kMaxArrayDepth = 8;            // levels of arrays nested in one value
+// Total scalar/string/array values across all metadata (guards memory: a Value is ~100 bytes).
+inline constexpr uint64_t kMaxMetadataValues = uint64_t{1} << 23;
 
 struct TensorInfo {
   std::string name;
@@ -29,19 +35,25 @@ struct TensorInfo {
   std::vector<int64_t> ne;       // ggml order: ne[0] is the contiguous (innermost) dimension
   uint64_t offset = 0;           // relative to the data section
   uint64_t nbytes = 0;
-  absl::Span<const uint8_t> data;  // the tensor's bytes inside the mapping
+  absl::Span<const uint8_t> data;  // the tensor's bytes inside the mapping (empty if nbytes == 0)
+  uint64_t info_offset = 0;      // absolute file offset of this tensor's info (for messages)
 
-  int64_t NumElements() const;
+  int64_t NumElements() const;   // product of ne (1 for n_dims 0); -1 if it overflows int64
   // Row-major (numpy) shape: ne reversed, outermost first. A {256, 259} tensor is [259][256].
   std::vector<int64_t> RowMajorShape() const;
   int64_t ne_at(size_t i) const { return i < ne.size() ? ne[i] : 1; }
 };
+
+// "{256, 259}" (ggml ne order), for messages.
+std::string ShapeString(absl::Span<const int64_t> ne);
 
 class GgufFile {
  public:
   // Maps and parses `path`.
   static absl::StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path);
   // Parses an in-memory image (copied); `label` stands in for the path in messages.
+  // Malformed files give InvalidArgument ("<path>: <where>: <what> ... at offset N"); Open's
+  // I/O failures give NotFound / PermissionDenied / Internal.
   static absl::StatusOr<std::unique_ptr<GgufFile>> FromBytes(absl::Span<const uint8_t> bytes,
                                                              std::string label = "<memory>");
   ~GgufFile();
@@ -54,7 +66,9 @@ class GgufFile {
   uint64_t data_offset() const { return data_offset_; }  // absolute offset of the data section
   uint64_t file_size() const { return size_; }
   // Header + metadata + tensor-info bytes (everything before the data section).
-  absl::Span<const uint8_t> header_bytes() const { return {base_, static_cast<size_t>(data_offset_)}; }
+  absl::Span<const uint8_t> header_bytes() const {
+    return {base_, static_cast<size_t>(data_offset_ < size_ ? data_offset_ : size_)};
+  }
 
   // --- metadata ---
   const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }
@@ -90,6 +104,8 @@ class GgufFile {
  private:
   GgufFile() = default;
   absl::Status Parse();
+  absl::StatusOr<const Value*> FindTyped(absl::string_view key, absl::string_view expected,
+                                         bool (*accept)(const Value&)) const;
 
   std::string path_;
   const uint8_t* base_ = nullptr;

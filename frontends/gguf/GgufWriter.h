@@ -10,12 +10,20 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "frontends/gguf/GgmlType.h"
 #include "frontends/gguf/GgufValue.h"
 
 namespace memra::gguf {
+namespace detail {
+class GgufSink;  // where Write / WriteToBytes put the bytes (GgufWriter.cc)
+}  // namespace detail
 
+// Usage: Set() metadata, AddTensor() each tensor, then Write(). Everything is validated so that
+// what is written reads back with GgufFile as the same values: integer ranges, array element
+// types, nesting depth, tensor names (unique, 1..63 bytes), shapes (<= 4 dims, ne >= 0,
+// ne[0] a multiple of the block size).
 class GgufWriter {
  public:
   // Fills `out` (exactly the tensor's byte size) with the tensor's data.
@@ -23,9 +31,11 @@ class GgufWriter {
   // Called after each tensor is written: (bytes written so far, total bytes).
   using Progress = std::function<void(uint64_t done, uint64_t total)>;
 
-  // Alignment of tensor data (power of two). Also written as `general.alignment` when not 32.
+  // Alignment of tensor data (power of two). Also stored as the `general.alignment` (u32) key when
+  // not 32 (the key is added at that point of the metadata order, or updated if present).
   absl::Status SetAlignment(uint32_t alignment);
-  // Adds or replaces a metadata key (keys keep their first insertion position).
+  // Adds or replaces a metadata key (keys keep their first insertion position). A valid u32
+  // `general.alignment` also sets the alignment; any other value for it makes Write fail.
   void Set(const std::string& key, Value value);
   // Declares a tensor (`ne` in ggml order); error on a duplicate name or a bad shape for `type`.
   absl::Status AddTensor(const std::string& name, GgmlType type, std::vector<int64_t> ne,
@@ -34,8 +44,10 @@ class GgufWriter {
   absl::Status AddTensorBytes(const std::string& name, GgmlType type, std::vector<int64_t> ne,
                               absl::Span<const uint8_t> bytes);
 
+  // Size of the data section: every tensor's bytes, each padded to the alignment.
   uint64_t TotalDataBytes() const;
-  // Writes the file (to `path`.tmp, renamed on success).
+  // Writes the file (to `path`.tmp, renamed on success; the .tmp is removed on failure).
+  // `progress` is called after each tensor with padded data bytes written so far and in total.
   absl::Status Write(const std::string& path, const Progress& progress = nullptr) const;
   // The whole file in memory (tests, small files).
   absl::StatusOr<std::vector<uint8_t>> WriteToBytes() const;
@@ -48,6 +60,9 @@ class GgufWriter {
     uint64_t nbytes;
     TensorSource source;
   };
+  absl::StatusOr<std::vector<uint8_t>> EncodeHeader() const;
+  absl::Status WriteTo(detail::GgufSink& sink, const Progress& progress) const;
+
   uint32_t alignment_ = 32;
   std::vector<std::pair<std::string, Value>> kv_;
   std::vector<PendingTensor> tensors_;
