@@ -1,0 +1,140 @@
+// OpBuilder: creates typed ops at an insertion point. Result types are inferred from the
+// operands and attributes (ir/TypeInference.h), so building a layer reads like the model:
+//
+//   OpBuilder b(func);
+//   Value* h = b.RmsNorm(x, m.weight("blk.0.attn_norm.weight"), 1e-6);
+//   Value* qkv = b.MatMul(h, m.weight("blk.0.attn_qkv.weight"))->Named("qkv0");
+//   auto [q, gate] = b.QGateSplit(qg, /*n_head=*/4, /*head_dim=*/64);
+//   ...
+//   MEMRA_RETURN_IF_ERROR(b.status());
+//
+// Errors are sticky: the first failing op records its error (naming the op and the rule) in
+// status() and returns a poison value; ops built from poison values are skipped silently, so a
+// lowering checks status() once per layer or function instead of after every op.
+#pragma once
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "ir/Function.h"
+#include "ir/Module.h"
+#include "ir/TypeInference.h"
+
+namespace memra::ir {
+
+class OpBuilder {
+ public:
+  // Appends at the end of the function body (before nothing: add the return last).
+  explicit OpBuilder(Function* f);
+  // Inserts into `block` before `pos`.
+  OpBuilder(Block* block, Block::iterator pos);
+
+  void SetInsertionPointToEnd(Block* block);
+  void SetInsertionPoint(Op* before);
+  void SetInsertionPointAfter(Op* op);
+
+  // First error of any op built so far (OK if none).
+  const absl::Status& status() const { return status_; }
+  bool ok() const { return status_.ok(); }
+  // The op that created the last value returned (nullptr after an error).
+  Op* last_op() const { return last_op_; }
+
+  // Generic creation: checks the signature, infers result types (`explicit_types` for
+  // reshape/constant), inserts. Returns the op or an error (does not touch status()).
+  absl::StatusOr<Op*> Create(OpKind kind, llvm::ArrayRef<Value*> operands, AttrDict attrs = {},
+                             llvm::ArrayRef<TensorType> explicit_types = {});
+  // The same with sticky errors: the op's results (poison values on error).
+  llvm::SmallVector<Value*, 2> Build(OpKind kind, llvm::ArrayRef<Value*> operands,
+                                     AttrDict attrs = {},
+                                     llvm::ArrayRef<TensorType> explicit_types = {});
+  // Single-result form of Build.
+  Value* Build1(OpKind kind, llvm::ArrayRef<Value*> operands, AttrDict attrs = {},
+                llvm::ArrayRef<TensorType> explicit_types = {});
+
+  // Typed helpers, one per op kind (semantics in ir/Ops.def).
+  Value* Embed(Value* ids, Value* table) { return Build1(OpKind::kEmbed, {ids, table}); }
+  Value* RmsNorm(Value* x, Value* w, double eps) {
+    return Build1(OpKind::kRmsNorm, {x, w}, {{"eps", eps}});
+  }
+  Value* L2Norm(Value* x, double eps) { return Build1(OpKind::kL2Norm, {x}, {{"eps", eps}}); }
+  Value* Add(Value* a, Value* b) { return Build1(OpKind::kAdd, {a, b}); }
+  Value* Mul(Value* a, Value* b) { return Build1(OpKind::kMul, {a, b}); }
+  Value* Scale(Value* x, double factor) {
+    return Build1(OpKind::kScale, {x}, {{"factor", factor}});
+  }
+  Value* Sigmoid(Value* x) { return Build1(OpKind::kSigmoid, {x}); }
+  Value* Silu(Value* x) { return Build1(OpKind::kSilu, {x}); }
+  Value* Softplus(Value* x) { return Build1(OpKind::kSoftplus, {x}); }
+  Value* Exp(Value* x) { return Build1(OpKind::kExp, {x}); }
+  Value* Swiglu(Value* g, Value* u) { return Build1(OpKind::kSwiglu, {g, u}); }
+  Value* Softmax(Value* x) { return Build1(OpKind::kSoftmax, {x}); }
+  Value* MatMul(Value* x, Value* w) { return Build1(OpKind::kMatMul, {x, w}); }
+  llvm::SmallVector<Value*, 2> MatMulGroup(Value* x, llvm::ArrayRef<Value*> ws);
+  std::pair<Value*, Value*> QGateSplit(Value* qg, int64_t n_head, int64_t head_dim);
+  Value* Rope(Value* x, Value* pos, int64_t n_rot, double base) {
+    return Build1(OpKind::kRope, {x, pos}, {{"n_rot", n_rot}, {"base", base}});
+  }
+  Value* Positions(Value* counter, Value* like) {
+    return Build1(OpKind::kPositions, {counter, like});
+  }
+  Op* AdvancePositions(Value* counter, Value* like);
+  Op* KvAppend(Value* k, Value* v, Value* k_cache, Value* v_cache, Value* pos);
+  Value* Attention(Value* q, Value* k_cache, Value* v_cache, Value* pos, double scale) {
+    return Build1(OpKind::kAttention, {q, k_cache, v_cache, pos}, {{"scale", scale}});
+  }
+  Value* Conv1dCausal(Value* x, Value* w, Value* state) {
+    return Build1(OpKind::kConv1dCausal, {x, w, state});
+  }
+  // Returns (beta, g).
+  std::pair<Value*, Value*> DeltaNetGates(Value* b, Value* a, Value* dt_bias, Value* ssm_a);
+  Value* GatedDeltaScan(Value* q, Value* k, Value* v, Value* g, Value* beta, Value* state,
+                        double scale) {
+    return Build1(OpKind::kGatedDeltaScan, {q, k, v, g, beta, state}, {{"scale", scale}});
+  }
+  Value* GatedRmsNorm(Value* x, Value* z, Value* w, double eps) {
+    return Build1(OpKind::kGatedRmsNorm, {x, z, w}, {{"eps", eps}});
+  }
+  // Returns (sum, normed).
+  std::pair<Value*, Value*> AddRmsNorm(Value* a, Value* b, Value* w, double eps);
+  Value* TakeLastRow(Value* x) { return Build1(OpKind::kTakeLastRow, {x}); }
+  // Returns (values, indices).
+  std::pair<Value*, Value*> TopK(Value* x, int64_t k);
+  Value* Argmax(Value* x) { return Build1(OpKind::kArgmax, {x}); }
+  Value* Sample(Value* logits, Value* rng, double temperature, int64_t top_k, double top_p) {
+    return Build1(OpKind::kSample, {logits, rng},
+                  {{"temperature", temperature}, {"top_k", top_k}, {"top_p", top_p}});
+  }
+  Value* Concat(llvm::ArrayRef<Value*> xs, int64_t axis) {
+    return Build1(OpKind::kConcat, xs, {{"axis", axis}});
+  }
+  llvm::SmallVector<Value*, 2> Split(Value* x, int64_t axis, std::vector<int64_t> sizes) {
+    return Build(OpKind::kSplit, {x}, {{"axis", axis}, {"sizes", std::move(sizes)}});
+  }
+  Value* Reshape(Value* x, Shape shape);
+  Value* View(Value* x, int64_t axis, int64_t offset, int64_t size) {
+    return Build1(OpKind::kView, {x}, {{"axis", axis}, {"offset", offset}, {"size", size}});
+  }
+  Value* Cast(Value* x, DType to) {
+    return Build1(OpKind::kCast, {x}, {{"dtype", DTypeName(to)}});
+  }
+  Value* Constant(TensorType type, double value) {
+    return Build1(OpKind::kConstant, {}, {{"value", value}}, {type});
+  }
+  Op* Return(llvm::ArrayRef<Value*> values);
+  // A segment op; build its body with a builder at SetInsertionPointToEnd(seg->body()).
+  Op* Segment(bool capturable, std::optional<int64_t> bucket = std::nullopt);
+
+ private:
+  Value* Poison();
+  bool IsPoison(Value* v) const;
+
+  Block* block_ = nullptr;
+  Block::iterator pos_;
+  absl::Status status_;
+  Op* last_op_ = nullptr;
+  std::vector<std::unique_ptr<Value>> poison_;
+};
+
+}  // namespace memra::ir

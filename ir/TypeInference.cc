@@ -1,0 +1,451 @@
+#include "ir/TypeInference.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ir/StatusMacros.h"
+
+namespace memra::ir {
+namespace {
+
+using Types = llvm::SmallVector<TensorType, 2>;
+
+std::string Desc(const Value* v) {
+  return absl::StrCat(v->is_global() ? "@" : "%", v->name().empty() ? "?" : v->name(), " : ",
+                      v->type().ToString());
+}
+
+absl::Status Err(absl::string_view msg) { return absl::InvalidArgumentError(msg); }
+
+// Expected state kind of a state operand, by op kind.
+std::optional<StateKind> ExpectedStateKind(OpKind kind) {
+  switch (kind) {
+    case OpKind::kKvAppend:
+    case OpKind::kAttention: return StateKind::kKv;
+    case OpKind::kConv1dCausal: return StateKind::kConv;
+    case OpKind::kGatedDeltaScan: return StateKind::kDelta;
+    case OpKind::kPositions:
+    case OpKind::kAdvancePositions: return StateKind::kPosition;
+    case OpKind::kSample: return StateKind::kRng;
+    default: return std::nullopt;
+  }
+}
+
+// Context for one inference: operand access by name with uniform error messages.
+class Ctx {
+ public:
+  Ctx(OpKind kind, llvm::ArrayRef<Value*> operands, const AttrDict& attrs)
+      : info_(InfoOf(kind)), operands_(operands), attrs_(attrs) {}
+
+  const Value* operator[](size_t i) const { return operands_[i]; }
+  const Shape& S(size_t i) const { return operands_[i]->shape(); }
+  DType D(size_t i) const { return operands_[i]->dtype(); }
+  std::string N(size_t i) const {
+    const OperandSpec* spec = info_.operand_spec(i);
+    std::string name = spec ? spec->name : "?";
+    if (spec && spec->variadic) absl::StrAppend(&name, "#", i - (info_.operands.size() - 1));
+    return absl::StrCat("operand '", name, "' (", Desc(operands_[i]), ")");
+  }
+  size_t size() const { return operands_.size(); }
+  int64_t I(absl::string_view a) const { return attrs_.I64Or(a, 0); }
+  double F(absl::string_view a) const { return attrs_.F64Or(a, 0); }
+
+  absl::Status Float(size_t i) const {
+    if (!IsFloat(D(i)) || D(i) == DType::kF64)
+      return Err(absl::StrCat(N(i), " must be an f32, f16 or bf16 activation"));
+    return absl::OkStatus();
+  }
+  absl::Status DTypeIs(size_t i, DType d) const {
+    if (D(i) != d) return Err(absl::StrCat(N(i), " must have dtype ", DTypeName(d)));
+    return absl::OkStatus();
+  }
+  absl::Status RankAtLeast(size_t i, int64_t r) const {
+    if (S(i).rank() < r) return Err(absl::StrCat(N(i), " must have rank >= ", r));
+    return absl::OkStatus();
+  }
+  absl::Status Rank(size_t i, int64_t r) const {
+    if (S(i).rank() != r) return Err(absl::StrCat(N(i), " must have rank ", r));
+    return absl::OkStatus();
+  }
+  absl::Status SameType(size_t i, size_t j) const {
+    if (operands_[i]->type() != operands_[j]->type())
+      return Err(absl::StrCat(N(i), " and ", N(j), " must have the same type"));
+    return absl::OkStatus();
+  }
+  absl::Status SameDType(size_t i, size_t j) const {
+    if (D(i) != D(j)) return Err(absl::StrCat(N(i), " and ", N(j), " must have the same dtype"));
+    return absl::OkStatus();
+  }
+  absl::Status DimEq(size_t i, int64_t di, const Dim& want, absl::string_view what) const {
+    int64_t r = S(i).rank();
+    int64_t k = di < 0 ? r + di : di;
+    if (k < 0 || k >= r) return Err(absl::StrCat(N(i), " has no dim ", di));
+    if (S(i)[k] != want)
+      return Err(absl::StrCat(N(i), " dim ", k, " must be ", want.ToString(), " (", what, ")"));
+    return absl::OkStatus();
+  }
+  absl::Status ShapeIs(size_t i, const Shape& want, absl::string_view what) const {
+    if (S(i) != want)
+      return Err(absl::StrCat(N(i), " must have shape ", want.ToString(), " (", what, ")"));
+    return absl::OkStatus();
+  }
+  absl::Status PositiveAttr(absl::string_view a) const {
+    if (I(a) <= 0) return Err(absl::StrCat("attribute '", a, "' must be > 0"));
+    return absl::OkStatus();
+  }
+
+ private:
+  const OpInfo& info_;
+  llvm::ArrayRef<Value*> operands_;
+  const AttrDict& attrs_;
+};
+
+#define CHECK_OK(expr) MEMRA_RETURN_IF_ERROR(expr)
+
+TensorType Like(const Value* v) { return v->type(); }
+TensorType WithLast(const Value* v, Dim d, DType dt) {
+  Shape s = v->shape();
+  s[s.rank() - 1] = std::move(d);
+  return TensorType(dt, s);
+}
+TensorType DropLast(const Value* v, DType dt) {
+  return TensorType(dt, v->shape().Prefix(v->rank() - 1));
+}
+
+absl::StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    return Err(absl::StrCat("axis ", axis, " is out of range for rank ", rank));
+  return a;
+}
+
+absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs,
+                            llvm::ArrayRef<TensorType> declared) {
+  switch (kind) {
+    case OpKind::kEmbed: {
+      CHECK_OK(c.DTypeIs(0, DType::kI32));
+      CHECK_OK(c.Rank(1, 2));
+      Shape s = c.S(0);
+      s.push_back(c.S(1)[1]);
+      return Types{TensorType(DType::kF32, s)};
+    }
+    case OpKind::kRmsNorm: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.RankAtLeast(0, 1));
+      CHECK_OK(c.ShapeIs(1, Shape{c.S(0).back()}, "the last dim of 'x'"));
+      return Types{Like(c[0])};
+    }
+    case OpKind::kGatedRmsNorm: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.RankAtLeast(0, 1));
+      CHECK_OK(c.SameType(0, 1));
+      CHECK_OK(c.ShapeIs(2, Shape{c.S(0).back()}, "the last dim of 'x'"));
+      return Types{Like(c[0])};
+    }
+    case OpKind::kAddRmsNorm: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.RankAtLeast(0, 1));
+      CHECK_OK(c.SameType(0, 1));
+      CHECK_OK(c.ShapeIs(2, Shape{c.S(0).back()}, "the last dim of 'a'"));
+      return Types{Like(c[0]), Like(c[0])};
+    }
+    case OpKind::kL2Norm:
+    case OpKind::kSoftmax:
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.RankAtLeast(0, 1));
+      return Types{Like(c[0])};
+    case OpKind::kScale:
+    case OpKind::kSigmoid:
+    case OpKind::kSilu:
+    case OpKind::kSoftplus:
+    case OpKind::kExp:
+      CHECK_OK(c.Float(0));
+      return Types{Like(c[0])};
+    case OpKind::kAdd:
+    case OpKind::kMul: {
+      CHECK_OK(c.SameDType(0, 1));
+      const Shape& a = c.S(0);
+      const Shape& b = c.S(1);
+      bool ok = b.rank() <= a.rank();
+      for (int64_t i = 0; ok && i < b.rank(); ++i) ok = a[a.rank() - b.rank() + i] == b[i];
+      if (!ok)
+        return Err(absl::StrCat(c.N(1), " must have the shape of ", c.N(0),
+                                " or of a trailing part of it"));
+      return Types{Like(c[0])};
+    }
+    case OpKind::kSwiglu:
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.SameType(0, 1));
+      return Types{Like(c[0])};
+    case OpKind::kMatMul:
+    case OpKind::kMatMulGroup: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.RankAtLeast(0, 1));
+      Types out;
+      for (size_t i = 1; i < c.size(); ++i) {
+        CHECK_OK(c.Rank(i, 2));
+        CHECK_OK(c.DimEq(i, 1, c.S(0).back(), "K, the last dim of 'x'"));
+        const Dim& k = c.S(i)[1];
+        int64_t block = InfoOf(c.D(i)).block_elems;
+        if (block > 1 && k.IsConstant() && k.value() % block != 0)
+          return Err(absl::StrCat(c.N(i), ": K = ", k.value(), " is not a multiple of the ",
+                                  DTypeName(c.D(i)), " block size ", block));
+        out.push_back(WithLast(c[0], c.S(i)[0], c.D(0)));
+      }
+      return out;
+    }
+    case OpKind::kQGateSplit: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.Rank(0, 2));
+      CHECK_OK(c.PositiveAttr("n_head"));
+      CHECK_OK(c.PositiveAttr("head_dim"));
+      int64_t h = c.I("n_head"), d = c.I("head_dim");
+      CHECK_OK(c.DimEq(0, 1, Dim(2 * h * d), "2 * n_head * head_dim"));
+      TensorType t(c.D(0), Shape{c.S(0)[0], h, d});
+      return Types{t, t};
+    }
+    case OpKind::kRope: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.Rank(0, 3));
+      CHECK_OK(c.DTypeIs(1, DType::kI32));
+      CHECK_OK(c.ShapeIs(1, Shape{c.S(0)[0]}, "one position per token of 'x'"));
+      int64_t n_rot = c.I("n_rot");
+      if (n_rot <= 0 || n_rot % 2 != 0) return Err("attribute 'n_rot' must be even and > 0");
+      const Dim& d = c.S(0)[2];
+      if (d.IsConstant() && n_rot > d.value())
+        return Err(absl::StrCat("attribute 'n_rot' (", n_rot, ") exceeds the head dim ", d.value()));
+      if (c.F("base") <= 0) return Err("attribute 'base' must be > 0");
+      if (auto mode = attrs.GetString("mode"); mode && *mode != "neox")
+        return Err(absl::StrCat("rope mode '", *mode, "' is not supported (only \"neox\")"));
+      return Types{Like(c[0])};
+    }
+    case OpKind::kPositions:
+    case OpKind::kAdvancePositions: {
+      CHECK_OK(c.DTypeIs(0, DType::kI32));
+      CHECK_OK(c.Rank(0, 0));
+      CHECK_OK(c.RankAtLeast(1, 1));
+      if (kind == OpKind::kAdvancePositions) return Types{};
+      return Types{TensorType(DType::kI32, Shape{c.S(1)[0]})};
+    }
+    case OpKind::kKvAppend: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.Rank(0, 3));
+      CHECK_OK(c.SameType(0, 1));
+      for (size_t i : {2, 3}) {
+        CHECK_OK(c.Rank(i, 3));
+        if (!IsFloat(c.D(i))) return Err(absl::StrCat(c.N(i), " must be a float KV cache"));
+        CHECK_OK(c.DimEq(i, 1, c.S(0)[1], "Hkv of 'k'"));
+        CHECK_OK(c.DimEq(i, 2, c.S(0)[2], "head dim of 'k'"));
+      }
+      CHECK_OK(c.DTypeIs(4, DType::kI32));
+      CHECK_OK(c.ShapeIs(4, Shape{c.S(0)[0]}, "one position per token of 'k'"));
+      return Types{};
+    }
+    case OpKind::kAttention: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.Rank(0, 3));
+      for (size_t i : {1, 2}) {
+        CHECK_OK(c.Rank(i, 3));
+        if (!IsFloat(c.D(i))) return Err(absl::StrCat(c.N(i), " must be a float KV cache"));
+        CHECK_OK(c.DimEq(i, 2, c.S(0)[2], "head dim of 'q'"));
+      }
+      if (c.S(1) != c.S(2)) return Err(absl::StrCat(c.N(1), " and ", c.N(2), " must have the same shape"));
+      const Dim& hq = c.S(0)[1];
+      const Dim& hkv = c.S(1)[1];
+      if (hq.IsConstant() && hkv.IsConstant() && (hkv.value() == 0 || hq.value() % hkv.value() != 0))
+        return Err(absl::StrCat("query heads (", hq.value(), ") must be a multiple of KV heads (",
+                                hkv.value(), ")"));
+      CHECK_OK(c.DTypeIs(3, DType::kI32));
+      CHECK_OK(c.ShapeIs(3, Shape{c.S(0)[0]}, "one position per token of 'q'"));
+      return Types{Like(c[0])};
+    }
+    case OpKind::kConv1dCausal: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.Rank(0, 2));
+      CHECK_OK(c.Rank(1, 2));
+      CHECK_OK(c.DimEq(1, 0, c.S(0)[1], "channels of 'x'"));
+      const Dim& k = c.S(1)[1];
+      if (!k.IsConstant() || k.value() < 1) return Err(absl::StrCat(c.N(1), " must have a constant kernel size >= 1"));
+      CHECK_OK(c.ShapeIs(2, Shape{c.S(0)[1], k.value() - 1}, "[channels, kernel - 1]"));
+      if (!IsFloat(c.D(2))) return Err(absl::StrCat(c.N(2), " must be a float state"));
+      return Types{Like(c[0])};
+    }
+    case OpKind::kDeltaNetGates: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.Rank(0, 2));
+      CHECK_OK(c.SameType(0, 1));
+      CHECK_OK(c.ShapeIs(2, Shape{c.S(0)[1]}, "one per value head"));
+      CHECK_OK(c.ShapeIs(3, Shape{c.S(0)[1]}, "one per value head"));
+      return Types{Like(c[0]), Like(c[0])};
+    }
+    case OpKind::kGatedDeltaScan: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.Rank(0, 3));
+      CHECK_OK(c.SameType(0, 1));
+      CHECK_OK(c.Rank(2, 3));
+      CHECK_OK(c.SameDType(0, 2));
+      CHECK_OK(c.DimEq(2, 0, c.S(0)[0], "tokens of 'q'"));
+      Shape th{c.S(0)[0], c.S(2)[1]};
+      CHECK_OK(c.ShapeIs(3, th, "[T, Hv]"));
+      CHECK_OK(c.ShapeIs(4, th, "[T, Hv]"));
+      const Dim& hk = c.S(0)[1];
+      const Dim& hv = c.S(2)[1];
+      if (hk.IsConstant() && hv.IsConstant() && (hk.value() == 0 || hv.value() % hk.value() != 0))
+        return Err(absl::StrCat("value heads (", hv.value(), ") must be a multiple of key heads (",
+                                hk.value(), ")"));
+      CHECK_OK(c.ShapeIs(5, Shape{hv, c.S(2)[2], c.S(0)[2]}, "[Hv, Dv, Dk]"));
+      if (!IsFloat(c.D(5))) return Err(absl::StrCat(c.N(5), " must be a float state"));
+      return Types{Like(c[2])};
+    }
+    case OpKind::kTakeLastRow:
+      CHECK_OK(c.RankAtLeast(0, 1));
+      return Types{TensorType(c.D(0), c.S(0).WithDim(0, 1))};
+    case OpKind::kTopK: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.RankAtLeast(0, 1));
+      CHECK_OK(c.PositiveAttr("k"));
+      int64_t k = c.I("k");
+      const Dim& n = c.S(0).back();
+      if (n.IsConstant() && k > n.value())
+        return Err(absl::StrCat("attribute 'k' (", k, ") exceeds the last dim ", n.value()));
+      return Types{WithLast(c[0], k, c.D(0)), WithLast(c[0], k, DType::kI32)};
+    }
+    case OpKind::kArgmax:
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.RankAtLeast(0, 1));
+      return Types{DropLast(c[0], DType::kI32)};
+    case OpKind::kSample:
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.RankAtLeast(0, 1));
+      CHECK_OK(c.DTypeIs(1, DType::kI64));
+      CHECK_OK(c.Rank(1, 0));
+      if (c.F("temperature") < 0) return Err("attribute 'temperature' must be >= 0");
+      if (c.I("top_k") < 0) return Err("attribute 'top_k' must be >= 0");
+      if (c.F("top_p") <= 0 || c.F("top_p") > 1) return Err("attribute 'top_p' must be in (0, 1]");
+      return Types{DropLast(c[0], DType::kI32)};
+    case OpKind::kConcat: {
+      CHECK_OK(c.RankAtLeast(0, 1));
+      MEMRA_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(c.I("axis"), c.S(0).rank()));
+      Shape s = c.S(0);
+      for (size_t i = 1; i < c.size(); ++i) {
+        CHECK_OK(c.SameDType(0, i));
+        CHECK_OK(c.Rank(i, s.rank()));
+        for (int64_t d = 0; d < s.rank(); ++d)
+          if (d != axis) CHECK_OK(c.DimEq(i, d, s[d], "concat operands agree off the axis"));
+        const Dim& a = s[axis];
+        const Dim& b = c.S(i)[axis];
+        if (a.IsConstant() && b.IsConstant()) s[axis] = Dim(a.value() + b.value());
+        else if (a.IsConstant()) s[axis] = b.Plus(a.value());
+        else if (b.IsConstant()) s[axis] = a.Plus(b.value());
+        else if (a.symbol() == b.symbol())
+          s[axis] = Dim::Symbol(a.symbol(), a.coeff() + b.coeff(), a.offset() + b.offset());
+        else
+          return Err(absl::StrCat("concat of dims ", a.ToString(), " and ", b.ToString(),
+                                  " is not an affine dim"));
+      }
+      return Types{TensorType(c.D(0), s)};
+    }
+    case OpKind::kSplit: {
+      CHECK_OK(c.RankAtLeast(0, 1));
+      MEMRA_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(c.I("axis"), c.S(0).rank()));
+      std::vector<int64_t> sizes = attrs.GetI64Array("sizes").value_or(std::vector<int64_t>{});
+      if (sizes.empty()) return Err("attribute 'sizes' must not be empty");
+      int64_t total = 0;
+      Types out;
+      for (int64_t s : sizes) {
+        if (s <= 0) return Err("attribute 'sizes' must hold sizes > 0");
+        total += s;
+        out.push_back(TensorType(c.D(0), c.S(0).WithDim(axis, s)));
+      }
+      CHECK_OK(c.DimEq(0, axis, Dim(total), "the sum of 'sizes'"));
+      return out;
+    }
+    case OpKind::kView: {
+      CHECK_OK(c.RankAtLeast(0, 1));
+      MEMRA_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(c.I("axis"), c.S(0).rank()));
+      int64_t off = c.I("offset"), size = c.I("size");
+      if (off < 0 || size <= 0) return Err("view needs offset >= 0 and size > 0");
+      const Dim& d = c.S(0)[axis];
+      if (d.IsConstant() && off + size > d.value())
+        return Err(absl::StrCat("view [", off, ", ", off + size, ") exceeds dim ", axis, " of size ",
+                                d.value()));
+      return Types{TensorType(c.D(0), c.S(0).WithDim(axis, size))};
+    }
+    case OpKind::kCast: {
+      CHECK_OK(c.Float(0));
+      std::optional<DType> to = ParseDType(attrs.GetString("dtype").value_or(""));
+      if (!to || !IsFloat(*to) || *to == DType::kF64)
+        return Err("attribute 'dtype' must name f32, f16 or bf16");
+      return Types{TensorType(*to, c.S(0))};
+    }
+    case OpKind::kReshape: {
+      if (declared.size() != 1) return Err("reshape needs its result type");
+      if (declared[0].dtype != c.D(0)) return Err("reshape must keep the dtype");
+      if (!Shape::SameNumElements(declared[0].shape, c.S(0)))
+        return Err(absl::StrCat("reshape from ", c.S(0).ToString(), " to ",
+                                declared[0].shape.ToString(), " changes the element count"));
+      return Types{declared[0]};
+    }
+    case OpKind::kConstant:
+      if (declared.size() != 1) return Err("constant needs its result type");
+      if (!IsFloat(declared[0].dtype) && !IsInteger(declared[0].dtype))
+        return Err("constant must have a float or integer dtype");
+      return Types{declared[0]};
+    case OpKind::kReturn:
+    case OpKind::kSegment:
+      return Types{};
+  }
+  return Err("unknown op kind");
+}
+
+}  // namespace
+
+absl::Status CheckSignature(OpKind kind, llvm::ArrayRef<Value*> operands, const AttrDict& attrs) {
+  const OpInfo& info = InfoOf(kind);
+  int n = static_cast<int>(operands.size());
+  if (n < info.min_operands() || (info.max_operands() >= 0 && n > info.max_operands())) {
+    std::string want = info.max_operands() < 0
+                           ? absl::StrCat("at least ", info.min_operands())
+                           : info.min_operands() == info.max_operands()
+                                 ? absl::StrCat(info.min_operands())
+                                 : absl::StrCat(info.min_operands(), " to ", info.max_operands());
+    return Err(absl::StrCat("expects ", want, " operands, got ", n));
+  }
+  for (int i = 0; i < n; ++i) {
+    const OperandSpec* spec = info.operand_spec(i);
+    const Value* v = operands[i];
+    if (!v) return Err(absl::StrCat("operand '", spec->name, "' is null"));
+    OperandRole role = v->kind() == Value::Kind::kWeight  ? OperandRole::kWeight
+                       : v->kind() == Value::Kind::kState ? OperandRole::kState
+                                                          : OperandRole::kAct;
+    if (role != spec->role)
+      return Err(absl::StrCat("operand '", spec->name, "' must be a ", OperandRoleName(spec->role),
+                              ", got ", OperandRoleName(role), " ", Desc(v)));
+    if (role == OperandRole::kState) {
+      std::optional<StateKind> want = ExpectedStateKind(kind);
+      StateKind got = llvm::cast<StateVar>(v)->state_kind();
+      if (want && got != *want)
+        return Err(absl::StrCat("operand '", spec->name, "' must be state of kind ",
+                                StateKindName(*want), ", got ", StateKindName(got), " ", Desc(v)));
+    }
+  }
+  for (const AttrSpec& a : info.attrs) {
+    const Attr* got = attrs.Get(a.name);
+    if (!got) {
+      if (a.optional) continue;
+      return Err(absl::StrCat("missing attribute '", a.name, "' (", AttrKindName(a.kind), ")"));
+    }
+    if (got->kind() != a.kind)
+      return Err(absl::StrCat("attribute '", a.name, "' must be ", AttrKindName(a.kind), ", got ",
+                              AttrKindName(got->kind()), " ", got->ToString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<llvm::SmallVector<TensorType, 2>> InferResultTypes(
+    OpKind kind, llvm::ArrayRef<Value*> operands, const AttrDict& attrs,
+    llvm::ArrayRef<TensorType> declared) {
+  Ctx c(kind, operands, attrs);
+  return Infer(kind, c, attrs, declared);
+}
+
+}  // namespace memra::ir

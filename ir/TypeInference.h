@@ -1,0 +1,26 @@
+// Per-op-kind signature checks and result type inference: the single source of the dtype/shape
+// rules of every op kind. The builder uses it to type new ops, the verifier to check them.
+#pragma once
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ir/Attribute.h"
+#include "ir/OpKind.h"
+#include "ir/Value.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace memra::ir {
+
+// Arity, operand roles (activation / weight / state, and the state kind an op expects) and the
+// attribute schema (required attributes present, schema attributes of the right kind).
+absl::Status CheckSignature(OpKind kind, llvm::ArrayRef<Value*> operands, const AttrDict& attrs);
+
+// Result types of an op with these operands and attributes; error messages name the operand and
+// the rule. For kExplicitType ops `declared` holds the result types to validate and return.
+// Assumes CheckSignature passed.
+absl::StatusOr<llvm::SmallVector<TensorType, 2>> InferResultTypes(
+    OpKind kind, llvm::ArrayRef<Value*> operands, const AttrDict& attrs,
+    llvm::ArrayRef<TensorType> declared = {});
+
+}  // namespace memra::ir
