@@ -49,15 +49,46 @@ const float* RowF32(const WeightView& w, int64_t r, std::vector<float>& buf, Fir
   return buf.data();
 }
 
+// R dot products of x rows xs[0..R) with one weight row w. Each result is computed exactly as
+// Dot(xs[r], w, K) computes it (8 interleaved partial sums, same tail, same pairwise combine), so
+// tiling tokens never changes a bit; the tile only reuses each loaded weight vector R times.
+// Compiled for AVX2 and baseline x86-64 (picked at load time); no FMA contraction, so both
+// clones give identical results.
+using V8 = float __attribute__((vector_size(32)));  // 8 f32 lanes: one ymm, or two xmm
+
+inline V8 Load8(const float* p) {
+  V8 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+template <int R>
+[[gnu::target_clones("avx2", "default")]] void DotTile(const float* const* xs, const float* w,
+                                                       int64_t K, float* out) {
+  V8 acc[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = V8{};
+  int64_t i = 0;
+  for (; i + 8 <= K; i += 8) {
+    const V8 wv = Load8(w + i);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r] += Load8(xs[r] + i) * wv;
+  }
+  for (int r = 0; r < R; ++r) {
+    float a[8];
+    std::memcpy(a, &acc[r], sizeof(a));
+    int j = 0;
+    for (int64_t ii = i; ii < K; ++ii, ++j) a[j] += xs[r][ii] * w[ii];
+    out[r] = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+  }
+}
+
 }  // namespace
 
 float Dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  for (int j = 0; i < n; ++i, ++j) acc[j] += a[i] * b[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  float out;
+  DotTile<1>(&a, b, n, &out);
+  return out;
 }
 
 absl::Status Embed(const WeightView& table, absl::Span<const int32_t> ids, float* out,
@@ -82,7 +113,14 @@ absl::Status Matmul(const float* x, int64_t T, const WeightView& w, float* y, Th
     std::vector<float> buf;
     for (int64_t n = lo; n < hi && !err.failed(); ++n) {
       const float* wr = RowF32(w, n, buf, err);
-      for (int64_t t = 0; t < T; ++t) y[t * N + n] = Dot(x + t * K, wr, K);
+      int64_t t = 0;
+      for (; t + 4 <= T; t += 4) {
+        const float* xs[4] = {x + t * K, x + (t + 1) * K, x + (t + 2) * K, x + (t + 3) * K};
+        float o[4];
+        DotTile<4>(xs, wr, K, o);
+        for (int r = 0; r < 4; ++r) y[(t + r) * N + n] = o[r];
+      }
+      for (; t < T; ++t) y[t * N + n] = Dot(x + t * K, wr, K);
     }
   });
   return err.status();
