@@ -25,31 +25,63 @@ using namespace quant_internal;
 // ---------------------------------------------------------------------------------------------
 // Plain types.
 
-void DequantizeRowF32(const uint8_t* src, float* dst, int64_t n) {
+void DequantizeRowF32(const uint8_t* __restrict src, float* __restrict dst, int64_t n) {
   std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
 }
-void DequantizeRowF16(const uint8_t* src, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = HalfToFloatInline(LoadU16(src + 2 * i));
+// The element-wise conversions run in chunks of 64 (a fixed trip count, which GCC's -O2 vectorizer
+// accepts) plus a scalar tail.
+constexpr int64_t kChunk = 64;
+
+void DequantizeRowF16(const uint8_t* __restrict src, float* __restrict dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + kChunk <= n; i += kChunk)
+  {
+    uint16_t h[kChunk];
+    std::memcpy(h, src + 2 * i, sizeof(h));
+    for (int64_t j = 0; j < kChunk; ++j) dst[i + j] = HalfToFloatInline(h[j]);
+  }
+  for (; i < n; ++i) dst[i] = HalfToFloatInline(LoadU16(src + 2 * i));
 }
-void DequantizeRowBF16(const uint8_t* src, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = Bf16ToFloatInline(LoadU16(src + 2 * i));
+void DequantizeRowBF16(const uint8_t* __restrict src, float* __restrict dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + kChunk <= n; i += kChunk)
+  {
+    uint16_t h[kChunk];
+    std::memcpy(h, src + 2 * i, sizeof(h));
+    for (int64_t j = 0; j < kChunk; ++j) dst[i + j] = Bf16ToFloatInline(h[j]);
+  }
+  for (; i < n; ++i) dst[i] = Bf16ToFloatInline(LoadU16(src + 2 * i));
 }
 
-void QuantizeRowF32(const float* src, uint8_t* dst, int64_t n) {
+void QuantizeRowF32(const float* __restrict src, uint8_t* __restrict dst, int64_t n) {
   std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
 }
-void QuantizeRowF16(const float* src, uint8_t* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) StoreU16(dst + 2 * i, FloatToHalfInline(src[i]));
+void QuantizeRowF16(const float* __restrict src, uint8_t* __restrict dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + kChunk <= n; i += kChunk)
+  {
+    uint16_t h[kChunk];
+    for (int64_t j = 0; j < kChunk; ++j) h[j] = FloatToHalfInline(src[i + j]);
+    std::memcpy(dst + 2 * i, h, sizeof(h));
+  }
+  for (; i < n; ++i) StoreU16(dst + 2 * i, FloatToHalfInline(src[i]));
 }
-void QuantizeRowBF16(const float* src, uint8_t* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) StoreU16(dst + 2 * i, FloatToBf16Inline(src[i]));
+void QuantizeRowBF16(const float* __restrict src, uint8_t* __restrict dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + kChunk <= n; i += kChunk)
+  {
+    uint16_t h[kChunk];
+    for (int64_t j = 0; j < kChunk; ++j) h[j] = FloatToBf16Inline(src[i + j]);
+    std::memcpy(dst + 2 * i, h, sizeof(h));
+  }
+  for (; i < n; ++i) StoreU16(dst + 2 * i, FloatToBf16Inline(src[i]));
 }
 
 // ---------------------------------------------------------------------------------------------
 // Legacy 32-element blocks. Quants of element j and j+16 share byte j (low / high nibble).
 
 // Q4_0: f16 d; u8 qs[16]. x = (q - 8) * d.
-void DequantizeRowQ4_0(const uint8_t* src, float* dst, int64_t nblocks) {
+void DequantizeRowQ4_0(const uint8_t* __restrict src, float* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, src += 18, dst += 32) {
     const float d = HalfToFloatInline(LoadU16(src));
     const uint8_t* qs = src + 2;
@@ -63,7 +95,7 @@ void DequantizeRowQ4_0(const uint8_t* src, float* dst, int64_t nblocks) {
 }
 
 // Q4_1: f16 d, m; u8 qs[16]. x = q * d + m.
-void DequantizeRowQ4_1(const uint8_t* src, float* dst, int64_t nblocks) {
+void DequantizeRowQ4_1(const uint8_t* __restrict src, float* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, src += 20, dst += 32) {
     const float d = HalfToFloatInline(LoadU16(src));
     const float m = HalfToFloatInline(LoadU16(src + 2));
@@ -77,15 +109,22 @@ void DequantizeRowQ4_1(const uint8_t* src, float* dst, int64_t nblocks) {
   }
 }
 
+// 1 << j as a table: a per-lane constant lets the vectorizer test the bits of qh.
+constexpr uint32_t kBit[32] = {1u << 0,  1u << 1,  1u << 2,  1u << 3,  1u << 4,  1u << 5,  1u << 6,
+                               1u << 7,  1u << 8,  1u << 9,  1u << 10, 1u << 11, 1u << 12, 1u << 13,
+                               1u << 14, 1u << 15, 1u << 16, 1u << 17, 1u << 18, 1u << 19, 1u << 20,
+                               1u << 21, 1u << 22, 1u << 23, 1u << 24, 1u << 25, 1u << 26, 1u << 27,
+                               1u << 28, 1u << 29, 1u << 30, 1u << 31};
+
 // Q5_0: f16 d; u32 qh (bit j = 5th bit of element j); u8 qs[16]. x = (q - 16) * d.
-void DequantizeRowQ5_0(const uint8_t* src, float* dst, int64_t nblocks) {
+void DequantizeRowQ5_0(const uint8_t* __restrict src, float* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, src += 22, dst += 32) {
     const float d = HalfToFloatInline(LoadU16(src));
     const uint32_t qh = LoadU32(src + 2);
     const uint8_t* qs = src + 6;
     for (int j = 0; j < 16; ++j) {
-      const int h0 = static_cast<int>((qh >> j) & 1u) << 4;
-      const int h1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
+      const int h0 = (qh & kBit[j]) ? 16 : 0;
+      const int h1 = (qh & kBit[j + 16]) ? 16 : 0;
       const int lo = ((qs[j] & 0x0f) | h0) - 16;
       const int hi = ((qs[j] >> 4) | h1) - 16;
       dst[j] = static_cast<float>(lo) * d;
@@ -95,15 +134,15 @@ void DequantizeRowQ5_0(const uint8_t* src, float* dst, int64_t nblocks) {
 }
 
 // Q5_1: f16 d, m; u32 qh; u8 qs[16]. x = q * d + m.
-void DequantizeRowQ5_1(const uint8_t* src, float* dst, int64_t nblocks) {
+void DequantizeRowQ5_1(const uint8_t* __restrict src, float* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, src += 24, dst += 32) {
     const float d = HalfToFloatInline(LoadU16(src));
     const float m = HalfToFloatInline(LoadU16(src + 2));
     const uint32_t qh = LoadU32(src + 4);
     const uint8_t* qs = src + 8;
     for (int j = 0; j < 16; ++j) {
-      const int h0 = static_cast<int>((qh >> j) & 1u) << 4;
-      const int h1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
+      const int h0 = (qh & kBit[j]) ? 16 : 0;
+      const int h1 = (qh & kBit[j + 16]) ? 16 : 0;
       const int lo = (qs[j] & 0x0f) | h0;
       const int hi = (qs[j] >> 4) | h1;
       dst[j] = static_cast<float>(lo) * d + m;
@@ -113,7 +152,7 @@ void DequantizeRowQ5_1(const uint8_t* src, float* dst, int64_t nblocks) {
 }
 
 // Q8_0: f16 d; i8 qs[32]. x = q * d.
-void DequantizeRowQ8_0(const uint8_t* src, float* dst, int64_t nblocks) {
+void DequantizeRowQ8_0(const uint8_t* __restrict src, float* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, src += 34, dst += 32) {
     const float d = HalfToFloatInline(LoadU16(src));
     const int8_t* qs = reinterpret_cast<const int8_t*>(src + 2);
@@ -122,7 +161,7 @@ void DequantizeRowQ8_0(const uint8_t* src, float* dst, int64_t nblocks) {
 }
 
 // Q8_1: f16 d, s (= d * sum(q), for dot products); i8 qs[32]. x = q * d.
-void DequantizeRowQ8_1(const uint8_t* src, float* dst, int64_t nblocks) {
+void DequantizeRowQ8_1(const uint8_t* __restrict src, float* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, src += 36, dst += 32) {
     const float d = HalfToFloatInline(LoadU16(src));
     const int8_t* qs = reinterpret_cast<const int8_t*>(src + 4);
@@ -155,7 +194,7 @@ inline void MinMax(const float* x, int n, float* min_out, float* max_out) {
   *max_out = max;
 }
 
-void QuantizeRowQ4_0(const float* x, uint8_t* dst, int64_t nblocks) {
+void QuantizeRowQ4_0(const float* __restrict x, uint8_t* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, x += 32, dst += 18) {
     const float max = SignedAbsMax(x, 32);
     const float d = max / -8.0f;
@@ -170,7 +209,7 @@ void QuantizeRowQ4_0(const float* x, uint8_t* dst, int64_t nblocks) {
   }
 }
 
-void QuantizeRowQ4_1(const float* x, uint8_t* dst, int64_t nblocks) {
+void QuantizeRowQ4_1(const float* __restrict x, uint8_t* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, x += 32, dst += 20) {
     float min, max;
     MinMax(x, 32, &min, &max);
@@ -188,7 +227,7 @@ void QuantizeRowQ4_1(const float* x, uint8_t* dst, int64_t nblocks) {
   }
 }
 
-void QuantizeRowQ5_0(const float* x, uint8_t* dst, int64_t nblocks) {
+void QuantizeRowQ5_0(const float* __restrict x, uint8_t* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, x += 32, dst += 22) {
     const float max = SignedAbsMax(x, 32);
     const float d = max / -16.0f;
@@ -208,7 +247,7 @@ void QuantizeRowQ5_0(const float* x, uint8_t* dst, int64_t nblocks) {
   }
 }
 
-void QuantizeRowQ5_1(const float* x, uint8_t* dst, int64_t nblocks) {
+void QuantizeRowQ5_1(const float* __restrict x, uint8_t* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, x += 32, dst += 24) {
     float min, max;
     MinMax(x, 32, &min, &max);
@@ -230,31 +269,51 @@ void QuantizeRowQ5_1(const float* x, uint8_t* dst, int64_t nblocks) {
   }
 }
 
-void QuantizeRowQ8_0(const float* x, uint8_t* dst, int64_t nblocks) {
+// ggml's MAX(a, b) macro, ((a) > (b) ? (a) : (b)): with a NaN operand it returns b.
+inline float GgmlMax(float a, float b) { return a > b ? a : b; }
+
+// q[j] = (int8_t)roundf(x[j] * id) for one 32-element block, as ggml's Q8 quantizers compute it.
+void RoundQ8Block(const float* __restrict x, float id, int8_t* __restrict q) {
+  // With finite inputs and a finite id (d is zero or normal, so id * amax is 127 to within an ulp)
+  // every product is small: round half away from zero with integer ops, branch-free.
+  bool tame = id <= FLT_MAX;
+  for (int j = 0; j < 32; ++j) tame &= std::fabs(x[j]) <= FLT_MAX;
+  if (tame) {
+    for (int j = 0; j < 32; ++j) {
+      const float v = x[j] * id;
+      const float av = std::fabs(v);
+      const int32_t t = static_cast<int32_t>(av);
+      const int32_t r = t + static_cast<int32_t>(av - static_cast<float>(t) >= 0.5f);
+      const int32_t neg = -static_cast<int32_t>(v < 0.0f);
+      q[j] = static_cast<int8_t>((r ^ neg) - neg);
+    }
+    return;
+  }
+  for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(TruncToInt32(RoundHalfAway(x[j] * id)));
+}
+
+void QuantizeRowQ8_0(const float* __restrict x, uint8_t* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, x += 32, dst += 34) {
     float amax = 0.0f;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    for (int j = 0; j < 32; ++j) amax = GgmlMax(amax, std::fabs(x[j]));
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     StoreU16(dst, FloatToHalfInline(d));
-    for (int j = 0; j < 32; ++j)
-      dst[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(TruncToInt32(RoundHalfAway(x[j] * id))));
+    RoundQ8Block(x, id, reinterpret_cast<int8_t*>(dst + 2));
   }
 }
 
-void QuantizeRowQ8_1(const float* x, uint8_t* dst, int64_t nblocks) {
+void QuantizeRowQ8_1(const float* __restrict x, uint8_t* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, x += 32, dst += 36) {
     float amax = 0.0f;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    for (int j = 0; j < 32; ++j) amax = GgmlMax(amax, std::fabs(x[j]));
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     StoreU16(dst, FloatToHalfInline(d));
+    int8_t* q = reinterpret_cast<int8_t*>(dst + 4);
+    RoundQ8Block(x, id, q);
     int sum = 0;
-    for (int j = 0; j < 32; ++j) {
-      const int8_t q = static_cast<int8_t>(TruncToInt32(RoundHalfAway(x[j] * id)));
-      dst[4 + j] = static_cast<uint8_t>(q);
-      sum += q;
-    }
+    for (int j = 0; j < 32; ++j) sum += q[j];
     StoreU16(dst + 2, FloatToHalfInline(static_cast<float>(sum) * d));
   }
 }
@@ -264,13 +323,13 @@ void QuantizeRowQ8_1(const float* x, uint8_t* dst, int64_t nblocks) {
 // or UE4M3 (NVFP4) scale that carries the compensating factor 0.5.
 
 // MXFP4: u8 e (E8M0); u8 qs[16], element j low nibble of qs[j], element j+16 the high nibble.
-void DequantizeRowMXFP4(const uint8_t* src, float* dst, int64_t nblocks) {
+void DequantizeRowMXFP4(const uint8_t* __restrict src, float* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, src += 17, dst += 32) {
     const float d = E8M0ToFloatHalf(src[0]);
     const uint8_t* qs = src + 1;
     for (int j = 0; j < 16; ++j) {
-      dst[j] = static_cast<float>(kFp4Values[qs[j] & 0x0f]) * d;
-      dst[j + 16] = static_cast<float>(kFp4Values[qs[j] >> 4]) * d;
+      dst[j] = Fp4Value(qs[j] & 0x0fu) * d;
+      dst[j + 16] = Fp4Value(qs[j] >> 4) * d;
     }
   }
 }
@@ -289,7 +348,7 @@ inline int NearestFp4(float x, float e) {
   return best;
 }
 
-void QuantizeRowMXFP4(const float* x, uint8_t* dst, int64_t nblocks) {
+void QuantizeRowMXFP4(const float* __restrict x, uint8_t* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, x += 32, dst += 17) {
     float amax = 0.0f;
     for (int j = 0; j < 32; ++j)
@@ -351,7 +410,7 @@ uint8_t FloatToUe4m3(float x) {
 
 // NVFP4: u8 d[4] (UE4M3, one per 16 elements); u8 qs[32]. Sub-block s uses qs[8s..8s+7]: the low
 // nibble of qs[8s+j] is element 16s+j, the high nibble element 16s+j+8.
-void DequantizeRowNVFP4(const uint8_t* src, float* dst, int64_t nblocks) {
+void DequantizeRowNVFP4(const uint8_t* __restrict src, float* __restrict dst, int64_t nblocks) {
   const Ue4m3Table& ue = Ue4m3();
   for (int64_t b = 0; b < nblocks; ++b, src += 36, dst += 64) {
     for (int s = 0; s < 4; ++s) {
@@ -359,14 +418,14 @@ void DequantizeRowNVFP4(const uint8_t* src, float* dst, int64_t nblocks) {
       const uint8_t* qs = src + 4 + 8 * s;
       float* y = dst + 16 * s;
       for (int j = 0; j < 8; ++j) {
-        y[j] = static_cast<float>(kFp4Values[qs[j] & 0x0f]) * d;
-        y[j + 8] = static_cast<float>(kFp4Values[qs[j] >> 4]) * d;
+        y[j] = Fp4Value(qs[j] & 0x0fu) * d;
+        y[j + 8] = Fp4Value(qs[j] >> 4) * d;
       }
     }
   }
 }
 
-void QuantizeRowNVFP4(const float* x, uint8_t* dst, int64_t nblocks) {
+void QuantizeRowNVFP4(const float* __restrict x, uint8_t* __restrict dst, int64_t nblocks) {
   const Ue4m3Table& ue = Ue4m3();
   for (int64_t b = 0; b < nblocks; ++b, x += 64, dst += 36) {
     for (int s = 0; s < 4; ++s) {

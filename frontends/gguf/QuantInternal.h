@@ -7,9 +7,10 @@
 #include <cstdint>
 #include <cstring>
 
-// The arithmetic below must be evaluated exactly as written (no a*b+c fused into an FMA) to stay
-// bit-exact with ggml. GCC does not contract in ISO mode (-std=c++20, which the build uses); clang
-// honours this pragma.
+// The kernels mirror ggml's float expressions as written. FMA contraction happens not to change
+// any of them (every product that feeds an addition is exact, or the addend is large enough to
+// absorb the product's rounding), so -ffp-contract=fast with -march=native still matches ggml, as
+// the golden tests confirm; contraction is turned off anyway where a pragma can do it.
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
@@ -36,20 +37,24 @@ inline float LoadF32(const uint8_t* p) {
 inline void StoreU16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, sizeof(v)); }
 inline void StoreU32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, sizeof(v)); }
 
+// All-ones when `cond` holds, else zero: selects written as masks so loops stay branch-free (GCC's
+// -O2 vectorizer does not if-convert).
+inline uint32_t MaskIf(bool cond) { return 0u - static_cast<uint32_t>(cond); }
+inline uint32_t Select(uint32_t mask, uint32_t a, uint32_t b) { return (a & mask) | (b & ~mask); }
+
 // IEEE binary16 -> binary32, exact. Signalling NaNs come back quiet (as ggml's conversion and
-// x86's vcvtph2ps do); every other value, payloads included, converts exactly. Branch-free.
+// x86's vcvtph2ps do); every other value, payloads included, converts exactly.
 inline float HalfToFloatInline(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t em = h & 0x7fffu;  // exponent and mantissa
   // Normal numbers: move the 15-bit field up and rebias the exponent from 15 to 127.
   uint32_t normal = (em << 13) + (112u << 23);
   // Inf/NaN (exponent 31): rebias once more so the f32 exponent is 255; quiet any NaN.
-  const bool inf_nan = em >= 0x7c00u;
-  normal += inf_nan ? (112u << 23) : 0u;
-  normal |= (em > 0x7c00u) ? 0x00400000u : 0u;
+  normal += MaskIf(em >= 0x7c00u) & (112u << 23);
+  normal |= MaskIf(em > 0x7c00u) & 0x00400000u;
   // Subnormals (and zero): mantissa * 2^-24, exact in f32.
   const float sub = static_cast<float>(static_cast<int32_t>(em)) * 0x1p-24f;
-  const uint32_t bits = em < 0x0400u ? std::bit_cast<uint32_t>(sub) : normal;
+  const uint32_t bits = Select(MaskIf(em < 0x0400u), std::bit_cast<uint32_t>(sub), normal);
   return std::bit_cast<float>(bits | sign);
 }
 
@@ -65,9 +70,9 @@ inline uint16_t FloatToHalfInline(float f) {
   // FPU rounds it to nearest even; the low bits of the sum are then the half mantissa.
   const float aligned = std::bit_cast<float>(a) + 0.5f;
   const uint32_t sub = std::bit_cast<uint32_t>(aligned) - 0x3f000000u;
-  uint32_t h = a < 0x38800000u ? sub : normal;
-  h = a >= 0x477ff000u ? 0x7c00u : h;  // >= 65520 rounds to infinity
-  h = a > 0x7f800000u ? 0x7e00u : h;   // NaN
+  uint32_t h = Select(MaskIf(a < 0x38800000u), sub, normal);
+  h = Select(MaskIf(a >= 0x477ff000u), 0x7c00u, h);  // >= 65520 rounds to infinity
+  h = Select(MaskIf(a > 0x7f800000u), 0x7e00u, h);   // NaN
   return static_cast<uint16_t>(h | sign);
 }
 
@@ -107,6 +112,17 @@ inline float RoundHalfAway(float v) {
 
 // The doubled E2M1 values shared by MXFP4 and NVFP4.
 inline constexpr int8_t kFp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// kFp4Values[c] as a float, computed with integer ops instead of a table lookup (vectorizable): code
+// bits s e1 e0 m; the doubled value is m (e = 0) or (2 + m) * 2^(e-1) = (1 + m/2) * 2^e. Codes 0 and
+// 8 are both +0 (as the int8 table converts).
+inline float Fp4Value(uint32_t code) {
+  const uint32_t low = code & 7u, e = low >> 1, m = low & 1u;
+  const uint32_t normal = ((e + 127u) << 23) | (m << 22);
+  const uint32_t mag = Select(MaskIf(e == 0), MaskIf(m != 0) & 0x3f800000u, normal);
+  const uint32_t sign = MaskIf(((code & 8u) != 0) & (low != 0)) & 0x80000000u;
+  return std::bit_cast<float>(mag | sign);
+}
 
 // Row kernels: `nblocks` blocks from src to dst (dequantize) or back (quantize).
 using DequantRowFn = void (*)(const uint8_t* src, float* dst, int64_t nblocks);

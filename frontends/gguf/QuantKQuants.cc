@@ -29,7 +29,7 @@ inline void ScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
 // u8 qs[64] (2-bit quants); f16 d; f16 dmin. x = (d * sc) * q - (dmin * m).
 // Each 128-element half uses 32 qs bytes; the 2-bit field at `shift` of byte l (l < 32) holds
 // element 32 * (shift / 2) + l of that half.
-void DequantizeRowQ2K(const uint8_t* src, float* dst, int64_t nblocks) {
+void DequantizeRowQ2K(const uint8_t* __restrict src, float* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, src += 84) {
     const uint8_t* scales = src;
     const uint8_t* q = src + 16;
@@ -56,7 +56,7 @@ void DequantizeRowQ2K(const uint8_t* src, float* dst, int64_t nblocks) {
 // u8 scales[12] (sixteen 6-bit signed scales, biased by 32); f16 d.
 // x = (d * (sc - 32)) * (q - (hbit ? 0 : 4)). Element 32*k + l (k = 0..7 over the block) takes its
 // high bit from bit k of hmask[l].
-void DequantizeRowQ3K(const uint8_t* src, float* dst, int64_t nblocks) {
+void DequantizeRowQ3K(const uint8_t* __restrict src, float* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, src += 110) {
     const uint8_t* hm = src;
     const uint8_t* q = src + 32;
@@ -91,7 +91,7 @@ void DequantizeRowQ3K(const uint8_t* src, float* dst, int64_t nblocks) {
 
 // Q4_K (144 bytes): f16 d; f16 dmin; u8 scales[12] (eight 6-bit scale/min pairs); u8 qs[128].
 // Each 64 elements use 32 qs bytes: low nibbles -> first 32 (pair 2c), high -> next 32 (2c+1).
-void DequantizeRowQ4K(const uint8_t* src, float* dst, int64_t nblocks) {
+void DequantizeRowQ4K(const uint8_t* __restrict src, float* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, src += 144) {
     const float d = HalfToFloatInline(LoadU16(src));
     const float dmin = HalfToFloatInline(LoadU16(src + 2));
@@ -113,7 +113,7 @@ void DequantizeRowQ4K(const uint8_t* src, float* dst, int64_t nblocks) {
 
 // Q5_K (176 bytes): f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]. As Q4_K plus a 5th
 // bit: chunk c's low half takes bit 2c of qh[l], its high half bit 2c+1 (worth 16).
-void DequantizeRowQ5K(const uint8_t* src, float* dst, int64_t nblocks) {
+void DequantizeRowQ5K(const uint8_t* __restrict src, float* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, src += 176) {
     const float d = HalfToFloatInline(LoadU16(src));
     const float dmin = HalfToFloatInline(LoadU16(src + 2));
@@ -142,30 +142,35 @@ void DequantizeRowQ5K(const uint8_t* src, float* dst, int64_t nblocks) {
 // Per 128-element half (ql += 64, qh += 32, scales += 8), for l < 32 the four elements l, l+32,
 // l+64, l+96 take nibbles ql[l] lo, ql[l+32] lo, ql[l] hi, ql[l+32] hi and 2-bit fields 0..3 of
 // qh[l]; x = (d * sc) * (q - 32), sc = scales[l/16 + 2*k] for element l + 32*k.
-void DequantizeRowQ6K(const uint8_t* src, float* dst, int64_t nblocks) {
+void DequantizeRowQ6K(const uint8_t* __restrict src, float* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, src += 210) {
     const uint8_t* ql = src;
     const uint8_t* qh = src + 128;
     const int8_t* sc = reinterpret_cast<const int8_t*>(src + 192);
     const float d = HalfToFloatInline(LoadU16(src + 208));
     for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, dst += 128) {
-      for (int l = 0; l < 32; ++l) {
-        const int is = l / 16;
-        const int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
-        const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
-        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-        dst[l] = d * static_cast<float>(sc[is]) * static_cast<float>(q1);
-        dst[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
-        dst[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
-        dst[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+      for (int g = 0; g < 2; ++g) {  // l in [16g, 16g + 16) uses scales g, g+2, g+4, g+6
+        const float s1 = d * static_cast<float>(sc[g]);
+        const float s2 = d * static_cast<float>(sc[g + 2]);
+        const float s3 = d * static_cast<float>(sc[g + 4]);
+        const float s4 = d * static_cast<float>(sc[g + 6]);
+        for (int l = 16 * g; l < 16 * g + 16; ++l) {
+          const int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+          const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+          const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+          const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+          dst[l] = s1 * static_cast<float>(q1);
+          dst[l + 32] = s2 * static_cast<float>(q2);
+          dst[l + 64] = s3 * static_cast<float>(q3);
+          dst[l + 96] = s4 * static_cast<float>(q4);
+        }
       }
     }
   }
 }
 
 // Q8_K (292 bytes): f32 d; i8 qs[256]; i16 bsums[16] (sums for dot products). x = d * q.
-void DequantizeRowQ8K(const uint8_t* src, float* dst, int64_t nblocks) {
+void DequantizeRowQ8K(const uint8_t* __restrict src, float* __restrict dst, int64_t nblocks) {
   for (int64_t b = 0; b < nblocks; ++b, src += 292, dst += kQK) {
     const float d = LoadF32(src);
     const int8_t* qs = reinterpret_cast<const int8_t*>(src + 4);
