@@ -33,6 +33,17 @@ std::string FormatDouble(double v) {
     if (std::strtod(buf, nullptr) == v) break;
   }
   std::string s = buf;
+  double mag = std::fabs(v);
+  if (s.find('e') != std::string::npos && mag >= 1e-4 && mag < 1e16) {
+    // Plain decimal reads better than 1e+04 for moderate magnitudes (rope bases, scales).
+    for (int decimals = 1; decimals <= 24; ++decimals) {
+      std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+      if (std::strtod(buf, nullptr) == v) {
+        s = buf;
+        break;
+      }
+    }
+  }
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s;
 }

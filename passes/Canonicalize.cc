@@ -58,6 +58,9 @@ class CanonicalizePass : public Pass {
   // Replaces op's single result by `v` (same type) and erases op.
   bool ReplaceWith(Op* op, Value* v, Statistic& stat) {
     if (op->result(0)->type() != v->type()) return false;
+    // A value built by the rewrite takes over the name of the value it replaces.
+    if (v->name().empty() && v->def() && v->kind() == ir::Value::Kind::kResult)
+      v->set_name(op->result(0)->name());
     op->result(0)->ReplaceAllUsesWith(v);
     Erase(op);
     ++stat;
