@@ -1,0 +1,697 @@
+#include "runtime/cpu/CpuExecutor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <optional>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "frontends/gguf/GgufFile.h"
+#include "ir/Function.h"
+#include "ir/StatusMacros.h"
+#include "kernels/cpu/Attention.h"
+#include "kernels/cpu/DeltaNet.h"
+#include "kernels/cpu/Elementwise.h"
+#include "kernels/cpu/Matmul.h"
+#include "kernels/cpu/Norm.h"
+#include "kernels/cpu/Rope.h"
+#include "kernels/cpu/Sampling.h"
+#include "kernels/cpu/ThreadPool.h"
+#include "kernels/cpu/Weight.h"
+
+namespace memra::runtime {
+
+namespace kc = memra::kernels::cpu;
+using ir::DType;
+using ir::Op;
+using ir::OpKind;
+
+struct CpuExecutor::BoundWeight {
+  const ir::Weight* weight = nullptr;
+  kc::WeightView view;                 // matrix consumers (matmul, embed)
+  std::optional<kc::DenseWeight> dense;  // dequantize-at-load copy of the matrix
+  const float* values = nullptr;       // f32 values for element consumers (norms, conv, biases)
+  std::vector<float> decoded_values;   // owned when the stored type is not f32
+};
+
+namespace {
+
+struct Operand {
+  enum Kind : uint8_t { kSlot, kWeight, kState } kind = kSlot;
+  int slot = -1;
+  CpuExecutor::BoundWeight* weight = nullptr;
+  const ir::Value* state = nullptr;
+};
+
+struct Step {
+  const Op* op = nullptr;
+  llvm::SmallVector<Operand, 6> in;
+  llvm::SmallVector<int, 2> out;
+  llvm::SmallVector<int, 4> release;  // slots whose last use is this step
+};
+
+bool IsMatrixUse(OpKind k, unsigned operand_index) {
+  return (k == OpKind::kMatMul || k == OpKind::kMatMulGroup) ? operand_index >= 1
+         : k == OpKind::kEmbed                                ? operand_index == 1
+                                                              : false;
+}
+
+absl::Status OpError(const Op& op, absl::string_view msg) {
+  return absl::InvalidArgumentError(absl::StrCat("cpu executor: ", op.Summary(), ": ", msg));
+}
+
+}  // namespace
+
+struct CpuExecutor::Program {
+  const ir::Function* fn = nullptr;
+  int num_slots = 0;
+  std::vector<int> arg_slots;
+  std::vector<Step> steps;
+  std::vector<const Op*> kv_appends;
+};
+
+CpuExecutor::CpuExecutor(const ir::Module& module, const gguf::GgufFile& file,
+                         CpuExecutorOptions options)
+    : module_(module), file_(file), options_(options) {}
+
+CpuExecutor::~CpuExecutor() = default;
+
+absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const ir::Module& module,
+                                                                 const gguf::GgufFile& file,
+                                                                 const CpuExecutorOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<CpuExecutor> e(new CpuExecutor(module, file, options));
+  e->pool_ = std::make_unique<kc::ThreadPool>(options.threads);
+  MEMRA_RETURN_IF_ERROR(e->BindWeights());
+  MEMRA_RETURN_IF_ERROR(e->AllocateState());
+  for (const auto& fn : module.functions()) MEMRA_RETURN_IF_ERROR(e->Prepare(fn->name()).status());
+  e->load_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return e;
+}
+
+int CpuExecutor::num_threads() const { return pool_->num_threads(); }
+
+absl::Status CpuExecutor::BindWeights() {
+  for (const auto& wp : module_.weights()) {
+    const ir::Weight* w = wp.get();
+    const gguf::TensorInfo* t = file_.FindTensor(w->name());
+    if (t == nullptr)
+      return absl::NotFoundError(absl::StrCat(file_.path(), ": tensor \"", w->name(),
+                                              "\" (a weight of the module) not found"));
+    if (!w->shape().IsStatic())
+      return absl::InvalidArgumentError(absl::StrCat("weight @", w->name(), " has a symbolic shape"));
+    std::vector<int64_t> ne;
+    for (int64_t i = w->rank() - 1; i >= 0; --i) ne.push_back(w->shape()[i].value());
+    std::vector<int64_t> got = t->ne;
+    while (got.size() > ne.size() && got.back() == 1) got.pop_back();
+    if (got != ne)
+      return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor \"", w->name(),
+                                                     "\" has shape ", gguf::ShapeString(t->ne),
+                                                     ", the module declares ", gguf::ShapeString(ne)));
+    if (ir::InfoOf(w->dtype()).ggml_id != static_cast<int>(t->type))
+      return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor \"", w->name(),
+                                                     "\" has type ", gguf::GgmlTypeName(t->type),
+                                                     ", the module declares ", ir::DTypeName(w->dtype())));
+    if (!kc::CanDecode(t->type))
+      return absl::UnimplementedError(absl::StrCat(file_.path(), ": tensor \"", w->name(),
+                                                   "\": no CPU dequantizer for ",
+                                                   gguf::GgmlTypeName(t->type), " yet"));
+    bool matrix_use = false, value_use = false;
+    for (const ir::Use& u : w->uses()) {
+      if (IsMatrixUse(u.user->kind(), u.operand_index)) matrix_use = true;
+      else value_use = true;
+    }
+    auto b = std::make_unique<BoundWeight>();
+    b->weight = w;
+    const int64_t n = t->NumElements();
+    if (matrix_use) {
+      if (ne.size() != 2)
+        return absl::InvalidArgumentError(absl::StrCat("weight @", w->name(), " used as a matrix has rank ", ne.size()));
+      MEMRA_ASSIGN_OR_RETURN(b->view, kc::WeightView::FromTensor(*t));
+      if (options_.weight_mode == WeightMode::kDequantizeAtLoad && t->type != gguf::GgmlType::kF32) {
+        MEMRA_ASSIGN_OR_RETURN(kc::DenseWeight d, kc::DenseWeight::FromView(b->view));
+        b->dense = std::move(d);
+        b->view = b->dense->view();
+        dense_bytes_ += static_cast<uint64_t>(n) * sizeof(float);
+      }
+    }
+    if (value_use) {
+      if (t->type == gguf::GgmlType::kF32 && reinterpret_cast<uintptr_t>(t->data.data()) % alignof(float) == 0) {
+        b->values = reinterpret_cast<const float*>(t->data.data());
+      } else {
+        MEMRA_ASSIGN_OR_RETURN(kc::WeightView flat, kc::WeightView::Make(t->type, 1, n, t->data));
+        MEMRA_ASSIGN_OR_RETURN(kc::DenseWeight d, kc::DenseWeight::FromView(flat));
+        b->decoded_values = d.values();
+        b->values = b->decoded_values.data();
+        dense_bytes_ += static_cast<uint64_t>(n) * sizeof(float);
+      }
+    }
+    weights_[w] = std::move(b);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuExecutor::AllocateState() {
+  for (const auto& sp : module_.states()) {
+    const ir::StateVar* s = sp.get();
+    if (!s->shape().IsStatic())
+      return absl::InvalidArgumentError(absl::StrCat("state @", s->name(), " has a symbolic shape"));
+    llvm::SmallVector<int64_t, 4> shape;
+    for (const ir::Dim& d : s->shape().dims()) shape.push_back(d.value());
+    DType dt = s->dtype();
+    if (dt != DType::kF32 && dt != DType::kI32 && dt != DType::kI64)
+      return absl::UnimplementedError(absl::StrCat("state @", s->name(), ": the CPU executor keeps f32, i32 and i64 state, not ",
+                                                   ir::DTypeName(dt)));
+    state_[s] = HostTensor::Zeros(dt, shape);
+    if (s->state_kind() == ir::StateKind::kPosition && (position_state_ == nullptr || s->name() == "pos"))
+      position_state_ = s;
+    if (s->state_kind() == ir::StateKind::kKv) kv_capacity_ = std::min(kv_capacity_, shape[0]);
+  }
+  return absl::OkStatus();
+}
+
+void CpuExecutor::ResetState() {
+  for (auto& [s, t] : state_) {
+    if (t.dtype() == DType::kI32) std::fill(t.i32(), t.i32() + t.numel(), 0);
+    else if (t.dtype() == DType::kI64) std::fill(t.i64(), t.i64() + t.numel(), 0);
+    else std::fill(t.f32(), t.f32() + t.numel(), 0.0f);
+  }
+}
+
+int64_t CpuExecutor::position() const {
+  if (position_state_ == nullptr) return 0;
+  return state_.at(position_state_).i32()[0];
+}
+
+const HostTensor* CpuExecutor::state(absl::string_view name) const {
+  const ir::StateVar* s = module_.state(name);
+  if (s == nullptr) return nullptr;
+  auto it = state_.find(s);
+  return it == state_.end() ? nullptr : &it->second;
+}
+
+absl::StatusOr<const CpuExecutor::Program*> CpuExecutor::Prepare(absl::string_view name) {
+  if (auto it = programs_.find(name); it != programs_.end()) return it->second.get();
+  const ir::Function* fn = module_.function(name);
+  if (fn == nullptr) return absl::NotFoundError(absl::StrCat("cpu executor: the module has no function @", name));
+  auto p = std::make_unique<Program>();
+  p->fn = fn;
+  absl::flat_hash_map<const ir::Value*, int> slot;
+  auto new_slot = [&](const ir::Value* v) {
+    slot[v] = p->num_slots;
+    return p->num_slots++;
+  };
+  for (unsigned i = 0; i < fn->num_arguments(); ++i) p->arg_slots.push_back(new_slot(fn->argument(i)));
+  std::vector<int> last_use;
+  for (const Op* op : fn->Ops()) {
+    if (op->is(OpKind::kSegment)) continue;  // its body follows in program order
+    Step s;
+    s.op = op;
+    for (unsigned i = 0; i < op->num_operands(); ++i) {
+      const ir::Value* v = op->operand(i);
+      Operand o;
+      if (v->kind() == ir::Value::Kind::kWeight) {
+        o.kind = Operand::kWeight;
+        auto it = weights_.find(v);
+        if (it == weights_.end())
+          return absl::InternalError(absl::StrCat("cpu executor: weight @", v->name(), " is not bound"));
+        o.weight = it->second.get();
+      } else if (v->kind() == ir::Value::Kind::kState) {
+        o.kind = Operand::kState;
+        o.state = v;
+      } else {
+        auto it = slot.find(v);
+        if (it == slot.end())
+          return absl::InvalidArgumentError(absl::StrCat("cpu executor: @", name, ": ", op->Summary(),
+                                                         ": operand ", i, " is not defined before use"));
+        o.slot = it->second;
+      }
+      s.in.push_back(o);
+    }
+    for (const ir::Value* r : op->results()) s.out.push_back(new_slot(r));
+    if (op->is(OpKind::kKvAppend)) p->kv_appends.push_back(op);
+    p->steps.push_back(std::move(s));
+  }
+  last_use.assign(p->num_slots, -1);
+  for (size_t i = 0; i < p->steps.size(); ++i)
+    for (const Operand& o : p->steps[i].in)
+      if (o.kind == Operand::kSlot) last_use[o.slot] = static_cast<int>(i);
+  for (int sl = 0; sl < p->num_slots; ++sl)
+    if (last_use[sl] >= 0) p->steps[last_use[sl]].release.push_back(sl);
+  const Program* out = p.get();
+  programs_[std::string(name)] = std::move(p);
+  return out;
+}
+
+namespace {
+
+// Evaluates an IR shape under the call's symbol bindings.
+absl::StatusOr<llvm::SmallVector<int64_t, 4>> Concrete(const ir::Shape& s, const ir::SymbolBindings& b) {
+  llvm::SmallVector<int64_t, 4> out;
+  for (const ir::Dim& d : s.dims()) {
+    std::optional<int64_t> v = d.Evaluate(b);
+    if (!v) return absl::InvalidArgumentError(absl::StrCat("unbound symbol ", d.ToString()));
+    out.push_back(*v);
+  }
+  return out;
+}
+
+int64_t Prod(llvm::ArrayRef<int64_t> dims, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t n = 1;
+  for (size_t i = from; i < std::min(to, dims.size()); ++i) n *= dims[i];
+  return n;
+}
+
+llvm::SmallVector<int64_t, 4> WithLast(llvm::ArrayRef<int64_t> s, int64_t last) {
+  llvm::SmallVector<int64_t, 4> out(s.begin(), s.end());
+  out.back() = last;
+  return out;
+}
+
+// The first position of a run of consecutive positions, or an error.
+absl::StatusOr<int64_t> ContiguousStart(const Op& op, const HostTensor& pos) {
+  const int32_t* p = pos.i32();
+  for (int64_t t = 1; t < pos.numel(); ++t)
+    if (p[t] != p[0] + t)
+      return OpError(op, "the CPU executor needs consecutive positions within one call");
+  return pos.numel() > 0 ? p[0] : 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
+                                                         std::vector<HostTensor> args) {
+  MEMRA_ASSIGN_OR_RETURN(const Program* p, Prepare(name));
+  const ir::Function& fn = *p->fn;
+  if (args.size() != fn.num_arguments())
+    return absl::InvalidArgumentError(absl::StrCat("@", name, " takes ", fn.num_arguments(),
+                                                   " arguments, got ", args.size()));
+  // Bind symbols from the argument shapes.
+  ir::SymbolBindings bindings;
+  for (unsigned i = 0; i < fn.num_arguments(); ++i) {
+    const ir::Value* a = fn.argument(i);
+    const HostTensor& t = args[i];
+    if (!t.valid() || t.dtype() != a->dtype() || t.rank() != a->rank())
+      return absl::InvalidArgumentError(absl::StrCat("@", name, ": argument ", i, " is ", t.ShapeString(),
+                                                     ", expected ", a->type().ToString()));
+    for (int64_t d = 0; d < a->rank(); ++d) {
+      const ir::Dim& dim = a->shape()[d];
+      const int64_t v = t.dim(d);
+      if (dim.IsConstant()) {
+        if (dim.value() != v)
+          return absl::InvalidArgumentError(absl::StrCat("@", name, ": argument ", i, " is ", t.ShapeString(),
+                                                         ", expected ", a->type().ToString()));
+        continue;
+      }
+      const int64_t num = v - dim.offset();
+      if (num % dim.coeff() != 0 || num / dim.coeff() < 0)
+        return absl::InvalidArgumentError(absl::StrCat("@", name, ": argument ", i, " dim ", d, " = ", v,
+                                                       " does not fit ", dim.ToString()));
+      const int64_t val = num / dim.coeff();
+      auto [it, inserted] = bindings.emplace(dim.symbol(), val);
+      if (!inserted && it->second != val)
+        return absl::InvalidArgumentError(absl::StrCat("@", name, ": symbol ", dim.symbol(), " bound to ",
+                                                       it->second, " and ", val));
+    }
+  }
+  // Context overflow: refuse before any state changes.
+  for (const Op* op : p->kv_appends) {
+    MEMRA_ASSIGN_OR_RETURN(auto kshape, Concrete(op->operand(0)->shape(), bindings));
+    const int64_t cap = op->operand(2)->shape()[0].value();
+    if (position() + kshape[0] > cap)
+      return absl::OutOfRangeError(absl::StrCat(
+          "context overflow: ", kshape[0], " more tokens at position ", position(),
+          " exceed the context length of ", cap, " (the KV cache size; raise it with --ctx-size)"));
+  }
+
+  std::vector<HostTensor> slots(p->num_slots);
+  for (size_t i = 0; i < args.size(); ++i) slots[p->arg_slots[i]] = std::move(args[i]);
+  kc::ThreadPool* pool = pool_.get();
+  std::vector<HostTensor> results;
+
+  for (const Step& s : p->steps) {
+    const Op& op = *s.op;
+    auto In = [&](size_t i) -> const HostTensor& { return slots[s.in[i].slot]; };
+    auto St = [&](size_t i) -> HostTensor& { return state_.at(s.in[i].state); };
+    auto Wt = [&](size_t i) -> const BoundWeight& { return *s.in[i].weight; };
+    auto F32In = [&](size_t i) -> absl::Status {
+      if (In(i).dtype() != DType::kF32)
+        return OpError(op, absl::StrCat("operand ", i, " is ", In(i).ShapeString(),
+                                        "; the CPU executor computes f32 activations only"));
+      return absl::OkStatus();
+    };
+    llvm::SmallVector<HostTensor, 2> out;
+    const ir::AttrDict& at = op.attrs();
+    switch (op.kind()) {
+      case OpKind::kEmbed: {
+        const HostTensor& ids = In(0);
+        const kc::WeightView& tab = Wt(1).view;
+        llvm::SmallVector<int64_t, 4> shape(ids.shape().begin(), ids.shape().end());
+        shape.push_back(tab.cols);
+        HostTensor y = HostTensor::Zeros(DType::kF32, shape);
+        MEMRA_RETURN_IF_ERROR(kc::Embed(tab, ids.i32_span(), y.f32(), pool));
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kRmsNorm:
+      case OpKind::kL2Norm: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& x = In(0);
+        const int64_t cols = x.dim(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
+        HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
+        const float eps = static_cast<float>(at.F64Or("eps", 0));
+        if (op.is(OpKind::kRmsNorm)) kc::RmsNorm(x.f32(), Wt(1).values, rows, cols, eps, y.f32(), pool);
+        else kc::L2Norm(x.f32(), rows, cols, eps, y.f32(), pool);
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kAdd:
+      case OpKind::kMul: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        MEMRA_RETURN_IF_ERROR(F32In(1));
+        const HostTensor& a = In(0);
+        const HostTensor& b = In(1);
+        HostTensor y = HostTensor::Zeros(DType::kF32, a.shape());
+        const int64_t na = a.numel(), nb = b.numel();
+        if (nb == 0 || na % nb != 0) return OpError(op, "broadcast operand does not divide the first");
+        for (int64_t o = 0; o < na; o += nb) {
+          if (op.is(OpKind::kAdd)) kc::Add(a.f32() + o, b.f32(), nb, y.f32() + o);
+          else kc::Mul(a.f32() + o, b.f32(), nb, y.f32() + o);
+        }
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kScale:
+      case OpKind::kSigmoid:
+      case OpKind::kSilu:
+      case OpKind::kSoftplus:
+      case OpKind::kExp: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& x = In(0);
+        HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
+        const int64_t n = x.numel();
+        switch (op.kind()) {
+          case OpKind::kScale: {
+            const float f = static_cast<float>(at.F64Or("factor", 1.0));
+            for (int64_t i = 0; i < n; ++i) y.f32()[i] = x.f32()[i] * f;
+            break;
+          }
+          case OpKind::kSigmoid: kc::Sigmoid(x.f32(), n, y.f32()); break;
+          case OpKind::kSilu: kc::Silu(x.f32(), n, y.f32()); break;
+          case OpKind::kSoftplus: kc::Softplus(x.f32(), n, y.f32()); break;
+          default:
+            for (int64_t i = 0; i < n; ++i) y.f32()[i] = std::exp(x.f32()[i]);
+        }
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kSwiglu: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        HostTensor y = HostTensor::Zeros(DType::kF32, In(0).shape());
+        kc::Swiglu(In(0).f32(), In(1).f32(), In(0).numel(), y.f32());
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kSoftmax: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& x = In(0);
+        HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
+        const int64_t cols = x.dim(-1);
+        kc::Softmax(x.f32(), x.numel() / std::max<int64_t>(cols, 1), cols, y.f32());
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kMatMul:
+      case OpKind::kMatMulGroup: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& x = In(0);
+        const int64_t K = x.dim(-1), rows = x.numel() / std::max<int64_t>(K, 1);
+        for (size_t i = 1; i < s.in.size(); ++i) {
+          const kc::WeightView& w = Wt(i).view;
+          if (w.cols != K) return OpError(op, "K mismatch");
+          HostTensor y = HostTensor::Zeros(DType::kF32, WithLast(x.shape(), w.rows));
+          MEMRA_RETURN_IF_ERROR(kc::Matmul(x.f32(), rows, w, y.f32(), pool));
+          out.push_back(y);
+        }
+        break;
+      }
+      case OpKind::kQGateSplit: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& qg = In(0);
+        const int64_t H = at.I64Or("n_head", 0), D = at.I64Or("head_dim", 0), T = qg.dim(0);
+        HostTensor q = HostTensor::Zeros(DType::kF32, {T, H, D});
+        HostTensor g = HostTensor::Zeros(DType::kF32, {T, H, D});
+        kc::QGateSplit(qg.f32(), T, H, D, q.f32(), g.f32());
+        out.push_back(q);
+        out.push_back(g);
+        break;
+      }
+      case OpKind::kRope: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& x = In(0);
+        HostTensor y = HostTensor::FromF32(std::vector<float>(x.f32(), x.f32() + x.numel()), x.shape());
+        kc::RopeNeox(y.f32(), x.dim(0), x.dim(1), x.dim(2), at.I64Or("n_rot", 0),
+                     static_cast<float>(at.F64Or("base", 10000.0)), In(1).i32());
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kPositions: {
+        const int32_t base = St(0).i32()[0];
+        const int64_t T = In(1).dim(0);
+        HostTensor pos = HostTensor::Zeros(DType::kI32, {T});
+        for (int64_t t = 0; t < T; ++t) pos.i32()[t] = static_cast<int32_t>(base + t);
+        out.push_back(pos);
+        break;
+      }
+      case OpKind::kAdvancePositions:
+        St(0).i32()[0] += static_cast<int32_t>(In(1).dim(0));
+        break;
+      case OpKind::kKvAppend: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        MEMRA_ASSIGN_OR_RETURN(int64_t P, ContiguousStart(op, In(4)));
+        const HostTensor& k = In(0);
+        const int64_t T = k.dim(0), width = k.dim(1) * k.dim(2);
+        HostTensor& kc_ = St(2);
+        HostTensor& vc_ = St(3);
+        MEMRA_RETURN_IF_ERROR(kc::KvAppend(k.f32(), T, width, P, kc_.dim(0), kc_.f32()));
+        MEMRA_RETURN_IF_ERROR(kc::KvAppend(In(1).f32(), T, width, P, vc_.dim(0), vc_.f32()));
+        break;
+      }
+      case OpKind::kAttention: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        MEMRA_ASSIGN_OR_RETURN(int64_t P, ContiguousStart(op, In(3)));
+        const HostTensor& q = In(0);
+        const HostTensor& kc_ = St(1);
+        const int64_t T = q.dim(0);
+        if (P + T > kc_.dim(0)) return OpError(op, "attention past the KV cache");
+        HostTensor y = HostTensor::Zeros(DType::kF32, q.shape());
+        kc::CausalAttention(q.f32(), T, P, kc_.f32(), St(2).f32(), q.dim(1), kc_.dim(1), q.dim(2),
+                            static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool);
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kConv1dCausal: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& x = In(0);
+        HostTensor& st = St(2);
+        const int64_t T = x.dim(0), C = x.dim(1), K = st.dim(1) + 1;
+        HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
+        kc::Conv1dCausal(x.f32(), T, C, Wt(1).values, K, st.f32(), y.f32(), /*apply_silu=*/false, pool);
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kDeltaNetGates: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& b = In(0);
+        const int64_t T = b.dim(0), Hv = b.dim(1);
+        HostTensor beta = HostTensor::Zeros(DType::kF32, b.shape());
+        HostTensor g = HostTensor::Zeros(DType::kF32, b.shape());
+        kc::DeltaNetGates(b.f32(), In(1).f32(), T, Hv, Wt(2).values, Wt(3).values, beta.f32(), g.f32());
+        out.push_back(beta);
+        out.push_back(g);
+        break;
+      }
+      case OpKind::kGatedDeltaScan: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& q = In(0);
+        const HostTensor& v = In(2);
+        const int64_t T = q.dim(0), Hk = q.dim(1), Dk = q.dim(2), Hv = v.dim(1), Dv = v.dim(2);
+        HostTensor o = HostTensor::Zeros(DType::kF32, v.shape());
+        kc::GatedDeltaScan(q.f32(), In(1).f32(), v.f32(), In(3).f32(), In(4).f32(), T, Hk, Hv, Dk, Dv,
+                           static_cast<float>(at.F64Or("scale", 1.0)), St(5).f32(), o.f32(), pool);
+        out.push_back(o);
+        break;
+      }
+      case OpKind::kGatedRmsNorm: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& x = In(0);
+        const int64_t cols = x.dim(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
+        HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
+        kc::GatedRmsNorm(x.f32(), Wt(2).values, In(1).f32(), rows, cols,
+                         static_cast<float>(at.F64Or("eps", 0)), y.f32(), pool);
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kAddRmsNorm: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& a = In(0);
+        const int64_t cols = a.dim(-1), rows = a.numel() / std::max<int64_t>(cols, 1);
+        HostTensor sum = HostTensor::Zeros(DType::kF32, a.shape());
+        HostTensor y = HostTensor::Zeros(DType::kF32, a.shape());
+        kc::Add(a.f32(), In(1).f32(), a.numel(), sum.f32());
+        kc::RmsNorm(sum.f32(), Wt(2).values, rows, cols, static_cast<float>(at.F64Or("eps", 0)), y.f32(), pool);
+        out.push_back(sum);
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kTakeLastRow: {
+        const HostTensor& x = In(0);
+        llvm::SmallVector<int64_t, 4> shape(x.shape().begin(), x.shape().end());
+        const int64_t rows = shape[0], row = x.numel() / std::max<int64_t>(rows, 1);
+        shape[0] = 1;
+        HostTensor y = HostTensor::Zeros(x.dtype(), shape);
+        if (x.dtype() == DType::kF32) std::memcpy(y.f32(), x.f32() + (rows - 1) * row, row * sizeof(float));
+        else if (x.dtype() == DType::kI32) std::memcpy(y.i32(), x.i32() + (rows - 1) * row, row * sizeof(int32_t));
+        else return OpError(op, "unsupported dtype");
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kArgmax:
+      case OpKind::kTopK:
+      case OpKind::kSample: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& x = In(0);
+        const int64_t N = x.dim(-1), rows = x.numel() / std::max<int64_t>(N, 1);
+        llvm::SmallVector<int64_t, 4> lead(x.shape().begin(), x.shape().end() - 1);
+        if (op.is(OpKind::kTopK)) {
+          const int64_t k = at.I64Or("k", 1);
+          HostTensor vals = HostTensor::Zeros(DType::kF32, WithLast(x.shape(), k));
+          HostTensor idx = HostTensor::Zeros(DType::kI32, WithLast(x.shape(), k));
+          for (int64_t r = 0; r < rows; ++r) {
+            std::vector<kc::TokenCandidate> c = kc::TopKCandidates(x.f32() + r * N, N, static_cast<int>(k));
+            for (int64_t j = 0; j < k; ++j) {
+              vals.f32()[r * k + j] = c[j].logit;
+              idx.i32()[r * k + j] = c[j].id;
+            }
+          }
+          out.push_back(vals);
+          out.push_back(idx);
+        } else {
+          HostTensor ids = HostTensor::Zeros(DType::kI32, lead);
+          for (int64_t r = 0; r < rows; ++r) {
+            if (op.is(OpKind::kArgmax)) {
+              ids.i32()[r] = kc::Argmax(x.f32() + r * N, N);
+            } else {
+              // The rng state holds the seed of the next draw; each draw reseeds it.
+              HostTensor& rng = St(1);
+              std::mt19937_64 gen(static_cast<uint64_t>(rng.i64()[0]));
+              kc::SamplingParams sp;
+              sp.temperature = static_cast<float>(at.F64Or("temperature", 0));
+              sp.top_k = static_cast<int>(at.I64Or("top_k", 0));
+              sp.top_p = static_cast<float>(at.F64Or("top_p", 1.0));
+              ids.i32()[r] = kc::SampleToken(x.f32() + r * N, N, sp, gen);
+              rng.i64()[0] = static_cast<int64_t>(gen());
+            }
+          }
+          out.push_back(ids);
+        }
+        break;
+      }
+      case OpKind::kConcat:
+      case OpKind::kSplit:
+      case OpKind::kView: {
+        // Generic copies along one axis: [outer, dim, inner] blocks.
+        const HostTensor& x0 = In(0);
+        const int64_t rank = x0.rank();
+        int64_t axis = at.I64Or("axis", 0);
+        if (axis < 0) axis += rank;
+        if (x0.dtype() != DType::kF32) return OpError(op, "only f32 tensors are supported");
+        const int64_t outer = Prod(x0.shape(), 0, axis), inner = Prod(x0.shape(), axis + 1);
+        auto copy_block = [&](const HostTensor& src, int64_t src_off, int64_t src_dim, HostTensor& dst,
+                              int64_t dst_off, int64_t dst_dim, int64_t len) {
+          for (int64_t o = 0; o < outer; ++o)
+            std::memcpy(dst.f32() + (o * dst_dim + dst_off) * inner, src.f32() + (o * src_dim + src_off) * inner,
+                        static_cast<size_t>(len * inner) * sizeof(float));
+        };
+        if (op.is(OpKind::kConcat)) {
+          int64_t total = 0;
+          for (size_t i = 0; i < s.in.size(); ++i) total += In(i).dim(axis);
+          llvm::SmallVector<int64_t, 4> shape(x0.shape().begin(), x0.shape().end());
+          shape[axis] = total;
+          HostTensor y = HostTensor::Zeros(DType::kF32, shape);
+          int64_t off = 0;
+          for (size_t i = 0; i < s.in.size(); ++i) {
+            copy_block(In(i), 0, In(i).dim(axis), y, off, total, In(i).dim(axis));
+            off += In(i).dim(axis);
+          }
+          out.push_back(y);
+        } else {
+          std::vector<int64_t> sizes = op.is(OpKind::kSplit)
+                                           ? at.GetI64Array("sizes").value_or(std::vector<int64_t>{})
+                                           : std::vector<int64_t>{at.I64Or("size", 0)};
+          int64_t off = op.is(OpKind::kView) ? at.I64Or("offset", 0) : 0;
+          for (int64_t sz : sizes) {
+            llvm::SmallVector<int64_t, 4> shape(x0.shape().begin(), x0.shape().end());
+            shape[axis] = sz;
+            HostTensor y = HostTensor::Zeros(DType::kF32, shape);
+            copy_block(x0, off, x0.dim(axis), y, 0, sz, sz);
+            off += sz;
+            out.push_back(y);
+          }
+        }
+        break;
+      }
+      case OpKind::kReshape: {
+        MEMRA_ASSIGN_OR_RETURN(auto shape, Concrete(op.result(0)->shape(), bindings));
+        if (Prod(shape) != In(0).numel()) return OpError(op, "reshape changes the element count");
+        out.push_back(In(0).Reshaped(shape));
+        break;
+      }
+      case OpKind::kCast: {
+        if (at.GetString("dtype").value_or("") != "f32")
+          return absl::UnimplementedError(absl::StrCat("cpu executor: ", op.Summary(),
+                                                       ": only casts to f32 are supported"));
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        out.push_back(In(0));
+        break;
+      }
+      case OpKind::kConstant: {
+        MEMRA_ASSIGN_OR_RETURN(auto shape, Concrete(op.result(0)->shape(), bindings));
+        const DType dt = op.result(0)->dtype();
+        HostTensor y = HostTensor::Zeros(dt == DType::kI32 || dt == DType::kI64 ? dt : DType::kF32, shape);
+        const double v = at.F64Or("value", 0);
+        if (y.dtype() == DType::kI32) std::fill(y.i32(), y.i32() + y.numel(), static_cast<int32_t>(v));
+        else if (y.dtype() == DType::kI64) std::fill(y.i64(), y.i64() + y.numel(), static_cast<int64_t>(v));
+        else std::fill(y.f32(), y.f32() + y.numel(), static_cast<float>(v));
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kReturn:
+        for (size_t i = 0; i < s.in.size(); ++i) results.push_back(In(i));
+        break;
+      case OpKind::kSegment:
+        break;
+    }
+    if (out.size() != s.out.size())
+      return absl::InternalError(absl::StrCat("cpu executor: ", op.Summary(), ": produced ", out.size(),
+                                              " results, expected ", s.out.size()));
+    for (size_t i = 0; i < out.size(); ++i) {
+      const ir::Value* r = op.result(i);
+      MEMRA_ASSIGN_OR_RETURN(auto want, Concrete(r->shape(), bindings));
+      if (llvm::ArrayRef<int64_t>(want) != out[i].shape())
+        return absl::InternalError(absl::StrCat("cpu executor: ", op.Summary(), ": result ", i, " is ",
+                                                out[i].ShapeString(), ", its IR type is ", r->type().ToString()));
+      if (observer_ && !r->name().empty()) observer_(*r, out[i]);
+      slots[s.out[i]] = std::move(out[i]);
+    }
+    for (int sl : s.release) slots[sl] = HostTensor();
+  }
+  return results;
+}
+
+}  // namespace memra::runtime

@@ -1,0 +1,54 @@
+#include "runtime/cpu/HostTensor.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace memra::runtime {
+
+int64_t HostTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape_) n *= d;
+  return n;
+}
+
+HostTensor HostTensor::Zeros(ir::DType dtype, llvm::ArrayRef<int64_t> shape) {
+  HostTensor t;
+  t.dtype_ = dtype;
+  t.shape_.assign(shape.begin(), shape.end());
+  t.storage_ = std::make_shared<Storage>();
+  const size_t n = static_cast<size_t>(t.numel());
+  if (dtype == ir::DType::kI32) t.storage_->i32.assign(n, 0);
+  else if (dtype == ir::DType::kI64) t.storage_->i64.assign(n, 0);
+  else t.storage_->f32.assign(n, 0.0f);
+  return t;
+}
+
+HostTensor HostTensor::FromF32(std::vector<float> values, llvm::ArrayRef<int64_t> shape) {
+  HostTensor t;
+  t.dtype_ = ir::DType::kF32;
+  t.shape_.assign(shape.begin(), shape.end());
+  t.storage_ = std::make_shared<Storage>();
+  t.storage_->f32 = std::move(values);
+  return t;
+}
+
+HostTensor HostTensor::FromI32(std::vector<int32_t> values, llvm::ArrayRef<int64_t> shape) {
+  HostTensor t;
+  t.dtype_ = ir::DType::kI32;
+  t.shape_.assign(shape.begin(), shape.end());
+  t.storage_ = std::make_shared<Storage>();
+  t.storage_->i32 = std::move(values);
+  return t;
+}
+
+HostTensor HostTensor::Reshaped(llvm::ArrayRef<int64_t> shape) const {
+  HostTensor t = *this;
+  t.shape_.assign(shape.begin(), shape.end());
+  return t;
+}
+
+std::string HostTensor::ShapeString() const {
+  return absl::StrCat(ir::DTypeName(dtype_), "[", absl::StrJoin(shape_, ", "), "]");
+}
+
+}  // namespace memra::runtime
