@@ -1,5 +1,6 @@
 // Dequantization / quantization entry points, the scalar conversions and the plain, legacy-block
-// (Q4_0 ... Q8_1) and FP4 (MXFP4, NVFP4) formats. K-quants live in QuantKQuants.cc.
+// (Q4_0 ... Q8_1) and FP4 (MXFP4, NVFP4) formats. K-quants live in QuantKQuants.cc (dequantize)
+// and QuantKQuantize.cc (quantize).
 //
 // Every kernel follows the float arithmetic of ggml's reference code (ggml-quants.c) operation by
 // operation, in the same order, so results are bit-identical; block layouts are those of
@@ -464,11 +465,11 @@ Kernels KernelsFor(GgmlType type) {
     case GgmlType::kQ5_1: return {DequantizeRowQ5_1, QuantizeRowQ5_1};
     case GgmlType::kQ8_0: return {DequantizeRowQ8_0, QuantizeRowQ8_0};
     case GgmlType::kQ8_1: return {DequantizeRowQ8_1, QuantizeRowQ8_1};
-    case GgmlType::kQ2_K: return {DequantizeRowQ2K, nullptr};
-    case GgmlType::kQ3_K: return {DequantizeRowQ3K, nullptr};
-    case GgmlType::kQ4_K: return {DequantizeRowQ4K, nullptr};
-    case GgmlType::kQ5_K: return {DequantizeRowQ5K, nullptr};
-    case GgmlType::kQ6_K: return {DequantizeRowQ6K, nullptr};
+    case GgmlType::kQ2_K: return {DequantizeRowQ2K, QuantizeRowQ2K};
+    case GgmlType::kQ3_K: return {DequantizeRowQ3K, QuantizeRowQ3K};
+    case GgmlType::kQ4_K: return {DequantizeRowQ4K, QuantizeRowQ4K};
+    case GgmlType::kQ5_K: return {DequantizeRowQ5K, QuantizeRowQ5K};
+    case GgmlType::kQ6_K: return {DequantizeRowQ6K, QuantizeRowQ6K};
     case GgmlType::kQ8_K: return {DequantizeRowQ8K, nullptr};
     case GgmlType::kMXFP4: return {DequantizeRowMXFP4, QuantizeRowMXFP4};
     case GgmlType::kNVFP4: return {DequantizeRowNVFP4, QuantizeRowNVFP4};

@@ -7,10 +7,11 @@
 #include <cstdint>
 #include <cstring>
 
-// The kernels mirror ggml's float expressions as written. FMA contraction happens not to change
-// any of them (every product that feeds an addition is exact, or the addend is large enough to
-// absorb the product's rounding), so -ffp-contract=fast with -march=native still matches ggml, as
-// the golden tests confirm; contraction is turned off anyway where a pragma can do it.
+// The kernels mirror ggml's float expressions as written. For the dequantizers and the simple
+// quantizers FMA contraction happens not to matter (every product that feeds an addition is exact,
+// or the addend is large enough to absorb the product's rounding): -ffp-contract=fast with
+// -march=native still matches ggml, as the golden tests confirm. The K-quant scale searches do
+// depend on it; QuantKQuantize.cc turns contraction off for GCC, and this pragma does for clang.
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
@@ -135,5 +136,12 @@ void DequantizeRowQ4K(const uint8_t* src, float* dst, int64_t nblocks);
 void DequantizeRowQ5K(const uint8_t* src, float* dst, int64_t nblocks);
 void DequantizeRowQ6K(const uint8_t* src, float* dst, int64_t nblocks);
 void DequantizeRowQ8K(const uint8_t* src, float* dst, int64_t nblocks);
+
+// QuantKQuantize.cc (ggml's reference quantizers, no importance matrix)
+void QuantizeRowQ2K(const float* src, uint8_t* dst, int64_t nblocks);
+void QuantizeRowQ3K(const float* src, uint8_t* dst, int64_t nblocks);
+void QuantizeRowQ4K(const float* src, uint8_t* dst, int64_t nblocks);
+void QuantizeRowQ5K(const float* src, uint8_t* dst, int64_t nblocks);
+void QuantizeRowQ6K(const float* src, uint8_t* dst, int64_t nblocks);
 
 }  // namespace memra::gguf::quant_internal
