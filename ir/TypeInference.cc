@@ -418,8 +418,10 @@ absl::Status CheckSignature(OpKind kind, llvm::ArrayRef<Value*> operands, const 
                        : v->kind() == Value::Kind::kState ? OperandRole::kState
                                                           : OperandRole::kAct;
     if (role != spec->role)
-      return Err(absl::StrCat("operand '", spec->name, "' must be a ", OperandRoleName(spec->role),
-                              ", got ", OperandRoleName(role), " ", Desc(v)));
+      return Err(absl::StrCat("operand '", spec->name, "' must be ",
+                              spec->role == OperandRole::kAct ? "an " : "a ",
+                              OperandRoleName(spec->role), ", got ", OperandRoleName(role), " ",
+                              Desc(v)));
     if (role == OperandRole::kState) {
       std::optional<StateKind> want = ExpectedStateKind(kind);
       StateKind got = llvm::cast<StateVar>(v)->state_kind();
