@@ -4,7 +4,9 @@
 //
 // Every kernel follows the float arithmetic of ggml's reference code (ggml-quants.c) operation by
 // operation, in the same order, so results are bit-identical; block layouts are those of
-// ggml-common.h. The file must not be compiled with FMA contraction (see QuantInternal.h).
+// ggml-common.h. Integer conversions of floats emulate x86 (ggml's C casts of NaN/out-of-range
+// values), so edge cases are deterministic; FMA contraction cannot change results here (see
+// QuantInternal.h).
 #include "frontends/gguf/Quant.h"
 
 #include <algorithm>
