@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/Sampling.h"
 #include "runtime/cpu/CpuExecutor.h"
+#include "runtime/cpu/LayerTrace.h"
 #include "tests/JsonLite.h"
 #include "tests/TestUtil.h"
 
@@ -212,6 +213,39 @@ TEST(Qwen35ExecutorTest, F32MatchesLlamaCppNodesLogitsAndGreedy) {
   std::printf("  decode logits vs greedy_logits.f32: max|d| %.3e%s\n", decode_max,
               ref_greedy_logits.ok() ? "" : " (../shared absent, not compared)");
   if (ref_greedy_logits.ok()) EXPECT_LE(decode_max, 1e-4);
+}
+
+// --- the --trace-layers checksums line up with the fixture's per-node dump -------------------
+
+TEST(Qwen35ExecutorTest, LayerTraceMatchesFixtureNodes) {
+  const std::string model = TestDataPath("models/qwen35-tiny-f32.gguf");
+  const std::string ref_dir = TestDataPath("ref/qwen35-tiny-f32/");
+  if (!FileExists(model) || !FileExists(ref_dir + "nodes.bin")) GTEST_SKIP() << "fixtures not found";
+  auto l = Load(model);
+  ASSERT_TRUE(l.ok()) << l.status();
+  std::map<std::string, Checksum> got;
+  l->exec->set_observer([&](const ir::Value& v, const HostTensor& t) {
+    if (IsLayerTraceValue(v.name())) got[v.name()] = ComputeChecksum(t.f32(), t.numel());
+  });
+  ASSERT_TRUE(l->Prefill(kPrompt).ok());
+  auto nodes = memra::testing::ReadJsonFile(ref_dir + "nodes.json");
+  auto bin = memra::testing::ReadFileBytes(ref_dir + "nodes.bin");
+  ASSERT_TRUE(nodes.ok() && bin.ok());
+  int matched = 0;
+  for (const auto& node : (*nodes)["nodes"].array()) {
+    const std::string name = node["name"].string_value();
+    if (!IsLayerTraceValue(name)) continue;
+    ASSERT_TRUE(got.count(name)) << name;
+    const Checksum ref = ComputeChecksum(reinterpret_cast<const float*>(bin->data() + node["offset"].int_value()),
+                                         node["nbytes"].int_value() / 4);
+    const Checksum& c = got[name];
+    std::printf("  %s\n    fixture: sum %+.6e rms %.6e\n", FormatTraceLine(name, "", c).c_str(), ref.sum, ref.rms);
+    EXPECT_EQ(c.n, ref.n) << name;
+    EXPECT_LE(std::fabs(c.rms - ref.rms), 1e-5 * ref.rms) << name;
+    EXPECT_LE(std::fabs(c.sum - ref.sum), 1e-5 * ref.rms * ref.n) << name;
+    ++matched;
+  }
+  EXPECT_EQ(matched, 7);  // model.input_embed, l_out-0..3, result_norm, result_output
 }
 
 // --- every dense weight format vs the float64 exact-dequant reference ----------------------

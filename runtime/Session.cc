@@ -1,0 +1,138 @@
+#include "runtime/Session.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "frontends/gguf/GgufFile.h"
+#include "frontends/qwen35/Qwen35Lowering.h"
+#include "frontends/tokenizer/Tokenizer.h"
+#include "ir/StatusMacros.h"
+#include "runtime/PrefillSchedule.h"
+
+namespace memra::runtime {
+namespace {
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+Session::~Session() {
+  // The executor references the module and the file.
+  exec_.reset();
+  module_.reset();
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Open(const std::string& path,
+                                                       const SessionOptions& options) {
+  std::unique_ptr<Session> s(new Session());
+  s->options_ = options;
+  MEMRA_ASSIGN_OR_RETURN(s->file_, gguf::GgufFile::Open(path));
+  frontends::LowerOptions lo;
+  lo.n_ctx = options.n_ctx;
+  lo.prefill_all_logits = options.prompt_logits;
+  MEMRA_ASSIGN_OR_RETURN(s->module_, frontends::LowerQwen35(*s->file_, lo));
+  s->n_vocab_ = s->module_->attrs().I64Or("n_vocab", 0);
+  CpuExecutorOptions eo;
+  eo.threads = options.threads;
+  eo.weight_mode = options.weight_mode;
+  MEMRA_ASSIGN_OR_RETURN(s->exec_, CpuExecutor::Create(*s->module_, *s->file_, eo));
+  auto tok = tokenizer::Tokenizer::FromGguf(*s->file_);
+  if (tok.ok()) s->tokenizer_ = std::move(*tok);
+  else s->tokenizer_status_ = tok.status();
+  return s;
+}
+
+absl::StatusOr<std::vector<int32_t>> Session::Tokenize(absl::string_view text) const {
+  if (tokenizer_ == nullptr)
+    return absl::FailedPreconditionError(
+        absl::StrCat("the model has no usable tokenizer (", tokenizer_status_.message(),
+                     "); pass token ids instead"));
+  return tokenizer_->Encode(text);
+}
+
+absl::StatusOr<std::vector<float>> Session::Prefill(absl::Span<const int32_t> tokens,
+                                                    std::vector<float>* all) {
+  if (tokens.empty()) return absl::InvalidArgumentError("prefill of an empty prompt");
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (position() + n > context_length())
+    return absl::OutOfRangeError(absl::StrCat(
+        "context overflow: the prompt has ", n, " tokens", position() > 0 ? absl::StrCat(" (after ", position(), ")") : "",
+        " but the context length is ", context_length(), " (raise it with --ctx-size)"));
+  for (int64_t i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= n_vocab_)
+      return absl::OutOfRangeError(absl::StrCat("token id ", tokens[i], " at prompt position ", i,
+                                                " is outside the vocabulary [0, ", n_vocab_, ")"));
+  const int64_t chunk = options_.chunk > 0 ? std::min(options_.chunk, kMaxPrefillChunk) : kMaxPrefillChunk;
+  if (all != nullptr) all->clear();
+  std::vector<float> last;
+  for (const auto& [start, end] : FixedPrefillChunks(n, chunk)) {
+    std::vector<HostTensor> args;
+    args.push_back(HostTensor::FromI32(std::vector<int32_t>(tokens.begin() + start, tokens.begin() + end),
+                                       {end - start}));
+    MEMRA_ASSIGN_OR_RETURN(std::vector<HostTensor> out, exec_->Run("prefill", std::move(args)));
+    const HostTensor& logits = out[0];
+    if (all != nullptr && options_.prompt_logits) all->insert(all->end(), logits.f32(), logits.f32() + logits.numel());
+    last.assign(logits.f32() + logits.numel() - n_vocab_, logits.f32() + logits.numel());
+  }
+  return last;
+}
+
+absl::StatusOr<std::vector<float>> Session::Decode(int32_t token) {
+  if (token < 0 || token >= n_vocab_)
+    return absl::OutOfRangeError(absl::StrCat("token id ", token, " is outside the vocabulary [0, ", n_vocab_, ")"));
+  std::vector<HostTensor> args;
+  args.push_back(HostTensor::FromI32({token}, {1}));
+  MEMRA_ASSIGN_OR_RETURN(std::vector<HostTensor> out, exec_->Run("decode", std::move(args)));
+  return std::vector<float>(out[0].f32(), out[0].f32() + out[0].numel());
+}
+
+absl::StatusOr<GenerationStats> Session::Generate(absl::Span<const int32_t> prompt,
+                                                  const GenerationParams& params,
+                                                  const TokenCallback& on_token,
+                                                  std::vector<float>* prompt_logits) {
+  GenerationStats st;
+  st.n_prompt = static_cast<int64_t>(prompt.size());
+  auto t0 = std::chrono::steady_clock::now();
+  MEMRA_ASSIGN_OR_RETURN(std::vector<float> logits, Prefill(prompt, prompt_logits));
+  st.prefill_seconds = Since(t0);
+
+  std::mt19937_64 rng(params.seed);
+  std::unique_ptr<tokenizer::StreamingDecoder> detok;
+  if (tokenizer_ != nullptr) {
+    tokenizer::DecodeOptions dopt;
+    dopt.render_special = false;
+    dopt.strip_space_prefix = false;
+    detok = std::make_unique<tokenizer::StreamingDecoder>(*tokenizer_, dopt);
+  }
+  t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < params.n_predict; ++i) {
+    const int32_t id = kernels::cpu::SampleToken(logits.data(), n_vocab_, params.sampling, rng);
+    st.tokens.push_back(id);
+    ++st.n_generated;
+    std::string text;
+    if (detok) {
+      auto piece = detok->Push(id);
+      if (piece.ok()) text = std::move(*piece);
+    }
+    const bool eog = params.stop_at_eog && tokenizer_ != nullptr && tokenizer_->IsEog(id);
+    if (eog) st.stopped_at_eog = true;
+    if (on_token && !on_token(id, text)) break;
+    if (eog || i + 1 == params.n_predict) break;
+    if (position() >= context_length()) {
+      st.stopped_at_context = true;
+      break;
+    }
+    MEMRA_ASSIGN_OR_RETURN(logits, Decode(id));
+    ++st.n_decode_calls;
+  }
+  if (detok && on_token) {
+    std::string rest = detok->Flush();
+    if (!rest.empty()) on_token(-1, rest);
+  }
+  st.decode_seconds = Since(t0);
+  return st;
+}
+
+}  // namespace memra::runtime

@@ -1,0 +1,122 @@
+// A generation session on one model: GGUF -> lowered module -> CPU executor (+ the tokenizer
+// from the GGUF's metadata). Tokenize, prefill in chunks, then decode with sampling, streaming
+// detokenized text through a callback; stops at end-of-generation tokens.
+//
+//   auto s = Session::Open("model.gguf", {});
+//   auto ids = s->Tokenize("Hello");
+//   auto stats = s->Generate(*ids, params, [](int32_t id, absl::string_view text) {
+//     std::cout << text << std::flush;
+//     return true;  // false stops the generation
+//   });
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "ir/Module.h"
+#include "kernels/cpu/Sampling.h"
+#include "runtime/cpu/CpuExecutor.h"
+
+namespace memra::gguf {
+class GgufFile;
+}
+namespace memra::tokenizer {
+class Tokenizer;
+}
+
+namespace memra::runtime {
+
+struct SessionOptions {
+  int threads = 0;                            // 0: all cores ($MEMRA_NUM_THREADS)
+  WeightMode weight_mode = WeightMode::kPerRow;
+  int64_t n_ctx = 0;                          // 0: min(context_length, 4096)
+  // Keep the logits of every prompt position (costs a [T, n_vocab] head per chunk).
+  bool prompt_logits = false;
+  // Prefill chunk size in tokens; 0: the whole prompt in one call (at most 4096 per call).
+  int64_t chunk = 512;
+};
+
+struct GenerationParams {
+  int64_t n_predict = 32;                     // new tokens at most
+  kernels::cpu::SamplingParams sampling;      // temperature 0 = greedy
+  uint64_t seed = 0;
+  bool stop_at_eog = true;                    // stop after an end-of-generation token
+};
+
+struct GenerationStats {
+  int64_t n_prompt = 0;
+  int64_t n_generated = 0;
+  int64_t n_decode_calls = 0;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;                  // decode calls + sampling of generated tokens
+  bool stopped_at_eog = false;
+  bool stopped_at_context = false;            // the KV cache is full
+  std::vector<int32_t> tokens;                // generated ids
+  double prefill_tokens_per_second() const { return prefill_seconds > 0 ? n_prompt / prefill_seconds : 0; }
+  double decode_tokens_per_second() const {
+    return decode_seconds > 0 ? n_decode_calls / decode_seconds : 0;
+  }
+};
+
+// Called for every generated token with the text that became complete (valid UTF-8, possibly
+// empty), and once more with id -1 for text held back at the end (an incomplete UTF-8 tail).
+// Return false to stop.
+using TokenCallback = std::function<bool(int32_t id, absl::string_view text)>;
+
+class Session {
+ public:
+  static absl::StatusOr<std::unique_ptr<Session>> Open(const std::string& path,
+                                                       const SessionOptions& options = {});
+  ~Session();
+
+  const gguf::GgufFile& file() const { return *file_; }
+  const ir::Module& module() const { return *module_; }
+  CpuExecutor& executor() { return *exec_; }
+  int64_t n_vocab() const { return n_vocab_; }
+  int64_t context_length() const { return exec_->context_capacity(); }
+  int64_t position() const { return exec_->position(); }
+  const SessionOptions& options() const { return options_; }
+
+  // The tokenizer, or null when the GGUF's tokenizer could not be built (tokenizer_status()).
+  const tokenizer::Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  const absl::Status& tokenizer_status() const { return tokenizer_status_; }
+  // Text -> ids (BOS as the model says); error if there is no tokenizer.
+  absl::StatusOr<std::vector<int32_t>> Tokenize(absl::string_view text) const;
+
+  // Prefills `tokens` at the current position in chunks (options().chunk). Returns the logits of
+  // the last token; with options().prompt_logits, `all` (if given) receives [n, n_vocab].
+  // Errors: tokens beyond the context (before anything runs), ids outside the vocabulary.
+  absl::StatusOr<std::vector<float>> Prefill(absl::Span<const int32_t> tokens,
+                                             std::vector<float>* all = nullptr);
+  // Runs one token through @decode; returns its logits.
+  absl::StatusOr<std::vector<float>> Decode(int32_t token);
+
+  // Prefill `prompt`, then sample up to n_predict tokens, decoding each but the last.
+  absl::StatusOr<GenerationStats> Generate(absl::Span<const int32_t> prompt,
+                                           const GenerationParams& params,
+                                           const TokenCallback& on_token = nullptr,
+                                           std::vector<float>* prompt_logits = nullptr);
+
+  // Forgets everything (position 0).
+  void Reset() { exec_->ResetState(); }
+
+ private:
+  Session() = default;
+
+  SessionOptions options_;
+  std::unique_ptr<gguf::GgufFile> file_;
+  std::unique_ptr<ir::Module> module_;
+  std::unique_ptr<CpuExecutor> exec_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  absl::Status tokenizer_status_;
+  int64_t n_vocab_ = 0;
+};
+
+}  // namespace memra::runtime

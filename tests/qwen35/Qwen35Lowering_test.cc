@@ -1,0 +1,315 @@
+// Lowering of qwen35 GGUFs: the module's shape (functions, state, attributes, weights by name),
+// the printed IR round-trip, and clear errors for unsupported architectures and malformed models
+// (missing / inconsistent keys, missing tensors, wrong tensor shapes).
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "frontends/gguf/GgufFile.h"
+#include "frontends/gguf/GgufWriter.h"
+#include "frontends/qwen35/Qwen35Lowering.h"
+#include "gtest/gtest.h"
+#include "ir/Parser.h"
+#include "ir/Printer.h"
+#include "ir/Verifier.h"
+#include "runtime/cpu/CpuExecutor.h"
+#include "tests/TestUtil.h"
+
+namespace memra::frontends {
+namespace {
+
+using memra::testing::FileExists;
+using memra::testing::SharedPath;
+using memra::testing::TestDataPath;
+
+const std::string kTiny = TestDataPath("models/qwen35-tiny-f32.gguf");
+
+std::unique_ptr<gguf::GgufFile> OpenTiny() {
+  auto f = gguf::GgufFile::Open(kTiny);
+  EXPECT_TRUE(f.ok()) << f.status();
+  return f.ok() ? std::move(*f) : nullptr;
+}
+
+// A copy of `src` with metadata and tensors edited: `kv` may change or drop (return false) a key;
+// `tensor` may change a tensor's shape (and bytes) or drop it (return false).
+struct Edits {
+  std::function<bool(const std::string& key, gguf::Value& v)> kv;
+  std::function<bool(const std::string& name, std::vector<int64_t>& ne, std::vector<uint8_t>& bytes)> tensor;
+  std::vector<std::pair<std::string, gguf::Value>> add;
+};
+
+std::unique_ptr<gguf::GgufFile> Edited(const gguf::GgufFile& src, const Edits& e) {
+  gguf::GgufWriter w;
+  for (auto [key, v] : src.metadata()) {
+    if (e.kv && !e.kv(key, v)) continue;
+    w.Set(key, v);
+  }
+  for (const auto& [key, v] : e.add) w.Set(key, v);
+  for (const gguf::TensorInfo& t : src.tensors()) {
+    std::vector<int64_t> ne = t.ne;
+    std::vector<uint8_t> bytes(t.data.begin(), t.data.end());
+    if (e.tensor && !e.tensor(t.name, ne, bytes)) continue;
+    EXPECT_TRUE(w.AddTensorBytes(t.name, t.type, ne, bytes).ok()) << t.name;
+  }
+  auto bytes = w.WriteToBytes();
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  auto f = gguf::GgufFile::FromBytes(*bytes, "edited.gguf");
+  EXPECT_TRUE(f.ok()) << f.status();
+  return f.ok() ? std::move(*f) : nullptr;
+}
+
+Edits DropKey(const std::string& key) {
+  Edits e;
+  e.kv = [key](const std::string& k, gguf::Value&) { return k != key; };
+  return e;
+}
+Edits SetKey(const std::string& key, gguf::Value value) {
+  Edits e;
+  e.kv = [key, value](const std::string& k, gguf::Value& v) {
+    if (k == key) v = value;
+    return true;
+  };
+  return e;
+}
+
+TEST(Qwen35LoweringTest, LowersTheTinyModel) {
+  if (!FileExists(kTiny)) GTEST_SKIP() << kTiny << " not found";
+  auto f = OpenTiny();
+  auto m = LowerQwen35(*f);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ir::Module& mod = **m;
+  EXPECT_TRUE(ir::VerifyModule(mod).ok());
+  const ir::AttrDict& a = mod.attrs();
+  EXPECT_EQ(a.GetString("arch"), "qwen35");
+  EXPECT_EQ(a.I64Or("n_embd", 0), 256);
+  EXPECT_EQ(a.I64Or("n_layer", 0), 4);
+  EXPECT_EQ(a.I64Or("n_ff", 0), 512);
+  EXPECT_EQ(a.I64Or("n_head", 0), 4);
+  EXPECT_EQ(a.I64Or("n_head_kv", 0), 2);
+  EXPECT_EQ(a.I64Or("head_dim", 0), 64);
+  EXPECT_EQ(a.I64Or("n_rot", 0), 16);
+  EXPECT_EQ(a.F64Or("rope_base", 0), 1e7);
+  EXPECT_EQ(a.I64Or("ssm_d_conv", 0), 4);
+  EXPECT_EQ(a.I64Or("ssm_d_state", 0), 32);
+  EXPECT_EQ(a.I64Or("ssm_n_k_heads", 0), 2);
+  EXPECT_EQ(a.I64Or("ssm_n_v_heads", 0), 4);
+  EXPECT_EQ(a.I64Or("ssm_d_inner", 0), 128);
+  EXPECT_EQ(a.I64Or("n_vocab", 0), 259);
+  EXPECT_EQ(a.I64Or("n_ctx", 0), 4096);
+  EXPECT_EQ(a.I64Or("n_ctx_train", 0), 4096);
+  EXPECT_EQ(a.I64Or("tied_output", -1), 0);
+  EXPECT_EQ(a.GetI64Array("recurrent_layers"), (std::vector<int64_t>{1, 1, 1, 0}));
+  EXPECT_EQ(a.GetString("prefill_logits"), "last");
+  // Every tensor of the file is a weight of the module, by name, with the file's type.
+  EXPECT_EQ(mod.weights().size(), f->tensors().size());
+  for (const gguf::TensorInfo& t : f->tensors()) EXPECT_NE(mod.weight(t.name), nullptr) << t.name;
+  // State: pos, 3 linear layers x (conv, delta), 1 attention layer x (k, v).
+  EXPECT_EQ(mod.states().size(), 9u);
+  ASSERT_NE(mod.state("blk.3.k_cache"), nullptr);
+  EXPECT_EQ(mod.state("blk.3.k_cache")->type().ToString(), "f32[4096, 2, 64]");
+  EXPECT_EQ(mod.state("blk.0.conv_state")->type().ToString(), "f32[256, 3]");
+  EXPECT_EQ(mod.state("blk.0.delta_state")->type().ToString(), "f32[4, 32, 32]");
+  EXPECT_EQ(mod.state("pos")->type().ToString(), "i32[]");
+  const ir::Function* prefill = mod.function("prefill");
+  const ir::Function* decode = mod.function("decode");
+  ASSERT_TRUE(prefill && decode);
+  EXPECT_EQ(prefill->argument(0)->type().ToString(), "i32[T]");
+  EXPECT_EQ(prefill->result_types()[0].ToString(), "f32[1, 259]");
+  EXPECT_EQ(decode->argument(0)->type().ToString(), "i32[1]");
+  EXPECT_EQ(decode->result_types()[0].ToString(), "f32[1, 259]");
+
+  LowerOptions all;
+  all.prefill_all_logits = true;
+  all.n_ctx = 256;
+  auto m2 = LowerQwen35(*f, all);
+  ASSERT_TRUE(m2.ok()) << m2.status();
+  EXPECT_EQ((*m2)->function("prefill")->result_types()[0].ToString(), "f32[T, 259]");
+  EXPECT_EQ((*m2)->state("blk.3.v_cache")->type().ToString(), "f32[256, 2, 64]");
+}
+
+TEST(Qwen35LoweringTest, PrintedModuleRoundTrips) {
+  if (!FileExists(kTiny)) GTEST_SKIP() << kTiny << " not found";
+  auto f = OpenTiny();
+  auto m = LowerQwen35(*f);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const std::string text = ir::ToText(**m);
+  EXPECT_TRUE(absl::StrContains(text, "l_out-3")) << text.substr(0, 2000);
+  auto parsed = ir::ParseModule(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(ir::VerifyModule(**parsed).ok());
+  EXPECT_EQ(ir::ToText(**parsed), text);
+}
+
+TEST(Qwen35LoweringTest, TiedOutputHeadUsesTheEmbedding) {
+  if (!FileExists(kTiny)) GTEST_SKIP() << kTiny << " not found";
+  auto src = OpenTiny();
+  Edits e;
+  e.tensor = [](const std::string& name, std::vector<int64_t>&, std::vector<uint8_t>&) {
+    return name != "output.weight";
+  };
+  auto f = Edited(*src, e);
+  ASSERT_NE(f, nullptr);
+  auto m = LowerQwen35(*f);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->attrs().I64Or("tied_output", -1), 1);
+  EXPECT_EQ((*m)->weight("output.weight"), nullptr);
+  // The head matmul of both functions reads token_embd.weight.
+  for (const char* fn : {"prefill", "decode"}) {
+    bool found = false;
+    for (const ir::Op* op : (*m)->function(fn)->Ops())
+      if (op->is(ir::OpKind::kMatMul) && op->result(0)->name() == "result_output")
+        found = op->operand(1)->name() == "token_embd.weight";
+    EXPECT_TRUE(found) << fn;
+  }
+  auto exec = runtime::CpuExecutor::Create(**m, *f);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  auto out = (*exec)->Run("prefill", {runtime::HostTensor::FromI32({1, 87, 107}, {3})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].ShapeString(), "f32[1, 259]");
+}
+
+TEST(Qwen35LoweringTest, Qwen35MoeIsNotSupportedYet) {
+  const std::string path = SharedPath("fixtures/models/qwen35moe-tiny-q8_0.gguf");
+  std::unique_ptr<gguf::GgufFile> f;
+  if (FileExists(path)) {
+    auto opened = gguf::GgufFile::Open(path);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    f = std::move(*opened);
+  } else {
+    if (!FileExists(kTiny)) GTEST_SKIP() << "no model found";
+    f = Edited(*OpenTiny(), SetKey("general.architecture", gguf::Value::String("qwen35moe")));
+  }
+  auto m = LowerQwen35(*f);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(m.status().message(), "qwen35moe not supported yet")) << m.status();
+}
+
+TEST(Qwen35LoweringTest, UnknownArchitecture) {
+  if (!FileExists(kTiny)) GTEST_SKIP() << kTiny << " not found";
+  auto f = Edited(*OpenTiny(), SetKey("general.architecture", gguf::Value::String("llama")));
+  auto m = LowerQwen35(*f);
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(absl::StrContains(m.status().message(), "unknown architecture \"llama\"")) << m.status();
+}
+
+TEST(Qwen35LoweringTest, MissingRequiredKeysAreNamed) {
+  if (!FileExists(kTiny)) GTEST_SKIP() << kTiny << " not found";
+  auto src = OpenTiny();
+  for (const char* key :
+       {"qwen35.context_length", "qwen35.embedding_length", "qwen35.block_count",
+        "qwen35.feed_forward_length", "qwen35.attention.head_count",
+        "qwen35.attention.layer_norm_rms_epsilon", "qwen35.rope.dimension_sections",
+        "qwen35.ssm.conv_kernel", "qwen35.ssm.state_size", "qwen35.ssm.group_count",
+        "qwen35.ssm.time_step_rank", "qwen35.ssm.inner_size", "general.architecture"}) {
+    auto f = Edited(*src, DropKey(key));
+    ASSERT_NE(f, nullptr);
+    auto m = LowerQwen35(*f);
+    ASSERT_FALSE(m.ok()) << key;
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound) << key << ": " << m.status();
+    EXPECT_TRUE(absl::StrContains(m.status().message(), key)) << m.status();
+  }
+}
+
+TEST(Qwen35LoweringTest, InconsistentKeysAreNamed) {
+  if (!FileExists(kTiny)) GTEST_SKIP() << kTiny << " not found";
+  auto src = OpenTiny();
+  struct Case {
+    const char* key;
+    gguf::Value value;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {"qwen35.ssm.inner_size", gguf::Value::U32(100), "qwen35.ssm.inner_size"},
+      {"qwen35.attention.head_count_kv", gguf::Value::U32(3), "qwen35.attention.head_count_kv"},
+      {"qwen35.attention.value_length", gguf::Value::U32(32), "qwen35.attention.value_length"},
+      {"qwen35.rope.dimension_count", gguf::Value::U32(15), "qwen35.rope.dimension_count"},
+      {"qwen35.rope.dimension_sections", gguf::Value::I32Array({3, 3, 2}), "qwen35.rope.dimension_sections"},
+      {"qwen35.rope.dimension_sections", gguf::Value::I32Array({1, 1, 1, 5}), "4th IMROPE stream"},
+      {"qwen35.ssm.time_step_rank", gguf::Value::U32(3), "qwen35.ssm"},
+      {"qwen35.embedding_length", gguf::Value::String("256"), "qwen35.embedding_length"},
+      {"qwen35.feed_forward_length", gguf::Value::I32Array({512, 512, 256, 512}), "per-layer values differ"},
+  };
+  for (const Case& c : cases) {
+    auto f = Edited(*src, SetKey(c.key, c.value));
+    ASSERT_NE(f, nullptr);
+    auto m = LowerQwen35(*f);
+    ASSERT_FALSE(m.ok()) << c.key;
+    EXPECT_TRUE(absl::StrContains(m.status().message(), c.expect)) << c.key << ": " << m.status();
+  }
+  // A uniform per-layer array is accepted.
+  auto f = Edited(*src, SetKey("qwen35.feed_forward_length", gguf::Value::I32Array({512, 512, 512, 512})));
+  EXPECT_TRUE(LowerQwen35(*f).ok());
+}
+
+TEST(Qwen35LoweringTest, MissingOrMisshapenTensorsAreNamed) {
+  if (!FileExists(kTiny)) GTEST_SKIP() << kTiny << " not found";
+  auto src = OpenTiny();
+  {
+    Edits e;
+    e.tensor = [](const std::string& n, std::vector<int64_t>&, std::vector<uint8_t>&) {
+      return n != "blk.3.attn_k.weight";
+    };
+    auto m = LowerQwen35(*Edited(*src, e));
+    ASSERT_FALSE(m.ok());
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
+    EXPECT_TRUE(absl::StrContains(m.status().message(), "blk.3.attn_k.weight")) << m.status();
+  }
+  {
+    Edits e;
+    e.tensor = [](const std::string& n, std::vector<int64_t>& ne, std::vector<uint8_t>& bytes) {
+      if (n == "blk.1.ssm_norm.weight") {
+        ne = {16};
+        bytes.resize(16 * 4);
+      }
+      return true;
+    };
+    auto m = LowerQwen35(*Edited(*src, e));
+    ASSERT_FALSE(m.ok());
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(m.status().message(), "blk.1.ssm_norm.weight")) << m.status();
+    EXPECT_TRUE(absl::StrContains(m.status().message(), "{16}")) << m.status();
+    EXPECT_TRUE(absl::StrContains(m.status().message(), "{32}")) << m.status();
+  }
+  {
+    Edits e;  // transposed projection
+    e.tensor = [](const std::string& n, std::vector<int64_t>& ne, std::vector<uint8_t>&) {
+      if (n == "blk.0.ssm_out.weight") std::swap(ne[0], ne[1]);
+      return true;
+    };
+    auto m = LowerQwen35(*Edited(*src, e));
+    ASSERT_FALSE(m.ok());
+    EXPECT_TRUE(absl::StrContains(m.status().message(), "blk.0.ssm_out.weight")) << m.status();
+    EXPECT_TRUE(absl::StrContains(m.status().message(), "expected {128, 256}")) << m.status();
+  }
+}
+
+TEST(Qwen35LoweringTest, DefaultsApplyWhenOptionalKeysAreAbsent) {
+  if (!FileExists(kTiny)) GTEST_SKIP() << kTiny << " not found";
+  auto src = OpenTiny();
+  // full_attention_interval defaults to 4, rope.freq_base to 10000, nextn to 0.
+  auto f = Edited(*src, DropKey("qwen35.full_attention_interval"));
+  auto m = LowerQwen35(*f);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->attrs().GetI64Array("recurrent_layers"), (std::vector<int64_t>{1, 1, 1, 0}));
+  auto g = Edited(*src, DropKey("qwen35.rope.freq_base"));
+  auto m2 = LowerQwen35(*g);
+  ASSERT_TRUE(m2.ok()) << m2.status();
+  EXPECT_EQ((*m2)->attrs().F64Or("rope_base", 0), 10000.0);
+  // Explicit per-layer recurrent flags win over the interval.
+  Edits e;
+  e.add.push_back({"qwen35.attention.recurrent_layers",
+                   gguf::Value::Array(gguf::ValueType::kBool,
+                                      {gguf::Value::Bool(true), gguf::Value::Bool(true),
+                                       gguf::Value::Bool(true), gguf::Value::Bool(false)})});
+  auto m3 = LowerQwen35(*Edited(*src, e));
+  ASSERT_TRUE(m3.ok()) << m3.status();
+  // head_count_kv absent -> n_head (4): the k projection {256, 128} then no longer fits.
+  auto m4 = LowerQwen35(*Edited(*src, DropKey("qwen35.attention.head_count_kv")));
+  ASSERT_FALSE(m4.ok());
+  EXPECT_TRUE(absl::StrContains(m4.status().message(), "blk.3.attn_k.weight")) << m4.status();
+}
+
+}  // namespace
+}  // namespace memra::frontends

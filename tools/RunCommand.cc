@@ -1,0 +1,189 @@
+// `memra run MODEL.gguf`: tokenize, prefill (chunked), decode with sampling, stream the text.
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "frontends/tokenizer/ChatTemplate.h"
+#include "frontends/tokenizer/Tokenizer.h"
+#include "ir/Printer.h"
+#include "llvm/Support/raw_ostream.h"
+#include "runtime/Session.h"
+#include "runtime/cpu/LayerTrace.h"
+#include "tools/Command.h"
+
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::SubCommand kRun("run", "Generate text with a model (GGUF) on the CPU executor");
+cl::opt<std::string> RunModel(cl::Positional, cl::Required, cl::desc("<model.gguf>"), cl::sub(kRun));
+cl::opt<std::string> RunPrompt("p", cl::desc("Prompt text (tokenized with the model's tokenizer; BOS as the model says)"),
+                               cl::init(""), cl::sub(kRun));
+cl::alias RunPromptLong("prompt", cl::desc("Alias for -p"), cl::aliasopt(RunPrompt));
+cl::opt<std::string> RunTokens("tokens", cl::desc("Prompt as comma-separated token ids, e.g. 1,87,107 (instead of -p)"),
+                               cl::init(""), cl::sub(kRun));
+cl::opt<int64_t> RunN("n", cl::desc("New tokens to generate at most (default: 32)"), cl::init(32), cl::sub(kRun));
+cl::opt<float> RunTemp("temp", cl::desc("Sampling temperature; 0 = greedy (default: 0)"), cl::init(0.0f), cl::sub(kRun));
+cl::opt<int> RunTopK("top-k", cl::desc("Keep the k most likely tokens when sampling, 0 = all (default: 40)"),
+                     cl::init(40), cl::sub(kRun));
+cl::opt<float> RunTopP("top-p", cl::desc("Nucleus sampling mass, 1 = off (default: 0.95)"), cl::init(0.95f),
+                       cl::sub(kRun));
+cl::opt<uint64_t> RunSeed("seed", cl::desc("Sampling seed (default: 0)"), cl::init(0), cl::sub(kRun));
+cl::opt<std::string> RunBackend("backend", cl::desc("Executor: cpu (the only one for now) (default: cpu)"),
+                                cl::init("cpu"), cl::sub(kRun));
+cl::opt<std::string> RunLogitsOut("logits-out",
+                                  cl::desc("Write the f32 logits of every prompt position, row-major "
+                                           "[n_prompt, n_vocab], to this file after prefill (default: off)"),
+                                  cl::init(""), cl::sub(kRun));
+cl::opt<bool> RunPrintIds("print-token-ids", cl::desc("Print the prompt and generated token ids (default: false)"),
+                          cl::init(false), cl::sub(kRun));
+cl::opt<int64_t> RunChunk("chunk", cl::desc("Prefill chunk size in tokens, 0 = one call (default: 512)"),
+                          cl::init(512), cl::sub(kRun));
+cl::opt<bool> RunTrace("trace-layers",
+                       cl::desc("Print a checksum (sum, rms, absmax) of the embedding, every layer output "
+                                "(l_out-N), the final norm and the logits of each prefill call to stderr (default: false)"),
+                       cl::init(false), cl::sub(kRun));
+cl::opt<int> RunThreads("threads", cl::desc("CPU threads, 0 = all cores (default: 0)"), cl::init(0), cl::sub(kRun));
+cl::opt<int64_t> RunCtx("ctx-size", cl::desc("Context length (KV cache rows), 0 = min(model's, 4096) (default: 0)"),
+                        cl::init(0), cl::sub(kRun));
+cl::opt<bool> RunChat("chat", cl::desc("Wrap -p as one user message with the model's chat template (default: false)"),
+                      cl::init(false), cl::sub(kRun));
+cl::opt<bool> RunIgnoreEos("ignore-eos", cl::desc("Do not stop at end-of-generation tokens (default: false)"),
+                           cl::init(false), cl::sub(kRun));
+cl::opt<std::string> RunWeights("weights",
+                                cl::desc("CPU weight handling: per-row (decode rows inside each matmul) or dequant "
+                                         "(decode every matrix to f32 at load) (default: per-row)"),
+                                cl::init("per-row"), cl::sub(kRun));
+cl::opt<bool> RunPrintIr("print-ir", cl::desc("Print the lowered module (IR text) to stderr before running (default: false)"),
+                         cl::init(false), cl::sub(kRun));
+cl::opt<bool> RunNoEcho("no-echo", cl::desc("Do not print the prompt text before the generation (default: false)"),
+                        cl::init(false), cl::sub(kRun));
+
+int Fail(const absl::Status& st) {
+  llvm::errs() << "memra run: " << st.ToString() << "\n";
+  return 1;
+}
+
+absl::StatusOr<std::vector<int32_t>> ParseIds(absl::string_view s) {
+  std::vector<int32_t> ids;
+  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipWhitespace())) {
+    int32_t v;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &v))
+      return absl::InvalidArgumentError(absl::StrCat("--tokens: \"", part, "\" is not an integer token id"));
+    ids.push_back(v);
+  }
+  if (ids.empty()) return absl::InvalidArgumentError("--tokens: no token ids");
+  return ids;
+}
+
+int RunRun() {
+  using namespace memra;
+  if (RunBackend != "cpu")
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--backend ", std::string(RunBackend),
+                                                        ": only the cpu backend exists for now")));
+  if (RunPrompt.empty() == RunTokens.empty())
+    return Fail(absl::InvalidArgumentError("give exactly one of -p TEXT or --tokens IDS"));
+  if (RunN < 0) return Fail(absl::InvalidArgumentError("-n must be >= 0"));
+  if (RunChat && RunPrompt.empty()) return Fail(absl::InvalidArgumentError("--chat needs -p TEXT"));
+  runtime::SessionOptions so;
+  so.threads = RunThreads;
+  so.n_ctx = RunCtx;
+  so.chunk = RunChunk;
+  so.prompt_logits = !RunLogitsOut.empty();
+  if (RunWeights == "per-row") so.weight_mode = runtime::WeightMode::kPerRow;
+  else if (RunWeights == "dequant") so.weight_mode = runtime::WeightMode::kDequantizeAtLoad;
+  else return Fail(absl::InvalidArgumentError("--weights must be per-row or dequant"));
+
+  auto session = runtime::Session::Open(RunModel, so);
+  if (!session.ok()) return Fail(session.status());
+  runtime::Session& s = **session;
+  if (RunPrintIr) llvm::errs() << ir::ToText(s.module());
+  llvm::errs() << absl::StrFormat(
+      "memra run: %s: %s, %d layers, n_vocab %d, context %d, cpu executor (%d threads, %s weights, "
+      "loaded in %.2f s)\n",
+      std::string(RunModel), s.module().attrs().GetString("arch").value_or("?"),
+      s.module().attrs().I64Or("n_layer", 0), s.n_vocab(), s.context_length(), s.executor().num_threads(),
+      std::string(RunWeights), s.executor().load_seconds());
+
+  std::vector<int32_t> prompt;
+  if (!RunTokens.empty()) {
+    auto ids = ParseIds(RunTokens);
+    if (!ids.ok()) return Fail(ids.status());
+    prompt = std::move(*ids);
+  } else if (RunChat) {
+    if (s.tokenizer() == nullptr) return Fail(s.tokenizer_status());
+    auto chat = tokenizer::ChatTemplate::FromTokenizer(*s.tokenizer());
+    if (!chat.ok()) return Fail(chat.status());
+    tokenizer::ChatInputs in;
+    in.messages = tokenizer::ChatInputs::Messages({{"user", std::string(RunPrompt)}});
+    auto text = (*chat)->Apply(in);
+    if (!text.ok()) return Fail(text.status());
+    tokenizer::EncodeOptions eo;
+    eo.add_special = false;
+    prompt = s.tokenizer()->Encode(*text, eo);
+    if (!RunNoEcho) llvm::outs() << *text;
+  } else {
+    auto ids = s.Tokenize(RunPrompt);
+    if (!ids.ok()) return Fail(ids.status());
+    prompt = std::move(*ids);
+    if (!RunNoEcho) llvm::outs() << RunPrompt;
+  }
+  llvm::outs().flush();
+  if (RunPrintIds) llvm::errs() << "prompt ids: " << absl::StrJoin(prompt, ",") << "\n";
+
+  if (RunTrace) {
+    s.executor().set_observer([](const ir::Value& v, const runtime::HostTensor& t) {
+      if (t.dtype() != ir::DType::kF32 || !runtime::IsLayerTraceValue(v.name())) return;
+      llvm::errs() << runtime::FormatTraceLine(v.name(), t.ShapeString(),
+                                               runtime::ComputeChecksum(t.f32(), t.numel()))
+                   << "\n";
+    });
+  }
+
+  runtime::GenerationParams gp;
+  gp.n_predict = RunN;
+  gp.sampling.temperature = RunTemp;
+  gp.sampling.top_k = RunTopK;
+  gp.sampling.top_p = RunTopP;
+  gp.seed = RunSeed;
+  gp.stop_at_eog = !RunIgnoreEos;
+  std::vector<float> prompt_logits;
+  auto on_token = [&](int32_t id, absl::string_view text) {
+    if (RunTrace) s.executor().set_observer(nullptr);  // trace the prefill only
+    llvm::outs() << llvm::StringRef(text.data(), text.size());
+    llvm::outs().flush();
+    return true;
+  };
+  auto stats = s.Generate(prompt, gp, on_token, so.prompt_logits ? &prompt_logits : nullptr);
+  if (!stats.ok()) {
+    llvm::outs() << "\n";
+    return Fail(stats.status());
+  }
+  llvm::outs() << "\n";
+  if (!RunLogitsOut.empty()) {
+    std::ofstream out(std::string(RunLogitsOut), std::ios::binary);
+    out.write(reinterpret_cast<const char*>(prompt_logits.data()),
+              static_cast<std::streamsize>(prompt_logits.size() * sizeof(float)));
+    if (!out) return Fail(absl::PermissionDeniedError(absl::StrCat("cannot write ", std::string(RunLogitsOut))));
+    llvm::errs() << absl::StrFormat("memra run: wrote %s (f32 [%d, %d])\n", std::string(RunLogitsOut),
+                                    prompt.size(), s.n_vocab());
+  }
+  if (RunPrintIds) llvm::outs() << "generated ids: " << absl::StrJoin(stats->tokens, ",") << "\n";
+  llvm::errs() << absl::StrFormat(
+      "memra run: prompt %d tokens in %.3f s (%.1f tok/s); generation %d tokens, %d decode steps in "
+      "%.3f s (%.1f tok/s)%s\n",
+      stats->n_prompt, stats->prefill_seconds, stats->prefill_tokens_per_second(), stats->n_generated,
+      stats->n_decode_calls, stats->decode_seconds, stats->decode_tokens_per_second(),
+      stats->stopped_at_eog ? "; stopped at end-of-generation" : stats->stopped_at_context ? "; context full" : "");
+  return 0;
+}
+
+}  // namespace
+
+MEMRA_REGISTER_COMMAND(kRun, RunRun);
