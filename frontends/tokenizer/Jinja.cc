@@ -14,6 +14,8 @@
 #include "absl/strings/str_join.h"
 #include "frontends/tokenizer/Utf8.h"
 #include "ir/StatusMacros.h"
+#include "unicode/locid.h"
+#include "unicode/unistr.h"
 
 namespace memra::tokenizer::jinja {
 namespace {
@@ -47,6 +49,7 @@ struct Value {
   std::shared_ptr<std::vector<Value>> list;
   std::shared_ptr<Dict> dict;
   std::shared_ptr<Fn> fn;
+  bool tuple = false;  // a list that prints as a Python tuple
 
   static Value None() { Value v; v.k = K::kNone; return v; }
   static Value Bool(bool x) { Value v; v.k = K::kBool; v.b = x; return v; }
@@ -55,6 +58,11 @@ struct Value {
   static Value Str(std::string x) { Value v; v.k = K::kString; v.s = std::move(x); return v; }
   static Value List(std::vector<Value> x = {}) {
     Value v; v.k = K::kList; v.list = std::make_shared<std::vector<Value>>(std::move(x)); return v;
+  }
+  static Value Tuple(std::vector<Value> x) {
+    Value v = List(std::move(x));
+    v.tuple = true;
+    return v;
   }
   static Value MakeDict() { Value v; v.k = K::kDict; v.dict = std::make_shared<Dict>(); return v; }
   static Value Func(Fn f) { Value v; v.k = K::kFunc; v.fn = std::make_shared<Fn>(std::move(f)); return v; }
@@ -203,6 +211,8 @@ std::string Repr(const Value& v, int depth) {
     case Value::K::kList: {
       std::vector<std::string> parts;
       for (const Value& e : *v.list) parts.push_back(Repr(e, depth + 1));
+      if (v.tuple)
+        return absl::StrCat("(", absl::StrJoin(parts, ", "), parts.size() == 1 ? ",)" : ")");
       return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
     }
     case Value::K::kDict: {
@@ -337,6 +347,16 @@ std::vector<std::string> PySplit(const std::string& s, const Value* sep, int64_t
     out.push_back(FromU32(u.substr(i, j - i)));
     i = j;
   }
+  return out;
+}
+
+// Full Unicode case mapping (Python's str.upper / str.lower), via ICU.
+std::string CaseMap(absl::string_view s, bool upper) {
+  icu::UnicodeString u = icu::UnicodeString::fromUTF8(
+      icu::StringPiece(s.data(), static_cast<int32_t>(std::min<size_t>(s.size(), INT32_MAX))));
+  if (upper) u.toUpper(icu::Locale::getRoot()); else u.toLower(icu::Locale::getRoot());
+  std::string out;
+  u.toUTF8String(out);
   return out;
 }
 
@@ -1067,15 +1087,19 @@ class Parser {
     }
     return e;
   }
-  absl::StatusOr<ExprP> ParseUnary(int depth) {
+  // As Jinja's parse_unary: `-x|f` is f(-x); `-2 ** 2` is (-2) ** 2.
+  absl::StatusOr<ExprP> ParseUnary(int depth, bool with_filter = true) {
     if (depth > kMaxNesting) return Err(Line(), "expression nested too deeply");
+    ExprP e;
     if (IsOp("-") || IsOp("+")) {
       auto n = Make(Next().s == "-" ? Expr::kNeg : Expr::kPos);
-      MEMRA_ASSIGN_OR_RETURN(n->a, ParseUnary(depth + 1));
-      return n;
+      MEMRA_ASSIGN_OR_RETURN(n->a, ParseUnary(depth + 1, false));
+      e = std::move(n);
+    } else {
+      MEMRA_ASSIGN_OR_RETURN(e, ParsePrimary(depth + 1));
     }
-    MEMRA_ASSIGN_OR_RETURN(ExprP e, ParsePrimary(depth + 1));
     MEMRA_ASSIGN_OR_RETURN(e, ParsePostfix(std::move(e), depth + 1));
+    if (!with_filter) return e;
     return ParseFilterTest(std::move(e), depth + 1);
   }
 
@@ -1557,7 +1581,7 @@ class Interp {
           MEMRA_ASSIGN_OR_RETURN(Value v, Eval(*x));
           items.push_back(std::move(v));
         }
-        return Value::List(std::move(items));
+        return e.kind == Expr::kTuple ? Value::Tuple(std::move(items)) : Value::List(std::move(items));
       }
       case Expr::kDict: {
         Value d = Value::MakeDict();
@@ -1883,8 +1907,8 @@ class Interp {
         if (start < s.size()) out.push_back(Value::Str(s.substr(start)));
         return Value::List(std::move(out));
       }
-      if (name == "upper") return Value::Str(AsciiMap(s, ::toupper));
-      if (name == "lower") return Value::Str(AsciiMap(s, ::tolower));
+      if (name == "upper") return Value::Str(CaseMap(s, true));
+      if (name == "lower") return Value::Str(CaseMap(s, false));
       if (name == "title" || name == "capitalize") return Filter1(name, obj, a, line);
       if (name == "replace") {
         const Value* from = Arg(a, 0);
@@ -1939,7 +1963,7 @@ class Interp {
       if (name == "items" || name == "keys" || name == "values") {
         std::vector<Value> out;
         for (const auto& [k, v] : obj.dict->items) {
-          if (name == "items") out.push_back(Value::List({Value::Str(k), v}));
+          if (name == "items") out.push_back(Value::Tuple({Value::Str(k), v}));
           else if (name == "keys") out.push_back(Value::Str(k));
           else out.push_back(v);
         }
@@ -2078,8 +2102,8 @@ class Interp {
       const Value* chars = Arg(a, 0, "chars");
       return Value::Str(PyStrip(Str(v), chars && chars->is_str() ? chars : nullptr, true, true));
     }
-    if (name == "upper") return Value::Str(AsciiMap(Str(v), ::toupper));
-    if (name == "lower") return Value::Str(AsciiMap(Str(v), ::tolower));
+    if (name == "upper") return Value::Str(CaseMap(Str(v), true));
+    if (name == "lower") return Value::Str(CaseMap(Str(v), false));
     if (name == "capitalize" || name == "title") {
       std::string s = AsciiMap(Str(v), ::tolower);
       bool start = true;
@@ -2123,7 +2147,7 @@ class Interp {
       if (v.undefined() || v.none()) return Value::List();
       if (!v.is_dict()) return Error(line, absl::StrCat(name, " needs a mapping, not ", KindName(v)));
       std::vector<Value> out;
-      for (const auto& [k, x] : v.dict->items) out.push_back(Value::List({Value::Str(k), x}));
+      for (const auto& [k, x] : v.dict->items) out.push_back(Value::Tuple({Value::Str(k), x}));
       if (name == "dictsort")
         std::stable_sort(out.begin(), out.end(), [](const Value& p, const Value& q) {
           return AsciiMap((*p.list)[0].s, ::tolower) < AsciiMap((*q.list)[0].s, ::tolower);
@@ -2198,7 +2222,7 @@ class Interp {
       const double scale = std::pow(10.0, prec && prec->is_num() ? prec->num() : 0);
       const std::string m = method ? Str(*method) : "common";
       double x = v.num() * scale;
-      x = m == "floor" ? std::floor(x) : m == "ceil" ? std::ceil(x) : std::round(x);
+      x = m == "floor" ? std::floor(x) : m == "ceil" ? std::ceil(x) : std::nearbyint(x);
       return Value::Float(x / scale);
     }
     if (name == "sum" || name == "min" || name == "max") {

@@ -89,7 +89,7 @@ TEST(JinjaTest, ExpressionsAndFilters) {
   EXPECT_EQ(R("{{ 'a' if x else 'b' }}{{ 'c' if not x }}", R"({"x":false})"), "bc");
   EXPECT_EQ(R("{{ x | length }} {{ s | length }} {{ s | upper }} {{ '  t ' | trim }}",
               R"({"x":[1,2],"s":"héllo"})"),
-            "2 5 HéLLO t");
+            "2 5 HÉLLO t");  // Unicode case mapping, as Python
   EXPECT_EQ(R("{{ x | tojson }}", R"({"x":{"b":[1,2.5,"é\n"],"a":null}})"),
             R"({"b": [1, 2.5, "é\n"], "a": null})");
   EXPECT_EQ(R("{{ x | tojson(indent=2) }}", R"({"x":{"a":[1]}})"), "{\n  \"a\": [\n    1\n  ]\n}");
