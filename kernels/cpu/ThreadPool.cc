@@ -9,11 +9,6 @@ thread_local bool tls_inside_parallel_for = false;
 }  // namespace
 
 int ThreadPool::DefaultThreadCount() {
-  if (const char* env = std::getenv("MEMRA_NUM_THREADS")) {
-    char* end = nullptr;
-    long v = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && v > 0 && v <= 4096) return static_cast<int>(v);
-  }
   unsigned hc = std::thread::hardware_concurrency();
   return hc == 0 ? 1 : static_cast<int>(hc);
 }

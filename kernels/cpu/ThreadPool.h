@@ -34,7 +34,7 @@ class ThreadPool {
   void ParallelFor(int64_t begin, int64_t end, int64_t grain,
                    const std::function<void(int64_t, int64_t)>& fn);
 
-  // $MEMRA_NUM_THREADS when set to a positive integer, else std::thread::hardware_concurrency()
+  // std::thread::hardware_concurrency() (callers pass an explicit --threads to override)
   // (at least 1).
   static int DefaultThreadCount();
 
