@@ -1,0 +1,187 @@
+#include "codegen/KernelCompiler.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "codegen/KernelSources.h"
+#include "codegen/Nvrtc.h"
+#include "ir/StatusMacros.h"
+#include "llvm/Support/xxhash.h"
+
+namespace memra::codegen {
+
+std::string ModuleSpec::Key() const {
+  std::vector<std::string> parts;
+  for (const auto& [n, v] : defines) parts.push_back(absl::StrCat(n, "=", v));
+  return absl::StrCat(file, sm_90a ? "[sm_90a]" : "", "<", absl::StrJoin(parts, ","), ">");
+}
+
+Defines MakeDefines(std::vector<std::pair<std::string, std::string>> d) {
+  std::sort(d.begin(), d.end());
+  return d;
+}
+
+std::string CompileStats::ToString() const {
+  return absl::StrFormat("%d kernel modules: %d compiled (%.2f s of NVRTC), %d from the disk cache, "
+                         "%d already loaded; %.2f s wall",
+                         requested, compiled, compile_seconds, disk_hits, memory_hits, wall_seconds);
+}
+
+absl::StatusOr<std::unique_ptr<KernelCompiler>> KernelCompiler::Create(const CompileOptions& options) {
+  std::unique_ptr<KernelCompiler> c(new KernelCompiler());
+  c->options_ = options;
+  if (c->options_.cache_dir.empty()) c->options_.cache_dir = DefaultCacheDir();
+  MEMRA_ASSIGN_OR_RETURN(c->nvrtc_, Nvrtc::Load(options.nvrtc_library));
+  return c;
+}
+
+std::string KernelCompiler::DefaultCacheDir() {
+  const char* home = std::getenv("HOME");
+  if (home == nullptr || *home == 0) return "/tmp/memra-cache";
+  return absl::StrCat(home, "/.cache/memra");
+}
+
+std::string KernelCompiler::nvrtc_version() const { return nvrtc_->VersionString(); }
+
+std::vector<std::string> KernelCompiler::OptionsFor(const ModuleSpec& m) const {
+  std::vector<std::string> o = {
+      m.sm_90a ? absl::StrCat("-arch=sm_", options_.arch, "a") : absl::StrCat("-arch=sm_", options_.arch),
+      "-std=c++17", "-default-device", "-DMEMRA_NVRTC=1"};
+  for (const auto& [n, v] : m.defines) o.push_back(absl::StrCat("-D", n, "=", v));
+  for (const std::string& e : options_.extra_options) o.push_back(e);
+  return o;
+}
+
+absl::StatusOr<std::string> KernelCompiler::CacheKey(const ModuleSpec& m) const {
+  MEMRA_ASSIGN_OR_RETURN(absl::string_view src, KernelSource(m.file));
+  std::string blob = absl::StrCat("memra-cubin-v1\n", nvrtc_->VersionString(), "\nsm_", options_.arch,
+                                  "\n", absl::StrJoin(OptionsFor(m), " "), "\n", m.file, "\n", src);
+  for (const auto& [n, t] : KernelHeaders()) absl::StrAppend(&blob, "\n#header ", n, "\n", t);
+  const uint64_t h1 = llvm::xxHash64(llvm::StringRef(blob.data(), blob.size()));
+  uint64_t h2 = 1469598103934665603ull;  // FNV-1a, a second independent 64 bits
+  for (unsigned char ch : blob) h2 = (h2 ^ ch) * 1099511628211ull;
+  return absl::StrFormat("%016x%016x", h1, h2);
+}
+
+namespace {
+bool ReadAll(const std::string& path, std::vector<uint8_t>* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  out->assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  return !out->empty();
+}
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const std::vector<uint8_t>>> KernelCompiler::CompileOne(
+    const ModuleSpec& m, double* seconds, bool* disk_hit) {
+  *seconds = 0;
+  *disk_hit = false;
+  MEMRA_ASSIGN_OR_RETURN(std::string key, CacheKey(m));
+  const bool use_disk = options_.cache_dir != "-";
+  const std::string dir = absl::StrCat(options_.cache_dir, "/nvrtc-", nvrtc_->VersionString(), "-sm_", options_.arch);
+  const std::string path = absl::StrCat(dir, "/", key, ".cubin");
+  if (use_disk) {
+    auto bytes = std::make_shared<std::vector<uint8_t>>();
+    if (ReadAll(path, bytes.get())) {
+      *disk_hit = true;
+      return std::shared_ptr<const std::vector<uint8_t>>(bytes);
+    }
+  }
+  MEMRA_ASSIGN_OR_RETURN(absl::string_view src, KernelSource(m.file));
+  const auto t0 = std::chrono::steady_clock::now();
+  MEMRA_ASSIGN_OR_RETURN(std::vector<uint8_t> cubin,
+                         nvrtc_->CompileToCubin(src, m.file, OptionsFor(m), KernelHeaders()));
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (use_disk) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (!ec) {
+      // Write to a unique temporary name, then rename: concurrent processes never see a partial file.
+      std::ostringstream tmp;
+      tmp << path << ".tmp." << std::this_thread::get_id() << "." << reinterpret_cast<uintptr_t>(&cubin);
+      {
+        std::ofstream f(tmp.str(), std::ios::binary);
+        f.write(reinterpret_cast<const char*>(cubin.data()), static_cast<std::streamsize>(cubin.size()));
+      }
+      std::filesystem::rename(tmp.str(), path, ec);
+      if (ec) std::filesystem::remove(tmp.str(), ec);
+    }
+  }
+  return std::make_shared<const std::vector<uint8_t>>(std::move(cubin));
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<const std::vector<uint8_t>>>> KernelCompiler::CompileAll(
+    const std::vector<ModuleSpec>& modules) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<const std::vector<uint8_t>>> out(modules.size());
+  std::vector<std::string> keys(modules.size());
+  std::map<std::string, size_t> todo_index;  // module key -> first index needing work
+  std::vector<size_t> todo;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < modules.size(); ++i) {
+      keys[i] = modules[i].Key();
+      if (auto it = memory_.find(keys[i]); it != memory_.end()) {
+        out[i] = it->second;
+        ++stats_.memory_hits;
+        continue;
+      }
+      if (todo_index.emplace(keys[i], i).second) todo.push_back(i);
+    }
+    stats_.requested += static_cast<int64_t>(todo.size());
+  }
+  std::vector<absl::Status> errors(todo.size());
+  std::vector<double> secs(todo.size(), 0);
+  std::vector<char> disk(todo.size(), 0);
+  std::atomic<size_t> next{0};
+  int jobs = options_.jobs > 0 ? options_.jobs : static_cast<int>(std::thread::hardware_concurrency());
+  jobs = std::max(1, std::min<int>(jobs, static_cast<int>(todo.size())));
+  auto worker = [&] {
+    for (size_t j; (j = next.fetch_add(1)) < todo.size();) {
+      bool hit = false;
+      auto r = CompileOne(modules[todo[j]], &secs[j], &hit);
+      disk[j] = hit;
+      if (!r.ok()) errors[j] = absl::Status(r.status().code(), absl::StrCat(keys[todo[j]], ": ", r.status().message()));
+      else out[todo[j]] = *r;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 1; t < jobs; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  std::vector<std::string> msgs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t j = 0; j < todo.size(); ++j) {
+      if (!errors[j].ok()) {
+        msgs.push_back(std::string(errors[j].message()));
+        continue;
+      }
+      memory_[keys[todo[j]]] = out[todo[j]];
+      if (disk[j]) ++stats_.disk_hits;
+      else {
+        ++stats_.compiled;
+        stats_.compile_seconds += secs[j];
+      }
+    }
+    for (size_t i = 0; i < modules.size(); ++i)
+      if (!out[i]) out[i] = memory_.count(keys[i]) ? memory_[keys[i]] : nullptr;
+    stats_.wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  if (!msgs.empty())
+    return absl::InvalidArgumentError(absl::StrCat(msgs.size(), " kernel module(s) failed to compile:\n",
+                                                   absl::StrJoin(msgs, "\n")));
+  return out;
+}
+
+}  // namespace memra::codegen

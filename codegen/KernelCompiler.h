@@ -1,0 +1,98 @@
+// Kernel instances and their compilation.
+//
+// A kernel instance is (source template, specialization constants, launch geometry): the
+// template is one kernels/cuda/*.cu file, the constants are preprocessor defines baked in by
+// NVRTC (hidden size, head counts, head dim, the token bucket where the code depends on it), the
+// geometry is chosen by codegen/KernelSelect. A module = one file compiled with one set of
+// defines (all its `extern "C"` entries); modules are what gets compiled and cached.
+//
+// KernelCompiler compiles modules with NVRTC for one architecture (sm_90 on the H200; sm_90a
+// where a template uses wgmma), keeps an on-disk cubin cache keyed by a hash of source, headers,
+// options, arch and NVRTC version (default ~/.cache/memra, overridable by options), compiles
+// the misses in parallel on all cores, and counts hits, compiles and compile time.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace memra::codegen {
+
+using Defines = std::vector<std::pair<std::string, std::string>>;  // kept sorted by name
+
+struct ModuleSpec {
+  std::string file;  // "Norm.cu"
+  Defines defines;
+  bool sm_90a = false;  // arch-specific target (wgmma, setmaxnreg)
+  std::string Key() const;  // "Norm.cu<COLS=256,...>"
+  bool operator<(const ModuleSpec& o) const { return Key() < o.Key(); }
+};
+
+struct KernelSpec {
+  ModuleSpec module;
+  std::string entry;  // extern "C" kernel name
+  std::string ToString() const { return module.Key() + "::" + entry; }
+};
+
+// Helper: a define list from name/value pairs (sorted).
+Defines MakeDefines(std::vector<std::pair<std::string, std::string>> d);
+template <typename T>
+std::pair<std::string, std::string> Def(const std::string& name, T value) {
+  return {name, std::to_string(value)};
+}
+
+struct CompileOptions {
+  int arch = 90;              // sm_XX
+  std::string cache_dir;      // empty: DefaultCacheDir(); "-" disables the disk cache
+  int jobs = 0;               // parallel compiles; 0: all cores
+  std::string nvrtc_library;  // empty: default search
+  std::vector<std::string> extra_options;
+};
+
+struct CompileStats {
+  int64_t requested = 0;   // modules asked for (deduplicated)
+  int64_t memory_hits = 0; // already compiled in this process
+  int64_t disk_hits = 0;   // read from the cache dir
+  int64_t compiled = 0;    // compiled by NVRTC
+  double compile_seconds = 0;  // summed NVRTC time of the compiled modules
+  double wall_seconds = 0;     // wall time of CompileAll calls
+  std::string ToString() const;
+};
+
+class KernelCompiler {
+ public:
+  static absl::StatusOr<std::unique_ptr<KernelCompiler>> Create(const CompileOptions& options);
+  // $HOME/.cache/memra (or /tmp/memra-cache when HOME is unset).
+  static std::string DefaultCacheDir();
+
+  // Compiles (or finds) every module; returns cubins in order. All compile errors are reported
+  // together, each naming the module.
+  absl::StatusOr<std::vector<std::shared_ptr<const std::vector<uint8_t>>>> CompileAll(
+      const std::vector<ModuleSpec>& modules);
+
+  const CompileStats& stats() const { return stats_; }
+  const CompileOptions& options() const { return options_; }
+  std::string nvrtc_version() const;
+  // The NVRTC options a module is compiled with.
+  std::vector<std::string> OptionsFor(const ModuleSpec& m) const;
+  // The cache key (hex) of a module: hash of sources + options + arch + NVRTC version.
+  absl::StatusOr<std::string> CacheKey(const ModuleSpec& m) const;
+
+ private:
+  KernelCompiler() = default;
+  absl::StatusOr<std::shared_ptr<const std::vector<uint8_t>>> CompileOne(const ModuleSpec& m,
+                                                                         double* seconds, bool* disk_hit);
+  CompileOptions options_;
+  const class Nvrtc* nvrtc_ = nullptr;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const std::vector<uint8_t>>> memory_;
+  CompileStats stats_;
+};
+
+}  // namespace memra::codegen

@@ -1,0 +1,259 @@
+#include "codegen/KernelSelect.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "ir/Function.h"
+#include "ir/Op.h"
+#include "ir/StatusMacros.h"
+
+namespace memra::codegen {
+
+using ir::DType;
+using ir::OpKind;
+
+const std::vector<int64_t>& BucketLadder() {
+  static const std::vector<int64_t> ladder = {16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
+  return ladder;
+}
+
+int64_t TokenBucket(int64_t T) {
+  if (T <= 1) return 1;
+  for (int64_t b : BucketLadder())
+    if (T <= b) return b;
+  return (T + 4095) / 4096 * 4096;
+}
+
+DType DeviceWeightDType(DType stored) {
+  if (stored == DType::kF32 || stored == DType::kF16 || stored == DType::kBF16) return stored;
+  return DType::kBF16;
+}
+
+int StorageCode(DType d) { return d == DType::kF32 ? 0 : d == DType::kF16 ? 1 : 2; }
+
+namespace {
+
+int64_t Numel(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+uint32_t GridFor(int64_t n, uint32_t block = 256) {
+  const int64_t blocks = (n + block - 1) / block;
+  return static_cast<uint32_t>(std::clamp<int64_t>(blocks, 1, 132 * 16));
+}
+
+Launch Ew(const std::string& entry, int64_t n, Defines defines = {}, const std::string& file = "Elementwise.cu") {
+  Launch l;
+  l.kernel.module.file = file;
+  l.kernel.module.defines = MakeDefines(std::move(defines));
+  l.kernel.entry = entry;
+  l.block = 256;
+  l.grid = GridFor(n);
+  return l;
+}
+
+Launch RowKernel(const std::string& entry, int64_t rows, int64_t cols, int64_t max_block) {
+  Launch l;
+  l.kernel.module.file = "Norm.cu";
+  const int64_t block = std::clamp<int64_t>((cols + 31) / 32 * 32, 32, max_block);
+  l.kernel.module.defines = MakeDefines({Def("NORM_COLS", cols), Def("NORM_BLOCK", block)});
+  l.kernel.entry = entry;
+  l.block = static_cast<uint32_t>(block);
+  l.grid = static_cast<uint32_t>(std::clamp<int64_t>(rows, 1, 1 << 20));
+  return l;
+}
+
+absl::Status Unsupported(const ir::Op& op, absl::string_view why) {
+  return absl::UnimplementedError(absl::StrCat("cuda: ", op.Summary(), ": ", why));
+}
+
+}  // namespace
+
+absl::StatusOr<OpShapes> ShapesAt(const ir::Op& op, int64_t bucket) {
+  OpShapes s;
+  s.bucket = bucket;
+  ir::SymbolBindings b;
+  auto bind = [&](const ir::Shape& sh) {
+    for (const ir::Dim& d : sh.dims())
+      if (d.IsSymbolic()) b[d.symbol()] = bucket;
+  };
+  for (unsigned i = 0; i < op.num_operands(); ++i) bind(op.operand(i)->shape());
+  for (unsigned i = 0; i < op.num_results(); ++i) bind(op.result(i)->shape());
+  auto concrete = [&](const ir::Shape& sh) -> absl::StatusOr<std::vector<int64_t>> {
+    std::vector<int64_t> out;
+    for (const ir::Dim& d : sh.dims()) {
+      auto v = d.Evaluate(b);
+      if (!v) return absl::InvalidArgumentError(absl::StrCat(op.Summary(), ": unbound dim ", d.ToString()));
+      out.push_back(*v);
+    }
+    return out;
+  };
+  for (unsigned i = 0; i < op.num_operands(); ++i) {
+    const ir::Value* v = op.operand(i);
+    MEMRA_ASSIGN_OR_RETURN(auto sh, concrete(v->shape()));
+    s.in.push_back(std::move(sh));
+    s.in_dtypes.push_back(v->kind() == ir::Value::Kind::kWeight ? DeviceWeightDType(v->dtype()) : v->dtype());
+  }
+  for (unsigned i = 0; i < op.num_results(); ++i) {
+    MEMRA_ASSIGN_OR_RETURN(auto sh, concrete(op.result(i)->shape()));
+    s.out.push_back(std::move(sh));
+  }
+  return s;
+}
+
+absl::StatusOr<OpKernels> SelectKernels(const ir::Op& op, const OpShapes& s) {
+  OpKernels k;
+  const ir::AttrDict& at = op.attrs();
+  auto last = [](const std::vector<int64_t>& v) { return v.empty() ? int64_t{1} : v.back(); };
+  switch (op.kind()) {
+    case OpKind::kEmbed: {
+      const int64_t E = s.in[1][1];
+      k.launches.push_back(Ew("embed", Numel(s.out[0]),
+                              {Def("EMBED_DIM", E), Def("EMBED_TYPE", StorageCode(s.in_dtypes[1]))}));
+      break;
+    }
+    case OpKind::kRmsNorm:
+    case OpKind::kL2Norm:
+    case OpKind::kGatedRmsNorm:
+    case OpKind::kAddRmsNorm: {
+      const int64_t cols = last(s.in[0]), rows = Numel(s.in[0]) / std::max<int64_t>(cols, 1);
+      const char* entry = op.is(OpKind::kRmsNorm) ? "rms_norm"
+                          : op.is(OpKind::kL2Norm) ? "l2_norm"
+                          : op.is(OpKind::kGatedRmsNorm) ? "gated_rms_norm"
+                                                         : "add_rms_norm";
+      k.launches.push_back(RowKernel(entry, rows, cols, 256));
+      break;
+    }
+    case OpKind::kSoftmax:
+    case OpKind::kArgmax: {
+      const int64_t cols = last(s.in[0]), rows = Numel(s.in[0]) / std::max<int64_t>(cols, 1);
+      k.launches.push_back(RowKernel(op.is(OpKind::kSoftmax) ? "softmax" : "argmax", rows, cols, 1024));
+      break;
+    }
+    case OpKind::kAdd: k.launches.push_back(Ew("add_f32", Numel(s.in[0]))); break;
+    case OpKind::kMul: k.launches.push_back(Ew("mul_f32", Numel(s.in[0]))); break;
+    case OpKind::kScale: k.launches.push_back(Ew("scale_f32", Numel(s.in[0]))); break;
+    case OpKind::kSigmoid: k.launches.push_back(Ew("sigmoid_f32", Numel(s.in[0]))); break;
+    case OpKind::kSilu: k.launches.push_back(Ew("silu_f32", Numel(s.in[0]))); break;
+    case OpKind::kSoftplus: k.launches.push_back(Ew("softplus_f32", Numel(s.in[0]))); break;
+    case OpKind::kExp: k.launches.push_back(Ew("exp_f32", Numel(s.in[0]))); break;
+    case OpKind::kSwiglu: k.launches.push_back(Ew("swiglu_f32", Numel(s.in[0]))); break;
+    case OpKind::kMatMul:
+    case OpKind::kMatMulGroup: {
+      k.gemm = true;
+      // One cast of the activations per distinct 16-bit weight type (usually one).
+      std::set<DType> casts;
+      for (size_t i = 1; i < s.in_dtypes.size(); ++i)
+        if (s.in_dtypes[i] != DType::kF32) casts.insert(s.in_dtypes[i]);
+      for (DType d : casts)
+        k.launches.push_back(Ew(d == DType::kBF16 ? "cast_f32_bf16" : "cast_f32_f16", Numel(s.in[0])));
+      break;
+    }
+    case OpKind::kQGateSplit: {
+      const int64_t H = at.I64Or("n_head", 0), D = at.I64Or("head_dim", 0);
+      k.launches.push_back(Ew("q_gate_split", Numel(s.out[0]), {Def("QG_HEADS", H), Def("QG_DIM", D)}));
+      break;
+    }
+    case OpKind::kRope: {
+      const auto& x = s.in[0];
+      if (x.size() != 3) return Unsupported(op, "rope expects x: [T, H, D]");
+      if (at.GetString("mode").value_or("neox") != "neox") return Unsupported(op, "only neox rope");
+      k.launches.push_back(Ew("rope_neox", Numel(x),
+                              {Def("ROPE_HEADS", x[1]), Def("ROPE_DIM", x[2]),
+                               Def("ROPE_NROT", at.I64Or("n_rot", x[2]))},
+                              "Rope.cu"));
+      break;
+    }
+    case OpKind::kPositions: k.launches.push_back(Ew("positions", s.out[0][0])); break;
+    case OpKind::kAdvancePositions: k.launches.push_back(Ew("advance_positions", 1)); break;
+    case OpKind::kKvAppend: {
+      const int64_t width = s.in[0][1] * s.in[0][2];
+      k.launches.push_back(Ew("kv_append", Numel(s.in[0]), {Def("KV_WIDTH", width)}));
+      break;
+    }
+    case OpKind::kAttention: {
+      const auto& q = s.in[0];
+      const auto& kc = s.in[1];
+      const int64_t warps = s.bucket == 1 ? 8 : 4;
+      Launch l;
+      l.kernel.module.file = "Attention.cu";
+      l.kernel.module.defines =
+          MakeDefines({Def("ATT_HQ", q[1]), Def("ATT_HKV", kc[1]), Def("ATT_D", q[2]),
+                       Def("ATT_BUCKET", s.bucket), Def("ATT_WARPS", warps)});
+      l.kernel.entry = "attention";
+      l.block = static_cast<uint32_t>(warps * 32);
+      l.grid = static_cast<uint32_t>(q[0] * q[1]);
+      k.launches.push_back(l);
+      break;
+    }
+    case OpKind::kConv1dCausal: {
+      const int64_t C = s.in[0][1], K = s.in[2][1] + 1;
+      Launch l;
+      l.kernel.module.file = "DeltaNet.cu";
+      l.kernel.module.defines = MakeDefines({Def("CONV_CHANNELS", C), Def("CONV_K", K)});
+      l.kernel.entry = "conv1d_causal";
+      l.block = 128;
+      l.grid = static_cast<uint32_t>((C + 127) / 128);
+      k.launches.push_back(l);
+      break;
+    }
+    case OpKind::kDeltaNetGates:
+      k.launches.push_back(Ew("delta_net_gates", Numel(s.in[0]), {Def("GATE_HEADS", s.in[0][1])}));
+      break;
+    case OpKind::kGatedDeltaScan: {
+      const int64_t Hk = s.in[0][1], Dk = s.in[0][2], Hv = s.in[2][1], Dv = s.in[2][2];
+      if (Dk > 256) return Unsupported(op, "key head dim > 256");
+      const int64_t cols = Dv % 32 == 0 ? 32 : Dv;
+      Launch l;
+      l.kernel.module.file = "DeltaNet.cu";
+      l.kernel.module.defines = MakeDefines({Def("GDN_HK", Hk), Def("GDN_HV", Hv), Def("GDN_DK", Dk),
+                                             Def("GDN_DV", Dv), Def("GDN_COLS", cols),
+                                             Def("GDN_BUCKET", s.bucket)});
+      l.kernel.entry = "gated_delta_scan";
+      l.block = static_cast<uint32_t>(cols);
+      l.grid = static_cast<uint32_t>(Hv * (Dv / cols));
+      k.launches.push_back(l);
+      break;
+    }
+    case OpKind::kConcat:
+      for (size_t i = 0; i < s.in.size(); ++i) k.launches.push_back(Ew("copy_axis_32", Numel(s.in[i])));
+      break;
+    case OpKind::kSplit:
+    case OpKind::kView:
+      for (size_t i = 0; i < s.out.size(); ++i) k.launches.push_back(Ew("copy_axis_32", Numel(s.out[i])));
+      break;
+    case OpKind::kConstant:
+      k.launches.push_back(Ew(op.result(0)->dtype() == DType::kI32 ? "fill_i32" : "fill_f32", Numel(s.out[0])));
+      break;
+    case OpKind::kCast:
+      if (at.GetString("dtype").value_or("") != "f32" || op.operand(0)->dtype() != DType::kF32)
+        return Unsupported(op, "the CUDA executor keeps activations in f32 (casts to f32 only)");
+      break;
+    case OpKind::kTakeLastRow:
+    case OpKind::kReshape:
+    case OpKind::kReturn:
+    case OpKind::kSegment:
+      break;  // copies / aliases done by the executor
+    case OpKind::kTopK:
+    case OpKind::kSample:
+      return Unsupported(op, "not implemented on the GPU yet (sampling runs on the host)");
+  }
+  return k;
+}
+
+absl::StatusOr<std::vector<ModuleSpec>> ModulesForFunction(const ir::Function& fn, int64_t bucket) {
+  std::set<std::string> seen;
+  std::vector<ModuleSpec> out;
+  for (const ir::Op* op : fn.Ops()) {
+    MEMRA_ASSIGN_OR_RETURN(OpShapes s, ShapesAt(*op, bucket));
+    MEMRA_ASSIGN_OR_RETURN(OpKernels k, SelectKernels(*op, s));
+    for (const Launch& l : k.launches)
+      if (seen.insert(l.kernel.module.Key()).second) out.push_back(l.kernel.module);
+  }
+  return out;
+}
+
+}  // namespace memra::codegen

@@ -1,0 +1,81 @@
+// Causal GQA attention over the KV cache (f32): query t of head h attends to cache rows
+// 0..pos[t] of kv head h / (ATT_HQ / ATT_HKV). One block of ATT_WARPS warps per (token, head):
+// each warp walks a strided subset of the keys with an online softmax, lanes split the head dim;
+// the warps' partial (max, sum, acc) are merged at the end. Prefill and decode use the same
+// code; ATT_BUCKET is the token bucket it was specialized for (decode: 1).
+#include "Common.cuh"
+
+#ifndef ATT_WARPS
+#define ATT_WARPS 4
+#endif
+#define ATT_PER_LANE ((ATT_D + 31) / 32)
+
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
+attention(const float* q, const float* k_cache, const float* v_cache, const int* pos, float* o,
+          int n_tok, float scale) {
+  const int t = blockIdx.x / ATT_HQ, h = blockIdx.x % ATT_HQ;
+  if (t >= n_tok) return;
+  const int kvh = h / (ATT_HQ / ATT_HKV);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const float* qv = q + ((i64)t * ATT_HQ + h) * ATT_D;
+  float qr[ATT_PER_LANE], acc[ATT_PER_LANE];
+#pragma unroll
+  for (int k = 0; k < ATT_PER_LANE; ++k) {
+    const int d = lane + 32 * k;
+    qr[k] = d < ATT_D ? qv[d] * scale : 0.0f;
+    acc[k] = 0.0f;
+  }
+  float m = MEMRA_NEG_INF, l = 0.0f;
+  const int n_keys = pos[t] + 1;
+  for (int j = warp; j < n_keys; j += ATT_WARPS) {
+    const float* kr = k_cache + ((i64)j * ATT_HKV + kvh) * ATT_D;
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ATT_PER_LANE; ++k) {
+      const int d = lane + 32 * k;
+      if (d < ATT_D) s += qr[k] * kr[d];
+    }
+    s = warp_sum(s);
+    const float m_new = fmaxf(m, s);
+    const float corr = expf(m - m_new), p = expf(s - m_new);
+    l = l * corr + p;
+    const float* vr = v_cache + ((i64)j * ATT_HKV + kvh) * ATT_D;
+#pragma unroll
+    for (int k = 0; k < ATT_PER_LANE; ++k) {
+      const int d = lane + 32 * k;
+      acc[k] = acc[k] * corr + (d < ATT_D ? p * vr[d] : 0.0f);
+    }
+    m = m_new;
+  }
+  __shared__ float sm[ATT_WARPS], sl[ATT_WARPS];
+  __shared__ float sacc[ATT_WARPS][ATT_PER_LANE * 32];
+  if (lane == 0) {
+    sm[warp] = m;
+    sl[warp] = l;
+  }
+#pragma unroll
+  for (int k = 0; k < ATT_PER_LANE; ++k) sacc[warp][lane + 32 * k] = acc[k];
+  __syncthreads();
+  if (warp == 0) {
+    float M = MEMRA_NEG_INF;
+    for (int w = 0; w < ATT_WARPS; ++w) M = fmaxf(M, sm[w]);
+    float L = 0.0f;
+    float out[ATT_PER_LANE];
+#pragma unroll
+    for (int k = 0; k < ATT_PER_LANE; ++k) out[k] = 0.0f;
+    for (int w = 0; w < ATT_WARPS; ++w) {
+      if (sl[w] == 0.0f) continue;  // a warp that saw no key
+      const float c = expf(sm[w] - M);
+      L += sl[w] * c;
+#pragma unroll
+      for (int k = 0; k < ATT_PER_LANE; ++k) out[k] += sacc[w][lane + 32 * k] * c;
+    }
+    const float inv = 1.0f / L;
+    float* ov = o + ((i64)t * ATT_HQ + h) * ATT_D;
+#pragma unroll
+    for (int k = 0; k < ATT_PER_LANE; ++k) {
+      const int d = lane + 32 * k;
+      if (d < ATT_D) ov[d] = out[k] * inv;
+    }
+  }
+}

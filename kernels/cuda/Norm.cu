@@ -1,0 +1,150 @@
+// Row normalizations: one block per row of NORM_COLS elements (the per-head norms are the same
+// kernels over [rows * heads, head_dim]). Sums of squares accumulate in f32 per thread, then a
+// tree reduction (the CPU reference sums in double: agreement is to f32 rounding).
+#include "Common.cuh"
+
+#ifndef NORM_COLS
+#define NORM_COLS 256
+#endif
+#ifndef NORM_BLOCK
+#define NORM_BLOCK 256
+#endif
+#define PER_THREAD ((NORM_COLS + NORM_BLOCK - 1) / NORM_BLOCK)
+
+__device__ __forceinline__ float load_row(const float* xr, float* v) {
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < PER_THREAD; ++k) {
+    const int c = threadIdx.x + k * NORM_BLOCK;
+    v[k] = c < NORM_COLS ? xr[c] : 0.0f;
+    ss += v[k] * v[k];
+  }
+  return block_sum(ss);
+}
+
+// y = x / sqrt(mean(x^2) + eps) * w
+extern "C" __global__ void __launch_bounds__(NORM_BLOCK) rms_norm(const float* x, const float* w,
+                                                                  float* y, i64 n_rows, float eps) {
+  for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
+    float v[PER_THREAD];
+    const float ss = load_row(x + r * NORM_COLS, v);
+    const float s = 1.0f / sqrtf(ss / (float)NORM_COLS + eps);
+#pragma unroll
+    for (int k = 0; k < PER_THREAD; ++k) {
+      const int c = threadIdx.x + k * NORM_BLOCK;
+      if (c < NORM_COLS) y[r * NORM_COLS + c] = (v[k] * s) * w[c];
+    }
+  }
+}
+
+// y = x / max(||x||, eps)
+extern "C" __global__ void __launch_bounds__(NORM_BLOCK) l2_norm(const float* x, float* y,
+                                                                 i64 n_rows, float eps) {
+  for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
+    float v[PER_THREAD];
+    const float ss = load_row(x + r * NORM_COLS, v);
+    const float s = 1.0f / fmaxf(sqrtf(ss), eps);
+#pragma unroll
+    for (int k = 0; k < PER_THREAD; ++k) {
+      const int c = threadIdx.x + k * NORM_BLOCK;
+      if (c < NORM_COLS) y[r * NORM_COLS + c] = v[k] * s;
+    }
+  }
+}
+
+// y = rms_norm(x) * w * silu(z)
+extern "C" __global__ void __launch_bounds__(NORM_BLOCK) gated_rms_norm(const float* x, const float* z,
+                                                                        const float* w, float* y,
+                                                                        i64 n_rows, float eps) {
+  for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
+    float v[PER_THREAD];
+    const float ss = load_row(x + r * NORM_COLS, v);
+    const float s = 1.0f / sqrtf(ss / (float)NORM_COLS + eps);
+#pragma unroll
+    for (int k = 0; k < PER_THREAD; ++k) {
+      const int c = threadIdx.x + k * NORM_BLOCK;
+      if (c < NORM_COLS) y[r * NORM_COLS + c] = ((v[k] * s) * w[c]) * siluf_(z[r * NORM_COLS + c]);
+    }
+  }
+}
+
+// sum = a + b; y = rms_norm(sum) * w
+extern "C" __global__ void __launch_bounds__(NORM_BLOCK) add_rms_norm(const float* a, const float* b,
+                                                                      const float* w, float* sum,
+                                                                      float* y, i64 n_rows, float eps) {
+  for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
+    float v[PER_THREAD];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < PER_THREAD; ++k) {
+      const int c = threadIdx.x + k * NORM_BLOCK;
+      v[k] = c < NORM_COLS ? a[r * NORM_COLS + c] + b[r * NORM_COLS + c] : 0.0f;
+      if (c < NORM_COLS) sum[r * NORM_COLS + c] = v[k];
+      ss += v[k] * v[k];
+    }
+    ss = block_sum(ss);
+    const float s = 1.0f / sqrtf(ss / (float)NORM_COLS + eps);
+#pragma unroll
+    for (int k = 0; k < PER_THREAD; ++k) {
+      const int c = threadIdx.x + k * NORM_BLOCK;
+      if (c < NORM_COLS) y[r * NORM_COLS + c] = (v[k] * s) * w[c];
+    }
+  }
+}
+
+// Row softmax (max-subtracted, f32).
+extern "C" __global__ void __launch_bounds__(NORM_BLOCK) softmax(const float* x, float* y, i64 n_rows) {
+  __shared__ float red[32];
+  for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
+    const float* xr = x + r * NORM_COLS;
+    float mx = MEMRA_NEG_INF;
+    for (int c = threadIdx.x; c < NORM_COLS; c += NORM_BLOCK) mx = fmaxf(mx, xr[c]);
+    mx = warp_max(mx);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = mx;
+    __syncthreads();
+    mx = MEMRA_NEG_INF;
+    for (int k = 0; k < NORM_BLOCK / 32; ++k) mx = fmaxf(mx, red[k]);
+    float s = 0.0f;
+    for (int c = threadIdx.x; c < NORM_COLS; c += NORM_BLOCK) s += expf(xr[c] - mx);
+    s = block_sum(s);
+    const float inv = 1.0f / s;
+    for (int c = threadIdx.x; c < NORM_COLS; c += NORM_BLOCK) y[r * NORM_COLS + c] = expf(xr[c] - mx) * inv;
+  }
+}
+
+// Index of the row maximum (ties: lowest index; NaN never wins unless all are NaN -> 0).
+extern "C" __global__ void __launch_bounds__(NORM_BLOCK) argmax(const float* x, int* y, i64 n_rows) {
+  __shared__ float bv[NORM_BLOCK];
+  __shared__ int bi[NORM_BLOCK];
+  for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
+    const float* xr = x + r * NORM_COLS;
+    float best = MEMRA_NEG_INF;
+    int idx = -1;
+    for (int c = threadIdx.x; c < NORM_COLS; c += NORM_BLOCK) {
+      const float v = xr[c];
+      if (v > best || (idx < 0 && v == best)) {  // v == -inf keeps the first -inf index
+        best = v;
+        idx = c;
+      }
+    }
+    __syncthreads();
+    bv[threadIdx.x] = best;
+    bi[threadIdx.x] = idx;
+    __syncthreads();
+    for (int s = NORM_BLOCK / 2; s > 0; s >>= 1) {
+      if (threadIdx.x < s) {
+        const float ov = bv[threadIdx.x + s];
+        const int oi = bi[threadIdx.x + s];
+        const float mv = bv[threadIdx.x];
+        const int mi = bi[threadIdx.x];
+        if (oi >= 0 && (mi < 0 || ov > mv || (ov == mv && oi < mi))) {
+          bv[threadIdx.x] = ov;
+          bi[threadIdx.x] = oi;
+        }
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) y[r] = bi[0] < 0 ? 0 : bi[0];
+  }
+}

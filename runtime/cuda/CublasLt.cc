@@ -1,0 +1,183 @@
+#include "runtime/cuda/CublasLt.h"
+
+#include <dlfcn.h>
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codegen/Nvrtc.h"
+#include "ir/StatusMacros.h"
+
+namespace memra::runtime::cuda {
+
+namespace {
+using Status = int;  // cublasStatus_t
+using Handle = void*;
+using Desc = void*;
+using Layout = void*;
+using Pref = void*;
+struct Algo {
+  uint64_t data[8];
+};
+struct HeuristicResult {
+  Algo algo;
+  size_t workspaceSize;
+  Status state;
+  float wavesCount;
+  int reserved[4];
+};
+// Values from cublasLt.h / cublas_api.h / library_types.h (checked in tests/cuda/CudaApi_test.cc).
+constexpr int kDescTransA = 3, kDescTransB = 4;
+constexpr int kPrefMaxWorkspace = 1;
+constexpr int kOpN = 0, kOpT = 1;
+constexpr int kCompute32F = 68;
+constexpr int kR32F = 0, kR16F = 2, kR16BF = 14;
+}  // namespace
+
+struct CublasLt::Api {
+  std::string library;
+  Status (*Create)(Handle*);
+  Status (*Destroy)(Handle);
+  Status (*DescCreate)(Desc*, int, int);
+  Status (*DescDestroy)(Desc);
+  Status (*DescSetAttribute)(Desc, int, const void*, size_t);
+  Status (*LayoutCreate)(Layout*, int, uint64_t, uint64_t, int64_t);
+  Status (*LayoutDestroy)(Layout);
+  Status (*PrefCreate)(Pref*);
+  Status (*PrefDestroy)(Pref);
+  Status (*PrefSetAttribute)(Pref, int, const void*, size_t);
+  Status (*GetHeuristic)(Handle, Desc, Layout, Layout, Layout, Layout, Pref, int, HeuristicResult*, int*);
+  Status (*Matmul)(Handle, Desc, const void*, const void*, Layout, const void*, Layout, const void*,
+                   const void*, Layout, void*, Layout, const Algo*, void*, size_t, CUstream);
+  const char* (*GetStatusString)(Status);
+};
+
+struct CublasLt::Plan {
+  Desc desc = nullptr;
+  Layout a = nullptr, b = nullptr, c = nullptr;
+  HeuristicResult algo{};
+};
+
+namespace {
+absl::StatusOr<const CublasLt::Api*> LoadApi() {
+  static std::mutex mu;
+  static CublasLt::Api* api = nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  if (api != nullptr) return api;
+  std::vector<std::string> cands = codegen::CudaLibraryCandidates("libcublasLt.so.13", "cu13/lib");
+  for (const std::string& c : codegen::CudaLibraryCandidates("libcublasLt.so.13", "cublas/lib")) cands.push_back(c);
+  void* h = nullptr;
+  std::string from;
+  for (const std::string& c : cands)
+    if ((h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) {
+      from = c;
+      break;
+    }
+  if (h == nullptr)
+    return absl::NotFoundError(absl::StrCat("cuBLASLt not found (tried ", absl::StrJoin(cands, ", "), ")"));
+  auto* a = new CublasLt::Api();
+  a->library = from;
+  std::vector<std::string> missing;
+  auto sym = [&](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
+    if (fn == nullptr) missing.push_back(name);
+  };
+  sym(a->Create, "cublasLtCreate");
+  sym(a->Destroy, "cublasLtDestroy");
+  sym(a->DescCreate, "cublasLtMatmulDescCreate");
+  sym(a->DescDestroy, "cublasLtMatmulDescDestroy");
+  sym(a->DescSetAttribute, "cublasLtMatmulDescSetAttribute");
+  sym(a->LayoutCreate, "cublasLtMatrixLayoutCreate");
+  sym(a->LayoutDestroy, "cublasLtMatrixLayoutDestroy");
+  sym(a->PrefCreate, "cublasLtMatmulPreferenceCreate");
+  sym(a->PrefDestroy, "cublasLtMatmulPreferenceDestroy");
+  sym(a->PrefSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
+  sym(a->GetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
+  sym(a->Matmul, "cublasLtMatmul");
+  sym(a->GetStatusString, "cublasLtGetStatusString");
+  if (!missing.empty())
+    return absl::InternalError(absl::StrCat(from, " lacks ", absl::StrJoin(missing, ", ")));
+  api = a;
+  return api;
+}
+
+absl::Status LtCheck(const CublasLt::Api* a, Status s, absl::string_view what) {
+  if (s == 0) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("cuBLASLt ", what, ": ", a->GetStatusString ? a->GetStatusString(s) : "",
+                                          " (status ", s, ")"));
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CublasLt>> CublasLt::Create(size_t workspace_bytes) {
+  MEMRA_ASSIGN_OR_RETURN(const CudaDriver* d, CudaDriver::Get());
+  std::unique_ptr<CublasLt> c(new CublasLt());
+  MEMRA_ASSIGN_OR_RETURN(c->api_, LoadApi());
+  MEMRA_RETURN_IF_ERROR(LtCheck(c->api_, c->api_->Create(&c->handle_), "create"));
+  c->workspace_bytes_ = workspace_bytes;
+  MEMRA_RETURN_IF_ERROR(CuCheck(d->cuMemAlloc(&c->workspace_, workspace_bytes), "cuBLASLt workspace"));
+  return c;
+}
+
+CublasLt::~CublasLt() {
+  if (api_ == nullptr) return;
+  for (auto& [k, p] : plans_) {
+    api_->LayoutDestroy(p->a);
+    api_->LayoutDestroy(p->b);
+    api_->LayoutDestroy(p->c);
+    api_->DescDestroy(p->desc);
+  }
+  if (handle_ != nullptr) api_->Destroy(handle_);
+  if (workspace_ != 0) {
+    auto d = CudaDriver::Get();
+    if (d.ok()) (*d)->cuMemFree(workspace_);
+  }
+}
+
+const std::string& CublasLt::library() const { return api_->library; }
+
+absl::Status CublasLt::Matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int64_t M, int64_t N, int64_t K,
+                              ir::DType wtype, CUstream stream) {
+  if (M == 0) return absl::OkStatus();
+  const int t = wtype == ir::DType::kF32 ? kR32F : wtype == ir::DType::kF16 ? kR16F : wtype == ir::DType::kBF16 ? kR16BF : -1;
+  if (t < 0) return absl::InvalidArgumentError(absl::StrCat("cuBLASLt matmul: weight type ", ir::DTypeName(wtype)));
+  const Api* a = api_;
+  Plan* plan = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& slot = plans_[{M, N, K, t}];
+    if (!slot) {
+      auto p = std::make_unique<Plan>();
+      // Column-major view: C^T[N, M] = op(A) . B with A = W (K x N col-major, transposed),
+      // B = x (K x M col-major), C = y (N x M col-major, ld N).
+      MEMRA_RETURN_IF_ERROR(LtCheck(a, a->DescCreate(&p->desc, kCompute32F, kR32F), "matmul desc"));
+      const int32_t ta = kOpT, tb = kOpN;
+      MEMRA_RETURN_IF_ERROR(LtCheck(a, a->DescSetAttribute(p->desc, kDescTransA, &ta, sizeof(ta)), "transa"));
+      MEMRA_RETURN_IF_ERROR(LtCheck(a, a->DescSetAttribute(p->desc, kDescTransB, &tb, sizeof(tb)), "transb"));
+      MEMRA_RETURN_IF_ERROR(LtCheck(a, a->LayoutCreate(&p->a, t, K, N, K), "layout A"));
+      MEMRA_RETURN_IF_ERROR(LtCheck(a, a->LayoutCreate(&p->b, t, K, M, K), "layout B"));
+      MEMRA_RETURN_IF_ERROR(LtCheck(a, a->LayoutCreate(&p->c, kR32F, N, M, N), "layout C"));
+      Pref pref = nullptr;
+      MEMRA_RETURN_IF_ERROR(LtCheck(a, a->PrefCreate(&pref), "preference"));
+      const uint64_t ws = workspace_bytes_;
+      a->PrefSetAttribute(pref, kPrefMaxWorkspace, &ws, sizeof(ws));
+      int found = 0;
+      Status s = a->GetHeuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref, 1, &p->algo, &found);
+      a->PrefDestroy(pref);
+      if (s != 0 || found == 0)
+        return absl::InternalError(absl::StrCat("cuBLASLt found no algorithm for M=", M, " N=", N, " K=", K,
+                                                " ", ir::DTypeName(wtype), " (status ", s, ")"));
+      slot = std::move(p);
+    }
+    plan = slot.get();
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  return LtCheck(a,
+                 a->Matmul(handle_, plan->desc, &alpha, reinterpret_cast<const void*>(w), plan->a,
+                           reinterpret_cast<const void*>(x), plan->b, &beta, reinterpret_cast<const void*>(y),
+                           plan->c, reinterpret_cast<void*>(y), plan->c, &plan->algo.algo,
+                           reinterpret_cast<void*>(workspace_), workspace_bytes_, stream),
+                 absl::StrCat("matmul M=", M, " N=", N, " K=", K));
+}
+
+}  // namespace memra::runtime::cuda

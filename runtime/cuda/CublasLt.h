@@ -1,0 +1,44 @@
+// cuBLASLt, loaded at run time (dlopen of libcublasLt.so.13), for the matmuls:
+//   y[M, N] (f32) = x[M, K] . W[N, K]^T, W f32 / f16 / bf16 (x already in W's type), f32 accumulate.
+// f32 x f32 runs with CUBLAS_COMPUTE_32F (no TF32: the f32 model matches the CPU executor).
+// Matmul descriptors and the heuristic's algorithm are cached per (M, N, K, type).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "absl/status/statusor.h"
+#include "ir/DType.h"
+#include "runtime/cuda/CudaDriver.h"
+
+namespace memra::runtime::cuda {
+
+class CublasLt {
+ public:
+  // Loads the library (once per process) and creates a handle + workspace on the current context.
+  static absl::StatusOr<std::unique_ptr<CublasLt>> Create(size_t workspace_bytes = 32u << 20);
+  ~CublasLt();
+
+  // y = x . w^T with x [M, K] (row-major, `wtype`), w [N, K] (row-major, `wtype`), y [M, N] f32.
+  absl::Status Matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int64_t M, int64_t N, int64_t K,
+                      ir::DType wtype, CUstream stream);
+  const std::string& library() const;
+
+  struct Api;
+  struct Plan;
+
+ private:
+  CublasLt() = default;
+  const Api* api_ = nullptr;
+  void* handle_ = nullptr;
+  CUdeviceptr workspace_ = 0;
+  size_t workspace_bytes_ = 0;
+  std::mutex mu_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int>, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace memra::runtime::cuda

@@ -1,0 +1,794 @@
+#include "runtime/cuda/CudaExecutor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/KernelSelect.h"
+#include "frontends/gguf/GgufFile.h"
+#include "ir/Function.h"
+#include "ir/StatusMacros.h"
+#include "ir/support/ProgressBar.h"
+#include "kernels/cpu/ThreadPool.h"
+#include "kernels/cpu/Weight.h"
+#include "runtime/cuda/CublasLt.h"
+#include "runtime/cuda/CudaDevice.h"
+
+namespace memra::runtime {
+
+namespace kc = memra::kernels::cpu;
+using cuda::CUdeviceptr;
+using cuda::CUfunction;
+using cuda::CuCheck;
+using ir::DType;
+using ir::Op;
+using ir::OpKind;
+
+struct CudaExecutor::DeviceWeight {
+  const ir::Weight* weight = nullptr;
+  cuda::DeviceBuffer matrix;   // device storage of matrix uses (f32 / f16 / bf16)
+  DType matrix_dtype = DType::kF32;
+  int64_t rows = 0, cols = 0;
+  cuda::DeviceBuffer values;   // f32 values for element consumers (norms, conv, biases)
+};
+
+namespace {
+
+struct ResolvedLaunch {
+  codegen::Launch spec;
+  CUfunction fn = nullptr;
+};
+
+// A value's place in the arena (or an alias of another's).
+struct Slot {
+  int64_t offset = -1;
+  int64_t bytes = 0;
+};
+
+struct Step {
+  const Op* op = nullptr;
+  codegen::OpShapes shapes;  // at T = bucket
+  std::vector<ResolvedLaunch> launches;
+  bool gemm = false;
+  int64_t scratch_offset = -1;  // the GEMM's 16-bit activation copy
+};
+
+int64_t ElemBytes(DType d) { return d == DType::kI64 || d == DType::kF64 ? 8 : d == DType::kF16 || d == DType::kBF16 ? 2 : 4; }
+
+int64_t Numel(llvm::ArrayRef<int64_t> s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+uint16_t F32ToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// Kernel arguments, packed as cuLaunchKernel wants them (pointers to each value).
+class KernelArgs {
+ public:
+  template <typename T>
+  KernelArgs& Add(T v) {
+    static_assert(sizeof(T) <= 8);
+    std::memcpy(store_[n_].data(), &v, sizeof(T));
+    ptrs_[n_] = store_[n_].data();
+    ++n_;
+    return *this;
+  }
+  void** ptrs() { return ptrs_.data(); }
+
+ private:
+  std::array<std::array<uint8_t, 8>, 16> store_{};
+  std::array<void*, 16> ptrs_{};
+  int n_ = 0;
+};
+
+absl::Status OpError(const Op& op, absl::string_view msg) {
+  return absl::InvalidArgumentError(absl::StrCat("cuda executor: ", op.Summary(), ": ", msg));
+}
+
+}  // namespace
+
+struct CudaExecutor::Program {
+  const ir::Function* fn = nullptr;
+  int64_t bucket = 1;
+  std::vector<Step> steps;
+  absl::flat_hash_map<const ir::Value*, Slot> slots;  // args and results (aliases resolved)
+  cuda::DeviceBuffer arena;
+  int64_t arena_bytes = 0;
+  std::vector<const Op*> kv_appends;
+  CUdeviceptr Ptr(const ir::Value* v) const { return arena.ptr() + slots.at(v).offset; }
+};
+
+CudaExecutor::CudaExecutor(const ir::Module& module, const gguf::GgufFile& file, CudaExecutorOptions options)
+    : module_(module), file_(file), options_(std::move(options)) {}
+
+CudaExecutor::~CudaExecutor() {
+  if (dev_) {
+    (void)dev_->MakeCurrent();
+    (void)dev_->Synchronize("shutdown");
+  }
+  programs_.clear();
+  state_.clear();
+  weights_.clear();
+  modules_.clear();
+  blas_.reset();
+}
+
+absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ir::Module& module,
+                                                                   const gguf::GgufFile& file,
+                                                                   const CudaExecutorOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<CudaExecutor> e(new CudaExecutor(module, file, options));
+  MEMRA_ASSIGN_OR_RETURN(e->dev_, cuda::CudaDevice::Open(options.device));
+  codegen::CompileOptions co;
+  co.arch = e->dev_->arch();
+  co.cache_dir = options.kernel_cache_dir;
+  co.jobs = options.compile_jobs;
+  MEMRA_ASSIGN_OR_RETURN(e->compiler_, codegen::KernelCompiler::Create(co));
+  MEMRA_ASSIGN_OR_RETURN(e->blas_, cuda::CublasLt::Create());
+  MEMRA_RETURN_IF_ERROR(e->UploadWeights());
+  MEMRA_RETURN_IF_ERROR(e->AllocateState());
+  e->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return e;
+}
+
+const codegen::CompileStats& CudaExecutor::compile_stats() const { return compiler_->stats(); }
+std::string CudaExecutor::DeviceDescription() const { return dev_->Describe(); }
+
+std::map<std::string, uint64_t> CudaExecutor::arena_bytes() const {
+  std::map<std::string, uint64_t> out;
+  for (const auto& [k, p] : programs_) out[absl::StrCat(k.first, "@", k.second)] = p->arena_bytes;
+  return out;
+}
+
+absl::Status CudaExecutor::UploadWeights() {
+  uint64_t total = 0;
+  for (const auto& wp : module_.weights())
+    if (const gguf::TensorInfo* t = file_.FindTensor(wp->name())) total += t->data.size();
+  std::optional<ProgressBar> bar;
+  if (options_.progress && total > (64u << 20)) bar.emplace("upload weights", total);
+  uint64_t done = 0;
+  kc::ThreadPool pool(0);
+  for (const auto& wp : module_.weights()) {
+    const ir::Weight* w = wp.get();
+    const gguf::TensorInfo* t = file_.FindTensor(w->name());
+    if (t == nullptr)
+      return absl::NotFoundError(absl::StrCat(file_.path(), ": tensor \"", w->name(), "\" (a weight of the module) not found"));
+    if (!w->shape().IsStatic())
+      return absl::InvalidArgumentError(absl::StrCat("weight @", w->name(), " has a symbolic shape"));
+    if (ir::InfoOf(w->dtype()).ggml_id != static_cast<int>(t->type))
+      return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor \"", w->name(), "\" has type ",
+                                                     gguf::GgmlTypeName(t->type), ", the module declares ",
+                                                     ir::DTypeName(w->dtype())));
+    bool matrix_use = false, value_use = false;
+    for (const ir::Use& u : w->uses()) {
+      const OpKind k = u.user->kind();
+      const bool m = ((k == OpKind::kMatMul || k == OpKind::kMatMulGroup) && u.operand_index >= 1) ||
+                     (k == OpKind::kEmbed && u.operand_index == 1);
+      (m ? matrix_use : value_use) = true;
+    }
+    auto dw = std::make_unique<DeviceWeight>();
+    dw->weight = w;
+    const int64_t n = t->NumElements();
+    if (matrix_use) {
+      MEMRA_ASSIGN_OR_RETURN(kc::WeightView view, kc::WeightView::FromTensor(*t));
+      dw->rows = view.rows;
+      dw->cols = view.cols;
+      dw->matrix_dtype = codegen::DeviceWeightDType(w->dtype());
+      if (dw->matrix_dtype == w->dtype()) {
+        MEMRA_ASSIGN_OR_RETURN(dw->matrix, dev_->Alloc(t->data.size(), absl::StrCat("weight ", w->name())));
+        MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->matrix.ptr(), t->data.data(), t->data.size()));
+      } else {
+        // Quantized: dequantize rows on the host (bit-exact with ggml), round to bf16, upload.
+        if (!kc::CanDecode(t->type))
+          return absl::UnimplementedError(absl::StrCat("tensor \"", w->name(), "\": no dequantizer for ",
+                                                       gguf::GgmlTypeName(t->type)));
+        std::vector<uint16_t> bf(static_cast<size_t>(n));
+        absl::Status err;
+        std::mutex mu;
+        pool.ParallelFor(0, view.rows, 16, [&](int64_t lo, int64_t hi) {
+          std::vector<float> row(static_cast<size_t>(view.cols));
+          for (int64_t r = lo; r < hi; ++r) {
+            absl::Status s = kc::DequantizeRow(view, r, row.data());
+            if (!s.ok()) {
+              std::lock_guard<std::mutex> l(mu);
+              err = s;
+              return;
+            }
+            for (int64_t c = 0; c < view.cols; ++c) bf[r * view.cols + c] = F32ToBf16(row[c]);
+          }
+        });
+        MEMRA_RETURN_IF_ERROR(err);
+        MEMRA_ASSIGN_OR_RETURN(dw->matrix, dev_->Alloc(bf.size() * 2, absl::StrCat("weight ", w->name())));
+        MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->matrix.ptr(), bf.data(), bf.size() * 2));
+      }
+      weight_bytes_ += dw->matrix.bytes();
+    }
+    if (value_use) {
+      std::vector<float> vals(static_cast<size_t>(n));
+      MEMRA_ASSIGN_OR_RETURN(kc::WeightView flat, kc::WeightView::Make(t->type, 1, n, t->data));
+      MEMRA_RETURN_IF_ERROR(kc::DequantizeRow(flat, 0, vals.data()));
+      MEMRA_ASSIGN_OR_RETURN(dw->values, dev_->Alloc(vals.size() * 4, absl::StrCat("weight ", w->name())));
+      MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->values.ptr(), vals.data(), vals.size() * 4));
+      weight_bytes_ += dw->values.bytes();
+    }
+    done += t->data.size();
+    if (bar) bar->Update(done);
+    weights_[w] = std::move(dw);
+  }
+  if (bar) bar->Finish();
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::AllocateState() {
+  for (const auto& sp : module_.states()) {
+    const ir::StateVar* s = sp.get();
+    if (!s->shape().IsStatic())
+      return absl::InvalidArgumentError(absl::StrCat("state @", s->name(), " has a symbolic shape"));
+    int64_t n = 1;
+    for (const ir::Dim& d : s->shape().dims()) n *= d.value();
+    const DType dt = s->dtype();
+    if (dt != DType::kF32 && dt != DType::kI32 && dt != DType::kI64)
+      return absl::UnimplementedError(absl::StrCat("state @", s->name(), ": the CUDA executor keeps f32, i32 and i64 state"));
+    MEMRA_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, dev_->Alloc(n * ElemBytes(dt), absl::StrCat("state @", s->name())));
+    state_[s] = std::make_unique<cuda::DeviceBuffer>(std::move(b));
+    if (s->state_kind() == ir::StateKind::kPosition && (position_state_ == nullptr || s->name() == "pos"))
+      position_state_ = s;
+    if (s->state_kind() == ir::StateKind::kKv) kv_capacity_ = std::min(kv_capacity_, s->shape()[0].value());
+  }
+  return ResetState();
+}
+
+absl::Status CudaExecutor::ResetState() {
+  MEMRA_RETURN_IF_ERROR(dev_->MakeCurrent());
+  for (auto& [s, b] : state_) MEMRA_RETURN_IF_ERROR(dev_->Zero(b->ptr(), b->bytes()));
+  position_ = 0;
+  return dev_->Synchronize("state reset");
+}
+
+absl::StatusOr<HostTensor> CudaExecutor::ReadState(absl::string_view name) const {
+  const ir::StateVar* s = module_.state(name);
+  if (s == nullptr) return absl::NotFoundError(absl::StrCat("no state @", name));
+  llvm::SmallVector<int64_t, 4> shape;
+  for (const ir::Dim& d : s->shape().dims()) shape.push_back(d.value());
+  if (s->dtype() != DType::kF32 && s->dtype() != DType::kI32)
+    return absl::UnimplementedError(absl::StrCat("state @", name, ": only f32 / i32 can be read"));
+  HostTensor t = HostTensor::Zeros(s->dtype(), shape);
+  MEMRA_RETURN_IF_ERROR(dev_->MakeCurrent());
+  void* dst = s->dtype() == DType::kF32 ? static_cast<void*>(t.f32()) : static_cast<void*>(t.i32());
+  MEMRA_RETURN_IF_ERROR(dev_->Download(dst, state_.at(s)->ptr(), t.numel() * 4));
+  return t;
+}
+
+absl::Status CudaExecutor::Prepare(absl::string_view name, int64_t T) {
+  const ir::Function* fn = module_.function(name);
+  if (fn == nullptr) return absl::NotFoundError(absl::StrCat("cuda executor: the module has no function @", name));
+  bool symbolic = false;
+  for (unsigned i = 0; i < fn->num_arguments(); ++i)
+    for (const ir::Dim& d : fn->argument(i)->shape().dims()) symbolic |= d.IsSymbolic();
+  return GetProgram(*fn, symbolic ? codegen::TokenBucket(T) : 0).status();
+}
+
+absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Function& fn, int64_t bucket) {
+  const auto key = std::make_pair(fn.name(), bucket);
+  if (auto it = programs_.find(key); it != programs_.end()) return it->second.get();
+  auto p = std::make_unique<Program>();
+  p->fn = &fn;
+  p->bucket = bucket;
+  const int64_t shape_bucket = bucket == 0 ? 1 : bucket;  // static functions: symbols unused
+  // 1. Kernel selection per op.
+  std::vector<codegen::ModuleSpec> modules;
+  for (const Op* op : fn.Ops()) {
+    if (op->is(OpKind::kSegment)) continue;
+    Step s;
+    s.op = op;
+    MEMRA_ASSIGN_OR_RETURN(s.shapes, codegen::ShapesAt(*op, shape_bucket));
+    MEMRA_ASSIGN_OR_RETURN(codegen::OpKernels k, codegen::SelectKernels(*op, s.shapes));
+    s.gemm = k.gemm;
+    for (const codegen::Launch& l : k.launches) {
+      s.launches.push_back({l, nullptr});
+      modules.push_back(l.kernel.module);
+    }
+    if (op->is(OpKind::kKvAppend)) p->kv_appends.push_back(op);
+    p->steps.push_back(std::move(s));
+  }
+  // 2. Compile (parallel, cached) and load.
+  MEMRA_ASSIGN_OR_RETURN(auto cubins, compiler_->CompileAll(modules));
+  for (size_t i = 0; i < modules.size(); ++i) {
+    const std::string k = modules[i].Key();
+    if (!modules_.count(k)) {
+      MEMRA_ASSIGN_OR_RETURN(modules_[k], cuda::LoadedModule::Load(*dev_, *cubins[i], k));
+    }
+  }
+  for (Step& s : p->steps)
+    for (ResolvedLaunch& l : s.launches) {
+      MEMRA_ASSIGN_OR_RETURN(l.fn, modules_.at(l.spec.kernel.module.Key())->Function(l.spec.kernel.entry));
+    }
+  // 3. Arena layout: liveness over the steps, first-fit offsets (256-byte aligned).
+  absl::flat_hash_map<const ir::Value*, const ir::Value*> root;  // alias -> owner
+  auto Root = [&](const ir::Value* v) {
+    while (root.count(v)) v = root.at(v);
+    return v;
+  };
+  struct Interval {
+    int64_t bytes = 0, def = -1, last = -1;
+  };
+  std::vector<const ir::Value*> order;
+  absl::flat_hash_map<const ir::Value*, Interval> live;
+  auto bytes_of = [&](const ir::Value* v) -> absl::StatusOr<int64_t> {
+    int64_t n = 1;
+    for (const ir::Dim& d : v->shape().dims()) {
+      auto x = d.IsConstant() ? std::optional<int64_t>(d.value()) : d.Evaluate({{d.symbol(), shape_bucket}});
+      if (!x) return absl::InternalError("unbound dim");
+      n *= *x;
+    }
+    return n * ElemBytes(v->dtype());
+  };
+  for (unsigned i = 0; i < fn.num_arguments(); ++i) {
+    MEMRA_ASSIGN_OR_RETURN(int64_t b, bytes_of(fn.argument(i)));
+    live[fn.argument(i)] = {b, -1, -1};
+    order.push_back(fn.argument(i));
+  }
+  std::vector<std::pair<int64_t, int64_t>> scratch;  // (step, bytes)
+  for (size_t si = 0; si < p->steps.size(); ++si) {
+    const Step& s = p->steps[si];
+    const Op& op = *s.op;
+    for (unsigned i = 0; i < op.num_operands(); ++i) {
+      const ir::Value* v = op.operand(i);
+      if (v->kind() == ir::Value::Kind::kWeight || v->kind() == ir::Value::Kind::kState) continue;
+      const ir::Value* r = Root(v);
+      if (!live.count(r)) return OpError(op, absl::StrCat("operand ", i, " is not defined before use"));
+      live[r].last = op.is(OpKind::kReturn) ? INT64_MAX : static_cast<int64_t>(si);
+    }
+    const bool alias = op.is(OpKind::kReshape) || op.is(OpKind::kCast);
+    for (unsigned i = 0; i < op.num_results(); ++i) {
+      const ir::Value* r = op.result(i);
+      if (alias) {
+        root[r] = Root(op.operand(0));
+        continue;
+      }
+      MEMRA_ASSIGN_OR_RETURN(int64_t b, bytes_of(r));
+      live[r] = {b, static_cast<int64_t>(si), static_cast<int64_t>(si)};
+      order.push_back(r);
+    }
+  }
+  // Place buffers in definition order; a buffer may reuse space whose owner died before it is
+  // defined (strictly: last use < def, so a kernel never reads and writes the same bytes).
+  struct Placed {
+    int64_t off, bytes, def, last;
+  };
+  std::vector<Placed> placed;
+  auto place = [&](int64_t bytes, int64_t def, int64_t last) {
+    bytes = (bytes + 255) / 256 * 256;
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (const Placed& q : placed)
+      if (!(q.last < def || last < q.def)) busy.push_back({q.off, q.off + q.bytes});
+    std::sort(busy.begin(), busy.end());
+    int64_t off = 0;
+    for (auto [b, e] : busy) {
+      if (off + bytes <= b) break;
+      off = std::max(off, e);
+    }
+    placed.push_back({off, bytes, def, last});
+    return off;
+  };
+  for (const ir::Value* v : order) {
+    Interval iv = live[v];
+    if (iv.last < iv.def) iv.last = iv.def;  // unused result: still written
+    p->slots[v] = {place(iv.bytes, iv.def, iv.last), iv.bytes};
+  }
+  for (size_t si = 0; si < p->steps.size(); ++si) {
+    Step& s = p->steps[si];
+    if (s.gemm && !s.launches.empty()) {
+      MEMRA_ASSIGN_OR_RETURN(int64_t b, bytes_of(s.op->operand(0)));
+      s.scratch_offset = place(b / 2, static_cast<int64_t>(si), static_cast<int64_t>(si));
+    }
+  }
+  for (auto& [alias, r] : root) p->slots[alias] = p->slots[Root(alias)];
+  for (const Placed& q : placed) p->arena_bytes = std::max(p->arena_bytes, q.off + q.bytes);
+  MEMRA_ASSIGN_OR_RETURN(p->arena, dev_->Alloc(p->arena_bytes, absl::StrCat("arena of @", fn.name(), " bucket ", bucket)));
+  Program* out = p.get();
+  programs_[key] = std::move(p);
+  return out;
+}
+
+absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name, std::vector<HostTensor> args) {
+  const ir::Function* fn = module_.function(name);
+  if (fn == nullptr) return absl::NotFoundError(absl::StrCat("cuda executor: the module has no function @", name));
+  if (args.size() != fn->num_arguments())
+    return absl::InvalidArgumentError(absl::StrCat("@", name, " takes ", fn->num_arguments(), " arguments, got ", args.size()));
+  ir::SymbolBindings bindings;
+  bool symbolic = false;
+  for (unsigned i = 0; i < fn->num_arguments(); ++i) {
+    const ir::Value* a = fn->argument(i);
+    const HostTensor& t = args[i];
+    if (!t.valid() || t.dtype() != a->dtype() || t.rank() != a->rank())
+      return absl::InvalidArgumentError(absl::StrCat("@", name, ": argument ", i, " is ", t.ShapeString(),
+                                                     ", expected ", a->type().ToString()));
+    for (int64_t d = 0; d < a->rank(); ++d) {
+      const ir::Dim& dim = a->shape()[d];
+      const int64_t v = t.dim(d);
+      if (dim.IsConstant()) {
+        if (dim.value() != v)
+          return absl::InvalidArgumentError(absl::StrCat("@", name, ": argument ", i, " is ", t.ShapeString(),
+                                                         ", expected ", a->type().ToString()));
+        continue;
+      }
+      symbolic = true;
+      const int64_t num = v - dim.offset();
+      if (num % dim.coeff() != 0 || num / dim.coeff() < 1)
+        return absl::InvalidArgumentError(absl::StrCat("@", name, ": argument ", i, " dim ", d, " = ", v,
+                                                       " does not fit ", dim.ToString()));
+      auto [it, inserted] = bindings.emplace(dim.symbol(), num / dim.coeff());
+      if (!inserted && it->second != num / dim.coeff())
+        return absl::InvalidArgumentError(absl::StrCat("@", name, ": symbol ", dim.symbol(), " bound twice"));
+    }
+  }
+  int64_t max_sym = 1;
+  for (const auto& [s, v] : bindings) max_sym = std::max(max_sym, v);
+  const int64_t bucket = symbolic ? codegen::TokenBucket(max_sym) : 0;
+  MEMRA_RETURN_IF_ERROR(dev_->MakeCurrent());
+  MEMRA_ASSIGN_OR_RETURN(Program * p, GetProgram(*fn, bucket));
+  auto concrete = [&](const ir::Value* v) -> absl::StatusOr<llvm::SmallVector<int64_t, 4>> {
+    llvm::SmallVector<int64_t, 4> out;
+    for (const ir::Dim& d : v->shape().dims()) {
+      auto x = d.Evaluate(bindings);
+      if (!x) return absl::InvalidArgumentError(absl::StrCat("unbound symbol ", d.ToString()));
+      out.push_back(*x);
+    }
+    return out;
+  };
+  // Context overflow and token ids: refuse before anything runs.
+  for (const Op* op : p->kv_appends) {
+    MEMRA_ASSIGN_OR_RETURN(auto kshape, concrete(op->operand(0)));
+    const int64_t cap = op->operand(2)->shape()[0].value();
+    if (position_ + kshape[0] > cap)
+      return absl::OutOfRangeError(absl::StrCat("context overflow: ", kshape[0], " more tokens at position ", position_,
+                                                " exceed the context length of ", cap,
+                                                " (the KV cache size; raise it with --ctx-size)"));
+  }
+  for (const Step& s : p->steps) {
+    if (!s.op->is(OpKind::kEmbed)) continue;
+    const ir::Value* ids = s.op->operand(0);
+    for (unsigned i = 0; i < fn->num_arguments(); ++i)
+      if (fn->argument(i) == ids) {
+        const int64_t V = weights_.at(s.op->operand(1))->rows;
+        for (int64_t j = 0; j < args[i].numel(); ++j)
+          if (args[i].i32()[j] < 0 || args[i].i32()[j] >= V)
+            return absl::InvalidArgumentError(absl::StrCat("cuda executor: ", s.op->Summary(), ": token id ",
+                                                           args[i].i32()[j], " outside the vocabulary [0, ", V, ")"));
+      }
+  }
+  const cuda::CudaDriver& d = dev_->driver();
+  const cuda::CUstream stream = dev_->stream();
+  if (options_.poison_arena)
+    MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemsetD8Async(p->arena.ptr(), 0xff, p->arena.bytes(), stream), "arena poison"));
+  for (unsigned i = 0; i < fn->num_arguments(); ++i) {
+    const HostTensor& t = args[i];
+    const void* src = t.dtype() == DType::kF32 ? static_cast<const void*>(t.f32())
+                      : t.dtype() == DType::kI32 ? static_cast<const void*>(t.i32())
+                                                 : static_cast<const void*>(t.i64());
+    MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemcpyHtoDAsync(p->Ptr(fn->argument(i)), src, t.numel() * ElemBytes(t.dtype()), stream),
+                                  absl::StrCat("@", name, ": argument upload")));
+  }
+  cuda::CUevent ev0 = nullptr, ev1 = nullptr;
+  d.cuEventCreate(&ev0, cuda::kCuEventDefault);
+  d.cuEventCreate(&ev1, cuda::kCuEventDefault);
+  d.cuEventRecord(ev0, stream);
+  std::vector<HostTensor> results;
+  int64_t position_delta = 0;
+
+  for (const Step& s : p->steps) {
+    const Op& op = *s.op;
+    const ir::AttrDict& at = op.attrs();
+    auto In = [&](unsigned i) -> CUdeviceptr {
+      const ir::Value* v = op.operand(i);
+      if (v->kind() == ir::Value::Kind::kState) return state_.at(v)->ptr();
+      if (v->kind() == ir::Value::Kind::kWeight) {
+        const DeviceWeight& w = *weights_.at(v);
+        return w.matrix.ptr() != 0 && (op.is(OpKind::kMatMul) || op.is(OpKind::kMatMulGroup) || op.is(OpKind::kEmbed))
+                   ? w.matrix.ptr()
+                   : w.values.ptr();
+      }
+      return p->Ptr(v);
+    };
+    auto Out = [&](unsigned i) { return p->Ptr(op.result(i)); };
+    auto launch = [&](size_t li, KernelArgs& a) -> absl::Status {
+      const ResolvedLaunch& l = s.launches[li];
+      const cuda::CUresult r = d.cuLaunchKernel(l.fn, l.spec.grid, 1, 1, l.spec.block, 1, 1, l.spec.smem, stream,
+                                                a.ptrs(), nullptr);
+      if (r != 0)
+        return absl::InternalError(absl::StrCat("cuda executor: ", op.Summary(), ": launch of ", l.spec.kernel.ToString(),
+                                                " (grid ", l.spec.grid, ", block ", l.spec.block, "): ", d.ErrorText(r)));
+      return absl::OkStatus();
+    };
+    llvm::SmallVector<int64_t, 4> x0;
+    if (op.num_operands() > 0) {
+      MEMRA_ASSIGN_OR_RETURN(x0, concrete(op.operand(0)));
+    }
+    const int64_t n0 = Numel(x0);
+    const int64_t cols0 = x0.empty() ? 1 : x0.back();
+    const int64_t rows0 = n0 / std::max<int64_t>(cols0, 1);
+    const float eps = static_cast<float>(at.F64Or("eps", 0));
+    switch (op.kind()) {
+      case OpKind::kEmbed: {
+        KernelArgs a;
+        a.Add(In(0)).Add(In(1)).Add(Out(0)).Add(static_cast<int>(n0));
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kRmsNorm: {
+        KernelArgs a;
+        a.Add(In(0)).Add(In(1)).Add(Out(0)).Add(rows0).Add(eps);
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kL2Norm: {
+        KernelArgs a;
+        a.Add(In(0)).Add(Out(0)).Add(rows0).Add(eps);
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kGatedRmsNorm: {
+        KernelArgs a;
+        a.Add(In(0)).Add(In(1)).Add(In(2)).Add(Out(0)).Add(rows0).Add(eps);
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kAddRmsNorm: {
+        KernelArgs a;
+        a.Add(In(0)).Add(In(1)).Add(In(2)).Add(Out(0)).Add(Out(1)).Add(rows0).Add(eps);
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kSoftmax:
+      case OpKind::kArgmax: {
+        KernelArgs a;
+        a.Add(In(0)).Add(Out(0)).Add(rows0);
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kAdd:
+      case OpKind::kMul: {
+        MEMRA_ASSIGN_OR_RETURN(auto bshape, concrete(op.operand(1)));
+        const int64_t nb = Numel(bshape);
+        if (nb == 0 || n0 % nb != 0) return OpError(op, "broadcast operand does not divide the first");
+        KernelArgs a;
+        a.Add(In(0)).Add(In(1)).Add(Out(0)).Add(n0).Add(nb);
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kScale: {
+        KernelArgs a;
+        a.Add(In(0)).Add(Out(0)).Add(n0).Add(static_cast<float>(at.F64Or("factor", 1.0)));
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kSigmoid:
+      case OpKind::kSilu:
+      case OpKind::kSoftplus:
+      case OpKind::kExp: {
+        KernelArgs a;
+        a.Add(In(0)).Add(Out(0)).Add(n0);
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kSwiglu: {
+        KernelArgs a;
+        a.Add(In(0)).Add(In(1)).Add(Out(0)).Add(n0);
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kMatMul:
+      case OpKind::kMatMulGroup: {
+        const CUdeviceptr scratch = s.scratch_offset >= 0 ? p->arena.ptr() + s.scratch_offset : 0;
+        DType cast_type = DType::kF32;
+        for (unsigned i = 1; i < op.num_operands(); ++i) {
+          const DeviceWeight& w = *weights_.at(op.operand(i));
+          if (w.cols != cols0) return OpError(op, "K mismatch");
+          CUdeviceptr xin = In(0);
+          if (w.matrix_dtype != DType::kF32) {
+            if (cast_type != w.matrix_dtype) {
+              // The launch for this 16-bit type (SelectKernels emits one per distinct type).
+              size_t li = 0;
+              for (; li < s.launches.size(); ++li)
+                if (s.launches[li].spec.kernel.entry == (w.matrix_dtype == DType::kBF16 ? "cast_f32_bf16" : "cast_f32_f16")) break;
+              if (li == s.launches.size()) return OpError(op, "no activation cast selected");
+              KernelArgs a;
+              a.Add(In(0)).Add(scratch).Add(n0);
+              MEMRA_RETURN_IF_ERROR(launch(li, a));
+              cast_type = w.matrix_dtype;
+            }
+            xin = scratch;
+          }
+          absl::Status st = blas_->Matmul(xin, w.matrix.ptr(), Out(i - 1), rows0, w.rows, w.cols, w.matrix_dtype, stream);
+          if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: ", op.Summary(), ": ", st.message()));
+        }
+        break;
+      }
+      case OpKind::kQGateSplit: {
+        KernelArgs a;
+        a.Add(In(0)).Add(Out(0)).Add(Out(1)).Add(static_cast<int>(x0[0]));
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kRope: {
+        const int64_t n_rot = at.I64Or("n_rot", 0);
+        const float base = static_cast<float>(at.F64Or("base", 10000.0));
+        const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+        KernelArgs a;
+        a.Add(In(0)).Add(Out(0)).Add(In(1)).Add(static_cast<int>(x0[0])).Add(theta_scale);
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kPositions: {
+        MEMRA_ASSIGN_OR_RETURN(auto like, concrete(op.operand(1)));
+        KernelArgs a;
+        a.Add(In(0)).Add(Out(0)).Add(static_cast<int>(like[0]));
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kAdvancePositions: {
+        MEMRA_ASSIGN_OR_RETURN(auto like, concrete(op.operand(1)));
+        KernelArgs a;
+        a.Add(In(0)).Add(static_cast<int>(like[0]));
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        if (op.operand(0) == position_state_) position_delta += like[0];
+        break;
+      }
+      case OpKind::kKvAppend: {
+        KernelArgs a;
+        a.Add(In(0)).Add(In(1)).Add(In(2)).Add(In(3)).Add(In(4)).Add(static_cast<int>(x0[0]));
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kAttention: {
+        KernelArgs a;
+        a.Add(In(0)).Add(In(1)).Add(In(2)).Add(In(3)).Add(Out(0)).Add(static_cast<int>(x0[0]))
+            .Add(static_cast<float>(at.F64Or("scale", 1.0)));
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kConv1dCausal: {
+        KernelArgs a;
+        a.Add(In(0)).Add(In(1)).Add(In(2)).Add(Out(0)).Add(static_cast<int>(x0[0]));
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kDeltaNetGates: {
+        KernelArgs a;
+        a.Add(In(0)).Add(In(1)).Add(In(2)).Add(In(3)).Add(Out(0)).Add(Out(1)).Add(static_cast<int>(x0[0]));
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kGatedDeltaScan: {
+        KernelArgs a;
+        a.Add(In(0)).Add(In(1)).Add(In(2)).Add(In(3)).Add(In(4)).Add(In(5)).Add(Out(0))
+            .Add(static_cast<int>(x0[0])).Add(static_cast<float>(at.F64Or("scale", 1.0)));
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kConcat:
+      case OpKind::kSplit:
+      case OpKind::kView: {
+        int64_t axis = at.I64Or("axis", 0);
+        if (axis < 0) axis += static_cast<int64_t>(x0.size());
+        auto prod = [](llvm::ArrayRef<int64_t> s, size_t from, size_t to) {
+          int64_t n = 1;
+          for (size_t i = from; i < std::min(to, s.size()); ++i) n *= s[i];
+          return n;
+        };
+        const int64_t outer = prod(x0, 0, axis);
+        const int64_t inner = prod(x0, axis + 1, SIZE_MAX);
+        if (ElemBytes(op.operand(0)->dtype()) != 4) return OpError(op, "only 4-byte elements are supported");
+        if (op.is(OpKind::kConcat)) {
+          int64_t total = 0;
+          std::vector<int64_t> lens;
+          for (unsigned i = 0; i < op.num_operands(); ++i) {
+            MEMRA_ASSIGN_OR_RETURN(auto si, concrete(op.operand(i)));
+            lens.push_back(si[axis]);
+            total += si[axis];
+          }
+          int64_t off = 0;
+          for (unsigned i = 0; i < op.num_operands(); ++i) {
+            KernelArgs a;
+            a.Add(In(i)).Add(Out(0)).Add(outer).Add(lens[i]).Add(int64_t{0}).Add(total).Add(off).Add(lens[i]).Add(inner);
+            MEMRA_RETURN_IF_ERROR(launch(i, a));
+            off += lens[i];
+          }
+        } else {
+          std::vector<int64_t> sizes = op.is(OpKind::kSplit) ? at.GetI64Array("sizes").value_or(std::vector<int64_t>{})
+                                                              : std::vector<int64_t>{at.I64Or("size", 0)};
+          int64_t off = op.is(OpKind::kView) ? at.I64Or("offset", 0) : 0;
+          for (size_t i = 0; i < sizes.size(); ++i) {
+            KernelArgs a;
+            a.Add(In(0)).Add(Out(static_cast<unsigned>(i))).Add(outer).Add(x0[axis]).Add(off).Add(sizes[i])
+                .Add(int64_t{0}).Add(sizes[i]).Add(inner);
+            MEMRA_RETURN_IF_ERROR(launch(i, a));
+            off += sizes[i];
+          }
+        }
+        break;
+      }
+      case OpKind::kTakeLastRow: {
+        const int64_t row_bytes = (n0 / std::max<int64_t>(x0[0], 1)) * ElemBytes(op.operand(0)->dtype());
+        MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemcpyDtoDAsync(Out(0), In(0) + (x0[0] - 1) * row_bytes, row_bytes, stream),
+                                      absl::StrCat("cuda executor: ", op.Summary(), ": copy")));
+        break;
+      }
+      case OpKind::kConstant: {
+        MEMRA_ASSIGN_OR_RETURN(auto shape, concrete(op.result(0)));
+        KernelArgs a;
+        a.Add(Out(0)).Add(Numel(shape));
+        if (op.result(0)->dtype() == DType::kI32) a.Add(static_cast<int>(at.F64Or("value", 0)));
+        else a.Add(static_cast<float>(at.F64Or("value", 0)));
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        break;
+      }
+      case OpKind::kReshape:
+      case OpKind::kCast:
+      case OpKind::kSegment:
+        break;
+      case OpKind::kReturn: {
+        for (unsigned i = 0; i < op.num_operands(); ++i) {
+          const ir::Value* v = op.operand(i);
+          MEMRA_ASSIGN_OR_RETURN(auto shape, concrete(v));
+          if (v->dtype() != DType::kF32 && v->dtype() != DType::kI32)
+            return OpError(op, "results must be f32 or i32");
+          results.push_back(HostTensor::Zeros(v->dtype(), shape));
+        }
+        break;
+      }
+      case OpKind::kTopK:
+      case OpKind::kSample:
+        return OpError(op, "not implemented on the GPU");
+    }
+    if (options_.sync_each_op || observer_) {
+      absl::Status st = dev_->Synchronize(op.Summary());
+      if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: @", name, ": ", st.message()));
+    }
+    if (observer_) {
+      for (unsigned i = 0; i < op.num_results(); ++i) {
+        const ir::Value* r = op.result(i);
+        if (r->name().empty() || (r->dtype() != DType::kF32 && r->dtype() != DType::kI32)) continue;
+        MEMRA_ASSIGN_OR_RETURN(auto shape, concrete(r));
+        HostTensor t = HostTensor::Zeros(r->dtype(), shape);
+        void* dst = r->dtype() == DType::kF32 ? static_cast<void*>(t.f32()) : static_cast<void*>(t.i32());
+        MEMRA_RETURN_IF_ERROR(dev_->Download(dst, p->Ptr(r), t.numel() * 4));
+        observer_(*r, t);
+      }
+    }
+  }
+  d.cuEventRecord(ev1, stream);
+  // Results back to the host.
+  const Op* ret = p->steps.empty() ? nullptr : p->steps.back().op;
+  if (ret != nullptr && ret->is(OpKind::kReturn))
+    for (unsigned i = 0; i < ret->num_operands(); ++i) {
+      HostTensor& t = results[i];
+      void* dst = t.dtype() == DType::kF32 ? static_cast<void*>(t.f32()) : static_cast<void*>(t.i32());
+      MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemcpyDtoHAsync(dst, p->Ptr(ret->operand(i)), t.numel() * 4, stream),
+                                    absl::StrCat("@", name, ": result download")));
+    }
+  absl::Status st = dev_->Synchronize(absl::StrCat("@", name, " (bucket ", bucket, ")"));
+  if (!st.ok())
+    return absl::Status(st.code(), absl::StrCat("cuda executor: ", st.message(),
+                                                " (set sync_each_op to find the failing op)"));
+  float ms = 0;
+  d.cuEventElapsedTime(&ms, ev0, ev1);
+  last_run_ms_ = ms;
+  d.cuEventDestroy(ev0);
+  d.cuEventDestroy(ev1);
+  position_ += position_delta;
+  return results;
+}
+
+}  // namespace memra::runtime

@@ -1,0 +1,110 @@
+// CI check without a GPU: NVRTC compiles every kernel module the tiny model's plan needs (both
+// functions, every token bucket) for sm_90; any compile error fails. A second compiler over the
+// same cache dir must find everything on disk.
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "codegen/KernelCompiler.h"
+#include "codegen/KernelSelect.h"
+#include "codegen/KernelSources.h"
+#include "codegen/Nvrtc.h"
+#include "frontends/gguf/GgufFile.h"
+#include "frontends/qwen35/Qwen35Lowering.h"
+#include "gtest/gtest.h"
+#include "ir/Function.h"
+#include "tests/cuda/CudaTestUtil.h"
+
+namespace memra::codegen {
+namespace {
+
+std::vector<ModuleSpec> TinyModelModules(const std::string& model) {
+  auto file = gguf::GgufFile::Open(model);
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return {};
+  std::vector<ModuleSpec> all;
+  std::set<std::string> seen;
+  for (bool all_logits : {false, true}) {
+    frontends::LowerOptions lo;
+    lo.prefill_all_logits = all_logits;
+    auto m = frontends::LowerQwen35(**file, lo);
+    EXPECT_TRUE(m.ok()) << m.status();
+    if (!m.ok()) return {};
+    std::vector<int64_t> buckets = BucketLadder();
+    buckets.insert(buckets.begin(), 1);
+    for (const auto& fn : (*m)->functions())
+      for (int64_t b : fn->name() == "decode" ? std::vector<int64_t>{1} : buckets) {
+        auto mods = ModulesForFunction(*fn, b);
+        EXPECT_TRUE(mods.ok()) << mods.status();
+        if (!mods.ok()) return {};
+        for (auto& ms : *mods)
+          if (seen.insert(ms.Key()).second) all.push_back(ms);
+      }
+  }
+  return all;
+}
+
+TEST(NvrtcCompileTest, EmbeddedSourcesPresent) {
+  std::set<std::string> names;
+  for (const EmbeddedSource& s : EmbeddedKernelSources()) names.insert(s.name);
+  for (const char* f : {"Common.cuh", "Elementwise.cu", "Norm.cu", "Rope.cu", "Attention.cu", "DeltaNet.cu"})
+    EXPECT_TRUE(names.count(f)) << f;
+  EXPECT_FALSE(KernelSource("nope.cu").ok());
+}
+
+TEST(NvrtcCompileTest, BucketLadder) {
+  EXPECT_EQ(TokenBucket(1), 1);
+  EXPECT_EQ(TokenBucket(2), 16);
+  EXPECT_EQ(TokenBucket(16), 16);
+  EXPECT_EQ(TokenBucket(17), 32);
+  EXPECT_EQ(TokenBucket(4096), 4096);
+  EXPECT_EQ(TokenBucket(4097), 8192);
+}
+
+TEST(NvrtcCompileTest, TinyModelPlanCompilesForSm90) {
+  auto nvrtc = Nvrtc::Load();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available here: " << nvrtc.status();
+  const std::string model = testing::CudaTestDataPath("models/qwen35-tiny-f32.gguf");
+  if (!testing::FileExists(model)) GTEST_SKIP() << "tiny model fixture not found: " << model;
+  std::vector<ModuleSpec> mods = TinyModelModules(model);
+  ASSERT_FALSE(mods.empty());
+  const std::string dir = ::testing::TempDir() + "/memra-nvrtc-test-cache";
+  std::filesystem::remove_all(dir);
+  CompileOptions o;
+  o.arch = 90;
+  o.cache_dir = dir;
+  auto c = KernelCompiler::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto cubins = (*c)->CompileAll(mods);
+  ASSERT_TRUE(cubins.ok()) << cubins.status();
+  for (const auto& cb : *cubins) {
+    ASSERT_TRUE(cb);
+    EXPECT_GT(cb->size(), 100u);
+    EXPECT_EQ((*cb)[0], 0x7f);  // ELF
+  }
+  std::printf("  NVRTC %s (%s): %s\n", (*nvrtc)->VersionString().c_str(), (*nvrtc)->library().c_str(),
+              (*c)->stats().ToString().c_str());
+  EXPECT_EQ((*c)->stats().compiled, static_cast<int64_t>(mods.size()));
+
+  auto again = KernelCompiler::Create(o);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE((*again)->CompileAll(mods).ok());
+  EXPECT_EQ((*again)->stats().disk_hits, static_cast<int64_t>(mods.size()));
+  EXPECT_EQ((*again)->stats().compiled, 0);
+  ASSERT_TRUE((*again)->CompileAll(mods).ok());
+  EXPECT_EQ((*again)->stats().memory_hits, static_cast<int64_t>(mods.size()));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(NvrtcCompileTest, CompileErrorsNameTheModule) {
+  auto nvrtc = Nvrtc::Load();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available here: " << nvrtc.status();
+  auto r = (*nvrtc)->CompileToCubin("extern \"C\" __global__ void k() { undefined_thing(); }", "bad.cu",
+                                    {"-arch=sm_90"}, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.status().message()).find("bad.cu"), std::string::npos) << r.status();
+  EXPECT_NE(std::string(r.status().message()).find("undefined_thing"), std::string::npos) << r.status();
+}
+
+}  // namespace
+}  // namespace memra::codegen

@@ -1,0 +1,361 @@
+// The per-op table, in the style of ggml's test-backend-ops: every op the qwen35 lowering emits,
+// per weight dtype and token bucket, on random inputs (never zeros), run through a one-op module
+// on the CUDA executor (arena poisoned with NaN before each call, so unwritten elements fail)
+// and on the CPU executor; outputs and the state they leave are compared by normalized MSE
+// (sum (gpu - cpu)^2 / sum cpu^2) against a per-op bound. Stateful ops run two calls so the
+// second reads state the first wrote. Prints the table; skips without a GPU.
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "codegen/KernelSelect.h"
+#include "frontends/gguf/GgufFile.h"
+#include "frontends/gguf/GgufWriter.h"
+#include "frontends/gguf/Quant.h"
+#include "gtest/gtest.h"
+#include "ir/Builder.h"
+#include "ir/Function.h"
+#include "ir/Verifier.h"
+#include "runtime/cpu/CpuExecutor.h"
+#include "runtime/cuda/CudaDevice.h"
+#include "runtime/cuda/CudaExecutor.h"
+
+namespace memra::runtime {
+namespace {
+
+using gguf::GgmlType;
+using ir::Dim;
+using ir::DType;
+using ir::Shape;
+using ir::TensorType;
+using ir::Value;
+
+// A one-op (or few-op) module with random weights in an in-memory GGUF.
+struct Harness {
+  std::unique_ptr<ir::Module> m = std::make_unique<ir::Module>();
+  gguf::GgufWriter writer;
+  std::unique_ptr<gguf::GgufFile> file;
+  ir::Function* fn = nullptr;
+  std::unique_ptr<ir::OpBuilder> b;
+  std::mt19937 rng;
+  std::vector<std::vector<int64_t>> arg_dims;  // -1 = T
+  std::vector<DType> arg_types;
+  int64_t id_range = 0;
+
+  explicit Harness(uint32_t seed) : rng(seed) {
+    fn = m->AddFunction("f");
+    b = std::make_unique<ir::OpBuilder>(fn);
+  }
+  float U(float lo = -1, float hi = 1) { return std::uniform_real_distribution<float>(lo, hi)(rng); }
+
+  Value* Arg(const std::string& name, std::vector<int64_t> dims, DType t = DType::kF32) {
+    std::vector<Dim> d;
+    for (int64_t x : dims) d.push_back(x < 0 ? Dim::Symbol("T") : Dim(x));
+    arg_dims.push_back(dims);
+    arg_types.push_back(t);
+    return fn->AddArgument(name, TensorType(t, Shape(llvm::ArrayRef<Dim>(d))));
+  }
+  // A random weight with ggml `ne`, values in [lo, hi), stored as `type`.
+  Value* Weight(const std::string& name, GgmlType type, std::vector<int64_t> ne, float lo = -1, float hi = 1) {
+    int64_t n = 1;
+    for (int64_t x : ne) n *= x;
+    std::vector<float> v(n);
+    for (float& x : v) x = U(lo, hi);
+    const int64_t row = ne[0];
+    const ir::DType dt = *ir::DTypeFromGgmlId(static_cast<uint32_t>(type));
+    const int64_t row_bytes = *ir::StorageBytes(dt, row);
+    std::vector<uint8_t> bytes(static_cast<size_t>(row_bytes * (n / row)));
+    for (int64_t r = 0; r < n / row; ++r) {
+      absl::Status s = gguf::Quantize(type, absl::MakeConstSpan(v.data() + r * row, row),
+                                      absl::MakeSpan(bytes.data() + r * row_bytes, row_bytes));
+      EXPECT_TRUE(s.ok()) << s;
+    }
+    EXPECT_TRUE(writer.AddTensorBytes(name, type, ne, bytes).ok());
+    return m->AddWeightNe(name, dt, ne);
+  }
+  Value* State(ir::StateKind kind, const std::string& name, DType t, std::vector<int64_t> dims) {
+    std::vector<Dim> d(dims.begin(), dims.end());
+    return m->AddState(kind, name, TensorType(t, Shape(llvm::ArrayRef<Dim>(d))));
+  }
+  absl::Status Finish(std::vector<Value*> results) {
+    if (!b->ok()) return b->status();
+    b->Return(results);
+    std::vector<TensorType> types;
+    for (Value* r : results) types.push_back(r->type());
+    fn->set_result_types(types);
+    if (!b->ok()) return b->status();
+    absl::Status v = ir::VerifyModule(*m);
+    if (!v.ok()) return v;
+    auto bytes = writer.WriteToBytes();
+    if (!bytes.ok()) return bytes.status();
+    auto f = gguf::GgufFile::FromBytes(*bytes, "optable.gguf");
+    if (!f.ok()) return f.status();
+    file = std::move(*f);
+    return absl::OkStatus();
+  }
+  std::vector<HostTensor> Args(int64_t T) {
+    std::vector<HostTensor> out;
+    for (size_t i = 0; i < arg_dims.size(); ++i) {
+      llvm::SmallVector<int64_t, 4> shape;
+      int64_t n = 1;
+      for (int64_t x : arg_dims[i]) {
+        shape.push_back(x < 0 ? T : x);
+        n *= shape.back();
+      }
+      if (arg_types[i] == DType::kI32) {
+        std::vector<int32_t> v(n);
+        for (auto& x : v) x = std::uniform_int_distribution<int32_t>(0, static_cast<int32_t>(id_range - 1))(rng);
+        out.push_back(HostTensor::FromI32(v, shape));
+      } else {
+        std::vector<float> v(n);
+        for (auto& x : v) x = U();
+        out.push_back(HostTensor::FromF32(v, shape));
+      }
+    }
+    return out;
+  }
+};
+
+struct Row {
+  std::string op, dtype;
+  int64_t T = 0, bucket = 0;
+  double nmse = 0, bound = 0;
+  bool ok = false;
+  std::string note;
+};
+std::vector<Row>& Table() {
+  static std::vector<Row> rows;
+  return rows;
+}
+
+double Nmse(const HostTensor& g, const HostTensor& c, double* max_abs, bool* nan) {
+  double num = 0, den = 0;
+  *nan = false;
+  for (int64_t i = 0; i < c.numel(); ++i) {
+    const double a = c.dtype() == DType::kI32 ? c.i32()[i] : c.f32()[i];
+    const double x = g.dtype() == DType::kI32 ? g.i32()[i] : g.f32()[i];
+    if (!std::isfinite(x)) *nan = true;
+    num += (x - a) * (x - a);
+    den += a * a;
+    *max_abs = std::max(*max_abs, std::fabs(x - a));
+  }
+  return den > 0 ? num / den : num;
+}
+
+class OpTableTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto dev = cuda::CudaDevice::Open(0);
+    if (!dev.ok()) skip_ = std::string(dev.status().message());
+    else std::printf("  device: %s\n", (*dev)->Describe().c_str());
+  }
+  static void TearDownTestSuite() {
+    if (Table().empty()) return;
+    std::printf("\n%-18s %-6s %6s %6s %11s %9s  %s\n", "op", "dtype", "T", "bucket", "nmse", "bound", "result");
+    int fails = 0;
+    for (const Row& r : Table()) {
+      std::printf("%-18s %-6s %6ld %6ld %11.3e %9.1e  %s%s\n", r.op.c_str(), r.dtype.c_str(), (long)r.T,
+                  (long)r.bucket, r.nmse, r.bound, r.ok ? "ok" : "FAIL", r.note.empty() ? "" : ("  " + r.note).c_str());
+      fails += !r.ok;
+    }
+    std::printf("op table: %zu cases, %d failed\n", Table().size(), fails);
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << "no GPU: " << skip_;
+  }
+
+  // Builds with `build`, then runs `calls` calls of T tokens on both executors and compares
+  // every result and every f32 state. `states_ok` false: states are not compared.
+  void Check(const std::string& op, const std::string& dtype, int64_t T, double bound,
+             const std::function<std::vector<Value*>(Harness&)>& build, int calls = 1,
+             int64_t id_range = 0) {
+    Harness h(static_cast<uint32_t>(std::hash<std::string>()(op + dtype) + T));
+    h.id_range = id_range;
+    std::vector<Value*> results = build(h);
+    Row row{op, dtype, T, codegen::TokenBucket(T), 0, bound, false, ""};
+    absl::Status st = h.Finish(results);
+    ASSERT_TRUE(st.ok()) << st;
+    auto cpu = CpuExecutor::Create(*h.m, *h.file);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    CudaExecutorOptions o;
+    o.poison_arena = true;
+    o.progress = false;
+    o.kernel_cache_dir = cache_dir();
+    auto gpu = CudaExecutor::Create(*h.m, *h.file, o);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    double worst = 0, max_abs = 0;
+    bool nan = false;
+    for (int c = 0; c < calls; ++c) {
+      std::vector<HostTensor> args = h.Args(T);
+      auto rc = (*cpu)->Run("f", args);
+      ASSERT_TRUE(rc.ok()) << rc.status();
+      auto rg = (*gpu)->Run("f", args);
+      ASSERT_TRUE(rg.ok()) << op << " " << dtype << " T=" << T << ": " << rg.status();
+      ASSERT_EQ(rc->size(), rg->size());
+      for (size_t i = 0; i < rc->size(); ++i) {
+        ASSERT_EQ((*rc)[i].shape(), (*rg)[i].shape());
+        bool n = false;
+        worst = std::max(worst, Nmse((*rg)[i], (*rc)[i], &max_abs, &n));
+        nan |= n;
+      }
+    }
+    for (const auto& s : h.m->states()) {
+      if (s->dtype() != DType::kF32 && s->dtype() != DType::kI32) continue;
+      auto g = (*gpu)->ReadState(s->name());
+      ASSERT_TRUE(g.ok()) << g.status();
+      const HostTensor* c = (*cpu)->state(s->name());
+      bool n = false;
+      worst = std::max(worst, Nmse(*g, *c, &max_abs, &n));
+      nan |= n;
+    }
+    row.nmse = worst;
+    row.ok = !nan && worst <= bound;
+    if (nan) row.note = "non-finite output (unwritten element?)";
+    Table().push_back(row);
+    EXPECT_FALSE(nan) << op << " " << dtype << " T=" << T;
+    EXPECT_LE(worst, bound) << op << " " << dtype << " T=" << T << " max|d| " << max_abs;
+  }
+  static std::string cache_dir() { return ::testing::TempDir() + "/memra-optable-cache"; }
+  static std::string skip_;
+};
+std::string OpTableTest::skip_;
+
+const int64_t kTs[] = {1, 13, 77, 520};
+constexpr double kF32Bound = 1e-9;
+
+#define FOR_T for (int64_t T : kTs)
+
+TEST_F(OpTableTest, Embed) {
+  const std::pair<GgmlType, double> types[] = {{GgmlType::kF32, 0}, {GgmlType::kF16, 0}, {GgmlType::kBF16, 0},
+                                               {GgmlType::kQ8_0, 1e-5}, {GgmlType::kQ4_K, 1e-5}};
+  for (auto [t, bound] : types)
+    FOR_T Check("embed", std::string(gguf::GgmlTypeName(t)), T, bound, [&](Harness& h) {
+      Value* ids = h.Arg("ids", {-1}, DType::kI32);
+      return std::vector<Value*>{h.b->Embed(ids, h.Weight("tab", t, {512, 1000}))};
+    }, 1, 1000);
+}
+
+TEST_F(OpTableTest, Norms) {
+  FOR_T Check("rms_norm", "f32", T, kF32Bound, [](Harness& h) {
+    return std::vector<Value*>{h.b->RmsNorm(h.Arg("x", {-1, 1024}), h.Weight("w", GgmlType::kF32, {1024}), 1e-6)};
+  });
+  FOR_T Check("rms_norm/head", "f32", T, kF32Bound, [](Harness& h) {
+    return std::vector<Value*>{h.b->RmsNorm(h.Arg("x", {-1, 8, 256}), h.Weight("w", GgmlType::kF32, {256}), 1e-6)};
+  });
+  FOR_T Check("l2_norm", "f32", T, kF32Bound, [](Harness& h) {
+    return std::vector<Value*>{h.b->L2Norm(h.Arg("x", {-1, 16, 128}), 1e-6)};
+  });
+  FOR_T Check("gated_rms_norm", "f32", T, kF32Bound, [](Harness& h) {
+    return std::vector<Value*>{h.b->GatedRmsNorm(h.Arg("x", {-1, 32, 128}), h.Arg("z", {-1, 32, 128}),
+                                                 h.Weight("w", GgmlType::kF32, {128}), 1e-6)};
+  });
+  FOR_T Check("add_rms_norm", "f32", T, kF32Bound, [](Harness& h) {
+    auto [s, y] = h.b->AddRmsNorm(h.Arg("a", {-1, 1024}), h.Arg("b", {-1, 1024}), h.Weight("w", GgmlType::kF32, {1024}), 1e-6);
+    return std::vector<Value*>{s, y};
+  });
+}
+
+TEST_F(OpTableTest, Elementwise) {
+  FOR_T {
+    Check("add", "f32", T, 0, [](Harness& h) { return std::vector<Value*>{h.b->Add(h.Arg("a", {-1, 300}), h.Arg("b", {-1, 300}))}; });
+    Check("add/bcast", "f32", T, 0, [](Harness& h) { return std::vector<Value*>{h.b->Add(h.Arg("a", {-1, 4, 300}), h.Arg("b", {300}))}; });
+    Check("mul", "f32", T, 0, [](Harness& h) { return std::vector<Value*>{h.b->Mul(h.Arg("a", {-1, 300}), h.Arg("b", {-1, 300}))}; });
+    Check("scale", "f32", T, 0, [](Harness& h) { return std::vector<Value*>{h.b->Scale(h.Arg("x", {-1, 300}), 0.37)}; });
+    Check("sigmoid", "f32", T, 1e-12, [](Harness& h) { return std::vector<Value*>{h.b->Sigmoid(h.Arg("x", {-1, 300}))}; });
+    Check("silu", "f32", T, 1e-12, [](Harness& h) { return std::vector<Value*>{h.b->Silu(h.Arg("x", {-1, 300}))}; });
+    Check("softplus", "f32", T, 1e-12, [](Harness& h) { return std::vector<Value*>{h.b->Softplus(h.Arg("x", {-1, 300}))}; });
+    Check("exp", "f32", T, 1e-12, [](Harness& h) { return std::vector<Value*>{h.b->Exp(h.Arg("x", {-1, 300}))}; });
+    Check("swiglu", "f32", T, 1e-12, [](Harness& h) { return std::vector<Value*>{h.b->Swiglu(h.Arg("g", {-1, 300}), h.Arg("u", {-1, 300}))}; });
+    Check("softmax", "f32", T, 1e-10, [](Harness& h) { return std::vector<Value*>{h.b->Softmax(h.Arg("x", {-1, 3000}))}; });
+    Check("argmax", "f32", T, 0, [](Harness& h) { return std::vector<Value*>{h.b->Argmax(h.Arg("x", {-1, 5000}))}; });
+  }
+}
+
+TEST_F(OpTableTest, MatMul) {
+  const std::pair<GgmlType, double> types[] = {{GgmlType::kF32, 1e-10}, {GgmlType::kF16, 1e-5}, {GgmlType::kBF16, 5e-5},
+                                               {GgmlType::kQ8_0, 5e-5}, {GgmlType::kQ4_K, 5e-5}, {GgmlType::kQ6_K, 5e-5}};
+  for (auto [t, bound] : types)
+    FOR_T Check("matmul", std::string(gguf::GgmlTypeName(t)), T, bound, [&](Harness& h) {
+      return std::vector<Value*>{h.b->MatMul(h.Arg("x", {-1, 1024}), h.Weight("w", t, {1024, 768}, -0.05f, 0.05f))};
+    });
+}
+
+TEST_F(OpTableTest, AttentionPieces) {
+  FOR_T Check("q_gate_split", "f32", T, 0, [](Harness& h) {
+    auto [q, g] = h.b->QGateSplit(h.Arg("qg", {-1, 8 * 2 * 256}), 8, 256);
+    return std::vector<Value*>{q, g};
+  });
+  // rope at positions from the counter: two calls (positions 0.. and T..).
+  FOR_T Check("rope", "f32", T, 1e-9, [](Harness& h) {
+    Value* x = h.Arg("x", {-1, 8, 256});
+    Value* pos = h.b->Positions(h.State(ir::StateKind::kPosition, "pos", DType::kI32, {}), x);
+    Value* y = h.b->Rope(x, pos, 64, 1e7);
+    h.b->AdvancePositions(h.m->state("pos"), x);
+    return std::vector<Value*>{y};
+  }, 2);
+  // kv_append + causal GQA attention over the cache (the 9B's shape: 16 q heads, 4 kv heads,
+  // head_dim 256); the second call attends over the first call's keys too.
+  FOR_T Check("attention", "f32", T, 1e-9, [](Harness& h) {
+    Value* q = h.Arg("q", {-1, 16, 256});
+    Value* k = h.Arg("k", {-1, 4, 256});
+    Value* v = h.Arg("v", {-1, 4, 256});
+    Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {});
+    Value* kc = h.State(ir::StateKind::kKv, "k_cache", DType::kF32, {2048, 4, 256});
+    Value* vc = h.State(ir::StateKind::kKv, "v_cache", DType::kF32, {2048, 4, 256});
+    Value* pos = h.b->Positions(ctr, q);
+    h.b->KvAppend(k, v, kc, vc, pos);
+    Value* o = h.b->Attention(q, kc, vc, pos, 1.0 / 16.0);
+    h.b->AdvancePositions(ctr, q);
+    return std::vector<Value*>{o};
+  }, 2);
+}
+
+TEST_F(OpTableTest, DeltaNet) {
+  FOR_T Check("conv1d_causal", "f32", T, 1e-12, [](Harness& h) {
+    Value* x = h.Arg("x", {-1, 1536});
+    Value* st = h.State(ir::StateKind::kConv, "conv", DType::kF32, {1536, 3});
+    return std::vector<Value*>{h.b->Conv1dCausal(x, h.Weight("w", GgmlType::kF32, {4, 1536}), st)};
+  }, 2);
+  FOR_T Check("delta_net_gates", "f32", T, 1e-12, [](Harness& h) {
+    auto [beta, g] = h.b->DeltaNetGates(h.Arg("b", {-1, 32}), h.Arg("a", {-1, 32}),
+                                        h.Weight("dt", GgmlType::kF32, {32}), h.Weight("ssm_a", GgmlType::kF32, {32}, -2, -0.1f));
+    return std::vector<Value*>{beta, g};
+  });
+  // The 9B's shape: 16 key heads, 32 value heads, d_state 128; two calls carry the state.
+  FOR_T Check("gated_delta_scan", "f32", T, 1e-8, [](Harness& h) {
+    Value* q = h.b->L2Norm(h.Arg("q", {-1, 16, 128}), 1e-6);
+    Value* k = h.b->L2Norm(h.Arg("k", {-1, 16, 128}), 1e-6);
+    Value* v = h.Arg("v", {-1, 32, 128});
+    auto [beta, g] = h.b->DeltaNetGates(h.Arg("b", {-1, 32}), h.Arg("a", {-1, 32}),
+                                        h.Weight("dt", GgmlType::kF32, {32}), h.Weight("ssm_a", GgmlType::kF32, {32}, -2, -0.1f));
+    Value* st = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {32, 128, 128});
+    return std::vector<Value*>{h.b->GatedDeltaScan(q, k, v, g, beta, st, 1.0 / std::sqrt(128.0))};
+  }, 2);
+}
+
+TEST_F(OpTableTest, DataMovement) {
+  FOR_T {
+    Check("take_last_row", "f32", T, 0, [](Harness& h) { return std::vector<Value*>{h.b->TakeLastRow(h.Arg("x", {-1, 300}))}; });
+    Check("concat", "f32", T, 0, [](Harness& h) {
+      return std::vector<Value*>{h.b->Concat({h.Arg("a", {-1, 100}), h.Arg("b", {-1, 60})}, 1)};
+    });
+    Check("split", "f32", T, 0, [](Harness& h) {
+      auto p = h.b->Split(h.Arg("x", {-1, 160}), 1, {64, 64, 32});
+      return std::vector<Value*>{p[0], p[1], p[2]};
+    });
+    Check("view", "f32", T, 0, [](Harness& h) { return std::vector<Value*>{h.b->View(h.Arg("x", {-1, 160}), 1, 40, 80)}; });
+    Check("reshape", "f32", T, 0, [](Harness& h) {
+      Value* y = h.b->Reshape(h.Arg("x", {-1, 160}), Shape{Dim::Symbol("T"), 4, 40});
+      return std::vector<Value*>{h.b->Scale(y, 2.0)};
+    });
+    Check("cast", "f32", T, 0, [](Harness& h) { return std::vector<Value*>{h.b->Cast(h.Arg("x", {-1, 160}), DType::kF32)}; });
+  }
+}
+
+}  // namespace
+}  // namespace memra::runtime
