@@ -90,6 +90,23 @@ void Dict::Set(const std::string& key, Value v) {
   }
 }
 
+// Saturating double -> int64 (NaN -> 0): no undefined conversions on absurd inputs.
+int64_t ToI64(double d) {
+  if (std::isnan(d)) return 0;
+  if (d >= 9.2233720368547758e18) return INT64_MAX;
+  if (d <= -9.2233720368547758e18) return INT64_MIN;
+  return static_cast<int64_t>(d);
+}
+
+int64_t AsInt(const Value& v) {
+  switch (v.k) {
+    case Value::K::kInt: return v.i;
+    case Value::K::kBool: return v.b ? 1 : 0;
+    case Value::K::kFloat: return ToI64(v.f);
+    default: return 0;
+  }
+}
+
 const char* KindName(const Value& v) {
   switch (v.k) {
     case Value::K::kUndefined: return "undefined";
@@ -247,9 +264,7 @@ bool Equals(const Value& a, const Value& b, int depth = 0) {
   if (depth > 64) return false;
   if (a.is_num() && b.is_num()) {
     if (a.k != Value::K::kFloat && b.k != Value::K::kFloat)
-      return static_cast<int64_t>(a.num()) == static_cast<int64_t>(b.num()) &&
-             (a.k == Value::K::kInt ? a.i : static_cast<int64_t>(a.b)) ==
-                 (b.k == Value::K::kInt ? b.i : static_cast<int64_t>(b.b));
+      return AsInt(a) == AsInt(b);
     return a.num() == b.num();
   }
   if (a.k != b.k) return false;
@@ -369,11 +384,11 @@ std::string AsciiMap(std::string s, int (*f)(int)) {
 // Python slice indices (PySlice_AdjustIndices).
 std::vector<int64_t> SliceIndices(int64_t len, const Value& start, const Value& stop,
                                   const Value& step_v) {
-  int64_t step = step_v.is_num() ? static_cast<int64_t>(step_v.num()) : 1;
+  int64_t step = step_v.is_num() ? AsInt(step_v) : 1;
   if (step == 0) step = 1;
   auto adjust = [&](const Value& v, int64_t def) -> int64_t {
     if (!v.is_num()) return def;
-    int64_t x = static_cast<int64_t>(v.num());
+    int64_t x = AsInt(v);
     if (x < 0) {
       x += len;
       if (x < 0) x = step < 0 ? -1 : 0;
@@ -385,10 +400,9 @@ std::vector<int64_t> SliceIndices(int64_t len, const Value& start, const Value& 
   const int64_t b = adjust(start, step < 0 ? len - 1 : 0);
   const int64_t e = adjust(stop, step < 0 ? -1 : len);
   std::vector<int64_t> idx;
-  if (step > 0) {
-    for (int64_t i = b; i < e; i += step) idx.push_back(i);
-  } else {
-    for (int64_t i = b; i > e; i += step) idx.push_back(i);
+  for (int64_t i = b; step > 0 ? i < e : i > e;) {
+    idx.push_back(i);
+    if (__builtin_add_overflow(i, step, &i)) break;
   }
   return idx;
 }
@@ -1551,7 +1565,7 @@ class Interp {
       return Value();
     }
     if (obj.is_list() && key.is_num()) {
-      int64_t i = static_cast<int64_t>(key.num());
+      int64_t i = AsInt(key);
       const int64_t n = static_cast<int64_t>(obj.list->size());
       if (i < 0) i += n;
       if (i < 0 || i >= n) return Value();
@@ -1559,7 +1573,7 @@ class Interp {
     }
     if (obj.is_str() && key.is_num()) {
       std::u32string u = ToU32(obj.s);
-      int64_t i = static_cast<int64_t>(key.num());
+      int64_t i = AsInt(key);
       const int64_t n = static_cast<int64_t>(u.size());
       if (i < 0) i += n;
       if (i < 0 || i >= n) return Value();
@@ -1641,7 +1655,9 @@ class Interp {
         if (!v.is_num()) return Error(e.line, absl::StrCat("bad operand for unary minus: ", KindName(v)));
         if (e.kind == Expr::kPos) return v;
         if (v.k == Value::K::kFloat) return Value::Float(-v.f);
-        return Value::Int(-static_cast<int64_t>(v.num()));
+        const int64_t x = AsInt(v);
+        if (x == INT64_MIN) return Error(e.line, "integer overflow");
+        return Value::Int(-x);
       }
       case Expr::kNot: {
         MEMRA_ASSIGN_OR_RETURN(Value v, Eval(*e.a));
@@ -1723,7 +1739,7 @@ class Interp {
     if (op == "*" && ((a.is_str() && b.k == Value::K::kInt) || (b.is_str() && a.k == Value::K::kInt))) {
       const std::string& s = a.is_str() ? a.s : b.s;
       const int64_t n = a.is_str() ? b.i : a.i;
-      if (n <= 0) return Value::Str("");
+      if (n <= 0 || s.empty()) return Value::Str("");
       if (static_cast<double>(s.size()) * n > opts_.max_output_bytes) return Error(line, "string too long");
       std::string out;
       for (int64_t i = 0; i < n; ++i) out += s;
@@ -1734,10 +1750,24 @@ class Interp {
                                       " and ", KindName(b)));
     const bool ints = a.k != Value::K::kFloat && b.k != Value::K::kFloat;
     const double x = a.num(), y = b.num();
-    const int64_t xi = static_cast<int64_t>(x), yi = static_cast<int64_t>(y);
-    if (op == "+") return ints ? Value::Int(xi + yi) : Value::Float(x + y);
-    if (op == "-") return ints ? Value::Int(xi - yi) : Value::Float(x - y);
-    if (op == "*") return ints ? Value::Int(xi * yi) : Value::Float(x * y);
+    const int64_t xi = AsInt(a), yi = AsInt(b);
+    int64_t r = 0;
+    auto overflow = [&] { return Error(line, absl::StrCat("integer overflow in ", op)); };
+    if (op == "+") {
+      if (!ints) return Value::Float(x + y);
+      if (__builtin_add_overflow(xi, yi, &r)) return overflow();
+      return Value::Int(r);
+    }
+    if (op == "-") {
+      if (!ints) return Value::Float(x - y);
+      if (__builtin_sub_overflow(xi, yi, &r)) return overflow();
+      return Value::Int(r);
+    }
+    if (op == "*") {
+      if (!ints) return Value::Float(x * y);
+      if (__builtin_mul_overflow(xi, yi, &r)) return overflow();
+      return Value::Int(r);
+    }
     if (op == "/") {
       if (y == 0) return Error(line, "division by zero");
       return Value::Float(x / y);
@@ -1745,21 +1775,29 @@ class Interp {
     if (op == "//" || op == "%") {
       if (y == 0) return Error(line, "division by zero");
       if (ints) {
-        int64_t q = xi / yi, r = xi % yi;
-        if (r != 0 && ((r < 0) != (yi < 0))) {
-          --q;
-          r += yi;
+        if (xi == INT64_MIN && yi == -1) {
+          if (op == "%") return Value::Int(0);
+          return overflow();
         }
-        return Value::Int(op == "//" ? q : r);
+        int64_t q = xi / yi, m = xi % yi;
+        if (m != 0 && ((m < 0) != (yi < 0))) {
+          --q;
+          m += yi;
+        }
+        return Value::Int(op == "//" ? q : m);
       }
       const double q = std::floor(x / y);
       return Value::Float(op == "//" ? q : x - q * y);
     }
     if (op == "**") {
       if (ints && yi >= 0) {
-        int64_t r = 1;
-        for (int64_t i = 0; i < yi && i < 64; ++i) r *= xi;
-        return Value::Int(r);
+        if (xi == 0) return Value::Int(yi == 0 ? 1 : 0);
+        if (xi == 1) return Value::Int(1);
+        if (xi == -1) return Value::Int(yi % 2 ? -1 : 1);
+        int64_t acc = 1;  // |xi| >= 2 overflows within 63 steps
+        for (int64_t i = 0; i < yi; ++i)
+          if (__builtin_mul_overflow(acc, xi, &acc)) return overflow();
+        return Value::Int(acc);
       }
       return Value::Float(std::pow(x, y));
     }
@@ -1817,17 +1855,18 @@ class Interp {
     if (name == "range") {
       int64_t start = 0, stop = 0, step = 1;
       if (args.pos.size() == 1) {
-        stop = static_cast<int64_t>(args.pos[0].num());
+        stop = AsInt(args.pos[0]);
       } else if (args.pos.size() >= 2) {
-        start = static_cast<int64_t>(args.pos[0].num());
-        stop = static_cast<int64_t>(args.pos[1].num());
-        if (args.pos.size() >= 3) step = static_cast<int64_t>(args.pos[2].num());
+        start = AsInt(args.pos[0]);
+        stop = AsInt(args.pos[1]);
+        if (args.pos.size() >= 3) step = AsInt(args.pos[2]);
       }
       if (step == 0) return Error(line, "range() step must not be zero");
       std::vector<Value> out;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+      for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
         if (out.size() >= (1u << 20)) return Error(line, "range() too long");
         out.push_back(Value::Int(i));
+        if (__builtin_add_overflow(i, step, &i)) break;
       }
       return Value::List(std::move(out));
     }
@@ -1873,7 +1912,7 @@ class Interp {
       if (name == "split" || name == "rsplit") {
         const Value* sep = Arg(a, 0, "sep");
         const Value* maxs = Arg(a, 1, "maxsplit");
-        int64_t maxsplit = maxs && maxs->is_num() ? static_cast<int64_t>(maxs->num()) : -1;
+        int64_t maxsplit = maxs && maxs->is_num() ? AsInt(*maxs) : -1;
         std::vector<std::string> parts;
         if (name == "rsplit" && maxsplit >= 0 && sep && sep->is_str() && !sep->s.empty()) {
           // Split from the right.
@@ -1916,7 +1955,7 @@ class Interp {
         if (!from || !to || !from->is_str() || !to->is_str())
           return Error(line, "replace() needs two strings");
         const Value* cnt = Arg(a, 2, "count");
-        return Value::Str(Replace(s, from->s, to->s, cnt && cnt->is_num() ? static_cast<int64_t>(cnt->num()) : -1));
+        return Value::Str(Replace(s, from->s, to->s, cnt && cnt->is_num() ? AsInt(*cnt) : -1));
       }
       if (name == "find" || name == "rfind" || name == "index" || name == "count") {
         const Value* sub = Arg(a, 0);
@@ -2047,8 +2086,8 @@ class Interp {
       return Error(line, absl::StrCat("unsupported test '", name, "' (or missing argument)"));
     const Value& x = args[0];
     if (name == "divisibleby") {
-      if (!v.is_num() || !x.is_num() || static_cast<int64_t>(x.num()) == 0) return false;
-      return static_cast<int64_t>(v.num()) % static_cast<int64_t>(x.num()) == 0;
+      if (!v.is_num() || !x.is_num() || AsInt(x) == 0) return false;
+      return AsInt(v) % AsInt(x) == 0;
     }
     if (name == "eq" || name == "equalto" || name == "==") return Equals(v, x);
     if (name == "ne" || name == "!=") return !Equals(v, x);
@@ -2091,7 +2130,7 @@ class Interp {
       Json::DumpOptions o;
       const Value* indent = Arg(a, 0, "indent");
       if (indent && indent->is_num()) {
-        o.indent = static_cast<int>(indent->num());
+        o.indent = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(AsInt(*indent), 64)));
         o.item_separator = ",";
       }
       const Value* ea = Arg(a, 99, "ensure_ascii");
@@ -2184,10 +2223,10 @@ class Interp {
       if (!from || !to) return Error(line, "replace needs two arguments");
       const Value* cnt = Arg(a, 2, "count");
       return Value::Str(Replace(Str(v), Str(*from), Str(*to),
-                                cnt && cnt->is_num() ? static_cast<int64_t>(cnt->num()) : -1));
+                                cnt && cnt->is_num() ? AsInt(*cnt) : -1));
     }
     if (name == "int") {
-      if (v.is_num()) return Value::Int(static_cast<int64_t>(v.num()));
+      if (v.is_num()) return Value::Int(AsInt(v));
       if (v.is_str()) {
         std::string s = PyStrip(v.s, nullptr, true, true);
         int64_t x = 0;
@@ -2195,7 +2234,7 @@ class Interp {
         if (r.ec == std::errc() && r.ptr == s.data() + s.size()) return Value::Int(x);
         double d;
         auto r2 = std::from_chars(s.data(), s.data() + s.size(), d);
-        if (r2.ec == std::errc() && r2.ptr == s.data() + s.size()) return Value::Int(static_cast<int64_t>(d));
+        if (r2.ec == std::errc() && r2.ptr == s.data() + s.size()) return Value::Int(ToI64(d));
       }
       const Value* def = Arg(a, 0, "default");
       return def ? *def : Value::Int(0);

@@ -149,9 +149,9 @@ absl::Status Tokenizer::InitBpe() {
   add_space_prefix_ = false;
 
   const std::vector<char32_t> b2u = ByteToUnicodeTable();
-  absl::flat_hash_map<char32_t, uint8_t> u2b;
+  std::vector<int16_t> u2b(512, -1);  // the table maps into [0, 0x144)
   for (int b = 0; b < 256; ++b) {
-    u2b[b2u[b]] = static_cast<uint8_t>(b);
+    u2b[b2u[b]] = static_cast<int16_t>(b);
     auto it = token_to_id_.find(EncodeUtf8(b2u[b]));
     if (it == token_to_id_.end())
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -176,9 +176,8 @@ absl::Status Tokenizer::InitBpe() {
       size_t len;
       bool valid;
       const char32_t cp = DecodeUtf8(text, pos, &len, &valid);
-      auto it = valid ? u2b.find(cp) : u2b.end();
-      if (it != u2b.end()) {
-        bytes.push_back(static_cast<char>(it->second));
+      if (valid && cp < u2b.size() && u2b[cp] >= 0) {
+        bytes.push_back(static_cast<char>(u2b[cp]));
       } else {
         bytes.append(text, pos, len);  // not a byte-level character: keep as is
       }
@@ -188,6 +187,7 @@ absl::Status Tokenizer::InitBpe() {
   }
 
   merges_.reserve(s.merges.size());
+  std::string joined;
   for (size_t rank = 0; rank < s.merges.size(); ++rank) {
     const std::string& m = s.merges[rank];
     const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
@@ -198,7 +198,9 @@ absl::Status Tokenizer::InitBpe() {
     absl::string_view left(m.data(), sp), right(m.data() + sp + 1, m.size() - sp - 1);
     auto l = token_to_id_.find(left);
     auto r = token_to_id_.find(right);
-    auto merged = token_to_id_.find(absl::StrCat(left, right));
+    joined.assign(left.data(), left.size());
+    joined.append(right.data(), right.size());
+    auto merged = token_to_id_.find(joined);
     // HF refuses merges whose parts are not in the vocabulary; skip them the same way.
     if (l == token_to_id_.end() || r == token_to_id_.end() || merged == token_to_id_.end())
       continue;
@@ -385,8 +387,18 @@ std::vector<int32_t> Tokenizer::Encode(absl::string_view input, const EncodeOpti
 
 std::vector<std::string> Tokenizer::PreTokenize(absl::string_view text) const {
   std::vector<std::string> words;
+  for (absl::string_view w : PreTokenizeViews(text)) words.emplace_back(w);
+  return words;
+}
+
+std::vector<absl::string_view> Tokenizer::PreTokenizeViews(absl::string_view text) const {
+  std::vector<absl::string_view> words;
   if (!pre_regex_ || text.empty()) {
-    if (!text.empty()) words.emplace_back(text);
+    if (!text.empty()) words.push_back(text);
+    return words;
+  }
+  if (text.size() > static_cast<size_t>(INT32_MAX) / 2) {  // beyond ICU's int32 indexing
+    words.push_back(text);
     return words;
   }
   const icu::UnicodeString u =
@@ -394,7 +406,7 @@ std::vector<std::string> Tokenizer::PreTokenize(absl::string_view text) const {
   UErrorCode status = U_ZERO_ERROR;
   std::unique_ptr<icu::RegexMatcher> m(pre_regex_->matcher(u, status));
   if (U_FAILURE(status) || !m) {
-    words.emplace_back(text);
+    words.push_back(text);
     return words;
   }
   // Walk UTF-16 offsets and UTF-8 offsets together (matches come in order).
@@ -415,19 +427,43 @@ std::vector<std::string> Tokenizer::PreTokenize(absl::string_view text) const {
     const int32_t s16 = m->start(status), e16 = m->end(status);
     if (U_FAILURE(status) || e16 <= s16) break;
     const size_t s8 = advance_to(s16);
-    if (s8 > last_end8) words.emplace_back(text.substr(last_end8, s8 - last_end8));  // gap
+    if (s8 > last_end8) words.push_back(text.substr(last_end8, s8 - last_end8));  // gap
     const size_t e8 = advance_to(e16);
-    words.emplace_back(text.substr(s8, e8 - s8));
+    words.push_back(text.substr(s8, e8 - s8));
     last_end8 = e8;
   }
   // Whatever the regex did not cover (a gap at the end, or the rest after a regex failure such
   // as ICU's backtracking limit) is one more piece.
-  if (last_end8 < text.size()) words.emplace_back(text.substr(last_end8));
+  if (last_end8 < text.size()) words.push_back(text.substr(last_end8));
   return words;
 }
 
 void Tokenizer::EncodeBpeText(absl::string_view text, std::vector<int32_t>* out) const {
-  for (const std::string& word : PreTokenize(text)) BpeWord(word, out);
+  // Words repeat a lot in long prompts: remember the ids of short ones for this call (HF's BPE
+  // keeps a cache too). Keys point into `text`, which outlives the map.
+  constexpr size_t kMaxCachedWordBytes = 48;
+  constexpr size_t kMaxCacheEntries = 1 << 16;
+  absl::flat_hash_map<absl::string_view, std::pair<uint32_t, uint32_t>> cache;
+  std::vector<int32_t> cached_ids;
+  for (absl::string_view word : PreTokenizeViews(text)) {
+    if (word.size() > kMaxCachedWordBytes) {
+      BpeWord(word, out);
+      continue;
+    }
+    auto it = cache.find(word);
+    if (it != cache.end()) {
+      out->insert(out->end(), cached_ids.begin() + it->second.first,
+                  cached_ids.begin() + it->second.first + it->second.second);
+      continue;
+    }
+    const size_t before = out->size();
+    BpeWord(word, out);
+    if (cache.size() < kMaxCacheEntries) {
+      const uint32_t start = static_cast<uint32_t>(cached_ids.size());
+      cached_ids.insert(cached_ids.end(), out->begin() + before, out->end());
+      cache.emplace(word, std::make_pair(start, static_cast<uint32_t>(out->size() - before)));
+    }
+  }
 }
 
 void Tokenizer::BpeWord(absl::string_view word, std::vector<int32_t>* out) const {

@@ -147,6 +147,7 @@ class Tokenizer {
     absl::string_view text;
   };
   void SplitSpecial(absl::string_view text, bool parse_special, std::vector<Fragment>* out) const;
+  std::vector<absl::string_view> PreTokenizeViews(absl::string_view text) const;
   void EncodeBpeText(absl::string_view text, std::vector<int32_t>* out) const;
   void EncodeSpmText(absl::string_view text, std::vector<int32_t>* out) const;
   // Piece bytes without the SPM whitespace handling.
@@ -155,13 +156,13 @@ class Tokenizer {
   VocabSpec spec_;
   bool add_space_prefix_ = false;
   bool normalize_nfc_ = false;
-  absl::flat_hash_map<std::string, int32_t> token_to_id_;
+  absl::flat_hash_map<absl::string_view, int32_t> token_to_id_;  // views into spec_.tokens
   std::vector<std::string> pieces_;        // decoded bytes of each token (NORMAL/BYTE/USER...)
   std::vector<int32_t> eog_ids_;
   std::vector<bool> is_eog_;
 
   // Added tokens matched in text.
-  absl::flat_hash_map<std::string, int32_t> special_;
+  absl::flat_hash_map<absl::string_view, int32_t> special_;
   std::vector<size_t> special_lengths_;    // distinct lengths, descending
   bool special_first_byte_[256] = {};
 

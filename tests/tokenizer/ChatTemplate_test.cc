@@ -168,6 +168,12 @@ TEST(JinjaTest, ErrorsAreClear) {
   expect_error("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "recursion");
   expect_error("{{ 1 / 0 }}", "division by zero");
   expect_error("{% set d = {} %}{% set d.x = 1 %}", "not a namespace");
+  expect_error("{{ 9223372036854775807 + 1 }}", "integer overflow");
+  expect_error("{{ 2 ** 64 }}", "integer overflow");
+  // Found by the fuzzer: huge floats in integer contexts are saturated, not undefined.
+  EXPECT_EQ(R("{{ (6.6e23 // 1) > 0 }}{{ [1, 2, 3][1e30:] }}{{ range(0, 10, 9223372036854775807)|list }}"),
+            "True[][0]");
+  EXPECT_EQ(R("{{ '' * 9223372036854775807 }}|{{ -2 ** 2 }}|{{ (-1) ** 9223372036854775807 }}"), "|4|-1");
   std::string deep(5000, '(');
   expect_error("{{ " + deep + " }}", "nested too deeply");
 }
