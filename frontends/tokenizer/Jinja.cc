@@ -560,6 +560,7 @@ class Lexer {
   // position after it; `*mod` gets '-' / '+' when the closer had one.
   absl::StatusOr<size_t> Tokenize(size_t pos, char closer, std::vector<Token>* out, char* mod) {
     const int line0 = Line(pos);
+    int depth = 0;  // open ( [ {: a "}}" inside a dict literal does not close the tag
     while (true) {
       while (pos < src_.size() && IsWs(src_[pos])) ++pos;
       if (pos >= src_.size()) return Err(line0, "unterminated tag");
@@ -567,6 +568,7 @@ class Lexer {
       const char c = src_[pos];
       // Closer, optionally with a modifier.
       for (char m : {'-', '+', '\0'}) {
+        if (depth > 0) break;
         size_t q = pos;
         if (m) {
           if (src_[q] != m) continue;
@@ -687,6 +689,8 @@ class Lexer {
             t.s = op;
             pos += n;
             found = true;
+            if (n == 1 && (*op == '(' || *op == '[' || *op == '{')) ++depth;
+            if (n == 1 && (*op == ')' || *op == ']' || *op == '}') && depth > 0) --depth;
             break;
           }
         }

@@ -105,6 +105,7 @@ TEST(JinjaTest, ExpressionsAndFilters) {
   EXPECT_EQ(R("{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}|{{ 'x\n'.rstrip('\n') }}|"
               "{{ 'abc'.startswith('ab') }}|{{ 'abc'.endswith(('x', 'c')) }}|{{ 'aXbX'.replace('X', '-') }}"),
             "['a', 'b', '', 'c']|['a', 'b']|x|True|True|a-b-");
+  EXPECT_EQ(R("{{ {'a': {'b': 1}}|tojson }}"), R"({"a": {"b": 1}})");  // "}}" inside a literal
   EXPECT_EQ(R("{{ d.get('a') }}{{ d.get('z', 5) }}{{ d['a'] }}{{ d.a }}", R"({"d":{"a":1}})"), "1511");
   EXPECT_EQ(R("{{ 'b' in 'abc' }}{{ 2 in [1,2] }}{{ 'k' in d }}{{ 3 not in [1] }}", R"({"d":{"k":0}})"),
             "TrueTrueTrueTrue");
@@ -174,8 +175,9 @@ TEST(JinjaTest, ErrorsAreClear) {
   EXPECT_EQ(R("{{ (6.6e23 // 1) > 0 }}{{ [1, 2, 3][1e30:] }}{{ range(0, 10, 9223372036854775807)|list }}"),
             "True[][0]");
   EXPECT_EQ(R("{{ '' * 9223372036854775807 }}|{{ -2 ** 2 }}|{{ (-1) ** 9223372036854775807 }}"), "|4|-1");
-  std::string deep(5000, '(');
+  const std::string deep = std::string(5000, '(') + "1" + std::string(5000, ')');
   expect_error("{{ " + deep + " }}", "nested too deeply");
+  expect_error("{{ ((1 }}", "unterminated tag");
 }
 
 TEST(JinjaTest, NoCrashOnGarbage) {
