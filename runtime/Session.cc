@@ -37,6 +37,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(const std::string& path,
   CpuExecutorOptions eo;
   eo.threads = options.threads;
   eo.weight_mode = options.weight_mode;
+  eo.profile = options.profile;
   MEMRA_ASSIGN_OR_RETURN(s->exec_, CpuExecutor::Create(*s->module_, *s->file_, eo));
   auto tok = tokenizer::Tokenizer::FromGguf(*s->file_);
   if (tok.ok()) s->tokenizer_ = std::move(*tok);

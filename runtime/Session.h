@@ -41,6 +41,7 @@ struct SessionOptions {
   bool prompt_logits = false;
   // Prefill chunk size in tokens; 0: the whole prompt in one call (at most 4096 per call).
   int64_t chunk = 512;
+  bool profile = false;  // CpuExecutor per-op-kind timing
 };
 
 struct GenerationParams {

@@ -62,6 +62,8 @@ cl::opt<std::string> RunWeights("weights",
                                 cl::init("per-row"), cl::sub(kRun));
 cl::opt<bool> RunPrintIr("print-ir", cl::desc("Print the lowered module (IR text) to stderr before running (default: false)"),
                          cl::init(false), cl::sub(kRun));
+cl::opt<bool> RunProfile("profile", cl::desc("Print time per op kind of each function at the end (default: false)"),
+                         cl::init(false), cl::sub(kRun));
 cl::opt<bool> RunNoEcho("no-echo", cl::desc("Do not print the prompt text before the generation (default: false)"),
                         cl::init(false), cl::sub(kRun));
 
@@ -96,6 +98,7 @@ int RunRun() {
   so.n_ctx = RunCtx;
   so.chunk = RunChunk;
   so.prompt_logits = !RunLogitsOut.empty();
+  so.profile = RunProfile;
   if (RunWeights == "per-row") so.weight_mode = runtime::WeightMode::kPerRow;
   else if (RunWeights == "dequant") so.weight_mode = runtime::WeightMode::kDequantizeAtLoad;
   else return Fail(absl::InvalidArgumentError("--weights must be per-row or dequant"));
@@ -181,6 +184,7 @@ int RunRun() {
       stats->n_prompt, stats->prefill_seconds, stats->prefill_tokens_per_second(), stats->n_generated,
       stats->n_decode_calls, stats->decode_seconds, stats->decode_tokens_per_second(),
       stats->stopped_at_eog ? "; stopped at end-of-generation" : stats->stopped_at_context ? "; context full" : "");
+  if (RunProfile) llvm::errs() << s.executor().ProfileReport();
   return 0;
 }
 

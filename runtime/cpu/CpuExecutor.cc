@@ -9,6 +9,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "frontends/gguf/GgufFile.h"
 #include "ir/Function.h"
@@ -334,8 +335,10 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
   kc::ThreadPool* pool = pool_.get();
   std::vector<HostTensor> results;
 
+  const auto call_t0 = std::chrono::steady_clock::now();
   for (const Step& s : p->steps) {
     const Op& op = *s.op;
+    const auto op_t0 = options_.profile ? std::chrono::steady_clock::now() : call_t0;
     auto In = [&](size_t i) -> const HostTensor& { return slots[s.in[i].slot]; };
     auto St = [&](size_t i) -> HostTensor& { return state_.at(s.in[i].state); };
     auto Wt = [&](size_t i) -> const BoundWeight& { return *s.in[i].weight; };
@@ -690,8 +693,34 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
       slots[s.out[i]] = std::move(out[i]);
     }
     for (int sl : s.release) slots[sl] = HostTensor();
+    if (options_.profile) {
+      ProfileEntry& e = profile_[{fn.name(), std::string(op.mnemonic())}];
+      e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - op_t0).count();
+      ++e.count;
+    }
+  }
+  if (options_.profile) {
+    ProfileEntry& e = profile_calls_[fn.name()];
+    e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - call_t0).count();
+    ++e.count;
   }
   return results;
+}
+
+std::string CpuExecutor::ProfileReport() const {
+  std::string out;
+  for (const auto& [fn, call] : profile_calls_) {
+    absl::StrAppend(&out, absl::StrFormat("profile @%s: %d calls, %.3f s (%.2f ms/call)\n", fn, call.count,
+                                          call.seconds, 1e3 * call.seconds / std::max<int64_t>(call.count, 1)));
+    std::vector<std::pair<std::string, ProfileEntry>> rows;
+    for (const auto& [key, e] : profile_)
+      if (key.first == fn) rows.emplace_back(key.second, e);
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+    for (const auto& [kind, e] : rows)
+      absl::StrAppend(&out, absl::StrFormat("  %-18s %8d ops %9.3f s %5.1f%%\n", kind, e.count, e.seconds,
+                                            100.0 * e.seconds / std::max(call.seconds, 1e-12)));
+  }
+  return out;
 }
 
 }  // namespace memra::runtime

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,8 @@ struct CpuExecutorOptions {
   // Default measured in docs/ARCHITECTURE.md ("CPU executor"): per-row decode is as fast for
   // prefill and needs no f32 copy of the model, so it is the default.
   WeightMode weight_mode = WeightMode::kPerRow;
+  // Accumulate wall time per op kind and function (ProfileReport()).
+  bool profile = false;
 };
 
 // Called after every op for each of its named results (trace hooks, per-node comparisons).
@@ -79,6 +82,8 @@ class CpuExecutor {
   // Bytes of weights decoded to f32 at load (0 in per-row mode except small vectors).
   uint64_t dense_weight_bytes() const { return dense_bytes_; }
   double load_seconds() const { return load_seconds_; }
+  // With options.profile: per function, time per op kind (descending), calls and share.
+  std::string ProfileReport() const;
 
   struct BoundWeight;
   struct Program;
@@ -101,6 +106,13 @@ class CpuExecutor {
   uint64_t dense_bytes_ = 0;
   double load_seconds_ = 0;
   ValueObserver observer_;
+  struct ProfileEntry {
+    double seconds = 0;
+    int64_t count = 0;
+  };
+  // (function, op mnemonic) -> time; and calls per function.
+  std::map<std::pair<std::string, std::string>, ProfileEntry> profile_;
+  std::map<std::string, ProfileEntry> profile_calls_;
 };
 
 }  // namespace memra::runtime
