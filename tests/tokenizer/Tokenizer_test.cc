@@ -348,6 +348,43 @@ TEST(TokenizerSpecTest, HandMadeBpe) {
   EXPECT_FALSE(Tokenizer::Create(VocabSpec()).ok());
 }
 
+// The pre-tokenizer regexes of the supported `tokenizer.ggml.pre` values.
+TEST(TokenizerSpecTest, PreTokenizerVariants) {
+  auto make = [](const std::string& pre) {
+    VocabSpec spec;
+    spec.pre = pre;
+    int n = 0;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+      spec.tokens.push_back(EncodeUtf8(printable ? b : 256 + n++));
+    }
+    return *Tokenizer::Create(spec);
+  };
+  using V = std::vector<std::string>;
+  auto qwen2 = make("qwen2");
+  auto qwen35 = make("qwen35");
+  auto llama3 = make("llama3");
+  auto gpt2 = make("gpt2");
+  EXPECT_TRUE(qwen2->normalize_nfc());
+  EXPECT_TRUE(qwen35->normalize_nfc());
+  EXPECT_FALSE(llama3->normalize_nfc());
+  const std::string text = "I'M 12345 don't  \tgo!!\n\nx";
+  // (Expectations as Python's `regex.findall` with the HF patterns gives them.)
+  EXPECT_EQ(qwen2->PreTokenize(text),
+            (V{"I", "'M", " ", "1", "2", "3", "4", "5", " don", "'t", "  ", "\tgo", "!!\n\n", "x"}));
+  EXPECT_EQ(llama3->PreTokenize(text),
+            (V{"I", "'M", " ", "123", "45", " don", "'t", "  ", "\tgo", "!!\n\n", "x"}));
+  EXPECT_EQ(gpt2->PreTokenize(text),
+            (V{"I", "'", "M", " 12345", " don", "'t", "  ", "\t", "go", "!!", "\n", "\n", "x"}));
+  // qwen35 keeps combining marks (\p{M}) in words: DEVANAGARI KA + NUKTA (no NFC composition).
+  const std::string ka_nukta = "\xE0\xA4\x95\xE0\xA4\xBC";
+  EXPECT_EQ(qwen2->PreTokenize(ka_nukta), (V{"\xE0\xA4\x95", "\xE0\xA4\xBC"}));
+  EXPECT_EQ(qwen35->PreTokenize(ka_nukta), (V{ka_nukta}));
+  // Unicode White_Space (not only ICU's [\t\n\f\r\p{Z}]): VT and NEL are spaces.
+  EXPECT_EQ(qwen2->PreTokenize("a \x0b b"), (V{"a", " \x0b", " b"}));
+  EXPECT_EQ(qwen2->PreTokenize("a \xC2\x85 b"), (V{"a", " \xC2\x85", " b"}));
+}
+
 // The tiny fixture models' llama (SPM) vocabulary: <unk>, <s>, </s>, then <0x00>..<0xFF>.
 class TinySpmTest : public ::testing::Test {
  protected:
