@@ -58,7 +58,8 @@ Launch Ew(const std::string& entry, int64_t n, Defines defines = {}, const std::
 Launch RowKernel(const std::string& entry, int64_t rows, int64_t cols, int64_t max_block) {
   Launch l;
   l.kernel.module.file = "Norm.cu";
-  const int64_t block = std::clamp<int64_t>((cols + 31) / 32 * 32, 32, max_block);
+  int64_t block = 32;  // a power of two (the argmax tree reduction needs one)
+  while (block < cols && block < max_block) block *= 2;
   l.kernel.module.defines = MakeDefines({Def("NORM_COLS", cols), Def("NORM_BLOCK", block)});
   l.kernel.entry = entry;
   l.block = static_cast<uint32_t>(block);

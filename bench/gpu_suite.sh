@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The one-call GPU suite: unpacks a bundle made by bench/make_gpu_bundle.sh, runs every GPU test
+# and a short benchmark, and prints a compact table last. Run from the repository root on the
+# GPU machine (tests read tests/data/ relative to it):
+#
+#   bash bench/gpu_suite.sh build-gpu/gpu-bundle.tar.xz [--tests-only|--bench-only]
+#
+# Logs go to $OUT (when set, else /tmp/memra-gpu-out).
+set -uo pipefail
+bundle=${1:?usage: gpu_suite.sh BUNDLE.tar.xz [--tests-only|--bench-only]}
+mode=${2:-all}
+out=${OUT:-/tmp/memra-gpu-out}
+bin=/tmp/memra-gpu
+mkdir -p "$out" "$bin"
+tar xJf "$bundle" -C "$bin" || { echo "cannot unpack $bundle"; exit 1; }
+export NCCL_NVLS_ENABLE=0
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader | tee "$out/gpu.txt"
+summary=()
+if [ "$mode" != "--bench-only" ]; then
+  for t in CudaApi_test NvrtcCompile_test OpTable_test CudaExecutor_test; do
+    [ -x "$bin/$t" ] || continue
+    start=$(date +%s%N)
+    "$bin/$t" > "$out/$t.log" 2>&1
+    rc=$?
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    passed=$(grep -c '^\[       OK \]' "$out/$t.log")
+    failed=$(grep -c '^\[  FAILED  \] [A-Za-z]' "$out/$t.log")
+    skipped=$(grep -c '^\[  SKIPPED \] [A-Za-z]' "$out/$t.log")
+    summary+=("$(printf '%-20s rc=%-3s ok=%-3s failed=%-3s skipped=%-3s %6d ms' "$t" "$rc" "$passed" "$failed" "$skipped" "$ms")")
+    grep -E '^\s+(device|NVRTC|[0-9]+ nodes|prefill logits|greedy|chunked|q8_0|arena|[0-9]+ kernel modules)' "$out/$t.log" | head -20
+  done
+  echo "--- op table ---"
+  sed -n '/^op  /,/^op table:/p' "$out/OpTable_test.log" | awk '$NF != "ok" || /^op/' | head -60
+  grep '^op table:' "$out/OpTable_test.log"
+  grep -h -A3 'Failure' "$out"/*.log | head -40
+fi
+if [ "$mode" != "--tests-only" ] && [ -f bench/gpu_bench.sh ]; then
+  bash bench/gpu_bench.sh "$bin" "$out"
+fi
+echo "=== memra GPU suite ==="
+for s in "${summary[@]}"; do echo "$s"; done
+[ -f "$out/bench.txt" ] && cat "$out/bench.txt"
+exit 0

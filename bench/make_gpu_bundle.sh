@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds the binaries the GPU suite needs and packs them into one small tarball to carry to the
+# GPU machine (which has the CUDA driver, NVRTC and cuBLASLt but no abseil/LLVM/ICU: those are
+# linked statically; the CUDA libraries are loaded at run time).
+#
+#   bench/make_gpu_bundle.sh [BUILD_DIR]      (default build-gpu; a Release build)
+#   -> BUILD_DIR/gpu-bundle.tar.xz   (memra + tests/cuda/*_test, stripped, --gc-sections)
+#
+# Then carry it: run(carry=["BUILD_DIR/gpu-bundle.tar.xz"], command="bash bench/gpu_suite.sh BUILD_DIR/gpu-bundle.tar.xz")
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build-gpu}
+case $build in /*) ;; *) build=$root/$build ;; esac
+gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DMEMRA_BUILD_FUZZERS=OFF \
+    -DCMAKE_CXX_FLAGS="-ffunction-sections -fdata-sections" >/dev/null
+fi
+# Unreferenced archive members (the tokenizer's ICU, 30 MB of data) drop out at link time.
+cmake "$build" -DCMAKE_EXE_LINKER_FLAGS="-Wl,--gc-sections" >/dev/null
+tests=$(cd "$root/tests/cuda" && ls *_test.cc | sed 's/\.cc$//')
+cmake --build "$build" --target memra $tests -- -j"$(nproc)"
+stage=$build/gpu-bundle
+rm -rf "$stage" && mkdir -p "$stage"
+objcopy --strip-all "$build/tools/memra" "$stage/memra"
+for t in $tests; do objcopy --strip-all "$build/tests/$t" "$stage/$t"; done
+tar cJf "$build/gpu-bundle.tar.xz" -C "$stage" .
+ls -l "$stage" | awk 'NR>1 {printf "  %-24s %6.1f MB\n", $9, $5/1e6}'
+echo "bundle: $build/gpu-bundle.tar.xz $(stat -c %s "$build/gpu-bundle.tar.xz" | awk '{printf "%.1f MB", $1/1e6}')"

@@ -1,0 +1,44 @@
+// The CUDA API values declared by hand in runtime/cuda (so nothing needs the toolkit's headers
+// or links the driver) agree with the toolkit's headers when they are present; without a driver,
+// asking for the GPU is a clear error and never a crash.
+#include <string>
+
+#include "gtest/gtest.h"
+#include "runtime/cuda/CudaDevice.h"
+#include "runtime/cuda/CudaDriver.h"
+
+#ifdef MEMRA_CUDA_H_PATH  // the toolkit's cuda.h, found at configure time
+#include MEMRA_CUDA_H_PATH
+#define MEMRA_TEST_HAVE_CUDA_H 1
+#endif
+
+namespace memra::runtime::cuda {
+namespace {
+
+TEST(CudaApiTest, DeclaredValuesMatchTheHeaders) {
+#ifdef MEMRA_TEST_HAVE_CUDA_H
+  static_assert(kCuDevAttrMultiprocessorCount == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  static_assert(kCuDevAttrL2CacheSize == CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+  static_assert(kCuDevAttrComputeCapabilityMajor == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  static_assert(kCuDevAttrComputeCapabilityMinor == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  static_assert(kCuDevAttrMaxSharedMemoryPerBlockOptin == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  static_assert(kCuFuncAttrMaxDynamicSharedSizeBytes == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+  static_assert(kCuStreamNonBlocking == CU_STREAM_NON_BLOCKING);
+  static_assert(sizeof(CUdeviceptr) == sizeof(::CUdeviceptr));
+#else
+  GTEST_SKIP() << "no CUDA toolkit found at configure time";
+#endif
+}
+
+TEST(CudaApiTest, NoDriverIsAClearError) {
+  auto d = CudaDriver::Get();
+  if (d.ok()) GTEST_SKIP() << "a CUDA driver is present (" << (*d)->library << ")";
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(d.status().message()).find("no CUDA driver/GPU found"), std::string::npos) << d.status();
+  auto dev = CudaDevice::Open(0);
+  ASSERT_FALSE(dev.ok());
+  EXPECT_NE(std::string(dev.status().message()).find("no CUDA driver/GPU found"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace memra::runtime::cuda
