@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The benchmark half of bench/gpu_suite.sh: generates the `memra gen` presets 0.8b and 9b in
+# bf16 on the GPU machine (they do not travel) and runs `memra bench` on each (llama-bench's
+# layout). Usage: gpu_bench.sh BIN_DIR OUT_DIR [presets...]
+set -uo pipefail
+bin=${1:?bin dir}; out=${2:?out dir}; shift 2
+presets=${*:-0.8b 9b}
+models=${MEMRA_BENCH_MODELS:-/tmp/memra-models}
+mkdir -p "$models"
+: > "$out/bench.txt"
+for preset in $presets; do
+  m=$models/qwen35-$preset-bf16.gguf
+  start=$(date +%s)
+  [ -f "$m" ] || "$bin/memra" gen --preset "$preset" --dtype bf16 --quiet -o "$m" > "$out/gen-$preset.log" 2>&1
+  echo "gen $preset: $(( $(date +%s) - start )) s, $(du -h "$m" | cut -f1)" | tee -a "$out/bench-notes.txt"
+  "$bin/memra" bench "$m" -p 512,4096 -n 128 -r 3 --kernel-cache /tmp/memra-cache \
+    > "$out/bench-$preset.md" 2> "$out/bench-$preset.err"
+  cat "$out/bench-$preset.err" | tee -a "$out/bench-notes.txt"
+  cat "$out/bench-$preset.md" >> "$out/bench.txt"
+  rm -f "$m"  # the device disk is 64 GiB
+done

@@ -1,0 +1,203 @@
+// `memra bench`: prefill (pp) and decode (tg) throughput in llama-bench's table layout, so the
+// two tools' outputs sit side by side. Random token ids; each repetition starts from an empty
+// state (decode at depth d first prefills d tokens, untimed).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "frontends/gguf/GgufFile.h"
+#include "frontends/gguf/ModelSummary.h"
+#include "frontends/qwen35/Qwen35Lowering.h"
+#include "llvm/Support/raw_ostream.h"
+#include "runtime/cpu/CpuExecutor.h"
+#include "runtime/cuda/CudaDevice.h"
+#include "runtime/cuda/CudaExecutor.h"
+#include "tools/Command.h"
+
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::SubCommand kBench("bench", "Prefill / decode throughput (llama-bench's table layout)");
+cl::opt<std::string> BenchModel(cl::Positional, cl::Required, cl::desc("<model.gguf>"), cl::sub(kBench));
+cl::opt<std::string> BenchP("p", cl::desc("Prompt lengths to prefill, comma-separated (default: 512)"), cl::init("512"),
+                            cl::sub(kBench));
+cl::opt<int64_t> BenchN("n", cl::desc("Tokens to decode, 0 = no tg test (default: 128)"), cl::init(128), cl::sub(kBench));
+cl::opt<std::string> BenchD("d", cl::desc("KV depths for the tg test, comma-separated (default: 0)"), cl::init("0"),
+                            cl::sub(kBench));
+cl::opt<int> BenchR("r", cl::desc("Repetitions of each test (default: 3)"), cl::init(3), cl::sub(kBench));
+cl::opt<std::string> BenchOut("o", cl::desc("Output: md or json (default: md)"), cl::init("md"), cl::sub(kBench));
+cl::opt<std::string> BenchBackend("backend", cl::desc("cuda or cpu; empty: cuda when a GPU is present (default: empty)"),
+                                  cl::init(""), cl::sub(kBench));
+cl::opt<std::string> BenchCache("kernel-cache",
+                                cl::desc("Kernel cubin cache folder, - = none (default: ~/.cache/memra)"), cl::init(""),
+                                cl::sub(kBench));
+cl::opt<int> BenchThreads("threads", cl::desc("CPU threads for the cpu backend, 0 = all (default: 0)"), cl::init(0),
+                          cl::sub(kBench));
+
+int Fail(const absl::Status& s) {
+  llvm::errs() << "memra bench: " << s.ToString() << "\n";
+  return 1;
+}
+
+absl::StatusOr<std::vector<int64_t>> ParseList(const std::string& s) {
+  std::vector<int64_t> out;
+  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipEmpty())) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v < 0) return absl::InvalidArgumentError(absl::StrCat("bad number list: ", s));
+    out.push_back(v);
+  }
+  return out;
+}
+
+struct Result {
+  std::string test;
+  std::vector<double> tps;
+  double mean() const {
+    double s = 0;
+    for (double x : tps) s += x;
+    return tps.empty() ? 0 : s / tps.size();
+  }
+  double sd() const {
+    if (tps.size() < 2) return 0;
+    const double m = mean();
+    double s = 0;
+    for (double x : tps) s += (x - m) * (x - m);
+    return std::sqrt(s / (tps.size() - 1));
+  }
+};
+
+int RunBench() {
+  using namespace memra;
+  auto P = ParseList(BenchP);
+  auto D = ParseList(BenchD);
+  if (!P.ok()) return Fail(P.status());
+  if (!D.ok()) return Fail(D.status());
+  auto file = gguf::GgufFile::Open(BenchModel);
+  if (!file.ok()) return Fail(file.status());
+  int64_t max_p = 0, max_d = 0;
+  for (int64_t p : *P) max_p = std::max(max_p, p);
+  for (int64_t d : *D) max_d = std::max(max_d, d);
+  frontends::LowerOptions lo;
+  lo.n_ctx = std::max<int64_t>(std::max(max_p, max_d + BenchN) + 16, 256);
+  auto module = frontends::LowerQwen35(**file, lo);
+  if (!module.ok()) return Fail(module.status());
+
+  std::string backend = BenchBackend;
+  if (backend.empty()) backend = runtime::cuda::CudaDevice::Open(0).ok() ? "cuda" : "cpu";
+  std::unique_ptr<runtime::CudaExecutor> gpu;
+  std::unique_ptr<runtime::CpuExecutor> cpu;
+  if (backend == "cuda") {
+    runtime::CudaExecutorOptions o;
+    o.kernel_cache_dir = BenchCache;
+    auto e = runtime::CudaExecutor::Create(**module, **file, o);
+    if (!e.ok()) return Fail(e.status());
+    gpu = std::move(*e);
+    llvm::errs() << absl::StrFormat("memra bench: %s, weights %.2f GiB on the device, loaded in %.1f s\n",
+                                    gpu->DeviceDescription(), gpu->weight_bytes() / 1073741824.0, gpu->load_seconds());
+  } else if (backend == "cpu") {
+    runtime::CpuExecutorOptions o;
+    o.threads = BenchThreads;
+    auto e = runtime::CpuExecutor::Create(**module, **file, o);
+    if (!e.ok()) return Fail(e.status());
+    cpu = std::move(*e);
+  } else {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("unknown backend ", backend, " (cuda or cpu)")));
+  }
+  const int64_t vocab = (*module)->attrs().I64Or("n_vocab", 2);
+  std::mt19937 rng(1234);
+  auto ids = [&](int64_t n) {
+    std::vector<int32_t> v(n);
+    for (auto& x : v) x = std::uniform_int_distribution<int32_t>(0, static_cast<int32_t>(vocab - 1))(rng);
+    return v;
+  };
+  auto run = [&](const char* fn, std::vector<int32_t> tok) -> absl::Status {
+    std::vector<runtime::HostTensor> args;
+    const int64_t n = static_cast<int64_t>(tok.size());
+    args.push_back(runtime::HostTensor::FromI32(std::move(tok), {n}));
+    auto r = gpu ? gpu->Run(fn, std::move(args)) : cpu->Run(fn, std::move(args));
+    return r.status();
+  };
+  auto reset = [&]() -> absl::Status {
+    if (gpu) return gpu->ResetState();
+    cpu->ResetState();
+    return absl::OkStatus();
+  };
+  auto prefill = [&](int64_t n) -> absl::Status {
+    for (int64_t s = 0; s < n; s += 4096) {
+      absl::Status st = run("prefill", ids(std::min<int64_t>(4096, n - s)));
+      if (!st.ok()) return st;
+    }
+    return absl::OkStatus();
+  };
+  using Clock = std::chrono::steady_clock;
+  auto secs = [](Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); };
+  std::vector<Result> results;
+  for (int64_t p : *P) {
+    if (p == 0) continue;
+    Result r{absl::StrCat("pp", p), {}};
+    for (int rep = -1; rep < BenchR; ++rep) {  // rep -1: warm-up (compiles the bucket)
+      if (absl::Status s = reset(); !s.ok()) return Fail(s);
+      const auto t0 = Clock::now();
+      if (absl::Status s = prefill(p); !s.ok()) return Fail(s);
+      if (rep >= 0) r.tps.push_back(p / secs(t0));
+    }
+    results.push_back(r);
+  }
+  if (BenchN > 0)
+    for (int64_t d : *D) {
+      Result r{d > 0 ? absl::StrCat("tg", int64_t(BenchN), " @ d", d) : absl::StrCat("tg", int64_t(BenchN)), {}};
+      for (int rep = -1; rep < BenchR; ++rep) {
+        if (absl::Status s = reset(); !s.ok()) return Fail(s);
+        if (d > 0)
+          if (absl::Status s = prefill(d); !s.ok()) return Fail(s);
+        const int64_t n = rep < 0 ? 4 : BenchN;
+        const auto t0 = Clock::now();
+        for (int64_t i = 0; i < n; ++i)
+          if (absl::Status s = run("decode", ids(1)); !s.ok()) return Fail(s);
+        if (rep >= 0) r.tps.push_back(n / secs(t0));
+      }
+      results.push_back(r);
+    }
+  uint64_t bytes = 0, params = 0;
+  for (const auto& t : (*file)->tensors()) {
+    bytes += t.data.size();
+    params += static_cast<uint64_t>(t.NumElements());
+  }
+  std::string name = std::string(BenchModel);
+  if (auto slash = name.rfind('/'); slash != std::string::npos) name = name.substr(slash + 1);
+  const std::string size = absl::StrFormat("%.2f GiB", bytes / 1073741824.0);
+  const std::string prm = absl::StrFormat("%.2f B", params / 1e9);
+  const std::string be = backend == "cuda" ? "CUDA" : "CPU";
+  if (BenchOut == "json") {
+    llvm::outs() << "[\n";
+    for (size_t i = 0; i < results.size(); ++i)
+      llvm::outs() << absl::StrFormat(
+          "  {\"model\": \"%s\", \"size\": %d, \"params\": %d, \"backend\": \"%s\", \"test\": \"%s\", "
+          "\"avg_ts\": %.3f, \"stddev_ts\": %.3f}%s\n",
+          name, bytes, params, be, results[i].test, results[i].mean(), results[i].sd(), i + 1 < results.size() ? "," : "");
+    llvm::outs() << "]\n";
+  } else {
+    llvm::outs() << absl::StrFormat("| %-32s | %10s | %8s | %-7s | %14s | %20s |\n", "model", "size", "params", "backend",
+                                    "test", "t/s");
+    llvm::outs() << "| " << std::string(32, '-') << " | " << std::string(9, '-') << ": | " << std::string(7, '-')
+                 << ": | " << std::string(7, '-') << " | " << std::string(13, '-') << ": | " << std::string(19, '-')
+                 << ": |\n";
+    for (const Result& r : results)
+      llvm::outs() << absl::StrFormat("| %-32s | %10s | %8s | %-7s | %14s | %20s |\n", name, size, prm, be, r.test,
+                                      absl::StrFormat("%.2f ± %.2f", r.mean(), r.sd()));
+  }
+  if (gpu) llvm::errs() << "memra bench: " << gpu->compile_stats().ToString() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+MEMRA_REGISTER_COMMAND(kBench, RunBench);
