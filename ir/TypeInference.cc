@@ -20,7 +20,8 @@ absl::Status Err(absl::string_view msg) { return absl::InvalidArgumentError(msg)
 std::optional<StateKind> ExpectedStateKind(OpKind kind) {
   switch (kind) {
     case OpKind::kKvAppend:
-    case OpKind::kAttention: return StateKind::kKv;
+    case OpKind::kAttention:
+    case OpKind::kAttentionGated: return StateKind::kKv;
     case OpKind::kConv1dCausal: return StateKind::kConv;
     case OpKind::kGatedDeltaScan: return StateKind::kDelta;
     case OpKind::kPositions:
@@ -118,6 +119,18 @@ absl::StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank) {
   return a;
 }
 
+// The rope attributes against head dim `d`: n_rot even, > 0 and <= d; base > 0; mode neox.
+absl::Status CheckRopeAttrs(const Ctx& c, const AttrDict& attrs, const Dim& d) {
+  int64_t n_rot = c.I("n_rot");
+  if (n_rot <= 0 || n_rot % 2 != 0) return Err("attribute 'n_rot' must be even and > 0");
+  if (d.IsConstant() && n_rot > d.value())
+    return Err(absl::StrCat("attribute 'n_rot' (", n_rot, ") exceeds the head dim ", d.value()));
+  if (c.F("base") <= 0) return Err("attribute 'base' must be > 0");
+  if (auto mode = attrs.GetString("mode"); mode && *mode != "neox")
+    return Err(absl::StrCat("rope mode '", *mode, "' is not supported (only \"neox\")"));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs,
                             llvm::ArrayRef<TensorType> declared) {
   switch (kind) {
@@ -176,6 +189,21 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs,
       CHECK_OK(c.Float(0));
       CHECK_OK(c.SameType(0, 1));
       return Types{Like(c[0])};
+    case OpKind::kMatMulSwiglu: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.RankAtLeast(0, 1));
+      for (size_t i : {1, 2}) {
+        CHECK_OK(c.Rank(i, 2));
+        CHECK_OK(c.DimEq(i, 1, c.S(0).back(), "K, the last dim of 'x'"));
+        const Dim& k = c.S(i)[1];
+        int64_t block = InfoOf(c.D(i)).block_elems;
+        if (block > 1 && k.IsConstant() && k.value() % block != 0)
+          return Err(absl::StrCat(c.N(i), ": K = ", k.value(), " is not a multiple of the ",
+                                  DTypeName(c.D(i)), " block size ", block));
+      }
+      CHECK_OK(c.DimEq(2, 0, c.S(1)[0], "N of 'w_gate'"));
+      return Types{WithLast(c[0], c.S(1)[0], c.D(0))};
+    }
     case OpKind::kMatMul:
     case OpKind::kMatMulGroup: {
       CHECK_OK(c.Float(0));
@@ -208,15 +236,22 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs,
       CHECK_OK(c.Rank(0, 3));
       CHECK_OK(c.DTypeIs(1, DType::kI32));
       CHECK_OK(c.ShapeIs(1, Shape{c.S(0)[0]}, "one position per token of 'x'"));
-      int64_t n_rot = c.I("n_rot");
-      if (n_rot <= 0 || n_rot % 2 != 0) return Err("attribute 'n_rot' must be even and > 0");
-      const Dim& d = c.S(0)[2];
-      if (d.IsConstant() && n_rot > d.value())
-        return Err(absl::StrCat("attribute 'n_rot' (", n_rot, ") exceeds the head dim ", d.value()));
-      if (c.F("base") <= 0) return Err("attribute 'base' must be > 0");
-      if (auto mode = attrs.GetString("mode"); mode && *mode != "neox")
-        return Err(absl::StrCat("rope mode '", *mode, "' is not supported (only \"neox\")"));
+      CHECK_OK(CheckRopeAttrs(c, attrs, c.S(0)[2]));
       return Types{Like(c[0])};
+    }
+    case OpKind::kQkNormRope: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.Rank(0, 3));
+      CHECK_OK(c.Rank(1, 3));
+      CHECK_OK(c.SameDType(0, 1));
+      CHECK_OK(c.DimEq(1, 0, c.S(0)[0], "tokens of 'q'"));
+      CHECK_OK(c.DimEq(1, 2, c.S(0)[2], "head dim of 'q'"));
+      CHECK_OK(c.ShapeIs(2, Shape{c.S(0)[2]}, "the head dim of 'q'"));
+      CHECK_OK(c.ShapeIs(3, Shape{c.S(0)[2]}, "the head dim of 'q'"));
+      CHECK_OK(c.DTypeIs(4, DType::kI32));
+      CHECK_OK(c.ShapeIs(4, Shape{c.S(0)[0]}, "one position per token of 'q'"));
+      CHECK_OK(CheckRopeAttrs(c, attrs, c.S(0)[2]));
+      return Types{Like(c[0]), Like(c[1])};
     }
     case OpKind::kPositions:
     case OpKind::kAdvancePositions: {
@@ -240,7 +275,8 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs,
       CHECK_OK(c.ShapeIs(4, Shape{c.S(0)[0]}, "one position per token of 'k'"));
       return Types{};
     }
-    case OpKind::kAttention: {
+    case OpKind::kAttention:
+    case OpKind::kAttentionGated: {
       CHECK_OK(c.Float(0));
       CHECK_OK(c.Rank(0, 3));
       for (size_t i : {1, 2}) {
@@ -256,6 +292,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs,
                                 hkv.value(), ")"));
       CHECK_OK(c.DTypeIs(3, DType::kI32));
       CHECK_OK(c.ShapeIs(3, Shape{c.S(0)[0]}, "one position per token of 'q'"));
+      if (kind == OpKind::kAttentionGated) CHECK_OK(c.SameType(0, 4));
       return Types{Like(c[0])};
     }
     case OpKind::kConv1dCausal: {

@@ -113,7 +113,7 @@ class FunctionVerifier {
       case OpKind::kSample: writes = {op.operand(1)}; break;
       default: break;
     }
-    if (op.is(OpKind::kAttention)) {
+    if (op.is(OpKind::kAttention) || op.is(OpKind::kAttentionGated)) {
       for (unsigned i : {1u, 2u}) {
         Value* cache = op.operand(i);
         if (!written_by_.contains(cache))

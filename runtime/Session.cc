@@ -1,5 +1,6 @@
 #include "runtime/Session.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -33,16 +34,63 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(const std::string& path,
   lo.n_ctx = options.n_ctx;
   lo.prefill_all_logits = options.prompt_logits;
   MEMRA_ASSIGN_OR_RETURN(s->module_, frontends::LowerQwen35(*s->file_, lo));
-  s->n_vocab_ = s->module_->attrs().I64Or("n_vocab", 0);
-  CpuExecutorOptions eo;
-  eo.threads = options.threads;
-  eo.weight_mode = options.weight_mode;
-  eo.profile = options.profile;
-  MEMRA_ASSIGN_OR_RETURN(s->exec_, CpuExecutor::Create(*s->module_, *s->file_, eo));
-  auto tok = tokenizer::Tokenizer::FromGguf(*s->file_);
-  if (tok.ok()) s->tokenizer_ = std::move(*tok);
-  else s->tokenizer_status_ = tok.status();
+  if (options.compile) MEMRA_RETURN_IF_ERROR(options.compile(*s->module_));
+  MEMRA_RETURN_IF_ERROR(s->Init());
   return s;
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Open(std::unique_ptr<gguf::GgufFile> file,
+                                                       std::unique_ptr<ir::Module> module,
+                                                       const SessionOptions& options) {
+  std::unique_ptr<Session> s(new Session());
+  s->options_ = options;
+  if (options.prompt_logits && module->attrs().GetString("prefill_logits") != std::optional<std::string>("all"))
+    return absl::FailedPreconditionError(
+        "the compiled module's prefill returns only the last token's logits (compile with --all-logits)");
+  s->file_ = std::move(file);
+  s->module_ = std::move(module);
+  MEMRA_RETURN_IF_ERROR(s->Init());
+  return s;
+}
+
+absl::Status Session::Init() {
+  n_vocab_ = module_->attrs().I64Or("n_vocab", 0);
+  for (const auto& f : module_->functions())
+    if (f->attrs().GetString("bucket_of") == std::optional<std::string>("prefill"))
+      buckets_.emplace_back(f->attrs().I64Or("bucket", 0), f->name());
+  std::sort(buckets_.rbegin(), buckets_.rend());
+  if (module_->function("prefill") == nullptr && (buckets_.empty() || module_->function("decode") == nullptr))
+    return absl::InvalidArgumentError("the module has neither @prefill nor @prefill_tN buckets with @decode");
+  CpuExecutorOptions eo;
+  eo.threads = options_.threads;
+  eo.weight_mode = options_.weight_mode;
+  eo.profile = options_.profile;
+  MEMRA_ASSIGN_OR_RETURN(exec_, CpuExecutor::Create(*module_, *file_, eo));
+  auto tok = tokenizer::Tokenizer::FromGguf(*file_);
+  if (tok.ok()) tokenizer_ = std::move(*tok);
+  else tokenizer_status_ = tok.status();
+  return absl::OkStatus();
+}
+
+absl::Status Session::RunPrefill(absl::Span<const int32_t> tokens, std::vector<float>& rows) {
+  auto run = [&](absl::string_view fn, size_t start, size_t end) -> absl::Status {
+    std::vector<HostTensor> args;
+    args.push_back(HostTensor::FromI32(std::vector<int32_t>(tokens.begin() + start, tokens.begin() + end),
+                                       {static_cast<int64_t>(end - start)}));
+    MEMRA_ASSIGN_OR_RETURN(std::vector<HostTensor> out, exec_->Run(fn, std::move(args)));
+    rows.insert(rows.end(), out[0].f32(), out[0].f32() + out[0].numel());
+    return absl::OkStatus();
+  };
+  if (buckets_.empty() || module_->function("prefill") != nullptr) return run("prefill", 0, tokens.size());
+  size_t pos = 0;
+  while (pos < tokens.size()) {
+    const int64_t left = static_cast<int64_t>(tokens.size() - pos);
+    auto it = std::find_if(buckets_.begin(), buckets_.end(), [&](const auto& b) { return b.first <= left; });
+    const int64_t n = it == buckets_.end() ? 1 : it->first;
+    MEMRA_RETURN_IF_ERROR(run(it == buckets_.end() ? "decode" : it->second, pos, pos + n));
+    pos += n;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<int32_t>> Session::Tokenize(absl::string_view text) const {
@@ -68,14 +116,12 @@ absl::StatusOr<std::vector<float>> Session::Prefill(absl::Span<const int32_t> to
   const int64_t chunk = options_.chunk > 0 ? std::min(options_.chunk, kMaxPrefillChunk) : kMaxPrefillChunk;
   if (all != nullptr) all->clear();
   std::vector<float> last;
+  std::vector<float> rows;
   for (const auto& [start, end] : FixedPrefillChunks(n, chunk)) {
-    std::vector<HostTensor> args;
-    args.push_back(HostTensor::FromI32(std::vector<int32_t>(tokens.begin() + start, tokens.begin() + end),
-                                       {end - start}));
-    MEMRA_ASSIGN_OR_RETURN(std::vector<HostTensor> out, exec_->Run("prefill", std::move(args)));
-    const HostTensor& logits = out[0];
-    if (all != nullptr && options_.prompt_logits) all->insert(all->end(), logits.f32(), logits.f32() + logits.numel());
-    last.assign(logits.f32() + logits.numel() - n_vocab_, logits.f32() + logits.numel());
+    rows.clear();
+    MEMRA_RETURN_IF_ERROR(RunPrefill(tokens.subspan(start, end - start), rows));
+    if (all != nullptr && options_.prompt_logits) all->insert(all->end(), rows.begin(), rows.end());
+    last.assign(rows.end() - n_vocab_, rows.end());
   }
   return last;
 }

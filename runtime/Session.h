@@ -42,6 +42,9 @@ struct SessionOptions {
   // Prefill chunk size in tokens; 0: the whole prompt in one call (at most 4096 per call).
   int64_t chunk = 512;
   bool profile = false;  // CpuExecutor per-op-kind timing
+  // Runs on the lowered module before the executor is built (memra run: the compile pipeline,
+  // passes/Pipelines.h). Not called for a module given to Open (a plan's, already compiled).
+  std::function<absl::Status(ir::Module&)> compile;
 };
 
 struct GenerationParams {
@@ -74,6 +77,12 @@ using TokenCallback = std::function<bool(int32_t id, absl::string_view text)>;
 class Session {
  public:
   static absl::StatusOr<std::unique_ptr<Session>> Open(const std::string& path,
+                                                       const SessionOptions& options = {});
+  // A session on a module compiled earlier (a plan's IR) with the weights and tokenizer of
+  // `file`. Its n_ctx and prefill logits are the module's (options.n_ctx is ignored; asking for
+  // prompt_logits of a module that keeps only the last row is an error).
+  static absl::StatusOr<std::unique_ptr<Session>> Open(std::unique_ptr<gguf::GgufFile> file,
+                                                       std::unique_ptr<ir::Module> module,
                                                        const SessionOptions& options = {});
   ~Session();
 
@@ -110,6 +119,11 @@ class Session {
 
  private:
   Session() = default;
+  absl::Status Init();
+  // Runs tokens [start, end) through @prefill, or, in a bucketed module (bucket-shapes), through
+  // @prefill_tN pieces of exactly N tokens (largest bucket first) and @decode for a remainder
+  // below the smallest bucket. Appends the logits rows the module returns to `rows`.
+  absl::Status RunPrefill(absl::Span<const int32_t> tokens, std::vector<float>& rows);
 
   SessionOptions options_;
   std::unique_ptr<gguf::GgufFile> file_;
@@ -118,6 +132,7 @@ class Session {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   absl::Status tokenizer_status_;
   int64_t n_vocab_ = 0;
+  std::vector<std::pair<int64_t, std::string>> buckets_;  // (T, function), descending T
 };
 
 }  // namespace memra::runtime

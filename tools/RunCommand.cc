@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -13,16 +14,27 @@
 #include "frontends/tokenizer/Tokenizer.h"
 #include "ir/Printer.h"
 #include "llvm/Support/raw_ostream.h"
+#include "frontends/gguf/GgufFile.h"
+#include "passes/PassManager.h"
+#include "passes/Pipelines.h"
 #include "runtime/Session.h"
 #include "runtime/cpu/LayerTrace.h"
+#include "runtime/plan/Plan.h"
 #include "tools/Command.h"
+#include "tools/PassManagerFlags.h"
 
 namespace cl = llvm::cl;
 
 namespace {
 
-cl::SubCommand kRun("run", "Generate text with a model (GGUF) on the CPU executor");
-cl::opt<std::string> RunModel(cl::Positional, cl::Required, cl::desc("<model.gguf>"), cl::sub(kRun));
+cl::SubCommand kRun("run", "Generate text with a model (GGUF, compiled in memory, or a plan from memra compile) on the CPU executor");
+cl::opt<std::string> RunModel(cl::Positional, cl::Required, cl::desc("<model.gguf|model.plan>"), cl::sub(kRun));
+// GGUF: the compile pipeline (--passes, dumps, timing) runs before the executor is built.
+memra::tools::PassManagerFlags RunPmFlags(kRun, memra::passes::kDefaultPipeline.data());
+cl::opt<std::string> RunPlanGguf("gguf", cl::desc("With a plan: the GGUF to take the weights from (default: the path the plan records)"),
+                                 cl::init(""), cl::sub(kRun));
+cl::opt<std::string> RunArch("arch", cl::desc("With a plan: refuse it unless it targets this arch (default: any for the cpu backend)"),
+                             cl::init(""), cl::sub(kRun));
 cl::opt<std::string> RunPrompt("p", cl::desc("Prompt text (tokenized with the model's tokenizer; BOS as the model says)"),
                                cl::init(""), cl::sub(kRun));
 cl::alias RunPromptLong("prompt", cl::desc("Alias for -p"), cl::aliasopt(RunPrompt));
@@ -103,7 +115,28 @@ int RunRun() {
   else if (RunWeights == "dequant") so.weight_mode = runtime::WeightMode::kDequantizeAtLoad;
   else return Fail(absl::InvalidArgumentError("--weights must be per-row or dequant"));
 
-  auto session = runtime::Session::Open(RunModel, so);
+  absl::StatusOr<std::unique_ptr<runtime::Session>> session;
+  if (runtime::IsPlanFile(RunModel)) {
+    // A plan: check it against its GGUF (and --arch) before anything else, then run its IR.
+    auto plan = runtime::ReadPlan(RunModel);
+    if (!plan.ok()) return Fail(plan.status());
+    auto file = gguf::GgufFile::Open(RunPlanGguf.empty() ? plan->gguf.path : std::string(RunPlanGguf));
+    if (!file.ok()) return Fail(file.status());
+    if (absl::Status st = runtime::CheckPlanCompatible(*plan, runtime::IdentifyGguf(**file), RunArch); !st.ok())
+      return Fail(absl::Status(st.code(), absl::StrCat(std::string(RunModel), ": ", st.message())));
+    auto module = runtime::LoadPlanModule(*plan);
+    if (!module.ok()) return Fail(module.status());
+    session = runtime::Session::Open(std::move(*file), std::move(*module), so);
+  } else {
+    passes::PassManagerOptions pm_opts = RunPmFlags.Options();
+    pm_opts.input_name = RunModel;
+    so.compile = [pm_opts](ir::Module& m) -> absl::Status {
+      auto pm = passes::PassManager::Create(pm_opts);
+      if (!pm.ok()) return pm.status();
+      return (*pm)->Run(m);
+    };
+    session = runtime::Session::Open(RunModel, so);
+  }
   if (!session.ok()) return Fail(session.status());
   runtime::Session& s = **session;
   if (RunPrintIr) llvm::errs() << ir::ToText(s.module());

@@ -52,11 +52,12 @@ struct Step {
   const Op* op = nullptr;
   llvm::SmallVector<Operand, 6> in;
   llvm::SmallVector<int, 2> out;
+  llvm::SmallVector<int64_t, 2> out_offsets;  // memory plan offsets of the results (arena mode)
   llvm::SmallVector<int, 4> release;  // slots whose last use is this step
 };
 
 bool IsMatrixUse(OpKind k, unsigned operand_index) {
-  return (k == OpKind::kMatMul || k == OpKind::kMatMulGroup) ? operand_index >= 1
+  return (k == OpKind::kMatMul || k == OpKind::kMatMulGroup || k == OpKind::kMatMulSwiglu) ? operand_index >= 1
          : k == OpKind::kEmbed                                ? operand_index == 1
                                                               : false;
 }
@@ -73,6 +74,11 @@ struct CpuExecutor::Program {
   std::vector<int> arg_slots;
   std::vector<Step> steps;
   std::vector<const Op*> kv_appends;
+  // Memory plan (plan-memory): arena size (-1: none), argument offsets; the arena is allocated
+  // on the first call.
+  int64_t arena_bytes = -1;
+  std::vector<int64_t> arg_offsets;
+  mutable std::shared_ptr<std::vector<uint64_t>> arena;
 };
 
 CpuExecutor::CpuExecutor(const ir::Module& module, const gguf::GgufFile& file,
@@ -208,6 +214,12 @@ absl::StatusOr<const CpuExecutor::Program*> CpuExecutor::Prepare(absl::string_vi
     return p->num_slots++;
   };
   for (unsigned i = 0; i < fn->num_arguments(); ++i) p->arg_slots.push_back(new_slot(fn->argument(i)));
+  if (options_.use_memory_plan && fn->attrs().Has("arena_bytes")) {
+    p->arena_bytes = fn->attrs().I64Or("arena_bytes", 0);
+    p->arg_offsets = fn->attrs().GetI64Array("arena_args").value_or(std::vector<int64_t>{});
+    if (p->arg_offsets.size() != fn->num_arguments())
+      return absl::InvalidArgumentError(absl::StrCat("cpu executor: @", name, ": the memory plan gives no offset per argument"));
+  }
   std::vector<int> last_use;
   for (const Op* op : fn->Ops()) {
     if (op->is(OpKind::kSegment)) continue;  // its body follows in program order
@@ -235,6 +247,13 @@ absl::StatusOr<const CpuExecutor::Program*> CpuExecutor::Prepare(absl::string_vi
       s.in.push_back(o);
     }
     for (const ir::Value* r : op->results()) s.out.push_back(new_slot(r));
+    if (options_.use_memory_plan && fn->attrs().Has("arena_bytes")) {
+      std::vector<int64_t> offs = op->attrs().GetI64Array("arena").value_or(std::vector<int64_t>{});
+      if (offs.size() != op->num_results())
+        return absl::InvalidArgumentError(absl::StrCat("cpu executor: @", name, ": ", op->Summary(),
+                                                       ": the memory plan gives no offset per result"));
+      s.out_offsets.assign(offs.begin(), offs.end());
+    }
     if (op->is(OpKind::kKvAppend)) p->kv_appends.push_back(op);
     p->steps.push_back(std::move(s));
   }
@@ -332,6 +351,27 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
 
   std::vector<HostTensor> slots(p->num_slots);
   for (size_t i = 0; i < args.size(); ++i) slots[p->arg_slots[i]] = std::move(args[i]);
+  // Arena mode: values live at their planned offsets.
+  char* arena = nullptr;
+  if (p->arena_bytes >= 0) {
+    if (!p->arena) {
+      // NaN-poisoned: a value read before it is written shows up in the results.
+      p->arena = std::make_shared<std::vector<uint64_t>>((p->arena_bytes + 7) / 8, ~uint64_t{0});
+    }
+    arena = reinterpret_cast<char*>(p->arena->data());
+  }
+  auto place = [&](HostTensor& t, int64_t offset, const Op* op) -> absl::Status {
+    if (offset < 0 || offset + t.nbytes() > p->arena_bytes)
+      return absl::InternalError(absl::StrCat("cpu executor: @", name, ": ", op ? op->Summary() : "argument",
+                                              ": planned offset ", offset, " + ", t.nbytes(),
+                                              " bytes exceeds the arena of ", p->arena_bytes));
+    char* dst = arena + offset;
+    if (t.data() != dst) std::memmove(dst, t.data(), static_cast<size_t>(t.nbytes()));
+    t = HostTensor::View(t.dtype(), t.shape(), p->arena, dst);
+    return absl::OkStatus();
+  };
+  if (arena)
+    for (size_t i = 0; i < args.size(); ++i) MEMRA_RETURN_IF_ERROR(place(slots[p->arg_slots[i]], p->arg_offsets[i], nullptr));
   kc::ThreadPool* pool = pool_.get();
   std::vector<HostTensor> results;
 
@@ -443,6 +483,40 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         }
         break;
       }
+      case OpKind::kMatMulSwiglu: {
+        // The two products and the gating exactly as matmul, matmul, swiglu (bit-identical).
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& x = In(0);
+        const int64_t K = x.dim(-1), rows = x.numel() / std::max<int64_t>(K, 1);
+        const kc::WeightView& wg = Wt(1).view;
+        const kc::WeightView& wu = Wt(2).view;
+        if (wg.cols != K || wu.cols != K || wg.rows != wu.rows) return OpError(op, "weight shape mismatch");
+        HostTensor g = HostTensor::Zeros(DType::kF32, WithLast(x.shape(), wg.rows));
+        HostTensor u = HostTensor::Zeros(DType::kF32, WithLast(x.shape(), wu.rows));
+        MEMRA_RETURN_IF_ERROR(kc::Matmul(x.f32(), rows, wg, g.f32(), pool));
+        MEMRA_RETURN_IF_ERROR(kc::Matmul(x.f32(), rows, wu, u.f32(), pool));
+        HostTensor y = HostTensor::Zeros(DType::kF32, g.shape());
+        kc::Swiglu(g.f32(), u.f32(), g.numel(), y.f32());
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kQkNormRope: {
+        // rms_norm then rope of q and of k, as the separate ops compute them (bit-identical).
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        MEMRA_RETURN_IF_ERROR(F32In(1));
+        const float eps = static_cast<float>(at.F64Or("eps", 0));
+        const int64_t n_rot = at.I64Or("n_rot", 0);
+        const float base = static_cast<float>(at.F64Or("base", 10000.0));
+        for (size_t i : {0, 1}) {
+          const HostTensor& x = In(i);
+          const int64_t cols = x.dim(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
+          HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
+          kc::RmsNorm(x.f32(), Wt(2 + i).values, rows, cols, eps, y.f32(), pool);
+          kc::RopeNeox(y.f32(), x.dim(0), x.dim(1), x.dim(2), n_rot, base, In(4).i32());
+          out.push_back(y);
+        }
+        break;
+      }
       case OpKind::kQGateSplit: {
         MEMRA_RETURN_IF_ERROR(F32In(0));
         const HostTensor& qg = In(0);
@@ -485,7 +559,8 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         MEMRA_RETURN_IF_ERROR(kc::KvAppend(In(1).f32(), T, width, P, vc_.dim(0), vc_.f32()));
         break;
       }
-      case OpKind::kAttention: {
+      case OpKind::kAttention:
+      case OpKind::kAttentionGated: {
         MEMRA_RETURN_IF_ERROR(F32In(0));
         MEMRA_ASSIGN_OR_RETURN(int64_t P, ContiguousStart(op, In(3)));
         const HostTensor& q = In(0);
@@ -495,6 +570,16 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         HostTensor y = HostTensor::Zeros(DType::kF32, q.shape());
         kc::CausalAttention(q.f32(), T, P, kc_.f32(), St(2).f32(), q.dim(1), kc_.dim(1), q.dim(2),
                             static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool);
+        if (op.is(OpKind::kAttentionGated)) {
+          // attention * sigmoid(gate), as sigmoid then mul compute it (bit-identical).
+          MEMRA_RETURN_IF_ERROR(F32In(4));
+          const int64_t n = y.numel();
+          HostTensor sg = HostTensor::Zeros(DType::kF32, q.shape());
+          kc::Sigmoid(In(4).f32(), n, sg.f32());
+          HostTensor o = HostTensor::Zeros(DType::kF32, q.shape());
+          kc::Mul(y.f32(), sg.f32(), n, o.f32());
+          y = o;
+        }
         out.push_back(y);
         break;
       }
@@ -675,7 +760,8 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         break;
       }
       case OpKind::kReturn:
-        for (size_t i = 0; i < s.in.size(); ++i) results.push_back(In(i));
+        // Arena values are overwritten by the next call: results get storage of their own.
+        for (size_t i = 0; i < s.in.size(); ++i) results.push_back(arena ? In(i).Clone() : In(i));
         break;
       case OpKind::kSegment:
         break;
@@ -689,6 +775,7 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
       if (llvm::ArrayRef<int64_t>(want) != out[i].shape())
         return absl::InternalError(absl::StrCat("cpu executor: ", op.Summary(), ": result ", i, " is ",
                                                 out[i].ShapeString(), ", its IR type is ", r->type().ToString()));
+      if (arena && !op.is(OpKind::kReshape)) MEMRA_RETURN_IF_ERROR(place(out[i], s.out_offsets[i], &op));
       if (observer_ && !r->name().empty()) observer_(*r, out[i]);
       slots[s.out[i]] = std::move(out[i]);
     }

@@ -47,6 +47,10 @@ struct CpuExecutorOptions {
   WeightMode weight_mode = WeightMode::kPerRow;
   // Accumulate wall time per op kind and function (ProfileReport()).
   bool profile = false;
+  // Functions with a memory plan (passes/MemoryPlan.h): every argument and result lives at its
+  // planned offset of one arena per function (NaN-poisoned when allocated), so a wrong plan
+  // (two live values sharing memory) changes the results. Off: a fresh buffer per result.
+  bool use_memory_plan = true;
 };
 
 // Called after every op for each of its named results (trace hooks, per-node comparisons).

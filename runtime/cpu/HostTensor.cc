@@ -1,5 +1,7 @@
 #include "runtime/cpu/HostTensor.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -38,6 +40,31 @@ HostTensor HostTensor::FromI32(std::vector<int32_t> values, llvm::ArrayRef<int64
   t.shape_.assign(shape.begin(), shape.end());
   t.storage_ = std::make_shared<Storage>();
   t.storage_->i32 = std::move(values);
+  return t;
+}
+
+HostTensor HostTensor::View(ir::DType dtype, llvm::ArrayRef<int64_t> shape, std::shared_ptr<void> owner, void* data) {
+  HostTensor t;
+  t.dtype_ = dtype;
+  t.shape_.assign(shape.begin(), shape.end());
+  t.view_owner_ = std::move(owner);
+  t.view_ = data;
+  return t;
+}
+
+const void* HostTensor::data() const {
+  if (dtype_ == ir::DType::kI32) return i32();
+  if (dtype_ == ir::DType::kI64) return i64();
+  return f32();
+}
+
+int64_t HostTensor::nbytes() const {
+  return numel() * (dtype_ == ir::DType::kI64 ? 8 : 4);
+}
+
+HostTensor HostTensor::Clone() const {
+  HostTensor t = Zeros(dtype_, shape_);
+  std::memcpy(const_cast<void*>(t.data()), data(), static_cast<size_t>(nbytes()));
   return t;
 }
 

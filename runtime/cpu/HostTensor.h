@@ -22,20 +22,28 @@ class HostTensor {
   static HostTensor Zeros(ir::DType dtype, llvm::ArrayRef<int64_t> shape);
   static HostTensor FromF32(std::vector<float> values, llvm::ArrayRef<int64_t> shape);
   static HostTensor FromI32(std::vector<int32_t> values, llvm::ArrayRef<int64_t> shape);
+  // A tensor over memory owned by `owner` (the executor's memory-planned arena): no copy; the
+  // memory is reused once the planned lifetime ends.
+  static HostTensor View(ir::DType dtype, llvm::ArrayRef<int64_t> shape, std::shared_ptr<void> owner, void* data);
+  // A copy with storage of its own.
+  HostTensor Clone() const;
+  // The elements' bytes (f32, i32 or i64) and their count.
+  const void* data() const;
+  int64_t nbytes() const;
 
   ir::DType dtype() const { return dtype_; }
   llvm::ArrayRef<int64_t> shape() const { return shape_; }
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
   int64_t dim(int64_t i) const { return shape_[i < 0 ? i + rank() : i]; }
   int64_t numel() const;
-  bool valid() const { return storage_ != nullptr; }
+  bool valid() const { return storage_ != nullptr || view_ != nullptr; }
 
-  float* f32() { return storage_->f32.data(); }
-  const float* f32() const { return storage_->f32.data(); }
-  int32_t* i32() { return storage_->i32.data(); }
-  const int32_t* i32() const { return storage_->i32.data(); }
-  int64_t* i64() { return storage_->i64.data(); }
-  const int64_t* i64() const { return storage_->i64.data(); }
+  float* f32() { return view_ ? static_cast<float*>(view_) : storage_->f32.data(); }
+  const float* f32() const { return view_ ? static_cast<const float*>(view_) : storage_->f32.data(); }
+  int32_t* i32() { return view_ ? static_cast<int32_t*>(view_) : storage_->i32.data(); }
+  const int32_t* i32() const { return view_ ? static_cast<const int32_t*>(view_) : storage_->i32.data(); }
+  int64_t* i64() { return view_ ? static_cast<int64_t*>(view_) : storage_->i64.data(); }
+  const int64_t* i64() const { return view_ ? static_cast<const int64_t*>(view_) : storage_->i64.data(); }
   absl::Span<const float> f32_span() const { return {f32(), static_cast<size_t>(numel())}; }
   absl::Span<const int32_t> i32_span() const { return {i32(), static_cast<size_t>(numel())}; }
 
@@ -52,6 +60,8 @@ class HostTensor {
   ir::DType dtype_ = ir::DType::kF32;
   llvm::SmallVector<int64_t, 4> shape_;
   std::shared_ptr<Storage> storage_;
+  std::shared_ptr<void> view_owner_;  // a View's memory
+  void* view_ = nullptr;
 };
 
 }  // namespace memra::runtime

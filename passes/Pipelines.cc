@@ -1,0 +1,25 @@
+#include "passes/Pipelines.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+
+namespace memra::passes {
+
+std::string WithBucketLadder(absl::string_view pipeline, absl::string_view buckets) {
+  std::string p(pipeline);
+  if (buckets.empty()) return p;
+  // Pipeline option values cannot hold ','; the ladder takes ':' as well.
+  const std::string ladder = absl::StrReplaceAll(buckets, {{",", ":"}, {" ", ""}});
+  const std::string pass = "bucket-shapes";
+  size_t pos = p.find(pass);
+  if (pos == std::string::npos) return p;
+  size_t end = pos + pass.size();
+  if (end < p.size() && p[end] == '{') {
+    p.insert(end + 1, absl::StrCat("ladder=", ladder, " "));
+  } else {
+    p.insert(end, absl::StrCat("{ladder=", ladder, "}"));
+  }
+  return p;
+}
+
+}  // namespace memra::passes

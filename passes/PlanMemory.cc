@@ -1,0 +1,236 @@
+// plan-memory: static arena offsets for every function with static shapes (see
+// passes/MemoryPlan.h for the layout and how it is recorded). Functions with symbolic shapes
+// are skipped (statistic skipped-symbolic): run bucket-shapes first. Statistics sum over the
+// planned functions: arena-bytes (peaks) vs naive-bytes (one allocation per buffer).
+// Options: alignment (bytes, a power of two; default 256).
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "ir/Module.h"
+#include "ir/StatusMacros.h"
+#include "passes/MemoryPlan.h"
+#include "passes/PassRegistry.h"
+#include "passes/PassUtil.h"
+
+namespace memra::passes {
+
+int64_t ElementBytes(ir::DType dtype) {
+  const ir::DTypeInfo& info = ir::InfoOf(dtype);
+  return info.block_elems == 1 ? info.block_bytes : 4;
+}
+
+namespace {
+
+int64_t AlignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+// Lifetimes of the function's values; offsets left 0.
+absl::StatusOr<ArenaPlan> Liveness(const ir::Function& f, int64_t alignment) {
+  ArenaPlan plan;
+  plan.alignment = alignment;
+  absl::flat_hash_map<const ir::Value*, size_t> index;
+  auto add = [&](const ir::Value* v, int64_t step, const ir::Value* alias_of) -> absl::Status {
+    std::optional<int64_t> n = v->shape().NumElements();
+    if (!n)
+      return absl::FailedPreconditionError(absl::StrCat("plan-memory: @", f.name(), ": %", v->name(), " has type ",
+                                                        v->type().ToString(), " (symbolic; run bucket-shapes first)"));
+    ArenaBuffer b;
+    b.value = v;
+    b.first = b.last = step;
+    b.alias_of = alias_of;
+    b.bytes = alias_of ? 0 : AlignUp(std::max<int64_t>(*n * ElementBytes(v->dtype()), 1), alignment);
+    index[v] = plan.buffers.size();
+    plan.buffers.push_back(b);
+    return absl::OkStatus();
+  };
+  for (unsigned i = 0; i < f.num_arguments(); ++i) MEMRA_RETURN_IF_ERROR(add(f.argument(i), -1, nullptr));
+  auto root = [&](const ir::Value* v) {
+    const ArenaBuffer& b = plan.buffers[index.at(v)];
+    return b.alias_of ? b.alias_of : v;
+  };
+  std::vector<ir::Op*> ops = f.Ops();
+  const int64_t end = static_cast<int64_t>(ops.size());
+  for (int64_t step = 0; step < end; ++step) {
+    const ir::Op* op = ops[step];
+    for (const ir::Value* v : op->operands()) {
+      if (v == nullptr || v->is_global()) continue;
+      auto it = index.find(v);
+      if (it == index.end()) continue;  // the verifier reports undefined values
+      ArenaBuffer& rb = plan.buffers[index.at(root(v))];
+      rb.last = std::max(rb.last, op->is(ir::OpKind::kReturn) ? end : step);
+    }
+    for (const ir::Value* r : op->results()) {
+      const ir::Value* alias = nullptr;
+      if (op->is(ir::OpKind::kReshape) && index.contains(op->operand(0))) alias = root(op->operand(0));
+      MEMRA_RETURN_IF_ERROR(add(r, step, alias));
+    }
+  }
+  // Aliases share their root's lifetime.
+  for (ArenaBuffer& b : plan.buffers)
+    if (b.alias_of) {
+      const ArenaBuffer& rb = plan.buffers[index.at(b.alias_of)];
+      b.first = rb.first;
+      b.last = rb.last;
+    }
+  for (const ArenaBuffer& b : plan.buffers) plan.naive_bytes += b.bytes;
+  return plan;
+}
+
+bool Overlap(const ArenaBuffer& a, const ArenaBuffer& b) { return a.first <= b.last && b.first <= a.last; }
+
+}  // namespace
+
+absl::StatusOr<ArenaPlan> ComputeArenaPlan(const ir::Function& f, int64_t alignment) {
+  MEMRA_ASSIGN_OR_RETURN(ArenaPlan plan, Liveness(f, alignment));
+  std::vector<size_t> order;
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    if (!plan.buffers[i].alias_of) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (plan.buffers[a].bytes != plan.buffers[b].bytes) return plan.buffers[a].bytes > plan.buffers[b].bytes;
+    return plan.buffers[a].first < plan.buffers[b].first;
+  });
+  std::vector<size_t> placed;
+  for (size_t i : order) {
+    ArenaBuffer& b = plan.buffers[i];
+    std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, end) of live-overlapping buffers
+    for (size_t j : placed)
+      if (Overlap(b, plan.buffers[j])) busy.emplace_back(plan.buffers[j].offset, plan.buffers[j].offset + plan.buffers[j].bytes);
+    std::sort(busy.begin(), busy.end());
+    int64_t off = 0;
+    for (const auto& [s, e] : busy) {
+      if (off + b.bytes <= s) break;
+      off = std::max(off, AlignUp(e, alignment));
+    }
+    b.offset = off;
+    plan.arena_bytes = std::max(plan.arena_bytes, off + b.bytes);
+    placed.push_back(i);
+  }
+  absl::flat_hash_map<const ir::Value*, int64_t> offset;
+  for (const ArenaBuffer& b : plan.buffers)
+    if (!b.alias_of) offset[b.value] = b.offset;
+  for (ArenaBuffer& b : plan.buffers)
+    if (b.alias_of) b.offset = offset.at(b.alias_of);
+  return plan;
+}
+
+absl::StatusOr<std::optional<ArenaPlan>> ReadArenaPlan(const ir::Function& f) {
+  std::optional<int64_t> bytes = f.attrs().GetI64("arena_bytes");
+  if (!bytes) return std::optional<ArenaPlan>();
+  const int64_t align = f.attrs().I64Or("arena_align", 1);
+  MEMRA_ASSIGN_OR_RETURN(ArenaPlan plan, Liveness(f, align));
+  plan.arena_bytes = *bytes;
+  auto err = [&](absl::string_view msg) {
+    return absl::InvalidArgumentError(absl::StrCat("arena plan of @", f.name(), ": ", msg));
+  };
+  absl::flat_hash_map<const ir::Value*, int64_t> offsets;
+  std::vector<int64_t> args = f.attrs().GetI64Array("arena_args").value_or(std::vector<int64_t>{});
+  if (args.size() != f.num_arguments()) return err("arena_args does not give one offset per argument");
+  for (unsigned i = 0; i < f.num_arguments(); ++i) offsets[f.argument(i)] = args[i];
+  for (const ir::Op* op : f.Ops()) {
+    if (op->num_results() == 0) continue;
+    std::vector<int64_t> offs = op->attrs().GetI64Array("arena").value_or(std::vector<int64_t>{});
+    if (offs.size() != op->num_results())
+      return err(absl::StrCat(op->Summary(), ": 'arena' does not give one offset per result"));
+    for (unsigned i = 0; i < op->num_results(); ++i) offsets[op->result(i)] = offs[i];
+  }
+  for (ArenaBuffer& b : plan.buffers) b.offset = offsets.at(b.value);
+  return std::optional<ArenaPlan>(std::move(plan));
+}
+
+absl::Status CheckArenaPlan(const ArenaPlan& plan) {
+  auto name = [](const ArenaBuffer& b) { return absl::StrCat("%", b.value->name().empty() ? "?" : b.value->name()); };
+  absl::flat_hash_map<const ir::Value*, int64_t> root_offset;
+  for (const ArenaBuffer& b : plan.buffers)
+    if (!b.alias_of) root_offset[b.value] = b.offset;
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const ArenaBuffer& a = plan.buffers[i];
+    if (a.alias_of) {
+      if (root_offset.at(a.alias_of) != a.offset)
+        return absl::InvalidArgumentError(absl::StrCat("arena: alias ", name(a), " is not at its root's offset"));
+      continue;
+    }
+    if (a.offset < 0 || a.offset + a.bytes > plan.arena_bytes || a.offset % plan.alignment != 0)
+      return absl::InvalidArgumentError(absl::StrCat("arena: ", name(a), " at [", a.offset, ", ", a.offset + a.bytes,
+                                                     ") is outside the arena of ", plan.arena_bytes,
+                                                     " bytes or not aligned to ", plan.alignment));
+    for (size_t j = i + 1; j < plan.buffers.size(); ++j) {
+      const ArenaBuffer& b = plan.buffers[j];
+      if (b.alias_of || !Overlap(a, b)) continue;
+      if (a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes)
+        return absl::InvalidArgumentError(absl::StrCat("arena: ", name(a), " [", a.offset, ", ", a.offset + a.bytes,
+                                                       ") and ", name(b), " [", b.offset, ", ", b.offset + b.bytes,
+                                                       ") overlap while both are live (steps ", a.first, "..", a.last,
+                                                       " and ", b.first, "..", b.last, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+class PlanMemoryPass : public Pass {
+ public:
+  absl::string_view name() const override { return "plan-memory"; }
+  absl::string_view description() const override {
+    return "Assigns every activation a static offset in one arena per function (liveness-based reuse)";
+  }
+
+  absl::StatusOr<bool> Run(ir::Module& m) override {
+    const int64_t align = *alignment_;
+    if (align <= 0 || (align & (align - 1)) != 0)
+      return absl::InvalidArgumentError(absl::StrCat("plan-memory: alignment ", align, " is not a power of two"));
+    bool changed = false;
+    for (const auto& f : m.functions()) {
+      bool is_static = true;
+      for (unsigned i = 0; i < f->num_arguments(); ++i) is_static &= f->argument(i)->shape().IsStatic();
+      for (const ir::Op* op : f->Ops())
+        for (const ir::Value* r : op->results()) is_static &= r->shape().IsStatic();
+      if (!is_static) {
+        ++skipped_;
+        continue;
+      }
+      MEMRA_ASSIGN_OR_RETURN(ArenaPlan plan, ComputeArenaPlan(*f, align));
+      MEMRA_RETURN_IF_ERROR(CheckArenaPlan(plan));
+      absl::flat_hash_map<const ir::Value*, int64_t> offset;
+      for (const ArenaBuffer& b : plan.buffers) offset[b.value] = b.offset;
+      auto set = [&](ir::AttrDict& attrs, absl::string_view key, ir::Attr v) {
+        const ir::Attr* old = attrs.Get(key);
+        if (old && *old == v) return;
+        attrs.Set(key, std::move(v));
+        changed = true;
+      };
+      std::vector<int64_t> args;
+      for (unsigned i = 0; i < f->num_arguments(); ++i) args.push_back(offset.at(f->argument(i)));
+      set(f->attrs(), "arena_args", args);
+      set(f->attrs(), "arena_bytes", plan.arena_bytes);
+      set(f->attrs(), "arena_naive_bytes", plan.naive_bytes);
+      set(f->attrs(), "arena_align", align);
+      for (ir::Op* op : f->Ops()) {
+        if (op->num_results() == 0) continue;
+        std::vector<int64_t> offs;
+        for (const ir::Value* r : op->results()) offs.push_back(offset.at(r));
+        set(op->attrs(), "arena", offs);
+      }
+      ++functions_;
+      arena_bytes_ += plan.arena_bytes;
+      naive_bytes_ += plan.naive_bytes;
+      for (const ArenaBuffer& b : plan.buffers) ++(b.alias_of ? aliases_ : buffers_);
+    }
+    return changed;
+  }
+
+ private:
+  Option<int64_t> alignment_{this, "alignment", "byte alignment of every buffer (a power of two)", 256};
+  Statistic functions_{this, "functions", "functions planned"};
+  Statistic buffers_{this, "buffers", "buffers placed"};
+  Statistic aliases_{this, "aliases", "reshape results aliasing their input"};
+  Statistic arena_bytes_{this, "arena-bytes", "sum over functions of the arena size (peak)"};
+  Statistic naive_bytes_{this, "naive-bytes", "sum over functions of all buffer sizes (no reuse)"};
+  Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes (not planned)"};
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> CreatePlanMemoryPass() { return std::make_unique<PlanMemoryPass>(); }
+
+}  // namespace memra::passes

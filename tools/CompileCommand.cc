@@ -1,0 +1,138 @@
+// `memra compile MODEL.gguf -o MODEL.plan`: lowers the model, runs the compile pipeline
+// (passes/Pipelines.h; fusion, bucket-shapes, plan-memory, partition-segments) and writes one
+// plan file (runtime/plan/Plan.h) that `memra run MODEL.plan` starts from without compiling.
+// Needs no GPU. --report prints a table per function (bucket): ops before/after fusion,
+// segments, arena bytes vs the naive sum, and the compile time.
+#include <chrono>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/match.h"
+#include "absl/container/flat_hash_map.h"
+#include "frontends/gguf/GgufFile.h"
+#include "frontends/qwen35/Qwen35Lowering.h"
+#include "ir/Module.h"
+#include "llvm/Support/raw_ostream.h"
+#include "passes/PassManager.h"
+#include "passes/Pipelines.h"
+#include "runtime/plan/Plan.h"
+#include "tools/Command.h"
+#include "tools/PassManagerFlags.h"
+
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::SubCommand kCompile("compile", "Compile a GGUF model into a plan file (IR, buckets, arena layout, segments)");
+cl::opt<std::string> CompileModel(cl::Positional, cl::Required, cl::desc("<model.gguf>"), cl::sub(kCompile));
+memra::tools::PassManagerFlags CompilePmFlags(kCompile, memra::passes::kDefaultPipeline.data());
+cl::opt<std::string> CompileOut("o", cl::desc("Plan file to write (default: MODEL.plan beside the GGUF)"), cl::init(""),
+                                cl::sub(kCompile));
+cl::opt<std::string> CompileBuckets("buckets",
+                                    cl::desc("Prefill token buckets: 16,32,64 or 16..4096 (powers of two) "
+                                             "(default: the pipeline's, 16..4096 capped at the context)"),
+                                    cl::init(""), cl::sub(kCompile));
+cl::opt<std::string> CompileArch("arch", cl::desc("Target: sm_NN (CUDA) or cpu (default: sm_90)"), cl::init("sm_90"),
+                                 cl::sub(kCompile));
+cl::opt<bool> CompileReport("report", cl::desc("Print a table per bucket: ops before/after fusion, segments, arena "
+                                               "bytes, compile time (default: false)"),
+                            cl::init(false), cl::sub(kCompile));
+cl::opt<int64_t> CompileCtx("ctx-size", cl::desc("Context length (KV cache rows), 0 = min(model's, 4096) (default: 0)"),
+                            cl::init(0), cl::sub(kCompile));
+cl::opt<bool> CompileAllLogits("all-logits",
+                               cl::desc("Prefill returns the logits of every token (memra run --logits-out needs it) "
+                                        "(default: false)"),
+                               cl::init(false), cl::sub(kCompile));
+
+int Fail(const absl::Status& st) {
+  llvm::errs() << "memra compile: " << st.ToString() << "\n";
+  return 1;
+}
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string Bytes(int64_t b) {
+  if (b >= (1 << 20)) return absl::StrFormat("%.2f MiB", b / 1048576.0);
+  if (b >= 1024) return absl::StrFormat("%.1f KiB", b / 1024.0);
+  return absl::StrCat(b, " B");
+}
+
+int RunCompile() {
+  using namespace memra;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!runtime::IsValidArch(CompileArch))
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--arch ", std::string(CompileArch), ": expected sm_NN or cpu")));
+  auto file = gguf::GgufFile::Open(CompileModel);
+  if (!file.ok()) return Fail(file.status());
+  frontends::LowerOptions lo;
+  lo.n_ctx = CompileCtx;
+  lo.prefill_all_logits = CompileAllLogits;
+  auto module = frontends::LowerQwen35(**file, lo);
+  if (!module.ok()) return Fail(module.status());
+  const double lower_s = Since(t0);
+  // Ops of the lowered (unfused) functions, for the report.
+  absl::flat_hash_map<std::string, int64_t> ops_before;
+  for (const auto& f : (*module)->functions()) ops_before[f->name()] = static_cast<int64_t>(f->NumOps());
+
+  passes::PassManagerOptions pm_opts = CompilePmFlags.Options();
+  pm_opts.pipeline = passes::WithBucketLadder(pm_opts.pipeline, CompileBuckets);
+  pm_opts.input_name = CompileModel;
+  auto pm = passes::PassManager::Create(pm_opts);
+  if (!pm.ok()) return Fail(pm.status());
+  const auto t1 = std::chrono::steady_clock::now();
+  if (absl::Status st = (*pm)->Run(**module); !st.ok()) return Fail(st);
+  const double passes_s = Since(t1);
+
+  auto plan = runtime::MakePlan(**module, **file, CompileArch, (*pm)->PipelineString(), MEMRA_VERSION);
+  if (!plan.ok()) return Fail(plan.status());
+  std::string out = CompileOut.empty() ? absl::StrCat(std::string(CompileModel), ".plan") : std::string(CompileOut);
+  if (absl::EndsWith(std::string(CompileModel), ".gguf") && CompileOut.empty())
+    out = absl::StrCat(std::string(CompileModel).substr(0, CompileModel.size() - 5), ".plan");
+  if (absl::Status st = runtime::WritePlan(*plan, out); !st.ok()) return Fail(st);
+  const double total_s = Since(t0);
+
+  if (CompileReport) {
+    llvm::outs() << absl::StrFormat("memra compile: %s -> %s (arch %s)\n", std::string(CompileModel), out,
+                                    plan->arch);
+    llvm::outs() << absl::StrFormat("%-16s %7s %10s %9s %8s %8s %8s %12s %12s %6s\n", "function", "bucket",
+                                    "ops before", "ops after", "segments", "captured", "eager", "arena", "naive",
+                                    "reuse");
+    for (const auto& f : (*module)->functions()) {
+      const runtime::PlanFunction* pf = nullptr;
+      for (const auto& p : plan->functions)
+        if (p.name == f->name()) pf = &p;
+      std::string origin = f->attrs().GetString("bucket_of").value_or(f->name());
+      int64_t before = ops_before.contains(origin) ? ops_before[origin] : 0;
+      int64_t segs = 0, captured = 0, eager = 0, after = 0;
+      for (const ir::Op* op : f->Ops()) {
+        if (op->is(ir::OpKind::kSegment)) {
+          ++segs;
+          (op->attrs().I64Or("capturable", 0) ? captured : eager) += static_cast<int64_t>(op->body()->size());
+        } else {
+          ++after;
+        }
+      }
+      const int64_t arena = pf ? pf->arena_bytes : 0, naive = pf ? pf->naive_bytes : 0;
+      llvm::outs() << absl::StrFormat("%-16s %7s %10d %9d %8d %8d %8d %12s %12s %5.1fx\n", "@" + f->name(),
+                                      f->attrs().Has("bucket") ? absl::StrCat(f->attrs().I64Or("bucket", 0)) : "-",
+                                      before, after, segs, captured, eager, Bytes(arena), Bytes(naive),
+                                      arena > 0 ? static_cast<double>(naive) / arena : 0.0);
+    }
+    llvm::outs() << absl::StrFormat(
+        "kernel table: version %d, %d kernels (filled by the CUDA backend)\n"
+        "compile time: %.3f s (lower %.3f s, passes %.3f s, plan %.3f s); plan %s\n",
+        plan->kernels.version, plan->kernels.kernels.size(), total_s, lower_s, passes_s,
+        total_s - lower_s - passes_s, out);
+  } else {
+    llvm::errs() << absl::StrFormat("memra compile: wrote %s (%d functions, %.2f s)\n", out, plan->functions.size(),
+                                    total_s);
+  }
+  return 0;
+}
+
+}  // namespace
+
+MEMRA_REGISTER_COMMAND(kCompile, RunCompile);
