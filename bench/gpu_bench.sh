@@ -15,7 +15,10 @@ for preset in $presets; do
   echo "gen $preset: $(( $(date +%s) - start )) s, $(du -h "$m" | cut -f1)" | tee -a "$out/bench-notes.txt"
   "$bin/memra" bench "$m" -p 512,4096 -n 128 -r 3 --kernel-cache /tmp/memra-cache \
     > "$out/bench-$preset.md" 2> "$out/bench-$preset.err"
-  cat "$out/bench-$preset.err" | tee -a "$out/bench-notes.txt"
+  # The same tests once more with per-op device timing (events around every op; slower).
+  "$bin/memra" bench "$m" -p 4096 -n 32 -r 1 --profile --kernel-cache /tmp/memra-cache \
+    > /dev/null 2> "$out/profile-$preset.txt"
+  grep -v "upload weights:" "$out/bench-$preset.err" | tee -a "$out/bench-notes.txt"
   cat "$out/bench-$preset.md" >> "$out/bench.txt"
   rm -f "$m"  # the device disk is 64 GiB
 done

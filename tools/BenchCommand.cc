@@ -39,6 +39,9 @@ cl::opt<std::string> BenchBackend("backend", cl::desc("cuda or cpu; empty: cuda 
 cl::opt<std::string> BenchCache("kernel-cache",
                                 cl::desc("Kernel cubin cache folder, - = none (default: ~/.cache/memra)"), cl::init(""),
                                 cl::sub(kBench));
+cl::opt<bool> BenchProfile("profile",
+                            cl::desc("cuda: device time per op kind of each test (events around every op) (default: false)"),
+                            cl::init(false), cl::sub(kBench));
 cl::opt<int> BenchThreads("threads", cl::desc("CPU threads for the cpu backend, 0 = all (default: 0)"), cl::init(0),
                           cl::sub(kBench));
 
@@ -97,6 +100,7 @@ int RunBench() {
   if (backend == "cuda") {
     runtime::CudaExecutorOptions o;
     o.kernel_cache_dir = BenchCache;
+    o.profile = BenchProfile;
     auto e = runtime::CudaExecutor::Create(**module, **file, o);
     if (!e.ok()) return Fail(e.status());
     gpu = std::move(*e);
@@ -145,11 +149,16 @@ int RunBench() {
     Result r{absl::StrCat("pp", p), {}};
     for (int rep = -1; rep < BenchR; ++rep) {  // rep -1: warm-up (compiles the bucket)
       if (absl::Status s = reset(); !s.ok()) return Fail(s);
+      if (gpu && rep == 0) gpu->ResetProfile();
       const auto t0 = Clock::now();
       if (absl::Status s = prefill(p); !s.ok()) return Fail(s);
       if (rep >= 0) r.tps.push_back(p / secs(t0));
     }
     results.push_back(r);
+    if (gpu && BenchProfile) {
+      llvm::errs() << "memra bench: profile of " << r.test << " (" << BenchR << " reps)\n" << gpu->ProfileReport();
+      gpu->ResetProfile();
+    }
   }
   if (BenchN > 0)
     for (int64_t d : *D) {
@@ -158,6 +167,7 @@ int RunBench() {
         if (absl::Status s = reset(); !s.ok()) return Fail(s);
         if (d > 0)
           if (absl::Status s = prefill(d); !s.ok()) return Fail(s);
+        if (gpu && rep == 0) gpu->ResetProfile();
         const int64_t n = rep < 0 ? 4 : BenchN;
         const auto t0 = Clock::now();
         for (int64_t i = 0; i < n; ++i)
@@ -165,6 +175,11 @@ int RunBench() {
         if (rep >= 0) r.tps.push_back(n / secs(t0));
       }
       results.push_back(r);
+      if (gpu && BenchProfile) {
+        llvm::errs() << "memra bench: profile of " << r.test << " (decode steps; depth prefill included)\n"
+                     << gpu->ProfileReport();
+        gpu->ResetProfile();
+      }
     }
   uint64_t bytes = 0, params = 0;
   for (const auto& t : (*file)->tensors()) {

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "codegen/KernelSelect.h"
 #include "frontends/gguf/GgufFile.h"
 #include "ir/Function.h"
@@ -105,6 +106,7 @@ struct CudaExecutor::Program {
   cuda::DeviceBuffer arena;
   int64_t arena_bytes = 0;
   std::vector<const Op*> kv_appends;
+  std::vector<cuda::CUevent> events;  // profiling: one before each step, one after the last
   CUdeviceptr Ptr(const ir::Value* v) const { return arena.ptr() + slots.at(v).offset; }
 };
 
@@ -486,9 +488,16 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
   d.cuEventRecord(ev0, stream);
   std::vector<HostTensor> results;
   int64_t position_delta = 0;
+  if (options_.profile && p->events.empty()) {
+    p->events.resize(p->steps.size() + 1);
+    for (auto& e : p->events) d.cuEventCreate(&e, cuda::kCuEventDefault);
+  }
+  std::vector<std::pair<double, double>> step_work(p->steps.size(), {0.0, 0.0});  // flops, bytes
 
-  for (const Step& s : p->steps) {
+  for (size_t step_index = 0; step_index < p->steps.size(); ++step_index) {
+    const Step& s = p->steps[step_index];
     const Op& op = *s.op;
+    if (options_.profile) d.cuEventRecord(p->events[step_index], stream);
     const ir::AttrDict& at = op.attrs();
     auto In = [&](unsigned i) -> CUdeviceptr {
       const ir::Value* v = op.operand(i);
@@ -610,6 +619,8 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
             }
             xin = scratch;
           }
+          step_work[step_index].first += 2.0 * rows0 * w.rows * w.cols;
+          step_work[step_index].second += static_cast<double>(w.matrix.bytes());
           absl::Status st = blas_->Matmul(xin, w.matrix.ptr(), Out(i - 1), rows0, w.rows, w.cols, w.matrix_dtype, stream);
           if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: ", op.Summary(), ": ", st.message()));
         }
@@ -768,6 +779,7 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
       }
     }
   }
+  if (options_.profile) d.cuEventRecord(p->events.back(), stream);
   d.cuEventRecord(ev1, stream);
   // Results back to the host.
   const Op* ret = p->steps.empty() ? nullptr : p->steps.back().op;
@@ -787,8 +799,34 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
   last_run_ms_ = ms;
   d.cuEventDestroy(ev0);
   d.cuEventDestroy(ev1);
+  if (options_.profile)
+    for (size_t i = 0; i < p->steps.size(); ++i) {
+      float step_ms = 0;
+      d.cuEventElapsedTime(&step_ms, p->events[i], p->events[i + 1]);
+      ProfileEntry& e = profile_[std::string(ir::Mnemonic(p->steps[i].op->kind()))];
+      ++e.count;
+      e.ms += step_ms;
+      e.flops += step_work[i].first;
+      e.bytes += step_work[i].second;
+    }
   position_ += position_delta;
   return results;
+}
+
+std::string CudaExecutor::ProfileReport() const {
+  double total = 0;
+  for (const auto& [k, e] : profile_) total += e.ms;
+  std::vector<std::pair<std::string, ProfileEntry>> rows(profile_.begin(), profile_.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  std::string out = absl::StrFormat("%-18s %8s %10s %6s %10s %10s\n", "op", "calls", "ms", "%", "TFLOP/s", "weight GB/s");
+  for (const auto& [k, e] : rows) {
+    absl::StrAppend(&out, absl::StrFormat("%-18s %8d %10.3f %5.1f%%", k, e.count, e.ms, total > 0 ? 100 * e.ms / total : 0));
+    if (e.flops > 0)
+      absl::StrAppend(&out, absl::StrFormat(" %10.1f %10.0f", e.flops / (e.ms * 1e9), e.bytes / (e.ms * 1e6)));
+    absl::StrAppend(&out, "\n");
+  }
+  absl::StrAppend(&out, absl::StrFormat("%-18s %8s %10.3f\n", "total", "", total));
+  return out;
 }
 
 }  // namespace memra::runtime

@@ -46,6 +46,7 @@ struct CudaExecutorOptions {
   int compile_jobs = 0;          // 0: all cores
   bool sync_each_op = false;     // synchronize after every op so errors name it (debugging)
   bool progress = true;          // weight-upload progress bar
+  bool profile = false;          // time every op with events (ProfileReport)
   bool poison_arena = false;     // fill the arena with NaN before every call (tests: catches
                                  // elements a kernel never writes)
 };
@@ -80,6 +81,10 @@ class CudaExecutor {
   uint64_t weight_bytes() const { return weight_bytes_; }
   // Device time of the last Run (events around its launches), milliseconds.
   double last_run_ms() const { return last_run_ms_; }
+  // Device time per op kind over the calls since the last ResetProfile (options.profile):
+  // kind, calls, total ms, share; matmuls also with their FLOP rate and weight-streaming rate.
+  std::string ProfileReport() const;
+  void ResetProfile() { profile_.clear(); }
   // Bytes of the arenas laid out so far, per (function, bucket) key "prefill@64".
   std::map<std::string, uint64_t> arena_bytes() const;
 
@@ -109,6 +114,11 @@ class CudaExecutor {
   double load_seconds_ = 0;
   double last_run_ms_ = 0;
   ValueObserver observer_;
+  struct ProfileEntry {
+    int64_t count = 0;
+    double ms = 0, flops = 0, bytes = 0;
+  };
+  std::map<std::string, ProfileEntry> profile_;
 };
 
 }  // namespace memra::runtime
