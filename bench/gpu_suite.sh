@@ -37,6 +37,9 @@ fi
 if [ "$mode" != "--tests-only" ] && [ -f bench/gpu_bench.sh ]; then
   bash bench/gpu_bench.sh "$bin" "$out"
 fi
+# The device tool returns at most 8 files: keep the table-bearing ones, pack the rest.
+(cd "$out" && tar czf all-logs.tgz --exclude=all-logs.tgz --exclude=OpTable_test.log --exclude=bench.txt . 2>/dev/null &&
+  find . -maxdepth 1 -type f ! -name all-logs.tgz ! -name OpTable_test.log ! -name bench.txt ! -name 'profile-*' -delete)
 echo "=== memra GPU suite ==="
 for s in "${summary[@]}"; do echo "$s"; done
 [ -f "$out/bench.txt" ] && cat "$out/bench.txt"
