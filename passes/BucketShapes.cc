@@ -1,18 +1,22 @@
 // bucket-shapes: one copy of a token-polymorphic function per token bucket, with the token
 // symbol replaced by the bucket's size:
 //
-//   func @prefill(%tokens: i32[T]) ...   ->   func @prefill_t16(%tokens: i32[16]) attributes
+//   func @prefill(%tokens: i32[T]) ...   ->   func @prefill(%tokens: i32[T]) ...  (keep-generic)
+//                                             func @prefill_t16(%tokens: i32[16]) attributes
 //                                                 {bucket = 16, bucket_of = "prefill"} ...
 //                                             func @prefill_t32(...) ...
 //
 // Every value's shape becomes static, which plan-memory (fixed arena offsets) and capture need.
-// The runtime runs a call of n tokens as pieces of exactly bucket size (see runtime/Session.cc).
+// The CPU runtime runs a call of n tokens as pieces of exactly bucket size, largest first, and
+// the remainder below the smallest bucket through the generic function (runtime/Session.cc).
 // @decode (T = 1 already) gets {bucket = 1}. Options:
 //   ladder      the buckets: "16..4096" (powers of two, the default) or "16:48:64"
 //   function    the function to specialize (default "prefill")
 //   symbol      the token symbol (default "T")
 //   cap-context skip buckets larger than the module's n_ctx attribute (default true)
-//   keep-generic keep the symbolic function beside its buckets (default false)
+//   keep-generic keep the symbolic function beside its buckets (default true: the CPU runs a
+//                prompt's remainder below the smallest bucket through it in one call; a CUDA
+//                plan pads to the bucket instead)
 #include "absl/strings/str_cat.h"
 #include "ir/Module.h"
 #include "ir/StatusMacros.h"
@@ -68,7 +72,7 @@ class BucketShapesPass : public Pass {
   Option<std::string> function_{this, "function", "function to specialize", "prefill"};
   Option<std::string> symbol_{this, "symbol", "token symbol to substitute", "T"};
   Option<bool> cap_context_{this, "cap-context", "skip buckets larger than the module's n_ctx", true};
-  Option<bool> keep_generic_{this, "keep-generic", "keep the symbolic function too", false};
+  Option<bool> keep_generic_{this, "keep-generic", "keep the symbolic function too", true};
   Statistic buckets_{this, "buckets", "bucket functions created"};
   Statistic skipped_{this, "skipped-over-context", "buckets larger than the context length"};
 };

@@ -81,11 +81,13 @@ absl::Status Session::RunPrefill(absl::Span<const int32_t> tokens, std::vector<f
     rows.insert(rows.end(), out[0].f32(), out[0].f32() + out[0].numel());
     return absl::OkStatus();
   };
-  if (buckets_.empty() || module_->function("prefill") != nullptr) return run("prefill", 0, tokens.size());
+  const bool generic = module_->function("prefill") != nullptr;
+  if (buckets_.empty()) return run("prefill", 0, tokens.size());
   size_t pos = 0;
   while (pos < tokens.size()) {
     const int64_t left = static_cast<int64_t>(tokens.size() - pos);
     auto it = std::find_if(buckets_.begin(), buckets_.end(), [&](const auto& b) { return b.first <= left; });
+    if (it == buckets_.end() && generic) return run("prefill", pos, tokens.size());
     const int64_t n = it == buckets_.end() ? 1 : it->first;
     MEMRA_RETURN_IF_ERROR(run(it == buckets_.end() ? "decode" : it->second, pos, pos + n));
     pos += n;

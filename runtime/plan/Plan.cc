@@ -16,6 +16,8 @@
 #include "ir/Printer.h"
 #include "ir/StatusMacros.h"
 #include "ir/Verifier.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/SHA256.h"
 #include "passes/MemoryPlan.h"
 
@@ -347,6 +349,9 @@ absl::StatusOr<Plan> MakePlan(const ir::Module& module, const gguf::GgufFile& fi
   p.arch = std::string(arch);
   p.pipeline = std::string(pipeline);
   p.gguf = IdentifyGguf(file);
+  // An absolute path, so the plan runs from any directory.
+  llvm::SmallString<256> abs(p.gguf.path);
+  if (!llvm::sys::fs::make_absolute(abs)) p.gguf.path = std::string(abs.str());
   p.ir_text = ir::ToText(module);
   // Describe the module as it will be read back (the printer's value names).
   MEMRA_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> reread, ir::ParseModule(p.ir_text));
