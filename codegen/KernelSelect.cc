@@ -241,6 +241,8 @@ absl::StatusOr<OpKernels> SelectKernels(const ir::Op& op, const OpShapes& s) {
     case OpKind::kTopK:
     case OpKind::kSample:
       return Unsupported(op, "not implemented on the GPU yet (sampling runs on the host)");
+    default:  // fused ops of later passes (matmul_swiglu, qk_norm_rope, attention_gated, ...)
+      return Unsupported(op, "no CUDA kernel for this op yet (run the unfused module)");
   }
   return k;
 }

@@ -762,6 +762,8 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
       case OpKind::kTopK:
       case OpKind::kSample:
         return OpError(op, "not implemented on the GPU");
+      default:
+        return OpError(op, "no CUDA implementation for this op yet");
     }
     if (options_.sync_each_op || observer_) {
       absl::Status st = dev_->Synchronize(op.Summary());
