@@ -275,6 +275,13 @@ absl::StatusOr<KernelTable> ParseKernelTable(absl::string_view text, int version
 
 }  // namespace
 
+namespace {
+KernelTableBuilder g_kernel_table_builder = nullptr;
+}  // namespace
+
+void SetKernelTableBuilder(KernelTableBuilder builder) { g_kernel_table_builder = builder; }
+KernelTableBuilder GetKernelTableBuilder() { return g_kernel_table_builder; }
+
 bool PlanFunction::operator==(const PlanFunction& o) const {
   auto buf_eq = [](const PlanBuffer& a, const PlanBuffer& b) {
     return a.value == b.value && a.offset == b.offset && a.bytes == b.bytes && a.alias_of == b.alias_of;
@@ -356,6 +363,9 @@ absl::StatusOr<Plan> MakePlan(const ir::Module& module, const gguf::GgufFile& fi
   // Describe the module as it will be read back (the printer's value names).
   MEMRA_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> reread, ir::ParseModule(p.ir_text));
   MEMRA_ASSIGN_OR_RETURN(p.functions, DescribeFunctions(*reread));
+  if (KernelTableBuilder build = GetKernelTableBuilder(); build != nullptr && arch != "cpu") {
+    MEMRA_ASSIGN_OR_RETURN(p.kernels, build(*reread, arch));
+  }
   return p;
 }
 

@@ -91,6 +91,14 @@ struct KernelTable {
   std::vector<KernelEntry> kernels;
 };
 
+// The CUDA backend's hook for the kernel table: kernel selection per op and bucket (the
+// `select-kernels` step of the design; codegen/KernelSelect.h) and NVRTC compilation for `arch`,
+// over the compiled module. Registered by the backend (codegen) with SetKernelTableBuilder;
+// while none is registered, or for arch "cpu", `memra compile` writes an empty table (version 0).
+using KernelTableBuilder = absl::StatusOr<KernelTable> (*)(const ir::Module& module, absl::string_view arch);
+void SetKernelTableBuilder(KernelTableBuilder builder);
+KernelTableBuilder GetKernelTableBuilder();
+
 struct Plan {
   int format_version = kPlanFormatVersion;
   std::string memra_version;
@@ -106,7 +114,8 @@ struct Plan {
 // partition-segments). Value names are those the printer gives (unique per function).
 absl::StatusOr<std::vector<PlanFunction>> DescribeFunctions(const ir::Module& module);
 
-// A plan for `module` compiled from `file`.
+// A plan for `module` compiled from `file` (with the kernel table of the registered
+// KernelTableBuilder, if any, built over the module as the plan's IR text reads back).
 absl::StatusOr<Plan> MakePlan(const ir::Module& module, const gguf::GgufFile& file, absl::string_view arch,
                               absl::string_view pipeline, absl::string_view memra_version);
 
