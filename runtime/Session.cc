@@ -82,12 +82,18 @@ absl::Status Session::RunPrefill(absl::Span<const int32_t> tokens, std::vector<f
     return absl::OkStatus();
   };
   const bool generic = module_->function("prefill") != nullptr;
+  const int64_t total = static_cast<int64_t>(tokens.size());
   if (buckets_.empty()) return run("prefill", 0, tokens.size());
+  // A chunk of exactly a bucket's size runs its bucket function (memory-planned); any other
+  // size runs in one call of the generic function when the module has it: on the CPU every call
+  // reads all weights once, so pieces would cost a weight pass each.
+  for (const auto& [n, fn] : buckets_)
+    if (n == total) return run(fn, 0, tokens.size());
+  if (generic) return run("prefill", 0, tokens.size());
   size_t pos = 0;
   while (pos < tokens.size()) {
     const int64_t left = static_cast<int64_t>(tokens.size() - pos);
     auto it = std::find_if(buckets_.begin(), buckets_.end(), [&](const auto& b) { return b.first <= left; });
-    if (it == buckets_.end() && generic) return run("prefill", pos, tokens.size());
     const int64_t n = it == buckets_.end() ? 1 : it->first;
     MEMRA_RETURN_IF_ERROR(run(it == buckets_.end() ? "decode" : it->second, pos, pos + n));
     pos += n;

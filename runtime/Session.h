@@ -120,10 +120,10 @@ class Session {
  private:
   Session() = default;
   absl::Status Init();
-  // Runs `tokens` through @prefill, or, in a bucketed module (bucket-shapes), through
-  // @prefill_tN pieces of exactly N tokens (largest bucket first) and the remainder below the
-  // smallest bucket through @prefill (kept by bucket-shapes' keep-generic) or, without it, token
-  // by token through @decode. Appends the logits rows the module returns to `rows`.
+  // Runs `tokens` through @prefill; in a bucketed module (bucket-shapes) a chunk of exactly N
+  // tokens runs @prefill_tN, other sizes the generic @prefill (kept by keep-generic), or, without
+  // it, @prefill_tN pieces (largest first) and @decode per token below the smallest bucket.
+  // Appends the logits rows the module returns to `rows`.
   absl::Status RunPrefill(absl::Span<const int32_t> tokens, std::vector<float>& rows);
 
   SessionOptions options_;

@@ -24,12 +24,14 @@ grep -q "kernel table: version 0" "$tmp/report.txt" || fail "no kernel table lin
 head -c 12 "$tmp/m.plan" | grep -q "MEMRAPLAN 1" || fail "plan magic"
 
 # 2. The plan, the GGUF through the pipeline and the unfused module: same logits bytes and ids.
-"$memra" run "$tmp/m.plan" --tokens "$prompt" -n 8 --print-token-ids --logits-out "$tmp/plan.f32" \
+# Chunks of exactly a bucket's size run the bucket functions (16 + 16 + 16; 32 + 16).
+"$memra" run "$tmp/m.plan" --chunk 16 --profile --tokens "$prompt" -n 8 --print-token-ids --logits-out "$tmp/plan.f32" \
   >"$tmp/plan.txt" 2>"$tmp/plan.err" || { cat "$tmp/plan.err"; fail "run of the plan failed"; }
-"$memra" run "$model" --tokens "$prompt" -n 8 --print-token-ids --logits-out "$tmp/gguf.f32" \
+"$memra" run "$model" --chunk 32 --tokens "$prompt" -n 8 --print-token-ids --logits-out "$tmp/gguf.f32" \
   >"$tmp/gguf.txt" 2>"$tmp/gguf.err" || { cat "$tmp/gguf.err"; fail "run of the GGUF failed"; }
 "$memra" run "$model" --passes= --tokens "$prompt" -n 8 --print-token-ids --logits-out "$tmp/plain.f32" \
   >"$tmp/plain.txt" 2>"$tmp/plain.err" || { cat "$tmp/plain.err"; fail "unfused run failed"; }
+grep -q "profile @prefill_t16: 3 calls" "$tmp/plan.err" || { cat "$tmp/plan.err"; fail "the plan did not run @prefill_t16"; }
 cmp -s "$tmp/plan.f32" "$tmp/plain.f32" || fail "plan logits differ from the unfused module's"
 cmp -s "$tmp/gguf.f32" "$tmp/plain.f32" || fail "pipeline logits differ from the unfused module's"
 [ "$(grep 'generated ids' "$tmp/plan.txt")" = "$(grep 'generated ids' "$tmp/plain.txt")" ] || fail "greedy ids differ"

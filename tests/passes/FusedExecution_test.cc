@@ -53,10 +53,14 @@ absl::Status Compile(ir::Module& m, absl::string_view pipeline = passes::kDefaul
   return (*pm)->Run(m);
 }
 
+// The unfused module runs the 48 prompt tokens in one call; the compiled one in chunks of 16
+// through @prefill_t16 (its memory-planned arena), which the CPU executor's split invariance
+// makes bit-identical.
 SessionOptions Opts(bool compiled) {
   SessionOptions so;
   so.threads = 2;
-  so.chunk = 0;  // one chunk: the unfused module runs the 48 tokens in one call
+  so.chunk = compiled ? 16 : 0;
+  so.profile = compiled;  // calls per function
   so.prompt_logits = true;
   if (compiled) so.compile = [](ir::Module& m) { return Compile(m); };
   return so;
@@ -103,14 +107,18 @@ TEST(FusedExecution, PipelineIsBitIdenticalToUnfusedAndMatchesLlamaCpp) {
   ASSERT_TRUE(plain.ok()) << plain.status();
   auto fused = Session::Open(Model(), Opts(true));
   ASSERT_TRUE(fused.ok()) << fused.status();
-  // The compiled module has bucket functions (48 tokens run as 32 + 16) beside @prefill.
+  // The compiled module has bucket functions beside the generic @prefill.
   ASSERT_NE((*fused)->module().function("prefill_t32"), nullptr);
   ASSERT_NE((*fused)->module().function("prefill_t16"), nullptr);
+  ASSERT_NE((*fused)->module().function("prefill"), nullptr);
 
   auto a = Generate(**plain);
   ASSERT_TRUE(a.ok()) << a.status();
   auto b = Generate(**fused);
   ASSERT_TRUE(b.ok()) << b.status();
+  const std::string profile = (*fused)->executor().ProfileReport();
+  EXPECT_NE(profile.find("profile @prefill_t16: 3 calls"), std::string::npos) << profile;
+  EXPECT_NE(profile.find("profile @decode: 32 calls"), std::string::npos) << profile;
   EXPECT_TRUE(BitIdentical(a->prompt_logits, b->prompt_logits))
       << "prompt logits max |d| " << MaxAbs(a->prompt_logits, b->prompt_logits);
   EXPECT_TRUE(BitIdentical(a->decode_logits, b->decode_logits))
@@ -273,10 +281,11 @@ TEST(FusedExecution, PlanRoundTripsRunsAndRefusesMismatches) {
   ASSERT_EQ(wk->kernels.kernels.size(), 1u);
   EXPECT_EQ(wk->kernels.kernels[0].binaries[0].cubin, std::string("\0\1\n[end]\n", 9));
 
-  // The loaded plan runs like the in-memory pipeline (bucket ladder 16, 32: 48 = 32 + 16).
+  // The loaded plan runs like the unfused module (chunks of 16 through @prefill_t16).
   auto file2 = gguf::GgufFile::Open(Model());
   ASSERT_TRUE(file2.ok());
-  SessionOptions so = Opts(false);
+  SessionOptions so = Opts(true);
+  so.compile = nullptr;
   auto s = Session::Open(std::move(*file2), std::move(*loaded), so);
   ASSERT_TRUE(s.ok()) << s.status();
   auto plain = Session::Open(Model(), Opts(false));
