@@ -93,12 +93,7 @@ class SectionReader {
 
   bool at_end() const { return pos_ >= s_.size(); }
 
- private:
-  absl::string_view s_;
-  absl::string_view source_;
-  size_t pos_ = 0;
-
- public:
+  // "MEMRAPLAN <version>" on the first line.
   absl::Status ReadMagic(int* version) {
     size_t eol = s_.find('\n');
     if (eol == absl::string_view::npos) return Corrupt(source_, "no magic line");
@@ -108,6 +103,11 @@ class SectionReader {
     pos_ = eol + 1;
     return absl::OkStatus();
   }
+
+ private:
+  absl::string_view s_;
+  absl::string_view source_;
+  size_t pos_ = 0;
 };
 
 std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CEscape(s), "\""); }
