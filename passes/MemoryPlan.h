@@ -7,7 +7,9 @@
 //                                      arena_naive_bytes = 412672, bucket = 64} {
 //     %x = embed(%tokens, @token_embd.weight) {arena = [256]} : f32[64, 64]
 //
-// `arena` holds one offset per result (an alias: its root's offset). Lifetimes are program-order
+// `arena` holds one offset per result (an alias: its root's offset). An op carrying
+// `scratch_bytes = N` (set by a backend before plan-memory, e.g. for a GEMM's activation cast)
+// also gets N bytes live during its own step only, recorded as `scratch = offset`. Lifetimes are program-order
 // step intervals [definition, last use] (function results live to the end, arguments from the
 // start); an op's inputs and outputs are live together at its step, so no op writes over its own
 // inputs. Fixed offsets are what make CUDA-graph capture valid (the addresses baked into a graph
@@ -30,6 +32,7 @@ struct ArenaBuffer {
   int64_t first = 0;      // program-order step of the definition (-1: an argument)
   int64_t last = 0;       // last step that reads it (aliases count for their root)
   const ir::Value* alias_of = nullptr;  // the root value of a reshape alias
+  const ir::Op* scratch_of = nullptr;   // a scratch buffer of this op (value is nullptr)
 };
 
 struct ArenaPlan {

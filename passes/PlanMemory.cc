@@ -64,6 +64,13 @@ absl::StatusOr<ArenaPlan> Liveness(const ir::Function& f, int64_t alignment) {
       if (op->is(ir::OpKind::kReshape) && index.contains(op->operand(0))) alias = root(op->operand(0));
       MEMRA_RETURN_IF_ERROR(add(r, step, alias));
     }
+    if (int64_t n = op->attrs().I64Or("scratch_bytes", 0); n > 0) {
+      ArenaBuffer b;
+      b.scratch_of = op;
+      b.first = b.last = step;
+      b.bytes = AlignUp(n, alignment);
+      plan.buffers.push_back(b);
+    }
   }
   // Aliases share their root's lifetime.
   for (ArenaBuffer& b : plan.buffers)
@@ -107,7 +114,7 @@ absl::StatusOr<ArenaPlan> ComputeArenaPlan(const ir::Function& f, int64_t alignm
   }
   absl::flat_hash_map<const ir::Value*, int64_t> offset;
   for (const ArenaBuffer& b : plan.buffers)
-    if (!b.alias_of) offset[b.value] = b.offset;
+    if (!b.alias_of && b.value) offset[b.value] = b.offset;
   for (ArenaBuffer& b : plan.buffers)
     if (b.alias_of) b.offset = offset.at(b.alias_of);
   return plan;
@@ -133,15 +140,26 @@ absl::StatusOr<std::optional<ArenaPlan>> ReadArenaPlan(const ir::Function& f) {
       return err(absl::StrCat(op->Summary(), ": 'arena' does not give one offset per result"));
     for (unsigned i = 0; i < op->num_results(); ++i) offsets[op->result(i)] = offs[i];
   }
-  for (ArenaBuffer& b : plan.buffers) b.offset = offsets.at(b.value);
+  for (ArenaBuffer& b : plan.buffers) {
+    if (b.scratch_of) {
+      std::optional<int64_t> off = b.scratch_of->attrs().GetI64("scratch");
+      if (!off) return err(absl::StrCat(b.scratch_of->Summary(), ": 'scratch_bytes' without a 'scratch' offset"));
+      b.offset = *off;
+    } else {
+      b.offset = offsets.at(b.value);
+    }
+  }
   return std::optional<ArenaPlan>(std::move(plan));
 }
 
 absl::Status CheckArenaPlan(const ArenaPlan& plan) {
-  auto name = [](const ArenaBuffer& b) { return absl::StrCat("%", b.value->name().empty() ? "?" : b.value->name()); };
+  auto name = [](const ArenaBuffer& b) {
+    if (b.scratch_of) return absl::StrCat("the scratch of ", b.scratch_of->Summary());
+    return absl::StrCat("%", b.value->name().empty() ? "?" : b.value->name());
+  };
   absl::flat_hash_map<const ir::Value*, int64_t> root_offset;
   for (const ArenaBuffer& b : plan.buffers)
-    if (!b.alias_of) root_offset[b.value] = b.offset;
+    if (!b.alias_of && b.value) root_offset[b.value] = b.offset;
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const ArenaBuffer& a = plan.buffers[i];
     if (a.alias_of) {
@@ -192,7 +210,8 @@ class PlanMemoryPass : public Pass {
       MEMRA_ASSIGN_OR_RETURN(ArenaPlan plan, ComputeArenaPlan(*f, align));
       MEMRA_RETURN_IF_ERROR(CheckArenaPlan(plan));
       absl::flat_hash_map<const ir::Value*, int64_t> offset;
-      for (const ArenaBuffer& b : plan.buffers) offset[b.value] = b.offset;
+      for (const ArenaBuffer& b : plan.buffers)
+        if (b.value) offset[b.value] = b.offset;
       auto set = [&](ir::AttrDict& attrs, absl::string_view key, ir::Attr v) {
         const ir::Attr* old = attrs.Get(key);
         if (old && *old == v) return;
@@ -211,10 +230,16 @@ class PlanMemoryPass : public Pass {
         for (const ir::Value* r : op->results()) offs.push_back(offset.at(r));
         set(op->attrs(), "arena", offs);
       }
+      for (const ArenaBuffer& b : plan.buffers)
+        if (b.scratch_of) {
+          set(const_cast<ir::Op*>(b.scratch_of)->attrs(), "scratch", b.offset);
+          ++scratch_;
+        }
       ++functions_;
       arena_bytes_ += plan.arena_bytes;
       naive_bytes_ += plan.naive_bytes;
-      for (const ArenaBuffer& b : plan.buffers) ++(b.alias_of ? aliases_ : buffers_);
+      for (const ArenaBuffer& b : plan.buffers)
+        if (b.value) ++(b.alias_of ? aliases_ : buffers_);
     }
     return changed;
   }
@@ -227,6 +252,7 @@ class PlanMemoryPass : public Pass {
   Statistic arena_bytes_{this, "arena-bytes", "sum over functions of the arena size (peak)"};
   Statistic naive_bytes_{this, "naive-bytes", "sum over functions of all buffer sizes (no reuse)"};
   Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes (not planned)"};
+  Statistic scratch_{this, "scratch", "per-op scratch buffers (scratch_bytes) placed"};
 };
 
 }  // namespace

@@ -326,7 +326,8 @@ absl::StatusOr<std::vector<PlanFunction>> DescribeFunctions(const ir::Module& mo
       pf.alignment = arena->alignment;
       for (const passes::ArenaBuffer& b : arena->buffers) {
         PlanBuffer pb;
-        pb.value = b.value->name();
+        // A scratch buffer is named by its op's program-order step.
+        pb.value = b.value ? b.value->name() : absl::StrCat("scratch@", b.first);
         pb.offset = b.offset;
         pb.bytes = b.bytes;
         if (b.alias_of) pb.alias_of = b.alias_of->name();
