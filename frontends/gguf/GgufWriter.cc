@@ -172,6 +172,10 @@ absl::Status GgufWriter::SetAlignment(uint32_t alignment) {
   if (!IsPowerOfTwo(alignment))
     return absl::InvalidArgumentError(
         absl::StrCat("gguf writer: alignment ", alignment, " is not a nonzero power of two"));
+  if (alignment > kMaxWriterAlignment)
+    return absl::InvalidArgumentError(absl::StrCat("gguf writer: alignment ", alignment,
+                                                   " exceeds the writer's limit of ", kMaxWriterAlignment,
+                                                   " (the padding would be written out)"));
   alignment_ = alignment;
   bool present = false;
   for (const auto& kv : kv_) present |= kv.first == "general.alignment";
@@ -180,7 +184,7 @@ absl::Status GgufWriter::SetAlignment(uint32_t alignment) {
 }
 
 void GgufWriter::Set(const std::string& key, Value value) {
-  if (key == "general.alignment" && value.type == ValueType::kU32 && value.u <= 0xFFFFFFFFu &&
+  if (key == "general.alignment" && value.type == ValueType::kU32 && value.u <= kMaxWriterAlignment &&
       IsPowerOfTwo(value.u))
     alignment_ = static_cast<uint32_t>(value.u);
   for (auto& kv : kv_) {

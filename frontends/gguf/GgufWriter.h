@@ -31,7 +31,11 @@ class GgufWriter {
   // Called after each tensor is written: (bytes written so far, total bytes).
   using Progress = std::function<void(uint64_t done, uint64_t total)>;
 
-  // Alignment of tensor data (power of two). Also stored as the `general.alignment` (u32) key when
+  // Largest alignment the writer accepts: larger values are legal GGUF but would make it write
+  // (and, for WriteToBytes, allocate) that much padding; a fuzzer found a file asking for 2 GiB.
+  static constexpr uint32_t kMaxWriterAlignment = 1u << 20;
+
+  // Alignment of tensor data (power of two, at most kMaxWriterAlignment). Also stored as the `general.alignment` (u32) key when
   // not 32 (the key is added at that point of the metadata order, or updated if present).
   absl::Status SetAlignment(uint32_t alignment);
   // Adds or replaces a metadata key (keys keep their first insertion position). A valid u32

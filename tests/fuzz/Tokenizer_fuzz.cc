@@ -86,8 +86,7 @@ void RoundTrip(const Tokenizer& tok, const std::string& input, bool parse_specia
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  const char* env = std::getenv("MEMRA_TOKENIZER_GGUF");
-  const std::string path = env ? env : MEMRA_TEST_DATA_DIR "/tokenizer/qwen3-vocab.gguf";
+  const std::string path = MEMRA_TEST_DATA_DIR "/tokenizer/qwen3-vocab.gguf";
   auto file = memra::gguf::GgufFile::Open(path);
   if (!file.ok()) {
     std::fprintf(stderr, "Tokenizer_fuzz: cannot open %s\n", path.c_str());

@@ -273,6 +273,18 @@ TEST(GgufWriterTest, AlignmentKey) {
   EXPECT_FALSE(w.WriteToBytes().ok());
 }
 
+// A fuzzer-found file declared general.alignment = 2^31 (legal GGUF); rewriting it made the writer
+// allocate 2 GiB of padding. The writer now refuses alignments above kMaxWriterAlignment.
+TEST(GgufWriterTest, RefusesHugeAlignment) {
+  GgufWriter w;
+  auto s = w.SetAlignment(1u << 31);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), "exceeds")) << s;
+  EXPECT_TRUE(w.SetAlignment(GgufWriter::kMaxWriterAlignment).ok());
+  w.Set("general.alignment", Value::U32(1u << 31));
+  EXPECT_FALSE(w.WriteToBytes().ok());
+}
+
 TEST(GgufWriterTest, RejectsBadTensors) {
   GgufWriter w;
   auto src = [](absl::Span<uint8_t>) { return absl::OkStatus(); };
