@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,19 @@ std::string SharedPath(const std::string& rel) { return absl::StrCat(MEMRA_SHARE
 std::string MemraBinary() {
   const char* env = std::getenv("MEMRA_BIN");  // set by ctest; the build dir's memra otherwise
   return env ? env : "memra";
+}
+
+const std::vector<int32_t> kFixturePrompt = {
+    1,   87,  107, 104, 35,  116, 120, 108, 102, 110, 35,  101, 117, 114, 122, 113,
+    35,  105, 114, 123, 35,  109, 120, 112, 115, 118, 35,  114, 121, 104, 117, 35,
+    119, 107, 104, 35,  111, 100, 125, 124, 35,  103, 114, 106, 49,  35,  52,  53};
+
+std::vector<float> RandomNormal(size_t n, uint64_t seed, float scale) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
 }
 
 bool FileExists(const std::string& path) {

@@ -21,4 +21,13 @@ absl::StatusOr<std::vector<float>> ReadF32File(const std::string& path);
 absl::StatusOr<std::vector<int32_t>> ReadI32File(const std::string& path);
 bool FileExists(const std::string& path);
 
+// The shared fixtures' prompt (../shared/fixtures/README.md §3): BOS followed by the bytes of
+// "The quick brown fox jumps over the lazy dog. 12" as byte tokens (byte b -> id 3 + b).
+extern const std::vector<int32_t> kFixturePrompt;
+inline constexpr int64_t kFixtureVocab = 259;
+
+// n values drawn from N(0, scale^2) with a fixed seed (never all zeros: kernels are checked on
+// random data).
+std::vector<float> RandomNormal(size_t n, uint64_t seed, float scale = 1.0f);
+
 }  // namespace memra::testing

@@ -4,19 +4,15 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/TestUtil.h"
 #include "kernels/cpu/Attention.h"
 #include "kernels/cpu/ThreadPool.h"
 
 namespace memra::kernels::cpu {
 namespace {
 
-std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using memra::testing::RandomNormal;
+std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) { return RandomNormal(n, seed, scale); }
 
 // Naive double attention: query t (absolute position P+t) over keys 0..P+t.
 std::vector<double> NaiveAttention(const std::vector<float>& q, const std::vector<float>& k,

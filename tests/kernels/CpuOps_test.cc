@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/TestUtil.h"
 #include "kernels/cpu/Elementwise.h"
 #include "kernels/cpu/Norm.h"
 #include "kernels/cpu/Rope.h"
@@ -14,13 +15,8 @@
 namespace memra::kernels::cpu {
 namespace {
 
-std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using memra::testing::RandomNormal;
+std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) { return RandomNormal(n, seed, scale); }
 
 TEST(ElementwiseTest, HandValues) {
   const float a[3] = {1, -2, 0.5f}, b[3] = {3, 4, -2};

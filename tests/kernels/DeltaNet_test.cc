@@ -4,19 +4,15 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/TestUtil.h"
 #include "kernels/cpu/DeltaNet.h"
 #include "kernels/cpu/ThreadPool.h"
 
 namespace memra::kernels::cpu {
 namespace {
 
-std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using memra::testing::RandomNormal;
+std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) { return RandomNormal(n, seed, scale); }
 
 TEST(Conv1dCausalTest, HandValues) {
   // One channel, d_conv 3, state [10, 20], x = [1, 2, 3], w = [0.5, 0.25, 1].

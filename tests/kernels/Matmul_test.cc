@@ -24,13 +24,8 @@ using memra::testing::ReadFileBytes;
 using memra::testing::SharedPath;
 using memra::testing::TestDataPath;
 
-std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using memra::testing::RandomNormal;
+std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) { return RandomNormal(n, seed, scale); }
 
 // y_ref[t][n] = Σ_k x[t][k] w[n][k] in double.
 std::vector<double> RefMatmul(const std::vector<float>& x, const std::vector<float>& w, int64_t T,

@@ -45,12 +45,8 @@ using memra::testing::ReadI32File;
 using memra::testing::SharedPath;
 using memra::testing::TestDataPath;
 
-// The fixture prompt: BOS + "The quick brown fox jumps over the lazy dog. 12" as byte tokens.
-const std::vector<int32_t> kPrompt = {
-    1,   87,  107, 104, 35,  116, 120, 108, 102, 110, 35,  101, 117, 114, 122, 113,
-    35,  105, 114, 123, 35,  109, 120, 112, 115, 118, 35,  114, 121, 104, 117, 35,
-    119, 107, 104, 35,  111, 100, 125, 124, 35,  103, 114, 106, 49,  35,  52,  53};
-constexpr int64_t kVocab = 259;
+const std::vector<int32_t>& kPrompt = memra::testing::kFixturePrompt;
+constexpr int64_t kVocab = memra::testing::kFixtureVocab;
 constexpr int64_t kContext = 256;
 
 struct Hparams {

@@ -35,11 +35,8 @@ using memra::testing::ReadF32File;
 using memra::testing::ReadI32File;
 using memra::testing::TestDataPath;
 
-const std::vector<int32_t> kPrompt = {
-    1,   87,  107, 104, 35,  116, 120, 108, 102, 110, 35,  101, 117, 114, 122, 113,
-    35,  105, 114, 123, 35,  109, 120, 112, 115, 118, 35,  114, 121, 104, 117, 35,
-    119, 107, 104, 35,  111, 100, 125, 124, 35,  103, 114, 106, 49,  35,  52,  53};
-constexpr int64_t kVocab = 259;
+const std::vector<int32_t>& kPrompt = memra::testing::kFixturePrompt;
+constexpr int64_t kVocab = memra::testing::kFixtureVocab;
 
 std::string Model() { return TestDataPath("models/qwen35-tiny-f32.gguf"); }
 std::string Ref(const std::string& f) { return TestDataPath("ref/qwen35-tiny-f32/" + f); }
