@@ -29,6 +29,17 @@ if [ "$mode" != "--bench-only" ]; then
     summary+=("$(printf '%-20s rc=%-3s ok=%-3s failed=%-3s skipped=%-3s %6d ms' "$t" "$rc" "$passed" "$failed" "$skipped" "$ms")")
     grep -E '^\s+(device|NVRTC|[0-9]+ nodes|prefill logits|greedy|chunked|q8_0|arena|[0-9]+ kernel modules)' "$out/$t.log" | head -20
   done
+  # memra run --backend cuda on the tiny f32 model: greedy ids vs llama.cpp's (tests/cli/run_cuda.sh),
+  # then the default (fused) pipeline's speed line.
+  if [ -x "$bin/memra" ] && [ -f tests/cli/run_cuda.sh ]; then
+    start=$(date +%s%N)
+    bash tests/cli/run_cuda.sh "$bin/memra" tests/data > "$out/run_cuda.log" 2>&1
+    rc=$?
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    summary+=("$(printf '%-20s rc=%-3s %s %6d ms' "memra-run-cuda" "$rc" "$(tail -1 "$out/run_cuda.log")" "$ms")")
+    "$bin/memra" run tests/data/models/qwen35-tiny-f32.gguf --backend cuda --no-echo -n 32 --ignore-eos \
+      --tokens 1,87,107,104,35,116,120,108,102,110 --print-token-ids 2>&1 | grep -E "memra run:|generated ids" | tee -a "$out/run_cuda.log"
+  fi
   echo "--- op table ---"
   sed -n '/^op  /,/^op table:/p' "$out/OpTable_test.log" | awk '$NF != "ok" || /^op/' | head -60
   grep '^op table:' "$out/OpTable_test.log"

@@ -153,6 +153,32 @@ absl::StatusOr<OpKernels> SelectKernels(const ir::Op& op, const OpShapes& s) {
         k.launches.push_back(Ew(d == DType::kBF16 ? "cast_f32_bf16" : "cast_f32_f16", Numel(s.in[0])));
       break;
     }
+    case OpKind::kMatMulSwiglu: {
+      // Two cuBLASLt products (gate into the step's scratch, up into y), then y = silu(g) * y.
+      k.gemm = true;
+      std::set<DType> casts;
+      for (size_t i = 1; i < s.in_dtypes.size(); ++i)
+        if (s.in_dtypes[i] != DType::kF32) casts.insert(s.in_dtypes[i]);
+      for (DType d : casts)
+        k.launches.push_back(Ew(d == DType::kBF16 ? "cast_f32_bf16" : "cast_f32_f16", Numel(s.in[0])));
+      k.launches.push_back(Ew("swiglu_f32", Numel(s.out[0])));
+      break;
+    }
+    case OpKind::kQkNormRope: {
+      // rms_norm of q into the step's scratch, rope into q_out; then the same for k.
+      const auto& q = s.in[0];
+      const auto& kk = s.in[1];
+      if (q.size() != 3 || kk.size() != 3) return Unsupported(op, "qk_norm_rope expects q, k: [T, H, D]");
+      if (at.GetString("mode").value_or("neox") != "neox") return Unsupported(op, "only neox rope");
+      for (const auto* x : {&q, &kk}) {
+        k.launches.push_back(RowKernel("rms_norm", (*x)[0] * (*x)[1], (*x)[2], 256));
+        k.launches.push_back(Ew("rope_neox", Numel(*x),
+                                {Def("ROPE_HEADS", (*x)[1]), Def("ROPE_DIM", (*x)[2]),
+                                 Def("ROPE_NROT", at.I64Or("n_rot", (*x)[2]))},
+                                "Rope.cu"));
+      }
+      break;
+    }
     case OpKind::kQGateSplit: {
       const int64_t H = at.I64Or("n_head", 0), D = at.I64Or("head_dim", 0);
       k.launches.push_back(Ew("q_gate_split", Numel(s.out[0]), {Def("QG_HEADS", H), Def("QG_DIM", D)}));
@@ -175,7 +201,8 @@ absl::StatusOr<OpKernels> SelectKernels(const ir::Op& op, const OpShapes& s) {
       k.launches.push_back(Ew("kv_append", Numel(s.in[0]), {Def("KV_WIDTH", width)}));
       break;
     }
-    case OpKind::kAttention: {
+    case OpKind::kAttention:
+    case OpKind::kAttentionGated: {
       const auto& q = s.in[0];
       const auto& kc = s.in[1];
       const int64_t warps = s.bucket == 1 ? 8 : 4;
@@ -188,6 +215,8 @@ absl::StatusOr<OpKernels> SelectKernels(const ir::Op& op, const OpShapes& s) {
       l.block = static_cast<uint32_t>(warps * 32);
       l.grid = static_cast<uint32_t>(q[0] * q[1]);
       k.launches.push_back(l);
+      // attention_gated: o = attention * sigmoid(gate), in place on o.
+      if (op.is(OpKind::kAttentionGated)) k.launches.push_back(Ew("mul_sigmoid_f32", Numel(q)));
       break;
     }
     case OpKind::kConv1dCausal: {
@@ -241,7 +270,7 @@ absl::StatusOr<OpKernels> SelectKernels(const ir::Op& op, const OpShapes& s) {
     case OpKind::kTopK:
     case OpKind::kSample:
       return Unsupported(op, "not implemented on the GPU yet (sampling runs on the host)");
-    default:  // fused ops of later passes (matmul_swiglu, qk_norm_rope, attention_gated, ...)
+    default:  // fused ops without a CUDA kernel yet
       return Unsupported(op, "no CUDA kernel for this op yet (run the unfused module)");
   }
   return k;

@@ -61,11 +61,13 @@ absl::Status Session::Init() {
   std::sort(buckets_.rbegin(), buckets_.rend());
   if (module_->function("prefill") == nullptr && (buckets_.empty() || module_->function("decode") == nullptr))
     return absl::InvalidArgumentError("the module has neither @prefill nor @prefill_tN buckets with @decode");
-  CpuExecutorOptions eo;
-  eo.threads = options_.threads;
-  eo.weight_mode = options_.weight_mode;
-  eo.profile = options_.profile;
-  MEMRA_ASSIGN_OR_RETURN(exec_, CpuExecutor::Create(*module_, *file_, eo));
+  ExecutorOptions eo;
+  eo.cpu.threads = options_.threads;
+  eo.cpu.weight_mode = options_.weight_mode;
+  eo.cpu.profile = options_.profile;
+  eo.cuda = options_.cuda;
+  eo.cuda.profile = options_.profile;
+  MEMRA_ASSIGN_OR_RETURN(exec_, CreateExecutor(options_.backend, *module_, *file_, eo));
   auto tok = tokenizer::Tokenizer::FromGguf(*file_);
   if (tok.ok()) tokenizer_ = std::move(*tok);
   else tokenizer_status_ = tok.status();

@@ -1,4 +1,5 @@
-// A generation session on one model: GGUF -> lowered module -> CPU executor (+ the tokenizer
+// A generation session on one model: GGUF -> lowered module -> executor (CPU or CUDA,
+// runtime/Executor.h; + the tokenizer
 // from the GGUF's metadata). Tokenize, prefill in chunks, then decode with sampling, streaming
 // detokenized text through a callback; stops at end-of-generation tokens.
 //
@@ -22,6 +23,7 @@
 #include "absl/types/span.h"
 #include "ir/Module.h"
 #include "kernels/cpu/Sampling.h"
+#include "runtime/Executor.h"
 #include "runtime/cpu/CpuExecutor.h"
 
 namespace memra::gguf {
@@ -41,7 +43,9 @@ struct SessionOptions {
   bool prompt_logits = false;
   // Prefill chunk size in tokens; 0: the whole prompt in one call (at most 4096 per call).
   int64_t chunk = 512;
-  bool profile = false;  // CpuExecutor per-op-kind timing
+  bool profile = false;  // per-op-kind timing (both executors)
+  Backend backend = Backend::kCpu;
+  CudaExecutorOptions cuda;  // backend kCuda (its profile flag follows `profile`)
   // Runs on the lowered module before the executor is built (memra run: the compile pipeline,
   // passes/Pipelines.h). Not called for a module given to Open (a plan's, already compiled).
   std::function<absl::Status(ir::Module&)> compile;
@@ -88,7 +92,7 @@ class Session {
 
   const gguf::GgufFile& file() const { return *file_; }
   const ir::Module& module() const { return *module_; }
-  CpuExecutor& executor() { return *exec_; }
+  Executor& executor() { return *exec_; }
   int64_t n_vocab() const { return n_vocab_; }
   int64_t context_length() const { return exec_->context_capacity(); }
   int64_t position() const { return exec_->position(); }
@@ -115,7 +119,7 @@ class Session {
                                            std::vector<float>* prompt_logits = nullptr);
 
   // Forgets everything (position 0).
-  void Reset() { exec_->ResetState(); }
+  absl::Status Reset() { return exec_->ResetState(); }
 
  private:
   Session() = default;
@@ -129,7 +133,7 @@ class Session {
   SessionOptions options_;
   std::unique_ptr<gguf::GgufFile> file_;
   std::unique_ptr<ir::Module> module_;
-  std::unique_ptr<CpuExecutor> exec_;
+  std::unique_ptr<Executor> exec_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   absl::Status tokenizer_status_;
   int64_t n_vocab_ = 0;

@@ -27,7 +27,7 @@ namespace cl = llvm::cl;
 
 namespace {
 
-cl::SubCommand kRun("run", "Generate text with a model (GGUF, compiled in memory, or a plan from memra compile) on the CPU executor");
+cl::SubCommand kRun("run", "Generate text with a model (GGUF, compiled in memory, or a plan from memra compile) on the CPU or CUDA executor");
 cl::opt<std::string> RunModel(cl::Positional, cl::Required, cl::desc("<model.gguf|model.plan>"), cl::sub(kRun));
 // GGUF: the compile pipeline (--passes, dumps, timing) runs before the executor is built.
 memra::tools::PassManagerFlags RunPmFlags(kRun, memra::passes::kDefaultPipeline.data());
@@ -47,8 +47,12 @@ cl::opt<int> RunTopK("top-k", cl::desc("Keep the k most likely tokens when sampl
 cl::opt<float> RunTopP("top-p", cl::desc("Nucleus sampling mass, 1 = off (default: 0.95)"), cl::init(0.95f),
                        cl::sub(kRun));
 cl::opt<uint64_t> RunSeed("seed", cl::desc("Sampling seed (default: 0)"), cl::init(0), cl::sub(kRun));
-cl::opt<std::string> RunBackend("backend", cl::desc("Executor: cpu (the only one for now) (default: cpu)"),
-                                cl::init("cpu"), cl::sub(kRun));
+cl::opt<std::string> RunBackend("backend",
+                                cl::desc("Executor: cpu or cuda (default: cuda when a CUDA GPU is present, cpu otherwise)"),
+                                cl::init(""), cl::sub(kRun));
+cl::opt<bool> RunCudaSync("cuda-sync-each-op",
+                          cl::desc("CUDA: synchronize after every op so an error names it (debugging) (default: false)"),
+                          cl::init(false), cl::sub(kRun));
 cl::opt<std::string> RunLogitsOut("logits-out",
                                   cl::desc("Write the f32 logits of every prompt position, row-major "
                                            "[n_prompt, n_vocab], to this file after prefill (default: off)"),
@@ -98,9 +102,20 @@ absl::StatusOr<std::vector<int32_t>> ParseIds(absl::string_view s) {
 
 int RunRun() {
   using namespace memra;
-  if (RunBackend != "cpu")
-    return Fail(absl::InvalidArgumentError(absl::StrCat("--backend ", std::string(RunBackend),
-                                                        ": only the cpu backend exists for now")));
+  runtime::Backend backend = runtime::Backend::kCpu;
+  if (RunBackend.empty()) {
+    backend = runtime::DefaultBackend();
+  } else {
+    auto b = runtime::ParseBackend(RunBackend);
+    if (!b.ok()) return Fail(b.status());
+    backend = *b;
+    if (backend == runtime::Backend::kCuda) {
+      // Before the model is read: a clear error, not a long load first.
+      if (absl::Status st = runtime::CudaAvailable(); !st.ok())
+        return Fail(absl::FailedPreconditionError(
+            absl::StrCat("--backend cuda: no usable CUDA GPU here (", st.message(), "); use --backend cpu")));
+    }
+  }
   if (RunPrompt.empty() == RunTokens.empty())
     return Fail(absl::InvalidArgumentError("give exactly one of -p TEXT or --tokens IDS"));
   if (RunN < 0) return Fail(absl::InvalidArgumentError("-n must be >= 0"));
@@ -111,6 +126,9 @@ int RunRun() {
   so.chunk = RunChunk;
   so.prompt_logits = !RunLogitsOut.empty();
   so.profile = RunProfile;
+  so.backend = backend;
+  so.cuda.sync_each_op = RunCudaSync;
+  so.cuda.progress = false;
   if (RunWeights == "per-row") so.weight_mode = runtime::WeightMode::kPerRow;
   else if (RunWeights == "dequant") so.weight_mode = runtime::WeightMode::kDequantizeAtLoad;
   else return Fail(absl::InvalidArgumentError("--weights must be per-row or dequant"));
@@ -141,11 +159,10 @@ int RunRun() {
   runtime::Session& s = **session;
   if (RunPrintIr) llvm::errs() << ir::ToText(s.module());
   llvm::errs() << absl::StrFormat(
-      "memra run: %s: %s, %d layers, n_vocab %d, context %d, cpu executor (%d threads, %s weights, "
-      "loaded in %.2f s)\n",
+      "memra run: %s: %s, %d layers, n_vocab %d, context %d, %s, loaded in %.2f s\n",
       std::string(RunModel), s.module().attrs().GetString("arch").value_or("?"),
-      s.module().attrs().I64Or("n_layer", 0), s.n_vocab(), s.context_length(), s.executor().num_threads(),
-      std::string(RunWeights), s.executor().load_seconds());
+      s.module().attrs().I64Or("n_layer", 0), s.n_vocab(), s.context_length(), s.executor().Describe(),
+      s.executor().load_seconds());
 
   std::vector<int32_t> prompt;
   if (!RunTokens.empty()) {

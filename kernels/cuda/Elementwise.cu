@@ -27,6 +27,10 @@ extern "C" __global__ void exp_f32(const float* x, float* y, i64 n) {
 extern "C" __global__ void swiglu_f32(const float* g, const float* u, float* y, i64 n) {
   MEMRA_GRID_STRIDE(i, n) y[i] = siluf_(g[i]) * u[i];
 }
+// attention_gated's output gate: y = a * sigmoid(g) (sigmoid as sigmoid_f32 computes it).
+extern "C" __global__ void mul_sigmoid_f32(const float* a, const float* g, float* y, i64 n) {
+  MEMRA_GRID_STRIDE(i, n) y[i] = a[i] * sigmoidf_(g[i]);
+}
 extern "C" __global__ void fill_f32(float* y, i64 n, float v) {
   MEMRA_GRID_STRIDE(i, n) y[i] = v;
 }

@@ -54,7 +54,9 @@ struct Step {
   codegen::OpShapes shapes;  // at T = bucket
   std::vector<ResolvedLaunch> launches;
   bool gemm = false;
-  int64_t scratch_offset = -1;  // the GEMM's 16-bit activation copy
+  int64_t scratch_offset = -1;  // the step's scratch: the GEMM's 16-bit activation copy first,
+  int64_t aux_offset = -1;      // then an f32 temporary of fused ops (matmul_swiglu's gate
+                                // product, qk_norm_rope's normed q / k)
 };
 
 int64_t ElemBytes(DType d) { return d == DType::kI64 || d == DType::kF64 ? 8 : d == DType::kF16 || d == DType::kBF16 ? 2 : 4; }
@@ -174,7 +176,8 @@ absl::Status CudaExecutor::UploadWeights() {
     bool matrix_use = false, value_use = false;
     for (const ir::Use& u : w->uses()) {
       const OpKind k = u.user->kind();
-      const bool m = ((k == OpKind::kMatMul || k == OpKind::kMatMulGroup) && u.operand_index >= 1) ||
+      const bool m = ((k == OpKind::kMatMul || k == OpKind::kMatMulGroup || k == OpKind::kMatMulSwiglu) &&
+                      u.operand_index >= 1) ||
                      (k == OpKind::kEmbed && u.operand_index == 1);
       (m ? matrix_use : value_use) = true;
     }
@@ -390,9 +393,22 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
   }
   for (size_t si = 0; si < p->steps.size(); ++si) {
     Step& s = p->steps[si];
-    if (s.gemm && !s.launches.empty()) {
+    const bool swiglu = s.op->is(OpKind::kMatMulSwiglu);
+    int64_t cast = 0, aux = 0;
+    if (s.gemm && s.launches.size() > (swiglu ? 1u : 0u)) {
       MEMRA_ASSIGN_OR_RETURN(int64_t b, bytes_of(s.op->operand(0)));
-      s.scratch_offset = place(b / 2, static_cast<int64_t>(si), static_cast<int64_t>(si));
+      cast = (b / 2 + 255) / 256 * 256;
+    }
+    if (swiglu) {
+      MEMRA_ASSIGN_OR_RETURN(aux, bytes_of(s.op->result(0)));
+    } else if (s.op->is(OpKind::kQkNormRope)) {
+      MEMRA_ASSIGN_OR_RETURN(int64_t bq, bytes_of(s.op->operand(0)));
+      MEMRA_ASSIGN_OR_RETURN(int64_t bk, bytes_of(s.op->operand(1)));
+      aux = std::max(bq, bk);
+    }
+    if (cast + aux > 0) {
+      s.scratch_offset = place(cast + aux, static_cast<int64_t>(si), static_cast<int64_t>(si));
+      s.aux_offset = s.scratch_offset + cast;
     }
   }
   for (auto& [alias, r] : root) p->slots[alias] = p->slots[Root(alias)];
@@ -626,6 +642,58 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
         }
         break;
       }
+      case OpKind::kMatMulSwiglu: {
+        // gate product into the scratch, up product into y, then y = silu(gate) * y in place.
+        const CUdeviceptr scratch = s.scratch_offset >= 0 ? p->arena.ptr() + s.scratch_offset : 0;
+        const CUdeviceptr gate = p->arena.ptr() + s.aux_offset;
+        DType cast_type = DType::kF32;
+        int64_t n_out = 0;
+        for (unsigned i = 1; i <= 2; ++i) {
+          const DeviceWeight& w = *weights_.at(op.operand(i));
+          if (w.cols != cols0) return OpError(op, "K mismatch");
+          CUdeviceptr xin = In(0);
+          if (w.matrix_dtype != DType::kF32) {
+            if (cast_type != w.matrix_dtype) {
+              size_t li = 0;
+              for (; li + 1 < s.launches.size(); ++li)
+                if (s.launches[li].spec.kernel.entry == (w.matrix_dtype == DType::kBF16 ? "cast_f32_bf16" : "cast_f32_f16")) break;
+              if (li + 1 >= s.launches.size()) return OpError(op, "no activation cast selected");
+              KernelArgs a;
+              a.Add(In(0)).Add(scratch).Add(n0);
+              MEMRA_RETURN_IF_ERROR(launch(li, a));
+              cast_type = w.matrix_dtype;
+            }
+            xin = scratch;
+          }
+          n_out = rows0 * w.rows;
+          step_work[step_index].first += 2.0 * rows0 * w.rows * w.cols;
+          step_work[step_index].second += static_cast<double>(w.matrix.bytes());
+          absl::Status st = blas_->Matmul(xin, w.matrix.ptr(), i == 1 ? gate : Out(0), rows0, w.rows, w.cols,
+                                          w.matrix_dtype, stream);
+          if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: ", op.Summary(), ": ", st.message()));
+        }
+        KernelArgs a;
+        a.Add(gate).Add(Out(0)).Add(Out(0)).Add(n_out);
+        MEMRA_RETURN_IF_ERROR(launch(s.launches.size() - 1, a));
+        break;
+      }
+      case OpKind::kQkNormRope: {
+        // Per head: rms_norm into the scratch, rope from it into the result (q, then k).
+        const CUdeviceptr tmp = p->arena.ptr() + s.aux_offset;
+        const int64_t n_rot = at.I64Or("n_rot", 0);
+        const float base = static_cast<float>(at.F64Or("base", 10000.0));
+        const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+        for (unsigned i = 0; i < 2; ++i) {
+          MEMRA_ASSIGN_OR_RETURN(auto xs, concrete(op.operand(i)));
+          KernelArgs a;
+          a.Add(In(i)).Add(In(2 + i)).Add(tmp).Add(xs[0] * xs[1]).Add(eps);
+          MEMRA_RETURN_IF_ERROR(launch(2 * i, a));
+          KernelArgs r;
+          r.Add(tmp).Add(Out(i)).Add(In(4)).Add(static_cast<int>(xs[0])).Add(theta_scale);
+          MEMRA_RETURN_IF_ERROR(launch(2 * i + 1, r));
+        }
+        break;
+      }
       case OpKind::kQGateSplit: {
         KernelArgs a;
         a.Add(In(0)).Add(Out(0)).Add(Out(1)).Add(static_cast<int>(x0[0]));
@@ -662,11 +730,17 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
         MEMRA_RETURN_IF_ERROR(launch(0, a));
         break;
       }
-      case OpKind::kAttention: {
+      case OpKind::kAttention:
+      case OpKind::kAttentionGated: {
         KernelArgs a;
         a.Add(In(0)).Add(In(1)).Add(In(2)).Add(In(3)).Add(Out(0)).Add(static_cast<int>(x0[0]))
             .Add(static_cast<float>(at.F64Or("scale", 1.0)));
         MEMRA_RETURN_IF_ERROR(launch(0, a));
+        if (op.is(OpKind::kAttentionGated)) {
+          KernelArgs g;
+          g.Add(Out(0)).Add(In(4)).Add(Out(0)).Add(n0);
+          MEMRA_RETURN_IF_ERROR(launch(1, g));
+        }
         break;
       }
       case OpKind::kConv1dCausal: {

@@ -315,6 +315,44 @@ TEST_F(OpTableTest, AttentionPieces) {
   }, 2);
 }
 
+// The fused ops of the default pipeline (passes/): matmul_swiglu per weight type, qk_norm_rope
+// and attention_gated at the 9B's attention shapes.
+TEST_F(OpTableTest, FusedOps) {
+  const std::pair<GgmlType, double> types[] = {{GgmlType::kF32, 1e-10}, {GgmlType::kBF16, 5e-5},
+                                               {GgmlType::kQ8_0, 5e-5}, {GgmlType::kQ4_K, 5e-5}};
+  for (auto [t, bound] : types)
+    FOR_T Check("matmul_swiglu", std::string(gguf::GgmlTypeName(t)), T, bound, [&](Harness& h) {
+      Value* x = h.Arg("x", {-1, 1024});
+      return std::vector<Value*>{h.b->Build1(ir::OpKind::kMatMulSwiglu,
+                                             {x, h.Weight("wg", t, {1024, 768}, -0.05f, 0.05f),
+                                              h.Weight("wu", t, {1024, 768}, -0.05f, 0.05f)})};
+    });
+  FOR_T Check("qk_norm_rope", "f32", T, 1e-9, [](Harness& h) {
+    Value* q = h.Arg("q", {-1, 16, 256});
+    Value* k = h.Arg("k", {-1, 4, 256});
+    Value* pos = h.b->Positions(h.State(ir::StateKind::kPosition, "pos", DType::kI32, {}), q);
+    auto r = h.b->Build(ir::OpKind::kQkNormRope,
+                        {q, k, h.Weight("qw", GgmlType::kF32, {256}), h.Weight("kw", GgmlType::kF32, {256}), pos},
+                        {{"eps", 1e-6}, {"n_rot", int64_t{64}}, {"base", 1e7}});
+    h.b->AdvancePositions(h.m->state("pos"), q);
+    return std::vector<Value*>{r[0], r[1]};
+  }, 2);
+  FOR_T Check("attention_gated", "f32", T, 1e-9, [](Harness& h) {
+    Value* q = h.Arg("q", {-1, 16, 256});
+    Value* k = h.Arg("k", {-1, 4, 256});
+    Value* v = h.Arg("v", {-1, 4, 256});
+    Value* gate = h.Arg("gate", {-1, 16, 256});
+    Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {});
+    Value* kc = h.State(ir::StateKind::kKv, "k_cache", DType::kF32, {2048, 4, 256});
+    Value* vc = h.State(ir::StateKind::kKv, "v_cache", DType::kF32, {2048, 4, 256});
+    Value* pos = h.b->Positions(ctr, q);
+    h.b->KvAppend(k, v, kc, vc, pos);
+    Value* o = h.b->Build1(ir::OpKind::kAttentionGated, {q, kc, vc, pos, gate}, {{"scale", 1.0 / 16.0}});
+    h.b->AdvancePositions(ctr, q);
+    return std::vector<Value*>{o};
+  }, 2);
+}
+
 TEST_F(OpTableTest, DeltaNet) {
   FOR_T Check("conv1d_causal", "f32", T, 1e-12, [](Harness& h) {
     Value* x = h.Arg("x", {-1, 1536});

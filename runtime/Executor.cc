@@ -1,0 +1,96 @@
+#include "runtime/Executor.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ir/StatusMacros.h"
+#include "runtime/cuda/CudaDriver.h"
+
+namespace memra::runtime {
+namespace {
+
+class CpuBackend final : public Executor {
+ public:
+  explicit CpuBackend(std::unique_ptr<CpuExecutor> e) : e_(std::move(e)) {}
+  Backend backend() const override { return Backend::kCpu; }
+  absl::StatusOr<std::vector<HostTensor>> Run(absl::string_view name, std::vector<HostTensor> args) override {
+    return e_->Run(name, std::move(args));
+  }
+  absl::Status ResetState() override {
+    e_->ResetState();
+    return absl::OkStatus();
+  }
+  int64_t position() const override { return e_->position(); }
+  int64_t context_capacity() const override { return e_->context_capacity(); }
+  void set_observer(ValueObserver o) override { e_->set_observer(std::move(o)); }
+  double load_seconds() const override { return e_->load_seconds(); }
+  std::string ProfileReport() const override { return e_->ProfileReport(); }
+  std::string Describe() const override {
+    return absl::StrFormat("cpu executor (%d threads, %s weights)", e_->num_threads(),
+                           e_->weight_mode() == WeightMode::kPerRow ? "per-row" : "dequant");
+  }
+  CpuExecutor* cpu() override { return e_.get(); }
+
+ private:
+  std::unique_ptr<CpuExecutor> e_;
+};
+
+class CudaBackend final : public Executor {
+ public:
+  explicit CudaBackend(std::unique_ptr<CudaExecutor> e) : e_(std::move(e)) {}
+  Backend backend() const override { return Backend::kCuda; }
+  absl::StatusOr<std::vector<HostTensor>> Run(absl::string_view name, std::vector<HostTensor> args) override {
+    return e_->Run(name, std::move(args));
+  }
+  absl::Status ResetState() override { return e_->ResetState(); }
+  int64_t position() const override { return e_->position(); }
+  int64_t context_capacity() const override { return e_->context_capacity(); }
+  void set_observer(ValueObserver o) override { e_->set_observer(std::move(o)); }
+  double load_seconds() const override { return e_->load_seconds(); }
+  std::string ProfileReport() const override { return e_->ProfileReport(); }
+  std::string Describe() const override {
+    return absl::StrFormat("cuda executor (%s, %.1f MB of weights)", e_->DeviceDescription(), e_->weight_bytes() / 1e6);
+  }
+  CudaExecutor* cuda() override { return e_.get(); }
+
+ private:
+  std::unique_ptr<CudaExecutor> e_;
+};
+
+}  // namespace
+
+absl::StatusOr<Backend> ParseBackend(absl::string_view name) {
+  if (name == "cpu") return Backend::kCpu;
+  if (name == "cuda") return Backend::kCuda;
+  return absl::InvalidArgumentError(absl::StrCat("--backend ", name, ": the backends are cpu and cuda"));
+}
+
+absl::string_view BackendName(Backend b) { return b == Backend::kCuda ? "cuda" : "cpu"; }
+
+absl::Status CudaAvailable() {
+  static const absl::Status* status = [] {
+    auto drv = cuda::CudaDriver::Get();
+    if (!drv.ok()) return new absl::Status(drv.status());
+    int n = 0;
+    if ((*drv)->cuDeviceGetCount(&n) != 0 || n == 0)
+      return new absl::Status(absl::FailedPreconditionError("the CUDA driver reports no device"));
+    return new absl::Status();
+  }();
+  return *status;
+}
+
+Backend DefaultBackend() { return CudaAvailable().ok() ? Backend::kCuda : Backend::kCpu; }
+
+absl::StatusOr<std::unique_ptr<Executor>> CreateExecutor(Backend backend, const ir::Module& module,
+                                                         const gguf::GgufFile& file, const ExecutorOptions& options) {
+  if (backend == Backend::kCpu) {
+    MEMRA_ASSIGN_OR_RETURN(auto e, CpuExecutor::Create(module, file, options.cpu));
+    return std::unique_ptr<Executor>(std::make_unique<CpuBackend>(std::move(e)));
+  }
+  if (absl::Status st = CudaAvailable(); !st.ok())
+    return absl::FailedPreconditionError(
+        absl::StrCat("--backend cuda: no usable CUDA GPU here (", st.message(), "); use --backend cpu"));
+  MEMRA_ASSIGN_OR_RETURN(auto e, CudaExecutor::Create(module, file, options.cuda));
+  return std::unique_ptr<Executor>(std::make_unique<CudaBackend>(std::move(e)));
+}
+
+}  // namespace memra::runtime

@@ -1,0 +1,72 @@
+// The executor interface Session drives: one module's functions run on one backend (the CPU
+// executor, runtime/cpu/CpuExecutor.h, or the CUDA executor, runtime/cuda/CudaExecutor.h), with
+// the module's state kept across calls. Both take and return HostTensors, so Session, memra run
+// and the tests are backend-agnostic.
+//
+//   auto exec = CreateExecutor(Backend::kCuda, module, gguf, options);
+//   auto logits = (*exec)->Run("prefill", {HostTensor::FromI32(ids, {T})});
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ir/Module.h"
+#include "runtime/cpu/CpuExecutor.h"
+#include "runtime/cpu/HostTensor.h"
+#include "runtime/cuda/CudaExecutor.h"
+
+namespace memra::gguf {
+class GgufFile;
+}
+
+namespace memra::runtime {
+
+enum class Backend { kCpu, kCuda };
+
+// "cpu" / "cuda"; anything else is an InvalidArgument naming the choices.
+absl::StatusOr<Backend> ParseBackend(absl::string_view name);
+absl::string_view BackendName(Backend b);
+// OK when a CUDA driver and at least one device are usable here; else why not
+// (FailedPrecondition). Loads the driver once per process; cheap afterwards.
+absl::Status CudaAvailable();
+// The backend memra run uses without --backend: cuda when CudaAvailable(), else cpu.
+Backend DefaultBackend();
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual Backend backend() const = 0;
+  // Runs function `name`; results on the host. State persists across calls.
+  virtual absl::StatusOr<std::vector<HostTensor>> Run(absl::string_view name, std::vector<HostTensor> args) = 0;
+  // Forgets all state (position 0).
+  virtual absl::Status ResetState() = 0;
+  virtual int64_t position() const = 0;
+  virtual int64_t context_capacity() const = 0;
+  // Called after every op for each named result (tracing; the CUDA executor synchronizes).
+  virtual void set_observer(ValueObserver observer) = 0;
+  virtual double load_seconds() const = 0;
+  // Per op kind timing (when the options asked for profiling).
+  virtual std::string ProfileReport() const = 0;
+  // One line for logs: "cpu executor (8 threads, per-row weights)", "cuda executor (H200 ...)".
+  virtual std::string Describe() const = 0;
+  // The concrete executors (null for the other backend).
+  virtual CpuExecutor* cpu() { return nullptr; }
+  virtual CudaExecutor* cuda() { return nullptr; }
+};
+
+struct ExecutorOptions {
+  CpuExecutorOptions cpu;
+  CudaExecutorOptions cuda;
+};
+
+// `module` and `file` must outlive the executor. Cuda without a usable GPU: FailedPrecondition
+// "--backend cuda: no usable CUDA GPU here (...)".
+absl::StatusOr<std::unique_ptr<Executor>> CreateExecutor(Backend backend, const ir::Module& module,
+                                                         const gguf::GgufFile& file,
+                                                         const ExecutorOptions& options = {});
+
+}  // namespace memra::runtime
