@@ -7,8 +7,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
-"$root/scripts/build.sh" "$root/build" >/dev/null
+"$root/scripts/build.sh" "$root/build" memra >/dev/null
 memra=$root/build/tools/memra
 model=${1:-$root/models/demo/qwen35-demo-q8_0.gguf}
-prompt=${2:-And God said unto Moses, }
+prompt=${2:-And God said unto Moses,}
 "$memra" run "$model" -p "$prompt" -n 64
