@@ -36,7 +36,7 @@ class Tokenizer;
 namespace memra::runtime {
 
 struct SessionOptions {
-  int threads = 0;                            // 0: all cores ($MEMRA_NUM_THREADS)
+  int threads = 0;                            // 0: all cores
   WeightMode weight_mode = WeightMode::kPerRow;
   int64_t n_ctx = 0;                          // 0: min(context_length, 4096)
   // Keep the logits of every prompt position (costs a [T, n_vocab] head per chunk).
