@@ -469,7 +469,9 @@ TEST(Qwen35ForwardTest, F32MatchesLlamaCppNodesLogitsAndGreedy) {
   EXPECT_EQ(greedy, *ref_greedy);
   std::printf("  32 greedy decode steps: %.2f ms/token; decode logits vs greedy_logits.f32: max|d| %.3e%s\n",
               dsecs * 1e3 / 32, decode_max, ref_greedy_logits.ok() ? "" : " (../shared absent, not compared)");
-  if (ref_greedy_logits.ok()) EXPECT_LE(decode_max, 1e-4);
+  if (ref_greedy_logits.ok()) {
+    EXPECT_LE(decode_max, 1e-4);
+  }
 }
 
 // --- chunking and threading do not change a bit ------------------------------------------

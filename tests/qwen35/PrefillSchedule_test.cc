@@ -22,7 +22,9 @@ void ExpectCovers(const std::vector<TokenRange>& r, int64_t t) {
   EXPECT_EQ(r.back().second, t);
   for (size_t i = 0; i < r.size(); ++i) {
     EXPECT_LT(r[i].first, r[i].second);
-    if (i) EXPECT_EQ(r[i].first, r[i - 1].second);
+    if (i) {
+      EXPECT_EQ(r[i].first, r[i - 1].second);
+    }
   }
 }
 

@@ -209,7 +209,9 @@ TEST(Qwen35ExecutorTest, F32MatchesLlamaCppNodesLogitsAndGreedy) {
   EXPECT_EQ(l->exec->position(), 80);
   std::printf("  decode logits vs greedy_logits.f32: max|d| %.3e%s\n", decode_max,
               ref_greedy_logits.ok() ? "" : " (../shared absent, not compared)");
-  if (ref_greedy_logits.ok()) EXPECT_LE(decode_max, 1e-4);
+  if (ref_greedy_logits.ok()) {
+    EXPECT_LE(decode_max, 1e-4);
+  }
 }
 
 // --- the --trace-layers checksums line up with the fixture's per-node dump -------------------

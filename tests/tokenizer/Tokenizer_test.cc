@@ -299,8 +299,9 @@ TEST_F(QwenTokenizerTest, RobustOnArbitraryAndHugeInputs) {
                 ids.size(), s);
     EXPECT_LT(s, 20.0) << b.what;
     ASSERT_FALSE(ids.empty());
-    if (IsValidUtf8(b.text) && b.what != std::string("256k combining marks"))
+    if (IsValidUtf8(b.text) && b.what != std::string("256k combining marks")) {
       EXPECT_EQ(tok_->Decode(ids).value(), b.text) << b.what;
+    }
   }
 }
 
