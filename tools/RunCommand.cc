@@ -219,6 +219,7 @@ int RunRun() {
     return Fail(stats.status());
   }
   llvm::outs() << "\n";
+  llvm::outs().flush();  // before the stats line on stderr
   if (!RunLogitsOut.empty()) {
     std::ofstream out(std::string(RunLogitsOut), std::ios::binary);
     out.write(reinterpret_cast<const char*>(prompt_logits.data()),
