@@ -1,5 +1,7 @@
 #include "runtime/cpu/CpuExecutor.h"
 
+#include "runtime/ArgumentBinding.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -308,37 +310,8 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
                                                          std::vector<HostTensor> args) {
   MEMRA_ASSIGN_OR_RETURN(const Program* p, Prepare(name));
   const ir::Function& fn = *p->fn;
-  if (args.size() != fn.num_arguments())
-    return absl::InvalidArgumentError(absl::StrCat("@", name, " takes ", fn.num_arguments(),
-                                                   " arguments, got ", args.size()));
   // Bind symbols from the argument shapes.
-  ir::SymbolBindings bindings;
-  for (unsigned i = 0; i < fn.num_arguments(); ++i) {
-    const ir::Value* a = fn.argument(i);
-    const HostTensor& t = args[i];
-    if (!t.valid() || t.dtype() != a->dtype() || t.rank() != a->rank())
-      return absl::InvalidArgumentError(absl::StrCat("@", name, ": argument ", i, " is ", t.ShapeString(),
-                                                     ", expected ", a->type().ToString()));
-    for (int64_t d = 0; d < a->rank(); ++d) {
-      const ir::Dim& dim = a->shape()[d];
-      const int64_t v = t.dim(d);
-      if (dim.IsConstant()) {
-        if (dim.value() != v)
-          return absl::InvalidArgumentError(absl::StrCat("@", name, ": argument ", i, " is ", t.ShapeString(),
-                                                         ", expected ", a->type().ToString()));
-        continue;
-      }
-      const int64_t num = v - dim.offset();
-      if (num % dim.coeff() != 0 || num / dim.coeff() < 0)
-        return absl::InvalidArgumentError(absl::StrCat("@", name, ": argument ", i, " dim ", d, " = ", v,
-                                                       " does not fit ", dim.ToString()));
-      const int64_t val = num / dim.coeff();
-      auto [it, inserted] = bindings.emplace(dim.symbol(), val);
-      if (!inserted && it->second != val)
-        return absl::InvalidArgumentError(absl::StrCat("@", name, ": symbol ", dim.symbol(), " bound to ",
-                                                       it->second, " and ", val));
-    }
-  }
+  MEMRA_ASSIGN_OR_RETURN(ir::SymbolBindings bindings, BindArguments(fn, args));
   // Context overflow: refuse before any state changes.
   for (const Op* op : p->kv_appends) {
     MEMRA_ASSIGN_OR_RETURN(auto kshape, Concrete(op->operand(0)->shape(), bindings));

@@ -1,5 +1,7 @@
 #include "runtime/cuda/CudaExecutor.h"
 
+#include "runtime/ArgumentBinding.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -422,35 +424,8 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
 absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name, std::vector<HostTensor> args) {
   const ir::Function* fn = module_.function(name);
   if (fn == nullptr) return absl::NotFoundError(absl::StrCat("cuda executor: the module has no function @", name));
-  if (args.size() != fn->num_arguments())
-    return absl::InvalidArgumentError(absl::StrCat("@", name, " takes ", fn->num_arguments(), " arguments, got ", args.size()));
-  ir::SymbolBindings bindings;
-  bool symbolic = false;
-  for (unsigned i = 0; i < fn->num_arguments(); ++i) {
-    const ir::Value* a = fn->argument(i);
-    const HostTensor& t = args[i];
-    if (!t.valid() || t.dtype() != a->dtype() || t.rank() != a->rank())
-      return absl::InvalidArgumentError(absl::StrCat("@", name, ": argument ", i, " is ", t.ShapeString(),
-                                                     ", expected ", a->type().ToString()));
-    for (int64_t d = 0; d < a->rank(); ++d) {
-      const ir::Dim& dim = a->shape()[d];
-      const int64_t v = t.dim(d);
-      if (dim.IsConstant()) {
-        if (dim.value() != v)
-          return absl::InvalidArgumentError(absl::StrCat("@", name, ": argument ", i, " is ", t.ShapeString(),
-                                                         ", expected ", a->type().ToString()));
-        continue;
-      }
-      symbolic = true;
-      const int64_t num = v - dim.offset();
-      if (num % dim.coeff() != 0 || num / dim.coeff() < 1)
-        return absl::InvalidArgumentError(absl::StrCat("@", name, ": argument ", i, " dim ", d, " = ", v,
-                                                       " does not fit ", dim.ToString()));
-      auto [it, inserted] = bindings.emplace(dim.symbol(), num / dim.coeff());
-      if (!inserted && it->second != num / dim.coeff())
-        return absl::InvalidArgumentError(absl::StrCat("@", name, ": symbol ", dim.symbol(), " bound twice"));
-    }
-  }
+  MEMRA_ASSIGN_OR_RETURN(ir::SymbolBindings bindings, BindArguments(*fn, args, /*min_symbol_value=*/1));
+  const bool symbolic = !bindings.empty();
   int64_t max_sym = 1;
   for (const auto& [s, v] : bindings) max_sym = std::max(max_sym, v);
   const int64_t bucket = symbolic ? codegen::TokenBucket(max_sym) : 0;
