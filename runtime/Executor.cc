@@ -3,9 +3,23 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ir/StatusMacros.h"
+#include "kernels/cpu/Sampling.h"
 #include "runtime/cuda/CudaDriver.h"
 
 namespace memra::runtime {
+
+absl::StatusOr<std::vector<int32_t>> Executor::DecodeGreedy(int32_t token, int64_t n_steps) {
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < n_steps; ++i) {
+    std::vector<HostTensor> args;
+    args.push_back(HostTensor::FromI32({token}, {1}));
+    MEMRA_ASSIGN_OR_RETURN(std::vector<HostTensor> r, Run("decode", std::move(args)));
+    token = kernels::cpu::Argmax(r[0].f32(), r[0].numel());
+    out.push_back(token);
+  }
+  return out;
+}
+
 namespace {
 
 class CpuBackend final : public Executor {
@@ -49,6 +63,9 @@ class CudaBackend final : public Executor {
   std::string ProfileReport() const override { return e_->ProfileReport(); }
   std::string Describe() const override {
     return absl::StrFormat("cuda executor (%s, %.1f MB of weights)", e_->DeviceDescription(), e_->weight_bytes() / 1e6);
+  }
+  absl::StatusOr<std::vector<int32_t>> DecodeGreedy(int32_t token, int64_t n_steps) override {
+    return e_->DecodeGreedy(token, n_steps);
   }
   CudaExecutor* cuda() override { return e_.get(); }
 

@@ -42,6 +42,11 @@ class Executor {
   virtual Backend backend() const = 0;
   // Runs function `name`; results on the host. State persists across calls.
   virtual absl::StatusOr<std::vector<HostTensor>> Run(absl::string_view name, std::vector<HostTensor> args) = 0;
+  // Greedy decoding: runs @decode n_steps times from `token` (the last token, not yet in the
+  // state), each step's argmax feeding the next; returns the n_steps generated ids. The CUDA
+  // executor keeps the loop on the device (one graph per step, one sync per call; the logits stay
+  // there); this default runs Run("decode") and the host's greedy pick per step.
+  virtual absl::StatusOr<std::vector<int32_t>> DecodeGreedy(int32_t token, int64_t n_steps);
   // Forgets all state (position 0).
   virtual absl::Status ResetState() = 0;
   virtual int64_t position() const = 0;

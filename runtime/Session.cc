@@ -111,8 +111,16 @@ absl::StatusOr<std::vector<int32_t>> Session::Tokenize(absl::string_view text) c
   return tokenizer_->Encode(text);
 }
 
+absl::Status Session::CheckContinuable() const {
+  if (overrun_steps_ == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the state holds ", overrun_steps_, " decode steps past the last generation's stop (greedy decoding ran ",
+      options_.decode_chunk, " steps per chunk); Reset() first, or use decode_chunk 1 to continue exactly"));
+}
+
 absl::StatusOr<std::vector<float>> Session::Prefill(absl::Span<const int32_t> tokens,
                                                     std::vector<float>* all) {
+  MEMRA_RETURN_IF_ERROR(CheckContinuable());
   if (tokens.empty()) return absl::InvalidArgumentError("prefill of an empty prompt");
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (position() + n > context_length())
@@ -137,6 +145,7 @@ absl::StatusOr<std::vector<float>> Session::Prefill(absl::Span<const int32_t> to
 }
 
 absl::StatusOr<std::vector<float>> Session::Decode(int32_t token) {
+  MEMRA_RETURN_IF_ERROR(CheckContinuable());
   if (token < 0 || token >= n_vocab_)
     return absl::OutOfRangeError(absl::StrCat("token id ", token, " is outside the vocabulary [0, ", n_vocab_, ")"));
   std::vector<HostTensor> args;
@@ -164,25 +173,48 @@ absl::StatusOr<GenerationStats> Session::Generate(absl::Span<const int32_t> prom
     detok = std::make_unique<tokenizer::StreamingDecoder>(*tokenizer_, dopt);
   }
   t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < params.n_predict; ++i) {
-    const int32_t id = kernels::cpu::SampleToken(logits.data(), n_vocab_, params.sampling, rng);
-    st.tokens.push_back(id);
-    ++st.n_generated;
-    std::string text;
-    if (detok) {
-      auto piece = detok->Push(id);
-      if (piece.ok()) text = std::move(*piece);
+  const bool device_loop = params.sampling.temperature <= 0.0f && options_.decode_chunk > 0;
+  // Steps per DecodeGreedy call: the CPU gains nothing from chunks (its loop is on the host).
+  const int64_t chunk = exec_->backend() == Backend::kCuda ? options_.decode_chunk : 1;
+  bool stop = params.n_predict <= 0;
+  std::vector<int32_t> batch;
+  if (!stop) batch = {kernels::cpu::SampleToken(logits.data(), n_vocab_, params.sampling, rng)};
+  while (!stop) {
+    // Emit the batch; stop at the budget, an end-of-generation token or the callback's word.
+    for (size_t j = 0; j < batch.size(); ++j) {
+      const int32_t id = batch[j];
+      st.tokens.push_back(id);
+      ++st.n_generated;
+      std::string text;
+      if (detok) {
+        auto piece = detok->Push(id);
+        if (piece.ok()) text = std::move(*piece);
+      }
+      const bool eog = params.stop_at_eog && tokenizer_ != nullptr && tokenizer_->IsEog(id);
+      if (eog) st.stopped_at_eog = true;
+      stop = (on_token && !on_token(id, text)) || eog || st.n_generated == params.n_predict;
+      if (stop) {
+        // The steps that consumed batch[j..] ran although the host loop would not have run them.
+        overrun_steps_ = static_cast<int64_t>(batch.size() - 1 - j);
+        break;
+      }
     }
-    const bool eog = params.stop_at_eog && tokenizer_ != nullptr && tokenizer_->IsEog(id);
-    if (eog) st.stopped_at_eog = true;
-    if (on_token && !on_token(id, text)) break;
-    if (eog || i + 1 == params.n_predict) break;
+    if (stop) break;
     if (position() >= context_length()) {
       st.stopped_at_context = true;
       break;
     }
-    MEMRA_ASSIGN_OR_RETURN(logits, Decode(id));
-    ++st.n_decode_calls;
+    const int32_t last = batch.back();
+    if (device_loop) {
+      const int64_t k = std::min({chunk, params.n_predict - st.n_generated,
+                                  context_length() - position()});
+      MEMRA_ASSIGN_OR_RETURN(batch, exec_->DecodeGreedy(last, k));
+      st.n_decode_calls += k;
+    } else {
+      MEMRA_ASSIGN_OR_RETURN(logits, Decode(last));
+      ++st.n_decode_calls;
+      batch = {kernels::cpu::SampleToken(logits.data(), n_vocab_, params.sampling, rng)};
+    }
   }
   if (detok && on_token) {
     std::string rest = detok->Flush();

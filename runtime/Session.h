@@ -44,6 +44,12 @@ struct SessionOptions {
   // Prefill chunk size in tokens; 0: the whole prompt in one call (at most 4096 per call).
   int64_t chunk = 512;
   bool profile = false;  // per-op-kind timing (both executors)
+  // Greedy generation runs the decode loop this many steps per executor call (on CUDA: on the
+  // device, one graph launch per step, the host reading the tokens once per chunk). Steps past a
+  // stop (end of generation) inside a chunk are computed and dropped, so the state then holds
+  // them: Generate/Prefill/Decode refuse to continue until Reset(). 1 = exact continuation;
+  // 0 = the host samples every step from the downloaded logits.
+  int64_t decode_chunk = 16;
   Backend backend = Backend::kCpu;
   CudaExecutorOptions cuda;  // backend kCuda (its profile flag follows `profile`)
   // Runs on the lowered module before the executor is built (memra run: the compile pipeline,
@@ -61,7 +67,7 @@ struct GenerationParams {
 struct GenerationStats {
   int64_t n_prompt = 0;
   int64_t n_generated = 0;
-  int64_t n_decode_calls = 0;
+  int64_t n_decode_calls = 0;                 // decode steps run (incl. steps past a stop)
   double prefill_seconds = 0;
   double decode_seconds = 0;                  // decode calls + sampling of generated tokens
   bool stopped_at_eog = false;
@@ -119,7 +125,12 @@ class Session {
                                            std::vector<float>* prompt_logits = nullptr);
 
   // Forgets everything (position 0).
-  absl::Status Reset() { return exec_->ResetState(); }
+  absl::Status Reset() {
+    overrun_steps_ = 0;
+    return exec_->ResetState();
+  }
+  // Decode steps the state holds past the last generation's stop (see decode_chunk).
+  int64_t overrun_steps() const { return overrun_steps_; }
 
  private:
   Session() = default;
@@ -137,6 +148,8 @@ class Session {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   absl::Status tokenizer_status_;
   int64_t n_vocab_ = 0;
+  int64_t overrun_steps_ = 0;
+  absl::Status CheckContinuable() const;
   std::vector<std::pair<int64_t, std::string>> buckets_;  // (T, function), descending T
 };
 

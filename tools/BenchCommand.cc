@@ -16,9 +16,9 @@
 #include "frontends/gguf/ModelSummary.h"
 #include "frontends/qwen35/Qwen35Lowering.h"
 #include "llvm/Support/raw_ostream.h"
-#include "runtime/cpu/CpuExecutor.h"
-#include "runtime/cuda/CudaDevice.h"
-#include "runtime/cuda/CudaExecutor.h"
+#include "passes/PassManager.h"
+#include "passes/Pipelines.h"
+#include "runtime/Executor.h"
 #include "tools/Command.h"
 
 namespace cl = llvm::cl;
@@ -42,6 +42,11 @@ cl::opt<std::string> BenchCache("kernel-cache",
 cl::opt<bool> BenchProfile("profile",
                             cl::desc("cuda: device time per op kind of each test (events around every op) (default: false)"),
                             cl::init(false), cl::sub(kBench));
+cl::opt<bool> BenchGraphs("cuda-graphs",
+                          cl::desc("CUDA: replay captured segments as CUDA graphs; false = all eager (default: true)"),
+                          cl::init(true), cl::sub(kBench));
+cl::opt<std::string> BenchPasses("passes", cl::desc("Compile pipeline run before the benchmark (default: memra run's)"),
+                                 cl::init(std::string(memra::passes::kDefaultPipeline)), cl::sub(kBench));
 cl::opt<int> BenchThreads("threads", cl::desc("CPU threads for the cpu backend, 0 = all (default: 0)"), cl::init(0),
                           cl::sub(kBench));
 
@@ -93,28 +98,34 @@ int RunBench() {
   auto module = frontends::LowerQwen35(**file, lo);
   if (!module.ok()) return Fail(module.status());
 
-  std::string backend = BenchBackend;
-  if (backend.empty()) backend = runtime::cuda::CudaDevice::Open(0).ok() ? "cuda" : "cpu";
-  std::unique_ptr<runtime::CudaExecutor> gpu;
-  std::unique_ptr<runtime::CpuExecutor> cpu;
-  if (backend == "cuda") {
-    runtime::CudaExecutorOptions o;
-    o.kernel_cache_dir = BenchCache;
-    o.profile = BenchProfile;
-    auto e = runtime::CudaExecutor::Create(**module, **file, o);
-    if (!e.ok()) return Fail(e.status());
-    gpu = std::move(*e);
-    llvm::errs() << absl::StrFormat("memra bench: %s, weights %.2f GiB on the device, loaded in %.1f s\n",
-                                    gpu->DeviceDescription(), gpu->weight_bytes() / 1073741824.0, gpu->load_seconds());
-  } else if (backend == "cpu") {
-    runtime::CpuExecutorOptions o;
-    o.threads = BenchThreads;
-    auto e = runtime::CpuExecutor::Create(**module, **file, o);
-    if (!e.ok()) return Fail(e.status());
-    cpu = std::move(*e);
-  } else {
-    return Fail(absl::InvalidArgumentError(absl::StrCat("unknown backend ", backend, " (cuda or cpu)")));
+  // The same compile pipeline as memra run (fused ops, bucket functions, memory plan, segments).
+  passes::PassManagerOptions pm_opts;
+  pm_opts.pipeline = BenchPasses;
+  pm_opts.input_name = BenchModel;
+  {
+    auto pm = passes::PassManager::Create(pm_opts);
+    if (!pm.ok()) return Fail(pm.status());
+    if (absl::Status st = (*pm)->Run(**module); !st.ok()) return Fail(st);
   }
+
+  std::string backend_name = BenchBackend;
+  if (backend_name.empty()) backend_name = std::string(runtime::BackendName(runtime::DefaultBackend()));
+  auto backend = runtime::ParseBackend(backend_name);
+  if (!backend.ok()) return Fail(backend.status());
+  runtime::ExecutorOptions eo;
+  eo.cpu.threads = BenchThreads;
+  eo.cuda.kernel_cache_dir = BenchCache;
+  eo.cuda.profile = BenchProfile;
+  eo.cuda.cuda_graphs = BenchGraphs;
+  eo.cpu.profile = BenchProfile;
+  auto exec_or = runtime::CreateExecutor(*backend, **module, **file, eo);
+  if (!exec_or.ok()) return Fail(exec_or.status());
+  runtime::Executor& exec = **exec_or;
+  runtime::CudaExecutor* gpu = exec.cuda();
+  if (gpu != nullptr)
+    llvm::errs() << absl::StrFormat("memra bench: %s, weights %.2f GiB on the device, loaded in %.1f s, cuda graphs %s\n",
+                                    gpu->DeviceDescription(), gpu->weight_bytes() / 1073741824.0, gpu->load_seconds(),
+                                    BenchGraphs ? "on" : "off");
   const int64_t vocab = (*module)->attrs().I64Or("n_vocab", 2);
   std::mt19937 rng(1234);
   auto ids = [&](int64_t n) {
@@ -122,24 +133,21 @@ int RunBench() {
     for (auto& x : v) x = std::uniform_int_distribution<int32_t>(0, static_cast<int32_t>(vocab - 1))(rng);
     return v;
   };
-  auto run = [&](const char* fn, std::vector<int32_t> tok) -> absl::Status {
-    std::vector<runtime::HostTensor> args;
-    const int64_t n = static_cast<int64_t>(tok.size());
-    args.push_back(runtime::HostTensor::FromI32(std::move(tok), {n}));
-    auto r = gpu ? gpu->Run(fn, std::move(args)) : cpu->Run(fn, std::move(args));
-    return r.status();
-  };
-  auto reset = [&]() -> absl::Status {
-    if (gpu) return gpu->ResetState();
-    cpu->ResetState();
-    return absl::OkStatus();
-  };
+  // A chunk of exactly a bucket's size runs its bucket function (captured segments), any other
+  // size the generic @prefill (eager, padded to its bucket), as Session does.
   auto prefill = [&](int64_t n) -> absl::Status {
     for (int64_t s = 0; s < n; s += 4096) {
-      absl::Status st = run("prefill", ids(std::min<int64_t>(4096, n - s)));
-      if (!st.ok()) return st;
+      const int64_t len = std::min<int64_t>(4096, n - s);
+      const std::string bucket_fn = absl::StrCat("prefill_t", len);
+      std::vector<runtime::HostTensor> args;
+      args.push_back(runtime::HostTensor::FromI32(ids(len), {len}));
+      auto r = exec.Run((*module)->function(bucket_fn) != nullptr ? bucket_fn : "prefill", std::move(args));
+      if (!r.ok()) return r.status();
     }
     return absl::OkStatus();
+  };
+  auto reset_profile = [&]() {
+    if (gpu) gpu->ResetProfile();
   };
   using Clock = std::chrono::steady_clock;
   auto secs = [](Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); };
@@ -147,38 +155,40 @@ int RunBench() {
   for (int64_t p : *P) {
     if (p == 0) continue;
     Result r{absl::StrCat("pp", p), {}};
-    for (int rep = -1; rep < BenchR; ++rep) {  // rep -1: warm-up (compiles the bucket)
-      if (absl::Status s = reset(); !s.ok()) return Fail(s);
-      if (gpu && rep == 0) gpu->ResetProfile();
+    for (int rep = -2; rep < BenchR; ++rep) {  // reps -2, -1: warm-up (compile, then capture)
+      if (absl::Status s = exec.ResetState(); !s.ok()) return Fail(s);
+      if (rep == 0) reset_profile();
       const auto t0 = Clock::now();
       if (absl::Status s = prefill(p); !s.ok()) return Fail(s);
       if (rep >= 0) r.tps.push_back(p / secs(t0));
     }
     results.push_back(r);
-    if (gpu && BenchProfile) {
-      llvm::errs() << "memra bench: profile of " << r.test << " (" << BenchR << " reps)\n" << gpu->ProfileReport();
-      gpu->ResetProfile();
+    if (BenchProfile) {
+      llvm::errs() << "memra bench: profile of " << r.test << " (" << BenchR << " reps)\n" << exec.ProfileReport();
+      reset_profile();
     }
   }
+  // Decode: greedy steps through Executor::DecodeGreedy (on CUDA the device loop: one graph launch
+  // per step, one sync per test), as llama-bench's tg runs decode without host sampling.
   if (BenchN > 0)
     for (int64_t d : *D) {
       Result r{d > 0 ? absl::StrCat("tg", int64_t(BenchN), " @ d", d) : absl::StrCat("tg", int64_t(BenchN)), {}};
       for (int rep = -1; rep < BenchR; ++rep) {
-        if (absl::Status s = reset(); !s.ok()) return Fail(s);
+        if (absl::Status s = exec.ResetState(); !s.ok()) return Fail(s);
         if (d > 0)
           if (absl::Status s = prefill(d); !s.ok()) return Fail(s);
-        if (gpu && rep == 0) gpu->ResetProfile();
+        if (rep == 0) reset_profile();
         const int64_t n = rep < 0 ? 4 : BenchN;
         const auto t0 = Clock::now();
-        for (int64_t i = 0; i < n; ++i)
-          if (absl::Status s = run("decode", ids(1)); !s.ok()) return Fail(s);
+        auto out = exec.DecodeGreedy(ids(1)[0], n);
+        if (!out.ok()) return Fail(out.status());
         if (rep >= 0) r.tps.push_back(n / secs(t0));
       }
       results.push_back(r);
-      if (gpu && BenchProfile) {
+      if (BenchProfile) {
         llvm::errs() << "memra bench: profile of " << r.test << " (decode steps; depth prefill included)\n"
-                     << gpu->ProfileReport();
-        gpu->ResetProfile();
+                     << exec.ProfileReport();
+        reset_profile();
       }
     }
   uint64_t bytes = 0, params = 0;
@@ -190,7 +200,7 @@ int RunBench() {
   if (auto slash = name.rfind('/'); slash != std::string::npos) name = name.substr(slash + 1);
   const std::string size = absl::StrFormat("%.2f GiB", bytes / 1073741824.0);
   const std::string prm = absl::StrFormat("%.2f B", params / 1e9);
-  const std::string be = backend == "cuda" ? "CUDA" : "CPU";
+  const std::string be = *backend == runtime::Backend::kCuda ? "CUDA" : "CPU";
   if (BenchOut == "json") {
     llvm::outs() << "[\n";
     for (size_t i = 0; i < results.size(); ++i)
@@ -209,7 +219,12 @@ int RunBench() {
       llvm::outs() << absl::StrFormat("| %-32s | %10s | %8s | %-7s | %14s | %20s |\n", name, size, prm, be, r.test,
                                       absl::StrFormat("%.2f ± %.2f", r.mean(), r.sd()));
   }
-  if (gpu) llvm::errs() << "memra bench: " << gpu->compile_stats().ToString() << "\n";
+  if (gpu) {
+    const runtime::GraphStats& g = gpu->graph_stats();
+    llvm::errs() << "memra bench: " << gpu->compile_stats().ToString()
+                 << absl::StrFormat("; cuda graphs: %d captured (%.1f ms), %d launches, %d eager segment runs\n",
+                                    g.captured, g.capture_ms, g.launches, g.eager_segments);
+  }
   return 0;
 }
 

@@ -1,4 +1,5 @@
 // `memra run MODEL.gguf`: tokenize, prefill (chunked), decode with sampling, stream the text.
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -53,6 +54,15 @@ cl::opt<std::string> RunBackend("backend",
 cl::opt<bool> RunCudaSync("cuda-sync-each-op",
                           cl::desc("CUDA: synchronize after every op so an error names it (debugging) (default: false)"),
                           cl::init(false), cl::sub(kRun));
+cl::opt<bool> RunCudaGraphs("cuda-graphs",
+                            cl::desc("CUDA: replay the compiled segments as CUDA graphs (captured on their "
+                                     "second call); false = every op launched eagerly (default: true)"),
+                            cl::init(true), cl::sub(kRun));
+cl::opt<int64_t> RunDecodeChunk("decode-chunk",
+                                cl::desc("Greedy decoding: decode steps per device loop call (CUDA: one graph "
+                                         "launch per step, one sync per chunk); 0 = the host picks every token "
+                                         "from downloaded logits (default: 16)"),
+                                cl::init(16), cl::sub(kRun));
 cl::opt<std::string> RunLogitsOut("logits-out",
                                   cl::desc("Write the f32 logits of every prompt position, row-major "
                                            "[n_prompt, n_vocab], to this file after prefill (default: off)"),
@@ -102,6 +112,7 @@ absl::StatusOr<std::vector<int32_t>> ParseIds(absl::string_view s) {
 
 int RunRun() {
   using namespace memra;
+  const auto start = std::chrono::steady_clock::now();  // time to first token counts from here
   runtime::Backend backend = runtime::Backend::kCpu;
   if (RunBackend.empty()) {
     backend = runtime::DefaultBackend();
@@ -119,6 +130,7 @@ int RunRun() {
   if (RunPrompt.empty() == RunTokens.empty())
     return Fail(absl::InvalidArgumentError("give exactly one of -p TEXT or --tokens IDS"));
   if (RunN < 0) return Fail(absl::InvalidArgumentError("-n must be >= 0"));
+  if (RunDecodeChunk < 0) return Fail(absl::InvalidArgumentError("--decode-chunk must be >= 0"));
   if (RunChat && RunPrompt.empty()) return Fail(absl::InvalidArgumentError("--chat needs -p TEXT"));
   runtime::SessionOptions so;
   so.threads = RunThreads;
@@ -128,6 +140,8 @@ int RunRun() {
   so.profile = RunProfile;
   so.backend = backend;
   so.cuda.sync_each_op = RunCudaSync;
+  so.cuda.cuda_graphs = RunCudaGraphs;
+  so.decode_chunk = RunDecodeChunk;
   so.cuda.progress = false;
   if (RunWeights == "per-row") so.weight_mode = runtime::WeightMode::kPerRow;
   else if (RunWeights == "dequant") so.weight_mode = runtime::WeightMode::kDequantizeAtLoad;
@@ -207,7 +221,10 @@ int RunRun() {
   gp.seed = RunSeed;
   gp.stop_at_eog = !RunIgnoreEos;
   std::vector<float> prompt_logits;
+  double first_token_seconds = -1;
   auto on_token = [&](int32_t id, absl::string_view text) {
+    if (first_token_seconds < 0)
+      first_token_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (RunTrace) s.executor().set_observer(nullptr);  // trace the prefill only
     llvm::outs() << llvm::StringRef(text.data(), text.size());
     llvm::outs().flush();
@@ -235,6 +252,15 @@ int RunRun() {
       stats->n_prompt, stats->prefill_seconds, stats->prefill_tokens_per_second(), stats->n_generated,
       stats->n_decode_calls, stats->decode_seconds, stats->decode_tokens_per_second(),
       stats->stopped_at_eog ? "; stopped at end-of-generation" : stats->stopped_at_context ? "; context full" : "");
+  if (first_token_seconds >= 0)
+    llvm::errs() << absl::StrFormat("memra run: first token %.3f s after the start of memra run\n", first_token_seconds);
+  if (runtime::CudaExecutor* cu = s.executor().cuda()) {
+    const runtime::GraphStats& g = cu->graph_stats();
+    llvm::errs() << absl::StrFormat(
+        "memra run: cuda graphs %s: %d captured (%.1f ms), %d graph launches, %d eager segment runs; kernels: %s\n",
+        so.cuda.cuda_graphs ? "on" : "off", g.captured, g.capture_ms, g.launches, g.eager_segments,
+        cu->compile_stats().ToString());
+  }
   if (RunProfile) llvm::errs() << s.executor().ProfileReport();
   return 0;
 }

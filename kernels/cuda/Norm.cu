@@ -113,38 +113,62 @@ extern "C" __global__ void __launch_bounds__(NORM_BLOCK) softmax(const float* x,
   }
 }
 
-// Index of the row maximum (ties: lowest index; NaN never wins unless all are NaN -> 0).
-extern "C" __global__ void __launch_bounds__(NORM_BLOCK) argmax(const float* x, int* y, i64 n_rows) {
+// Index of the maximum of one row of NORM_COLS (ties: lowest index; NaN never wins unless all
+// are NaN -> 0), the same rule as the host sampler's greedy pick. Every thread of the block calls
+// it; the result is valid in every thread.
+__device__ int row_argmax(const float* xr) {
   __shared__ float bv[NORM_BLOCK];
   __shared__ int bi[NORM_BLOCK];
+  float best = MEMRA_NEG_INF;
+  int idx = -1;
+  for (int c = threadIdx.x; c < NORM_COLS; c += NORM_BLOCK) {
+    const float v = xr[c];
+    if (v > best || (idx < 0 && v == best)) {  // v == -inf keeps the first -inf index
+      best = v;
+      idx = c;
+    }
+  }
+  __syncthreads();
+  bv[threadIdx.x] = best;
+  bi[threadIdx.x] = idx;
+  __syncthreads();
+  for (int s = NORM_BLOCK / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      const float ov = bv[threadIdx.x + s];
+      const int oi = bi[threadIdx.x + s];
+      const float mv = bv[threadIdx.x];
+      const int mi = bi[threadIdx.x];
+      if (oi >= 0 && (mi < 0 || ov > mv || (ov == mv && oi < mi))) {
+        bv[threadIdx.x] = ov;
+        bi[threadIdx.x] = oi;
+      }
+    }
+    __syncthreads();
+  }
+  const int out = bi[0] < 0 ? 0 : bi[0];
+  __syncthreads();  // the shared arrays are reused by the next call
+  return out;
+}
+
+extern "C" __global__ void __launch_bounds__(NORM_BLOCK) argmax(const float* x, int* y, i64 n_rows) {
   for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
-    const float* xr = x + r * NORM_COLS;
-    float best = MEMRA_NEG_INF;
-    int idx = -1;
-    for (int c = threadIdx.x; c < NORM_COLS; c += NORM_BLOCK) {
-      const float v = xr[c];
-      if (v > best || (idx < 0 && v == best)) {  // v == -inf keeps the first -inf index
-        best = v;
-        idx = c;
-      }
-    }
-    __syncthreads();
-    bv[threadIdx.x] = best;
-    bi[threadIdx.x] = idx;
-    __syncthreads();
-    for (int s = NORM_BLOCK / 2; s > 0; s >>= 1) {
-      if (threadIdx.x < s) {
-        const float ov = bv[threadIdx.x + s];
-        const int oi = bi[threadIdx.x + s];
-        const float mv = bv[threadIdx.x];
-        const int mi = bi[threadIdx.x];
-        if (oi >= 0 && (mi < 0 || ov > mv || (ov == mv && oi < mi))) {
-          bv[threadIdx.x] = ov;
-          bi[threadIdx.x] = oi;
-        }
-      }
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) y[r] = bi[0] < 0 ? 0 : bi[0];
+    const int id = row_argmax(x + r * NORM_COLS);
+    if (threadIdx.x == 0) y[r] = id;
+  }
+}
+
+// The device-side greedy step that closes the decode loop (one block): the next token is the
+// argmax of the logits row; it becomes the decode function's input token for the next step and
+// is appended to the token ring (ring[*ring_pos % ring_cap], then ++*ring_pos), which the host
+// reads once per chunk of steps. Nothing here depends on host values that change per step, so a
+// captured decode step replays unchanged.
+extern "C" __global__ void __launch_bounds__(NORM_BLOCK)
+greedy_next(const float* logits, int* token, int* ring, int* ring_pos, int ring_cap) {
+  const int id = row_argmax(logits);
+  if (threadIdx.x == 0) {
+    token[0] = id;
+    const int i = ring_pos[0];
+    ring[i % ring_cap] = id;
+    ring_pos[0] = i + 1;
   }
 }

@@ -25,6 +25,8 @@ using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
 
 inline constexpr int kCuDevAttrMultiprocessorCount = 16;
 inline constexpr int kCuDevAttrL2CacheSize = 38;
@@ -34,6 +36,8 @@ inline constexpr int kCuDevAttrMaxSharedMemoryPerBlockOptin = 97;
 inline constexpr int kCuFuncAttrMaxDynamicSharedSizeBytes = 8;
 inline constexpr unsigned kCuStreamNonBlocking = 1;
 inline constexpr unsigned kCuEventDefault = 0;
+// CUstreamCaptureMode: only this thread's unsafe calls are refused while it captures.
+inline constexpr int kCuStreamCaptureModeThreadLocal = 1;
 
 #define MEMRA_CUDA_DRIVER_FUNCTIONS(X)                                                        \
   X(cuInit, "cuInit", CUresult, (unsigned))                                                 \
@@ -76,7 +80,14 @@ inline constexpr unsigned kCuEventDefault = 0;
   X(cuFuncSetAttribute, "cuFuncSetAttribute", CUresult, (CUfunction, int, int))             \
   X(cuLaunchKernel, "cuLaunchKernel", CUresult,                                             \
     (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,      \
-     CUstream, void**, void**))
+     CUstream, void**, void**))                                                             \
+  X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", CUresult, (CUstream, int))             \
+  X(cuStreamEndCapture, "cuStreamEndCapture", CUresult, (CUstream, CUgraph*))               \
+  X(cuGraphInstantiate, "cuGraphInstantiateWithFlags", CUresult,                            \
+    (CUgraphExec*, CUgraph, unsigned long long))                                            \
+  X(cuGraphLaunch, "cuGraphLaunch", CUresult, (CUgraphExec, CUstream))                      \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy", CUresult, (CUgraphExec))                      \
+  X(cuGraphDestroy, "cuGraphDestroy", CUresult, (CUgraph))
 
 struct CudaDriver {
 #define MEMRA_DECLARE_CU(field, sym, ret, args) ret(*field) args = nullptr;

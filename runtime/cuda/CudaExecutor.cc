@@ -17,6 +17,7 @@
 #include "ir/support/ProgressBar.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/Weight.h"
+#include "passes/Capture.h"
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/CudaDevice.h"
 
@@ -96,16 +97,51 @@ class KernelArgs {
   int n_ = 0;
 };
 
+absl::StatusOr<llvm::SmallVector<int64_t, 4>> ConcreteShape(const ir::Value* v, const ir::SymbolBindings& bindings) {
+  llvm::SmallVector<int64_t, 4> out;
+  for (const ir::Dim& d : v->shape().dims()) {
+    auto x = d.Evaluate(bindings);
+    if (!x) return absl::InvalidArgumentError(absl::StrCat("unbound symbol ", d.ToString()));
+    out.push_back(*x);
+  }
+  return out;
+}
+
+// Token ring of the device decode loop: capacity (ids) + one write index.
+constexpr int64_t kTokenRing = 1024;
+
 absl::Status OpError(const Op& op, absl::string_view msg) {
   return absl::InvalidArgumentError(absl::StrCat("cuda executor: ", op.Summary(), ": ", msg));
 }
 
 }  // namespace
 
+// A run of steps executed together: one CUDA graph when capturable (instantiated on the
+// program's second call), else eagerly op by op.
+struct SegmentRun {
+  size_t begin = 0, end = 0;  // steps [begin, end)
+  bool capturable = false;
+  std::string reason;         // why not (from the IR's segment or passes/Capture.h)
+  cuda::CUgraphExec exec = nullptr;
+};
+
 struct CudaExecutor::Program {
+  ~Program() {
+    if (driver == nullptr) return;
+    for (SegmentRun& r : segments)
+      if (r.exec) driver->cuGraphExecDestroy(r.exec);
+    if (greedy_exec) driver->cuGraphExecDestroy(greedy_exec);
+    for (cuda::CUevent e : events) driver->cuEventDestroy(e);
+  }
+  const cuda::CudaDriver* driver = nullptr;
   const ir::Function* fn = nullptr;
   int64_t bucket = 1;
+  int64_t calls = 0;  // completed Run calls (graphs are captured from the second on)
   std::vector<Step> steps;
+  std::vector<SegmentRun> segments;
+  std::vector<std::pair<double, double>> step_work;  // per step: FLOPs, weight bytes (profile)
+  ResolvedLaunch greedy;                  // @decode: the greedy pick closing the device loop
+  cuda::CUgraphExec greedy_exec = nullptr;  // @decode: the whole step + greedy pick
   absl::flat_hash_map<const ir::Value*, Slot> slots;  // args and results (aliases resolved)
   cuda::DeviceBuffer arena;
   int64_t arena_bytes = 0;
@@ -140,6 +176,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ir::Mod
   co.cache_dir = options.kernel_cache_dir;
   co.jobs = options.compile_jobs;
   MEMRA_ASSIGN_OR_RETURN(e->compiler_, codegen::KernelCompiler::Create(co));
+  if (options.precompiled) e->compiler_->AddPrecompiled(*options.precompiled);
   MEMRA_ASSIGN_OR_RETURN(e->blas_, cuda::CublasLt::Create());
   MEMRA_RETURN_IF_ERROR(e->UploadWeights());
   MEMRA_RETURN_IF_ERROR(e->AllocateState());
@@ -416,10 +453,45 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
   for (auto& [alias, r] : root) p->slots[alias] = p->slots[Root(alias)];
   for (const Placed& q : placed) p->arena_bytes = std::max(p->arena_bytes, q.off + q.bytes);
   MEMRA_ASSIGN_OR_RETURN(p->arena, dev_->Alloc(p->arena_bytes, absl::StrCat("arena of @", fn.name(), " bucket ", bucket)));
+  // 4. Segments: the IR's (partition-segments), else the same per-op rule; only a static
+  // function's segments are captured (a generic one's kernels take the call's T).
+  p->driver = &dev_->driver();
+  p->step_work.assign(p->steps.size(), {0.0, 0.0});
+  const Op* run_owner = nullptr;
+  for (size_t i = 0; i < p->steps.size(); ++i) {
+    const Op* op = p->steps[i].op;
+    const Op* seg = op->parent_op();
+    bool capturable = false;
+    std::string reason;
+    if (seg != nullptr) {
+      capturable = seg->attrs().I64Or("capturable", 0) != 0;
+      reason = seg->attrs().GetString("reason").value_or("");
+    } else if (op->is(OpKind::kReturn)) {
+      reason = "host sync: the results are copied to the host";
+    } else {
+      passes::CaptureVerdict v = passes::ClassifyForCapture(*op, /*require_arena=*/false);
+      capturable = v.capturable;
+      reason = v.reason;
+    }
+    if (bucket != 0 && capturable) {
+      capturable = false;
+      reason = "data-dependent shape (a generic function: its kernels take the call's token count)";
+    }
+    if (!p->segments.empty() && run_owner == seg && p->segments.back().capturable == capturable) {
+      p->segments.back().end = i + 1;
+      continue;
+    }
+    p->segments.push_back({i, i + 1, capturable, reason, nullptr});
+    run_owner = seg;
+  }
   Program* out = p.get();
   programs_[key] = std::move(p);
   return out;
 }
+
+// How far a call of `p` moves the position counter (its advance_positions ops on @pos).
+absl::StatusOr<int64_t> PositionAdvance(const CudaExecutor::Program& p, const ir::SymbolBindings& bindings,
+                                        const ir::StateVar* position_state);
 
 absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name, std::vector<HostTensor> args) {
   const ir::Function* fn = module_.function(name);
@@ -431,15 +503,7 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
   const int64_t bucket = symbolic ? codegen::TokenBucket(max_sym) : 0;
   MEMRA_RETURN_IF_ERROR(dev_->MakeCurrent());
   MEMRA_ASSIGN_OR_RETURN(Program * p, GetProgram(*fn, bucket));
-  auto concrete = [&](const ir::Value* v) -> absl::StatusOr<llvm::SmallVector<int64_t, 4>> {
-    llvm::SmallVector<int64_t, 4> out;
-    for (const ir::Dim& d : v->shape().dims()) {
-      auto x = d.Evaluate(bindings);
-      if (!x) return absl::InvalidArgumentError(absl::StrCat("unbound symbol ", d.ToString()));
-      out.push_back(*x);
-    }
-    return out;
-  };
+  auto concrete = [&](const ir::Value* v) { return ConcreteShape(v, bindings); };
   // Context overflow and token ids: refuse before anything runs.
   for (const Op* op : p->kv_appends) {
     MEMRA_ASSIGN_OR_RETURN(auto kshape, concrete(op->operand(0)));
@@ -477,363 +541,19 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
   d.cuEventCreate(&ev0, cuda::kCuEventDefault);
   d.cuEventCreate(&ev1, cuda::kCuEventDefault);
   d.cuEventRecord(ev0, stream);
-  std::vector<HostTensor> results;
-  int64_t position_delta = 0;
-  if (options_.profile && p->events.empty()) {
-    p->events.resize(p->steps.size() + 1);
-    for (auto& e : p->events) d.cuEventCreate(&e, cuda::kCuEventDefault);
-  }
-  std::vector<std::pair<double, double>> step_work(p->steps.size(), {0.0, 0.0});  // flops, bytes
 
-  for (size_t step_index = 0; step_index < p->steps.size(); ++step_index) {
-    const Step& s = p->steps[step_index];
-    const Op& op = *s.op;
-    if (options_.profile) d.cuEventRecord(p->events[step_index], stream);
-    const ir::AttrDict& at = op.attrs();
-    auto In = [&](unsigned i) -> CUdeviceptr {
-      const ir::Value* v = op.operand(i);
-      if (v->kind() == ir::Value::Kind::kState) return state_.at(v)->ptr();
-      if (v->kind() == ir::Value::Kind::kWeight) {
-        const DeviceWeight& w = *weights_.at(v);
-        return w.matrix.ptr() != 0 && (op.is(OpKind::kMatMul) || op.is(OpKind::kMatMulGroup) || op.is(OpKind::kEmbed))
-                   ? w.matrix.ptr()
-                   : w.values.ptr();
-      }
-      return p->Ptr(v);
-    };
-    auto Out = [&](unsigned i) { return p->Ptr(op.result(i)); };
-    auto launch = [&](size_t li, KernelArgs& a) -> absl::Status {
-      const ResolvedLaunch& l = s.launches[li];
-      const cuda::CUresult r = d.cuLaunchKernel(l.fn, l.spec.grid, 1, 1, l.spec.block, 1, 1, l.spec.smem, stream,
-                                                a.ptrs(), nullptr);
-      if (r != 0)
-        return absl::InternalError(absl::StrCat("cuda executor: ", op.Summary(), ": launch of ", l.spec.kernel.ToString(),
-                                                " (grid ", l.spec.grid, ", block ", l.spec.block, "): ", d.ErrorText(r)));
-      return absl::OkStatus();
-    };
-    llvm::SmallVector<int64_t, 4> x0;
-    if (op.num_operands() > 0) {
-      MEMRA_ASSIGN_OR_RETURN(x0, concrete(op.operand(0)));
+  std::vector<HostTensor> results;
+  const Op* ret = p->steps.empty() ? nullptr : p->steps.back().op;
+  if (ret != nullptr && ret->is(OpKind::kReturn))
+    for (const ir::Value* v : ret->operands()) {
+      MEMRA_ASSIGN_OR_RETURN(auto shape, ConcreteShape(v, bindings));
+      if (v->dtype() != DType::kF32 && v->dtype() != DType::kI32) return OpError(*ret, "results must be f32 or i32");
+      results.push_back(HostTensor::Zeros(v->dtype(), shape));
     }
-    const int64_t n0 = Numel(x0);
-    const int64_t cols0 = x0.empty() ? 1 : x0.back();
-    const int64_t rows0 = n0 / std::max<int64_t>(cols0, 1);
-    const float eps = static_cast<float>(at.F64Or("eps", 0));
-    switch (op.kind()) {
-      case OpKind::kEmbed: {
-        KernelArgs a;
-        a.Add(In(0)).Add(In(1)).Add(Out(0)).Add(static_cast<int>(n0));
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kRmsNorm: {
-        KernelArgs a;
-        a.Add(In(0)).Add(In(1)).Add(Out(0)).Add(rows0).Add(eps);
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kL2Norm: {
-        KernelArgs a;
-        a.Add(In(0)).Add(Out(0)).Add(rows0).Add(eps);
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kGatedRmsNorm: {
-        KernelArgs a;
-        a.Add(In(0)).Add(In(1)).Add(In(2)).Add(Out(0)).Add(rows0).Add(eps);
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kAddRmsNorm: {
-        KernelArgs a;
-        a.Add(In(0)).Add(In(1)).Add(In(2)).Add(Out(0)).Add(Out(1)).Add(rows0).Add(eps);
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kSoftmax:
-      case OpKind::kArgmax: {
-        KernelArgs a;
-        a.Add(In(0)).Add(Out(0)).Add(rows0);
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kAdd:
-      case OpKind::kMul: {
-        MEMRA_ASSIGN_OR_RETURN(auto bshape, concrete(op.operand(1)));
-        const int64_t nb = Numel(bshape);
-        if (nb == 0 || n0 % nb != 0) return OpError(op, "broadcast operand does not divide the first");
-        KernelArgs a;
-        a.Add(In(0)).Add(In(1)).Add(Out(0)).Add(n0).Add(nb);
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kScale: {
-        KernelArgs a;
-        a.Add(In(0)).Add(Out(0)).Add(n0).Add(static_cast<float>(at.F64Or("factor", 1.0)));
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kSigmoid:
-      case OpKind::kSilu:
-      case OpKind::kSoftplus:
-      case OpKind::kExp: {
-        KernelArgs a;
-        a.Add(In(0)).Add(Out(0)).Add(n0);
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kSwiglu: {
-        KernelArgs a;
-        a.Add(In(0)).Add(In(1)).Add(Out(0)).Add(n0);
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kMatMul:
-      case OpKind::kMatMulGroup: {
-        const CUdeviceptr scratch = s.scratch_offset >= 0 ? p->arena.ptr() + s.scratch_offset : 0;
-        DType cast_type = DType::kF32;
-        for (unsigned i = 1; i < op.num_operands(); ++i) {
-          const DeviceWeight& w = *weights_.at(op.operand(i));
-          if (w.cols != cols0) return OpError(op, "K mismatch");
-          CUdeviceptr xin = In(0);
-          if (w.matrix_dtype != DType::kF32) {
-            if (cast_type != w.matrix_dtype) {
-              // The launch for this 16-bit type (SelectKernels emits one per distinct type).
-              size_t li = 0;
-              for (; li < s.launches.size(); ++li)
-                if (s.launches[li].spec.kernel.entry == (w.matrix_dtype == DType::kBF16 ? "cast_f32_bf16" : "cast_f32_f16")) break;
-              if (li == s.launches.size()) return OpError(op, "no activation cast selected");
-              KernelArgs a;
-              a.Add(In(0)).Add(scratch).Add(n0);
-              MEMRA_RETURN_IF_ERROR(launch(li, a));
-              cast_type = w.matrix_dtype;
-            }
-            xin = scratch;
-          }
-          step_work[step_index].first += 2.0 * rows0 * w.rows * w.cols;
-          step_work[step_index].second += static_cast<double>(w.matrix.bytes());
-          absl::Status st = blas_->Matmul(xin, w.matrix.ptr(), Out(i - 1), rows0, w.rows, w.cols, w.matrix_dtype, stream);
-          if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: ", op.Summary(), ": ", st.message()));
-        }
-        break;
-      }
-      case OpKind::kMatMulSwiglu: {
-        // gate product into the scratch, up product into y, then y = silu(gate) * y in place.
-        const CUdeviceptr scratch = s.scratch_offset >= 0 ? p->arena.ptr() + s.scratch_offset : 0;
-        const CUdeviceptr gate = p->arena.ptr() + s.aux_offset;
-        DType cast_type = DType::kF32;
-        int64_t n_out = 0;
-        for (unsigned i = 1; i <= 2; ++i) {
-          const DeviceWeight& w = *weights_.at(op.operand(i));
-          if (w.cols != cols0) return OpError(op, "K mismatch");
-          CUdeviceptr xin = In(0);
-          if (w.matrix_dtype != DType::kF32) {
-            if (cast_type != w.matrix_dtype) {
-              size_t li = 0;
-              for (; li + 1 < s.launches.size(); ++li)
-                if (s.launches[li].spec.kernel.entry == (w.matrix_dtype == DType::kBF16 ? "cast_f32_bf16" : "cast_f32_f16")) break;
-              if (li + 1 >= s.launches.size()) return OpError(op, "no activation cast selected");
-              KernelArgs a;
-              a.Add(In(0)).Add(scratch).Add(n0);
-              MEMRA_RETURN_IF_ERROR(launch(li, a));
-              cast_type = w.matrix_dtype;
-            }
-            xin = scratch;
-          }
-          n_out = rows0 * w.rows;
-          step_work[step_index].first += 2.0 * rows0 * w.rows * w.cols;
-          step_work[step_index].second += static_cast<double>(w.matrix.bytes());
-          absl::Status st = blas_->Matmul(xin, w.matrix.ptr(), i == 1 ? gate : Out(0), rows0, w.rows, w.cols,
-                                          w.matrix_dtype, stream);
-          if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: ", op.Summary(), ": ", st.message()));
-        }
-        KernelArgs a;
-        a.Add(gate).Add(Out(0)).Add(Out(0)).Add(n_out);
-        MEMRA_RETURN_IF_ERROR(launch(s.launches.size() - 1, a));
-        break;
-      }
-      case OpKind::kQkNormRope: {
-        // Per head: rms_norm into the scratch, rope from it into the result (q, then k).
-        const CUdeviceptr tmp = p->arena.ptr() + s.aux_offset;
-        const int64_t n_rot = at.I64Or("n_rot", 0);
-        const float base = static_cast<float>(at.F64Or("base", 10000.0));
-        const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
-        for (unsigned i = 0; i < 2; ++i) {
-          MEMRA_ASSIGN_OR_RETURN(auto xs, concrete(op.operand(i)));
-          KernelArgs a;
-          a.Add(In(i)).Add(In(2 + i)).Add(tmp).Add(xs[0] * xs[1]).Add(eps);
-          MEMRA_RETURN_IF_ERROR(launch(2 * i, a));
-          KernelArgs r;
-          r.Add(tmp).Add(Out(i)).Add(In(4)).Add(static_cast<int>(xs[0])).Add(theta_scale);
-          MEMRA_RETURN_IF_ERROR(launch(2 * i + 1, r));
-        }
-        break;
-      }
-      case OpKind::kQGateSplit: {
-        KernelArgs a;
-        a.Add(In(0)).Add(Out(0)).Add(Out(1)).Add(static_cast<int>(x0[0]));
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kRope: {
-        const int64_t n_rot = at.I64Or("n_rot", 0);
-        const float base = static_cast<float>(at.F64Or("base", 10000.0));
-        const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
-        KernelArgs a;
-        a.Add(In(0)).Add(Out(0)).Add(In(1)).Add(static_cast<int>(x0[0])).Add(theta_scale);
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kPositions: {
-        MEMRA_ASSIGN_OR_RETURN(auto like, concrete(op.operand(1)));
-        KernelArgs a;
-        a.Add(In(0)).Add(Out(0)).Add(static_cast<int>(like[0]));
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kAdvancePositions: {
-        MEMRA_ASSIGN_OR_RETURN(auto like, concrete(op.operand(1)));
-        KernelArgs a;
-        a.Add(In(0)).Add(static_cast<int>(like[0]));
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        if (op.operand(0) == position_state_) position_delta += like[0];
-        break;
-      }
-      case OpKind::kKvAppend: {
-        KernelArgs a;
-        a.Add(In(0)).Add(In(1)).Add(In(2)).Add(In(3)).Add(In(4)).Add(static_cast<int>(x0[0]));
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kAttention:
-      case OpKind::kAttentionGated: {
-        KernelArgs a;
-        a.Add(In(0)).Add(In(1)).Add(In(2)).Add(In(3)).Add(Out(0)).Add(static_cast<int>(x0[0]))
-            .Add(static_cast<float>(at.F64Or("scale", 1.0)));
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        if (op.is(OpKind::kAttentionGated)) {
-          KernelArgs g;
-          g.Add(Out(0)).Add(In(4)).Add(Out(0)).Add(n0);
-          MEMRA_RETURN_IF_ERROR(launch(1, g));
-        }
-        break;
-      }
-      case OpKind::kConv1dCausal: {
-        KernelArgs a;
-        a.Add(In(0)).Add(In(1)).Add(In(2)).Add(Out(0)).Add(static_cast<int>(x0[0]));
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kDeltaNetGates: {
-        KernelArgs a;
-        a.Add(In(0)).Add(In(1)).Add(In(2)).Add(In(3)).Add(Out(0)).Add(Out(1)).Add(static_cast<int>(x0[0]));
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kGatedDeltaScan: {
-        KernelArgs a;
-        a.Add(In(0)).Add(In(1)).Add(In(2)).Add(In(3)).Add(In(4)).Add(In(5)).Add(Out(0))
-            .Add(static_cast<int>(x0[0])).Add(static_cast<float>(at.F64Or("scale", 1.0)));
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kConcat:
-      case OpKind::kSplit:
-      case OpKind::kView: {
-        int64_t axis = at.I64Or("axis", 0);
-        if (axis < 0) axis += static_cast<int64_t>(x0.size());
-        auto prod = [](llvm::ArrayRef<int64_t> s, size_t from, size_t to) {
-          int64_t n = 1;
-          for (size_t i = from; i < std::min(to, s.size()); ++i) n *= s[i];
-          return n;
-        };
-        const int64_t outer = prod(x0, 0, axis);
-        const int64_t inner = prod(x0, axis + 1, SIZE_MAX);
-        if (ElemBytes(op.operand(0)->dtype()) != 4) return OpError(op, "only 4-byte elements are supported");
-        if (op.is(OpKind::kConcat)) {
-          int64_t total = 0;
-          std::vector<int64_t> lens;
-          for (unsigned i = 0; i < op.num_operands(); ++i) {
-            MEMRA_ASSIGN_OR_RETURN(auto si, concrete(op.operand(i)));
-            lens.push_back(si[axis]);
-            total += si[axis];
-          }
-          int64_t off = 0;
-          for (unsigned i = 0; i < op.num_operands(); ++i) {
-            KernelArgs a;
-            a.Add(In(i)).Add(Out(0)).Add(outer).Add(lens[i]).Add(int64_t{0}).Add(total).Add(off).Add(lens[i]).Add(inner);
-            MEMRA_RETURN_IF_ERROR(launch(i, a));
-            off += lens[i];
-          }
-        } else {
-          std::vector<int64_t> sizes = op.is(OpKind::kSplit) ? at.GetI64Array("sizes").value_or(std::vector<int64_t>{})
-                                                              : std::vector<int64_t>{at.I64Or("size", 0)};
-          int64_t off = op.is(OpKind::kView) ? at.I64Or("offset", 0) : 0;
-          for (size_t i = 0; i < sizes.size(); ++i) {
-            KernelArgs a;
-            a.Add(In(0)).Add(Out(static_cast<unsigned>(i))).Add(outer).Add(x0[axis]).Add(off).Add(sizes[i])
-                .Add(int64_t{0}).Add(sizes[i]).Add(inner);
-            MEMRA_RETURN_IF_ERROR(launch(i, a));
-            off += sizes[i];
-          }
-        }
-        break;
-      }
-      case OpKind::kTakeLastRow: {
-        const int64_t row_bytes = (n0 / std::max<int64_t>(x0[0], 1)) * ElemBytes(op.operand(0)->dtype());
-        MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemcpyDtoDAsync(Out(0), In(0) + (x0[0] - 1) * row_bytes, row_bytes, stream),
-                                      absl::StrCat("cuda executor: ", op.Summary(), ": copy")));
-        break;
-      }
-      case OpKind::kConstant: {
-        MEMRA_ASSIGN_OR_RETURN(auto shape, concrete(op.result(0)));
-        KernelArgs a;
-        a.Add(Out(0)).Add(Numel(shape));
-        if (op.result(0)->dtype() == DType::kI32) a.Add(static_cast<int>(at.F64Or("value", 0)));
-        else a.Add(static_cast<float>(at.F64Or("value", 0)));
-        MEMRA_RETURN_IF_ERROR(launch(0, a));
-        break;
-      }
-      case OpKind::kReshape:
-      case OpKind::kCast:
-      case OpKind::kSegment:
-        break;
-      case OpKind::kReturn: {
-        for (unsigned i = 0; i < op.num_operands(); ++i) {
-          const ir::Value* v = op.operand(i);
-          MEMRA_ASSIGN_OR_RETURN(auto shape, concrete(v));
-          if (v->dtype() != DType::kF32 && v->dtype() != DType::kI32)
-            return OpError(op, "results must be f32 or i32");
-          results.push_back(HostTensor::Zeros(v->dtype(), shape));
-        }
-        break;
-      }
-      case OpKind::kTopK:
-      case OpKind::kSample:
-        return OpError(op, "not implemented on the GPU");
-      default:
-        return OpError(op, "no CUDA implementation for this op yet");
-    }
-    if (options_.sync_each_op || observer_) {
-      absl::Status st = dev_->Synchronize(op.Summary());
-      if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: @", name, ": ", st.message()));
-    }
-    if (observer_) {
-      for (unsigned i = 0; i < op.num_results(); ++i) {
-        const ir::Value* r = op.result(i);
-        if (r->name().empty() || (r->dtype() != DType::kF32 && r->dtype() != DType::kI32)) continue;
-        MEMRA_ASSIGN_OR_RETURN(auto shape, concrete(r));
-        HostTensor t = HostTensor::Zeros(r->dtype(), shape);
-        void* dst = r->dtype() == DType::kF32 ? static_cast<void*>(t.f32()) : static_cast<void*>(t.i32());
-        MEMRA_RETURN_IF_ERROR(dev_->Download(dst, p->Ptr(r), t.numel() * 4));
-        observer_(*r, t);
-      }
-    }
-  }
-  if (options_.profile) d.cuEventRecord(p->events.back(), stream);
+  MEMRA_ASSIGN_OR_RETURN(const int64_t position_delta, PositionAdvance(*p, bindings, position_state_));
+  MEMRA_RETURN_IF_ERROR(EnqueueProgram(*p, bindings, /*allow_graphs=*/true));
   d.cuEventRecord(ev1, stream);
   // Results back to the host.
-  const Op* ret = p->steps.empty() ? nullptr : p->steps.back().op;
   if (ret != nullptr && ret->is(OpKind::kReturn))
     for (unsigned i = 0; i < ret->num_operands(); ++i) {
       HostTensor& t = results[i];
@@ -850,18 +570,541 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
   last_run_ms_ = ms;
   d.cuEventDestroy(ev0);
   d.cuEventDestroy(ev1);
-  if (options_.profile)
-    for (size_t i = 0; i < p->steps.size(); ++i) {
-      float step_ms = 0;
-      d.cuEventElapsedTime(&step_ms, p->events[i], p->events[i + 1]);
-      ProfileEntry& e = profile_[std::string(ir::Mnemonic(p->steps[i].op->kind()))];
-      ++e.count;
-      e.ms += step_ms;
-      e.flops += step_work[i].first;
-      e.bytes += step_work[i].second;
-    }
+  AccumulateProfile(*p);
+  ++p->calls;
   position_ += position_delta;
   return results;
+}
+
+
+void CudaExecutor::AccumulateProfile(const Program& p) {
+  if (!options_.profile || p.events.empty()) return;
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    float step_ms = 0;
+    dev_->driver().cuEventElapsedTime(&step_ms, p.events[i], p.events[i + 1]);
+    ProfileEntry& e = profile_[std::string(ir::Mnemonic(p.steps[i].op->kind()))];
+    ++e.count;
+    e.ms += step_ms;
+    e.flops += p.step_work[i].first;
+    e.bytes += p.step_work[i].second;
+  }
+}
+
+bool CudaExecutor::GraphsAllowed() const {
+  return options_.cuda_graphs && !options_.profile && !options_.sync_each_op && !observer_;
+}
+
+absl::StatusOr<cuda::CUgraphExec> CudaExecutor::Capture(const std::function<absl::Status()>& enqueue,
+                                                        absl::string_view what) {
+  const cuda::CudaDriver& d = dev_->driver();
+  const cuda::CUstream stream = dev_->stream();
+  const auto t0 = std::chrono::steady_clock::now();
+  MEMRA_RETURN_IF_ERROR(CuCheck(d.cuStreamBeginCapture(stream, cuda::kCuStreamCaptureModeThreadLocal),
+                                absl::StrCat("cuda executor: begin capture of ", what)));
+  absl::Status st = enqueue();
+  cuda::CUgraph graph = nullptr;
+  const cuda::CUresult end = d.cuStreamEndCapture(stream, &graph);  // always ends the capture
+  if (!st.ok()) {
+    if (graph) d.cuGraphDestroy(graph);
+    return absl::Status(st.code(), absl::StrCat("while capturing ", what, ": ", st.message()));
+  }
+  MEMRA_RETURN_IF_ERROR(CuCheck(end, absl::StrCat("cuda executor: end capture of ", what)));
+  cuda::CUgraphExec exec = nullptr;
+  const cuda::CUresult inst = d.cuGraphInstantiate(&exec, graph, 0);
+  d.cuGraphDestroy(graph);
+  MEMRA_RETURN_IF_ERROR(CuCheck(inst, absl::StrCat("cuda executor: instantiate the graph of ", what)));
+  ++graph_stats_.captured;
+  graph_stats_.capture_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return exec;
+}
+
+absl::Status CudaExecutor::EnqueueProgram(Program& p, const ir::SymbolBindings& bindings, bool allow_graphs) {
+  const cuda::CudaDriver& d = dev_->driver();
+  const cuda::CUstream stream = dev_->stream();
+  const bool graphs = allow_graphs && GraphsAllowed() && p.calls > 0;
+  if (options_.profile && p.events.empty()) {
+    p.events.resize(p.steps.size() + 1);
+    for (auto& e : p.events) d.cuEventCreate(&e, cuda::kCuEventDefault);
+  }
+  for (SegmentRun& seg : p.segments) {
+    if (graphs && seg.capturable) {
+      if (seg.exec == nullptr) {
+        MEMRA_ASSIGN_OR_RETURN(seg.exec, Capture(
+                                             [&]() -> absl::Status {
+                                               for (size_t i = seg.begin; i < seg.end; ++i)
+                                                 MEMRA_RETURN_IF_ERROR(EnqueueStep(p, i, bindings, &p.step_work[i]));
+                                               return absl::OkStatus();
+                                             },
+                                             absl::StrCat("@", p.fn->name(), " steps ", seg.begin, "..", seg.end)));
+      }
+      MEMRA_RETURN_IF_ERROR(CuCheck(d.cuGraphLaunch(seg.exec, stream), absl::StrCat("cuda executor: graph launch of @", p.fn->name())));
+      ++graph_stats_.launches;
+      continue;
+    }
+    ++graph_stats_.eager_segments;
+    for (size_t i = seg.begin; i < seg.end; ++i) {
+      const Op& op = *p.steps[i].op;
+      if (options_.profile) d.cuEventRecord(p.events[i], stream);
+      p.step_work[i] = {0.0, 0.0};
+      MEMRA_RETURN_IF_ERROR(EnqueueStep(p, i, bindings, &p.step_work[i]));
+      if (options_.sync_each_op || observer_) {
+        absl::Status st = dev_->Synchronize(op.Summary());
+        if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: @", p.fn->name(), ": ", st.message()));
+      }
+      if (observer_) {
+        for (unsigned r = 0; r < op.num_results(); ++r) {
+          const ir::Value* v = op.result(r);
+          if (v->name().empty() || (v->dtype() != DType::kF32 && v->dtype() != DType::kI32)) continue;
+          MEMRA_ASSIGN_OR_RETURN(auto shape, ConcreteShape(v, bindings));
+          HostTensor t = HostTensor::Zeros(v->dtype(), shape);
+          void* dst = v->dtype() == DType::kF32 ? static_cast<void*>(t.f32()) : static_cast<void*>(t.i32());
+          MEMRA_RETURN_IF_ERROR(dev_->Download(dst, p.Ptr(v), t.numel() * 4));
+          observer_(*v, t);
+        }
+      }
+    }
+  }
+  if (options_.profile) d.cuEventRecord(p.events.back(), stream);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> PositionAdvance(const CudaExecutor::Program& p, const ir::SymbolBindings& bindings,
+                                        const ir::StateVar* position_state) {
+  int64_t delta = 0;
+  for (const Step& s : p.steps)
+    if (s.op->is(OpKind::kAdvancePositions) && s.op->operand(0) == position_state) {
+      MEMRA_ASSIGN_OR_RETURN(auto like, ConcreteShape(s.op->operand(1), bindings));
+      delta += like[0];
+    }
+  return delta;
+}
+
+absl::StatusOr<std::vector<int32_t>> CudaExecutor::DecodeGreedy(int32_t token, int64_t n_steps) {
+  const ir::Function* fn = module_.function("decode");
+  if (fn == nullptr) return absl::NotFoundError("cuda executor: the module has no function @decode");
+  if (n_steps <= 0) return std::vector<int32_t>{};
+  if (fn->num_arguments() != 1 || fn->argument(0)->dtype() != DType::kI32 || !fn->argument(0)->shape().IsStatic())
+    return absl::FailedPreconditionError("cuda executor: @decode does not take one static i32 token argument");
+  MEMRA_RETURN_IF_ERROR(dev_->MakeCurrent());
+  MEMRA_ASSIGN_OR_RETURN(Program * p, GetProgram(*fn, 0));
+  const ir::SymbolBindings none;
+  MEMRA_ASSIGN_OR_RETURN(const int64_t step_advance, PositionAdvance(*p, none, position_state_));
+  if (position_ + n_steps * step_advance > kv_capacity_)
+    return absl::OutOfRangeError(absl::StrCat("context overflow: ", n_steps, " decode steps at position ", position_,
+                                              " exceed the context length of ", kv_capacity_,
+                                              " (the KV cache size; raise it with --ctx-size)"));
+  for (const Step& s : p->steps)
+    if (s.op->is(OpKind::kEmbed) && s.op->operand(0) == fn->argument(0)) {
+      const int64_t V = weights_.at(s.op->operand(1))->rows;
+      if (token < 0 || token >= V)
+        return absl::InvalidArgumentError(absl::StrCat("cuda executor: token id ", token, " outside the vocabulary [0, ", V, ")"));
+    }
+  // The greedy pick's kernel and the token ring, once.
+  if (p->greedy.fn == nullptr) {
+    MEMRA_ASSIGN_OR_RETURN(codegen::Launch l, codegen::GreedyNextKernel(*fn));
+    MEMRA_ASSIGN_OR_RETURN(auto cubins, compiler_->CompileAll({l.kernel.module}));
+    const std::string k = l.kernel.module.Key();
+    if (!modules_.count(k)) {
+      MEMRA_ASSIGN_OR_RETURN(modules_[k], cuda::LoadedModule::Load(*dev_, *cubins[0], k));
+    }
+    p->greedy.spec = l;
+    MEMRA_ASSIGN_OR_RETURN(p->greedy.fn, modules_.at(k)->Function(l.kernel.entry));
+  }
+  if (token_ring_ == nullptr) {
+    MEMRA_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, dev_->Alloc((kTokenRing + 1) * 4, "decode token ring"));
+    token_ring_ = std::make_unique<cuda::DeviceBuffer>(std::move(b));
+  }
+  const cuda::CudaDriver& d = dev_->driver();
+  const cuda::CUstream stream = dev_->stream();
+  const Op* ret = p->steps.back().op;
+  const CUdeviceptr logits = p->Ptr(ret->operand(0));
+  const CUdeviceptr token_slot = p->Ptr(fn->argument(0));
+  const CUdeviceptr ring = token_ring_->ptr(), ring_pos = ring + kTokenRing * 4;
+  auto launch_greedy = [&]() -> absl::Status {
+    KernelArgs a;
+    a.Add(logits).Add(token_slot).Add(ring).Add(ring_pos).Add(static_cast<int>(kTokenRing));
+    return CuCheck(d.cuLaunchKernel(p->greedy.fn, p->greedy.spec.grid, 1, 1, p->greedy.spec.block, 1, 1,
+                                    p->greedy.spec.smem, stream, a.ptrs(), nullptr),
+                   "cuda executor: launch of greedy_next");
+  };
+  auto enqueue_step = [&]() -> absl::Status {
+    for (size_t i = 0; i < p->steps.size(); ++i) MEMRA_RETURN_IF_ERROR(EnqueueStep(*p, i, none, &p->step_work[i]));
+    return launch_greedy();
+  };
+  bool all_capturable = true;
+  for (const SegmentRun& seg : p->segments)
+    all_capturable &= seg.capturable || (seg.end - seg.begin == 1 && p->steps[seg.begin].op->is(OpKind::kReturn));
+  MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemcpyHtoDAsync(token_slot, &token, 4, stream), "cuda executor: decode token upload"));
+  cuda::CUevent ev0 = nullptr, ev1 = nullptr;
+  d.cuEventCreate(&ev0, cuda::kCuEventDefault);
+  d.cuEventCreate(&ev1, cuda::kCuEventDefault);
+  d.cuEventRecord(ev0, stream);
+  std::vector<int32_t> out(static_cast<size_t>(n_steps));
+  for (int64_t done = 0; done < n_steps;) {
+    const int64_t n = std::min<int64_t>(kTokenRing, n_steps - done);
+    MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemsetD32Async(ring_pos, 0, 1, stream), "cuda executor: token ring reset"));
+    for (int64_t i = 0; i < n; ++i) {
+      // The first step ever runs eagerly (loads lazily loaded kernels), later ones replay.
+      if (GraphsAllowed() && all_capturable && p->calls > 0) {
+        if (p->greedy_exec == nullptr) {
+          MEMRA_ASSIGN_OR_RETURN(p->greedy_exec, Capture(enqueue_step, "@decode + greedy pick"));
+        }
+        MEMRA_RETURN_IF_ERROR(CuCheck(d.cuGraphLaunch(p->greedy_exec, stream), "cuda executor: graph launch of @decode"));
+        ++graph_stats_.launches;
+      } else if (options_.profile || options_.sync_each_op || observer_) {
+        // Op by op with the profile events / per-op checks of Run, then the greedy pick.
+        MEMRA_RETURN_IF_ERROR(EnqueueProgram(*p, none, /*allow_graphs=*/false));
+        MEMRA_RETURN_IF_ERROR(launch_greedy());
+        MEMRA_RETURN_IF_ERROR(dev_->Synchronize("@decode greedy step"));
+        AccumulateProfile(*p);
+        ++p->calls;
+      } else {
+        MEMRA_RETURN_IF_ERROR(enqueue_step());
+        ++graph_stats_.eager_segments;
+        ++p->calls;
+      }
+    }
+    MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemcpyDtoHAsync(out.data() + done, ring, n * 4, stream),
+                                  "cuda executor: token ring download"));
+    absl::Status st = dev_->Synchronize("@decode greedy loop");
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: ", st.message()));
+    done += n;
+  }
+  d.cuEventRecord(ev1, stream);
+  MEMRA_RETURN_IF_ERROR(dev_->Synchronize("@decode greedy loop"));
+  float ms = 0;
+  d.cuEventElapsedTime(&ms, ev0, ev1);
+  last_run_ms_ = ms;
+  d.cuEventDestroy(ev0);
+  d.cuEventDestroy(ev1);
+  position_ += n_steps * step_advance;
+  return out;
+}
+
+absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::SymbolBindings& bindings,
+                                       std::pair<double, double>* work) {
+  const cuda::CudaDriver& d = dev_->driver();
+  const cuda::CUstream stream = dev_->stream();
+  auto concrete = [&](const ir::Value* v) { return ConcreteShape(v, bindings); };
+  const Step& s = p.steps[step_index];
+  const Op& op = *s.op;
+  const ir::AttrDict& at = op.attrs();
+  auto In = [&](unsigned i) -> CUdeviceptr {
+    const ir::Value* v = op.operand(i);
+    if (v->kind() == ir::Value::Kind::kState) return state_.at(v)->ptr();
+    if (v->kind() == ir::Value::Kind::kWeight) {
+      const DeviceWeight& w = *weights_.at(v);
+      return w.matrix.ptr() != 0 && (op.is(OpKind::kMatMul) || op.is(OpKind::kMatMulGroup) || op.is(OpKind::kEmbed))
+                 ? w.matrix.ptr()
+                 : w.values.ptr();
+    }
+    return p.Ptr(v);
+  };
+  auto Out = [&](unsigned i) { return p.Ptr(op.result(i)); };
+  auto launch = [&](size_t li, KernelArgs& a) -> absl::Status {
+    const ResolvedLaunch& l = s.launches[li];
+    const cuda::CUresult r = d.cuLaunchKernel(l.fn, l.spec.grid, 1, 1, l.spec.block, 1, 1, l.spec.smem, stream,
+                                              a.ptrs(), nullptr);
+    if (r != 0)
+      return absl::InternalError(absl::StrCat("cuda executor: ", op.Summary(), ": launch of ", l.spec.kernel.ToString(),
+                                              " (grid ", l.spec.grid, ", block ", l.spec.block, "): ", d.ErrorText(r)));
+    return absl::OkStatus();
+  };
+  llvm::SmallVector<int64_t, 4> x0;
+  if (op.num_operands() > 0) {
+    MEMRA_ASSIGN_OR_RETURN(x0, concrete(op.operand(0)));
+  }
+  const int64_t n0 = Numel(x0);
+  const int64_t cols0 = x0.empty() ? 1 : x0.back();
+  const int64_t rows0 = n0 / std::max<int64_t>(cols0, 1);
+  const float eps = static_cast<float>(at.F64Or("eps", 0));
+  switch (op.kind()) {
+    case OpKind::kEmbed: {
+      KernelArgs a;
+      a.Add(In(0)).Add(In(1)).Add(Out(0)).Add(static_cast<int>(n0));
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kRmsNorm: {
+      KernelArgs a;
+      a.Add(In(0)).Add(In(1)).Add(Out(0)).Add(rows0).Add(eps);
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kL2Norm: {
+      KernelArgs a;
+      a.Add(In(0)).Add(Out(0)).Add(rows0).Add(eps);
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kGatedRmsNorm: {
+      KernelArgs a;
+      a.Add(In(0)).Add(In(1)).Add(In(2)).Add(Out(0)).Add(rows0).Add(eps);
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kAddRmsNorm: {
+      KernelArgs a;
+      a.Add(In(0)).Add(In(1)).Add(In(2)).Add(Out(0)).Add(Out(1)).Add(rows0).Add(eps);
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kSoftmax:
+    case OpKind::kArgmax: {
+      KernelArgs a;
+      a.Add(In(0)).Add(Out(0)).Add(rows0);
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kAdd:
+    case OpKind::kMul: {
+      MEMRA_ASSIGN_OR_RETURN(auto bshape, concrete(op.operand(1)));
+      const int64_t nb = Numel(bshape);
+      if (nb == 0 || n0 % nb != 0) return OpError(op, "broadcast operand does not divide the first");
+      KernelArgs a;
+      a.Add(In(0)).Add(In(1)).Add(Out(0)).Add(n0).Add(nb);
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kScale: {
+      KernelArgs a;
+      a.Add(In(0)).Add(Out(0)).Add(n0).Add(static_cast<float>(at.F64Or("factor", 1.0)));
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kSigmoid:
+    case OpKind::kSilu:
+    case OpKind::kSoftplus:
+    case OpKind::kExp: {
+      KernelArgs a;
+      a.Add(In(0)).Add(Out(0)).Add(n0);
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kSwiglu: {
+      KernelArgs a;
+      a.Add(In(0)).Add(In(1)).Add(Out(0)).Add(n0);
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kMatMul:
+    case OpKind::kMatMulGroup: {
+      const CUdeviceptr scratch = s.scratch_offset >= 0 ? p.arena.ptr() + s.scratch_offset : 0;
+      DType cast_type = DType::kF32;
+      for (unsigned i = 1; i < op.num_operands(); ++i) {
+        const DeviceWeight& w = *weights_.at(op.operand(i));
+        if (w.cols != cols0) return OpError(op, "K mismatch");
+        CUdeviceptr xin = In(0);
+        if (w.matrix_dtype != DType::kF32) {
+          if (cast_type != w.matrix_dtype) {
+            // The launch for this 16-bit type (SelectKernels emits one per distinct type).
+            size_t li = 0;
+            for (; li < s.launches.size(); ++li)
+              if (s.launches[li].spec.kernel.entry == (w.matrix_dtype == DType::kBF16 ? "cast_f32_bf16" : "cast_f32_f16")) break;
+            if (li == s.launches.size()) return OpError(op, "no activation cast selected");
+            KernelArgs a;
+            a.Add(In(0)).Add(scratch).Add(n0);
+            MEMRA_RETURN_IF_ERROR(launch(li, a));
+            cast_type = w.matrix_dtype;
+          }
+          xin = scratch;
+        }
+        work->first += 2.0 * rows0 * w.rows * w.cols;
+        work->second += static_cast<double>(w.matrix.bytes());
+        absl::Status st = blas_->Matmul(xin, w.matrix.ptr(), Out(i - 1), rows0, w.rows, w.cols, w.matrix_dtype, stream);
+        if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: ", op.Summary(), ": ", st.message()));
+      }
+      break;
+    }
+    case OpKind::kMatMulSwiglu: {
+      // gate product into the scratch, up product into y, then y = silu(gate) * y in place.
+      const CUdeviceptr scratch = s.scratch_offset >= 0 ? p.arena.ptr() + s.scratch_offset : 0;
+      const CUdeviceptr gate = p.arena.ptr() + s.aux_offset;
+      DType cast_type = DType::kF32;
+      int64_t n_out = 0;
+      for (unsigned i = 1; i <= 2; ++i) {
+        const DeviceWeight& w = *weights_.at(op.operand(i));
+        if (w.cols != cols0) return OpError(op, "K mismatch");
+        CUdeviceptr xin = In(0);
+        if (w.matrix_dtype != DType::kF32) {
+          if (cast_type != w.matrix_dtype) {
+            size_t li = 0;
+            for (; li + 1 < s.launches.size(); ++li)
+              if (s.launches[li].spec.kernel.entry == (w.matrix_dtype == DType::kBF16 ? "cast_f32_bf16" : "cast_f32_f16")) break;
+            if (li + 1 >= s.launches.size()) return OpError(op, "no activation cast selected");
+            KernelArgs a;
+            a.Add(In(0)).Add(scratch).Add(n0);
+            MEMRA_RETURN_IF_ERROR(launch(li, a));
+            cast_type = w.matrix_dtype;
+          }
+          xin = scratch;
+        }
+        n_out = rows0 * w.rows;
+        work->first += 2.0 * rows0 * w.rows * w.cols;
+        work->second += static_cast<double>(w.matrix.bytes());
+        absl::Status st = blas_->Matmul(xin, w.matrix.ptr(), i == 1 ? gate : Out(0), rows0, w.rows, w.cols,
+                                        w.matrix_dtype, stream);
+        if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: ", op.Summary(), ": ", st.message()));
+      }
+      KernelArgs a;
+      a.Add(gate).Add(Out(0)).Add(Out(0)).Add(n_out);
+      MEMRA_RETURN_IF_ERROR(launch(s.launches.size() - 1, a));
+      break;
+    }
+    case OpKind::kQkNormRope: {
+      // Per head: rms_norm into the scratch, rope from it into the result (q, then k).
+      const CUdeviceptr tmp = p.arena.ptr() + s.aux_offset;
+      const int64_t n_rot = at.I64Or("n_rot", 0);
+      const float base = static_cast<float>(at.F64Or("base", 10000.0));
+      const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+      for (unsigned i = 0; i < 2; ++i) {
+        MEMRA_ASSIGN_OR_RETURN(auto xs, concrete(op.operand(i)));
+        KernelArgs a;
+        a.Add(In(i)).Add(In(2 + i)).Add(tmp).Add(xs[0] * xs[1]).Add(eps);
+        MEMRA_RETURN_IF_ERROR(launch(2 * i, a));
+        KernelArgs r;
+        r.Add(tmp).Add(Out(i)).Add(In(4)).Add(static_cast<int>(xs[0])).Add(theta_scale);
+        MEMRA_RETURN_IF_ERROR(launch(2 * i + 1, r));
+      }
+      break;
+    }
+    case OpKind::kQGateSplit: {
+      KernelArgs a;
+      a.Add(In(0)).Add(Out(0)).Add(Out(1)).Add(static_cast<int>(x0[0]));
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kRope: {
+      const int64_t n_rot = at.I64Or("n_rot", 0);
+      const float base = static_cast<float>(at.F64Or("base", 10000.0));
+      const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+      KernelArgs a;
+      a.Add(In(0)).Add(Out(0)).Add(In(1)).Add(static_cast<int>(x0[0])).Add(theta_scale);
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kPositions: {
+      MEMRA_ASSIGN_OR_RETURN(auto like, concrete(op.operand(1)));
+      KernelArgs a;
+      a.Add(In(0)).Add(Out(0)).Add(static_cast<int>(like[0]));
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kAdvancePositions: {
+      MEMRA_ASSIGN_OR_RETURN(auto like, concrete(op.operand(1)));
+      KernelArgs a;
+      a.Add(In(0)).Add(static_cast<int>(like[0]));
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kKvAppend: {
+      KernelArgs a;
+      a.Add(In(0)).Add(In(1)).Add(In(2)).Add(In(3)).Add(In(4)).Add(static_cast<int>(x0[0]));
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kAttention:
+    case OpKind::kAttentionGated: {
+      KernelArgs a;
+      a.Add(In(0)).Add(In(1)).Add(In(2)).Add(In(3)).Add(Out(0)).Add(static_cast<int>(x0[0]))
+          .Add(static_cast<float>(at.F64Or("scale", 1.0)));
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      if (op.is(OpKind::kAttentionGated)) {
+        KernelArgs g;
+        g.Add(Out(0)).Add(In(4)).Add(Out(0)).Add(n0);
+        MEMRA_RETURN_IF_ERROR(launch(1, g));
+      }
+      break;
+    }
+    case OpKind::kConv1dCausal: {
+      KernelArgs a;
+      a.Add(In(0)).Add(In(1)).Add(In(2)).Add(Out(0)).Add(static_cast<int>(x0[0]));
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kDeltaNetGates: {
+      KernelArgs a;
+      a.Add(In(0)).Add(In(1)).Add(In(2)).Add(In(3)).Add(Out(0)).Add(Out(1)).Add(static_cast<int>(x0[0]));
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kGatedDeltaScan: {
+      KernelArgs a;
+      a.Add(In(0)).Add(In(1)).Add(In(2)).Add(In(3)).Add(In(4)).Add(In(5)).Add(Out(0))
+          .Add(static_cast<int>(x0[0])).Add(static_cast<float>(at.F64Or("scale", 1.0)));
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kConcat:
+    case OpKind::kSplit:
+    case OpKind::kView: {
+      int64_t axis = at.I64Or("axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(x0.size());
+      auto prod = [](llvm::ArrayRef<int64_t> s, size_t from, size_t to) {
+        int64_t n = 1;
+        for (size_t i = from; i < std::min(to, s.size()); ++i) n *= s[i];
+        return n;
+      };
+      const int64_t outer = prod(x0, 0, axis);
+      const int64_t inner = prod(x0, axis + 1, SIZE_MAX);
+      if (ElemBytes(op.operand(0)->dtype()) != 4) return OpError(op, "only 4-byte elements are supported");
+      if (op.is(OpKind::kConcat)) {
+        int64_t total = 0;
+        std::vector<int64_t> lens;
+        for (unsigned i = 0; i < op.num_operands(); ++i) {
+          MEMRA_ASSIGN_OR_RETURN(auto si, concrete(op.operand(i)));
+          lens.push_back(si[axis]);
+          total += si[axis];
+        }
+        int64_t off = 0;
+        for (unsigned i = 0; i < op.num_operands(); ++i) {
+          KernelArgs a;
+          a.Add(In(i)).Add(Out(0)).Add(outer).Add(lens[i]).Add(int64_t{0}).Add(total).Add(off).Add(lens[i]).Add(inner);
+          MEMRA_RETURN_IF_ERROR(launch(i, a));
+          off += lens[i];
+        }
+      } else {
+        std::vector<int64_t> sizes = op.is(OpKind::kSplit) ? at.GetI64Array("sizes").value_or(std::vector<int64_t>{})
+                                                            : std::vector<int64_t>{at.I64Or("size", 0)};
+        int64_t off = op.is(OpKind::kView) ? at.I64Or("offset", 0) : 0;
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          KernelArgs a;
+          a.Add(In(0)).Add(Out(static_cast<unsigned>(i))).Add(outer).Add(x0[axis]).Add(off).Add(sizes[i])
+              .Add(int64_t{0}).Add(sizes[i]).Add(inner);
+          MEMRA_RETURN_IF_ERROR(launch(i, a));
+          off += sizes[i];
+        }
+      }
+      break;
+    }
+    case OpKind::kTakeLastRow: {
+      const int64_t row_bytes = (n0 / std::max<int64_t>(x0[0], 1)) * ElemBytes(op.operand(0)->dtype());
+      MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemcpyDtoDAsync(Out(0), In(0) + (x0[0] - 1) * row_bytes, row_bytes, stream),
+                                    absl::StrCat("cuda executor: ", op.Summary(), ": copy")));
+      break;
+    }
+    case OpKind::kConstant: {
+      MEMRA_ASSIGN_OR_RETURN(auto shape, concrete(op.result(0)));
+      KernelArgs a;
+      a.Add(Out(0)).Add(Numel(shape));
+      if (op.result(0)->dtype() == DType::kI32) a.Add(static_cast<int>(at.F64Or("value", 0)));
+      else a.Add(static_cast<float>(at.F64Or("value", 0)));
+      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      break;
+    }
+    case OpKind::kReshape:
+    case OpKind::kCast:
+    case OpKind::kSegment:
+      break;
+    case OpKind::kReturn:  // the results are downloaded by Run
+      break;
+    case OpKind::kTopK:
+    case OpKind::kSample:
+      return OpError(op, "not implemented on the GPU");
+    default:
+      return OpError(op, "no CUDA implementation for this op yet");
+  }
+  return absl::OkStatus();
 }
 
 std::string CudaExecutor::ProfileReport() const {

@@ -11,9 +11,19 @@
 // (they receive the valid count) and never read as data. Weights: f32/f16/bf16 uploaded as is,
 // quantized ones dequantized to bf16 (docs/ARCHITECTURE.md, "CUDA executor"). State (KV cache,
 // conv rings, delta-net states, position counter) lives on the device.
+//
+// CUDA graphs: the ops of a static function (a bucket function @prefill_tN, @decode) run in the
+// segments partition-segments recorded (or, in a module that did not run it, the same per-op
+// rule, passes/Capture.h). A capturable segment runs eagerly on the program's first call (which
+// also loads lazily loaded kernels), is captured on the second and replayed from then on; the
+// rest runs eagerly. Replay is bit-identical to eager execution (tests/cuda/CudaGraph_test.cc).
+// DecodeGreedy closes the decode loop on the device: one captured graph = the decode step + the
+// greedy pick that feeds the next step's token and appends it to a device token ring, launched
+// n times back to back with one synchronization at the end.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,6 +36,7 @@
 #include "ir/Module.h"
 #include "runtime/cpu/CpuExecutor.h"
 #include "runtime/cpu/HostTensor.h"
+#include "runtime/cuda/CudaDriver.h"
 
 namespace memra::gguf {
 class GgufFile;
@@ -49,6 +60,19 @@ struct CudaExecutorOptions {
   bool profile = false;          // time every op with events (ProfileReport)
   bool poison_arena = false;     // fill the arena with NaN before every call (tests: catches
                                  // elements a kernel never writes)
+  bool cuda_graphs = true;       // replay capturable segments as CUDA graphs (off: all eager;
+                                 // profiling, sync_each_op and observers also run eagerly)
+  // Module key -> cubin (a plan's kernel table, runtime::PrecompiledKernels): seeded into the
+  // kernel compiler, which then compiles only what the plan lacks.
+  std::shared_ptr<const codegen::PrecompiledCubins> precompiled;
+};
+
+// Counters of graph use since the executor was created.
+struct GraphStats {
+  int64_t captured = 0;        // graphs captured and instantiated
+  int64_t launches = 0;        // graph launches
+  int64_t eager_segments = 0;  // segment executions issued op by op
+  double capture_ms = 0;       // host time spent capturing + instantiating
 };
 
 class CudaExecutor {
@@ -64,6 +88,12 @@ class CudaExecutor {
 
   // Runs function `name`; results come back to the host. State persists across calls.
   absl::StatusOr<std::vector<HostTensor>> Run(absl::string_view name, std::vector<HostTensor> args);
+  // Greedy decoding on the device: runs @decode n_steps times starting from `token` (the last
+  // token, not yet in the cache); each step's argmax is the next step's token. Returns the n_steps
+  // generated ids; the position advances by n_steps. With cuda_graphs the step is one graph
+  // launched n_steps times and the host synchronizes once; the logits never leave the device.
+  // Errors: context overflow (before anything runs), a token outside the vocabulary.
+  absl::StatusOr<std::vector<int32_t>> DecodeGreedy(int32_t token, int64_t n_steps);
   // Compiles and lays out the program of `name` for the bucket of T tokens ahead of a call.
   absl::Status Prepare(absl::string_view name, int64_t T);
 
@@ -76,6 +106,7 @@ class CudaExecutor {
   void set_observer(ValueObserver observer) { observer_ = std::move(observer); }
 
   const codegen::CompileStats& compile_stats() const;
+  const GraphStats& graph_stats() const { return graph_stats_; }
   std::string DeviceDescription() const;
   double load_seconds() const { return load_seconds_; }
   uint64_t weight_bytes() const { return weight_bytes_; }
@@ -96,6 +127,15 @@ class CudaExecutor {
   absl::Status UploadWeights();
   absl::Status AllocateState();
   absl::StatusOr<Program*> GetProgram(const ir::Function& fn, int64_t bucket);
+  // Issues the device work of one step (op) of `p` on the stream; `work` gets its FLOPs / bytes.
+  absl::Status EnqueueStep(Program& p, size_t step, const ir::SymbolBindings& bindings,
+                           std::pair<double, double>* work);
+  // Every step of `p`: capturable segments as graphs (captured on the second call), the rest eager.
+  absl::Status EnqueueProgram(Program& p, const ir::SymbolBindings& bindings, bool allow_graphs);
+  // Records what `enqueue` issues on the stream into an instantiated graph.
+  absl::StatusOr<cuda::CUgraphExec> Capture(const std::function<absl::Status()>& enqueue, absl::string_view what);
+  bool GraphsAllowed() const;
+  void AccumulateProfile(const Program& p);  // the per-step events of p's last call -> profile_
 
   const ir::Module& module_;
   const gguf::GgufFile& file_;
@@ -114,6 +154,8 @@ class CudaExecutor {
   double load_seconds_ = 0;
   double last_run_ms_ = 0;
   ValueObserver observer_;
+  GraphStats graph_stats_;
+  std::unique_ptr<cuda::DeviceBuffer> token_ring_;  // i32[kTokenRing] + the write index
   struct ProfileEntry {
     int64_t count = 0;
     double ms = 0, flops = 0, bytes = 0;

@@ -25,6 +25,9 @@ TEST(CudaApiTest, DeclaredValuesMatchTheHeaders) {
   static_assert(kCuFuncAttrMaxDynamicSharedSizeBytes == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
   static_assert(kCuStreamNonBlocking == CU_STREAM_NON_BLOCKING);
   static_assert(sizeof(CUdeviceptr) == sizeof(::CUdeviceptr));
+  static_assert(kCuStreamCaptureModeThreadLocal == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  static_assert(sizeof(CUstreamCaptureMode) == sizeof(int));  // passed as int by CudaDriver
+  static_assert(sizeof(unsigned long long) == sizeof(cuuint64_t));
 #else
   GTEST_SKIP() << "no CUDA toolkit found at configure time";
 #endif
