@@ -2,6 +2,7 @@
 """HF transformers `qwen3_5` text checkpoint -> qwen35 GGUF (what llama.cpp's converter does).
 
   python3 tools/convert_hf_to_gguf.py CKPT_DIR TOKENIZER_JSON OUT.gguf [--type q8_0|bf16|f32] [--name NAME]
+                                      [--round-bf16]
 
 Mapping per shared/design/hf-qwen35-mapping.md, inverted:
   * RMSNorm weights (input/post-attention/final/q_norm/k_norm) stored as 1 + w; linear_attn.norm as-is;
@@ -54,10 +55,20 @@ def main():
     ap.add_argument("--type", default="q8_0", choices=["q8_0", "bf16", "f32"])
     ap.add_argument("--name", default="qwen35-demo")
     ap.add_argument("--description", default="")
+    ap.add_argument("--round-bf16", action="store_true",
+                    help="round every checkpoint weight to bf16 (nearest even) first, as torch's "
+                         ".to(torch.bfloat16) does: with --type f32 the file holds exactly the weights of "
+                         "a PyTorch run with bf16-rounded weights (train.py's 'bf16_weights' reference)")
     a = ap.parse_args()
     cfg = json.load(open(os.path.join(a.ckpt, "config.json")))
     cfg = cfg.get("text_config", cfg)
     sd = load_safetensors(a.ckpt)
+    if a.round_bf16:
+        def bf16(x):
+            u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+            u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+            return u.astype(np.uint32).view(np.float32).reshape(x.shape)
+        sd = {k: bf16(v) for k, v in sd.items()}
     sd = {k.replace("model.language_model.", "model."): v for k, v in sd.items()}
     used = set()
 

@@ -60,6 +60,7 @@ struct Step {
   int64_t scratch_offset = -1;  // the step's scratch: the GEMM's 16-bit activation copy first,
   int64_t aux_offset = -1;      // then an f32 temporary of fused ops (matmul_swiglu's gate
                                 // product, qk_norm_rope's normed q / k)
+  int64_t scratch_bytes = 0;
 };
 
 int64_t ElemBytes(DType d) { return d == DType::kI64 || d == DType::kF64 ? 8 : d == DType::kF16 || d == DType::kBF16 ? 2 : 4; }
@@ -137,6 +138,7 @@ struct CudaExecutor::Program {
   const ir::Function* fn = nullptr;
   int64_t bucket = 1;
   int64_t calls = 0;  // completed Run calls (graphs are captured from the second on)
+  bool planned_arena = false;  // the layout is the module's memory plan (plan-memory offsets)
   std::vector<Step> steps;
   std::vector<SegmentRun> segments;
   std::vector<std::pair<double, double>> step_work;  // per step: FLOPs, weight bytes (profile)
@@ -186,6 +188,12 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ir::Mod
 
 const codegen::CompileStats& CudaExecutor::compile_stats() const { return compiler_->stats(); }
 std::string CudaExecutor::DeviceDescription() const { return dev_->Describe(); }
+
+bool CudaExecutor::UsesMemoryPlan(absl::string_view name) const {
+  for (const auto& [k, p] : programs_)
+    if (k.first == name && p->planned_arena) return true;
+  return false;
+}
 
 std::map<std::string, uint64_t> CudaExecutor::arena_bytes() const {
   std::map<std::string, uint64_t> out;
@@ -446,12 +454,56 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
       aux = std::max(bq, bk);
     }
     if (cast + aux > 0) {
+      s.scratch_bytes = cast + aux;
       s.scratch_offset = place(cast + aux, static_cast<int64_t>(si), static_cast<int64_t>(si));
       s.aux_offset = s.scratch_offset + cast;
     }
   }
-  for (auto& [alias, r] : root) p->slots[alias] = p->slots[Root(alias)];
   for (const Placed& q : placed) p->arena_bytes = std::max(p->arena_bytes, q.off + q.bytes);
+  // 3b. A memory-planned static function (plan-memory's `arena` offsets, e.g. from a plan file):
+  // its layout replaces the one above, so the device addresses are the ones the plan records.
+  // Per-step scratch goes where plan-memory placed the op's `scratch_bytes` when select-kernels
+  // requested it, else into one region past the planned arena (a step's scratch lives only during
+  // its step). Aliases (reshape, cast) keep sharing their root's bytes.
+  if (const std::optional<int64_t> planned = fn.attrs().GetI64("arena_bytes"); bucket == 0 && planned) {
+    auto bad = [&](absl::string_view what) {
+      return absl::InvalidArgumentError(absl::StrCat("cuda executor: @", fn.name(), ": the memory plan is unusable: ", what));
+    };
+    const std::vector<int64_t> args = fn.attrs().GetI64Array("arena_args").value_or(std::vector<int64_t>{});
+    if (args.size() != fn.num_arguments()) return bad("arena_args does not give one offset per argument");
+    auto set = [&](const ir::Value* v, int64_t off) -> absl::Status {
+      const int64_t bytes = live.at(v).bytes;
+      if (off < 0 || off % 256 != 0 || off + bytes > *planned)
+        return bad(absl::StrCat("%", v->name(), " at offset ", off, " (", bytes, " bytes) is outside the ", *planned,
+                                "-byte arena or misaligned"));
+      p->slots[v] = {off, bytes};
+      return absl::OkStatus();
+    };
+    for (unsigned i = 0; i < fn.num_arguments(); ++i) MEMRA_RETURN_IF_ERROR(set(fn.argument(i), args[i]));
+    int64_t extra = 0;
+    for (Step& s : p->steps) {
+      const Op& op = *s.op;
+      if (!op.is(OpKind::kReshape) && !op.is(OpKind::kCast) && op.num_results() > 0) {
+        const std::vector<int64_t> offs = op.attrs().GetI64Array("arena").value_or(std::vector<int64_t>{});
+        if (offs.size() != op.num_results()) return bad(absl::StrCat(op.Summary(), " has no arena offset per result"));
+        for (unsigned i = 0; i < op.num_results(); ++i) MEMRA_RETURN_IF_ERROR(set(op.result(i), offs[i]));
+      }
+      if (s.scratch_bytes == 0) continue;
+      const int64_t cast = s.aux_offset - s.scratch_offset;
+      const std::optional<int64_t> at = op.attrs().GetI64("scratch");
+      if (at && op.attrs().I64Or("scratch_bytes", 0) >= s.scratch_bytes && *at % 256 == 0 &&
+          *at + s.scratch_bytes <= *planned) {
+        s.scratch_offset = *at;
+      } else {
+        s.scratch_offset = (*planned + 255) / 256 * 256;
+        extra = std::max(extra, s.scratch_bytes);
+      }
+      s.aux_offset = s.scratch_offset + cast;
+    }
+    p->arena_bytes = extra > 0 ? (*planned + 255) / 256 * 256 + extra : *planned;
+    p->planned_arena = true;
+  }
+  for (auto& [alias, r] : root) p->slots[alias] = p->slots[Root(alias)];
   MEMRA_ASSIGN_OR_RETURN(p->arena, dev_->Alloc(p->arena_bytes, absl::StrCat("arena of @", fn.name(), " bucket ", bucket)));
   // 4. Segments: the IR's (partition-segments), else the same per-op rule; only a static
   // function's segments are captured (a generic one's kernels take the call's T).

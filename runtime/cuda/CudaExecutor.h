@@ -7,8 +7,9 @@
 //
 // Calls are shape-bucketed: T tokens run the program of bucket TokenBucket(T) (16, 32, ...,
 // 4096; decode T = 1), compiled once per (function, bucket) with kernels specialized to it and
-// one device arena laid out by liveness (bump/first-fit). Padded rows are masked by the kernels
-// (they receive the valid count) and never read as data. Weights: f32/f16/bf16 uploaded as is,
+// one device arena laid out by liveness (first-fit; a static function that went through
+// plan-memory uses the plan's offsets instead, so its addresses are the plan's). Padded rows are
+// masked by the kernels (they receive the valid count) and never read as data. Weights: f32/f16/bf16 uploaded as is,
 // quantized ones dequantized to bf16 (docs/ARCHITECTURE.md, "CUDA executor"). State (KV cache,
 // conv rings, delta-net states, position counter) lives on the device.
 //
@@ -118,6 +119,9 @@ class CudaExecutor {
   void ResetProfile() { profile_.clear(); }
   // Bytes of the arenas laid out so far, per (function, bucket) key "prefill@64".
   std::map<std::string, uint64_t> arena_bytes() const;
+  // Whether function `name`'s program (once prepared) uses the module's memory plan (plan-memory's
+  // offsets in a static function) instead of the executor's own layout.
+  bool UsesMemoryPlan(absl::string_view name) const;
 
   struct DeviceWeight;
   struct Program;

@@ -91,6 +91,8 @@ TEST_P(CudaGraphTest, ReplayIsBitIdenticalToEager) {
       EXPECT_EQ((*e)->position(), 21);
     }
     stats[graphs] = (*e)->graph_stats();
+    EXPECT_TRUE((*e)->UsesMemoryPlan("prefill_t16"));  // plan-memory's offsets, not the executor's
+    EXPECT_TRUE((*e)->UsesMemoryPlan("decode"));
   }
   std::printf("  %s: graphs: %lld captured (%.1f ms), %lld launches; eager: %lld segment runs\n", GetParam(),
               static_cast<long long>(stats[1].captured), stats[1].capture_ms, static_cast<long long>(stats[1].launches),
