@@ -32,9 +32,36 @@ Defines MakeDefines(std::vector<std::pair<std::string, std::string>> d) {
 }
 
 std::string CompileStats::ToString() const {
-  return absl::StrFormat("%d kernel modules: %d compiled (%.2f s of NVRTC), %d from the disk cache, "
-                         "%d already loaded; %.2f s wall",
-                         requested, compiled, compile_seconds, disk_hits, memory_hits, wall_seconds);
+  return absl::StrFormat("%d kernel modules: %d from the plan, %d compiled (%.2f s of NVRTC), %d from the disk "
+                         "cache, %d already loaded; %.2f s wall",
+                         requested, plan_hits, compiled, compile_seconds, disk_hits, memory_hits, wall_seconds);
+}
+
+namespace {
+// Two independent 64-bit hashes of `blob`, as hex.
+std::string Hash128(const std::string& blob) {
+  const uint64_t h1 = llvm::xxHash64(llvm::StringRef(blob.data(), blob.size()));
+  uint64_t h2 = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char ch : blob) h2 = (h2 ^ ch) * 1099511628211ull;
+  return absl::StrFormat("%016x%016x", h1, h2);
+}
+}  // namespace
+
+absl::StatusOr<std::string> ModuleSourceHash(const ModuleSpec& m) {
+  MEMRA_ASSIGN_OR_RETURN(absl::string_view src, KernelSource(m.file));
+  std::string blob = absl::StrCat("memra-source-v1\n", m.Key(), "\n", src);
+  for (const auto& [n, t] : KernelHeaders()) absl::StrAppend(&blob, "\n#header ", n, "\n", t);
+  return Hash128(blob);
+}
+
+void KernelCompiler::AddPrecompiled(const std::string& key, CubinBytes cubin) {
+  if (!cubin) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  precompiled_[key] = std::move(cubin);
+}
+
+void KernelCompiler::AddPrecompiled(const PrecompiledCubins& cubins) {
+  for (const auto& [key, cubin] : cubins) AddPrecompiled(key, cubin);
 }
 
 absl::StatusOr<std::unique_ptr<KernelCompiler>> KernelCompiler::Create(const CompileOptions& options) {
@@ -67,10 +94,7 @@ absl::StatusOr<std::string> KernelCompiler::CacheKey(const ModuleSpec& m) const 
   std::string blob = absl::StrCat("memra-cubin-v1\n", nvrtc_->VersionString(), "\nsm_", options_.arch,
                                   "\n", absl::StrJoin(OptionsFor(m), " "), "\n", m.file, "\n", src);
   for (const auto& [n, t] : KernelHeaders()) absl::StrAppend(&blob, "\n#header ", n, "\n", t);
-  const uint64_t h1 = llvm::xxHash64(llvm::StringRef(blob.data(), blob.size()));
-  uint64_t h2 = 1469598103934665603ull;  // FNV-1a, a second independent 64 bits
-  for (unsigned char ch : blob) h2 = (h2 ^ ch) * 1099511628211ull;
-  return absl::StrFormat("%016x%016x", h1, h2);
+  return Hash128(blob);
 }
 
 namespace {
@@ -134,6 +158,12 @@ absl::StatusOr<std::vector<std::shared_ptr<const std::vector<uint8_t>>>> KernelC
       if (auto it = memory_.find(keys[i]); it != memory_.end()) {
         out[i] = it->second;
         ++stats_.memory_hits;
+        continue;
+      }
+      if (auto it = precompiled_.find(keys[i]); it != precompiled_.end()) {
+        out[i] = memory_[keys[i]] = it->second;
+        ++stats_.plan_hits;
+        ++stats_.requested;
         continue;
       }
       if (todo_index.emplace(keys[i], i).second) todo.push_back(i);

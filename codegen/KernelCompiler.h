@@ -9,7 +9,9 @@
 // KernelCompiler compiles modules with NVRTC for one architecture (sm_90 on the H200; sm_90a
 // where a template uses wgmma), keeps an on-disk cubin cache keyed by a hash of source, headers,
 // options, arch and NVRTC version (default ~/.cache/memra, overridable by options), compiles
-// the misses in parallel on all cores, and counts hits, compiles and compile time.
+// the misses in parallel on all cores, and counts hits, compiles and compile time. Cubins
+// compiled ahead of time (a plan's kernel table) can be seeded with AddPrecompiled: CompileAll
+// takes them before the disk cache and NVRTC.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +49,15 @@ std::pair<std::string, std::string> Def(const std::string& name, T value) {
   return {name, std::to_string(value)};
 }
 
+// Precompiled cubins by module key (ModuleSpec::Key()), e.g. a plan's kernel table.
+using CubinBytes = std::shared_ptr<const std::vector<uint8_t>>;
+using PrecompiledCubins = std::map<std::string, CubinBytes>;
+
+// Hash (hex) of what a module's code is made of: its source file, the kernel headers and its
+// defines -- no NVRTC version or arch. A plan records it so a memra whose embedded kernel sources
+// changed refuses the plan's cubins instead of running stale code.
+absl::StatusOr<std::string> ModuleSourceHash(const ModuleSpec& m);
+
 struct CompileOptions {
   int arch = 90;              // sm_XX
   std::string cache_dir;      // empty: DefaultCacheDir(); "-" disables the disk cache
@@ -58,6 +69,7 @@ struct CompileOptions {
 struct CompileStats {
   int64_t requested = 0;   // modules asked for (deduplicated)
   int64_t memory_hits = 0; // already compiled in this process
+  int64_t plan_hits = 0;   // seeded by AddPrecompiled (a plan's kernel table)
   int64_t disk_hits = 0;   // read from the cache dir
   int64_t compiled = 0;    // compiled by NVRTC
   double compile_seconds = 0;  // summed NVRTC time of the compiled modules
@@ -76,6 +88,11 @@ class KernelCompiler {
   absl::StatusOr<std::vector<std::shared_ptr<const std::vector<uint8_t>>>> CompileAll(
       const std::vector<ModuleSpec>& modules);
 
+  // Seeds the cubin of module `key` (ModuleSpec::Key()), compiled ahead of time for this
+  // compiler's arch: CompileAll returns it without touching the disk cache or NVRTC.
+  void AddPrecompiled(const std::string& key, CubinBytes cubin);
+  void AddPrecompiled(const PrecompiledCubins& cubins);
+
   const CompileStats& stats() const { return stats_; }
   const CompileOptions& options() const { return options_; }
   std::string nvrtc_version() const;
@@ -92,6 +109,7 @@ class KernelCompiler {
   const class Nvrtc* nvrtc_ = nullptr;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<const std::vector<uint8_t>>> memory_;
+  PrecompiledCubins precompiled_;
   CompileStats stats_;
 };
 

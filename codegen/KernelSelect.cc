@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "ir/Function.h"
 #include "ir/Op.h"
@@ -276,6 +277,22 @@ absl::StatusOr<OpKernels> SelectKernels(const ir::Op& op, const OpShapes& s) {
   return k;
 }
 
+StepScratch ScratchFor(const ir::Op& op, const OpShapes& s, const OpKernels& k) {
+  auto bytes = [](DType d, const std::vector<int64_t>& shape) {
+    return ir::StorageBytes(d, Numel(shape)).value_or(Numel(shape) * 4);
+  };
+  StepScratch r;
+  bool cast = false;
+  for (const Launch& l : k.launches) cast |= absl::StartsWith(l.kernel.entry, "cast_f32_");
+  if (k.gemm && cast && !s.in.empty()) r.cast = (bytes(op.operand(0)->dtype(), s.in[0]) / 2 + 255) / 256 * 256;
+  if (op.is(OpKind::kMatMulSwiglu) && !s.out.empty()) {
+    r.aux = bytes(op.result(0)->dtype(), s.out[0]);
+  } else if (op.is(OpKind::kQkNormRope) && s.in.size() >= 2) {
+    r.aux = std::max(bytes(op.operand(0)->dtype(), s.in[0]), bytes(op.operand(1)->dtype(), s.in[1]));
+  }
+  return r;
+}
+
 absl::StatusOr<std::vector<ModuleSpec>> ModulesForFunction(const ir::Function& fn, int64_t bucket) {
   std::set<std::string> seen;
   std::vector<ModuleSpec> out;
@@ -285,7 +302,23 @@ absl::StatusOr<std::vector<ModuleSpec>> ModulesForFunction(const ir::Function& f
     for (const Launch& l : k.launches)
       if (seen.insert(l.kernel.module.Key()).second) out.push_back(l.kernel.module);
   }
+  if (fn.name() == "decode") {
+    auto greedy = GreedyNextKernel(fn);
+    if (greedy.ok() && seen.insert(greedy->kernel.module.Key()).second) out.push_back(greedy->kernel.module);
+  }
   return out;
+}
+
+absl::StatusOr<Launch> GreedyNextKernel(const ir::Function& decode) {
+  const ir::Op* ret = nullptr;
+  for (const ir::Op* op : decode.Ops())
+    if (op->is(OpKind::kReturn)) ret = op;
+  if (ret == nullptr || ret->num_operands() != 1 || ret->operand(0)->dtype() != ir::DType::kF32 ||
+      ret->operand(0)->shape().rank() != 2 || !ret->operand(0)->shape().IsStatic() ||
+      ret->operand(0)->shape()[0].value() != 1)
+    return absl::FailedPreconditionError(absl::StrCat("@", decode.name(),
+                                                      " does not return one row of f32 logits [1, V]: no greedy decode loop"));
+  return RowKernel("greedy_next", 1, ret->operand(0)->shape()[1].value(), 1024);
 }
 
 }  // namespace memra::codegen

@@ -49,8 +49,25 @@ struct OpShapes {
 
 absl::StatusOr<OpKernels> SelectKernels(const ir::Op& op, const OpShapes& shapes);
 
+// The per-step scratch the CUDA executor needs for an op (one rule, shared by the select-kernels
+// pass, which records `scratch_bytes = cast + aux` for plan-memory, and by the executor):
+//   cast  the GEMM's 16-bit copy of the activations (when the launches include a
+//         cast_f32_{bf16,f16}): bytes(operand 0) / 2, rounded up to 256;
+//   aux   an f32 temporary of a fused op: matmul_swiglu's gate product (bytes(result 0)),
+//         qk_norm_rope's normed q or k (max(bytes(q), bytes(k))).
+// The scratch starts with the cast copy; the aux buffer sits at scratch + cast.
+struct StepScratch {
+  int64_t cast = 0, aux = 0;
+  int64_t total() const { return cast + aux; }
+};
+StepScratch ScratchFor(const ir::Op& op, const OpShapes& shapes, const OpKernels& kernels);
+
 // Every module function `fn` needs at `bucket` (deduplicated), for precompilation and CI.
 absl::StatusOr<std::vector<ModuleSpec>> ModulesForFunction(const ir::Function& fn, int64_t bucket);
+// The device greedy step closing the decode loop (kernels/cuda/Norm.cu `greedy_next`: argmax of
+// the logits -> next input token + token ring) for a decode function returning f32[1, V].
+absl::StatusOr<Launch> GreedyNextKernel(const ir::Function& decode);
+
 // Concrete shapes of an op's operands and results at T = bucket (every symbol bound to it).
 absl::StatusOr<OpShapes> ShapesAt(const ir::Op& op, int64_t bucket);
 

@@ -20,6 +20,7 @@ absl::string_view AttrKindName(AttrKind k) {
     case AttrKind::kString: return "str";
     case AttrKind::kI64Array: return "i64[]";
     case AttrKind::kF64Array: return "f64[]";
+    case AttrKind::kStringArray: return "str[]";
   }
   return "?";
 }
@@ -76,6 +77,11 @@ std::string Attr::ToString() const {
                             o->append(FormatDouble(d));
                           }),
                           "]");
+    case AttrKind::kStringArray:
+      return absl::StrCat("[", absl::StrJoin(string_array(), ", ", [](std::string* o, const std::string& e) {
+                            o->append(QuoteString(e));
+                          }),
+                          "]");
   }
   return "";
 }
@@ -105,6 +111,7 @@ size_t Attr::Hash() const {
     case AttrKind::kString: return absl::HashOf(2, str());
     case AttrKind::kI64Array: return absl::HashOf(3, i64_array());
     case AttrKind::kF64Array: return absl::HashOf(4, f64_array().size());
+    case AttrKind::kStringArray: return absl::HashOf(5, string_array());
   }
   return 0;
 }
@@ -159,6 +166,11 @@ std::optional<std::string> AttrDict::GetString(absl::string_view name) const {
 std::optional<std::vector<int64_t>> AttrDict::GetI64Array(absl::string_view name) const {
   const Attr* a = Get(name);
   if (a && a->is_i64_array()) return a->i64_array();
+  return std::nullopt;
+}
+std::optional<std::vector<std::string>> AttrDict::GetStringArray(absl::string_view name) const {
+  const Attr* a = Get(name);
+  if (a && a->is_string_array()) return a->string_array();
   return std::nullopt;
 }
 std::optional<std::vector<double>> AttrDict::GetF64Array(absl::string_view name) const {

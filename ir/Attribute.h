@@ -16,8 +16,9 @@
 
 namespace memra::ir {
 
-enum class AttrKind : uint8_t { kI64, kF64, kString, kI64Array, kF64Array };
-absl::string_view AttrKindName(AttrKind k);  // "i64", "f64", "str", "i64[]", "f64[]"
+enum class AttrKind : uint8_t { kI64, kF64, kString, kI64Array, kF64Array, kStringArray };
+// "i64", "f64", "str", "i64[]", "f64[]", "str[]"
+absl::string_view AttrKindName(AttrKind k);
 
 class Attr {
  public:
@@ -32,6 +33,7 @@ class Attr {
   Attr(std::vector<int64_t> v) : v_(std::move(v)) {}  // NOLINT
   Attr(std::initializer_list<int64_t> v) : v_(std::vector<int64_t>(v)) {}  // NOLINT
   Attr(std::vector<double> v) : v_(std::move(v)) {}  // NOLINT
+  Attr(std::vector<std::string> v) : v_(std::move(v)) {}  // NOLINT
 
   AttrKind kind() const { return static_cast<AttrKind>(v_.index()); }
   bool is_i64() const { return kind() == AttrKind::kI64; }
@@ -39,22 +41,24 @@ class Attr {
   bool is_string() const { return kind() == AttrKind::kString; }
   bool is_i64_array() const { return kind() == AttrKind::kI64Array; }
   bool is_f64_array() const { return kind() == AttrKind::kF64Array; }
+  bool is_string_array() const { return kind() == AttrKind::kStringArray; }
 
   int64_t i64() const { return std::get<int64_t>(v_); }
   double f64() const { return std::get<double>(v_); }
   const std::string& str() const { return std::get<std::string>(v_); }
   const std::vector<int64_t>& i64_array() const { return std::get<std::vector<int64_t>>(v_); }
   const std::vector<double>& f64_array() const { return std::get<std::vector<double>>(v_); }
+  const std::vector<std::string>& string_array() const { return std::get<std::vector<std::string>>(v_); }
 
   // Textual form: 3, 1.0e-06 style floats that always re-parse as floats and round-trip exactly,
-  // "quoted strings" with C escapes, [1, 2], [0.5, 1.0].
+  // "quoted strings" with C escapes, [1, 2], [0.5, 1.0], ["a", "b"].
   std::string ToString() const;
   bool operator==(const Attr& o) const;
   bool operator!=(const Attr& o) const { return !(*this == o); }
   size_t Hash() const;
 
  private:
-  std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>> v_;
+  std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>, std::vector<std::string>> v_;
 };
 
 // Shortest decimal form of `v` that parses back to the same double, always with a '.' or an
@@ -84,6 +88,7 @@ class AttrDict {
   std::optional<std::string> GetString(absl::string_view name) const;
   std::optional<std::vector<int64_t>> GetI64Array(absl::string_view name) const;
   std::optional<std::vector<double>> GetF64Array(absl::string_view name) const;
+  std::optional<std::vector<std::string>> GetStringArray(absl::string_view name) const;
   int64_t I64Or(absl::string_view name, int64_t dflt) const { return GetI64(name).value_or(dflt); }
   double F64Or(absl::string_view name, double dflt) const { return GetF64(name).value_or(dflt); }
 

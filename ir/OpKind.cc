@@ -41,6 +41,7 @@ AttrKind ParseKind(absl::string_view k) {
   if (k == "str") return AttrKind::kString;
   if (k == "i64[]") return AttrKind::kI64Array;
   if (k == "f64[]") return AttrKind::kF64Array;
+  if (k == "str[]") return AttrKind::kStringArray;
   return AttrKind::kString;  // Ops.def is checked by the IrOps unit test
 }
 

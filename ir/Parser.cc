@@ -351,7 +351,19 @@ class Parser {
       Consume();
       std::vector<int64_t> ints;
       std::vector<double> floats;
+      std::vector<std::string> strings;
       bool any_float = false;
+      if (At(Tok::kString)) {  // ["a", "b"]: an array of strings
+        while (true) {
+          if (!At(Tok::kString)) return Expected("a string in the array");
+          strings.push_back(Cur().text);
+          Consume();
+          if (!IsPunct(",")) break;
+          Consume();
+        }
+        MEMRA_RETURN_IF_ERROR(ExpectPunct("]", "or ',' in the array"));
+        return Attr(std::move(strings));
+      }
       if (!IsPunct("]")) {
         while (true) {
           if (At(Tok::kInt)) {

@@ -5,6 +5,12 @@
 
 namespace memra::passes {
 
+std::string PipelineForArch(absl::string_view arch) {
+  if (arch == "cpu" || arch.empty()) return std::string(kDefaultPipeline);
+  if (arch == "sm_90") return std::string(kCudaPipeline);
+  return absl::StrReplaceAll(kCudaPipeline, {{"select-kernels", absl::StrCat("select-kernels{arch=", arch, "}")}});
+}
+
 std::string WithBucketLadder(absl::string_view pipeline, absl::string_view buckets) {
   std::string p(pipeline);
   if (buckets.empty()) return p;

@@ -1,5 +1,6 @@
-// The default compile pipeline, used by `memra compile` and by `memra run MODEL.gguf` (which
-// compiles in memory before running); --passes overrides it on both.
+// The compile pipelines. kDefaultPipeline (the CPU's: `memra compile --arch cpu`, the CPU
+// backend of `memra run MODEL.gguf`) and kCudaPipeline (`memra compile --arch sm_NN`, the CUDA
+// backend; PipelineForArch picks one); --passes overrides them.
 //
 //   canonicalize, cse            clean the lowered module
 //   fuse-attention-output-gate   attention * sigmoid(gate)        -> attention_gated
@@ -10,13 +11,16 @@
 //   fuse-matmul-group            matmuls of one input             -> matmul_group
 //   dce                          drop what fusion left unused
 //   bucket-shapes                @prefill -> @prefill_t16 ... @prefill_t4096 (static shapes)
-//   plan-memory                  static arena offsets per function
+//   select-kernels               (CUDA only) kernels, launch geometry and scratch_bytes per op
+//                                of the static functions (codegen/SelectKernelsPass.h)
+//   plan-memory                  static arena offsets per function (incl. the ops' scratch)
 //   partition-segments           capturable runs -> segment regions
 //
 // Order matters: fuse-swiglu before fuse-matmul-group (which would group gate/up first); the
-// shape-dependent passes after fusion (so the arena holds the fused ops' buffers). Kernel
-// selection (codegen/KernelSelect.h) is not an IR pass: the CUDA backend selects kernels per op
-// and bucket from this pipeline's output when it builds the plan's kernel table.
+// shape-dependent passes after fusion (so the arena holds the fused ops' buffers); select-kernels
+// after bucket-shapes (it needs static shapes) and before plan-memory (which places the
+// scratch_bytes it records). The plan's kernel table (runtime/plan/KernelTable.h) compiles the
+// kernel modules select-kernels names.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +34,16 @@ namespace memra::passes {
 inline constexpr absl::string_view kDefaultPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-gated-rmsnorm,"
     "fuse-add-rmsnorm,fuse-matmul-group,dce,bucket-shapes,plan-memory,partition-segments";
+
+// The CUDA backend's pipeline: kDefaultPipeline with select-kernels (arch sm_90) between
+// bucket-shapes and plan-memory.
+inline constexpr absl::string_view kCudaPipeline =
+    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-gated-rmsnorm,"
+    "fuse-add-rmsnorm,fuse-matmul-group,dce,bucket-shapes,select-kernels,plan-memory,partition-segments";
+
+// The pipeline for a target arch (as `--arch` takes it): "cpu" -> kDefaultPipeline; "sm_NN" ->
+// kCudaPipeline with select-kernels{arch=sm_NN} (the option written only when not sm_90).
+std::string PipelineForArch(absl::string_view arch);
 
 // The fusion passes only (no buckets, no memory plan, no segments): what a backend that takes
 // symbolic shapes runs.

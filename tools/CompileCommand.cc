@@ -1,21 +1,26 @@
-// `memra compile MODEL.gguf -o MODEL.plan`: lowers the model, runs the compile pipeline
-// (passes/Pipelines.h; fusion, bucket-shapes, plan-memory, partition-segments) and writes one
-// plan file (runtime/plan/Plan.h) that `memra run MODEL.plan` starts from without compiling.
-// Needs no GPU. --report prints a table per function (bucket): ops before/after fusion,
-// segments, arena bytes vs the naive sum, and the compile time.
+// `memra compile MODEL.gguf -o MODEL.plan`: lowers the model, runs the compile pipeline for the
+// target (passes/Pipelines.h PipelineForArch: fusion, bucket-shapes, for sm_NN select-kernels,
+// plan-memory, partition-segments) and writes one plan file (runtime/plan/Plan.h) that
+// `memra run MODEL.plan` starts from without compiling; for sm_NN the plan's kernel table holds
+// the NVRTC cubins of every kernel module (runtime/plan/KernelTable.h). Needs no GPU.
+// --report prints a table per function (bucket): ops before/after fusion, segments, kernel
+// launches and modules, arena bytes vs the naive sum, and the compile / NVRTC time.
 #include <chrono>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/match.h"
 #include "absl/container/flat_hash_map.h"
+#include "codegen/SelectKernelsPass.h"
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/qwen35/Qwen35Lowering.h"
 #include "ir/Module.h"
 #include "llvm/Support/raw_ostream.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
+#include "runtime/plan/KernelTable.h"
 #include "runtime/plan/Plan.h"
 #include "tools/Command.h"
 #include "tools/PassManagerFlags.h"
@@ -26,7 +31,8 @@ namespace {
 
 cl::SubCommand kCompile("compile", "Compile a GGUF model into a plan file (IR, buckets, arena layout, segments)");
 cl::opt<std::string> CompileModel(cl::Positional, cl::Required, cl::desc("<model.gguf>"), cl::sub(kCompile));
-memra::tools::PassManagerFlags CompilePmFlags(kCompile, memra::passes::kDefaultPipeline.data());
+// The default shown is the CUDA one (the default --arch); --arch cpu defaults to kDefaultPipeline.
+memra::tools::PassManagerFlags CompilePmFlags(kCompile, memra::passes::kCudaPipeline.data());
 cl::opt<std::string> CompileOut("o", cl::desc("Plan file to write (default: MODEL.plan beside the GGUF)"), cl::init(""),
                                 cl::sub(kCompile));
 cl::opt<std::string> CompileBuckets("buckets",
@@ -77,7 +83,9 @@ int RunCompile() {
   absl::flat_hash_map<std::string, int64_t> ops_before;
   for (const auto& f : (*module)->functions()) ops_before[f->name()] = static_cast<int64_t>(f->NumOps());
 
+  codegen::RegisterCodegenPasses();  // select-kernels lives in codegen (see SelectKernelsPass.h)
   passes::PassManagerOptions pm_opts = CompilePmFlags.Options();
+  if (!CompilePmFlags.pipeline_given()) pm_opts.pipeline = passes::PipelineForArch(CompileArch);
   pm_opts.pipeline = passes::WithBucketLadder(pm_opts.pipeline, CompileBuckets);
   pm_opts.input_name = CompileModel;
   auto pm = passes::PassManager::Create(pm_opts);
@@ -86,8 +94,10 @@ int RunCompile() {
   if (absl::Status st = (*pm)->Run(**module); !st.ok()) return Fail(st);
   const double passes_s = Since(t1);
 
+  const auto t2 = std::chrono::steady_clock::now();
   auto plan = runtime::MakePlan(**module, **file, CompileArch, (*pm)->PipelineString(), MEMRA_VERSION);
   if (!plan.ok()) return Fail(plan.status());
+  const double plan_s = Since(t2);
   std::string out = CompileOut.empty() ? absl::StrCat(std::string(CompileModel), ".plan") : std::string(CompileOut);
   if (absl::EndsWith(std::string(CompileModel), ".gguf") && CompileOut.empty())
     out = absl::StrCat(std::string(CompileModel).substr(0, CompileModel.size() - 5), ".plan");
@@ -97,16 +107,17 @@ int RunCompile() {
   if (CompileReport) {
     llvm::outs() << absl::StrFormat("memra compile: %s -> %s (arch %s)\n", std::string(CompileModel), out,
                                     plan->arch);
-    llvm::outs() << absl::StrFormat("%-16s %7s %10s %9s %8s %8s %8s %12s %12s %6s\n", "function", "bucket",
-                                    "ops before", "ops after", "segments", "captured", "eager", "arena", "naive",
-                                    "reuse");
+    llvm::outs() << absl::StrFormat("%-16s %7s %10s %9s %8s %8s %8s %8s %8s %10s %12s %12s %6s\n", "function",
+                                    "bucket", "ops before", "ops after", "segments", "captured", "eager", "launches",
+                                    "modules", "cubins", "arena", "naive", "reuse");
     for (const auto& f : (*module)->functions()) {
       const runtime::PlanFunction* pf = nullptr;
       for (const auto& p : plan->functions)
         if (p.name == f->name()) pf = &p;
       std::string origin = f->attrs().GetString("bucket_of").value_or(f->name());
       int64_t before = ops_before.contains(origin) ? ops_before[origin] : 0;
-      int64_t segs = 0, captured = 0, eager = 0, after = 0;
+      int64_t segs = 0, captured = 0, eager = 0, after = 0, launches = 0, cubin_bytes = 0;
+      std::set<std::string> modules;
       for (const ir::Op* op : f->Ops()) {
         if (op->is(ir::OpKind::kSegment)) {
           ++segs;
@@ -114,18 +125,34 @@ int RunCompile() {
         } else {
           ++after;
         }
+        for (const std::string& k : op->attrs().GetStringArray("kernels").value_or(std::vector<std::string>{})) {
+          ++launches;
+          const std::string key = k.substr(0, k.rfind("::"));
+          if (modules.insert(key).second)
+            if (const runtime::KernelEntry* e = plan->kernels.Find(key))
+              for (const auto& b : e->binaries) cubin_bytes += static_cast<int64_t>(b.cubin.size());
+        }
       }
       const int64_t arena = pf ? pf->arena_bytes : 0, naive = pf ? pf->naive_bytes : 0;
-      llvm::outs() << absl::StrFormat("%-16s %7s %10d %9d %8d %8d %8d %12s %12s %5.1fx\n", "@" + f->name(),
+      llvm::outs() << absl::StrFormat("%-16s %7s %10d %9d %8d %8d %8d %8d %8d %10s %12s %12s %5.1fx\n",
+                                      "@" + f->name(),
                                       f->attrs().Has("bucket") ? absl::StrCat(f->attrs().I64Or("bucket", 0)) : "-",
-                                      before, after, segs, captured, eager, Bytes(arena), Bytes(naive),
+                                      before, after, segs, captured, eager, launches, modules.size(),
+                                      Bytes(cubin_bytes), Bytes(arena), Bytes(naive),
                                       arena > 0 ? static_cast<double>(naive) / arena : 0.0);
     }
-    llvm::outs() << absl::StrFormat(
-        "kernel table: version %d, %d kernels (filled by the CUDA backend)\n"
-        "compile time: %.3f s (lower %.3f s, passes %.3f s, plan %.3f s); plan %s\n",
-        plan->kernels.version, plan->kernels.kernels.size(), total_s, lower_s, passes_s,
-        total_s - lower_s - passes_s, out);
+    const auto& ks = plan->kernels.compile_stats;
+    if (plan->kernels.version >= 1)
+      llvm::outs() << absl::StrFormat(
+          "kernel table: version %d, %d kernel modules, %s of cubins for %s; NVRTC: %d compiled in %.2f s, "
+          "%d from the disk cache, %.2f s wall\n",
+          plan->kernels.version, plan->kernels.kernels.size(), Bytes(plan->kernels.CubinBytes()), plan->arch,
+          ks.compiled, ks.compile_seconds, ks.disk_hits, ks.wall_seconds);
+    else
+      llvm::outs() << absl::StrFormat("kernel table: version %d, empty (arch %s: no CUDA kernels)\n",
+                                      plan->kernels.version, plan->arch);
+    llvm::outs() << absl::StrFormat("compile time: %.3f s (lower %.3f s, passes %.3f s, plan %.3f s); plan %s\n",
+                                    total_s, lower_s, passes_s, plan_s, out);
   } else {
     llvm::errs() << absl::StrFormat("memra compile: wrote %s (%d functions, %.2f s)\n", out, plan->functions.size(),
                                     total_s);

@@ -26,6 +26,8 @@ class PassManagerFlags {
 
   // The options as given on the command line.
   passes::PassManagerOptions Options() const;
+  // Whether --passes was given (else Options().pipeline is the default pipeline).
+  bool pipeline_given() const { return passes_.getNumOccurrences() > 0; }
 
  private:
   // Descriptions built at run time (cl::desc keeps a reference, so they live here).

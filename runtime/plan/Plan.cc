@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -19,7 +20,9 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/SHA256.h"
+#include "llvm/Support/xxhash.h"
 #include "passes/MemoryPlan.h"
+#include "runtime/plan/KernelTable.h"
 
 namespace memra::runtime {
 namespace {
@@ -225,15 +228,21 @@ absl::StatusOr<std::vector<PlanFunction>> ParseLayout(absl::string_view text, ab
   return fns;
 }
 
-// The kernel table: per kernel a [kernel] section (payload "key = value" lines: name, constants,
-// source_hash, binaries) followed by its [cubin] arch=... sections.
+// The kernel table: per kernel a [kernel] section (payload "key = value" lines: name, file,
+// constants, sm_90a, source_hash, binaries) followed by its [cubin] arch=... xxh64=... sections.
+std::string CubinHash(absl::string_view bytes) {
+  return absl::StrFormat("%016x", llvm::xxHash64(llvm::StringRef(bytes.data(), bytes.size())));
+}
+
 std::string KernelTableText(const KernelTable& t) {
   std::string out;
   for (const KernelEntry& k : t.kernels) {
     Section(out, "kernel", "",
-            absl::StrCat("name = ", Quote(k.name), "\nconstants = ", Quote(k.constants), "\nsource_hash = ",
-                         Quote(k.source_hash), "\nbinaries = ", k.binaries.size(), "\n"));
-    for (const KernelBinary& b : k.binaries) Section(out, "cubin", absl::StrCat("arch=", b.arch), b.cubin);
+            absl::StrCat("name = ", Quote(k.name), "\nfile = ", Quote(k.file), "\nconstants = ", Quote(k.constants),
+                         "\nsm_90a = ", k.sm_90a ? 1 : 0, "\nsource_hash = ", Quote(k.source_hash),
+                         "\nbinaries = ", k.binaries.size(), "\n"));
+    for (const KernelBinary& b : k.binaries)
+      Section(out, "cubin", absl::StrCat("arch=", b.arch, " xxh64=", CubinHash(b.cubin)), b.cubin);
   }
   return out;
 }
@@ -241,32 +250,53 @@ std::string KernelTableText(const KernelTable& t) {
 absl::StatusOr<KernelTable> ParseKernelTable(absl::string_view text, int version, absl::string_view source) {
   KernelTable t;
   t.version = version;
-  if (version != kKernelTableVersion)
+  if (version != 0 && version != kKernelTableVersion)
     return absl::FailedPreconditionError(absl::StrCat(source, ": kernel table version ", version,
-                                                      " is not supported (this memra reads version ",
+                                                      " is not supported (this memra reads versions 0 and ",
                                                       kKernelTableVersion, "); recompile the plan"));
   SectionReader r(text, source);
   while (!r.at_end()) {
-    MEMRA_ASSIGN_OR_RETURN(auto sec, r.Next());
-    if (sec.name != "kernel") return Corrupt(source, absl::StrCat("[kernels]: expected [kernel], got [", sec.name, "]"));
+    const std::string after = t.kernels.empty() ? "" : absl::StrCat(" after kernel ", t.kernels.back().name);
+    auto sec = r.Next();
+    if (!sec.ok()) return Corrupt(source, absl::StrCat("[kernels]", after, ": ", sec.status().message()));
+    if (sec->name != "kernel")
+      return Corrupt(source, absl::StrCat("[kernels]", after, ": expected [kernel], got [", sec->name, "]"));
     KernelEntry k;
-    int64_t n = 0;
-    for (absl::string_view line : absl::StrSplit(sec.payload, '\n', absl::SkipEmpty())) {
+    int64_t n = -1;
+    for (absl::string_view line : absl::StrSplit(sec->payload, '\n', absl::SkipEmpty())) {
       std::pair<std::string, std::string> kv = absl::StrSplit(line, absl::MaxSplits(" = ", 1));
-      if (kv.first == "binaries") {
-        if (!absl::SimpleAtoi(kv.second, &n) || n < 0) return Corrupt(source, "[kernel]: bad binaries count");
+      if (kv.first == "binaries" || kv.first == "sm_90a") {
+        int64_t v = 0;
+        if (!absl::SimpleAtoi(kv.second, &v) || v < 0)
+          return Corrupt(source, absl::StrCat("[kernel] ", k.name, ": bad ", kv.first));
+        if (kv.first == "binaries") n = v;
+        else k.sm_90a = v != 0;
         continue;
       }
       auto v = Unquote(kv.second);
-      if (!v.ok()) return Corrupt(source, absl::StrCat("[kernel] ", kv.first, ": ", v.status().message()));
+      if (!v.ok()) return Corrupt(source, absl::StrCat("[kernel] ", k.name, " ", kv.first, ": ", v.status().message()));
       if (kv.first == "name") k.name = *v;
+      else if (kv.first == "file") k.file = *v;
       else if (kv.first == "constants") k.constants = *v;
       else if (kv.first == "source_hash") k.source_hash = *v;
     }
+    if (k.name.empty() || n < 0) return Corrupt(source, absl::StrCat("[kernels]", after, ": a [kernel] without name or binaries"));
+    if (version >= 1 && (k.file.empty() || k.source_hash.empty()))
+      return Corrupt(source, absl::StrCat("[kernels]: kernel ", k.name, " lacks its file or source_hash"));
     for (int64_t i = 0; i < n; ++i) {
-      MEMRA_ASSIGN_OR_RETURN(auto bin, r.Next());
-      if (bin.name != "cubin") return Corrupt(source, "[kernels]: expected a [cubin]");
-      k.binaries.push_back({bin.Attr("arch"), std::string(bin.payload)});
+      auto bin = r.Next();
+      if (!bin.ok())
+        return Corrupt(source, absl::StrCat("[kernels]: kernel ", k.name, ": cubin ", i + 1, " of ", n, ": ",
+                                            bin.status().message()));
+      if (bin->name != "cubin")
+        return Corrupt(source, absl::StrCat("[kernels]: kernel ", k.name, ": expected [cubin] ", i + 1, " of ", n,
+                                            ", got [", bin->name, "]"));
+      KernelBinary b{bin->Attr("arch"), std::string(bin->payload)};
+      if (b.arch.empty()) return Corrupt(source, absl::StrCat("[kernels]: kernel ", k.name, ": a [cubin] without arch"));
+      if (std::string h = bin->Attr("xxh64"); version >= 1 && h != CubinHash(b.cubin))
+        return Corrupt(source, absl::StrCat("[kernels]: kernel ", k.name, ": the ", b.arch, " cubin (", b.cubin.size(),
+                                            " bytes) does not match its hash"));
+      k.binaries.push_back(std::move(b));
     }
     t.kernels.push_back(std::move(k));
   }
@@ -276,11 +306,29 @@ absl::StatusOr<KernelTable> ParseKernelTable(absl::string_view text, int version
 }  // namespace
 
 namespace {
+absl::StatusOr<KernelTable> DefaultKernelTableBuilder(const ir::Module& module, absl::string_view arch) {
+  return BuildKernelTable(module, arch);
+}
 KernelTableBuilder g_kernel_table_builder = nullptr;
 }  // namespace
 
 void SetKernelTableBuilder(KernelTableBuilder builder) { g_kernel_table_builder = builder; }
-KernelTableBuilder GetKernelTableBuilder() { return g_kernel_table_builder; }
+KernelTableBuilder GetKernelTableBuilder() {
+  return g_kernel_table_builder != nullptr ? g_kernel_table_builder : &DefaultKernelTableBuilder;
+}
+
+const KernelEntry* KernelTable::Find(absl::string_view name) const {
+  for (const KernelEntry& k : kernels)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+int64_t KernelTable::CubinBytes() const {
+  int64_t n = 0;
+  for (const KernelEntry& k : kernels)
+    for (const KernelBinary& b : k.binaries) n += static_cast<int64_t>(b.cubin.size());
+  return n;
+}
 
 bool PlanFunction::operator==(const PlanFunction& o) const {
   auto buf_eq = [](const PlanBuffer& a, const PlanBuffer& b) {
@@ -364,8 +412,8 @@ absl::StatusOr<Plan> MakePlan(const ir::Module& module, const gguf::GgufFile& fi
   // Describe the module as it will be read back (the printer's value names).
   MEMRA_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> reread, ir::ParseModule(p.ir_text));
   MEMRA_ASSIGN_OR_RETURN(p.functions, DescribeFunctions(*reread));
-  if (KernelTableBuilder build = GetKernelTableBuilder(); build != nullptr && arch != "cpu") {
-    MEMRA_ASSIGN_OR_RETURN(p.kernels, build(*reread, arch));
+  if (arch != "cpu") {
+    MEMRA_ASSIGN_OR_RETURN(p.kernels, GetKernelTableBuilder()(*reread, arch));
   }
   return p;
 }
@@ -480,6 +528,7 @@ absl::StatusOr<std::unique_ptr<ir::Module>> LoadPlanModule(const Plan& plan) {
     if (!(fns[i] == plan.functions[i]))
       return absl::DataLossError(absl::StrCat("plan: the layout of @", plan.functions[i].name,
                                               " disagrees with its IR (arena offsets or segments)"));
+  if (plan.kernels.version >= 1) MEMRA_RETURN_IF_ERROR(CheckKernelTable(plan.kernels, *m, plan.arch));
   return m;
 }
 

@@ -9,15 +9,24 @@
 //   [layout] bytes=N                             per function (bucket): arena size, naive size,
 //                                                alignment, every buffer, every segment (a
 //                                                readable summary, checked against the IR at load)
-//   [kernels] version=0 bytes=N                  the kernel table: per kernel its name,
-//                                                specialization constants, NVRTC source hash and
-//                                                one cubin per arch. Version 0 = empty: the CUDA
-//                                                backend fills it (codegen), the CPU ignores it.
+//   [kernels] version=V bytes=N                  the kernel table (runtime/plan/KernelTable.h):
+//     [kernel] bytes=N                           version 1, per compiled kernel module (one
+//       name = "Norm.cu<NORM_BLOCK=64,...>"      kernels/cuda file + -D constants): its key
+//       file = "Norm.cu"                         (ModuleSpec::Key(), what the ops' `kernels`
+//       constants = "NORM_BLOCK=64;..."          attributes name before "::entry"), file,
+//       sm_90a = 0                               constants, arch-specific flag, the hash of its
+//       source_hash = "..."                      source + headers + defines, and
+//       binaries = 1                             its cubins, each
+//     [cubin] arch=sm_90 xxh64=H bytes=N         the NVRTC output for one arch (hash checked).
+//                                                Version 0 = empty: `--arch cpu` plans (and
+//                                                plans from before the table existed).
 //   [end]
 //
 // Every section gives its byte length, so binary payloads (cubins) need no escaping. A reader
-// refuses other magic, a newer format version, unknown kernel-table versions, truncation, and a
-// layout that disagrees with the IR. The GGUF identity is its size and the SHA-256 of its header
+// refuses other magic, a newer format version, unknown kernel-table versions, truncation, a
+// cubin whose bytes do not match their hash, a layout that disagrees with the IR, and (at
+// LoadPlanModule) a version-1 table lacking a kernel module an op names or its cubin for the
+// plan's arch. The GGUF identity is its size and the SHA-256 of its header
 // (metadata and tensor table: names, types, shapes, offsets); the path is recorded to find the
 // file, but a copy elsewhere with the same identity is accepted.
 #pragma once
@@ -29,6 +38,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "codegen/KernelCompiler.h"
 #include "ir/Module.h"
 
 namespace memra::gguf {
@@ -38,8 +48,9 @@ class GgufFile;
 namespace memra::runtime {
 
 inline constexpr int kPlanFormatVersion = 1;
-// The kernel table's own version: 0 = no kernels yet (the CUDA backend defines version 1).
-inline constexpr int kKernelTableVersion = 0;
+// The kernel table's version written for CUDA targets: 1 = per kernel module its key, file,
+// constants, source hash and cubins. 0 = an empty table (cpu plans); both are read.
+inline constexpr int kKernelTableVersion = 1;
 
 struct GgufIdentity {
   std::string path;
@@ -78,23 +89,29 @@ struct PlanFunction {
 
 struct KernelBinary {
   std::string arch;            // "sm_90"
-  std::string cubin;           // bytes
+  std::string cubin;           // bytes (an ELF)
 };
 struct KernelEntry {
-  std::string name;            // kernel entry point
-  std::string constants;       // specialization constants, "K=V;K=V"
-  std::string source_hash;     // NVRTC source + options hash
+  std::string name;            // the module key, codegen::ModuleSpec::Key()
+  std::string file;            // kernels/cuda file, "Norm.cu"
+  std::string constants;       // specialization constants (-D), "K=V;K=V"
+  bool sm_90a = false;         // compiled for the arch-specific target
+  std::string source_hash;     // codegen::ModuleSourceHash: source + headers + defines
   std::vector<KernelBinary> binaries;
 };
 struct KernelTable {
-  int version = kKernelTableVersion;
+  int version = 0;             // 0: empty; kKernelTableVersion when built
   std::vector<KernelEntry> kernels;
+  // How the builder got the cubins (not serialized; `memra compile --report`).
+  codegen::CompileStats compile_stats;
+  const KernelEntry* Find(absl::string_view name) const;
+  int64_t CubinBytes() const;  // all binaries
 };
 
-// The CUDA backend's hook for the kernel table: kernel selection per op and bucket (the
-// `select-kernels` step of the design; codegen/KernelSelect.h) and NVRTC compilation for `arch`,
-// over the compiled module. Registered by the backend (codegen) with SetKernelTableBuilder;
-// while none is registered, or for arch "cpu", `memra compile` writes an empty table (version 0).
+// The kernel-table builder MakePlan runs for a CUDA arch (never for "cpu": an empty version-0
+// table). Default: BuildKernelTable (runtime/plan/KernelTable.h: the modules the static
+// functions select, compiled with NVRTC); SetKernelTableBuilder replaces it (tests), nullptr
+// restores the default.
 using KernelTableBuilder = absl::StatusOr<KernelTable> (*)(const ir::Module& module, absl::string_view arch);
 void SetKernelTableBuilder(KernelTableBuilder builder);
 KernelTableBuilder GetKernelTableBuilder();
@@ -114,8 +131,9 @@ struct Plan {
 // partition-segments). Value names are those the printer gives (unique per function).
 absl::StatusOr<std::vector<PlanFunction>> DescribeFunctions(const ir::Module& module);
 
-// A plan for `module` compiled from `file` (with the kernel table of the registered
-// KernelTableBuilder, if any, built over the module as the plan's IR text reads back).
+// A plan for `module` compiled from `file`; for a CUDA arch with the kernel table of
+// GetKernelTableBuilder() (NVRTC: fails clearly where it cannot be loaded), built over the
+// module as the plan's IR text reads back; for "cpu" an empty version-0 table.
 absl::StatusOr<Plan> MakePlan(const ir::Module& module, const gguf::GgufFile& file, absl::string_view arch,
                               absl::string_view pipeline, absl::string_view memra_version);
 
@@ -130,7 +148,9 @@ bool IsPlanFile(const std::string& path);
 // says what differs. Runs before any device work.
 absl::Status CheckPlanCompatible(const Plan& plan, const GgufIdentity& file, absl::string_view arch);
 
-// Parses and verifies the plan's IR and checks it against the plan's layout section.
+// Parses and verifies the plan's IR and checks it against the plan's layout section and, for a
+// version-1 kernel table, that every kernel module an op names is there with a cubin for the
+// plan's arch.
 absl::StatusOr<std::unique_ptr<ir::Module>> LoadPlanModule(const Plan& plan);
 
 // The architecture names `--arch` accepts: "cpu" or "sm_NN" / "sm_NNa".

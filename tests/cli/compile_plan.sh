@@ -20,7 +20,7 @@ prompt=1,87,107,104,35,116,120,108,102,110,35,101,117,114,122,113,35,105,114,123
 grep -q "^@prefill_t16 *16 " "$tmp/report.txt" || { cat "$tmp/report.txt"; fail "no @prefill_t16 row"; }
 grep -q "^@prefill_t32 *32 " "$tmp/report.txt" || fail "no @prefill_t32 row"
 grep -q "^@decode *1 " "$tmp/report.txt" || fail "no @decode row"
-grep -q "kernel table: version 0" "$tmp/report.txt" || fail "no kernel table line"
+grep -q "kernel table: version 1, " "$tmp/report.txt" || fail "no kernel table line"
 head -c 12 "$tmp/m.plan" | grep -q "MEMRAPLAN 1" || fail "plan magic"
 
 # 2. The plan, the GGUF through the pipeline and the unfused module: same logits bytes and ids.

@@ -230,7 +230,10 @@ TEST(FusedExecution, PlanRoundTripsRunsAndRefusesMismatches) {
   auto m = frontends::LowerQwen35(**file, lo);
   ASSERT_TRUE(m.ok()) << m.status();
   ASSERT_TRUE(Compile(**m, passes::WithBucketLadder(passes::kDefaultPipeline, "16,32")).ok());
+  // No NVRTC here: an empty kernel table (the real one: tests/plan/KernelTable_test.cc).
+  SetKernelTableBuilder([](const ir::Module&, absl::string_view) -> absl::StatusOr<KernelTable> { return KernelTable{}; });
   auto plan = MakePlan(**m, **file, "sm_90", passes::kDefaultPipeline, "test");
+  SetKernelTableBuilder(nullptr);
   ASSERT_TRUE(plan.ok()) << plan.status();
   // A fake kernel table entry exercises the binary sections (version 0 carries none in
   // practice; the reader must still skip them correctly).
@@ -272,7 +275,14 @@ TEST(FusedExecution, PlanRoundTripsRunsAndRefusesMismatches) {
 
   // A kernel table with binaries round-trips (what the CUDA backend will write).
   Plan with_kernels = *back;
-  with_kernels.kernels.kernels.push_back({"rms_norm_f32", "N=64", "abc123", {{"sm_90", std::string("\0\1\n[end]\n", 9)}}});
+  KernelEntry fake;
+  fake.name = "Norm.cu<N=64>";
+  fake.file = "Norm.cu";
+  fake.constants = "N=64";
+  fake.source_hash = "abc123";
+  fake.binaries = {{"sm_90", std::string("\0\1\n[end]\n", 9)}};
+  with_kernels.kernels.version = kKernelTableVersion;
+  with_kernels.kernels.kernels.push_back(fake);
   auto wk = ParsePlan(SerializePlan(with_kernels), "k.plan");
   ASSERT_TRUE(wk.ok()) << wk.status();
   ASSERT_EQ(wk->kernels.kernels.size(), 1u);

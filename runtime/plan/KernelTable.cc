@@ -1,0 +1,159 @@
+#include "runtime/plan/KernelTable.h"
+
+#include <chrono>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "codegen/KernelSelect.h"
+#include "ir/Function.h"
+#include "ir/Op.h"
+#include "ir/StatusMacros.h"
+
+namespace memra::runtime {
+namespace {
+
+bool IsStatic(const ir::Function& fn) {
+  auto is_static = [](const ir::Value* v) {
+    for (const ir::Dim& d : v->shape().dims())
+      if (d.IsSymbolic()) return false;
+    return true;
+  };
+  for (unsigned i = 0; i < fn.num_arguments(); ++i)
+    if (!is_static(fn.argument(i))) return false;
+  for (const ir::Op* op : fn.Ops())
+    for (unsigned i = 0; i < op->num_results(); ++i)
+      if (!is_static(op->result(i))) return false;
+  return true;
+}
+
+// The module key of a `kernels` entry "KEY::entry".
+absl::string_view ModuleKeyOf(absl::string_view kernel) {
+  size_t p = kernel.rfind("::");
+  return p == absl::string_view::npos ? kernel : kernel.substr(0, p);
+}
+
+}  // namespace
+
+absl::StatusOr<int> ArchNumber(absl::string_view arch) {
+  absl::string_view rest = arch;
+  int v = 0;
+  if (!absl::ConsumePrefix(&rest, "sm_") || (absl::ConsumeSuffix(&rest, "a"), !absl::SimpleAtoi(rest, &v)) || v < 50)
+    return absl::InvalidArgumentError(absl::StrCat("\"", arch, "\" is not a CUDA architecture (sm_NN)"));
+  return v;
+}
+
+absl::StatusOr<std::vector<codegen::ModuleSpec>> KernelModulesOf(const ir::Module& module) {
+  std::vector<codegen::ModuleSpec> out;
+  std::set<std::string> seen;
+  for (const auto& f : module.functions()) {
+    if (!IsStatic(*f)) continue;
+    const int64_t bucket = f->attrs().I64Or("bucket", 1);
+    auto mods = codegen::ModulesForFunction(*f, bucket);
+    if (!mods.ok())
+      return absl::Status(mods.status().code(), absl::StrCat("kernel table: @", f->name(), ": ", mods.status().message()));
+    std::set<std::string> fn_keys;
+    for (codegen::ModuleSpec& m : *mods) {
+      fn_keys.insert(m.Key());
+      if (seen.insert(m.Key()).second) out.push_back(std::move(m));
+    }
+    for (const ir::Op* op : f->Ops()) {
+      auto names = op->attrs().GetStringArray("kernels");
+      if (!names) continue;
+      for (const std::string& k : *names)
+        if (!fn_keys.count(std::string(ModuleKeyOf(k))))
+          return absl::FailedPreconditionError(
+              absl::StrCat("kernel table: @", f->name(), ": ", op->Summary(), " names kernel ", k,
+                           ", which kernel selection does not produce for it (stale select-kernels annotations?)"));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<KernelTable> BuildKernelTable(const ir::Module& module, absl::string_view arch,
+                                             codegen::CompileOptions options) {
+  MEMRA_ASSIGN_OR_RETURN(options.arch, ArchNumber(arch));
+  if (auto sel = module.attrs().GetString("kernel_arch"); sel && *sel != arch)
+    return absl::FailedPreconditionError(absl::StrCat("kernel table: the IR's kernels were selected for ", *sel,
+                                                      " (select-kernels{arch=...}) but the plan targets ", arch));
+  MEMRA_ASSIGN_OR_RETURN(std::vector<codegen::ModuleSpec> modules, KernelModulesOf(module));
+  KernelTable t;
+  t.version = kKernelTableVersion;
+  if (modules.empty()) return t;
+  auto compiler = codegen::KernelCompiler::Create(options);
+  if (!compiler.ok())
+    return absl::Status(compiler.status().code(),
+                        absl::StrCat("kernel table for ", arch, ": ", compiler.status().message(),
+                                     " (NVRTC compiles the plan's kernels; use --arch cpu for a plan without them)"));
+  MEMRA_ASSIGN_OR_RETURN(auto cubins, (*compiler)->CompileAll(modules));
+  for (size_t i = 0; i < modules.size(); ++i) {
+    const codegen::ModuleSpec& m = modules[i];
+    KernelEntry e;
+    e.name = m.Key();
+    e.file = m.file;
+    std::vector<std::string> defs;
+    for (const auto& [n, v] : m.defines) defs.push_back(absl::StrCat(n, "=", v));
+    e.constants = absl::StrJoin(defs, ";");
+    e.sm_90a = m.sm_90a;
+    MEMRA_ASSIGN_OR_RETURN(e.source_hash, codegen::ModuleSourceHash(m));
+    e.binaries.push_back({std::string(arch), std::string(cubins[i]->begin(), cubins[i]->end())});
+    t.kernels.push_back(std::move(e));
+  }
+  t.compile_stats = (*compiler)->stats();
+  return t;
+}
+
+absl::Status CheckKernelTable(const KernelTable& table, const ir::Module& module, absl::string_view arch) {
+  for (const auto& f : module.functions())
+    for (const ir::Op* op : f->Ops()) {
+      auto names = op->attrs().GetStringArray("kernels");
+      if (!names) continue;
+      for (const std::string& k : *names) {
+        const absl::string_view key = ModuleKeyOf(k);
+        const KernelEntry* e = table.Find(key);
+        if (e == nullptr)
+          return absl::DataLossError(absl::StrCat("plan: the kernel table lacks kernel module ", key, " (", k,
+                                                  ", used by @", f->name(), ": ", op->Summary(),
+                                                  "); recompile the plan"));
+        bool has_arch = false;
+        for (const KernelBinary& b : e->binaries) has_arch |= b.arch == arch && !b.cubin.empty();
+        if (!has_arch)
+          return absl::DataLossError(absl::StrCat("plan: kernel module ", key, " has no cubin for ", arch,
+                                                  "; recompile the plan"));
+      }
+    }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const codegen::PrecompiledCubins>> PrecompiledKernels(const Plan& plan) {
+  auto out = std::make_shared<codegen::PrecompiledCubins>();
+  for (const KernelEntry& e : plan.kernels.kernels) {
+    codegen::ModuleSpec m;
+    m.file = e.file;
+    m.sm_90a = e.sm_90a;
+    std::vector<std::pair<std::string, std::string>> defs;
+    for (absl::string_view kv : absl::StrSplit(e.constants, ';', absl::SkipEmpty())) {
+      std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+      defs.push_back(std::move(p));
+    }
+    m.defines = codegen::MakeDefines(std::move(defs));
+    if (m.Key() != e.name)
+      return absl::DataLossError(absl::StrCat("plan: kernel ", e.name, ": its file and constants make ", m.Key()));
+    auto hash = codegen::ModuleSourceHash(m);
+    if (!hash.ok() || *hash != e.source_hash)
+      return absl::FailedPreconditionError(
+          absl::StrCat("plan: kernel ", e.name, ": ",
+                       hash.ok() ? "its source changed since the plan was compiled" : hash.status().message(),
+                       "; recompile the plan with this memra"));
+    for (const KernelBinary& b : e.binaries)
+      if (b.arch == plan.arch)
+        (*out)[e.name] = std::make_shared<const std::vector<uint8_t>>(b.cubin.begin(), b.cubin.end());
+  }
+  return std::shared_ptr<const codegen::PrecompiledCubins>(std::move(out));
+}
+
+}  // namespace memra::runtime
