@@ -3,12 +3,18 @@
 # and a short benchmark, and prints a compact table last. Run from the repository root on the
 # GPU machine (tests read tests/data/ relative to it):
 #
-#   bash bench/gpu_suite.sh build-gpu/gpu-bundle.tar.xz [--tests-only|--bench-only]
+#   bash bench/gpu_suite.sh build-gpu/gpu-bundle.tar.xz [all|--tests-only|--bench-only] [PRESETS...]
+#
+# PRESETS: the `memra gen` presets to benchmark (default: 0.8b 9b). When .device/demo-f32-bf16r.gguf.xz
+# is carried (tools/convert_hf_to_gguf.py --type f32 --round-bf16 of the demo checkpoint, xz'ed),
+# the demo model's greedy text on the GPU is checked against PyTorch's (tools/train_demo/check_greedy.py).
 #
 # Logs go to $OUT (when set, else /tmp/memra-gpu-out).
 set -uo pipefail
 bundle=${1:?usage: gpu_suite.sh BUNDLE.tar.xz [--tests-only|--bench-only]}
 mode=${2:-all}
+shift $(( $# < 2 ? $# : 2 ))
+presets=${*:-0.8b 9b}
 out=${OUT:-/tmp/memra-gpu-out}
 bin=/tmp/memra-gpu
 mkdir -p "$out" "$bin"
@@ -17,8 +23,7 @@ export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader | tee "$out/gpu.txt"
 summary=()
 if [ "$mode" != "--bench-only" ]; then
-  for t in CudaApi_test NvrtcCompile_test OpTable_test CudaExecutor_test; do
-    [ -x "$bin/$t" ] || continue
+  for t in $(cd "$bin" && ls *_test); do
     start=$(date +%s%N)
     "$bin/$t" > "$out/$t.log" 2>&1
     rc=$?
@@ -27,7 +32,7 @@ if [ "$mode" != "--bench-only" ]; then
     failed=$(grep -c '^\[  FAILED  \] [A-Za-z]' "$out/$t.log")
     skipped=$(grep -c '^\[  SKIPPED \] [A-Za-z]' "$out/$t.log")
     summary+=("$(printf '%-20s rc=%-3s ok=%-3s failed=%-3s skipped=%-3s %6d ms' "$t" "$rc" "$passed" "$failed" "$skipped" "$ms")")
-    grep -E '^\s+(device|NVRTC|[0-9]+ nodes|prefill logits|greedy|chunked|q8_0|arena|[0-9]+ kernel modules)' "$out/$t.log" | head -20
+    grep -E '^\s+(device|NVRTC|[0-9]+ nodes|prefill logits|greedy|chunked|q8_0|arena|[0-9]+ kernel modules|qwen35-tiny)' "$out/$t.log" | head -20
   done
   # memra run --backend cuda on the tiny f32 model: greedy ids vs llama.cpp's (tests/cli/run_cuda.sh),
   # then the default (fused) pipeline's speed line.
@@ -40,13 +45,30 @@ if [ "$mode" != "--bench-only" ]; then
     "$bin/memra" run tests/data/models/qwen35-tiny-f32.gguf --backend cuda --no-echo -n 32 --ignore-eos \
       --tokens 1,87,107,104,35,116,120,108,102,110 --print-token-ids 2>&1 | grep -E "memra run:|generated ids" | tee -a "$out/run_cuda.log"
   fi
+  # The trained demo model: greedy ids on the GPU vs PyTorch's (bf16-rounded weights, f32 file),
+  # with graphs + the device loop, all eager, and the host-sampled loop.
+  if [ -x "$bin/memra" ] && [ -f .device/demo-f32-bf16r.gguf.xz ]; then
+    xz -dc .device/demo-f32-bf16r.gguf.xz > /tmp/demo-f32-bf16r.gguf
+    for flags in "" "--cuda-graphs=false" "--decode-chunk=0"; do
+      line=$(python3 tools/train_demo/check_greedy.py "$bin/memra" /tmp/demo-f32-bf16r.gguf bf16_weights --backend cuda $flags 2>&1)
+      rc=$?
+      echo "$line" | tee -a "$out/demo_greedy.log"
+      summary+=("$(printf '%-20s rc=%-3s %s' "demo-greedy${flags:+ $flags}" "$rc" "$(echo "$line" | grep -m1 '^greedy')")")
+    done
+    # The shipped q8_0 model: CUDA (bf16 GEMMs) vs CPU greedy ids, for information.
+    for be in cpu cuda; do
+      "$bin/memra" run models/demo/qwen35-demo-q8_0.gguf --backend $be -p "And God said unto Moses," -n 64 \
+        --ignore-eos --print-token-ids 2>&1 | grep -E "generated ids|memra run: prompt" | sed "s/^/$be: /" >> "$out/demo_greedy.log"
+    done
+    tail -4 "$out/demo_greedy.log"
+  fi
   echo "--- op table ---"
   sed -n '/^op  /,/^op table:/p' "$out/OpTable_test.log" | awk '$NF != "ok" || /^op/' | head -60
   grep '^op table:' "$out/OpTable_test.log"
   grep -h -A3 'Failure' "$out"/*.log | head -40
 fi
 if [ "$mode" != "--tests-only" ] && [ -f bench/gpu_bench.sh ]; then
-  bash bench/gpu_bench.sh "$bin" "$out"
+  bash bench/gpu_bench.sh "$bin" "$out" $presets
 fi
 # The device tool returns at most 8 files: keep the table-bearing ones, pack the rest.
 (cd "$out" && tar czf all-logs.tgz --exclude=all-logs.tgz --exclude=OpTable_test.log --exclude=bench.txt . 2>/dev/null &&

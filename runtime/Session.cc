@@ -68,6 +68,10 @@ absl::Status Session::Init() {
   eo.cuda = options_.cuda;
   eo.cuda.profile = options_.profile;
   MEMRA_ASSIGN_OR_RETURN(exec_, CreateExecutor(options_.backend, *module_, *file_, eo));
+  // Compile @decode up front on the GPU, so the first generated tokens are not timed with NVRTC
+  // (prefill buckets compile on first use, or come precompiled in a plan).
+  if (CudaExecutor* cu = exec_->cuda(); cu != nullptr && module_->function("decode") != nullptr)
+    MEMRA_RETURN_IF_ERROR(cu->Prepare("decode", 1));
   auto tok = tokenizer::Tokenizer::FromGguf(*file_);
   if (tok.ok()) tokenizer_ = std::move(*tok);
   else tokenizer_status_ = tok.status();

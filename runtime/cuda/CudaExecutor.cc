@@ -327,7 +327,11 @@ absl::Status CudaExecutor::Prepare(absl::string_view name, int64_t T) {
   bool symbolic = false;
   for (unsigned i = 0; i < fn->num_arguments(); ++i)
     for (const ir::Dim& d : fn->argument(i)->shape().dims()) symbolic |= d.IsSymbolic();
-  return GetProgram(*fn, symbolic ? codegen::TokenBucket(T) : 0).status();
+  MEMRA_RETURN_IF_ERROR(dev_->MakeCurrent());
+  MEMRA_ASSIGN_OR_RETURN(Program * p, GetProgram(*fn, symbolic ? codegen::TokenBucket(T) : 0));
+  // @decode also gets the greedy pick of the device decode loop (when it returns one logits row).
+  if (name == "decode" && codegen::GreedyNextKernel(*fn).ok()) MEMRA_RETURN_IF_ERROR(PrepareGreedy(*p));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Function& fn, int64_t bucket) {
@@ -731,6 +735,24 @@ absl::StatusOr<int64_t> PositionAdvance(const CudaExecutor::Program& p, const ir
   return delta;
 }
 
+absl::Status CudaExecutor::PrepareGreedy(Program& p) {
+  if (p.greedy.fn == nullptr) {
+    MEMRA_ASSIGN_OR_RETURN(codegen::Launch l, codegen::GreedyNextKernel(*p.fn));
+    MEMRA_ASSIGN_OR_RETURN(auto cubins, compiler_->CompileAll({l.kernel.module}));
+    const std::string k = l.kernel.module.Key();
+    if (!modules_.count(k)) {
+      MEMRA_ASSIGN_OR_RETURN(modules_[k], cuda::LoadedModule::Load(*dev_, *cubins[0], k));
+    }
+    p.greedy.spec = l;
+    MEMRA_ASSIGN_OR_RETURN(p.greedy.fn, modules_.at(k)->Function(l.kernel.entry));
+  }
+  if (token_ring_ == nullptr) {
+    MEMRA_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, dev_->Alloc((kTokenRing + 1) * 4, "decode token ring"));
+    token_ring_ = std::make_unique<cuda::DeviceBuffer>(std::move(b));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<int32_t>> CudaExecutor::DecodeGreedy(int32_t token, int64_t n_steps) {
   const ir::Function* fn = module_.function("decode");
   if (fn == nullptr) return absl::NotFoundError("cuda executor: the module has no function @decode");
@@ -751,21 +773,7 @@ absl::StatusOr<std::vector<int32_t>> CudaExecutor::DecodeGreedy(int32_t token, i
       if (token < 0 || token >= V)
         return absl::InvalidArgumentError(absl::StrCat("cuda executor: token id ", token, " outside the vocabulary [0, ", V, ")"));
     }
-  // The greedy pick's kernel and the token ring, once.
-  if (p->greedy.fn == nullptr) {
-    MEMRA_ASSIGN_OR_RETURN(codegen::Launch l, codegen::GreedyNextKernel(*fn));
-    MEMRA_ASSIGN_OR_RETURN(auto cubins, compiler_->CompileAll({l.kernel.module}));
-    const std::string k = l.kernel.module.Key();
-    if (!modules_.count(k)) {
-      MEMRA_ASSIGN_OR_RETURN(modules_[k], cuda::LoadedModule::Load(*dev_, *cubins[0], k));
-    }
-    p->greedy.spec = l;
-    MEMRA_ASSIGN_OR_RETURN(p->greedy.fn, modules_.at(k)->Function(l.kernel.entry));
-  }
-  if (token_ring_ == nullptr) {
-    MEMRA_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, dev_->Alloc((kTokenRing + 1) * 4, "decode token ring"));
-    token_ring_ = std::make_unique<cuda::DeviceBuffer>(std::move(b));
-  }
+  MEMRA_RETURN_IF_ERROR(PrepareGreedy(*p));
   const cuda::CudaDriver& d = dev_->driver();
   const cuda::CUstream stream = dev_->stream();
   const Op* ret = p->steps.back().op;

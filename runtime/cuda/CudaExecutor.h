@@ -95,7 +95,8 @@ class CudaExecutor {
   // launched n_steps times and the host synchronizes once; the logits never leave the device.
   // Errors: context overflow (before anything runs), a token outside the vocabulary.
   absl::StatusOr<std::vector<int32_t>> DecodeGreedy(int32_t token, int64_t n_steps);
-  // Compiles and lays out the program of `name` for the bucket of T tokens ahead of a call.
+  // Compiles and lays out the program of `name` for the bucket of T tokens ahead of a call
+  // (@decode: with the device loop's greedy pick).
   absl::Status Prepare(absl::string_view name, int64_t T);
 
   absl::Status ResetState();
@@ -139,6 +140,7 @@ class CudaExecutor {
   // Records what `enqueue` issues on the stream into an instantiated graph.
   absl::StatusOr<cuda::CUgraphExec> Capture(const std::function<absl::Status()>& enqueue, absl::string_view what);
   bool GraphsAllowed() const;
+  absl::Status PrepareGreedy(Program& p);  // greedy_next kernel + token ring for @decode
   void AccumulateProfile(const Program& p);  // the per-step events of p's last call -> profile_
 
   const ir::Module& module_;

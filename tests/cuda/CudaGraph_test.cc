@@ -148,7 +148,9 @@ TEST_P(CudaGraphTest, DeviceGreedyLoopMatchesHostGreedy) {
       t = out->back();
     }
     EXPECT_EQ((*e)->position(), static_cast<int64_t>(prompt.size()) + n);
-    if (graphs == 1) EXPECT_GE((*e)->graph_stats().launches, n - 2);
+    if (graphs == 1) {
+      EXPECT_GE((*e)->graph_stats().launches, n - 2);
+    }
   }
   EXPECT_EQ(device[0], host) << "eager device loop vs host loop";
   EXPECT_EQ(device[1], host) << "graph device loop vs host loop";
