@@ -1,6 +1,7 @@
 #include "codegen/KernelSelect.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -32,6 +33,12 @@ DType DeviceWeightDType(DType stored) {
 }
 
 int StorageCode(DType d) { return d == DType::kF32 ? 0 : d == DType::kF16 ? 1 : 2; }
+
+int GemvStorage(DType stored) {
+  if (stored == DType::kQ8_0) return 3;
+  const DType d = DeviceWeightDType(stored);
+  return d == DType::kF16 ? 1 : d == DType::kBF16 ? 2 : 0;
+}
 
 namespace {
 
@@ -66,6 +73,39 @@ Launch RowKernel(const std::string& entry, int64_t rows, int64_t cols, int64_t m
   l.block = static_cast<uint32_t>(block);
   l.grid = static_cast<uint32_t>(std::clamp<int64_t>(rows, 1, 1 << 20));
   return l;
+}
+
+// One token through 16-bit or q8 weights: Gemv.cu (decode reads every weight once; cuBLASLt's M = 1
+// path reached ~55 % of the bandwidth). Not when a weight is f32, the weights' storages differ in a
+// matmul_swiglu, or x does not fit the kernel's static shared memory (48 KiB).
+std::optional<OpKernels> GemvKernels(const ir::Op& op, const OpShapes& s) {
+  if (s.in.empty() || s.in[0].empty() || Numel(s.in[0]) != s.in[0].back()) return std::nullopt;  // M != 1
+  const int64_t K = s.in[0].back();
+  if (K % 32 != 0 || K * 4 > 48 * 1024) return std::nullopt;
+  std::vector<int> storage;
+  for (unsigned i = 1; i < op.num_operands(); ++i) {
+    const int code = GemvStorage(op.operand(i)->dtype());
+    if (code == 0) return std::nullopt;
+    storage.push_back(code);
+  }
+  OpKernels k;
+  k.gemv = true;
+  auto launch = [&](const char* entry, int code, int64_t N) {
+    Launch l;
+    l.kernel.module.file = "Gemv.cu";
+    l.kernel.module.defines = MakeDefines({Def("GEMV_K", K), Def("GEMV_W", code), Def("GEMV_WARPS", 8)});
+    l.kernel.entry = entry;
+    l.block = 8 * 32;
+    l.grid = static_cast<uint32_t>((N + 7) / 8);
+    return l;
+  };
+  if (op.is(OpKind::kMatMulSwiglu)) {
+    if (storage.size() != 2 || storage[0] != storage[1]) return std::nullopt;
+    k.launches.push_back(launch("gemv_swiglu", storage[0], s.out[0].back()));
+  } else {
+    for (size_t i = 0; i < storage.size(); ++i) k.launches.push_back(launch("gemv", storage[i], s.out[i].back()));
+  }
+  return k;
 }
 
 absl::Status Unsupported(const ir::Op& op, absl::string_view why) {
@@ -110,6 +150,8 @@ absl::StatusOr<OpKernels> SelectKernels(const ir::Op& op, const OpShapes& s) {
   OpKernels k;
   const ir::AttrDict& at = op.attrs();
   auto last = [](const std::vector<int64_t>& v) { return v.empty() ? int64_t{1} : v.back(); };
+  if (op.is(OpKind::kMatMul) || op.is(OpKind::kMatMulGroup) || op.is(OpKind::kMatMulSwiglu))
+    if (std::optional<OpKernels> g = GemvKernels(op, s)) return *g;
   switch (op.kind()) {
     case OpKind::kEmbed: {
       const int64_t E = s.in[1][1];
@@ -285,7 +327,7 @@ StepScratch ScratchFor(const ir::Op& op, const OpShapes& s, const OpKernels& k) 
   bool cast = false;
   for (const Launch& l : k.launches) cast |= absl::StartsWith(l.kernel.entry, "cast_f32_");
   if (k.gemm && cast && !s.in.empty()) r.cast = (bytes(op.operand(0)->dtype(), s.in[0]) / 2 + 255) / 256 * 256;
-  if (op.is(OpKind::kMatMulSwiglu) && !s.out.empty()) {
+  if (op.is(OpKind::kMatMulSwiglu) && k.gemm && !s.out.empty()) {
     r.aux = bytes(op.result(0)->dtype(), s.out[0]);
   } else if (op.is(OpKind::kQkNormRope) && s.in.size() >= 2) {
     r.aux = std::max(bytes(op.operand(0)->dtype(), s.in[0]), bytes(op.operand(1)->dtype(), s.in[1]));

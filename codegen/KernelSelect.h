@@ -39,7 +39,14 @@ struct Launch {
 struct OpKernels {
   std::vector<Launch> launches;  // issued in this order (their arguments: CudaExecutor.cc)
   bool gemm = false;             // the op's products run on cuBLASLt
+  bool gemv = false;             // one token: the products run on kernels/cuda/Gemv.cu (per weight
+                                 // one `gemv` launch; matmul_swiglu one `gemv_swiglu`)
 };
+
+// The storage the one-token GEMV reads a matrix weight stored as `stored` in: 1 f16, 2 bf16,
+// 3 q8 (Q8_0 kept as int8 + f32 scales, repacked at upload), 0 none (f32 weights stay on
+// cuBLASLt, whose f32 path matches the CPU executor to ~1e-5).
+int GemvStorage(ir::DType stored);
 
 struct OpShapes {
   int64_t bucket = 1;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "codegen/KernelSelect.h"
 #include "frontends/gguf/GgufFile.h"
+#include "frontends/gguf/Quant.h"
 #include "ir/Function.h"
 #include "ir/StatusMacros.h"
 #include "ir/support/ProgressBar.h"
@@ -37,6 +38,9 @@ struct CudaExecutor::DeviceWeight {
   DType matrix_dtype = DType::kF32;
   int64_t rows = 0, cols = 0;
   cuda::DeviceBuffer values;   // f32 values for element consumers (norms, conv, biases)
+  // Q8_0 matrices also keep their blocks for the one-token GEMV (kernels/cuda/Gemv.cu), repacked
+  // so loads stay 16-byte aligned: int8 values [rows, cols] and one f32 scale per 32 values.
+  cuda::DeviceBuffer q8, q8_scales;
 };
 
 namespace {
@@ -57,6 +61,8 @@ struct Step {
   codegen::OpShapes shapes;  // at T = bucket
   std::vector<ResolvedLaunch> launches;
   bool gemm = false;
+  bool gemv = false;
+  codegen::StepScratch scratch;
   int64_t scratch_offset = -1;  // the step's scratch: the GEMM's 16-bit activation copy first,
   int64_t aux_offset = -1;      // then an f32 temporary of fused ops (matmul_swiglu's gate
                                 // product, qk_norm_rope's normed q / k)
@@ -264,6 +270,25 @@ absl::Status CudaExecutor::UploadWeights() {
         MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->matrix.ptr(), bf.data(), bf.size() * 2));
       }
       weight_bytes_ += dw->matrix.bytes();
+      if (w->dtype() == DType::kQ8_0) {
+        const int64_t blocks = view.rows * (view.cols / 32);
+        if (static_cast<int64_t>(t->data.size()) != blocks * 34)
+          return absl::InvalidArgumentError(absl::StrCat("tensor \"", w->name(), "\": q8_0 data size mismatch"));
+        std::vector<int8_t> qs(static_cast<size_t>(blocks * 32));
+        std::vector<float> scales(static_cast<size_t>(blocks));
+        const uint8_t* src = reinterpret_cast<const uint8_t*>(t->data.data());
+        for (int64_t b = 0; b < blocks; ++b) {
+          uint16_t d;
+          std::memcpy(&d, src + b * 34, 2);
+          scales[b] = gguf::HalfToFloat(d);
+          std::memcpy(qs.data() + b * 32, src + b * 34 + 2, 32);
+        }
+        MEMRA_ASSIGN_OR_RETURN(dw->q8, dev_->Alloc(qs.size(), absl::StrCat("weight ", w->name(), " (q8 values)")));
+        MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->q8.ptr(), qs.data(), qs.size()));
+        MEMRA_ASSIGN_OR_RETURN(dw->q8_scales, dev_->Alloc(scales.size() * 4, absl::StrCat("weight ", w->name(), " (q8 scales)")));
+        MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->q8_scales.ptr(), scales.data(), scales.size() * 4));
+        weight_bytes_ += dw->q8.bytes() + dw->q8_scales.bytes();
+      }
     }
     if (value_use) {
       std::vector<float> vals(static_cast<size_t>(n));
@@ -350,6 +375,8 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
     MEMRA_ASSIGN_OR_RETURN(s.shapes, codegen::ShapesAt(*op, shape_bucket));
     MEMRA_ASSIGN_OR_RETURN(codegen::OpKernels k, codegen::SelectKernels(*op, s.shapes));
     s.gemm = k.gemm;
+    s.gemv = k.gemv;
+    s.scratch = codegen::ScratchFor(*op, s.shapes, k);
     for (const codegen::Launch& l : k.launches) {
       s.launches.push_back({l, nullptr});
       modules.push_back(l.kernel.module);
@@ -444,19 +471,7 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
   }
   for (size_t si = 0; si < p->steps.size(); ++si) {
     Step& s = p->steps[si];
-    const bool swiglu = s.op->is(OpKind::kMatMulSwiglu);
-    int64_t cast = 0, aux = 0;
-    if (s.gemm && s.launches.size() > (swiglu ? 1u : 0u)) {
-      MEMRA_ASSIGN_OR_RETURN(int64_t b, bytes_of(s.op->operand(0)));
-      cast = (b / 2 + 255) / 256 * 256;
-    }
-    if (swiglu) {
-      MEMRA_ASSIGN_OR_RETURN(aux, bytes_of(s.op->result(0)));
-    } else if (s.op->is(OpKind::kQkNormRope)) {
-      MEMRA_ASSIGN_OR_RETURN(int64_t bq, bytes_of(s.op->operand(0)));
-      MEMRA_ASSIGN_OR_RETURN(int64_t bk, bytes_of(s.op->operand(1)));
-      aux = std::max(bq, bk);
-    }
+    const int64_t cast = s.scratch.cast, aux = s.scratch.aux;  // codegen::ScratchFor (select-kernels' rule)
     if (cast + aux > 0) {
       s.scratch_bytes = cast + aux;
       s.scratch_offset = place(cast + aux, static_cast<int64_t>(si), static_cast<int64_t>(si));
@@ -878,6 +893,33 @@ absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::
   const int64_t cols0 = x0.empty() ? 1 : x0.back();
   const int64_t rows0 = n0 / std::max<int64_t>(cols0, 1);
   const float eps = static_cast<float>(at.F64Or("eps", 0));
+  if (s.gemv) {
+    // One token: Gemv.cu per weight (matmul_swiglu: one fused gate/up launch).
+    auto wptr = [&](unsigned i) {
+      const DeviceWeight& w = *weights_.at(op.operand(i));
+      return std::make_pair(w.q8.ptr() != 0 ? w.q8.ptr() : w.matrix.ptr(), w.q8_scales.ptr());
+    };
+    for (unsigned i = 1; i < op.num_operands(); ++i) {
+      const DeviceWeight& w = *weights_.at(op.operand(i));
+      if (w.cols != cols0) return OpError(op, "K mismatch");
+      work->first += 2.0 * w.rows * w.cols;
+      work->second += static_cast<double>(w.q8.ptr() != 0 ? w.q8.bytes() + w.q8_scales.bytes() : w.matrix.bytes());
+    }
+    if (op.is(OpKind::kMatMulSwiglu)) {
+      const auto [wg, sg] = wptr(1);
+      const auto [wu, su] = wptr(2);
+      KernelArgs a;
+      a.Add(wg).Add(sg).Add(wu).Add(su).Add(In(0)).Add(Out(0)).Add(static_cast<int>(weights_.at(op.operand(1))->rows));
+      return launch(0, a);
+    }
+    for (unsigned i = 1; i < op.num_operands(); ++i) {
+      const auto [wv, sv] = wptr(i);
+      KernelArgs a;
+      a.Add(wv).Add(sv).Add(In(0)).Add(Out(i - 1)).Add(static_cast<int>(weights_.at(op.operand(i))->rows));
+      MEMRA_RETURN_IF_ERROR(launch(i - 1, a));
+    }
+    return absl::OkStatus();
+  }
   switch (op.kind()) {
     case OpKind::kEmbed: {
       KernelArgs a;

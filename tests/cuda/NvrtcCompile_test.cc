@@ -64,10 +64,19 @@ TEST(NvrtcCompileTest, BucketLadder) {
 TEST(NvrtcCompileTest, TinyModelPlanCompilesForSm90) {
   auto nvrtc = Nvrtc::Load();
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available here: " << nvrtc.status();
-  const std::string model = testing::CudaTestDataPath("models/qwen35-tiny-f32.gguf");
-  if (!testing::FileExists(model)) GTEST_SKIP() << "tiny model fixture not found: " << model;
-  std::vector<ModuleSpec> mods = TinyModelModules(model);
+  // f32 weights (cuBLASLt f32) and q8_0 (bf16 GEMMs, the q8 GEMV of decode): every kernel both need.
+  std::vector<ModuleSpec> mods;
+  std::set<std::string> seen;
+  for (const char* name : {"models/qwen35-tiny-f32.gguf", "models/qwen35-tiny-q8_0.gguf"}) {
+    const std::string model = testing::CudaTestDataPath(name);
+    if (!testing::FileExists(model)) GTEST_SKIP() << "tiny model fixture not found: " << model;
+    for (const ModuleSpec& m : TinyModelModules(model))
+      if (seen.insert(m.Key()).second) mods.push_back(m);
+  }
   ASSERT_FALSE(mods.empty());
+  bool has_q8_gemv = false;
+  for (const ModuleSpec& m : mods) has_q8_gemv |= m.Key().find("Gemv.cu") != std::string::npos && m.Key().find("GEMV_W=3") != std::string::npos;
+  EXPECT_TRUE(has_q8_gemv) << "the q8_0 model's decode should select the q8 GEMV";
   const std::string dir = ::testing::TempDir() + "/memra-nvrtc-test-cache";
   std::filesystem::remove_all(dir);
   CompileOptions o;

@@ -1,0 +1,100 @@
+// Matrix-vector products for one token (decode, M = 1): y[n] = sum_k W[n, k] * x[k], W row-major
+// [N, GEMV_K]. Decode is bound by reading the weights once, so a warp streams one row with 16-byte
+// loads (8 f16/bf16 or 16 int8 weights per lane per step) against x staged in shared memory
+// (f32; every block reads it once), accumulating in f32; a warp reduction finishes the row.
+//
+// GEMV_W, the weight storage: 1 f16, 2 bf16, 3 q8 (Q8_0 repacked at upload: int8 values row-major
+// [N, K] and one f32 scale per 32 values [N, K / 32], so loads stay 16-byte aligned; the ggml
+// block is 34 bytes). GEMV_K is a multiple of 16 (q8: of 32). GEMV_WARPS rows per block.
+#include "Common.cuh"
+
+#ifndef GEMV_K
+#define GEMV_K 256
+#endif
+#ifndef GEMV_W
+#define GEMV_W 2
+#endif
+#ifndef GEMV_WARPS
+#define GEMV_WARPS 8
+#endif
+
+#if GEMV_W == 3
+#define GEMV_PER_LANE 16  // int8 per 16-byte load
+#else
+#define GEMV_PER_LANE 8   // f16 / bf16 per 16-byte load
+#endif
+#define GEMV_STEPS ((GEMV_K + 32 * GEMV_PER_LANE - 1) / (32 * GEMV_PER_LANE))
+
+__device__ __forceinline__ void stage_x(const float* __restrict__ x, float* xs) {
+  for (int i = threadIdx.x; i < GEMV_K; i += blockDim.x) xs[i] = x[i];
+  __syncthreads();
+}
+
+// The dot product of row `row` with the staged x, summed over the warp (every lane gets it).
+__device__ __forceinline__ float row_dot(const void* __restrict__ w, const float* __restrict__ scale, i64 row,
+                                         const float* xs) {
+  const int lane = threadIdx.x & 31;
+  float acc = 0.0f;
+#if GEMV_W == 3
+  const signed char* wr = static_cast<const signed char*>(w) + row * GEMV_K;
+  const float* sr = scale + row * (GEMV_K / 32);
+#pragma unroll
+  for (int s = 0; s < GEMV_STEPS; ++s) {
+    const int k = (s * 32 + lane) * GEMV_PER_LANE;
+    if (k < GEMV_K) {
+      const int4 q = *reinterpret_cast<const int4*>(wr + k);
+      const signed char* qb = reinterpret_cast<const signed char*>(&q);
+      const float4* x4 = reinterpret_cast<const float4*>(xs + k);
+      float part = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float4 xv = x4[j];
+        part += (float)qb[4 * j] * xv.x + (float)qb[4 * j + 1] * xv.y + (float)qb[4 * j + 2] * xv.z +
+                (float)qb[4 * j + 3] * xv.w;
+      }
+      acc += part * sr[k / 32];
+    }
+  }
+#else
+  const u16* wr = static_cast<const u16*>(w) + row * GEMV_K;
+#pragma unroll
+  for (int s = 0; s < GEMV_STEPS; ++s) {
+    const int k = (s * 32 + lane) * GEMV_PER_LANE;
+    if (k < GEMV_K) {
+      const uint4 q = *reinterpret_cast<const uint4*>(wr + k);
+      const u16* h = reinterpret_cast<const u16*>(&q);
+      const float4 x0 = *reinterpret_cast<const float4*>(xs + k);
+      const float4 x1 = *reinterpret_cast<const float4*>(xs + k + 4);
+      const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc += load_as_f32<GEMV_W>(h, j) * xv[j];
+    }
+  }
+#endif
+  return warp_sum(acc);
+}
+
+// y[N] = W x. scale: the q8 scales (unused for f16 / bf16).
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)
+gemv(const void* __restrict__ w, const float* __restrict__ scale, const float* __restrict__ x, float* __restrict__ y,
+     int n_rows) {
+  __shared__ __align__(16) float xs[GEMV_K];
+  stage_x(x, xs);
+  const i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+  if (row >= n_rows) return;
+  const float v = row_dot(w, scale, row, xs);
+  if ((threadIdx.x & 31) == 0) y[row] = v;
+}
+
+// The FFN's fused gate/up product: y[n] = silu(Wg x)[n] * (Wu x)[n], both rows read by one warp.
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)
+gemv_swiglu(const void* __restrict__ wg, const float* __restrict__ sg, const void* __restrict__ wu,
+            const float* __restrict__ su, const float* __restrict__ x, float* __restrict__ y, int n_rows) {
+  __shared__ __align__(16) float xs[GEMV_K];
+  stage_x(x, xs);
+  const i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+  if (row >= n_rows) return;
+  const float g = row_dot(wg, sg, row, xs);
+  const float u = row_dot(wu, su, row, xs);
+  if ((threadIdx.x & 31) == 0) y[row] = siluf_(g) * u;
+}
