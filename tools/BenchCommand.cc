@@ -45,8 +45,10 @@ cl::opt<bool> BenchProfile("profile",
 cl::opt<bool> BenchGraphs("cuda-graphs",
                           cl::desc("CUDA: replay captured segments as CUDA graphs; false = all eager (default: true)"),
                           cl::init(true), cl::sub(kBench));
-cl::opt<std::string> BenchPasses("passes", cl::desc("Compile pipeline run before the benchmark (default: memra run's)"),
-                                 cl::init(std::string(memra::passes::kDefaultPipeline)), cl::sub(kBench));
+cl::opt<std::string> BenchPasses("passes",
+                                 cl::desc("Compile pipeline run before the benchmark (default: memra run's for the "
+                                          "backend, passes/Pipelines.h PipelineForArch)"),
+                                 cl::init(""), cl::sub(kBench));
 cl::opt<int> BenchThreads("threads", cl::desc("CPU threads for the cpu backend, 0 = all (default: 0)"), cl::init(0),
                           cl::sub(kBench));
 
@@ -99,8 +101,13 @@ int RunBench() {
   if (!module.ok()) return Fail(module.status());
 
   // The same compile pipeline as memra run (fused ops, bucket functions, memory plan, segments).
+  std::string backend_name = BenchBackend;
+  if (backend_name.empty()) backend_name = std::string(runtime::BackendName(runtime::DefaultBackend()));
+  auto backend = runtime::ParseBackend(backend_name);
+  if (!backend.ok()) return Fail(backend.status());
   passes::PassManagerOptions pm_opts;
-  pm_opts.pipeline = BenchPasses;
+  pm_opts.pipeline = !BenchPasses.empty() ? std::string(BenchPasses)
+                                          : passes::PipelineForArch(*backend == runtime::Backend::kCuda ? "sm_90" : "cpu");
   pm_opts.input_name = BenchModel;
   {
     auto pm = passes::PassManager::Create(pm_opts);
@@ -108,10 +115,6 @@ int RunBench() {
     if (absl::Status st = (*pm)->Run(**module); !st.ok()) return Fail(st);
   }
 
-  std::string backend_name = BenchBackend;
-  if (backend_name.empty()) backend_name = std::string(runtime::BackendName(runtime::DefaultBackend()));
-  auto backend = runtime::ParseBackend(backend_name);
-  if (!backend.ok()) return Fail(backend.status());
   runtime::ExecutorOptions eo;
   eo.cpu.threads = BenchThreads;
   eo.cuda.kernel_cache_dir = BenchCache;

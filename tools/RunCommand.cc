@@ -20,6 +20,7 @@
 #include "passes/Pipelines.h"
 #include "runtime/Session.h"
 #include "runtime/cpu/LayerTrace.h"
+#include "runtime/plan/KernelTable.h"
 #include "runtime/plan/Plan.h"
 #include "tools/Command.h"
 #include "tools/PassManagerFlags.h"
@@ -158,9 +159,19 @@ int RunRun() {
       return Fail(absl::Status(st.code(), absl::StrCat(std::string(RunModel), ": ", st.message())));
     auto module = runtime::LoadPlanModule(*plan);
     if (!module.ok()) return Fail(module.status());
+    if (backend == runtime::Backend::kCuda) {
+      // The plan's cubins: nothing is compiled at run time (a kernel missing from the table would
+      // still compile, counted in the kernel line).
+      auto pre = runtime::PrecompiledKernels(*plan);
+      if (!pre.ok()) return Fail(absl::Status(pre.status().code(), absl::StrCat(std::string(RunModel), ": ", pre.status().message())));
+      so.cuda.precompiled = *pre;
+    }
     session = runtime::Session::Open(std::move(*file), std::move(*module), so);
   } else {
     passes::PassManagerOptions pm_opts = RunPmFlags.Options();
+    // The backend's pipeline (CUDA: with select-kernels) unless --passes says otherwise.
+    if (!RunPmFlags.pipeline_given())
+      pm_opts.pipeline = passes::PipelineForArch(backend == runtime::Backend::kCuda ? "sm_90" : "cpu");
     pm_opts.input_name = RunModel;
     so.compile = [pm_opts](ir::Module& m) -> absl::Status {
       auto pm = passes::PassManager::Create(pm_opts);
