@@ -365,7 +365,9 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
   auto p = std::make_unique<Program>();
   p->fn = &fn;
   p->bucket = bucket;
-  const int64_t shape_bucket = bucket == 0 ? 1 : bucket;  // static functions: symbols unused
+  // A static function is specialized to its own bucket (select-kernels and the plan key its
+  // modules by it; @decode: 1); a generic one to the call's.
+  const int64_t shape_bucket = bucket == 0 ? fn.attrs().I64Or("bucket", 1) : bucket;
   // 1. Kernel selection per op.
   std::vector<codegen::ModuleSpec> modules;
   for (const Op* op : fn.Ops()) {
