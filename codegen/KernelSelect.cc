@@ -75,7 +75,8 @@ Launch RowKernel(const std::string& entry, int64_t rows, int64_t cols, int64_t m
   return l;
 }
 
-// One token through 16-bit or q8 weights: Gemv.cu (decode reads every weight once; cuBLASLt's M = 1
+// One token through 16-bit or q8 weights: Gemv.cu (a matmul_group of <= 4 weights of one storage in
+// one `gemv_group` launch) (decode reads every weight once; cuBLASLt's M = 1
 // path reached ~55 % of the bandwidth). Not when a weight is f32, the weights' storages differ in a
 // matmul_swiglu, or x does not fit the kernel's static shared memory (48 KiB).
 std::optional<OpKernels> GemvKernels(const ir::Op& op, const OpShapes& s) {
@@ -99,9 +100,14 @@ std::optional<OpKernels> GemvKernels(const ir::Op& op, const OpShapes& s) {
     l.grid = static_cast<uint32_t>((N + 7) / 8);
     return l;
   };
+  const bool one_storage = std::all_of(storage.begin(), storage.end(), [&](int c) { return c == storage[0]; });
   if (op.is(OpKind::kMatMulSwiglu)) {
-    if (storage.size() != 2 || storage[0] != storage[1]) return std::nullopt;
+    if (storage.size() != 2 || !one_storage) return std::nullopt;
     k.launches.push_back(launch("gemv_swiglu", storage[0], s.out[0].back()));
+  } else if (op.is(OpKind::kMatMulGroup) && storage.size() <= 4 && one_storage) {
+    int64_t rows = 0;
+    for (const auto& o : s.out) rows += o.back();
+    k.launches.push_back(launch("gemv_group", storage[0], rows));
   } else {
     for (size_t i = 0; i < storage.size(); ++i) k.launches.push_back(launch("gemv", storage[i], s.out[i].back()));
   }

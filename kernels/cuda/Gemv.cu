@@ -98,3 +98,33 @@ gemv_swiglu(const void* __restrict__ wg, const float* __restrict__ sg, const voi
   const float u = row_dot(wu, su, row, xs);
   if ((threadIdx.x & 31) == 0) y[row] = siluf_(g) * u;
 }
+
+// A matmul_group's products (up to 4 weights of one storage sharing x) in one launch: global row
+// g runs against the weight whose row range holds it. Small projections (the delta-net beta /
+// alpha, 32 rows) then cost no launch of their own.
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)
+gemv_group(const void* __restrict__ w0, const float* __restrict__ s0, float* __restrict__ y0,
+           const void* __restrict__ w1, const float* __restrict__ s1, float* __restrict__ y1,
+           const void* __restrict__ w2, const float* __restrict__ s2, float* __restrict__ y2,
+           const void* __restrict__ w3, const float* __restrict__ s3, float* __restrict__ y3,
+           const float* __restrict__ x, int n0, int n1, int n2, int n3) {
+  __shared__ __align__(16) float xs[GEMV_K];
+  stage_x(x, xs);
+  i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+  const void* w;
+  const float* s;
+  float* y;
+  if (row < n0) {
+    w = w0, s = s0, y = y0;
+  } else if ((row -= n0) < n1) {
+    w = w1, s = s1, y = y1;
+  } else if ((row -= n1) < n2) {
+    w = w2, s = s2, y = y2;
+  } else if ((row -= n2) < n3) {
+    w = w3, s = s3, y = y3;
+  } else {
+    return;
+  }
+  const float v = row_dot(w, s, row, xs);
+  if ((threadIdx.x & 31) == 0) y[row] = v;
+}

@@ -99,8 +99,8 @@ class KernelArgs {
   void** ptrs() { return ptrs_.data(); }
 
  private:
-  std::array<std::array<uint8_t, 8>, 16> store_{};
-  std::array<void*, 16> ptrs_{};
+  std::array<std::array<uint8_t, 8>, 24> store_{};
+  std::array<void*, 24> ptrs_{};
   int n_ = 0;
 };
 
@@ -912,6 +912,18 @@ absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::
       const auto [wu, su] = wptr(2);
       KernelArgs a;
       a.Add(wg).Add(sg).Add(wu).Add(su).Add(In(0)).Add(Out(0)).Add(static_cast<int>(weights_.at(op.operand(1))->rows));
+      return launch(0, a);
+    }
+    if (s.launches.size() == 1 && s.launches[0].spec.kernel.entry == "gemv_group") {
+      KernelArgs a;
+      for (unsigned i = 1; i <= 4; ++i) {
+        const bool used = i < op.num_operands();
+        const auto [wv, sv] = used ? wptr(i) : std::make_pair(CUdeviceptr{0}, CUdeviceptr{0});
+        a.Add(wv).Add(sv).Add(used ? Out(i - 1) : CUdeviceptr{0});
+      }
+      a.Add(In(0));
+      for (unsigned i = 1; i <= 4; ++i)
+        a.Add(static_cast<int>(i < op.num_operands() ? weights_.at(op.operand(i))->rows : 0));
       return launch(0, a);
     }
     for (unsigned i = 1; i < op.num_operands(); ++i) {

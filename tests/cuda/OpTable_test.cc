@@ -327,6 +327,22 @@ TEST_F(OpTableTest, FusedOps) {
                                              {x, h.Weight("wg", t, {1024, 768}, -0.05f, 0.05f),
                                               h.Weight("wu", t, {1024, 768}, -0.05f, 0.05f)})};
     });
+  // matmul_group: the delta-net in-projection's shape (a large, a medium and two 32-row weights of one
+  // type: one gemv_group launch at T = 1) and a group mixing q8_0 and q4_K (per-weight GEMVs).
+  for (auto [t, bound] : types)
+    FOR_T Check("matmul_group", std::string(gguf::GgmlTypeName(t)), T, bound, [&](Harness& h) {
+      Value* x = h.Arg("x", {-1, 1024});
+      auto r = h.b->Build(ir::OpKind::kMatMulGroup,
+                          {x, h.Weight("wa", t, {1024, 640}, -0.05f, 0.05f), h.Weight("wb", t, {1024, 256}, -0.05f, 0.05f),
+                           h.Weight("wc", t, {1024, 32}, -0.05f, 0.05f), h.Weight("wd", t, {1024, 32}, -0.05f, 0.05f)});
+      return std::vector<Value*>(r.begin(), r.end());
+    });
+  FOR_T Check("matmul_group", "q8_0+q4_K", T, 5e-5, [&](Harness& h) {
+    Value* x = h.Arg("x", {-1, 1024});
+    auto r = h.b->Build(ir::OpKind::kMatMulGroup, {x, h.Weight("wa", GgmlType::kQ8_0, {1024, 256}, -0.05f, 0.05f),
+                                                   h.Weight("wb", GgmlType::kQ4_K, {1024, 64}, -0.05f, 0.05f)});
+    return std::vector<Value*>(r.begin(), r.end());
+  });
   FOR_T Check("qk_norm_rope", "f32", T, 1e-9, [](Harness& h) {
     Value* q = h.Arg("q", {-1, 16, 256});
     Value* k = h.Arg("k", {-1, 4, 256});
