@@ -4,7 +4,7 @@
 # linked statically; the CUDA libraries are loaded at run time).
 #
 #   bench/make_gpu_bundle.sh [BUILD_DIR]      (default build-gpu; a Release build)
-#   -> BUILD_DIR/gpu-bundle.tar.xz   (memra + tests/cuda/*_test, stripped, --gc-sections)
+#   -> BUILD_DIR/gpu-bundle.tar.xz   (memra, memra-kernel-bench, tests/cuda/*_test, stripped, --gc-sections)
 #
 # Then carry it: run(carry=["BUILD_DIR/gpu-bundle.tar.xz"], command="bash bench/gpu_suite.sh BUILD_DIR/gpu-bundle.tar.xz")
 set -euo pipefail
@@ -19,10 +19,11 @@ fi
 # Unreferenced archive members (the tokenizer's ICU, 30 MB of data) drop out at link time.
 cmake "$build" -DCMAKE_EXE_LINKER_FLAGS="-Wl,--gc-sections" >/dev/null
 tests=$(cd "$root/tests/cuda" && ls *_test.cc | sed 's/\.cc$//')
-cmake --build "$build" --target memra $tests -- -j"$(nproc)"
+cmake --build "$build" --target memra memra-kernel-bench $tests -- -j"$(nproc)"
 stage=$build/gpu-bundle
 rm -rf "$stage" && mkdir -p "$stage"
 objcopy --strip-all "$build/tools/memra" "$stage/memra"
+objcopy --strip-all "$build/bench/memra-kernel-bench" "$stage/memra-kernel-bench"
 for t in $tests; do objcopy --strip-all "$build/tests/$t" "$stage/$t"; done
 tar cJf "$build/gpu-bundle.tar.xz" -C "$stage" .
 ls -l "$stage" | awk 'NR>1 {printf "  %-24s %6.1f MB\n", $9, $5/1e6}'

@@ -34,6 +34,10 @@ DType DeviceWeightDType(DType stored) {
 
 int StorageCode(DType d) { return d == DType::kF32 ? 0 : d == DType::kF16 ? 1 : 2; }
 
+int64_t AttentionSplits(int64_t q_heads) {
+  return std::clamp<int64_t>(264 / std::max<int64_t>(q_heads, 1), 1, 64);
+}
+
 int GemvStorage(DType stored) {
   if (stored == DType::kQ8_0) return 3;
   const DType d = DeviceWeightDType(stored);
@@ -77,12 +81,12 @@ Launch RowKernel(const std::string& entry, int64_t rows, int64_t cols, int64_t m
 
 // One token through 16-bit or q8 weights: Gemv.cu (a matmul_group of <= 4 weights of one storage in
 // one `gemv_group` launch) (decode reads every weight once; cuBLASLt's M = 1
-// path reached ~55 % of the bandwidth). Not when a weight is f32, the weights' storages differ in a
-// matmul_swiglu, or x does not fit the kernel's static shared memory (48 KiB).
+// path reached ~55 % of the bandwidth in the model, 59-93 % alone). Not when a weight is f32 or the
+// weights' storages differ in a matmul_swiglu.
 std::optional<OpKernels> GemvKernels(const ir::Op& op, const OpShapes& s) {
   if (s.in.empty() || s.in[0].empty() || Numel(s.in[0]) != s.in[0].back()) return std::nullopt;  // M != 1
   const int64_t K = s.in[0].back();
-  if (K % 32 != 0 || K * 4 > 48 * 1024) return std::nullopt;
+  if (K % 32 != 0) return std::nullopt;
   std::vector<int> storage;
   for (unsigned i = 1; i < op.num_operands(); ++i) {
     const int code = GemvStorage(op.operand(i)->dtype());
@@ -260,10 +264,26 @@ absl::StatusOr<OpKernels> SelectKernels(const ir::Op& op, const OpShapes& s) {
       l.kernel.module.defines =
           MakeDefines({Def("ATT_HQ", q[1]), Def("ATT_HKV", kc[1]), Def("ATT_D", q[2]),
                        Def("ATT_BUCKET", s.bucket), Def("ATT_WARPS", warps)});
-      l.kernel.entry = "attention";
       l.block = static_cast<uint32_t>(warps * 32);
-      l.grid = static_cast<uint32_t>(q[0] * q[1]);
-      k.launches.push_back(l);
+      if (s.bucket == 1 && q[0] == 1) {
+        // Decode: split-KV over AttentionSplits(Hq) ranges of the live keys, then the merge.
+        const int64_t splits = AttentionSplits(q[1]);
+        l.kernel.module.defines =
+            MakeDefines({Def("ATT_HQ", q[1]), Def("ATT_HKV", kc[1]), Def("ATT_D", q[2]), Def("ATT_BUCKET", 1),
+                         Def("ATT_WARPS", warps), Def("ATT_SPLITS", splits)});
+        l.kernel.entry = "attention_split";
+        l.grid = static_cast<uint32_t>(q[1] * splits);
+        k.launches.push_back(l);
+        Launch c = l;
+        c.kernel.entry = "attention_combine";
+        c.block = 32;
+        c.grid = static_cast<uint32_t>(q[1]);
+        k.launches.push_back(c);
+      } else {
+        l.kernel.entry = "attention";
+        l.grid = static_cast<uint32_t>(q[0] * q[1]);
+        k.launches.push_back(l);
+      }
       // attention_gated: o = attention * sigmoid(gate), in place on o.
       if (op.is(OpKind::kAttentionGated)) k.launches.push_back(Ew("mul_sigmoid_f32", Numel(q)));
       break;
@@ -335,6 +355,10 @@ StepScratch ScratchFor(const ir::Op& op, const OpShapes& s, const OpKernels& k) 
   if (k.gemm && cast && !s.in.empty()) r.cast = (bytes(op.operand(0)->dtype(), s.in[0]) / 2 + 255) / 256 * 256;
   if (op.is(OpKind::kMatMulSwiglu) && k.gemm && !s.out.empty()) {
     r.aux = bytes(op.result(0)->dtype(), s.out[0]);
+  } else if ((op.is(OpKind::kAttention) || op.is(OpKind::kAttentionGated)) && !k.launches.empty() &&
+             k.launches[0].kernel.entry == "attention_split") {
+    const int64_t hq = s.in[0][1], d = s.in[0][2];
+    r.aux = hq * AttentionSplits(hq) * (d + 2) * 4;  // the per-range partials
   } else if (op.is(OpKind::kQkNormRope) && s.in.size() >= 2) {
     r.aux = std::max(bytes(op.operand(0)->dtype(), s.in[0]), bytes(op.operand(1)->dtype(), s.in[1]));
   }

@@ -79,3 +79,117 @@ attention(const float* q, const float* k_cache, const float* v_cache, const int*
     }
   }
 }
+
+// Decode (one query token) as split-KV attention ("flash decoding"): the live keys 0..pos[0] are
+// cut into ATT_SPLITS equal ranges at run time, one block of ATT_WARPS warps per (head, range)
+// writes its partial (max, sum, unnormalized acc[D]) to `part`, and attention_combine merges the
+// ranges. The grid depends on ATT_SPLITS only, never on the live length, so one captured decode
+// graph serves every KV length; a long context keeps Hq * ATT_SPLITS blocks busy instead of Hq.
+#ifndef ATT_SPLITS
+#define ATT_SPLITS 16
+#endif
+#define ATT_PART (ATT_D + 2)  // per (head, split): m, l, acc[D]
+
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
+attention_split(const float* q, const float* k_cache, const float* v_cache, const int* pos, float* part, float scale) {
+  const int h = blockIdx.x / ATT_SPLITS, split = blockIdx.x % ATT_SPLITS;
+  const int kvh = h / (ATT_HQ / ATT_HKV);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int n_keys = pos[0] + 1;
+  const int chunk = (n_keys + ATT_SPLITS - 1) / ATT_SPLITS;
+  const int lo = split * chunk, hi = min(lo + chunk, n_keys);
+  const float* qv = q + (i64)h * ATT_D;
+  float qr[ATT_PER_LANE], acc[ATT_PER_LANE];
+#pragma unroll
+  for (int k = 0; k < ATT_PER_LANE; ++k) {
+    const int d = lane + 32 * k;
+    qr[k] = d < ATT_D ? qv[d] * scale : 0.0f;
+    acc[k] = 0.0f;
+  }
+  float m = MEMRA_NEG_INF, l = 0.0f;
+  for (int j = lo + warp; j < hi; j += ATT_WARPS) {
+    const float* kr = k_cache + ((i64)j * ATT_HKV + kvh) * ATT_D;
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ATT_PER_LANE; ++k) {
+      const int d = lane + 32 * k;
+      if (d < ATT_D) s += qr[k] * kr[d];
+    }
+    s = warp_sum(s);
+    const float m_new = fmaxf(m, s);
+    const float corr = expf(m - m_new), p = expf(s - m_new);
+    l = l * corr + p;
+    const float* vr = v_cache + ((i64)j * ATT_HKV + kvh) * ATT_D;
+#pragma unroll
+    for (int k = 0; k < ATT_PER_LANE; ++k) {
+      const int d = lane + 32 * k;
+      acc[k] = acc[k] * corr + (d < ATT_D ? p * vr[d] : 0.0f);
+    }
+    m = m_new;
+  }
+  __shared__ float sm[ATT_WARPS], sl[ATT_WARPS];
+  __shared__ float sacc[ATT_WARPS][ATT_PER_LANE * 32];
+  if (lane == 0) {
+    sm[warp] = m;
+    sl[warp] = l;
+  }
+#pragma unroll
+  for (int k = 0; k < ATT_PER_LANE; ++k) sacc[warp][lane + 32 * k] = acc[k];
+  __syncthreads();
+  if (warp == 0) {
+    float M = MEMRA_NEG_INF;
+    for (int w = 0; w < ATT_WARPS; ++w)
+      if (sl[w] > 0.0f) M = fmaxf(M, sm[w]);
+    float L = 0.0f;
+    float out[ATT_PER_LANE];
+#pragma unroll
+    for (int k = 0; k < ATT_PER_LANE; ++k) out[k] = 0.0f;
+    for (int w = 0; w < ATT_WARPS; ++w) {
+      if (sl[w] == 0.0f) continue;  // a warp that saw no key
+      const float c = expf(sm[w] - M);
+      L += sl[w] * c;
+#pragma unroll
+      for (int k = 0; k < ATT_PER_LANE; ++k) out[k] += sacc[w][lane + 32 * k] * c;
+    }
+    float* pv = part + (i64)blockIdx.x * ATT_PART;
+    if (lane == 0) {
+      pv[0] = M;
+      pv[1] = L;  // 0: this range held no key
+    }
+#pragma unroll
+    for (int k = 0; k < ATT_PER_LANE; ++k) {
+      const int d = lane + 32 * k;
+      if (d < ATT_D) pv[2 + d] = out[k];
+    }
+  }
+}
+
+// o[h] = sum over ranges of acc * e^(m - M) / sum of l * e^(m - M); one warp per head.
+extern "C" __global__ void __launch_bounds__(32) attention_combine(const float* part, float* o) {
+  const int h = blockIdx.x, lane = threadIdx.x;
+  const float* ph = part + (i64)h * ATT_SPLITS * ATT_PART;
+  float M = MEMRA_NEG_INF;
+  for (int s = 0; s < ATT_SPLITS; ++s)
+    if (ph[s * ATT_PART + 1] > 0.0f) M = fmaxf(M, ph[s * ATT_PART]);
+  float L = 0.0f;
+  float out[ATT_PER_LANE];
+#pragma unroll
+  for (int k = 0; k < ATT_PER_LANE; ++k) out[k] = 0.0f;
+  for (int s = 0; s < ATT_SPLITS; ++s) {
+    const float l = ph[s * ATT_PART + 1];
+    if (l == 0.0f) continue;
+    const float c = expf(ph[s * ATT_PART] - M);
+    L += l * c;
+#pragma unroll
+    for (int k = 0; k < ATT_PER_LANE; ++k) {
+      const int d = lane + 32 * k;
+      if (d < ATT_D) out[k] += ph[s * ATT_PART + 2 + d] * c;
+    }
+  }
+  const float inv = 1.0f / L;
+#pragma unroll
+  for (int k = 0; k < ATT_PER_LANE; ++k) {
+    const int d = lane + 32 * k;
+    if (d < ATT_D) o[(i64)h * ATT_D + d] = out[k] * inv;
+  }
+}

@@ -3,6 +3,10 @@
 // loads (8 f16/bf16 or 16 int8 weights per lane per step) against x staged in shared memory
 // (f32; every block reads it once), accumulating in f32; a warp reduction finishes the row.
 //
+// GEMV_STAGE_X: 0 (default) = x read through the read-only cache next to the weights (no barrier
+// before the stream starts; any K); 1 = x staged in shared memory per block (K <= 12288). Measured
+// with bench/KernelBench.cc on the H200: 0 reaches 78-100 % of the HBM roofline at the 9B shapes,
+// 1 only 52-91 % (bench/RESULTS.md).
 // GEMV_W, the weight storage: 1 f16, 2 bf16, 3 q8 (Q8_0 repacked at upload: int8 values row-major
 // [N, K] and one f32 scale per 32 values [N, K / 32], so loads stay 16-byte aligned; the ggml
 // block is 34 bytes). GEMV_K is a multiple of 16 (q8: of 32). GEMV_WARPS rows per block.
@@ -17,6 +21,9 @@
 #ifndef GEMV_WARPS
 #define GEMV_WARPS 8
 #endif
+#ifndef GEMV_STAGE_X
+#define GEMV_STAGE_X 0
+#endif
 
 #if GEMV_W == 3
 #define GEMV_PER_LANE 16  // int8 per 16-byte load
@@ -25,9 +32,28 @@
 #endif
 #define GEMV_STEPS ((GEMV_K + 32 * GEMV_PER_LANE - 1) / (32 * GEMV_PER_LANE))
 
-__device__ __forceinline__ void stage_x(const float* __restrict__ x, float* xs) {
+#if GEMV_STAGE_X
+#define GEMV_X_DECL __shared__ __align__(16) float xs[GEMV_K];
+__device__ __forceinline__ const float* stage_x(const float* __restrict__ x, float* xs) {
   for (int i = threadIdx.x; i < GEMV_K; i += blockDim.x) xs[i] = x[i];
   __syncthreads();
+  return xs;
+}
+__device__ __forceinline__ float4 load_x4(const float* xs, int k) { return *reinterpret_cast<const float4*>(xs + k); }
+#else
+#define GEMV_X_DECL float* xs = nullptr;
+__device__ __forceinline__ const float* stage_x(const float* __restrict__ x, float*) { return x; }
+__device__ __forceinline__ float4 load_x4(const float* x, int k) { return __ldg(reinterpret_cast<const float4*>(x + k)); }
+#endif
+
+// Four int8 (one 32-bit word) to f32 exactly without the quarter-rate I2F conversion: each biased
+// byte goes into the low mantissa of 2^23 (byte_perm), and one subtraction removes 2^23 + 128.
+__device__ __forceinline__ void int8x4_to_f32(unsigned w, float f[4]) {
+  const unsigned u = w ^ 0x80808080u;  // signed -> biased unsigned bytes
+  f[0] = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7650)) - 8388736.0f;
+  f[1] = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7651)) - 8388736.0f;
+  f[2] = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7652)) - 8388736.0f;
+  f[3] = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7653)) - 8388736.0f;
 }
 
 // The dot product of row `row` with the staged x, summed over the warp (every lane gets it).
@@ -43,14 +69,14 @@ __device__ __forceinline__ float row_dot(const void* __restrict__ w, const float
     const int k = (s * 32 + lane) * GEMV_PER_LANE;
     if (k < GEMV_K) {
       const int4 q = *reinterpret_cast<const int4*>(wr + k);
-      const signed char* qb = reinterpret_cast<const signed char*>(&q);
-      const float4* x4 = reinterpret_cast<const float4*>(xs + k);
+      const unsigned qw[4] = {(unsigned)q.x, (unsigned)q.y, (unsigned)q.z, (unsigned)q.w};
       float part = 0.0f;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const float4 xv = x4[j];
-        part += (float)qb[4 * j] * xv.x + (float)qb[4 * j + 1] * xv.y + (float)qb[4 * j + 2] * xv.z +
-                (float)qb[4 * j + 3] * xv.w;
+        const float4 xv = load_x4(xs, k + 4 * j);
+        float qf[4];
+        int8x4_to_f32(qw[j], qf);
+        part += qf[0] * xv.x + qf[1] * xv.y + qf[2] * xv.z + qf[3] * xv.w;
       }
       acc += part * sr[k / 32];
     }
@@ -63,8 +89,8 @@ __device__ __forceinline__ float row_dot(const void* __restrict__ w, const float
     if (k < GEMV_K) {
       const uint4 q = *reinterpret_cast<const uint4*>(wr + k);
       const u16* h = reinterpret_cast<const u16*>(&q);
-      const float4 x0 = *reinterpret_cast<const float4*>(xs + k);
-      const float4 x1 = *reinterpret_cast<const float4*>(xs + k + 4);
+      const float4 x0 = load_x4(xs, k);
+      const float4 x1 = load_x4(xs, k + 4);
       const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc += load_as_f32<GEMV_W>(h, j) * xv[j];
@@ -78,11 +104,11 @@ __device__ __forceinline__ float row_dot(const void* __restrict__ w, const float
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)
 gemv(const void* __restrict__ w, const float* __restrict__ scale, const float* __restrict__ x, float* __restrict__ y,
      int n_rows) {
-  __shared__ __align__(16) float xs[GEMV_K];
-  stage_x(x, xs);
+  GEMV_X_DECL
+  const float* xv = stage_x(x, xs);
   const i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
   if (row >= n_rows) return;
-  const float v = row_dot(w, scale, row, xs);
+  const float v = row_dot(w, scale, row, xv);
   if ((threadIdx.x & 31) == 0) y[row] = v;
 }
 
@@ -90,12 +116,12 @@ gemv(const void* __restrict__ w, const float* __restrict__ scale, const float* _
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)
 gemv_swiglu(const void* __restrict__ wg, const float* __restrict__ sg, const void* __restrict__ wu,
             const float* __restrict__ su, const float* __restrict__ x, float* __restrict__ y, int n_rows) {
-  __shared__ __align__(16) float xs[GEMV_K];
-  stage_x(x, xs);
+  GEMV_X_DECL
+  const float* xv = stage_x(x, xs);
   const i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
   if (row >= n_rows) return;
-  const float g = row_dot(wg, sg, row, xs);
-  const float u = row_dot(wu, su, row, xs);
+  const float g = row_dot(wg, sg, row, xv);
+  const float u = row_dot(wu, su, row, xv);
   if ((threadIdx.x & 31) == 0) y[row] = siluf_(g) * u;
 }
 
@@ -108,8 +134,8 @@ gemv_group(const void* __restrict__ w0, const float* __restrict__ s0, float* __r
            const void* __restrict__ w2, const float* __restrict__ s2, float* __restrict__ y2,
            const void* __restrict__ w3, const float* __restrict__ s3, float* __restrict__ y3,
            const float* __restrict__ x, int n0, int n1, int n2, int n3) {
-  __shared__ __align__(16) float xs[GEMV_K];
-  stage_x(x, xs);
+  GEMV_X_DECL
+  const float* xv = stage_x(x, xs);
   i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
   const void* w;
   const float* s;
@@ -125,6 +151,6 @@ gemv_group(const void* __restrict__ w0, const float* __restrict__ s0, float* __r
   } else {
     return;
   }
-  const float v = row_dot(w, s, row, xs);
+  const float v = row_dot(w, s, row, xv);
   if ((threadIdx.x & 31) == 0) y[row] = v;
 }

@@ -1121,14 +1121,27 @@ absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::
     }
     case OpKind::kAttention:
     case OpKind::kAttentionGated: {
-      KernelArgs a;
-      a.Add(In(0)).Add(In(1)).Add(In(2)).Add(In(3)).Add(Out(0)).Add(static_cast<int>(x0[0]))
-          .Add(static_cast<float>(at.F64Or("scale", 1.0)));
-      MEMRA_RETURN_IF_ERROR(launch(0, a));
+      const float scale = static_cast<float>(at.F64Or("scale", 1.0));
+      size_t next = 1;
+      if (s.launches[0].spec.kernel.entry == "attention_split") {
+        // Decode: partials per key range into the step's scratch, then the merge into o.
+        const CUdeviceptr part = p.arena.ptr() + s.aux_offset;
+        KernelArgs a;
+        a.Add(In(0)).Add(In(1)).Add(In(2)).Add(In(3)).Add(part).Add(scale);
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+        KernelArgs c;
+        c.Add(part).Add(Out(0));
+        MEMRA_RETURN_IF_ERROR(launch(1, c));
+        next = 2;
+      } else {
+        KernelArgs a;
+        a.Add(In(0)).Add(In(1)).Add(In(2)).Add(In(3)).Add(Out(0)).Add(static_cast<int>(x0[0])).Add(scale);
+        MEMRA_RETURN_IF_ERROR(launch(0, a));
+      }
       if (op.is(OpKind::kAttentionGated)) {
         KernelArgs g;
         g.Add(Out(0)).Add(In(4)).Add(Out(0)).Add(n0);
-        MEMRA_RETURN_IF_ERROR(launch(1, g));
+        MEMRA_RETURN_IF_ERROR(launch(next, g));
       }
       break;
     }
