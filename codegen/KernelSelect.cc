@@ -34,12 +34,17 @@ DType DeviceWeightDType(DType stored) {
 
 int StorageCode(DType d) { return d == DType::kF32 ? 0 : d == DType::kF16 ? 1 : 2; }
 
+constexpr bool kGemvQ8Enabled = false;
+
 int64_t AttentionSplits(int64_t q_heads) {
   return std::clamp<int64_t>(264 / std::max<int64_t>(q_heads, 1), 1, 64);
 }
 
 int GemvStorage(DType stored) {
-  if (stored == DType::kQ8_0) return 3;
+  // Q8_0 runs on its bf16 copy: the q8 GEMV reaches only 29-46 % of the roofline (its x traffic
+  // from L1 is 4x the weight bytes; bench/RESULTS.md), so at 9B it was no faster (171 vs 173 tok/s)
+  // and kept a second copy of every matrix. kGemvQ8 stays for memra-kernel-bench until it is fast.
+  if (stored == DType::kQ8_0 && kGemvQ8Enabled) return 3;
   const DType d = DeviceWeightDType(stored);
   return d == DType::kF16 ? 1 : d == DType::kBF16 ? 2 : 0;
 }

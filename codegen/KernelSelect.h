@@ -47,9 +47,10 @@ struct OpKernels {
 // about two blocks per SM of an H200 (132 SMs) over all heads, at most 64.
 int64_t AttentionSplits(int64_t q_heads);
 
-// The storage the one-token GEMV reads a matrix weight stored as `stored` in: 1 f16, 2 bf16,
-// 3 q8 (Q8_0 kept as int8 + f32 scales, repacked at upload), 0 none (f32 weights stay on
-// cuBLASLt, whose f32 path matches the CPU executor to ~1e-5).
+// The storage the one-token GEMV reads a matrix weight stored as `stored` in: 1 f16, 2 bf16
+// (also every quantized type, from its bf16 copy), 0 none (f32 weights stay on cuBLASLt, whose f32
+// path matches the CPU executor to ~1e-5). 3 = q8 (Q8_0 kept as int8 + f32 scales, repacked at
+// upload) exists in Gemv.cu but is not selected until it beats the bf16 copy (KernelSelect.cc).
 int GemvStorage(ir::DType stored);
 
 struct OpShapes {

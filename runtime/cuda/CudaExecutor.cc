@@ -270,7 +270,7 @@ absl::Status CudaExecutor::UploadWeights() {
         MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->matrix.ptr(), bf.data(), bf.size() * 2));
       }
       weight_bytes_ += dw->matrix.bytes();
-      if (w->dtype() == DType::kQ8_0) {
+      if (codegen::GemvStorage(w->dtype()) == 3) {  // the q8 GEMV reads repacked blocks
         const int64_t blocks = view.rows * (view.cols / 32);
         if (static_cast<int64_t>(t->data.size()) != blocks * 34)
           return absl::InvalidArgumentError(absl::StrCat("tensor \"", w->name(), "\": q8_0 data size mismatch"));

@@ -74,9 +74,18 @@ TEST(NvrtcCompileTest, TinyModelPlanCompilesForSm90) {
       if (seen.insert(m.Key()).second) mods.push_back(m);
   }
   ASSERT_FALSE(mods.empty());
-  bool has_q8_gemv = false;
-  for (const ModuleSpec& m : mods) has_q8_gemv |= m.Key().find("Gemv.cu") != std::string::npos && m.Key().find("GEMV_W=3") != std::string::npos;
-  EXPECT_TRUE(has_q8_gemv) << "the q8_0 model's decode should select the q8 GEMV";
+  bool has_gemv = false;
+  for (const ModuleSpec& m : mods) has_gemv |= m.Key().find("Gemv.cu") != std::string::npos;
+  EXPECT_TRUE(has_gemv) << "the q8_0 model's decode should select the one-token GEMV";
+  // Gemv.cu's variants no model selects today (the q8 storage, x staged in shared memory), which
+  // memra-kernel-bench measures: compiled here too so they stay buildable.
+  for (int w : {1, 3})
+    for (int stage : {0, 1}) {
+      ModuleSpec m;
+      m.file = "Gemv.cu";
+      m.defines = MakeDefines({Def("GEMV_K", 4096), Def("GEMV_W", w), Def("GEMV_WARPS", 8), Def("GEMV_STAGE_X", stage)});
+      mods.push_back(m);
+    }
   const std::string dir = ::testing::TempDir() + "/memra-nvrtc-test-cache";
   std::filesystem::remove_all(dir);
   CompileOptions o;
