@@ -298,10 +298,22 @@ absl::StatusOr<OpKernels> SelectKernels(const ir::Op& op, const OpShapes& s) {
       Launch l;
       l.kernel.module.file = "DeltaNet.cu";
       l.kernel.module.defines = MakeDefines({Def("CONV_CHANNELS", C), Def("CONV_K", K)});
-      l.kernel.entry = "conv1d_causal";
       l.block = 128;
-      l.grid = static_cast<uint32_t>((C + 127) / 128);
-      k.launches.push_back(l);
+      if (s.bucket == 1) {  // one token: the sequential kernel, one launch
+        l.kernel.entry = "conv1d_causal";
+        l.grid = static_cast<uint32_t>((C + 127) / 128);
+        k.launches.push_back(l);
+      } else {  // many: one thread per (t, c), then the state update
+        l.kernel.entry = "conv1d_causal_tokens";
+        l.block = 256;
+        l.grid = GridFor(s.in[0][0] * C);
+        k.launches.push_back(l);
+        Launch u = l;
+        u.kernel.entry = "conv1d_state_update";
+        u.block = 128;
+        u.grid = static_cast<uint32_t>((C + 127) / 128);
+        k.launches.push_back(u);
+      }
       break;
     }
     case OpKind::kDeltaNetGates:
@@ -309,15 +321,19 @@ absl::StatusOr<OpKernels> SelectKernels(const ir::Op& op, const OpShapes& s) {
       break;
     case OpKind::kGatedDeltaScan: {
       const int64_t Hk = s.in[0][1], Dk = s.in[0][2], Hv = s.in[2][1], Dv = s.in[2][2];
-      if (Dk > 256) return Unsupported(op, "key head dim > 256");
+      if (Dk > 256 || Dk % 2 != 0) return Unsupported(op, "key head dim must be even and <= 256");
       const int64_t cols = Dv % 32 == 0 ? 32 : Dv;
+      // GDN_SPLIT lanes per state column (a power of two dividing the lanes and Dk / 2), so the
+      // per-token dependency chain is Dk / SPLIT long.
+      int64_t split = 4;
+      while (split > 1 && (Dk % (2 * split) != 0 || (cols * split) % 32 != 0 || cols * split > 1024)) split /= 2;
       Launch l;
       l.kernel.module.file = "DeltaNet.cu";
       l.kernel.module.defines = MakeDefines({Def("GDN_HK", Hk), Def("GDN_HV", Hv), Def("GDN_DK", Dk),
-                                             Def("GDN_DV", Dv), Def("GDN_COLS", cols),
+                                             Def("GDN_DV", Dv), Def("GDN_COLS", cols), Def("GDN_SPLIT", split),
                                              Def("GDN_BUCKET", s.bucket)});
       l.kernel.entry = "gated_delta_scan";
-      l.block = static_cast<uint32_t>(cols);
+      l.block = static_cast<uint32_t>(cols * split);
       l.grid = static_cast<uint32_t>(Hv * (Dv / cols));
       k.launches.push_back(l);
       break;

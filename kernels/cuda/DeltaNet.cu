@@ -1,6 +1,6 @@
 // Gated DeltaNet kernels: the causal depthwise conv with its ring state, and the gated delta
-// rule scan (sequential in time; one thread owns one column j of a head's state S[:, j] in
-// registers, so a token's update needs no cross-thread reduction).
+// rule scan (sequential in time; GDN_SPLIT lanes own one column j of a head's state S[:, j] in
+// registers).
 #include "Common.cuh"
 
 #ifdef CONV_CHANNELS
@@ -28,6 +28,38 @@ extern "C" __global__ void conv1d_causal(const float* x, const float* w, float* 
 #pragma unroll
   for (int i = 0; i < CONV_K - 1; ++i) state[(i64)c * (CONV_K - 1) + i] = win[i];
 }
+
+// The same conv for many tokens, parallel over (t, c): one thread per output. The state is read
+// here and replaced afterwards by conv1d_state_update (a second launch, so no thread reads a
+// state row another has already overwritten).
+extern "C" __global__ void conv1d_causal_tokens(const float* x, const float* w, const float* state, float* y,
+                                                int n_tok) {
+  MEMRA_GRID_STRIDE(idx, (i64)n_tok * CONV_CHANNELS) {
+    const int t = (int)(idx / CONV_CHANNELS), c = (int)(idx % CONV_CHANNELS);
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < CONV_K; ++i) {
+      const int tau = t - (CONV_K - 1) + i;  // < 0: from the state
+      const float xv = tau >= 0 ? x[(i64)tau * CONV_CHANNELS + c] : state[(i64)c * (CONV_K - 1) + (CONV_K - 1) + tau];
+      s += xv * w[(i64)c * CONV_K + i];
+    }
+    y[idx] = s;
+  }
+}
+
+// state[c] = the last CONV_K-1 rows of concat(state, x) (after conv1d_causal_tokens read it).
+extern "C" __global__ void conv1d_state_update(const float* x, float* state, int n_tok) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= CONV_CHANNELS) return;
+  float win[CONV_K - 1];
+#pragma unroll
+  for (int i = 0; i < CONV_K - 1; ++i) {
+    const int tau = n_tok - (CONV_K - 1) + i;
+    win[i] = tau >= 0 ? x[(i64)tau * CONV_CHANNELS + c] : state[(i64)c * (CONV_K - 1) + (CONV_K - 1) + tau];
+  }
+#pragma unroll
+  for (int i = 0; i < CONV_K - 1; ++i) state[(i64)c * (CONV_K - 1) + i] = win[i];
+}
 #endif
 
 #ifdef GDN_DK
@@ -36,44 +68,93 @@ extern "C" __global__ void conv1d_causal(const float* x, const float* w, float* 
 //   o_j = scale * sum_i S[i][j] q_i.
 // q, k: [n_tok, HK, DK]; v, o: [n_tok, HV, DV]; g, beta: [n_tok, HV];
 // state: [HV, DV, DK] with state[h, j, i] = S[i][j]. Grid: HV * (DV / GDN_COLS) blocks of
-// GDN_COLS threads. GDN_BUCKET is the token bucket (1 = decode).
-extern "C" __global__ void __launch_bounds__(GDN_COLS)
+// GDN_COLS * GDN_SPLIT threads. GDN_BUCKET is the token bucket (1 = decode).
+//
+// The recurrence is sequential in t, so a step's latency is the cost: GDN_SPLIT lanes share one
+// column j (lane p holds S[i][j] for i = p, p + SPLIT, ...; the sums close with two shuffles), the
+// dot products use two accumulators, and the next token's k, q, v, g, beta are loaded while this
+// one computes (k, q double-buffered in shared memory, one barrier per token).
+#ifndef GDN_SPLIT
+#define GDN_SPLIT 4
+#endif
+#define GDN_PER (GDN_DK / GDN_SPLIT)
+#define GDN_THREADS (GDN_COLS * GDN_SPLIT)
+#define GDN_KQ_PER_THREAD ((GDN_DK + GDN_THREADS - 1) / GDN_THREADS)
+
+__device__ __forceinline__ float quad_sum(float v) {
+#pragma unroll
+  for (int o = 1; o < GDN_SPLIT; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+extern "C" __global__ void __launch_bounds__(GDN_THREADS)
 gated_delta_scan(const float* q, const float* k, const float* v, const float* g, const float* beta,
                  float* state, float* o, int n_tok, float scale) {
   const int blocks_per_head = GDN_DV / GDN_COLS;
   const int h = blockIdx.x / blocks_per_head;
-  const int j = (blockIdx.x % blocks_per_head) * GDN_COLS + threadIdx.x;
+  const int part = threadIdx.x % GDN_SPLIT;
+  const int j = (blockIdx.x % blocks_per_head) * GDN_COLS + threadIdx.x / GDN_SPLIT;
   const int kh = h % GDN_HK;
-  __shared__ float sk[GDN_DK], sq[GDN_DK];
-  float S[GDN_DK];
+  __shared__ float sk[2][GDN_DK], sq[2][GDN_DK];
+  float S[GDN_PER];
   float* st = state + ((i64)h * GDN_DV + j) * GDN_DK;
 #pragma unroll
-  for (int i = 0; i < GDN_DK; ++i) S[i] = st[i];
+  for (int i = 0; i < GDN_PER; ++i) S[i] = st[i * GDN_SPLIT + part];
+  // Token t's inputs in registers: k, q (this thread's share), v_j, g, beta.
+  float rk[GDN_KQ_PER_THREAD], rq[GDN_KQ_PER_THREAD], rv = 0.0f, rg = 0.0f, rb = 0.0f;
+  auto load = [&](int t) {
+#pragma unroll
+    for (int e = 0; e < GDN_KQ_PER_THREAD; ++e) {
+      const int i = threadIdx.x + e * GDN_THREADS;
+      rk[e] = i < GDN_DK ? k[((i64)t * GDN_HK + kh) * GDN_DK + i] : 0.0f;
+      rq[e] = i < GDN_DK ? q[((i64)t * GDN_HK + kh) * GDN_DK + i] : 0.0f;
+    }
+    rv = v[((i64)t * GDN_HV + h) * GDN_DV + j];
+    rg = g[(i64)t * GDN_HV + h];
+    rb = beta[(i64)t * GDN_HV + h];
+  };
+  auto stage = [&](int buf) {
+#pragma unroll
+    for (int e = 0; e < GDN_KQ_PER_THREAD; ++e) {
+      const int i = threadIdx.x + e * GDN_THREADS;
+      if (i < GDN_DK) {
+        sk[buf][i] = rk[e];
+        sq[buf][i] = rq[e];
+      }
+    }
+  };
+  if (n_tok > 0) {
+    load(0);
+    stage(0);
+  }
+  __syncthreads();
   for (int t = 0; t < n_tok; ++t) {
-    __syncthreads();
-    for (int i = threadIdx.x; i < GDN_DK; i += GDN_COLS) {
-      sk[i] = k[((i64)t * GDN_HK + kh) * GDN_DK + i];
-      sq[i] = q[((i64)t * GDN_HK + kh) * GDN_DK + i];
-    }
-    __syncthreads();
-    const float decay = expf(g[(i64)t * GDN_HV + h]);
-    const float b = beta[(i64)t * GDN_HV + h];
-    float sk_dot = 0.0f;
+    const int buf = t & 1;
+    const float decay = expf(rg), b = rb, vj = rv;
+    if (t + 1 < n_tok) load(t + 1);  // in flight while this token computes
+    float a0 = 0.0f, a1 = 0.0f;
 #pragma unroll
-    for (int i = 0; i < GDN_DK; ++i) {
+    for (int i = 0; i < GDN_PER; i += 2) {
       S[i] *= decay;
-      sk_dot += S[i] * sk[i];
+      a0 += S[i] * sk[buf][i * GDN_SPLIT + part];
+      S[i + 1] *= decay;
+      a1 += S[i + 1] * sk[buf][(i + 1) * GDN_SPLIT + part];
     }
-    const float d = (v[((i64)t * GDN_HV + h) * GDN_DV + j] - sk_dot) * b;
-    float out = 0.0f;
+    const float d = (vj - quad_sum(a0 + a1)) * b;
+    float o0 = 0.0f, o1 = 0.0f;
 #pragma unroll
-    for (int i = 0; i < GDN_DK; ++i) {
-      S[i] += sk[i] * d;
-      out += S[i] * sq[i];
+    for (int i = 0; i < GDN_PER; i += 2) {
+      S[i] += sk[buf][i * GDN_SPLIT + part] * d;
+      o0 += S[i] * sq[buf][i * GDN_SPLIT + part];
+      S[i + 1] += sk[buf][(i + 1) * GDN_SPLIT + part] * d;
+      o1 += S[i + 1] * sq[buf][(i + 1) * GDN_SPLIT + part];
     }
-    o[((i64)t * GDN_HV + h) * GDN_DV + j] = out * scale;
+    const float out = quad_sum(o0 + o1);
+    if (part == 0) o[((i64)t * GDN_HV + h) * GDN_DV + j] = out * scale;
+    if (t + 1 < n_tok) stage(buf ^ 1);  // buf ^ 1 was last read before the previous barrier
+    __syncthreads();
   }
 #pragma unroll
-  for (int i = 0; i < GDN_DK; ++i) st[i] = S[i];
+  for (int i = 0; i < GDN_PER; ++i) st[i * GDN_SPLIT + part] = S[i];
 }
 #endif

@@ -1149,6 +1149,11 @@ absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::
       KernelArgs a;
       a.Add(In(0)).Add(In(1)).Add(In(2)).Add(Out(0)).Add(static_cast<int>(x0[0]));
       MEMRA_RETURN_IF_ERROR(launch(0, a));
+      if (s.launches.size() == 2) {  // conv1d_causal_tokens, then the state update
+        KernelArgs u;
+        u.Add(In(0)).Add(In(2)).Add(static_cast<int>(x0[0]));
+        MEMRA_RETURN_IF_ERROR(launch(1, u));
+      }
       break;
     }
     case OpKind::kDeltaNetGates: {
