@@ -193,3 +193,120 @@ extern "C" __global__ void __launch_bounds__(32) attention_combine(const float* 
     if (d < ATT_D) o[(i64)h * ATT_D + d] = out[k] * inv;
   }
 }
+
+// Prefill (many query tokens) with query tiles: one block of 4 warps per (tile of ATT_TQ = 32
+// consecutive queries, head h); keys and values stream through shared memory ATT_TK = 16 rows at
+// a time and serve all 32 queries (the per-(token, head) kernel above re-reads every earlier key
+// from L2 for each query). Warp w owns queries 8w .. 8w+7; for the scores a half-warp takes one
+// query and a lane one key, for P·V a lane owns head dims lane, lane + 32, ...; f32 throughout,
+// online softmax per query. Causal: query t sees cache rows 0..pos[t].
+#define ATT_TQ 32
+#define ATT_TK 16
+#define ATT_QPW (ATT_TQ / 4)  // queries per warp
+
+extern "C" __global__ void __launch_bounds__(128)
+attention_tiled(const float* q, const float* k_cache, const float* v_cache, const int* pos, float* o, int n_tok,
+                float scale) {
+  const int n_tiles = (ATT_BUCKET + ATT_TQ - 1) / ATT_TQ;
+  const int tile = blockIdx.x % n_tiles, h = blockIdx.x / n_tiles;
+  const int t0 = tile * ATT_TQ;
+  if (t0 >= n_tok) return;
+  const int kvh = h / (ATT_HQ / ATT_HKV);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, half = lane >> 4, key = lane & 15;
+  __shared__ float ks[ATT_TK][ATT_D + 1];  // +1: the score loop reads a column across lanes
+  __shared__ float vs[ATT_TK][ATT_D];
+  // The tile's last valid query sees the most keys.
+  const int t_last = min(t0 + ATT_TQ, n_tok) - 1;
+  const int n_keys = pos[t_last] + 1;
+  int qpos[ATT_QPW];
+  const float* qp[ATT_QPW];
+#pragma unroll
+  for (int i = 0; i < ATT_QPW; ++i) {
+    const int t = t0 + warp * ATT_QPW + i;
+    qpos[i] = t < n_tok ? pos[t] : -1;  // -1: a padded query, never written
+    qp[i] = q + ((i64)min(t, n_tok - 1) * ATT_HQ + h) * ATT_D;
+  }
+  float m[ATT_QPW], l[ATT_QPW], acc[ATT_QPW][ATT_PER_LANE];
+#pragma unroll
+  for (int i = 0; i < ATT_QPW; ++i) {
+    m[i] = MEMRA_NEG_INF;
+    l[i] = 0.0f;
+#pragma unroll
+    for (int d = 0; d < ATT_PER_LANE; ++d) acc[i][d] = 0.0f;
+  }
+  for (int kb = 0; kb < n_keys; kb += ATT_TK) {
+    __syncthreads();  // the previous tile's rows are no longer read
+    for (int e = threadIdx.x; e < ATT_TK * ATT_D; e += 128) {
+      const int r = e / ATT_D, d = e % ATT_D;
+      const bool in = kb + r < n_keys;
+      ks[r][d] = in ? k_cache[((i64)(kb + r) * ATT_HKV + kvh) * ATT_D + d] : 0.0f;
+      vs[r][d] = in ? v_cache[((i64)(kb + r) * ATT_HKV + kvh) * ATT_D + d] : 0.0f;
+    }
+    __syncthreads();
+    // Scores: query pair (i, i + ATT_QPW / 2) per step, half-warps; lane `key` of each half.
+    float p_pair[ATT_QPW / 2];
+#pragma unroll
+    for (int st = 0; st < ATT_QPW / 2; ++st) {
+      const int i = st + half * (ATT_QPW / 2);
+      const float* qv = qp[i];
+      float s = 0.0f;
+#pragma unroll 8
+      for (int d = 0; d < ATT_D; ++d) s += __ldg(qv + d) * ks[key][d];
+      s *= scale;
+      const int j = kb + key;
+      const bool visible = qpos[i] >= 0 && j <= qpos[i];
+      float tile_max = visible ? s : MEMRA_NEG_INF;
+#pragma unroll
+      for (int off = 8; off > 0; off >>= 1) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, off));
+      const float m_new = fmaxf(m[i], tile_max);
+      // m_new == -inf: nothing visible yet for this query (its p are 0, its state unchanged).
+      const float p = visible ? expf(s - m_new) : 0.0f;
+      float psum = p;
+#pragma unroll
+      for (int off = 8; off > 0; off >>= 1) psum += __shfl_xor_sync(0xffffffffu, psum, off);
+      const float corr = m_new == MEMRA_NEG_INF ? 1.0f : expf(m[i] - m_new);
+      l[i] = l[i] * corr + psum;
+      m[i] = m_new;
+      p_pair[st] = p;
+      // The other half's query: its corr, m, l are needed by every lane for P·V.
+      const int other = st + (1 - half) * (ATT_QPW / 2);
+      const float corr_other = __shfl_xor_sync(0xffffffffu, corr, 16);
+      m[other] = __shfl_xor_sync(0xffffffffu, m_new, 16);
+      l[other] = __shfl_xor_sync(0xffffffffu, l[i], 16);
+#pragma unroll
+      for (int dd = 0; dd < ATT_PER_LANE; ++dd) {
+        acc[i][dd] *= corr;
+        acc[other][dd] *= corr_other;
+      }
+    }
+    // P·V: lane owns dims lane + 32 * dd; p(i, j) comes from lane j of query i's half.
+#pragma unroll
+    for (int st = 0; st < ATT_QPW / 2; ++st) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int i = st + hh * (ATT_QPW / 2);
+#pragma unroll 4
+        for (int j = 0; j < ATT_TK; ++j) {
+          const float p = __shfl_sync(0xffffffffu, p_pair[st], hh * 16 + j);
+#pragma unroll
+          for (int dd = 0; dd < ATT_PER_LANE; ++dd) {
+            const int d = lane + 32 * dd;
+            if (d < ATT_D) acc[i][dd] += p * vs[j][d];
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < ATT_QPW; ++i) {
+    if (qpos[i] < 0) continue;
+    const int t = t0 + warp * ATT_QPW + i;
+    const float inv = 1.0f / l[i];
+    float* ov = o + ((i64)t * ATT_HQ + h) * ATT_D;
+#pragma unroll
+    for (int dd = 0; dd < ATT_PER_LANE; ++dd) {
+      const int d = lane + 32 * dd;
+      if (d < ATT_D) ov[d] = acc[i][dd] * inv;
+    }
+  }
+}
