@@ -284,12 +284,6 @@ absl::StatusOr<OpKernels> SelectKernels(const ir::Op& op, const OpShapes& s) {
         c.block = 32;
         c.grid = static_cast<uint32_t>(q[1]);
         k.launches.push_back(c);
-      } else if (s.bucket >= 16) {
-        // Prefill: 32-query tiles share each key/value row through shared memory.
-        l.kernel.entry = "attention_tiled";
-        l.block = 128;
-        l.grid = static_cast<uint32_t>((q[0] + 31) / 32 * q[1]);
-        k.launches.push_back(l);
       } else {
         l.kernel.entry = "attention";
         l.grid = static_cast<uint32_t>(q[0] * q[1]);
