@@ -14,6 +14,7 @@
 #include "kernels/cpu/Sampling.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
+#include "runtime/Session.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "tests/cuda/CudaTestUtil.h"
@@ -176,6 +177,36 @@ TEST_P(CudaGraphTest, DeviceGreedyLoopRefusesContextOverflowBeforeRunning) {
   auto ok = (*e)->DecodeGreedy(1, 16);  // exactly fills the cache
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ((*e)->position(), 64);
+}
+
+// Session over the device loop: a stop inside a chunk leaves the steps after it in the state, and
+// the session refuses to continue until Reset (never a silent continuation from unseen tokens).
+TEST_P(CudaGraphTest, SessionStopInsideAChunkRefusesToContinueUntilReset) {
+  const std::string model = CudaTestDataPath(std::string("models/") + GetParam());
+  if (!FileExists(model)) GTEST_SKIP() << "fixture not found: " << model;
+  SessionOptions so;
+  so.backend = Backend::kCuda;
+  so.decode_chunk = 8;
+  so.cuda.progress = false;
+  auto s = Session::Open(model, so);
+  ASSERT_TRUE(s.ok()) << s.status();
+  GenerationParams gp;
+  gp.n_predict = 32;
+  gp.stop_at_eog = false;
+  int seen = 0;
+  // Token 1 comes from the prefill, tokens 2..9 from the first chunk of 8: stop at token 3.
+  auto st = (*s)->Generate(kFixturePrompt, gp, [&](int32_t id, absl::string_view) { return id < 0 || ++seen < 3; });
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->n_generated, 3);
+  EXPECT_EQ((*s)->overrun_steps(), 6);  // steps that consumed tokens 3..8
+  EXPECT_EQ((*s)->position(), static_cast<int64_t>(kFixturePrompt.size()) + 8);
+  auto refused = (*s)->Decode(st->tokens.back());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(refused.status().message()).find("Reset()"), std::string::npos) << refused.status();
+  ASSERT_TRUE((*s)->Reset().ok());
+  EXPECT_EQ((*s)->overrun_steps(), 0);
+  EXPECT_TRUE((*s)->Prefill(kFixturePrompt).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, CudaGraphTest,

@@ -1,0 +1,106 @@
+// Session::Generate's decode loop on the CPU executor (the tiny f32 fixture, memra run's
+// pipeline): greedy generation through Executor::DecodeGreedy (decode_chunk > 0) and through the
+// host-sampled loop (decode_chunk 0) give llama.cpp's greedy continuation token for token; a stop
+// from the callback leaves no decode steps past it on the CPU (its chunks are one step), so the
+// session continues.
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/Sampling.h"
+#include "passes/PassManager.h"
+#include "passes/Pipelines.h"
+#include "runtime/Session.h"
+#include "tests/TestUtil.h"
+
+namespace memra::runtime {
+namespace {
+
+using memra::testing::FileExists;
+using memra::testing::kFixturePrompt;
+using memra::testing::TestDataPath;
+
+std::string Model() { return TestDataPath("models/qwen35-tiny-f32.gguf"); }
+
+SessionOptions Opts(int64_t decode_chunk) {
+  SessionOptions so;
+  so.threads = 2;
+  so.backend = Backend::kCpu;
+  so.decode_chunk = decode_chunk;
+  so.compile = [](ir::Module& m) -> absl::Status {
+    passes::PassManagerOptions o;
+    o.pipeline = passes::WithBucketLadder(passes::kDefaultPipeline, "16");
+    auto pm = passes::PassManager::Create(o);
+    if (!pm.ok()) return pm.status();
+    return (*pm)->Run(m);
+  };
+  return so;
+}
+
+TEST(SessionGenerate, GreedyLoopsMatchLlamaCpp) {
+  if (!FileExists(Model())) GTEST_SKIP() << "fixture not found: " << Model();
+  auto want = memra::testing::ReadI32File(TestDataPath("ref/qwen35-tiny-f32/greedy_tokens.i32"));
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_GE(want->size(), 32u);
+  for (int64_t chunk : {int64_t{16}, int64_t{0}}) {
+    auto s = Session::Open(Model(), Opts(chunk));
+    ASSERT_TRUE(s.ok()) << s.status();
+    GenerationParams gp;
+    gp.n_predict = 32;
+    gp.stop_at_eog = false;
+    std::vector<int32_t> streamed;
+    auto st = (*s)->Generate(kFixturePrompt, gp, [&](int32_t id, absl::string_view) {
+      if (id >= 0) streamed.push_back(id);
+      return true;
+    });
+    ASSERT_TRUE(st.ok()) << st.status();
+    EXPECT_EQ(st->tokens, std::vector<int32_t>(want->begin(), want->begin() + 32)) << "decode_chunk " << chunk;
+    EXPECT_EQ(streamed, st->tokens);
+    EXPECT_EQ(st->n_generated, 32);
+    EXPECT_EQ(st->n_decode_calls, 31);  // the last token is not decoded
+    EXPECT_EQ((*s)->position(), static_cast<int64_t>(kFixturePrompt.size()) + 31);
+    EXPECT_EQ((*s)->overrun_steps(), 0);
+  }
+}
+
+TEST(SessionGenerate, DecodeGreedyEqualsTheHostLoop) {
+  if (!FileExists(Model())) GTEST_SKIP() << "fixture not found: " << Model();
+  auto s = Session::Open(Model(), Opts(16));
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto logits = (*s)->Prefill(kFixturePrompt);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  const int32_t first = kernels::cpu::Argmax(logits->data(), (*s)->n_vocab());
+  std::vector<int32_t> host;
+  int32_t t = first;
+  for (int i = 0; i < 12; ++i) {
+    auto l = (*s)->Decode(t);
+    ASSERT_TRUE(l.ok()) << l.status();
+    t = kernels::cpu::Argmax(l->data(), (*s)->n_vocab());
+    host.push_back(t);
+  }
+  ASSERT_TRUE((*s)->Reset().ok());
+  ASSERT_TRUE((*s)->Prefill(kFixturePrompt).ok());
+  auto dev = (*s)->executor().DecodeGreedy(first, 12);
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  EXPECT_EQ(*dev, host);
+  EXPECT_EQ((*s)->position(), static_cast<int64_t>(kFixturePrompt.size()) + 12);
+}
+
+TEST(SessionGenerate, StopFromTheCallbackLeavesAContinuableState) {
+  if (!FileExists(Model())) GTEST_SKIP() << "fixture not found: " << Model();
+  auto s = Session::Open(Model(), Opts(16));
+  ASSERT_TRUE(s.ok()) << s.status();
+  GenerationParams gp;
+  gp.n_predict = 32;
+  gp.stop_at_eog = false;
+  int seen = 0;
+  auto st = (*s)->Generate(kFixturePrompt, gp, [&](int32_t id, absl::string_view) { return id < 0 || ++seen < 5; });
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->n_generated, 5);
+  EXPECT_EQ((*s)->overrun_steps(), 0);  // the CPU decodes one step per call
+  EXPECT_EQ((*s)->position(), static_cast<int64_t>(kFixturePrompt.size()) + 4);
+  EXPECT_TRUE((*s)->Decode(st->tokens.back()).ok());
+}
+
+}  // namespace
+}  // namespace memra::runtime
