@@ -99,6 +99,10 @@ class SelectKernelsPass : public passes::Pass {
           ++gemms_;
           changed |= SetAttr(*op, "gemm", ir::Attr(int64_t{1}));
         }
+        if (k->gemv) {
+          ++gemvs_;
+          changed |= SetAttr(*op, "gemv", ir::Attr(int64_t{1}));
+        }
         if (const StepScratch sc = ScratchFor(*op, *shapes, *k); sc.total() > 0) {
           ++scratch_;
           changed |= SetAttr(*op, "scratch_bytes", ir::Attr(sc.total()));
@@ -116,6 +120,7 @@ class SelectKernelsPass : public passes::Pass {
   passes::Statistic ops_{this, "ops", "ops selected"};
   passes::Statistic launches_{this, "launches", "kernel launches recorded"};
   passes::Statistic gemms_{this, "gemm-ops", "ops whose products run on cuBLASLt"};
+  passes::Statistic gemvs_{this, "gemv-ops", "one-token ops whose products run on Gemv.cu"};
   passes::Statistic scratch_{this, "scratch-ops", "ops given scratch_bytes"};
   passes::Statistic modules_{this, "modules", "distinct kernel modules (file + defines)"};
 };
