@@ -284,6 +284,11 @@ absl::StatusOr<OpKernels> SelectKernels(const ir::Op& op, const OpShapes& s) {
         c.block = 32;
         c.grid = static_cast<uint32_t>(q[1]);
         k.launches.push_back(c);
+      } else if (s.bucket >= 16 && q[1] % kc[1] == 0 && q[1] / kc[1] >= 2 && q[1] / kc[1] <= 8) {
+        // Prefill with GQA: one block per (token, kv head) for all the query heads sharing it.
+        l.kernel.entry = "attention_group";
+        l.grid = static_cast<uint32_t>(q[0] * kc[1]);
+        k.launches.push_back(l);
       } else {
         l.kernel.entry = "attention";
         l.grid = static_cast<uint32_t>(q[0] * q[1]);

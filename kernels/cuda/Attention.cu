@@ -193,3 +193,90 @@ extern "C" __global__ void __launch_bounds__(32) attention_combine(const float* 
     if (d < ATT_D) o[(i64)h * ATT_D + d] = out[k] * inv;
   }
 }
+
+// Prefill with GQA grouping: one block of ATT_WARPS warps per (token, kv head) computes all
+// ATT_HQ / ATT_HKV query heads that share that kv head, so each key / value row is read from L2
+// once per group instead of once per query head (the per-(token, head) kernel above reads it
+// ATT_HQ / ATT_HKV times). Warps stride the keys; each keeps an online softmax per head; the warps'
+// partials merge at the end, one head per warp.
+#define ATT_GROUP (ATT_HQ / ATT_HKV)
+
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
+attention_group(const float* q, const float* k_cache, const float* v_cache, const int* pos, float* o, int n_tok,
+                float scale) {
+  const int t = blockIdx.x / ATT_HKV, kvh = blockIdx.x % ATT_HKV;
+  if (t >= n_tok) return;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float qr[ATT_GROUP][ATT_PER_LANE], acc[ATT_GROUP][ATT_PER_LANE], m[ATT_GROUP], l[ATT_GROUP];
+#pragma unroll
+  for (int g = 0; g < ATT_GROUP; ++g) {
+    const float* qv = q + ((i64)t * ATT_HQ + kvh * ATT_GROUP + g) * ATT_D;
+#pragma unroll
+    for (int k = 0; k < ATT_PER_LANE; ++k) {
+      const int d = lane + 32 * k;
+      qr[g][k] = d < ATT_D ? qv[d] * scale : 0.0f;
+      acc[g][k] = 0.0f;
+    }
+    m[g] = MEMRA_NEG_INF;
+    l[g] = 0.0f;
+  }
+  const int n_keys = pos[t] + 1;
+  for (int j = warp; j < n_keys; j += ATT_WARPS) {
+    const float* kr = k_cache + ((i64)j * ATT_HKV + kvh) * ATT_D;
+    const float* vr = v_cache + ((i64)j * ATT_HKV + kvh) * ATT_D;
+    float kv[ATT_PER_LANE], vv[ATT_PER_LANE];
+#pragma unroll
+    for (int k = 0; k < ATT_PER_LANE; ++k) {
+      const int d = lane + 32 * k;
+      kv[k] = d < ATT_D ? kr[d] : 0.0f;
+      vv[k] = d < ATT_D ? vr[d] : 0.0f;
+    }
+#pragma unroll
+    for (int g = 0; g < ATT_GROUP; ++g) {
+      float s = 0.0f;
+#pragma unroll
+      for (int k = 0; k < ATT_PER_LANE; ++k) s += qr[g][k] * kv[k];
+      s = warp_sum(s);
+      const float m_new = fmaxf(m[g], s);
+      const float corr = expf(m[g] - m_new), p = expf(s - m_new);
+      l[g] = l[g] * corr + p;
+#pragma unroll
+      for (int k = 0; k < ATT_PER_LANE; ++k) acc[g][k] = acc[g][k] * corr + p * vv[k];
+      m[g] = m_new;
+    }
+  }
+  __shared__ float sm[ATT_WARPS][ATT_GROUP], sl[ATT_WARPS][ATT_GROUP];
+  __shared__ float sacc[ATT_WARPS][ATT_GROUP][ATT_PER_LANE * 32];
+#pragma unroll
+  for (int g = 0; g < ATT_GROUP; ++g) {
+    if (lane == 0) {
+      sm[warp][g] = m[g];
+      sl[warp][g] = l[g];
+    }
+#pragma unroll
+    for (int k = 0; k < ATT_PER_LANE; ++k) sacc[warp][g][lane + 32 * k] = acc[g][k];
+  }
+  __syncthreads();
+  for (int g = warp; g < ATT_GROUP; g += ATT_WARPS) {
+    float M = MEMRA_NEG_INF;
+    for (int w = 0; w < ATT_WARPS; ++w)
+      if (sl[w][g] > 0.0f) M = fmaxf(M, sm[w][g]);
+    float L = 0.0f, out[ATT_PER_LANE];
+#pragma unroll
+    for (int k = 0; k < ATT_PER_LANE; ++k) out[k] = 0.0f;
+    for (int w = 0; w < ATT_WARPS; ++w) {
+      if (sl[w][g] == 0.0f) continue;  // a warp that saw no key
+      const float c = expf(sm[w][g] - M);
+      L += sl[w][g] * c;
+#pragma unroll
+      for (int k = 0; k < ATT_PER_LANE; ++k) out[k] += sacc[w][g][lane + 32 * k] * c;
+    }
+    const float inv = 1.0f / L;
+    float* ov = o + ((i64)t * ATT_HQ + kvh * ATT_GROUP + g) * ATT_D;
+#pragma unroll
+    for (int k = 0; k < ATT_PER_LANE; ++k) {
+      const int d = lane + 32 * k;
+      if (d < ATT_D) ov[d] = out[k] * inv;
+    }
+  }
+}
