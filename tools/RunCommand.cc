@@ -268,8 +268,11 @@ int RunRun() {
   if (runtime::CudaExecutor* cu = s.executor().cuda()) {
     const runtime::GraphStats& g = cu->graph_stats();
     llvm::errs() << absl::StrFormat(
-        "memra run: cuda graphs %s: %d captured (%.1f ms), %d graph launches, %d eager segment runs; kernels: %s\n",
+        "memra run: cuda graphs %s: %d captured (%.1f ms), %d graph launches, %d eager segment runs%s; kernels: %s\n",
         so.cuda.cuda_graphs ? "on" : "off", g.captured, g.capture_ms, g.launches, g.eager_segments,
+        g.capture_failures > 0 ? absl::StrCat(", ", g.capture_failures, " capture failures (ran eagerly; last: ",
+                                              g.last_capture_failure, ")")
+                               : std::string(),
         cu->compile_stats().ToString());
   }
   if (RunProfile) llvm::errs() << s.executor().ProfileReport();

@@ -702,17 +702,29 @@ absl::Status CudaExecutor::EnqueueProgram(Program& p, const ir::SymbolBindings& 
   for (SegmentRun& seg : p.segments) {
     if (graphs && seg.capturable) {
       if (seg.exec == nullptr) {
-        MEMRA_ASSIGN_OR_RETURN(seg.exec, Capture(
-                                             [&]() -> absl::Status {
-                                               for (size_t i = seg.begin; i < seg.end; ++i)
-                                                 MEMRA_RETURN_IF_ERROR(EnqueueStep(p, i, bindings, &p.step_work[i]));
-                                               return absl::OkStatus();
-                                             },
-                                             absl::StrCat("@", p.fn->name(), " steps ", seg.begin, "..", seg.end)));
+        auto exec = Capture(
+            [&]() -> absl::Status {
+              for (size_t i = seg.begin; i < seg.end; ++i)
+                MEMRA_RETURN_IF_ERROR(EnqueueStep(p, i, bindings, &p.step_work[i]));
+              return absl::OkStatus();
+            },
+            absl::StrCat("@", p.fn->name(), " steps ", seg.begin, "..", seg.end));
+        if (exec.ok()) {
+          seg.exec = *exec;
+        } else {
+          // Runs eagerly from now on (a real launch error shows up there too); the reason is kept.
+          seg.capturable = false;
+          seg.reason = std::string(exec.status().message());
+          ++graph_stats_.capture_failures;
+          graph_stats_.last_capture_failure = seg.reason;
+        }
       }
-      MEMRA_RETURN_IF_ERROR(CuCheck(d.cuGraphLaunch(seg.exec, stream), absl::StrCat("cuda executor: graph launch of @", p.fn->name())));
-      ++graph_stats_.launches;
-      continue;
+      if (seg.exec != nullptr) {
+        MEMRA_RETURN_IF_ERROR(
+            CuCheck(d.cuGraphLaunch(seg.exec, stream), absl::StrCat("cuda executor: graph launch of @", p.fn->name())));
+        ++graph_stats_.launches;
+        continue;
+      }
     }
     ++graph_stats_.eager_segments;
     for (size_t i = seg.begin; i < seg.end; ++i) {
@@ -822,10 +834,18 @@ absl::StatusOr<std::vector<int32_t>> CudaExecutor::DecodeGreedy(int32_t token, i
     MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemsetD32Async(ring_pos, 0, 1, stream), "cuda executor: token ring reset"));
     for (int64_t i = 0; i < n; ++i) {
       // The first step ever runs eagerly (loads lazily loaded kernels), later ones replay.
-      if (GraphsAllowed() && all_capturable && p->calls > 0) {
-        if (p->greedy_exec == nullptr) {
-          MEMRA_ASSIGN_OR_RETURN(p->greedy_exec, Capture(enqueue_step, "@decode + greedy pick"));
+      if (GraphsAllowed() && all_capturable && p->calls > 0 && p->greedy_exec == nullptr) {
+        auto exec = Capture(enqueue_step, "@decode + greedy pick");
+        if (exec.ok()) {
+          p->greedy_exec = *exec;
+        } else {  // eager steps from now on, as in EnqueueProgram
+          all_capturable = false;
+          for (SegmentRun& seg : p->segments) seg.capturable = false;
+          ++graph_stats_.capture_failures;
+          graph_stats_.last_capture_failure = std::string(exec.status().message());
         }
+      }
+      if (GraphsAllowed() && all_capturable && p->greedy_exec != nullptr) {
         MEMRA_RETURN_IF_ERROR(CuCheck(d.cuGraphLaunch(p->greedy_exec, stream), "cuda executor: graph launch of @decode"));
         ++graph_stats_.launches;
       } else if (options_.profile || options_.sync_each_op || observer_) {

@@ -74,6 +74,8 @@ struct GraphStats {
   int64_t launches = 0;        // graph launches
   int64_t eager_segments = 0;  // segment executions issued op by op
   double capture_ms = 0;       // host time spent capturing + instantiating
+  int64_t capture_failures = 0;      // segments that could not be captured (they run eagerly)
+  std::string last_capture_failure;  // why, for the last one
 };
 
 class CudaExecutor {
