@@ -129,6 +129,15 @@ absl::Status Unsupported(const ir::Op& op, absl::string_view why) {
 
 }  // namespace
 
+bool IsStaticFunction(const ir::Function& fn) {
+  for (unsigned i = 0; i < fn.num_arguments(); ++i)
+    if (!fn.argument(i)->shape().IsStatic()) return false;
+  for (const ir::Op* op : fn.Ops())
+    for (const ir::Value* r : op->results())
+      if (!r->shape().IsStatic()) return false;
+  return true;
+}
+
 absl::StatusOr<OpShapes> ShapesAt(const ir::Op& op, int64_t bucket) {
   OpShapes s;
   s.bucket = bucket;

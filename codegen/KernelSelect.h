@@ -74,6 +74,10 @@ struct StepScratch {
 };
 StepScratch ScratchFor(const ir::Op& op, const OpShapes& shapes, const OpKernels& kernels);
 
+// Whether every argument and result of `fn` has a static shape (a bucket function or @decode):
+// the functions select-kernels annotates and the plan's kernel table covers.
+bool IsStaticFunction(const ir::Function& fn);
+
 // Every module function `fn` needs at `bucket` (deduplicated), for precompilation and CI.
 absl::StatusOr<std::vector<ModuleSpec>> ModulesForFunction(const ir::Function& fn, int64_t bucket);
 // The device greedy step closing the decode loop (kernels/cuda/Norm.cu `greedy_next`: argmax of

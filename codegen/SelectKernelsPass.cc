@@ -18,20 +18,6 @@
 namespace memra::codegen {
 namespace {
 
-bool IsStaticFunction(const ir::Function& fn) {
-  auto is_static = [](const ir::Value* v) {
-    for (const ir::Dim& d : v->shape().dims())
-      if (d.IsSymbolic()) return false;
-    return true;
-  };
-  for (unsigned i = 0; i < fn.num_arguments(); ++i)
-    if (!is_static(fn.argument(i))) return false;
-  for (const ir::Op* op : fn.Ops())
-    for (unsigned i = 0; i < op->num_results(); ++i)
-      if (!is_static(op->result(i))) return false;
-  return true;
-}
-
 // Sets `name` to `v` unless it already holds it; true when it changed.
 bool SetAttr(ir::Op& op, absl::string_view name, ir::Attr v) {
   if (const ir::Attr* old = op.attrs().Get(name); old != nullptr && *old == v) return false;

@@ -17,20 +17,6 @@
 namespace memra::runtime {
 namespace {
 
-bool IsStatic(const ir::Function& fn) {
-  auto is_static = [](const ir::Value* v) {
-    for (const ir::Dim& d : v->shape().dims())
-      if (d.IsSymbolic()) return false;
-    return true;
-  };
-  for (unsigned i = 0; i < fn.num_arguments(); ++i)
-    if (!is_static(fn.argument(i))) return false;
-  for (const ir::Op* op : fn.Ops())
-    for (unsigned i = 0; i < op->num_results(); ++i)
-      if (!is_static(op->result(i))) return false;
-  return true;
-}
-
 // The module key of a `kernels` entry "KEY::entry".
 absl::string_view ModuleKeyOf(absl::string_view kernel) {
   size_t p = kernel.rfind("::");
@@ -51,7 +37,7 @@ absl::StatusOr<std::vector<codegen::ModuleSpec>> KernelModulesOf(const ir::Modul
   std::vector<codegen::ModuleSpec> out;
   std::set<std::string> seen;
   for (const auto& f : module.functions()) {
-    if (!IsStatic(*f)) continue;
+    if (!codegen::IsStaticFunction(*f)) continue;
     const int64_t bucket = f->attrs().I64Or("bucket", 1);
     auto mods = codegen::ModulesForFunction(*f, bucket);
     if (!mods.ok())
