@@ -4,6 +4,7 @@
 // of a memory-bound kernel does not depend on the values (correctness is tests/cuda/OpTable_test).
 //
 //   memra-kernel-bench [--iters 50] [--peak-gbs 4600]
+#include "kernels/cuda/GemvParams.h"
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -89,10 +90,10 @@ int main(int argc, char** argv) {
       runtime::cuda::CUfunction fn = nullptr;
       std::unique_ptr<runtime::cuda::LoadedModule> mod;
       if (v.storage != 0) {
-        codegen::ModuleSpec m;
+        kernels::cuda::ModuleSpec m;
         m.file = "Gemv.cu";
-        m.defines = codegen::MakeDefines({codegen::Def("GEMV_K", s.k), codegen::Def("GEMV_W", v.storage),
-                                          codegen::Def("GEMV_WARPS", 8), codegen::Def("GEMV_STAGE_X", v.stage)});
+        m.defines = kernels::cuda::MakeDefines({kernels::cuda::Def("GEMV_K", s.k), kernels::cuda::Def("GEMV_W", v.storage),
+                                          kernels::cuda::Def("GEMV_WARPS", 8), kernels::cuda::Def("GEMV_STAGE_X", v.stage)});
         auto cubin = (*compiler)->CompileAll({m});
         if (!cubin.ok()) return Fail(cubin.status());
         auto loaded = runtime::cuda::LoadedModule::Load(**dev, *(*cubin)[0], m.Key());
@@ -102,9 +103,13 @@ int main(int argc, char** argv) {
         if (!f.ok()) return Fail(f.status());
         fn = *f;
       }
-      CUdeviceptr wp = w->ptr(), sp = sc->ptr(), xp = x->ptr(), yp = y->ptr();
-      int n = static_cast<int>(s.n);
-      void* args[] = {&wp, &sp, &xp, &yp, &n};
+      kernels::cuda::GemvParams gp;
+      gp.w.w = w->ptr();
+      gp.w.scale = sc->ptr();
+      gp.x = x->ptr();
+      gp.y = y->ptr();
+      gp.n_rows = static_cast<int>(s.n);
+      void* args[] = {&gp};
       auto run = [&]() -> absl::Status {
         if (v.storage == 0) return (*blas)->Matmul(xb->ptr(), w->ptr(), y->ptr(), 1, s.n, s.k, ir::DType::kBF16, stream);
         return CuCheck(d.cuLaunchKernel(fn, static_cast<unsigned>((s.n + 7) / 8), 1, 1, 256, 1, 1, 0, stream, args, nullptr),

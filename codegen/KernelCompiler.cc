@@ -20,17 +20,6 @@
 
 namespace memra::codegen {
 
-std::string ModuleSpec::Key() const {
-  std::vector<std::string> parts;
-  for (const auto& [n, v] : defines) parts.push_back(absl::StrCat(n, "=", v));
-  return absl::StrCat(file, sm_90a ? "[sm_90a]" : "", "<", absl::StrJoin(parts, ","), ">");
-}
-
-Defines MakeDefines(std::vector<std::pair<std::string, std::string>> d) {
-  std::sort(d.begin(), d.end());
-  return d;
-}
-
 std::string CompileStats::ToString() const {
   return absl::StrFormat("%d kernel modules: %d from the plan, %d compiled (%.2f s of NVRTC), %d from the disk "
                          "cache, %d already loaded; %.2f s wall",

@@ -3,7 +3,7 @@
 // A kernel instance is (source template, specialization constants, launch geometry): the
 // template is one kernels/cuda/*.cu file, the constants are preprocessor defines baked in by
 // NVRTC (hidden size, head counts, head dim, the token bucket where the code depends on it), the
-// geometry is chosen by codegen/KernelSelect. A module = one file compiled with one set of
+// geometry is chosen by the GPU op units (kernels/cuda/GpuOp.h). A module = one file compiled with one set of
 // defines (all its `extern "C"` entries); modules are what gets compiled and cached.
 //
 // KernelCompiler compiles modules with NVRTC for one architecture (sm_90 on the H200; sm_90a
@@ -23,31 +23,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/cuda/KernelSpec.h"
 
 namespace memra::codegen {
 
-using Defines = std::vector<std::pair<std::string, std::string>>;  // kept sorted by name
-
-struct ModuleSpec {
-  std::string file;  // "Norm.cu"
-  Defines defines;
-  bool sm_90a = false;  // arch-specific target (wgmma, setmaxnreg)
-  std::string Key() const;  // "Norm.cu<COLS=256,...>"
-  bool operator<(const ModuleSpec& o) const { return Key() < o.Key(); }
-};
-
-struct KernelSpec {
-  ModuleSpec module;
-  std::string entry;  // extern "C" kernel name
-  std::string ToString() const { return module.Key() + "::" + entry; }
-};
-
-// Helper: a define list from name/value pairs (sorted).
-Defines MakeDefines(std::vector<std::pair<std::string, std::string>> d);
-template <typename T>
-std::pair<std::string, std::string> Def(const std::string& name, T value) {
-  return {name, std::to_string(value)};
-}
+// Kernel instances are defined beside the kernels (kernels/cuda/KernelSpec.h).
+using kernels::cuda::Def;
+using kernels::cuda::Defines;
+using kernels::cuda::KernelSpec;
+using kernels::cuda::MakeDefines;
+using kernels::cuda::ModuleSpec;
 
 // Precompiled cubins by module key (ModuleSpec::Key()), e.g. a plan's kernel table.
 using CubinBytes = std::shared_ptr<const std::vector<uint8_t>>;

@@ -35,7 +35,7 @@ absl::StatusOr<absl::string_view> KernelSource(absl::string_view name) {
 std::vector<std::pair<std::string, std::string>> KernelHeaders() {
   std::vector<std::pair<std::string, std::string>> out;
   for (const EmbeddedSource& s : EmbeddedKernelSources())
-    if (absl::EndsWith(s.name, ".cuh")) out.emplace_back(s.name, s.text);
+    if (absl::EndsWith(s.name, ".cuh") || absl::EndsWith(s.name, "Params.h")) out.emplace_back(s.name, s.text);
   return out;
 }
 

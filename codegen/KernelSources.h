@@ -21,7 +21,8 @@ struct EmbeddedSource {
 std::vector<EmbeddedSource> EmbeddedKernelSources();
 // The text of `name`; NotFound naming the known files otherwise.
 absl::StatusOr<absl::string_view> KernelSource(absl::string_view name);
-// The *.cuh headers as (include name, text) pairs for NVRTC.
+// The headers as (include name, text) pairs for NVRTC: *.cuh and the parameter structs shared
+// with the host (*Params.h, KernelParams.h).
 std::vector<std::pair<std::string, std::string>> KernelHeaders();
 
 }  // namespace memra::codegen

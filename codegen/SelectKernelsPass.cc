@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "codegen/KernelSelect.h"
+#include "kernels/cuda/GpuOpRegistry.h"
 #include "ir/Function.h"
 #include "ir/Module.h"
 #include "ir/Op.h"
@@ -18,12 +18,7 @@
 namespace memra::codegen {
 namespace {
 
-// Sets `name` to `v` unless it already holds it; true when it changed.
-bool SetAttr(ir::Op& op, absl::string_view name, ir::Attr v) {
-  if (const ir::Attr* old = op.attrs().Get(name); old != nullptr && *old == v) return false;
-  op.attrs().Set(name, std::move(v));
-  return true;
-}
+namespace kcu = memra::kernels::cuda;
 
 class SelectKernelsPass : public passes::Pass {
  public:
@@ -33,23 +28,17 @@ class SelectKernelsPass : public passes::Pass {
   }
 
   absl::StatusOr<bool> Run(ir::Module& m) override {
-    absl::string_view arch = *arch_;
-    {
-      absl::string_view rest = arch;
-      int v = 0;
-      if (!absl::ConsumePrefix(&rest, "sm_") || (absl::ConsumeSuffix(&rest, "a"), !absl::SimpleAtoi(rest, &v)) ||
-          v < 50)
-        return absl::InvalidArgumentError(
-            absl::StrCat("select-kernels: arch \"", arch, "\" is not a CUDA architecture (sm_NN)"));
-    }
-    bool changed = false;
-    if (m.attrs().GetString("kernel_arch") != std::string(arch)) {
-      m.attrs().Set("kernel_arch", std::string(arch));
-      changed = true;
-    }
+    auto target = kcu::TargetPreset(*arch_);
+    if (!target.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("select-kernels: arch \"", *arch_, "\" is not a CUDA target: ", target.status().message()));
+    if (*sm_count_ < 0 || *sm_count_ > 100000)
+      return absl::InvalidArgumentError(absl::StrCat("select-kernels: sm-count ", *sm_count_, " is out of range"));
+    if (*sm_count_ > 0) target->sm_count = static_cast<int>(*sm_count_);
+    bool changed = kcu::WriteSelectionTarget(*target, m);
     std::set<std::string> modules;
     for (const auto& f : m.functions()) {
-      if (!IsStaticFunction(*f)) {
+      if (!kcu::IsStaticFunction(*f)) {
         ++skipped_;
         continue;
       }
@@ -60,39 +49,17 @@ class SelectKernelsPass : public passes::Pass {
         auto where = [&](const absl::Status& st) {
           return absl::Status(st.code(), absl::StrCat("select-kernels: @", f->name(), ": ", st.message()));
         };
-        auto shapes = ShapesAt(*op, bucket);
+        auto shapes = kcu::ShapesAt(*op, bucket);
         if (!shapes.ok()) return where(shapes.status());
-        auto k = SelectKernels(*op, *shapes);
-        if (!k.ok()) return where(k.status());
+        auto sel = kcu::SelectGpuOp(*op, *shapes, *target);
+        if (!sel.ok()) return where(sel.status());
         ++ops_;
-        if (!k->launches.empty()) {
-          std::vector<std::string> names;
-          std::vector<int64_t> grid, block, smem;
-          for (const Launch& l : k->launches) {
-            names.push_back(l.kernel.ToString());
-            grid.push_back(l.grid);
-            block.push_back(l.block);
-            smem.push_back(l.smem);
-            modules.insert(l.kernel.module.Key());
-          }
-          launches_ += static_cast<int64_t>(names.size());
-          changed |= SetAttr(*op, "kernels", ir::Attr(std::move(names)));
-          changed |= SetAttr(*op, "grid", ir::Attr(std::move(grid)));
-          changed |= SetAttr(*op, "block", ir::Attr(std::move(block)));
-          changed |= SetAttr(*op, "smem", ir::Attr(std::move(smem)));
-        }
-        if (k->gemm) {
-          ++gemms_;
-          changed |= SetAttr(*op, "gemm", ir::Attr(int64_t{1}));
-        }
-        if (k->gemv) {
-          ++gemvs_;
-          changed |= SetAttr(*op, "gemv", ir::Attr(int64_t{1}));
-        }
-        if (const StepScratch sc = ScratchFor(*op, *shapes, *k); sc.total() > 0) {
-          ++scratch_;
-          changed |= SetAttr(*op, "scratch_bytes", ir::Attr(sc.total()));
-        }
+        launches_ += static_cast<int64_t>(sel->launches.size());
+        for (const kcu::Launch& l : sel->launches) modules.insert(l.kernel.module.Key());
+        gemms_ += sel->gemm;
+        gemvs_ += sel->gemv;
+        scratch_ += sel->scratch_bytes > 0;
+        changed |= kcu::WriteSelection(*sel, *op);
       }
     }
     modules_ += static_cast<int64_t>(modules.size());
@@ -100,7 +67,8 @@ class SelectKernelsPass : public passes::Pass {
   }
 
  private:
-  passes::Option<std::string> arch_{this, "arch", "CUDA architecture the kernels are selected for", "sm_90"};
+  passes::Option<std::string> arch_{this, "arch", "CUDA target preset the kernels are selected for", "sm_90"};
+  passes::Option<int64_t> sm_count_{this, "sm-count", "SMs of the target (0: the preset's)", 0};
   passes::Statistic functions_{this, "functions", "static functions annotated"};
   passes::Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes left alone"};
   passes::Statistic ops_{this, "ops", "ops selected"};

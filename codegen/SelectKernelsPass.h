@@ -1,20 +1,23 @@
-// The `select-kernels` pass (listed in passes/Passes.def as a backend pass): kernel selection
-// (codegen/KernelSelect.h) recorded on the IR, per op of every static function (the bucket
-// functions @prefill_tN and @decode; functions with symbolic shapes are left alone):
+// The `select-kernels` pass (listed in passes/Passes.def as a backend pass): the GPU op units'
+// selection (kernels/cuda/GpuOpRegistry.h) recorded on the IR, per op of every static function
+// (the bucket functions @prefill_tN and @decode; functions with symbolic shapes are left alone):
 //
-//   %y = rms_norm(%x, @w) {kernels = ["Norm.cu<NORM_BLOCK=64,NORM_COLS=64>::rms_norm"],
-//                          grid = [16], block = [64], smem = [0]} : f32[16, 64]
-//   %m = matmul_swiglu(...) {gemm = 1, kernels = [...], ..., scratch_bytes = 4096}
+//   %y = rms_norm(%x, @w) {block = [64], grid = [16], impl = "row_norm",
+//                          kernels = ["Norm.cu<NORM_BLOCK=64,NORM_COLS=64>::rms_norm"], smem = [0]}
+//   %m = matmul_swiglu(...) {gemm = 1, impl = "gemm_swiglu", kernels = [...], ..., scratch_bytes = 4096}
 //
+//   impl           the unit (kernels/cuda/GpuOps.def) the executor binds the record with
 //   kernels        "<ModuleSpec::Key()>::<entry>" per launch, in issue order
 //   grid/block/smem  the launch geometry, parallel to `kernels`
-//   gemm = 1       the op's products run on cuBLASLt
-//   scratch_bytes  the executor's per-step scratch (ScratchFor): plan-memory places it
+//   gemm = 1       the op's products run on cuBLASLt; gemv = 1: on Gemv.cu
+//   scratch_bytes  the unit's per-step scratch: plan-memory places it
 //
-// Ops without launches (reshape, return, a cast to f32, take_last_row: the executor's copies
-// and aliases) get no `kernels`. An op kind without a CUDA kernel is an error naming the op.
-// Option `arch` (sm_NN, default sm_90) is recorded as the module attribute `kernel_arch`; the
-// plan's kernel table (runtime/plan/KernelTable.h) compiles the named modules for it.
+// Ops that only alias memory (reshape, return, a cast to f32) get no record. An op kind without a
+// CUDA unit is an error naming the op. Options `arch` (a target preset, default sm_90) and
+// `sm-count` (0: the preset's; memra run passes the device's) pick the target; its selection
+// fields are recorded as the module attributes `kernel_arch` and `kernel_sm_count`, which the
+// executor checks against the device. The plan's kernel table (runtime/plan/KernelTable.h)
+// compiles the named modules.
 //
 // Why it lives here and not in passes/: memra_codegen depends on memra_passes (the kernel
 // catalogue sits above the IR passes), so memra_passes only declares the pass

@@ -44,6 +44,9 @@ inline constexpr absl::string_view kCudaPipeline =
 // The pipeline for a target arch (as `--arch` takes it): "cpu" -> kDefaultPipeline; "sm_NN" ->
 // kCudaPipeline with select-kernels{arch=sm_NN} (the option written only when not sm_90).
 std::string PipelineForArch(absl::string_view arch);
+// The CUDA pipeline for a device: select-kernels{arch=sm_NN sm-count=N} (memra run / bench
+// pass the device's target, so the recorded selection matches the GPU it runs on).
+std::string PipelineForTarget(absl::string_view arch, int sm_count);
 
 // The fusion passes only (no buckets, no memory plan, no segments): what a backend that takes
 // symbolic shapes runs.

@@ -18,6 +18,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
+#include "runtime/cuda/CudaExecutor.h"
 #include "runtime/Executor.h"
 #include "tools/Command.h"
 
@@ -106,8 +107,15 @@ int RunBench() {
   auto backend = runtime::ParseBackend(backend_name);
   if (!backend.ok()) return Fail(backend.status());
   passes::PassManagerOptions pm_opts;
-  pm_opts.pipeline = !BenchPasses.empty() ? std::string(BenchPasses)
-                                          : passes::PipelineForArch(*backend == runtime::Backend::kCuda ? "sm_90" : "cpu");
+  pm_opts.pipeline = std::string(BenchPasses);
+  if (BenchPasses.empty()) {
+    pm_opts.pipeline = passes::PipelineForArch("cpu");
+    if (*backend == runtime::Backend::kCuda) {  // selected for this GPU (kernels/cuda/Target.h)
+      auto target = runtime::CudaDeviceTarget(0);
+      if (!target.ok()) return Fail(target.status());
+      pm_opts.pipeline = passes::PipelineForTarget(target->ArchName(), target->sm_count);
+    }
+  }
   pm_opts.input_name = BenchModel;
   {
     auto pm = passes::PassManager::Create(pm_opts);

@@ -19,6 +19,7 @@
 #include "ir/Module.h"
 #include "llvm/Support/raw_ostream.h"
 #include "passes/PassManager.h"
+#include "kernels/cuda/Target.h"
 #include "passes/Pipelines.h"
 #include "runtime/plan/KernelTable.h"
 #include "runtime/plan/Plan.h"
@@ -39,7 +40,7 @@ cl::opt<std::string> CompileBuckets("buckets",
                                     cl::desc("Prefill token buckets: 16,32,64 or 16..4096 (powers of two) "
                                              "(default: the pipeline's, 16..4096 capped at the context)"),
                                     cl::init(""), cl::sub(kCompile));
-cl::opt<std::string> CompileArch("arch", cl::desc("Target: sm_NN (CUDA) or cpu (default: sm_90)"), cl::init("sm_90"),
+cl::opt<std::string> CompileArch("arch", cl::desc("Target: a CUDA preset (sm_90 = H100/H200, sm_89 = L40S, sm_80 = A100) or cpu (default: sm_90)"), cl::init("sm_90"),
                                  cl::sub(kCompile));
 cl::opt<bool> CompileReport("report", cl::desc("Print a table per bucket: ops before/after fusion, segments, arena "
                                                "bytes, compile time (default: false)"),
@@ -71,6 +72,10 @@ int RunCompile() {
   const auto t0 = std::chrono::steady_clock::now();
   if (!runtime::IsValidArch(CompileArch))
     return Fail(absl::InvalidArgumentError(absl::StrCat("--arch ", std::string(CompileArch), ": expected sm_NN or cpu")));
+  if (std::string(CompileArch) != "cpu") {
+    if (auto t = memra::kernels::cuda::TargetPreset(CompileArch); !t.ok())
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--arch: ", t.status().message())));
+  }
   auto file = gguf::GgufFile::Open(CompileModel);
   if (!file.ok()) return Fail(file.status());
   frontends::LowerOptions lo;

@@ -19,6 +19,7 @@
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
 #include "runtime/Session.h"
+#include "runtime/cuda/CudaExecutor.h"
 #include "runtime/cpu/LayerTrace.h"
 #include "runtime/plan/KernelTable.h"
 #include "runtime/plan/Plan.h"
@@ -170,8 +171,14 @@ int RunRun() {
   } else {
     passes::PassManagerOptions pm_opts = RunPmFlags.Options();
     // The backend's pipeline (CUDA: with select-kernels) unless --passes says otherwise.
-    if (!RunPmFlags.pipeline_given())
-      pm_opts.pipeline = passes::PipelineForArch(backend == runtime::Backend::kCuda ? "sm_90" : "cpu");
+    if (!RunPmFlags.pipeline_given()) {
+      pm_opts.pipeline = passes::PipelineForArch("cpu");
+      if (backend == runtime::Backend::kCuda) {  // selected for this GPU (kernels/cuda/Target.h)
+        auto target = runtime::CudaDeviceTarget(so.cuda.device);
+        if (!target.ok()) return Fail(target.status());
+        pm_opts.pipeline = passes::PipelineForTarget(target->ArchName(), target->sm_count);
+      }
+    }
     pm_opts.input_name = RunModel;
     so.compile = [pm_opts](ir::Module& m) -> absl::Status {
       auto pm = passes::PassManager::Create(pm_opts);

@@ -4,14 +4,14 @@
 // the warps' partial (max, sum, acc) are merged at the end. Prefill and decode use the same
 // code; ATT_BUCKET is the token bucket it was specialized for (decode: 1).
 #include "Common.cuh"
+#include "AttentionParams.h"
 
 #ifndef ATT_WARPS
 #define ATT_WARPS 4
 #endif
 #define ATT_PER_LANE ((ATT_D + 31) / 32)
 
-extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
-attention(const float* q, const float* k_cache, const float* v_cache, const int* pos, float* o,
+__device__ __forceinline__ void attention_body(const float* q, const float* k_cache, const float* v_cache, const int* pos, float* o,
           int n_tok, float scale) {
   const int t = blockIdx.x / ATT_HQ, h = blockIdx.x % ATT_HQ;
   if (t >= n_tok) return;
@@ -90,8 +90,7 @@ attention(const float* q, const float* k_cache, const float* v_cache, const int*
 #endif
 #define ATT_PART (ATT_D + 2)  // per (head, split): m, l, acc[D]
 
-extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
-attention_split(const float* q, const float* k_cache, const float* v_cache, const int* pos, float* part, float scale) {
+__device__ __forceinline__ void attention_split_body(const float* q, const float* k_cache, const float* v_cache, const int* pos, float* part, float scale) {
   const int h = blockIdx.x / ATT_SPLITS, split = blockIdx.x % ATT_SPLITS;
   const int kvh = h / (ATT_HQ / ATT_HKV);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -165,7 +164,7 @@ attention_split(const float* q, const float* k_cache, const float* v_cache, cons
 }
 
 // o[h] = sum over ranges of acc * e^(m - M) / sum of l * e^(m - M); one warp per head.
-extern "C" __global__ void __launch_bounds__(32) attention_combine(const float* part, float* o) {
+__device__ __forceinline__ void attention_combine_body(const float* part, float* o) {
   const int h = blockIdx.x, lane = threadIdx.x;
   const float* ph = part + (i64)h * ATT_SPLITS * ATT_PART;
   float M = MEMRA_NEG_INF;
@@ -201,8 +200,7 @@ extern "C" __global__ void __launch_bounds__(32) attention_combine(const float* 
 // partials merge at the end, one head per warp.
 #define ATT_GROUP (ATT_HQ / ATT_HKV)
 
-extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
-attention_group(const float* q, const float* k_cache, const float* v_cache, const int* pos, float* o, int n_tok,
+__device__ __forceinline__ void attention_group_body(const float* q, const float* k_cache, const float* v_cache, const int* pos, float* o, int n_tok,
                 float scale) {
   const int t = blockIdx.x / ATT_HKV, kvh = blockIdx.x % ATT_HKV;
   if (t >= n_tok) return;
@@ -279,4 +277,18 @@ attention_group(const float* q, const float* k_cache, const float* v_cache, cons
       if (d < ATT_D) ov[d] = out[k] * inv;
     }
   }
+}
+
+// Entry points: one parameter struct each (AttentionParams.h), unpacked into the bodies above.
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention(const AttentionParams p) {
+  attention_body(p.q, p.k_cache, p.v_cache, p.pos, p.o, p.n_tok, p.scale);
+}
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_split(const AttentionParams p) {
+  attention_split_body(p.q, p.k_cache, p.v_cache, p.pos, p.o, p.scale);
+}
+extern "C" __global__ void __launch_bounds__(32) attention_combine(const AttentionCombineParams p) {
+  attention_combine_body(p.part, p.o);
+}
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_group(const AttentionParams p) {
+  attention_group_body(p.q, p.k_cache, p.v_cache, p.pos, p.o, p.n_tok, p.scale);
 }

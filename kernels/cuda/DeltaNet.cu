@@ -2,11 +2,12 @@
 // rule scan (sequential in time; GDN_SPLIT lanes own one column j of a head's state S[:, j] in
 // registers).
 #include "Common.cuh"
+#include "DeltaNetParams.h"
 
 #ifdef CONV_CHANNELS
 // xin = concat(state, x) over time; y[t, c] = sum_i xin[t+i, c] * w[c, i]; the state keeps the
 // last CONV_K-1 rows of xin. x, y: [n_tok, C]; w: [C, K]; state: [C, K-1] (oldest first).
-extern "C" __global__ void conv1d_causal(const float* x, const float* w, float* state, float* y,
+__device__ __forceinline__ void conv1d_causal_body(const float* x, const float* w, float* state, float* y,
                                          int n_tok) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= CONV_CHANNELS) return;
@@ -32,7 +33,7 @@ extern "C" __global__ void conv1d_causal(const float* x, const float* w, float* 
 // The same conv for many tokens, parallel over (t, c): one thread per output. The state is read
 // here and replaced afterwards by conv1d_state_update (a second launch, so no thread reads a
 // state row another has already overwritten).
-extern "C" __global__ void conv1d_causal_tokens(const float* x, const float* w, const float* state, float* y,
+__device__ __forceinline__ void conv1d_causal_tokens_body(const float* x, const float* w, const float* state, float* y,
                                                 int n_tok) {
   MEMRA_GRID_STRIDE(idx, (i64)n_tok * CONV_CHANNELS) {
     const int t = (int)(idx / CONV_CHANNELS), c = (int)(idx % CONV_CHANNELS);
@@ -48,7 +49,7 @@ extern "C" __global__ void conv1d_causal_tokens(const float* x, const float* w, 
 }
 
 // state[c] = the last CONV_K-1 rows of concat(state, x) (after conv1d_causal_tokens read it).
-extern "C" __global__ void conv1d_state_update(const float* x, float* state, int n_tok) {
+__device__ __forceinline__ void conv1d_state_update_body(const float* x, float* state, int n_tok) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= CONV_CHANNELS) return;
   float win[CONV_K - 1];
@@ -60,6 +61,13 @@ extern "C" __global__ void conv1d_state_update(const float* x, float* state, int
 #pragma unroll
   for (int i = 0; i < CONV_K - 1; ++i) state[(i64)c * (CONV_K - 1) + i] = win[i];
 }
+
+// Entry points (DeltaNetParams.h).
+extern "C" __global__ void conv1d_causal(const Conv1dParams p) { conv1d_causal_body(p.x, p.w, p.state, p.y, p.n_tok); }
+extern "C" __global__ void conv1d_causal_tokens(const Conv1dParams p) {
+  conv1d_causal_tokens_body(p.x, p.w, p.state, p.y, p.n_tok);
+}
+extern "C" __global__ void conv1d_state_update(const Conv1dParams p) { conv1d_state_update_body(p.x, p.state, p.n_tok); }
 #endif
 
 #ifdef GDN_DK
@@ -87,8 +95,7 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v;
 }
 
-extern "C" __global__ void __launch_bounds__(GDN_THREADS)
-gated_delta_scan(const float* q, const float* k, const float* v, const float* g, const float* beta,
+__device__ __forceinline__ void gated_delta_scan_body(const float* q, const float* k, const float* v, const float* g, const float* beta,
                  float* state, float* o, int n_tok, float scale) {
   const int blocks_per_head = GDN_DV / GDN_COLS;
   const int h = blockIdx.x / blocks_per_head;
@@ -156,5 +163,9 @@ gated_delta_scan(const float* q, const float* k, const float* v, const float* g,
   }
 #pragma unroll
   for (int i = 0; i < GDN_PER; ++i) st[i * GDN_SPLIT + part] = S[i];
+}
+
+extern "C" __global__ void __launch_bounds__(GDN_THREADS) gated_delta_scan(const GatedDeltaScanParams p) {
+  gated_delta_scan_body(p.q, p.k, p.v, p.g, p.beta, p.state, p.o, p.n_tok, p.scale);
 }
 #endif

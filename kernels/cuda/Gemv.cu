@@ -11,6 +11,7 @@
 // [N, K] and one f32 scale per 32 values [N, K / 32], so loads stay 16-byte aligned; the ggml
 // block is 34 bytes). GEMV_K is a multiple of 16 (q8: of 32). GEMV_WARPS rows per block.
 #include "Common.cuh"
+#include "GemvParams.h"
 
 #ifndef GEMV_K
 #define GEMV_K 256
@@ -101,8 +102,7 @@ __device__ __forceinline__ float row_dot(const void* __restrict__ w, const float
 }
 
 // y[N] = W x. scale: the q8 scales (unused for f16 / bf16).
-extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)
-gemv(const void* __restrict__ w, const float* __restrict__ scale, const float* __restrict__ x, float* __restrict__ y,
+__device__ __forceinline__ void gemv_body(const void* __restrict__ w, const float* __restrict__ scale, const float* __restrict__ x, float* __restrict__ y,
      int n_rows) {
   GEMV_X_DECL
   const float* xv = stage_x(x, xs);
@@ -113,8 +113,7 @@ gemv(const void* __restrict__ w, const float* __restrict__ scale, const float* _
 }
 
 // The FFN's fused gate/up product: y[n] = silu(Wg x)[n] * (Wu x)[n], both rows read by one warp.
-extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)
-gemv_swiglu(const void* __restrict__ wg, const float* __restrict__ sg, const void* __restrict__ wu,
+__device__ __forceinline__ void gemv_swiglu_body(const void* __restrict__ wg, const float* __restrict__ sg, const void* __restrict__ wu,
             const float* __restrict__ su, const float* __restrict__ x, float* __restrict__ y, int n_rows) {
   GEMV_X_DECL
   const float* xv = stage_x(x, xs);
@@ -128,8 +127,7 @@ gemv_swiglu(const void* __restrict__ wg, const float* __restrict__ sg, const voi
 // A matmul_group's products (up to 4 weights of one storage sharing x) in one launch: global row
 // g runs against the weight whose row range holds it. Small projections (the delta-net beta /
 // alpha, 32 rows) then cost no launch of their own.
-extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)
-gemv_group(const void* __restrict__ w0, const float* __restrict__ s0, float* __restrict__ y0,
+__device__ __forceinline__ void gemv_group_body(const void* __restrict__ w0, const float* __restrict__ s0, float* __restrict__ y0,
            const void* __restrict__ w1, const float* __restrict__ s1, float* __restrict__ y1,
            const void* __restrict__ w2, const float* __restrict__ s2, float* __restrict__ y2,
            const void* __restrict__ w3, const float* __restrict__ s3, float* __restrict__ y3,
@@ -153,4 +151,17 @@ gemv_group(const void* __restrict__ w0, const float* __restrict__ s0, float* __r
   }
   const float v = row_dot(w, s, row, xv);
   if ((threadIdx.x & 31) == 0) y[row] = v;
+}
+
+// Entry points: one parameter struct each (GemvParams.h), unpacked into the bodies above (their
+// __restrict__ parameters survive inlining).
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv(const GemvParams p) {
+  gemv_body(p.w.w, p.w.scale, p.x, p.y, p.n_rows);
+}
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_swiglu(const GemvSwigluParams p) {
+  gemv_swiglu_body(p.gate.w, p.gate.scale, p.up.w, p.up.scale, p.x, p.y, p.n_rows);
+}
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_group(const GemvGroupParams p) {
+  gemv_group_body(p.w[0].w, p.w[0].scale, p.y[0], p.w[1].w, p.w[1].scale, p.y[1], p.w[2].w, p.w[2].scale, p.y[2],
+                  p.w[3].w, p.w[3].scale, p.y[3], p.x, p.n_rows[0], p.n_rows[1], p.n_rows[2], p.n_rows[3]);
 }

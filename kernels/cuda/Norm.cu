@@ -2,6 +2,7 @@
 // kernels over [rows * heads, head_dim]). Sums of squares accumulate in f32 per thread, then a
 // tree reduction (the CPU reference sums in double: agreement is to f32 rounding).
 #include "Common.cuh"
+#include "NormParams.h"
 
 #ifndef NORM_COLS
 #define NORM_COLS 256
@@ -23,7 +24,7 @@ __device__ __forceinline__ float load_row(const float* xr, float* v) {
 }
 
 // y = x / sqrt(mean(x^2) + eps) * w
-extern "C" __global__ void __launch_bounds__(NORM_BLOCK) rms_norm(const float* x, const float* w,
+__device__ __forceinline__ void rms_norm_body(const float* x, const float* w,
                                                                   float* y, i64 n_rows, float eps) {
   for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
     float v[PER_THREAD];
@@ -38,7 +39,7 @@ extern "C" __global__ void __launch_bounds__(NORM_BLOCK) rms_norm(const float* x
 }
 
 // y = x / max(||x||, eps)
-extern "C" __global__ void __launch_bounds__(NORM_BLOCK) l2_norm(const float* x, float* y,
+__device__ __forceinline__ void l2_norm_body(const float* x, float* y,
                                                                  i64 n_rows, float eps) {
   for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
     float v[PER_THREAD];
@@ -53,7 +54,7 @@ extern "C" __global__ void __launch_bounds__(NORM_BLOCK) l2_norm(const float* x,
 }
 
 // y = rms_norm(x) * w * silu(z)
-extern "C" __global__ void __launch_bounds__(NORM_BLOCK) gated_rms_norm(const float* x, const float* z,
+__device__ __forceinline__ void gated_rms_norm_body(const float* x, const float* z,
                                                                         const float* w, float* y,
                                                                         i64 n_rows, float eps) {
   for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
@@ -69,7 +70,7 @@ extern "C" __global__ void __launch_bounds__(NORM_BLOCK) gated_rms_norm(const fl
 }
 
 // sum = a + b; y = rms_norm(sum) * w
-extern "C" __global__ void __launch_bounds__(NORM_BLOCK) add_rms_norm(const float* a, const float* b,
+__device__ __forceinline__ void add_rms_norm_body(const float* a, const float* b,
                                                                       const float* w, float* sum,
                                                                       float* y, i64 n_rows, float eps) {
   for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
@@ -93,7 +94,7 @@ extern "C" __global__ void __launch_bounds__(NORM_BLOCK) add_rms_norm(const floa
 }
 
 // Row softmax (max-subtracted, f32).
-extern "C" __global__ void __launch_bounds__(NORM_BLOCK) softmax(const float* x, float* y, i64 n_rows) {
+__device__ __forceinline__ void softmax_body(const float* x, float* y, i64 n_rows) {
   __shared__ float red[32];
   for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
     const float* xr = x + r * NORM_COLS;
@@ -150,7 +151,7 @@ __device__ int row_argmax(const float* xr) {
   return out;
 }
 
-extern "C" __global__ void __launch_bounds__(NORM_BLOCK) argmax(const float* x, int* y, i64 n_rows) {
+__device__ __forceinline__ void argmax_body(const float* x, int* y, i64 n_rows) {
   for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
     const int id = row_argmax(x + r * NORM_COLS);
     if (threadIdx.x == 0) y[r] = id;
@@ -162,8 +163,7 @@ extern "C" __global__ void __launch_bounds__(NORM_BLOCK) argmax(const float* x, 
 // is appended to the token ring (ring[*ring_pos % ring_cap], then ++*ring_pos), which the host
 // reads once per chunk of steps. Nothing here depends on host values that change per step, so a
 // captured decode step replays unchanged.
-extern "C" __global__ void __launch_bounds__(NORM_BLOCK)
-greedy_next(const float* logits, int* token, int* ring, int* ring_pos, int ring_cap) {
+__device__ __forceinline__ void greedy_next_body(const float* logits, int* token, int* ring, int* ring_pos, int ring_cap) {
   const int id = row_argmax(logits);
   if (threadIdx.x == 0) {
     token[0] = id;
@@ -171,4 +171,27 @@ greedy_next(const float* logits, int* token, int* ring, int* ring_pos, int ring_
     ring[i % ring_cap] = id;
     ring_pos[0] = i + 1;
   }
+}
+
+// Entry points: one parameter struct each (NormParams.h), unpacked into the bodies above.
+extern "C" __global__ void __launch_bounds__(NORM_BLOCK) rms_norm(const NormParams p) {
+  rms_norm_body(p.x, p.w, p.y, p.n_rows, p.eps);
+}
+extern "C" __global__ void __launch_bounds__(NORM_BLOCK) l2_norm(const NormParams p) {
+  l2_norm_body(p.x, p.y, p.n_rows, p.eps);
+}
+extern "C" __global__ void __launch_bounds__(NORM_BLOCK) gated_rms_norm(const NormParams p) {
+  gated_rms_norm_body(p.x, p.z, p.w, p.y, p.n_rows, p.eps);
+}
+extern "C" __global__ void __launch_bounds__(NORM_BLOCK) add_rms_norm(const NormParams p) {
+  add_rms_norm_body(p.x, p.z, p.w, p.sum, p.y, p.n_rows, p.eps);
+}
+extern "C" __global__ void __launch_bounds__(NORM_BLOCK) softmax(const RowParams p) {
+  softmax_body(p.x, static_cast<float*>(p.y), p.n_rows);
+}
+extern "C" __global__ void __launch_bounds__(NORM_BLOCK) argmax(const RowParams p) {
+  argmax_body(p.x, static_cast<int*>(p.y), p.n_rows);
+}
+extern "C" __global__ void __launch_bounds__(NORM_BLOCK) greedy_next(const GreedyNextParams p) {
+  greedy_next_body(p.logits, p.token, p.ring, p.ring_pos, p.ring_cap);
 }

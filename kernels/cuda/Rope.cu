@@ -2,8 +2,9 @@
 // [n_tok, ROPE_HEADS, ROPE_DIM]; pos: i32[n_tok]. theta_i is formed as ggml / the CPU reference
 // do: theta_0 = p, theta_{i+1} = theta_i * s with s = base^(-2/n_rot) in f32.
 #include "Common.cuh"
+#include "RopeParams.h"
 
-extern "C" __global__ void rope_neox(const float* x, float* y, const int* pos, int n_tok,
+__device__ __forceinline__ void rope_neox_body(const float* x, float* y, const int* pos, int n_tok,
                                      float theta_scale) {
   const int half = ROPE_NROT / 2;
   const i64 n = (i64)n_tok * ROPE_HEADS * ROPE_DIM;
@@ -24,3 +25,5 @@ extern "C" __global__ void rope_neox(const float* x, float* y, const int* pos, i
     y[idx] = d < half ? x0 * c - x1 * s : x0 * s + x1 * c;
   }
 }
+
+extern "C" __global__ void rope_neox(const RopeParams p) { rope_neox_body(p.x, p.y, p.pos, p.n_tok, p.theta_scale); }

@@ -62,6 +62,27 @@ std::string CudaDevice::Describe() const {
                          total_mem_ / 1073741824.0, d_->version / 1000, (d_->version % 1000) / 10);
 }
 
+kernels::cuda::Target CudaDevice::target() const {
+  auto attr = [&](int a) {
+    int v = 0;
+    d_->cuDeviceGetAttribute(&v, a, dev_);
+    return v;
+  };
+  kernels::cuda::Target t;
+  t.name = name_;
+  t.arch = arch();
+  t.sm_count = sm_count_;
+  t.max_threads_per_block = attr(kCuDevAttrMaxThreadsPerBlock);
+  t.warp_size = attr(kCuDevAttrWarpSize);
+  t.smem_per_block = attr(kCuDevAttrMaxSharedMemoryPerBlock);
+  t.smem_per_block_optin = attr(kCuDevAttrMaxSharedMemoryPerBlockOptin);
+  t.smem_per_sm = attr(kCuDevAttrMaxSharedMemoryPerMultiprocessor);
+  t.l2_bytes = attr(kCuDevAttrL2CacheSize);
+  t.max_cluster_blocks = attr(kCuDevAttrClusterLaunch) != 0 ? 8 : 1;  // 8: the portable cluster size
+  t.memory_bytes = static_cast<int64_t>(total_mem_);
+  return t;
+}
+
 absl::Status CudaDevice::MakeCurrent() const { return CuCheck(d_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"); }
 
 absl::StatusOr<DeviceBuffer> CudaDevice::Alloc(size_t bytes, absl::string_view what) const {

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "kernels/cuda/Target.h"
 #include "runtime/cuda/CudaDriver.h"
 
 namespace memra::runtime::cuda {
@@ -45,6 +46,8 @@ class CudaDevice {
   const std::string& name() const { return name_; }
   // "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB, driver 13.0)"
   std::string Describe() const;
+  // The target description read from the device's attributes.
+  kernels::cuda::Target target() const;
 
   absl::Status MakeCurrent() const;
   // `what` names the allocation in errors (with the free memory).

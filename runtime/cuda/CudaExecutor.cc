@@ -10,7 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "codegen/KernelSelect.h"
+#include "absl/strings/str_join.h"
+#include "codegen/KernelModules.h"
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/gguf/Quant.h"
 #include "ir/Function.h"
@@ -26,6 +27,11 @@
 namespace memra::runtime {
 
 namespace kc = memra::kernels::cpu;
+
+absl::StatusOr<kernels::cuda::Target> CudaDeviceTarget(int ordinal) {
+  MEMRA_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaDevice> dev, cuda::CudaDevice::Open(ordinal));
+  return dev->target();
+}
 
 CudaExecutor::CudaExecutor(const ir::Module& module, const gguf::GgufFile& file, CudaExecutorOptions options)
     : module_(module), file_(file), options_(std::move(options)) {}
@@ -48,6 +54,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ir::Mod
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<CudaExecutor> e(new CudaExecutor(module, file, options));
   MEMRA_ASSIGN_OR_RETURN(e->dev_, cuda::CudaDevice::Open(options.device));
+  e->target_ = e->dev_->target();
   codegen::CompileOptions co;
   co.arch = e->dev_->arch();
   co.cache_dir = options.kernel_cache_dir;
@@ -83,7 +90,6 @@ absl::Status CudaExecutor::UploadWeights() {
   std::optional<ProgressBar> bar;
   if (options_.progress && total > (64u << 20)) bar.emplace("upload weights", total);
   uint64_t done = 0;
-  kc::ThreadPool pool(0);
   for (const auto& wp : module_.weights()) {
     const ir::Weight* w = wp.get();
     const gguf::TensorInfo* t = file_.FindTensor(w->name());
@@ -96,68 +102,29 @@ absl::Status CudaExecutor::UploadWeights() {
                                                      gguf::GgmlTypeName(t->type), ", the module declares ",
                                                      ir::DTypeName(w->dtype())));
     bool matrix_use = false, value_use = false;
-    for (const ir::Use& u : w->uses()) {
-      const OpKind k = u.user->kind();
-      const bool m = ((k == OpKind::kMatMul || k == OpKind::kMatMulGroup || k == OpKind::kMatMulSwiglu) &&
-                      u.operand_index >= 1) ||
-                     (k == OpKind::kEmbed && u.operand_index == 1);
-      (m ? matrix_use : value_use) = true;
-    }
+    for (const ir::Use& u : w->uses()) (kcu::IsMatrixOperand(*u.user, u.operand_index) ? matrix_use : value_use) = true;
     auto dw = std::make_unique<DeviceWeight>();
     dw->weight = w;
     const int64_t n = t->NumElements();
     if (matrix_use) {
+      // The dtype's device layout (kernels/cuda/WeightLayout.h): as stored, or repacked once here.
       MEMRA_ASSIGN_OR_RETURN(kc::WeightView view, kc::WeightView::FromTensor(*t));
       dw->rows = view.rows;
       dw->cols = view.cols;
-      dw->matrix_dtype = codegen::DeviceWeightDType(w->dtype());
-      if (dw->matrix_dtype == w->dtype()) {
-        MEMRA_ASSIGN_OR_RETURN(dw->matrix, dev_->Alloc(t->data.size(), absl::StrCat("weight ", w->name())));
-        MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->matrix.ptr(), t->data.data(), t->data.size()));
-      } else {
-        // Quantized: dequantize rows on the host (bit-exact with ggml), round to bf16, upload.
-        if (!kc::CanDecode(t->type))
-          return absl::UnimplementedError(absl::StrCat("tensor \"", w->name(), "\": no dequantizer for ",
-                                                       gguf::GgmlTypeName(t->type)));
-        std::vector<uint16_t> bf(static_cast<size_t>(n));
-        absl::Status err;
-        std::mutex mu;
-        pool.ParallelFor(0, view.rows, 16, [&](int64_t lo, int64_t hi) {
-          std::vector<float> row(static_cast<size_t>(view.cols));
-          for (int64_t r = lo; r < hi; ++r) {
-            absl::Status s = kc::DequantizeRow(view, r, row.data());
-            if (!s.ok()) {
-              std::lock_guard<std::mutex> l(mu);
-              err = s;
-              return;
-            }
-            for (int64_t c = 0; c < view.cols; ++c) bf[r * view.cols + c] = F32ToBf16(row[c]);
-          }
-        });
-        MEMRA_RETURN_IF_ERROR(err);
-        MEMRA_ASSIGN_OR_RETURN(dw->matrix, dev_->Alloc(bf.size() * 2, absl::StrCat("weight ", w->name())));
-        MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->matrix.ptr(), bf.data(), bf.size() * 2));
+      dw->layout = &kcu::MatrixLayoutFor(w->dtype());
+      auto repacked = kcu::Repack(*dw->layout, w->dtype(), view.rows, view.cols, t->data);
+      if (!repacked.ok())
+        return absl::Status(repacked.status().code(), absl::StrCat("tensor \"", w->name(), "\": ", repacked.status().message()));
+      const bool as_stored = dw->layout->kind == kcu::WeightLayoutKind::kAsStored;
+      const uint8_t* src = as_stored ? reinterpret_cast<const uint8_t*>(t->data.data()) : repacked->data.data();
+      const size_t bytes = as_stored ? t->data.size() : repacked->data.size();
+      MEMRA_ASSIGN_OR_RETURN(dw->matrix, dev_->Alloc(bytes, absl::StrCat("weight ", w->name())));
+      MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->matrix.ptr(), src, bytes));
+      if (!repacked->scales.empty()) {
+        MEMRA_ASSIGN_OR_RETURN(dw->scales, dev_->Alloc(repacked->scales.size(), absl::StrCat("weight ", w->name(), " (scales)")));
+        MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->scales.ptr(), repacked->scales.data(), repacked->scales.size()));
       }
-      weight_bytes_ += dw->matrix.bytes();
-      if (codegen::GemvStorage(w->dtype()) == 3) {  // the q8 GEMV reads repacked blocks
-        const int64_t blocks = view.rows * (view.cols / 32);
-        if (static_cast<int64_t>(t->data.size()) != blocks * 34)
-          return absl::InvalidArgumentError(absl::StrCat("tensor \"", w->name(), "\": q8_0 data size mismatch"));
-        std::vector<int8_t> qs(static_cast<size_t>(blocks * 32));
-        std::vector<float> scales(static_cast<size_t>(blocks));
-        const uint8_t* src = reinterpret_cast<const uint8_t*>(t->data.data());
-        for (int64_t b = 0; b < blocks; ++b) {
-          uint16_t d;
-          std::memcpy(&d, src + b * 34, 2);
-          scales[b] = gguf::HalfToFloat(d);
-          std::memcpy(qs.data() + b * 32, src + b * 34 + 2, 32);
-        }
-        MEMRA_ASSIGN_OR_RETURN(dw->q8, dev_->Alloc(qs.size(), absl::StrCat("weight ", w->name(), " (q8 values)")));
-        MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->q8.ptr(), qs.data(), qs.size()));
-        MEMRA_ASSIGN_OR_RETURN(dw->q8_scales, dev_->Alloc(scales.size() * 4, absl::StrCat("weight ", w->name(), " (q8 scales)")));
-        MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->q8_scales.ptr(), scales.data(), scales.size() * 4));
-        weight_bytes_ += dw->q8.bytes() + dw->q8_scales.bytes();
-      }
+      weight_bytes_ += dw->matrix.bytes() + dw->scales.bytes();
     }
     if (value_use) {
       std::vector<float> vals(static_cast<size_t>(n));
@@ -224,7 +191,7 @@ absl::Status CudaExecutor::Prepare(absl::string_view name, int64_t T) {
   MEMRA_RETURN_IF_ERROR(dev_->MakeCurrent());
   MEMRA_ASSIGN_OR_RETURN(Program * p, GetProgram(*fn, symbolic ? codegen::TokenBucket(T) : 0));
   // @decode also gets the greedy pick of the device decode loop (when it returns one logits row).
-  if (name == "decode" && codegen::GreedyNextKernel(*fn).ok()) MEMRA_RETURN_IF_ERROR(PrepareGreedy(*p));
+  if (name == "decode" && kcu::GreedyNextLaunch(*fn, target_).ok()) MEMRA_RETURN_IF_ERROR(PrepareGreedy(*p));
   return absl::OkStatus();
 }
 
@@ -237,18 +204,35 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
   // A static function is specialized to its own bucket (select-kernels and the plan key its
   // modules by it; @decode: 1); a generic one to the call's.
   const int64_t shape_bucket = bucket == 0 ? fn.attrs().I64Or("bucket", 1) : bucket;
-  // 1. Kernel selection per op.
+  // 1. The selection per op: the op's record when select-kernels annotated this static function
+  // (a plan, memra run's pipeline), made for a target whose selection fields match this device;
+  // else selected now for this device by the units of kernels/cuda/GpuOps.def.
+  bool use_records = false;
+  if (bucket == 0 && kcu::IsStaticFunction(fn)) {
+    MEMRA_ASSIGN_OR_RETURN(std::optional<kcu::Target> recorded, kcu::ReadSelectionTarget(module_));
+    if (recorded) {
+      const std::vector<std::string> diff = kcu::SelectionMismatches(*recorded, target_);
+      if (!diff.empty())
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cuda executor: @", fn.name(), ": its kernels were selected for another GPU (", absl::StrJoin(diff, "; "),
+            "): recompile for this device (memra compile --arch ", target_.ArchName(), ") or run the GGUF"));
+      use_records = true;
+    }
+  }
+  MEMRA_ASSIGN_OR_RETURN(std::vector<kcu::OpSelection> selections,
+                         kcu::SelectionsOf(fn, shape_bucket, target_, use_records));
   std::vector<codegen::ModuleSpec> modules;
+  size_t next = 0;
   for (const Op* op : fn.Ops()) {
     if (op->is(OpKind::kSegment)) continue;
     Step s;
     s.op = op;
-    MEMRA_ASSIGN_OR_RETURN(s.shapes, codegen::ShapesAt(*op, shape_bucket));
-    MEMRA_ASSIGN_OR_RETURN(codegen::OpKernels k, codegen::SelectKernels(*op, s.shapes));
-    s.gemm = k.gemm;
-    s.gemv = k.gemv;
-    s.scratch = codegen::ScratchFor(*op, s.shapes, k);
-    for (const codegen::Launch& l : k.launches) {
+    MEMRA_ASSIGN_OR_RETURN(s.shapes, kcu::ShapesAt(*op, shape_bucket));
+    s.selection = std::move(selections[next++]);
+    s.impl = kcu::FindGpuOpImpl(s.selection.impl);
+    if (s.impl == nullptr || !s.impl->Implements(op->kind()))
+      return OpError(*op, absl::StrCat("implementation \"", s.selection.impl, "\" does not implement this op"));
+    for (const kcu::Launch& l : s.selection.launches) {
       s.launches.push_back({l, nullptr});
       modules.push_back(l.kernel.module);
     }
@@ -342,12 +326,8 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
   }
   for (size_t si = 0; si < p->steps.size(); ++si) {
     Step& s = p->steps[si];
-    const int64_t cast = s.scratch.cast, aux = s.scratch.aux;  // codegen::ScratchFor (select-kernels' rule)
-    if (cast + aux > 0) {
-      s.scratch_bytes = cast + aux;
-      s.scratch_offset = place(cast + aux, static_cast<int64_t>(si), static_cast<int64_t>(si));
-      s.aux_offset = s.scratch_offset + cast;
-    }
+    if (s.selection.scratch_bytes > 0)
+      s.scratch_offset = place(s.selection.scratch_bytes, static_cast<int64_t>(si), static_cast<int64_t>(si));
   }
   for (const Placed& q : placed) p->arena_bytes = std::max(p->arena_bytes, q.off + q.bytes);
   // 3b. A memory-planned static function (plan-memory's `arena` offsets, e.g. from a plan file):
@@ -378,17 +358,15 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
         if (offs.size() != op.num_results()) return bad(absl::StrCat(op.Summary(), " has no arena offset per result"));
         for (unsigned i = 0; i < op.num_results(); ++i) MEMRA_RETURN_IF_ERROR(set(op.result(i), offs[i]));
       }
-      if (s.scratch_bytes == 0) continue;
-      const int64_t cast = s.aux_offset - s.scratch_offset;
+      const int64_t scratch = s.selection.scratch_bytes;
+      if (scratch == 0) continue;
       const std::optional<int64_t> at = op.attrs().GetI64("scratch");
-      if (at && op.attrs().I64Or("scratch_bytes", 0) >= s.scratch_bytes && *at % 256 == 0 &&
-          *at + s.scratch_bytes <= *planned) {
+      if (at && op.attrs().I64Or("scratch_bytes", 0) >= scratch && *at % 256 == 0 && *at + scratch <= *planned) {
         s.scratch_offset = *at;
       } else {
         s.scratch_offset = (*planned + 255) / 256 * 256;
-        extra = std::max(extra, s.scratch_bytes);
+        extra = std::max(extra, scratch);
       }
-      s.aux_offset = s.scratch_offset + cast;
     }
     p->arena_bytes = extra > 0 ? (*planned + 255) / 256 * 256 + extra : *planned;
     p->planned_arena = true;

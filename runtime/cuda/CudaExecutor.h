@@ -37,6 +37,8 @@
 #include "ir/Module.h"
 #include "runtime/cpu/CpuExecutor.h"
 #include "runtime/cpu/HostTensor.h"
+#include "kernels/cuda/GpuOp.h"
+#include "kernels/cuda/Target.h"
 #include "runtime/cuda/CudaDriver.h"
 
 namespace memra::gguf {
@@ -78,6 +80,10 @@ struct GraphStats {
   std::string last_capture_failure;  // why, for the last one
 };
 
+// The target description of CUDA device `ordinal` (kernels/cuda/Target.h), for compiling a
+// module for it before an executor exists. Errors as CudaDevice::Open.
+absl::StatusOr<kernels::cuda::Target> CudaDeviceTarget(int ordinal = 0);
+
 class CudaExecutor {
  public:
   // Errors: "no CUDA driver/GPU found" (no driver / device), NVRTC or cuBLASLt missing, a
@@ -112,6 +118,8 @@ class CudaExecutor {
   const codegen::CompileStats& compile_stats() const;
   const GraphStats& graph_stats() const { return graph_stats_; }
   std::string DeviceDescription() const;
+  // The device's target description (kernels/cuda/Target.h): what kernel selection reads.
+  const kernels::cuda::Target& target() const { return target_; }
   double load_seconds() const { return load_seconds_; }
   uint64_t weight_bytes() const { return weight_bytes_; }
   // Device time of the last Run (events around its launches), milliseconds.
@@ -149,6 +157,8 @@ class CudaExecutor {
   const gguf::GgufFile& file_;
   CudaExecutorOptions options_;
   std::unique_ptr<cuda::CudaDevice> dev_;
+  kernels::cuda::Target target_;
+  kernels::cuda::DeviceWork step_work_;  // EnqueueStep's scratch list, reused
   std::unique_ptr<cuda::CublasLt> blas_;
   std::unique_ptr<codegen::KernelCompiler> compiler_;
   std::map<std::string, std::unique_ptr<cuda::LoadedModule>> modules_;

@@ -15,7 +15,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "codegen/KernelSelect.h"
+#include "kernels/cuda/GpuOp.h"
+#include "kernels/cuda/GpuOpRegistry.h"
+#include "kernels/cuda/WeightLayout.h"
 #include "ir/Function.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaExecutor.h"
@@ -30,21 +32,25 @@ using ir::DType;
 using ir::Op;
 using ir::OpKind;
 
+namespace kcu = memra::kernels::cuda;
+
 struct CudaExecutor::DeviceWeight {
   const ir::Weight* weight = nullptr;
-  cuda::DeviceBuffer matrix;   // device storage of matrix uses (f32 / f16 / bf16)
-  DType matrix_dtype = DType::kF32;
+  // Matrix operands (GEMMs, embedding tables): the layout of kernels/cuda/WeightLayout.h.
+  const kcu::WeightLayout* layout = nullptr;
+  cuda::DeviceBuffer matrix, scales;
   int64_t rows = 0, cols = 0;
   cuda::DeviceBuffer values;   // f32 values for element consumers (norms, conv, biases)
-  // Q8_0 matrices also keep their blocks for the one-token GEMV (kernels/cuda/Gemv.cu), repacked
-  // so loads stay 16-byte aligned: int8 values [rows, cols] and one f32 scale per 32 values.
-  cuda::DeviceBuffer q8, q8_scales;
+  kcu::DeviceMatrix AsMatrix() const {
+    return {matrix.ptr(), scales.ptr(), rows, cols, weight->dtype(), layout,
+            static_cast<int64_t>(matrix.bytes() + scales.bytes())};
+  }
 };
 
 namespace cuda_exec {
 
 struct ResolvedLaunch {
-  codegen::Launch spec;
+  kcu::Launch spec;
   CUfunction fn = nullptr;
 };
 
@@ -54,17 +60,15 @@ struct Slot {
   int64_t bytes = 0;
 };
 
+// One op of a program: its GPU unit, the selection it runs (the op's record, or selected at
+// program build), its loaded kernels and its scratch.
 struct Step {
   const Op* op = nullptr;
-  codegen::OpShapes shapes;  // at T = bucket
-  std::vector<ResolvedLaunch> launches;
-  bool gemm = false;
-  bool gemv = false;
-  codegen::StepScratch scratch;
-  int64_t scratch_offset = -1;  // the step's scratch: the GEMM's 16-bit activation copy first,
-  int64_t aux_offset = -1;      // then an f32 temporary of fused ops (matmul_swiglu's gate
-                                // product, qk_norm_rope's normed q / k)
-  int64_t scratch_bytes = 0;
+  kcu::OpShapes shapes;  // at T = bucket
+  const kcu::GpuOpImpl* impl = nullptr;
+  kcu::OpSelection selection;
+  std::vector<ResolvedLaunch> launches;  // selection.launches, loaded
+  int64_t scratch_offset = -1;           // selection.scratch_bytes at this arena offset
 };
 
 inline int64_t ElemBytes(DType d) { return d == DType::kI64 || d == DType::kF64 ? 8 : d == DType::kF16 || d == DType::kBF16 ? 2 : 4; }
@@ -74,33 +78,6 @@ inline int64_t Numel(llvm::ArrayRef<int64_t> s) {
   for (int64_t d : s) n *= d;
   return n;
 }
-
-inline uint16_t F32ToBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-// Kernel arguments, packed as cuLaunchKernel wants them (pointers to each value).
-class KernelArgs {
- public:
-  template <typename T>
-  KernelArgs& Add(T v) {
-    static_assert(sizeof(T) <= 8);
-    std::memcpy(store_[n_].data(), &v, sizeof(T));
-    ptrs_[n_] = store_[n_].data();
-    ++n_;
-    return *this;
-  }
-  void** ptrs() { return ptrs_.data(); }
-
- private:
-  std::array<std::array<uint8_t, 8>, 24> store_{};
-  std::array<void*, 24> ptrs_{};
-  int n_ = 0;
-};
 
 inline absl::StatusOr<llvm::SmallVector<int64_t, 4>> ConcreteShape(const ir::Value* v, const ir::SymbolBindings& bindings) {
   llvm::SmallVector<int64_t, 4> out;

@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "codegen/KernelSelect.h"
+#include "codegen/KernelModules.h"
 #include "ir/StatusMacros.h"
+#include "kernels/cuda/NormParams.h"
 #include "runtime/cuda/CudaExecutorImpl.h"
 
 namespace memra::runtime {
@@ -130,7 +131,7 @@ absl::StatusOr<int64_t> PositionAdvance(const CudaExecutor::Program& p, const ir
 
 absl::Status CudaExecutor::PrepareGreedy(Program& p) {
   if (p.greedy.fn == nullptr) {
-    MEMRA_ASSIGN_OR_RETURN(codegen::Launch l, codegen::GreedyNextKernel(*p.fn));
+    MEMRA_ASSIGN_OR_RETURN(kcu::Launch l, kcu::GreedyNextLaunch(*p.fn, target_));
     MEMRA_ASSIGN_OR_RETURN(auto cubins, compiler_->CompileAll({l.kernel.module}));
     const std::string k = l.kernel.module.Key();
     if (!modules_.count(k)) {
@@ -174,10 +175,15 @@ absl::StatusOr<std::vector<int32_t>> CudaExecutor::DecodeGreedy(int32_t token, i
   const CUdeviceptr token_slot = p->Ptr(fn->argument(0));
   const CUdeviceptr ring = token_ring_->ptr(), ring_pos = ring + kTokenRing * 4;
   auto launch_greedy = [&]() -> absl::Status {
-    KernelArgs a;
-    a.Add(logits).Add(token_slot).Add(ring).Add(ring_pos).Add(static_cast<int>(kTokenRing));
+    kcu::GreedyNextParams a;
+    a.logits = logits;
+    a.token = token_slot;
+    a.ring = ring;
+    a.ring_pos = ring_pos;
+    a.ring_cap = static_cast<int>(kTokenRing);
+    void* args[] = {&a};
     return CuCheck(d.cuLaunchKernel(p->greedy.fn, p->greedy.spec.grid, 1, 1, p->greedy.spec.block, 1, 1,
-                                    p->greedy.spec.smem, stream, a.ptrs(), nullptr),
+                                    p->greedy.spec.smem, stream, args, nullptr),
                    "cuda executor: launch of greedy_next");
   };
   auto enqueue_step = [&]() -> absl::Status {

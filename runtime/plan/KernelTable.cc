@@ -9,7 +9,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "codegen/KernelSelect.h"
+#include "codegen/KernelModules.h"
+#include "kernels/cuda/GpuOpRegistry.h"
 #include "ir/Function.h"
 #include "ir/Op.h"
 #include "ir/StatusMacros.h"
@@ -34,27 +35,45 @@ absl::StatusOr<int> ArchNumber(absl::string_view arch) {
 }
 
 absl::StatusOr<std::vector<codegen::ModuleSpec>> KernelModulesOf(const ir::Module& module) {
+  namespace kcu = memra::kernels::cuda;
   std::vector<codegen::ModuleSpec> out;
   std::set<std::string> seen;
+  // The recorded target (select-kernels), else the default preset.
+  MEMRA_ASSIGN_OR_RETURN(std::optional<kcu::Target> recorded, kcu::ReadSelectionTarget(module));
+  kcu::Target target;
+  if (recorded) {
+    target = *recorded;
+  } else {
+    MEMRA_ASSIGN_OR_RETURN(target, kcu::TargetPreset("sm_90"));
+  }
   for (const auto& f : module.functions()) {
-    if (!codegen::IsStaticFunction(*f)) continue;
+    if (!kcu::IsStaticFunction(*f)) continue;
     const int64_t bucket = f->attrs().I64Or("bucket", 1);
-    auto mods = codegen::ModulesForFunction(*f, bucket);
+    auto mods = codegen::ModulesForFunction(*f, bucket, target);
     if (!mods.ok())
       return absl::Status(mods.status().code(), absl::StrCat("kernel table: @", f->name(), ": ", mods.status().message()));
-    std::set<std::string> fn_keys;
-    for (codegen::ModuleSpec& m : *mods) {
-      fn_keys.insert(m.Key());
+    for (codegen::ModuleSpec& m : *mods)
       if (seen.insert(m.Key()).second) out.push_back(std::move(m));
-    }
+    if (!recorded) continue;
+    // The records must be what the units select today for their target (stale annotations,
+    // e.g. from an older memra, would run other kernels than the ones the table compiles).
+    auto fresh = kcu::SelectionsOf(*f, bucket, target, /*use_records=*/false);
+    if (!fresh.ok())
+      return absl::Status(fresh.status().code(), absl::StrCat("kernel table: @", f->name(), ": ", fresh.status().message()));
+    size_t i = 0;
     for (const ir::Op* op : f->Ops()) {
-      auto names = op->attrs().GetStringArray("kernels");
-      if (!names) continue;
-      for (const std::string& k : *names)
-        if (!fn_keys.count(std::string(ModuleKeyOf(k))))
-          return absl::FailedPreconditionError(
-              absl::StrCat("kernel table: @", f->name(), ": ", op->Summary(), " names kernel ", k,
-                           ", which kernel selection does not produce for it (stale select-kernels annotations?)"));
+      if (op->is(ir::OpKind::kSegment)) continue;
+      const kcu::OpSelection& now = (*fresh)[i++];
+      MEMRA_ASSIGN_OR_RETURN(std::optional<kcu::OpSelection> rec, kcu::ReadSelection(*op));
+      std::vector<std::string> a, b;
+      if (rec)
+        for (const kcu::Launch& l : rec->launches) a.push_back(l.kernel.ToString());
+      for (const kcu::Launch& l : now.launches) b.push_back(l.kernel.ToString());
+      if ((rec && rec->impl != now.impl) || a != b)
+        return absl::FailedPreconditionError(absl::StrCat(
+            "kernel table: @", f->name(), ": ", op->Summary(), " records ", rec ? rec->impl : "no selection",
+            a.empty() ? "" : absl::StrCat(" (", a[0], a.size() > 1 ? ", ..." : "", ")"), ", but kernel selection makes ",
+            now.impl, " for it (stale select-kernels annotations?)"));
     }
   }
   return out;

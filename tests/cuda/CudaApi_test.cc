@@ -22,6 +22,11 @@ TEST(CudaApiTest, DeclaredValuesMatchTheHeaders) {
   static_assert(kCuDevAttrComputeCapabilityMajor == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
   static_assert(kCuDevAttrComputeCapabilityMinor == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
   static_assert(kCuDevAttrMaxSharedMemoryPerBlockOptin == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  static_assert(kCuDevAttrMaxThreadsPerBlock == CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  static_assert(kCuDevAttrMaxSharedMemoryPerBlock == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+  static_assert(kCuDevAttrWarpSize == CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+  static_assert(kCuDevAttrMaxSharedMemoryPerMultiprocessor == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+  static_assert(kCuDevAttrClusterLaunch == CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH);
   static_assert(kCuFuncAttrMaxDynamicSharedSizeBytes == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
   static_assert(kCuStreamNonBlocking == CU_STREAM_NON_BLOCKING);
   static_assert(sizeof(CUdeviceptr) == sizeof(::CUdeviceptr));

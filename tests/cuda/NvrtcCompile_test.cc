@@ -6,7 +6,8 @@
 #include <set>
 
 #include "codegen/KernelCompiler.h"
-#include "codegen/KernelSelect.h"
+#include "codegen/KernelModules.h"
+#include "kernels/cuda/Target.h"
 #include "codegen/KernelSources.h"
 #include "codegen/Nvrtc.h"
 #include "frontends/gguf/GgufFile.h"
@@ -34,7 +35,7 @@ std::vector<ModuleSpec> TinyModelModules(const std::string& model) {
     buckets.insert(buckets.begin(), 1);
     for (const auto& fn : (*m)->functions())
       for (int64_t b : fn->name() == "decode" ? std::vector<int64_t>{1} : buckets) {
-        auto mods = ModulesForFunction(*fn, b);
+        auto mods = ModulesForFunction(*fn, b, *kernels::cuda::TargetPreset("sm_90"));
         EXPECT_TRUE(mods.ok()) << mods.status();
         if (!mods.ok()) return {};
         for (auto& ms : *mods)

@@ -13,7 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "codegen/KernelSelect.h"
+#include "codegen/KernelModules.h"
+#include "kernels/cuda/Target.h"
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/gguf/GgufWriter.h"
 #include "frontends/gguf/Quant.h"

@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "codegen/KernelCompiler.h"
-#include "codegen/KernelSelect.h"
+#include "codegen/KernelModules.h"
+#include "kernels/cuda/Target.h"
 #include "codegen/Nvrtc.h"
 #include "codegen/SelectKernelsPass.h"
 #include "frontends/gguf/GgufFile.h"
@@ -109,7 +110,7 @@ TEST(KernelTable, Sm90PlanCarriesEveryCubin) {
         EXPECT_GT(op->attrs().I64Or("scratch_bytes", 0), 0) << op->Summary();
     }
     if (!is_static) continue;
-    auto mods = codegen::ModulesForFunction(*f, f->attrs().I64Or("bucket", 1));
+    auto mods = codegen::ModulesForFunction(*f, f->attrs().I64Or("bucket", 1), *kernels::cuda::TargetPreset("sm_90"));
     ASSERT_TRUE(mods.ok()) << mods.status();
     for (const auto& ms : *mods) expected.insert(ms.Key());
   }

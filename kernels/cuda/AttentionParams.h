@@ -1,0 +1,32 @@
+// Parameters of kernels/cuda/Attention.cu (see KernelParams.h for the contract).
+#pragma once
+#include "KernelParams.h"
+
+MEMRA_PARAMS_BEGIN
+
+// attention, attention_group (o: [n_tok, Hq, D]) and attention_split (o = the per-range
+// partials, [Hq, ATT_SPLITS, D + 2]; n_tok unused: one token).
+struct AttentionParams {
+  MEMRA_DPTR(const float) q;
+  MEMRA_DPTR(const float) k_cache;
+  MEMRA_DPTR(const float) v_cache;
+  MEMRA_DPTR(const int) pos;
+  MEMRA_DPTR(float) o;
+  int n_tok;
+  float scale;
+};
+MEMRA_PARAMS_SIZE(AttentionParams, 48);
+MEMRA_PARAMS_OFFSET(AttentionParams, pos, 24);
+MEMRA_PARAMS_OFFSET(AttentionParams, o, 32);
+MEMRA_PARAMS_OFFSET(AttentionParams, n_tok, 40);
+MEMRA_PARAMS_OFFSET(AttentionParams, scale, 44);
+
+// attention_combine: merges attention_split's partials into o [Hq, D].
+struct AttentionCombineParams {
+  MEMRA_DPTR(const float) part;
+  MEMRA_DPTR(float) o;
+};
+MEMRA_PARAMS_SIZE(AttentionCombineParams, 16);
+MEMRA_PARAMS_OFFSET(AttentionCombineParams, o, 8);
+
+MEMRA_PARAMS_END

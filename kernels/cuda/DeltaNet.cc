@@ -1,0 +1,117 @@
+// Units of kernels/cuda/DeltaNet.cu: the causal depthwise conv (one token: the sequential
+// kernel, one launch; many: one thread per (t, c), then the state update) and the gated delta
+// scan (sequential in t: a token's latency is the cost; GDN_SPLIT lanes share a state column).
+#include "ir/StatusMacros.h"
+#include "kernels/cuda/DeltaNetParams.h"
+#include "kernels/cuda/GpuOp.h"
+
+namespace memra::kernels::cuda {
+namespace {
+
+// x [T, C], w [C, K], state [C, K - 1].
+Launch ConvLaunch(const OpShapes& s, const char* entry) {
+  Launch l;
+  l.kernel.module.file = "DeltaNet.cu";
+  l.kernel.module.defines = MakeDefines({Def("CONV_CHANNELS", s.in[0][1]), Def("CONV_K", s.in[2][1] + 1)});
+  l.kernel.entry = entry;
+  l.block = 128;
+  l.grid = static_cast<uint32_t>((s.in[0][1] + 127) / 128);
+  return l;
+}
+
+absl::StatusOr<Conv1dParams> ConvParams(const BindContext& c) {
+  MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
+  Conv1dParams p;
+  p.x = c.In(0);
+  p.w = c.In(1);
+  p.state = c.In(2);
+  p.y = c.Out(0);
+  p.n_tok = static_cast<int>(x[0]);
+  return p;
+}
+
+class Conv1dStepImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "conv1d_step"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kConv1dCausal; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    if (c.shapes.bucket != 1) return std::optional<OpSelection>();
+    OpSelection s;
+    s.launches.push_back(ConvLaunch(c.shapes, "conv1d_causal"));
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(Conv1dParams p, ConvParams(c));
+    w.Kernel(0, p);
+    return absl::OkStatus();
+  }
+};
+
+class Conv1dTokensImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "conv1d_tokens"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kConv1dCausal; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    OpSelection s;
+    Launch conv = ConvLaunch(c.shapes, "conv1d_causal_tokens");
+    conv.block = 256;
+    conv.grid = GridFor(c.target, c.shapes.in[0][0] * c.shapes.in[0][1]);
+    s.launches = {conv, ConvLaunch(c.shapes, "conv1d_state_update")};
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(Conv1dParams p, ConvParams(c));
+    w.Kernel(0, p);
+    w.Kernel(1, p);  // the state update reads x and replaces the state
+    return absl::OkStatus();
+  }
+};
+
+class GatedDeltaScanImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "gated_delta_scan"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kGatedDeltaScan; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const int64_t Hk = c.shapes.in[0][1], Dk = c.shapes.in[0][2], Hv = c.shapes.in[2][1], Dv = c.shapes.in[2][2];
+    if (Dk > 256 || Dk % 2 != 0) return Unsupported(c.op, "key head dim must be even and <= 256");
+    const int64_t cols = Dv % 32 == 0 ? 32 : Dv;
+    // GDN_SPLIT lanes per state column (a power of two dividing the lanes and Dk / 2), so the
+    // per-token dependency chain is Dk / SPLIT long.
+    int64_t split = 4;
+    while (split > 1 && (Dk % (2 * split) != 0 || (cols * split) % 32 != 0 || cols * split > c.target.max_threads_per_block))
+      split /= 2;
+    Launch l;
+    l.kernel.module.file = "DeltaNet.cu";
+    l.kernel.module.defines = MakeDefines({Def("GDN_HK", Hk), Def("GDN_HV", Hv), Def("GDN_DK", Dk), Def("GDN_DV", Dv),
+                                           Def("GDN_COLS", cols), Def("GDN_SPLIT", split), Def("GDN_BUCKET", c.shapes.bucket)});
+    l.kernel.entry = "gated_delta_scan";
+    l.block = static_cast<uint32_t>(cols * split);
+    l.grid = static_cast<uint32_t>(Hv * (Dv / cols));
+    OpSelection s;
+    s.launches.push_back(std::move(l));
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
+    GatedDeltaScanParams p;
+    p.q = c.In(0);
+    p.k = c.In(1);
+    p.v = c.In(2);
+    p.g = c.In(3);
+    p.beta = c.In(4);
+    p.state = c.In(5);
+    p.o = c.Out(0);
+    p.n_tok = static_cast<int>(x[0]);
+    p.scale = static_cast<float>(c.op().attrs().F64Or("scale", 1.0));
+    w.Kernel(0, p);
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<GpuOpImpl> CreateConv1dStep() { return std::make_unique<Conv1dStepImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateConv1dTokens() { return std::make_unique<Conv1dTokensImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateGatedDeltaScan() { return std::make_unique<GatedDeltaScanImpl>(); }
+
+}  // namespace memra::kernels::cuda

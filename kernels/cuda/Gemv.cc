@@ -1,0 +1,155 @@
+// Units of kernels/cuda/Gemv.cu: one token (M = 1) through 16-bit (or q8) weights, a warp per
+// row (decode reads every weight once; cuBLASLt's M = 1 path reached ~55 % of the bandwidth in
+// the model). gemv_swiglu fuses matmul_swiglu's gate/up; gemv_group runs a matmul_group of <= 4
+// weights of one storage in one launch; gemv is one launch per weight otherwise. Not for f32
+// weights (their layout has no GEMV storage: cuBLASLt's f32 path matches the CPU to ~1e-5).
+#include <algorithm>
+
+#include "ir/StatusMacros.h"
+#include "kernels/cuda/GemvParams.h"
+#include "kernels/cuda/GpuOp.h"
+
+namespace memra::kernels::cuda {
+namespace {
+
+constexpr int64_t kWarps = 8;  // rows per block
+
+// The weights' GEMV storages when the op is a one-token product every weight can run on; else
+// nullopt (not M = 1, K not a multiple of 32, or a weight without GEMV storage).
+std::optional<std::vector<int>> GemvStorages(const SelectContext& c) {
+  const auto& x = c.shapes.in;
+  if (x.empty() || x[0].empty() || Numel(x[0]) != x[0].back()) return std::nullopt;  // M != 1
+  if (x[0].back() % 32 != 0) return std::nullopt;
+  std::vector<int> storage;
+  for (unsigned i = 1; i < c.op.num_operands(); ++i) {
+    const int code = MatrixLayoutFor(c.op.operand(i)->dtype()).gemv_storage;
+    if (code == 0) return std::nullopt;
+    storage.push_back(code);
+  }
+  return storage;
+}
+
+bool OneStorage(const std::vector<int>& s) {
+  return std::all_of(s.begin(), s.end(), [&](int v) { return v == s[0]; });
+}
+
+Launch GemvLaunch(const char* entry, int64_t K, int storage, int64_t rows) {
+  Launch l;
+  l.kernel.module.file = "Gemv.cu";
+  l.kernel.module.defines = MakeDefines({Def("GEMV_K", K), Def("GEMV_W", storage), Def("GEMV_WARPS", kWarps)});
+  l.kernel.entry = entry;
+  l.block = static_cast<uint32_t>(kWarps * 32);
+  l.grid = static_cast<uint32_t>((rows + kWarps - 1) / kWarps);
+  return l;
+}
+
+OpSelection GemvSelection(Launch l) {
+  OpSelection s;
+  s.gemv = true;
+  s.launches.push_back(std::move(l));
+  return s;
+}
+
+// Operand i's matrix, checked against x's K, counted for the profile.
+absl::StatusOr<DeviceMatrix> CountedMatrix(const BindContext& c, unsigned i, int64_t K, DeviceWork& w) {
+  MEMRA_ASSIGN_OR_RETURN(DeviceMatrix m, c.Matrix(i));
+  if (m.cols != K) return BindError(c.op(), "K mismatch");
+  w.Count(2.0 * m.rows * m.cols, static_cast<double>(m.bytes));
+  return m;
+}
+
+GemvWeight WeightOf(const DeviceMatrix& m) {
+  GemvWeight g;
+  g.w = m.data;
+  g.scale = m.scales;
+  return g;
+}
+
+class GemvSwigluImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "gemv_swiglu"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kMatMulSwiglu; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const auto storage = GemvStorages(c);
+    if (!storage || storage->size() != 2 || !OneStorage(*storage)) return std::optional<OpSelection>();
+    return std::optional<OpSelection>(
+        GemvSelection(GemvLaunch("gemv_swiglu", c.shapes.in[0].back(), (*storage)[0], c.shapes.out[0].back())));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
+    MEMRA_ASSIGN_OR_RETURN(DeviceMatrix g, CountedMatrix(c, 1, x.back(), w));
+    MEMRA_ASSIGN_OR_RETURN(DeviceMatrix u, CountedMatrix(c, 2, x.back(), w));
+    GemvSwigluParams p;
+    p.gate = WeightOf(g);
+    p.up = WeightOf(u);
+    p.x = c.In(0);
+    p.y = c.Out(0);
+    p.n_rows = static_cast<int>(g.rows);
+    w.Kernel(0, p);
+    return absl::OkStatus();
+  }
+};
+
+class GemvGroupImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "gemv_group"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kMatMulGroup; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const auto storage = GemvStorages(c);
+    if (!storage || storage->size() > MEMRA_GEMV_GROUP_MAX || !OneStorage(*storage)) return std::optional<OpSelection>();
+    int64_t rows = 0;
+    for (const auto& o : c.shapes.out) rows += o.back();
+    return std::optional<OpSelection>(
+        GemvSelection(GemvLaunch("gemv_group", c.shapes.in[0].back(), (*storage)[0], rows)));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
+    GemvGroupParams p{};
+    for (unsigned i = 1; i < c.op().num_operands(); ++i) {
+      MEMRA_ASSIGN_OR_RETURN(DeviceMatrix m, CountedMatrix(c, i, x.back(), w));
+      p.w[i - 1] = WeightOf(m);
+      p.y[i - 1] = c.Out(i - 1);
+      p.n_rows[i - 1] = static_cast<int>(m.rows);
+    }
+    p.x = c.In(0);
+    w.Kernel(0, p);
+    return absl::OkStatus();
+  }
+};
+
+// One launch per weight (a matmul, or a matmul_group of mixed storages or > 4 weights).
+class GemvImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "gemv"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kMatMul || k == ir::OpKind::kMatMulGroup; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const auto storage = GemvStorages(c);
+    if (!storage) return std::optional<OpSelection>();
+    OpSelection s;
+    s.gemv = true;
+    for (size_t i = 0; i < storage->size(); ++i)
+      s.launches.push_back(GemvLaunch("gemv", c.shapes.in[0].back(), (*storage)[i], c.shapes.out[i].back()));
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
+    for (unsigned i = 1; i < c.op().num_operands(); ++i) {
+      MEMRA_ASSIGN_OR_RETURN(DeviceMatrix m, CountedMatrix(c, i, x.back(), w));
+      GemvParams p;
+      p.w = WeightOf(m);
+      p.x = c.In(0);
+      p.y = c.Out(i - 1);
+      p.n_rows = static_cast<int>(m.rows);
+      w.Kernel(i - 1, p);
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<GpuOpImpl> CreateGemvSwiglu() { return std::make_unique<GemvSwigluImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateGemvGroup() { return std::make_unique<GemvGroupImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateGemv() { return std::make_unique<GemvImpl>(); }
+
+}  // namespace memra::kernels::cuda

@@ -1,0 +1,53 @@
+// Parameters of kernels/cuda/Gemv.cu (see KernelParams.h for the contract).
+#pragma once
+#include "KernelParams.h"
+
+MEMRA_PARAMS_BEGIN
+
+// One weight: its storage (GEMV_W) and, for q8, the per-32 scales.
+struct GemvWeight {
+  MEMRA_DPTR(const void) w;
+  MEMRA_DPTR(const float) scale;
+};
+MEMRA_PARAMS_SIZE(GemvWeight, 16);
+MEMRA_PARAMS_OFFSET(GemvWeight, scale, 8);
+
+// gemv: y = W x.
+struct GemvParams {
+  GemvWeight w;
+  MEMRA_DPTR(const float) x;
+  MEMRA_DPTR(float) y;
+  int n_rows;
+};
+MEMRA_PARAMS_SIZE(GemvParams, 40);
+MEMRA_PARAMS_OFFSET(GemvParams, x, 16);
+MEMRA_PARAMS_OFFSET(GemvParams, y, 24);
+MEMRA_PARAMS_OFFSET(GemvParams, n_rows, 32);
+
+// gemv_swiglu: y = silu(Wg x) * (Wu x).
+struct GemvSwigluParams {
+  GemvWeight gate, up;
+  MEMRA_DPTR(const float) x;
+  MEMRA_DPTR(float) y;
+  int n_rows;
+};
+MEMRA_PARAMS_SIZE(GemvSwigluParams, 56);
+MEMRA_PARAMS_OFFSET(GemvSwigluParams, up, 16);
+MEMRA_PARAMS_OFFSET(GemvSwigluParams, x, 32);
+MEMRA_PARAMS_OFFSET(GemvSwigluParams, y, 40);
+MEMRA_PARAMS_OFFSET(GemvSwigluParams, n_rows, 48);
+
+// gemv_group: up to kGemvGroupMax weights sharing x (unused entries: n_rows 0).
+#define MEMRA_GEMV_GROUP_MAX 4
+struct GemvGroupParams {
+  GemvWeight w[MEMRA_GEMV_GROUP_MAX];
+  MEMRA_DPTR(float) y[MEMRA_GEMV_GROUP_MAX];
+  MEMRA_DPTR(const float) x;
+  int n_rows[MEMRA_GEMV_GROUP_MAX];
+};
+MEMRA_PARAMS_SIZE(GemvGroupParams, 120);
+MEMRA_PARAMS_OFFSET(GemvGroupParams, y, 64);
+MEMRA_PARAMS_OFFSET(GemvGroupParams, x, 96);
+MEMRA_PARAMS_OFFSET(GemvGroupParams, n_rows, 104);
+
+MEMRA_PARAMS_END

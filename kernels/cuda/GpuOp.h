@@ -1,0 +1,174 @@
+// One GPU implementation of an IR op ("op unit"): for each op kind and each of its variants
+// (one-token GEMV vs cuBLASLt GEMM, split-KV vs grouped attention, ...) one class owns when the
+// variant applies (Select: shapes, bucket, dtypes, target), its launch geometry and scratch (the
+// OpSelection it returns) and its argument binding (Bind: typed parameter structs from the
+// *Params.h header its kernels include). Units live beside their kernels (Norm.cu + Norm.cc,
+// ggml-cuda's habit adapted to NVRTC) and are listed, in the order they are tried, in GpuOps.def.
+//
+// The selection record is what select-kernels writes on an op (`impl`, `kernels`, `grid`,
+// `block`, `smem`, `gemm`, `gemv`, `scratch_bytes`; GpuOpRegistry.h) and what the CUDA executor
+// reads back, so a plan's kernel table and the executor use the same records. Bind runs in the
+// executor: it turns device addresses (BindContext) into device work (DeviceWork: kernel calls
+// with their parameter blocks, cuBLASLt products, copies); the executor issues that work without
+// knowing any op.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ir/DType.h"
+#include "ir/Op.h"
+#include "kernels/cuda/KernelSpec.h"
+#include "kernels/cuda/Target.h"
+#include "kernels/cuda/WeightLayout.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace memra::kernels::cuda {
+
+// Concrete shapes of an op's operands and results at T = bucket (every symbol bound to it).
+struct OpShapes {
+  int64_t bucket = 1;
+  std::vector<std::vector<int64_t>> in, out;
+  std::vector<ir::DType> in_dtypes;  // device dtypes (a matrix weight: its layout's compute dtype)
+};
+absl::StatusOr<OpShapes> ShapesAt(const ir::Op& op, int64_t bucket);
+
+// What a unit chose for one op at one bucket.
+struct OpSelection {
+  std::string impl;              // the unit's name (GpuOps.def)
+  std::vector<Launch> launches;  // the kernels Bind issues, by index
+  int64_t scratch_bytes = 0;     // device scratch live during this step only (the unit lays it out)
+  bool gemm = false;             // products on cuBLASLt
+  bool gemv = false;             // one-token products on Gemv.cu
+};
+
+struct SelectContext {
+  const ir::Op& op;
+  const OpShapes& shapes;
+  const Target& target;
+};
+
+// A kernel's parameter struct as bytes (cuLaunchKernel gets a pointer to them as its one
+// argument).
+struct ParamBlock {
+  static constexpr size_t kCapacity = 128;
+  alignas(16) std::array<unsigned char, kCapacity> bytes{};
+  uint32_t size = 0;
+  template <typename P>
+  static ParamBlock Of(const P& p) {
+    static_assert(std::is_trivially_copyable_v<P> && std::is_standard_layout_v<P>, "kernel params are plain structs");
+    static_assert(sizeof(P) <= kCapacity, "kernel params exceed ParamBlock::kCapacity");
+    ParamBlock b;
+    std::memcpy(b.bytes.data(), &p, sizeof(P));
+    b.size = sizeof(P);
+    return b;
+  }
+};
+
+struct KernelCall {
+  uint32_t launch = 0;  // index into OpSelection::launches
+  ParamBlock params;
+};
+// y[m, n] = x[m, k] . w[n, k]^T on cuBLASLt, f32 accumulation; x has w's compute dtype.
+struct GemmCall {
+  uint64_t x = 0, w = 0, y = 0;
+  int64_t m = 0, n = 0, k = 0;
+  ir::DType w_dtype = ir::DType::kF32;
+};
+struct CopyCall {
+  uint64_t dst = 0, src = 0;
+  int64_t bytes = 0;
+};
+using DeviceAction = std::variant<KernelCall, GemmCall, CopyCall>;
+
+// The device work of one step, in order, plus its FLOPs and weight bytes (memra --profile).
+class DeviceWork {
+ public:
+  template <typename P>
+  void Kernel(uint32_t launch, const P& params) {
+    actions_.push_back(KernelCall{launch, ParamBlock::Of(params)});
+  }
+  void Gemm(const GemmCall& g) { actions_.push_back(g); }
+  void Copy(uint64_t dst, uint64_t src, int64_t bytes) { actions_.push_back(CopyCall{dst, src, bytes}); }
+  void Count(double flops, double weight_bytes) {
+    flops_ += flops;
+    bytes_ += weight_bytes;
+  }
+  void Clear() {
+    actions_.clear();
+    flops_ = bytes_ = 0;
+  }
+  const std::vector<DeviceAction>& actions() const { return actions_; }
+  double flops() const { return flops_; }
+  double weight_bytes() const { return bytes_; }
+
+ private:
+  std::vector<DeviceAction> actions_;
+  double flops_ = 0, bytes_ = 0;
+};
+
+// What Bind sees of the executor: device addresses and the call's shapes.
+class BindContext {
+ public:
+  BindContext(const ir::Op& op, const OpSelection& selection, const OpShapes& shapes)
+      : op_(op), selection_(selection), shapes_(shapes) {}
+  virtual ~BindContext() = default;
+  const ir::Op& op() const { return op_; }
+  const OpSelection& selection() const { return selection_; }
+  // The shapes at the bucket the selection was made for (its scratch layout follows them).
+  const OpShapes& shapes() const { return shapes_; }
+  // A value's shape at this call (a generic function: the call's token count; a bucket
+  // function: its bucket).
+  virtual absl::StatusOr<llvm::SmallVector<int64_t, 4>> Shape(const ir::Value* v) const = 0;
+  absl::StatusOr<llvm::SmallVector<int64_t, 4>> InShape(unsigned i) const { return Shape(op_.operand(i)); }
+  // Operand i: an activation's arena slot, a state buffer, or a weight (a matrix operand's layout
+  // storage, a value operand's f32 values).
+  virtual uint64_t In(unsigned i) const = 0;
+  // A matrix operand's device form (ir::IsMatrixOperand); an error for any other operand.
+  virtual absl::StatusOr<DeviceMatrix> Matrix(unsigned i) const = 0;
+  virtual uint64_t Out(unsigned i) const = 0;
+  // The step's scratch (selection().scratch_bytes bytes; 0 when none was requested).
+  virtual uint64_t Scratch() const = 0;
+
+ private:
+  const ir::Op& op_;
+  const OpSelection& selection_;
+  const OpShapes& shapes_;
+};
+
+class GpuOpImpl {
+ public:
+  virtual ~GpuOpImpl() = default;
+  virtual absl::string_view name() const = 0;
+  virtual bool Implements(ir::OpKind kind) const = 0;
+  // False for ops that only alias memory (reshape, return): their selection is not recorded.
+  virtual bool DoesDeviceWork() const { return true; }
+  // The selection when this variant applies; nullopt lets the next unit of GpuOps.def try; an
+  // error means the op cannot run on the GPU (the message says why).
+  virtual absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const = 0;
+  virtual absl::Status Bind(const BindContext& c, DeviceWork& work) const = 0;
+};
+
+// Helpers the units share.
+// Whether operand i of `op` is a weight matrix (a GEMM operand or an embedding table, which lives
+// on the device in its layout) rather than values (norm weights, conv weights, biases: f32).
+bool IsMatrixOperand(const ir::Op& op, unsigned i);
+int64_t Numel(const std::vector<int64_t>& shape);
+int64_t Numel(llvm::ArrayRef<int64_t> shape);
+// A grid-stride launch over n elements (at most 16 blocks per SM of the target).
+uint32_t GridFor(const Target& t, int64_t n, uint32_t block = 256);
+// An Elementwise.cu-style launch (256 threads, grid-stride over n) of `entry` in `file`.
+Launch GridStrideLaunch(const Target& t, const std::string& file, const std::string& entry, int64_t n,
+                        Defines defines = {});
+absl::Status Unsupported(const ir::Op& op, absl::string_view why);
+absl::Status BindError(const ir::Op& op, absl::string_view why);
+
+}  // namespace memra::kernels::cuda

@@ -1,0 +1,251 @@
+#include "kernels/cuda/GpuOpRegistry.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "ir/Function.h"
+#include "ir/Module.h"
+#include "ir/StatusMacros.h"
+
+namespace memra::kernels::cuda {
+
+#define MEMRA_GPU_OP(F) std::unique_ptr<GpuOpImpl> Create##F();
+#include "kernels/cuda/GpuOps.def"
+
+// ---- helpers of GpuOp.h ----
+
+bool IsMatrixOperand(const ir::Op& op, unsigned i) {
+  if (op.operand(i)->kind() != ir::Value::Kind::kWeight) return false;
+  const ir::OpKind k = op.kind();
+  if (k == ir::OpKind::kMatMul || k == ir::OpKind::kMatMulGroup || k == ir::OpKind::kMatMulSwiglu) return i >= 1;
+  return k == ir::OpKind::kEmbed && i == 1;
+}
+
+int64_t Numel(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+int64_t Numel(llvm::ArrayRef<int64_t> s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+uint32_t GridFor(const Target& t, int64_t n, uint32_t block) {
+  const int64_t blocks = (n + block - 1) / block;
+  return static_cast<uint32_t>(std::clamp<int64_t>(blocks, 1, int64_t{t.sm_count} * 16));
+}
+
+Launch GridStrideLaunch(const Target& t, const std::string& file, const std::string& entry, int64_t n,
+                        Defines defines) {
+  Launch l;
+  l.kernel.module.file = file;
+  l.kernel.module.defines = MakeDefines(std::move(defines));
+  l.kernel.entry = entry;
+  l.block = 256;
+  l.grid = GridFor(t, n);
+  return l;
+}
+
+absl::Status Unsupported(const ir::Op& op, absl::string_view why) {
+  return absl::UnimplementedError(absl::StrCat("cuda: ", op.Summary(), ": ", why));
+}
+
+absl::Status BindError(const ir::Op& op, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("cuda executor: ", op.Summary(), ": ", why));
+}
+
+absl::StatusOr<OpShapes> ShapesAt(const ir::Op& op, int64_t bucket) {
+  OpShapes s;
+  s.bucket = bucket;
+  ir::SymbolBindings b;
+  auto bind = [&](const ir::Shape& sh) {
+    for (const ir::Dim& d : sh.dims())
+      if (d.IsSymbolic()) b[d.symbol()] = bucket;
+  };
+  for (unsigned i = 0; i < op.num_operands(); ++i) bind(op.operand(i)->shape());
+  for (unsigned i = 0; i < op.num_results(); ++i) bind(op.result(i)->shape());
+  auto concrete = [&](const ir::Shape& sh) -> absl::StatusOr<std::vector<int64_t>> {
+    std::vector<int64_t> out;
+    for (const ir::Dim& d : sh.dims()) {
+      auto v = d.Evaluate(b);
+      if (!v) return absl::InvalidArgumentError(absl::StrCat(op.Summary(), ": unbound dim ", d.ToString()));
+      out.push_back(*v);
+    }
+    return out;
+  };
+  for (unsigned i = 0; i < op.num_operands(); ++i) {
+    const ir::Value* v = op.operand(i);
+    MEMRA_ASSIGN_OR_RETURN(auto sh, concrete(v->shape()));
+    s.in.push_back(std::move(sh));
+    s.in_dtypes.push_back(IsMatrixOperand(op, i) ? MatrixLayoutFor(v->dtype()).compute_dtype : v->dtype());
+  }
+  for (unsigned i = 0; i < op.num_results(); ++i) {
+    MEMRA_ASSIGN_OR_RETURN(auto sh, concrete(op.result(i)->shape()));
+    s.out.push_back(std::move(sh));
+  }
+  return s;
+}
+
+// ---- the registry ----
+
+const std::vector<const GpuOpImpl*>& GpuOpImpls() {
+  static const auto* impls = [] {
+    auto* v = new std::vector<const GpuOpImpl*>;
+#define MEMRA_GPU_OP(F) v->push_back(Create##F().release());
+#include "kernels/cuda/GpuOps.def"
+    return v;
+  }();
+  return *impls;
+}
+
+const GpuOpImpl* FindGpuOpImpl(absl::string_view name) {
+  for (const GpuOpImpl* u : GpuOpImpls())
+    if (u->name() == name) return u;
+  return nullptr;
+}
+
+absl::StatusOr<OpSelection> SelectGpuOp(const ir::Op& op, const OpShapes& shapes, const Target& target) {
+  bool implemented = false;
+  for (const GpuOpImpl* u : GpuOpImpls()) {
+    if (!u->Implements(op.kind())) continue;
+    implemented = true;
+    MEMRA_ASSIGN_OR_RETURN(std::optional<OpSelection> s, u->Select({op, shapes, target}));
+    if (s) {
+      s->impl = std::string(u->name());
+      return *std::move(s);
+    }
+  }
+  return Unsupported(op, implemented ? "no CUDA implementation applies to these shapes"
+                                     : "no CUDA kernel for this op yet (run the unfused module)");
+}
+
+namespace {
+
+// Sets `name` to `v` unless it already holds it; true when it changed.
+bool SetAttr(ir::Op& op, absl::string_view name, ir::Attr v) {
+  if (const ir::Attr* old = op.attrs().Get(name); old != nullptr && *old == v) return false;
+  op.attrs().Set(name, std::move(v));
+  return true;
+}
+
+}  // namespace
+
+bool WriteSelection(const OpSelection& s, ir::Op& op) {
+  const GpuOpImpl* u = FindGpuOpImpl(s.impl);
+  if (u != nullptr && !u->DoesDeviceWork()) return false;
+  bool changed = SetAttr(op, "impl", ir::Attr(s.impl));
+  if (!s.launches.empty()) {
+    std::vector<std::string> names;
+    std::vector<int64_t> grid, block, smem;
+    for (const Launch& l : s.launches) {
+      names.push_back(l.kernel.ToString());
+      grid.push_back(l.grid);
+      block.push_back(l.block);
+      smem.push_back(l.smem);
+    }
+    changed |= SetAttr(op, "kernels", ir::Attr(std::move(names)));
+    changed |= SetAttr(op, "grid", ir::Attr(std::move(grid)));
+    changed |= SetAttr(op, "block", ir::Attr(std::move(block)));
+    changed |= SetAttr(op, "smem", ir::Attr(std::move(smem)));
+  }
+  if (s.gemm) changed |= SetAttr(op, "gemm", ir::Attr(int64_t{1}));
+  if (s.gemv) changed |= SetAttr(op, "gemv", ir::Attr(int64_t{1}));
+  if (s.scratch_bytes > 0) changed |= SetAttr(op, "scratch_bytes", ir::Attr(s.scratch_bytes));
+  return changed;
+}
+
+absl::StatusOr<std::optional<OpSelection>> ReadSelection(const ir::Op& op) {
+  const ir::AttrDict& at = op.attrs();
+  const std::optional<std::string> impl = at.GetString("impl");
+  if (!impl) return std::optional<OpSelection>();
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(op.Summary(), ": kernel selection record: ", why));
+  };
+  if (FindGpuOpImpl(*impl) == nullptr) return bad(absl::StrCat("unknown implementation \"", *impl, "\""));
+  OpSelection s;
+  s.impl = *impl;
+  const std::vector<std::string> names = at.GetStringArray("kernels").value_or(std::vector<std::string>{});
+  const std::vector<int64_t> grid = at.GetI64Array("grid").value_or(std::vector<int64_t>{});
+  const std::vector<int64_t> block = at.GetI64Array("block").value_or(std::vector<int64_t>{});
+  const std::vector<int64_t> smem = at.GetI64Array("smem").value_or(std::vector<int64_t>{});
+  if (grid.size() != names.size() || block.size() != names.size() || smem.size() != names.size())
+    return bad("kernels, grid, block and smem differ in length");
+  for (size_t i = 0; i < names.size(); ++i) {
+    Launch l;
+    auto k = ParseKernelName(names[i]);
+    if (!k.ok()) return bad(k.status().message());
+    l.kernel = *std::move(k);
+    if (grid[i] < 1 || grid[i] > 0x7fffffff || block[i] < 1 || block[i] > 1024 || smem[i] < 0 || smem[i] > (1 << 30))
+      return bad(absl::StrCat("launch ", i, " has an impossible geometry"));
+    l.grid = static_cast<uint32_t>(grid[i]);
+    l.block = static_cast<uint32_t>(block[i]);
+    l.smem = static_cast<uint32_t>(smem[i]);
+    s.launches.push_back(std::move(l));
+  }
+  s.gemm = at.I64Or("gemm", 0) != 0;
+  s.gemv = at.I64Or("gemv", 0) != 0;
+  s.scratch_bytes = at.I64Or("scratch_bytes", 0);
+  if (s.scratch_bytes < 0) return bad("negative scratch_bytes");
+  return std::optional<OpSelection>(std::move(s));
+}
+
+bool WriteSelectionTarget(const Target& t, ir::Module& m) {
+  bool changed = false;
+  if (m.attrs().GetString("kernel_arch") != t.ArchName()) {
+    m.attrs().Set("kernel_arch", t.ArchName());
+    changed = true;
+  }
+  if (m.attrs().GetI64("kernel_sm_count") != std::optional<int64_t>(t.sm_count)) {
+    m.attrs().Set("kernel_sm_count", int64_t{t.sm_count});
+    changed = true;
+  }
+  return changed;
+}
+
+absl::StatusOr<std::optional<Target>> ReadSelectionTarget(const ir::Module& m) {
+  const std::optional<std::string> arch = m.attrs().GetString("kernel_arch");
+  if (!arch) return std::optional<Target>();
+  MEMRA_ASSIGN_OR_RETURN(Target t, TargetPreset(*arch));
+  if (std::optional<int64_t> sms = m.attrs().GetI64("kernel_sm_count")) {
+    if (*sms <= 0) return absl::InvalidArgumentError("module attribute kernel_sm_count must be positive");
+    t.sm_count = static_cast<int>(*sms);
+  }
+  return std::optional<Target>(t);
+}
+
+bool IsStaticFunction(const ir::Function& fn) {
+  for (unsigned i = 0; i < fn.num_arguments(); ++i)
+    if (!fn.argument(i)->shape().IsStatic()) return false;
+  for (const ir::Op* op : fn.Ops())
+    for (const ir::Value* r : op->results())
+      if (!r->shape().IsStatic()) return false;
+  return true;
+}
+
+absl::StatusOr<std::vector<OpSelection>> SelectionsOf(const ir::Function& fn, int64_t bucket, const Target& target,
+                                                      bool use_records) {
+  std::vector<OpSelection> out;
+  for (const ir::Op* op : fn.Ops()) {
+    if (op->is(ir::OpKind::kSegment)) continue;
+    if (use_records) {
+      MEMRA_ASSIGN_OR_RETURN(std::optional<OpSelection> rec, ReadSelection(*op));
+      if (rec) {
+        out.push_back(*std::move(rec));
+        continue;
+      }
+    }
+    MEMRA_ASSIGN_OR_RETURN(OpShapes s, ShapesAt(*op, bucket));
+    MEMRA_ASSIGN_OR_RETURN(OpSelection sel, SelectGpuOp(*op, s, target));
+    if (use_records && FindGpuOpImpl(sel.impl)->DoesDeviceWork())
+      return absl::FailedPreconditionError(absl::StrCat("@", fn.name(), ": ", op->Summary(),
+                                                        " has no kernel selection record (impl = ...) although its "
+                                                        "function was selected: the module is stale; recompile it"));
+    out.push_back(std::move(sel));
+  }
+  return out;
+}
+
+}  // namespace memra::kernels::cuda

@@ -1,0 +1,47 @@
+// The registry of GPU op units (GpuOps.def) and the selection record on the IR.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/Function.h"
+#include "ir/Op.h"
+#include "kernels/cuda/GpuOp.h"
+
+namespace memra::kernels::cuda {
+
+// Every unit, in GpuOps.def order.
+const std::vector<const GpuOpImpl*>& GpuOpImpls();
+const GpuOpImpl* FindGpuOpImpl(absl::string_view name);
+
+// The first unit of GpuOps.def that implements `op` at these shapes on `target`. Errors name the
+// op and say why (no unit for the kind, or the unit's refusal).
+absl::StatusOr<OpSelection> SelectGpuOp(const ir::Op& op, const OpShapes& shapes, const Target& target);
+
+// The record on an op: `impl`, and for units that launch kernels `kernels` ("<module key>::
+// <entry>"), `grid`, `block`, `smem`, plus `gemm = 1`, `gemv = 1`, `scratch_bytes` when set.
+// Units without device work (aliases) record nothing. Write returns whether an attribute changed.
+bool WriteSelection(const OpSelection& s, ir::Op& op);
+// nullopt when the op carries no record; an error when the record is malformed (names the op).
+absl::StatusOr<std::optional<OpSelection>> ReadSelection(const ir::Op& op);
+
+// The fields of the target a selection depends on, as module attributes (`kernel_arch`,
+// `kernel_sm_count`), and the target they describe (nullopt: the module was not selected).
+bool WriteSelectionTarget(const Target& t, ir::Module& m);
+absl::StatusOr<std::optional<Target>> ReadSelectionTarget(const ir::Module& m);
+
+// Whether every argument and result of `fn` has a static shape (a bucket function or @decode):
+// the functions select-kernels annotates and the plan's kernel table covers.
+bool IsStaticFunction(const ir::Function& fn);
+
+// The selections of every op of a static function at `bucket`: the recorded ones when the
+// function carries them (every op that does device work must), else selected now for `target`.
+absl::StatusOr<std::vector<OpSelection>> SelectionsOf(const ir::Function& fn, int64_t bucket, const Target& target,
+                                                      bool use_records);
+
+// The device greedy step closing the decode loop (Norm.cu `greedy_next`) for a decode function
+// returning f32[1, V].
+absl::StatusOr<Launch> GreedyNextLaunch(const ir::Function& decode, const Target& target);
+
+}  // namespace memra::kernels::cuda

@@ -1,0 +1,111 @@
+// Units of kernels/cuda/Norm.cu: row normalizations (rms_norm, l2_norm, gated_rms_norm,
+// add_rms_norm), row reductions (softmax, argmax) and the decode loop's greedy pick.
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "ir/StatusMacros.h"
+#include "kernels/cuda/GpuOp.h"
+#include "kernels/cuda/GpuOpRegistry.h"
+#include "kernels/cuda/NormParams.h"
+#include "kernels/cuda/RowLaunch.h"
+
+namespace memra::kernels::cuda {
+
+Launch RowLaunch(const std::string& entry, int64_t rows, int64_t cols, int64_t max_block) {
+  Launch l;
+  l.kernel.module.file = "Norm.cu";
+  int64_t block = 32;  // a power of two (the argmax tree reduction needs one)
+  while (block < cols && block < max_block) block *= 2;
+  l.kernel.module.defines = MakeDefines({Def("NORM_COLS", cols), Def("NORM_BLOCK", block)});
+  l.kernel.entry = entry;
+  l.block = static_cast<uint32_t>(block);
+  l.grid = static_cast<uint32_t>(std::clamp<int64_t>(rows, 1, 1 << 20));
+  return l;
+}
+
+namespace {
+
+int64_t Rows(const std::vector<int64_t>& s) {
+  const int64_t cols = s.empty() ? 1 : s.back();
+  return Numel(s) / std::max<int64_t>(cols, 1);
+}
+
+// One block per row of the last dimension; eps from the op.
+class RowNormImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "row_norm"; }
+  bool Implements(ir::OpKind k) const override {
+    return k == ir::OpKind::kRmsNorm || k == ir::OpKind::kL2Norm || k == ir::OpKind::kGatedRmsNorm ||
+           k == ir::OpKind::kAddRmsNorm;
+  }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const auto& x = c.shapes.in[0];
+    OpSelection s;
+    s.launches.push_back(RowLaunch(Entry(c.op.kind()), Rows(x), x.empty() ? 1 : x.back(), 256));
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
+    const int64_t cols = x.empty() ? 1 : x.back();
+    NormParams p;
+    p.x = c.In(0);
+    p.n_rows = Numel(x) / std::max<int64_t>(cols, 1);
+    p.eps = static_cast<float>(c.op().attrs().F64Or("eps", 0));
+    switch (c.op().kind()) {
+      case ir::OpKind::kRmsNorm: p.w = c.In(1), p.y = c.Out(0); break;
+      case ir::OpKind::kL2Norm: p.y = c.Out(0); break;
+      case ir::OpKind::kGatedRmsNorm: p.z = c.In(1), p.w = c.In(2), p.y = c.Out(0); break;
+      default: p.z = c.In(1), p.w = c.In(2), p.sum = c.Out(0), p.y = c.Out(1); break;  // add_rms_norm
+    }
+    w.Kernel(0, p);
+    return absl::OkStatus();
+  }
+
+ private:
+  static const char* Entry(ir::OpKind k) {
+    return k == ir::OpKind::kRmsNorm ? "rms_norm" : k == ir::OpKind::kL2Norm ? "l2_norm"
+           : k == ir::OpKind::kGatedRmsNorm ? "gated_rms_norm" : "add_rms_norm";
+  }
+};
+
+class RowReduceImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "row_reduce"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kSoftmax || k == ir::OpKind::kArgmax; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const auto& x = c.shapes.in[0];
+    OpSelection s;
+    s.launches.push_back(RowLaunch(c.op.is(ir::OpKind::kSoftmax) ? "softmax" : "argmax", Rows(x),
+                                   x.empty() ? 1 : x.back(), 1024));
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
+    const int64_t cols = x.empty() ? 1 : x.back();
+    RowParams p;
+    p.x = c.In(0);
+    p.y = c.Out(0);
+    p.n_rows = Numel(x) / std::max<int64_t>(cols, 1);
+    w.Kernel(0, p);
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<GpuOpImpl> CreateRowNorm() { return std::make_unique<RowNormImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateRowReduce() { return std::make_unique<RowReduceImpl>(); }
+
+absl::StatusOr<Launch> GreedyNextLaunch(const ir::Function& decode, const Target&) {
+  const ir::Op* ret = nullptr;
+  for (const ir::Op* op : decode.Ops())
+    if (op->is(ir::OpKind::kReturn)) ret = op;
+  if (ret == nullptr || ret->num_operands() != 1 || ret->operand(0)->dtype() != ir::DType::kF32 ||
+      ret->operand(0)->shape().rank() != 2 || !ret->operand(0)->shape().IsStatic() ||
+      ret->operand(0)->shape()[0].value() != 1)
+    return absl::FailedPreconditionError(
+        absl::StrCat("@", decode.name(), " does not return one row of f32 logits [1, V]: no greedy decode loop"));
+  return RowLaunch("greedy_next", 1, ret->operand(0)->shape()[1].value(), 1024);
+}
+
+}  // namespace memra::kernels::cuda

@@ -1,0 +1,48 @@
+// Parameters of kernels/cuda/Norm.cu (see KernelParams.h for the contract).
+#pragma once
+#include "KernelParams.h"
+
+MEMRA_PARAMS_BEGIN
+
+// rms_norm: y = x / sqrt(mean(x^2) + eps) * w; l2_norm ignores w; gated_rms_norm multiplies by
+// silu(z); add_rms_norm normalizes sum = x + z (written to `sum`).
+struct NormParams {
+  MEMRA_DPTR(const float) x;
+  MEMRA_DPTR(const float) z;  // gated: the gate; add: the second addend; else unused
+  MEMRA_DPTR(const float) w;
+  MEMRA_DPTR(float) sum;      // add_rms_norm only
+  MEMRA_DPTR(float) y;
+  long long n_rows;
+  float eps;
+};
+MEMRA_PARAMS_SIZE(NormParams, 56);
+MEMRA_PARAMS_OFFSET(NormParams, z, 8);
+MEMRA_PARAMS_OFFSET(NormParams, w, 16);
+MEMRA_PARAMS_OFFSET(NormParams, sum, 24);
+MEMRA_PARAMS_OFFSET(NormParams, y, 32);
+MEMRA_PARAMS_OFFSET(NormParams, n_rows, 40);
+MEMRA_PARAMS_OFFSET(NormParams, eps, 48);
+
+// softmax (y f32) and argmax (y i32) over rows.
+struct RowParams {
+  MEMRA_DPTR(const float) x;
+  MEMRA_DPTR(void) y;
+  long long n_rows;
+};
+MEMRA_PARAMS_SIZE(RowParams, 24);
+MEMRA_PARAMS_OFFSET(RowParams, y, 8);
+MEMRA_PARAMS_OFFSET(RowParams, n_rows, 16);
+
+// greedy_next: the device decode loop's pick (argmax -> token slot + token ring).
+struct GreedyNextParams {
+  MEMRA_DPTR(const float) logits;
+  MEMRA_DPTR(int) token;
+  MEMRA_DPTR(int) ring;
+  MEMRA_DPTR(int) ring_pos;
+  int ring_cap;
+};
+MEMRA_PARAMS_SIZE(GreedyNextParams, 40);
+MEMRA_PARAMS_OFFSET(GreedyNextParams, ring_pos, 24);
+MEMRA_PARAMS_OFFSET(GreedyNextParams, ring_cap, 32);
+
+MEMRA_PARAMS_END

@@ -1,0 +1,103 @@
+// Units of kernels/cuda/Rope.cu: NeoX rotary embedding, and qk_norm_rope (per-head rms_norm of
+// Norm.cu into the step's scratch, then the rotation into the result; q, then k).
+#include <cmath>
+
+#include "ir/StatusMacros.h"
+#include "kernels/cuda/GpuOp.h"
+#include "kernels/cuda/NormParams.h"
+#include "kernels/cuda/RopeParams.h"
+#include "kernels/cuda/RowLaunch.h"
+
+namespace memra::kernels::cuda {
+namespace {
+
+absl::Status CheckNeox(const ir::Op& op) {
+  if (op.attrs().GetString("mode").value_or("neox") != "neox") return Unsupported(op, "only neox rope");
+  return absl::OkStatus();
+}
+
+Launch RopeLaunch(const Target& t, const ir::Op& op, const std::vector<int64_t>& x) {
+  return GridStrideLaunch(t, "Rope.cu", "rope_neox", Numel(x),
+                          {Def("ROPE_HEADS", x[1]), Def("ROPE_DIM", x[2]), Def("ROPE_NROT", op.attrs().I64Or("n_rot", x[2]))});
+}
+
+// theta_{i+1} = theta_i * base^(-2 / n_rot), formed in f32 as ggml does.
+float ThetaScale(const ir::Op& op) {
+  const int64_t n_rot = op.attrs().I64Or("n_rot", 0);
+  const float base = static_cast<float>(op.attrs().F64Or("base", 10000.0));
+  return std::pow(base, -2.0f / static_cast<float>(n_rot));
+}
+
+class RopeImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "rope"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kRope; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const auto& x = c.shapes.in[0];
+    if (x.size() != 3) return Unsupported(c.op, "rope expects x: [T, H, D]");
+    MEMRA_RETURN_IF_ERROR(CheckNeox(c.op));
+    OpSelection s;
+    s.launches.push_back(RopeLaunch(c.target, c.op, x));
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
+    RopeParams p;
+    p.x = c.In(0);
+    p.y = c.Out(0);
+    p.pos = c.In(1);
+    p.n_tok = static_cast<int>(x[0]);
+    p.theta_scale = ThetaScale(c.op());
+    w.Kernel(0, p);
+    return absl::OkStatus();
+  }
+};
+
+// Launches: rms_norm(q), rope(q), rms_norm(k), rope(k); scratch: the normed q or k (f32).
+class QkNormRopeImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "qk_norm_rope"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kQkNormRope; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const auto& q = c.shapes.in[0];
+    const auto& k = c.shapes.in[1];
+    if (q.size() != 3 || k.size() != 3) return Unsupported(c.op, "qk_norm_rope expects q, k: [T, H, D]");
+    MEMRA_RETURN_IF_ERROR(CheckNeox(c.op));
+    OpSelection s;
+    for (const auto* x : {&q, &k}) {
+      s.launches.push_back(RowLaunch("rms_norm", (*x)[0] * (*x)[1], (*x)[2], 256));
+      s.launches.push_back(RopeLaunch(c.target, c.op, *x));
+    }
+    s.scratch_bytes = std::max(Numel(q), Numel(k)) * 4;
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    const uint64_t tmp = c.Scratch();
+    const float eps = static_cast<float>(c.op().attrs().F64Or("eps", 0));
+    for (unsigned i = 0; i < 2; ++i) {
+      MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(i));
+      NormParams n;
+      n.x = c.In(i);
+      n.w = c.In(2 + i);
+      n.y = tmp;
+      n.n_rows = x[0] * x[1];
+      n.eps = eps;
+      w.Kernel(2 * i, n);
+      RopeParams r;
+      r.x = tmp;
+      r.y = c.Out(i);
+      r.pos = c.In(4);
+      r.n_tok = static_cast<int>(x[0]);
+      r.theta_scale = ThetaScale(c.op());
+      w.Kernel(2 * i + 1, r);
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<GpuOpImpl> CreateRope() { return std::make_unique<RopeImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateQkNormRope() { return std::make_unique<QkNormRopeImpl>(); }
+
+}  // namespace memra::kernels::cuda
