@@ -23,7 +23,6 @@ target_include_directories(memra_llvm SYSTEM INTERFACE ${MEMRA_LLVM_ROOT}/includ
 target_link_libraries(memra_llvm INTERFACE
   ${MEMRA_LLVM_ROOT}/lib/libLLVMSupport.a ${MEMRA_LLVM_ROOT}/lib/libLLVMDemangle.a
   ${MEMRA_LIBDIR}/libz.a ${MEMRA_LIBDIR}/libtinfo.a ${CMAKE_DL_LIBS} rt)
-find_program(MEMRA_FILECHECK NAMES FileCheck-14 FileCheck PATHS ${MEMRA_LLVM_ROOT}/bin)
 
 # --- ICU (Unicode categories, regex, NFC for the tokenizer), static ---
 add_library(memra_icu INTERFACE)
@@ -35,6 +34,24 @@ target_link_libraries(memra_icu INTERFACE
 if(MEMRA_BUILD_TESTS)
   find_package(GTest REQUIRED)
   include(GoogleTest)
+endif()
+
+# --- LLVM lit, FileCheck, not, split-file (Debian llvm-14-tools) for the *.mir RUN-line tests ---
+if(MEMRA_BUILD_TESTS)
+  # Debian's python3 (the one llvm-14-tools' lit is packaged for) before any other on PATH.
+  find_program(MEMRA_PYTHON NAMES python3 HINTS /usr/bin)
+  find_file(MEMRA_LIT lit.py PATHS ${MEMRA_LLVM_ROOT}/build/utils/lit NO_DEFAULT_PATH)
+  find_program(MEMRA_FILECHECK FileCheck PATHS ${MEMRA_LLVM_ROOT}/bin NO_DEFAULT_PATH)
+  find_program(MEMRA_NOT not PATHS ${MEMRA_LLVM_ROOT}/bin NO_DEFAULT_PATH)
+  find_program(MEMRA_SPLIT_FILE split-file PATHS ${MEMRA_LLVM_ROOT}/bin NO_DEFAULT_PATH)
+  foreach(var MEMRA_PYTHON MEMRA_LIT MEMRA_FILECHECK MEMRA_NOT MEMRA_SPLIT_FILE)
+    if(NOT ${var} OR NOT EXISTS "${${var}}")
+      message(FATAL_ERROR "${var} not found (${${var}}): the *.mir tests need python3 and LLVM lit "
+        "(${MEMRA_LLVM_ROOT}/build/utils/lit/lit.py), FileCheck, not and split-file "
+        "(${MEMRA_LLVM_ROOT}/bin); run scripts/setup.sh (python3, llvm-14-tools), "
+        "or configure with -DMEMRA_BUILD_TESTS=OFF")
+    endif()
+  endforeach()
 endif()
 
 # --- CUDA (optional: without it everything CPU-side still builds and tests) ---
