@@ -1,6 +1,6 @@
 // `memra gen`: writes a synthetic-weight qwen35 model (preset shapes, chosen dtype, seeded).
 #include "absl/strings/str_join.h"
-#include "frontends/gguf/GgmlType.h"
+#include "kernels/formats/GgmlType.h"
 #include "frontends/gguf/ModelSummary.h"
 #include "frontends/synthetic/Qwen35Synthetic.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -28,7 +28,7 @@ int RunGen() {
   using namespace memra;
   auto shape = synthetic::Qwen35Preset(GenPreset);
   if (!shape.ok()) { llvm::errs() << "memra gen: " << shape.status().ToString() << "\n"; return 1; }
-  auto dtype = gguf::ParseGgmlType(GenDtype);
+  auto dtype = formats::ParseGgmlType(GenDtype);
   if (!dtype.ok()) { llvm::errs() << "memra gen: " << dtype.status().ToString() << "\n"; return 1; }
   synthetic::SyntheticOptions opt;
   opt.dtype = *dtype;

@@ -15,10 +15,22 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "frontends/gguf/GgmlType.h"
+#include "kernels/formats/GgmlType.h"
 #include "frontends/gguf/GgufValue.h"
 
 namespace memra::gguf {
+
+// GGUF stores tensors in the ggml block formats (kernels/formats, below both the readers and the
+// kernels); their names are used unqualified here.
+using formats::GgmlType;
+using formats::GgmlTypeTraits;
+using formats::kGgmlTypeCount;
+using formats::GgmlTypeName;
+using formats::LookupGgmlType;
+using formats::ParseGgmlType;
+using formats::RowBytes;
+using formats::TraitsOf;
+
 
 inline constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF"
 inline constexpr uint32_t kDefaultAlignment = 32;

@@ -12,8 +12,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "frontends/gguf/GgmlType.h"
+#include "frontends/gguf/GgufFile.h"
 #include "frontends/gguf/GgufValue.h"
+#include "kernels/formats/GgmlType.h"
 
 namespace memra::gguf {
 namespace detail {

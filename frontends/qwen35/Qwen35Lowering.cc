@@ -57,7 +57,7 @@ class Qwen35Lowering {
     std::optional<DType> dt = ir::DTypeFromGgmlId(static_cast<uint32_t>(t->type));
     if (!dt)
       return absl::UnimplementedError(absl::StrCat(f_.path(), ": tensor \"", name, "\" has type ",
-                                                   gguf::GgmlTypeName(t->type),
+                                                   formats::GgmlTypeName(t->type),
                                                    ", which the IR has no dtype for"));
     if (ir::IsQuantized(*dt) && ne[0] % ir::InfoOf(*dt).block_elems != 0)
       return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": tensor \"", name, "\": ne0 = ", ne[0],

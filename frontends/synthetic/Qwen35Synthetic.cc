@@ -9,14 +9,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "frontends/gguf/GgufWriter.h"
-#include "frontends/gguf/Quant.h"
+#include "kernels/formats/Quant.h"
 #include "ir/StatusMacros.h"
 #include "ir/support/ProgressBar.h"
 
 namespace memra::synthetic {
 namespace {
 
-using gguf::GgmlType;
+using formats::GgmlType;
 using gguf::Value;
 
 // ---- deterministic random numbers: one stream per (seed, tensor, chunk) ----
@@ -87,7 +87,7 @@ absl::Status FillTensor(const TensorSpec& t, uint64_t seed, int threads, absl::S
   for (int64_t d : t.ne) n *= d;
   const int64_t n_chunks = (n + kChunk - 1) / kChunk;
   const uint64_t base = seed * 0x9E3779B97F4A7C15ull ^ HashName(t.name);
-  const auto& traits = gguf::TraitsOf(t.type);
+  const auto& traits = formats::TraitsOf(t.type);
   std::vector<absl::Status> status(threads);
   auto work = [&](int tid) {
     std::vector<float> buf(kChunk);
@@ -99,7 +99,7 @@ absl::Status FillTensor(const TensorSpec& t, uint64_t seed, int threads, absl::S
       absl::Span<uint8_t> dst = out.subspan(bytes_begin, bytes_len);
       absl::Status s;
       if (t.type == GgmlType::kF32) std::memcpy(dst.data(), buf.data(), len * 4);
-      else s = gguf::Quantize(t.type, absl::MakeConstSpan(buf.data(), len), dst);
+      else s = formats::Quantize(t.type, absl::MakeConstSpan(buf.data(), len), dst);
       if (!s.ok()) { status[tid] = s; return; }
     }
   };
@@ -121,7 +121,7 @@ std::vector<TensorSpec> Qwen35Tensors(const Qwen35Shape& s, GgmlType dtype) {
   const double out_gain = std::min(1.0, std::sqrt(4.0 / s.n_layer));
   auto mat = [&](std::string name, int64_t in, int64_t out, double gain = 1.0) {
     GgmlType t = dtype;
-    if (in % gguf::TraitsOf(dtype).block_elems != 0) t = GgmlType::kF16;
+    if (in % formats::TraitsOf(dtype).block_elems != 0) t = GgmlType::kF16;
     return TensorSpec{std::move(name), {in, out}, t, {Init::kNormal, 0.0, gain / std::sqrt(double(in))}};
   };
   auto norm = [&](std::string name, int64_t n) {
@@ -129,7 +129,7 @@ std::vector<TensorSpec> Qwen35Tensors(const Qwen35Shape& s, GgmlType dtype) {
   };
   std::vector<TensorSpec> v;
   v.push_back({"token_embd.weight", {E, s.n_vocab}, dtype, {Init::kNormal, 0.0, 1.0}});
-  if (E % gguf::TraitsOf(dtype).block_elems != 0) v.back().type = GgmlType::kF16;
+  if (E % formats::TraitsOf(dtype).block_elems != 0) v.back().type = GgmlType::kF16;
   for (uint32_t il = 0; il < s.n_layer; ++il) {
     const std::string p = absl::StrCat("blk.", il, ".");
     v.push_back(norm(p + "attn_norm.weight", E));
@@ -276,7 +276,7 @@ absl::StatusOr<SyntheticStats> WriteSyntheticQwen35(const Qwen35Shape& s, const 
   switch (opt.dtype) {
     case GgmlType::kF32: case GgmlType::kF16: case GgmlType::kBF16: case GgmlType::kQ8_0: break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat("memra gen: weight dtype ", gguf::GgmlTypeName(opt.dtype),
+      return absl::InvalidArgumentError(absl::StrCat("memra gen: weight dtype ", formats::GgmlTypeName(opt.dtype),
                                                      " not supported (f32, f16, bf16, q8_0)"));
   }
   const std::string a = "qwen35.";

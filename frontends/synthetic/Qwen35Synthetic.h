@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "frontends/gguf/GgmlType.h"
+#include "kernels/formats/GgmlType.h"
 
 namespace memra::synthetic {
 
@@ -44,7 +44,7 @@ absl::StatusOr<Qwen35Shape> Qwen35Preset(absl::string_view name);
 std::vector<std::string> Qwen35PresetNames();
 
 struct SyntheticOptions {
-  gguf::GgmlType dtype = gguf::GgmlType::kF32;  // matrices; norms, biases, conv stay f32
+  formats::GgmlType dtype = formats::GgmlType::kF32;  // matrices; norms, biases, conv stay f32
   uint64_t seed = 1;
   int threads = 0;  // 0 = hardware concurrency
   bool progress = true;

@@ -35,14 +35,14 @@ class FirstError {
 absl::Status CheckDecodable(const WeightView& w) {
   if (!CanDecode(w.type))
     return absl::UnimplementedError(
-        absl::StrCat("no dequantizer for ggml type ", gguf::GgmlTypeName(w.type)));
+        absl::StrCat("no dequantizer for ggml type ", formats::GgmlTypeName(w.type)));
   return absl::OkStatus();
 }
 
 // Row r of w as f32: a pointer into the weight itself for aligned F32 data, else decoded into buf.
 const float* RowF32(const WeightView& w, int64_t r, std::vector<float>& buf, FirstError& err) {
   const uint8_t* p = w.Row(r);
-  if (w.type == gguf::GgmlType::kF32 && reinterpret_cast<uintptr_t>(p) % alignof(float) == 0)
+  if (w.type == formats::GgmlType::kF32 && reinterpret_cast<uintptr_t>(p) % alignof(float) == 0)
     return reinterpret_cast<const float*>(p);
   buf.resize(static_cast<size_t>(w.cols));
   err.Set(DequantizeRow(w, r, buf.data()));

@@ -1,7 +1,7 @@
 // Embedding lookup and matrix multiplication against GGUF weights of any decodable ggml type.
 //
 // Activations are f32, row-major, one row per token. Weight rows are decoded to f32 on the fly
-// (gguf::Dequantize, bit-exact with ggml) and every product is accumulated in f32.
+// (formats::Dequantize, bit-exact with ggml) and every product is accumulated in f32.
 #pragma once
 
 #include <cstdint>

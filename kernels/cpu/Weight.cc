@@ -3,26 +3,26 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "frontends/gguf/Quant.h"
+#include "kernels/formats/Quant.h"
 
 namespace memra::kernels::cpu {
 
-using gguf::GgmlType;
+using formats::GgmlType;
 
 absl::StatusOr<WeightView> WeightView::Make(GgmlType type, int64_t rows, int64_t cols,
                                             absl::Span<const uint8_t> bytes) {
   if (rows < 0 || cols <= 0)
     return absl::InvalidArgumentError(absl::StrCat("weight shape {", cols, ", ", rows, "} is invalid"));
-  auto row_bytes = gguf::RowBytes(type, cols);
+  auto row_bytes = formats::RowBytes(type, cols);
   if (!row_bytes.ok()) return row_bytes.status();
   if (rows > 0 && *row_bytes > bytes.size() / static_cast<uint64_t>(rows))
     return absl::InvalidArgumentError(absl::StrCat("weight {", cols, ", ", rows, "} of type ",
-                                                   gguf::GgmlTypeName(type), " needs ", *row_bytes,
+                                                   formats::GgmlTypeName(type), " needs ", *row_bytes,
                                                    " bytes per row but only ", bytes.size(),
                                                    " bytes are given"));
   if (*row_bytes * static_cast<uint64_t>(rows) != bytes.size())
     return absl::InvalidArgumentError(absl::StrCat("weight {", cols, ", ", rows, "} of type ",
-                                                   gguf::GgmlTypeName(type), " needs ",
+                                                   formats::GgmlTypeName(type), " needs ",
                                                    *row_bytes * rows, " bytes, got ", bytes.size()));
   WeightView w;
   w.type = type;
@@ -33,13 +33,13 @@ absl::StatusOr<WeightView> WeightView::Make(GgmlType type, int64_t rows, int64_t
   return w;
 }
 
-absl::StatusOr<WeightView> WeightView::FromTensor(const gguf::TensorInfo& t) {
-  for (size_t i = 2; i < t.ne.size(); ++i)
-    if (t.ne[i] != 1)
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor ", t.name, ": expected a 2-D weight, ne[", i, "] = ", t.ne[i]));
-  auto w = Make(t.type, t.ne_at(1), t.ne_at(0), t.data);
-  if (!w.ok()) return absl::Status(w.status().code(), absl::StrCat("tensor ", t.name, ": ", w.status().message()));
+absl::StatusOr<WeightView> WeightView::FromTensor(absl::string_view name, formats::GgmlType type,
+                                                  absl::Span<const int64_t> ne, absl::Span<const uint8_t> data) {
+  for (size_t i = 2; i < ne.size(); ++i)
+    if (ne[i] != 1)
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", name, ": expected a 2-D weight, ne[", i, "] = ", ne[i]));
+  auto w = Make(type, ne.size() > 1 ? ne[1] : 1, ne.empty() ? 1 : ne[0], data);
+  if (!w.ok()) return absl::Status(w.status().code(), absl::StrCat("tensor ", name, ": ", w.status().message()));
   return w;
 }
 
@@ -53,7 +53,7 @@ WeightView WeightView::F32(const float* data, int64_t rows, int64_t cols) {
   return w;
 }
 
-bool CanDecode(GgmlType type) { return type == GgmlType::kF32 || gguf::CanDequantize(type); }
+bool CanDecode(GgmlType type) { return type == GgmlType::kF32 || formats::CanDequantize(type); }
 
 absl::Status DequantizeRow(const WeightView& w, int64_t r, float* dst) {
   if (r < 0 || r >= w.rows)
@@ -62,14 +62,14 @@ absl::Status DequantizeRow(const WeightView& w, int64_t r, float* dst) {
     std::memcpy(dst, w.Row(r), static_cast<size_t>(w.cols) * sizeof(float));
     return absl::OkStatus();
   }
-  return gguf::Dequantize(w.type, absl::Span<const uint8_t>(w.Row(r), w.row_bytes),
+  return formats::Dequantize(w.type, absl::Span<const uint8_t>(w.Row(r), w.row_bytes),
                           absl::Span<float>(dst, static_cast<size_t>(w.cols)));
 }
 
 absl::StatusOr<DenseWeight> DenseWeight::FromView(const WeightView& w) {
   if (!CanDecode(w.type))
     return absl::UnimplementedError(
-        absl::StrCat("no dequantizer for type ", gguf::GgmlTypeName(w.type)));
+        absl::StrCat("no dequantizer for type ", formats::GgmlTypeName(w.type)));
   DenseWeight d;
   d.rows_ = w.rows;
   d.cols_ = w.cols;
@@ -78,7 +78,7 @@ absl::StatusOr<DenseWeight> DenseWeight::FromView(const WeightView& w) {
     std::memcpy(d.values_.data(), w.data, d.values_.size() * sizeof(float));
   } else if (!d.values_.empty()) {
     // Rows are stored back to back, so the whole matrix decodes in one call.
-    auto st = gguf::Dequantize(w.type, absl::Span<const uint8_t>(w.data, w.row_bytes * w.rows),
+    auto st = formats::Dequantize(w.type, absl::Span<const uint8_t>(w.data, w.row_bytes * w.rows),
                                absl::Span<float>(d.values_));
     if (!st.ok()) return st;
   }

@@ -11,36 +11,37 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "frontends/gguf/GgmlType.h"
-#include "frontends/gguf/GgufFile.h"
+#include "kernels/formats/GgmlType.h"
+#include "absl/strings/string_view.h"
 
 namespace memra::kernels::cpu {
 
 struct WeightView {
-  gguf::GgmlType type = gguf::GgmlType::kF32;
+  formats::GgmlType type = formats::GgmlType::kF32;
   int64_t rows = 0;       // ne1 (N output features / vocabulary entries)
   int64_t cols = 0;       // ne0 (K, the contiguous dimension)
   uint64_t row_bytes = 0;
   const uint8_t* data = nullptr;  // rows * row_bytes bytes
 
-  // The weight of a tensor with ne {cols, rows} (ne2.. must be 1); checks that the byte size
-  // matches. Errors name the tensor.
-  static absl::StatusOr<WeightView> FromTensor(const gguf::TensorInfo& tensor);
+  // The weight of a tensor with ne {cols, rows} (ne2.. must be 1; ggml order) stored as `type` in
+  // `data`; checks that the byte size matches. Errors name the tensor.
+  static absl::StatusOr<WeightView> FromTensor(absl::string_view name, formats::GgmlType type,
+                                               absl::Span<const int64_t> ne, absl::Span<const uint8_t> data);
   // A view over a plain f32 buffer [rows][cols] (not owned).
   static WeightView F32(const float* data, int64_t rows, int64_t cols);
   // A view over raw encoded bytes; checks row geometry and the byte count.
-  static absl::StatusOr<WeightView> Make(gguf::GgmlType type, int64_t rows, int64_t cols,
+  static absl::StatusOr<WeightView> Make(formats::GgmlType type, int64_t rows, int64_t cols,
                                          absl::Span<const uint8_t> bytes);
 
   const uint8_t* Row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
 };
 
 // Decodes row `r` of `w` into dst[0..w.cols). F32 rows are copied; other types go through
-// gguf::Dequantize. Errors: unsupported type, r out of range.
+// formats::Dequantize. Errors: unsupported type, r out of range.
 absl::Status DequantizeRow(const WeightView& w, int64_t r, float* dst);
 
 // Whether rows of `type` can be decoded by DequantizeRow.
-bool CanDecode(gguf::GgmlType type);
+bool CanDecode(formats::GgmlType type);
 
 // A weight dequantized once to f32 (the "dequantize at load" strategy). view() is an F32
 // WeightView over the owned buffer.

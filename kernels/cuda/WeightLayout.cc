@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "frontends/gguf/Quant.h"
+#include "kernels/formats/Quant.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/Weight.h"
 
@@ -52,7 +52,7 @@ int64_t LayoutBytes(const WeightLayout& layout, int64_t rows, int64_t cols) {
 absl::StatusOr<RepackedMatrix> Repack(const WeightLayout& layout, ir::DType stored, int64_t rows, int64_t cols,
                                       absl::Span<const uint8_t> src, int threads) {
   RepackedMatrix out;
-  const auto type = static_cast<gguf::GgmlType>(ir::InfoOf(stored).ggml_id);
+  const auto type = static_cast<formats::GgmlType>(ir::InfoOf(stored).ggml_id);
   switch (layout.kind) {
     case WeightLayoutKind::kAsStored: return out;
     case WeightLayoutKind::kBf16Dequantized: {
@@ -90,7 +90,7 @@ absl::StatusOr<RepackedMatrix> Repack(const WeightLayout& layout, ir::DType stor
       for (int64_t b = 0; b < blocks; ++b) {
         uint16_t d;
         std::memcpy(&d, src.data() + b * 34, 2);
-        const float scale = gguf::HalfToFloat(d);
+        const float scale = formats::HalfToFloat(d);
         std::memcpy(out.scales.data() + b * 4, &scale, 4);
         std::memcpy(out.data.data() + b * 32, src.data() + b * 34 + 2, 32);
       }

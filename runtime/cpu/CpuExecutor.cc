@@ -124,12 +124,12 @@ absl::Status CpuExecutor::BindWeights() {
                                                      ", the module declares ", gguf::ShapeString(ne)));
     if (ir::InfoOf(w->dtype()).ggml_id != static_cast<int>(t->type))
       return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor \"", w->name(),
-                                                     "\" has type ", gguf::GgmlTypeName(t->type),
+                                                     "\" has type ", formats::GgmlTypeName(t->type),
                                                      ", the module declares ", ir::DTypeName(w->dtype())));
     if (!kc::CanDecode(t->type))
       return absl::UnimplementedError(absl::StrCat(file_.path(), ": tensor \"", w->name(),
                                                    "\": no CPU dequantizer for ",
-                                                   gguf::GgmlTypeName(t->type), " yet"));
+                                                   formats::GgmlTypeName(t->type), " yet"));
     bool matrix_use = false, value_use = false;
     for (const ir::Use& u : w->uses()) {
       if (IsMatrixUse(u.user->kind(), u.operand_index)) matrix_use = true;
@@ -141,8 +141,8 @@ absl::Status CpuExecutor::BindWeights() {
     if (matrix_use) {
       if (ne.size() != 2)
         return absl::InvalidArgumentError(absl::StrCat("weight @", w->name(), " used as a matrix has rank ", ne.size()));
-      MEMRA_ASSIGN_OR_RETURN(b->view, kc::WeightView::FromTensor(*t));
-      if (options_.weight_mode == WeightMode::kDequantizeAtLoad && t->type != gguf::GgmlType::kF32) {
+      MEMRA_ASSIGN_OR_RETURN(b->view, kc::WeightView::FromTensor(t->name, t->type, t->ne, t->data));
+      if (options_.weight_mode == WeightMode::kDequantizeAtLoad && t->type != formats::GgmlType::kF32) {
         MEMRA_ASSIGN_OR_RETURN(kc::DenseWeight d, kc::DenseWeight::FromView(b->view));
         b->dense = std::move(d);
         b->view = b->dense->view();
@@ -150,7 +150,7 @@ absl::Status CpuExecutor::BindWeights() {
       }
     }
     if (value_use) {
-      if (t->type == gguf::GgmlType::kF32 && reinterpret_cast<uintptr_t>(t->data.data()) % alignof(float) == 0) {
+      if (t->type == formats::GgmlType::kF32 && reinterpret_cast<uintptr_t>(t->data.data()) % alignof(float) == 0) {
         b->values = reinterpret_cast<const float*>(t->data.data());
       } else {
         MEMRA_ASSIGN_OR_RETURN(kc::WeightView flat, kc::WeightView::Make(t->type, 1, n, t->data));

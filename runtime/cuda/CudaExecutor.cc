@@ -13,7 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "codegen/KernelModules.h"
 #include "frontends/gguf/GgufFile.h"
-#include "frontends/gguf/Quant.h"
+#include "kernels/formats/Quant.h"
 #include "ir/Function.h"
 #include "ir/StatusMacros.h"
 #include "ir/support/ProgressBar.h"
@@ -99,7 +99,7 @@ absl::Status CudaExecutor::UploadWeights() {
       return absl::InvalidArgumentError(absl::StrCat("weight @", w->name(), " has a symbolic shape"));
     if (ir::InfoOf(w->dtype()).ggml_id != static_cast<int>(t->type))
       return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor \"", w->name(), "\" has type ",
-                                                     gguf::GgmlTypeName(t->type), ", the module declares ",
+                                                     formats::GgmlTypeName(t->type), ", the module declares ",
                                                      ir::DTypeName(w->dtype())));
     bool matrix_use = false, value_use = false;
     for (const ir::Use& u : w->uses()) (kcu::IsMatrixOperand(*u.user, u.operand_index) ? matrix_use : value_use) = true;
@@ -108,7 +108,7 @@ absl::Status CudaExecutor::UploadWeights() {
     const int64_t n = t->NumElements();
     if (matrix_use) {
       // The dtype's device layout (kernels/cuda/WeightLayout.h): as stored, or repacked once here.
-      MEMRA_ASSIGN_OR_RETURN(kc::WeightView view, kc::WeightView::FromTensor(*t));
+      MEMRA_ASSIGN_OR_RETURN(kc::WeightView view, kc::WeightView::FromTensor(t->name, t->type, t->ne, t->data));
       dw->rows = view.rows;
       dw->cols = view.cols;
       dw->layout = &kcu::MatrixLayoutFor(w->dtype());

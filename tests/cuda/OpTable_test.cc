@@ -17,7 +17,7 @@
 #include "kernels/cuda/Target.h"
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/gguf/GgufWriter.h"
-#include "frontends/gguf/Quant.h"
+#include "kernels/formats/Quant.h"
 #include "gtest/gtest.h"
 #include "ir/Builder.h"
 #include "ir/Function.h"
@@ -29,7 +29,7 @@
 namespace memra::runtime {
 namespace {
 
-using gguf::GgmlType;
+using formats::GgmlType;
 using ir::Dim;
 using ir::DType;
 using ir::Shape;
@@ -72,7 +72,7 @@ struct Harness {
     const int64_t row_bytes = *ir::StorageBytes(dt, row);
     std::vector<uint8_t> bytes(static_cast<size_t>(row_bytes * (n / row)));
     for (int64_t r = 0; r < n / row; ++r) {
-      absl::Status s = gguf::Quantize(type, absl::MakeConstSpan(v.data() + r * row, row),
+      absl::Status s = formats::Quantize(type, absl::MakeConstSpan(v.data() + r * row, row),
                                       absl::MakeSpan(bytes.data() + r * row_bytes, row_bytes));
       EXPECT_TRUE(s.ok()) << s;
     }
@@ -235,7 +235,7 @@ TEST_F(OpTableTest, Embed) {
   const std::pair<GgmlType, double> types[] = {{GgmlType::kF32, 0}, {GgmlType::kF16, 0}, {GgmlType::kBF16, 0},
                                                {GgmlType::kQ8_0, 1e-5}, {GgmlType::kQ4_K, 1e-5}};
   for (auto [t, bound] : types)
-    FOR_T Check("embed", std::string(gguf::GgmlTypeName(t)), T, bound, [&](Harness& h) {
+    FOR_T Check("embed", std::string(formats::GgmlTypeName(t)), T, bound, [&](Harness& h) {
       Value* ids = h.Arg("ids", {-1}, DType::kI32);
       return std::vector<Value*>{h.b->Embed(ids, h.Weight("tab", t, {512, 1000}))};
     }, 1, 1000);
@@ -281,7 +281,7 @@ TEST_F(OpTableTest, MatMul) {
   const std::pair<GgmlType, double> types[] = {{GgmlType::kF32, 1e-10}, {GgmlType::kF16, 1e-5}, {GgmlType::kBF16, 5e-5},
                                                {GgmlType::kQ8_0, 5e-5}, {GgmlType::kQ4_K, 5e-5}, {GgmlType::kQ6_K, 5e-5}};
   for (auto [t, bound] : types)
-    FOR_T Check("matmul", std::string(gguf::GgmlTypeName(t)), T, bound, [&](Harness& h) {
+    FOR_T Check("matmul", std::string(formats::GgmlTypeName(t)), T, bound, [&](Harness& h) {
       return std::vector<Value*>{h.b->MatMul(h.Arg("x", {-1, 1024}), h.Weight("w", t, {1024, 768}, -0.05f, 0.05f))};
     });
 }
@@ -322,7 +322,7 @@ TEST_F(OpTableTest, FusedOps) {
   const std::pair<GgmlType, double> types[] = {{GgmlType::kF32, 1e-10}, {GgmlType::kBF16, 5e-5},
                                                {GgmlType::kQ8_0, 5e-5}, {GgmlType::kQ4_K, 5e-5}};
   for (auto [t, bound] : types)
-    FOR_T Check("matmul_swiglu", std::string(gguf::GgmlTypeName(t)), T, bound, [&](Harness& h) {
+    FOR_T Check("matmul_swiglu", std::string(formats::GgmlTypeName(t)), T, bound, [&](Harness& h) {
       Value* x = h.Arg("x", {-1, 1024});
       return std::vector<Value*>{h.b->Build1(ir::OpKind::kMatMulSwiglu,
                                              {x, h.Weight("wg", t, {1024, 768}, -0.05f, 0.05f),
@@ -331,7 +331,7 @@ TEST_F(OpTableTest, FusedOps) {
   // matmul_group: the delta-net in-projection's shape (a large, a medium and two 32-row weights of one
   // type: one gemv_group launch at T = 1) and a group mixing q8_0 and q4_K (per-weight GEMVs).
   for (auto [t, bound] : types)
-    FOR_T Check("matmul_group", std::string(gguf::GgmlTypeName(t)), T, bound, [&](Harness& h) {
+    FOR_T Check("matmul_group", std::string(formats::GgmlTypeName(t)), T, bound, [&](Harness& h) {
       Value* x = h.Arg("x", {-1, 1024});
       auto r = h.b->Build(ir::OpKind::kMatMulGroup,
                           {x, h.Weight("wa", t, {1024, 640}, -0.05f, 0.05f), h.Weight("wb", t, {1024, 256}, -0.05f, 0.05f),

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "frontends/gguf/GgmlType.h"
-#include "frontends/gguf/Quant.h"
+#include "kernels/formats/GgmlType.h"
+#include "kernels/formats/Quant.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/Matmul.h"
 #include "kernels/cpu/ThreadPool.h"
@@ -17,7 +17,7 @@
 namespace memra::kernels::cpu {
 namespace {
 
-using gguf::GgmlType;
+using formats::GgmlType;
 using memra::testing::FileExists;
 using memra::testing::ReadF32File;
 using memra::testing::ReadFileBytes;
@@ -123,9 +123,9 @@ TEST(MatmulTest, QuantizedGoldens) {
   int tested = 0;
   for (const char* name : kTypes) {
     SCOPED_TRACE(name);
-    auto type = gguf::ParseGgmlType(name);
+    auto type = formats::ParseGgmlType(name);
     ASSERT_TRUE(type.ok()) << type.status();
-    if (!gguf::CanDequantize(*type)) {
+    if (!formats::CanDequantize(*type)) {
       std::printf("  [skip] %s: no dequantizer yet\n", name);
       continue;
     }

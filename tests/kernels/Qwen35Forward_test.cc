@@ -189,13 +189,13 @@ class Qwen35Reference {
 
   absl::StatusOr<WeightView> Mat(const std::string& name, int64_t cols, int64_t rows) {
     MEMRA_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, file_->GetTensor(name));
-    MEMRA_ASSIGN_OR_RETURN(WeightView w, WeightView::FromTensor(*t));
+    MEMRA_ASSIGN_OR_RETURN(WeightView w, WeightView::FromTensor(t->name, t->type, t->ne, t->data));
     if (w.cols != cols || w.rows != rows)
       return absl::InvalidArgumentError(absl::StrCat(name, ": shape {", w.cols, ", ", w.rows,
                                                      "}, expected {", cols, ", ", rows, "}"));
     if (!CanDecode(w.type))
       return absl::UnimplementedError(
-          absl::StrCat(name, ": no dequantizer for ", gguf::GgmlTypeName(w.type), " yet"));
+          absl::StrCat(name, ": no dequantizer for ", formats::GgmlTypeName(w.type), " yet"));
     if (!dense_) return w;
     MEMRA_ASSIGN_OR_RETURN(DenseWeight d, DenseWeight::FromView(w));
     owned_.push_back(std::move(d));

@@ -1,7 +1,7 @@
 // Dequantization / quantization against ggml's goldens (tests/data/quant, copied from
 // ../shared/fixtures/quant: 8 rows x 256 f32, quantized and dequantized by llama.cpp's ggml-base),
 // plus round-trip error bounds, exhaustive half / bf16 conversion checks and error cases.
-#include "frontends/gguf/Quant.h"
+#include "kernels/formats/Quant.h"
 
 #include <bit>
 #include <cmath>
@@ -14,11 +14,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "frontends/gguf/QuantInternal.h"
+#include "kernels/formats/QuantInternal.h"
 #include "gtest/gtest.h"
 #include "tests/TestUtil.h"
 
-namespace memra::gguf {
+namespace memra::formats {
 namespace {
 
 using memra::testing::ReadF32File;
@@ -673,4 +673,4 @@ TEST(QuantSupport, Lists) {
 }
 
 }  // namespace
-}  // namespace memra::gguf
+}  // namespace memra::formats

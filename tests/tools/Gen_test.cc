@@ -5,7 +5,7 @@
 #include <set>
 
 #include "frontends/gguf/GgufFile.h"
-#include "frontends/gguf/Quant.h"
+#include "kernels/formats/Quant.h"
 #include "frontends/synthetic/Qwen35Synthetic.h"
 #include "gtest/gtest.h"
 #include "tests/TestUtil.h"
@@ -13,7 +13,7 @@
 namespace memra {
 namespace {
 
-using gguf::GgmlType;
+using formats::GgmlType;
 
 std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + "/" + name;
@@ -75,7 +75,7 @@ TEST(GenTest, WeightStatisticsFollowTheInitScheme) {
     const gguf::TensorInfo* t = (*f)->FindTensor(name);
     ASSERT_NE(t, nullptr) << name;
     std::vector<float> v(t->NumElements());
-    ASSERT_TRUE(gguf::Dequantize(t->type, t->data, absl::MakeSpan(v)).ok());
+    ASSERT_TRUE(formats::Dequantize(t->type, t->data, absl::MakeSpan(v)).ok());
     double s = 0, s2 = 0;
     for (float x : v) { s += x; s2 += double(x) * x; }
     *mean = s / v.size();

@@ -55,7 +55,7 @@ TEST(InspectTest, EveryFixtureMatchesManifest) {
     for (const auto& t : s->tensors) {
       auto expected = by_name->getString(t.name);
       ASSERT_TRUE(expected.hasValue()) << t.name;
-      EXPECT_EQ(llvm::StringRef(std::string(gguf::GgmlTypeName(t.type))).lower(), expected->lower()) << t.name;
+      EXPECT_EQ(llvm::StringRef(std::string(formats::GgmlTypeName(t.type))).lower(), expected->lower()) << t.name;
     }
     // Hyperparameters against the generator config.
     const std::string arch = s->architecture;

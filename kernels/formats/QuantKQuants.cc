@@ -3,9 +3,9 @@
 // operation by operation (e.g. Q4_K: (d * sc) * q - (dmin * m)), so results are bit-identical.
 #include <cstdint>
 
-#include "frontends/gguf/QuantInternal.h"
+#include "kernels/formats/QuantInternal.h"
 
-namespace memra::gguf::quant_internal {
+namespace memra::formats::quant_internal {
 namespace {
 
 constexpr int kQK = 256;
@@ -178,4 +178,4 @@ void DequantizeRowQ8K(const uint8_t* __restrict src, float* __restrict dst, int6
   }
 }
 
-}  // namespace memra::gguf::quant_internal
+}  // namespace memra::formats::quant_internal

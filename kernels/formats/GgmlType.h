@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace memra::gguf {
+namespace memra::formats {
 
 // Ids match ggml.h (llama.cpp b10573). Gaps are ids llama.cpp retired; they are rejected.
 enum class GgmlType : uint32_t {
@@ -39,4 +39,4 @@ absl::StatusOr<GgmlType> ParseGgmlType(absl::string_view name);
 // Bytes of one row of `ne0` elements; error if ne0 is not a multiple of the block size or overflows.
 absl::StatusOr<uint64_t> RowBytes(GgmlType type, int64_t ne0);
 
-}  // namespace memra::gguf
+}  // namespace memra::formats

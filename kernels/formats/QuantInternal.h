@@ -16,7 +16,7 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-namespace memra::gguf::quant_internal {
+namespace memra::formats::quant_internal {
 
 static_assert(std::endian::native == std::endian::little, "block formats are read as little-endian");
 
@@ -144,4 +144,4 @@ void QuantizeRowQ4K(const float* src, uint8_t* dst, int64_t nblocks);
 void QuantizeRowQ5K(const float* src, uint8_t* dst, int64_t nblocks);
 void QuantizeRowQ6K(const float* src, uint8_t* dst, int64_t nblocks);
 
-}  // namespace memra::gguf::quant_internal
+}  // namespace memra::formats::quant_internal

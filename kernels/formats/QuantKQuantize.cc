@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "frontends/gguf/QuantInternal.h"
+#include "kernels/formats/QuantInternal.h"
 
 // Unlike the other kernels these searches are sensitive to FMA contraction (accumulated products
 // such as sum += w * l * x). The build compiles ISO C++ (GCC then does not contract), and this
@@ -15,7 +15,7 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-namespace memra::gguf::quant_internal {
+namespace memra::formats::quant_internal {
 namespace {
 
 constexpr int kQK = 256;
@@ -482,4 +482,4 @@ void QuantizeRowQ6K(const float* __restrict x, uint8_t* __restrict dst, int64_t 
   }
 }
 
-}  // namespace memra::gguf::quant_internal
+}  // namespace memra::formats::quant_internal

@@ -7,7 +7,7 @@
 // ggml-common.h. Integer conversions of floats emulate x86 (ggml's C casts of NaN/out-of-range
 // values), so edge cases are deterministic; FMA contraction cannot change results here (see
 // QuantInternal.h).
-#include "frontends/gguf/Quant.h"
+#include "kernels/formats/Quant.h"
 
 #include <algorithm>
 #include <array>
@@ -17,10 +17,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "frontends/gguf/QuantInternal.h"
+#include "kernels/formats/QuantInternal.h"
 #include "ir/StatusMacros.h"
 
-namespace memra::gguf {
+namespace memra::formats {
 namespace {
 
 using namespace quant_internal;
@@ -530,4 +530,4 @@ uint16_t FloatToHalf(float f) { return FloatToHalfInline(f); }
 float Bf16ToFloat(uint16_t b) { return Bf16ToFloatInline(b); }
 uint16_t FloatToBf16(float f) { return FloatToBf16Inline(f); }
 
-}  // namespace memra::gguf
+}  // namespace memra::formats

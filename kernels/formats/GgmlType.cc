@@ -1,4 +1,4 @@
-#include "frontends/gguf/GgmlType.h"
+#include "kernels/formats/GgmlType.h"
 
 #include <array>
 #include <limits>
@@ -6,7 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
-namespace memra::gguf {
+namespace memra::formats {
 namespace {
 
 constexpr std::array<GgmlTypeTraits, 35> kTypes = {{
@@ -82,4 +82,4 @@ absl::StatusOr<uint64_t> RowBytes(GgmlType type, int64_t ne0) {
   return blocks * t.block_bytes;
 }
 
-}  // namespace memra::gguf
+}  // namespace memra::formats

@@ -6,9 +6,9 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "frontends/gguf/GgmlType.h"
+#include "kernels/formats/GgmlType.h"
 
-namespace memra::gguf {
+namespace memra::formats {
 
 bool CanDequantize(GgmlType type);
 // Dequantizes dst.size() elements (a multiple of the block size) from `src`, which must hold
@@ -26,4 +26,4 @@ uint16_t FloatToHalf(float f);
 float Bf16ToFloat(uint16_t b);
 uint16_t FloatToBf16(float f);
 
-}  // namespace memra::gguf
+}  // namespace memra::formats
