@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "ir/Builder.h"
 #include "ir/Module.h"
+#include "passes/FunctionPass.h"
 #include "passes/PassRegistry.h"
 
 namespace memra::passes {
@@ -29,27 +30,25 @@ std::optional<double> SplatValue(const Value* v) {
   return v->def()->attrs().GetF64("value");
 }
 
-class CanonicalizePass : public Pass {
+class CanonicalizePass : public FunctionPass {
  public:
   absl::string_view name() const override { return "canonicalize"; }
   absl::string_view description() const override {
     return "Folds reshapes and views, identity ops and constant attributes; erases dead ops";
   }
 
-  absl::StatusOr<bool> Run(ir::Module& m) override {
+  absl::StatusOr<bool> RunOnFunction(ir::Function& f, ir::Module&) override {
     bool changed = false;
-    for (const auto& f : m.functions()) {
-      for (int iter = 0; iter < *max_iterations_; ++iter) {
-        bool round = false;
-        for (Op* op : f->Ops()) {
-          if (erased_.contains(op)) continue;
-          round |= Simplify(op);
-        }
-        round |= EraseDead(*f);
-        erased_.clear();
-        if (!round) break;
-        changed = true;
+    for (int iter = 0; iter < *max_iterations_; ++iter) {
+      bool round = false;
+      for (Op* op : f.Ops()) {
+        if (erased_.contains(op)) continue;
+        round |= Simplify(op);
       }
+      round |= EraseDead(f);
+      erased_.clear();
+      if (!round) break;
+      changed = true;
     }
     return changed;
   }

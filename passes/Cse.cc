@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "ir/Module.h"
+#include "passes/FunctionPass.h"
 #include "passes/PassRegistry.h"
 
 namespace memra::passes {
@@ -44,32 +45,30 @@ struct OpEq {
   }
 };
 
-class CsePass : public Pass {
+class CsePass : public FunctionPass {
  public:
   absl::string_view name() const override { return "cse"; }
   absl::string_view description() const override {
     return "Merges equal side-effect-free ops (common subexpression elimination)";
   }
 
-  absl::StatusOr<bool> Run(ir::Module& m) override {
+  absl::StatusOr<bool> RunOnFunction(ir::Function& f, ir::Module&) override {
     bool changed = false;
-    for (const auto& f : m.functions()) {
-      absl::flat_hash_map<const ir::Op*, ir::Op*, OpHash, OpEq> seen;
-      for (ir::Op* op : f->Ops()) {
-        if (!op->is_pure() || op->num_results() == 0) continue;
-        auto [it, inserted] = seen.try_emplace(op, op);
-        if (inserted) continue;
-        ir::Op* keep = it->second;
-        for (unsigned i = 0; i < op->num_results(); ++i) {
-          // Keep the earlier name when the surviving value has none.
-          if (keep->result(i)->name().empty() && !op->result(i)->name().empty())
-            keep->result(i)->set_name(op->result(i)->name());
-          op->result(i)->ReplaceAllUsesWith(keep->result(i));
-        }
-        op->Erase();
-        ++merged_;
-        changed = true;
+    absl::flat_hash_map<const ir::Op*, ir::Op*, OpHash, OpEq> seen;
+    for (ir::Op* op : f.Ops()) {
+      if (!op->is_pure() || op->num_results() == 0) continue;
+      auto [it, inserted] = seen.try_emplace(op, op);
+      if (inserted) continue;
+      ir::Op* keep = it->second;
+      for (unsigned i = 0; i < op->num_results(); ++i) {
+        // Keep the earlier name when the surviving value has none.
+        if (keep->result(i)->name().empty() && !op->result(i)->name().empty())
+          keep->result(i)->set_name(op->result(i)->name());
+        op->result(i)->ReplaceAllUsesWith(keep->result(i));
       }
+      op->Erase();
+      ++merged_;
+      changed = true;
     }
     return changed;
   }

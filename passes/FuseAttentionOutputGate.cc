@@ -9,10 +9,10 @@
 // op sits where the mul was: moving the cache read later is safe because a function writes each
 // cache once, before its attention (the verifier's rule). On the CPU executor the fused op
 // computes attention, sigmoid and mul exactly (bit-identical).
-#include "ir/Builder.h"
-#include "ir/Module.h"
+#include "ir/StatusMacros.h"
 #include "passes/PassRegistry.h"
 #include "passes/PassUtil.h"
+#include "passes/RewritePattern.h"
 
 namespace memra::passes {
 namespace {
@@ -20,48 +20,53 @@ namespace {
 using ir::Op;
 using ir::OpKind;
 
-class FuseAttentionOutputGatePass : public Pass {
+struct GateMatch {
+  Op* mul;
+  Op* attention;
+  Op* sigmoid;
+};
+
+class AttentionOutputGatePattern : public RewritePattern<GateMatch> {
  public:
+  explicit AttentionOutputGatePattern(Pass* pass)
+      : RewritePattern(pass, OpKind::kMul, "fused", "attention * sigmoid(gate) fused into attention_gated") {}
+
+  MatchResult<GateMatch> Match(Op& mul, const PatternRewriter&) override {
+    // Either operand order; at most one side can have the shape.
+    for (unsigned side : {0u, 1u}) {
+      Op* att = DefOf(mul.operand(side), OpKind::kAttention);
+      Op* sig = DefOf(mul.operand(1 - side), OpKind::kSigmoid);
+      if (att == nullptr || sig == nullptr) continue;
+      if (!HasSingleUse(att->result(0))) return Skip(skipped_uses_);
+      if (sig->operand(0)->type() != att->operand(0)->type()) return Skip(skipped_type_);
+      return GateMatch{&mul, att, sig};
+    }
+    return NoMatch();
+  }
+
+  absl::Status Rewrite(const GateMatch& m, PatternRewriter& rw) override {
+    llvm::SmallVector<ir::Value*, 5> operands(m.attention->operands().begin(), m.attention->operands().end());
+    operands.push_back(m.sigmoid->operand(0));
+    MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(m.mul, OpKind::kAttentionGated, operands, m.attention->attrs()));
+    rw.Replace(m.mul->result(0), fused->result(0));
+    rw.Erase(m.mul);
+    rw.Erase(m.attention);
+    if (!m.sigmoid->result(0)->has_uses()) rw.Erase(m.sigmoid);
+    return absl::OkStatus();
+  }
+
+ private:
+  Statistic skipped_uses_{pass(), "skipped-uses", "gated attentions whose result has other users"};
+  Statistic skipped_type_{pass(), "skipped-type", "gates of another type than the queries"};
+};
+
+class FuseAttentionOutputGatePass : public PatternPass {
+ public:
+  FuseAttentionOutputGatePass() { AddPattern<AttentionOutputGatePattern>(); }
   absl::string_view name() const override { return "fuse-attention-output-gate"; }
   absl::string_view description() const override {
     return "Fuses attention * sigmoid(gate) into attention_gated";
   }
-
-  absl::StatusOr<bool> Run(ir::Module& m) override {
-    bool changed = false;
-    for (const auto& f : m.functions()) {
-      for (Op* mul : f->Ops()) {
-        if (!mul->is(OpKind::kMul)) continue;
-        for (unsigned side : {0u, 1u}) {
-          Op* att = DefOf(mul->operand(side), OpKind::kAttention);
-          Op* sig = DefOf(mul->operand(1 - side), OpKind::kSigmoid);
-          if (att == nullptr || sig == nullptr) continue;
-          if (!HasSingleUse(att->result(0))) {
-            ++skipped_uses_;
-            continue;
-          }
-          if (sig->operand(0)->type() != att->operand(0)->type()) continue;
-          llvm::SmallVector<ir::Value*, 5> operands(att->operands().begin(), att->operands().end());
-          operands.push_back(sig->operand(0));
-          ir::OpBuilder b(mul->parent_block(), ir::Block::iterator(*mul));
-          auto fused = b.Create(OpKind::kAttentionGated, operands, att->attrs());
-          if (!fused.ok()) return fused.status();
-          ReplaceValue(mul->result(0), (*fused)->result(0));
-          mul->Erase();
-          att->Erase();
-          if (!sig->result(0)->has_uses()) sig->Erase();
-          ++fused_;
-          changed = true;
-          break;
-        }
-      }
-    }
-    return changed;
-  }
-
- private:
-  Statistic fused_{this, "fused", "attention * sigmoid(gate) fused into attention_gated"};
-  Statistic skipped_uses_{this, "skipped-uses", "gated attentions whose result has other users"};
 };
 
 }  // namespace

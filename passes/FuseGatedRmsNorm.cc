@@ -9,10 +9,10 @@
 // Fuses when x and z have the same type and the norm has no other user (the silu stays if it
 // has other users). The fused op sits where the mul was. Numerics: the CPU gated_rms_norm kernel
 // computes the same per-element product ((x * rms scale) * w) * silu(z).
-#include "ir/Builder.h"
-#include "ir/Module.h"
+#include "ir/StatusMacros.h"
 #include "passes/PassRegistry.h"
 #include "passes/PassUtil.h"
+#include "passes/RewritePattern.h"
 
 namespace memra::passes {
 namespace {
@@ -20,42 +20,53 @@ namespace {
 using ir::Op;
 using ir::OpKind;
 
-class FuseGatedRmsNormPass : public Pass {
+struct GatedNormMatch {
+  Op* mul;
+  Op* norm;
+  Op* silu;
+};
+
+class GatedRmsNormPattern : public RewritePattern<GatedNormMatch> {
  public:
+  explicit GatedRmsNormPattern(Pass* pass)
+      : RewritePattern(pass, OpKind::kMul, "fused", "rms_norm * silu fused into gated_rms_norm") {}
+
+  MatchResult<GatedNormMatch> Match(Op& mul, const PatternRewriter&) override {
+    // Either operand order; at most one side can have the shape.
+    for (unsigned side : {0u, 1u}) {
+      Op* norm = DefOf(mul.operand(side), OpKind::kRmsNorm);
+      Op* silu = DefOf(mul.operand(1 - side), OpKind::kSilu);
+      if (norm == nullptr || silu == nullptr) continue;
+      if (!HasSingleUse(norm->result(0))) return Skip(skipped_uses_);
+      if (norm->operand(0)->type() != silu->operand(0)->type()) return Skip(skipped_type_);
+      return GatedNormMatch{&mul, norm, silu};
+    }
+    return NoMatch();
+  }
+
+  absl::Status Rewrite(const GatedNormMatch& m, PatternRewriter& rw) override {
+    MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(m.mul, OpKind::kGatedRmsNorm,
+                                                 {m.norm->operand(0), m.silu->operand(0), m.norm->operand(1)},
+                                                 {{"eps", m.norm->attrs().F64Or("eps", 0)}}));
+    rw.Replace(m.mul->result(0), fused->result(0));
+    rw.Erase(m.mul);
+    rw.Erase(m.norm);
+    if (!m.silu->result(0)->has_uses()) rw.Erase(m.silu);
+    return absl::OkStatus();
+  }
+
+ private:
+  Statistic skipped_uses_{pass(), "skipped-uses", "gated norms whose norm has other users"};
+  Statistic skipped_type_{pass(), "skipped-type", "gated norms whose x and gate differ in type"};
+};
+
+class FuseGatedRmsNormPass : public PatternPass {
+ public:
+  FuseGatedRmsNormPass() { AddPattern<GatedRmsNormPattern>(); }
   absl::string_view name() const override { return "fuse-gated-rmsnorm"; }
   absl::string_view description() const override {
     return "Fuses mul(rms_norm(x), silu(z)) into gated_rms_norm";
   }
-
-  absl::StatusOr<bool> Run(ir::Module& m) override {
-    bool changed = false;
-    for (const auto& f : m.functions()) {
-      for (Op* mul : f->Ops()) {
-        if (!mul->is(OpKind::kMul)) continue;
-        for (unsigned side : {0u, 1u}) {
-          Op* norm = DefOf(mul->operand(side), OpKind::kRmsNorm);
-          Op* silu = DefOf(mul->operand(1 - side), OpKind::kSilu);
-          if (norm == nullptr || silu == nullptr || !HasSingleUse(norm->result(0))) continue;
-          if (norm->operand(0)->type() != silu->operand(0)->type()) continue;
-          ir::OpBuilder b(mul->parent_block(), ir::Block::iterator(*mul));
-          auto fused = b.Create(OpKind::kGatedRmsNorm, {norm->operand(0), silu->operand(0), norm->operand(1)},
-                                {{"eps", norm->attrs().F64Or("eps", 0)}});
-          if (!fused.ok()) return fused.status();
-          ReplaceValue(mul->result(0), (*fused)->result(0));
-          mul->Erase();
-          norm->Erase();
-          if (!silu->result(0)->has_uses()) silu->Erase();
-          ++fused_;
-          changed = true;
-          break;
-        }
-      }
-    }
-    return changed;
-  }
-
- private:
-  Statistic fused_{this, "fused", "rms_norm * silu fused into gated_rms_norm"};
 };
 
 }  // namespace

@@ -12,12 +12,12 @@
 // Options: max-group (largest group, 0 = no limit); same-dtype (only weights of one dtype per
 // group, which a concatenated-weight GEMM needs).
 #include <algorithm>
+#include <vector>
 
-#include "ir/Builder.h"
-#include "ir/Module.h"
 #include "ir/StatusMacros.h"
 #include "passes/PassRegistry.h"
 #include "passes/PassUtil.h"
+#include "passes/RewritePattern.h"
 
 namespace memra::passes {
 namespace {
@@ -25,71 +25,69 @@ namespace {
 using ir::Op;
 using ir::OpKind;
 
-class FuseMatmulGroupPass : public Pass {
+struct GroupMatch {
+  std::vector<Op*> matmuls;  // program order, the root first
+};
+
+// Rooted at the first matmul of a group: the root and the later matmuls of its input that fit
+// (same block, max-group, same-dtype). Earlier matmuls of the input were roots already, so they
+// are either grouped (erased) or could not group; those that did not fit start a group of
+// their own later.
+class MatmulGroupPattern : public RewritePattern<GroupMatch> {
  public:
+  explicit MatmulGroupPattern(Pass* pass)
+      : RewritePattern(pass, OpKind::kMatMul, "groups", "matmul_group ops formed") {}
+
+  MatchResult<GroupMatch> Match(Op& root, const PatternRewriter& rw) override {
+    if (*max_group_ == 1) return NoMatch();
+    const int64_t at = rw.Order(&root);
+    std::vector<Op*> later;
+    for (const ir::Use& u : root.operand(0)->uses())
+      if (u.operand_index == 0 && u.user->is(OpKind::kMatMul) && rw.Order(u.user) > at) later.push_back(u.user);
+    if (later.empty()) return NoMatch();
+    std::sort(later.begin(), later.end(), [&](Op* a, Op* b) { return rw.Order(a) < rw.Order(b); });
+    GroupMatch m{{&root}};
+    bool same_block = false;
+    for (Op* mm : later) {
+      same_block |= mm->parent_block() == root.parent_block();
+      bool fits = mm->parent_block() == root.parent_block() &&
+                  (*max_group_ <= 0 || static_cast<int64_t>(m.matmuls.size()) < *max_group_) &&
+                  (!*same_dtype_ || mm->operand(1)->dtype() == root.operand(1)->dtype());
+      if (fits) m.matmuls.push_back(mm);
+    }
+    if (m.matmuls.size() < 2) return Skip(same_block ? skipped_dtype_ : skipped_block_);
+    return m;
+  }
+
+  absl::Status Rewrite(const GroupMatch& m, PatternRewriter& rw) override {
+    llvm::SmallVector<ir::Value*, 8> operands{m.matmuls.front()->operand(0)};
+    for (Op* mm : m.matmuls) operands.push_back(mm->operand(1));
+    MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(m.matmuls.front(), OpKind::kMatMulGroup, operands));
+    for (size_t i = 0; i < m.matmuls.size(); ++i) {
+      rw.Replace(m.matmuls[i]->result(0), fused->result(i));
+      rw.Erase(m.matmuls[i]);
+    }
+    grouped_ += static_cast<int64_t>(m.matmuls.size());
+    return absl::OkStatus();
+  }
+
+ private:
+  Option<int64_t> max_group_{pass(), "max-group", "largest group (0 = no limit)", 0};
+  Option<bool> same_dtype_{pass(), "same-dtype", "group only weights of one dtype", false};
+  Statistic grouped_{pass(), "grouped-matmuls", "matmuls folded into groups"};
+  Statistic skipped_block_{pass(), "skipped-block",
+                           "matmuls whose input's later matmuls are all in another block (segment)"};
+  Statistic skipped_dtype_{pass(), "skipped-dtype",
+                           "matmuls whose input's later matmuls all have another weight dtype (same-dtype)"};
+};
+
+class FuseMatmulGroupPass : public PatternPass {
+ public:
+  FuseMatmulGroupPass() { AddPattern<MatmulGroupPattern>(); }
   absl::string_view name() const override { return "fuse-matmul-group"; }
   absl::string_view description() const override {
     return "Groups matmuls sharing one input into matmul_group";
   }
-
-  absl::StatusOr<bool> Run(ir::Module& m) override {
-    bool changed = false;
-    for (const auto& f : m.functions()) {
-      auto order = ProgramOrder(*f);
-      // Inputs in program order of their first matmul user.
-      std::vector<ir::Value*> inputs;
-      absl::flat_hash_map<ir::Value*, std::vector<Op*>> users;
-      for (Op* op : f->Ops()) {
-        if (!op->is(OpKind::kMatMul)) continue;
-        auto [it, inserted] = users.try_emplace(op->operand(0));
-        if (inserted) inputs.push_back(op->operand(0));
-        it->second.push_back(op);
-      }
-      for (ir::Value* x : inputs) {
-        std::vector<Op*>& mms = users[x];
-        // One group per (block[, dtype]) among the users, in program order.
-        while (mms.size() >= 2) {
-          std::vector<Op*> group{mms.front()};
-          std::vector<Op*> rest;
-          for (size_t i = 1; i < mms.size(); ++i) {
-            Op* mm = mms[i];
-            bool fits = mm->parent_block() == group.front()->parent_block() &&
-                        (*max_group_ <= 0 || static_cast<int64_t>(group.size()) < *max_group_) &&
-                        (!*same_dtype_ || mm->operand(1)->dtype() == group.front()->operand(1)->dtype());
-            (fits ? group : rest).push_back(mm);
-          }
-          if (group.size() >= 2) {
-            MEMRA_RETURN_IF_ERROR(Group(group, order));
-            changed = true;
-          }
-          mms = std::move(rest);
-        }
-      }
-    }
-    return changed;
-  }
-
- private:
-  absl::Status Group(std::vector<Op*>& group, const absl::flat_hash_map<const Op*, int64_t>& order) {
-    std::sort(group.begin(), group.end(), [&](Op* a, Op* b) { return order.at(a) < order.at(b); });
-    llvm::SmallVector<ir::Value*, 8> operands{group.front()->operand(0)};
-    for (Op* mm : group) operands.push_back(mm->operand(1));
-    ir::OpBuilder b(group.front()->parent_block(), ir::Block::iterator(*group.front()));
-    auto fused = b.Create(OpKind::kMatMulGroup, operands);
-    if (!fused.ok()) return fused.status();
-    for (size_t i = 0; i < group.size(); ++i) {
-      ReplaceValue(group[i]->result(0), (*fused)->result(i));
-      group[i]->Erase();
-    }
-    ++groups_;
-    grouped_ += static_cast<int64_t>(group.size());
-    return absl::OkStatus();
-  }
-
-  Option<int64_t> max_group_{this, "max-group", "largest group (0 = no limit)", 0};
-  Option<bool> same_dtype_{this, "same-dtype", "group only weights of one dtype", false};
-  Statistic groups_{this, "groups", "matmul_group ops formed"};
-  Statistic grouped_{this, "grouped-matmuls", "matmuls folded into groups"};
 };
 
 }  // namespace

@@ -12,10 +12,12 @@
 // The fused op sits where the later rope was, so it is skipped when a user of the earlier rope
 // comes before that point. A candidate without a partner stays as it is. On the CPU executor the
 // fused op computes each norm and rope exactly (bit-identical).
-#include "ir/Builder.h"
-#include "ir/Module.h"
+#include <optional>
+
+#include "ir/StatusMacros.h"
 #include "passes/PassRegistry.h"
 #include "passes/PassUtil.h"
+#include "passes/RewritePattern.h"
 
 namespace memra::passes {
 namespace {
@@ -28,6 +30,13 @@ struct Candidate {
   Op* rope;
 };
 
+// rope(rms_norm(x)) with x of rank 3 and the norm used only by the rope.
+std::optional<Candidate> CandidateAt(Op& rope) {
+  Op* norm = DefOf(rope.operand(0), OpKind::kRmsNorm);
+  if (norm == nullptr || !HasSingleUse(norm->result(0)) || norm->operand(0)->rank() != 3) return std::nullopt;
+  return Candidate{norm, &rope};
+}
+
 bool Compatible(const Candidate& a, const Candidate& b) {
   const ir::Value* qa = a.norm->operand(0);
   const ir::Value* qb = b.norm->operand(0);
@@ -39,65 +48,60 @@ bool Compatible(const Candidate& a, const Candidate& b) {
          qa->dtype() == qb->dtype() && qa->shape()[0] == qb->shape()[0] && qa->shape()[2] == qb->shape()[2];
 }
 
-class FuseQkNormRopePass : public Pass {
+struct PairMatch {
+  Candidate q, k;
+};
+
+// Rooted at the q rope: its partner is the first later compatible candidate still there (an
+// earlier one would have been the root of this pair).
+class QkNormRopePattern : public RewritePattern<PairMatch> {
  public:
+  explicit QkNormRopePattern(Pass* pass)
+      : RewritePattern(pass, OpKind::kRope, "fused", "q/k norm + rope pairs fused into qk_norm_rope") {}
+
+  MatchResult<PairMatch> Match(Op& rope, const PatternRewriter& rw) override {
+    std::optional<Candidate> q = CandidateAt(rope);
+    if (!q) return NoMatch();
+    std::optional<Candidate> k;
+    for (Op* later : rw.LiveOpsAfter(rope, OpKind::kRope)) {
+      k = CandidateAt(*later);
+      if (k && Compatible(*q, *k)) break;
+      k.reset();
+    }
+    if (!k) return Skip(unpaired_);
+    const int64_t at = rw.Order(k->rope);
+    for (const ir::Use& u : q->rope->result(0)->uses())
+      if (rw.Order(u.user) < at) return Skip(skipped_order_);
+    return PairMatch{*q, *k};
+  }
+
+  absl::Status Rewrite(const PairMatch& m, PatternRewriter& rw) override {
+    const Candidate& q = m.q;
+    const Candidate& k = m.k;
+    ir::AttrDict attrs = k.rope->attrs();
+    attrs.Set("eps", q.norm->attrs().F64Or("eps", 0));
+    MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(k.rope, OpKind::kQkNormRope,
+                                                 {q.norm->operand(0), k.norm->operand(0), q.norm->operand(1),
+                                                  k.norm->operand(1), q.rope->operand(1)},
+                                                 attrs));
+    rw.Replace(q.rope->result(0), fused->result(0));
+    rw.Replace(k.rope->result(0), fused->result(1));
+    for (Op* op : {q.rope, k.rope, q.norm, k.norm}) rw.Erase(op);
+    return absl::OkStatus();
+  }
+
+ private:
+  Statistic unpaired_{pass(), "unpaired", "norm + rope chains without a partner (left alone)"};
+  Statistic skipped_order_{pass(), "skipped-order", "pairs whose first rope is used before the second"};
+};
+
+class FuseQkNormRopePass : public PatternPass {
+ public:
+  FuseQkNormRopePass() { AddPattern<QkNormRopePattern>(); }
   absl::string_view name() const override { return "fuse-qk-norm-rope"; }
   absl::string_view description() const override {
     return "Fuses the per-head rms_norm + rope of q and k into qk_norm_rope";
   }
-
-  absl::StatusOr<bool> Run(ir::Module& m) override {
-    bool changed = false;
-    for (const auto& f : m.functions()) {
-      auto order = ProgramOrder(*f);
-      std::vector<Candidate> cands;
-      for (Op* rope : f->Ops()) {
-        if (!rope->is(OpKind::kRope)) continue;
-        Op* norm = DefOf(rope->operand(0), OpKind::kRmsNorm);
-        if (norm == nullptr || !HasSingleUse(norm->result(0)) || norm->operand(0)->rank() != 3) continue;
-        cands.push_back({norm, rope});
-      }
-      std::vector<bool> used(cands.size(), false);
-      for (size_t i = 0; i < cands.size(); ++i) {
-        if (used[i]) continue;
-        size_t j = i + 1;
-        while (j < cands.size() && (used[j] || !Compatible(cands[i], cands[j]))) ++j;
-        if (j == cands.size()) {
-          ++unpaired_;
-          continue;
-        }
-        const Candidate& q = cands[i];
-        const Candidate& k = cands[j];
-        const int64_t at = order.at(k.rope);
-        bool early_use = false;
-        for (const ir::Use& u : q.rope->result(0)->uses()) early_use |= order.at(u.user) < at;
-        if (early_use) {
-          ++skipped_order_;
-          continue;
-        }
-        used[i] = used[j] = true;
-        ir::AttrDict attrs = k.rope->attrs();
-        attrs.Set("eps", q.norm->attrs().F64Or("eps", 0));
-        ir::OpBuilder b(k.rope->parent_block(), ir::Block::iterator(*k.rope));
-        auto fused = b.Create(OpKind::kQkNormRope,
-                              {q.norm->operand(0), k.norm->operand(0), q.norm->operand(1), k.norm->operand(1),
-                               q.rope->operand(1)},
-                              attrs);
-        if (!fused.ok()) return fused.status();
-        ReplaceValue(q.rope->result(0), (*fused)->result(0));
-        ReplaceValue(k.rope->result(0), (*fused)->result(1));
-        for (Op* op : {q.rope, k.rope, q.norm, k.norm}) op->Erase();
-        ++fused_;
-        changed = true;
-      }
-    }
-    return changed;
-  }
-
- private:
-  Statistic fused_{this, "fused", "q/k norm + rope pairs fused into qk_norm_rope"};
-  Statistic unpaired_{this, "unpaired", "norm + rope chains without a partner (left alone)"};
-  Statistic skipped_order_{this, "skipped-order", "pairs whose first rope is used before the second"};
 };
 
 }  // namespace

@@ -10,10 +10,10 @@
 // products are needed anyway: left to fuse-matmul-group). Run it before fuse-matmul-group, which
 // would otherwise group the two products first. The fused op sits where the swiglu was.
 // On the CPU executor it computes the two matmuls and the swiglu exactly (bit-identical).
-#include "ir/Builder.h"
-#include "ir/Module.h"
+#include "ir/StatusMacros.h"
 #include "passes/PassRegistry.h"
 #include "passes/PassUtil.h"
+#include "passes/RewritePattern.h"
 
 namespace memra::passes {
 namespace {
@@ -21,47 +21,46 @@ namespace {
 using ir::Op;
 using ir::OpKind;
 
-class FuseSwigluPass : public Pass {
+struct SwigluMatch {
+  Op* swiglu;
+  Op* gate;
+  Op* up;
+};
+
+class SwigluPattern : public RewritePattern<SwigluMatch> {
  public:
+  explicit SwigluPattern(Pass* pass)
+      : RewritePattern(pass, OpKind::kSwiglu, "fused", "matmul + matmul + swiglu fused into matmul_swiglu") {}
+
+  MatchResult<SwigluMatch> Match(Op& sw, const PatternRewriter&) override {
+    Op* g = DefOf(sw.operand(0), OpKind::kMatMul);
+    Op* u = DefOf(sw.operand(1), OpKind::kMatMul);
+    if (g == nullptr || u == nullptr || g == u) return NoMatch();
+    if (g->operand(0) != u->operand(0)) return Skip(skipped_inputs_);
+    if (!HasSingleUse(g->result(0)) || !HasSingleUse(u->result(0))) return Skip(skipped_uses_);
+    return SwigluMatch{&sw, g, u};
+  }
+
+  absl::Status Rewrite(const SwigluMatch& m, PatternRewriter& rw) override {
+    MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(m.swiglu, OpKind::kMatMulSwiglu,
+                                                 {m.gate->operand(0), m.gate->operand(1), m.up->operand(1)}));
+    rw.Replace(m.swiglu->result(0), fused->result(0));
+    for (Op* op : {m.swiglu, m.gate, m.up}) rw.Erase(op);
+    return absl::OkStatus();
+  }
+
+ private:
+  Statistic skipped_inputs_{pass(), "skipped-inputs", "swiglus of products of different inputs"};
+  Statistic skipped_uses_{pass(), "skipped-uses", "swiglus whose products have other users"};
+};
+
+class FuseSwigluPass : public PatternPass {
+ public:
+  FuseSwigluPass() { AddPattern<SwigluPattern>(); }
   absl::string_view name() const override { return "fuse-swiglu"; }
   absl::string_view description() const override {
     return "Fuses matmul gate/up products of one input and their swiglu into matmul_swiglu";
   }
-
-  absl::StatusOr<bool> Run(ir::Module& m) override {
-    bool changed = false;
-    for (const auto& f : m.functions()) {
-      for (Op* sw : f->Ops()) {
-        if (!sw->is(OpKind::kSwiglu)) continue;
-        Op* g = DefOf(sw->operand(0), OpKind::kMatMul);
-        Op* u = DefOf(sw->operand(1), OpKind::kMatMul);
-        if (g == nullptr || u == nullptr || g == u) continue;
-        if (g->operand(0) != u->operand(0)) {
-          ++skipped_inputs_;
-          continue;
-        }
-        if (!HasSingleUse(g->result(0)) || !HasSingleUse(u->result(0))) {
-          ++skipped_uses_;
-          continue;
-        }
-        ir::OpBuilder b(sw->parent_block(), ir::Block::iterator(*sw));
-        auto fused = b.Create(OpKind::kMatMulSwiglu, {g->operand(0), g->operand(1), u->operand(1)});
-        if (!fused.ok()) return fused.status();
-        ReplaceValue(sw->result(0), (*fused)->result(0));
-        sw->Erase();
-        g->Erase();
-        u->Erase();
-        ++fused_;
-        changed = true;
-      }
-    }
-    return changed;
-  }
-
- private:
-  Statistic fused_{this, "fused", "matmul + matmul + swiglu fused into matmul_swiglu"};
-  Statistic skipped_inputs_{this, "skipped-inputs", "swiglus of products of different inputs"};
-  Statistic skipped_uses_{this, "skipped-uses", "swiglus whose products have other users"};
 };
 
 }  // namespace

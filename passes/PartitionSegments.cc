@@ -21,6 +21,7 @@
 #include "ir/Module.h"
 #include "ir/Printer.h"
 #include "passes/Capture.h"
+#include "passes/FunctionPass.h"
 #include "passes/PassRegistry.h"
 #include "passes/PassUtil.h"
 
@@ -30,83 +31,78 @@ namespace {
 using ir::Op;
 using ir::OpKind;
 
-class PartitionSegmentsPass : public Pass {
+class PartitionSegmentsPass : public FunctionPass {
  public:
   absl::string_view name() const override { return "partition-segments"; }
   absl::string_view description() const override {
     return "Groups maximal runs of capturable ops into segments (piecewise CUDA-graph capture)";
   }
 
-  absl::StatusOr<bool> Run(ir::Module& m) override {
+  absl::StatusOr<bool> RunOnFunction(ir::Function& f, ir::Module&) override {
     absl::flat_hash_set<std::string> eager;
     for (const std::string& s : SplitListOption(*eager_ops_)) eager.insert(s);
-    bool changed = false;
-    for (const auto& f : m.functions()) {
-      const std::string before = ir::ToText(*f);
-      Dissolve(*f);
-      struct Item {
-        Op* op;
-        CaptureVerdict v;
-      };
-      std::vector<Item> items;
-      for (Op& op : *f->body()) {
-        if (op.is(OpKind::kReturn)) continue;
-        CaptureVerdict v = ClassifyForCapture(op, *require_arena_);
-        if (v.capturable && eager.contains(op.mnemonic()))
-          v = {false, absl::StrCat("eager by option: ", op.mnemonic(), " (partition-segments eager-ops)")};
-        items.push_back({&op, v});
-      }
-      // Runs of equal capturability.
-      std::vector<std::pair<size_t, size_t>> runs;
-      for (size_t i = 0; i < items.size();) {
-        size_t j = i + 1;
-        while (j < items.size() && items[j].v.capturable == items[i].v.capturable) ++j;
-        runs.emplace_back(i, j);
-        i = j;
-      }
-      // Short capturable runs run eagerly.
-      for (auto& [i, j] : runs)
-        if (items[i].v.capturable && static_cast<int64_t>(j - i) < *min_ops_)
-          for (size_t k = i; k < j; ++k)
-            items[k].v = {false, absl::StrCat("short run: fewer than ", *min_ops_, " capturable ops (min-ops)")};
-      runs.clear();
-      for (size_t i = 0; i < items.size();) {
-        size_t j = i + 1;
-        while (j < items.size() && items[j].v.capturable == items[i].v.capturable) ++j;
-        runs.emplace_back(i, j);
-        i = j;
-      }
-      std::optional<int64_t> bucket = f->attrs().GetI64("bucket");
-      for (size_t r = 0; r < runs.size(); ++r) {
-        auto [i, j] = runs[r];
-        const bool cap = items[i].v.capturable;
-        ir::AttrDict attrs{{"capturable", int64_t{cap ? 1 : 0}}, {"ops", static_cast<int64_t>(j - i)}};
-        if (bucket) attrs.Set("bucket", *bucket);
-        if (cap) {
-          bool rung = false;
-          for (size_t k = i; k < j; ++k) rung |= items[k].v.kv_rung;
-          if (rung) attrs.Set("kv_rung", int64_t{1});
-          attrs.Set("ends", j < items.size() ? items[j].v.reason : "host sync: the results are copied to the host");
-          ++capturable_;
-          captured_ops_ += static_cast<int64_t>(j - i);
-        } else {
-          std::vector<std::string> reasons;
-          for (size_t k = i; k < j; ++k)
-            if (std::find(reasons.begin(), reasons.end(), items[k].v.reason) == reasons.end())
-              reasons.push_back(items[k].v.reason);
-          attrs.Set("reason", absl::StrJoin(reasons, "; "));
-          ++eager_;
-          eager_ops_count_ += static_cast<int64_t>(j - i);
-        }
-        std::unique_ptr<Op> seg = Op::Create(OpKind::kSegment, {}, {}, std::move(attrs));
-        Op* placed = f->body()->Insert(ir::Block::iterator(*items[i].op), std::move(seg));
-        for (size_t k = i; k < j; ++k) placed->body()->PushBack(items[k].op->Remove());
-      }
-      if (ir::ToText(*f) != before) changed = true;
+    const std::string before = ir::ToText(f);
+    Dissolve(f);
+    struct Item {
+      Op* op;
+      CaptureVerdict v;
+    };
+    std::vector<Item> items;
+    for (Op& op : *f.body()) {
+      if (op.is(OpKind::kReturn)) continue;
+      CaptureVerdict v = ClassifyForCapture(op, *require_arena_);
+      if (v.capturable && eager.contains(op.mnemonic()))
+        v = {false, absl::StrCat("eager by option: ", op.mnemonic(), " (partition-segments eager-ops)")};
+      items.push_back({&op, v});
     }
-    return changed;
+    // Runs of equal capturability.
+    std::vector<std::pair<size_t, size_t>> runs;
+    for (size_t i = 0; i < items.size();) {
+      size_t j = i + 1;
+      while (j < items.size() && items[j].v.capturable == items[i].v.capturable) ++j;
+      runs.emplace_back(i, j);
+      i = j;
+    }
+    // Short capturable runs run eagerly.
+    for (auto& [i, j] : runs)
+      if (items[i].v.capturable && static_cast<int64_t>(j - i) < *min_ops_)
+        for (size_t k = i; k < j; ++k)
+          items[k].v = {false, absl::StrCat("short run: fewer than ", *min_ops_, " capturable ops (min-ops)")};
+    runs.clear();
+    for (size_t i = 0; i < items.size();) {
+      size_t j = i + 1;
+      while (j < items.size() && items[j].v.capturable == items[i].v.capturable) ++j;
+      runs.emplace_back(i, j);
+      i = j;
+    }
+    std::optional<int64_t> bucket = f.attrs().GetI64("bucket");
+    for (size_t r = 0; r < runs.size(); ++r) {
+      auto [i, j] = runs[r];
+      const bool cap = items[i].v.capturable;
+      ir::AttrDict attrs{{"capturable", int64_t{cap ? 1 : 0}}, {"ops", static_cast<int64_t>(j - i)}};
+      if (bucket) attrs.Set("bucket", *bucket);
+      if (cap) {
+        bool rung = false;
+        for (size_t k = i; k < j; ++k) rung |= items[k].v.kv_rung;
+        if (rung) attrs.Set("kv_rung", int64_t{1});
+        attrs.Set("ends", j < items.size() ? items[j].v.reason : "host sync: the results are copied to the host");
+        ++capturable_;
+        captured_ops_ += static_cast<int64_t>(j - i);
+      } else {
+        std::vector<std::string> reasons;
+        for (size_t k = i; k < j; ++k)
+          if (std::find(reasons.begin(), reasons.end(), items[k].v.reason) == reasons.end())
+            reasons.push_back(items[k].v.reason);
+        attrs.Set("reason", absl::StrJoin(reasons, "; "));
+        ++eager_;
+        eager_ops_count_ += static_cast<int64_t>(j - i);
+      }
+      std::unique_ptr<Op> seg = Op::Create(OpKind::kSegment, {}, {}, std::move(attrs));
+      Op* placed = f.body()->Insert(ir::Block::iterator(*items[i].op), std::move(seg));
+      for (size_t k = i; k < j; ++k) placed->body()->PushBack(items[k].op->Remove());
+    }
+    return ir::ToText(f) != before;
   }
-
  private:
   // Moves the bodies of existing segments out, in place, and erases the segments.
   static void Dissolve(ir::Function& f) {

@@ -9,6 +9,8 @@
 //
 // Options are set from pipeline strings (`my-pass{max-group=8}`); statistics accumulate over
 // runs and are printed by the PassManager (`--pass-statistics`).
+// Passes that work function by function derive from FunctionPass (passes/FunctionPass.h);
+// fusions are PatternPasses of rewrite patterns (passes/RewritePattern.h).
 #pragma once
 
 #include <cstdint>

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/Module.h"
 #include "ir/StatusMacros.h"
+#include "passes/FunctionPass.h"
 #include "passes/MemoryPlan.h"
 #include "passes/PassRegistry.h"
 #include "passes/PassUtil.h"
@@ -186,7 +187,7 @@ absl::Status CheckArenaPlan(const ArenaPlan& plan) {
 
 namespace {
 
-class PlanMemoryPass : public Pass {
+class PlanMemoryPass : public FunctionPass {
  public:
   absl::string_view name() const override { return "plan-memory"; }
   absl::string_view description() const override {
@@ -197,50 +198,55 @@ class PlanMemoryPass : public Pass {
     const int64_t align = *alignment_;
     if (align <= 0 || (align & (align - 1)) != 0)
       return absl::InvalidArgumentError(absl::StrCat("plan-memory: alignment ", align, " is not a power of two"));
+    return RunOnFunctions(m);
+  }
+
+  // Static functions only (the symbolic ones are counted).
+  bool ShouldRunOn(const ir::Function& f) override {
+    bool is_static = true;
+    for (unsigned i = 0; i < f.num_arguments(); ++i) is_static &= f.argument(i)->shape().IsStatic();
+    for (const ir::Op* op : f.Ops())
+      for (const ir::Value* r : op->results()) is_static &= r->shape().IsStatic();
+    if (!is_static) ++skipped_;
+    return is_static;
+  }
+
+  absl::StatusOr<bool> RunOnFunction(ir::Function& f, ir::Module&) override {
+    const int64_t align = *alignment_;
     bool changed = false;
-    for (const auto& f : m.functions()) {
-      bool is_static = true;
-      for (unsigned i = 0; i < f->num_arguments(); ++i) is_static &= f->argument(i)->shape().IsStatic();
-      for (const ir::Op* op : f->Ops())
-        for (const ir::Value* r : op->results()) is_static &= r->shape().IsStatic();
-      if (!is_static) {
-        ++skipped_;
-        continue;
-      }
-      MEMRA_ASSIGN_OR_RETURN(ArenaPlan plan, ComputeArenaPlan(*f, align));
-      MEMRA_RETURN_IF_ERROR(CheckArenaPlan(plan));
-      absl::flat_hash_map<const ir::Value*, int64_t> offset;
-      for (const ArenaBuffer& b : plan.buffers)
-        if (b.value) offset[b.value] = b.offset;
-      auto set = [&](ir::AttrDict& attrs, absl::string_view key, ir::Attr v) {
-        const ir::Attr* old = attrs.Get(key);
-        if (old && *old == v) return;
-        attrs.Set(key, std::move(v));
-        changed = true;
-      };
-      std::vector<int64_t> args;
-      for (unsigned i = 0; i < f->num_arguments(); ++i) args.push_back(offset.at(f->argument(i)));
-      set(f->attrs(), "arena_args", args);
-      set(f->attrs(), "arena_bytes", plan.arena_bytes);
-      set(f->attrs(), "arena_naive_bytes", plan.naive_bytes);
-      set(f->attrs(), "arena_align", align);
-      for (ir::Op* op : f->Ops()) {
-        if (op->num_results() == 0) continue;
-        std::vector<int64_t> offs;
-        for (const ir::Value* r : op->results()) offs.push_back(offset.at(r));
-        set(op->attrs(), "arena", offs);
-      }
-      for (const ArenaBuffer& b : plan.buffers)
-        if (b.scratch_of) {
-          set(const_cast<ir::Op*>(b.scratch_of)->attrs(), "scratch", b.offset);
-          ++scratch_;
-        }
-      ++functions_;
-      arena_bytes_ += plan.arena_bytes;
-      naive_bytes_ += plan.naive_bytes;
-      for (const ArenaBuffer& b : plan.buffers)
-        if (b.value) ++(b.alias_of ? aliases_ : buffers_);
+    MEMRA_ASSIGN_OR_RETURN(ArenaPlan plan, ComputeArenaPlan(f, align));
+    MEMRA_RETURN_IF_ERROR(CheckArenaPlan(plan));
+    absl::flat_hash_map<const ir::Value*, int64_t> offset;
+    for (const ArenaBuffer& b : plan.buffers)
+      if (b.value) offset[b.value] = b.offset;
+    auto set = [&](ir::AttrDict& attrs, absl::string_view key, ir::Attr v) {
+      const ir::Attr* old = attrs.Get(key);
+      if (old && *old == v) return;
+      attrs.Set(key, std::move(v));
+      changed = true;
+    };
+    std::vector<int64_t> args;
+    for (unsigned i = 0; i < f.num_arguments(); ++i) args.push_back(offset.at(f.argument(i)));
+    set(f.attrs(), "arena_args", args);
+    set(f.attrs(), "arena_bytes", plan.arena_bytes);
+    set(f.attrs(), "arena_naive_bytes", plan.naive_bytes);
+    set(f.attrs(), "arena_align", align);
+    for (ir::Op* op : f.Ops()) {
+      if (op->num_results() == 0) continue;
+      std::vector<int64_t> offs;
+      for (const ir::Value* r : op->results()) offs.push_back(offset.at(r));
+      set(op->attrs(), "arena", offs);
     }
+    for (const ArenaBuffer& b : plan.buffers)
+      if (b.scratch_of) {
+        set(const_cast<ir::Op*>(b.scratch_of)->attrs(), "scratch", b.offset);
+        ++scratch_;
+      }
+    ++functions_;
+    arena_bytes_ += plan.arena_bytes;
+    naive_bytes_ += plan.naive_bytes;
+    for (const ArenaBuffer& b : plan.buffers)
+      if (b.value) ++(b.alias_of ? aliases_ : buffers_);
     return changed;
   }
 
