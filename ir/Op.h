@@ -107,6 +107,13 @@ class Op : public llvm::ilist_node<Op> {
   Block* parent_ = nullptr;
 };
 
+// Whether operand `operand_index` of `op` is read as a weight matrix (a GEMM weight or an
+// embedding table: role `matrix` in ir/Ops.def) rather than as values (norm weights, biases,
+// conv kernels: role `weight`) or an activation.
+inline bool IsMatrixOperand(const Op& op, unsigned operand_index) {
+  return IsMatrixOperand(op.kind(), operand_index);
+}
+
 class Block {
  public:
   using OpList = llvm::simple_ilist<Op>;

@@ -1,5 +1,6 @@
 #include "ir/OpKind.h"
 
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -27,6 +28,32 @@ constexpr RawOp kRawOps[] = {
 #include "ir/Ops.def"
 #undef MEMRA_OP
 };
+
+// Every `name:role` of Ops.def names a known role: checked at compile time, so a misspelt role
+// cannot silently become an activation.
+constexpr bool IsKnownRole(std::string_view role) {
+  return role == "act" || role == "weight" || role == "matrix" || role == "state";
+}
+constexpr bool RolesAreKnown(std::string_view operands) {
+  while (!operands.empty()) {
+    const size_t comma = operands.find(',');
+    std::string_view item = operands.substr(0, comma);
+    operands = comma == std::string_view::npos ? std::string_view() : operands.substr(comma + 1);
+    const size_t colon = item.find(':');
+    if (colon == std::string_view::npos) continue;
+    std::string_view role = item.substr(colon + 1);
+    while (!role.empty() && (role.back() == '?' || role.back() == '.' || role.back() == ' '))
+      role.remove_suffix(1);
+    if (!IsKnownRole(role)) return false;
+  }
+  return true;
+}
+constexpr bool AllRolesAreKnown() {
+  for (const RawOp& raw : kRawOps)
+    if (!RolesAreKnown(raw.operands)) return false;
+  return true;
+}
+static_assert(AllRolesAreKnown(), "ir/Ops.def: an operand role is not act, weight, matrix or state");
 
 std::vector<std::string> SplitList(absl::string_view s) {
   std::vector<std::string> out;
@@ -61,6 +88,7 @@ std::vector<OpInfo> BuildTable() {
       op.name = parts[0];
       if (parts.size() > 1) {
         if (parts[1] == "weight") op.role = OperandRole::kWeight;
+        else if (parts[1] == "matrix") op.role = OperandRole::kMatrix;
         else if (parts[1] == "state") op.role = OperandRole::kState;
       }
       info.operands.push_back(op);
@@ -95,6 +123,7 @@ absl::string_view OperandRoleName(OperandRole r) {
   switch (r) {
     case OperandRole::kAct: return "activation";
     case OperandRole::kWeight: return "weight";
+    case OperandRole::kMatrix: return "matrix weight";
     case OperandRole::kState: return "state";
   }
   return "?";
@@ -125,6 +154,11 @@ const AttrSpec* OpInfo::attr_spec(absl::string_view name) const {
 }
 
 const OpInfo& InfoOf(OpKind kind) { return Table()[static_cast<size_t>(kind)]; }
+
+bool IsMatrixOperand(OpKind kind, unsigned operand_index) {
+  const OperandSpec* spec = InfoOf(kind).operand_spec(operand_index);
+  return spec != nullptr && spec->role == OperandRole::kMatrix;
+}
 absl::string_view Mnemonic(OpKind kind) { return InfoOf(kind).mnemonic; }
 int NumOpKinds() { return static_cast<int>(Table().size()); }
 

@@ -29,8 +29,13 @@ inline constexpr uint32_t kCommutative = 1u << 5;
 inline constexpr uint32_t kFused = 1u << 6;
 }  // namespace op_flags
 
-enum class OperandRole : uint8_t { kAct, kWeight, kState };
-absl::string_view OperandRoleName(OperandRole r);  // "activation", "weight", "state"
+// What an operand is (Ops.def's `name:role`): kAct an op result or a function argument; kWeight a
+// module weight read as values (norm weights, biases, conv kernels); kMatrix a module weight read
+// as a matrix (a GEMM operand, an embedding table); kState a module state.
+enum class OperandRole : uint8_t { kAct, kWeight, kMatrix, kState };
+absl::string_view OperandRoleName(OperandRole r);  // "activation", "weight", "matrix weight", "state"
+// kWeight or kMatrix: the operand is a module weight `@name`.
+inline bool IsWeightRole(OperandRole r) { return r == OperandRole::kWeight || r == OperandRole::kMatrix; }
 
 struct OperandSpec {
   std::string name;
@@ -69,6 +74,10 @@ struct OpInfo {
 };
 
 const OpInfo& InfoOf(OpKind kind);
+// Whether operand `operand_index` of a `kind` op is read as a weight matrix (role `matrix`: GEMM
+// weights, embedding tables) rather than as values or an activation. The one answer every layer
+// (executors, kernel selection, weight upload) uses; ir/Op.h has the same query on an Op.
+bool IsMatrixOperand(OpKind kind, unsigned operand_index);
 absl::string_view Mnemonic(OpKind kind);
 std::optional<OpKind> LookupOpKind(absl::string_view mnemonic);
 int NumOpKinds();

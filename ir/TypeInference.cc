@@ -454,7 +454,8 @@ absl::Status CheckSignature(OpKind kind, llvm::ArrayRef<Value*> operands, const 
     OperandRole role = v->kind() == Value::Kind::kWeight  ? OperandRole::kWeight
                        : v->kind() == Value::Kind::kState ? OperandRole::kState
                                                           : OperandRole::kAct;
-    if (role != spec->role)
+    // A matrix is a weight as a value; the role only says how the op reads it.
+    if (role != (spec->role == OperandRole::kMatrix ? OperandRole::kWeight : spec->role))
       return Err(absl::StrCat("operand '", spec->name, "' must be ",
                               spec->role == OperandRole::kAct ? "an " : "a ",
                               OperandRoleName(spec->role), ", got ", OperandRoleName(role), " ",

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "frontends/gguf/GgufFile.h"
-#include "frontends/qwen35/Qwen35Lowering.h"
+#include "frontends/ModelFamily.h"
 #include "frontends/tokenizer/Tokenizer.h"
 #include "ir/StatusMacros.h"
 #include "runtime/PrefillSchedule.h"
@@ -33,7 +33,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(const std::string& path,
   frontends::LowerOptions lo;
   lo.n_ctx = options.n_ctx;
   lo.prefill_all_logits = options.prompt_logits;
-  MEMRA_ASSIGN_OR_RETURN(s->module_, frontends::LowerQwen35(*s->file_, lo));
+  MEMRA_ASSIGN_OR_RETURN(s->module_, frontends::LowerModel(*s->file_, lo));
   if (options.compile) MEMRA_RETURN_IF_ERROR(options.compile(*s->module_));
   MEMRA_RETURN_IF_ERROR(s->Init());
   return s;

@@ -14,7 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/gguf/ModelSummary.h"
-#include "frontends/qwen35/Qwen35Lowering.h"
+#include "frontends/ModelFamily.h"
 #include "llvm/Support/raw_ostream.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
@@ -98,7 +98,7 @@ int RunBench() {
   for (int64_t d : *D) max_d = std::max(max_d, d);
   frontends::LowerOptions lo;
   lo.n_ctx = std::max<int64_t>(std::max(max_p, max_d + BenchN) + 16, 256);
-  auto module = frontends::LowerQwen35(**file, lo);
+  auto module = frontends::LowerModel(**file, lo);
   if (!module.ok()) return Fail(module.status());
 
   // The same compile pipeline as memra run (fused ops, bucket functions, memory plan, segments).

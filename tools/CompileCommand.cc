@@ -15,7 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "codegen/SelectKernelsPass.h"
 #include "frontends/gguf/GgufFile.h"
-#include "frontends/qwen35/Qwen35Lowering.h"
+#include "frontends/ModelFamily.h"
 #include "ir/Module.h"
 #include "llvm/Support/raw_ostream.h"
 #include "passes/PassManager.h"
@@ -81,7 +81,7 @@ int RunCompile() {
   frontends::LowerOptions lo;
   lo.n_ctx = CompileCtx;
   lo.prefill_all_logits = CompileAllLogits;
-  auto module = frontends::LowerQwen35(**file, lo);
+  auto module = frontends::LowerModel(**file, lo);
   if (!module.ok()) return Fail(module.status());
   const double lower_s = Since(t0);
   // Ops of the lowered (unfused) functions, for the report.

@@ -2,7 +2,7 @@
 #include <string>
 
 #include "frontends/gguf/GgufFile.h"
-#include "frontends/qwen35/Qwen35Lowering.h"
+#include "frontends/ModelFamily.h"
 #include "ir/Printer.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
@@ -13,7 +13,7 @@ namespace cl = llvm::cl;
 namespace {
 
 cl::SubCommand kLower("lower", "Lower a GGUF model to the IR and print the module (.mir text)");
-cl::opt<std::string> LowerModel(cl::Positional, cl::Required, cl::desc("<model.gguf>"), cl::sub(kLower));
+cl::opt<std::string> LowerInput(cl::Positional, cl::Required, cl::desc("<model.gguf>"), cl::sub(kLower));
 cl::opt<std::string> LowerOut("o", cl::desc("Output file (default: stdout)"), cl::init("-"), cl::sub(kLower));
 cl::opt<int64_t> LowerCtx("ctx-size", cl::desc("Context length (KV cache rows), 0 = min(model's, 4096) (default: 0)"),
                           cl::init(0), cl::sub(kLower));
@@ -23,7 +23,7 @@ cl::opt<bool> LowerAllLogits("all-logits",
 
 int RunLower() {
   using namespace memra;
-  auto file = gguf::GgufFile::Open(LowerModel);
+  auto file = gguf::GgufFile::Open(LowerInput);
   if (!file.ok()) {
     llvm::errs() << "memra lower: " << file.status().ToString() << "\n";
     return 1;
@@ -31,7 +31,7 @@ int RunLower() {
   frontends::LowerOptions opt;
   opt.n_ctx = LowerCtx;
   opt.prefill_all_logits = LowerAllLogits;
-  auto module = frontends::LowerQwen35(**file, opt);
+  auto module = frontends::LowerModel(**file, opt);
   if (!module.ok()) {
     llvm::errs() << "memra lower: " << module.status().ToString() << "\n";
     return 1;

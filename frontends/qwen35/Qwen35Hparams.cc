@@ -61,12 +61,9 @@ absl::Status Inconsistent(const gguf::GgufFile& f, absl::string_view what) {
 
 absl::StatusOr<Qwen35Hparams> ReadQwen35Hparams(const gguf::GgufFile& f) {
   MEMRA_ASSIGN_OR_RETURN(std::string arch, f.Architecture());
-  if (arch == "qwen35moe")
-    return absl::UnimplementedError(
-        absl::StrCat(f.path(), ": architecture \"qwen35moe\": qwen35moe not supported yet"));
   if (arch != "qwen35")
-    return absl::UnimplementedError(absl::StrCat(f.path(), ": unknown architecture \"", arch,
-                                                 "\" (memra lowers: qwen35)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(f.path(), ": architecture \"", arch, "\" is not qwen35"));
   Qwen35Hparams h;
   h.arch = arch;
   KeyReader r(f, arch);
@@ -193,6 +190,40 @@ absl::StatusOr<Qwen35Hparams> ReadQwen35Hparams(const gguf::GgufFile& f) {
     return absl::InvalidArgumentError(absl::StrCat(f.path(), ": tensor \"token_embd.weight\" has no rows"));
   h.tied_output = f.FindTensor("output.weight") == nullptr;
   return h;
+}
+
+ir::AttrDict Qwen35Attributes(const Qwen35Hparams& h) {
+  ir::AttrDict a;
+  a.Set("arch", h.arch);
+  a.Set("n_ctx_train", h.n_ctx_train);
+  a.Set("n_embd", h.n_embd);
+  a.Set("n_layer", h.n_layer);
+  a.Set("n_nextn", h.n_nextn);
+  a.Set("n_ff", h.n_ff);
+  a.Set("n_head", h.n_head);
+  a.Set("n_head_kv", h.n_head_kv);
+  a.Set("head_dim", h.head_dim);
+  a.Set("n_rot", h.n_rot);
+  a.Set("rope_base", h.rope_base);
+  a.Set("rope_sections", std::vector<int64_t>(h.rope_sections.begin(), h.rope_sections.end()));
+  a.Set("rms_eps", h.rms_eps);
+  a.Set("ssm_d_conv", h.d_conv);
+  a.Set("ssm_d_state", h.d_state);
+  a.Set("ssm_n_k_heads", h.n_k_heads);
+  a.Set("ssm_n_v_heads", h.n_v_heads);
+  a.Set("ssm_d_inner", h.d_inner);
+  a.Set("full_attention_interval", h.full_attention_interval);
+  std::vector<int64_t> rec;
+  for (bool r : h.recurrent) rec.push_back(r ? 1 : 0);
+  a.Set("recurrent_layers", rec);
+  a.Set("n_vocab", h.n_vocab);
+  a.Set("tied_output", static_cast<int64_t>(h.tied_output));
+  return a;
+}
+
+absl::StatusOr<ir::AttrDict> ReadQwen35Attributes(const gguf::GgufFile& file) {
+  MEMRA_ASSIGN_OR_RETURN(Qwen35Hparams h, ReadQwen35Hparams(file));
+  return Qwen35Attributes(h);
 }
 
 }  // namespace memra::frontends

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ir/Attribute.h"
 
 namespace memra::gguf {
 class GgufFile;
@@ -48,8 +49,15 @@ struct Qwen35Hparams {
 // Reads and validates the hyperparameters (and the vocabulary size / tied head from the tensor
 // table). Errors name the key: a missing required key is NotFound, a wrong type or an
 // inconsistent value InvalidArgument, a feature memra does not implement Unimplemented.
-// `general.architecture` other than qwen35 is an error ("qwen35moe not supported yet",
-// "unknown architecture X").
+// `general.architecture` other than qwen35 is InvalidArgument (the registry,
+// frontends/ModelFamily.h, picks the family and words the unsupported-architecture errors).
 absl::StatusOr<Qwen35Hparams> ReadQwen35Hparams(const gguf::GgufFile& file);
+
+// The hyperparameters as module attributes (arch, n_embd, n_layer, ..., recurrent_layers,
+// n_vocab, tied_output): what the lowered module records besides its options (n_ctx,
+// prefill_logits).
+ir::AttrDict Qwen35Attributes(const Qwen35Hparams& h);
+// ReadQwen35Hparams + Qwen35Attributes: the qwen35 family's hyperparameter reader.
+absl::StatusOr<ir::AttrDict> ReadQwen35Attributes(const gguf::GgufFile& file);
 
 }  // namespace memra::frontends

@@ -14,12 +14,14 @@
 // result_output, ...) so executor traces line up with the fixture's per-node dumps.
 //
 // Semantics follow llama.cpp's reading of the GGUF (docs/ARCHITECTURE.md, numerics contract).
+// The layers are composed from the shared builders of frontends/common/. Callers lower through
+// the registry (frontends/ModelFamily.h: LowerModel), which dispatches here for "qwen35".
 #pragma once
 
-#include <cstdint>
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "frontends/LowerOptions.h"
 #include "frontends/qwen35/Qwen35Hparams.h"
 #include "ir/Module.h"
 
@@ -29,17 +31,9 @@ class GgufFile;
 
 namespace memra::frontends {
 
-struct LowerOptions {
-  // Context length (KV cache rows). 0: min(context_length, kDefaultContext).
-  int64_t n_ctx = 0;
-  // @prefill returns logits for every token (needed for --logits-out) instead of the last row.
-  bool prefill_all_logits = false;
-  static constexpr int64_t kDefaultContext = 4096;
-};
-
-// Errors: unsupported architectures ("qwen35moe not supported yet", "unknown architecture X"),
-// missing / inconsistent keys (named), missing tensors or tensors of the wrong shape or of a
-// type the IR has no dtype for (named, with expected and actual shape). The module verifies.
+// Errors: an architecture other than qwen35, missing / inconsistent keys (named), missing tensors
+// or tensors of the wrong shape or of a type the IR has no dtype for (named, with expected and
+// actual shape). The module verifies.
 absl::StatusOr<std::unique_ptr<ir::Module>> LowerQwen35(const gguf::GgufFile& file,
                                                         const LowerOptions& options = {});
 

@@ -58,12 +58,6 @@ struct Step {
   llvm::SmallVector<int, 4> release;  // slots whose last use is this step
 };
 
-bool IsMatrixUse(OpKind k, unsigned operand_index) {
-  return (k == OpKind::kMatMul || k == OpKind::kMatMulGroup || k == OpKind::kMatMulSwiglu) ? operand_index >= 1
-         : k == OpKind::kEmbed                                ? operand_index == 1
-                                                              : false;
-}
-
 absl::Status OpError(const Op& op, absl::string_view msg) {
   return absl::InvalidArgumentError(absl::StrCat("cpu executor: ", op.Summary(), ": ", msg));
 }
@@ -132,7 +126,7 @@ absl::Status CpuExecutor::BindWeights() {
                                                    formats::GgmlTypeName(t->type), " yet"));
     bool matrix_use = false, value_use = false;
     for (const ir::Use& u : w->uses()) {
-      if (IsMatrixUse(u.user->kind(), u.operand_index)) matrix_use = true;
+      if (ir::IsMatrixOperand(*u.user, u.operand_index)) matrix_use = true;
       else value_use = true;
     }
     auto b = std::make_unique<BoundWeight>();

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "frontends/gguf/GgufFile.h"
-#include "frontends/qwen35/Qwen35Lowering.h"
+#include "frontends/ModelFamily.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/Sampling.h"
 #include "runtime/cpu/CpuExecutor.h"
@@ -67,7 +67,7 @@ class CudaExecutorTest : public ::testing::Test {
     m.file = std::move(*f);
     frontends::LowerOptions lo;
     lo.prefill_all_logits = true;
-    auto mod = frontends::LowerQwen35(*m.file, lo);
+    auto mod = frontends::LowerModel(*m.file, lo);
     if (!mod.ok()) return mod.status();
     m.module = std::move(*mod);
     auto c = CpuExecutor::Create(*m.module, *m.file);

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "frontends/gguf/GgufFile.h"
-#include "frontends/qwen35/Qwen35Lowering.h"
+#include "frontends/ModelFamily.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/Sampling.h"
 #include "passes/PassManager.h"
@@ -39,7 +39,7 @@ absl::StatusOr<Compiled> Compile(const std::string& path, int64_t n_ctx) {
   c.file = std::move(*f);
   frontends::LowerOptions lo;
   lo.n_ctx = n_ctx;
-  auto m = frontends::LowerQwen35(*c.file, lo);
+  auto m = frontends::LowerModel(*c.file, lo);
   if (!m.ok()) return m.status();
   c.module = std::move(*m);
   passes::PassManagerOptions o;

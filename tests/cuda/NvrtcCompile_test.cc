@@ -11,7 +11,7 @@
 #include "codegen/KernelSources.h"
 #include "codegen/Nvrtc.h"
 #include "frontends/gguf/GgufFile.h"
-#include "frontends/qwen35/Qwen35Lowering.h"
+#include "frontends/ModelFamily.h"
 #include "gtest/gtest.h"
 #include "ir/Function.h"
 #include "tests/cuda/CudaTestUtil.h"
@@ -28,7 +28,7 @@ std::vector<ModuleSpec> TinyModelModules(const std::string& model) {
   for (bool all_logits : {false, true}) {
     frontends::LowerOptions lo;
     lo.prefill_all_logits = all_logits;
-    auto m = frontends::LowerQwen35(**file, lo);
+    auto m = frontends::LowerModel(**file, lo);
     EXPECT_TRUE(m.ok()) << m.status();
     if (!m.ok()) return {};
     std::vector<int64_t> buckets = BucketLadder();

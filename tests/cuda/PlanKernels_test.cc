@@ -9,7 +9,7 @@
 #include "codegen/Nvrtc.h"
 #include "codegen/SelectKernelsPass.h"
 #include "frontends/gguf/GgufFile.h"
-#include "frontends/qwen35/Qwen35Lowering.h"
+#include "frontends/ModelFamily.h"
 #include "gtest/gtest.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
@@ -31,7 +31,7 @@ TEST(PlanKernels, DecodeRunsFromThePlansCubins) {
   const std::string arch = absl::StrCat("sm_", (*dev)->arch());
   auto file = gguf::GgufFile::Open(model);
   ASSERT_TRUE(file.ok()) << file.status();
-  auto m = frontends::LowerQwen35(**file, {});
+  auto m = frontends::LowerModel(**file, {});
   ASSERT_TRUE(m.ok()) << m.status();
   codegen::RegisterCodegenPasses();
   passes::PassManagerOptions po;

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "ir/Builder.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
@@ -229,6 +232,32 @@ TEST(IrOps, TableIsConsistent) {
   }
   EXPECT_EQ(InfoOf(OpKind::kRmsNorm).attrs[0].kind, AttrKind::kF64);
   EXPECT_EQ(InfoOf(OpKind::kAttention).operands[1].role, OperandRole::kState);
+}
+
+// The `matrix` role: GEMM weights and embedding tables, and nothing read as values.
+TEST(IrOps, MatrixOperands) {
+  EXPECT_EQ(InfoOf(OpKind::kMatMul).operands[1].role, OperandRole::kMatrix);
+  EXPECT_EQ(InfoOf(OpKind::kRmsNorm).operands[1].role, OperandRole::kWeight);
+  EXPECT_TRUE(IsWeightRole(OperandRole::kMatrix));
+  EXPECT_TRUE(IsWeightRole(OperandRole::kWeight));
+  EXPECT_FALSE(IsWeightRole(OperandRole::kState));
+  EXPECT_FALSE(IsMatrixOperand(OpKind::kMatMul, 0));
+  EXPECT_TRUE(IsMatrixOperand(OpKind::kMatMul, 1));
+  EXPECT_FALSE(IsMatrixOperand(OpKind::kMatMul, 2));  // no such operand
+  EXPECT_TRUE(IsMatrixOperand(OpKind::kMatMulGroup, 1));
+  EXPECT_TRUE(IsMatrixOperand(OpKind::kMatMulGroup, 4));  // the variadic tail
+  EXPECT_TRUE(IsMatrixOperand(OpKind::kMatMulSwiglu, 1));
+  EXPECT_TRUE(IsMatrixOperand(OpKind::kMatMulSwiglu, 2));
+  EXPECT_FALSE(IsMatrixOperand(OpKind::kEmbed, 0));
+  EXPECT_TRUE(IsMatrixOperand(OpKind::kEmbed, 1));
+  std::vector<std::string> matrix_ops;
+  for (int i = 0; i < NumOpKinds(); ++i) {
+    const OpInfo& info = InfoOf(static_cast<OpKind>(i));
+    for (const OperandSpec& o : info.operands)
+      if (o.role == OperandRole::kMatrix) matrix_ops.push_back(absl::StrCat(info.mnemonic, ".", o.name));
+  }
+  EXPECT_EQ(matrix_ops, (std::vector<std::string>{"embed.table", "matmul.w", "matmul_group.w",
+                                                  "matmul_swiglu.w_gate", "matmul_swiglu.w_up"}));
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "frontends/gguf/GgufFile.h"
-#include "frontends/qwen35/Qwen35Lowering.h"
+#include "frontends/ModelFamily.h"
 #include "gtest/gtest.h"
 #include "ir/Printer.h"
 #include "kernels/cpu/Sampling.h"
@@ -135,7 +135,7 @@ TEST(FusedExecution, FusionsFirePerLayerAndPlansAreValid) {
   SKIP_WITHOUT_FIXTURE();
   auto file = gguf::GgufFile::Open(Model());
   ASSERT_TRUE(file.ok()) << file.status();
-  auto m = frontends::LowerQwen35(**file, {});
+  auto m = frontends::LowerModel(**file, {});
   ASSERT_TRUE(m.ok()) << m.status();
   ASSERT_TRUE(Compile(**m).ok());
   const int64_t n_layer = (*m)->attrs().I64Or("n_layer", 0);
@@ -194,7 +194,7 @@ TEST(FusedExecution, ExecutorRunsAtThePlannedOffsets) {
   ASSERT_TRUE(file.ok()) << file.status();
   frontends::LowerOptions lo;
   lo.prefill_all_logits = true;
-  auto m = frontends::LowerQwen35(**file, lo);
+  auto m = frontends::LowerModel(**file, lo);
   ASSERT_TRUE(m.ok()) << m.status();
   ASSERT_TRUE(Compile(**m, passes::WithBucketLadder(passes::kDefaultPipeline, "32")).ok());
   auto run = [&](const ir::Module& mod, bool use_plan) -> absl::StatusOr<std::vector<float>> {
@@ -227,7 +227,7 @@ TEST(FusedExecution, PlanRoundTripsRunsAndRefusesMismatches) {
   ASSERT_TRUE(file.ok()) << file.status();
   frontends::LowerOptions lo;
   lo.prefill_all_logits = true;
-  auto m = frontends::LowerQwen35(**file, lo);
+  auto m = frontends::LowerModel(**file, lo);
   ASSERT_TRUE(m.ok()) << m.status();
   ASSERT_TRUE(Compile(**m, passes::WithBucketLadder(passes::kDefaultPipeline, "16,32")).ok());
   // No NVRTC here: an empty kernel table (the real one: tests/plan/KernelTable_test.cc).

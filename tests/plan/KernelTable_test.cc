@@ -14,7 +14,7 @@
 #include "codegen/Nvrtc.h"
 #include "codegen/SelectKernelsPass.h"
 #include "frontends/gguf/GgufFile.h"
-#include "frontends/qwen35/Qwen35Lowering.h"
+#include "frontends/ModelFamily.h"
 #include "gtest/gtest.h"
 #include "ir/Function.h"
 #include "ir/Op.h"
@@ -45,7 +45,7 @@ absl::Status Compile(ir::Module& m, absl::string_view pipeline) {
 
 // The tiny model lowered and compiled for `arch` with prefill bucket 16.
 absl::StatusOr<std::unique_ptr<ir::Module>> CompiledTiny(const gguf::GgufFile& file, absl::string_view arch) {
-  auto m = frontends::LowerQwen35(file, {});
+  auto m = frontends::LowerModel(file, {});
   if (!m.ok()) return m.status();
   if (absl::Status st = Compile(**m, passes::WithBucketLadder(passes::PipelineForArch(arch), "16")); !st.ok())
     return st;

@@ -16,7 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "frontends/gguf/GgufFile.h"
-#include "frontends/qwen35/Qwen35Lowering.h"
+#include "frontends/ModelFamily.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/Sampling.h"
 #include "runtime/cpu/CpuExecutor.h"
@@ -108,7 +108,7 @@ absl::StatusOr<Loaded> Load(const std::string& path, bool all_logits = true,
   frontends::LowerOptions lo;
   lo.prefill_all_logits = all_logits;
   lo.n_ctx = n_ctx;
-  auto m = frontends::LowerQwen35(*l.file, lo);
+  auto m = frontends::LowerModel(*l.file, lo);
   if (!m.ok()) return m.status();
   l.module = std::move(*m);
   CpuExecutorOptions eo;
@@ -419,7 +419,7 @@ TEST(Qwen35ExecutorTest, ResultsDoNotDependOnThreadCount) {
     ASSERT_TRUE(f.ok());
     frontends::LowerOptions lo;
     lo.prefill_all_logits = true;
-    auto m = frontends::LowerQwen35(**f, lo);
+    auto m = frontends::LowerModel(**f, lo);
     ASSERT_TRUE(m.ok());
     CpuExecutorOptions eo;
     eo.threads = i == 0 ? 1 : 3;

@@ -1,0 +1,23 @@
+// Options of lowering a GGUF to the IR. The same for every model family (frontends/ModelFamily.h),
+// so the commands and runtime::Session set them without knowing the architecture.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace memra::frontends {
+
+struct LowerOptions {
+  // Context length (KV cache rows). 0: min(the model's training context, kDefaultContext).
+  int64_t n_ctx = 0;
+  // @prefill returns logits for every token (needed for --logits-out) instead of the last row.
+  bool prefill_all_logits = false;
+  static constexpr int64_t kDefaultContext = 4096;
+};
+
+// The context length a module is built for: options.n_ctx, or the default above.
+inline int64_t ContextLength(const LowerOptions& options, int64_t n_ctx_train) {
+  return options.n_ctx > 0 ? options.n_ctx : std::min(n_ctx_train, LowerOptions::kDefaultContext);
+}
+
+}  // namespace memra::frontends

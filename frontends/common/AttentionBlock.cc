@@ -1,0 +1,71 @@
+#include "frontends/common/AttentionBlock.h"
+
+#include <tuple>
+
+#include "frontends/common/ModelWeights.h"
+#include "ir/StatusMacros.h"
+
+namespace memra::frontends {
+
+using ir::Shape;
+using ir::Value;
+
+absl::Status DeclareAttentionWeights(const gguf::GgufFile& file, ir::Module& m, int64_t layer,
+                                     int64_t n_embd, const AttentionParams& p) {
+  const int64_t E = n_embd, D = p.head_dim;
+  const int64_t q_rows = (p.gate == AttentionParams::Gate::kInterleavedQ ? 2 : 1) * D * p.n_head;
+  auto declare = [&](absl::string_view tensor, std::vector<int64_t> ne) {
+    return DeclareWeight(file, m, LayerTensorName(layer, tensor), std::move(ne));
+  };
+  MEMRA_RETURN_IF_ERROR(declare("attn_q.weight", {E, q_rows}));
+  MEMRA_RETURN_IF_ERROR(declare("attn_k.weight", {E, D * p.n_head_kv}));
+  MEMRA_RETURN_IF_ERROR(declare("attn_v.weight", {E, D * p.n_head_kv}));
+  MEMRA_RETURN_IF_ERROR(declare("attn_output.weight", {D * p.n_head, E}));
+  if (p.qk_norm) {
+    MEMRA_RETURN_IF_ERROR(declare("attn_q_norm.weight", {D}));
+    MEMRA_RETURN_IF_ERROR(declare("attn_k_norm.weight", {D}));
+  }
+  return absl::OkStatus();
+}
+
+void DeclareKvCache(ir::Module& m, int64_t layer, int64_t n_ctx, const AttentionParams& p) {
+  const ir::TensorType kv(ir::DType::kF32, Shape{n_ctx, p.n_head_kv, p.head_dim});
+  const ir::AttrDict attrs{{"layer", layer}};
+  m.AddState(ir::StateKind::kKv, LayerTensorName(layer, "k_cache"), kv, attrs);
+  m.AddState(ir::StateKind::kKv, LayerTensorName(layer, "v_cache"), kv, attrs);
+}
+
+Value* BuildAttention(const LayerContext& c, Value* h, Value* pos, const AttentionParams& p) {
+  ir::OpBuilder& b = c.b;
+  const ir::Dim& T = c.T;
+  const int64_t D = p.head_dim, H = p.n_head, Hkv = p.n_head_kv;
+  const bool gated = p.gate == AttentionParams::Gate::kInterleavedQ;
+  Value* q = nullptr;
+  Value* gate = nullptr;
+  if (gated) {
+    Value* qg = b.MatMul(h, c.W("attn_q.weight"))->Named(c.Node("q_gated"));
+    std::tie(q, gate) = b.QGateSplit(qg, H, D);
+  } else {
+    q = b.Reshape(b.MatMul(h, c.W("attn_q.weight"))->Named(c.Node("Qcur_proj")), Shape{T, H, D});
+  }
+  Value* k = b.Reshape(b.MatMul(h, c.W("attn_k.weight"))->Named(c.Node("Kcur_proj")), Shape{T, Hkv, D});
+  Value* v = b.Reshape(b.MatMul(h, c.W("attn_v.weight")), Shape{T, Hkv, D})->Named(c.Node("Vcur"));
+  if (p.qk_norm) {
+    q = b.RmsNorm(q, c.W("attn_q_norm.weight"), p.norm_eps)->Named(c.Node("Qcur_normed"));
+    k = b.RmsNorm(k, c.W("attn_k_norm.weight"), p.norm_eps)->Named(c.Node("Kcur_normed"));
+  }
+  q = b.Rope(q, pos, p.n_rot, p.rope_base)->Named(c.Node("Qcur"));
+  k = b.Rope(k, pos, p.n_rot, p.rope_base)->Named(c.Node("Kcur"));
+  Value* kc = c.S("k_cache");
+  Value* vc = c.S("v_cache");
+  b.KvAppend(k, v, kc, vc, pos);
+  Value* att = b.Attention(q, kc, vc, pos, p.scale)->Named(c.Node(gated ? "attn_pregate" : "kqv_out"));
+  if (gated) {
+    Value* sg = b.Sigmoid(gate)->Named(c.Node("gate_sigmoid"));
+    att = b.Mul(att, sg)->Named(c.Node("attn_gated"));
+  }
+  att = b.Reshape(att, Shape{T, H * D});
+  return b.MatMul(att, c.W("attn_output.weight"))->Named(c.Node("attn_output"));
+}
+
+}  // namespace memra::frontends

@@ -1,0 +1,48 @@
+#include "frontends/common/ModelWeights.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "frontends/gguf/GgufFile.h"
+#include "ir/Op.h"
+#include "ir/StatusMacros.h"
+
+namespace memra::frontends {
+
+absl::Status DeclareWeight(const gguf::GgufFile& file, ir::Module& m, const std::string& name,
+                           std::vector<int64_t> ne) {
+  MEMRA_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, file.GetTensor(name));
+  std::vector<int64_t> got = t->ne;
+  while (got.size() > ne.size() && got.back() == 1) got.pop_back();
+  if (got != ne)
+    return absl::InvalidArgumentError(absl::StrCat(file.path(), ": tensor \"", name, "\" has shape ",
+                                                   gguf::ShapeString(t->ne), ", expected ",
+                                                   gguf::ShapeString(ne)));
+  std::optional<ir::DType> dt = ir::DTypeFromGgmlId(static_cast<uint32_t>(t->type));
+  if (!dt)
+    return absl::UnimplementedError(absl::StrCat(file.path(), ": tensor \"", name, "\" has type ",
+                                                 gguf::GgmlTypeName(t->type),
+                                                 ", which the IR has no dtype for"));
+  if (ir::IsQuantized(*dt) && ne[0] % ir::InfoOf(*dt).block_elems != 0)
+    return absl::InvalidArgumentError(absl::StrCat(file.path(), ": tensor \"", name, "\": ne0 = ", ne[0],
+                                                   " is not a multiple of the ", ir::DTypeName(*dt),
+                                                   " block size"));
+  if (m.AddWeightNe(name, *dt, ne) == nullptr)
+    return absl::InternalError(absl::StrCat("weight ", name, " declared twice"));
+  return absl::OkStatus();
+}
+
+absl::Status CheckValueWeightsAreF32(const gguf::GgufFile& file, const ir::Module& m) {
+  for (const auto& w : m.weights()) {
+    if (w->dtype() == ir::DType::kF32) continue;
+    for (const ir::Use& u : w->uses()) {
+      if (ir::IsMatrixOperand(*u.user, u.operand_index)) continue;
+      return absl::UnimplementedError(absl::StrCat(file.path(), ": tensor \"", w->name(), "\" has type ",
+                                                   ir::DTypeName(w->dtype()),
+                                                   "; norm, bias and conv tensors must be f32"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace memra::frontends

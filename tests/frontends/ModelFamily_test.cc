@@ -1,0 +1,152 @@
+// The model-family registry (frontends/ModelFamily.h): the table, the errors for planned and
+// unknown architectures, and that LowerModel is the family's lowering (same module text).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "frontends/ModelFamily.h"
+#include "frontends/gguf/GgufFile.h"
+#include "frontends/gguf/GgufWriter.h"
+#include "frontends/qwen35/Qwen35Lowering.h"
+#include "gtest/gtest.h"
+#include "ir/Printer.h"
+#include "tests/TestUtil.h"
+
+namespace memra::frontends {
+namespace {
+
+using memra::testing::FileExists;
+using memra::testing::SharedPath;
+using memra::testing::TestDataPath;
+
+const std::string kTiny = TestDataPath("models/qwen35-tiny-f32.gguf");
+
+// A GGUF holding only `general.architecture` (nothing else is read before the family is chosen).
+std::unique_ptr<gguf::GgufFile> FileOfArchitecture(const std::string& arch) {
+  gguf::GgufWriter w;
+  w.Set("general.architecture", gguf::Value::String(arch));
+  auto bytes = w.WriteToBytes();
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  auto f = gguf::GgufFile::FromBytes(*bytes, arch + ".gguf");
+  EXPECT_TRUE(f.ok()) << f.status();
+  return f.ok() ? std::move(*f) : nullptr;
+}
+
+TEST(ModelFamilyTest, TableListsSupportedAndPlannedFamilies) {
+  EXPECT_EQ(SupportedArchitectures(), (std::vector<std::string>{"qwen35"}));
+  const ModelFamily* qwen35 = FindModelFamily("qwen35");
+  ASSERT_NE(qwen35, nullptr);
+  EXPECT_TRUE(qwen35->supported());
+  EXPECT_NE(qwen35->read_hparams, nullptr);
+  EXPECT_FALSE(qwen35->description.empty());
+  for (const char* planned : {"qwen35moe", "gemma4", "step35"}) {
+    const ModelFamily* f = FindModelFamily(planned);
+    ASSERT_NE(f, nullptr) << planned;
+    EXPECT_FALSE(f->supported()) << planned;
+  }
+  EXPECT_EQ(FindModelFamily("llama"), nullptr);
+  for (const ModelFamily& f : ModelFamilies()) EXPECT_EQ(FindModelFamily(f.architecture), &f);
+}
+
+TEST(ModelFamilyTest, UnknownArchitectureListsTheSupportedOnes) {
+  auto f = FileOfArchitecture("llama");
+  ASSERT_NE(f, nullptr);
+  auto m = LowerModel(*f);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(m.status().message(), "llama.gguf: unsupported architecture 'llama': memra supports qwen35");
+  EXPECT_EQ(ReadHparams(*f).status(), m.status());
+}
+
+TEST(ModelFamilyTest, Qwen35MoeIsNotSupportedYet) {
+  const std::string path = SharedPath("fixtures/models/qwen35moe-tiny-q8_0.gguf");
+  std::unique_ptr<gguf::GgufFile> f;
+  if (FileExists(path)) {
+    auto opened = gguf::GgufFile::Open(path);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    f = std::move(*opened);
+  } else {
+    f = FileOfArchitecture("qwen35moe");
+  }
+  ASSERT_NE(f, nullptr);
+  auto m = LowerModel(*f);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(m.status().message(), absl::StrCat(f->path(), ": architecture \"qwen35moe\": qwen35moe not supported yet"));
+}
+
+TEST(ModelFamilyTest, PlannedFamiliesOfTheSharedFixturesAreNotSupportedYet) {
+  for (const char* arch : {"gemma4", "step35"}) {
+    const std::string path = SharedPath(absl::StrCat("fixtures/models/", arch, "-tiny-f32.gguf"));
+    std::unique_ptr<gguf::GgufFile> f;
+    if (FileExists(path)) {
+      auto opened = gguf::GgufFile::Open(path);
+      ASSERT_TRUE(opened.ok()) << opened.status();
+      f = std::move(*opened);
+    } else {
+      f = FileOfArchitecture(arch);
+    }
+    ASSERT_NE(f, nullptr);
+    auto m = LowerModel(*f);
+    ASSERT_FALSE(m.ok()) << arch;
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_TRUE(absl::StrContains(m.status().message(), absl::StrCat(arch, " not supported yet"))) << m.status();
+  }
+}
+
+TEST(ModelFamilyTest, MissingArchitectureKeyIsNamed) {
+  gguf::GgufWriter w;
+  w.Set("general.name", gguf::Value::String("nameless"));
+  auto bytes = w.WriteToBytes();
+  ASSERT_TRUE(bytes.ok());
+  auto f = gguf::GgufFile::FromBytes(*bytes, "nameless.gguf");
+  ASSERT_TRUE(f.ok());
+  auto m = LowerModel(**f);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(m.status().message(), "general.architecture")) << m.status();
+}
+
+std::string Print(const ir::Module& m) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  ir::PrintModule(m, os);
+  return os.str();
+}
+
+TEST(ModelFamilyTest, LowerModelIsTheFamilysLowering) {
+  if (!FileExists(kTiny)) GTEST_SKIP() << kTiny << " not found";
+  auto f = gguf::GgufFile::Open(kTiny);
+  ASSERT_TRUE(f.ok()) << f.status();
+  for (bool all : {false, true}) {
+    LowerOptions o;
+    o.prefill_all_logits = all;
+    o.n_ctx = all ? 128 : 0;
+    auto via_registry = LowerModel(**f, o);
+    auto direct = LowerQwen35(**f, o);
+    ASSERT_TRUE(via_registry.ok()) << via_registry.status();
+    ASSERT_TRUE(direct.ok()) << direct.status();
+    EXPECT_EQ(Print(**via_registry), Print(**direct));
+  }
+}
+
+TEST(ModelFamilyTest, HparamsAreTheModuleAttributesLessTheOptions) {
+  if (!FileExists(kTiny)) GTEST_SKIP() << kTiny << " not found";
+  auto f = gguf::GgufFile::Open(kTiny);
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto hp = ReadHparams(**f);
+  ASSERT_TRUE(hp.ok()) << hp.status();
+  auto m = LowerModel(**f);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ir::AttrDict module_attrs = (*m)->attrs();
+  EXPECT_TRUE(module_attrs.Erase("n_ctx"));
+  EXPECT_TRUE(module_attrs.Erase("prefill_logits"));
+  EXPECT_EQ(module_attrs, *hp) << module_attrs.ToString() << " vs " << hp->ToString();
+  EXPECT_EQ(hp->GetString("arch"), "qwen35");
+  EXPECT_EQ(hp->I64Or("n_layer", 0), 4);
+}
+
+}  // namespace
+}  // namespace memra::frontends
