@@ -132,7 +132,8 @@ class BindContext {
   // Operand i: an activation's arena slot, a state buffer, or a weight (a matrix operand's layout
   // storage, a value operand's f32 values).
   virtual uint64_t In(unsigned i) const = 0;
-  // A matrix operand's device form (ir::IsMatrixOperand); an error for any other operand.
+  // A matrix operand's device form (the `matrix` role of ir/Ops.def, ir::IsMatrixOperand); an
+  // error for any other operand.
   virtual absl::StatusOr<DeviceMatrix> Matrix(unsigned i) const = 0;
   virtual uint64_t Out(unsigned i) const = 0;
   // The step's scratch (selection().scratch_bytes bytes; 0 when none was requested).
@@ -158,9 +159,6 @@ class GpuOpImpl {
 };
 
 // Helpers the units share.
-// Whether operand i of `op` is a weight matrix (a GEMM operand or an embedding table, which lives
-// on the device in its layout) rather than values (norm weights, conv weights, biases: f32).
-bool IsMatrixOperand(const ir::Op& op, unsigned i);
 int64_t Numel(const std::vector<int64_t>& shape);
 int64_t Numel(llvm::ArrayRef<int64_t> shape);
 // A grid-stride launch over n elements (at most 16 blocks per SM of the target).

@@ -15,13 +15,6 @@ namespace memra::kernels::cuda {
 
 // ---- helpers of GpuOp.h ----
 
-bool IsMatrixOperand(const ir::Op& op, unsigned i) {
-  if (op.operand(i)->kind() != ir::Value::Kind::kWeight) return false;
-  const ir::OpKind k = op.kind();
-  if (k == ir::OpKind::kMatMul || k == ir::OpKind::kMatMulGroup || k == ir::OpKind::kMatMulSwiglu) return i >= 1;
-  return k == ir::OpKind::kEmbed && i == 1;
-}
-
 int64_t Numel(const std::vector<int64_t>& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -80,7 +73,7 @@ absl::StatusOr<OpShapes> ShapesAt(const ir::Op& op, int64_t bucket) {
     const ir::Value* v = op.operand(i);
     MEMRA_ASSIGN_OR_RETURN(auto sh, concrete(v->shape()));
     s.in.push_back(std::move(sh));
-    s.in_dtypes.push_back(IsMatrixOperand(op, i) ? MatrixLayoutFor(v->dtype()).compute_dtype : v->dtype());
+    s.in_dtypes.push_back(ir::IsMatrixOperand(op, i) ? MatrixLayoutFor(v->dtype()).compute_dtype : v->dtype());
   }
   for (unsigned i = 0; i < op.num_results(); ++i) {
     MEMRA_ASSIGN_OR_RETURN(auto sh, concrete(op.result(i)->shape()));

@@ -102,7 +102,7 @@ absl::Status CudaExecutor::UploadWeights() {
                                                      formats::GgmlTypeName(t->type), ", the module declares ",
                                                      ir::DTypeName(w->dtype())));
     bool matrix_use = false, value_use = false;
-    for (const ir::Use& u : w->uses()) (kcu::IsMatrixOperand(*u.user, u.operand_index) ? matrix_use : value_use) = true;
+    for (const ir::Use& u : w->uses()) (ir::IsMatrixOperand(*u.user, u.operand_index) ? matrix_use : value_use) = true;
     auto dw = std::make_unique<DeviceWeight>();
     dw->weight = w;
     const int64_t n = t->NumElements();

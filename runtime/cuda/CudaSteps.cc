@@ -30,14 +30,14 @@ class StepBinder : public kcu::BindContext {
     if (v->kind() == ir::Value::Kind::kState) return states_.at(v)->ptr();
     if (v->kind() == ir::Value::Kind::kWeight) {
       const CudaExecutor::DeviceWeight& w = *weights_.at(v);
-      return kcu::IsMatrixOperand(op(), i) && w.matrix.ptr() != 0 ? w.matrix.ptr() : w.values.ptr();
+      return ir::IsMatrixOperand(op(), i) && w.matrix.ptr() != 0 ? w.matrix.ptr() : w.values.ptr();
     }
     return p_.Ptr(v);
   }
   absl::StatusOr<kcu::DeviceMatrix> Matrix(unsigned i) const override {
     const ir::Value* v = op().operand(i);
     auto it = weights_.find(v);
-    if (!kcu::IsMatrixOperand(op(), i) || it == weights_.end() || it->second->layout == nullptr)
+    if (!ir::IsMatrixOperand(op(), i) || it == weights_.end() || it->second->layout == nullptr)
       return OpError(op(), absl::StrCat("operand ", i, " is not a weight matrix on the device"));
     return it->second->AsMatrix();
   }

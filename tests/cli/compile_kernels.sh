@@ -45,5 +45,5 @@ grep -Eq "kernel table: version 1, [0-9]+ kernel modules, [0-9.]+ (KiB|MiB) of c
 # 3. An unknown pass option value is refused by select-kernels.
 if "$memra" compile "$model" -o "$tmp/x.plan" --passes='bucket-shapes{ladder=16},select-kernels{arch=gfx90}' \
   2>"$tmp/e.txt"; then fail "accepted select-kernels{arch=gfx90}"; fi
-grep -q "not a CUDA architecture" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "bad arch message"; }
+grep -q "is not a CUDA target" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "bad arch message"; }
 echo "compile_kernels: ok"

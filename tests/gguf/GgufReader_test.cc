@@ -119,6 +119,9 @@ TEST(GgufReaderTest, ModelFixturesMatchManifest) {
     auto it = by_file.find(rel);
     ASSERT_NE(it, by_file.end()) << "file not in manifest";
     const llvm::json::Object& m = *it->second;
+    // The qwen35 families' layout (TinyShapes, 4 layers x 256); gemma4 and step35 fixtures are
+    // checked by their families' tests.
+    if (!absl::StartsWith(std::string(*m.getString("config")), "qwen35")) continue;
 
     auto f = GgufFile::Open(de.path().string());
     ASSERT_TRUE(f.ok()) << f.status();

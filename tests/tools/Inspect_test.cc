@@ -29,6 +29,8 @@ TEST(InspectTest, EveryFixtureMatchesManifest) {
   int checked = 0;
   for (const auto& [name, entry] : *models) {
     const llvm::json::Object* m = entry.getAsObject();
+    // qwen35 / qwen35moe hyperparameters below; gemma4 and step35 are checked by their families.
+    if (!m->getString("file") || !m->getString("config") || !m->getString("config")->startswith("qwen35")) continue;
     std::string path = testing::SharedPath("fixtures/" + m->getString("file")->str());
     if (!testing::FileExists(path)) continue;  // e.g. the MoE f32 master is not shipped
     SCOPED_TRACE(path);
