@@ -4,7 +4,6 @@
 // of a memory-bound kernel does not depend on the values (correctness is tests/cuda/OpTable_test).
 //
 //   memra-kernel-bench [--iters 50] [--peak-gbs 4600]
-#include "kernels/cuda/GemvParams.h"
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include "kernels/cuda/GemvParams.h"
 
 #include "absl/strings/str_format.h"
 #include "codegen/KernelCompiler.h"
@@ -23,8 +23,8 @@
 namespace {
 
 using namespace memra;
-using runtime::cuda::CUdeviceptr;
 using runtime::cuda::CuCheck;
+using runtime::cuda::CUdeviceptr;
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "memra-kernel-bench: %s\n", std::string(s.message()).c_str());
@@ -42,8 +42,10 @@ int main(int argc, char** argv) {
   int iters = 50;
   double peak_gbs = 4600;  // streaming read measured on the H200 (shared/design/h200-measurements.md)
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--iters") == 0) iters = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--peak-gbs") == 0) peak_gbs = std::atof(argv[i + 1]);
+    if (std::strcmp(argv[i], "--iters") == 0)
+      iters = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--peak-gbs") == 0)
+      peak_gbs = std::atof(argv[i + 1]);
   }
   auto dev = runtime::cuda::CudaDevice::Open(0);
   if (!dev.ok()) return Fail(dev.status());
@@ -55,19 +57,16 @@ int main(int argc, char** argv) {
   if (!compiler.ok()) return Fail(compiler.status());
   auto blas = runtime::cuda::CublasLt::Create();
   if (!blas.ok()) return Fail(blas.status());
-  const Shape shapes[] = {{"attn/ssm out 4096x4096", 4096, 4096},
-                          {"ffn gate|up 12288x4096", 12288, 4096},
-                          {"ffn down 4096x12288", 4096, 12288},
-                          {"ssm qkv 8192x4096", 8192, 4096},
-                          {"ssm beta 32x4096", 32, 4096},
-                          {"head 248320x4096", 248320, 4096}};
+  const Shape shapes[] = {{"attn/ssm out 4096x4096", 4096, 4096}, {"ffn gate|up 12288x4096", 12288, 4096},
+                          {"ffn down 4096x12288", 4096, 12288},   {"ssm qkv 8192x4096", 8192, 4096},
+                          {"ssm beta 32x4096", 32, 4096},         {"head 248320x4096", 248320, 4096}};
   std::printf("%s, %d iterations per row, roofline %.0f GB/s\n", (*dev)->Describe().c_str(), iters, peak_gbs);
   std::printf("%-24s %-22s %10s %10s %8s\n", "shape", "kernel", "us", "GB/s", "% roof");
   runtime::cuda::CUevent e0 = nullptr, e1 = nullptr;
   d.cuEventCreate(&e0, 0);
   d.cuEventCreate(&e1, 0);
   for (const Shape& s : shapes) {
-    auto w = (*dev)->Alloc(s.n * s.k * 2, "w");        // bf16 (also holds the q8 values)
+    auto w = (*dev)->Alloc(s.n * s.k * 2, "w");  // bf16 (also holds the q8 values)
     auto sc = (*dev)->Alloc(s.n * s.k / 32 * 4, "scales");
     auto x = (*dev)->Alloc(s.k * 4, "x");
     auto xb = (*dev)->Alloc(s.k * 2, "x bf16");
@@ -83,8 +82,10 @@ int main(int argc, char** argv) {
       std::string name;
       int storage, stage;  // storage 0: cuBLASLt bf16
     };
-    std::vector<Variant> variants = {{"gemv bf16 x-in-smem", 2, 1}, {"gemv bf16 x-via-ldg", 2, 0},
-                                     {"gemv q8 x-in-smem", 3, 1},   {"gemv q8 x-via-ldg", 3, 0},
+    std::vector<Variant> variants = {{"gemv bf16 x-in-smem", 2, 1},
+                                     {"gemv bf16 x-via-ldg", 2, 0},
+                                     {"gemv q8 x-in-smem", 3, 1},
+                                     {"gemv q8 x-via-ldg", 3, 0},
                                      {"cuBLASLt bf16 M=1", 0, 0}};
     for (const Variant& v : variants) {
       runtime::cuda::CUfunction fn = nullptr;
@@ -92,8 +93,9 @@ int main(int argc, char** argv) {
       if (v.storage != 0) {
         kernels::cuda::ModuleSpec m;
         m.file = "Gemv.cu";
-        m.defines = kernels::cuda::MakeDefines({kernels::cuda::Def("GEMV_K", s.k), kernels::cuda::Def("GEMV_W", v.storage),
-                                          kernels::cuda::Def("GEMV_WARPS", 8), kernels::cuda::Def("GEMV_STAGE_X", v.stage)});
+        m.defines = kernels::cuda::MakeDefines(
+            {kernels::cuda::Def("GEMV_K", s.k), kernels::cuda::Def("GEMV_W", v.storage),
+             kernels::cuda::Def("GEMV_WARPS", 8), kernels::cuda::Def("GEMV_STAGE_X", v.stage)});
         auto cubin = (*compiler)->CompileAll({m});
         if (!cubin.ok()) return Fail(cubin.status());
         auto loaded = runtime::cuda::LoadedModule::Load(**dev, *(*cubin)[0], m.Key());
@@ -111,9 +113,11 @@ int main(int argc, char** argv) {
       gp.n_rows = static_cast<int>(s.n);
       void* args[] = {&gp};
       auto run = [&]() -> absl::Status {
-        if (v.storage == 0) return (*blas)->Matmul(xb->ptr(), w->ptr(), y->ptr(), 1, s.n, s.k, ir::DType::kBF16, stream);
-        return CuCheck(d.cuLaunchKernel(fn, static_cast<unsigned>((s.n + 7) / 8), 1, 1, 256, 1, 1, 0, stream, args, nullptr),
-                       "gemv launch");
+        if (v.storage == 0)
+          return (*blas)->Matmul(xb->ptr(), w->ptr(), y->ptr(), 1, s.n, s.k, ir::DType::kBF16, stream);
+        return CuCheck(
+            d.cuLaunchKernel(fn, static_cast<unsigned>((s.n + 7) / 8), 1, 1, 256, 1, 1, 0, stream, args, nullptr),
+            "gemv launch");
       };
       for (int i = 0; i < 5; ++i)
         if (absl::Status st = run(); !st.ok()) return Fail(st);

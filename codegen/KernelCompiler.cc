@@ -21,9 +21,10 @@
 namespace memra::codegen {
 
 std::string CompileStats::ToString() const {
-  return absl::StrFormat("%d kernel modules: %d from the plan, %d compiled (%.2f s of NVRTC), %d from the disk "
-                         "cache, %d already loaded; %.2f s wall",
-                         requested, plan_hits, compiled, compile_seconds, disk_hits, memory_hits, wall_seconds);
+  return absl::StrFormat(
+      "%d kernel modules: %d from the plan, %d compiled (%.2f s of NVRTC), %d from the disk "
+      "cache, %d already loaded; %.2f s wall",
+      requested, plan_hits, compiled, compile_seconds, disk_hits, memory_hits, wall_seconds);
 }
 
 namespace {
@@ -71,8 +72,8 @@ std::string KernelCompiler::nvrtc_version() const { return nvrtc_->VersionString
 
 std::vector<std::string> KernelCompiler::OptionsFor(const ModuleSpec& m) const {
   std::vector<std::string> o = {
-      m.sm_90a ? absl::StrCat("-arch=sm_", options_.arch, "a") : absl::StrCat("-arch=sm_", options_.arch),
-      "-std=c++17", "-default-device", "-DMEMRA_NVRTC=1"};
+      m.sm_90a ? absl::StrCat("-arch=sm_", options_.arch, "a") : absl::StrCat("-arch=sm_", options_.arch), "-std=c++17",
+      "-default-device", "-DMEMRA_NVRTC=1"};
   for (const auto& [n, v] : m.defines) o.push_back(absl::StrCat("-D", n, "=", v));
   for (const std::string& e : options_.extra_options) o.push_back(e);
   return o;
@@ -80,8 +81,8 @@ std::vector<std::string> KernelCompiler::OptionsFor(const ModuleSpec& m) const {
 
 absl::StatusOr<std::string> KernelCompiler::CacheKey(const ModuleSpec& m) const {
   MEMRA_ASSIGN_OR_RETURN(absl::string_view src, KernelSource(m.file));
-  std::string blob = absl::StrCat("memra-cubin-v1\n", nvrtc_->VersionString(), "\nsm_", options_.arch,
-                                  "\n", absl::StrJoin(OptionsFor(m), " "), "\n", m.file, "\n", src);
+  std::string blob = absl::StrCat("memra-cubin-v1\n", nvrtc_->VersionString(), "\nsm_", options_.arch, "\n",
+                                  absl::StrJoin(OptionsFor(m), " "), "\n", m.file, "\n", src);
   for (const auto& [n, t] : KernelHeaders()) absl::StrAppend(&blob, "\n#header ", n, "\n", t);
   return Hash128(blob);
 }
@@ -95,8 +96,9 @@ bool ReadAll(const std::string& path, std::vector<uint8_t>* out) {
 }
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<const std::vector<uint8_t>>> KernelCompiler::CompileOne(
-    const ModuleSpec& m, double* seconds, bool* disk_hit) {
+absl::StatusOr<std::shared_ptr<const std::vector<uint8_t>>> KernelCompiler::CompileOne(const ModuleSpec& m,
+                                                                                       double* seconds,
+                                                                                       bool* disk_hit) {
   *seconds = 0;
   *disk_hit = false;
   MEMRA_ASSIGN_OR_RETURN(std::string key, CacheKey(m));
@@ -170,8 +172,10 @@ absl::StatusOr<std::vector<std::shared_ptr<const std::vector<uint8_t>>>> KernelC
       bool hit = false;
       auto r = CompileOne(modules[todo[j]], &secs[j], &hit);
       disk[j] = hit;
-      if (!r.ok()) errors[j] = absl::Status(r.status().code(), absl::StrCat(keys[todo[j]], ": ", r.status().message()));
-      else out[todo[j]] = *r;
+      if (!r.ok())
+        errors[j] = absl::Status(r.status().code(), absl::StrCat(keys[todo[j]], ": ", r.status().message()));
+      else
+        out[todo[j]] = *r;
     }
   };
   std::vector<std::thread> threads;
@@ -187,7 +191,8 @@ absl::StatusOr<std::vector<std::shared_ptr<const std::vector<uint8_t>>>> KernelC
         continue;
       }
       memory_[keys[todo[j]]] = out[todo[j]];
-      if (disk[j]) ++stats_.disk_hits;
+      if (disk[j])
+        ++stats_.disk_hits;
       else {
         ++stats_.compiled;
         stats_.compile_seconds += secs[j];
@@ -198,8 +203,8 @@ absl::StatusOr<std::vector<std::shared_ptr<const std::vector<uint8_t>>>> KernelC
     stats_.wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   if (!msgs.empty())
-    return absl::InvalidArgumentError(absl::StrCat(msgs.size(), " kernel module(s) failed to compile:\n",
-                                                   absl::StrJoin(msgs, "\n")));
+    return absl::InvalidArgumentError(
+        absl::StrCat(msgs.size(), " kernel module(s) failed to compile:\n", absl::StrJoin(msgs, "\n")));
   return out;
 }
 

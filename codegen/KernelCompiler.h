@@ -52,11 +52,11 @@ struct CompileOptions {
 };
 
 struct CompileStats {
-  int64_t requested = 0;   // modules asked for (deduplicated)
-  int64_t memory_hits = 0; // already compiled in this process
-  int64_t plan_hits = 0;   // seeded by AddPrecompiled (a plan's kernel table)
-  int64_t disk_hits = 0;   // read from the cache dir
-  int64_t compiled = 0;    // compiled by NVRTC
+  int64_t requested = 0;       // modules asked for (deduplicated)
+  int64_t memory_hits = 0;     // already compiled in this process
+  int64_t plan_hits = 0;       // seeded by AddPrecompiled (a plan's kernel table)
+  int64_t disk_hits = 0;       // read from the cache dir
+  int64_t compiled = 0;        // compiled by NVRTC
   double compile_seconds = 0;  // summed NVRTC time of the compiled modules
   double wall_seconds = 0;     // wall time of CompileAll calls
   std::string ToString() const;
@@ -88,8 +88,8 @@ class KernelCompiler {
 
  private:
   KernelCompiler() = default;
-  absl::StatusOr<std::shared_ptr<const std::vector<uint8_t>>> CompileOne(const ModuleSpec& m,
-                                                                         double* seconds, bool* disk_hit);
+  absl::StatusOr<std::shared_ptr<const std::vector<uint8_t>>> CompileOne(const ModuleSpec& m, double* seconds,
+                                                                         bool* disk_hit);
   CompileOptions options_;
   const class Nvrtc* nvrtc_ = nullptr;
   std::mutex mu_;

@@ -25,11 +25,12 @@ std::vector<EmbeddedSource> EmbeddedKernelSources() {
 absl::StatusOr<absl::string_view> KernelSource(absl::string_view name) {
   std::vector<std::string> names;
   for (int i = 0; i < detail::kNumEmbeddedKernelSources; ++i) {
-    if (name == detail::kEmbeddedKernelSources[i].name) return absl::string_view(detail::kEmbeddedKernelSources[i].text);
+    if (name == detail::kEmbeddedKernelSources[i].name)
+      return absl::string_view(detail::kEmbeddedKernelSources[i].text);
     names.push_back(detail::kEmbeddedKernelSources[i].name);
   }
-  return absl::NotFoundError(absl::StrCat("no embedded kernel source \"", name, "\" (have: ",
-                                          absl::StrJoin(names, ", "), ")"));
+  return absl::NotFoundError(
+      absl::StrCat("no embedded kernel source \"", name, "\" (have: ", absl::StrJoin(names, ", "), ")"));
 }
 
 std::vector<std::pair<std::string, std::string>> KernelHeaders() {

@@ -3,8 +3,8 @@
 // memra binary compiles its kernels with NVRTC without the source tree.
 #pragma once
 
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"

@@ -17,8 +17,7 @@ using nvrtcProgram = struct _nvrtcProgram*;
 struct Nvrtc::Api {
   const char* (*GetErrorString)(nvrtcResult);
   nvrtcResult (*Version)(int*, int*);
-  nvrtcResult (*CreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*,
-                               const char* const*);
+  nvrtcResult (*CreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*, const char* const*);
   nvrtcResult (*DestroyProgram)(nvrtcProgram*);
   nvrtcResult (*CompileProgram)(nvrtcProgram, int, const char* const*);
   nvrtcResult (*GetProgramLogSize)(nvrtcProgram, size_t*);
@@ -27,18 +26,15 @@ struct Nvrtc::Api {
   nvrtcResult (*GetCUBIN)(nvrtcProgram, char*);
 };
 
-std::vector<std::string> CudaLibraryCandidates(const std::string& soname,
-                                               const std::string& wheel_subdir) {
+std::vector<std::string> CudaLibraryCandidates(const std::string& soname, const std::string& wheel_subdir) {
   std::vector<std::string> c = {soname};
 #ifdef MEMRA_CUDA_LIBDIR
   c.push_back(absl::StrCat(MEMRA_CUDA_LIBDIR, "/", soname));
 #endif
-  for (const char* dir : {"/usr/local/cuda/lib64", "/usr/local/cuda/lib",
-                          "/usr/local/cuda/targets/x86_64-linux/lib"})
+  for (const char* dir : {"/usr/local/cuda/lib64", "/usr/local/cuda/lib", "/usr/local/cuda/targets/x86_64-linux/lib"})
     c.push_back(absl::StrCat(dir, "/", soname));
   if (!wheel_subdir.empty())
-    for (const char* py : {"/opt/torch/.venv/lib/python3.12/site-packages",
-                           "/usr/local/lib/python3.12/dist-packages",
+    for (const char* py : {"/opt/torch/.venv/lib/python3.12/site-packages", "/usr/local/lib/python3.12/dist-packages",
                            "/usr/lib/python3/dist-packages"})
       c.push_back(absl::StrCat(py, "/nvidia/", wheel_subdir, "/", soname));
   return c;
@@ -65,9 +61,8 @@ absl::StatusOr<const Nvrtc*> Nvrtc::Load(const std::string& path) {
     }
   }
   if (h == nullptr) {
-    absl::Status s = absl::NotFoundError(
-        absl::StrCat("NVRTC not found (tried ", absl::StrJoin(candidates, ", "),
-                     "); install the CUDA toolkit's NVRTC to compile GPU kernels"));
+    absl::Status s = absl::NotFoundError(absl::StrCat("NVRTC not found (tried ", absl::StrJoin(candidates, ", "),
+                                                      "); install the CUDA toolkit's NVRTC to compile GPU kernels"));
     if (path.empty()) failure = s;
     return s;
   }
@@ -112,10 +107,9 @@ absl::StatusOr<std::vector<uint8_t>> Nvrtc::CompileToCubin(
     hdr_src.push_back(s.c_str());
   }
   nvrtcProgram prog = nullptr;
-  nvrtcResult r = a.CreateProgram(&prog, src.c_str(), name.c_str(), static_cast<int>(headers.size()),
-                                  hdr_src.data(), hdr_names.data());
-  if (r != 0)
-    return absl::InternalError(absl::StrCat("nvrtcCreateProgram(", name, "): ", a.GetErrorString(r)));
+  nvrtcResult r = a.CreateProgram(&prog, src.c_str(), name.c_str(), static_cast<int>(headers.size()), hdr_src.data(),
+                                  hdr_names.data());
+  if (r != 0) return absl::InternalError(absl::StrCat("nvrtcCreateProgram(", name, "): ", a.GetErrorString(r)));
   std::vector<const char*> opts;
   for (const std::string& o : options) opts.push_back(o.c_str());
   r = a.CompileProgram(prog, static_cast<int>(opts.size()), opts.data());
@@ -128,9 +122,8 @@ absl::StatusOr<std::vector<uint8_t>> Nvrtc::CompileToCubin(
   }
   if (r != 0) {
     a.DestroyProgram(&prog);
-    return absl::InvalidArgumentError(absl::StrCat("NVRTC failed to compile ", name, " (",
-                                                   absl::StrJoin(options, " "), "): ",
-                                                   a.GetErrorString(r), "\n", log));
+    return absl::InvalidArgumentError(absl::StrCat("NVRTC failed to compile ", name, " (", absl::StrJoin(options, " "),
+                                                   "): ", a.GetErrorString(r), "\n", log));
   }
   size_t n = 0;
   std::vector<uint8_t> cubin;
@@ -140,8 +133,8 @@ absl::StatusOr<std::vector<uint8_t>> Nvrtc::CompileToCubin(
   }
   a.DestroyProgram(&prog);
   if (r != 0 || cubin.empty())
-    return absl::InternalError(absl::StrCat("NVRTC produced no cubin for ", name,
-                                            " (an -arch=sm_XX option is needed)"));
+    return absl::InternalError(
+        absl::StrCat("NVRTC produced no cubin for ", name, " (an -arch=sm_XX option is needed)"));
   return cubin;
 }
 

@@ -48,7 +48,6 @@ class Nvrtc {
 // Candidate locations of a CUDA library `soname` (e.g. "libnvrtc.so.13"): the plain soname
 // (loader path), the toolkit folder found at configure time, /usr/local/cuda/{lib64,lib},
 // and the pip `nvidia-*` wheels' folders of the system python. Used by the runtime's loaders.
-std::vector<std::string> CudaLibraryCandidates(const std::string& soname,
-                                               const std::string& wheel_subdir);
+std::vector<std::string> CudaLibraryCandidates(const std::string& soname, const std::string& wheel_subdir);
 
 }  // namespace memra::codegen

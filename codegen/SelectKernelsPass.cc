@@ -4,15 +4,15 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "kernels/cuda/GpuOpRegistry.h"
 #include "ir/Function.h"
 #include "ir/Module.h"
 #include "ir/Op.h"
 #include "ir/StatusMacros.h"
+#include "kernels/cuda/GpuOpRegistry.h"
 #include "passes/PassRegistry.h"
 
 namespace memra::codegen {

@@ -40,8 +40,7 @@ absl::StatusOr<const ModelFamily*> ModelFamilyOf(const gguf::GgufFile& file) {
   const ModelFamily* family = FindModelFamily(arch);
   if (family == nullptr)
     return absl::UnimplementedError(absl::StrCat(file.path(), ": unsupported architecture '", arch,
-                                                 "': memra supports ",
-                                                 absl::StrJoin(SupportedArchitectures(), ", ")));
+                                                 "': memra supports ", absl::StrJoin(SupportedArchitectures(), ", ")));
   if (!family->supported())
     return absl::UnimplementedError(
         absl::StrCat(file.path(), ": architecture \"", arch, "\": ", arch, " not supported yet"));
@@ -53,8 +52,7 @@ absl::StatusOr<ir::AttrDict> ReadHparams(const gguf::GgufFile& file) {
   return family->read_hparams(file);
 }
 
-absl::StatusOr<std::unique_ptr<ir::Module>> LowerModel(const gguf::GgufFile& file,
-                                                       const LowerOptions& options) {
+absl::StatusOr<std::unique_ptr<ir::Module>> LowerModel(const gguf::GgufFile& file, const LowerOptions& options) {
   MEMRA_ASSIGN_OR_RETURN(const ModelFamily* family, ModelFamilyOf(file));
   return family->lower(file, options);
 }

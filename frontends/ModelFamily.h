@@ -26,8 +26,7 @@ namespace memra::frontends {
 
 struct ModelFamily {
   using ReadHparamsFn = absl::StatusOr<ir::AttrDict> (*)(const gguf::GgufFile&);
-  using LowerFn = absl::StatusOr<std::unique_ptr<ir::Module>> (*)(const gguf::GgufFile&,
-                                                                  const LowerOptions&);
+  using LowerFn = absl::StatusOr<std::unique_ptr<ir::Module>> (*)(const gguf::GgufFile&, const LowerOptions&);
 
   absl::string_view architecture;  // the `general.architecture` value
   absl::string_view description;   // for people: what the family is
@@ -57,7 +56,6 @@ absl::StatusOr<const ModelFamily*> ModelFamilyOf(const gguf::GgufFile& file);
 absl::StatusOr<ir::AttrDict> ReadHparams(const gguf::GgufFile& file);
 
 // Lowers `file` with its family: the one entry point of the commands and the runtime.
-absl::StatusOr<std::unique_ptr<ir::Module>> LowerModel(const gguf::GgufFile& file,
-                                                       const LowerOptions& options = {});
+absl::StatusOr<std::unique_ptr<ir::Module>> LowerModel(const gguf::GgufFile& file, const LowerOptions& options = {});
 
 }  // namespace memra::frontends

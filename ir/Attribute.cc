@@ -15,12 +15,18 @@ namespace memra::ir {
 
 absl::string_view AttrKindName(AttrKind k) {
   switch (k) {
-    case AttrKind::kI64: return "i64";
-    case AttrKind::kF64: return "f64";
-    case AttrKind::kString: return "str";
-    case AttrKind::kI64Array: return "i64[]";
-    case AttrKind::kF64Array: return "f64[]";
-    case AttrKind::kStringArray: return "str[]";
+    case AttrKind::kI64:
+      return "i64";
+    case AttrKind::kF64:
+      return "f64";
+    case AttrKind::kString:
+      return "str";
+    case AttrKind::kI64Array:
+      return "i64[]";
+    case AttrKind::kF64Array:
+      return "f64[]";
+    case AttrKind::kStringArray:
+      return "str[]";
   }
   return "?";
 }
@@ -53,13 +59,23 @@ std::string QuoteString(absl::string_view s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
-        if (c < 0x20 || c >= 0x7f) out += absl::StrFormat("\\x%02x", c);
-        else out += static_cast<char>(c);
+        if (c < 0x20 || c >= 0x7f)
+          out += absl::StrFormat("\\x%02x", c);
+        else
+          out += static_cast<char>(c);
     }
   }
   out += "\"";
@@ -68,27 +84,27 @@ std::string QuoteString(absl::string_view s) {
 
 std::string Attr::ToString() const {
   switch (kind()) {
-    case AttrKind::kI64: return absl::StrCat(i64());
-    case AttrKind::kF64: return FormatDouble(f64());
-    case AttrKind::kString: return QuoteString(str());
-    case AttrKind::kI64Array: return absl::StrCat("[", absl::StrJoin(i64_array(), ", "), "]");
+    case AttrKind::kI64:
+      return absl::StrCat(i64());
+    case AttrKind::kF64:
+      return FormatDouble(f64());
+    case AttrKind::kString:
+      return QuoteString(str());
+    case AttrKind::kI64Array:
+      return absl::StrCat("[", absl::StrJoin(i64_array(), ", "), "]");
     case AttrKind::kF64Array:
-      return absl::StrCat("[", absl::StrJoin(f64_array(), ", ", [](std::string* o, double d) {
-                            o->append(FormatDouble(d));
-                          }),
-                          "]");
+      return absl::StrCat(
+          "[", absl::StrJoin(f64_array(), ", ", [](std::string* o, double d) { o->append(FormatDouble(d)); }), "]");
     case AttrKind::kStringArray:
-      return absl::StrCat("[", absl::StrJoin(string_array(), ", ", [](std::string* o, const std::string& e) {
-                            o->append(QuoteString(e));
-                          }),
-                          "]");
+      return absl::StrCat(
+          "[",
+          absl::StrJoin(string_array(), ", ", [](std::string* o, const std::string& e) { o->append(QuoteString(e)); }),
+          "]");
   }
   return "";
 }
 
-static bool SameDouble(double a, double b) {
-  return std::memcmp(&a, &b, sizeof(double)) == 0 || a == b;
-}
+static bool SameDouble(double a, double b) { return std::memcmp(&a, &b, sizeof(double)) == 0 || a == b; }
 
 bool Attr::operator==(const Attr& o) const {
   if (kind() != o.kind()) return false;
@@ -106,12 +122,18 @@ bool Attr::operator==(const Attr& o) const {
 
 size_t Attr::Hash() const {
   switch (kind()) {
-    case AttrKind::kI64: return absl::HashOf(0, i64());
-    case AttrKind::kF64: return absl::HashOf(1, f64() == 0 ? 0.0 : f64());
-    case AttrKind::kString: return absl::HashOf(2, str());
-    case AttrKind::kI64Array: return absl::HashOf(3, i64_array());
-    case AttrKind::kF64Array: return absl::HashOf(4, f64_array().size());
-    case AttrKind::kStringArray: return absl::HashOf(5, string_array());
+    case AttrKind::kI64:
+      return absl::HashOf(0, i64());
+    case AttrKind::kF64:
+      return absl::HashOf(1, f64() == 0 ? 0.0 : f64());
+    case AttrKind::kString:
+      return absl::HashOf(2, str());
+    case AttrKind::kI64Array:
+      return absl::HashOf(3, i64_array());
+    case AttrKind::kF64Array:
+      return absl::HashOf(4, f64_array().size());
+    case AttrKind::kStringArray:
+      return absl::HashOf(5, string_array());
   }
   return 0;
 }
@@ -186,9 +208,11 @@ std::optional<std::vector<double>> AttrDict::GetF64Array(absl::string_view name)
 
 std::string AttrDict::ToString() const {
   if (attrs_.empty()) return "";
-  return absl::StrCat("{", absl::StrJoin(attrs_, ", ", [](std::string* out, const NamedAttr& a) {
-                        absl::StrAppend(out, a.name, " = ", a.value.ToString());
-                      }),
+  return absl::StrCat("{",
+                      absl::StrJoin(attrs_, ", ",
+                                    [](std::string* out, const NamedAttr& a) {
+                                      absl::StrAppend(out, a.name, " = ", a.value.ToString());
+                                    }),
                       "}");
 }
 

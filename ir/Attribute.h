@@ -23,17 +23,17 @@ absl::string_view AttrKindName(AttrKind k);
 class Attr {
  public:
   Attr() : v_(int64_t{0}) {}
-  Attr(int64_t v) : v_(v) {}  // NOLINT (implicit on purpose: {"eps", 1e-6} reads well)
-  Attr(int v) : v_(int64_t{v}) {}  // NOLINT
-  Attr(bool v) : v_(int64_t{v}) {}  // NOLINT
-  Attr(double v) : v_(v) {}  // NOLINT
-  Attr(const char* v) : v_(std::string(v)) {}  // NOLINT
-  Attr(std::string v) : v_(std::move(v)) {}  // NOLINT
-  Attr(absl::string_view v) : v_(std::string(v)) {}  // NOLINT
+  Attr(int64_t v) : v_(v) {}                          // NOLINT (implicit on purpose: {"eps", 1e-6} reads well)
+  Attr(int v) : v_(int64_t{v}) {}                     // NOLINT
+  Attr(bool v) : v_(int64_t{v}) {}                    // NOLINT
+  Attr(double v) : v_(v) {}                           // NOLINT
+  Attr(const char* v) : v_(std::string(v)) {}         // NOLINT
+  Attr(std::string v) : v_(std::move(v)) {}           // NOLINT
+  Attr(absl::string_view v) : v_(std::string(v)) {}   // NOLINT
   Attr(std::vector<int64_t> v) : v_(std::move(v)) {}  // NOLINT
   Attr(std::initializer_list<int64_t> v) : v_(std::vector<int64_t>(v)) {}  // NOLINT
-  Attr(std::vector<double> v) : v_(std::move(v)) {}  // NOLINT
-  Attr(std::vector<std::string> v) : v_(std::move(v)) {}  // NOLINT
+  Attr(std::vector<double> v) : v_(std::move(v)) {}                        // NOLINT
+  Attr(std::vector<std::string> v) : v_(std::move(v)) {}                   // NOLINT
 
   AttrKind kind() const { return static_cast<AttrKind>(v_.index()); }
   bool is_i64() const { return kind() == AttrKind::kI64; }

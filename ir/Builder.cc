@@ -45,8 +45,7 @@ bool OpBuilder::IsPoison(Value* v) const {
   return false;
 }
 
-llvm::SmallVector<Value*, 2> OpBuilder::Build(OpKind kind, llvm::ArrayRef<Value*> operands,
-                                              AttrDict attrs,
+llvm::SmallVector<Value*, 2> OpBuilder::Build(OpKind kind, llvm::ArrayRef<Value*> operands, AttrDict attrs,
                                               llvm::ArrayRef<TensorType> explicit_types) {
   const OpInfo& info = InfoOf(kind);
   auto poison = [&](size_t n) {
@@ -56,8 +55,7 @@ llvm::SmallVector<Value*, 2> OpBuilder::Build(OpKind kind, llvm::ArrayRef<Value*
     return out;
   };
   size_t expected_results = info.variadic_results ? 1 : info.results.size();
-  if (kind == OpKind::kSplit)
-    expected_results = attrs.GetI64Array("sizes").value_or(std::vector<int64_t>{1}).size();
+  if (kind == OpKind::kSplit) expected_results = attrs.GetI64Array("sizes").value_or(std::vector<int64_t>{1}).size();
   if (kind == OpKind::kMatMulGroup) expected_results = operands.size() > 1 ? operands.size() - 1 : 1;
   for (Value* v : operands)
     if (IsPoison(v)) return poison(expected_results);
@@ -88,8 +86,7 @@ std::pair<Value*, Value*> OpBuilder::QGateSplit(Value* qg, int64_t n_head, int64
   return {r[0], r.size() > 1 ? r[1] : r[0]};
 }
 
-std::pair<Value*, Value*> OpBuilder::DeltaNetGates(Value* b, Value* a, Value* dt_bias,
-                                                   Value* ssm_a) {
+std::pair<Value*, Value*> OpBuilder::DeltaNetGates(Value* b, Value* a, Value* dt_bias, Value* ssm_a) {
   auto r = Build(OpKind::kDeltaNetGates, {b, a, dt_bias, ssm_a});
   return {r[0], r.size() > 1 ? r[1] : r[0]};
 }

@@ -46,8 +46,7 @@ class OpBuilder {
   absl::StatusOr<Op*> Create(OpKind kind, llvm::ArrayRef<Value*> operands, AttrDict attrs = {},
                              llvm::ArrayRef<TensorType> explicit_types = {});
   // The same with sticky errors: the op's results (poison values on error).
-  llvm::SmallVector<Value*, 2> Build(OpKind kind, llvm::ArrayRef<Value*> operands,
-                                     AttrDict attrs = {},
+  llvm::SmallVector<Value*, 2> Build(OpKind kind, llvm::ArrayRef<Value*> operands, AttrDict attrs = {},
                                      llvm::ArrayRef<TensorType> explicit_types = {});
   // Single-result form of Build.
   Value* Build1(OpKind kind, llvm::ArrayRef<Value*> operands, AttrDict attrs = {},
@@ -55,15 +54,11 @@ class OpBuilder {
 
   // Typed helpers, one per op kind (semantics in ir/Ops.def).
   Value* Embed(Value* ids, Value* table) { return Build1(OpKind::kEmbed, {ids, table}); }
-  Value* RmsNorm(Value* x, Value* w, double eps) {
-    return Build1(OpKind::kRmsNorm, {x, w}, {{"eps", eps}});
-  }
+  Value* RmsNorm(Value* x, Value* w, double eps) { return Build1(OpKind::kRmsNorm, {x, w}, {{"eps", eps}}); }
   Value* L2Norm(Value* x, double eps) { return Build1(OpKind::kL2Norm, {x}, {{"eps", eps}}); }
   Value* Add(Value* a, Value* b) { return Build1(OpKind::kAdd, {a, b}); }
   Value* Mul(Value* a, Value* b) { return Build1(OpKind::kMul, {a, b}); }
-  Value* Scale(Value* x, double factor) {
-    return Build1(OpKind::kScale, {x}, {{"factor", factor}});
-  }
+  Value* Scale(Value* x, double factor) { return Build1(OpKind::kScale, {x}, {{"factor", factor}}); }
   Value* Sigmoid(Value* x) { return Build1(OpKind::kSigmoid, {x}); }
   Value* Silu(Value* x) { return Build1(OpKind::kSilu, {x}); }
   Value* Softplus(Value* x) { return Build1(OpKind::kSoftplus, {x}); }
@@ -76,21 +71,16 @@ class OpBuilder {
   Value* Rope(Value* x, Value* pos, int64_t n_rot, double base) {
     return Build1(OpKind::kRope, {x, pos}, {{"n_rot", n_rot}, {"base", base}});
   }
-  Value* Positions(Value* counter, Value* like) {
-    return Build1(OpKind::kPositions, {counter, like});
-  }
+  Value* Positions(Value* counter, Value* like) { return Build1(OpKind::kPositions, {counter, like}); }
   Op* AdvancePositions(Value* counter, Value* like);
   Op* KvAppend(Value* k, Value* v, Value* k_cache, Value* v_cache, Value* pos);
   Value* Attention(Value* q, Value* k_cache, Value* v_cache, Value* pos, double scale) {
     return Build1(OpKind::kAttention, {q, k_cache, v_cache, pos}, {{"scale", scale}});
   }
-  Value* Conv1dCausal(Value* x, Value* w, Value* state) {
-    return Build1(OpKind::kConv1dCausal, {x, w, state});
-  }
+  Value* Conv1dCausal(Value* x, Value* w, Value* state) { return Build1(OpKind::kConv1dCausal, {x, w, state}); }
   // Returns (beta, g).
   std::pair<Value*, Value*> DeltaNetGates(Value* b, Value* a, Value* dt_bias, Value* ssm_a);
-  Value* GatedDeltaScan(Value* q, Value* k, Value* v, Value* g, Value* beta, Value* state,
-                        double scale) {
+  Value* GatedDeltaScan(Value* q, Value* k, Value* v, Value* g, Value* beta, Value* state, double scale) {
     return Build1(OpKind::kGatedDeltaScan, {q, k, v, g, beta, state}, {{"scale", scale}});
   }
   Value* GatedRmsNorm(Value* x, Value* z, Value* w, double eps) {
@@ -103,12 +93,9 @@ class OpBuilder {
   std::pair<Value*, Value*> TopK(Value* x, int64_t k);
   Value* Argmax(Value* x) { return Build1(OpKind::kArgmax, {x}); }
   Value* Sample(Value* logits, Value* rng, double temperature, int64_t top_k, double top_p) {
-    return Build1(OpKind::kSample, {logits, rng},
-                  {{"temperature", temperature}, {"top_k", top_k}, {"top_p", top_p}});
+    return Build1(OpKind::kSample, {logits, rng}, {{"temperature", temperature}, {"top_k", top_k}, {"top_p", top_p}});
   }
-  Value* Concat(llvm::ArrayRef<Value*> xs, int64_t axis) {
-    return Build1(OpKind::kConcat, xs, {{"axis", axis}});
-  }
+  Value* Concat(llvm::ArrayRef<Value*> xs, int64_t axis) { return Build1(OpKind::kConcat, xs, {{"axis", axis}}); }
   llvm::SmallVector<Value*, 2> Split(Value* x, int64_t axis, std::vector<int64_t> sizes) {
     return Build(OpKind::kSplit, {x}, {{"axis", axis}, {"sizes", std::move(sizes)}});
   }
@@ -116,12 +103,8 @@ class OpBuilder {
   Value* View(Value* x, int64_t axis, int64_t offset, int64_t size) {
     return Build1(OpKind::kView, {x}, {{"axis", axis}, {"offset", offset}, {"size", size}});
   }
-  Value* Cast(Value* x, DType to) {
-    return Build1(OpKind::kCast, {x}, {{"dtype", DTypeName(to)}});
-  }
-  Value* Constant(TensorType type, double value) {
-    return Build1(OpKind::kConstant, {}, {{"value", value}}, {type});
-  }
+  Value* Cast(Value* x, DType to) { return Build1(OpKind::kCast, {x}, {{"dtype", DTypeName(to)}}); }
+  Value* Constant(TensorType type, double value) { return Build1(OpKind::kConstant, {}, {{"value", value}}, {type}); }
   Op* Return(llvm::ArrayRef<Value*> values);
   // A segment op; build its body with a builder at SetInsertionPointToEnd(seg->body()).
   Op* Segment(bool capturable, std::optional<int64_t> bucket = std::nullopt);

@@ -6,8 +6,7 @@ namespace memra::ir {
 namespace {
 
 constexpr DTypeInfo kInfos[] = {
-#define MEMRA_DTYPE(id, name, ggml, belems, bbytes, quant) \
-  {DType::k##id, name, ggml, belems, bbytes, quant},
+#define MEMRA_DTYPE(id, name, ggml, belems, bbytes, quant) {DType::k##id, name, ggml, belems, bbytes, quant},
 #include "ir/DTypes.def"
 #undef MEMRA_DTYPE
 };
@@ -29,13 +28,10 @@ std::optional<DType> DTypeFromGgmlId(uint32_t ggml_id) {
   return std::nullopt;
 }
 
-bool IsFloat(DType t) {
-  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kF64;
-}
+bool IsFloat(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kF64; }
 
 bool IsInteger(DType t) {
-  return t == DType::kI64 || t == DType::kI32 || t == DType::kI16 || t == DType::kI8 ||
-         t == DType::kU8;
+  return t == DType::kI64 || t == DType::kI32 || t == DType::kI16 || t == DType::kI8 || t == DType::kU8;
 }
 
 std::optional<int64_t> StorageBytes(DType t, int64_t n) {

@@ -30,8 +30,9 @@ class DotPrinter {
     PrintBlock(*f_.body(), 1);
     for (const auto& [v, id] : globals_) {
       os_ << "  " << id << " [shape=note, style=filled, fillcolor="
-          << (v->kind() == Value::Kind::kState ? "lightyellow" : "lightgrey") << ", label=\"@"
-          << Escape(v->name()) << "\\n" << v->type().ToString() << "\"];\n";
+          << (v->kind() == Value::Kind::kState ? "lightyellow" : "lightgrey") << ", label=\"@" << Escape(v->name())
+          << "\\n"
+          << v->type().ToString() << "\"];\n";
     }
     os_ << edges_ << "}\n";
   }

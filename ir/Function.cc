@@ -5,8 +5,7 @@
 
 namespace memra::ir {
 
-Function::Function(Module* module, std::string name)
-    : module_(module), name_(std::move(name)), body_(this, nullptr) {}
+Function::Function(Module* module, std::string name) : module_(module), name_(std::move(name)), body_(this, nullptr) {}
 
 Function::~Function() = default;
 
@@ -44,8 +43,7 @@ void Function::SubstituteSymbols(const SymbolBindings& bindings) {
 
 namespace {
 
-void CloneBlock(const Block& src, Block* dst, absl::flat_hash_map<const Value*, Value*>& map,
-                Module* dest_module) {
+void CloneBlock(const Block& src, Block* dst, absl::flat_hash_map<const Value*, Value*>& map, Module* dest_module) {
   for (const Op& op : src) {
     llvm::SmallVector<Value*, 4> operands;
     for (Value* v : op.operands()) {

@@ -11,8 +11,8 @@ std::string Loc::ToString() const {
   return absl::StrCat(line, ":", col);
 }
 
-std::unique_ptr<Op> Op::Create(OpKind kind, llvm::ArrayRef<Value*> operands,
-                               llvm::ArrayRef<TensorType> result_types, AttrDict attrs) {
+std::unique_ptr<Op> Op::Create(OpKind kind, llvm::ArrayRef<Value*> operands, llvm::ArrayRef<TensorType> result_types,
+                               AttrDict attrs) {
   std::unique_ptr<Op> op(new Op(kind));
   for (Value* v : operands) op->AppendOperand(v);
   for (unsigned i = 0; i < result_types.size(); ++i) {
@@ -101,15 +101,12 @@ std::string Op::Summary() const {
   };
   std::string s;
   if (!results_.empty()) {
-    s = absl::StrJoin(results_, ", ", [&](std::string* out, const std::unique_ptr<Value>& v) {
-      out->append(name(v.get()));
-    });
+    s = absl::StrJoin(results_, ", ",
+                      [&](std::string* out, const std::unique_ptr<Value>& v) { out->append(name(v.get())); });
     s += " = ";
   }
   absl::StrAppend(&s, mnemonic(), "(",
-                  absl::StrJoin(operands_, ", ",
-                                [&](std::string* out, const Value* v) { out->append(name(v)); }),
-                  ")");
+                  absl::StrJoin(operands_, ", ", [&](std::string* out, const Value* v) { out->append(name(v)); }), ")");
   if (!attrs_.empty()) absl::StrAppend(&s, " ", attrs_.ToString());
   return s;
 }
@@ -153,4 +150,3 @@ void Block::CollectOps(std::vector<Op*>& out) const {
 }
 
 }  // namespace memra::ir
-

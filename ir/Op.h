@@ -70,7 +70,7 @@ class Op : public llvm::ilist_node<Op> {
 
   // Where the op lives.
   Block* parent_block() const { return parent_; }
-  Op* parent_op() const;      // the enclosing segment, or nullptr
+  Op* parent_op() const;       // the enclosing segment, or nullptr
   Function* function() const;  // the function whose body (transitively) holds the op
 
   bool reads_state() const { return info().HasFlag(op_flags::kReadsState); }
@@ -80,8 +80,7 @@ class Op : public llvm::ilist_node<Op> {
   // No result is used and removing the op changes nothing else (it writes no state, is not a
   // terminator or region). Ops that only read state qualify.
   bool is_trivially_dead() const {
-    return !HasUsedResults() && !writes_state() &&
-           !info().HasFlag(op_flags::kTerminator | op_flags::kRegion);
+    return !HasUsedResults() && !writes_state() && !info().HasFlag(op_flags::kTerminator | op_flags::kRegion);
   }
 
   // Unlinks from the parent block and destroys the op (results must be unused).
@@ -110,9 +109,7 @@ class Op : public llvm::ilist_node<Op> {
 // Whether operand `operand_index` of `op` is read as a weight matrix (a GEMM weight or an
 // embedding table: role `matrix` in ir/Ops.def) rather than as values (norm weights, biases,
 // conv kernels: role `weight`) or an activation.
-inline bool IsMatrixOperand(const Op& op, unsigned operand_index) {
-  return IsMatrixOperand(op.kind(), operand_index);
-}
+inline bool IsMatrixOperand(const Op& op, unsigned operand_index) { return IsMatrixOperand(op.kind(), operand_index); }
 
 class Block {
  public:

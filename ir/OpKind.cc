@@ -42,8 +42,7 @@ constexpr bool RolesAreKnown(std::string_view operands) {
     const size_t colon = item.find(':');
     if (colon == std::string_view::npos) continue;
     std::string_view role = item.substr(colon + 1);
-    while (!role.empty() && (role.back() == '?' || role.back() == '.' || role.back() == ' '))
-      role.remove_suffix(1);
+    while (!role.empty() && (role.back() == '?' || role.back() == '.' || role.back() == ' ')) role.remove_suffix(1);
     if (!IsKnownRole(role)) return false;
   }
   return true;
@@ -87,9 +86,12 @@ std::vector<OpInfo> BuildTable() {
       std::vector<std::string> parts = absl::StrSplit(s, ':');
       op.name = parts[0];
       if (parts.size() > 1) {
-        if (parts[1] == "weight") op.role = OperandRole::kWeight;
-        else if (parts[1] == "matrix") op.role = OperandRole::kMatrix;
-        else if (parts[1] == "state") op.role = OperandRole::kState;
+        if (parts[1] == "weight")
+          op.role = OperandRole::kWeight;
+        else if (parts[1] == "matrix")
+          op.role = OperandRole::kMatrix;
+        else if (parts[1] == "state")
+          op.role = OperandRole::kState;
       }
       info.operands.push_back(op);
     }
@@ -121,10 +123,14 @@ const std::vector<OpInfo>& Table() {
 
 absl::string_view OperandRoleName(OperandRole r) {
   switch (r) {
-    case OperandRole::kAct: return "activation";
-    case OperandRole::kWeight: return "weight";
-    case OperandRole::kMatrix: return "matrix weight";
-    case OperandRole::kState: return "state";
+    case OperandRole::kAct:
+      return "activation";
+    case OperandRole::kWeight:
+      return "weight";
+    case OperandRole::kMatrix:
+      return "matrix weight";
+    case OperandRole::kState:
+      return "state";
   }
   return "?";
 }

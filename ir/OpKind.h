@@ -61,8 +61,7 @@ struct OpInfo {
 
   bool HasFlag(uint32_t f) const { return (flags & f) != 0; }
   bool IsPure() const {
-    return !HasFlag(op_flags::kReadsState | op_flags::kWritesState | op_flags::kTerminator |
-                    op_flags::kRegion);
+    return !HasFlag(op_flags::kReadsState | op_flags::kWritesState | op_flags::kTerminator | op_flags::kRegion);
   }
   bool variadic_operands() const { return !operands.empty() && operands.back().variadic; }
   // Operand count bounds (max = -1 for variadic).

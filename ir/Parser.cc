@@ -15,14 +15,14 @@ namespace {
 
 enum class Tok {
   kEof,
-  kIdent,      // keyword, mnemonic, dtype, symbol, attribute name
-  kValueName,  // %name (text = name)
-  kGlobalName, // @name or @"quoted" (text = decoded name)
+  kIdent,       // keyword, mnemonic, dtype, symbol, attribute name
+  kValueName,   // %name (text = name)
+  kGlobalName,  // @name or @"quoted" (text = decoded name)
   kInt,
   kFloat,
-  kString,     // text = decoded contents
-  kPunct,      // ( ) { } [ ] , : = * + - ->
-  kError,      // lexing error; text = message
+  kString,  // text = decoded contents
+  kPunct,   // ( ) { } [ ] , : = * + - ->
+  kError,   // lexing error; text = message
 };
 
 struct Token {
@@ -34,11 +34,16 @@ struct Token {
 
 std::string Describe(const Token& t) {
   switch (t.kind) {
-    case Tok::kEof: return "end of input";
-    case Tok::kValueName: return absl::StrCat("'%", t.text, "'");
-    case Tok::kGlobalName: return absl::StrCat("'@", t.text, "'");
-    case Tok::kString: return absl::StrCat("string ", QuoteString(t.text));
-    default: return absl::StrCat("'", t.text, "'");
+    case Tok::kEof:
+      return "end of input";
+    case Tok::kValueName:
+      return absl::StrCat("'%", t.text, "'");
+    case Tok::kGlobalName:
+      return absl::StrCat("'@", t.text, "'");
+    case Tok::kString:
+      return absl::StrCat("string ", QuoteString(t.text));
+    default:
+      return absl::StrCat("'", t.text, "'");
   }
 }
 
@@ -91,9 +96,12 @@ class Lexer {
       if (c == '\\') {
         Advance();
         char e = Peek();
-        if (e == 'n') out->push_back('\n');
-        else if (e == 't') out->push_back('\t');
-        else if (e == '"' || e == '\\') out->push_back(e);
+        if (e == 'n')
+          out->push_back('\n');
+        else if (e == 't')
+          out->push_back('\t');
+        else if (e == '"' || e == '\\')
+          out->push_back(e);
         else if (e == 'x') {
           auto hex = [](char h) -> int {
             if (h >= '0' && h <= '9') return h - '0';
@@ -147,8 +155,7 @@ class Lexer {
       size_t start = i_;
       while (i_ < s_.size() && IsNameChar(Peek())) Advance();
       if (start == i_)
-        return Make(Tok::kError, absl::StrCat("expected a name after '", std::string(1, c), "'"),
-                    line, col);
+        return Make(Tok::kError, absl::StrCat("expected a name after '", std::string(1, c), "'"), line, col);
       return Make(kind, std::string(s_.substr(start, i_ - start)), line, col);
     }
     if (c == '"') {
@@ -160,7 +167,9 @@ class Lexer {
       size_t start = i_;
       if (c == '-') Advance();
       if (Peek() == 'i') {  // -inf
-        Advance(); Advance(); Advance();
+        Advance();
+        Advance();
+        Advance();
         return Make(Tok::kFloat, "-inf", line, col);
       }
       bool is_float = false;
@@ -180,8 +189,7 @@ class Lexer {
         if (Peek() == '-' || Peek() == '+') Advance();
         while (IsDigit(Peek())) Advance();
       }
-      return Make(is_float ? Tok::kFloat : Tok::kInt, std::string(s_.substr(start, i_ - start)),
-                  line, col);
+      return Make(is_float ? Tok::kFloat : Tok::kInt, std::string(s_.substr(start, i_ - start)), line, col);
     }
     if (IsIdentStart(c)) {
       size_t start = i_;
@@ -235,11 +243,8 @@ class Parser {
   }
 
  private:
-
   const Token& Cur() const { return toks_[pos_]; }
-  const Token& PeekTok(size_t k) const {
-    return toks_[std::min(pos_ + k, toks_.size() - 1)];
-  }
+  const Token& PeekTok(size_t k) const { return toks_[std::min(pos_ + k, toks_.size() - 1)]; }
   bool At(Tok k) const { return Cur().kind == k; }
   bool IsPunct(absl::string_view p) const { return Cur().kind == Tok::kPunct && Cur().text == p; }
   bool IsKeyword(absl::string_view k) const { return Cur().kind == Tok::kIdent && Cur().text == k; }
@@ -257,9 +262,7 @@ class Parser {
     return Error(Cur(), absl::StrCat("expected ", what, ", got ", Describe(Cur())));
   }
   absl::Status ExpectPunct(absl::string_view p, absl::string_view context = "") {
-    if (!IsPunct(p))
-      return Expected(context.empty() ? absl::StrCat("'", p, "'")
-                                      : absl::StrCat("'", p, "' ", context));
+    if (!IsPunct(p)) return Expected(context.empty() ? absl::StrCat("'", p, "'") : absl::StrCat("'", p, "' ", context));
     Consume();
     return absl::OkStatus();
   }
@@ -274,7 +277,8 @@ class Parser {
   absl::StatusOr<int64_t> ParseInt(absl::string_view what) {
     if (!At(Tok::kInt)) return Expected(what);
     int64_t v;
-    if (!absl::SimpleAtoi(Cur().text, &v)) return Error(Cur(), absl::StrCat("integer ", Cur().text, " is out of range"));
+    if (!absl::SimpleAtoi(Cur().text, &v))
+      return Error(Cur(), absl::StrCat("integer ", Cur().text, " is out of range"));
     Consume();
     return v;
   }
@@ -447,7 +451,9 @@ class Parser {
     Consume();  // state
     if (!At(Tok::kIdent)) return Expected("a state kind (kv, conv, delta, position, rng)");
     std::optional<StateKind> kind = ParseStateKind(Cur().text);
-    if (!kind) return Error(Cur(), absl::StrCat("unknown state kind '", Cur().text, "' (expected kv, conv, delta, position or rng)"));
+    if (!kind)
+      return Error(Cur(),
+                   absl::StrCat("unknown state kind '", Cur().text, "' (expected kv, conv, delta, position or rng)"));
     Consume();
     Token name_tok = Cur();
     MEMRA_ASSIGN_OR_RETURN(std::string name, ParseGlobalName("a state name"));
@@ -512,8 +518,7 @@ class Parser {
     MEMRA_RETURN_IF_ERROR(ParseBlock(f->body(), 0));
     MEMRA_RETURN_IF_ERROR(ExpectPunct("}", "to end the function body"));
     for (auto& [n, ph] : placeholders_) {
-      if (ph.value && ph.value->has_uses())
-        return Error(ph.first_use, absl::StrCat("use of undefined value %", n));
+      if (ph.value && ph.value->has_uses()) return Error(ph.first_use, absl::StrCat("use of undefined value %", n));
     }
     placeholders_.clear();
     return absl::OkStatus();
@@ -571,7 +576,7 @@ class Parser {
     if (*kind == OpKind::kReturn) {
       if (At(Tok::kValueName) || At(Tok::kGlobalName)) {
         while (true) {
-          MEMRA_ASSIGN_OR_RETURN(Value* v, ParseOperand());
+          MEMRA_ASSIGN_OR_RETURN(Value * v, ParseOperand());
           operands.push_back(v);
           if (IsPunct(",")) {
             Consume();
@@ -584,7 +589,7 @@ class Parser {
       Consume();
       if (!IsPunct(")")) {
         while (true) {
-          MEMRA_ASSIGN_OR_RETURN(Value* v, ParseOperand());
+          MEMRA_ASSIGN_OR_RETURN(Value * v, ParseOperand());
           operands.push_back(v);
           if (IsPunct(",")) {
             Consume();
@@ -599,10 +604,10 @@ class Parser {
     }
     AttrDict attrs;
     // `{` starts attributes if it is `{}` or `{name =`; otherwise (a region op) the body.
-    if (IsPunct("{") && (PeekTok(1).kind == Tok::kPunct && PeekTok(1).text == "}"
-                             ? !info.HasFlag(op_flags::kRegion) || (PeekTok(2).kind == Tok::kPunct && PeekTok(2).text == "{")
-                             : (PeekTok(1).kind == Tok::kIdent && PeekTok(2).kind == Tok::kPunct &&
-                                PeekTok(2).text == "="))) {
+    if (IsPunct("{") &&
+        (PeekTok(1).kind == Tok::kPunct && PeekTok(1).text == "}"
+             ? !info.HasFlag(op_flags::kRegion) || (PeekTok(2).kind == Tok::kPunct && PeekTok(2).text == "{")
+             : (PeekTok(1).kind == Tok::kIdent && PeekTok(2).kind == Tok::kPunct && PeekTok(2).text == "="))) {
       MEMRA_RETURN_IF_ERROR(ParseAttrDict(&attrs, &info));
     }
     std::vector<TensorType> types;
@@ -620,11 +625,9 @@ class Parser {
     }
     if (types.size() != result_names.size()) {
       if (result_names.empty())
-        return Error(start, absl::StrCat("'", mn.text, "' has ", types.size(),
-                                         " result types but no result names"));
-      return Error(start, absl::StrCat("'", mn.text, "' names ", result_names.size(),
-                                       " results but has ", types.size(), " result types",
-                                       types.empty() ? " (expected ':' and the result types)" : ""));
+        return Error(start, absl::StrCat("'", mn.text, "' has ", types.size(), " result types but no result names"));
+      return Error(start, absl::StrCat("'", mn.text, "' names ", result_names.size(), " results but has ", types.size(),
+                                       " result types", types.empty() ? " (expected ':' and the result types)" : ""));
     }
     std::unique_ptr<Op> op = Op::Create(*kind, operands, types, std::move(attrs));
     op->set_loc(Loc{start.line, start.col});
@@ -666,8 +669,7 @@ class Parser {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Module>> ParseModule(absl::string_view text,
-                                                    const ParseOptions& options) {
+absl::StatusOr<std::unique_ptr<Module>> ParseModule(absl::string_view text, const ParseOptions& options) {
   Lexer lexer(text, options.first_line);
   Parser parser(lexer.Run(), options);
   return parser.Run();

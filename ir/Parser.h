@@ -21,7 +21,6 @@ struct ParseOptions {
   std::string filename;
 };
 
-absl::StatusOr<std::unique_ptr<Module>> ParseModule(absl::string_view text,
-                                                    const ParseOptions& options = {});
+absl::StatusOr<std::unique_ptr<Module>> ParseModule(absl::string_view text, const ParseOptions& options = {});
 
 }  // namespace memra::ir

@@ -9,8 +9,8 @@ namespace memra::ir {
 bool IsBareName(absl::string_view name) {
   if (name.empty()) return false;
   for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '.' || c == '-';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
     if (!ok) return false;
   }
   return true;
@@ -47,8 +47,7 @@ class FunctionPrinter {
     os_ << ")";
     if (!f_.result_types().empty()) {
       os_ << " -> (";
-      for (size_t i = 0; i < f_.result_types().size(); ++i)
-        os_ << (i ? ", " : "") << f_.result_types()[i].ToString();
+      for (size_t i = 0; i < f_.result_types().size(); ++i) os_ << (i ? ", " : "") << f_.result_types()[i].ToString();
       os_ << ")";
     }
     if (!f_.attrs().empty()) os_ << " attributes " << f_.attrs().ToString();
@@ -62,7 +61,8 @@ class FunctionPrinter {
     std::string base = v->name().empty() ? "" : Sanitize(v->name());
     std::string name;
     if (base.empty()) {
-      do name = absl::StrCat(next_number_++); while (used_.contains(name));
+      do name = absl::StrCat(next_number_++);
+      while (used_.contains(name));
     } else {
       name = base;
       for (int k = 1; used_.contains(name); ++k) name = absl::StrCat(base, "_", k);
@@ -104,8 +104,7 @@ class FunctionPrinter {
     if (!op.attrs().empty()) os_ << " " << op.attrs().ToString();
     if (op.num_results() > 0) {
       os_ << " : ";
-      for (unsigned i = 0; i < op.num_results(); ++i)
-        os_ << (i ? ", " : "") << op.result(i)->type().ToString();
+      for (unsigned i = 0; i < op.num_results(); ++i) os_ << (i ? ", " : "") << op.result(i)->type().ToString();
     }
     if (op.has_body()) {
       os_ << " {\n";

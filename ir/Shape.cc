@@ -45,8 +45,10 @@ Dim Dim::Substitute(const SymbolBindings& bindings) const {
 std::string Dim::ToString() const {
   if (IsConstant()) return absl::StrCat(offset_);
   std::string s;
-  if (coeff_ == -1) s = "-";
-  else if (coeff_ != 1) s = absl::StrCat(coeff_, "*");
+  if (coeff_ == -1)
+    s = "-";
+  else if (coeff_ != 1)
+    s = absl::StrCat(coeff_, "*");
   absl::StrAppend(&s, symbol_);
   if (offset_ > 0) absl::StrAppend(&s, "+", offset_);
   if (offset_ < 0) absl::StrAppend(&s, offset_);
@@ -87,8 +89,7 @@ bool Shape::SameNumElements(const Shape& a, const Shape& b) {
   static const int64_t kPrimes[] = {7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53};
   for (int trial = 0; trial < 9; ++trial) {
     SymbolBindings bind;
-    for (size_t i = 0; i < syms.size(); ++i)
-      bind[syms[i]] = kPrimes[(trial + 3 * i) % 13] + trial * 101;
+    for (size_t i = 0; i < syms.size(); ++i) bind[syms[i]] = kPrimes[(trial + 3 * i) % 13] + trial * 101;
     if (a.NumElements(bind) != b.NumElements(bind)) return false;
   }
   return true;
@@ -107,9 +108,7 @@ void Shape::CollectSymbols(llvm::SmallVectorImpl<std::string>& out) const {
   }
 }
 
-Shape Shape::Prefix(int64_t n) const {
-  return Shape(llvm::ArrayRef<Dim>(dims_).take_front(n));
-}
+Shape Shape::Prefix(int64_t n) const { return Shape(llvm::ArrayRef<Dim>(dims_).take_front(n)); }
 
 Shape Shape::WithDim(int64_t i, Dim d) const {
   Shape s = *this;
@@ -119,12 +118,9 @@ Shape Shape::WithDim(int64_t i, Dim d) const {
 
 std::string Shape::ToString() const {
   return absl::StrCat(
-      "[", absl::StrJoin(dims_, ", ", [](std::string* out, const Dim& d) { out->append(d.ToString()); }),
-      "]");
+      "[", absl::StrJoin(dims_, ", ", [](std::string* out, const Dim& d) { out->append(d.ToString()); }), "]");
 }
 
-std::string TensorType::ToString() const {
-  return absl::StrCat(DTypeName(dtype), shape.ToString());
-}
+std::string TensorType::ToString() const { return absl::StrCat(DTypeName(dtype), shape.ToString()); }
 
 }  // namespace memra::ir

@@ -51,8 +51,8 @@ class Dim {
   bool operator!=(const Dim& o) const { return !(*this == o); }
   template <typename H>
   friend H AbslHashValue(H h, const Dim& d) {
-    return H::combine(std::move(h), d.IsConstant() ? std::string() : d.symbol_,
-                      d.IsConstant() ? 0 : d.coeff_, d.offset_);
+    return H::combine(std::move(h), d.IsConstant() ? std::string() : d.symbol_, d.IsConstant() ? 0 : d.coeff_,
+                      d.offset_);
   }
 
  private:

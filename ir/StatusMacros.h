@@ -8,10 +8,10 @@
 #define MEMRA_CONCAT_(a, b) MEMRA_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (an absl::Status) is not OK.
-#define MEMRA_RETURN_IF_ERROR(expr)                 \
-  do {                                              \
-    ::absl::Status memra_status_ = (expr);          \
-    if (!memra_status_.ok()) return memra_status_;  \
+#define MEMRA_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::absl::Status memra_status_ = (expr);         \
+    if (!memra_status_.ok()) return memra_status_; \
   } while (0)
 
 // `lhs = value of expr` (an absl::StatusOr<T>), or returns its error from the enclosing function.

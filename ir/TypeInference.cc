@@ -10,8 +10,7 @@ namespace {
 using Types = llvm::SmallVector<TensorType, 2>;
 
 std::string Desc(const Value* v) {
-  return absl::StrCat(v->is_global() ? "@" : "%", v->name().empty() ? "?" : v->name(), " : ",
-                      v->type().ToString());
+  return absl::StrCat(v->is_global() ? "@" : "%", v->name().empty() ? "?" : v->name(), " : ", v->type().ToString());
 }
 
 absl::Status Err(absl::string_view msg) { return absl::InvalidArgumentError(msg); }
@@ -21,13 +20,19 @@ std::optional<StateKind> ExpectedStateKind(OpKind kind) {
   switch (kind) {
     case OpKind::kKvAppend:
     case OpKind::kAttention:
-    case OpKind::kAttentionGated: return StateKind::kKv;
-    case OpKind::kConv1dCausal: return StateKind::kConv;
-    case OpKind::kGatedDeltaScan: return StateKind::kDelta;
+    case OpKind::kAttentionGated:
+      return StateKind::kKv;
+    case OpKind::kConv1dCausal:
+      return StateKind::kConv;
+    case OpKind::kGatedDeltaScan:
+      return StateKind::kDelta;
     case OpKind::kPositions:
-    case OpKind::kAdvancePositions: return StateKind::kPosition;
-    case OpKind::kSample: return StateKind::kRng;
-    default: return std::nullopt;
+    case OpKind::kAdvancePositions:
+      return StateKind::kPosition;
+    case OpKind::kSample:
+      return StateKind::kRng;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -80,13 +85,11 @@ class Ctx {
     int64_t r = S(i).rank();
     int64_t k = di < 0 ? r + di : di;
     if (k < 0 || k >= r) return Err(absl::StrCat(N(i), " has no dim ", di));
-    if (S(i)[k] != want)
-      return Err(absl::StrCat(N(i), " dim ", k, " must be ", want.ToString(), " (", what, ")"));
+    if (S(i)[k] != want) return Err(absl::StrCat(N(i), " dim ", k, " must be ", want.ToString(), " (", what, ")"));
     return absl::OkStatus();
   }
   absl::Status ShapeIs(size_t i, const Shape& want, absl::string_view what) const {
-    if (S(i) != want)
-      return Err(absl::StrCat(N(i), " must have shape ", want.ToString(), " (", what, ")"));
+    if (S(i) != want) return Err(absl::StrCat(N(i), " must have shape ", want.ToString(), " (", what, ")"));
     return absl::OkStatus();
   }
   absl::Status PositiveAttr(absl::string_view a) const {
@@ -108,14 +111,11 @@ TensorType WithLast(const Value* v, Dim d, DType dt) {
   s[s.rank() - 1] = std::move(d);
   return TensorType(dt, s);
 }
-TensorType DropLast(const Value* v, DType dt) {
-  return TensorType(dt, v->shape().Prefix(v->rank() - 1));
-}
+TensorType DropLast(const Value* v, DType dt) { return TensorType(dt, v->shape().Prefix(v->rank() - 1)); }
 
 absl::StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank) {
   int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank)
-    return Err(absl::StrCat("axis ", axis, " is out of range for rank ", rank));
+  if (a < 0 || a >= rank) return Err(absl::StrCat("axis ", axis, " is out of range for rank ", rank));
   return a;
 }
 
@@ -131,8 +131,7 @@ absl::Status CheckRopeAttrs(const Ctx& c, const AttrDict& attrs, const Dim& d) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs,
-                            llvm::ArrayRef<TensorType> declared) {
+absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, llvm::ArrayRef<TensorType> declared) {
   switch (kind) {
     case OpKind::kEmbed: {
       CHECK_OK(c.DTypeIs(0, DType::kI32));
@@ -180,9 +179,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs,
       const Shape& b = c.S(1);
       bool ok = b.rank() <= a.rank();
       for (int64_t i = 0; ok && i < b.rank(); ++i) ok = a[a.rank() - b.rank() + i] == b[i];
-      if (!ok)
-        return Err(absl::StrCat(c.N(1), " must have the shape of ", c.N(0),
-                                " or of a trailing part of it"));
+      if (!ok) return Err(absl::StrCat(c.N(1), " must have the shape of ", c.N(0), " or of a trailing part of it"));
       return Types{Like(c[0])};
     }
     case OpKind::kSwiglu:
@@ -198,8 +195,8 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs,
         const Dim& k = c.S(i)[1];
         int64_t block = InfoOf(c.D(i)).block_elems;
         if (block > 1 && k.IsConstant() && k.value() % block != 0)
-          return Err(absl::StrCat(c.N(i), ": K = ", k.value(), " is not a multiple of the ",
-                                  DTypeName(c.D(i)), " block size ", block));
+          return Err(absl::StrCat(c.N(i), ": K = ", k.value(), " is not a multiple of the ", DTypeName(c.D(i)),
+                                  " block size ", block));
       }
       CHECK_OK(c.DimEq(2, 0, c.S(1)[0], "N of 'w_gate'"));
       return Types{WithLast(c[0], c.S(1)[0], c.D(0))};
@@ -215,8 +212,8 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs,
         const Dim& k = c.S(i)[1];
         int64_t block = InfoOf(c.D(i)).block_elems;
         if (block > 1 && k.IsConstant() && k.value() % block != 0)
-          return Err(absl::StrCat(c.N(i), ": K = ", k.value(), " is not a multiple of the ",
-                                  DTypeName(c.D(i)), " block size ", block));
+          return Err(absl::StrCat(c.N(i), ": K = ", k.value(), " is not a multiple of the ", DTypeName(c.D(i)),
+                                  " block size ", block));
         out.push_back(WithLast(c[0], c.S(i)[0], c.D(0)));
       }
       return out;
@@ -288,8 +285,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs,
       const Dim& hq = c.S(0)[1];
       const Dim& hkv = c.S(1)[1];
       if (hq.IsConstant() && hkv.IsConstant() && (hkv.value() == 0 || hq.value() % hkv.value() != 0))
-        return Err(absl::StrCat("query heads (", hq.value(), ") must be a multiple of KV heads (",
-                                hkv.value(), ")"));
+        return Err(absl::StrCat("query heads (", hq.value(), ") must be a multiple of KV heads (", hkv.value(), ")"));
       CHECK_OK(c.DTypeIs(3, DType::kI32));
       CHECK_OK(c.ShapeIs(3, Shape{c.S(0)[0]}, "one position per token of 'q'"));
       if (kind == OpKind::kAttentionGated) CHECK_OK(c.SameType(0, 4));
@@ -327,8 +323,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs,
       const Dim& hk = c.S(0)[1];
       const Dim& hv = c.S(2)[1];
       if (hk.IsConstant() && hv.IsConstant() && (hk.value() == 0 || hv.value() % hk.value() != 0))
-        return Err(absl::StrCat("value heads (", hv.value(), ") must be a multiple of key heads (",
-                                hk.value(), ")"));
+        return Err(absl::StrCat("value heads (", hv.value(), ") must be a multiple of key heads (", hk.value(), ")"));
       CHECK_OK(c.ShapeIs(5, Shape{hv, c.S(2)[2], c.S(0)[2]}, "[Hv, Dv, Dk]"));
       if (!IsFloat(c.D(5))) return Err(absl::StrCat(c.N(5), " must be a float state"));
       return Types{Like(c[2])};
@@ -370,14 +365,16 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs,
           if (d != axis) CHECK_OK(c.DimEq(i, d, s[d], "concat operands agree off the axis"));
         const Dim& a = s[axis];
         const Dim& b = c.S(i)[axis];
-        if (a.IsConstant() && b.IsConstant()) s[axis] = Dim(a.value() + b.value());
-        else if (a.IsConstant()) s[axis] = b.Plus(a.value());
-        else if (b.IsConstant()) s[axis] = a.Plus(b.value());
+        if (a.IsConstant() && b.IsConstant())
+          s[axis] = Dim(a.value() + b.value());
+        else if (a.IsConstant())
+          s[axis] = b.Plus(a.value());
+        else if (b.IsConstant())
+          s[axis] = a.Plus(b.value());
         else if (a.symbol() == b.symbol())
           s[axis] = Dim::Symbol(a.symbol(), a.coeff() + b.coeff(), a.offset() + b.offset());
         else
-          return Err(absl::StrCat("concat of dims ", a.ToString(), " and ", b.ToString(),
-                                  " is not an affine dim"));
+          return Err(absl::StrCat("concat of dims ", a.ToString(), " and ", b.ToString(), " is not an affine dim"));
       }
       return Types{TensorType(c.D(0), s)};
     }
@@ -403,23 +400,21 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs,
       if (off < 0 || size <= 0) return Err("view needs offset >= 0 and size > 0");
       const Dim& d = c.S(0)[axis];
       if (d.IsConstant() && off + size > d.value())
-        return Err(absl::StrCat("view [", off, ", ", off + size, ") exceeds dim ", axis, " of size ",
-                                d.value()));
+        return Err(absl::StrCat("view [", off, ", ", off + size, ") exceeds dim ", axis, " of size ", d.value()));
       return Types{TensorType(c.D(0), c.S(0).WithDim(axis, size))};
     }
     case OpKind::kCast: {
       CHECK_OK(c.Float(0));
       std::optional<DType> to = ParseDType(attrs.GetString("dtype").value_or(""));
-      if (!to || !IsFloat(*to) || *to == DType::kF64)
-        return Err("attribute 'dtype' must name f32, f16 or bf16");
+      if (!to || !IsFloat(*to) || *to == DType::kF64) return Err("attribute 'dtype' must name f32, f16 or bf16");
       return Types{TensorType(*to, c.S(0))};
     }
     case OpKind::kReshape: {
       if (declared.size() != 1) return Err("reshape needs its result type");
       if (declared[0].dtype != c.D(0)) return Err("reshape must keep the dtype");
       if (!Shape::SameNumElements(declared[0].shape, c.S(0)))
-        return Err(absl::StrCat("reshape from ", c.S(0).ToString(), " to ",
-                                declared[0].shape.ToString(), " changes the element count"));
+        return Err(absl::StrCat("reshape from ", c.S(0).ToString(), " to ", declared[0].shape.ToString(),
+                                " changes the element count"));
       return Types{declared[0]};
     }
     case OpKind::kConstant:
@@ -440,11 +435,10 @@ absl::Status CheckSignature(OpKind kind, llvm::ArrayRef<Value*> operands, const 
   const OpInfo& info = InfoOf(kind);
   int n = static_cast<int>(operands.size());
   if (n < info.min_operands() || (info.max_operands() >= 0 && n > info.max_operands())) {
-    std::string want = info.max_operands() < 0
-                           ? absl::StrCat("at least ", info.min_operands())
-                           : info.min_operands() == info.max_operands()
-                                 ? absl::StrCat(info.min_operands())
-                                 : absl::StrCat(info.min_operands(), " to ", info.max_operands());
+    std::string want = info.max_operands() < 0 ? absl::StrCat("at least ", info.min_operands())
+                       : info.min_operands() == info.max_operands()
+                           ? absl::StrCat(info.min_operands())
+                           : absl::StrCat(info.min_operands(), " to ", info.max_operands());
     return Err(absl::StrCat("expects ", want, " operands, got ", n));
   }
   for (int i = 0; i < n; ++i) {
@@ -456,16 +450,14 @@ absl::Status CheckSignature(OpKind kind, llvm::ArrayRef<Value*> operands, const 
                                                           : OperandRole::kAct;
     // A matrix is a weight as a value; the role only says how the op reads it.
     if (role != (spec->role == OperandRole::kMatrix ? OperandRole::kWeight : spec->role))
-      return Err(absl::StrCat("operand '", spec->name, "' must be ",
-                              spec->role == OperandRole::kAct ? "an " : "a ",
-                              OperandRoleName(spec->role), ", got ", OperandRoleName(role), " ",
-                              Desc(v)));
+      return Err(absl::StrCat("operand '", spec->name, "' must be ", spec->role == OperandRole::kAct ? "an " : "a ",
+                              OperandRoleName(spec->role), ", got ", OperandRoleName(role), " ", Desc(v)));
     if (role == OperandRole::kState) {
       std::optional<StateKind> want = ExpectedStateKind(kind);
       StateKind got = llvm::cast<StateVar>(v)->state_kind();
       if (want && got != *want)
-        return Err(absl::StrCat("operand '", spec->name, "' must be state of kind ",
-                                StateKindName(*want), ", got ", StateKindName(got), " ", Desc(v)));
+        return Err(absl::StrCat("operand '", spec->name, "' must be state of kind ", StateKindName(*want), ", got ",
+                                StateKindName(got), " ", Desc(v)));
     }
   }
   for (const AttrSpec& a : info.attrs) {
@@ -481,9 +473,9 @@ absl::Status CheckSignature(OpKind kind, llvm::ArrayRef<Value*> operands, const 
   return absl::OkStatus();
 }
 
-absl::StatusOr<llvm::SmallVector<TensorType, 2>> InferResultTypes(
-    OpKind kind, llvm::ArrayRef<Value*> operands, const AttrDict& attrs,
-    llvm::ArrayRef<TensorType> declared) {
+absl::StatusOr<llvm::SmallVector<TensorType, 2>> InferResultTypes(OpKind kind, llvm::ArrayRef<Value*> operands,
+                                                                  const AttrDict& attrs,
+                                                                  llvm::ArrayRef<TensorType> declared) {
   Ctx c(kind, operands, attrs);
   return Infer(kind, c, attrs, declared);
 }

@@ -19,8 +19,8 @@ absl::Status CheckSignature(OpKind kind, llvm::ArrayRef<Value*> operands, const 
 // Result types of an op with these operands and attributes; error messages name the operand and
 // the rule. For kExplicitType ops `declared` holds the result types to validate and return.
 // Assumes CheckSignature passed.
-absl::StatusOr<llvm::SmallVector<TensorType, 2>> InferResultTypes(
-    OpKind kind, llvm::ArrayRef<Value*> operands, const AttrDict& attrs,
-    llvm::ArrayRef<TensorType> declared = {});
+absl::StatusOr<llvm::SmallVector<TensorType, 2>> InferResultTypes(OpKind kind, llvm::ArrayRef<Value*> operands,
+                                                                  const AttrDict& attrs,
+                                                                  llvm::ArrayRef<TensorType> declared = {});
 
 }  // namespace memra::ir

@@ -22,18 +22,22 @@ void Value::RemoveUse(Op* user, unsigned index) {
 
 absl::string_view StateKindName(StateKind k) {
   switch (k) {
-    case StateKind::kKv: return "kv";
-    case StateKind::kConv: return "conv";
-    case StateKind::kDelta: return "delta";
-    case StateKind::kPosition: return "position";
-    case StateKind::kRng: return "rng";
+    case StateKind::kKv:
+      return "kv";
+    case StateKind::kConv:
+      return "conv";
+    case StateKind::kDelta:
+      return "delta";
+    case StateKind::kPosition:
+      return "position";
+    case StateKind::kRng:
+      return "rng";
   }
   return "?";
 }
 
 std::optional<StateKind> ParseStateKind(absl::string_view s) {
-  for (StateKind k : {StateKind::kKv, StateKind::kConv, StateKind::kDelta, StateKind::kPosition,
-                      StateKind::kRng})
+  for (StateKind k : {StateKind::kKv, StateKind::kConv, StateKind::kDelta, StateKind::kPosition, StateKind::kRng})
     if (StateKindName(k) == s) return k;
   return std::nullopt;
 }

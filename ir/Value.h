@@ -27,8 +27,7 @@ class Value {
  public:
   enum class Kind : uint8_t { kResult, kArgument, kWeight, kState };
 
-  Value(Kind kind, TensorType type, std::string name)
-      : kind_(kind), type_(std::move(type)), name_(std::move(name)) {}
+  Value(Kind kind, TensorType type, std::string name) : kind_(kind), type_(std::move(type)), name_(std::move(name)) {}
   Value(const Value&) = delete;
   Value& operator=(const Value&) = delete;
   virtual ~Value() = default;

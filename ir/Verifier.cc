@@ -66,26 +66,25 @@ class FunctionVerifier {
     // Structure.
     if (op.is(OpKind::kReturn) && &op != f_.ReturnOp())
       return OpError(op, idx, "'return' must be the last op of the function body");
-    if (op.is(OpKind::kSegment) && op.parent_op())
-      return OpError(op, idx, "segments must not be nested");
+    if (op.is(OpKind::kSegment) && op.parent_op()) return OpError(op, idx, "segments must not be nested");
     for (unsigned i = 0; i < op.num_operands(); ++i) {
       Value* v = op.operand(i);
       if (!v) return OpError(op, idx, absl::StrCat("operand #", i, " is missing (its definition was erased)"));
       if (v->is_global()) {
         if (!f_.module() || f_.module()->LookupGlobal(v->name()) != v)
-          return OpError(op, idx, absl::StrCat("operand #", i, " refers to @", v->name(),
-                                               " which is not declared in this module"));
+          return OpError(
+              op, idx,
+              absl::StrCat("operand #", i, " refers to @", v->name(), " which is not declared in this module"));
         continue;
       }
       if (!defined_.contains(v)) {
         bool later = v->def() && v->def()->function() == &f_;
-        return OpError(op, idx,
-                       later ? absl::StrCat("operand #", i, " %", v->name(),
-                                            " does not dominate its use (defined later, by op #",
-                                            ops_index_.contains(v->def()) ? ops_index_[v->def()] : -1,
-                                            v->def() == &op ? " itself" : "", ")")
-                             : absl::StrCat("operand #", i, " %", v->name(),
-                                            " is not defined in this function"));
+        return OpError(
+            op, idx,
+            later ? absl::StrCat("operand #", i, " %", v->name(), " does not dominate its use (defined later, by op #",
+                                 ops_index_.contains(v->def()) ? ops_index_[v->def()] : -1,
+                                 v->def() == &op ? " itself" : "", ")")
+                  : absl::StrCat("operand #", i, " %", v->name(), " is not defined in this function"));
       }
     }
     if (absl::Status s = CheckSignature(op.kind(), op.operands(), op.attrs()); !s.ok())
@@ -95,8 +94,9 @@ class FunctionVerifier {
     auto inferred = InferResultTypes(op.kind(), op.operands(), op.attrs(), actual);
     if (!inferred.ok()) return OpError(op, idx, inferred.status().message());
     if (llvm::ArrayRef<TensorType>(*inferred) != llvm::ArrayRef<TensorType>(actual))
-      return OpError(op, idx, absl::StrCat("result types (", TypesToString(actual),
-                                           ") do not match the inferred (", TypesToString(*inferred), ")"));
+      return OpError(op, idx,
+                     absl::StrCat("result types (", TypesToString(actual), ") do not match the inferred (",
+                                  TypesToString(*inferred), ")"));
     if (info.HasFlag(op_flags::kReadsState) || info.HasFlag(op_flags::kWritesState))
       MEMRA_RETURN_IF_ERROR(CheckState(op, idx));
     return absl::OkStatus();
@@ -106,30 +106,43 @@ class FunctionVerifier {
     // Which state operands this op writes.
     llvm::SmallVector<Value*, 2> writes;
     switch (op.kind()) {
-      case OpKind::kKvAppend: writes = {op.operand(2), op.operand(3)}; break;
-      case OpKind::kConv1dCausal: writes = {op.operand(2)}; break;
-      case OpKind::kGatedDeltaScan: writes = {op.operand(5)}; break;
-      case OpKind::kAdvancePositions: writes = {op.operand(0)}; break;
-      case OpKind::kSample: writes = {op.operand(1)}; break;
-      default: break;
+      case OpKind::kKvAppend:
+        writes = {op.operand(2), op.operand(3)};
+        break;
+      case OpKind::kConv1dCausal:
+        writes = {op.operand(2)};
+        break;
+      case OpKind::kGatedDeltaScan:
+        writes = {op.operand(5)};
+        break;
+      case OpKind::kAdvancePositions:
+        writes = {op.operand(0)};
+        break;
+      case OpKind::kSample:
+        writes = {op.operand(1)};
+        break;
+      default:
+        break;
     }
     if (op.is(OpKind::kAttention) || op.is(OpKind::kAttentionGated)) {
       for (unsigned i : {1u, 2u}) {
         Value* cache = op.operand(i);
         if (!written_by_.contains(cache))
-          return OpError(op, idx, absl::StrCat("state: attention reads KV cache @", cache->name(),
-                                               " before any kv_append of this function wrote it"));
+          return OpError(op, idx,
+                         absl::StrCat("state: attention reads KV cache @", cache->name(),
+                                      " before any kv_append of this function wrote it"));
       }
     }
     if (op.is(OpKind::kPositions) && written_by_.contains(op.operand(0)))
-      return OpError(op, idx, absl::StrCat("state: position counter @", op.operand(0)->name(),
-                                           " is read after advance_positions (op #",
-                                           written_by_[op.operand(0)], ")"));
+      return OpError(op, idx,
+                     absl::StrCat("state: position counter @", op.operand(0)->name(),
+                                  " is read after advance_positions (op #", written_by_[op.operand(0)], ")"));
     for (Value* s : writes) {
       auto it = written_by_.find(s);
       if (it != written_by_.end())
-        return OpError(op, idx, absl::StrCat("state: @", s->name(), " is written twice in @", f_.name(),
-                                             " (first by op #", it->second, ")"));
+        return OpError(op, idx,
+                       absl::StrCat("state: @", s->name(), " is written twice in @", f_.name(), " (first by op #",
+                                    it->second, ")"));
       written_by_[s] = idx;
     }
     return absl::OkStatus();
@@ -158,8 +171,8 @@ absl::Status VerifyDecls(const Module& m) {
   }
   for (const auto& s : m.states()) {
     auto err = [&](absl::string_view msg) {
-      return absl::InvalidArgumentError(absl::StrCat("state ", StateKindName(s->state_kind()), " @", s->name(),
-                                                     " : ", s->type().ToString(), ": ", msg));
+      return absl::InvalidArgumentError(absl::StrCat("state ", StateKindName(s->state_kind()), " @", s->name(), " : ",
+                                                     s->type().ToString(), ": ", msg));
     };
     if (!s->shape().IsStatic()) return err("state shapes must be static");
     for (const Dim& d : s->shape().dims())

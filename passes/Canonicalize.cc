@@ -58,8 +58,7 @@ class CanonicalizePass : public FunctionPass {
   bool ReplaceWith(Op* op, Value* v, Statistic& stat) {
     if (op->result(0)->type() != v->type()) return false;
     // A value built by the rewrite takes over the name of the value it replaces.
-    if (v->name().empty() && v->def() && v->kind() == ir::Value::Kind::kResult)
-      v->set_name(op->result(0)->name());
+    if (v->name().empty() && v->def() && v->kind() == ir::Value::Kind::kResult) v->set_name(op->result(0)->name());
     op->result(0)->ReplaceAllUsesWith(v);
     Erase(op);
     ++stat;

@@ -18,8 +18,8 @@ struct OpKey {
 
 llvm::SmallVector<ir::Value*, 4> CanonicalOperands(const ir::Op& op) {
   llvm::SmallVector<ir::Value*, 4> ops(op.operands().begin(), op.operands().end());
-  if (op.info().HasFlag(ir::op_flags::kCommutative) && ops.size() == 2 &&
-      ops[0]->type() == ops[1]->type() && std::less<ir::Value*>()(ops[1], ops[0]))
+  if (op.info().HasFlag(ir::op_flags::kCommutative) && ops.size() == 2 && ops[0]->type() == ops[1]->type() &&
+      std::less<ir::Value*>()(ops[1], ops[0]))
     std::swap(ops[0], ops[1]);
   return ops;
 }

@@ -38,9 +38,9 @@ class AddRmsNormPattern : public RewritePattern<AddNormMatch> {
   }
 
   absl::Status Rewrite(const AddNormMatch& m, PatternRewriter& rw) override {
-    MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(m.add, OpKind::kAddRmsNorm,
-                                                 {m.add->operand(0), m.add->operand(1), m.norm->operand(1)},
-                                                 {{"eps", m.norm->attrs().F64Or("eps", 0)}}));
+    MEMRA_ASSIGN_OR_RETURN(
+        Op * fused, rw.Create(m.add, OpKind::kAddRmsNorm, {m.add->operand(0), m.add->operand(1), m.norm->operand(1)},
+                              {{"eps", m.norm->attrs().F64Or("eps", 0)}}));
     rw.Replace(m.norm->result(0), fused->result(1));
     rw.Replace(m.add->result(0), fused->result(0));
     rw.Erase(m.norm);

@@ -64,15 +64,11 @@ class FuseAttentionOutputGatePass : public PatternPass {
  public:
   FuseAttentionOutputGatePass() { AddPattern<AttentionOutputGatePattern>(); }
   absl::string_view name() const override { return "fuse-attention-output-gate"; }
-  absl::string_view description() const override {
-    return "Fuses attention * sigmoid(gate) into attention_gated";
-  }
+  absl::string_view description() const override { return "Fuses attention * sigmoid(gate) into attention_gated"; }
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> CreateFuseAttentionOutputGatePass() {
-  return std::make_unique<FuseAttentionOutputGatePass>();
-}
+std::unique_ptr<Pass> CreateFuseAttentionOutputGatePass() { return std::make_unique<FuseAttentionOutputGatePass>(); }
 
 }  // namespace memra::passes

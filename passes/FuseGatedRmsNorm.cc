@@ -64,9 +64,7 @@ class FuseGatedRmsNormPass : public PatternPass {
  public:
   FuseGatedRmsNormPass() { AddPattern<GatedRmsNormPattern>(); }
   absl::string_view name() const override { return "fuse-gated-rmsnorm"; }
-  absl::string_view description() const override {
-    return "Fuses mul(rms_norm(x), silu(z)) into gated_rms_norm";
-  }
+  absl::string_view description() const override { return "Fuses mul(rms_norm(x), silu(z)) into gated_rms_norm"; }
 };
 
 }  // namespace

@@ -85,9 +85,7 @@ class FuseMatmulGroupPass : public PatternPass {
  public:
   FuseMatmulGroupPass() { AddPattern<MatmulGroupPattern>(); }
   absl::string_view name() const override { return "fuse-matmul-group"; }
-  absl::string_view description() const override {
-    return "Groups matmuls sharing one input into matmul_group";
-  }
+  absl::string_view description() const override { return "Groups matmuls sharing one input into matmul_group"; }
 };
 
 }  // namespace

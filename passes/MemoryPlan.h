@@ -28,9 +28,9 @@ namespace memra::passes {
 struct ArenaBuffer {
   const ir::Value* value = nullptr;
   int64_t offset = 0;
-  int64_t bytes = 0;      // rounded up to the alignment; 0 for an alias
-  int64_t first = 0;      // program-order step of the definition (-1: an argument)
-  int64_t last = 0;       // last step that reads it (aliases count for their root)
+  int64_t bytes = 0;                    // rounded up to the alignment; 0 for an alias
+  int64_t first = 0;                    // program-order step of the definition (-1: an argument)
+  int64_t last = 0;                     // last step that reads it (aliases count for their root)
   const ir::Value* alias_of = nullptr;  // the root value of a reshape alias
   const ir::Op* scratch_of = nullptr;   // a scratch buffer of this op (value is nullptr)
 };

@@ -103,6 +103,7 @@ class PartitionSegmentsPass : public FunctionPass {
     }
     return ir::ToText(f) != before;
   }
+
  private:
   // Moves the bodies of existing segments out, in place, and erases the segments.
   static void Dissolve(ir::Function& f) {

@@ -31,11 +31,12 @@ absl::Status Option<double>::Parse(absl::string_view text) {
 }
 template <>
 absl::Status Option<bool>::Parse(absl::string_view text) {
-  if (text == "1" || text == "true") value_ = true;
-  else if (text == "0" || text == "false") value_ = false;
+  if (text == "1" || text == "true")
+    value_ = true;
+  else if (text == "0" || text == "false")
+    value_ = false;
   else
-    return absl::InvalidArgumentError(
-        absl::StrCat("option '", name(), "' expects true/false/1/0, got '", text, "'"));
+    return absl::InvalidArgumentError(absl::StrCat("option '", name(), "' expects true/false/1/0, got '", text, "'"));
   return absl::OkStatus();
 }
 template <>
@@ -45,24 +46,32 @@ absl::Status Option<std::string>::Parse(absl::string_view text) {
 }
 
 template <>
-std::string Option<int64_t>::ToString(const int64_t& v) { return absl::StrCat(v); }
+std::string Option<int64_t>::ToString(const int64_t& v) {
+  return absl::StrCat(v);
+}
 template <>
-std::string Option<double>::ToString(const double& v) { return ir::FormatDouble(v); }
+std::string Option<double>::ToString(const double& v) {
+  return ir::FormatDouble(v);
+}
 template <>
-std::string Option<bool>::ToString(const bool& v) { return v ? "true" : "false"; }
+std::string Option<bool>::ToString(const bool& v) {
+  return v ? "true" : "false";
+}
 template <>
-std::string Option<std::string>::ToString(const std::string& v) { return v; }
+std::string Option<std::string>::ToString(const std::string& v) {
+  return v;
+}
 
 absl::Status Pass::SetOption(absl::string_view key, absl::string_view value) {
   for (OptionBase* o : options_)
     if (o->name() == key) return o->Parse(value);
-  std::string known = options_.empty()
-                          ? "it has no options"
-                          : absl::StrCat("its options: ", absl::StrJoin(options_, ", ", [](std::string* out, OptionBase* o) {
-                              out->append(o->name());
-                            }));
-  return absl::InvalidArgumentError(
-      absl::StrCat("pass '", name(), "' has no option '", key, "' (", known, ")"));
+  std::string known =
+      options_.empty()
+          ? "it has no options"
+          : absl::StrCat("its options: ", absl::StrJoin(options_, ", ", [](std::string* out, OptionBase* o) {
+                           out->append(o->name());
+                         }));
+  return absl::InvalidArgumentError(absl::StrCat("pass '", name(), "' has no option '", key, "' (", known, ")"));
 }
 
 std::string Pass::OptionsString() const {

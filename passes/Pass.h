@@ -85,10 +85,10 @@ class Option : public OptionBase {
   T default_;
 };
 
-#define MEMRA_OPTION_SPECIALIZATIONS(T)                          \
-  template <>                                                     \
-  absl::Status Option<T>::Parse(absl::string_view text);          \
-  template <>                                                     \
+#define MEMRA_OPTION_SPECIALIZATIONS(T)                  \
+  template <>                                            \
+  absl::Status Option<T>::Parse(absl::string_view text); \
+  template <>                                            \
   std::string Option<T>::ToString(const T& v);
 MEMRA_OPTION_SPECIALIZATIONS(int64_t)
 MEMRA_OPTION_SPECIALIZATIONS(double)

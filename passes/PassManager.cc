@@ -18,13 +18,10 @@ namespace memra::passes {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double MsSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double MsSince(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 bool IsNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '_';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
 }
 
 llvm::StringRef Ref(absl::string_view s) { return {s.data(), s.size()}; }
@@ -35,8 +32,7 @@ absl::StatusOr<std::vector<PipelineElement>> ParsePipeline(absl::string_view pip
   std::vector<PipelineElement> out;
   size_t i = 0;
   auto err = [&](absl::string_view msg) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pipeline \"", pipeline, "\" at offset ", i, ": ", msg));
+    return absl::InvalidArgumentError(absl::StrCat("pipeline \"", pipeline, "\" at offset ", i, ": ", msg));
   };
   auto skip_ws = [&] {
     while (i < pipeline.size() && (pipeline[i] == ' ' || pipeline[i] == '\t')) ++i;
@@ -79,15 +75,14 @@ absl::StatusOr<std::vector<PipelineElement>> ParsePipeline(absl::string_view pip
   return out;
 }
 
-PassManager::PassManager(PassManagerOptions options)
-    : options_(std::move(options)), log_(&llvm::errs()) {}
+PassManager::PassManager(PassManagerOptions options) : options_(std::move(options)), log_(&llvm::errs()) {}
 
 absl::StatusOr<std::unique_ptr<PassManager>> PassManager::Create(const PassManagerOptions& options) {
   auto pm = std::make_unique<PassManager>(options);
   for (const std::string& name : options.disable_passes)
     if (!CreatePass(name))
-      return absl::InvalidArgumentError(absl::StrCat("--disable-passes: unknown pass '", name, "' (known: ",
-                                                     absl::StrJoin(RegisteredPassNames(), ", "), ")"));
+      return absl::InvalidArgumentError(absl::StrCat("--disable-passes: unknown pass '", name,
+                                                     "' (known: ", absl::StrJoin(RegisteredPassNames(), ", "), ")"));
   for (const auto* list : {&options.print_before, &options.print_after})
     for (const std::string& name : *list)
       if (!CreatePass(name))
@@ -197,12 +192,12 @@ absl::Status PassManager::Run(ir::Module& m) {
       }
     }
     bool selected = options_.print_after_all || Selected(options_.print_after, name);
-    bool print = options_.print_after_change ? *changed && (selected || (!options_.print_after_all &&
-                                                                         options_.print_after.empty()))
-                                             : selected;
+    bool print = options_.print_after_change
+                     ? *changed && (selected || (!options_.print_after_all && options_.print_after.empty()))
+                     : selected;
     if (print) {
-      *log_ << "// -----// IR Dump After " << name << " (" << position << ")"
-            << (*changed ? "" : " (no change)") << " //----- //\n";
+      *log_ << "// -----// IR Dump After " << name << " (" << position << ")" << (*changed ? "" : " (no change)")
+            << " //----- //\n";
       ir::PrintModule(m, *log_);
       *log_ << "\n";
     }
@@ -222,8 +217,7 @@ void PassManager::PrintTiming(llvm::raw_ostream& os) const {
   os << "   Wall Time (ms)    (%)   Name\n";
   double total = total_ms_ > 0 ? total_ms_ : 1;
   for (size_t i = 0; i < passes_.size() && i < pass_ms_.size(); ++i)
-    os << absl::StrFormat("   %12.3f  %6.1f%%   %s\n", pass_ms_[i], 100.0 * pass_ms_[i] / total,
-                          passes_[i]->name());
+    os << absl::StrFormat("   %12.3f  %6.1f%%   %s\n", pass_ms_[i], 100.0 * pass_ms_[i] / total, passes_[i]->name());
   os << absl::StrFormat("   %12.3f  %6.1f%%   %s\n", verify_ms_, 100.0 * verify_ms_ / total, "(verifier)");
   os << absl::StrFormat("   %12.3f  %6.1f%%   %s\n", total_ms_, 100.0, "Total");
 }

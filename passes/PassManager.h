@@ -40,9 +40,9 @@ struct PassManagerOptions {
   bool print_after_change = false;
   // Writes 00-input.mir and NN-<pass>.mir after pass NN (1-based) into this directory.
   std::string dump_dir;
-  bool time_passes = false;          // table of wall time per pass (and verifier)
+  bool time_passes = false;                 // table of wall time per pass (and verifier)
   std::vector<std::string> disable_passes;  // names removed from the pipeline
-  bool print_statistics = false;     // pass statistics after the run
+  bool print_statistics = false;            // pass statistics after the run
   // Name of the input recorded in dump headers (the command that reproduces a dump).
   std::string input_name = "<input>";
 };

@@ -26,8 +26,8 @@ class UnregisteredBackendPass : public Pass {
   absl::string_view name() const override { return name_; }
   absl::string_view description() const override { return "backend pass (not registered in this binary)"; }
   absl::StatusOr<bool> Run(ir::Module&) override {
-    return absl::FailedPreconditionError(absl::StrCat("pass '", name_, "' is implemented in ", library_,
-                                                      ", which did not register it in this binary"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("pass '", name_, "' is implemented in ", library_, ", which did not register it in this binary"));
   }
 
  private:

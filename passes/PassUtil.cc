@@ -38,8 +38,8 @@ std::vector<std::string> SplitListOption(absl::string_view text) {
 absl::StatusOr<std::vector<int64_t>> ParseLadder(absl::string_view text) {
   std::vector<int64_t> out;
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("bucket ladder \"", text, "\": ", why,
-                                                   " (expected e.g. 16..4096 or 16:32:64)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bucket ladder \"", text, "\": ", why, " (expected e.g. 16..4096 or 16:32:64)"));
   };
   if (std::vector<std::string> range = absl::StrSplit(text, ".."); range.size() == 2) {
     int64_t lo = 0, hi = 0;

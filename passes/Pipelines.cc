@@ -13,8 +13,8 @@ std::string PipelineForArch(absl::string_view arch) {
 
 std::string PipelineForTarget(absl::string_view arch, int sm_count) {
   if (arch == "cpu" || arch.empty()) return std::string(kDefaultPipeline);
-  return absl::StrReplaceAll(kCudaPipeline, {{"select-kernels", absl::StrCat("select-kernels{arch=", arch,
-                                                                              " sm-count=", sm_count, "}")}});
+  return absl::StrReplaceAll(
+      kCudaPipeline, {{"select-kernels", absl::StrCat("select-kernels{arch=", arch, " sm-count=", sm_count, "}")}});
 }
 
 std::string WithBucketLadder(absl::string_view pipeline, absl::string_view buckets) {

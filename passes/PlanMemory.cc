@@ -102,7 +102,8 @@ absl::StatusOr<ArenaPlan> ComputeArenaPlan(const ir::Function& f, int64_t alignm
     ArenaBuffer& b = plan.buffers[i];
     std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, end) of live-overlapping buffers
     for (size_t j : placed)
-      if (Overlap(b, plan.buffers[j])) busy.emplace_back(plan.buffers[j].offset, plan.buffers[j].offset + plan.buffers[j].bytes);
+      if (Overlap(b, plan.buffers[j]))
+        busy.emplace_back(plan.buffers[j].offset, plan.buffers[j].offset + plan.buffers[j].bytes);
     std::sort(busy.begin(), busy.end());
     int64_t off = 0;
     for (const auto& [s, e] : busy) {

@@ -93,7 +93,7 @@ class PatternRewriter {
   friend absl::StatusOr<bool> ApplyPatterns(ir::Function& f, llvm::ArrayRef<RewritePatternBase*> patterns);
 
   ir::Function& f_;
-  std::vector<ir::Op*> ops_;                              // program order at the start
+  std::vector<ir::Op*> ops_;                           // program order at the start
   absl::flat_hash_map<const ir::Op*, int64_t> order_;  // the live ones, index into ops_
 };
 

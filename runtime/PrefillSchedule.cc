@@ -12,8 +12,10 @@ std::vector<TokenRange> FixedPrefillChunks(int64_t t, int64_t chunk, bool ring_o
     int64_t end = std::min(start + chunk, t);
     const int64_t tail = t - end;
     if (tail > 0 && tail < kMinPrefillChunk) {
-      if (ring_on) end = (t - kMinPrefillChunk > start) ? t - kMinPrefillChunk : t;
-      else end = t;
+      if (ring_on)
+        end = (t - kMinPrefillChunk > start) ? t - kMinPrefillChunk : t;
+      else
+        end = t;
     }
     out.emplace_back(start, end);
     start = end;
@@ -26,12 +28,10 @@ unsigned __int128 PrefillChunkWork(int64_t p, int64_t t) {
   return pp * (pp + 8 * static_cast<unsigned __int128>(static_cast<uint64_t>(t)));
 }
 
-std::vector<TokenRange> DynamicPrefillChunks(int64_t t, int64_t fill_chunk,
-                                             const std::vector<TokenRange>& fixed) {
+std::vector<TokenRange> DynamicPrefillChunks(int64_t t, int64_t fill_chunk, const std::vector<TokenRange>& fixed) {
   const int64_t n = static_cast<int64_t>(fixed.size());
   if (n < 3) return fixed;
-  const int64_t first =
-      std::min(std::max((fill_chunk + 1) / 2, int64_t{64}), t - (n - 1) * kMinPrefillChunk);
+  const int64_t first = std::min(std::max((fill_chunk + 1) / 2, int64_t{64}), t - (n - 1) * kMinPrefillChunk);
   const unsigned __int128 fw = PrefillChunkWork(first, t);
   const unsigned __int128 span = PrefillChunkWork(t, t) - fw;
   const unsigned __int128 den = static_cast<unsigned __int128>(n - 1);
@@ -44,8 +44,10 @@ std::vector<TokenRange> DynamicPrefillChunks(int64_t t, int64_t fill_chunk,
     // Smallest x in [lo, hi] with work(x) * den >= target (hi if none).
     while (lo < hi) {
       const int64_t mid = lo + (hi - lo) / 2;
-      if (PrefillChunkWork(mid, t) * den >= target) hi = mid;
-      else lo = mid + 1;
+      if (PrefillChunkWork(mid, t) * den >= target)
+        hi = mid;
+      else
+        lo = mid + 1;
     }
     out.emplace_back(prev, lo);
     prev = lo;
@@ -54,8 +56,7 @@ std::vector<TokenRange> DynamicPrefillChunks(int64_t t, int64_t fill_chunk,
   return out;
 }
 
-std::vector<TokenRange> AlignPrefillChunksToGrid(const std::vector<TokenRange>& ranges, int64_t t,
-                                                 int64_t c) {
+std::vector<TokenRange> AlignPrefillChunksToGrid(const std::vector<TokenRange>& ranges, int64_t t, int64_t c) {
   if (c == 0 || ranges.size() < 2) return ranges;
   std::vector<TokenRange> out;
   int64_t start = 0;

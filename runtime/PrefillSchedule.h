@@ -32,13 +32,11 @@ unsigned __int128 PrefillChunkWork(int64_t p, int64_t t);
 // The "short fill, equal modelled time" schedule: keeps the number of chunks of `fixed` (returned
 // unchanged when it has fewer than 3), makes the first chunk min(max(ceil(fill_chunk/2), 64),
 // t-(n-1)*16) tokens and places every later boundary so that each chunk models equal work.
-std::vector<TokenRange> DynamicPrefillChunks(int64_t t, int64_t fill_chunk,
-                                             const std::vector<TokenRange>& fixed);
+std::vector<TokenRange> DynamicPrefillChunks(int64_t t, int64_t fill_chunk, const std::vector<TokenRange>& fixed);
 
 // Floors every internal boundary to a multiple of c (the delta-net scan chunk); a range that
 // collapses merges into the next; the last range always ends at t. c == 0 or a single range:
 // unchanged.
-std::vector<TokenRange> AlignPrefillChunksToGrid(const std::vector<TokenRange>& ranges, int64_t t,
-                                                 int64_t c);
+std::vector<TokenRange> AlignPrefillChunksToGrid(const std::vector<TokenRange>& ranges, int64_t t, int64_t c);
 
 }  // namespace memra::runtime

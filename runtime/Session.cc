@@ -4,8 +4,8 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "frontends/gguf/GgufFile.h"
 #include "frontends/ModelFamily.h"
+#include "frontends/gguf/GgufFile.h"
 #include "frontends/tokenizer/Tokenizer.h"
 #include "ir/StatusMacros.h"
 #include "runtime/PrefillSchedule.h"
@@ -25,8 +25,7 @@ Session::~Session() {
   module_.reset();
 }
 
-absl::StatusOr<std::unique_ptr<Session>> Session::Open(const std::string& path,
-                                                       const SessionOptions& options) {
+absl::StatusOr<std::unique_ptr<Session>> Session::Open(const std::string& path, const SessionOptions& options) {
   std::unique_ptr<Session> s(new Session());
   s->options_ = options;
   MEMRA_ASSIGN_OR_RETURN(s->file_, gguf::GgufFile::Open(path));
@@ -73,8 +72,10 @@ absl::Status Session::Init() {
   if (CudaExecutor* cu = exec_->cuda(); cu != nullptr && module_->function("decode") != nullptr)
     MEMRA_RETURN_IF_ERROR(cu->Prepare("decode", 1));
   auto tok = tokenizer::Tokenizer::FromGguf(*file_);
-  if (tok.ok()) tokenizer_ = std::move(*tok);
-  else tokenizer_status_ = tok.status();
+  if (tok.ok())
+    tokenizer_ = std::move(*tok);
+  else
+    tokenizer_status_ = tok.status();
   return absl::OkStatus();
 }
 
@@ -110,8 +111,7 @@ absl::Status Session::RunPrefill(absl::Span<const int32_t> tokens, std::vector<f
 absl::StatusOr<std::vector<int32_t>> Session::Tokenize(absl::string_view text) const {
   if (tokenizer_ == nullptr)
     return absl::FailedPreconditionError(
-        absl::StrCat("the model has no usable tokenizer (", tokenizer_status_.message(),
-                     "); pass token ids instead"));
+        absl::StrCat("the model has no usable tokenizer (", tokenizer_status_.message(), "); pass token ids instead"));
   return tokenizer_->Encode(text);
 }
 
@@ -122,15 +122,15 @@ absl::Status Session::CheckContinuable() const {
       options_.decode_chunk, " steps per chunk); Reset() first, or use decode_chunk 1 to continue exactly"));
 }
 
-absl::StatusOr<std::vector<float>> Session::Prefill(absl::Span<const int32_t> tokens,
-                                                    std::vector<float>* all) {
+absl::StatusOr<std::vector<float>> Session::Prefill(absl::Span<const int32_t> tokens, std::vector<float>* all) {
   MEMRA_RETURN_IF_ERROR(CheckContinuable());
   if (tokens.empty()) return absl::InvalidArgumentError("prefill of an empty prompt");
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (position() + n > context_length())
-    return absl::OutOfRangeError(absl::StrCat(
-        "context overflow: the prompt has ", n, " tokens", position() > 0 ? absl::StrCat(" (after ", position(), ")") : "",
-        " but the context length is ", context_length(), " (raise it with --ctx-size)"));
+    return absl::OutOfRangeError(absl::StrCat("context overflow: the prompt has ", n, " tokens",
+                                              position() > 0 ? absl::StrCat(" (after ", position(), ")") : "",
+                                              " but the context length is ", context_length(),
+                                              " (raise it with --ctx-size)"));
   for (int64_t i = 0; i < n; ++i)
     if (tokens[i] < 0 || tokens[i] >= n_vocab_)
       return absl::OutOfRangeError(absl::StrCat("token id ", tokens[i], " at prompt position ", i,
@@ -158,10 +158,8 @@ absl::StatusOr<std::vector<float>> Session::Decode(int32_t token) {
   return std::vector<float>(out[0].f32(), out[0].f32() + out[0].numel());
 }
 
-absl::StatusOr<GenerationStats> Session::Generate(absl::Span<const int32_t> prompt,
-                                                  const GenerationParams& params,
-                                                  const TokenCallback& on_token,
-                                                  std::vector<float>* prompt_logits) {
+absl::StatusOr<GenerationStats> Session::Generate(absl::Span<const int32_t> prompt, const GenerationParams& params,
+                                                  const TokenCallback& on_token, std::vector<float>* prompt_logits) {
   GenerationStats st;
   st.n_prompt = static_cast<int64_t>(prompt.size());
   auto t0 = std::chrono::steady_clock::now();
@@ -210,8 +208,7 @@ absl::StatusOr<GenerationStats> Session::Generate(absl::Span<const int32_t> prom
     }
     const int32_t last = batch.back();
     if (device_loop) {
-      const int64_t k = std::min({chunk, params.n_predict - st.n_generated,
-                                  context_length() - position()});
+      const int64_t k = std::min({chunk, params.n_predict - st.n_generated, context_length() - position()});
       MEMRA_ASSIGN_OR_RETURN(batch, exec_->DecodeGreedy(last, k));
       st.n_decode_calls += k;
     } else {

@@ -36,9 +36,9 @@ class Tokenizer;
 namespace memra::runtime {
 
 struct SessionOptions {
-  int threads = 0;                            // 0: all cores
+  int threads = 0;  // 0: all cores
   WeightMode weight_mode = WeightMode::kPerRow;
-  int64_t n_ctx = 0;                          // 0: min(context_length, 4096)
+  int64_t n_ctx = 0;  // 0: min(context_length, 4096)
   // Keep the logits of every prompt position (costs a [T, n_vocab] head per chunk).
   bool prompt_logits = false;
   // Prefill chunk size in tokens; 0: the whole prompt in one call (at most 4096 per call).
@@ -58,25 +58,23 @@ struct SessionOptions {
 };
 
 struct GenerationParams {
-  int64_t n_predict = 32;                     // new tokens at most
-  kernels::cpu::SamplingParams sampling;      // temperature 0 = greedy
+  int64_t n_predict = 32;                 // new tokens at most
+  kernels::cpu::SamplingParams sampling;  // temperature 0 = greedy
   uint64_t seed = 0;
-  bool stop_at_eog = true;                    // stop after an end-of-generation token
+  bool stop_at_eog = true;  // stop after an end-of-generation token
 };
 
 struct GenerationStats {
   int64_t n_prompt = 0;
   int64_t n_generated = 0;
-  int64_t n_decode_calls = 0;                 // decode steps run (incl. steps past a stop)
+  int64_t n_decode_calls = 0;  // decode steps run (incl. steps past a stop)
   double prefill_seconds = 0;
-  double decode_seconds = 0;                  // decode calls + sampling of generated tokens
+  double decode_seconds = 0;  // decode calls + sampling of generated tokens
   bool stopped_at_eog = false;
-  bool stopped_at_context = false;            // the KV cache is full
-  std::vector<int32_t> tokens;                // generated ids
+  bool stopped_at_context = false;  // the KV cache is full
+  std::vector<int32_t> tokens;      // generated ids
   double prefill_tokens_per_second() const { return prefill_seconds > 0 ? n_prompt / prefill_seconds : 0; }
-  double decode_tokens_per_second() const {
-    return decode_seconds > 0 ? n_decode_calls / decode_seconds : 0;
-  }
+  double decode_tokens_per_second() const { return decode_seconds > 0 ? n_decode_calls / decode_seconds : 0; }
 };
 
 // Called for every generated token with the text that became complete (valid UTF-8, possibly
@@ -86,8 +84,7 @@ using TokenCallback = std::function<bool(int32_t id, absl::string_view text)>;
 
 class Session {
  public:
-  static absl::StatusOr<std::unique_ptr<Session>> Open(const std::string& path,
-                                                       const SessionOptions& options = {});
+  static absl::StatusOr<std::unique_ptr<Session>> Open(const std::string& path, const SessionOptions& options = {});
   // A session on a module compiled earlier (a plan's IR) with the weights and tokenizer of
   // `file`. Its n_ctx and prefill logits are the module's (options.n_ctx is ignored; asking for
   // prompt_logits of a module that keeps only the last row is an error).
@@ -113,14 +110,12 @@ class Session {
   // Prefills `tokens` at the current position in chunks (options().chunk). Returns the logits of
   // the last token; with options().prompt_logits, `all` (if given) receives [n, n_vocab].
   // Errors: tokens beyond the context (before anything runs), ids outside the vocabulary.
-  absl::StatusOr<std::vector<float>> Prefill(absl::Span<const int32_t> tokens,
-                                             std::vector<float>* all = nullptr);
+  absl::StatusOr<std::vector<float>> Prefill(absl::Span<const int32_t> tokens, std::vector<float>* all = nullptr);
   // Runs one token through @decode; returns its logits.
   absl::StatusOr<std::vector<float>> Decode(int32_t token);
 
   // Prefill `prompt`, then sample up to n_predict tokens, decoding each but the last.
-  absl::StatusOr<GenerationStats> Generate(absl::Span<const int32_t> prompt,
-                                           const GenerationParams& params,
+  absl::StatusOr<GenerationStats> Generate(absl::Span<const int32_t> prompt, const GenerationParams& params,
                                            const TokenCallback& on_token = nullptr,
                                            std::vector<float>* prompt_logits = nullptr);
 

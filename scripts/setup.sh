@@ -2,7 +2,7 @@
 # Installs the Debian packages memra builds and tests with. Idempotent; silent when all is there.
 set -euo pipefail
 pkgs=(cmake g++ make ninja-build libabsl-dev llvm-14-dev llvm-14-tools libgtest-dev libgmock-dev
-      libicu-dev zlib1g-dev libtinfo-dev clang-14 libclang-rt-14-dev python3)
+      libicu-dev zlib1g-dev libtinfo-dev clang-14 clang-format-14 libclang-rt-14-dev python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -36,9 +36,7 @@ inline absl::StatusOr<std::vector<Json>> ReadJsonLines(const std::string& path) 
     all = nl == absl::string_view::npos ? absl::string_view() : all.substr(nl + 1);
     if (line.find_first_not_of(" \t\r") == absl::string_view::npos) continue;
     auto j = Json::Parse(line);
-    if (!j.ok())
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ":", line_no, ": ", j.status().message()));
+    if (!j.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ":", line_no, ": ", j.status().message()));
     out.push_back(*std::move(j));
   }
   return out;

@@ -1,10 +1,10 @@
 #include "tests/TestUtil.h"
 
+#include <sys/stat.h>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
-#include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -18,10 +18,10 @@ std::string MemraBinary() {
   return env ? env : "memra";
 }
 
-const std::vector<int32_t> kFixturePrompt = {
-    1,   87,  107, 104, 35,  116, 120, 108, 102, 110, 35,  101, 117, 114, 122, 113,
-    35,  105, 114, 123, 35,  109, 120, 112, 115, 118, 35,  114, 121, 104, 117, 35,
-    119, 107, 104, 35,  111, 100, 125, 124, 35,  103, 114, 106, 49,  35,  52,  53};
+const std::vector<int32_t> kFixturePrompt = {1,   87,  107, 104, 35,  116, 120, 108, 102, 110, 35,  101,
+                                             117, 114, 122, 113, 35,  105, 114, 123, 35,  109, 120, 112,
+                                             115, 118, 35,  114, 121, 104, 117, 35,  119, 107, 104, 35,
+                                             111, 100, 125, 124, 35,  103, 114, 106, 49,  35,  52,  53};
 
 std::vector<float> RandomNormal(size_t n, uint64_t seed, float scale) {
   std::mt19937_64 rng(seed);

@@ -12,14 +12,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "frontends/ModelFamily.h"
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/gguf/ModelSummary.h"
-#include "frontends/ModelFamily.h"
 #include "llvm/Support/raw_ostream.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
-#include "runtime/cuda/CudaExecutor.h"
 #include "runtime/Executor.h"
+#include "runtime/cuda/CudaExecutor.h"
 #include "tools/Command.h"
 
 namespace cl = llvm::cl;
@@ -30,19 +30,21 @@ cl::SubCommand kBench("bench", "Prefill / decode throughput (llama-bench's table
 cl::opt<std::string> BenchModel(cl::Positional, cl::Required, cl::desc("<model.gguf>"), cl::sub(kBench));
 cl::opt<std::string> BenchP("p", cl::desc("Prompt lengths to prefill, comma-separated (default: 512)"), cl::init("512"),
                             cl::sub(kBench));
-cl::opt<int64_t> BenchN("n", cl::desc("Tokens to decode, 0 = no tg test (default: 128)"), cl::init(128), cl::sub(kBench));
+cl::opt<int64_t> BenchN("n", cl::desc("Tokens to decode, 0 = no tg test (default: 128)"), cl::init(128),
+                        cl::sub(kBench));
 cl::opt<std::string> BenchD("d", cl::desc("KV depths for the tg test, comma-separated (default: 0)"), cl::init("0"),
                             cl::sub(kBench));
 cl::opt<int> BenchR("r", cl::desc("Repetitions of each test (default: 3)"), cl::init(3), cl::sub(kBench));
 cl::opt<std::string> BenchOut("o", cl::desc("Output: md or json (default: md)"), cl::init("md"), cl::sub(kBench));
-cl::opt<std::string> BenchBackend("backend", cl::desc("cuda or cpu; empty: cuda when a GPU is present (default: empty)"),
+cl::opt<std::string> BenchBackend("backend",
+                                  cl::desc("cuda or cpu; empty: cuda when a GPU is present (default: empty)"),
                                   cl::init(""), cl::sub(kBench));
 cl::opt<std::string> BenchCache("kernel-cache",
                                 cl::desc("Kernel cubin cache folder, - = none (default: ~/.cache/memra)"), cl::init(""),
                                 cl::sub(kBench));
-cl::opt<bool> BenchProfile("profile",
-                            cl::desc("cuda: device time per op kind of each test (events around every op) (default: false)"),
-                            cl::init(false), cl::sub(kBench));
+cl::opt<bool> BenchProfile(
+    "profile", cl::desc("cuda: device time per op kind of each test (events around every op) (default: false)"),
+    cl::init(false), cl::sub(kBench));
 cl::opt<bool> BenchGraphs("cuda-graphs",
                           cl::desc("CUDA: replay captured segments as CUDA graphs; false = all eager (default: true)"),
                           cl::init(true), cl::sub(kBench));
@@ -134,9 +136,9 @@ int RunBench() {
   runtime::Executor& exec = **exec_or;
   runtime::CudaExecutor* gpu = exec.cuda();
   if (gpu != nullptr)
-    llvm::errs() << absl::StrFormat("memra bench: %s, weights %.2f GiB on the device, loaded in %.1f s, cuda graphs %s\n",
-                                    gpu->DeviceDescription(), gpu->weight_bytes() / 1073741824.0, gpu->load_seconds(),
-                                    BenchGraphs ? "on" : "off");
+    llvm::errs() << absl::StrFormat(
+        "memra bench: %s, weights %.2f GiB on the device, loaded in %.1f s, cuda graphs %s\n", gpu->DeviceDescription(),
+        gpu->weight_bytes() / 1073741824.0, gpu->load_seconds(), BenchGraphs ? "on" : "off");
   const int64_t vocab = (*module)->attrs().I64Or("n_vocab", 2);
   std::mt19937 rng(1234);
   auto ids = [&](int64_t n) {
@@ -218,11 +220,12 @@ int RunBench() {
       llvm::outs() << absl::StrFormat(
           "  {\"model\": \"%s\", \"size\": %d, \"params\": %d, \"backend\": \"%s\", \"test\": \"%s\", "
           "\"avg_ts\": %.3f, \"stddev_ts\": %.3f}%s\n",
-          name, bytes, params, be, results[i].test, results[i].mean(), results[i].sd(), i + 1 < results.size() ? "," : "");
+          name, bytes, params, be, results[i].test, results[i].mean(), results[i].sd(),
+          i + 1 < results.size() ? "," : "");
     llvm::outs() << "]\n";
   } else {
-    llvm::outs() << absl::StrFormat("| %-32s | %10s | %8s | %-7s | %14s | %20s |\n", "model", "size", "params", "backend",
-                                    "test", "t/s");
+    llvm::outs() << absl::StrFormat("| %-32s | %10s | %8s | %-7s | %14s | %20s |\n", "model", "size", "params",
+                                    "backend", "test", "t/s");
     llvm::outs() << "| " << std::string(32, '-') << " | " << std::string(9, '-') << ": | " << std::string(7, '-')
                  << ": | " << std::string(7, '-') << " | " << std::string(13, '-') << ": | " << std::string(19, '-')
                  << ": |\n";

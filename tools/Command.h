@@ -16,9 +16,7 @@ struct Command {
 std::vector<Command>& CommandRegistry();
 
 struct CommandRegistration {
-  CommandRegistration(llvm::cl::SubCommand& sub, int (*run)()) {
-    CommandRegistry().push_back({&sub, run});
-  }
+  CommandRegistration(llvm::cl::SubCommand& sub, int (*run)()) { CommandRegistry().push_back({&sub, run}); }
 };
 
 }  // namespace memra::tools

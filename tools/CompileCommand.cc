@@ -9,17 +9,17 @@
 #include <set>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/match.h"
-#include "absl/container/flat_hash_map.h"
 #include "codegen/SelectKernelsPass.h"
-#include "frontends/gguf/GgufFile.h"
 #include "frontends/ModelFamily.h"
+#include "frontends/gguf/GgufFile.h"
 #include "ir/Module.h"
+#include "kernels/cuda/Target.h"
 #include "llvm/Support/raw_ostream.h"
 #include "passes/PassManager.h"
-#include "kernels/cuda/Target.h"
 #include "passes/Pipelines.h"
 #include "runtime/plan/KernelTable.h"
 #include "runtime/plan/Plan.h"
@@ -40,10 +40,12 @@ cl::opt<std::string> CompileBuckets("buckets",
                                     cl::desc("Prefill token buckets: 16,32,64 or 16..4096 (powers of two) "
                                              "(default: the pipeline's, 16..4096 capped at the context)"),
                                     cl::init(""), cl::sub(kCompile));
-cl::opt<std::string> CompileArch("arch", cl::desc("Target: a CUDA preset (sm_90 = H100/H200, sm_89 = L40S, sm_80 = A100) or cpu (default: sm_90)"), cl::init("sm_90"),
-                                 cl::sub(kCompile));
-cl::opt<bool> CompileReport("report", cl::desc("Print a table per bucket: ops before/after fusion, segments, arena "
-                                               "bytes, compile time (default: false)"),
+cl::opt<std::string> CompileArch(
+    "arch", cl::desc("Target: a CUDA preset (sm_90 = H100/H200, sm_89 = L40S, sm_80 = A100) or cpu (default: sm_90)"),
+    cl::init("sm_90"), cl::sub(kCompile));
+cl::opt<bool> CompileReport("report",
+                            cl::desc("Print a table per bucket: ops before/after fusion, segments, arena "
+                                     "bytes, compile time (default: false)"),
                             cl::init(false), cl::sub(kCompile));
 cl::opt<int64_t> CompileCtx("ctx-size", cl::desc("Context length (KV cache rows), 0 = min(model's, 4096) (default: 0)"),
                             cl::init(0), cl::sub(kCompile));
@@ -71,7 +73,8 @@ int RunCompile() {
   using namespace memra;
   const auto t0 = std::chrono::steady_clock::now();
   if (!runtime::IsValidArch(CompileArch))
-    return Fail(absl::InvalidArgumentError(absl::StrCat("--arch ", std::string(CompileArch), ": expected sm_NN or cpu")));
+    return Fail(
+        absl::InvalidArgumentError(absl::StrCat("--arch ", std::string(CompileArch), ": expected sm_NN or cpu")));
   if (std::string(CompileArch) != "cpu") {
     if (auto t = memra::kernels::cuda::TargetPreset(CompileArch); !t.ok())
       return Fail(absl::InvalidArgumentError(absl::StrCat("--arch: ", t.status().message())));
@@ -110,11 +113,10 @@ int RunCompile() {
   const double total_s = Since(t0);
 
   if (CompileReport) {
-    llvm::outs() << absl::StrFormat("memra compile: %s -> %s (arch %s)\n", std::string(CompileModel), out,
-                                    plan->arch);
-    llvm::outs() << absl::StrFormat("%-16s %7s %10s %9s %8s %8s %8s %8s %8s %10s %12s %12s %6s\n", "function",
-                                    "bucket", "ops before", "ops after", "segments", "captured", "eager", "launches",
-                                    "modules", "cubins", "arena", "naive", "reuse");
+    llvm::outs() << absl::StrFormat("memra compile: %s -> %s (arch %s)\n", std::string(CompileModel), out, plan->arch);
+    llvm::outs() << absl::StrFormat("%-16s %7s %10s %9s %8s %8s %8s %8s %8s %10s %12s %12s %6s\n", "function", "bucket",
+                                    "ops before", "ops after", "segments", "captured", "eager", "launches", "modules",
+                                    "cubins", "arena", "naive", "reuse");
     for (const auto& f : (*module)->functions()) {
       const runtime::PlanFunction* pf = nullptr;
       for (const auto& p : plan->functions)
@@ -139,8 +141,7 @@ int RunCompile() {
         }
       }
       const int64_t arena = pf ? pf->arena_bytes : 0, naive = pf ? pf->naive_bytes : 0;
-      llvm::outs() << absl::StrFormat("%-16s %7s %10d %9d %8d %8d %8d %8d %8d %10s %12s %12s %5.1fx\n",
-                                      "@" + f->name(),
+      llvm::outs() << absl::StrFormat("%-16s %7s %10d %9d %8d %8d %8d %8d %8d %10s %12s %12s %5.1fx\n", "@" + f->name(),
                                       f->attrs().Has("bucket") ? absl::StrCat(f->attrs().I64Or("bucket", 0)) : "-",
                                       before, after, segs, captured, eager, launches, modules.size(),
                                       Bytes(cubin_bytes), Bytes(arena), Bytes(naive),

@@ -1,8 +1,8 @@
 // `memra gen`: writes a synthetic-weight qwen35 model (preset shapes, chosen dtype, seeded).
 #include "absl/strings/str_join.h"
-#include "kernels/formats/GgmlType.h"
 #include "frontends/gguf/ModelSummary.h"
 #include "frontends/synthetic/Qwen35Synthetic.h"
+#include "kernels/formats/GgmlType.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 #include "tools/Command.h"
@@ -16,10 +16,9 @@ cl::opt<std::string> GenPreset("preset", cl::desc("Model shape preset: tiny, 0.8
                                cl::init("tiny"), cl::sub(kGen));
 cl::opt<std::string> GenDtype("dtype", cl::desc("Weight type of the matrices: f32, f16, bf16, q8_0 (default: f32)"),
                               cl::init("f32"), cl::sub(kGen));
-cl::opt<uint64_t> GenSeed("seed", cl::desc("Random seed; the same seed writes the same file (default: 1)"),
-                          cl::init(1), cl::sub(kGen));
-cl::opt<int> GenThreads("threads", cl::desc("Worker threads, 0 = all cores (default: 0)"), cl::init(0),
-                        cl::sub(kGen));
+cl::opt<uint64_t> GenSeed("seed", cl::desc("Random seed; the same seed writes the same file (default: 1)"), cl::init(1),
+                          cl::sub(kGen));
+cl::opt<int> GenThreads("threads", cl::desc("Worker threads, 0 = all cores (default: 0)"), cl::init(0), cl::sub(kGen));
 cl::opt<std::string> GenOut("o", cl::desc("Output path (default: qwen35-<preset>-<dtype>.gguf)"), cl::init(""),
                             cl::sub(kGen));
 cl::opt<bool> GenQuiet("quiet", cl::desc("No progress bar (default: false)"), cl::init(false), cl::sub(kGen));
@@ -27,21 +26,30 @@ cl::opt<bool> GenQuiet("quiet", cl::desc("No progress bar (default: false)"), cl
 int RunGen() {
   using namespace memra;
   auto shape = synthetic::Qwen35Preset(GenPreset);
-  if (!shape.ok()) { llvm::errs() << "memra gen: " << shape.status().ToString() << "\n"; return 1; }
+  if (!shape.ok()) {
+    llvm::errs() << "memra gen: " << shape.status().ToString() << "\n";
+    return 1;
+  }
   auto dtype = formats::ParseGgmlType(GenDtype);
-  if (!dtype.ok()) { llvm::errs() << "memra gen: " << dtype.status().ToString() << "\n"; return 1; }
+  if (!dtype.ok()) {
+    llvm::errs() << "memra gen: " << dtype.status().ToString() << "\n";
+    return 1;
+  }
   synthetic::SyntheticOptions opt;
   opt.dtype = *dtype;
   opt.seed = GenSeed;
   opt.threads = GenThreads;
   opt.progress = !GenQuiet;
-  std::string out = GenOut.empty() ? "qwen35-" + std::string(GenPreset) + "-" + std::string(GenDtype) + ".gguf"
-                                   : std::string(GenOut);
+  std::string out =
+      GenOut.empty() ? "qwen35-" + std::string(GenPreset) + "-" + std::string(GenDtype) + ".gguf" : std::string(GenOut);
   auto stats = synthetic::WriteSyntheticQwen35(*shape, opt, out);
-  if (!stats.ok()) { llvm::errs() << "memra gen: " << stats.status().ToString() << "\n"; return 1; }
+  if (!stats.ok()) {
+    llvm::errs() << "memra gen: " << stats.status().ToString() << "\n";
+    return 1;
+  }
   llvm::outs() << llvm::formatv("wrote {0}: qwen35 {1}, {2} tensors, {3} parameters, {4} of {5} weights\n", out,
-                                GenPreset, stats->n_tensors, stats->n_params,
-                                gguf::HumanBytes(stats->data_bytes), GenDtype);
+                                GenPreset, stats->n_tensors, stats->n_params, gguf::HumanBytes(stats->data_bytes),
+                                GenDtype);
   return 0;
 }
 

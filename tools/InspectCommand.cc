@@ -10,10 +10,10 @@ namespace {
 
 cl::SubCommand kInspect("inspect", "Describe a GGUF file: architecture, hyperparameters, tokenizer, tensors");
 cl::opt<std::string> InspectPath(cl::Positional, cl::Required, cl::desc("<model.gguf>"), cl::sub(kInspect));
-cl::opt<bool> InspectJson("json", cl::desc("Emit JSON instead of the report (default: false)"),
-                          cl::init(false), cl::sub(kInspect));
-cl::opt<bool> InspectNoTensors("no-tensors", cl::desc("Omit the per-tensor table (default: false)"),
-                               cl::init(false), cl::sub(kInspect));
+cl::opt<bool> InspectJson("json", cl::desc("Emit JSON instead of the report (default: false)"), cl::init(false),
+                          cl::sub(kInspect));
+cl::opt<bool> InspectNoTensors("no-tensors", cl::desc("Omit the per-tensor table (default: false)"), cl::init(false),
+                               cl::sub(kInspect));
 
 int RunInspect() {
   auto file = memra::gguf::GgufFile::Open(InspectPath);

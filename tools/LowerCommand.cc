@@ -1,8 +1,8 @@
 // `memra lower MODEL.gguf`: prints the lowered module (IR text, ir/Printer.h).
 #include <string>
 
-#include "frontends/gguf/GgufFile.h"
 #include "frontends/ModelFamily.h"
+#include "frontends/gguf/GgufFile.h"
 #include "ir/Printer.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"

@@ -16,7 +16,8 @@ std::vector<Command>& CommandRegistry() {
 int main(int argc, char** argv) {
   llvm::InitLLVM init(argc, argv);
   llvm::cl::SetVersionPrinter([](llvm::raw_ostream& os) { os << "memra " << MEMRA_VERSION << "\n"; });
-  llvm::cl::ParseCommandLineOptions(argc, argv,
+  llvm::cl::ParseCommandLineOptions(
+      argc, argv,
       "memra: an inference compiler for hybrid LLMs (GGUF -> op-graph IR -> CUDA plan)\n\n"
       "  memra <command> --help   shows a command's options and their defaults\n");
   for (const auto& cmd : memra::tools::CommandRegistry())

@@ -189,8 +189,8 @@ int RunOpt() {
       continue;
     }
     if (s.ok()) {
-      llvm::errs() << name << ":" << chunks[i].first_line << ": error: expected error \""
-                   << expected[0].text << "\" was not produced\n";
+      llvm::errs() << name << ":" << chunks[i].first_line << ": error: expected error \"" << expected[0].text
+                   << "\" was not produced\n";
       rc = 1;
       continue;
     }
@@ -202,11 +202,11 @@ int RunOpt() {
       matched = true;
     }
     if (!matched) {
-      llvm::errs() << "error: the error did not match any expected-error of the chunk at line "
-                   << chunks[i].first_line << ":\n  got: " << msg << "\n";
+      llvm::errs() << "error: the error did not match any expected-error of the chunk at line " << chunks[i].first_line
+                   << ":\n  got: " << msg << "\n";
       for (const Expectation& e : expected)
-        llvm::errs() << "  expected" << (e.line ? absl::StrCat(" at line ", *e.line) : std::string(""))
-                     << ": " << e.text << "\n";
+        llvm::errs() << "  expected" << (e.line ? absl::StrCat(" at line ", *e.line) : std::string("")) << ": "
+                     << e.text << "\n";
       rc = 1;
     }
   }

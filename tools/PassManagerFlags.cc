@@ -6,26 +6,21 @@ namespace cl = llvm::cl;
 
 PassManagerFlags::PassManagerFlags(cl::SubCommand& sub, const char* default_pipeline)
     : passes_desc_(std::string("Passes to run, comma-separated, each `name` or `name{key=value ...}` "
-                               "(default: \"") + default_pipeline + "\")"),
+                               "(default: \"") +
+                   default_pipeline + "\")"),
       verify_desc_(std::string("Verify the IR after every pass and check that passes reporting no change "
                                "changed nothing (default: ") +
                    (passes::kVerifyEachDefault ? "on in this debug build" : "off in release builds") +
                    "; the input is always verified)"),
-      passes_("passes", cl::sub(sub), cl::init(default_pipeline),
-              cl::value_desc("pipeline"),
-              cl::desc(passes_desc_)),
-      verify_each_("verify-each", cl::sub(sub),
-                   cl::init(passes::kVerifyEachDefault),
-                   cl::desc(verify_desc_)),
+      passes_("passes", cl::sub(sub), cl::init(default_pipeline), cl::value_desc("pipeline"), cl::desc(passes_desc_)),
+      verify_each_("verify-each", cl::sub(sub), cl::init(passes::kVerifyEachDefault), cl::desc(verify_desc_)),
       print_before_all_("print-before-all", cl::sub(sub), cl::init(false),
                         cl::desc("Print the IR before every pass to stderr (default: off)")),
       print_after_all_("print-after-all", cl::sub(sub), cl::init(false),
                        cl::desc("Print the IR after every pass to stderr (default: off)")),
-      print_before_("print-before", cl::sub(sub), cl::CommaSeparated,
-                    cl::value_desc("pass,..."),
+      print_before_("print-before", cl::sub(sub), cl::CommaSeparated, cl::value_desc("pass,..."),
                     cl::desc("Print the IR before the named passes (default: none)")),
-      print_after_("print-after", cl::sub(sub), cl::CommaSeparated,
-                   cl::value_desc("pass,..."),
+      print_after_("print-after", cl::sub(sub), cl::CommaSeparated, cl::value_desc("pass,..."),
                    cl::desc("Print the IR after the named passes (default: none)")),
       print_after_change_("print-after-change", cl::sub(sub), cl::init(false),
                           cl::desc("Print the IR after every pass that changed it; with "
@@ -37,8 +32,7 @@ PassManagerFlags::PassManagerFlags(cl::SubCommand& sub, const char* default_pipe
                          "(default: no dumps)")),
       time_passes_("time-passes", cl::sub(sub), cl::init(false),
                    cl::desc("Print a table of the time spent in each pass (default: off)")),
-      disable_passes_("disable-passes", cl::sub(sub), cl::CommaSeparated,
-                      cl::value_desc("pass,..."),
+      disable_passes_("disable-passes", cl::sub(sub), cl::CommaSeparated, cl::value_desc("pass,..."),
                       cl::desc("Remove these passes from the pipeline (default: none)")),
       statistics_("pass-statistics", cl::sub(sub), cl::init(false),
                   cl::desc("Print the passes' statistics after the run (default: off)")) {}

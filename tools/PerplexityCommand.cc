@@ -21,8 +21,7 @@ namespace {
 cl::SubCommand kPerplexity("perplexity", "Perplexity of a text file under a model (llama-perplexity style)");
 cl::opt<std::string> PplModel(cl::Positional, cl::Required, cl::desc("<model.gguf>"), cl::sub(kPerplexity));
 cl::opt<std::string> PplFile("f", cl::Required, cl::desc("Text file to score"), cl::sub(kPerplexity));
-cl::opt<int64_t> PplCtx("ctx", cl::desc("Window length in tokens (default: 512)"), cl::init(512),
-                        cl::sub(kPerplexity));
+cl::opt<int64_t> PplCtx("ctx", cl::desc("Window length in tokens (default: 512)"), cl::init(512), cl::sub(kPerplexity));
 cl::opt<int64_t> PplMaxWindows("max-windows", cl::desc("Score at most this many windows, 0 = all (default: 0)"),
                                cl::init(0), cl::sub(kPerplexity));
 cl::opt<std::string> PplBackend("backend", cl::desc("cpu or cuda (default: cuda when a GPU is present, else cpu)"),
@@ -60,7 +59,8 @@ int RunPerplexity() {
   runtime::Session& s = **session;
   auto ids = s.Tokenize(text.str());
   if (!ids.ok()) return Fail(ids.status());
-  if (ids->size() < 2) return Fail(absl::InvalidArgumentError(absl::StrCat(std::string(PplFile), ": fewer than 2 tokens")));
+  if (ids->size() < 2)
+    return Fail(absl::InvalidArgumentError(absl::StrCat(std::string(PplFile), ": fewer than 2 tokens")));
   llvm::errs() << llvm::formatv("memra perplexity: {0}: {1} tokens, windows of {2}\n", std::string(PplFile),
                                 ids->size(), int64_t(PplCtx));
 

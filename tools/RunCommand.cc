@@ -11,16 +11,16 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "frontends/gguf/GgufFile.h"
 #include "frontends/tokenizer/ChatTemplate.h"
 #include "frontends/tokenizer/Tokenizer.h"
 #include "ir/Printer.h"
 #include "llvm/Support/raw_ostream.h"
-#include "frontends/gguf/GgufFile.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
 #include "runtime/Session.h"
-#include "runtime/cuda/CudaExecutor.h"
 #include "runtime/cpu/LayerTrace.h"
+#include "runtime/cuda/CudaExecutor.h"
 #include "runtime/plan/KernelTable.h"
 #include "runtime/plan/Plan.h"
 #include "tools/Command.h"
@@ -30,32 +30,38 @@ namespace cl = llvm::cl;
 
 namespace {
 
-cl::SubCommand kRun("run", "Generate text with a model (GGUF, compiled in memory, or a plan from memra compile) on the CPU or CUDA executor");
+cl::SubCommand kRun(
+    "run",
+    "Generate text with a model (GGUF, compiled in memory, or a plan from memra compile) on the CPU or CUDA executor");
 cl::opt<std::string> RunModel(cl::Positional, cl::Required, cl::desc("<model.gguf|model.plan>"), cl::sub(kRun));
 // GGUF: the compile pipeline (--passes, dumps, timing) runs before the executor is built.
 memra::tools::PassManagerFlags RunPmFlags(kRun, memra::passes::kDefaultPipeline.data());
-cl::opt<std::string> RunPlanGguf("gguf", cl::desc("With a plan: the GGUF to take the weights from (default: the path the plan records)"),
-                                 cl::init(""), cl::sub(kRun));
-cl::opt<std::string> RunArch("arch", cl::desc("With a plan: refuse it unless it targets this arch (default: any for the cpu backend)"),
-                             cl::init(""), cl::sub(kRun));
-cl::opt<std::string> RunPrompt("p", cl::desc("Prompt text (tokenized with the model's tokenizer; BOS as the model says)"),
+cl::opt<std::string> RunPlanGguf(
+    "gguf", cl::desc("With a plan: the GGUF to take the weights from (default: the path the plan records)"),
+    cl::init(""), cl::sub(kRun));
+cl::opt<std::string> RunArch(
+    "arch", cl::desc("With a plan: refuse it unless it targets this arch (default: any for the cpu backend)"),
+    cl::init(""), cl::sub(kRun));
+cl::opt<std::string> RunPrompt("p",
+                               cl::desc("Prompt text (tokenized with the model's tokenizer; BOS as the model says)"),
                                cl::init(""), cl::sub(kRun));
 cl::alias RunPromptLong("prompt", cl::desc("Alias for -p"), cl::aliasopt(RunPrompt));
 cl::opt<std::string> RunTokens("tokens", cl::desc("Prompt as comma-separated token ids, e.g. 1,87,107 (instead of -p)"),
                                cl::init(""), cl::sub(kRun));
 cl::opt<int64_t> RunN("n", cl::desc("New tokens to generate at most (default: 32)"), cl::init(32), cl::sub(kRun));
-cl::opt<float> RunTemp("temp", cl::desc("Sampling temperature; 0 = greedy (default: 0)"), cl::init(0.0f), cl::sub(kRun));
+cl::opt<float> RunTemp("temp", cl::desc("Sampling temperature; 0 = greedy (default: 0)"), cl::init(0.0f),
+                       cl::sub(kRun));
 cl::opt<int> RunTopK("top-k", cl::desc("Keep the k most likely tokens when sampling, 0 = all (default: 40)"),
                      cl::init(40), cl::sub(kRun));
 cl::opt<float> RunTopP("top-p", cl::desc("Nucleus sampling mass, 1 = off (default: 0.95)"), cl::init(0.95f),
                        cl::sub(kRun));
 cl::opt<uint64_t> RunSeed("seed", cl::desc("Sampling seed (default: 0)"), cl::init(0), cl::sub(kRun));
-cl::opt<std::string> RunBackend("backend",
-                                cl::desc("Executor: cpu or cuda (default: cuda when a CUDA GPU is present, cpu otherwise)"),
-                                cl::init(""), cl::sub(kRun));
-cl::opt<bool> RunCudaSync("cuda-sync-each-op",
-                          cl::desc("CUDA: synchronize after every op so an error names it (debugging) (default: false)"),
-                          cl::init(false), cl::sub(kRun));
+cl::opt<std::string> RunBackend(
+    "backend", cl::desc("Executor: cpu or cuda (default: cuda when a CUDA GPU is present, cpu otherwise)"),
+    cl::init(""), cl::sub(kRun));
+cl::opt<bool> RunCudaSync(
+    "cuda-sync-each-op", cl::desc("CUDA: synchronize after every op so an error names it (debugging) (default: false)"),
+    cl::init(false), cl::sub(kRun));
 cl::opt<bool> RunCudaGraphs("cuda-graphs",
                             cl::desc("CUDA: replay the compiled segments as CUDA graphs (captured on their "
                                      "second call); false = every op launched eagerly (default: true)"),
@@ -71,12 +77,13 @@ cl::opt<std::string> RunLogitsOut("logits-out",
                                   cl::init(""), cl::sub(kRun));
 cl::opt<bool> RunPrintIds("print-token-ids", cl::desc("Print the prompt and generated token ids (default: false)"),
                           cl::init(false), cl::sub(kRun));
-cl::opt<int64_t> RunChunk("chunk", cl::desc("Prefill chunk size in tokens, 0 = one call (default: 512)"),
-                          cl::init(512), cl::sub(kRun));
-cl::opt<bool> RunTrace("trace-layers",
-                       cl::desc("Print a checksum (sum, rms, absmax) of the embedding, every layer output "
-                                "(l_out-N), the final norm and the logits of each prefill call to stderr (default: false)"),
-                       cl::init(false), cl::sub(kRun));
+cl::opt<int64_t> RunChunk("chunk", cl::desc("Prefill chunk size in tokens, 0 = one call (default: 512)"), cl::init(512),
+                          cl::sub(kRun));
+cl::opt<bool> RunTrace(
+    "trace-layers",
+    cl::desc("Print a checksum (sum, rms, absmax) of the embedding, every layer output "
+             "(l_out-N), the final norm and the logits of each prefill call to stderr (default: false)"),
+    cl::init(false), cl::sub(kRun));
 cl::opt<int> RunThreads("threads", cl::desc("CPU threads, 0 = all cores (default: 0)"), cl::init(0), cl::sub(kRun));
 cl::opt<int64_t> RunCtx("ctx-size", cl::desc("Context length (KV cache rows), 0 = min(model's, 4096) (default: 0)"),
                         cl::init(0), cl::sub(kRun));
@@ -88,7 +95,8 @@ cl::opt<std::string> RunWeights("weights",
                                 cl::desc("CPU weight handling: per-row (decode rows inside each matmul) or dequant "
                                          "(decode every matrix to f32 at load) (default: per-row)"),
                                 cl::init("per-row"), cl::sub(kRun));
-cl::opt<bool> RunPrintIr("print-ir", cl::desc("Print the lowered module (IR text) to stderr before running (default: false)"),
+cl::opt<bool> RunPrintIr("print-ir",
+                         cl::desc("Print the lowered module (IR text) to stderr before running (default: false)"),
                          cl::init(false), cl::sub(kRun));
 cl::opt<bool> RunProfile("profile", cl::desc("Print time per op kind of each function at the end (default: false)"),
                          cl::init(false), cl::sub(kRun));
@@ -145,9 +153,12 @@ int RunRun() {
   so.cuda.cuda_graphs = RunCudaGraphs;
   so.decode_chunk = RunDecodeChunk;
   so.cuda.progress = false;
-  if (RunWeights == "per-row") so.weight_mode = runtime::WeightMode::kPerRow;
-  else if (RunWeights == "dequant") so.weight_mode = runtime::WeightMode::kDequantizeAtLoad;
-  else return Fail(absl::InvalidArgumentError("--weights must be per-row or dequant"));
+  if (RunWeights == "per-row")
+    so.weight_mode = runtime::WeightMode::kPerRow;
+  else if (RunWeights == "dequant")
+    so.weight_mode = runtime::WeightMode::kDequantizeAtLoad;
+  else
+    return Fail(absl::InvalidArgumentError("--weights must be per-row or dequant"));
 
   absl::StatusOr<std::unique_ptr<runtime::Session>> session;
   if (runtime::IsPlanFile(RunModel)) {
@@ -164,7 +175,9 @@ int RunRun() {
       // The plan's cubins: nothing is compiled at run time (a kernel missing from the table would
       // still compile, counted in the kernel line).
       auto pre = runtime::PrecompiledKernels(*plan);
-      if (!pre.ok()) return Fail(absl::Status(pre.status().code(), absl::StrCat(std::string(RunModel), ": ", pre.status().message())));
+      if (!pre.ok())
+        return Fail(
+            absl::Status(pre.status().code(), absl::StrCat(std::string(RunModel), ": ", pre.status().message())));
       so.cuda.precompiled = *pre;
     }
     session = runtime::Session::Open(std::move(*file), std::move(*module), so);
@@ -190,11 +203,10 @@ int RunRun() {
   if (!session.ok()) return Fail(session.status());
   runtime::Session& s = **session;
   if (RunPrintIr) llvm::errs() << ir::ToText(s.module());
-  llvm::errs() << absl::StrFormat(
-      "memra run: %s: %s, %d layers, n_vocab %d, context %d, %s, loaded in %.2f s\n",
-      std::string(RunModel), s.module().attrs().GetString("arch").value_or("?"),
-      s.module().attrs().I64Or("n_layer", 0), s.n_vocab(), s.context_length(), s.executor().Describe(),
-      s.executor().load_seconds());
+  llvm::errs() << absl::StrFormat("memra run: %s: %s, %d layers, n_vocab %d, context %d, %s, loaded in %.2f s\n",
+                                  std::string(RunModel), s.module().attrs().GetString("arch").value_or("?"),
+                                  s.module().attrs().I64Or("n_layer", 0), s.n_vocab(), s.context_length(),
+                                  s.executor().Describe(), s.executor().load_seconds());
 
   std::vector<int32_t> prompt;
   if (!RunTokens.empty()) {
@@ -225,8 +237,7 @@ int RunRun() {
   if (RunTrace) {
     s.executor().set_observer([](const ir::Value& v, const runtime::HostTensor& t) {
       if (t.dtype() != ir::DType::kF32 || !runtime::IsLayerTraceValue(v.name())) return;
-      llvm::errs() << runtime::FormatTraceLine(v.name(), t.ShapeString(),
-                                               runtime::ComputeChecksum(t.f32(), t.numel()))
+      llvm::errs() << runtime::FormatTraceLine(v.name(), t.ShapeString(), runtime::ComputeChecksum(t.f32(), t.numel()))
                    << "\n";
     });
   }
@@ -260,8 +271,8 @@ int RunRun() {
     out.write(reinterpret_cast<const char*>(prompt_logits.data()),
               static_cast<std::streamsize>(prompt_logits.size() * sizeof(float)));
     if (!out) return Fail(absl::PermissionDeniedError(absl::StrCat("cannot write ", std::string(RunLogitsOut))));
-    llvm::errs() << absl::StrFormat("memra run: wrote %s (f32 [%d, %d])\n", std::string(RunLogitsOut),
-                                    prompt.size(), s.n_vocab());
+    llvm::errs() << absl::StrFormat("memra run: wrote %s (f32 [%d, %d])\n", std::string(RunLogitsOut), prompt.size(),
+                                    s.n_vocab());
   }
   if (RunPrintIds) llvm::outs() << "generated ids: " << absl::StrJoin(stats->tokens, ",") << "\n";
   llvm::errs() << absl::StrFormat(
@@ -269,16 +280,19 @@ int RunRun() {
       "%.3f s (%.1f tok/s)%s\n",
       stats->n_prompt, stats->prefill_seconds, stats->prefill_tokens_per_second(), stats->n_generated,
       stats->n_decode_calls, stats->decode_seconds, stats->decode_tokens_per_second(),
-      stats->stopped_at_eog ? "; stopped at end-of-generation" : stats->stopped_at_context ? "; context full" : "");
+      stats->stopped_at_eog       ? "; stopped at end-of-generation"
+      : stats->stopped_at_context ? "; context full"
+                                  : "");
   if (first_token_seconds >= 0)
-    llvm::errs() << absl::StrFormat("memra run: first token %.3f s after the start of memra run\n", first_token_seconds);
+    llvm::errs() << absl::StrFormat("memra run: first token %.3f s after the start of memra run\n",
+                                    first_token_seconds);
   if (runtime::CudaExecutor* cu = s.executor().cuda()) {
     const runtime::GraphStats& g = cu->graph_stats();
     llvm::errs() << absl::StrFormat(
         "memra run: cuda graphs %s: %d captured (%.1f ms), %d graph launches, %d eager segment runs%s; kernels: %s\n",
         so.cuda.cuda_graphs ? "on" : "off", g.captured, g.capture_ms, g.launches, g.eager_segments,
-        g.capture_failures > 0 ? absl::StrCat(", ", g.capture_failures, " capture failures (ran eagerly; last: ",
-                                              g.last_capture_failure, ")")
+        g.capture_failures > 0 ? absl::StrCat(", ", g.capture_failures,
+                                              " capture failures (ran eagerly; last: ", g.last_capture_failure, ")")
                                : std::string(),
         cu->compile_stats().ToString());
   }

@@ -10,8 +10,8 @@ namespace memra::frontends {
 using ir::Shape;
 using ir::Value;
 
-absl::Status DeclareAttentionWeights(const gguf::GgufFile& file, ir::Module& m, int64_t layer,
-                                     int64_t n_embd, const AttentionParams& p) {
+absl::Status DeclareAttentionWeights(const gguf::GgufFile& file, ir::Module& m, int64_t layer, int64_t n_embd,
+                                     const AttentionParams& p) {
   const int64_t E = n_embd, D = p.head_dim;
   const int64_t q_rows = (p.gate == AttentionParams::Gate::kInterleavedQ ? 2 : 1) * D * p.n_head;
   auto declare = [&](absl::string_view tensor, std::vector<int64_t> ne) {

@@ -35,16 +35,16 @@ struct AttentionParams {
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
-  int64_t n_rot = 0;     // rotary dims of each head (NeoX pairs)
+  int64_t n_rot = 0;  // rotary dims of each head (NeoX pairs)
   double rope_base = 10000.0;
-  double norm_eps = 0;   // of the q/k norms
-  double scale = 0;      // softmax scale (1/sqrt(head_dim) for most families)
+  double norm_eps = 0;  // of the q/k norms
+  double scale = 0;     // softmax scale (1/sqrt(head_dim) for most families)
   Gate gate = Gate::kNone;
-  bool qk_norm = true;   // per-head RMS norm of q and k (attn_q_norm, attn_k_norm {head_dim})
+  bool qk_norm = true;  // per-head RMS norm of q and k (attn_q_norm, attn_k_norm {head_dim})
 };
 
-absl::Status DeclareAttentionWeights(const gguf::GgufFile& file, ir::Module& m, int64_t layer,
-                                     int64_t n_embd, const AttentionParams& p);
+absl::Status DeclareAttentionWeights(const gguf::GgufFile& file, ir::Module& m, int64_t layer, int64_t n_embd,
+                                     const AttentionParams& p);
 // Adds blk.N.k_cache and blk.N.v_cache.
 void DeclareKvCache(ir::Module& m, int64_t layer, int64_t n_ctx, const AttentionParams& p);
 // h: the normed input [T, n_embd]; pos: i32[T] positions. Appends to the layer's KV cache.

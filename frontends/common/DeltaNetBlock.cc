@@ -10,8 +10,8 @@ namespace memra::frontends {
 using ir::Shape;
 using ir::Value;
 
-absl::Status DeclareDeltaNetWeights(const gguf::GgufFile& file, ir::Module& m, int64_t layer,
-                                    int64_t n_embd, const DeltaNetParams& p) {
+absl::Status DeclareDeltaNetWeights(const gguf::GgufFile& file, ir::Module& m, int64_t layer, int64_t n_embd,
+                                    const DeltaNetParams& p) {
   const int64_t E = n_embd, Hv = p.n_v_heads;
   auto declare = [&](absl::string_view tensor, std::vector<int64_t> ne) {
     return DeclareWeight(file, m, LayerTensorName(layer, tensor), std::move(ne));

@@ -35,8 +35,8 @@ struct DeltaNetParams {
   int64_t ConvDim() const { return 2 * KeyDim() + ValueDim(); }
 };
 
-absl::Status DeclareDeltaNetWeights(const gguf::GgufFile& file, ir::Module& m, int64_t layer,
-                                    int64_t n_embd, const DeltaNetParams& p);
+absl::Status DeclareDeltaNetWeights(const gguf::GgufFile& file, ir::Module& m, int64_t layer, int64_t n_embd,
+                                    const DeltaNetParams& p);
 // Adds blk.N.conv_state and blk.N.delta_state.
 void DeclareDeltaNetState(ir::Module& m, int64_t layer, const DeltaNetParams& p);
 // h: the normed input [T, n_embd]. Updates the layer's conv ring and delta state.

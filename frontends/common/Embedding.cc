@@ -4,8 +4,7 @@
 
 namespace memra::frontends {
 
-absl::Status DeclareTokenEmbedding(const gguf::GgufFile& file, ir::Module& m, int64_t n_embd,
-                                   int64_t n_vocab) {
+absl::Status DeclareTokenEmbedding(const gguf::GgufFile& file, ir::Module& m, int64_t n_embd, int64_t n_vocab) {
   return DeclareWeight(file, m, kTokenEmbeddingTensor, {n_embd, n_vocab});
 }
 

@@ -18,8 +18,7 @@ namespace memra::frontends {
 inline constexpr char kTokenEmbeddingTensor[] = "token_embd.weight";
 
 // Declares token_embd.weight {n_embd, n_vocab}.
-absl::Status DeclareTokenEmbedding(const gguf::GgufFile& file, ir::Module& m, int64_t n_embd,
-                                   int64_t n_vocab);
+absl::Status DeclareTokenEmbedding(const gguf::GgufFile& file, ir::Module& m, int64_t n_embd, int64_t n_vocab);
 ir::Value* BuildTokenEmbedding(ir::OpBuilder& b, const ir::Module& m, ir::Value* tokens);
 
 }  // namespace memra::frontends

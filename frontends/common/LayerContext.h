@@ -24,8 +24,8 @@ struct LayerContext {
   ir::Dim T;  // tokens of this call (dim 0 of every activation)
 
   std::string Tensor(absl::string_view tensor) const { return LayerTensorName(layer, tensor); }
-  ir::Value* W(absl::string_view tensor) const;  // the weight blk.N.<tensor>
-  ir::Value* S(absl::string_view state) const;   // the state blk.N.<state>
+  ir::Value* W(absl::string_view tensor) const;    // the weight blk.N.<tensor>
+  ir::Value* S(absl::string_view state) const;     // the state blk.N.<state>
   std::string Node(absl::string_view node) const;  // "<node>-N"
 };
 

@@ -16,17 +16,14 @@ absl::Status DeclareWeight(const gguf::GgufFile& file, ir::Module& m, const std:
   while (got.size() > ne.size() && got.back() == 1) got.pop_back();
   if (got != ne)
     return absl::InvalidArgumentError(absl::StrCat(file.path(), ": tensor \"", name, "\" has shape ",
-                                                   gguf::ShapeString(t->ne), ", expected ",
-                                                   gguf::ShapeString(ne)));
+                                                   gguf::ShapeString(t->ne), ", expected ", gguf::ShapeString(ne)));
   std::optional<ir::DType> dt = ir::DTypeFromGgmlId(static_cast<uint32_t>(t->type));
   if (!dt)
     return absl::UnimplementedError(absl::StrCat(file.path(), ": tensor \"", name, "\" has type ",
-                                                 gguf::GgmlTypeName(t->type),
-                                                 ", which the IR has no dtype for"));
+                                                 gguf::GgmlTypeName(t->type), ", which the IR has no dtype for"));
   if (ir::IsQuantized(*dt) && ne[0] % ir::InfoOf(*dt).block_elems != 0)
     return absl::InvalidArgumentError(absl::StrCat(file.path(), ": tensor \"", name, "\": ne0 = ", ne[0],
-                                                   " is not a multiple of the ", ir::DTypeName(*dt),
-                                                   " block size"));
+                                                   " is not a multiple of the ", ir::DTypeName(*dt), " block size"));
   if (m.AddWeightNe(name, *dt, ne) == nullptr)
     return absl::InternalError(absl::StrCat("weight ", name, " declared twice"));
   return absl::OkStatus();

@@ -18,8 +18,7 @@ namespace memra::frontends {
 // Declares tensor `name` as a weight of `m` with the expected ggml `ne` (trailing 1s of the
 // stored shape are ignored). Errors name the tensor: missing (NotFound), another shape (both
 // shapes), a type the IR has no dtype for, a quantized row that is not whole blocks.
-absl::Status DeclareWeight(const gguf::GgufFile& file, ir::Module& m, const std::string& name,
-                           std::vector<int64_t> ne);
+absl::Status DeclareWeight(const gguf::GgufFile& file, ir::Module& m, const std::string& name, std::vector<int64_t> ne);
 
 // Weights read as values rather than as matrices (ir::IsMatrixOperand: norm weights, biases,
 // conv kernels, ssm_a) must be f32, the type the kernels read them in. Call after the functions

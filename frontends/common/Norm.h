@@ -8,8 +8,8 @@
 
 namespace memra::frontends {
 
-inline ir::Value* BuildLayerRmsNorm(const LayerContext& c, ir::Value* x, absl::string_view tensor,
-                                    double eps, absl::string_view node) {
+inline ir::Value* BuildLayerRmsNorm(const LayerContext& c, ir::Value* x, absl::string_view tensor, double eps,
+                                    absl::string_view node) {
   return c.b.RmsNorm(x, c.W(tensor), eps)->Named(c.Node(node));
 }
 

@@ -23,9 +23,7 @@ struct OutputHeadParams {
 };
 
 // Declares output_norm.weight {n_embd} and, unless tied, output.weight {n_embd, n_vocab}.
-absl::Status DeclareOutputHead(const gguf::GgufFile& file, ir::Module& m, int64_t n_embd,
-                               int64_t n_vocab, bool tied);
-ir::Value* BuildOutputHead(ir::OpBuilder& b, const ir::Module& m, ir::Value* x,
-                           const OutputHeadParams& p);
+absl::Status DeclareOutputHead(const gguf::GgufFile& file, ir::Module& m, int64_t n_embd, int64_t n_vocab, bool tied);
+ir::Value* BuildOutputHead(ir::OpBuilder& b, const ir::Module& m, ir::Value* x, const OutputHeadParams& p);
 
 }  // namespace memra::frontends

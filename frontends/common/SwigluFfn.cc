@@ -5,8 +5,7 @@
 
 namespace memra::frontends {
 
-absl::Status DeclareSwigluFfn(const gguf::GgufFile& file, ir::Module& m, int64_t layer,
-                              int64_t n_embd, int64_t n_ff) {
+absl::Status DeclareSwigluFfn(const gguf::GgufFile& file, ir::Module& m, int64_t layer, int64_t n_embd, int64_t n_ff) {
   MEMRA_RETURN_IF_ERROR(DeclareWeight(file, m, LayerTensorName(layer, "ffn_gate.weight"), {n_embd, n_ff}));
   MEMRA_RETURN_IF_ERROR(DeclareWeight(file, m, LayerTensorName(layer, "ffn_up.weight"), {n_embd, n_ff}));
   return DeclareWeight(file, m, LayerTensorName(layer, "ffn_down.weight"), {n_ff, n_embd});

@@ -15,8 +15,7 @@ class GgufFile;
 
 namespace memra::frontends {
 
-absl::Status DeclareSwigluFfn(const gguf::GgufFile& file, ir::Module& m, int64_t layer,
-                              int64_t n_embd, int64_t n_ff);
+absl::Status DeclareSwigluFfn(const gguf::GgufFile& file, ir::Module& m, int64_t layer, int64_t n_embd, int64_t n_ff);
 ir::Value* BuildSwigluFfn(const LayerContext& c, ir::Value* y);
 
 }  // namespace memra::frontends

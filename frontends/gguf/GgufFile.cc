@@ -25,22 +25,34 @@ namespace {
 // Smallest number of bytes one encoded value of type `t` can occupy.
 uint64_t MinEncodedSize(ValueType t) {
   switch (t) {
-    case ValueType::kU8: case ValueType::kI8: case ValueType::kBool: return 1;
-    case ValueType::kU16: case ValueType::kI16: return 2;
-    case ValueType::kU32: case ValueType::kI32: case ValueType::kF32: return 4;
-    case ValueType::kU64: case ValueType::kI64: case ValueType::kF64: return 8;
-    case ValueType::kString: return 8;          // u64 length
-    case ValueType::kArray: return 4 + 8;       // element type + count
+    case ValueType::kU8:
+    case ValueType::kI8:
+    case ValueType::kBool:
+      return 1;
+    case ValueType::kU16:
+    case ValueType::kI16:
+      return 2;
+    case ValueType::kU32:
+    case ValueType::kI32:
+    case ValueType::kF32:
+      return 4;
+    case ValueType::kU64:
+    case ValueType::kI64:
+    case ValueType::kF64:
+      return 8;
+    case ValueType::kString:
+      return 8;  // u64 length
+    case ValueType::kArray:
+      return 4 + 8;  // element type + count
   }
   return 1;
 }
 
-constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;       // non-empty key, type, smallest value
+constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;          // non-empty key, type, smallest value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;  // name length, n_dims, type, offset
 
 bool IsUnsigned(ValueType t) {
-  return t == ValueType::kU8 || t == ValueType::kU16 || t == ValueType::kU32 ||
-         t == ValueType::kU64;
+  return t == ValueType::kU8 || t == ValueType::kU16 || t == ValueType::kU32 || t == ValueType::kU64;
 }
 
 // Printable, bounded rendering of a name read from the file.
@@ -65,8 +77,7 @@ bool AlignUp(uint64_t x, uint64_t a, uint64_t* out) {
 // offset of the field.
 class Cursor {
  public:
-  Cursor(const uint8_t* base, uint64_t size, const std::string& path)
-      : base_(base), size_(size), path_(path) {}
+  Cursor(const uint8_t* base, uint64_t size, const std::string& path) : base_(base), size_(size), path_(path) {}
 
   uint64_t pos() const { return pos_; }
   uint64_t size() const { return size_; }
@@ -74,24 +85,26 @@ class Cursor {
   // What is being parsed, for messages; formatted only when an error is reported. `name` must
   // stay valid until the context changes.
   enum class Ctx { kNone, kHeader, kKvIndex, kKey, kTensorIndex, kTensor };
-  void set_context(Ctx kind, uint64_t at = 0, absl::string_view name = {}, int64_t index = 0,
-                   int64_t count = 0) {
+  void set_context(Ctx kind, uint64_t at = 0, absl::string_view name = {}, int64_t index = 0, int64_t count = 0) {
     ctx_ = {kind, at, name, index, count};
   }
 
   absl::Status Fail(absl::string_view msg) const {
     std::string where;
     switch (ctx_.kind) {
-      case Ctx::kNone: break;
-      case Ctx::kHeader: where = "header: "; break;
-      case Ctx::kKvIndex:
-        where = absl::StrCat("key/value pair ", ctx_.index, " of ", ctx_.count, " (at offset ",
-                             ctx_.at, "): ");
+      case Ctx::kNone:
         break;
-      case Ctx::kKey: where = absl::StrCat("key ", Quoted(ctx_.name), " (at offset ", ctx_.at, "): "); break;
+      case Ctx::kHeader:
+        where = "header: ";
+        break;
+      case Ctx::kKvIndex:
+        where = absl::StrCat("key/value pair ", ctx_.index, " of ", ctx_.count, " (at offset ", ctx_.at, "): ");
+        break;
+      case Ctx::kKey:
+        where = absl::StrCat("key ", Quoted(ctx_.name), " (at offset ", ctx_.at, "): ");
+        break;
       case Ctx::kTensorIndex:
-        where = absl::StrCat("tensor info ", ctx_.index, " of ", ctx_.count, " (at offset ",
-                             ctx_.at, "): ");
+        where = absl::StrCat("tensor info ", ctx_.index, " of ", ctx_.count, " (at offset ", ctx_.at, "): ");
         break;
       case Ctx::kTensor:
         where = absl::StrCat("tensor ", Quoted(ctx_.name), " (info at offset ", ctx_.at, "): ");
@@ -102,8 +115,8 @@ class Cursor {
 
   absl::Status Need(uint64_t n, absl::string_view field) const {
     if (n <= remaining()) return absl::OkStatus();
-    return Fail(absl::StrCat(field, " at offset ", pos_, ": truncated file (needs ", n,
-                             " bytes, ", remaining(), " left; file size ", size_, ")"));
+    return Fail(absl::StrCat(field, " at offset ", pos_, ": truncated file (needs ", n, " bytes, ", remaining(),
+                             " left; file size ", size_, ")"));
   }
 
   template <typename T>
@@ -122,11 +135,9 @@ class Cursor {
     uint64_t len = 0;
     if (absl::Status s = Read(&len, field); !s.ok()) return s;
     if (len > max_len)
-      return Fail(absl::StrCat(field, " length ", len, " at offset ", at, " exceeds ", max_len,
-                               " bytes", max_reason));
+      return Fail(absl::StrCat(field, " length ", len, " at offset ", at, " exceeds ", max_len, " bytes", max_reason));
     if (len > remaining())
-      return Fail(absl::StrCat(field, " length ", len, " at offset ", at,
-                               " extends past end of file (", remaining(),
+      return Fail(absl::StrCat(field, " length ", len, " at offset ", at, " extends past end of file (", remaining(),
                                " bytes left; file size ", size_, ")"));
     out->assign(reinterpret_cast<const char*>(base_ + pos_), static_cast<size_t>(len));
     pos_ += len;
@@ -155,8 +166,8 @@ class MetadataReader {
     uint32_t raw = 0;
     if (absl::Status s = c_.Read(&raw, field); !s.ok()) return s;
     if (raw >= kValueTypeCount)
-      return c_.Fail(absl::StrCat("unknown ", field, " ", static_cast<int32_t>(raw), " at offset ",
-                                  at, " (valid: 0..", kValueTypeCount - 1, ")"));
+      return c_.Fail(absl::StrCat("unknown ", field, " ", static_cast<int32_t>(raw), " at offset ", at, " (valid: 0..",
+                                  kValueTypeCount - 1, ")"));
     *t = static_cast<ValueType>(raw);
     return absl::OkStatus();
   }
@@ -164,14 +175,22 @@ class MetadataReader {
   absl::Status ReadValue(ValueType t, int depth, Value* out) {
     out->type = t;
     switch (t) {
-      case ValueType::kU8: return ReadUnsigned<uint8_t>(out);
-      case ValueType::kU16: return ReadUnsigned<uint16_t>(out);
-      case ValueType::kU32: return ReadUnsigned<uint32_t>(out);
-      case ValueType::kU64: return ReadUnsigned<uint64_t>(out);
-      case ValueType::kI8: return ReadSigned<int8_t>(out);
-      case ValueType::kI16: return ReadSigned<int16_t>(out);
-      case ValueType::kI32: return ReadSigned<int32_t>(out);
-      case ValueType::kI64: return ReadSigned<int64_t>(out);
+      case ValueType::kU8:
+        return ReadUnsigned<uint8_t>(out);
+      case ValueType::kU16:
+        return ReadUnsigned<uint16_t>(out);
+      case ValueType::kU32:
+        return ReadUnsigned<uint32_t>(out);
+      case ValueType::kU64:
+        return ReadUnsigned<uint64_t>(out);
+      case ValueType::kI8:
+        return ReadSigned<int8_t>(out);
+      case ValueType::kI16:
+        return ReadSigned<int16_t>(out);
+      case ValueType::kI32:
+        return ReadSigned<int32_t>(out);
+      case ValueType::kI64:
+        return ReadSigned<int64_t>(out);
       case ValueType::kBool: {
         uint8_t b = 0;
         if (absl::Status s = c_.Read(&b, "bool value"); !s.ok()) return s;
@@ -217,29 +236,25 @@ class MetadataReader {
   absl::Status ReadArray(int depth, Value* out) {
     uint64_t at = c_.pos();
     if (depth >= kMaxArrayDepth)
-      return c_.Fail(absl::StrCat("array at offset ", at, " is nested more than ", kMaxArrayDepth,
-                                  " levels deep"));
+      return c_.Fail(absl::StrCat("array at offset ", at, " is nested more than ", kMaxArrayDepth, " levels deep"));
     if (absl::Status s = ReadValueType(&out->elem_type, "array element type"); !s.ok()) return s;
     uint64_t count_at = c_.pos();
     uint64_t count = 0;
     if (absl::Status s = c_.Read(&count, "array count"); !s.ok()) return s;
     uint64_t min_elem = MinEncodedSize(out->elem_type);
     if (count > c_.remaining() / min_elem)
-      return c_.Fail(absl::StrCat("array count ", count, " at offset ", count_at, " is impossible: ",
-                                  c_.remaining(), " bytes left can hold at most ",
-                                  c_.remaining() / min_elem, " ", ValueTypeName(out->elem_type),
-                                  " elements (file size ", c_.size(), ")"));
+      return c_.Fail(absl::StrCat("array count ", count, " at offset ", count_at, " is impossible: ", c_.remaining(),
+                                  " bytes left can hold at most ", c_.remaining() / min_elem, " ",
+                                  ValueTypeName(out->elem_type), " elements (file size ", c_.size(), ")"));
     if (count > kMaxMetadataValues - values_)
-      return c_.Fail(absl::StrCat("array count ", count, " at offset ", count_at,
-                                  " exceeds the limit of ", kMaxMetadataValues,
-                                  " metadata values in a file"));
+      return c_.Fail(absl::StrCat("array count ", count, " at offset ", count_at, " exceeds the limit of ",
+                                  kMaxMetadataValues, " metadata values in a file"));
     values_ += count;
     // The bound above keeps this proportional to the file size.
     out->array.reserve(static_cast<size_t>(count));
     for (uint64_t k = 0; k < count; ++k) {
       out->array.emplace_back();
-      if (absl::Status s = ReadValue(out->elem_type, depth + 1, &out->array.back()); !s.ok())
-        return s;
+      if (absl::Status s = ReadValue(out->elem_type, depth + 1, &out->array.back()); !s.ok()) return s;
     }
     return absl::OkStatus();
   }
@@ -251,8 +266,8 @@ class MetadataReader {
 absl::Status CheckValueTypeFor(const std::string& path, absl::string_view key, const Value& v,
                                absl::string_view expected, bool ok) {
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(path, ": key ", Quoted(key), " has type ",
-                                                 ValueTypeName(v.type), ", expected ", expected));
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": key ", Quoted(key), " has type ", ValueTypeName(v.type), ", expected ", expected));
 }
 
 // Converts an integer Value to T when it fits.
@@ -276,13 +291,11 @@ template <typename T>
 absl::StatusOr<T> GetInteger(const GgufFile& f, absl::string_view key, absl::string_view tname) {
   const Value* v = f.Find(key);
   if (!v) return absl::NotFoundError(absl::StrCat(f.path(), ": key ", Quoted(key), " not found"));
-  if (absl::Status s = CheckValueTypeFor(f.path(), key, *v, "an integer", v->IsInteger()); !s.ok())
-    return s;
+  if (absl::Status s = CheckValueTypeFor(f.path(), key, *v, "an integer", v->IsInteger()); !s.ok()) return s;
   T out;
   if (!IntegerAs(*v, &out))
-    return absl::InvalidArgumentError(absl::StrCat(f.path(), ": key ", Quoted(key), ": value ",
-                                                   v->ToString(), " (", ValueTypeName(v->type),
-                                                   ") does not fit in ", tname));
+    return absl::InvalidArgumentError(absl::StrCat(f.path(), ": key ", Quoted(key), ": value ", v->ToString(), " (",
+                                                   ValueTypeName(v->type), ") does not fit in ", tname));
   return out;
 }
 
@@ -336,8 +349,7 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path
     if (p == MAP_FAILED) {
       int err = errno;
       ::close(fd);
-      return absl::InternalError(absl::StrCat(path, ": mmap of ", f->size_, " bytes failed: ",
-                                              std::strerror(err)));
+      return absl::InternalError(absl::StrCat(path, ": mmap of ", f->size_, " bytes failed: ", std::strerror(err)));
     }
     f->mapping_ = p;
     f->base_ = static_cast<const uint8_t*>(p);
@@ -347,8 +359,7 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path
   return f;
 }
 
-absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::FromBytes(absl::Span<const uint8_t> bytes,
-                                                             std::string label) {
+absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::FromBytes(absl::Span<const uint8_t> bytes, std::string label) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = std::move(label);
   f->owned_.assign(bytes.begin(), bytes.end());
@@ -373,21 +384,18 @@ absl::Status GgufFile::Parse() {
       unsigned char ch = static_cast<unsigned char>(magic >> (8 * k));
       shown += (ch >= 0x20 && ch < 0x7f) ? static_cast<char>(ch) : '.';
     }
-    return c.Fail(absl::StrFormat("bad magic 0x%08x ('%s') at offset 0, expected 'GGUF'", magic,
-                                  shown));
+    return c.Fail(absl::StrFormat("bad magic 0x%08x ('%s') at offset 0, expected 'GGUF'", magic, shown));
   }
   if (absl::Status s = c.Read(&version_, "version"); !s.ok()) return s;
   if (version_ == 0) return c.Fail("invalid version 0 at offset 4");
   if ((version_ & 0xFFFF) == 0)
-    return c.Fail(absl::StrFormat(
-        "version 0x%08x at offset 4 looks byte-swapped (a big-endian GGUF file?); only "
-        "little-endian files are supported",
-        version_));
-  if (version_ == 1)
-    return c.Fail("unsupported version 1 at offset 4 (GGUF v1 is obsolete; v2 and v3 are supported)");
+    return c.Fail(
+        absl::StrFormat("version 0x%08x at offset 4 looks byte-swapped (a big-endian GGUF file?); only "
+                        "little-endian files are supported",
+                        version_));
+  if (version_ == 1) return c.Fail("unsupported version 1 at offset 4 (GGUF v1 is obsolete; v2 and v3 are supported)");
   if (version_ > 3)
-    return c.Fail(absl::StrCat("unsupported version ", version_,
-                               " at offset 4 (v2 and v3 are supported)"));
+    return c.Fail(absl::StrCat("unsupported version ", version_, " at offset 4 (v2 and v3 are supported)"));
 
   int64_t n_tensors = 0, n_kv = 0;
   if (absl::Status s = c.Read(&n_tensors, "n_tensors"); !s.ok()) return s;
@@ -397,18 +405,15 @@ absl::Status GgufFile::Parse() {
   const uint64_t rest = c.remaining();
   if (static_cast<uint64_t>(n_tensors) > rest / kMinTensorInfoBytes)
     return c.Fail(absl::StrCat("n_tensors ", n_tensors, " at offset 8 is impossible: the ", rest,
-                               " bytes after the header can hold at most ",
-                               rest / kMinTensorInfoBytes, " tensor infos"));
+                               " bytes after the header can hold at most ", rest / kMinTensorInfoBytes,
+                               " tensor infos"));
   if (static_cast<uint64_t>(n_kv) > rest / kMinKvBytes)
     return c.Fail(absl::StrCat("n_kv ", n_kv, " at offset 16 is impossible: the ", rest,
-                               " bytes after the header can hold at most ", rest / kMinKvBytes,
-                               " key/value pairs"));
+                               " bytes after the header can hold at most ", rest / kMinKvBytes, " key/value pairs"));
   // Both fit individually, so neither product overflows.
-  if (static_cast<uint64_t>(n_tensors) * kMinTensorInfoBytes +
-          static_cast<uint64_t>(n_kv) * kMinKvBytes > rest)
-    return c.Fail(absl::StrCat("n_tensors ", n_tensors, " and n_kv ", n_kv,
-                               " (offsets 8, 16) cannot both fit in the ", rest,
-                               " bytes after the header"));
+  if (static_cast<uint64_t>(n_tensors) * kMinTensorInfoBytes + static_cast<uint64_t>(n_kv) * kMinKvBytes > rest)
+    return c.Fail(absl::StrCat("n_tensors ", n_tensors, " and n_kv ", n_kv, " (offsets 8, 16) cannot both fit in the ",
+                               rest, " bytes after the header"));
 
   // --- metadata ---
   MetadataReader mr(c);
@@ -421,9 +426,7 @@ absl::Status GgufFile::Parse() {
     if (key.empty()) return c.Fail(absl::StrCat("empty key at offset ", at));
     c.set_context(Cursor::Ctx::kKey, at, key);
     auto [it, inserted] = kv_index_.try_emplace(key, kv_.size());
-    if (!inserted)
-      return c.Fail(absl::StrCat("duplicate key (first defined at offset ", kv_offsets[it->second],
-                                 ")"));
+    if (!inserted) return c.Fail(absl::StrCat("duplicate key (first defined at offset ", kv_offsets[it->second], ")"));
     ValueType t = ValueType::kU8;
     if (absl::Status s = mr.ReadValueType(&t, "value type"); !s.ok()) return s;
     Value v;
@@ -459,8 +462,8 @@ absl::Status GgufFile::Parse() {
     c.set_context(Cursor::Ctx::kTensor, at, ti.name);
     auto [it, inserted] = tensor_index_.try_emplace(ti.name, tensors_.size());
     if (!inserted)
-      return c.Fail(absl::StrCat("duplicate tensor name (first defined at offset ",
-                                 tensors_[it->second].info_offset, ")"));
+      return c.Fail(
+          absl::StrCat("duplicate tensor name (first defined at offset ", tensors_[it->second].info_offset, ")"));
     const uint64_t dims_at = c.pos();
     uint32_t n_dims = 0;
     if (absl::Status s = c.Read(&n_dims, "n_dims"); !s.ok()) return s;
@@ -470,16 +473,14 @@ absl::Status GgufFile::Parse() {
     for (uint32_t d = 0; d < n_dims; ++d) {
       const uint64_t ne_at = c.pos();
       if (absl::Status s = c.Read(&ti.ne[d], "ne"); !s.ok()) return s;
-      if (ti.ne[d] < 0)
-        return c.Fail(absl::StrCat("ne[", d, "] = ", ti.ne[d], " at offset ", ne_at, " is negative"));
+      if (ti.ne[d] < 0) return c.Fail(absl::StrCat("ne[", d, "] = ", ti.ne[d], " at offset ", ne_at, " is negative"));
     }
     const uint64_t type_at = c.pos();
     uint32_t type_id = 0;
     if (absl::Status s = c.Read(&type_id, "ggml type"); !s.ok()) return s;
     std::optional<GgmlTypeTraits> traits = LookupGgmlType(type_id);
     if (!traits)
-      return c.Fail(absl::StrCat("unknown ggml type id ", static_cast<int32_t>(type_id),
-                                 " at offset ", type_at));
+      return c.Fail(absl::StrCat("unknown ggml type id ", static_cast<int32_t>(type_id), " at offset ", type_at));
     ti.type = traits->type;
     if (absl::Status s = c.Read(&ti.offset, "data offset"); !s.ok()) return s;
 
@@ -492,13 +493,11 @@ absl::Status GgufFile::Parse() {
     }
     const int64_t ne0 = n_dims > 0 ? ti.ne[0] : 1;
     if (ne0 % traits->block_elems != 0)
-      return c.Fail(absl::StrCat("ne[0] = ", ne0, " (offset ", dims_at + 4,
-                                 ") is not a multiple of the ", traits->name, " block size ",
-                                 traits->block_elems));
+      return c.Fail(absl::StrCat("ne[0] = ", ne0, " (offset ", dims_at + 4, ") is not a multiple of the ", traits->name,
+                                 " block size ", traits->block_elems));
     uint64_t nbytes = static_cast<uint64_t>(elems) / traits->block_elems;
     if (__builtin_mul_overflow(nbytes, static_cast<uint64_t>(traits->block_bytes), &nbytes))
-      return c.Fail(absl::StrCat("byte size of shape ", ShapeString(ti.ne), " ", traits->name,
-                                 " overflows 64 bits"));
+      return c.Fail(absl::StrCat("byte size of shape ", ShapeString(ti.ne), " ", traits->name, " overflows 64 bits"));
     ti.nbytes = nbytes;
     tensors_.push_back(std::move(ti));
   }
@@ -506,27 +505,24 @@ absl::Status GgufFile::Parse() {
   // --- data section ---
   c.set_context(Cursor::Ctx::kNone);
   const uint64_t infos_end = c.pos();
-  if (!AlignUp(infos_end, alignment_, &data_offset_))
-    return c.Fail("data section offset overflows");
+  if (!AlignUp(infos_end, alignment_, &data_offset_)) return c.Fail("data section offset overflows");
   // A file without tensor data may end before the padding (llama.cpp accepts that too).
   bool any_data = false;
   for (const TensorInfo& ti : tensors_) any_data |= ti.nbytes != 0;
   if (data_offset_ > size_ && any_data)
-    return c.Fail(absl::StrCat("data section offset ", data_offset_, " (tensor infos end at ",
-                               infos_end, ", padded to alignment ", alignment_,
-                               ") is past end of file (size ", size_, ")"));
+    return c.Fail(absl::StrCat("data section offset ", data_offset_, " (tensor infos end at ", infos_end,
+                               ", padded to alignment ", alignment_, ") is past end of file (size ", size_, ")"));
 
   uint64_t expected = 0;  // running sum of padded sizes
   for (size_t k = 0; k < tensors_.size(); ++k) {
     TensorInfo& ti = tensors_[k];
     c.set_context(Cursor::Ctx::kTensor, ti.info_offset, ti.name);
     if (ti.offset % alignment_ != 0)
-      return c.Fail(absl::StrCat("data offset ", ti.offset, " is not a multiple of the alignment ",
-                                 alignment_));
+      return c.Fail(absl::StrCat("data offset ", ti.offset, " is not a multiple of the alignment ", alignment_));
     if (ti.offset < expected)
       return c.Fail(absl::StrCat("data offset ", ti.offset, " overlaps the previous tensor ",
-                                 Quoted(tensors_[k - 1].name), " whose data (padded to ",
-                                 alignment_, ") ends at data offset ", expected));
+                                 Quoted(tensors_[k - 1].name), " whose data (padded to ", alignment_,
+                                 ") ends at data offset ", expected));
     if (ti.offset > expected)
       return c.Fail(absl::StrCat("data offset ", ti.offset, " leaves a gap: expected ", expected,
                                  " (tensor data must be packed in info order, each padded to the "
@@ -540,16 +536,12 @@ absl::Status GgufFile::Parse() {
       if (ti.offset > room || ti.nbytes > room - ti.offset) {
         uint64_t begin = data_offset_ + ti.offset;  // offset <= expected <= sum of sizes: no wrap
         uint64_t end;
-        std::string end_str = __builtin_add_overflow(begin, ti.nbytes, &end)
-                                  ? std::string("2^64+")
-                                  : absl::StrCat(end);
-        return c.Fail(absl::StrCat("data [", begin, ", ", end_str,
-                                   ") extends past end of file (size ", size_, "); the tensor is ",
-                                   GgmlTypeName(ti.type), " ", ShapeString(ti.ne), ", ",
-                                   ti.nbytes, " bytes"));
+        std::string end_str = __builtin_add_overflow(begin, ti.nbytes, &end) ? std::string("2^64+") : absl::StrCat(end);
+        return c.Fail(absl::StrCat("data [", begin, ", ", end_str, ") extends past end of file (size ", size_,
+                                   "); the tensor is ", GgmlTypeName(ti.type), " ", ShapeString(ti.ne), ", ", ti.nbytes,
+                                   " bytes"));
       }
-      ti.data = absl::Span<const uint8_t>(base_ + data_offset_ + ti.offset,
-                                          static_cast<size_t>(ti.nbytes));
+      ti.data = absl::Span<const uint8_t>(base_ + data_offset_ + ti.offset, static_cast<size_t>(ti.nbytes));
     }
     uint64_t padded;
     if (!AlignUp(ti.nbytes, alignment_, &padded) || __builtin_add_overflow(expected, padded, &expected))
@@ -571,12 +563,8 @@ absl::StatusOr<uint32_t> GgufFile::GetU32(absl::string_view key) const {
 absl::StatusOr<uint64_t> GgufFile::GetU64(absl::string_view key) const {
   return GetInteger<uint64_t>(*this, key, "u64");
 }
-absl::StatusOr<int32_t> GgufFile::GetI32(absl::string_view key) const {
-  return GetInteger<int32_t>(*this, key, "i32");
-}
-absl::StatusOr<int64_t> GgufFile::GetI64(absl::string_view key) const {
-  return GetInteger<int64_t>(*this, key, "i64");
-}
+absl::StatusOr<int32_t> GgufFile::GetI32(absl::string_view key) const { return GetInteger<int32_t>(*this, key, "i32"); }
+absl::StatusOr<int64_t> GgufFile::GetI64(absl::string_view key) const { return GetInteger<int64_t>(*this, key, "i64"); }
 
 absl::StatusOr<const Value*> GgufFile::FindTyped(absl::string_view key, absl::string_view expected,
                                                  bool (*accept)(const Value&)) const {
@@ -588,22 +576,20 @@ absl::StatusOr<const Value*> GgufFile::FindTyped(absl::string_view key, absl::st
 
 absl::StatusOr<float> GgufFile::GetF32(absl::string_view key) const {
   MEMRA_ASSIGN_OR_RETURN(const Value* v, FindTyped(key, "f32 or f64", [](const Value& x) {
-    return x.type == ValueType::kF32 || x.type == ValueType::kF64;
-  }));
+                           return x.type == ValueType::kF32 || x.type == ValueType::kF64;
+                         }));
   return static_cast<float>(v->f);
 }
 
 absl::StatusOr<bool> GgufFile::GetBool(absl::string_view key) const {
-  MEMRA_ASSIGN_OR_RETURN(const Value* v, FindTyped(key, "bool", [](const Value& x) {
-    return x.type == ValueType::kBool;
-  }));
+  MEMRA_ASSIGN_OR_RETURN(const Value* v,
+                         FindTyped(key, "bool", [](const Value& x) { return x.type == ValueType::kBool; }));
   return v->u != 0;
 }
 
 absl::StatusOr<std::string> GgufFile::GetString(absl::string_view key) const {
-  MEMRA_ASSIGN_OR_RETURN(const Value* v, FindTyped(key, "string", [](const Value& x) {
-    return x.type == ValueType::kString;
-  }));
+  MEMRA_ASSIGN_OR_RETURN(const Value* v,
+                         FindTyped(key, "string", [](const Value& x) { return x.type == ValueType::kString; }));
   return v->s;
 }
 
@@ -613,8 +599,8 @@ absl::StatusOr<const Value*> GgufFile::GetArray(absl::string_view key) const {
 
 absl::StatusOr<std::vector<std::string>> GgufFile::GetStringArray(absl::string_view key) const {
   MEMRA_ASSIGN_OR_RETURN(const Value* v, FindTyped(key, "array of string", [](const Value& x) {
-    return x.type == ValueType::kArray && x.elem_type == ValueType::kString;
-  }));
+                           return x.type == ValueType::kArray && x.elem_type == ValueType::kString;
+                         }));
   std::vector<std::string> out;
   out.reserve(v->array.size());
   for (const Value& e : v->array) out.push_back(e.s);
@@ -623,19 +609,18 @@ absl::StatusOr<std::vector<std::string>> GgufFile::GetStringArray(absl::string_v
 
 absl::StatusOr<std::vector<int64_t>> GgufFile::GetIntArray(absl::string_view key) const {
   MEMRA_ASSIGN_OR_RETURN(const Value* v, FindTyped(key, "array of integers", [](const Value& x) {
-    if (x.type != ValueType::kArray) return false;
-    Value probe;
-    probe.type = x.elem_type;
-    return probe.IsInteger();
-  }));
+                           if (x.type != ValueType::kArray) return false;
+                           Value probe;
+                           probe.type = x.elem_type;
+                           return probe.IsInteger();
+                         }));
   std::vector<int64_t> out;
   out.reserve(v->array.size());
   for (size_t k = 0; k < v->array.size(); ++k) {
     int64_t x;
     if (!IntegerAs(v->array[k], &x))
-      return absl::InvalidArgumentError(absl::StrCat(path_, ": key ", Quoted(key), ": element ", k,
-                                                     " = ", v->array[k].ToString(),
-                                                     " does not fit in i64"));
+      return absl::InvalidArgumentError(absl::StrCat(path_, ": key ", Quoted(key), ": element ", k, " = ",
+                                                     v->array[k].ToString(), " does not fit in i64"));
     out.push_back(x);
   }
   return out;
@@ -643,9 +628,9 @@ absl::StatusOr<std::vector<int64_t>> GgufFile::GetIntArray(absl::string_view key
 
 absl::StatusOr<std::vector<float>> GgufFile::GetF32Array(absl::string_view key) const {
   MEMRA_ASSIGN_OR_RETURN(const Value* v, FindTyped(key, "array of f32 or f64", [](const Value& x) {
-    return x.type == ValueType::kArray &&
-           (x.elem_type == ValueType::kF32 || x.elem_type == ValueType::kF64);
-  }));
+                           return x.type == ValueType::kArray &&
+                                  (x.elem_type == ValueType::kF32 || x.elem_type == ValueType::kF64);
+                         }));
   std::vector<float> out;
   out.reserve(v->array.size());
   for (const Value& e : v->array) out.push_back(static_cast<float>(e.f));

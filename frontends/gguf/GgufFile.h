@@ -8,49 +8,48 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "kernels/formats/GgmlType.h"
 #include "frontends/gguf/GgufValue.h"
+#include "kernels/formats/GgmlType.h"
 
 namespace memra::gguf {
 
 // GGUF stores tensors in the ggml block formats (kernels/formats, below both the readers and the
 // kernels); their names are used unqualified here.
 using formats::GgmlType;
+using formats::GgmlTypeName;
 using formats::GgmlTypeTraits;
 using formats::kGgmlTypeCount;
-using formats::GgmlTypeName;
 using formats::LookupGgmlType;
 using formats::ParseGgmlType;
 using formats::RowBytes;
 using formats::TraitsOf;
 
-
 inline constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF"
 inline constexpr uint32_t kDefaultAlignment = 32;
 // Limits enforced by the reader (and the writer, so that whatever it writes reads back).
 inline constexpr size_t kMaxTensorNameBytes = 63;  // llama.cpp GGML_MAX_NAME = 64 incl. the NUL
-inline constexpr size_t kMaxDims = 4;               // GGML_MAX_DIMS
-inline constexpr int kMaxArrayDepth = 8;            // levels of arrays nested in one value
+inline constexpr size_t kMaxDims = 4;              // GGML_MAX_DIMS
+inline constexpr int kMaxArrayDepth = 8;           // levels of arrays nested in one value
 // Total scalar/string/array values across all metadata (guards memory: a Value is ~100 bytes).
 inline constexpr uint64_t kMaxMetadataValues = uint64_t{1} << 23;
 
 struct TensorInfo {
   std::string name;
   GgmlType type = GgmlType::kF32;
-  std::vector<int64_t> ne;       // ggml order: ne[0] is the contiguous (innermost) dimension
-  uint64_t offset = 0;           // relative to the data section
+  std::vector<int64_t> ne;  // ggml order: ne[0] is the contiguous (innermost) dimension
+  uint64_t offset = 0;      // relative to the data section
   uint64_t nbytes = 0;
   absl::Span<const uint8_t> data;  // the tensor's bytes inside the mapping (empty if nbytes == 0)
-  uint64_t info_offset = 0;      // absolute file offset of this tensor's info (for messages)
+  uint64_t info_offset = 0;        // absolute file offset of this tensor's info (for messages)
 
-  int64_t NumElements() const;   // product of ne (1 for n_dims 0); -1 if it overflows int64
+  int64_t NumElements() const;  // product of ne (1 for n_dims 0); -1 if it overflows int64
   // Row-major (numpy) shape: ne reversed, outermost first. A {256, 259} tensor is [259][256].
   std::vector<int64_t> RowMajorShape() const;
   int64_t ne_at(size_t i) const { return i < ne.size() ? ne[i] : 1; }
@@ -92,7 +91,7 @@ class GgufFile {
   absl::StatusOr<uint64_t> GetU64(absl::string_view key) const;
   absl::StatusOr<int32_t> GetI32(absl::string_view key) const;
   absl::StatusOr<int64_t> GetI64(absl::string_view key) const;
-  absl::StatusOr<float> GetF32(absl::string_view key) const;   // f32 or f64
+  absl::StatusOr<float> GetF32(absl::string_view key) const;  // f32 or f64
   absl::StatusOr<bool> GetBool(absl::string_view key) const;
   absl::StatusOr<std::string> GetString(absl::string_view key) const;
   absl::StatusOr<const Value*> GetArray(absl::string_view key) const;
@@ -122,8 +121,8 @@ class GgufFile {
   std::string path_;
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
-  void* mapping_ = nullptr;        // mmap'ed region (Open) ...
-  std::vector<uint8_t> owned_;     // ... or an owned copy (FromBytes)
+  void* mapping_ = nullptr;     // mmap'ed region (Open) ...
+  std::vector<uint8_t> owned_;  // ... or an owned copy (FromBytes)
   uint32_t version_ = 0;
   uint32_t alignment_ = kDefaultAlignment;
   uint64_t data_offset_ = 0;

@@ -43,19 +43,32 @@ std::string Quote(const std::string& s, size_t max_chars = 64) {
 
 absl::string_view ValueTypeName(ValueType t) {
   switch (t) {
-    case ValueType::kU8: return "u8";
-    case ValueType::kI8: return "i8";
-    case ValueType::kU16: return "u16";
-    case ValueType::kI16: return "i16";
-    case ValueType::kU32: return "u32";
-    case ValueType::kI32: return "i32";
-    case ValueType::kF32: return "f32";
-    case ValueType::kBool: return "bool";
-    case ValueType::kString: return "string";
-    case ValueType::kArray: return "array";
-    case ValueType::kU64: return "u64";
-    case ValueType::kI64: return "i64";
-    case ValueType::kF64: return "f64";
+    case ValueType::kU8:
+      return "u8";
+    case ValueType::kI8:
+      return "i8";
+    case ValueType::kU16:
+      return "u16";
+    case ValueType::kI16:
+      return "i16";
+    case ValueType::kU32:
+      return "u32";
+    case ValueType::kI32:
+      return "i32";
+    case ValueType::kF32:
+      return "f32";
+    case ValueType::kBool:
+      return "bool";
+    case ValueType::kString:
+      return "string";
+    case ValueType::kArray:
+      return "array";
+    case ValueType::kU64:
+      return "u64";
+    case ValueType::kI64:
+      return "i64";
+    case ValueType::kF64:
+      return "f64";
   }
   return "invalid";
 }
@@ -83,8 +96,14 @@ Value Value::F32Array(const std::vector<float>& v) {
 
 bool Value::IsInteger() const {
   switch (type) {
-    case ValueType::kU8: case ValueType::kI8: case ValueType::kU16: case ValueType::kI16:
-    case ValueType::kU32: case ValueType::kI32: case ValueType::kU64: case ValueType::kI64:
+    case ValueType::kU8:
+    case ValueType::kI8:
+    case ValueType::kU16:
+    case ValueType::kI16:
+    case ValueType::kU32:
+    case ValueType::kI32:
+    case ValueType::kU64:
+    case ValueType::kI64:
       return true;
     default:
       return false;
@@ -94,13 +113,20 @@ bool Value::IsInteger() const {
 bool Value::operator==(const Value& o) const {
   if (type != o.type) return false;
   switch (type) {
-    case ValueType::kU8: case ValueType::kU16: case ValueType::kU32: case ValueType::kU64:
+    case ValueType::kU8:
+    case ValueType::kU16:
+    case ValueType::kU32:
+    case ValueType::kU64:
       return u == o.u;
     case ValueType::kBool:
       return (u != 0) == (o.u != 0);
-    case ValueType::kI8: case ValueType::kI16: case ValueType::kI32: case ValueType::kI64:
+    case ValueType::kI8:
+    case ValueType::kI16:
+    case ValueType::kI32:
+    case ValueType::kI64:
       return i == o.i;
-    case ValueType::kF32: case ValueType::kF64:
+    case ValueType::kF32:
+    case ValueType::kF64:
       // Bitwise, so that NaNs compare equal to themselves and -0 differs from +0 (round trips).
       return SameBits(f, o.f);
     case ValueType::kString:
@@ -113,9 +139,15 @@ bool Value::operator==(const Value& o) const {
 
 std::string Value::ToString(size_t max_elems) const {
   switch (type) {
-    case ValueType::kU8: case ValueType::kU16: case ValueType::kU32: case ValueType::kU64:
+    case ValueType::kU8:
+    case ValueType::kU16:
+    case ValueType::kU32:
+    case ValueType::kU64:
       return absl::StrCat(u);
-    case ValueType::kI8: case ValueType::kI16: case ValueType::kI32: case ValueType::kI64:
+    case ValueType::kI8:
+    case ValueType::kI16:
+    case ValueType::kI32:
+    case ValueType::kI64:
       return absl::StrCat(i);
     case ValueType::kBool:
       return u ? "true" : "false";

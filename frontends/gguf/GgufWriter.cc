@@ -53,26 +53,25 @@ absl::Status ValidateValue(const Value& v, int depth, absl::string_view key, uin
     case ValueType::kU16:
       return v.u <= 0xFFFF ? absl::OkStatus() : bad(absl::StrCat("u16 value ", v.u, " out of range"));
     case ValueType::kU32:
-      return v.u <= 0xFFFFFFFFu ? absl::OkStatus()
-                                : bad(absl::StrCat("u32 value ", v.u, " out of range"));
+      return v.u <= 0xFFFFFFFFu ? absl::OkStatus() : bad(absl::StrCat("u32 value ", v.u, " out of range"));
     case ValueType::kI8:
-      return v.i >= -128 && v.i <= 127 ? absl::OkStatus()
-                                       : bad(absl::StrCat("i8 value ", v.i, " out of range"));
+      return v.i >= -128 && v.i <= 127 ? absl::OkStatus() : bad(absl::StrCat("i8 value ", v.i, " out of range"));
     case ValueType::kI16:
-      return v.i >= -32768 && v.i <= 32767 ? absl::OkStatus()
-                                           : bad(absl::StrCat("i16 value ", v.i, " out of range"));
+      return v.i >= -32768 && v.i <= 32767 ? absl::OkStatus() : bad(absl::StrCat("i16 value ", v.i, " out of range"));
     case ValueType::kI32:
       return v.i >= std::numeric_limits<int32_t>::min() && v.i <= std::numeric_limits<int32_t>::max()
                  ? absl::OkStatus()
                  : bad(absl::StrCat("i32 value ", v.i, " out of range"));
     case ValueType::kBool:
       return v.u <= 1 ? absl::OkStatus() : bad(absl::StrCat("bool value ", v.u, " is not 0 or 1"));
-    case ValueType::kU64: case ValueType::kI64: case ValueType::kF32: case ValueType::kF64:
+    case ValueType::kU64:
+    case ValueType::kI64:
+    case ValueType::kF32:
+    case ValueType::kF64:
     case ValueType::kString:
       return absl::OkStatus();
     case ValueType::kArray: {
-      if (depth >= kMaxArrayDepth)
-        return bad(absl::StrCat("arrays nested more than ", kMaxArrayDepth, " levels deep"));
+      if (depth >= kMaxArrayDepth) return bad(absl::StrCat("arrays nested more than ", kMaxArrayDepth, " levels deep"));
       if (static_cast<uint32_t>(v.elem_type) >= kValueTypeCount)
         return bad(absl::StrCat("invalid array element type ", static_cast<uint32_t>(v.elem_type)));
       if (v.array.size() > kMaxMetadataValues - *n_values)
@@ -93,18 +92,42 @@ absl::Status ValidateValue(const Value& v, int depth, absl::string_view key, uin
 
 void EncodeValue(std::vector<uint8_t>& out, const Value& v) {
   switch (v.type) {
-    case ValueType::kU8: Put<uint8_t>(out, static_cast<uint8_t>(v.u)); return;
-    case ValueType::kI8: Put<int8_t>(out, static_cast<int8_t>(v.i)); return;
-    case ValueType::kU16: Put<uint16_t>(out, static_cast<uint16_t>(v.u)); return;
-    case ValueType::kI16: Put<int16_t>(out, static_cast<int16_t>(v.i)); return;
-    case ValueType::kU32: Put<uint32_t>(out, static_cast<uint32_t>(v.u)); return;
-    case ValueType::kI32: Put<int32_t>(out, static_cast<int32_t>(v.i)); return;
-    case ValueType::kU64: Put<uint64_t>(out, v.u); return;
-    case ValueType::kI64: Put<int64_t>(out, v.i); return;
-    case ValueType::kF32: Put<float>(out, static_cast<float>(v.f)); return;
-    case ValueType::kF64: Put<double>(out, v.f); return;
-    case ValueType::kBool: Put<uint8_t>(out, v.u ? 1 : 0); return;
-    case ValueType::kString: PutString(out, v.s); return;
+    case ValueType::kU8:
+      Put<uint8_t>(out, static_cast<uint8_t>(v.u));
+      return;
+    case ValueType::kI8:
+      Put<int8_t>(out, static_cast<int8_t>(v.i));
+      return;
+    case ValueType::kU16:
+      Put<uint16_t>(out, static_cast<uint16_t>(v.u));
+      return;
+    case ValueType::kI16:
+      Put<int16_t>(out, static_cast<int16_t>(v.i));
+      return;
+    case ValueType::kU32:
+      Put<uint32_t>(out, static_cast<uint32_t>(v.u));
+      return;
+    case ValueType::kI32:
+      Put<int32_t>(out, static_cast<int32_t>(v.i));
+      return;
+    case ValueType::kU64:
+      Put<uint64_t>(out, v.u);
+      return;
+    case ValueType::kI64:
+      Put<int64_t>(out, v.i);
+      return;
+    case ValueType::kF32:
+      Put<float>(out, static_cast<float>(v.f));
+      return;
+    case ValueType::kF64:
+      Put<double>(out, v.f);
+      return;
+    case ValueType::kBool:
+      Put<uint8_t>(out, v.u ? 1 : 0);
+      return;
+    case ValueType::kString:
+      PutString(out, v.s);
+      return;
     case ValueType::kArray:
       Put<uint32_t>(out, static_cast<uint32_t>(v.elem_type));
       Put<uint64_t>(out, v.array.size());
@@ -219,8 +242,8 @@ absl::Status GgufWriter::AddTensor(const std::string& name, GgmlType type, std::
   }
   const int64_t ne0 = ne.empty() ? 1 : ne[0];
   if (ne0 % traits.block_elems != 0)
-    return bad(absl::StrCat("ne[0] = ", ne0, " is not a multiple of the ", traits.name,
-                            " block size ", traits.block_elems));
+    return bad(
+        absl::StrCat("ne[0] = ", ne0, " is not a multiple of the ", traits.name, " block size ", traits.block_elems));
   uint64_t nbytes = static_cast<uint64_t>(elems) / traits.block_elems;
   // Keep every size and the running total far from 2^64 so that padding cannot wrap.
   constexpr uint64_t kMaxTotal = uint64_t{1} << 62;
@@ -233,19 +256,18 @@ absl::Status GgufWriter::AddTensor(const std::string& name, GgmlType type, std::
   return absl::OkStatus();
 }
 
-absl::Status GgufWriter::AddTensorBytes(const std::string& name, GgmlType type,
-                                        std::vector<int64_t> ne, absl::Span<const uint8_t> bytes) {
+absl::Status GgufWriter::AddTensorBytes(const std::string& name, GgmlType type, std::vector<int64_t> ne,
+                                        absl::Span<const uint8_t> bytes) {
   auto copy = std::make_shared<std::vector<uint8_t>>(bytes.begin(), bytes.end());
   MEMRA_RETURN_IF_ERROR(AddTensor(name, type, std::move(ne), [copy](absl::Span<uint8_t> out) {
-    if (out.size() != copy->size())
-      return absl::InternalError("gguf writer: tensor buffer size mismatch");
+    if (out.size() != copy->size()) return absl::InternalError("gguf writer: tensor buffer size mismatch");
     if (!copy->empty()) std::memcpy(out.data(), copy->data(), copy->size());
     return absl::OkStatus();
   }));
   if (tensors_.back().nbytes != bytes.size()) {
-    absl::Status s = absl::InvalidArgumentError(absl::StrCat(
-        "gguf writer: tensor ", Quoted(name), " ", ShapeString(tensors_.back().ne), " of type ",
-        GgmlTypeName(type), " needs ", tensors_.back().nbytes, " bytes, got ", bytes.size()));
+    absl::Status s = absl::InvalidArgumentError(
+        absl::StrCat("gguf writer: tensor ", Quoted(name), " ", ShapeString(tensors_.back().ne), " of type ",
+                     GgmlTypeName(type), " needs ", tensors_.back().nbytes, " bytes, got ", bytes.size()));
     tensors_.pop_back();
     return s;
   }
@@ -263,11 +285,10 @@ absl::StatusOr<std::vector<uint8_t>> GgufWriter::EncodeHeader() const {
   for (const auto& [key, value] : kv_) {
     if (key.empty()) return absl::InvalidArgumentError("gguf writer: empty metadata key");
     MEMRA_RETURN_IF_ERROR(ValidateValue(value, 0, key, &n_values));
-    if (key == "general.alignment" &&
-        (value.type != ValueType::kU32 || value.u != alignment_))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gguf writer: 'general.alignment' must be a u32 nonzero power of two (got ",
-          ValueTypeName(value.type), " ", value.ToString(), ")"));
+    if (key == "general.alignment" && (value.type != ValueType::kU32 || value.u != alignment_))
+      return absl::InvalidArgumentError(
+          absl::StrCat("gguf writer: 'general.alignment' must be a u32 nonzero power of two (got ",
+                       ValueTypeName(value.type), " ", value.ToString(), ")"));
   }
   std::vector<uint8_t> out;
   Put<uint32_t>(out, kGgufMagic);
@@ -302,12 +323,11 @@ absl::Status GgufWriter::WriteTo(detail::GgufSink& sink, const Progress& progres
   std::vector<uint8_t> buf;  // one tensor at a time, reused
   for (const PendingTensor& t : tensors_) {
     if (t.nbytes > std::numeric_limits<size_t>::max())
-      return absl::InvalidArgumentError(absl::StrCat("gguf writer: tensor ", Quoted(t.name),
-                                                     " is too large for this host"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("gguf writer: tensor ", Quoted(t.name), " is too large for this host"));
     buf.assign(static_cast<size_t>(t.nbytes), 0);
     if (absl::Status s = t.source(absl::MakeSpan(buf)); !s.ok())
-      return absl::Status(s.code(), absl::StrCat("gguf writer: tensor ", Quoted(t.name), ": ",
-                                                 s.message()));
+      return absl::Status(s.code(), absl::StrCat("gguf writer: tensor ", Quoted(t.name), ": ", s.message()));
     MEMRA_RETURN_IF_ERROR(sink.Append(buf.data(), buf.size()));
     const uint64_t padded = AlignUp(t.nbytes, alignment_);
     MEMRA_RETURN_IF_ERROR(sink.Zeros(padded - t.nbytes));
@@ -320,15 +340,12 @@ absl::Status GgufWriter::WriteTo(detail::GgufSink& sink, const Progress& progres
 absl::Status GgufWriter::Write(const std::string& path, const Progress& progress) const {
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return absl::InternalError(absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
+  if (fd < 0) return absl::InternalError(absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
   FdSink sink(fd, tmp);
   absl::Status s = WriteTo(sink, progress);
-  if (::close(fd) != 0 && s.ok())
-    s = absl::InternalError(absl::StrCat(tmp, ": close failed: ", std::strerror(errno)));
+  if (::close(fd) != 0 && s.ok()) s = absl::InternalError(absl::StrCat(tmp, ": close failed: ", std::strerror(errno)));
   if (s.ok() && std::rename(tmp.c_str(), path.c_str()) != 0)
-    s = absl::InternalError(
-        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(errno)));
+    s = absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(errno)));
   if (!s.ok()) ::unlink(tmp.c_str());
   return s;
 }

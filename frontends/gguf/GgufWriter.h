@@ -36,15 +36,14 @@ class GgufWriter {
   // (and, for WriteToBytes, allocate) that much padding; a fuzzer found a file asking for 2 GiB.
   static constexpr uint32_t kMaxWriterAlignment = 1u << 20;
 
-  // Alignment of tensor data (power of two, at most kMaxWriterAlignment). Also stored as the `general.alignment` (u32) key when
-  // not 32 (the key is added at that point of the metadata order, or updated if present).
+  // Alignment of tensor data (power of two, at most kMaxWriterAlignment). Also stored as the `general.alignment` (u32)
+  // key when not 32 (the key is added at that point of the metadata order, or updated if present).
   absl::Status SetAlignment(uint32_t alignment);
   // Adds or replaces a metadata key (keys keep their first insertion position). A valid u32
   // `general.alignment` also sets the alignment; any other value for it makes Write fail.
   void Set(const std::string& key, Value value);
   // Declares a tensor (`ne` in ggml order); error on a duplicate name or a bad shape for `type`.
-  absl::Status AddTensor(const std::string& name, GgmlType type, std::vector<int64_t> ne,
-                         TensorSource source);
+  absl::Status AddTensor(const std::string& name, GgmlType type, std::vector<int64_t> ne, TensorSource source);
   // Convenience: a tensor whose bytes are already in memory (copied).
   absl::Status AddTensorBytes(const std::string& name, GgmlType type, std::vector<int64_t> ne,
                               absl::Span<const uint8_t> bytes);

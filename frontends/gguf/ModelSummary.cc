@@ -11,14 +11,22 @@ namespace {
 // llama.cpp's llama_token_type (tokenizer.ggml.token_type values).
 const char* TokenTypeName(int64_t t) {
   switch (t) {
-    case 0: return "undefined";
-    case 1: return "normal";
-    case 2: return "unknown";
-    case 3: return "control";
-    case 4: return "user_defined";
-    case 5: return "unused";
-    case 6: return "byte";
-    default: return "invalid";
+    case 0:
+      return "undefined";
+    case 1:
+      return "normal";
+    case 2:
+      return "unknown";
+    case 3:
+      return "control";
+    case 4:
+      return "user_defined";
+    case 5:
+      return "unused";
+    case 6:
+      return "byte";
+    default:
+      return "invalid";
   }
 }
 
@@ -33,8 +41,7 @@ TokenizerSummary SummarizeTokenizer(const GgufFile& f) {
     t.present = true;
     t.vocab_size = toks->array.size();
   }
-  if (const Value* m = f.Find("tokenizer.ggml.merges"); m && m->type == ValueType::kArray)
-    t.n_merges = m->array.size();
+  if (const Value* m = f.Find("tokenizer.ggml.merges"); m && m->type == ValueType::kArray) t.n_merges = m->array.size();
   t.has_chat_template = f.Has("tokenizer.chat_template");
   if (const Value* tt = f.Find("tokenizer.ggml.token_type"); tt && tt->type == ValueType::kArray)
     for (const Value& v : tt->array) t.token_type_counts[TokenTypeName(v.IsInteger() ? v.i + int64_t(v.u) : -1)]++;
@@ -59,7 +66,10 @@ std::string HumanBytes(uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);
   int u = 0;
-  while (v >= 1024 && u < 4) { v /= 1024; ++u; }
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
   return u == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.2f %s", v, units[u]);
 }
 
@@ -73,13 +83,14 @@ absl::StatusOr<ModelSummary> Summarize(const GgufFile& f) {
   s.alignment = f.alignment();
   s.data_offset = f.data_offset();
   s.n_metadata = f.metadata().size();
-  if (const Value* a = f.Find("general.architecture"); a && a->type == ValueType::kString)
-    s.architecture = a->s;
+  if (const Value* a = f.Find("general.architecture"); a && a->type == ValueType::kString) s.architecture = a->s;
   if (const Value* n = f.Find("general.name"); n && n->type == ValueType::kString) s.name = n->s;
   const std::string prefix = s.architecture.empty() ? std::string("\x01") : s.architecture + ".";
   for (const auto& [key, value] : f.metadata()) {
-    if (absl::StartsWith(key, prefix)) s.hyperparameters.emplace_back(key.substr(prefix.size()), value.ToString(16));
-    else if (absl::StartsWith(key, "general.")) s.general.emplace_back(key.substr(8), value.ToString(16));
+    if (absl::StartsWith(key, prefix))
+      s.hyperparameters.emplace_back(key.substr(prefix.size()), value.ToString(16));
+    else if (absl::StartsWith(key, "general."))
+      s.general.emplace_back(key.substr(8), value.ToString(16));
   }
   s.tokenizer = SummarizeTokenizer(f);
   for (const TensorInfo& t : f.tensors()) {
@@ -117,8 +128,8 @@ std::string RenderText(const ModelSummary& s, bool show_tensors) {
   } else {
     const TokenizerSummary& t = s.tokenizer;
     absl::StrAppendFormat(&out, "  model %s, pre %s, vocab %d, merges %d, chat template %s\n",
-                          t.model.empty() ? "?" : t.model, t.pre.empty() ? "-" : t.pre, t.vocab_size,
-                          t.n_merges, t.has_chat_template ? "yes" : "no");
+                          t.model.empty() ? "?" : t.model, t.pre.empty() ? "-" : t.pre, t.vocab_size, t.n_merges,
+                          t.has_chat_template ? "yes" : "no");
     if (!t.token_type_counts.empty()) {
       std::vector<std::string> parts;
       for (const auto& [k, v] : t.token_type_counts) parts.push_back(absl::StrCat(k, " ", v));
@@ -132,8 +143,8 @@ std::string RenderText(const ModelSummary& s, bool show_tensors) {
     for (const auto& t : s.tensors) nw = std::max(nw, t.name.size());
     absl::StrAppendFormat(&out, "  %-*s  %-7s  %-18s  %12s\n", nw, "name", "type", "shape (ne)", "bytes");
     for (const auto& t : s.tensors)
-      absl::StrAppendFormat(&out, "  %-*s  %-7s  %-18s  %12d\n", nw, t.name, GgmlTypeName(t.type),
-                            ShapeString(t.ne), t.nbytes);
+      absl::StrAppendFormat(&out, "  %-*s  %-7s  %-18s  %12d\n", nw, t.name, GgmlTypeName(t.type), ShapeString(t.ne),
+                            t.nbytes);
   }
   out += "\nby type\n";
   absl::StrAppendFormat(&out, "  %-7s  %7s  %14s  %10s\n", "type", "tensors", "bytes", "");
@@ -158,8 +169,8 @@ llvm::json::Value RenderJson(const ModelSummary& s) {
   }
   llvm::json::Object by_type;
   for (const auto& [type, cb] : s.by_type)
-    by_type[type] = llvm::json::Object{{"tensors", static_cast<int64_t>(cb.first)},
-                                       {"bytes", static_cast<int64_t>(cb.second)}};
+    by_type[type] =
+        llvm::json::Object{{"tensors", static_cast<int64_t>(cb.first)}, {"bytes", static_cast<int64_t>(cb.second)}};
   llvm::json::Object tok{{"present", s.tokenizer.present},
                          {"model", s.tokenizer.model},
                          {"pre", s.tokenizer.pre},

@@ -15,8 +15,8 @@ namespace memra::gguf {
 
 struct TokenizerSummary {
   bool present = false;
-  std::string model;          // tokenizer.ggml.model: "gpt2", "llama", ...
-  std::string pre;            // tokenizer.ggml.pre
+  std::string model;  // tokenizer.ggml.model: "gpt2", "llama", ...
+  std::string pre;    // tokenizer.ggml.pre
   uint64_t vocab_size = 0;
   uint64_t n_merges = 0;
   bool has_chat_template = false;
@@ -39,7 +39,7 @@ struct ModelSummary {
   uint32_t version = 0;
   uint32_t alignment = 0;
   uint64_t data_offset = 0;
-  std::string architecture;   // empty when general.architecture is absent
+  std::string architecture;  // empty when general.architecture is absent
   std::string name;
   // Every "<architecture>.*" key (hyperparameters) and every "general.*" key, rendered.
   std::vector<std::pair<std::string, std::string>> hyperparameters;

@@ -26,8 +26,7 @@ class KeyReader {
   }
   // A key llama.cpp reads as "u32 or per-layer array": an array must hold one value for every
   // layer, and memra supports only uniform arrays (the qwen35 graph has one shape per kind).
-  absl::StatusOr<int64_t> UniformPerLayer(absl::string_view k, int64_t n_layer,
-                                          std::optional<int64_t> def) const {
+  absl::StatusOr<int64_t> UniformPerLayer(absl::string_view k, int64_t n_layer, std::optional<int64_t> def) const {
     const gguf::Value* v = f_.Find(Key(k));
     if (v == nullptr) {
       if (def) return *def;
@@ -36,14 +35,13 @@ class KeyReader {
     if (v->type != gguf::ValueType::kArray) return Required(k);
     MEMRA_ASSIGN_OR_RETURN(std::vector<int64_t> arr, f_.GetIntArray(Key(k)));
     if (static_cast<int64_t>(arr.size()) < n_layer)
-      return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": key \"", Key(k), "\" has ",
-                                                     arr.size(), " entries, expected ", n_layer,
-                                                     " (block_count)"));
+      return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": key \"", Key(k), "\" has ", arr.size(),
+                                                     " entries, expected ", n_layer, " (block_count)"));
     for (int64_t i = 1; i < n_layer; ++i)
       if (arr[i] != arr[0])
-        return absl::UnimplementedError(absl::StrCat(
-            f_.path(), ": key \"", Key(k), "\": per-layer values differ (layer 0: ", arr[0],
-            ", layer ", i, ": ", arr[i], "); non-uniform layers are not supported yet"));
+        return absl::UnimplementedError(absl::StrCat(f_.path(), ": key \"", Key(k),
+                                                     "\": per-layer values differ (layer 0: ", arr[0], ", layer ", i,
+                                                     ": ", arr[i], "); non-uniform layers are not supported yet"));
     if (arr.empty()) return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": key \"", Key(k), "\" is empty"));
     return arr[0];
   }
@@ -62,8 +60,7 @@ absl::Status Inconsistent(const gguf::GgufFile& f, absl::string_view what) {
 absl::StatusOr<Qwen35Hparams> ReadQwen35Hparams(const gguf::GgufFile& f) {
   MEMRA_ASSIGN_OR_RETURN(std::string arch, f.Architecture());
   if (arch != "qwen35")
-    return absl::InvalidArgumentError(
-        absl::StrCat(f.path(), ": architecture \"", arch, "\" is not qwen35"));
+    return absl::InvalidArgumentError(absl::StrCat(f.path(), ": architecture \"", arch, "\" is not qwen35"));
   Qwen35Hparams h;
   h.arch = arch;
   KeyReader r(f, arch);
@@ -73,8 +70,8 @@ absl::StatusOr<Qwen35Hparams> ReadQwen35Hparams(const gguf::GgufFile& f) {
   MEMRA_ASSIGN_OR_RETURN(h.n_nextn, r.Optional("nextn_predict_layers", 0));
   if (h.n_layer_all <= 0) return Inconsistent(f, absl::StrCat(r.Key("block_count"), " = 0"));
   if (h.n_nextn >= h.n_layer_all)
-    return Inconsistent(f, absl::StrCat(r.Key("nextn_predict_layers"), " (", h.n_nextn,
-                                        ") must be < ", r.Key("block_count"), " (", h.n_layer_all, ")"));
+    return Inconsistent(f, absl::StrCat(r.Key("nextn_predict_layers"), " (", h.n_nextn, ") must be < ",
+                                        r.Key("block_count"), " (", h.n_layer_all, ")"));
   h.n_layer = h.n_layer_all - h.n_nextn;
   MEMRA_ASSIGN_OR_RETURN(h.n_ff, r.UniformPerLayer("feed_forward_length", h.n_layer, std::nullopt));
   MEMRA_ASSIGN_OR_RETURN(h.n_head, r.UniformPerLayer("attention.head_count", h.n_layer, std::nullopt));
@@ -82,15 +79,13 @@ absl::StatusOr<Qwen35Hparams> ReadQwen35Hparams(const gguf::GgufFile& f) {
   if (h.n_embd <= 0) return Inconsistent(f, absl::StrCat(r.Key("embedding_length"), " = 0"));
   if (h.n_head <= 0) return Inconsistent(f, absl::StrCat(r.Key("attention.head_count"), " = 0"));
   if (h.n_head_kv <= 0 || h.n_head % h.n_head_kv != 0)
-    return Inconsistent(f, absl::StrCat(r.Key("attention.head_count"), " (", h.n_head,
-                                        ") must be a multiple of ", r.Key("attention.head_count_kv"),
-                                        " (", h.n_head_kv, ")"));
+    return Inconsistent(f, absl::StrCat(r.Key("attention.head_count"), " (", h.n_head, ") must be a multiple of ",
+                                        r.Key("attention.head_count_kv"), " (", h.n_head_kv, ")"));
   MEMRA_ASSIGN_OR_RETURN(int64_t key_len, r.Optional("attention.key_length", h.n_embd / h.n_head));
   MEMRA_ASSIGN_OR_RETURN(int64_t val_len, r.Optional("attention.value_length", h.n_embd / h.n_head));
   if (key_len != val_len || key_len <= 0)
     return Inconsistent(f, absl::StrCat(r.Key("attention.key_length"), " (", key_len, ") and ",
-                                        r.Key("attention.value_length"), " (", val_len,
-                                        ") must be equal and > 0"));
+                                        r.Key("attention.value_length"), " (", val_len, ") must be equal and > 0"));
   h.head_dim = key_len;
   MEMRA_ASSIGN_OR_RETURN(h.n_rot, r.Optional("rope.dimension_count", h.head_dim));
   if (h.n_rot <= 0 || h.n_rot % 2 != 0 || h.n_rot > h.head_dim)
@@ -105,43 +100,39 @@ absl::StatusOr<Qwen35Hparams> ReadQwen35Hparams(const gguf::GgufFile& f) {
     if (k == "rope.scaling.type") {
       MEMRA_ASSIGN_OR_RETURN(std::string t, f.GetString(r.Key(k)));
       if (t == "none" || t.empty()) continue;
-      return absl::UnimplementedError(absl::StrCat(f.path(), ": key \"", r.Key(k), "\" = \"", t,
-                                                   "\": rope scaling is not supported yet"));
+      return absl::UnimplementedError(
+          absl::StrCat(f.path(), ": key \"", r.Key(k), "\" = \"", t, "\": rope scaling is not supported yet"));
     }
     MEMRA_ASSIGN_OR_RETURN(float factor, f.GetF32(r.Key(k)));
     if (factor != 0.0f && factor != 1.0f)
-      return absl::UnimplementedError(absl::StrCat(f.path(), ": key \"", r.Key(k), "\" = ", factor,
-                                                   ": rope scaling is not supported yet"));
+      return absl::UnimplementedError(
+          absl::StrCat(f.path(), ": key \"", r.Key(k), "\" = ", factor, ": rope scaling is not supported yet"));
   }
   MEMRA_ASSIGN_OR_RETURN(float eps, f.GetF32(r.Key("attention.layer_norm_rms_epsilon")));
   if (!(eps > 0) || !std::isfinite(eps))
-    return Inconsistent(f, absl::StrCat(r.Key("attention.layer_norm_rms_epsilon"), " = ", eps,
-                                        " must be > 0"));
+    return Inconsistent(f, absl::StrCat(r.Key("attention.layer_norm_rms_epsilon"), " = ", eps, " must be > 0"));
   h.rms_eps = eps;
 
   // IMROPE sections: text-only positions are [p, p, p, 0]; memra's rope is NeoX on the first
   // n_rot dims, which equals IMROPE only when no rotary pair falls to the 4th (position 0) stream.
   MEMRA_ASSIGN_OR_RETURN(std::vector<int64_t> sec, f.GetIntArray(r.Key("rope.dimension_sections")));
   if (sec.size() != 4)
-    return Inconsistent(f, absl::StrCat(r.Key("rope.dimension_sections"), " has ", sec.size(),
-                                        " entries, expected 4"));
+    return Inconsistent(f, absl::StrCat(r.Key("rope.dimension_sections"), " has ", sec.size(), " entries, expected 4"));
   for (int i = 0; i < 4; ++i) {
     if (sec[i] < 0) return Inconsistent(f, absl::StrCat(r.Key("rope.dimension_sections"), " has a negative entry"));
     h.rope_sections[i] = sec[i];
   }
   const int64_t sect_dims = sec[0] + sec[1] + sec[2] + sec[3];
-  if (sect_dims <= 0)
-    return Inconsistent(f, absl::StrCat(r.Key("rope.dimension_sections"), " sum to 0"));
+  if (sect_dims <= 0) return Inconsistent(f, absl::StrCat(r.Key("rope.dimension_sections"), " sum to 0"));
   for (int64_t s = 0; s < h.n_rot / 2; ++s) {
     const int64_t sector = s % sect_dims;
-    const bool p_stream = (sector % 3 == 1 && sector < 3 * sec[1]) ||
-                          (sector % 3 == 2 && sector < 3 * sec[2]) ||
+    const bool p_stream = (sector % 3 == 1 && sector < 3 * sec[1]) || (sector % 3 == 2 && sector < 3 * sec[2]) ||
                           (sector % 3 == 0 && sector < 3 * sec[0]);
     if (!p_stream)
-      return absl::UnimplementedError(absl::StrCat(
-          f.path(), ": ", r.Key("rope.dimension_sections"), " = [", absl::StrJoin(sec, ", "),
-          "] sends rotary pair ", s, " to the 4th IMROPE stream; only text-only rope equal to "
-          "NeoX is supported"));
+      return absl::UnimplementedError(absl::StrCat(f.path(), ": ", r.Key("rope.dimension_sections"), " = [",
+                                                   absl::StrJoin(sec, ", "), "] sends rotary pair ", s,
+                                                   " to the 4th IMROPE stream; only text-only rope equal to "
+                                                   "NeoX is supported"));
   }
 
   MEMRA_ASSIGN_OR_RETURN(h.d_conv, r.Required("ssm.conv_kernel"));
@@ -151,23 +142,21 @@ absl::StatusOr<Qwen35Hparams> ReadQwen35Hparams(const gguf::GgufFile& f) {
   MEMRA_ASSIGN_OR_RETURN(h.n_k_heads, r.Required("ssm.group_count"));
   if (h.d_conv < 1) return Inconsistent(f, absl::StrCat(r.Key("ssm.conv_kernel"), " must be >= 1"));
   if (h.d_state <= 0 || h.n_v_heads <= 0 || h.n_k_heads <= 0)
-    return Inconsistent(f, absl::StrCat(r.Key("ssm.state_size"), ", ", r.Key("ssm.time_step_rank"),
-                                        " and ", r.Key("ssm.group_count"), " must be > 0"));
+    return Inconsistent(f, absl::StrCat(r.Key("ssm.state_size"), ", ", r.Key("ssm.time_step_rank"), " and ",
+                                        r.Key("ssm.group_count"), " must be > 0"));
   if (h.d_inner != h.d_state * h.n_v_heads)
-    return Inconsistent(f, absl::StrCat(r.Key("ssm.inner_size"), " (", h.d_inner, ") != ",
-                                        r.Key("ssm.state_size"), " (", h.d_state, ") * ",
-                                        r.Key("ssm.time_step_rank"), " (", h.n_v_heads, ")"));
+    return Inconsistent(f, absl::StrCat(r.Key("ssm.inner_size"), " (", h.d_inner, ") != ", r.Key("ssm.state_size"),
+                                        " (", h.d_state, ") * ", r.Key("ssm.time_step_rank"), " (", h.n_v_heads, ")"));
   if (h.n_v_heads % h.n_k_heads != 0)
-    return Inconsistent(f, absl::StrCat(r.Key("ssm.time_step_rank"), " (", h.n_v_heads,
-                                        ") must be a multiple of ", r.Key("ssm.group_count"), " (",
-                                        h.n_k_heads, ")"));
+    return Inconsistent(f, absl::StrCat(r.Key("ssm.time_step_rank"), " (", h.n_v_heads, ") must be a multiple of ",
+                                        r.Key("ssm.group_count"), " (", h.n_k_heads, ")"));
 
   MEMRA_ASSIGN_OR_RETURN(h.full_attention_interval, r.Optional("full_attention_interval", 4));
   h.recurrent.assign(h.n_layer, false);
   if (const gguf::Value* v = f.Find(r.Key("attention.recurrent_layers")); v != nullptr) {
     if (v->type != gguf::ValueType::kArray || v->elem_type != gguf::ValueType::kBool)
-      return absl::InvalidArgumentError(absl::StrCat(f.path(), ": key \"", r.Key("attention.recurrent_layers"),
-                                                     "\" must be an array of bool"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(f.path(), ": key \"", r.Key("attention.recurrent_layers"), "\" must be an array of bool"));
     if (static_cast<int64_t>(v->array.size()) < h.n_layer)
       return Inconsistent(f, absl::StrCat(r.Key("attention.recurrent_layers"), " has ", v->array.size(),
                                           " entries, expected ", h.n_layer_all));
@@ -175,16 +164,15 @@ absl::StatusOr<Qwen35Hparams> ReadQwen35Hparams(const gguf::GgufFile& f) {
   } else {
     if (h.full_attention_interval <= 0)
       return Inconsistent(f, absl::StrCat(r.Key("full_attention_interval"), " must be > 0"));
-    for (int64_t il = 0; il < h.n_layer; ++il)
-      h.recurrent[il] = (il + 1) % h.full_attention_interval != 0;
+    for (int64_t il = 0; il < h.n_layer; ++il) h.recurrent[il] = (il + 1) % h.full_attention_interval != 0;
   }
 
   // From the tensor table: vocabulary size and whether the head is tied.
   MEMRA_ASSIGN_OR_RETURN(const gguf::TensorInfo* embd, f.GetTensor("token_embd.weight"));
   if (embd->ne.size() != 2 || embd->ne[0] != h.n_embd)
-    return absl::InvalidArgumentError(absl::StrCat(
-        f.path(), ": tensor \"token_embd.weight\" has shape ", gguf::ShapeString(embd->ne),
-        ", expected {", h.n_embd, ", n_vocab} (", r.Key("embedding_length"), " = ", h.n_embd, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(f.path(), ": tensor \"token_embd.weight\" has shape ",
+                                                   gguf::ShapeString(embd->ne), ", expected {", h.n_embd,
+                                                   ", n_vocab} (", r.Key("embedding_length"), " = ", h.n_embd, ")"));
   h.n_vocab = embd->ne[1];
   if (h.n_vocab <= 0)
     return absl::InvalidArgumentError(absl::StrCat(f.path(), ": tensor \"token_embd.weight\" has no rows"));

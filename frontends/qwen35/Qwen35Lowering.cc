@@ -31,8 +31,7 @@ using ir::Value;
 
 class Qwen35Lowering {
  public:
-  Qwen35Lowering(const gguf::GgufFile& f, const Qwen35Hparams& h, const LowerOptions& o)
-      : f_(f), h_(h), opt_(o) {
+  Qwen35Lowering(const gguf::GgufFile& f, const Qwen35Hparams& h, const LowerOptions& o) : f_(f), h_(h), opt_(o) {
     attn_.n_head = h.n_head;
     attn_.n_head_kv = h.n_head_kv;
     attn_.head_dim = h.head_dim;
@@ -52,8 +51,7 @@ class Qwen35Lowering {
   absl::StatusOr<std::unique_ptr<ir::Module>> Run() {
     m_ = std::make_unique<ir::Module>();
     n_ctx_ = ContextLength(opt_, h_.n_ctx_train);
-    if (n_ctx_ <= 0)
-      return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": context length must be > 0"));
+    if (n_ctx_ <= 0) return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": context length must be > 0"));
     MEMRA_RETURN_IF_ERROR(RejectUnsupportedTensors());
     MEMRA_RETURN_IF_ERROR(DeclareWeights());
     DeclareState();
@@ -70,11 +68,11 @@ class Qwen35Lowering {
   absl::Status RejectUnsupportedTensors() {
     for (const gguf::TensorInfo& t : f_.tensors()) {
       if (absl::EndsWith(t.name, ".scale") || absl::EndsWith(t.name, ".input_scale"))
-        return absl::UnimplementedError(absl::StrCat(f_.path(), ": tensor \"", t.name,
-                                                     "\": per-tensor weight scales are not supported yet"));
+        return absl::UnimplementedError(
+            absl::StrCat(f_.path(), ": tensor \"", t.name, "\": per-tensor weight scales are not supported yet"));
       if (absl::StrContains(t.name, "_exps.") || absl::StrContains(t.name, "ffn_gate_inp"))
-        return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": tensor \"", t.name,
-                                                       "\" is a MoE tensor in a dense qwen35 model"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(f_.path(), ": tensor \"", t.name, "\" is a MoE tensor in a dense qwen35 model"));
     }
     return absl::OkStatus();
   }
@@ -87,8 +85,10 @@ class Qwen35Lowering {
       MEMRA_RETURN_IF_ERROR(DeclareWeight(f_, *m_, LayerTensorName(il, "attn_norm.weight"), {E}));
       MEMRA_RETURN_IF_ERROR(DeclareWeight(f_, *m_, LayerTensorName(il, "post_attention_norm.weight"), {E}));
       MEMRA_RETURN_IF_ERROR(DeclareSwigluFfn(f_, *m_, il, E, h_.n_ff));
-      if (h_.IsRecurrent(il)) MEMRA_RETURN_IF_ERROR(DeclareDeltaNetWeights(f_, *m_, il, E, gdn_));
-      else MEMRA_RETURN_IF_ERROR(DeclareAttentionWeights(f_, *m_, il, E, attn_));
+      if (h_.IsRecurrent(il))
+        MEMRA_RETURN_IF_ERROR(DeclareDeltaNetWeights(f_, *m_, il, E, gdn_));
+      else
+        MEMRA_RETURN_IF_ERROR(DeclareAttentionWeights(f_, *m_, il, E, attn_));
     }
     return absl::OkStatus();
   }
@@ -96,8 +96,10 @@ class Qwen35Lowering {
   void DeclareState() {
     pos_ = m_->AddState(StateKind::kPosition, "pos", TensorType(DType::kI32, Shape{}));
     for (int64_t il = 0; il < h_.n_layer; ++il) {
-      if (h_.IsRecurrent(il)) DeclareDeltaNetState(*m_, il, gdn_);
-      else DeclareKvCache(*m_, il, n_ctx_, attn_);
+      if (h_.IsRecurrent(il))
+        DeclareDeltaNetState(*m_, il, gdn_);
+      else
+        DeclareKvCache(*m_, il, n_ctx_, attn_);
     }
   }
 
@@ -117,14 +119,13 @@ class Qwen35Lowering {
     for (int64_t il = 0; il < h_.n_layer; ++il) {
       x = Layer(LayerContext{b, *m_, il, T}, x, pos);
       if (!b.ok())
-        return absl::Status(b.status().code(), absl::StrCat("lowering @", name, " layer ", il, ": ",
-                                                            b.status().message()));
+        return absl::Status(b.status().code(),
+                            absl::StrCat("lowering @", name, " layer ", il, ": ", b.status().message()));
     }
     Value* logits = BuildOutputHead(b, *m_, x, {h_.rms_eps, h_.tied_output, all_logits});
     b.AdvancePositions(pos_, tokens);
     b.Return({logits});
-    if (!b.ok())
-      return absl::Status(b.status().code(), absl::StrCat("lowering @", name, ": ", b.status().message()));
+    if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("lowering @", name, ": ", b.status().message()));
     fn->set_result_types({logits->type()});
     return absl::OkStatus();
   }
@@ -151,8 +152,7 @@ class Qwen35Lowering {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ir::Module>> LowerQwen35(const gguf::GgufFile& file,
-                                                        const LowerOptions& options) {
+absl::StatusOr<std::unique_ptr<ir::Module>> LowerQwen35(const gguf::GgufFile& file, const LowerOptions& options) {
   MEMRA_ASSIGN_OR_RETURN(Qwen35Hparams h, ReadQwen35Hparams(file));
   Qwen35Lowering lowering(file, h, options);
   return lowering.Run();

@@ -34,7 +34,6 @@ namespace memra::frontends {
 // Errors: an architecture other than qwen35, missing / inconsistent keys (named), missing tensors
 // or tensors of the wrong shape or of a type the IR has no dtype for (named, with expected and
 // actual shape). The module verifies.
-absl::StatusOr<std::unique_ptr<ir::Module>> LowerQwen35(const gguf::GgufFile& file,
-                                                        const LowerOptions& options = {});
+absl::StatusOr<std::unique_ptr<ir::Module>> LowerQwen35(const gguf::GgufFile& file, const LowerOptions& options = {});
 
 }  // namespace memra::frontends

@@ -9,9 +9,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "frontends/gguf/GgufWriter.h"
-#include "kernels/formats/Quant.h"
 #include "ir/StatusMacros.h"
 #include "ir/support/ProgressBar.h"
+#include "kernels/formats/Quant.h"
 
 namespace memra::synthetic {
 namespace {
@@ -39,7 +39,10 @@ class Rng {
   explicit Rng(uint64_t seed) : state_(seed) { SplitMix64(state_); }
   double Uniform() { return (SplitMix64(state_) >> 11) * 0x1.0p-53; }  // [0, 1)
   double Normal() {
-    if (has_spare_) { has_spare_ = false; return spare_; }
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
     double u1 = Uniform(), u2 = Uniform();
     if (u1 < 1e-300) u1 = 1e-300;
     double r = std::sqrt(-2.0 * std::log(u1));
@@ -73,8 +76,12 @@ void FillChunk(const Init& init, uint64_t seed, float* out, int64_t n) {
   Rng rng(seed);
   for (int64_t i = 0; i < n; ++i) {
     switch (init.kind) {
-      case Init::kNormal: out[i] = static_cast<float>(init.a + init.b * rng.Normal()); break;
-      case Init::kUniform: out[i] = static_cast<float>(init.a + (init.b - init.a) * rng.Uniform()); break;
+      case Init::kNormal:
+        out[i] = static_cast<float>(init.a + init.b * rng.Normal());
+        break;
+      case Init::kUniform:
+        out[i] = static_cast<float>(init.a + (init.b - init.a) * rng.Uniform());
+        break;
       case Init::kNegExpUniform:
         out[i] = static_cast<float>(-std::exp(init.a + (init.b - init.a) * rng.Uniform()));
         break;
@@ -98,9 +105,14 @@ absl::Status FillTensor(const TensorSpec& t, uint64_t seed, int threads, absl::S
       const uint64_t bytes_len = len / traits.block_elems * traits.block_bytes;
       absl::Span<uint8_t> dst = out.subspan(bytes_begin, bytes_len);
       absl::Status s;
-      if (t.type == GgmlType::kF32) std::memcpy(dst.data(), buf.data(), len * 4);
-      else s = formats::Quantize(t.type, absl::MakeConstSpan(buf.data(), len), dst);
-      if (!s.ok()) { status[tid] = s; return; }
+      if (t.type == GgmlType::kF32)
+        std::memcpy(dst.data(), buf.data(), len * 4);
+      else
+        s = formats::Quantize(t.type, absl::MakeConstSpan(buf.data(), len), dst);
+      if (!s.ok()) {
+        status[tid] = s;
+        return;
+      }
     }
   };
   std::vector<std::thread> pool;
@@ -170,12 +182,19 @@ std::string ByteLevelToken(int byte) {
   int cp = -1, extra = 0;
   for (int b = 0; b < 256; ++b) {
     bool is_direct = std::find(direct.begin(), direct.end(), b) != direct.end();
-    if (b == byte) { cp = is_direct ? b : 256 + extra; break; }
+    if (b == byte) {
+      cp = is_direct ? b : 256 + extra;
+      break;
+    }
     if (!is_direct) ++extra;
   }
   std::string out;
-  if (cp < 0x80) out.push_back(static_cast<char>(cp));
-  else { out.push_back(static_cast<char>(0xC0 | (cp >> 6))); out.push_back(static_cast<char>(0x80 | (cp & 63))); }
+  if (cp < 0x80)
+    out.push_back(static_cast<char>(cp));
+  else {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 63)));
+  }
   return out;
 }
 
@@ -209,9 +228,15 @@ void AddTokenizer(const Qwen35Shape& s, gguf::GgufWriter& w) {
   }
   // Byte-level BPE (gpt2 model, qwen2 pre-tokenizer) over the 256 byte symbols, Qwen's special
   // tokens, and reserved filler tokens up to the embedding size.
-  for (int b = 0; b < 256; ++b) { tokens.push_back(ByteLevelToken(b)); types.push_back(1); }
+  for (int b = 0; b < 256; ++b) {
+    tokens.push_back(ByteLevelToken(b));
+    types.push_back(1);
+  }
   const uint32_t endoftext = tokens.size();
-  for (const char* sp : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) { tokens.push_back(sp); types.push_back(3); }
+  for (const char* sp : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
+    tokens.push_back(sp);
+    types.push_back(3);
+  }
   while (tokens.size() < s.n_vocab) {
     tokens.push_back(absl::StrCat("<|reserved_", tokens.size(), "|>"));
     types.push_back(3);
@@ -231,11 +256,16 @@ void AddTokenizer(const Qwen35Shape& s, gguf::GgufWriter& w) {
 
 uint32_t FileType(GgmlType t) {
   switch (t) {
-    case GgmlType::kF32: return 0;
-    case GgmlType::kF16: return 1;
-    case GgmlType::kQ8_0: return 7;
-    case GgmlType::kBF16: return 32;
-    default: return 0;
+    case GgmlType::kF32:
+      return 0;
+    case GgmlType::kF16:
+      return 1;
+    case GgmlType::kQ8_0:
+      return 7;
+    case GgmlType::kBF16:
+      return 32;
+    default:
+      return 0;
   }
 }
 
@@ -247,34 +277,63 @@ absl::StatusOr<Qwen35Shape> Qwen35Preset(absl::string_view name) {
   Qwen35Shape s;
   s.name = std::string(name);
   if (name == "tiny") {  // the shapes of ../shared/fixtures' qwen35-tiny
-    s.n_embd = 256; s.n_layer = 4; s.n_head = 4; s.n_head_kv = 2; s.head_dim = 64; s.n_rot = 16;
-    s.rope_sections = {3, 3, 2, 0}; s.context_length = 4096; s.ssm_d_state = 32; s.ssm_n_k_heads = 2;
-    s.ssm_n_v_heads = 4; s.n_ff = 512; s.n_vocab = 259; s.tied_output = false;
+    s.n_embd = 256;
+    s.n_layer = 4;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.head_dim = 64;
+    s.n_rot = 16;
+    s.rope_sections = {3, 3, 2, 0};
+    s.context_length = 4096;
+    s.ssm_d_state = 32;
+    s.ssm_n_k_heads = 2;
+    s.ssm_n_v_heads = 4;
+    s.n_ff = 512;
+    s.n_vocab = 259;
+    s.tied_output = false;
     return s;
   }
   // Real Qwen3.5 text-model shapes: head_dim 256, 16 linear key heads of dim 128, rope 64 dims.
-  s.head_dim = 256; s.n_rot = 64; s.rope_sections = {11, 11, 10, 0}; s.context_length = 262144;
-  s.ssm_d_state = 128; s.ssm_n_k_heads = 16; s.n_vocab = 248320;
-  struct Row { const char* name; uint32_t embd, layers, heads, kv, v_heads, ff; bool tied; };
+  s.head_dim = 256;
+  s.n_rot = 64;
+  s.rope_sections = {11, 11, 10, 0};
+  s.context_length = 262144;
+  s.ssm_d_state = 128;
+  s.ssm_n_k_heads = 16;
+  s.n_vocab = 248320;
+  struct Row {
+    const char* name;
+    uint32_t embd, layers, heads, kv, v_heads, ff;
+    bool tied;
+  };
   static const Row rows[] = {
-      {"0.8b", 1024, 24, 8, 2, 16, 3584, true},  {"2b", 2048, 24, 8, 2, 16, 6144, true},
-      {"4b", 2560, 32, 16, 4, 32, 9216, true},   {"9b", 4096, 32, 16, 4, 32, 12288, false},
+      {"0.8b", 1024, 24, 8, 2, 16, 3584, true},   {"2b", 2048, 24, 8, 2, 16, 6144, true},
+      {"4b", 2560, 32, 16, 4, 32, 9216, true},    {"9b", 4096, 32, 16, 4, 32, 12288, false},
       {"27b", 5120, 64, 24, 4, 48, 17408, false},
   };
   for (const Row& r : rows) {
     if (name != r.name) continue;
-    s.n_embd = r.embd; s.n_layer = r.layers; s.n_head = r.heads; s.n_head_kv = r.kv;
-    s.ssm_n_v_heads = r.v_heads; s.n_ff = r.ff; s.tied_output = r.tied;
+    s.n_embd = r.embd;
+    s.n_layer = r.layers;
+    s.n_head = r.heads;
+    s.n_head_kv = r.kv;
+    s.ssm_n_v_heads = r.v_heads;
+    s.n_ff = r.ff;
+    s.tied_output = r.tied;
     return s;
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown qwen35 preset '", name, "' (known: ",
-                                                 absl::StrJoin(Qwen35PresetNames(), ", "), ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown qwen35 preset '", name, "' (known: ", absl::StrJoin(Qwen35PresetNames(), ", "), ")"));
 }
 
 absl::StatusOr<SyntheticStats> WriteSyntheticQwen35(const Qwen35Shape& s, const SyntheticOptions& opt,
                                                     const std::string& path) {
   switch (opt.dtype) {
-    case GgmlType::kF32: case GgmlType::kF16: case GgmlType::kBF16: case GgmlType::kQ8_0: break;
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kQ8_0:
+      break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("memra gen: weight dtype ", formats::GgmlTypeName(opt.dtype),
                                                      " not supported (f32, f16, bf16, q8_0)"));
@@ -325,7 +384,9 @@ absl::StatusOr<SyntheticStats> WriteSyntheticQwen35(const Qwen35Shape& s, const 
   stats.data_bytes = w.TotalDataBytes();
   std::unique_ptr<ProgressBar> bar;
   if (opt.progress) bar = std::make_unique<ProgressBar>(absl::StrCat("writing ", path), stats.data_bytes);
-  MEMRA_RETURN_IF_ERROR(w.Write(path, [&](uint64_t done, uint64_t) { if (bar) bar->Update(done); }));
+  MEMRA_RETURN_IF_ERROR(w.Write(path, [&](uint64_t done, uint64_t) {
+    if (bar) bar->Update(done);
+  }));
   if (bar) bar->Finish();
   return stats;
 }

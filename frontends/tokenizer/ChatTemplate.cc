@@ -17,8 +17,7 @@ Json ChatInputs::Messages(std::initializer_list<std::pair<std::string, std::stri
   return msgs;
 }
 
-absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::Create(absl::string_view source,
-                                                                   std::string bos_token,
+absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::Create(absl::string_view source, std::string bos_token,
                                                                    std::string eos_token) {
   std::unique_ptr<ChatTemplate> t(new ChatTemplate());
   t->source_ = std::string(source);
@@ -36,8 +35,7 @@ absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromTokenizer(const 
 }
 
 absl::StatusOr<std::string> ChatTemplate::Apply(const ChatInputs& in) const {
-  if (!in.messages.is_array())
-    return absl::InvalidArgumentError("chat: messages must be a list");
+  if (!in.messages.is_array()) return absl::InvalidArgumentError("chat: messages must be a list");
   Json ctx = Json::MakeObject();
   ctx.Set("messages", in.messages);
   ctx.Set("add_generation_prompt", Json(in.add_generation_prompt));

@@ -40,8 +40,7 @@ struct ChatInputs {
 class ChatTemplate {
  public:
   // `bos_token` / `eos_token`: the texts the template sees as those variables.
-  static absl::StatusOr<std::unique_ptr<ChatTemplate>> Create(absl::string_view source,
-                                                              std::string bos_token,
+  static absl::StatusOr<std::unique_ptr<ChatTemplate>> Create(absl::string_view source, std::string bos_token,
                                                               std::string eos_token);
   // The tokenizer's `tokenizer.chat_template` (NotFound if the model has none), with its BOS /
   // EOS token texts as bos_token / eos_token (llama.cpp's choice).

@@ -51,21 +51,58 @@ struct Value {
   std::shared_ptr<Fn> fn;
   bool tuple = false;  // a list that prints as a Python tuple
 
-  static Value None() { Value v; v.k = K::kNone; return v; }
-  static Value Bool(bool x) { Value v; v.k = K::kBool; v.b = x; return v; }
-  static Value Int(int64_t x) { Value v; v.k = K::kInt; v.i = x; return v; }
-  static Value Float(double x) { Value v; v.k = K::kFloat; v.f = x; return v; }
-  static Value Str(std::string x) { Value v; v.k = K::kString; v.s = std::move(x); return v; }
+  static Value None() {
+    Value v;
+    v.k = K::kNone;
+    return v;
+  }
+  static Value Bool(bool x) {
+    Value v;
+    v.k = K::kBool;
+    v.b = x;
+    return v;
+  }
+  static Value Int(int64_t x) {
+    Value v;
+    v.k = K::kInt;
+    v.i = x;
+    return v;
+  }
+  static Value Float(double x) {
+    Value v;
+    v.k = K::kFloat;
+    v.f = x;
+    return v;
+  }
+  static Value Str(std::string x) {
+    Value v;
+    v.k = K::kString;
+    v.s = std::move(x);
+    return v;
+  }
   static Value List(std::vector<Value> x = {}) {
-    Value v; v.k = K::kList; v.list = std::make_shared<std::vector<Value>>(std::move(x)); return v;
+    Value v;
+    v.k = K::kList;
+    v.list = std::make_shared<std::vector<Value>>(std::move(x));
+    return v;
   }
   static Value Tuple(std::vector<Value> x) {
     Value v = List(std::move(x));
     v.tuple = true;
     return v;
   }
-  static Value MakeDict() { Value v; v.k = K::kDict; v.dict = std::make_shared<Dict>(); return v; }
-  static Value Func(Fn f) { Value v; v.k = K::kFunc; v.fn = std::make_shared<Fn>(std::move(f)); return v; }
+  static Value MakeDict() {
+    Value v;
+    v.k = K::kDict;
+    v.dict = std::make_shared<Dict>();
+    return v;
+  }
+  static Value Func(Fn f) {
+    Value v;
+    v.k = K::kFunc;
+    v.fn = std::make_shared<Fn>(std::move(f));
+    return v;
+  }
 
   bool undefined() const { return k == K::kUndefined; }
   bool none() const { return k == K::kNone; }
@@ -100,35 +137,53 @@ int64_t ToI64(double d) {
 
 int64_t AsInt(const Value& v) {
   switch (v.k) {
-    case Value::K::kInt: return v.i;
-    case Value::K::kBool: return v.b ? 1 : 0;
-    case Value::K::kFloat: return ToI64(v.f);
-    default: return 0;
+    case Value::K::kInt:
+      return v.i;
+    case Value::K::kBool:
+      return v.b ? 1 : 0;
+    case Value::K::kFloat:
+      return ToI64(v.f);
+    default:
+      return 0;
   }
 }
 
 const char* KindName(const Value& v) {
   switch (v.k) {
-    case Value::K::kUndefined: return "undefined";
-    case Value::K::kNone: return "none";
-    case Value::K::kBool: return "bool";
-    case Value::K::kInt: return "int";
-    case Value::K::kFloat: return "float";
-    case Value::K::kString: return "string";
-    case Value::K::kList: return "list";
-    case Value::K::kDict: return "dict";
-    case Value::K::kFunc: return "function";
+    case Value::K::kUndefined:
+      return "undefined";
+    case Value::K::kNone:
+      return "none";
+    case Value::K::kBool:
+      return "bool";
+    case Value::K::kInt:
+      return "int";
+    case Value::K::kFloat:
+      return "float";
+    case Value::K::kString:
+      return "string";
+    case Value::K::kList:
+      return "list";
+    case Value::K::kDict:
+      return "dict";
+    case Value::K::kFunc:
+      return "function";
   }
   return "?";
 }
 
 Value FromJson(const Json& j) {
   switch (j.kind()) {
-    case Json::Kind::kNull: return Value::None();
-    case Json::Kind::kBool: return Value::Bool(j.bool_value());
-    case Json::Kind::kInt: return Value::Int(j.int_value());
-    case Json::Kind::kDouble: return Value::Float(j.number_value());
-    case Json::Kind::kString: return Value::Str(j.string_value());
+    case Json::Kind::kNull:
+      return Value::None();
+    case Json::Kind::kBool:
+      return Value::Bool(j.bool_value());
+    case Json::Kind::kInt:
+      return Value::Int(j.int_value());
+    case Json::Kind::kDouble:
+      return Value::Float(j.number_value());
+    case Json::Kind::kString:
+      return Value::Str(j.string_value());
     case Json::Kind::kArray: {
       std::vector<Value> out;
       for (const Json& e : j.array()) out.push_back(FromJson(e));
@@ -147,11 +202,16 @@ absl::StatusOr<Json> ToJson(const Value& v, int depth = 0) {
   if (depth > 256) return absl::InvalidArgumentError("tojson: value nested too deeply");
   switch (v.k) {
     case Value::K::kUndefined:
-    case Value::K::kNone: return Json();
-    case Value::K::kBool: return Json(v.b);
-    case Value::K::kInt: return Json(v.i);
-    case Value::K::kFloat: return Json(v.f);
-    case Value::K::kString: return Json(v.s);
+    case Value::K::kNone:
+      return Json();
+    case Value::K::kBool:
+      return Json(v.b);
+    case Value::K::kInt:
+      return Json(v.i);
+    case Value::K::kFloat:
+      return Json(v.f);
+    case Value::K::kString:
+      return Json(v.s);
     case Value::K::kList: {
       Json a = Json::MakeArray();
       for (const Value& e : *v.list) {
@@ -168,7 +228,8 @@ absl::StatusOr<Json> ToJson(const Value& v, int depth = 0) {
       }
       return o;
     }
-    case Value::K::kFunc: return absl::InvalidArgumentError("tojson: cannot serialize a function");
+    case Value::K::kFunc:
+      return absl::InvalidArgumentError("tojson: cannot serialize a function");
   }
   return Json();
 }
@@ -188,13 +249,20 @@ std::string Repr(const Value& v, int depth = 0);
 // Python str().
 std::string Str(const Value& v, int depth = 0) {
   switch (v.k) {
-    case Value::K::kUndefined: return "";
-    case Value::K::kNone: return "None";
-    case Value::K::kBool: return v.b ? "True" : "False";
-    case Value::K::kInt: return absl::StrCat(v.i);
-    case Value::K::kFloat: return FloatRepr(v.f);
-    case Value::K::kString: return v.s;
-    default: return Repr(v, depth);
+    case Value::K::kUndefined:
+      return "";
+    case Value::K::kNone:
+      return "None";
+    case Value::K::kBool:
+      return v.b ? "True" : "False";
+    case Value::K::kInt:
+      return absl::StrCat(v.i);
+    case Value::K::kFloat:
+      return FloatRepr(v.f);
+    case Value::K::kString:
+      return v.s;
+    default:
+      return Repr(v, depth);
   }
 }
 
@@ -228,8 +296,7 @@ std::string Repr(const Value& v, int depth) {
     case Value::K::kList: {
       std::vector<std::string> parts;
       for (const Value& e : *v.list) parts.push_back(Repr(e, depth + 1));
-      if (v.tuple)
-        return absl::StrCat("(", absl::StrJoin(parts, ", "), parts.size() == 1 ? ",)" : ")");
+      if (v.tuple) return absl::StrCat("(", absl::StrJoin(parts, ", "), parts.size() == 1 ? ",)" : ")");
       return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
     }
     case Value::K::kDict: {
@@ -239,23 +306,34 @@ std::string Repr(const Value& v, int depth) {
         parts.push_back(absl::StrCat(Repr(Value::Str(k)), ": ", Repr(e, depth + 1)));
       return absl::StrCat("{", absl::StrJoin(parts, ", "), "}");
     }
-    case Value::K::kFunc: return "<function>";
-    case Value::K::kUndefined: return "Undefined";
-    default: return Str(v, depth);
+    case Value::K::kFunc:
+      return "<function>";
+    case Value::K::kUndefined:
+      return "Undefined";
+    default:
+      return Str(v, depth);
   }
 }
 
 bool Truthy(const Value& v) {
   switch (v.k) {
     case Value::K::kUndefined:
-    case Value::K::kNone: return false;
-    case Value::K::kBool: return v.b;
-    case Value::K::kInt: return v.i != 0;
-    case Value::K::kFloat: return v.f != 0;
-    case Value::K::kString: return !v.s.empty();
-    case Value::K::kList: return !v.list->empty();
-    case Value::K::kDict: return v.dict->is_namespace || !v.dict->items.empty();
-    case Value::K::kFunc: return true;
+    case Value::K::kNone:
+      return false;
+    case Value::K::kBool:
+      return v.b;
+    case Value::K::kInt:
+      return v.i != 0;
+    case Value::K::kFloat:
+      return v.f != 0;
+    case Value::K::kString:
+      return !v.s.empty();
+    case Value::K::kList:
+      return !v.list->empty();
+    case Value::K::kDict:
+      return v.dict->is_namespace || !v.dict->items.empty();
+    case Value::K::kFunc:
+      return true;
   }
   return false;
 }
@@ -263,15 +341,16 @@ bool Truthy(const Value& v) {
 bool Equals(const Value& a, const Value& b, int depth = 0) {
   if (depth > 64) return false;
   if (a.is_num() && b.is_num()) {
-    if (a.k != Value::K::kFloat && b.k != Value::K::kFloat)
-      return AsInt(a) == AsInt(b);
+    if (a.k != Value::K::kFloat && b.k != Value::K::kFloat) return AsInt(a) == AsInt(b);
     return a.num() == b.num();
   }
   if (a.k != b.k) return false;
   switch (a.k) {
     case Value::K::kUndefined:
-    case Value::K::kNone: return true;
-    case Value::K::kString: return a.s == b.s;
+    case Value::K::kNone:
+      return true;
+    case Value::K::kString:
+      return a.s == b.s;
     case Value::K::kList: {
       if (a.list->size() != b.list->size()) return false;
       for (size_t i = 0; i < a.list->size(); ++i)
@@ -287,8 +366,10 @@ bool Equals(const Value& a, const Value& b, int depth = 0) {
       }
       return true;
     }
-    case Value::K::kFunc: return a.fn == b.fn;
-    default: return false;
+    case Value::K::kFunc:
+      return a.fn == b.fn;
+    default:
+      return false;
   }
 }
 
@@ -312,9 +393,8 @@ std::string FromU32(const std::u32string& s) {
 }
 
 bool IsPySpace(char32_t c) {
-  return (c >= 9 && c <= 13) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
+  return (c >= 9 && c <= 13) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 // Python str.strip / lstrip / rstrip (chars = None: whitespace).
@@ -323,12 +403,12 @@ std::string PyStrip(absl::string_view s, const Value* chars, bool left, bool rig
   std::u32string set;
   const bool use_set = chars && chars->is_str();
   if (use_set) set = ToU32(chars->s);
-  auto strip_it = [&](char32_t c) {
-    return use_set ? set.find(c) != std::u32string::npos : IsPySpace(c);
-  };
+  auto strip_it = [&](char32_t c) { return use_set ? set.find(c) != std::u32string::npos : IsPySpace(c); };
   size_t b = 0, e = u.size();
-  if (left) while (b < e && strip_it(u[b])) ++b;
-  if (right) while (e > b && strip_it(u[e - 1])) --e;
+  if (left)
+    while (b < e && strip_it(u[b])) ++b;
+  if (right)
+    while (e > b && strip_it(u[e - 1])) --e;
   return FromU32(u.substr(b, e - b));
 }
 
@@ -369,7 +449,10 @@ std::vector<std::string> PySplit(const std::string& s, const Value* sep, int64_t
 std::string CaseMap(absl::string_view s, bool upper) {
   icu::UnicodeString u = icu::UnicodeString::fromUTF8(
       icu::StringPiece(s.data(), static_cast<int32_t>(std::min<size_t>(s.size(), INT32_MAX))));
-  if (upper) u.toUpper(icu::Locale::getRoot()); else u.toLower(icu::Locale::getRoot());
+  if (upper)
+    u.toUpper(icu::Locale::getRoot());
+  else
+    u.toLower(icu::Locale::getRoot());
   std::string out;
   u.toUTF8String(out);
   return out;
@@ -382,8 +465,7 @@ std::string AsciiMap(std::string s, int (*f)(int)) {
 }
 
 // Python slice indices (PySlice_AdjustIndices).
-std::vector<int64_t> SliceIndices(int64_t len, const Value& start, const Value& stop,
-                                  const Value& step_v) {
+std::vector<int64_t> SliceIndices(int64_t len, const Value& start, const Value& stop, const Value& step_v) {
   int64_t step = step_v.is_num() ? AsInt(step_v) : 1;
   if (step == 0) step = 1;
   auto adjust = [&](const Value& v, int64_t def) -> int64_t {
@@ -443,8 +525,10 @@ class Lexer {
         while (b < text.size() && IsWs(text[b])) ++b;
         text.erase(0, b);
       } else if (trim_nl) {
-        if (!text.empty() && text[0] == '\n') text.erase(0, 1);
-        else if (text.size() >= 2 && text[0] == '\r' && text[1] == '\n') text.erase(0, 2);
+        if (!text.empty() && text[0] == '\n')
+          text.erase(0, 1);
+        else if (text.size() >= 2 && text[0] == '\r' && text[1] == '\n')
+          text.erase(0, 2);
       }
       strip_next = trim_nl = false;
       if (start >= src_.size()) {
@@ -485,8 +569,7 @@ class Lexer {
       seg.t = kind == '{' ? Segment::kExpr : Segment::kStmt;
       seg.line = line;
       char close_mod = 0;
-      MEMRA_ASSIGN_OR_RETURN(size_t end, Tokenize(body, kind == '{' ? '}' : '%', &seg.tokens,
-                                                   &close_mod));
+      MEMRA_ASSIGN_OR_RETURN(size_t end, Tokenize(body, kind == '{' ? '}' : '%', &seg.tokens, &close_mod));
       pos = end;
       strip_next = close_mod == '-';
       trim_nl = !strip_next && is_block && opts_.trim_blocks && close_mod != '+';
@@ -588,9 +671,7 @@ class Lexer {
       t.line = line;
       if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
         size_t e = pos;
-        while (e < src_.size() &&
-               (std::isalnum(static_cast<unsigned char>(src_[e])) || src_[e] == '_'))
-          ++e;
+        while (e < src_.size() && (std::isalnum(static_cast<unsigned char>(src_[e])) || src_[e] == '_')) ++e;
         t.t = Token::kName;
         t.s = std::string(src_.substr(pos, e - pos));
         pos = e;
@@ -635,18 +716,41 @@ class Lexer {
             const char e = src_[p + 1];
             p += 2;
             switch (e) {
-              case 'n': s.push_back('\n'); break;
-              case 't': s.push_back('\t'); break;
-              case 'r': s.push_back('\r'); break;
-              case 'b': s.push_back('\b'); break;
-              case 'f': s.push_back('\f'); break;
-              case 'v': s.push_back('\v'); break;
-              case 'a': s.push_back('\a'); break;
-              case '0': s.push_back('\0'); break;
-              case '\\': s.push_back('\\'); break;
-              case '\'': s.push_back('\''); break;
-              case '"': s.push_back('"'); break;
-              case '\n': break;
+              case 'n':
+                s.push_back('\n');
+                break;
+              case 't':
+                s.push_back('\t');
+                break;
+              case 'r':
+                s.push_back('\r');
+                break;
+              case 'b':
+                s.push_back('\b');
+                break;
+              case 'f':
+                s.push_back('\f');
+                break;
+              case 'v':
+                s.push_back('\v');
+                break;
+              case 'a':
+                s.push_back('\a');
+                break;
+              case '0':
+                s.push_back('\0');
+                break;
+              case '\\':
+                s.push_back('\\');
+                break;
+              case '\'':
+                s.push_back('\'');
+                break;
+              case '"':
+                s.push_back('"');
+                break;
+              case '\n':
+                break;
               case 'x':
               case 'u':
               case 'U': {
@@ -656,10 +760,14 @@ class Lexer {
                 for (int k = 0; k < n; ++k) {
                   const char h = src_[p + k];
                   v <<= 4;
-                  if (h >= '0' && h <= '9') v |= h - '0';
-                  else if (h >= 'a' && h <= 'f') v |= h - 'a' + 10;
-                  else if (h >= 'A' && h <= 'F') v |= h - 'A' + 10;
-                  else return Err(line, "bad hex digit in string escape");
+                  if (h >= '0' && h <= '9')
+                    v |= h - '0';
+                  else if (h >= 'a' && h <= 'f')
+                    v |= h - 'a' + 10;
+                  else if (h >= 'A' && h <= 'F')
+                    v |= h - 'A' + 10;
+                  else
+                    return Err(line, "bad hex digit in string escape");
                 }
                 p += n;
                 AppendUtf8(v, &s);
@@ -678,9 +786,8 @@ class Lexer {
         t.s = std::move(s);
         pos = p + 1;
       } else {
-        static const char* kOps[] = {"**", "//", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%",
-                                     "~", "<", ">", "=", "(", ")", "[", "]", "{", "}", ".", ",",
-                                     ":", "|"};
+        static const char* kOps[] = {"**", "//", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "<",
+                                     ">",  "=",  "(",  ")",  "[",  "]",  "{", "}", ".", ",", ":", "|"};
         bool found = false;
         for (const char* op : kOps) {
           const size_t n = std::strlen(op);
@@ -715,8 +822,24 @@ struct Expr;
 using ExprP = std::unique_ptr<Expr>;
 struct Expr {
   enum Kind {
-    kLiteral, kName, kList, kTuple, kDict, kAttr, kItem, kSlice, kCall, kFilter, kTest, kNeg,
-    kPos, kNot, kAnd, kOr, kBinary, kCond,
+    kLiteral,
+    kName,
+    kList,
+    kTuple,
+    kDict,
+    kAttr,
+    kItem,
+    kSlice,
+    kCall,
+    kFilter,
+    kTest,
+    kNeg,
+    kPos,
+    kNot,
+    kAnd,
+    kOr,
+    kBinary,
+    kCond,
   };
   Kind kind;
   int line = 0;
@@ -736,12 +859,12 @@ struct Node {
   Kind kind;
   int line = 0;
   std::string text;
-  ExprP expr;                                       // output / set value / for iterable
-  std::vector<std::pair<ExprP, Body>> branches;     // if / elif
-  Body body, else_body;                             // for / else, macro, set block, scope
-  std::vector<std::string> targets;                 // for / set names
-  std::string attr;                                 // set ns.attr
-  ExprP filter;                                     // for ... if cond
+  ExprP expr;                                         // output / set value / for iterable
+  std::vector<std::pair<ExprP, Body>> branches;       // if / elif
+  Body body, else_body;                               // for / else, macro, set block, scope
+  std::vector<std::string> targets;                   // for / set names
+  std::string attr;                                   // set ns.attr
+  ExprP filter;                                       // for ... if cond
   std::vector<std::pair<std::string, ExprP>> params;  // macro
 };
 
@@ -769,8 +892,7 @@ class Parser {
 
   // Parses statements until a {% tag %} whose first word is in `ends` (consumed; its name goes to
   // *end_tag and its tokens stay available via tok_/tpos_ for elif conditions).
-  absl::Status ParseBody(Body* body, const std::vector<std::string>& ends, std::string* end_tag,
-                         int depth) {
+  absl::Status ParseBody(Body* body, const std::vector<std::string>& ends, std::string* end_tag, int depth) {
     if (depth > kMaxNesting) return Err(Line(), "blocks nested too deeply");
     while (seg_ < segs_.size()) {
       Segment& s = segs_[seg_];
@@ -806,8 +928,7 @@ class Parser {
       MEMRA_ASSIGN_OR_RETURN(NodeP n, ParseStatement(word, s.line, depth));
       if (n) body->push_back(std::move(n));
     }
-    if (!ends.empty())
-      return Err(Line(), absl::StrCat("unexpected end of template: missing {% ", ends.back(), " %}"));
+    if (!ends.empty()) return Err(Line(), absl::StrCat("unexpected end of template: missing {% ", ends.back(), " %}"));
     return absl::OkStatus();
   }
 
@@ -890,8 +1011,7 @@ class Parser {
         return n;
       }
       // Block set: {% set x %}...{% endset %} (optionally with filters: not supported)
-      if (!n->attr.empty() || n->targets.size() != 1)
-        return Err(line, "block set needs a single plain name");
+      if (!n->attr.empty() || n->targets.size() != 1) return Err(line, "block set needs a single plain name");
       MEMRA_RETURN_IF_ERROR(ExpectEnd());
       n->kind = Node::kSetBlock;
       std::string end;
@@ -950,17 +1070,13 @@ class Parser {
     return t;
   }
   int Line() const { return tok_ && !tok_->empty() ? Peek().line : 0; }
-  bool IsOp(absl::string_view op, size_t k = 0) const {
-    return Peek(k).t == Token::kOp && Peek(k).s == op;
-  }
+  bool IsOp(absl::string_view op, size_t k = 0) const { return Peek(k).t == Token::kOp && Peek(k).s == op; }
   bool AcceptOp(absl::string_view op) {
     if (!IsOp(op)) return false;
     ++tpos_;
     return true;
   }
-  bool IsName(absl::string_view n, size_t k = 0) const {
-    return Peek(k).t == Token::kName && Peek(k).s == n;
-  }
+  bool IsName(absl::string_view n, size_t k = 0) const { return Peek(k).t == Token::kName && Peek(k).s == n; }
   bool AcceptName(absl::string_view n) {
     if (!IsName(n)) return false;
     ++tpos_;
@@ -978,9 +1094,14 @@ class Parser {
     const Token& t = Peek();
     std::string what;
     switch (t.t) {
-      case Token::kEnd: what = "end of tag"; break;
-      case Token::kString: what = absl::StrCat("string '", t.s, "'"); break;
-      default: what = absl::StrCat("'", t.s.empty() ? absl::StrCat(t.i) : t.s, "'");
+      case Token::kEnd:
+        what = "end of tag";
+        break;
+      case Token::kString:
+        what = absl::StrCat("string '", t.s, "'");
+        break;
+      default:
+        what = absl::StrCat("'", t.s.empty() ? absl::StrCat(t.i) : t.s, "'");
     }
     return bare ? what : absl::StrCat(", found ", what);
   }
@@ -998,7 +1119,7 @@ class Parser {
       ++tpos_;
       auto c = Make(Expr::kCond);
       MEMRA_ASSIGN_OR_RETURN(c->b, ParseOr(depth + 1));  // condition
-      c->a = std::move(e);                                // value if true
+      c->a = std::move(e);                               // value if true
       if (AcceptName("else")) {
         MEMRA_ASSIGN_OR_RETURN(c->c, ParseExpr(depth + 1));
       }
@@ -1040,9 +1161,8 @@ class Parser {
     MEMRA_ASSIGN_OR_RETURN(ExprP e, ParseAdd(depth));
     while (true) {
       std::string op;
-      if (Peek().t == Token::kOp &&
-          (Peek().s == "==" || Peek().s == "!=" || Peek().s == "<" || Peek().s == "<=" ||
-           Peek().s == ">" || Peek().s == ">=")) {
+      if (Peek().t == Token::kOp && (Peek().s == "==" || Peek().s == "!=" || Peek().s == "<" || Peek().s == "<=" ||
+                                     Peek().s == ">" || Peek().s == ">=")) {
         op = Next().s;
       } else if (IsName("in")) {
         ++tpos_;
@@ -1202,11 +1322,10 @@ class Parser {
         n->a = std::move(e);
         if (AcceptOp("(")) {
           MEMRA_RETURN_IF_ERROR(ParseCallArgs(n.get(), depth));
-        } else if ((Peek().t == Token::kString || Peek().t == Token::kInt ||
-                    Peek().t == Token::kFloat ||
+        } else if ((Peek().t == Token::kString || Peek().t == Token::kInt || Peek().t == Token::kFloat ||
                     (Peek().t == Token::kName && !IsKeyword(Peek().s))) &&
-                   n->name != "defined" && n->name != "undefined" && n->name != "none" &&
-                   n->name != "string" && n->name != "mapping" && n->name != "number") {
+                   n->name != "defined" && n->name != "undefined" && n->name != "none" && n->name != "string" &&
+                   n->name != "mapping" && n->name != "number") {
           // `x is divisibleby 3`, `x is equalto y`: one argument without parentheses.
           MEMRA_ASSIGN_OR_RETURN(ExprP arg, ParsePrimary(depth + 1));
           MEMRA_ASSIGN_OR_RETURN(arg, ParsePostfix(std::move(arg), depth + 1));
@@ -1220,8 +1339,7 @@ class Parser {
   }
 
   static bool IsKeyword(const std::string& s) {
-    return s == "and" || s == "or" || s == "not" || s == "if" || s == "else" || s == "in" ||
-           s == "is";
+    return s == "and" || s == "or" || s == "not" || s == "if" || s == "else" || s == "in" || s == "is";
   }
 
   absl::StatusOr<ExprP> ParsePrimary(int depth) {
@@ -1336,8 +1454,7 @@ class Interp {
   }
 
   absl::Status Step(int line) {
-    if (++steps_ > opts_.max_steps)
-      return Error(line, "evaluation step limit exceeded (runaway template?)");
+    if (++steps_ > opts_.max_steps) return Error(line, "evaluation step limit exceeded (runaway template?)");
     return absl::OkStatus();
   }
 
@@ -1366,8 +1483,7 @@ class Interp {
   }
 
   absl::Status Append(std::string* out, absl::string_view s, int line) {
-    if (out->size() + s.size() > opts_.max_output_bytes)
-      return Error(line, "output size limit exceeded");
+    if (out->size() + s.size() > opts_.max_output_bytes) return Error(line, "output size limit exceeded");
     out->append(s.data(), s.size());
     return absl::OkStatus();
   }
@@ -1375,7 +1491,8 @@ class Interp {
   absl::Status ExecNode(const Node& n, std::string* out, Flow* flow) {
     MEMRA_RETURN_IF_ERROR(Step(n.line));
     switch (n.kind) {
-      case Node::kText: return Append(out, n.text, n.line);
+      case Node::kText:
+        return Append(out, n.text, n.line);
       case Node::kOutput: {
         MEMRA_ASSIGN_OR_RETURN(Value v, Eval(*n.expr));
         return Append(out, Str(v), n.line);
@@ -1387,7 +1504,8 @@ class Interp {
         }
         return Exec(n.else_body, out, flow);
       }
-      case Node::kFor: return ExecFor(n, out, flow);
+      case Node::kFor:
+        return ExecFor(n, out, flow);
       case Node::kSet: {
         MEMRA_ASSIGN_OR_RETURN(Value v, Eval(*n.expr));
         return AssignTargets(n, std::move(v));
@@ -1403,9 +1521,14 @@ class Interp {
         Assign(n.attr, MakeMacro(n));
         return absl::OkStatus();
       }
-      case Node::kBreak: *flow = Flow::kBreak; return absl::OkStatus();
-      case Node::kContinue: *flow = Flow::kContinue; return absl::OkStatus();
-      case Node::kScope: return Exec(n.body, out, flow);
+      case Node::kBreak:
+        *flow = Flow::kBreak;
+        return absl::OkStatus();
+      case Node::kContinue:
+        *flow = Flow::kContinue;
+        return absl::OkStatus();
+      case Node::kScope:
+        return Exec(n.body, out, flow);
     }
     return absl::OkStatus();
   }
@@ -1414,8 +1537,8 @@ class Interp {
     if (!n.attr.empty()) {
       Value ns = Lookup(n.targets[0]);
       if (!ns.is_dict() || !ns.dict->is_namespace)
-        return Error(n.line, absl::StrCat("cannot set attribute '", n.attr, "' of '",
-                                          n.targets[0], "': not a namespace()"));
+        return Error(n.line,
+                     absl::StrCat("cannot set attribute '", n.attr, "' of '", n.targets[0], "': not a namespace()"));
       ns.dict->Set(n.attr, std::move(v));
       return absl::OkStatus();
     }
@@ -1424,8 +1547,7 @@ class Interp {
       return absl::OkStatus();
     }
     if (!v.is_list() || v.list->size() != n.targets.size())
-      return Error(n.line, absl::StrCat("cannot unpack ", KindName(v), " into ", n.targets.size(),
-                                        " names"));
+      return Error(n.line, absl::StrCat("cannot unpack ", KindName(v), " into ", n.targets.size(), " names"));
     for (size_t i = 0; i < n.targets.size(); ++i) Assign(n.targets[i], (*v.list)[i]);
     return absl::OkStatus();
   }
@@ -1455,8 +1577,8 @@ class Interp {
         return absl::OkStatus();
       }
       if (!item.is_list() || item.list->size() != n.targets.size())
-        return Error(n.line, absl::StrCat("cannot unpack ", KindName(item), " into ",
-                                          n.targets.size(), " loop variables"));
+        return Error(n.line,
+                     absl::StrCat("cannot unpack ", KindName(item), " into ", n.targets.size(), " loop variables"));
       for (size_t i = 0; i < n.targets.size(); ++i) Assign(n.targets[i], (*item.list)[i]);
       return absl::OkStatus();
     };
@@ -1476,8 +1598,8 @@ class Interp {
     const int64_t len = static_cast<int64_t>(items.size());
     // One `loop` object per loop, updated in place each iteration.
     Value loop = Value::MakeDict();
-    for (const char* k : {"index", "index0", "revindex", "revindex0", "first", "last", "length",
-                          "previtem", "nextitem", "cycle"})
+    for (const char* k :
+         {"index", "index0", "revindex", "revindex0", "first", "last", "length", "previtem", "nextitem", "cycle"})
       loop.dict->items.emplace_back(k, Value());
     auto counter = std::make_shared<int64_t>(0);
     loop.dict->items[9].second = Value::Func([counter](Interp&, Args& a) -> absl::StatusOr<Value> {
@@ -1590,8 +1712,10 @@ class Interp {
   absl::StatusOr<Value> Eval(const Expr& e) {
     MEMRA_RETURN_IF_ERROR(Step(e.line));
     switch (e.kind) {
-      case Expr::kLiteral: return e.literal;
-      case Expr::kName: return Lookup(e.name);
+      case Expr::kLiteral:
+        return e.literal;
+      case Expr::kName:
+        return Lookup(e.name);
       case Expr::kList:
       case Expr::kTuple: {
         std::vector<Value> items;
@@ -1629,8 +1753,7 @@ class Interp {
         }
         if (obj.is_list()) {
           std::vector<Value> out;
-          for (int64_t i : SliceIndices(obj.list->size(), idx[0], idx[1], idx[2]))
-            out.push_back((*obj.list)[i]);
+          for (int64_t i : SliceIndices(obj.list->size(), idx[0], idx[1], idx[2])) out.push_back((*obj.list)[i]);
           return Value::List(std::move(out));
         }
         if (obj.is_str()) {
@@ -1641,8 +1764,10 @@ class Interp {
         if (obj.undefined()) return Value();
         return Error(e.line, absl::StrCat("cannot slice ", KindName(obj)));
       }
-      case Expr::kCall: return EvalCall(e);
-      case Expr::kFilter: return EvalFilter(e);
+      case Expr::kCall:
+        return EvalCall(e);
+      case Expr::kFilter:
+        return EvalFilter(e);
       case Expr::kTest: {
         MEMRA_ASSIGN_OR_RETURN(Value v, Eval(*e.a));
         std::vector<Value> args;
@@ -1750,8 +1875,7 @@ class Interp {
       return Value::Str(std::move(out));
     }
     if (!a.is_num() || !b.is_num())
-      return Error(line, absl::StrCat("unsupported operand types for ", op, ": ", KindName(a),
-                                      " and ", KindName(b)));
+      return Error(line, absl::StrCat("unsupported operand types for ", op, ": ", KindName(a), " and ", KindName(b)));
     const bool ints = a.k != Value::K::kFloat && b.k != Value::K::kFloat;
     const double x = a.num(), y = b.num();
     const int64_t xi = AsInt(a), yi = AsInt(b);
@@ -1875,8 +1999,8 @@ class Interp {
       return Value::List(std::move(out));
     }
     if (name == "raise_exception") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "chat template raised an exception: ", args.pos.empty() ? "" : Str(args.pos[0])));
+      return absl::InvalidArgumentError(
+          absl::StrCat("chat template raised an exception: ", args.pos.empty() ? "" : Str(args.pos[0])));
     }
     if (name == "strftime_now") {
       const std::string fmt = args.pos.empty() ? "%Y-%m-%d" : Str(args.pos[0]);
@@ -1903,15 +2027,13 @@ class Interp {
           cands.push_back(Str(*p));
         }
         for (const std::string& c : cands) {
-          if (name == "startswith" ? absl::StartsWith(s, c) : absl::EndsWith(s, c))
-            return Value::Bool(true);
+          if (name == "startswith" ? absl::StartsWith(s, c) : absl::EndsWith(s, c)) return Value::Bool(true);
         }
         return Value::Bool(false);
       }
       if (name == "strip" || name == "lstrip" || name == "rstrip") {
         const Value* chars = Arg(a, 0, "chars");
-        return Value::Str(PyStrip(s, chars && !chars->none() ? chars : nullptr,
-                                  name != "rstrip", name != "lstrip"));
+        return Value::Str(PyStrip(s, chars && !chars->none() ? chars : nullptr, name != "rstrip", name != "lstrip"));
       }
       if (name == "split" || name == "rsplit") {
         const Value* sep = Arg(a, 0, "sep");
@@ -1956,8 +2078,7 @@ class Interp {
       if (name == "replace") {
         const Value* from = Arg(a, 0);
         const Value* to = Arg(a, 1);
-        if (!from || !to || !from->is_str() || !to->is_str())
-          return Error(line, "replace() needs two strings");
+        if (!from || !to || !from->is_str() || !to->is_str()) return Error(line, "replace() needs two strings");
         const Value* cnt = Arg(a, 2, "count");
         return Value::Str(Replace(s, from->s, to->s, cnt && cnt->is_num() ? AsInt(*cnt) : -1));
       }
@@ -1988,7 +2109,7 @@ class Interp {
       if (name == "isdigit" || name == "isalpha" || name == "isspace") {
         if (s.empty()) return Value::Bool(false);
         for (char32_t c : ToU32(s)) {
-          const bool ok = name == "isdigit" ? (c >= '0' && c <= '9')
+          const bool ok = name == "isdigit"   ? (c >= '0' && c <= '9')
                           : name == "isspace" ? IsPySpace(c)
                                               : ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c > 0x7F;
           if (!ok) return Value::Bool(false);
@@ -2006,9 +2127,12 @@ class Interp {
       if (name == "items" || name == "keys" || name == "values") {
         std::vector<Value> out;
         for (const auto& [k, v] : obj.dict->items) {
-          if (name == "items") out.push_back(Value::Tuple({Value::Str(k), v}));
-          else if (name == "keys") out.push_back(Value::Str(k));
-          else out.push_back(v);
+          if (name == "items")
+            out.push_back(Value::Tuple({Value::Str(k), v}));
+          else if (name == "keys")
+            out.push_back(Value::Str(k));
+          else
+            out.push_back(v);
         }
         return Value::List(std::move(out));
       }
@@ -2034,13 +2158,11 @@ class Interp {
         return Value::Int(n);
       }
     }
-    if (obj.undefined())
-      return Error(line, absl::StrCat("cannot call method '", name, "' of an undefined value"));
+    if (obj.undefined()) return Error(line, absl::StrCat("cannot call method '", name, "' of an undefined value"));
     return Error(line, absl::StrCat("unsupported method '", name, "' on ", KindName(obj)));
   }
 
-  static std::string Replace(const std::string& s, const std::string& from, const std::string& to,
-                             int64_t count) {
+  static std::string Replace(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
     if (from.empty()) return s;
     std::string out;
     size_t pos = 0;
@@ -2057,8 +2179,7 @@ class Interp {
     return out;
   }
 
-  absl::StatusOr<bool> RunTest(const std::string& name, const Value& v,
-                               const std::vector<Value>& args, int line) {
+  absl::StatusOr<bool> RunTest(const std::string& name, const Value& v, const std::vector<Value>& args, int line) {
     using K = Value::K;
     if (name == "defined") return !v.undefined();
     if (name == "undefined") return v.undefined();
@@ -2077,8 +2198,7 @@ class Interp {
     if (name == "lower" || name == "upper") {
       if (!v.is_str()) return false;
       for (char c : v.s)
-        if (name == "lower" ? std::isupper(static_cast<unsigned char>(c))
-                            : std::islower(static_cast<unsigned char>(c)))
+        if (name == "lower" ? std::isupper(static_cast<unsigned char>(c)) : std::islower(static_cast<unsigned char>(c)))
           return false;
       return true;
     }
@@ -2086,8 +2206,7 @@ class Interp {
       if (v.k != K::kInt) return false;
       return (v.i % 2 == 0) == (name == "even");
     }
-    if (args.empty())
-      return Error(line, absl::StrCat("unsupported test '", name, "' (or missing argument)"));
+    if (args.empty()) return Error(line, absl::StrCat("unsupported test '", name, "' (or missing argument)"));
     const Value& x = args[0];
     if (name == "divisibleby") {
       if (!v.is_num() || !x.is_num() || AsInt(x) == 0) return false;
@@ -2097,11 +2216,11 @@ class Interp {
     if (name == "ne" || name == "!=") return !Equals(v, x);
     if (name == "sameas") return Equals(v, x) && v.k == x.k;
     if (name == "in") return Contains(x, v, line);
-    if (name == "lt" || name == "gt" || name == "le" || name == "ge" || name == "lessthan" ||
-        name == "greaterthan") {
-      const std::string op = name == "lt" || name == "lessthan" ? "<"
+    if (name == "lt" || name == "gt" || name == "le" || name == "ge" || name == "lessthan" || name == "greaterthan") {
+      const std::string op = name == "lt" || name == "lessthan"      ? "<"
                              : name == "gt" || name == "greaterthan" ? ">"
-                             : name == "le" ? "<=" : ">=";
+                             : name == "le"                          ? "<="
+                                                                     : ">=";
       MEMRA_ASSIGN_OR_RETURN(Value r, Binary(op, v, x, line));
       return r.b;
     }
@@ -2226,8 +2345,7 @@ class Interp {
       const Value* to = Arg(a, 1);
       if (!from || !to) return Error(line, "replace needs two arguments");
       const Value* cnt = Arg(a, 2, "count");
-      return Value::Str(Replace(Str(v), Str(*from), Str(*to),
-                                cnt && cnt->is_num() ? AsInt(*cnt) : -1));
+      return Value::Str(Replace(Str(v), Str(*from), Str(*to), cnt && cnt->is_num() ? AsInt(*cnt) : -1));
     }
     if (name == "int") {
       if (v.is_num()) return Value::Int(AsInt(v));
@@ -2290,9 +2408,12 @@ class Interp {
       const Value* width = Arg(a, 0, "width");
       const Value* first = Arg(a, 1, "first");
       const Value* blank = Arg(a, 2, "blank");
-      const std::string pad = width && width->is_str()
-                                  ? width->s
-                                  : std::string(width && width->is_num() ? static_cast<size_t>(std::max(0.0, std::min(width->num(), 1000.0))) : 4, ' ');
+      const std::string pad =
+          width && width->is_str()
+              ? width->s
+              : std::string(
+                    width && width->is_num() ? static_cast<size_t>(std::max(0.0, std::min(width->num(), 1000.0))) : 4,
+                    ' ');
       const std::string s = Str(v);
       std::string out;
       size_t start = 0;
@@ -2310,8 +2431,7 @@ class Interp {
       }
       return Value::Str(out);
     }
-    if (name == "map" || name == "select" || name == "reject" || name == "selectattr" ||
-        name == "rejectattr") {
+    if (name == "map" || name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
       MEMRA_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v, line));
       std::vector<Value> out;
       if (name == "map") {
@@ -2382,12 +2502,23 @@ class Interp {
     std::string out;
     for (char c : s) {
       switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&#34;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out.push_back(c);
+        case '&':
+          out += "&amp;";
+          break;
+        case '<':
+          out += "&lt;";
+          break;
+        case '>':
+          out += "&gt;";
+          break;
+        case '"':
+          out += "&#34;";
+          break;
+        case '\'':
+          out += "&#39;";
+          break;
+        default:
+          out.push_back(c);
       }
     }
     return out;
@@ -2409,8 +2540,7 @@ struct Template::Impl {
 Template::Template(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Template::~Template() = default;
 
-absl::StatusOr<std::unique_ptr<Template>> Template::Parse(absl::string_view source,
-                                                          Options options) {
+absl::StatusOr<std::unique_ptr<Template>> Template::Parse(absl::string_view source, Options options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   Lexer lexer(source, impl->options);

@@ -46,8 +46,7 @@ struct Options {
 
 class Template {
  public:
-  static absl::StatusOr<std::unique_ptr<Template>> Parse(absl::string_view source,
-                                                         Options options = {});
+  static absl::StatusOr<std::unique_ptr<Template>> Parse(absl::string_view source, Options options = {});
   ~Template();
   // Renders with `variables` (a JSON object) as the global context.
   absl::StatusOr<std::string> Render(const Json& variables) const;

@@ -37,9 +37,7 @@ class Parser {
     return false;
   }
   void SkipWs() {
-    while (pos_ < s_.size() &&
-           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
-      ++pos_;
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) ++pos_;
   }
   bool Literal(absl::string_view lit) {
     if (s_.substr(pos_, lit.size()) != lit) return Fail("invalid literal");
@@ -53,9 +51,15 @@ class Parser {
     if (pos_ >= s_.size()) return Fail("unexpected end of input");
     const char c = s_[pos_];
     switch (c) {
-      case 'n': *out = Json(); return Literal("null");
-      case 't': *out = Json(true); return Literal("true");
-      case 'f': *out = Json(false); return Literal("false");
+      case 'n':
+        *out = Json();
+        return Literal("null");
+      case 't':
+        *out = Json(true);
+        return Literal("true");
+      case 'f':
+        *out = Json(false);
+        return Literal("false");
       case '"': {
         std::string str;
         if (!ParseString(&str)) return false;
@@ -77,8 +81,14 @@ class Parser {
           arr.Push(std::move(elem));
           SkipWs();
           if (pos_ >= s_.size()) return Fail("unterminated array");
-          if (s_[pos_] == ',') { ++pos_; continue; }
-          if (s_[pos_] == ']') { ++pos_; break; }
+          if (s_[pos_] == ',') {
+            ++pos_;
+            continue;
+          }
+          if (s_[pos_] == ']') {
+            ++pos_;
+            break;
+          }
           return Fail("expected ',' or ']' in array");
         }
         *out = std::move(arr);
@@ -106,8 +116,14 @@ class Parser {
           obj.Set(std::move(key), std::move(val));
           SkipWs();
           if (pos_ >= s_.size()) return Fail("unterminated object");
-          if (s_[pos_] == ',') { ++pos_; continue; }
-          if (s_[pos_] == '}') { ++pos_; break; }
+          if (s_[pos_] == ',') {
+            ++pos_;
+            continue;
+          }
+          if (s_[pos_] == '}') {
+            ++pos_;
+            break;
+          }
           return Fail("expected ',' or '}' in object");
         }
         *out = std::move(obj);
@@ -125,10 +141,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       const char c = s_[pos_ + i];
       x <<= 4;
-      if (c >= '0' && c <= '9') x |= c - '0';
-      else if (c >= 'a' && c <= 'f') x |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') x |= c - 'A' + 10;
-      else return Fail("bad hex digit in \\u escape");
+      if (c >= '0' && c <= '9')
+        x |= c - '0';
+      else if (c >= 'a' && c <= 'f')
+        x |= c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        x |= c - 'A' + 10;
+      else
+        return Fail("bad hex digit in \\u escape");
     }
     pos_ += 4;
     *v = x;
@@ -154,19 +174,34 @@ class Parser {
       if (pos_ >= s_.size()) return Fail("unterminated escape");
       const char e = s_[pos_++];
       switch (e) {
-        case '"': out->push_back('"'); break;
-        case '\\': out->push_back('\\'); break;
-        case '/': out->push_back('/'); break;
-        case 'b': out->push_back('\b'); break;
-        case 'f': out->push_back('\f'); break;
-        case 'n': out->push_back('\n'); break;
-        case 'r': out->push_back('\r'); break;
-        case 't': out->push_back('\t'); break;
+        case '"':
+          out->push_back('"');
+          break;
+        case '\\':
+          out->push_back('\\');
+          break;
+        case '/':
+          out->push_back('/');
+          break;
+        case 'b':
+          out->push_back('\b');
+          break;
+        case 'f':
+          out->push_back('\f');
+          break;
+        case 'n':
+          out->push_back('\n');
+          break;
+        case 'r':
+          out->push_back('\r');
+          break;
+        case 't':
+          out->push_back('\t');
+          break;
         case 'u': {
           uint32_t cp;
           if (!ParseHex4(&cp)) return false;
-          if (cp >= 0xD800 && cp <= 0xDBFF && pos_ + 6 <= s_.size() && s_[pos_] == '\\' &&
-              s_[pos_ + 1] == 'u') {
+          if (cp >= 0xD800 && cp <= 0xDBFF && pos_ + 6 <= s_.size() && s_[pos_] == '\\' && s_[pos_ + 1] == 'u') {
             const size_t save = pos_;
             pos_ += 2;
             uint32_t lo;
@@ -317,13 +352,27 @@ void AppendJsonString(absl::string_view s, bool ensure_ascii, std::string* out) 
     const unsigned char c = static_cast<unsigned char>(s[pos]);
     if (c < 0x80) {
       switch (c) {
-        case '"': out->append("\\\""); break;
-        case '\\': out->append("\\\\"); break;
-        case '\n': out->append("\\n"); break;
-        case '\r': out->append("\\r"); break;
-        case '\t': out->append("\\t"); break;
-        case '\b': out->append("\\b"); break;
-        case '\f': out->append("\\f"); break;
+        case '"':
+          out->append("\\\"");
+          break;
+        case '\\':
+          out->append("\\\\");
+          break;
+        case '\n':
+          out->append("\\n");
+          break;
+        case '\r':
+          out->append("\\r");
+          break;
+        case '\t':
+          out->append("\\t");
+          break;
+        case '\b':
+          out->append("\\b");
+          break;
+        case '\f':
+          out->append("\\f");
+          break;
         default:
           if (c < 0x20) {
             absl::StrAppendFormat(out, "\\u%04x", c);
@@ -363,12 +412,24 @@ void Json::DumpTo(const DumpOptions& opts, int level, std::string* out) const {
     out->append(static_cast<size_t>(opts.indent) * lvl, ' ');
   };
   switch (kind_) {
-    case Kind::kNull: out->append("null"); return;
-    case Kind::kBool: out->append(b_ ? "true" : "false"); return;
-    case Kind::kInt: absl::StrAppend(out, i_); return;
+    case Kind::kNull:
+      out->append("null");
+      return;
+    case Kind::kBool:
+      out->append(b_ ? "true" : "false");
+      return;
+    case Kind::kInt:
+      absl::StrAppend(out, i_);
+      return;
     case Kind::kDouble: {
-      if (std::isnan(d_)) { out->append("NaN"); return; }
-      if (std::isinf(d_)) { out->append(d_ > 0 ? "Infinity" : "-Infinity"); return; }
+      if (std::isnan(d_)) {
+        out->append("NaN");
+        return;
+      }
+      if (std::isinf(d_)) {
+        out->append(d_ > 0 ? "Infinity" : "-Infinity");
+        return;
+      }
       char buf[64];
       auto r = std::to_chars(buf, buf + sizeof(buf), d_);
       std::string s(buf, r.ptr);
@@ -376,7 +437,9 @@ void Json::DumpTo(const DumpOptions& opts, int level, std::string* out) const {
       out->append(s);
       return;
     }
-    case Kind::kString: AppendJsonString(s_, opts.ensure_ascii, out); return;
+    case Kind::kString:
+      AppendJsonString(s_, opts.ensure_ascii, out);
+      return;
     case Kind::kArray: {
       out->push_back('[');
       for (size_t i = 0; i < a_->size(); ++i) {
@@ -411,12 +474,18 @@ bool Json::operator==(const Json& o) const {
   }
   if (kind_ != o.kind_) return false;
   switch (kind_) {
-    case Kind::kNull: return true;
-    case Kind::kBool: return b_ == o.b_;
-    case Kind::kString: return s_ == o.s_;
-    case Kind::kArray: return *a_ == *o.a_;
-    case Kind::kObject: return *o_ == *o.o_;
-    default: return false;
+    case Kind::kNull:
+      return true;
+    case Kind::kBool:
+      return b_ == o.b_;
+    case Kind::kString:
+      return s_ == o.s_;
+    case Kind::kArray:
+      return *a_ == *o.a_;
+    case Kind::kObject:
+      return *o_ == *o.o_;
+    default:
+      return false;
   }
 }
 

@@ -85,7 +85,7 @@ class Json {
   int64_t i_ = 0;
   double d_ = 0;
   std::string s_;
-  std::shared_ptr<Array> a_;   // copy-on-write is not needed: values are small and rarely copied
+  std::shared_ptr<Array> a_;  // copy-on-write is not needed: values are small and rarely copied
   std::shared_ptr<Object> o_;
 };
 

@@ -52,9 +52,9 @@ std::optional<std::string> PrePattern(absl::string_view pre) {
 
 // llama.cpp's end-of-generation texts (CONTROL tokens with these texts end generation).
 constexpr absl::string_view kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-    "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>", "<|fim_pad|>", "<|repo_name|>",
-    "<|file_sep|>",
+    "<|eot_id|>",  "<|im_end|>",    "<|end|>",      "<end_of_turn>",   "<|endoftext|>",
+    "<|eom_id|>",  "<EOT>",         "_<EOT>",       "<|end_of_text|>", "<end_of_utterance>",
+    "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>",
 };
 
 uint64_t PairKey(int32_t l, int32_t r) {
@@ -80,27 +80,25 @@ absl::Status Tokenizer::Init() {
   if (s.types.empty()) s.types.assign(n, TokenType::kNormal);
   if (s.scores.empty()) s.scores.assign(n, 0.0f);
   if (s.types.size() != n)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "tokenizer: %d token types for %d tokens", s.types.size(), n));
+    return absl::InvalidArgumentError(absl::StrFormat("tokenizer: %d token types for %d tokens", s.types.size(), n));
   if (s.scores.size() != n)
-    return absl::InvalidArgumentError(
-        absl::StrFormat("tokenizer: %d scores for %d tokens", s.scores.size(), n));
-  for (auto [name, id] : {std::pair<const char*, int32_t>{"bos", s.bos_id}, {"eos", s.eos_id},
-                          {"eot", s.eot_id}, {"pad", s.pad_id}, {"unknown", s.unk_id}}) {
+    return absl::InvalidArgumentError(absl::StrFormat("tokenizer: %d scores for %d tokens", s.scores.size(), n));
+  for (auto [name, id] : {std::pair<const char*, int32_t>{"bos", s.bos_id},
+                          {"eos", s.eos_id},
+                          {"eot", s.eot_id},
+                          {"pad", s.pad_id},
+                          {"unknown", s.unk_id}}) {
     if (id < -1 || id >= static_cast<int64_t>(n))
       return absl::InvalidArgumentError(
           absl::StrFormat("tokenizer: %s token id %d outside the vocabulary [0, %d)", name, id, n));
   }
-  if (s.add_bos && s.bos_id < 0)
-    return absl::InvalidArgumentError("tokenizer: add_bos set but no bos token id");
-  if (s.add_eos && s.eos_id < 0)
-    return absl::InvalidArgumentError("tokenizer: add_eos set but no eos token id");
+  if (s.add_bos && s.bos_id < 0) return absl::InvalidArgumentError("tokenizer: add_bos set but no bos token id");
+  if (s.add_eos && s.eos_id < 0) return absl::InvalidArgumentError("tokenizer: add_eos set but no eos token id");
   for (size_t i = 0; i < n; ++i) {
     const int32_t ty = static_cast<int32_t>(s.types[i]);
     if (ty < 0 || ty > 6)
       return absl::InvalidArgumentError(
-          absl::StrFormat("tokenizer: token %d (\"%s\") has unknown type %d", i,
-                          absl::CHexEscape(s.tokens[i]), ty));
+          absl::StrFormat("tokenizer: token %d (\"%s\") has unknown type %d", i, absl::CHexEscape(s.tokens[i]), ty));
   }
 
   token_to_id_.reserve(n);
@@ -109,8 +107,7 @@ absl::Status Tokenizer::Init() {
   // Added tokens matched in text: CONTROL, USER_DEFINED, UNKNOWN (llama.cpp's special cache).
   for (size_t i = 0; i < n; ++i) {
     const TokenType ty = s.types[i];
-    if (ty != TokenType::kControl && ty != TokenType::kUserDefined && ty != TokenType::kUnknown)
-      continue;
+    if (ty != TokenType::kControl && ty != TokenType::kUserDefined && ty != TokenType::kUnknown) continue;
     const std::string& text = s.tokens[i];
     if (text.empty()) continue;
     if (!special_.try_emplace(text, static_cast<int32_t>(i)).second) continue;
@@ -118,8 +115,7 @@ absl::Status Tokenizer::Init() {
     special_lengths_.push_back(text.size());
   }
   std::sort(special_lengths_.begin(), special_lengths_.end(), std::greater<size_t>());
-  special_lengths_.erase(std::unique(special_lengths_.begin(), special_lengths_.end()),
-                         special_lengths_.end());
+  special_lengths_.erase(std::unique(special_lengths_.begin(), special_lengths_.end()), special_lengths_.end());
 
   // End of generation.
   is_eog_.assign(n, false);
@@ -137,8 +133,10 @@ absl::Status Tokenizer::Init() {
   }
 
   switch (s.model) {
-    case ModelType::kGpt2: return InitBpe();
-    case ModelType::kLlama: return InitSpm();
+    case ModelType::kGpt2:
+      return InitBpe();
+    case ModelType::kLlama:
+      return InitSpm();
   }
   return absl::InternalError("tokenizer: bad model type");
 }
@@ -155,8 +153,7 @@ absl::Status Tokenizer::InitBpe() {
     auto it = token_to_id_.find(EncodeUtf8(b2u[b]));
     if (it == token_to_id_.end())
       return absl::InvalidArgumentError(absl::StrFormat(
-          "tokenizer: byte-level BPE vocabulary has no token for byte 0x%02X (\"%s\")", b,
-          EncodeUtf8(b2u[b])));
+          "tokenizer: byte-level BPE vocabulary has no token for byte 0x%02X (\"%s\")", b, EncodeUtf8(b2u[b])));
     byte_token_[b] = it->second;
   }
   std::fill(std::begin(spm_byte_token_), std::end(spm_byte_token_), -1);
@@ -193,8 +190,7 @@ absl::Status Tokenizer::InitBpe() {
     const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
     if (sp == std::string::npos)
       return absl::InvalidArgumentError(
-          absl::StrFormat("tokenizer: merge %d (\"%s\") is not \"left right\"", rank,
-                          absl::CHexEscape(m)));
+          absl::StrFormat("tokenizer: merge %d (\"%s\") is not \"left right\"", rank, absl::CHexEscape(m)));
     absl::string_view left(m.data(), sp), right(m.data() + sp + 1, m.size() - sp - 1);
     auto l = token_to_id_.find(left);
     auto r = token_to_id_.find(right);
@@ -202,30 +198,25 @@ absl::Status Tokenizer::InitBpe() {
     joined.append(right.data(), right.size());
     auto merged = token_to_id_.find(joined);
     // HF refuses merges whose parts are not in the vocabulary; skip them the same way.
-    if (l == token_to_id_.end() || r == token_to_id_.end() || merged == token_to_id_.end())
-      continue;
-    merges_.try_emplace(PairKey(l->second, r->second),
-                        std::make_pair(static_cast<int32_t>(rank), merged->second));
+    if (l == token_to_id_.end() || r == token_to_id_.end() || merged == token_to_id_.end()) continue;
+    merges_.try_emplace(PairKey(l->second, r->second), std::make_pair(static_cast<int32_t>(rank), merged->second));
   }
 
   std::optional<std::string> pattern = PrePattern(s.pre);
   if (!pattern)
-    return absl::UnimplementedError(
-        absl::StrCat("tokenizer: unsupported pre-tokenizer \"", s.pre,
-                     "\" (supported: qwen2, qwen35, llama3/llama-bpe, gpt2/default)"));
+    return absl::UnimplementedError(absl::StrCat("tokenizer: unsupported pre-tokenizer \"", s.pre,
+                                                 "\" (supported: qwen2, qwen35, llama3/llama-bpe, gpt2/default)"));
   UErrorCode status = U_ZERO_ERROR;
   UParseError perr;
-  pre_regex_.reset(icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(*pattern), 0, perr,
-                                              status));
+  pre_regex_.reset(icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(*pattern), 0, perr, status));
   if (U_FAILURE(status) || !pre_regex_)
-    return absl::InternalError(absl::StrCat("tokenizer: ICU cannot compile the ", s.pre,
-                                            " pre-tokenizer regex: ", u_errorName(status)));
+    return absl::InternalError(
+        absl::StrCat("tokenizer: ICU cannot compile the ", s.pre, " pre-tokenizer regex: ", u_errorName(status)));
   if (normalize_nfc_) {
     status = U_ZERO_ERROR;
     nfc_ = icu::Normalizer2::getNFCInstance(status);
     if (U_FAILURE(status) || !nfc_)
-      return absl::InternalError(
-          absl::StrCat("tokenizer: ICU NFC normalizer unavailable: ", u_errorName(status)));
+      return absl::InternalError(absl::StrCat("tokenizer: ICU NFC normalizer unavailable: ", u_errorName(status)));
   }
   return absl::OkStatus();
 }
@@ -254,8 +245,8 @@ absl::Status Tokenizer::InitSpm() {
           if (hi >= 0 && lo >= 0) v = hi * 16 + lo;
         }
         if (v < 0)
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "tokenizer: BYTE token %d has text \"%s\", expected <0xXX>", i, absl::CHexEscape(text)));
+          return absl::InvalidArgumentError(
+              absl::StrFormat("tokenizer: BYTE token %d has text \"%s\", expected <0xXX>", i, absl::CHexEscape(text)));
         if (spm_byte_token_[v] < 0) spm_byte_token_[v] = static_cast<int32_t>(i);
         pieces_[i] = std::string(1, static_cast<char>(v));
         break;
@@ -283,9 +274,7 @@ const std::string& Tokenizer::TokenText(int32_t id) const {
   return IsValidId(id) ? spec_.tokens[id] : kEmpty;
 }
 
-TokenType Tokenizer::token_type(int32_t id) const {
-  return IsValidId(id) ? spec_.types[id] : TokenType::kUndefined;
-}
+TokenType Tokenizer::token_type(int32_t id) const { return IsValidId(id) ? spec_.types[id] : TokenType::kUndefined; }
 
 std::optional<int32_t> Tokenizer::FindToken(absl::string_view text) const {
   auto it = token_to_id_.find(text);
@@ -297,8 +286,7 @@ bool Tokenizer::IsEog(int32_t id) const { return IsValidId(id) && is_eog_[id]; }
 
 // --- encoding ---
 
-void Tokenizer::SplitSpecial(absl::string_view text, bool parse_special,
-                             std::vector<Fragment>* out) const {
+void Tokenizer::SplitSpecial(absl::string_view text, bool parse_special, std::vector<Fragment>* out) const {
   size_t start = 0;  // start of the pending text run
   size_t pos = 0;
   while (pos < text.size()) {
@@ -375,7 +363,10 @@ std::vector<int32_t> Tokenizer::Encode(absl::string_view input, const EncodeOpti
       t.reserve(f.text.size() * 2 + 3);
       if (add_space_prefix_ && prev_special) t.append(kSpmSpace.data(), kSpmSpace.size());
       for (char c : f.text) {
-        if (c == ' ') t.append(kSpmSpace.data(), kSpmSpace.size()); else t.push_back(c);
+        if (c == ' ')
+          t.append(kSpmSpace.data(), kSpmSpace.size());
+        else
+          t.push_back(c);
       }
       EncodeSpmText(t, &out);
       prev_special = false;
@@ -601,25 +592,25 @@ std::string Tokenizer::TokenToPiece(int32_t id, bool render_special) const {
   return s;
 }
 
-absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids,
-                                              const DecodeOptions& opts) const {
+absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids, const DecodeOptions& opts) const {
   std::string out;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (!IsValidId(ids[i]))
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "decode: token id %d at index %d is outside the vocabulary [0, %d)", ids[i], i, n_vocab()));
-    { absl::string_view p = RawPiece(ids[i], opts.render_special); out.append(p.data(), p.size()); }
+      return absl::InvalidArgumentError(
+          absl::StrFormat("decode: token id %d at index %d is outside the vocabulary [0, %d)", ids[i], i, n_vocab()));
+    {
+      absl::string_view p = RawPiece(ids[i], opts.render_special);
+      out.append(p.data(), p.size());
+    }
   }
   if (spec_.model == ModelType::kLlama) {
     out = absl::StrReplaceAll(out, {{kSpmSpace, " "}});
-    if (add_space_prefix_ && opts.strip_space_prefix && !out.empty() && out[0] == ' ')
-      out.erase(0, 1);
+    if (add_space_prefix_ && opts.strip_space_prefix && !out.empty() && out[0] == ' ') out.erase(0, 1);
   }
   return out;
 }
 
-StreamingDecoder::StreamingDecoder(const Tokenizer& tokenizer, DecodeOptions opts)
-    : tok_(tokenizer), opts_(opts) {}
+StreamingDecoder::StreamingDecoder(const Tokenizer& tokenizer, DecodeOptions opts) : tok_(tokenizer), opts_(opts) {}
 
 void StreamingDecoder::Reset() {
   pending_.clear();
@@ -630,9 +621,7 @@ std::string StreamingDecoder::Emit(absl::string_view bytes) {
   std::string s = SanitizeUtf8(bytes);
   if (tok_.model() == ModelType::kLlama) {
     s = absl::StrReplaceAll(s, {{kSpmSpace, " "}});
-    if (at_start_ && tok_.add_space_prefix() && opts_.strip_space_prefix && !s.empty() &&
-        s[0] == ' ')
-      s.erase(0, 1);
+    if (at_start_ && tok_.add_space_prefix() && opts_.strip_space_prefix && !s.empty() && s[0] == ' ') s.erase(0, 1);
   }
   if (!bytes.empty()) at_start_ = false;
   return s;
@@ -640,8 +629,8 @@ std::string StreamingDecoder::Emit(absl::string_view bytes) {
 
 absl::StatusOr<std::string> StreamingDecoder::Push(int32_t id) {
   if (!tok_.IsValidId(id))
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "decode: token id %d is outside the vocabulary [0, %d)", id, tok_.n_vocab()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("decode: token id %d is outside the vocabulary [0, %d)", id, tok_.n_vocab()));
   absl::string_view piece = tok_.RawPiece(id, opts_.render_special);
   pending_.append(piece.data(), piece.size());
   const size_t cut = CompleteUtf8Prefix(pending_);

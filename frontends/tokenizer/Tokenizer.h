@@ -33,7 +33,9 @@ class Normalizer2;
 class RegexPattern;
 U_NAMESPACE_END
 
-namespace memra::gguf { class GgufFile; }
+namespace memra::gguf {
+class GgufFile;
+}
 
 namespace memra::tokenizer {
 
@@ -56,9 +58,9 @@ struct VocabSpec {
   // Pre-tokenizer of gpt2 models: "qwen2", "qwen35", "llama3" / "llama-bpe", "gpt2" / "default".
   std::string pre = "qwen2";
   std::vector<std::string> tokens;
-  std::vector<float> scores;          // SPM merge priorities; empty = all 0
-  std::vector<TokenType> types;       // empty = all kNormal
-  std::vector<std::string> merges;    // gpt2: "left right" in rank order
+  std::vector<float> scores;        // SPM merge priorities; empty = all 0
+  std::vector<TokenType> types;     // empty = all kNormal
+  std::vector<std::string> merges;  // gpt2: "left right" in rank order
   int32_t bos_id = -1, eos_id = -1, eot_id = -1, pad_id = -1, unk_id = -1;
   bool add_bos = false;
   bool add_eos = false;
@@ -99,8 +101,7 @@ class Tokenizer {
 
   // Ids -> bytes: the concatenated pieces (byte-exact inverse of Encode for valid UTF-8 text; the
   // result can be invalid UTF-8 for arbitrary ids). Out-of-range ids are an error naming them.
-  absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids,
-                                     const DecodeOptions& opts = {}) const;
+  absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids, const DecodeOptions& opts = {}) const;
   // The bytes one token stands for ("" for out-of-range ids and hidden tokens). For llama
   // models U+2581 is shown as a space.
   std::string TokenToPiece(int32_t id, bool render_special = true) const;
@@ -159,23 +160,23 @@ class Tokenizer {
   bool add_space_prefix_ = false;
   bool normalize_nfc_ = false;
   absl::flat_hash_map<absl::string_view, int32_t> token_to_id_;  // views into spec_.tokens
-  std::vector<std::string> pieces_;        // decoded bytes of each token (NORMAL/BYTE/USER...)
+  std::vector<std::string> pieces_;                              // decoded bytes of each token (NORMAL/BYTE/USER...)
   std::vector<int32_t> eog_ids_;
   std::vector<bool> is_eog_;
 
   // Added tokens matched in text.
   absl::flat_hash_map<absl::string_view, int32_t> special_;
-  std::vector<size_t> special_lengths_;    // distinct lengths, descending
+  std::vector<size_t> special_lengths_;  // distinct lengths, descending
   bool special_first_byte_[256] = {};
 
   // gpt2
-  int32_t byte_token_[256];                // id of the token for each single byte
+  int32_t byte_token_[256];                                            // id of the token for each single byte
   absl::flat_hash_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // (l,r) -> (rank, id)
   std::unique_ptr<icu::RegexPattern> pre_regex_;
   const icu::Normalizer2* nfc_ = nullptr;
 
   // llama (SPM)
-  int32_t spm_byte_token_[256];            // <0xXX> ids, -1 if absent
+  int32_t spm_byte_token_[256];  // <0xXX> ids, -1 if absent
 };
 
 // Incremental detokenizer for streaming generation: Push returns only complete UTF-8 (a

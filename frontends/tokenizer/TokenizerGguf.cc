@@ -28,8 +28,8 @@ absl::StatusOr<VocabSpec> ReadSpec(const gguf::GgufFile& file) {
   } else if (model == "llama") {
     spec.model = ModelType::kLlama;
   } else {
-    return absl::UnimplementedError(absl::StrCat(
-        "tokenizer.ggml.model = \"", model, "\" is not supported (supported: gpt2, llama)"));
+    return absl::UnimplementedError(
+        absl::StrCat("tokenizer.ggml.model = \"", model, "\" is not supported (supported: gpt2, llama)"));
   }
   MEMRA_ASSIGN_OR_RETURN(spec.pre, file.GetStringOr("tokenizer.ggml.pre", "default"));
   MEMRA_ASSIGN_OR_RETURN(spec.tokens, file.GetStringArray("tokenizer.ggml.tokens"));
@@ -37,21 +37,21 @@ absl::StatusOr<VocabSpec> ReadSpec(const gguf::GgufFile& file) {
   if (file.Has("tokenizer.ggml.token_type")) {
     MEMRA_ASSIGN_OR_RETURN(std::vector<int64_t> types, file.GetIntArray("tokenizer.ggml.token_type"));
     if (types.size() != n)
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "tokenizer.ggml.token_type has %d entries for %d tokens", types.size(), n));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("tokenizer.ggml.token_type has %d entries for %d tokens", types.size(), n));
     spec.types.resize(n);
     for (size_t i = 0; i < n; ++i) {
       if (types[i] < 0 || types[i] > 6)
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "tokenizer.ggml.token_type[%d] = %d is not a llama_token_type (0..6)", i, types[i]));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("tokenizer.ggml.token_type[%d] = %d is not a llama_token_type (0..6)", i, types[i]));
       spec.types[i] = static_cast<TokenType>(types[i]);
     }
   }
   if (file.Has("tokenizer.ggml.scores")) {
     MEMRA_ASSIGN_OR_RETURN(spec.scores, file.GetF32Array("tokenizer.ggml.scores"));
     if (spec.scores.size() != n)
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "tokenizer.ggml.scores has %d entries for %d tokens", spec.scores.size(), n));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("tokenizer.ggml.scores has %d entries for %d tokens", spec.scores.size(), n));
   }
   if (spec.model == ModelType::kGpt2) {
     MEMRA_ASSIGN_OR_RETURN(spec.merges, file.GetStringArray("tokenizer.ggml.merges"));
@@ -67,19 +67,15 @@ absl::StatusOr<VocabSpec> ReadSpec(const gguf::GgufFile& file) {
                          {"tokenizer.ggml.padding_token_id", &spec.pad_id},
                          {"tokenizer.ggml.unknown_token_id", &spec.unk_id}}) {
     if (*id >= static_cast<int64_t>(n))
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s = %d is outside the vocabulary of %d tokens", key, *id, n));
+      return absl::InvalidArgumentError(absl::StrFormat("%s = %d is outside the vocabulary of %d tokens", key, *id, n));
   }
   // Defaults as llama.cpp: SPM adds BOS, BPE does not unless the file says so.
-  MEMRA_ASSIGN_OR_RETURN(spec.add_bos, file.GetBoolOr("tokenizer.ggml.add_bos_token",
-                                                      spec.model == ModelType::kLlama));
+  MEMRA_ASSIGN_OR_RETURN(spec.add_bos, file.GetBoolOr("tokenizer.ggml.add_bos_token", spec.model == ModelType::kLlama));
   MEMRA_ASSIGN_OR_RETURN(spec.add_eos, file.GetBoolOr("tokenizer.ggml.add_eos_token", false));
   if (spec.add_bos && spec.bos_id < 0)
-    return absl::InvalidArgumentError(
-        "tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is absent");
+    return absl::InvalidArgumentError("tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is absent");
   if (spec.add_eos && spec.eos_id < 0)
-    return absl::InvalidArgumentError(
-        "tokenizer.ggml.add_eos_token is true but tokenizer.ggml.eos_token_id is absent");
+    return absl::InvalidArgumentError("tokenizer.ggml.add_eos_token is true but tokenizer.ggml.eos_token_id is absent");
   if (file.Has("tokenizer.ggml.add_space_prefix")) {
     MEMRA_ASSIGN_OR_RETURN(bool asp, file.GetBool("tokenizer.ggml.add_space_prefix"));
     spec.add_space_prefix = asp;

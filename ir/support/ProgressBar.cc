@@ -17,7 +17,10 @@ std::string Amount(uint64_t v, bool bytes) {
 }  // namespace
 
 ProgressBar::ProgressBar(std::string label, uint64_t total, bool bytes)
-    : label_(std::move(label)), total_(total), bytes_(bytes), tty_(isatty(STDERR_FILENO)),
+    : label_(std::move(label)),
+      total_(total),
+      bytes_(bytes),
+      tty_(isatty(STDERR_FILENO)),
       start_(std::chrono::steady_clock::now()) {}
 
 ProgressBar::~ProgressBar() { Finish(); }

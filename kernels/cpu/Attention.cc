@@ -10,8 +10,7 @@
 
 namespace memra::kernels::cpu {
 
-void QGateSplit(const float* qg, int64_t T, int64_t n_head, int64_t head_dim, float* q,
-                float* gate) {
+void QGateSplit(const float* qg, int64_t T, int64_t n_head, int64_t head_dim, float* q, float* gate) {
   const size_t bytes = static_cast<size_t>(head_dim) * sizeof(float);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < n_head; ++h) {
@@ -21,19 +20,16 @@ void QGateSplit(const float* qg, int64_t T, int64_t n_head, int64_t head_dim, fl
     }
 }
 
-absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, int64_t capacity,
-                      float* cache) {
+absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, int64_t capacity, float* cache) {
   if (P < 0 || T < 0 || P + T > capacity)
-    return absl::OutOfRangeError(absl::StrCat("KV cache overflow: appending ", T,
-                                              " positions at position ", P, " to a cache of ",
-                                              capacity, " positions"));
+    return absl::OutOfRangeError(absl::StrCat("KV cache overflow: appending ", T, " positions at position ", P,
+                                              " to a cache of ", capacity, " positions"));
   std::memcpy(cache + P * width, rows, static_cast<size_t>(T * width) * sizeof(float));
   return absl::OkStatus();
 }
 
-void CausalAttention(const float* q, int64_t T, int64_t P, const float* k_cache,
-                     const float* v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
-                     float scale, float* out, ThreadPool* pool) {
+void CausalAttention(const float* q, int64_t T, int64_t P, const float* k_cache, const float* v_cache, int64_t n_head,
+                     int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool* pool) {
   const int64_t group = n_head / n_head_kv;
   const int64_t q_width = n_head * head_dim, kv_width = n_head_kv * head_dim;
   ParallelFor(pool, 0, T * n_head, 1, [&](int64_t lo, int64_t hi) {
@@ -60,8 +56,7 @@ void CausalAttention(const float* q, int64_t T, int64_t P, const float* k_cache,
         const float* vv = v_cache + j * kv_width + kvh * head_dim;
         for (int64_t d = 0; d < head_dim; ++d) acc[d] += pj * vv[d];
       }
-      std::memcpy(out + t * q_width + h * head_dim, acc.data(),
-                  static_cast<size_t>(head_dim) * sizeof(float));
+      std::memcpy(out + t * q_width + h * head_dim, acc.data(), static_cast<size_t>(head_dim) * sizeof(float));
     }
   });
 }

@@ -13,13 +13,11 @@ namespace memra::kernels::cpu {
 
 // qg is the attn_q projection [T][n_head * 2 * head_dim], per head [q_h | gate_h]. Writes
 // q [T][n_head * head_dim] and gate [T][n_head * head_dim] (no overlap with qg).
-void QGateSplit(const float* qg, int64_t T, int64_t n_head, int64_t head_dim, float* q,
-                float* gate);
+void QGateSplit(const float* qg, int64_t T, int64_t n_head, int64_t head_dim, float* q, float* gate);
 
 // Copies rows [T][width] into cache rows P..P+T-1 of a [capacity][width] cache.
 // Errors: P < 0 or P + T > capacity (context overflow).
-absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, int64_t capacity,
-                      float* cache);
+absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, int64_t capacity, float* cache);
 
 // Causal grouped-query attention of T new tokens at positions P..P+T-1 over a cache already
 // holding their keys/values: k_cache, v_cache are [>= P+T][n_head_kv * head_dim].
@@ -29,8 +27,7 @@ absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, in
 //   out[t, h] = Σ_j p_j · v[j, kvh]
 // q and out are [T][n_head * head_dim]. Threads split (token, head) pairs. n_head must be a
 // multiple of n_head_kv.
-void CausalAttention(const float* q, int64_t T, int64_t P, const float* k_cache,
-                     const float* v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
-                     float scale, float* out, ThreadPool* pool = nullptr);
+void CausalAttention(const float* q, int64_t T, int64_t P, const float* k_cache, const float* v_cache, int64_t n_head,
+                     int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool* pool = nullptr);
 
 }  // namespace memra::kernels::cpu

@@ -8,8 +8,8 @@
 
 namespace memra::kernels::cpu {
 
-void Conv1dCausal(const float* x, int64_t T, int64_t channels, const float* weight,
-                  int64_t d_conv, float* state, float* out, bool apply_silu, ThreadPool* pool) {
+void Conv1dCausal(const float* x, int64_t T, int64_t channels, const float* weight, int64_t d_conv, float* state,
+                  float* out, bool apply_silu, ThreadPool* pool) {
   const int64_t n_state = d_conv - 1;
   ParallelFor(pool, 0, channels, 16, [&](int64_t lo, int64_t hi) {
     std::vector<float> ext(static_cast<size_t>(n_state + T));
@@ -28,8 +28,8 @@ void Conv1dCausal(const float* x, int64_t T, int64_t channels, const float* weig
   });
 }
 
-void DeltaNetGates(const float* b, const float* alpha, int64_t T, int64_t n_v_heads,
-                   const float* dt_bias, const float* ssm_a, float* beta, float* g) {
+void DeltaNetGates(const float* b, const float* alpha, int64_t T, int64_t n_v_heads, const float* dt_bias,
+                   const float* ssm_a, float* beta, float* g) {
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < n_v_heads; ++h) {
       const int64_t i = t * n_v_heads + h;
@@ -38,10 +38,9 @@ void DeltaNetGates(const float* b, const float* alpha, int64_t T, int64_t n_v_he
     }
 }
 
-void GatedDeltaScan(const float* q, const float* k, const float* v, const float* g,
-                    const float* beta, int64_t T, int64_t n_k_heads, int64_t n_v_heads,
-                    int64_t d_k, int64_t d_v, float scale, float* state, float* out,
-                    ThreadPool* pool) {
+void GatedDeltaScan(const float* q, const float* k, const float* v, const float* g, const float* beta, int64_t T,
+                    int64_t n_k_heads, int64_t n_v_heads, int64_t d_k, int64_t d_v, float scale, float* state,
+                    float* out, ThreadPool* pool) {
   const int64_t qk_width = n_k_heads * d_k, v_width = n_v_heads * d_v;
   ParallelFor(pool, 0, n_v_heads, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t h = lo; h < hi; ++h) {

@@ -18,15 +18,14 @@ namespace memra::kernels::cpu {
 //   out    [T][channels]          out[t][ch] = act(Σ_{i<d_conv} weight[ch][i] · ext[t+i][ch]),
 //                                 ext = concat(state, x) along time.
 // out must not overlap x or state. Threads split the channels.
-void Conv1dCausal(const float* x, int64_t T, int64_t channels, const float* weight,
-                  int64_t d_conv, float* state, float* out, bool apply_silu = true,
-                  ThreadPool* pool = nullptr);
+void Conv1dCausal(const float* x, int64_t T, int64_t channels, const float* weight, int64_t d_conv, float* state,
+                  float* out, bool apply_silu = true, ThreadPool* pool = nullptr);
 
 // Delta-net gates per (token, value head), all [T][n_v_heads]:
 //   beta[t][h] = sigmoid(b[t][h])
 //   g[t][h]    = ssm_a[h] · softplus(alpha[t][h] + dt_bias[h])   (log-decay; ssm_a = -exp(A_log))
-void DeltaNetGates(const float* b, const float* alpha, int64_t T, int64_t n_v_heads,
-                   const float* dt_bias, const float* ssm_a, float* beta, float* g);
+void DeltaNetGates(const float* b, const float* alpha, int64_t T, int64_t n_v_heads, const float* dt_bias,
+                   const float* ssm_a, float* beta, float* g);
 
 // The gated delta rule, token by token, per value head h with key head kh = h % n_k_heads
 // (ggml's tiled broadcast; GGUF stores v heads in that order):
@@ -39,9 +38,8 @@ void DeltaNetGates(const float* b, const float* alpha, int64_t T, int64_t n_v_he
 // state [n_v_heads][d_v][d_k] (in/out): element h*d_v*d_k + j*d_k + i = S[i][j] — ggml's
 // transposed layout, as the fixture's cache_s_l dump stores it. qwen35: scale = 1/sqrt(d_k).
 // Threads split the value heads; f32 math.
-void GatedDeltaScan(const float* q, const float* k, const float* v, const float* g,
-                    const float* beta, int64_t T, int64_t n_k_heads, int64_t n_v_heads,
-                    int64_t d_k, int64_t d_v, float scale, float* state, float* out,
-                    ThreadPool* pool = nullptr);
+void GatedDeltaScan(const float* q, const float* k, const float* v, const float* g, const float* beta, int64_t T,
+                    int64_t n_k_heads, int64_t n_v_heads, int64_t d_k, int64_t d_v, float scale, float* state,
+                    float* out, ThreadPool* pool = nullptr);
 
 }  // namespace memra::kernels::cpu

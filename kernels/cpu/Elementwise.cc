@@ -38,8 +38,7 @@ void Swiglu(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = SiluScalar(gate[i]) * up[i];
 }
 
-void CopyColumns(const float* x, int64_t rows, int64_t cols, int64_t col0, int64_t width,
-                 float* out) {
+void CopyColumns(const float* x, int64_t rows, int64_t cols, int64_t col0, int64_t width, float* out) {
   for (int64_t r = 0; r < rows; ++r)
     std::memcpy(out + r * width, x + r * cols + col0, static_cast<size_t>(width) * sizeof(float));
 }

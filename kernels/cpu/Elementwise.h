@@ -28,8 +28,7 @@ float SoftplusScalar(float x);
 
 // out[r][0..width) = x[r][col0 .. col0+width) for a [rows][cols] matrix (a column slice, e.g.
 // the q / k / v parts of a fused projection). out is [rows][width] and must not overlap x.
-void CopyColumns(const float* x, int64_t rows, int64_t cols, int64_t col0, int64_t width,
-                 float* out);
+void CopyColumns(const float* x, int64_t rows, int64_t cols, int64_t col0, int64_t width, float* out);
 // out[0..cols) = x[rows-1][0..cols)  (the last token's row; rows >= 1).
 void TakeLastRow(const float* x, int64_t rows, int64_t cols, float* out);
 

@@ -34,8 +34,7 @@ class FirstError {
 
 absl::Status CheckDecodable(const WeightView& w) {
   if (!CanDecode(w.type))
-    return absl::UnimplementedError(
-        absl::StrCat("no dequantizer for ggml type ", formats::GgmlTypeName(w.type)));
+    return absl::UnimplementedError(absl::StrCat("no dequantizer for ggml type ", formats::GgmlTypeName(w.type)));
   return absl::OkStatus();
 }
 
@@ -63,8 +62,7 @@ inline V8 Load8(const float* p) {
 }
 
 template <int R>
-[[gnu::target_clones("avx2", "default")]] void DotTile(const float* const* xs, const float* w,
-                                                       int64_t K, float* out) {
+[[gnu::target_clones("avx2", "default")]] void DotTile(const float* const* xs, const float* w, int64_t K, float* out) {
   V8 acc[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r] = V8{};
@@ -91,13 +89,12 @@ float Dot(const float* a, const float* b, int64_t n) {
   return out;
 }
 
-absl::Status Embed(const WeightView& table, absl::Span<const int32_t> ids, float* out,
-                   ThreadPool* pool) {
+absl::Status Embed(const WeightView& table, absl::Span<const int32_t> ids, float* out, ThreadPool* pool) {
   if (auto st = CheckDecodable(table); !st.ok()) return st;
   for (size_t t = 0; t < ids.size(); ++t)
     if (ids[t] < 0 || ids[t] >= table.rows)
-      return absl::OutOfRangeError(absl::StrCat("token id ", ids[t], " at position ", t,
-                                                " is outside the vocabulary [0, ", table.rows, ")"));
+      return absl::OutOfRangeError(
+          absl::StrCat("token id ", ids[t], " at position ", t, " is outside the vocabulary [0, ", table.rows, ")"));
   FirstError err;
   ParallelFor(pool, 0, static_cast<int64_t>(ids.size()), 4, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) err.Set(DequantizeRow(table, ids[t], out + t * table.cols));

@@ -23,8 +23,7 @@ int64_t RowGrain(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<in
 
 }  // namespace
 
-void RmsNorm(const float* x, const float* w, int64_t rows, int64_t cols, float eps, float* out,
-             ThreadPool* pool) {
+void RmsNorm(const float* x, const float* w, int64_t rows, int64_t cols, float eps, float* out, ThreadPool* pool) {
   ParallelFor(pool, 0, rows, RowGrain(cols), [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const float* xr = x + r * cols;
@@ -51,8 +50,8 @@ void L2Norm(const float* x, int64_t rows, int64_t cols, float eps, float* out, T
   });
 }
 
-void GatedRmsNorm(const float* x, const float* w, const float* z, int64_t rows, int64_t cols,
-                  float eps, float* out, ThreadPool* pool) {
+void GatedRmsNorm(const float* x, const float* w, const float* z, int64_t rows, int64_t cols, float eps, float* out,
+                  ThreadPool* pool) {
   ParallelFor(pool, 0, rows, RowGrain(cols), [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const float* xr = x + r * cols;

@@ -17,12 +17,11 @@ void RmsNorm(const float* x, const float* w, int64_t rows, int64_t cols, float e
              ThreadPool* pool = nullptr);
 
 // out[r][c] = x[r][c] / max(||x[r]||₂, eps)   (ggml_l2_norm; qwen35 passes the rms eps).
-void L2Norm(const float* x, int64_t rows, int64_t cols, float eps, float* out,
-            ThreadPool* pool = nullptr);
+void L2Norm(const float* x, int64_t rows, int64_t cols, float eps, float* out, ThreadPool* pool = nullptr);
 
 // out[r][c] = RmsNorm(x)[r][c] * w[c] * silu(z[r][c])   (the delta-net gated norm; w is
 // ssm_norm, used as stored). z is [rows][cols] like x.
-void GatedRmsNorm(const float* x, const float* w, const float* z, int64_t rows, int64_t cols,
-                  float eps, float* out, ThreadPool* pool = nullptr);
+void GatedRmsNorm(const float* x, const float* w, const float* z, int64_t rows, int64_t cols, float eps, float* out,
+                  ThreadPool* pool = nullptr);
 
 }  // namespace memra::kernels::cpu

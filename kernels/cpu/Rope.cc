@@ -5,8 +5,8 @@
 
 namespace memra::kernels::cpu {
 
-void RopeNeox(float* x, int64_t T, int64_t n_head, int64_t head_dim, int64_t n_rot,
-              float freq_base, const int32_t* positions) {
+void RopeNeox(float* x, int64_t T, int64_t n_head, int64_t head_dim, int64_t n_rot, float freq_base,
+              const int32_t* positions) {
   const int64_t half = n_rot / 2;
   const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
   std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));

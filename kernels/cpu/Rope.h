@@ -13,7 +13,7 @@ namespace memra::kernels::cpu {
 // with s = freq_base^(-2/n_rot) in f32), so results match llama.cpp to the ulp of cos/sin.
 // Requires n_rot even, 0 < n_rot <= head_dim. qwen35's text-only IMROPE equals this (fixture
 // README §2.1).
-void RopeNeox(float* x, int64_t T, int64_t n_head, int64_t head_dim, int64_t n_rot,
-              float freq_base, const int32_t* positions);
+void RopeNeox(float* x, int64_t T, int64_t n_head, int64_t head_dim, int64_t n_rot, float freq_base,
+              const int32_t* positions);
 
 }  // namespace memra::kernels::cpu

@@ -82,8 +82,7 @@ void TopPFilter(std::vector<TokenCandidate>& c, float top_p) {
   for (auto& x : c) x.prob = static_cast<float>(x.prob / sum);
 }
 
-int32_t SampleToken(const float* logits, int64_t n_vocab, const SamplingParams& params,
-                    std::mt19937_64& rng) {
+int32_t SampleToken(const float* logits, int64_t n_vocab, const SamplingParams& params, std::mt19937_64& rng) {
   if (params.temperature <= 0.0f) return Argmax(logits, n_vocab);
   std::vector<TokenCandidate> c = TopKCandidates(logits, n_vocab, params.top_k);
   if (params.top_p < 1.0f) {

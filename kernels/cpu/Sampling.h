@@ -40,7 +40,6 @@ struct SamplingParams {
 // Greedy argmax when temperature <= 0. Otherwise, in llama.cpp's default chain order:
 // top-k, top-p (on the untempered distribution), temperature, then a draw from the softmax of
 // the remaining candidates with u = 53 random bits of rng in [0, 1).
-int32_t SampleToken(const float* logits, int64_t n_vocab, const SamplingParams& params,
-                    std::mt19937_64& rng);
+int32_t SampleToken(const float* logits, int64_t n_vocab, const SamplingParams& params, std::mt19937_64& rng);
 
 }  // namespace memra::kernels::cpu

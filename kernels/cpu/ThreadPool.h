@@ -31,8 +31,7 @@ class ThreadPool {
 
   // Calls fn(lo, hi) over disjoint subranges covering [begin, end). Each subrange holds at least
   // `grain` indices (except possibly the last). Returns when every call has returned.
-  void ParallelFor(int64_t begin, int64_t end, int64_t grain,
-                   const std::function<void(int64_t, int64_t)>& fn);
+  void ParallelFor(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   // std::thread::hardware_concurrency() (callers pass an explicit --threads to override)
   // (at least 1).

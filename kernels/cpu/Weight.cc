@@ -18,12 +18,11 @@ absl::StatusOr<WeightView> WeightView::Make(GgmlType type, int64_t rows, int64_t
   if (rows > 0 && *row_bytes > bytes.size() / static_cast<uint64_t>(rows))
     return absl::InvalidArgumentError(absl::StrCat("weight {", cols, ", ", rows, "} of type ",
                                                    formats::GgmlTypeName(type), " needs ", *row_bytes,
-                                                   " bytes per row but only ", bytes.size(),
-                                                   " bytes are given"));
+                                                   " bytes per row but only ", bytes.size(), " bytes are given"));
   if (*row_bytes * static_cast<uint64_t>(rows) != bytes.size())
     return absl::InvalidArgumentError(absl::StrCat("weight {", cols, ", ", rows, "} of type ",
-                                                   formats::GgmlTypeName(type), " needs ",
-                                                   *row_bytes * rows, " bytes, got ", bytes.size()));
+                                                   formats::GgmlTypeName(type), " needs ", *row_bytes * rows,
+                                                   " bytes, got ", bytes.size()));
   WeightView w;
   w.type = type;
   w.rows = rows;
@@ -37,7 +36,8 @@ absl::StatusOr<WeightView> WeightView::FromTensor(absl::string_view name, format
                                                   absl::Span<const int64_t> ne, absl::Span<const uint8_t> data) {
   for (size_t i = 2; i < ne.size(); ++i)
     if (ne[i] != 1)
-      return absl::InvalidArgumentError(absl::StrCat("tensor ", name, ": expected a 2-D weight, ne[", i, "] = ", ne[i]));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", name, ": expected a 2-D weight, ne[", i, "] = ", ne[i]));
   auto w = Make(type, ne.size() > 1 ? ne[1] : 1, ne.empty() ? 1 : ne[0], data);
   if (!w.ok()) return absl::Status(w.status().code(), absl::StrCat("tensor ", name, ": ", w.status().message()));
   return w;
@@ -56,20 +56,18 @@ WeightView WeightView::F32(const float* data, int64_t rows, int64_t cols) {
 bool CanDecode(GgmlType type) { return type == GgmlType::kF32 || formats::CanDequantize(type); }
 
 absl::Status DequantizeRow(const WeightView& w, int64_t r, float* dst) {
-  if (r < 0 || r >= w.rows)
-    return absl::OutOfRangeError(absl::StrCat("row ", r, " out of range [0, ", w.rows, ")"));
+  if (r < 0 || r >= w.rows) return absl::OutOfRangeError(absl::StrCat("row ", r, " out of range [0, ", w.rows, ")"));
   if (w.type == GgmlType::kF32) {
     std::memcpy(dst, w.Row(r), static_cast<size_t>(w.cols) * sizeof(float));
     return absl::OkStatus();
   }
   return formats::Dequantize(w.type, absl::Span<const uint8_t>(w.Row(r), w.row_bytes),
-                          absl::Span<float>(dst, static_cast<size_t>(w.cols)));
+                             absl::Span<float>(dst, static_cast<size_t>(w.cols)));
 }
 
 absl::StatusOr<DenseWeight> DenseWeight::FromView(const WeightView& w) {
   if (!CanDecode(w.type))
-    return absl::UnimplementedError(
-        absl::StrCat("no dequantizer for type ", formats::GgmlTypeName(w.type)));
+    return absl::UnimplementedError(absl::StrCat("no dequantizer for type ", formats::GgmlTypeName(w.type)));
   DenseWeight d;
   d.rows_ = w.rows;
   d.cols_ = w.cols;
@@ -79,7 +77,7 @@ absl::StatusOr<DenseWeight> DenseWeight::FromView(const WeightView& w) {
   } else if (!d.values_.empty()) {
     // Rows are stored back to back, so the whole matrix decodes in one call.
     auto st = formats::Dequantize(w.type, absl::Span<const uint8_t>(w.data, w.row_bytes * w.rows),
-                               absl::Span<float>(d.values_));
+                                  absl::Span<float>(d.values_));
     if (!st.ok()) return st;
   }
   return d;

@@ -10,16 +10,16 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "kernels/formats/GgmlType.h"
-#include "absl/strings/string_view.h"
 
 namespace memra::kernels::cpu {
 
 struct WeightView {
   formats::GgmlType type = formats::GgmlType::kF32;
-  int64_t rows = 0;       // ne1 (N output features / vocabulary entries)
-  int64_t cols = 0;       // ne0 (K, the contiguous dimension)
+  int64_t rows = 0;  // ne1 (N output features / vocabulary entries)
+  int64_t cols = 0;  // ne0 (K, the contiguous dimension)
   uint64_t row_bytes = 0;
   const uint8_t* data = nullptr;  // rows * row_bytes bytes
 

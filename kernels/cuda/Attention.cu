@@ -3,16 +3,16 @@
 // each warp walks a strided subset of the keys with an online softmax, lanes split the head dim;
 // the warps' partial (max, sum, acc) are merged at the end. Prefill and decode use the same
 // code; ATT_BUCKET is the token bucket it was specialized for (decode: 1).
-#include "Common.cuh"
 #include "AttentionParams.h"
+#include "Common.cuh"
 
 #ifndef ATT_WARPS
 #define ATT_WARPS 4
 #endif
 #define ATT_PER_LANE ((ATT_D + 31) / 32)
 
-__device__ __forceinline__ void attention_body(const float* q, const float* k_cache, const float* v_cache, const int* pos, float* o,
-          int n_tok, float scale) {
+__device__ __forceinline__ void attention_body(const float* q, const float* k_cache, const float* v_cache,
+                                               const int* pos, float* o, int n_tok, float scale) {
   const int t = blockIdx.x / ATT_HQ, h = blockIdx.x % ATT_HQ;
   if (t >= n_tok) return;
   const int kvh = h / (ATT_HQ / ATT_HKV);
@@ -90,7 +90,8 @@ __device__ __forceinline__ void attention_body(const float* q, const float* k_ca
 #endif
 #define ATT_PART (ATT_D + 2)  // per (head, split): m, l, acc[D]
 
-__device__ __forceinline__ void attention_split_body(const float* q, const float* k_cache, const float* v_cache, const int* pos, float* part, float scale) {
+__device__ __forceinline__ void attention_split_body(const float* q, const float* k_cache, const float* v_cache,
+                                                     const int* pos, float* part, float scale) {
   const int h = blockIdx.x / ATT_SPLITS, split = blockIdx.x % ATT_SPLITS;
   const int kvh = h / (ATT_HQ / ATT_HKV);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -200,8 +201,8 @@ __device__ __forceinline__ void attention_combine_body(const float* part, float*
 // partials merge at the end, one head per warp.
 #define ATT_GROUP (ATT_HQ / ATT_HKV)
 
-__device__ __forceinline__ void attention_group_body(const float* q, const float* k_cache, const float* v_cache, const int* pos, float* o, int n_tok,
-                float scale) {
+__device__ __forceinline__ void attention_group_body(const float* q, const float* k_cache, const float* v_cache,
+                                                     const int* pos, float* o, int n_tok, float scale) {
   const int t = blockIdx.x / ATT_HKV, kvh = blockIdx.x % ATT_HKV;
   if (t >= n_tok) return;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;

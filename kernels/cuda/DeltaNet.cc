@@ -78,12 +78,14 @@ class GatedDeltaScanImpl : public GpuOpImpl {
     // GDN_SPLIT lanes per state column (a power of two dividing the lanes and Dk / 2), so the
     // per-token dependency chain is Dk / SPLIT long.
     int64_t split = 4;
-    while (split > 1 && (Dk % (2 * split) != 0 || (cols * split) % 32 != 0 || cols * split > c.target.max_threads_per_block))
+    while (split > 1 &&
+           (Dk % (2 * split) != 0 || (cols * split) % 32 != 0 || cols * split > c.target.max_threads_per_block))
       split /= 2;
     Launch l;
     l.kernel.module.file = "DeltaNet.cu";
-    l.kernel.module.defines = MakeDefines({Def("GDN_HK", Hk), Def("GDN_HV", Hv), Def("GDN_DK", Dk), Def("GDN_DV", Dv),
-                                           Def("GDN_COLS", cols), Def("GDN_SPLIT", split), Def("GDN_BUCKET", c.shapes.bucket)});
+    l.kernel.module.defines =
+        MakeDefines({Def("GDN_HK", Hk), Def("GDN_HV", Hv), Def("GDN_DK", Dk), Def("GDN_DV", Dv), Def("GDN_COLS", cols),
+                     Def("GDN_SPLIT", split), Def("GDN_BUCKET", c.shapes.bucket)});
     l.kernel.entry = "gated_delta_scan";
     l.block = static_cast<uint32_t>(cols * split);
     l.grid = static_cast<uint32_t>(Hv * (Dv / cols));

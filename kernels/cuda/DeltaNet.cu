@@ -7,8 +7,7 @@
 #ifdef CONV_CHANNELS
 // xin = concat(state, x) over time; y[t, c] = sum_i xin[t+i, c] * w[c, i]; the state keeps the
 // last CONV_K-1 rows of xin. x, y: [n_tok, C]; w: [C, K]; state: [C, K-1] (oldest first).
-__device__ __forceinline__ void conv1d_causal_body(const float* x, const float* w, float* state, float* y,
-                                         int n_tok) {
+__device__ __forceinline__ void conv1d_causal_body(const float* x, const float* w, float* state, float* y, int n_tok) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= CONV_CHANNELS) return;
   float win[CONV_K];
@@ -34,7 +33,7 @@ __device__ __forceinline__ void conv1d_causal_body(const float* x, const float* 
 // here and replaced afterwards by conv1d_state_update (a second launch, so no thread reads a
 // state row another has already overwritten).
 __device__ __forceinline__ void conv1d_causal_tokens_body(const float* x, const float* w, const float* state, float* y,
-                                                int n_tok) {
+                                                          int n_tok) {
   MEMRA_GRID_STRIDE(idx, (i64)n_tok * CONV_CHANNELS) {
     const int t = (int)(idx / CONV_CHANNELS), c = (int)(idx % CONV_CHANNELS);
     float s = 0.0f;
@@ -67,7 +66,9 @@ extern "C" __global__ void conv1d_causal(const Conv1dParams p) { conv1d_causal_b
 extern "C" __global__ void conv1d_causal_tokens(const Conv1dParams p) {
   conv1d_causal_tokens_body(p.x, p.w, p.state, p.y, p.n_tok);
 }
-extern "C" __global__ void conv1d_state_update(const Conv1dParams p) { conv1d_state_update_body(p.x, p.state, p.n_tok); }
+extern "C" __global__ void conv1d_state_update(const Conv1dParams p) {
+  conv1d_state_update_body(p.x, p.state, p.n_tok);
+}
 #endif
 
 #ifdef GDN_DK
@@ -95,8 +96,9 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v;
 }
 
-__device__ __forceinline__ void gated_delta_scan_body(const float* q, const float* k, const float* v, const float* g, const float* beta,
-                 float* state, float* o, int n_tok, float scale) {
+__device__ __forceinline__ void gated_delta_scan_body(const float* q, const float* k, const float* v, const float* g,
+                                                      const float* beta, float* state, float* o, int n_tok,
+                                                      float scale) {
   const int blocks_per_head = GDN_DV / GDN_COLS;
   const int h = blockIdx.x / blocks_per_head;
   const int part = threadIdx.x % GDN_SPLIT;

@@ -145,9 +145,9 @@ class EmbedImpl : public GpuOpImpl {
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kEmbed; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     OpSelection s;
-    s.launches.push_back(GridStrideLaunch(c.target, kFile, "embed", Numel(c.shapes.out[0]),
-                                          {Def("EMBED_DIM", c.shapes.in[1][1]),
-                                           Def("EMBED_TYPE", StorageCode(c.shapes.in_dtypes[1]))}));
+    s.launches.push_back(
+        GridStrideLaunch(c.target, kFile, "embed", Numel(c.shapes.out[0]),
+                         {Def("EMBED_DIM", c.shapes.in[1][1]), Def("EMBED_TYPE", StorageCode(c.shapes.in_dtypes[1]))}));
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -232,9 +232,9 @@ class QGateSplitImpl : public GpuOpImpl {
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kQGateSplit; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     OpSelection s;
-    s.launches.push_back(GridStrideLaunch(c.target, kFile, "q_gate_split", Numel(c.shapes.out[0]),
-                                          {Def("QG_HEADS", c.op.attrs().I64Or("n_head", 0)),
-                                           Def("QG_DIM", c.op.attrs().I64Or("head_dim", 0))}));
+    s.launches.push_back(GridStrideLaunch(
+        c.target, kFile, "q_gate_split", Numel(c.shapes.out[0]),
+        {Def("QG_HEADS", c.op.attrs().I64Or("n_head", 0)), Def("QG_DIM", c.op.attrs().I64Or("head_dim", 0))}));
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -297,7 +297,8 @@ class ConcatImpl : public GpuOpImpl {
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kConcat; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     OpSelection s;
-    for (const auto& in : c.shapes.in) s.launches.push_back(GridStrideLaunch(c.target, kFile, "copy_axis_32", Numel(in)));
+    for (const auto& in : c.shapes.in)
+      s.launches.push_back(GridStrideLaunch(c.target, kFile, "copy_axis_32", Numel(in)));
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -335,7 +336,8 @@ class SplitViewImpl : public GpuOpImpl {
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kSplit || k == ir::OpKind::kView; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     OpSelection s;
-    for (const auto& out : c.shapes.out) s.launches.push_back(GridStrideLaunch(c.target, kFile, "copy_axis_32", Numel(out)));
+    for (const auto& out : c.shapes.out)
+      s.launches.push_back(GridStrideLaunch(c.target, kFile, "copy_axis_32", Numel(out)));
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -343,8 +345,8 @@ class SplitViewImpl : public GpuOpImpl {
     MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
     const ir::AttrDict& at = c.op().attrs();
     const bool split = c.op().is(ir::OpKind::kSplit);
-    const std::vector<int64_t> sizes = split ? at.GetI64Array("sizes").value_or(std::vector<int64_t>{})
-                                             : std::vector<int64_t>{at.I64Or("size", 0)};
+    const std::vector<int64_t> sizes =
+        split ? at.GetI64Array("sizes").value_or(std::vector<int64_t>{}) : std::vector<int64_t>{at.I64Or("size", 0)};
     if (sizes.size() != c.op().num_results()) return BindError(c.op(), "one size per result expected");
     int64_t off = split ? 0 : at.I64Or("offset", 0);
     for (size_t i = 0; i < sizes.size(); ++i) {
@@ -371,8 +373,8 @@ class ConstantImpl : public GpuOpImpl {
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kConstant; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     OpSelection s;
-    s.launches.push_back(GridStrideLaunch(c.target, kFile, c.op.result(0)->dtype() == ir::DType::kI32 ? "fill_i32" : "fill_f32",
-                                          Numel(c.shapes.out[0])));
+    s.launches.push_back(GridStrideLaunch(
+        c.target, kFile, c.op.result(0)->dtype() == ir::DType::kI32 ? "fill_i32" : "fill_f32", Numel(c.shapes.out[0])));
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {

@@ -10,9 +10,7 @@ extern "C" __global__ void add_f32(const BroadcastParams p) {
 extern "C" __global__ void mul_f32(const BroadcastParams p) {
   MEMRA_GRID_STRIDE(i, p.n) p.y[i] = p.a[i] * p.b[p.nb == p.n ? i : i % p.nb];
 }
-extern "C" __global__ void scale_f32(const ScaleParams p) {
-  MEMRA_GRID_STRIDE(i, p.n) p.y[i] = p.x[i] * p.factor;
-}
+extern "C" __global__ void scale_f32(const ScaleParams p) { MEMRA_GRID_STRIDE(i, p.n) p.y[i] = p.x[i] * p.factor; }
 extern "C" __global__ void sigmoid_f32(const UnaryParams p) {
   const float* x = static_cast<const float*>(p.x);
   float* y = static_cast<float*>(p.y);

@@ -27,8 +27,8 @@ OpSelection GemmSelection(const SelectContext& c) {
   s.gemm = true;
   const std::vector<ir::DType> casts = CastTypes(c.shapes);
   for (ir::DType d : casts)
-    s.launches.push_back(GridStrideLaunch(c.target, "Elementwise.cu",
-                                          d == ir::DType::kBF16 ? "cast_f32_bf16" : "cast_f32_f16", Numel(c.shapes.in[0])));
+    s.launches.push_back(GridStrideLaunch(
+        c.target, "Elementwise.cu", d == ir::DType::kBF16 ? "cast_f32_bf16" : "cast_f32_f16", Numel(c.shapes.in[0])));
   if (!casts.empty()) s.scratch_bytes = CastBytes(c.shapes.in[0]);
   return s;
 }
@@ -73,7 +73,8 @@ class GemmImpl : public GpuOpImpl {
     return std::optional<OpSelection>(GemmSelection(c));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
-    return BindProducts(c, 1, c.op().num_operands() - 1, [&](unsigned i) { return c.Out(i - 1); }, w);
+    return BindProducts(
+        c, 1, c.op().num_operands() - 1, [&](unsigned i) { return c.Out(i - 1); }, w);
   }
 };
 
@@ -90,7 +91,8 @@ class GemmSwigluImpl : public GpuOpImpl {
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
     const bool casts = !CastTypes(c.shapes()).empty();
     const uint64_t gate = c.Scratch() + (casts ? CastBytes(c.shapes().in[0]) : 0);
-    MEMRA_RETURN_IF_ERROR(BindProducts(c, 1, 2, [&](unsigned i) { return i == 1 ? gate : c.Out(0); }, w));
+    MEMRA_RETURN_IF_ERROR(BindProducts(
+        c, 1, 2, [&](unsigned i) { return i == 1 ? gate : c.Out(0); }, w));
     MEMRA_ASSIGN_OR_RETURN(auto y, c.Shape(c.op().result(0)));
     PairParams p;
     p.a = gate;

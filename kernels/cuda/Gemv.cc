@@ -96,7 +96,8 @@ class GemvGroupImpl : public GpuOpImpl {
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kMatMulGroup; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     const auto storage = GemvStorages(c);
-    if (!storage || storage->size() > MEMRA_GEMV_GROUP_MAX || !OneStorage(*storage)) return std::optional<OpSelection>();
+    if (!storage || storage->size() > MEMRA_GEMV_GROUP_MAX || !OneStorage(*storage))
+      return std::optional<OpSelection>();
     int64_t rows = 0;
     for (const auto& o : c.shapes.out) rows += o.back();
     return std::optional<OpSelection>(

@@ -29,7 +29,7 @@
 #if GEMV_W == 3
 #define GEMV_PER_LANE 16  // int8 per 16-byte load
 #else
-#define GEMV_PER_LANE 8   // f16 / bf16 per 16-byte load
+#define GEMV_PER_LANE 8  // f16 / bf16 per 16-byte load
 #endif
 #define GEMV_STEPS ((GEMV_K + 32 * GEMV_PER_LANE - 1) / (32 * GEMV_PER_LANE))
 
@@ -44,7 +44,9 @@ __device__ __forceinline__ float4 load_x4(const float* xs, int k) { return *rein
 #else
 #define GEMV_X_DECL float* xs = nullptr;
 __device__ __forceinline__ const float* stage_x(const float* __restrict__ x, float*) { return x; }
-__device__ __forceinline__ float4 load_x4(const float* x, int k) { return __ldg(reinterpret_cast<const float4*>(x + k)); }
+__device__ __forceinline__ float4 load_x4(const float* x, int k) {
+  return __ldg(reinterpret_cast<const float4*>(x + k));
+}
 #endif
 
 // Four int8 (one 32-bit word) to f32 exactly without the quarter-rate I2F conversion: each biased
@@ -102,8 +104,8 @@ __device__ __forceinline__ float row_dot(const void* __restrict__ w, const float
 }
 
 // y[N] = W x. scale: the q8 scales (unused for f16 / bf16).
-__device__ __forceinline__ void gemv_body(const void* __restrict__ w, const float* __restrict__ scale, const float* __restrict__ x, float* __restrict__ y,
-     int n_rows) {
+__device__ __forceinline__ void gemv_body(const void* __restrict__ w, const float* __restrict__ scale,
+                                          const float* __restrict__ x, float* __restrict__ y, int n_rows) {
   GEMV_X_DECL
   const float* xv = stage_x(x, xs);
   const i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
@@ -113,8 +115,9 @@ __device__ __forceinline__ void gemv_body(const void* __restrict__ w, const floa
 }
 
 // The FFN's fused gate/up product: y[n] = silu(Wg x)[n] * (Wu x)[n], both rows read by one warp.
-__device__ __forceinline__ void gemv_swiglu_body(const void* __restrict__ wg, const float* __restrict__ sg, const void* __restrict__ wu,
-            const float* __restrict__ su, const float* __restrict__ x, float* __restrict__ y, int n_rows) {
+__device__ __forceinline__ void gemv_swiglu_body(const void* __restrict__ wg, const float* __restrict__ sg,
+                                                 const void* __restrict__ wu, const float* __restrict__ su,
+                                                 const float* __restrict__ x, float* __restrict__ y, int n_rows) {
   GEMV_X_DECL
   const float* xv = stage_x(x, xs);
   const i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
@@ -127,11 +130,13 @@ __device__ __forceinline__ void gemv_swiglu_body(const void* __restrict__ wg, co
 // A matmul_group's products (up to 4 weights of one storage sharing x) in one launch: global row
 // g runs against the weight whose row range holds it. Small projections (the delta-net beta /
 // alpha, 32 rows) then cost no launch of their own.
-__device__ __forceinline__ void gemv_group_body(const void* __restrict__ w0, const float* __restrict__ s0, float* __restrict__ y0,
-           const void* __restrict__ w1, const float* __restrict__ s1, float* __restrict__ y1,
-           const void* __restrict__ w2, const float* __restrict__ s2, float* __restrict__ y2,
-           const void* __restrict__ w3, const float* __restrict__ s3, float* __restrict__ y3,
-           const float* __restrict__ x, int n0, int n1, int n2, int n3) {
+__device__ __forceinline__ void gemv_group_body(const void* __restrict__ w0, const float* __restrict__ s0,
+                                                float* __restrict__ y0, const void* __restrict__ w1,
+                                                const float* __restrict__ s1, float* __restrict__ y1,
+                                                const void* __restrict__ w2, const float* __restrict__ s2,
+                                                float* __restrict__ y2, const void* __restrict__ w3,
+                                                const float* __restrict__ s3, float* __restrict__ y3,
+                                                const float* __restrict__ x, int n0, int n1, int n2, int n3) {
   GEMV_X_DECL
   const float* xv = stage_x(x, xs);
   i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);

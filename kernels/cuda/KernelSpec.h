@@ -19,7 +19,7 @@ using Defines = std::vector<std::pair<std::string, std::string>>;  // kept sorte
 struct ModuleSpec {
   std::string file;  // "Norm.cu"
   Defines defines;
-  bool sm_90a = false;  // arch-specific target (wgmma, setmaxnreg)
+  bool sm_90a = false;      // arch-specific target (wgmma, setmaxnreg)
   std::string Key() const;  // "Norm.cu<NORM_BLOCK=256,NORM_COLS=4096>" ("[sm_90a]" after the file)
   bool operator<(const ModuleSpec& o) const { return Key() < o.Key(); }
 };

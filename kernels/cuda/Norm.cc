@@ -52,10 +52,18 @@ class RowNormImpl : public GpuOpImpl {
     p.n_rows = Numel(x) / std::max<int64_t>(cols, 1);
     p.eps = static_cast<float>(c.op().attrs().F64Or("eps", 0));
     switch (c.op().kind()) {
-      case ir::OpKind::kRmsNorm: p.w = c.In(1), p.y = c.Out(0); break;
-      case ir::OpKind::kL2Norm: p.y = c.Out(0); break;
-      case ir::OpKind::kGatedRmsNorm: p.z = c.In(1), p.w = c.In(2), p.y = c.Out(0); break;
-      default: p.z = c.In(1), p.w = c.In(2), p.sum = c.Out(0), p.y = c.Out(1); break;  // add_rms_norm
+      case ir::OpKind::kRmsNorm:
+        p.w = c.In(1), p.y = c.Out(0);
+        break;
+      case ir::OpKind::kL2Norm:
+        p.y = c.Out(0);
+        break;
+      case ir::OpKind::kGatedRmsNorm:
+        p.z = c.In(1), p.w = c.In(2), p.y = c.Out(0);
+        break;
+      default:
+        p.z = c.In(1), p.w = c.In(2), p.sum = c.Out(0), p.y = c.Out(1);
+        break;  // add_rms_norm
     }
     w.Kernel(0, p);
     return absl::OkStatus();
@@ -63,8 +71,10 @@ class RowNormImpl : public GpuOpImpl {
 
  private:
   static const char* Entry(ir::OpKind k) {
-    return k == ir::OpKind::kRmsNorm ? "rms_norm" : k == ir::OpKind::kL2Norm ? "l2_norm"
-           : k == ir::OpKind::kGatedRmsNorm ? "gated_rms_norm" : "add_rms_norm";
+    return k == ir::OpKind::kRmsNorm        ? "rms_norm"
+           : k == ir::OpKind::kL2Norm       ? "l2_norm"
+           : k == ir::OpKind::kGatedRmsNorm ? "gated_rms_norm"
+                                            : "add_rms_norm";
   }
 };
 
@@ -75,8 +85,8 @@ class RowReduceImpl : public GpuOpImpl {
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     const auto& x = c.shapes.in[0];
     OpSelection s;
-    s.launches.push_back(RowLaunch(c.op.is(ir::OpKind::kSoftmax) ? "softmax" : "argmax", Rows(x),
-                                   x.empty() ? 1 : x.back(), 1024));
+    s.launches.push_back(
+        RowLaunch(c.op.is(ir::OpKind::kSoftmax) ? "softmax" : "argmax", Rows(x), x.empty() ? 1 : x.back(), 1024));
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {

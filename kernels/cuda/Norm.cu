@@ -24,8 +24,7 @@ __device__ __forceinline__ float load_row(const float* xr, float* v) {
 }
 
 // y = x / sqrt(mean(x^2) + eps) * w
-__device__ __forceinline__ void rms_norm_body(const float* x, const float* w,
-                                                                  float* y, i64 n_rows, float eps) {
+__device__ __forceinline__ void rms_norm_body(const float* x, const float* w, float* y, i64 n_rows, float eps) {
   for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
     float v[PER_THREAD];
     const float ss = load_row(x + r * NORM_COLS, v);
@@ -39,8 +38,7 @@ __device__ __forceinline__ void rms_norm_body(const float* x, const float* w,
 }
 
 // y = x / max(||x||, eps)
-__device__ __forceinline__ void l2_norm_body(const float* x, float* y,
-                                                                 i64 n_rows, float eps) {
+__device__ __forceinline__ void l2_norm_body(const float* x, float* y, i64 n_rows, float eps) {
   for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
     float v[PER_THREAD];
     const float ss = load_row(x + r * NORM_COLS, v);
@@ -54,9 +52,8 @@ __device__ __forceinline__ void l2_norm_body(const float* x, float* y,
 }
 
 // y = rms_norm(x) * w * silu(z)
-__device__ __forceinline__ void gated_rms_norm_body(const float* x, const float* z,
-                                                                        const float* w, float* y,
-                                                                        i64 n_rows, float eps) {
+__device__ __forceinline__ void gated_rms_norm_body(const float* x, const float* z, const float* w, float* y,
+                                                    i64 n_rows, float eps) {
   for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
     float v[PER_THREAD];
     const float ss = load_row(x + r * NORM_COLS, v);
@@ -70,9 +67,8 @@ __device__ __forceinline__ void gated_rms_norm_body(const float* x, const float*
 }
 
 // sum = a + b; y = rms_norm(sum) * w
-__device__ __forceinline__ void add_rms_norm_body(const float* a, const float* b,
-                                                                      const float* w, float* sum,
-                                                                      float* y, i64 n_rows, float eps) {
+__device__ __forceinline__ void add_rms_norm_body(const float* a, const float* b, const float* w, float* sum, float* y,
+                                                  i64 n_rows, float eps) {
   for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
     float v[PER_THREAD];
     float ss = 0.0f;
@@ -163,7 +159,8 @@ __device__ __forceinline__ void argmax_body(const float* x, int* y, i64 n_rows) 
 // is appended to the token ring (ring[*ring_pos % ring_cap], then ++*ring_pos), which the host
 // reads once per chunk of steps. Nothing here depends on host values that change per step, so a
 // captured decode step replays unchanged.
-__device__ __forceinline__ void greedy_next_body(const float* logits, int* token, int* ring, int* ring_pos, int ring_cap) {
+__device__ __forceinline__ void greedy_next_body(const float* logits, int* token, int* ring, int* ring_pos,
+                                                 int ring_cap) {
   const int id = row_argmax(logits);
   if (threadIdx.x == 0) {
     token[0] = id;

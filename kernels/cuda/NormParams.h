@@ -10,7 +10,7 @@ struct NormParams {
   MEMRA_DPTR(const float) x;
   MEMRA_DPTR(const float) z;  // gated: the gate; add: the second addend; else unused
   MEMRA_DPTR(const float) w;
-  MEMRA_DPTR(float) sum;      // add_rms_norm only
+  MEMRA_DPTR(float) sum;  // add_rms_norm only
   MEMRA_DPTR(float) y;
   long long n_rows;
   float eps;

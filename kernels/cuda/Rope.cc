@@ -17,8 +17,9 @@ absl::Status CheckNeox(const ir::Op& op) {
 }
 
 Launch RopeLaunch(const Target& t, const ir::Op& op, const std::vector<int64_t>& x) {
-  return GridStrideLaunch(t, "Rope.cu", "rope_neox", Numel(x),
-                          {Def("ROPE_HEADS", x[1]), Def("ROPE_DIM", x[2]), Def("ROPE_NROT", op.attrs().I64Or("n_rot", x[2]))});
+  return GridStrideLaunch(
+      t, "Rope.cu", "rope_neox", Numel(x),
+      {Def("ROPE_HEADS", x[1]), Def("ROPE_DIM", x[2]), Def("ROPE_NROT", op.attrs().I64Or("n_rot", x[2]))});
 }
 
 // theta_{i+1} = theta_i * base^(-2 / n_rot), formed in f32 as ggml does.

@@ -4,8 +4,7 @@
 #include "Common.cuh"
 #include "RopeParams.h"
 
-__device__ __forceinline__ void rope_neox_body(const float* x, float* y, const int* pos, int n_tok,
-                                     float theta_scale) {
+__device__ __forceinline__ void rope_neox_body(const float* x, float* y, const int* pos, int n_tok, float theta_scale) {
   const int half = ROPE_NROT / 2;
   const i64 n = (i64)n_tok * ROPE_HEADS * ROPE_DIM;
   MEMRA_GRID_STRIDE(idx, n) {

@@ -69,16 +69,26 @@ absl::StatusOr<Target> Target::Parse(absl::string_view line) {
     }
     int64_t n = 0;
     if (!absl::SimpleAtoi(v, &n) || n < 0) return bad(absl::StrCat(k, " is not a non-negative integer"));
-    if (k == "sm_count") t.sm_count = static_cast<int>(n);
-    else if (k == "max_threads_per_block") t.max_threads_per_block = static_cast<int>(n);
-    else if (k == "warp_size") t.warp_size = static_cast<int>(n);
-    else if (k == "smem_per_block") t.smem_per_block = n;
-    else if (k == "smem_per_block_optin") t.smem_per_block_optin = n;
-    else if (k == "smem_per_sm") t.smem_per_sm = n;
-    else if (k == "l2_bytes") t.l2_bytes = n;
-    else if (k == "max_cluster_blocks") t.max_cluster_blocks = static_cast<int>(n);
-    else if (k == "memory_bytes") t.memory_bytes = n;
-    else return bad(absl::StrCat("unknown field \"", k, "\""));
+    if (k == "sm_count")
+      t.sm_count = static_cast<int>(n);
+    else if (k == "max_threads_per_block")
+      t.max_threads_per_block = static_cast<int>(n);
+    else if (k == "warp_size")
+      t.warp_size = static_cast<int>(n);
+    else if (k == "smem_per_block")
+      t.smem_per_block = n;
+    else if (k == "smem_per_block_optin")
+      t.smem_per_block_optin = n;
+    else if (k == "smem_per_sm")
+      t.smem_per_sm = n;
+    else if (k == "l2_bytes")
+      t.l2_bytes = n;
+    else if (k == "max_cluster_blocks")
+      t.max_cluster_blocks = static_cast<int>(n);
+    else if (k == "memory_bytes")
+      t.memory_bytes = n;
+    else
+      return bad(absl::StrCat("unknown field \"", k, "\""));
   }
   if (!have_arch) return bad("no arch");
   if (t.sm_count <= 0) return bad("sm_count must be positive");
@@ -90,8 +100,8 @@ absl::StatusOr<Target> TargetPreset(absl::string_view arch) {
   absl::ConsumeSuffix(&a, "a");  // sm_90a: the same chip, arch-specific instructions
   auto it = Presets().find(std::string(a));
   if (it == Presets().end())
-    return absl::InvalidArgumentError(absl::StrCat("unknown CUDA target \"", arch, "\" (presets: ",
-                                                   absl::StrJoin(TargetPresetNames(), ", "), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown CUDA target \"", arch, "\" (presets: ", absl::StrJoin(TargetPresetNames(), ", "), ")"));
   return it->second;
 }
 

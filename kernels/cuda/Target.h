@@ -15,19 +15,19 @@
 namespace memra::kernels::cuda {
 
 struct Target {
-  std::string name;                     // the device's name, or the preset's ("H100/H200")
-  int arch = 90;                        // compute capability major * 10 + minor
-  int sm_count = 132;                   // streaming multiprocessors
+  std::string name;    // the device's name, or the preset's ("H100/H200")
+  int arch = 90;       // compute capability major * 10 + minor
+  int sm_count = 132;  // streaming multiprocessors
   int max_threads_per_block = 1024;
   int warp_size = 32;
-  int64_t smem_per_block = 48 << 10;    // static + default dynamic limit
-  int64_t smem_per_block_optin = 0;     // with cuFuncSetAttribute
+  int64_t smem_per_block = 48 << 10;  // static + default dynamic limit
+  int64_t smem_per_block_optin = 0;   // with cuFuncSetAttribute
   int64_t smem_per_sm = 0;
   int64_t l2_bytes = 0;
-  int max_cluster_blocks = 1;           // portable thread-block cluster size (1: no clusters)
-  int64_t memory_bytes = 0;             // device memory; 0 = unknown (a preset)
+  int max_cluster_blocks = 1;  // portable thread-block cluster size (1: no clusters)
+  int64_t memory_bytes = 0;    // device memory; 0 = unknown (a preset)
 
-  std::string ArchName() const;         // "sm_90"
+  std::string ArchName() const;  // "sm_90"
   // One line, `key=value` pairs (the plan header's `target` line); Parse reads it back.
   std::string Serialize() const;
   static absl::StatusOr<Target> Parse(absl::string_view line);

@@ -4,21 +4,22 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/formats/Quant.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/Weight.h"
+#include "kernels/formats/Quant.h"
 
 namespace memra::kernels::cuda {
 namespace {
 
 constexpr WeightLayout kF32{WeightLayoutKind::kAsStored, "f32", ir::DType::kF32, 0, "cuBLASLt (f32 compute), embed"};
-constexpr WeightLayout kF16{WeightLayoutKind::kAsStored, "f16", ir::DType::kF16, 1, "cuBLASLt, Gemv.cu (GEMV_W=1), embed"};
+constexpr WeightLayout kF16{WeightLayoutKind::kAsStored, "f16", ir::DType::kF16, 1,
+                            "cuBLASLt, Gemv.cu (GEMV_W=1), embed"};
 constexpr WeightLayout kBf16{WeightLayoutKind::kAsStored, "bf16", ir::DType::kBF16, 2,
                              "cuBLASLt, Gemv.cu (GEMV_W=2), embed"};
 constexpr WeightLayout kBf16Dequant{WeightLayoutKind::kBf16Dequantized, "bf16 (dequantized at upload)",
                                     ir::DType::kBF16, 2, "cuBLASLt, Gemv.cu (GEMV_W=2), embed"};
-constexpr WeightLayout kQ8{WeightLayoutKind::kQ8Repacked, "q8_0 (repacked: int8 values + f32 scales)",
-                           ir::DType::kBF16, 3, "Gemv.cu (GEMV_W=3)"};
+constexpr WeightLayout kQ8{WeightLayoutKind::kQ8Repacked, "q8_0 (repacked: int8 values + f32 scales)", ir::DType::kBF16,
+                           3, "Gemv.cu (GEMV_W=3)"};
 
 uint16_t F32ToBf16(float f) {
   uint32_t u;
@@ -32,10 +33,14 @@ uint16_t F32ToBf16(float f) {
 
 const WeightLayout& MatrixLayoutFor(ir::DType stored) {
   switch (stored) {
-    case ir::DType::kF32: return kF32;
-    case ir::DType::kF16: return kF16;
-    case ir::DType::kBF16: return kBf16;
-    default: return kBf16Dequant;  // every ggml block format
+    case ir::DType::kF32:
+      return kF32;
+    case ir::DType::kF16:
+      return kF16;
+    case ir::DType::kBF16:
+      return kBf16;
+    default:
+      return kBf16Dequant;  // every ggml block format
   }
 }
 
@@ -44,8 +49,10 @@ const WeightLayout& Q8Layout() { return kQ8; }
 int64_t LayoutBytes(const WeightLayout& layout, int64_t rows, int64_t cols) {
   const int64_t n = rows * cols;
   switch (layout.kind) {
-    case WeightLayoutKind::kQ8Repacked: return n + (n / 32) * 4;
-    default: return n * (layout.compute_dtype == ir::DType::kF32 ? 4 : 2);
+    case WeightLayoutKind::kQ8Repacked:
+      return n + (n / 32) * 4;
+    default:
+      return n * (layout.compute_dtype == ir::DType::kF32 ? 4 : 2);
   }
 }
 
@@ -54,7 +61,8 @@ absl::StatusOr<RepackedMatrix> Repack(const WeightLayout& layout, ir::DType stor
   RepackedMatrix out;
   const auto type = static_cast<formats::GgmlType>(ir::InfoOf(stored).ggml_id);
   switch (layout.kind) {
-    case WeightLayoutKind::kAsStored: return out;
+    case WeightLayoutKind::kAsStored:
+      return out;
     case WeightLayoutKind::kBf16Dequantized: {
       auto view = cpu::WeightView::Make(type, rows, cols, src);
       if (!view.ok()) return view.status();

@@ -23,10 +23,10 @@ enum class WeightLayoutKind {
 
 struct WeightLayout {
   WeightLayoutKind kind;
-  absl::string_view name;    // "f32", "bf16 (dequantized)", "q8_0 (repacked)"
-  ir::DType compute_dtype;   // what cuBLASLt reads: f32, f16 or bf16 (the activations are cast to it)
-  int gemv_storage;          // Gemv.cu GEMV_W: 0 none (stays on cuBLASLt), 1 f16, 2 bf16, 3 q8
-  absl::string_view readers; // which kernels read it (documentation, memra inspect)
+  absl::string_view name;     // "f32", "bf16 (dequantized)", "q8_0 (repacked)"
+  ir::DType compute_dtype;    // what cuBLASLt reads: f32, f16 or bf16 (the activations are cast to it)
+  int gemv_storage;           // Gemv.cu GEMV_W: 0 none (stays on cuBLASLt), 1 f16, 2 bf16, 3 q8
+  absl::string_view readers;  // which kernels read it (documentation, memra inspect)
 };
 
 // The layout a matrix stored as `stored` gets. Quantized formats use their bf16 copy: the q8

@@ -74,8 +74,8 @@ absl::StatusOr<uint64_t> RowBytes(GgmlType type, int64_t ne0) {
   const GgmlTypeTraits& t = TraitsOf(type);
   if (ne0 < 0) return absl::InvalidArgumentError(absl::StrCat("negative row length ", ne0));
   if (ne0 % t.block_elems != 0)
-    return absl::InvalidArgumentError(absl::StrCat("row length ", ne0, " is not a multiple of the ",
-                                                   t.name, " block size ", t.block_elems));
+    return absl::InvalidArgumentError(
+        absl::StrCat("row length ", ne0, " is not a multiple of the ", t.name, " block size ", t.block_elems));
   uint64_t blocks = static_cast<uint64_t>(ne0) / t.block_elems;
   if (blocks > std::numeric_limits<uint64_t>::max() / t.block_bytes)
     return absl::InvalidArgumentError(absl::StrCat("row of ", ne0, " ", t.name, " elements overflows"));

@@ -17,8 +17,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/formats/QuantInternal.h"
 #include "ir/StatusMacros.h"
+#include "kernels/formats/QuantInternal.h"
 
 namespace memra::formats {
 namespace {
@@ -37,8 +37,7 @@ constexpr int64_t kChunk = 64;
 
 void DequantizeRowF16(const uint8_t* __restrict src, float* __restrict dst, int64_t n) {
   int64_t i = 0;
-  for (; i + kChunk <= n; i += kChunk)
-  {
+  for (; i + kChunk <= n; i += kChunk) {
     uint16_t h[kChunk];
     std::memcpy(h, src + 2 * i, sizeof(h));
     for (int64_t j = 0; j < kChunk; ++j) dst[i + j] = HalfToFloatInline(h[j]);
@@ -47,8 +46,7 @@ void DequantizeRowF16(const uint8_t* __restrict src, float* __restrict dst, int6
 }
 void DequantizeRowBF16(const uint8_t* __restrict src, float* __restrict dst, int64_t n) {
   int64_t i = 0;
-  for (; i + kChunk <= n; i += kChunk)
-  {
+  for (; i + kChunk <= n; i += kChunk) {
     uint16_t h[kChunk];
     std::memcpy(h, src + 2 * i, sizeof(h));
     for (int64_t j = 0; j < kChunk; ++j) dst[i + j] = Bf16ToFloatInline(h[j]);
@@ -61,8 +59,7 @@ void QuantizeRowF32(const float* __restrict src, uint8_t* __restrict dst, int64_
 }
 void QuantizeRowF16(const float* __restrict src, uint8_t* __restrict dst, int64_t n) {
   int64_t i = 0;
-  for (; i + kChunk <= n; i += kChunk)
-  {
+  for (; i + kChunk <= n; i += kChunk) {
     uint16_t h[kChunk];
     for (int64_t j = 0; j < kChunk; ++j) h[j] = FloatToHalfInline(src[i + j]);
     std::memcpy(dst + 2 * i, h, sizeof(h));
@@ -71,8 +68,7 @@ void QuantizeRowF16(const float* __restrict src, uint8_t* __restrict dst, int64_
 }
 void QuantizeRowBF16(const float* __restrict src, uint8_t* __restrict dst, int64_t n) {
   int64_t i = 0;
-  for (; i + kChunk <= n; i += kChunk)
-  {
+  for (; i + kChunk <= n; i += kChunk) {
     uint16_t h[kChunk];
     for (int64_t j = 0; j < kChunk; ++j) h[j] = FloatToBf16Inline(src[i + j]);
     std::memcpy(dst + 2 * i, h, sizeof(h));
@@ -113,11 +109,10 @@ void DequantizeRowQ4_1(const uint8_t* __restrict src, float* __restrict dst, int
 }
 
 // 1 << j as a table: a per-lane constant lets the vectorizer test the bits of qh.
-constexpr uint32_t kBit[32] = {1u << 0,  1u << 1,  1u << 2,  1u << 3,  1u << 4,  1u << 5,  1u << 6,
-                               1u << 7,  1u << 8,  1u << 9,  1u << 10, 1u << 11, 1u << 12, 1u << 13,
-                               1u << 14, 1u << 15, 1u << 16, 1u << 17, 1u << 18, 1u << 19, 1u << 20,
-                               1u << 21, 1u << 22, 1u << 23, 1u << 24, 1u << 25, 1u << 26, 1u << 27,
-                               1u << 28, 1u << 29, 1u << 30, 1u << 31};
+constexpr uint32_t kBit[32] = {1u << 0,  1u << 1,  1u << 2,  1u << 3,  1u << 4,  1u << 5,  1u << 6,  1u << 7,
+                               1u << 8,  1u << 9,  1u << 10, 1u << 11, 1u << 12, 1u << 13, 1u << 14, 1u << 15,
+                               1u << 16, 1u << 17, 1u << 18, 1u << 19, 1u << 20, 1u << 21, 1u << 22, 1u << 23,
+                               1u << 24, 1u << 25, 1u << 26, 1u << 27, 1u << 28, 1u << 29, 1u << 30, 1u << 31};
 
 // Q5_0: f16 d; u32 qh (bit j = 5th bit of element j); u8 qs[16]. x = (q - 16) * d.
 void DequantizeRowQ5_0(const uint8_t* __restrict src, float* __restrict dst, int64_t nblocks) {
@@ -205,8 +200,7 @@ void QuantizeRowQ4_0(const float* __restrict x, uint8_t* __restrict dst, int64_t
     StoreU16(dst, FloatToHalfInline(d));
     for (int j = 0; j < 16; ++j) {
       const int q0 = std::min(15, static_cast<int>(static_cast<int8_t>(TruncToInt32(x[j] * id + 8.5f))));
-      const int q1 =
-          std::min(15, static_cast<int>(static_cast<int8_t>(TruncToInt32(x[j + 16] * id + 8.5f))));
+      const int q1 = std::min(15, static_cast<int>(static_cast<int8_t>(TruncToInt32(x[j + 16] * id + 8.5f))));
       dst[2 + j] = static_cast<uint8_t>(static_cast<uint8_t>(q0) | (static_cast<uint8_t>(q1) << 4));
     }
   }
@@ -238,8 +232,8 @@ void QuantizeRowQ5_0(const float* __restrict x, uint8_t* __restrict dst, int64_t
     StoreU16(dst, FloatToHalfInline(d));
     uint32_t qh = 0;
     for (int j = 0; j < 16; ++j) {
-      const uint8_t q0 = static_cast<uint8_t>(
-          std::min(31, static_cast<int>(static_cast<int8_t>(TruncToInt32(x[j] * id + 16.5f)))));
+      const uint8_t q0 =
+          static_cast<uint8_t>(std::min(31, static_cast<int>(static_cast<int8_t>(TruncToInt32(x[j] * id + 16.5f)))));
       const uint8_t q1 = static_cast<uint8_t>(
           std::min(31, static_cast<int>(static_cast<int8_t>(TruncToInt32(x[j + 16] * id + 16.5f)))));
       dst[6 + j] = static_cast<uint8_t>((q0 & 0x0f) | ((q1 & 0x0f) << 4));
@@ -357,9 +351,8 @@ void QuantizeRowMXFP4(const float* __restrict x, uint8_t* __restrict dst, int64_
     for (int j = 0; j < 32; ++j)
       if (amax < std::fabs(x[j])) amax = std::fabs(x[j]);
     // ggml: (uint8_t)(floorf(log2f(amax)) - 2 + 127); the float->u8 cast goes through int32.
-    const uint8_t e = amax > 0.0f
-                          ? static_cast<uint8_t>(TruncToInt32(std::floor(std::log2(amax)) - 2.0f + 127.0f))
-                          : uint8_t{0};
+    const uint8_t e =
+        amax > 0.0f ? static_cast<uint8_t>(TruncToInt32(std::floor(std::log2(amax)) - 2.0f + 127.0f)) : uint8_t{0};
     const float d = E8M0ToFloatHalf(e);
     dst[0] = e;
     for (int j = 0; j < 16; ++j) {
@@ -458,24 +451,42 @@ struct Kernels {
 
 Kernels KernelsFor(GgmlType type) {
   switch (type) {
-    case GgmlType::kF32: return {DequantizeRowF32, QuantizeRowF32};
-    case GgmlType::kF16: return {DequantizeRowF16, QuantizeRowF16};
-    case GgmlType::kBF16: return {DequantizeRowBF16, QuantizeRowBF16};
-    case GgmlType::kQ4_0: return {DequantizeRowQ4_0, QuantizeRowQ4_0};
-    case GgmlType::kQ4_1: return {DequantizeRowQ4_1, QuantizeRowQ4_1};
-    case GgmlType::kQ5_0: return {DequantizeRowQ5_0, QuantizeRowQ5_0};
-    case GgmlType::kQ5_1: return {DequantizeRowQ5_1, QuantizeRowQ5_1};
-    case GgmlType::kQ8_0: return {DequantizeRowQ8_0, QuantizeRowQ8_0};
-    case GgmlType::kQ8_1: return {DequantizeRowQ8_1, QuantizeRowQ8_1};
-    case GgmlType::kQ2_K: return {DequantizeRowQ2K, QuantizeRowQ2K};
-    case GgmlType::kQ3_K: return {DequantizeRowQ3K, QuantizeRowQ3K};
-    case GgmlType::kQ4_K: return {DequantizeRowQ4K, QuantizeRowQ4K};
-    case GgmlType::kQ5_K: return {DequantizeRowQ5K, QuantizeRowQ5K};
-    case GgmlType::kQ6_K: return {DequantizeRowQ6K, QuantizeRowQ6K};
-    case GgmlType::kQ8_K: return {DequantizeRowQ8K, nullptr};
-    case GgmlType::kMXFP4: return {DequantizeRowMXFP4, QuantizeRowMXFP4};
-    case GgmlType::kNVFP4: return {DequantizeRowNVFP4, QuantizeRowNVFP4};
-    default: return {};
+    case GgmlType::kF32:
+      return {DequantizeRowF32, QuantizeRowF32};
+    case GgmlType::kF16:
+      return {DequantizeRowF16, QuantizeRowF16};
+    case GgmlType::kBF16:
+      return {DequantizeRowBF16, QuantizeRowBF16};
+    case GgmlType::kQ4_0:
+      return {DequantizeRowQ4_0, QuantizeRowQ4_0};
+    case GgmlType::kQ4_1:
+      return {DequantizeRowQ4_1, QuantizeRowQ4_1};
+    case GgmlType::kQ5_0:
+      return {DequantizeRowQ5_0, QuantizeRowQ5_0};
+    case GgmlType::kQ5_1:
+      return {DequantizeRowQ5_1, QuantizeRowQ5_1};
+    case GgmlType::kQ8_0:
+      return {DequantizeRowQ8_0, QuantizeRowQ8_0};
+    case GgmlType::kQ8_1:
+      return {DequantizeRowQ8_1, QuantizeRowQ8_1};
+    case GgmlType::kQ2_K:
+      return {DequantizeRowQ2K, QuantizeRowQ2K};
+    case GgmlType::kQ3_K:
+      return {DequantizeRowQ3K, QuantizeRowQ3K};
+    case GgmlType::kQ4_K:
+      return {DequantizeRowQ4K, QuantizeRowQ4K};
+    case GgmlType::kQ5_K:
+      return {DequantizeRowQ5K, QuantizeRowQ5K};
+    case GgmlType::kQ6_K:
+      return {DequantizeRowQ6K, QuantizeRowQ6K};
+    case GgmlType::kQ8_K:
+      return {DequantizeRowQ8K, nullptr};
+    case GgmlType::kMXFP4:
+      return {DequantizeRowMXFP4, QuantizeRowMXFP4};
+    case GgmlType::kNVFP4:
+      return {DequantizeRowNVFP4, QuantizeRowNVFP4};
+    default:
+      return {};
   }
 }
 
@@ -490,13 +501,12 @@ std::string TypeLabel(GgmlType type) {
 absl::Status CheckSizes(absl::string_view what, GgmlType type, size_t elems, size_t bytes) {
   const GgmlTypeTraits& t = TraitsOf(type);
   if (elems % t.block_elems != 0)
-    return absl::InvalidArgumentError(absl::StrCat(what, " ", t.name, ": ", elems,
-                                                   " elements is not a multiple of the block size ",
-                                                   t.block_elems));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", t.name, ": ", elems, " elements is not a multiple of the block size ", t.block_elems));
   const uint64_t want = static_cast<uint64_t>(elems / t.block_elems) * t.block_bytes;
   if (bytes != want)
-    return absl::InvalidArgumentError(absl::StrCat(what, " ", t.name, ": ", elems, " elements take ",
-                                                   want, " bytes, but the buffer holds ", bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", t.name, ": ", elems, " elements take ", want, " bytes, but the buffer holds ", bytes));
   return absl::OkStatus();
 }
 
@@ -508,8 +518,7 @@ bool CanQuantize(GgmlType type) { return KernelsFor(type).quant != nullptr; }
 absl::Status Dequantize(GgmlType type, absl::Span<const uint8_t> src, absl::Span<float> dst) {
   const DequantRowFn fn = KernelsFor(type).dequant;
   if (fn == nullptr)
-    return absl::UnimplementedError(
-        absl::StrCat("dequantize: no dequantizer for ggml type ", TypeLabel(type)));
+    return absl::UnimplementedError(absl::StrCat("dequantize: no dequantizer for ggml type ", TypeLabel(type)));
   MEMRA_RETURN_IF_ERROR(CheckSizes("dequantize", type, dst.size(), src.size()));
   fn(src.data(), dst.data(), static_cast<int64_t>(dst.size() / TraitsOf(type).block_elems));
   return absl::OkStatus();
@@ -518,8 +527,7 @@ absl::Status Dequantize(GgmlType type, absl::Span<const uint8_t> src, absl::Span
 absl::Status Quantize(GgmlType type, absl::Span<const float> src, absl::Span<uint8_t> dst) {
   const QuantRowFn fn = KernelsFor(type).quant;
   if (fn == nullptr)
-    return absl::UnimplementedError(
-        absl::StrCat("quantize: no quantizer for ggml type ", TypeLabel(type)));
+    return absl::UnimplementedError(absl::StrCat("quantize: no quantizer for ggml type ", TypeLabel(type)));
   MEMRA_RETURN_IF_ERROR(CheckSizes("quantize", type, src.size(), dst.size()));
   fn(src.data(), dst.data(), static_cast<int64_t>(src.size() / TraitsOf(type).block_elems));
   return absl::OkStatus();

@@ -33,8 +33,8 @@ inline int Clamp(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v)
 // Weighted fit of x ~ scale * L + min with L in [0, nmax] and min <= 0 (ggml make_qkx2_quants):
 // starts from the min/max grid, then tries nstep+1 stretched grids and keeps the best weighted
 // error (absolute if use_mad, else squared). Returns the scale; *neg_min = -min.
-float FitScaleMin(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* neg_min,
-                  uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
+float FitScaleMin(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* neg_min, uint8_t* Laux,
+                  float rmin, float rdelta, int nstep, bool use_mad) {
   float min = x[0], max = x[0];
   float sum_w = weights[0];
   float sum_x = sum_w * x[0];
@@ -151,8 +151,7 @@ float FitSymmetric(int n, int nmax, const float* x, int8_t* L) {
       suml2 += w * lf * lf;
     }
     if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-      for (int i = 0; i < n; ++i)
-        L[i] = static_cast<int8_t>(nmax + Clamp(NearestInt(iscale * x[i]), -nmax, nmax - 1));
+      for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(nmax + Clamp(NearestInt(iscale * x[i]), -nmax, nmax - 1));
       scale = sumlx / suml2;
       best = scale * sumlx;
     }
@@ -212,8 +211,8 @@ float FitSymmetricQ3(int n, int nmax, const float* x, int8_t* L) {
 void Pack2Bit(const uint8_t* L, uint8_t* qs) {
   for (int j = 0; j < kQK; j += 128)
     for (int l = 0; l < 32; ++l)
-      qs[j / 4 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
-                                           (L[j + l + 96] << 6));
+      qs[j / 4 + l] =
+          static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
 }
 
 // The eight 6-bit (scale, min) pairs of Q4_K/Q5_K into 12 bytes (inverse of ScaleMinK4).

@@ -43,8 +43,7 @@ void DequantizeRowQ2K(const uint8_t* __restrict src, float* __restrict dst, int6
           const float dl = d * static_cast<float>(sc & 0x0f);
           const float ml = dmin * static_cast<float>(sc >> 4);
           const uint8_t* qp = q + 16 * part;
-          for (int l = 0; l < 16; ++l)
-            dst[l] = dl * static_cast<float>((qp[l] >> shift) & 3) - ml;
+          for (int l = 0; l < 16; ++l) dst[l] = dl * static_cast<float>((qp[l] >> shift) & 3) - ml;
           dst += 16;
         }
       }
@@ -130,10 +129,8 @@ void DequantizeRowQ5K(const uint8_t* __restrict src, float* __restrict dst, int6
       const float m2 = dmin * static_cast<float>(m);
       const uint8_t u1 = static_cast<uint8_t>(1u << (2 * c));
       const uint8_t u2 = static_cast<uint8_t>(2u << (2 * c));
-      for (int l = 0; l < 32; ++l)
-        dst[l] = d1 * static_cast<float>((ql[l] & 0x0f) + ((qh[l] & u1) ? 16 : 0)) - m1;
-      for (int l = 0; l < 32; ++l)
-        dst[32 + l] = d2 * static_cast<float>((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+      for (int l = 0; l < 32; ++l) dst[l] = d1 * static_cast<float>((ql[l] & 0x0f) + ((qh[l] & u1) ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) dst[32 + l] = d2 * static_cast<float>((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
     }
   }
 }

@@ -35,10 +35,10 @@ using ir::OpKind;
 
 struct CpuExecutor::BoundWeight {
   const ir::Weight* weight = nullptr;
-  kc::WeightView view;                 // matrix consumers (matmul, embed)
+  kc::WeightView view;                   // matrix consumers (matmul, embed)
   std::optional<kc::DenseWeight> dense;  // dequantize-at-load copy of the matrix
-  const float* values = nullptr;       // f32 values for element consumers (norms, conv, biases)
-  std::vector<float> decoded_values;   // owned when the stored type is not f32
+  const float* values = nullptr;         // f32 values for element consumers (norms, conv, biases)
+  std::vector<float> decoded_values;     // owned when the stored type is not f32
 };
 
 namespace {
@@ -55,7 +55,7 @@ struct Step {
   llvm::SmallVector<Operand, 6> in;
   llvm::SmallVector<int, 2> out;
   llvm::SmallVector<int64_t, 2> out_offsets;  // memory plan offsets of the results (arena mode)
-  llvm::SmallVector<int, 4> release;  // slots whose last use is this step
+  llvm::SmallVector<int, 4> release;          // slots whose last use is this step
 };
 
 absl::Status OpError(const Op& op, absl::string_view msg) {
@@ -77,14 +77,12 @@ struct CpuExecutor::Program {
   mutable std::shared_ptr<std::vector<uint64_t>> arena;
 };
 
-CpuExecutor::CpuExecutor(const ir::Module& module, const gguf::GgufFile& file,
-                         CpuExecutorOptions options)
+CpuExecutor::CpuExecutor(const ir::Module& module, const gguf::GgufFile& file, CpuExecutorOptions options)
     : module_(module), file_(file), options_(options) {}
 
 CpuExecutor::~CpuExecutor() = default;
 
-absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const ir::Module& module,
-                                                                 const gguf::GgufFile& file,
+absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const ir::Module& module, const gguf::GgufFile& file,
                                                                  const CpuExecutorOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<CpuExecutor> e(new CpuExecutor(module, file, options));
@@ -92,8 +90,7 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const ir::Modul
   MEMRA_RETURN_IF_ERROR(e->BindWeights());
   MEMRA_RETURN_IF_ERROR(e->AllocateState());
   for (const auto& fn : module.functions()) MEMRA_RETURN_IF_ERROR(e->Prepare(fn->name()).status());
-  e->load_seconds_ =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  e->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return e;
 }
 
@@ -104,8 +101,8 @@ absl::Status CpuExecutor::BindWeights() {
     const ir::Weight* w = wp.get();
     const gguf::TensorInfo* t = file_.FindTensor(w->name());
     if (t == nullptr)
-      return absl::NotFoundError(absl::StrCat(file_.path(), ": tensor \"", w->name(),
-                                              "\" (a weight of the module) not found"));
+      return absl::NotFoundError(
+          absl::StrCat(file_.path(), ": tensor \"", w->name(), "\" (a weight of the module) not found"));
     if (!w->shape().IsStatic())
       return absl::InvalidArgumentError(absl::StrCat("weight @", w->name(), " has a symbolic shape"));
     std::vector<int64_t> ne;
@@ -113,28 +110,31 @@ absl::Status CpuExecutor::BindWeights() {
     std::vector<int64_t> got = t->ne;
     while (got.size() > ne.size() && got.back() == 1) got.pop_back();
     if (got != ne)
-      return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor \"", w->name(),
-                                                     "\" has shape ", gguf::ShapeString(t->ne),
-                                                     ", the module declares ", gguf::ShapeString(ne)));
+      return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor \"", w->name(), "\" has shape ",
+                                                     gguf::ShapeString(t->ne), ", the module declares ",
+                                                     gguf::ShapeString(ne)));
     if (ir::InfoOf(w->dtype()).ggml_id != static_cast<int>(t->type))
-      return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor \"", w->name(),
-                                                     "\" has type ", formats::GgmlTypeName(t->type),
-                                                     ", the module declares ", ir::DTypeName(w->dtype())));
+      return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor \"", w->name(), "\" has type ",
+                                                     formats::GgmlTypeName(t->type), ", the module declares ",
+                                                     ir::DTypeName(w->dtype())));
     if (!kc::CanDecode(t->type))
       return absl::UnimplementedError(absl::StrCat(file_.path(), ": tensor \"", w->name(),
-                                                   "\": no CPU dequantizer for ",
-                                                   formats::GgmlTypeName(t->type), " yet"));
+                                                   "\": no CPU dequantizer for ", formats::GgmlTypeName(t->type),
+                                                   " yet"));
     bool matrix_use = false, value_use = false;
     for (const ir::Use& u : w->uses()) {
-      if (ir::IsMatrixOperand(*u.user, u.operand_index)) matrix_use = true;
-      else value_use = true;
+      if (ir::IsMatrixOperand(*u.user, u.operand_index))
+        matrix_use = true;
+      else
+        value_use = true;
     }
     auto b = std::make_unique<BoundWeight>();
     b->weight = w;
     const int64_t n = t->NumElements();
     if (matrix_use) {
       if (ne.size() != 2)
-        return absl::InvalidArgumentError(absl::StrCat("weight @", w->name(), " used as a matrix has rank ", ne.size()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("weight @", w->name(), " used as a matrix has rank ", ne.size()));
       MEMRA_ASSIGN_OR_RETURN(b->view, kc::WeightView::FromTensor(t->name, t->type, t->ne, t->data));
       if (options_.weight_mode == WeightMode::kDequantizeAtLoad && t->type != formats::GgmlType::kF32) {
         MEMRA_ASSIGN_OR_RETURN(kc::DenseWeight d, kc::DenseWeight::FromView(b->view));
@@ -168,8 +168,8 @@ absl::Status CpuExecutor::AllocateState() {
     for (const ir::Dim& d : s->shape().dims()) shape.push_back(d.value());
     DType dt = s->dtype();
     if (dt != DType::kF32 && dt != DType::kI32 && dt != DType::kI64)
-      return absl::UnimplementedError(absl::StrCat("state @", s->name(), ": the CPU executor keeps f32, i32 and i64 state, not ",
-                                                   ir::DTypeName(dt)));
+      return absl::UnimplementedError(absl::StrCat(
+          "state @", s->name(), ": the CPU executor keeps f32, i32 and i64 state, not ", ir::DTypeName(dt)));
     state_[s] = HostTensor::Zeros(dt, shape);
     if (s->state_kind() == ir::StateKind::kPosition && (position_state_ == nullptr || s->name() == "pos"))
       position_state_ = s;
@@ -180,9 +180,12 @@ absl::Status CpuExecutor::AllocateState() {
 
 void CpuExecutor::ResetState() {
   for (auto& [s, t] : state_) {
-    if (t.dtype() == DType::kI32) std::fill(t.i32(), t.i32() + t.numel(), 0);
-    else if (t.dtype() == DType::kI64) std::fill(t.i64(), t.i64() + t.numel(), 0);
-    else std::fill(t.f32(), t.f32() + t.numel(), 0.0f);
+    if (t.dtype() == DType::kI32)
+      std::fill(t.i32(), t.i32() + t.numel(), 0);
+    else if (t.dtype() == DType::kI64)
+      std::fill(t.i64(), t.i64() + t.numel(), 0);
+    else
+      std::fill(t.f32(), t.f32() + t.numel(), 0.0f);
   }
 }
 
@@ -214,7 +217,8 @@ absl::StatusOr<const CpuExecutor::Program*> CpuExecutor::Prepare(absl::string_vi
     p->arena_bytes = fn->attrs().I64Or("arena_bytes", 0);
     p->arg_offsets = fn->attrs().GetI64Array("arena_args").value_or(std::vector<int64_t>{});
     if (p->arg_offsets.size() != fn->num_arguments())
-      return absl::InvalidArgumentError(absl::StrCat("cpu executor: @", name, ": the memory plan gives no offset per argument"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cpu executor: @", name, ": the memory plan gives no offset per argument"));
   }
   std::vector<int> last_use;
   for (const Op* op : fn->Ops()) {
@@ -236,8 +240,8 @@ absl::StatusOr<const CpuExecutor::Program*> CpuExecutor::Prepare(absl::string_vi
       } else {
         auto it = slot.find(v);
         if (it == slot.end())
-          return absl::InvalidArgumentError(absl::StrCat("cpu executor: @", name, ": ", op->Summary(),
-                                                         ": operand ", i, " is not defined before use"));
+          return absl::InvalidArgumentError(absl::StrCat("cpu executor: @", name, ": ", op->Summary(), ": operand ", i,
+                                                         " is not defined before use"));
         o.slot = it->second;
       }
       s.in.push_back(o);
@@ -246,8 +250,8 @@ absl::StatusOr<const CpuExecutor::Program*> CpuExecutor::Prepare(absl::string_vi
     if (options_.use_memory_plan && fn->attrs().Has("arena_bytes")) {
       std::vector<int64_t> offs = op->attrs().GetI64Array("arena").value_or(std::vector<int64_t>{});
       if (offs.size() != op->num_results())
-        return absl::InvalidArgumentError(absl::StrCat("cpu executor: @", name, ": ", op->Summary(),
-                                                       ": the memory plan gives no offset per result"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("cpu executor: @", name, ": ", op->Summary(), ": the memory plan gives no offset per result"));
       s.out_offsets.assign(offs.begin(), offs.end());
     }
     if (op->is(OpKind::kKvAppend)) p->kv_appends.push_back(op);
@@ -293,15 +297,13 @@ llvm::SmallVector<int64_t, 4> WithLast(llvm::ArrayRef<int64_t> s, int64_t last) 
 absl::StatusOr<int64_t> ContiguousStart(const Op& op, const HostTensor& pos) {
   const int32_t* p = pos.i32();
   for (int64_t t = 1; t < pos.numel(); ++t)
-    if (p[t] != p[0] + t)
-      return OpError(op, "the CPU executor needs consecutive positions within one call");
+    if (p[t] != p[0] + t) return OpError(op, "the CPU executor needs consecutive positions within one call");
   return pos.numel() > 0 ? p[0] : 0;
 }
 
 }  // namespace
 
-absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
-                                                         std::vector<HostTensor> args) {
+absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name, std::vector<HostTensor> args) {
   MEMRA_ASSIGN_OR_RETURN(const Program* p, Prepare(name));
   const ir::Function& fn = *p->fn;
   // Bind symbols from the argument shapes.
@@ -311,9 +313,9 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
     MEMRA_ASSIGN_OR_RETURN(auto kshape, Concrete(op->operand(0)->shape(), bindings));
     const int64_t cap = op->operand(2)->shape()[0].value();
     if (position() + kshape[0] > cap)
-      return absl::OutOfRangeError(absl::StrCat(
-          "context overflow: ", kshape[0], " more tokens at position ", position(),
-          " exceed the context length of ", cap, " (the KV cache size; raise it with --ctx-size)"));
+      return absl::OutOfRangeError(absl::StrCat("context overflow: ", kshape[0], " more tokens at position ",
+                                                position(), " exceed the context length of ", cap,
+                                                " (the KV cache size; raise it with --ctx-size)"));
   }
 
   std::vector<HostTensor> slots(p->num_slots);
@@ -338,7 +340,8 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
     return absl::OkStatus();
   };
   if (arena)
-    for (size_t i = 0; i < args.size(); ++i) MEMRA_RETURN_IF_ERROR(place(slots[p->arg_slots[i]], p->arg_offsets[i], nullptr));
+    for (size_t i = 0; i < args.size(); ++i)
+      MEMRA_RETURN_IF_ERROR(place(slots[p->arg_slots[i]], p->arg_offsets[i], nullptr));
   kc::ThreadPool* pool = pool_.get();
   std::vector<HostTensor> results;
 
@@ -375,8 +378,10 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         const int64_t cols = x.dim(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
         HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
         const float eps = static_cast<float>(at.F64Or("eps", 0));
-        if (op.is(OpKind::kRmsNorm)) kc::RmsNorm(x.f32(), Wt(1).values, rows, cols, eps, y.f32(), pool);
-        else kc::L2Norm(x.f32(), rows, cols, eps, y.f32(), pool);
+        if (op.is(OpKind::kRmsNorm))
+          kc::RmsNorm(x.f32(), Wt(1).values, rows, cols, eps, y.f32(), pool);
+        else
+          kc::L2Norm(x.f32(), rows, cols, eps, y.f32(), pool);
         out.push_back(y);
         break;
       }
@@ -390,8 +395,10 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         const int64_t na = a.numel(), nb = b.numel();
         if (nb == 0 || na % nb != 0) return OpError(op, "broadcast operand does not divide the first");
         for (int64_t o = 0; o < na; o += nb) {
-          if (op.is(OpKind::kAdd)) kc::Add(a.f32() + o, b.f32(), nb, y.f32() + o);
-          else kc::Mul(a.f32() + o, b.f32(), nb, y.f32() + o);
+          if (op.is(OpKind::kAdd))
+            kc::Add(a.f32() + o, b.f32(), nb, y.f32() + o);
+          else
+            kc::Mul(a.f32() + o, b.f32(), nb, y.f32() + o);
         }
         out.push_back(y);
         break;
@@ -411,9 +418,15 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
             for (int64_t i = 0; i < n; ++i) y.f32()[i] = x.f32()[i] * f;
             break;
           }
-          case OpKind::kSigmoid: kc::Sigmoid(x.f32(), n, y.f32()); break;
-          case OpKind::kSilu: kc::Silu(x.f32(), n, y.f32()); break;
-          case OpKind::kSoftplus: kc::Softplus(x.f32(), n, y.f32()); break;
+          case OpKind::kSigmoid:
+            kc::Sigmoid(x.f32(), n, y.f32());
+            break;
+          case OpKind::kSilu:
+            kc::Silu(x.f32(), n, y.f32());
+            break;
+          case OpKind::kSoftplus:
+            kc::Softplus(x.f32(), n, y.f32());
+            break;
           default:
             for (int64_t i = 0; i < n; ++i) y.f32()[i] = std::exp(x.f32()[i]);
         }
@@ -587,8 +600,8 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         const HostTensor& x = In(0);
         const int64_t cols = x.dim(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
         HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
-        kc::GatedRmsNorm(x.f32(), Wt(2).values, In(1).f32(), rows, cols,
-                         static_cast<float>(at.F64Or("eps", 0)), y.f32(), pool);
+        kc::GatedRmsNorm(x.f32(), Wt(2).values, In(1).f32(), rows, cols, static_cast<float>(at.F64Or("eps", 0)),
+                         y.f32(), pool);
         out.push_back(y);
         break;
       }
@@ -610,9 +623,12 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         const int64_t rows = shape[0], row = x.numel() / std::max<int64_t>(rows, 1);
         shape[0] = 1;
         HostTensor y = HostTensor::Zeros(x.dtype(), shape);
-        if (x.dtype() == DType::kF32) std::memcpy(y.f32(), x.f32() + (rows - 1) * row, row * sizeof(float));
-        else if (x.dtype() == DType::kI32) std::memcpy(y.i32(), x.i32() + (rows - 1) * row, row * sizeof(int32_t));
-        else return OpError(op, "unsupported dtype");
+        if (x.dtype() == DType::kF32)
+          std::memcpy(y.f32(), x.f32() + (rows - 1) * row, row * sizeof(float));
+        else if (x.dtype() == DType::kI32)
+          std::memcpy(y.i32(), x.i32() + (rows - 1) * row, row * sizeof(int32_t));
+        else
+          return OpError(op, "unsupported dtype");
         out.push_back(y);
         break;
       }
@@ -667,8 +683,8 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         if (axis < 0) axis += rank;
         if (x0.dtype() != DType::kF32) return OpError(op, "only f32 tensors are supported");
         const int64_t outer = Prod(x0.shape(), 0, axis), inner = Prod(x0.shape(), axis + 1);
-        auto copy_block = [&](const HostTensor& src, int64_t src_off, int64_t src_dim, HostTensor& dst,
-                              int64_t dst_off, int64_t dst_dim, int64_t len) {
+        auto copy_block = [&](const HostTensor& src, int64_t src_off, int64_t src_dim, HostTensor& dst, int64_t dst_off,
+                              int64_t dst_dim, int64_t len) {
           for (int64_t o = 0; o < outer; ++o)
             std::memcpy(dst.f32() + (o * dst_dim + dst_off) * inner, src.f32() + (o * src_dim + src_off) * inner,
                         static_cast<size_t>(len * inner) * sizeof(float));
@@ -686,9 +702,8 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
           }
           out.push_back(y);
         } else {
-          std::vector<int64_t> sizes = op.is(OpKind::kSplit)
-                                           ? at.GetI64Array("sizes").value_or(std::vector<int64_t>{})
-                                           : std::vector<int64_t>{at.I64Or("size", 0)};
+          std::vector<int64_t> sizes = op.is(OpKind::kSplit) ? at.GetI64Array("sizes").value_or(std::vector<int64_t>{})
+                                                             : std::vector<int64_t>{at.I64Or("size", 0)};
           int64_t off = op.is(OpKind::kView) ? at.I64Or("offset", 0) : 0;
           for (int64_t sz : sizes) {
             llvm::SmallVector<int64_t, 4> shape(x0.shape().begin(), x0.shape().end());
@@ -709,8 +724,8 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
       }
       case OpKind::kCast: {
         if (at.GetString("dtype").value_or("") != "f32")
-          return absl::UnimplementedError(absl::StrCat("cpu executor: ", op.Summary(),
-                                                       ": only casts to f32 are supported"));
+          return absl::UnimplementedError(
+              absl::StrCat("cpu executor: ", op.Summary(), ": only casts to f32 are supported"));
         MEMRA_RETURN_IF_ERROR(F32In(0));
         out.push_back(In(0));
         break;
@@ -720,9 +735,12 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         const DType dt = op.result(0)->dtype();
         HostTensor y = HostTensor::Zeros(dt == DType::kI32 || dt == DType::kI64 ? dt : DType::kF32, shape);
         const double v = at.F64Or("value", 0);
-        if (y.dtype() == DType::kI32) std::fill(y.i32(), y.i32() + y.numel(), static_cast<int32_t>(v));
-        else if (y.dtype() == DType::kI64) std::fill(y.i64(), y.i64() + y.numel(), static_cast<int64_t>(v));
-        else std::fill(y.f32(), y.f32() + y.numel(), static_cast<float>(v));
+        if (y.dtype() == DType::kI32)
+          std::fill(y.i32(), y.i32() + y.numel(), static_cast<int32_t>(v));
+        else if (y.dtype() == DType::kI64)
+          std::fill(y.i64(), y.i64() + y.numel(), static_cast<int64_t>(v));
+        else
+          std::fill(y.f32(), y.f32() + y.numel(), static_cast<float>(v));
         out.push_back(y);
         break;
       }
@@ -734,8 +752,8 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         break;
     }
     if (out.size() != s.out.size())
-      return absl::InternalError(absl::StrCat("cpu executor: ", op.Summary(), ": produced ", out.size(),
-                                              " results, expected ", s.out.size()));
+      return absl::InternalError(
+          absl::StrCat("cpu executor: ", op.Summary(), ": produced ", out.size(), " results, expected ", s.out.size()));
     for (size_t i = 0; i < out.size(); ++i) {
       const ir::Value* r = op.result(i);
       MEMRA_ASSIGN_OR_RETURN(auto want, Concrete(r->shape(), bindings));
@@ -769,7 +787,8 @@ std::string CpuExecutor::ProfileReport() const {
     std::vector<std::pair<std::string, ProfileEntry>> rows;
     for (const auto& [key, e] : profile_)
       if (key.first == fn) rows.emplace_back(key.second, e);
-    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
     for (const auto& [kind, e] : rows)
       absl::StrAppend(&out, absl::StrFormat("  %-18s %8d ops %9.3f s %5.1f%%\n", kind, e.count, e.seconds,
                                             100.0 * e.seconds / std::max(call.seconds, 1e-12)));

@@ -61,8 +61,7 @@ class CpuExecutor {
   // `module` and `file` must outlive the executor. Errors: a weight missing from the file or of
   // another type / shape than the module declares, a type the kernels cannot decode, an op
   // kind the executor does not implement.
-  static absl::StatusOr<std::unique_ptr<CpuExecutor>> Create(const ir::Module& module,
-                                                             const gguf::GgufFile& file,
+  static absl::StatusOr<std::unique_ptr<CpuExecutor>> Create(const ir::Module& module, const gguf::GgufFile& file,
                                                              const CpuExecutorOptions& options = {});
   ~CpuExecutor();
   CpuExecutor(const CpuExecutor&) = delete;

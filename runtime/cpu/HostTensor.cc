@@ -19,9 +19,12 @@ HostTensor HostTensor::Zeros(ir::DType dtype, llvm::ArrayRef<int64_t> shape) {
   t.shape_.assign(shape.begin(), shape.end());
   t.storage_ = std::make_shared<Storage>();
   const size_t n = static_cast<size_t>(t.numel());
-  if (dtype == ir::DType::kI32) t.storage_->i32.assign(n, 0);
-  else if (dtype == ir::DType::kI64) t.storage_->i64.assign(n, 0);
-  else t.storage_->f32.assign(n, 0.0f);
+  if (dtype == ir::DType::kI32)
+    t.storage_->i32.assign(n, 0);
+  else if (dtype == ir::DType::kI64)
+    t.storage_->i64.assign(n, 0);
+  else
+    t.storage_->f32.assign(n, 0.0f);
   return t;
 }
 
@@ -58,9 +61,7 @@ const void* HostTensor::data() const {
   return f32();
 }
 
-int64_t HostTensor::nbytes() const {
-  return numel() * (dtype_ == ir::DType::kI64 ? 8 : 4);
-}
+int64_t HostTensor::nbytes() const { return numel() * (dtype_ == ir::DType::kI64 ? 8 : 4); }
 
 HostTensor HostTensor::Clone() const {
   HostTensor t = Zeros(dtype_, shape_);

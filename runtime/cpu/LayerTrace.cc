@@ -27,8 +27,7 @@ bool IsLayerTraceValue(absl::string_view name) {
 }
 
 std::string FormatTraceLine(absl::string_view name, absl::string_view type, const Checksum& c) {
-  return absl::StrFormat("trace %-18s %-16s sum %+.6e  rms %.6e  absmax %.4e", name, type, c.sum, c.rms,
-                         c.absmax);
+  return absl::StrFormat("trace %-18s %-16s sum %+.6e  rms %.6e  absmax %.4e", name, type, c.sum, c.rms, c.absmax);
 }
 
 }  // namespace memra::runtime

@@ -48,8 +48,8 @@ struct CublasLt::Api {
   Status (*PrefDestroy)(Pref);
   Status (*PrefSetAttribute)(Pref, int, const void*, size_t);
   Status (*GetHeuristic)(Handle, Desc, Layout, Layout, Layout, Layout, Pref, int, HeuristicResult*, int*);
-  Status (*Matmul)(Handle, Desc, const void*, const void*, Layout, const void*, Layout, const void*,
-                   const void*, Layout, void*, Layout, const Algo*, void*, size_t, CUstream);
+  Status (*Matmul)(Handle, Desc, const void*, const void*, Layout, const void*, Layout, const void*, const void*,
+                   Layout, void*, Layout, const Algo*, void*, size_t, CUstream);
   const char* (*GetStatusString)(Status);
 };
 
@@ -96,16 +96,15 @@ absl::StatusOr<const CublasLt::Api*> LoadApi() {
   sym(a->GetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
   sym(a->Matmul, "cublasLtMatmul");
   sym(a->GetStatusString, "cublasLtGetStatusString");
-  if (!missing.empty())
-    return absl::InternalError(absl::StrCat(from, " lacks ", absl::StrJoin(missing, ", ")));
+  if (!missing.empty()) return absl::InternalError(absl::StrCat(from, " lacks ", absl::StrJoin(missing, ", ")));
   api = a;
   return api;
 }
 
 absl::Status LtCheck(const CublasLt::Api* a, Status s, absl::string_view what) {
   if (s == 0) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("cuBLASLt ", what, ": ", a->GetStatusString ? a->GetStatusString(s) : "",
-                                          " (status ", s, ")"));
+  return absl::InternalError(
+      absl::StrCat("cuBLASLt ", what, ": ", a->GetStatusString ? a->GetStatusString(s) : "", " (status ", s, ")"));
 }
 }  // namespace
 
@@ -139,7 +138,10 @@ const std::string& CublasLt::library() const { return api_->library; }
 absl::Status CublasLt::Matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int64_t M, int64_t N, int64_t K,
                               ir::DType wtype, CUstream stream) {
   if (M == 0) return absl::OkStatus();
-  const int t = wtype == ir::DType::kF32 ? kR32F : wtype == ir::DType::kF16 ? kR16F : wtype == ir::DType::kBF16 ? kR16BF : -1;
+  const int t = wtype == ir::DType::kF32    ? kR32F
+                : wtype == ir::DType::kF16  ? kR16F
+                : wtype == ir::DType::kBF16 ? kR16BF
+                                            : -1;
   if (t < 0) return absl::InvalidArgumentError(absl::StrCat("cuBLASLt matmul: weight type ", ir::DTypeName(wtype)));
   const Api* a = api_;
   Plan* plan = nullptr;
@@ -165,8 +167,8 @@ absl::Status CublasLt::Matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int64
       Status s = a->GetHeuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref, 1, &p->algo, &found);
       a->PrefDestroy(pref);
       if (s != 0 || found == 0)
-        return absl::InternalError(absl::StrCat("cuBLASLt found no algorithm for M=", M, " N=", N, " K=", K,
-                                                " ", ir::DTypeName(wtype), " (status ", s, ")"));
+        return absl::InternalError(absl::StrCat("cuBLASLt found no algorithm for M=", M, " N=", N, " K=", K, " ",
+                                                ir::DTypeName(wtype), " (status ", s, ")"));
       slot = std::move(p);
     }
     plan = slot.get();
@@ -174,9 +176,9 @@ absl::Status CublasLt::Matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int64
   const float alpha = 1.0f, beta = 0.0f;
   return LtCheck(a,
                  a->Matmul(handle_, plan->desc, &alpha, reinterpret_cast<const void*>(w), plan->a,
-                           reinterpret_cast<const void*>(x), plan->b, &beta, reinterpret_cast<const void*>(y),
-                           plan->c, reinterpret_cast<void*>(y), plan->c, &plan->algo.algo,
-                           reinterpret_cast<void*>(workspace_), workspace_bytes_, stream),
+                           reinterpret_cast<const void*>(x), plan->b, &beta, reinterpret_cast<const void*>(y), plan->c,
+                           reinterpret_cast<void*>(y), plan->c, &plan->algo.algo, reinterpret_cast<void*>(workspace_),
+                           workspace_bytes_, stream),
                  absl::StrCat("matmul M=", M, " N=", N, " K=", K));
 }
 

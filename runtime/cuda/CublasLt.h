@@ -24,8 +24,8 @@ class CublasLt {
   ~CublasLt();
 
   // y = x . w^T with x [M, K] (row-major, `wtype`), w [N, K] (row-major, `wtype`), y [M, N] f32.
-  absl::Status Matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int64_t M, int64_t N, int64_t K,
-                      ir::DType wtype, CUstream stream);
+  absl::Status Matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int64_t M, int64_t N, int64_t K, ir::DType wtype,
+                      CUstream stream);
   const std::string& library() const;
 
   struct Api;

@@ -125,8 +125,8 @@ absl::StatusOr<std::unique_ptr<LoadedModule>> LoadedModule::Load(const CudaDevic
   std::unique_ptr<LoadedModule> m(new LoadedModule());
   m->d_ = &dev.driver();
   m->what_ = std::string(what);
-  MEMRA_RETURN_IF_ERROR(CuCheck(m->d_->cuModuleLoadData(&m->mod_, cubin.data()),
-                                absl::StrCat("cuModuleLoadData(", what, ")")));
+  MEMRA_RETURN_IF_ERROR(
+      CuCheck(m->d_->cuModuleLoadData(&m->mod_, cubin.data()), absl::StrCat("cuModuleLoadData(", what, ")")));
   return m;
 }
 

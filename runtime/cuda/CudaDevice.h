@@ -20,7 +20,10 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   DeviceBuffer(CUdeviceptr ptr, size_t bytes) : ptr_(ptr), bytes_(bytes) {}
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = 0; o.bytes_ = 0; }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) {
+    o.ptr_ = 0;
+    o.bytes_ = 0;
+  }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
   ~DeviceBuffer();
   CUdeviceptr ptr() const { return ptr_; }
@@ -52,9 +55,9 @@ class CudaDevice {
   absl::Status MakeCurrent() const;
   // `what` names the allocation in errors (with the free memory).
   absl::StatusOr<DeviceBuffer> Alloc(size_t bytes, absl::string_view what) const;
-  absl::Status Upload(CUdeviceptr dst, const void* src, size_t bytes) const;    // sync
-  absl::Status Download(void* dst, CUdeviceptr src, size_t bytes) const;        // sync
-  absl::Status Zero(CUdeviceptr dst, size_t bytes) const;                       // async
+  absl::Status Upload(CUdeviceptr dst, const void* src, size_t bytes) const;  // sync
+  absl::Status Download(void* dst, CUdeviceptr src, size_t bytes) const;      // sync
+  absl::Status Zero(CUdeviceptr dst, size_t bytes) const;                     // async
   absl::Status Synchronize(absl::string_view what) const;
 
  private:
@@ -72,8 +75,7 @@ class CudaDevice {
 // A loaded cubin (unloaded on destruction).
 class LoadedModule {
  public:
-  static absl::StatusOr<std::unique_ptr<LoadedModule>> Load(const CudaDevice& dev,
-                                                            const std::vector<uint8_t>& cubin,
+  static absl::StatusOr<std::unique_ptr<LoadedModule>> Load(const CudaDevice& dev, const std::vector<uint8_t>& cubin,
                                                             absl::string_view what);
   ~LoadedModule();
   absl::StatusOr<CUfunction> Function(absl::string_view entry) const;

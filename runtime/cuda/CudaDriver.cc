@@ -32,8 +32,8 @@ absl::StatusOr<const CudaDriver*> CudaDriver::Get() {
     auto* d = new CudaDriver();
     d->library = from;
     std::vector<std::string> missing;
-#define MEMRA_LOAD_CU(field, sym, ret, args)                                  \
-  d->field = reinterpret_cast<ret(*) args>(dlsym(h, sym));                    \
+#define MEMRA_LOAD_CU(field, sym, ret, args)               \
+  d->field = reinterpret_cast<ret(*) args>(dlsym(h, sym)); \
   if (d->field == nullptr) missing.push_back(sym);
     MEMRA_CUDA_DRIVER_FUNCTIONS(MEMRA_LOAD_CU)
 #undef MEMRA_LOAD_CU
@@ -45,16 +45,16 @@ absl::StatusOr<const CudaDriver*> CudaDriver::Get() {
     }
     const CUresult r = d->cuInit(0);
     if (r != 0) {
-      failure = new absl::Status(absl::FailedPreconditionError(
-          absl::StrCat("no CUDA driver/GPU found: cuInit failed: ", d->ErrorText(r))));
+      failure = new absl::Status(
+          absl::FailedPreconditionError(absl::StrCat("no CUDA driver/GPU found: cuInit failed: ", d->ErrorText(r))));
       delete d;
       return;
     }
     int count = 0;
     d->cuDeviceGetCount(&count);
     if (count <= 0) {
-      failure = new absl::Status(
-          absl::FailedPreconditionError("no CUDA driver/GPU found: the driver reports no device"));
+      failure =
+          new absl::Status(absl::FailedPreconditionError("no CUDA driver/GPU found: the driver reports no device"));
       delete d;
       return;
     }

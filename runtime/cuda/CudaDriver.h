@@ -44,54 +44,49 @@ inline constexpr unsigned kCuEventDefault = 0;
 // CUstreamCaptureMode: only this thread's unsafe calls are refused while it captures.
 inline constexpr int kCuStreamCaptureModeThreadLocal = 1;
 
-#define MEMRA_CUDA_DRIVER_FUNCTIONS(X)                                                        \
-  X(cuInit, "cuInit", CUresult, (unsigned))                                                 \
-  X(cuDriverGetVersion, "cuDriverGetVersion", CUresult, (int*))                             \
-  X(cuGetErrorName, "cuGetErrorName", CUresult, (CUresult, const char**))                   \
-  X(cuGetErrorString, "cuGetErrorString", CUresult, (CUresult, const char**))               \
-  X(cuDeviceGetCount, "cuDeviceGetCount", CUresult, (int*))                                 \
-  X(cuDeviceGet, "cuDeviceGet", CUresult, (CUdevice*, int))                                 \
-  X(cuDeviceGetName, "cuDeviceGetName", CUresult, (char*, int, CUdevice))                   \
-  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", CUresult, (int*, int, CUdevice))          \
-  X(cuDeviceTotalMem, "cuDeviceTotalMem_v2", CUresult, (size_t*, CUdevice))                 \
-  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult, (CUcontext*, CUdevice)) \
-  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult, (CUdevice))        \
-  X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult, (CUcontext))                              \
-  X(cuCtxSynchronize, "cuCtxSynchronize", CUresult, ())                                     \
-  X(cuMemGetInfo, "cuMemGetInfo_v2", CUresult, (size_t*, size_t*))                          \
-  X(cuMemAlloc, "cuMemAlloc_v2", CUresult, (CUdeviceptr*, size_t))                          \
-  X(cuMemFree, "cuMemFree_v2", CUresult, (CUdeviceptr))                                     \
-  X(cuMemAllocHost, "cuMemAllocHost_v2", CUresult, (void**, size_t))                       \
-  X(cuMemFreeHost, "cuMemFreeHost", CUresult, (void*))                                      \
-  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", CUresult,                                    \
-    (CUdeviceptr, const void*, size_t, CUstream))                                           \
-  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", CUresult,                                    \
-    (void*, CUdeviceptr, size_t, CUstream))                                                 \
-  X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", CUresult,                                    \
-    (CUdeviceptr, CUdeviceptr, size_t, CUstream))                                           \
-  X(cuMemsetD8Async, "cuMemsetD8Async", CUresult, (CUdeviceptr, unsigned char, size_t, CUstream)) \
-  X(cuMemsetD32Async, "cuMemsetD32Async", CUresult, (CUdeviceptr, unsigned, size_t, CUstream)) \
-  X(cuStreamCreate, "cuStreamCreate", CUresult, (CUstream*, unsigned))                      \
-  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult, (CUstream))                            \
-  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult, (CUstream))                       \
-  X(cuEventCreate, "cuEventCreate", CUresult, (CUevent*, unsigned))                         \
-  X(cuEventDestroy, "cuEventDestroy_v2", CUresult, (CUevent))                               \
-  X(cuEventRecord, "cuEventRecord", CUresult, (CUevent, CUstream))                          \
-  X(cuEventSynchronize, "cuEventSynchronize", CUresult, (CUevent))                          \
-  X(cuEventElapsedTime, "cuEventElapsedTime", CUresult, (float*, CUevent, CUevent))         \
-  X(cuModuleLoadData, "cuModuleLoadData", CUresult, (CUmodule*, const void*))               \
-  X(cuModuleUnload, "cuModuleUnload", CUresult, (CUmodule))                                 \
-  X(cuModuleGetFunction, "cuModuleGetFunction", CUresult, (CUfunction*, CUmodule, const char*)) \
-  X(cuFuncSetAttribute, "cuFuncSetAttribute", CUresult, (CUfunction, int, int))             \
-  X(cuLaunchKernel, "cuLaunchKernel", CUresult,                                             \
-    (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,      \
-     CUstream, void**, void**))                                                             \
-  X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", CUresult, (CUstream, int))             \
-  X(cuStreamEndCapture, "cuStreamEndCapture", CUresult, (CUstream, CUgraph*))               \
-  X(cuGraphInstantiate, "cuGraphInstantiateWithFlags", CUresult,                            \
-    (CUgraphExec*, CUgraph, unsigned long long))                                            \
-  X(cuGraphLaunch, "cuGraphLaunch", CUresult, (CUgraphExec, CUstream))                      \
-  X(cuGraphExecDestroy, "cuGraphExecDestroy", CUresult, (CUgraphExec))                      \
+#define MEMRA_CUDA_DRIVER_FUNCTIONS(X)                                                                            \
+  X(cuInit, "cuInit", CUresult, (unsigned))                                                                       \
+  X(cuDriverGetVersion, "cuDriverGetVersion", CUresult, (int*))                                                   \
+  X(cuGetErrorName, "cuGetErrorName", CUresult, (CUresult, const char**))                                         \
+  X(cuGetErrorString, "cuGetErrorString", CUresult, (CUresult, const char**))                                     \
+  X(cuDeviceGetCount, "cuDeviceGetCount", CUresult, (int*))                                                       \
+  X(cuDeviceGet, "cuDeviceGet", CUresult, (CUdevice*, int))                                                       \
+  X(cuDeviceGetName, "cuDeviceGetName", CUresult, (char*, int, CUdevice))                                         \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", CUresult, (int*, int, CUdevice))                                \
+  X(cuDeviceTotalMem, "cuDeviceTotalMem_v2", CUresult, (size_t*, CUdevice))                                       \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult, (CUcontext*, CUdevice))                       \
+  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult, (CUdevice))                              \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult, (CUcontext))                                                    \
+  X(cuCtxSynchronize, "cuCtxSynchronize", CUresult, ())                                                           \
+  X(cuMemGetInfo, "cuMemGetInfo_v2", CUresult, (size_t*, size_t*))                                                \
+  X(cuMemAlloc, "cuMemAlloc_v2", CUresult, (CUdeviceptr*, size_t))                                                \
+  X(cuMemFree, "cuMemFree_v2", CUresult, (CUdeviceptr))                                                           \
+  X(cuMemAllocHost, "cuMemAllocHost_v2", CUresult, (void**, size_t))                                              \
+  X(cuMemFreeHost, "cuMemFreeHost", CUresult, (void*))                                                            \
+  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", CUresult, (CUdeviceptr, const void*, size_t, CUstream))            \
+  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", CUresult, (void*, CUdeviceptr, size_t, CUstream))                  \
+  X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", CUresult, (CUdeviceptr, CUdeviceptr, size_t, CUstream))            \
+  X(cuMemsetD8Async, "cuMemsetD8Async", CUresult, (CUdeviceptr, unsigned char, size_t, CUstream))                 \
+  X(cuMemsetD32Async, "cuMemsetD32Async", CUresult, (CUdeviceptr, unsigned, size_t, CUstream))                    \
+  X(cuStreamCreate, "cuStreamCreate", CUresult, (CUstream*, unsigned))                                            \
+  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult, (CUstream))                                                  \
+  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult, (CUstream))                                             \
+  X(cuEventCreate, "cuEventCreate", CUresult, (CUevent*, unsigned))                                               \
+  X(cuEventDestroy, "cuEventDestroy_v2", CUresult, (CUevent))                                                     \
+  X(cuEventRecord, "cuEventRecord", CUresult, (CUevent, CUstream))                                                \
+  X(cuEventSynchronize, "cuEventSynchronize", CUresult, (CUevent))                                                \
+  X(cuEventElapsedTime, "cuEventElapsedTime", CUresult, (float*, CUevent, CUevent))                               \
+  X(cuModuleLoadData, "cuModuleLoadData", CUresult, (CUmodule*, const void*))                                     \
+  X(cuModuleUnload, "cuModuleUnload", CUresult, (CUmodule))                                                       \
+  X(cuModuleGetFunction, "cuModuleGetFunction", CUresult, (CUfunction*, CUmodule, const char*))                   \
+  X(cuFuncSetAttribute, "cuFuncSetAttribute", CUresult, (CUfunction, int, int))                                   \
+  X(cuLaunchKernel, "cuLaunchKernel", CUresult,                                                                   \
+    (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void**, void**)) \
+  X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", CUresult, (CUstream, int))                                   \
+  X(cuStreamEndCapture, "cuStreamEndCapture", CUresult, (CUstream, CUgraph*))                                     \
+  X(cuGraphInstantiate, "cuGraphInstantiateWithFlags", CUresult, (CUgraphExec*, CUgraph, unsigned long long))     \
+  X(cuGraphLaunch, "cuGraphLaunch", CUresult, (CUgraphExec, CUstream))                                            \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy", CUresult, (CUgraphExec))                                            \
   X(cuGraphDestroy, "cuGraphDestroy", CUresult, (CUgraph))
 
 struct CudaDriver {

@@ -13,12 +13,12 @@
 #include "absl/strings/str_join.h"
 #include "codegen/KernelModules.h"
 #include "frontends/gguf/GgufFile.h"
-#include "kernels/formats/Quant.h"
 #include "ir/Function.h"
 #include "ir/StatusMacros.h"
 #include "ir/support/ProgressBar.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/Weight.h"
+#include "kernels/formats/Quant.h"
 #include "passes/Capture.h"
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/CudaDevice.h"
@@ -48,8 +48,7 @@ CudaExecutor::~CudaExecutor() {
   blas_.reset();
 }
 
-absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ir::Module& module,
-                                                                   const gguf::GgufFile& file,
+absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ir::Module& module, const gguf::GgufFile& file,
                                                                    const CudaExecutorOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<CudaExecutor> e(new CudaExecutor(module, file, options));
@@ -94,7 +93,8 @@ absl::Status CudaExecutor::UploadWeights() {
     const ir::Weight* w = wp.get();
     const gguf::TensorInfo* t = file_.FindTensor(w->name());
     if (t == nullptr)
-      return absl::NotFoundError(absl::StrCat(file_.path(), ": tensor \"", w->name(), "\" (a weight of the module) not found"));
+      return absl::NotFoundError(
+          absl::StrCat(file_.path(), ": tensor \"", w->name(), "\" (a weight of the module) not found"));
     if (!w->shape().IsStatic())
       return absl::InvalidArgumentError(absl::StrCat("weight @", w->name(), " has a symbolic shape"));
     if (ir::InfoOf(w->dtype()).ggml_id != static_cast<int>(t->type))
@@ -114,14 +114,16 @@ absl::Status CudaExecutor::UploadWeights() {
       dw->layout = &kcu::MatrixLayoutFor(w->dtype());
       auto repacked = kcu::Repack(*dw->layout, w->dtype(), view.rows, view.cols, t->data);
       if (!repacked.ok())
-        return absl::Status(repacked.status().code(), absl::StrCat("tensor \"", w->name(), "\": ", repacked.status().message()));
+        return absl::Status(repacked.status().code(),
+                            absl::StrCat("tensor \"", w->name(), "\": ", repacked.status().message()));
       const bool as_stored = dw->layout->kind == kcu::WeightLayoutKind::kAsStored;
       const uint8_t* src = as_stored ? reinterpret_cast<const uint8_t*>(t->data.data()) : repacked->data.data();
       const size_t bytes = as_stored ? t->data.size() : repacked->data.size();
       MEMRA_ASSIGN_OR_RETURN(dw->matrix, dev_->Alloc(bytes, absl::StrCat("weight ", w->name())));
       MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->matrix.ptr(), src, bytes));
       if (!repacked->scales.empty()) {
-        MEMRA_ASSIGN_OR_RETURN(dw->scales, dev_->Alloc(repacked->scales.size(), absl::StrCat("weight ", w->name(), " (scales)")));
+        MEMRA_ASSIGN_OR_RETURN(dw->scales,
+                               dev_->Alloc(repacked->scales.size(), absl::StrCat("weight ", w->name(), " (scales)")));
         MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->scales.ptr(), repacked->scales.data(), repacked->scales.size()));
       }
       weight_bytes_ += dw->matrix.bytes() + dw->scales.bytes();
@@ -151,7 +153,8 @@ absl::Status CudaExecutor::AllocateState() {
     for (const ir::Dim& d : s->shape().dims()) n *= d.value();
     const DType dt = s->dtype();
     if (dt != DType::kF32 && dt != DType::kI32 && dt != DType::kI64)
-      return absl::UnimplementedError(absl::StrCat("state @", s->name(), ": the CUDA executor keeps f32, i32 and i64 state"));
+      return absl::UnimplementedError(
+          absl::StrCat("state @", s->name(), ": the CUDA executor keeps f32, i32 and i64 state"));
     MEMRA_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, dev_->Alloc(n * ElemBytes(dt), absl::StrCat("state @", s->name())));
     state_[s] = std::make_unique<cuda::DeviceBuffer>(std::move(b));
     if (s->state_kind() == ir::StateKind::kPosition && (position_state_ == nullptr || s->name() == "pos"))
@@ -337,7 +340,8 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
   // its step). Aliases (reshape, cast) keep sharing their root's bytes.
   if (const std::optional<int64_t> planned = fn.attrs().GetI64("arena_bytes"); bucket == 0 && planned) {
     auto bad = [&](absl::string_view what) {
-      return absl::InvalidArgumentError(absl::StrCat("cuda executor: @", fn.name(), ": the memory plan is unusable: ", what));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cuda executor: @", fn.name(), ": the memory plan is unusable: ", what));
     };
     const std::vector<int64_t> args = fn.attrs().GetI64Array("arena_args").value_or(std::vector<int64_t>{});
     if (args.size() != fn.num_arguments()) return bad("arena_args does not give one offset per argument");
@@ -372,7 +376,8 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
     p->planned_arena = true;
   }
   for (auto& [alias, r] : root) p->slots[alias] = p->slots[Root(alias)];
-  MEMRA_ASSIGN_OR_RETURN(p->arena, dev_->Alloc(p->arena_bytes, absl::StrCat("arena of @", fn.name(), " bucket ", bucket)));
+  MEMRA_ASSIGN_OR_RETURN(p->arena,
+                         dev_->Alloc(p->arena_bytes, absl::StrCat("arena of @", fn.name(), " bucket ", bucket)));
   // 4. Segments: the IR's (partition-segments), else the same per-op rule; only a static
   // function's segments are captured (a generic one's kernels take the call's T).
   p->driver = &dev_->driver();
@@ -447,11 +452,12 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
     MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemsetD8Async(p->arena.ptr(), 0xff, p->arena.bytes(), stream), "arena poison"));
   for (unsigned i = 0; i < fn->num_arguments(); ++i) {
     const HostTensor& t = args[i];
-    const void* src = t.dtype() == DType::kF32 ? static_cast<const void*>(t.f32())
+    const void* src = t.dtype() == DType::kF32   ? static_cast<const void*>(t.f32())
                       : t.dtype() == DType::kI32 ? static_cast<const void*>(t.i32())
                                                  : static_cast<const void*>(t.i64());
-    MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemcpyHtoDAsync(p->Ptr(fn->argument(i)), src, t.numel() * ElemBytes(t.dtype()), stream),
-                                  absl::StrCat("@", name, ": argument upload")));
+    MEMRA_RETURN_IF_ERROR(
+        CuCheck(d.cuMemcpyHtoDAsync(p->Ptr(fn->argument(i)), src, t.numel() * ElemBytes(t.dtype()), stream),
+                absl::StrCat("@", name, ": argument upload")));
   }
   cuda::CUevent ev0 = nullptr, ev1 = nullptr;
   d.cuEventCreate(&ev0, cuda::kCuEventDefault);
@@ -479,8 +485,8 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
     }
   absl::Status st = dev_->Synchronize(absl::StrCat("@", name, " (bucket ", bucket, ")"));
   if (!st.ok())
-    return absl::Status(st.code(), absl::StrCat("cuda executor: ", st.message(),
-                                                " (set sync_each_op to find the failing op)"));
+    return absl::Status(st.code(),
+                        absl::StrCat("cuda executor: ", st.message(), " (set sync_each_op to find the failing op)"));
   float ms = 0;
   d.cuEventElapsedTime(&ms, ev0, ev1);
   last_run_ms_ = ms;
@@ -492,16 +498,16 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
   return results;
 }
 
-
-
 std::string CudaExecutor::ProfileReport() const {
   double total = 0;
   for (const auto& [k, e] : profile_) total += e.ms;
   std::vector<std::pair<std::string, ProfileEntry>> rows(profile_.begin(), profile_.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-  std::string out = absl::StrFormat("%-18s %8s %10s %6s %10s %10s\n", "op", "calls", "ms", "%", "TFLOP/s", "weight GB/s");
+  std::string out =
+      absl::StrFormat("%-18s %8s %10s %6s %10s %10s\n", "op", "calls", "ms", "%", "TFLOP/s", "weight GB/s");
   for (const auto& [k, e] : rows) {
-    absl::StrAppend(&out, absl::StrFormat("%-18s %8d %10.3f %5.1f%%", k, e.count, e.ms, total > 0 ? 100 * e.ms / total : 0));
+    absl::StrAppend(&out,
+                    absl::StrFormat("%-18s %8d %10.3f %5.1f%%", k, e.count, e.ms, total > 0 ? 100 * e.ms / total : 0));
     if (e.flops > 0)
       absl::StrAppend(&out, absl::StrFormat(" %10.1f %10.0f", e.flops / (e.ms * 1e9), e.bytes / (e.ms * 1e6)));
     absl::StrAppend(&out, "\n");

@@ -35,10 +35,10 @@
 #include "absl/strings/string_view.h"
 #include "codegen/KernelCompiler.h"
 #include "ir/Module.h"
-#include "runtime/cpu/CpuExecutor.h"
-#include "runtime/cpu/HostTensor.h"
 #include "kernels/cuda/GpuOp.h"
 #include "kernels/cuda/Target.h"
+#include "runtime/cpu/CpuExecutor.h"
+#include "runtime/cpu/HostTensor.h"
 #include "runtime/cuda/CudaDriver.h"
 
 namespace memra::gguf {
@@ -72,10 +72,10 @@ struct CudaExecutorOptions {
 
 // Counters of graph use since the executor was created.
 struct GraphStats {
-  int64_t captured = 0;        // graphs captured and instantiated
-  int64_t launches = 0;        // graph launches
-  int64_t eager_segments = 0;  // segment executions issued op by op
-  double capture_ms = 0;       // host time spent capturing + instantiating
+  int64_t captured = 0;              // graphs captured and instantiated
+  int64_t launches = 0;              // graph launches
+  int64_t eager_segments = 0;        // segment executions issued op by op
+  double capture_ms = 0;             // host time spent capturing + instantiating
   int64_t capture_failures = 0;      // segments that could not be captured (they run eagerly)
   std::string last_capture_failure;  // why, for the last one
 };
@@ -88,8 +88,7 @@ class CudaExecutor {
  public:
   // Errors: "no CUDA driver/GPU found" (no driver / device), NVRTC or cuBLASLt missing, a
   // weight missing or mistyped (as the CPU executor), device memory exhausted (named).
-  static absl::StatusOr<std::unique_ptr<CudaExecutor>> Create(const ir::Module& module,
-                                                              const gguf::GgufFile& file,
+  static absl::StatusOr<std::unique_ptr<CudaExecutor>> Create(const ir::Module& module, const gguf::GgufFile& file,
                                                               const CudaExecutorOptions& options = {});
   ~CudaExecutor();
   CudaExecutor(const CudaExecutor&) = delete;
@@ -150,7 +149,7 @@ class CudaExecutor {
   // Records what `enqueue` issues on the stream into an instantiated graph.
   absl::StatusOr<cuda::CUgraphExec> Capture(const std::function<absl::Status()>& enqueue, absl::string_view what);
   bool GraphsAllowed() const;
-  absl::Status PrepareGreedy(Program& p);  // greedy_next kernel + token ring for @decode
+  absl::Status PrepareGreedy(Program& p);    // greedy_next kernel + token ring for @decode
   void AccumulateProfile(const Program& p);  // the per-step events of p's last call -> profile_
 
   const ir::Module& module_;

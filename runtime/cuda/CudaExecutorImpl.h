@@ -15,19 +15,19 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "ir/Function.h"
 #include "kernels/cuda/GpuOp.h"
 #include "kernels/cuda/GpuOpRegistry.h"
 #include "kernels/cuda/WeightLayout.h"
-#include "ir/Function.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaExecutor.h"
 
 namespace memra::runtime {
 
 // Names the implementation files use unqualified (this header is included by them alone).
+using cuda::CuCheck;
 using cuda::CUdeviceptr;
 using cuda::CUfunction;
-using cuda::CuCheck;
 using ir::DType;
 using ir::Op;
 using ir::OpKind;
@@ -40,9 +40,14 @@ struct CudaExecutor::DeviceWeight {
   const kcu::WeightLayout* layout = nullptr;
   cuda::DeviceBuffer matrix, scales;
   int64_t rows = 0, cols = 0;
-  cuda::DeviceBuffer values;   // f32 values for element consumers (norms, conv, biases)
+  cuda::DeviceBuffer values;  // f32 values for element consumers (norms, conv, biases)
   kcu::DeviceMatrix AsMatrix() const {
-    return {matrix.ptr(), scales.ptr(), rows, cols, weight->dtype(), layout,
+    return {matrix.ptr(),
+            scales.ptr(),
+            rows,
+            cols,
+            weight->dtype(),
+            layout,
             static_cast<int64_t>(matrix.bytes() + scales.bytes())};
   }
 };
@@ -71,7 +76,9 @@ struct Step {
   int64_t scratch_offset = -1;           // selection.scratch_bytes at this arena offset
 };
 
-inline int64_t ElemBytes(DType d) { return d == DType::kI64 || d == DType::kF64 ? 8 : d == DType::kF16 || d == DType::kBF16 ? 2 : 4; }
+inline int64_t ElemBytes(DType d) {
+  return d == DType::kI64 || d == DType::kF64 ? 8 : d == DType::kF16 || d == DType::kBF16 ? 2 : 4;
+}
 
 inline int64_t Numel(llvm::ArrayRef<int64_t> s) {
   int64_t n = 1;
@@ -79,7 +86,8 @@ inline int64_t Numel(llvm::ArrayRef<int64_t> s) {
   return n;
 }
 
-inline absl::StatusOr<llvm::SmallVector<int64_t, 4>> ConcreteShape(const ir::Value* v, const ir::SymbolBindings& bindings) {
+inline absl::StatusOr<llvm::SmallVector<int64_t, 4>> ConcreteShape(const ir::Value* v,
+                                                                   const ir::SymbolBindings& bindings) {
   llvm::SmallVector<int64_t, 4> out;
   for (const ir::Dim& d : v->shape().dims()) {
     auto x = d.Evaluate(bindings);
@@ -104,7 +112,7 @@ using namespace cuda_exec;  // NOLINT: the implementation files share these name
 struct SegmentRun {
   size_t begin = 0, end = 0;  // steps [begin, end)
   bool capturable = false;
-  std::string reason;         // why not (from the IR's segment or passes/Capture.h)
+  std::string reason;  // why not (from the IR's segment or passes/Capture.h)
   cuda::CUgraphExec exec = nullptr;
 };
 
@@ -119,13 +127,13 @@ struct CudaExecutor::Program {
   const cuda::CudaDriver* driver = nullptr;
   const ir::Function* fn = nullptr;
   int64_t bucket = 1;
-  int64_t calls = 0;  // completed Run calls (graphs are captured from the second on)
+  int64_t calls = 0;           // completed Run calls (graphs are captured from the second on)
   bool planned_arena = false;  // the layout is the module's memory plan (plan-memory offsets)
   std::vector<Step> steps;
   std::vector<SegmentRun> segments;
-  std::vector<std::pair<double, double>> step_work;  // per step: FLOPs, weight bytes (profile)
-  ResolvedLaunch greedy;                  // @decode: the greedy pick closing the device loop
-  cuda::CUgraphExec greedy_exec = nullptr;  // @decode: the whole step + greedy pick
+  std::vector<std::pair<double, double>> step_work;   // per step: FLOPs, weight bytes (profile)
+  ResolvedLaunch greedy;                              // @decode: the greedy pick closing the device loop
+  cuda::CUgraphExec greedy_exec = nullptr;            // @decode: the whole step + greedy pick
   absl::flat_hash_map<const ir::Value*, Slot> slots;  // args and results (aliases resolved)
   cuda::DeviceBuffer arena;
   int64_t arena_bytes = 0;

@@ -99,7 +99,8 @@ absl::Status CudaExecutor::EnqueueProgram(Program& p, const ir::SymbolBindings& 
       MEMRA_RETURN_IF_ERROR(EnqueueStep(p, i, bindings, &p.step_work[i]));
       if (options_.sync_each_op || observer_) {
         absl::Status st = dev_->Synchronize(op.Summary());
-        if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: @", p.fn->name(), ": ", st.message()));
+        if (!st.ok())
+          return absl::Status(st.code(), absl::StrCat("cuda executor: @", p.fn->name(), ": ", st.message()));
       }
       if (observer_) {
         for (unsigned r = 0; r < op.num_results(); ++r) {
@@ -165,7 +166,8 @@ absl::StatusOr<std::vector<int32_t>> CudaExecutor::DecodeGreedy(int32_t token, i
     if (s.op->is(OpKind::kEmbed) && s.op->operand(0) == fn->argument(0)) {
       const int64_t V = weights_.at(s.op->operand(1))->rows;
       if (token < 0 || token >= V)
-        return absl::InvalidArgumentError(absl::StrCat("cuda executor: token id ", token, " outside the vocabulary [0, ", V, ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("cuda executor: token id ", token, " outside the vocabulary [0, ", V, ")"));
     }
   MEMRA_RETURN_IF_ERROR(PrepareGreedy(*p));
   const cuda::CudaDriver& d = dev_->driver();
@@ -193,7 +195,8 @@ absl::StatusOr<std::vector<int32_t>> CudaExecutor::DecodeGreedy(int32_t token, i
   bool all_capturable = true;
   for (const SegmentRun& seg : p->segments)
     all_capturable &= seg.capturable || (seg.end - seg.begin == 1 && p->steps[seg.begin].op->is(OpKind::kReturn));
-  MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemcpyHtoDAsync(token_slot, &token, 4, stream), "cuda executor: decode token upload"));
+  MEMRA_RETURN_IF_ERROR(
+      CuCheck(d.cuMemcpyHtoDAsync(token_slot, &token, 4, stream), "cuda executor: decode token upload"));
   cuda::CUevent ev0 = nullptr, ev1 = nullptr;
   d.cuEventCreate(&ev0, cuda::kCuEventDefault);
   d.cuEventCreate(&ev1, cuda::kCuEventDefault);
@@ -216,7 +219,8 @@ absl::StatusOr<std::vector<int32_t>> CudaExecutor::DecodeGreedy(int32_t token, i
         }
       }
       if (GraphsAllowed() && all_capturable && p->greedy_exec != nullptr) {
-        MEMRA_RETURN_IF_ERROR(CuCheck(d.cuGraphLaunch(p->greedy_exec, stream), "cuda executor: graph launch of @decode"));
+        MEMRA_RETURN_IF_ERROR(
+            CuCheck(d.cuGraphLaunch(p->greedy_exec, stream), "cuda executor: graph launch of @decode"));
         ++graph_stats_.launches;
       } else if (options_.profile || options_.sync_each_op || observer_) {
         // Op by op with the profile events / per-op checks of Run, then the greedy pick.
@@ -231,8 +235,8 @@ absl::StatusOr<std::vector<int32_t>> CudaExecutor::DecodeGreedy(int32_t token, i
         ++p->calls;
       }
     }
-    MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemcpyDtoHAsync(out.data() + done, ring, n * 4, stream),
-                                  "cuda executor: token ring download"));
+    MEMRA_RETURN_IF_ERROR(
+        CuCheck(d.cuMemcpyDtoHAsync(out.data() + done, ring, n * 4, stream), "cuda executor: token ring download"));
     absl::Status st = dev_->Synchronize("@decode greedy loop");
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: ", st.message()));
     done += n;

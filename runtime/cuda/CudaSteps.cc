@@ -20,7 +20,12 @@ class StepBinder : public kcu::BindContext {
   using States = absl::flat_hash_map<const ir::Value*, std::unique_ptr<cuda::DeviceBuffer>>;
   StepBinder(const CudaExecutor::Program& p, const Step& s, const Weights& weights, const States& states,
              const ir::SymbolBindings& bindings)
-      : BindContext(*s.op, s.selection, s.shapes), p_(p), s_(s), weights_(weights), states_(states), bindings_(bindings) {}
+      : BindContext(*s.op, s.selection, s.shapes),
+        p_(p),
+        s_(s),
+        weights_(weights),
+        states_(states),
+        bindings_(bindings) {}
 
   absl::StatusOr<llvm::SmallVector<int64_t, 4>> Shape(const ir::Value* v) const override {
     return ConcreteShape(v, bindings_);
@@ -65,14 +70,16 @@ absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::
   for (const kcu::DeviceAction& action : step_work_.actions()) {
     if (const auto* k = std::get_if<kcu::KernelCall>(&action)) {
       if (k->launch >= s.launches.size())
-        return OpError(op, absl::StrCat("unit ", s.impl->name(), " issued launch ", k->launch, " of ", s.launches.size()));
+        return OpError(op,
+                       absl::StrCat("unit ", s.impl->name(), " issued launch ", k->launch, " of ", s.launches.size()));
       const ResolvedLaunch& l = s.launches[k->launch];
       void* args[] = {const_cast<unsigned char*>(k->params.bytes.data())};
       const cuda::CUresult r =
           d.cuLaunchKernel(l.fn, l.spec.grid, 1, 1, l.spec.block, 1, 1, l.spec.smem, stream, args, nullptr);
       if (r != 0)
-        return absl::InternalError(absl::StrCat("cuda executor: ", op.Summary(), ": launch of ", l.spec.kernel.ToString(),
-                                                " (grid ", l.spec.grid, ", block ", l.spec.block, "): ", d.ErrorText(r)));
+        return absl::InternalError(absl::StrCat("cuda executor: ", op.Summary(), ": launch of ",
+                                                l.spec.kernel.ToString(), " (grid ", l.spec.grid, ", block ",
+                                                l.spec.block, "): ", d.ErrorText(r)));
     } else if (const auto* g = std::get_if<kcu::GemmCall>(&action)) {
       absl::Status st = blas_->Matmul(g->x, g->w, g->y, g->m, g->n, g->k, g->w_dtype, stream);
       if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: ", op.Summary(), ": ", st.message()));

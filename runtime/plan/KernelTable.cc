@@ -10,10 +10,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "codegen/KernelModules.h"
-#include "kernels/cuda/GpuOpRegistry.h"
 #include "ir/Function.h"
 #include "ir/Op.h"
 #include "ir/StatusMacros.h"
+#include "kernels/cuda/GpuOpRegistry.h"
 
 namespace memra::runtime {
 namespace {
@@ -51,7 +51,8 @@ absl::StatusOr<std::vector<codegen::ModuleSpec>> KernelModulesOf(const ir::Modul
     const int64_t bucket = f->attrs().I64Or("bucket", 1);
     auto mods = codegen::ModulesForFunction(*f, bucket, target);
     if (!mods.ok())
-      return absl::Status(mods.status().code(), absl::StrCat("kernel table: @", f->name(), ": ", mods.status().message()));
+      return absl::Status(mods.status().code(),
+                          absl::StrCat("kernel table: @", f->name(), ": ", mods.status().message()));
     for (codegen::ModuleSpec& m : *mods)
       if (seen.insert(m.Key()).second) out.push_back(std::move(m));
     if (!recorded) continue;
@@ -59,7 +60,8 @@ absl::StatusOr<std::vector<codegen::ModuleSpec>> KernelModulesOf(const ir::Modul
     // e.g. from an older memra, would run other kernels than the ones the table compiles).
     auto fresh = kcu::SelectionsOf(*f, bucket, target, /*use_records=*/false);
     if (!fresh.ok())
-      return absl::Status(fresh.status().code(), absl::StrCat("kernel table: @", f->name(), ": ", fresh.status().message()));
+      return absl::Status(fresh.status().code(),
+                          absl::StrCat("kernel table: @", f->name(), ": ", fresh.status().message()));
     size_t i = 0;
     for (const ir::Op* op : f->Ops()) {
       if (op->is(ir::OpKind::kSegment)) continue;
@@ -72,8 +74,8 @@ absl::StatusOr<std::vector<codegen::ModuleSpec>> KernelModulesOf(const ir::Modul
       if ((rec && rec->impl != now.impl) || a != b)
         return absl::FailedPreconditionError(absl::StrCat(
             "kernel table: @", f->name(), ": ", op->Summary(), " records ", rec ? rec->impl : "no selection",
-            a.empty() ? "" : absl::StrCat(" (", a[0], a.size() > 1 ? ", ..." : "", ")"), ", but kernel selection makes ",
-            now.impl, " for it (stale select-kernels annotations?)"));
+            a.empty() ? "" : absl::StrCat(" (", a[0], a.size() > 1 ? ", ..." : "", ")"),
+            ", but kernel selection makes ", now.impl, " for it (stale select-kernels annotations?)"));
     }
   }
   return out;
@@ -127,8 +129,8 @@ absl::Status CheckKernelTable(const KernelTable& table, const ir::Module& module
         bool has_arch = false;
         for (const KernelBinary& b : e->binaries) has_arch |= b.arch == arch && !b.cubin.empty();
         if (!has_arch)
-          return absl::DataLossError(absl::StrCat("plan: kernel module ", key, " has no cubin for ", arch,
-                                                  "; recompile the plan"));
+          return absl::DataLossError(
+              absl::StrCat("plan: kernel module ", key, " has no cubin for ", arch, "; recompile the plan"));
       }
     }
   return absl::OkStatus();

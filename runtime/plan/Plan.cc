@@ -116,7 +116,8 @@ class SectionReader {
 std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CEscape(s), "\""); }
 
 absl::StatusOr<std::string> Unquote(absl::string_view s) {
-  if (s.size() < 2 || s.front() != '"' || s.back() != '"') return absl::InvalidArgumentError("expected a quoted string");
+  if (s.size() < 2 || s.front() != '"' || s.back() != '"')
+    return absl::InvalidArgumentError("expected a quoted string");
   std::string out;
   std::string err;
   if (!absl::CUnescape(s.substr(1, s.size() - 2), &out, &err)) return absl::InvalidArgumentError(err);
@@ -135,8 +136,8 @@ std::string LayoutText(const std::vector<PlanFunction>& fns) {
         absl::StrAppend(&out, "  alias ", Quote(b.value), " offset=", b.offset, " of=", Quote(b.alias_of), "\n");
     }
     for (const PlanSegment& s : f.segments)
-      absl::StrAppend(&out, "  segment capturable=", s.capturable ? 1 : 0, " ops=", s.ops, " kv_rung=", s.kv_rung ? 1 : 0,
-                      " reason=", Quote(s.reason), "\n");
+      absl::StrAppend(&out, "  segment capturable=", s.capturable ? 1 : 0, " ops=", s.ops,
+                      " kv_rung=", s.kv_rung ? 1 : 0, " reason=", Quote(s.reason), "\n");
   }
   return out;
 }
@@ -269,18 +270,25 @@ absl::StatusOr<KernelTable> ParseKernelTable(absl::string_view text, int version
         int64_t v = 0;
         if (!absl::SimpleAtoi(kv.second, &v) || v < 0)
           return Corrupt(source, absl::StrCat("[kernel] ", k.name, ": bad ", kv.first));
-        if (kv.first == "binaries") n = v;
-        else k.sm_90a = v != 0;
+        if (kv.first == "binaries")
+          n = v;
+        else
+          k.sm_90a = v != 0;
         continue;
       }
       auto v = Unquote(kv.second);
       if (!v.ok()) return Corrupt(source, absl::StrCat("[kernel] ", k.name, " ", kv.first, ": ", v.status().message()));
-      if (kv.first == "name") k.name = *v;
-      else if (kv.first == "file") k.file = *v;
-      else if (kv.first == "constants") k.constants = *v;
-      else if (kv.first == "source_hash") k.source_hash = *v;
+      if (kv.first == "name")
+        k.name = *v;
+      else if (kv.first == "file")
+        k.file = *v;
+      else if (kv.first == "constants")
+        k.constants = *v;
+      else if (kv.first == "source_hash")
+        k.source_hash = *v;
     }
-    if (k.name.empty() || n < 0) return Corrupt(source, absl::StrCat("[kernels]", after, ": a [kernel] without name or binaries"));
+    if (k.name.empty() || n < 0)
+      return Corrupt(source, absl::StrCat("[kernels]", after, ": a [kernel] without name or binaries"));
     if (version >= 1 && (k.file.empty() || k.source_hash.empty()))
       return Corrupt(source, absl::StrCat("[kernels]: kernel ", k.name, " lacks its file or source_hash"));
     for (int64_t i = 0; i < n; ++i) {
@@ -292,7 +300,8 @@ absl::StatusOr<KernelTable> ParseKernelTable(absl::string_view text, int version
         return Corrupt(source, absl::StrCat("[kernels]: kernel ", k.name, ": expected [cubin] ", i + 1, " of ", n,
                                             ", got [", bin->name, "]"));
       KernelBinary b{bin->Attr("arch"), std::string(bin->payload)};
-      if (b.arch.empty()) return Corrupt(source, absl::StrCat("[kernels]: kernel ", k.name, ": a [cubin] without arch"));
+      if (b.arch.empty())
+        return Corrupt(source, absl::StrCat("[kernels]: kernel ", k.name, ": a [cubin] without arch"));
       if (std::string h = bin->Attr("xxh64"); version >= 1 && h != CubinHash(b.cubin))
         return Corrupt(source, absl::StrCat("[kernels]: kernel ", k.name, ": the ", b.arch, " cubin (", b.cubin.size(),
                                             " bytes) does not match its hash"));
@@ -338,7 +347,8 @@ bool PlanFunction::operator==(const PlanFunction& o) const {
     return a.capturable == b.capturable && a.ops == b.ops && a.kv_rung == b.kv_rung && a.reason == b.reason;
   };
   return name == o.name && bucket == o.bucket && arena_bytes == o.arena_bytes && naive_bytes == o.naive_bytes &&
-         alignment == o.alignment && std::equal(buffers.begin(), buffers.end(), o.buffers.begin(), o.buffers.end(), buf_eq) &&
+         alignment == o.alignment &&
+         std::equal(buffers.begin(), buffers.end(), o.buffers.begin(), o.buffers.end(), buf_eq) &&
          std::equal(segments.begin(), segments.end(), o.segments.begin(), o.segments.end(), seg_eq);
 }
 
@@ -353,7 +363,8 @@ GgufIdentity IdentifyGguf(const gguf::GgufFile& file) {
 
 std::string GgufIdentityDiff(const GgufIdentity& plan, const GgufIdentity& file) {
   std::vector<std::string> diffs;
-  if (plan.size != file.size) diffs.push_back(absl::StrCat("size ", plan.size, " bytes in the plan, ", file.size, " in the file"));
+  if (plan.size != file.size)
+    diffs.push_back(absl::StrCat("size ", plan.size, " bytes in the plan, ", file.size, " in the file"));
   if (plan.header_sha256 != file.header_sha256)
     diffs.push_back(absl::StrCat("header+tensor-table SHA-256 ", plan.header_sha256.substr(0, 16), "... in the plan, ",
                                  file.header_sha256.substr(0, 16), "... in the file"));
@@ -420,11 +431,11 @@ absl::StatusOr<Plan> MakePlan(const ir::Module& module, const gguf::GgufFile& fi
 
 std::string SerializePlan(const Plan& plan) {
   std::string out = absl::StrCat(kMagic, " ", plan.format_version, "\n");
-  std::string header = absl::StrCat("format_version = ", plan.format_version, "\n", "memra_version = ",
-                                    Quote(plan.memra_version), "\n", "arch = ", Quote(plan.arch), "\n",
-                                    "pipeline = ", Quote(plan.pipeline), "\n", "gguf_path = ", Quote(plan.gguf.path),
-                                    "\n", "gguf_size = ", plan.gguf.size, "\n", "gguf_header_sha256 = ",
-                                    Quote(plan.gguf.header_sha256), "\n");
+  std::string header =
+      absl::StrCat("format_version = ", plan.format_version, "\n", "memra_version = ", Quote(plan.memra_version), "\n",
+                   "arch = ", Quote(plan.arch), "\n", "pipeline = ", Quote(plan.pipeline), "\n",
+                   "gguf_path = ", Quote(plan.gguf.path), "\n", "gguf_size = ", plan.gguf.size, "\n",
+                   "gguf_header_sha256 = ", Quote(plan.gguf.header_sha256), "\n");
   Section(out, "header", "", header);
   Section(out, "ir", "", plan.ir_text);
   Section(out, "layout", "", LayoutText(plan.functions));
@@ -455,12 +466,18 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view bytes, absl::string_view source
           if (!u.ok()) return Corrupt(source, absl::StrCat("[header] ", kv.first, ": ", u.status().message()));
           v = *u;
         }
-        if (kv.first == "memra_version") p.memra_version = v;
-        else if (kv.first == "arch") p.arch = v;
-        else if (kv.first == "pipeline") p.pipeline = v;
-        else if (kv.first == "gguf_path") p.gguf.path = v;
-        else if (kv.first == "gguf_size" && !absl::SimpleAtoi(v, &p.gguf.size)) return Corrupt(source, "[header] gguf_size");
-        else if (kv.first == "gguf_header_sha256") p.gguf.header_sha256 = v;
+        if (kv.first == "memra_version")
+          p.memra_version = v;
+        else if (kv.first == "arch")
+          p.arch = v;
+        else if (kv.first == "pipeline")
+          p.pipeline = v;
+        else if (kv.first == "gguf_path")
+          p.gguf.path = v;
+        else if (kv.first == "gguf_size" && !absl::SimpleAtoi(v, &p.gguf.size))
+          return Corrupt(source, "[header] gguf_size");
+        else if (kv.first == "gguf_header_sha256")
+          p.gguf.header_sha256 = v;
       }
     } else if (sec.name == "ir") {
       seen_ir = true;
@@ -476,7 +493,8 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view bytes, absl::string_view source
     // Unknown sections are skipped (room for additions within a format version).
   }
   if (!seen_header || !seen_ir || !seen_layout) return Corrupt(source, "missing [header], [ir] or [layout]");
-  if (p.gguf.header_sha256.empty() || p.arch.empty()) return Corrupt(source, "the header lacks the GGUF identity or arch");
+  if (p.gguf.header_sha256.empty() || p.arch.empty())
+    return Corrupt(source, "the header lacks the GGUF identity or arch");
   return p;
 }
 
@@ -510,8 +528,8 @@ absl::Status CheckPlanCompatible(const Plan& plan, const GgufIdentity& file, abs
     return absl::FailedPreconditionError(absl::StrCat("the plan was compiled for another GGUF (", plan.gguf.path,
                                                       ") than ", file.path, ": ", diff, "; recompile the plan"));
   if (!arch.empty() && arch != plan.arch)
-    return absl::FailedPreconditionError(absl::StrCat("the plan targets ", plan.arch, " but this run targets ", arch,
-                                                      "; recompile with --arch ", arch));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the plan targets ", plan.arch, " but this run targets ", arch, "; recompile with --arch ", arch));
   return absl::OkStatus();
 }
 
@@ -522,8 +540,8 @@ absl::StatusOr<std::unique_ptr<ir::Module>> LoadPlanModule(const Plan& plan) {
   MEMRA_RETURN_IF_ERROR(ir::VerifyModule(*m));
   MEMRA_ASSIGN_OR_RETURN(std::vector<PlanFunction> fns, DescribeFunctions(*m));
   if (fns.size() != plan.functions.size())
-    return absl::DataLossError(absl::StrCat("plan: the layout lists ", plan.functions.size(), " functions, the IR has ",
-                                            fns.size()));
+    return absl::DataLossError(
+        absl::StrCat("plan: the layout lists ", plan.functions.size(), " functions, the IR has ", fns.size()));
   for (size_t i = 0; i < fns.size(); ++i)
     if (!(fns[i] == plan.functions[i]))
       return absl::DataLossError(absl::StrCat("plan: the layout of @", plan.functions[i].name,

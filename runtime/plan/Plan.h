@@ -63,23 +63,23 @@ GgufIdentity IdentifyGguf(const gguf::GgufFile& file);
 std::string GgufIdentityDiff(const GgufIdentity& plan, const GgufIdentity& file);
 
 struct PlanBuffer {
-  std::string value;           // the value's printed name (without '%')
+  std::string value;  // the value's printed name (without '%')
   int64_t offset = 0;
-  int64_t bytes = 0;           // 0 for an alias
-  std::string alias_of;        // root value of a reshape alias, else ""
+  int64_t bytes = 0;     // 0 for an alias
+  std::string alias_of;  // root value of a reshape alias, else ""
 };
 
 struct PlanSegment {
   bool capturable = false;
   int64_t ops = 0;
   bool kv_rung = false;
-  std::string reason;          // eager: why; capturable: why it ends
+  std::string reason;  // eager: why; capturable: why it ends
 };
 
 struct PlanFunction {
   std::string name;
-  int64_t bucket = 0;          // 0: none
-  int64_t arena_bytes = 0;     // 0 with no memory plan
+  int64_t bucket = 0;       // 0: none
+  int64_t arena_bytes = 0;  // 0 with no memory plan
   int64_t naive_bytes = 0;
   int64_t alignment = 0;
   std::vector<PlanBuffer> buffers;
@@ -88,19 +88,19 @@ struct PlanFunction {
 };
 
 struct KernelBinary {
-  std::string arch;            // "sm_90"
-  std::string cubin;           // bytes (an ELF)
+  std::string arch;   // "sm_90"
+  std::string cubin;  // bytes (an ELF)
 };
 struct KernelEntry {
-  std::string name;            // the module key, codegen::ModuleSpec::Key()
-  std::string file;            // kernels/cuda file, "Norm.cu"
-  std::string constants;       // specialization constants (-D), "K=V;K=V"
-  bool sm_90a = false;         // compiled for the arch-specific target
-  std::string source_hash;     // codegen::ModuleSourceHash: source + headers + defines
+  std::string name;         // the module key, codegen::ModuleSpec::Key()
+  std::string file;         // kernels/cuda file, "Norm.cu"
+  std::string constants;    // specialization constants (-D), "K=V;K=V"
+  bool sm_90a = false;      // compiled for the arch-specific target
+  std::string source_hash;  // codegen::ModuleSourceHash: source + headers + defines
   std::vector<KernelBinary> binaries;
 };
 struct KernelTable {
-  int version = 0;             // 0: empty; kKernelTableVersion when built
+  int version = 0;  // 0: empty; kKernelTableVersion when built
   std::vector<KernelEntry> kernels;
   // How the builder got the cubins (not serialized; `memra compile --report`).
   codegen::CompileStats compile_stats;
@@ -119,8 +119,8 @@ KernelTableBuilder GetKernelTableBuilder();
 struct Plan {
   int format_version = kPlanFormatVersion;
   std::string memra_version;
-  std::string arch;            // "sm_90", or "cpu"
-  std::string pipeline;        // the pipeline that produced the IR
+  std::string arch;      // "sm_90", or "cpu"
+  std::string pipeline;  // the pipeline that produced the IR
   GgufIdentity gguf;
   std::string ir_text;
   std::vector<PlanFunction> functions;

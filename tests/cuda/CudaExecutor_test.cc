@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "frontends/gguf/GgufFile.h"
 #include "frontends/ModelFamily.h"
+#include "frontends/gguf/GgufFile.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/Sampling.h"
 #include "runtime/cpu/CpuExecutor.h"
@@ -24,10 +24,9 @@ namespace {
 using memra::testing::CudaTestDataPath;
 using memra::testing::FileExists;
 
-const std::vector<int32_t> kPrompt = {
-    1,   87,  107, 104, 35,  116, 120, 108, 102, 110, 35,  101, 117, 114, 122, 113,
-    35,  105, 114, 123, 35,  109, 120, 112, 115, 118, 35,  114, 121, 104, 117, 35,
-    119, 107, 104, 35,  111, 100, 125, 124, 35,  103, 114, 106, 49,  35,  52,  53};
+const std::vector<int32_t> kPrompt = {1,   87,  107, 104, 35,  116, 120, 108, 102, 110, 35,  101, 117, 114, 122, 113,
+                                      35,  105, 114, 123, 35,  109, 120, 112, 115, 118, 35,  114, 121, 104, 117, 35,
+                                      119, 107, 104, 35,  111, 100, 125, 124, 35,  103, 114, 106, 49,  35,  52,  53};
 constexpr int64_t kVocab = 259;
 
 struct Stats {
@@ -120,7 +119,8 @@ TEST_F(CudaExecutorTest, TinyF32MatchesCpuAndLlamaCpp) {
   ASSERT_TRUE(g.ok()) << g.status();
   m->gpu->set_observer(nullptr);
   m->cpu->set_observer(nullptr);
-  std::printf("  %d nodes compared with the CPU executor; worst nmse %.3e at %s\n", compared, worst, worst_node.c_str());
+  std::printf("  %d nodes compared with the CPU executor; worst nmse %.3e at %s\n", compared, worst,
+              worst_node.c_str());
   EXPECT_GT(compared, 60);
   EXPECT_LE(worst, 1e-9) << worst_node;
   const std::vector<float> logits = Floats((*g)[0]);
@@ -141,7 +141,8 @@ TEST_F(CudaExecutorTest, TinyF32MatchesCpuAndLlamaCpp) {
     std::printf("  prefill logits vs llama.cpp: max|d| %.3e nmse %.3e\n", vs_ref.max_abs, vs_ref.nmse);
     EXPECT_LE(vs_ref.max_abs, 1e-4);
     for (int64_t t = 0; t < 48; ++t)
-      EXPECT_EQ(kernels::cpu::Argmax(&logits[t * kVocab], kVocab), kernels::cpu::Argmax(&(*ref)[t * kVocab], kVocab)) << t;
+      EXPECT_EQ(kernels::cpu::Argmax(&logits[t * kVocab], kVocab), kernels::cpu::Argmax(&(*ref)[t * kVocab], kVocab))
+          << t;
   }
   // Greedy continuation through @decode: identical to llama.cpp's.
   auto ref_greedy = memra::testing::ReadI32File(ref_dir + "greedy_tokens.i32");
@@ -185,7 +186,8 @@ TEST_F(CudaExecutorTest, ChunkedPrefillAcrossBucketsMatchesOneCall) {
   const Stats d = Compare(chunked.data(), (*whole)[0].f32(), chunked.size());
   std::printf("  chunked (1 + 20 + 20 + 7) vs one call: max|d| %.3e\n", d.max_abs);
   EXPECT_LE(d.max_abs, 1e-5);
-  for (const auto& [k, bytes] : m->gpu->arena_bytes()) std::printf("  arena %s: %lu bytes\n", k.c_str(), (unsigned long)bytes);
+  for (const auto& [k, bytes] : m->gpu->arena_bytes())
+    std::printf("  arena %s: %lu bytes\n", k.c_str(), (unsigned long)bytes);
 }
 
 TEST_F(CudaExecutorTest, TinyQ8MatchesCpu) {
@@ -199,8 +201,10 @@ TEST_F(CudaExecutorTest, TinyQ8MatchesCpu) {
   const Stats s = Compare((*g)[0].f32(), (*c)[0].f32(), (*c)[0].numel());
   int agree = 0;
   for (int64_t t = 0; t < 48; ++t)
-    agree += kernels::cpu::Argmax((*g)[0].f32() + t * kVocab, kVocab) == kernels::cpu::Argmax((*c)[0].f32() + t * kVocab, kVocab);
-  std::printf("  q8_0 (bf16 on the GPU) vs CPU: max|d| %.3e nmse %.3e, argmax agrees at %d/48\n", s.max_abs, s.nmse, agree);
+    agree += kernels::cpu::Argmax((*g)[0].f32() + t * kVocab, kVocab) ==
+             kernels::cpu::Argmax((*c)[0].f32() + t * kVocab, kVocab);
+  std::printf("  q8_0 (bf16 on the GPU) vs CPU: max|d| %.3e nmse %.3e, argmax agrees at %d/48\n", s.max_abs, s.nmse,
+              agree);
   EXPECT_LE(s.nmse, 1e-3);
   EXPECT_GE(agree, 44);
 }

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "frontends/gguf/GgufFile.h"
 #include "frontends/ModelFamily.h"
+#include "frontends/gguf/GgufFile.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/Sampling.h"
 #include "passes/PassManager.h"
@@ -210,8 +210,7 @@ TEST_P(CudaGraphTest, SessionStopInsideAChunkRefusesToContinueUntilReset) {
   EXPECT_TRUE((*s)->Prefill(kFixturePrompt).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyModels, CudaGraphTest,
-                         ::testing::Values("qwen35-tiny-f32.gguf", "qwen35-tiny-q8_0.gguf"),
+INSTANTIATE_TEST_SUITE_P(TinyModels, CudaGraphTest, ::testing::Values("qwen35-tiny-f32.gguf", "qwen35-tiny-q8_0.gguf"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param).find("q8_0") != std::string::npos ? "q8_0" : "f32";
                          });

@@ -7,13 +7,13 @@
 
 #include "codegen/KernelCompiler.h"
 #include "codegen/KernelModules.h"
-#include "kernels/cuda/Target.h"
 #include "codegen/KernelSources.h"
 #include "codegen/Nvrtc.h"
-#include "frontends/gguf/GgufFile.h"
 #include "frontends/ModelFamily.h"
+#include "frontends/gguf/GgufFile.h"
 #include "gtest/gtest.h"
 #include "ir/Function.h"
+#include "kernels/cuda/Target.h"
 #include "tests/cuda/CudaTestUtil.h"
 
 namespace memra::codegen {
@@ -84,7 +84,8 @@ TEST(NvrtcCompileTest, TinyModelPlanCompilesForSm90) {
     for (int stage : {0, 1}) {
       ModuleSpec m;
       m.file = "Gemv.cu";
-      m.defines = MakeDefines({Def("GEMV_K", 4096), Def("GEMV_W", w), Def("GEMV_WARPS", 8), Def("GEMV_STAGE_X", stage)});
+      m.defines =
+          MakeDefines({Def("GEMV_K", 4096), Def("GEMV_W", w), Def("GEMV_WARPS", 8), Def("GEMV_STAGE_X", stage)});
       mods.push_back(m);
     }
   const std::string dir = ::testing::TempDir() + "/memra-nvrtc-test-cache";

@@ -14,14 +14,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "codegen/KernelModules.h"
-#include "kernels/cuda/Target.h"
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/gguf/GgufWriter.h"
-#include "kernels/formats/Quant.h"
 #include "gtest/gtest.h"
 #include "ir/Builder.h"
 #include "ir/Function.h"
 #include "ir/Verifier.h"
+#include "kernels/cuda/Target.h"
+#include "kernels/formats/Quant.h"
 #include "runtime/cpu/CpuExecutor.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaExecutor.h"
@@ -73,7 +73,7 @@ struct Harness {
     std::vector<uint8_t> bytes(static_cast<size_t>(row_bytes * (n / row)));
     for (int64_t r = 0; r < n / row; ++r) {
       absl::Status s = formats::Quantize(type, absl::MakeConstSpan(v.data() + r * row, row),
-                                      absl::MakeSpan(bytes.data() + r * row_bytes, row_bytes));
+                                         absl::MakeSpan(bytes.data() + r * row_bytes, row_bytes));
       EXPECT_TRUE(s.ok()) << s;
     }
     EXPECT_TRUE(writer.AddTensorBytes(name, type, ne, bytes).ok());
@@ -152,16 +152,18 @@ class OpTableTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     auto dev = cuda::CudaDevice::Open(0);
-    if (!dev.ok()) skip_ = std::string(dev.status().message());
-    else std::printf("  device: %s\n", (*dev)->Describe().c_str());
+    if (!dev.ok())
+      skip_ = std::string(dev.status().message());
+    else
+      std::printf("  device: %s\n", (*dev)->Describe().c_str());
   }
   static void TearDownTestSuite() {
     if (Table().empty()) return;
     std::printf("\n%-18s %-6s %6s %6s %11s %9s  %s\n", "op", "dtype", "T", "bucket", "nmse", "bound", "result");
     int fails = 0;
     for (const Row& r : Table()) {
-      std::printf("%-18s %-6s %6ld %6ld %11.3e %9.1e  %s%s\n", r.op.c_str(), r.dtype.c_str(), (long)r.T,
-                  (long)r.bucket, r.nmse, r.bound, r.ok ? "ok" : "FAIL", r.note.empty() ? "" : ("  " + r.note).c_str());
+      std::printf("%-18s %-6s %6ld %6ld %11.3e %9.1e  %s%s\n", r.op.c_str(), r.dtype.c_str(), (long)r.T, (long)r.bucket,
+                  r.nmse, r.bound, r.ok ? "ok" : "FAIL", r.note.empty() ? "" : ("  " + r.note).c_str());
       fails += !r.ok;
     }
     std::printf("op table: %zu cases, %d failed\n", Table().size(), fails);
@@ -173,8 +175,7 @@ class OpTableTest : public ::testing::Test {
   // Builds with `build`, then runs `calls` calls of T tokens on both executors and compares
   // every result and every f32 state. `states_ok` false: states are not compared.
   void Check(const std::string& op, const std::string& dtype, int64_t T, double bound,
-             const std::function<std::vector<Value*>(Harness&)>& build, int calls = 1,
-             int64_t id_range = 0) {
+             const std::function<std::vector<Value*>(Harness&)>& build, int calls = 1, int64_t id_range = 0) {
     Harness h(static_cast<uint32_t>(std::hash<std::string>()(op + dtype) + T));
     h.id_range = id_range;
     std::vector<Value*> results = build(h);
@@ -232,13 +233,16 @@ constexpr double kF32Bound = 1e-9;
 #define FOR_T for (int64_t T : kTs)
 
 TEST_F(OpTableTest, Embed) {
-  const std::pair<GgmlType, double> types[] = {{GgmlType::kF32, 0}, {GgmlType::kF16, 0}, {GgmlType::kBF16, 0},
-                                               {GgmlType::kQ8_0, 1e-5}, {GgmlType::kQ4_K, 1e-5}};
+  const std::pair<GgmlType, double> types[] = {
+      {GgmlType::kF32, 0}, {GgmlType::kF16, 0}, {GgmlType::kBF16, 0}, {GgmlType::kQ8_0, 1e-5}, {GgmlType::kQ4_K, 1e-5}};
   for (auto [t, bound] : types)
-    FOR_T Check("embed", std::string(formats::GgmlTypeName(t)), T, bound, [&](Harness& h) {
-      Value* ids = h.Arg("ids", {-1}, DType::kI32);
-      return std::vector<Value*>{h.b->Embed(ids, h.Weight("tab", t, {512, 1000}))};
-    }, 1, 1000);
+    FOR_T Check(
+        "embed", std::string(formats::GgmlTypeName(t)), T, bound,
+        [&](Harness& h) {
+          Value* ids = h.Arg("ids", {-1}, DType::kI32);
+          return std::vector<Value*>{h.b->Embed(ids, h.Weight("tab", t, {512, 1000}))};
+        },
+        1, 1000);
 }
 
 TEST_F(OpTableTest, Norms) {
@@ -256,30 +260,48 @@ TEST_F(OpTableTest, Norms) {
                                                  h.Weight("w", GgmlType::kF32, {128}), 1e-6)};
   });
   FOR_T Check("add_rms_norm", "f32", T, kF32Bound, [](Harness& h) {
-    auto [s, y] = h.b->AddRmsNorm(h.Arg("a", {-1, 1024}), h.Arg("b", {-1, 1024}), h.Weight("w", GgmlType::kF32, {1024}), 1e-6);
+    auto [s, y] =
+        h.b->AddRmsNorm(h.Arg("a", {-1, 1024}), h.Arg("b", {-1, 1024}), h.Weight("w", GgmlType::kF32, {1024}), 1e-6);
     return std::vector<Value*>{s, y};
   });
 }
 
 TEST_F(OpTableTest, Elementwise) {
   FOR_T {
-    Check("add", "f32", T, 0, [](Harness& h) { return std::vector<Value*>{h.b->Add(h.Arg("a", {-1, 300}), h.Arg("b", {-1, 300}))}; });
-    Check("add/bcast", "f32", T, 0, [](Harness& h) { return std::vector<Value*>{h.b->Add(h.Arg("a", {-1, 4, 300}), h.Arg("b", {300}))}; });
-    Check("mul", "f32", T, 0, [](Harness& h) { return std::vector<Value*>{h.b->Mul(h.Arg("a", {-1, 300}), h.Arg("b", {-1, 300}))}; });
-    Check("scale", "f32", T, 0, [](Harness& h) { return std::vector<Value*>{h.b->Scale(h.Arg("x", {-1, 300}), 0.37)}; });
-    Check("sigmoid", "f32", T, 1e-12, [](Harness& h) { return std::vector<Value*>{h.b->Sigmoid(h.Arg("x", {-1, 300}))}; });
+    Check("add", "f32", T, 0, [](Harness& h) {
+      return std::vector<Value*>{h.b->Add(h.Arg("a", {-1, 300}), h.Arg("b", {-1, 300}))};
+    });
+    Check("add/bcast", "f32", T, 0, [](Harness& h) {
+      return std::vector<Value*>{h.b->Add(h.Arg("a", {-1, 4, 300}), h.Arg("b", {300}))};
+    });
+    Check("mul", "f32", T, 0, [](Harness& h) {
+      return std::vector<Value*>{h.b->Mul(h.Arg("a", {-1, 300}), h.Arg("b", {-1, 300}))};
+    });
+    Check("scale", "f32", T, 0, [](Harness& h) {
+      return std::vector<Value*>{h.b->Scale(h.Arg("x", {-1, 300}), 0.37)};
+    });
+    Check("sigmoid", "f32", T, 1e-12, [](Harness& h) {
+      return std::vector<Value*>{h.b->Sigmoid(h.Arg("x", {-1, 300}))};
+    });
     Check("silu", "f32", T, 1e-12, [](Harness& h) { return std::vector<Value*>{h.b->Silu(h.Arg("x", {-1, 300}))}; });
-    Check("softplus", "f32", T, 1e-12, [](Harness& h) { return std::vector<Value*>{h.b->Softplus(h.Arg("x", {-1, 300}))}; });
+    Check("softplus", "f32", T, 1e-12, [](Harness& h) {
+      return std::vector<Value*>{h.b->Softplus(h.Arg("x", {-1, 300}))};
+    });
     Check("exp", "f32", T, 1e-12, [](Harness& h) { return std::vector<Value*>{h.b->Exp(h.Arg("x", {-1, 300}))}; });
-    Check("swiglu", "f32", T, 1e-12, [](Harness& h) { return std::vector<Value*>{h.b->Swiglu(h.Arg("g", {-1, 300}), h.Arg("u", {-1, 300}))}; });
-    Check("softmax", "f32", T, 1e-10, [](Harness& h) { return std::vector<Value*>{h.b->Softmax(h.Arg("x", {-1, 3000}))}; });
+    Check("swiglu", "f32", T, 1e-12, [](Harness& h) {
+      return std::vector<Value*>{h.b->Swiglu(h.Arg("g", {-1, 300}), h.Arg("u", {-1, 300}))};
+    });
+    Check("softmax", "f32", T, 1e-10, [](Harness& h) {
+      return std::vector<Value*>{h.b->Softmax(h.Arg("x", {-1, 3000}))};
+    });
     Check("argmax", "f32", T, 0, [](Harness& h) { return std::vector<Value*>{h.b->Argmax(h.Arg("x", {-1, 5000}))}; });
   }
 }
 
 TEST_F(OpTableTest, MatMul) {
-  const std::pair<GgmlType, double> types[] = {{GgmlType::kF32, 1e-10}, {GgmlType::kF16, 1e-5}, {GgmlType::kBF16, 5e-5},
-                                               {GgmlType::kQ8_0, 5e-5}, {GgmlType::kQ4_K, 5e-5}, {GgmlType::kQ6_K, 5e-5}};
+  const std::pair<GgmlType, double> types[] = {{GgmlType::kF32, 1e-10}, {GgmlType::kF16, 1e-5},
+                                               {GgmlType::kBF16, 5e-5}, {GgmlType::kQ8_0, 5e-5},
+                                               {GgmlType::kQ4_K, 5e-5}, {GgmlType::kQ6_K, 5e-5}};
   for (auto [t, bound] : types)
     FOR_T Check("matmul", std::string(formats::GgmlTypeName(t)), T, bound, [&](Harness& h) {
       return std::vector<Value*>{h.b->MatMul(h.Arg("x", {-1, 1024}), h.Weight("w", t, {1024, 768}, -0.05f, 0.05f))};
@@ -292,50 +314,57 @@ TEST_F(OpTableTest, AttentionPieces) {
     return std::vector<Value*>{q, g};
   });
   // rope at positions from the counter: two calls (positions 0.. and T..).
-  FOR_T Check("rope", "f32", T, 1e-9, [](Harness& h) {
-    Value* x = h.Arg("x", {-1, 8, 256});
-    Value* pos = h.b->Positions(h.State(ir::StateKind::kPosition, "pos", DType::kI32, {}), x);
-    Value* y = h.b->Rope(x, pos, 64, 1e7);
-    h.b->AdvancePositions(h.m->state("pos"), x);
-    return std::vector<Value*>{y};
-  }, 2);
+  FOR_T Check(
+      "rope", "f32", T, 1e-9,
+      [](Harness& h) {
+        Value* x = h.Arg("x", {-1, 8, 256});
+        Value* pos = h.b->Positions(h.State(ir::StateKind::kPosition, "pos", DType::kI32, {}), x);
+        Value* y = h.b->Rope(x, pos, 64, 1e7);
+        h.b->AdvancePositions(h.m->state("pos"), x);
+        return std::vector<Value*>{y};
+      },
+      2);
   // kv_append + causal GQA attention over the cache (the 9B's shape: 16 q heads, 4 kv heads,
   // head_dim 256); the second call attends over the first call's keys too.
-  FOR_T Check("attention", "f32", T, 1e-9, [](Harness& h) {
-    Value* q = h.Arg("q", {-1, 16, 256});
-    Value* k = h.Arg("k", {-1, 4, 256});
-    Value* v = h.Arg("v", {-1, 4, 256});
-    Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {});
-    Value* kc = h.State(ir::StateKind::kKv, "k_cache", DType::kF32, {2048, 4, 256});
-    Value* vc = h.State(ir::StateKind::kKv, "v_cache", DType::kF32, {2048, 4, 256});
-    Value* pos = h.b->Positions(ctr, q);
-    h.b->KvAppend(k, v, kc, vc, pos);
-    Value* o = h.b->Attention(q, kc, vc, pos, 1.0 / 16.0);
-    h.b->AdvancePositions(ctr, q);
-    return std::vector<Value*>{o};
-  }, 2);
+  FOR_T Check(
+      "attention", "f32", T, 1e-9,
+      [](Harness& h) {
+        Value* q = h.Arg("q", {-1, 16, 256});
+        Value* k = h.Arg("k", {-1, 4, 256});
+        Value* v = h.Arg("v", {-1, 4, 256});
+        Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {});
+        Value* kc = h.State(ir::StateKind::kKv, "k_cache", DType::kF32, {2048, 4, 256});
+        Value* vc = h.State(ir::StateKind::kKv, "v_cache", DType::kF32, {2048, 4, 256});
+        Value* pos = h.b->Positions(ctr, q);
+        h.b->KvAppend(k, v, kc, vc, pos);
+        Value* o = h.b->Attention(q, kc, vc, pos, 1.0 / 16.0);
+        h.b->AdvancePositions(ctr, q);
+        return std::vector<Value*>{o};
+      },
+      2);
 }
 
 // The fused ops of the default pipeline (passes/): matmul_swiglu per weight type, qk_norm_rope
 // and attention_gated at the 9B's attention shapes.
 TEST_F(OpTableTest, FusedOps) {
-  const std::pair<GgmlType, double> types[] = {{GgmlType::kF32, 1e-10}, {GgmlType::kBF16, 5e-5},
-                                               {GgmlType::kQ8_0, 5e-5}, {GgmlType::kQ4_K, 5e-5}};
+  const std::pair<GgmlType, double> types[] = {
+      {GgmlType::kF32, 1e-10}, {GgmlType::kBF16, 5e-5}, {GgmlType::kQ8_0, 5e-5}, {GgmlType::kQ4_K, 5e-5}};
   for (auto [t, bound] : types)
     FOR_T Check("matmul_swiglu", std::string(formats::GgmlTypeName(t)), T, bound, [&](Harness& h) {
       Value* x = h.Arg("x", {-1, 1024});
-      return std::vector<Value*>{h.b->Build1(ir::OpKind::kMatMulSwiglu,
-                                             {x, h.Weight("wg", t, {1024, 768}, -0.05f, 0.05f),
-                                              h.Weight("wu", t, {1024, 768}, -0.05f, 0.05f)})};
+      return std::vector<Value*>{h.b->Build1(
+          ir::OpKind::kMatMulSwiglu,
+          {x, h.Weight("wg", t, {1024, 768}, -0.05f, 0.05f), h.Weight("wu", t, {1024, 768}, -0.05f, 0.05f)})};
     });
   // matmul_group: the delta-net in-projection's shape (a large, a medium and two 32-row weights of one
   // type: one gemv_group launch at T = 1) and a group mixing q8_0 and q4_K (per-weight GEMVs).
   for (auto [t, bound] : types)
     FOR_T Check("matmul_group", std::string(formats::GgmlTypeName(t)), T, bound, [&](Harness& h) {
       Value* x = h.Arg("x", {-1, 1024});
-      auto r = h.b->Build(ir::OpKind::kMatMulGroup,
-                          {x, h.Weight("wa", t, {1024, 640}, -0.05f, 0.05f), h.Weight("wb", t, {1024, 256}, -0.05f, 0.05f),
-                           h.Weight("wc", t, {1024, 32}, -0.05f, 0.05f), h.Weight("wd", t, {1024, 32}, -0.05f, 0.05f)});
+      auto r =
+          h.b->Build(ir::OpKind::kMatMulGroup,
+                     {x, h.Weight("wa", t, {1024, 640}, -0.05f, 0.05f), h.Weight("wb", t, {1024, 256}, -0.05f, 0.05f),
+                      h.Weight("wc", t, {1024, 32}, -0.05f, 0.05f), h.Weight("wd", t, {1024, 32}, -0.05f, 0.05f)});
       return std::vector<Value*>(r.begin(), r.end());
     });
   FOR_T Check("matmul_group", "q8_0+q4_K", T, 5e-5, [&](Harness& h) {
@@ -344,58 +373,74 @@ TEST_F(OpTableTest, FusedOps) {
                                                    h.Weight("wb", GgmlType::kQ4_K, {1024, 64}, -0.05f, 0.05f)});
     return std::vector<Value*>(r.begin(), r.end());
   });
-  FOR_T Check("qk_norm_rope", "f32", T, 1e-9, [](Harness& h) {
-    Value* q = h.Arg("q", {-1, 16, 256});
-    Value* k = h.Arg("k", {-1, 4, 256});
-    Value* pos = h.b->Positions(h.State(ir::StateKind::kPosition, "pos", DType::kI32, {}), q);
-    auto r = h.b->Build(ir::OpKind::kQkNormRope,
-                        {q, k, h.Weight("qw", GgmlType::kF32, {256}), h.Weight("kw", GgmlType::kF32, {256}), pos},
-                        {{"eps", 1e-6}, {"n_rot", int64_t{64}}, {"base", 1e7}});
-    h.b->AdvancePositions(h.m->state("pos"), q);
-    return std::vector<Value*>{r[0], r[1]};
-  }, 2);
-  FOR_T Check("attention_gated", "f32", T, 1e-9, [](Harness& h) {
-    Value* q = h.Arg("q", {-1, 16, 256});
-    Value* k = h.Arg("k", {-1, 4, 256});
-    Value* v = h.Arg("v", {-1, 4, 256});
-    Value* gate = h.Arg("gate", {-1, 16, 256});
-    Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {});
-    Value* kc = h.State(ir::StateKind::kKv, "k_cache", DType::kF32, {2048, 4, 256});
-    Value* vc = h.State(ir::StateKind::kKv, "v_cache", DType::kF32, {2048, 4, 256});
-    Value* pos = h.b->Positions(ctr, q);
-    h.b->KvAppend(k, v, kc, vc, pos);
-    Value* o = h.b->Build1(ir::OpKind::kAttentionGated, {q, kc, vc, pos, gate}, {{"scale", 1.0 / 16.0}});
-    h.b->AdvancePositions(ctr, q);
-    return std::vector<Value*>{o};
-  }, 2);
+  FOR_T Check(
+      "qk_norm_rope", "f32", T, 1e-9,
+      [](Harness& h) {
+        Value* q = h.Arg("q", {-1, 16, 256});
+        Value* k = h.Arg("k", {-1, 4, 256});
+        Value* pos = h.b->Positions(h.State(ir::StateKind::kPosition, "pos", DType::kI32, {}), q);
+        auto r = h.b->Build(ir::OpKind::kQkNormRope,
+                            {q, k, h.Weight("qw", GgmlType::kF32, {256}), h.Weight("kw", GgmlType::kF32, {256}), pos},
+                            {{"eps", 1e-6}, {"n_rot", int64_t{64}}, {"base", 1e7}});
+        h.b->AdvancePositions(h.m->state("pos"), q);
+        return std::vector<Value*>{r[0], r[1]};
+      },
+      2);
+  FOR_T Check(
+      "attention_gated", "f32", T, 1e-9,
+      [](Harness& h) {
+        Value* q = h.Arg("q", {-1, 16, 256});
+        Value* k = h.Arg("k", {-1, 4, 256});
+        Value* v = h.Arg("v", {-1, 4, 256});
+        Value* gate = h.Arg("gate", {-1, 16, 256});
+        Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {});
+        Value* kc = h.State(ir::StateKind::kKv, "k_cache", DType::kF32, {2048, 4, 256});
+        Value* vc = h.State(ir::StateKind::kKv, "v_cache", DType::kF32, {2048, 4, 256});
+        Value* pos = h.b->Positions(ctr, q);
+        h.b->KvAppend(k, v, kc, vc, pos);
+        Value* o = h.b->Build1(ir::OpKind::kAttentionGated, {q, kc, vc, pos, gate}, {{"scale", 1.0 / 16.0}});
+        h.b->AdvancePositions(ctr, q);
+        return std::vector<Value*>{o};
+      },
+      2);
 }
 
 TEST_F(OpTableTest, DeltaNet) {
-  FOR_T Check("conv1d_causal", "f32", T, 1e-12, [](Harness& h) {
-    Value* x = h.Arg("x", {-1, 1536});
-    Value* st = h.State(ir::StateKind::kConv, "conv", DType::kF32, {1536, 3});
-    return std::vector<Value*>{h.b->Conv1dCausal(x, h.Weight("w", GgmlType::kF32, {4, 1536}), st)};
-  }, 2);
+  FOR_T Check(
+      "conv1d_causal", "f32", T, 1e-12,
+      [](Harness& h) {
+        Value* x = h.Arg("x", {-1, 1536});
+        Value* st = h.State(ir::StateKind::kConv, "conv", DType::kF32, {1536, 3});
+        return std::vector<Value*>{h.b->Conv1dCausal(x, h.Weight("w", GgmlType::kF32, {4, 1536}), st)};
+      },
+      2);
   FOR_T Check("delta_net_gates", "f32", T, 1e-12, [](Harness& h) {
-    auto [beta, g] = h.b->DeltaNetGates(h.Arg("b", {-1, 32}), h.Arg("a", {-1, 32}),
-                                        h.Weight("dt", GgmlType::kF32, {32}), h.Weight("ssm_a", GgmlType::kF32, {32}, -2, -0.1f));
+    auto [beta, g] =
+        h.b->DeltaNetGates(h.Arg("b", {-1, 32}), h.Arg("a", {-1, 32}), h.Weight("dt", GgmlType::kF32, {32}),
+                           h.Weight("ssm_a", GgmlType::kF32, {32}, -2, -0.1f));
     return std::vector<Value*>{beta, g};
   });
   // The 9B's shape: 16 key heads, 32 value heads, d_state 128; two calls carry the state.
-  FOR_T Check("gated_delta_scan", "f32", T, 1e-8, [](Harness& h) {
-    Value* q = h.b->L2Norm(h.Arg("q", {-1, 16, 128}), 1e-6);
-    Value* k = h.b->L2Norm(h.Arg("k", {-1, 16, 128}), 1e-6);
-    Value* v = h.Arg("v", {-1, 32, 128});
-    auto [beta, g] = h.b->DeltaNetGates(h.Arg("b", {-1, 32}), h.Arg("a", {-1, 32}),
-                                        h.Weight("dt", GgmlType::kF32, {32}), h.Weight("ssm_a", GgmlType::kF32, {32}, -2, -0.1f));
-    Value* st = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {32, 128, 128});
-    return std::vector<Value*>{h.b->GatedDeltaScan(q, k, v, g, beta, st, 1.0 / std::sqrt(128.0))};
-  }, 2);
+  FOR_T Check(
+      "gated_delta_scan", "f32", T, 1e-8,
+      [](Harness& h) {
+        Value* q = h.b->L2Norm(h.Arg("q", {-1, 16, 128}), 1e-6);
+        Value* k = h.b->L2Norm(h.Arg("k", {-1, 16, 128}), 1e-6);
+        Value* v = h.Arg("v", {-1, 32, 128});
+        auto [beta, g] =
+            h.b->DeltaNetGates(h.Arg("b", {-1, 32}), h.Arg("a", {-1, 32}), h.Weight("dt", GgmlType::kF32, {32}),
+                               h.Weight("ssm_a", GgmlType::kF32, {32}, -2, -0.1f));
+        Value* st = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {32, 128, 128});
+        return std::vector<Value*>{h.b->GatedDeltaScan(q, k, v, g, beta, st, 1.0 / std::sqrt(128.0))};
+      },
+      2);
 }
 
 TEST_F(OpTableTest, DataMovement) {
   FOR_T {
-    Check("take_last_row", "f32", T, 0, [](Harness& h) { return std::vector<Value*>{h.b->TakeLastRow(h.Arg("x", {-1, 300}))}; });
+    Check("take_last_row", "f32", T, 0, [](Harness& h) {
+      return std::vector<Value*>{h.b->TakeLastRow(h.Arg("x", {-1, 300}))};
+    });
     Check("concat", "f32", T, 0, [](Harness& h) {
       return std::vector<Value*>{h.b->Concat({h.Arg("a", {-1, 100}), h.Arg("b", {-1, 60})}, 1)};
     });
@@ -403,12 +448,16 @@ TEST_F(OpTableTest, DataMovement) {
       auto p = h.b->Split(h.Arg("x", {-1, 160}), 1, {64, 64, 32});
       return std::vector<Value*>{p[0], p[1], p[2]};
     });
-    Check("view", "f32", T, 0, [](Harness& h) { return std::vector<Value*>{h.b->View(h.Arg("x", {-1, 160}), 1, 40, 80)}; });
+    Check("view", "f32", T, 0, [](Harness& h) {
+      return std::vector<Value*>{h.b->View(h.Arg("x", {-1, 160}), 1, 40, 80)};
+    });
     Check("reshape", "f32", T, 0, [](Harness& h) {
       Value* y = h.b->Reshape(h.Arg("x", {-1, 160}), Shape{Dim::Symbol("T"), 4, 40});
       return std::vector<Value*>{h.b->Scale(y, 2.0)};
     });
-    Check("cast", "f32", T, 0, [](Harness& h) { return std::vector<Value*>{h.b->Cast(h.Arg("x", {-1, 160}), DType::kF32)}; });
+    Check("cast", "f32", T, 0, [](Harness& h) {
+      return std::vector<Value*>{h.b->Cast(h.Arg("x", {-1, 160}), DType::kF32)};
+    });
   }
 }
 

@@ -8,8 +8,8 @@
 
 #include "codegen/Nvrtc.h"
 #include "codegen/SelectKernelsPass.h"
-#include "frontends/gguf/GgufFile.h"
 #include "frontends/ModelFamily.h"
+#include "frontends/gguf/GgufFile.h"
 #include "gtest/gtest.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"

@@ -88,7 +88,8 @@ absl::StatusOr<std::unique_ptr<ir::Module>> BuildPlainModel(const gguf::GgufFile
   MEMRA_RETURN_IF_ERROR(DeclareSwigluFfn(f, *m, 0, E, F));
   ir::StateVar* counter = m->AddState(ir::StateKind::kPosition, "pos", ir::TensorType(ir::DType::kI32, ir::Shape{}));
   DeclareKvCache(*m, 0, kCtx, attn);
-  for (const auto& [name, T] : {std::pair<const char*, ir::Dim>{"prefill", ir::Dim::Symbol("T")}, {"decode", ir::Dim(1)}}) {
+  for (const auto& [name, T] :
+       {std::pair<const char*, ir::Dim>{"prefill", ir::Dim::Symbol("T")}, {"decode", ir::Dim(1)}}) {
     ir::Function* fn = m->AddFunction(name);
     ir::Value* tokens = fn->AddArgument("tokens", ir::TensorType(ir::DType::kI32, ir::Shape{T}));
     ir::OpBuilder b(fn);

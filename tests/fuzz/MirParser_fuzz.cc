@@ -22,8 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string printed = memra::ir::ToText(**m);
   auto again = memra::ir::ParseModule(printed);
   if (!again.ok()) {
-    std::fprintf(stderr, "printed IR does not parse: %s\n%s\n",
-                 std::string(again.status().message()).c_str(), printed.c_str());
+    std::fprintf(stderr, "printed IR does not parse: %s\n%s\n", std::string(again.status().message()).c_str(),
+                 printed.c_str());
     std::abort();
   }
   if (memra::ir::ToText(**again) != printed) {
@@ -41,8 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (*pm)->set_log(&log);
   absl::Status s = (*pm)->Run(**m);
   if (!s.ok()) {
-    std::fprintf(stderr, "passes failed on valid IR: %s\n%s\n", std::string(s.message()).c_str(),
-                 printed.c_str());
+    std::fprintf(stderr, "passes failed on valid IR: %s\n%s\n", std::string(s.message()).c_str(), printed.c_str());
     std::abort();
   }
   return 0;

@@ -44,7 +44,12 @@ std::unique_ptr<Tokenizer> MakeSpm() {
     s.types.push_back(TokenType::kByte);
   }
   // A few pieces so that merges happen.
-  for (const char* p : {"\xE2\x96\x81" "the", "th", "he", "\xE2\x96\x81" "t", "ab", "abc", "e"}) {
+  for (const char* p : {"\xE2\x96\x81"
+                        "the",
+                        "th", "he",
+                        "\xE2\x96\x81"
+                        "t",
+                        "ab", "abc", "e"}) {
     s.tokens.push_back(p);
     s.types.push_back(TokenType::kNormal);
   }
@@ -102,9 +107,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t mode = data[0] % 5;
   const std::string input(reinterpret_cast<const char*>(data + 1), size - 1);
   switch (mode) {
-    case 0: RoundTrip(*g_qwen, input, true); break;
-    case 1: RoundTrip(*g_qwen, input, false); break;
-    case 2: RoundTrip(*g_spm, input, data[0] & 8); break;
+    case 0:
+      RoundTrip(*g_qwen, input, true);
+      break;
+    case 1:
+      RoundTrip(*g_qwen, input, false);
+      break;
+    case 2:
+      RoundTrip(*g_spm, input, data[0] & 8);
+      break;
     case 3: {  // arbitrary ids through both decoders
       for (const Tokenizer* tok : {g_qwen, g_spm}) {
         StreamingDecoder sd(*tok);
@@ -126,11 +137,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       opts.max_output_bytes = 1 << 20;
       auto t = jinja::Template::Parse(input, opts);
       if (!t.ok()) break;
-      auto vars = Json::Parse(
-          R"({"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"},)"
-          R"( {"role": "assistant", "content": "<think>r</think>A", "tool_calls": [{"name": "f",)"
-          R"( "arguments": {"x": [1, 2.5, null, true]}}]}], "add_generation_prompt": true,)"
-          R"( "tools": [{"type": "function", "function": {"name": "f"}}], "bos_token": "<s>"})");
+      auto vars = Json::Parse(R"({"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"},)"
+                              R"( {"role": "assistant", "content": "<think>r</think>A", "tool_calls": [{"name": "f",)"
+                              R"( "arguments": {"x": [1, 2.5, null, true]}}]}], "add_generation_prompt": true,)"
+                              R"( "tools": [{"type": "function", "function": {"name": "f"}}], "bos_token": "<s>"})");
       (void)(*t)->Render(*vars);
       break;
     }

@@ -197,8 +197,8 @@ TEST(GgufMutationTest, ExtremeWordsInHeader) {
   auto parsed = GgufFile::FromBytes(base);
   ASSERT_TRUE(parsed.ok());
   const size_t header = (*parsed)->data_offset();
-  const uint64_t words[] = {0, 1, 0x7FFFFFFFFFFFFFFFull, 0x8000000000000000ull, ~0ull,
-                            0xFFFFFFFFull, 0x100000000ull, 9, 13, 64};
+  const uint64_t words[] = {
+      0, 1, 0x7FFFFFFFFFFFFFFFull, 0x8000000000000000ull, ~0ull, 0xFFFFFFFFull, 0x100000000ull, 9, 13, 64};
   std::vector<uint8_t> buf = base;
   for (size_t pos = 0; pos + 8 <= header; ++pos) {
     for (uint64_t w : words) {

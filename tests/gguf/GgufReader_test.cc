@@ -167,8 +167,7 @@ TEST(GgufReaderTest, ModelFixturesMatchManifest) {
 TEST(GgufReaderTest, QuantFixturesMatchManifest) {
   auto manifest = LoadManifest();
   if (!manifest.ok()) GTEST_SKIP() << "no shared fixtures: " << manifest.status();
-  const llvm::json::Object* types =
-      manifest->getAsObject()->getObject("quant_goldens")->getObject("types");
+  const llvm::json::Object* types = manifest->getAsObject()->getObject("quant_goldens")->getObject("types");
   ASSERT_NE(types, nullptr);
   std::map<std::string, const llvm::json::Object*> by_file;
   for (const auto& [name, entry] : *types)

@@ -75,9 +75,8 @@ std::vector<std::pair<std::string, Value>> AllKindsMetadata() {
       {"arr.strings", Value::StringArray({"<unk>", "<s>", "", "\xe2\x96\x81the", std::string(1000, 'x')})},
       {"arr.empty", Value::Array(ValueType::kI32, {})},
       {"arr.empty_strings", Value::Array(ValueType::kString, {})},
-      {"arr.nested", Value::Array(ValueType::kArray,
-                                  {Value::I32Array({1, 2}), Value::I32Array({}),
-                                   Value::Array(ValueType::kArray, {Value::F32Array({9})})})},
+      {"arr.nested", Value::Array(ValueType::kArray, {Value::I32Array({1, 2}), Value::I32Array({}),
+                                                      Value::Array(ValueType::kArray, {Value::F32Array({9})})})},
       {"arr.nested_deepest", Nested(kMaxArrayDepth)},
   };
   std::vector<std::string> many;
@@ -141,14 +140,11 @@ TEST_P(GgufRoundTripTest, ReaderOfWriterIsIdentity) {
       ASSERT_TRUE(w.AddTensorBytes(specs[k].name, specs[k].type, specs[k].ne, data.back()).ok());
     } else {
       // `data` may reallocate while tensors are added: capture it and the index.
-      ASSERT_TRUE(w.AddTensor(specs[k].name, specs[k].type, specs[k].ne,
-                              [&data, k](absl::Span<uint8_t> out) {
-                                if (out.size() != data[k].size())
-                                  return absl::InternalError("size mismatch");
-                                std::copy(data[k].begin(), data[k].end(), out.begin());
-                                return absl::OkStatus();
-                              })
-                      .ok());
+      ASSERT_TRUE(w.AddTensor(specs[k].name, specs[k].type, specs[k].ne, [&data, k](absl::Span<uint8_t> out) {
+                     if (out.size() != data[k].size()) return absl::InternalError("size mismatch");
+                     std::copy(data[k].begin(), data[k].end(), out.begin());
+                     return absl::OkStatus();
+                   }).ok());
     }
   }
   uint64_t padded_total = 0;
@@ -326,12 +322,10 @@ TEST(GgufWriterTest, RejectsBadValues) {
   Value bad_type;
   bad_type.type = static_cast<ValueType>(13);
   Value bad_elem = Value::Array(static_cast<ValueType>(77), {});
-  std::vector<Case> cases = {{"u8 value 300 out of range", u8_range},
-                             {"i16 value -40000 out of range", i16_range},
-                             {"array element 1 has type u32", mixed},
-                             {"invalid value type 13", bad_type},
-                             {"invalid array element type 77", bad_elem},
-                             {"nested more than 8 levels", Nested(kMaxArrayDepth + 1)}};
+  std::vector<Case> cases = {
+      {"u8 value 300 out of range", u8_range},     {"i16 value -40000 out of range", i16_range},
+      {"array element 1 has type u32", mixed},     {"invalid value type 13", bad_type},
+      {"invalid array element type 77", bad_elem}, {"nested more than 8 levels", Nested(kMaxArrayDepth + 1)}};
   for (const Case& c : cases) {
     GgufWriter w;
     w.Set("key", c.value);
@@ -379,13 +373,11 @@ TEST(GgufWriterTest, StreamsOneTensorAtATime) {
   std::vector<size_t> sizes;
   for (int k = 0; k < 4; ++k) {
     const int64_t rows = 1024 * (k + 1);
-    ASSERT_TRUE(w.AddTensor(absl::StrCat("t", k), GgmlType::kQ8_0, {256, rows},
-                            [&sizes, k](absl::Span<uint8_t> out) {
-                              sizes.push_back(out.size());
-                              std::fill(out.begin(), out.end(), static_cast<uint8_t>(k + 1));
-                              return absl::OkStatus();
-                            })
-                    .ok());
+    ASSERT_TRUE(w.AddTensor(absl::StrCat("t", k), GgmlType::kQ8_0, {256, rows}, [&sizes, k](absl::Span<uint8_t> out) {
+                   sizes.push_back(out.size());
+                   std::fill(out.begin(), out.end(), static_cast<uint8_t>(k + 1));
+                   return absl::OkStatus();
+                 }).ok());
   }
   const std::string path = TempPath("stream.gguf");
   ASSERT_TRUE(w.Write(path).ok());

@@ -102,9 +102,9 @@ Function* BuildForward(Module& m, absl::string_view name, Dim tokens) {
     Value* a = il == 0 ? DeltaNetLayer(b, m, h) : AttentionLayer(b, m, h, pos);
     Value* r = b.Add(a, x)->Named("attn_residual" + std::to_string(il));
     Value* y = b.RmsNorm(r, m.weight(p + "post_attention_norm.weight"), kEps);
-    Value* ff = b.MatMul(b.Swiglu(b.MatMul(y, m.weight(p + "ffn_gate.weight")),
-                                  b.MatMul(y, m.weight(p + "ffn_up.weight"))),
-                         m.weight(p + "ffn_down.weight"));
+    Value* ff =
+        b.MatMul(b.Swiglu(b.MatMul(y, m.weight(p + "ffn_gate.weight")), b.MatMul(y, m.weight(p + "ffn_up.weight"))),
+                 m.weight(p + "ffn_down.weight"));
     x = b.Add(ff, r)->Named("l_out" + std::to_string(il));
   }
   Value* out = b.RmsNorm(b.TakeLastRow(x), m.weight("output_norm.weight"), kEps);
@@ -150,7 +150,7 @@ TEST(IrBuilder, ErrorsAreStickyAndNameTheRule) {
   Value* x = f->AddArgument("x", {DType::kF32, {T(), 128}});
   OpBuilder b(f);
   Value* y = b.RmsNorm(x, m->weight("blk.0.attn_norm.weight"), kEps);  // weight is [256]
-  Value* z = b.Silu(y);  // skipped: built from a poison value
+  Value* z = b.Silu(y);                                                // skipped: built from a poison value
   EXPECT_FALSE(b.ok());
   EXPECT_EQ(b.status().message(),
             "building 'rms_norm': operand 'w' (@blk.0.attn_norm.weight : f32[256]) must have shape "
@@ -160,8 +160,7 @@ TEST(IrBuilder, ErrorsAreStickyAndNameTheRule) {
   // A state where an activation belongs.
   OpBuilder b2(f);
   b2.Silu(m->state("pos"));
-  EXPECT_EQ(b2.status().message(),
-            "building 'silu': operand 'x' must be an activation, got state @pos : i32[]");
+  EXPECT_EQ(b2.status().message(), "building 'silu': operand 'x' must be an activation, got state @pos : i32[]");
 }
 
 TEST(IrBuilder, GenericCreateInfersTypes) {
@@ -256,8 +255,8 @@ TEST(IrOps, MatrixOperands) {
     for (const OperandSpec& o : info.operands)
       if (o.role == OperandRole::kMatrix) matrix_ops.push_back(absl::StrCat(info.mnemonic, ".", o.name));
   }
-  EXPECT_EQ(matrix_ops, (std::vector<std::string>{"embed.table", "matmul.w", "matmul_group.w",
-                                                  "matmul_swiglu.w_gate", "matmul_swiglu.w_up"}));
+  EXPECT_EQ(matrix_ops, (std::vector<std::string>{"embed.table", "matmul.w", "matmul_group.w", "matmul_swiglu.w_gate",
+                                                  "matmul_swiglu.w_up"}));
 }
 
 }  // namespace

@@ -33,19 +33,52 @@ std::string ReadAll(const std::string& path) {
 }
 
 std::string Mutate(const std::string& s, std::mt19937& rng) {
-  static const char* kTokens[] = {"%", "@", "(", ")", "{", "}", "[", "]", ",", ":", "=", "-",
-                                  "*", "+", "\"", "segment", "return", "T", "0", "-1",
-                                  "99999999999999999999", "1e400", "nan", "f32[", "q4_K", "\n",
-                                  "// -----", "func @x() {", "state kv @s : f32[1, 1, 1]"};
+  static const char* kTokens[] = {"%",
+                                  "@",
+                                  "(",
+                                  ")",
+                                  "{",
+                                  "}",
+                                  "[",
+                                  "]",
+                                  ",",
+                                  ":",
+                                  "=",
+                                  "-",
+                                  "*",
+                                  "+",
+                                  "\"",
+                                  "segment",
+                                  "return",
+                                  "T",
+                                  "0",
+                                  "-1",
+                                  "99999999999999999999",
+                                  "1e400",
+                                  "nan",
+                                  "f32[",
+                                  "q4_K",
+                                  "\n",
+                                  "// -----",
+                                  "func @x() {",
+                                  "state kv @s : f32[1, 1, 1]"};
   std::string t = s;
   int n = 1 + rng() % 4;
   for (int i = 0; i < n && !t.empty(); ++i) {
     size_t pos = rng() % t.size();
     switch (rng() % 6) {
-      case 0: t.erase(pos, 1 + rng() % 8); break;
-      case 1: t[pos] = static_cast<char>(rng() % 256); break;
-      case 2: t.insert(pos, kTokens[rng() % (sizeof(kTokens) / sizeof(kTokens[0]))]); break;
-      case 3: t.resize(pos); break;
+      case 0:
+        t.erase(pos, 1 + rng() % 8);
+        break;
+      case 1:
+        t[pos] = static_cast<char>(rng() % 256);
+        break;
+      case 2:
+        t.insert(pos, kTokens[rng() % (sizeof(kTokens) / sizeof(kTokens[0]))]);
+        break;
+      case 3:
+        t.resize(pos);
+        break;
       case 4: {  // duplicate a slice
         size_t len = std::min<size_t>(1 + rng() % 64, t.size() - pos);
         t.insert(rng() % t.size(), t.substr(pos, len));

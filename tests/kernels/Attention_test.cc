@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/TestUtil.h"
 #include "kernels/cpu/Attention.h"
 #include "kernels/cpu/ThreadPool.h"
+#include "tests/TestUtil.h"
 
 namespace memra::kernels::cpu {
 namespace {
@@ -16,8 +16,8 @@ std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) { return 
 
 // Naive double attention: query t (absolute position P+t) over keys 0..P+t.
 std::vector<double> NaiveAttention(const std::vector<float>& q, const std::vector<float>& k,
-                                   const std::vector<float>& v, int64_t T, int64_t P, int64_t H,
-                                   int64_t Hkv, int64_t D, double scale) {
+                                   const std::vector<float>& v, int64_t T, int64_t P, int64_t H, int64_t Hkv, int64_t D,
+                                   double scale) {
   std::vector<double> out(T * H * D, 0.0);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < H; ++h) {
@@ -33,8 +33,7 @@ std::vector<double> NaiveAttention(const std::vector<float>& q, const std::vecto
       double sum = 0;
       for (auto& x : s) sum += (x = std::exp(x - mx));
       for (int64_t j = 0; j <= P + t; ++j)
-        for (int64_t i = 0; i < D; ++i)
-          out[(t * H + h) * D + i] += s[j] / sum * v[(j * Hkv + kvh) * D + i];
+        for (int64_t i = 0; i < D; ++i) out[(t * H + h) * D + i] += s[j] / sum * v[(j * Hkv + kvh) * D + i];
     }
   return out;
 }

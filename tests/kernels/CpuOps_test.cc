@@ -5,12 +5,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/TestUtil.h"
 #include "kernels/cpu/Elementwise.h"
 #include "kernels/cpu/Norm.h"
 #include "kernels/cpu/Rope.h"
 #include "kernels/cpu/Sampling.h"
 #include "kernels/cpu/ThreadPool.h"
+#include "tests/TestUtil.h"
 
 namespace memra::kernels::cpu {
 namespace {

@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/TestUtil.h"
 #include "kernels/cpu/DeltaNet.h"
 #include "kernels/cpu/ThreadPool.h"
+#include "tests/TestUtil.h"
 
 namespace memra::kernels::cpu {
 namespace {
@@ -80,8 +80,8 @@ TEST(DeltaNetGatesTest, Formula) {
 
 // The gated delta rule with an explicit S[i][j] matrix in double.
 void NaiveScan(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
-               const std::vector<float>& g, const std::vector<float>& beta, int64_t T, int64_t Hk,
-               int64_t Hv, int64_t dk, int64_t dv, double scale, std::vector<double>& S /*[Hv][dk][dv]*/,
+               const std::vector<float>& g, const std::vector<float>& beta, int64_t T, int64_t Hk, int64_t Hv,
+               int64_t dk, int64_t dv, double scale, std::vector<double>& S /*[Hv][dk][dv]*/,
                std::vector<double>& out) {
   out.assign(T * Hv * dv, 0.0);
   for (int64_t h = 0; h < Hv; ++h) {
@@ -127,8 +127,8 @@ TEST(GatedDeltaScanTest, MatchesDoubleLoop) {
 
   std::vector<float> state = s0, out(T * Hv * dv);
   ThreadPool pool(3);
-  GatedDeltaScan(q.data(), k.data(), v.data(), g.data(), beta.data(), T, Hk, Hv, dk, dv, scale,
-                 state.data(), out.data(), &pool);
+  GatedDeltaScan(q.data(), k.data(), v.data(), g.data(), beta.data(), T, Hk, Hv, dk, dv, scale, state.data(),
+                 out.data(), &pool);
   double max_err = 0, max_serr = 0;
   for (size_t i = 0; i < out.size(); ++i) max_err = std::max(max_err, std::fabs(out[i] - ref[i]));
   for (int64_t h = 0; h < Hv; ++h)
@@ -141,9 +141,8 @@ TEST(GatedDeltaScanTest, MatchesDoubleLoop) {
   // Token by token (decode) and in two chunks: bit-identical to one call.
   std::vector<float> st1 = s0, o1(T * Hv * dv);
   for (int64_t t = 0; t < T; ++t)
-    GatedDeltaScan(q.data() + t * Hk * dk, k.data() + t * Hk * dk, v.data() + t * Hv * dv,
-                   g.data() + t * Hv, beta.data() + t * Hv, 1, Hk, Hv, dk, dv, scale, st1.data(),
-                   o1.data() + t * Hv * dv);
+    GatedDeltaScan(q.data() + t * Hk * dk, k.data() + t * Hk * dk, v.data() + t * Hv * dv, g.data() + t * Hv,
+                   beta.data() + t * Hv, 1, Hk, Hv, dk, dv, scale, st1.data(), o1.data() + t * Hv * dv);
   EXPECT_EQ(o1, out);
   EXPECT_EQ(st1, state);
 }

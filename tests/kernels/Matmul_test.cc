@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/formats/GgmlType.h"
-#include "kernels/formats/Quant.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/Matmul.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/Weight.h"
+#include "kernels/formats/GgmlType.h"
+#include "kernels/formats/Quant.h"
 #include "tests/TestUtil.h"
 
 namespace memra::kernels::cpu {
@@ -28,8 +28,8 @@ using memra::testing::RandomNormal;
 std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) { return RandomNormal(n, seed, scale); }
 
 // y_ref[t][n] = Σ_k x[t][k] w[n][k] in double.
-std::vector<double> RefMatmul(const std::vector<float>& x, const std::vector<float>& w, int64_t T,
-                              int64_t K, int64_t N) {
+std::vector<double> RefMatmul(const std::vector<float>& x, const std::vector<float>& w, int64_t T, int64_t K,
+                              int64_t N) {
   std::vector<double> y(T * N);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t n = 0; n < N; ++n) {
@@ -41,9 +41,8 @@ std::vector<double> RefMatmul(const std::vector<float>& x, const std::vector<flo
 }
 
 // Max |y - ref| relative to the magnitude bound Σ|x||w| of each element.
-double MaxRelErr(const std::vector<float>& y, const std::vector<double>& ref,
-                 const std::vector<float>& x, const std::vector<float>& w, int64_t T, int64_t K,
-                 int64_t N) {
+double MaxRelErr(const std::vector<float>& y, const std::vector<double>& ref, const std::vector<float>& x,
+                 const std::vector<float>& w, int64_t T, int64_t K, int64_t N) {
   double worst = 0;
   for (int64_t t = 0; t < T; ++t)
     for (int64_t n = 0; n < N; ++n) {
@@ -114,8 +113,8 @@ std::string QuantPath(const std::string& file) {
 // Every golden block format: Matmul over the raw rows == double product over ggml's dequantized
 // values; DenseWeight (dequantize once) gives bit-identical results; Embed returns the golden rows.
 TEST(MatmulTest, QuantizedGoldens) {
-  const char* kTypes[] = {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_K",
-                          "q3_K", "q4_K", "q5_K", "q6_K", "mxfp4", "nvfp4"};
+  const char* kTypes[] = {"f16",  "bf16", "q8_0", "q4_0", "q4_1", "q5_0",  "q5_1",
+                          "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "mxfp4", "nvfp4"};
   if (!FileExists(QuantPath("q8_0.raw"))) GTEST_SKIP() << "quant goldens not found at " << QuantPath("");
   const int64_t N = 8, K = 256, T = 5;
   auto x = Random(T * K, 11);

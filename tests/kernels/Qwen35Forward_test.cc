@@ -87,8 +87,7 @@ absl::StatusOr<Hparams> ReadHparams(const gguf::GgufFile& f) {
   const int64_t sect_dims = sec[0] + sec[1] + sec[2] + sec[3];
   for (int64_t s = 0; s < h.n_rot / 2; ++s) {
     const int64_t sector = s % sect_dims;
-    const bool p_stream = (sector % 3 == 0 && sector < 3 * sec[0]) ||
-                          (sector % 3 == 1 && sector < 3 * sec[1]) ||
+    const bool p_stream = (sector % 3 == 0 && sector < 3 * sec[0]) || (sector % 3 == 1 && sector < 3 * sec[1]) ||
                           (sector % 3 == 2 && sector < 3 * sec[2]);
     if (!p_stream) return absl::UnimplementedError("IMROPE pair on the 4th stream");
   }
@@ -113,8 +112,7 @@ using DumpFn = std::function<void(const std::string& name, const float* data, in
 class Qwen35Reference {
  public:
   // dense_weights: dequantize every matrix to f32 once here instead of per row in each matmul.
-  static absl::StatusOr<std::unique_ptr<Qwen35Reference>> Load(const std::string& path,
-                                                               bool dense_weights) {
+  static absl::StatusOr<std::unique_ptr<Qwen35Reference>> Load(const std::string& path, bool dense_weights) {
     std::unique_ptr<Qwen35Reference> m(new Qwen35Reference());
     MEMRA_ASSIGN_OR_RETURN(m->file_, gguf::GgufFile::Open(path));
     MEMRA_ASSIGN_OR_RETURN(m->hp_, ReadHparams(*m->file_));
@@ -142,8 +140,8 @@ class Qwen35Reference {
   }
 
   // Logits [T][n_vocab] of the tokens at positions pos()..pos()+T-1; advances pos().
-  absl::Status Forward(absl::Span<const int32_t> tokens, std::vector<float>* logits,
-                       ThreadPool* pool, const DumpFn& dump = nullptr) {
+  absl::Status Forward(absl::Span<const int32_t> tokens, std::vector<float>* logits, ThreadPool* pool,
+                       const DumpFn& dump = nullptr) {
     const Hparams& h = hp_;
     const int64_t T = static_cast<int64_t>(tokens.size()), E = h.n_embd;
     auto Dump = [&](const std::string& name, const std::vector<float>& v) {
@@ -191,8 +189,8 @@ class Qwen35Reference {
     MEMRA_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, file_->GetTensor(name));
     MEMRA_ASSIGN_OR_RETURN(WeightView w, WeightView::FromTensor(t->name, t->type, t->ne, t->data));
     if (w.cols != cols || w.rows != rows)
-      return absl::InvalidArgumentError(absl::StrCat(name, ": shape {", w.cols, ", ", w.rows,
-                                                     "}, expected {", cols, ", ", rows, "}"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": shape {", w.cols, ", ", w.rows, "}, expected {", cols, ", ", rows, "}"));
     if (!CanDecode(w.type))
       return absl::UnimplementedError(
           absl::StrCat(name, ": no dequantizer for ", formats::GgmlTypeName(w.type), " yet"));
@@ -205,8 +203,7 @@ class Qwen35Reference {
   absl::StatusOr<std::vector<float>> Vec(const std::string& name, int64_t n) {
     MEMRA_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, file_->GetTensor(name));
     if (t->NumElements() != n)
-      return absl::InvalidArgumentError(absl::StrCat(name, ": ", t->NumElements(),
-                                                     " elements, expected ", n));
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", t->NumElements(), " elements, expected ", n));
     MEMRA_ASSIGN_OR_RETURN(WeightView w, WeightView::Make(t->type, 1, n, t->data));
     MEMRA_ASSIGN_OR_RETURN(DenseWeight d, DenseWeight::FromView(w));
     return d.values();
@@ -256,8 +253,8 @@ class Qwen35Reference {
   }
 
   // Gated DeltaNet mixer: xn [T][E] -> out [T][E]; updates the layer's conv and delta-net state.
-  absl::Status LinearAttention(int64_t il, const std::vector<float>& xn, int64_t T,
-                               std::vector<float>& out, ThreadPool* pool, const DumpFn& dump) {
+  absl::Status LinearAttention(int64_t il, const std::vector<float>& xn, int64_t T, std::vector<float>& out,
+                               ThreadPool* pool, const DumpFn& dump) {
     const Hparams& h = hp_;
     const Layer& L = layers_[il];
     const std::string sfx = absl::StrCat("-", il);
@@ -272,16 +269,14 @@ class Qwen35Reference {
     MEMRA_RETURN_IF_ERROR(Matmul(xn.data(), T, L.alpha, alpha.data(), pool));
     Dump("z" + sfx, z);
     std::vector<float> beta(T * Hv), g(T * Hv);
-    DeltaNetGates(braw.data(), alpha.data(), T, Hv, L.dt_bias.data(), L.ssm_a.data(), beta.data(),
-                  g.data());
+    DeltaNetGates(braw.data(), alpha.data(), T, Hv, L.dt_bias.data(), L.ssm_a.data(), beta.data(), g.data());
     Dump("gate" + sfx, g);
     Dump("beta_sigmoid" + sfx, beta);
 
     std::vector<float> conv(T * C);
     Conv1dCausal(qkv.data(), T, C, L.conv_w.data(), h.d_conv, conv_state_[il].data(), conv.data(),
                  /*apply_silu=*/true, pool);
-    Dump(absl::StrCat("conv_state_update", sfx, " (copy of conv_state_last", sfx, ")"),
-         conv_state_[il]);
+    Dump(absl::StrCat("conv_state_update", sfx, " (copy of conv_state_last", sfx, ")"), conv_state_[il]);
     Dump("conv_output_silu" + sfx, conv);
     std::vector<float> q(T * Kd), k(T * Kd), v(T * Vd);
     CopyColumns(conv.data(), T, C, 0, Kd, q.data());
@@ -293,9 +288,8 @@ class Qwen35Reference {
     Dump("k_conv_predelta" + sfx, k);
 
     std::vector<float> o(T * Vd);
-    GatedDeltaScan(q.data(), k.data(), v.data(), g.data(), beta.data(), T, h.n_k_heads, Hv,
-                   h.d_state, h.d_state, 1.0f / std::sqrt(static_cast<float>(h.d_state)),
-                   ssm_state_[il].data(), o.data(), pool);
+    GatedDeltaScan(q.data(), k.data(), v.data(), g.data(), beta.data(), T, h.n_k_heads, Hv, h.d_state, h.d_state,
+                   1.0f / std::sqrt(static_cast<float>(h.d_state)), ssm_state_[il].data(), o.data(), pool);
     Dump(absl::StrCat("cache_s_l", il, " (view) (copy of new_state", sfx, ")"), ssm_state_[il]);
     Dump("attn_output" + sfx, o);
     GatedRmsNorm(o.data(), L.ssm_norm.data(), z.data(), T * Hv, h.d_state, h.eps, o.data(), pool);
@@ -306,8 +300,8 @@ class Qwen35Reference {
   }
 
   // Gated full attention: xn [T][E] -> out [T][E]; appends to the layer's KV cache.
-  absl::Status FullAttention(int64_t il, const std::vector<float>& xn, int64_t T,
-                             std::vector<float>& out, ThreadPool* pool, const DumpFn& dump) {
+  absl::Status FullAttention(int64_t il, const std::vector<float>& xn, int64_t T, std::vector<float>& out,
+                             ThreadPool* pool, const DumpFn& dump) {
     const Hparams& h = hp_;
     const Layer& L = layers_[il];
     const std::string sfx = absl::StrCat("-", il);
@@ -333,8 +327,8 @@ class Qwen35Reference {
     MEMRA_RETURN_IF_ERROR(KvAppend(k.data(), T, kvd, pos_, kContext, k_cache_[il].data()));
     MEMRA_RETURN_IF_ERROR(KvAppend(v.data(), T, kvd, pos_, kContext, v_cache_[il].data()));
     std::vector<float> att(T * qd);
-    CausalAttention(q.data(), T, pos_, k_cache_[il].data(), v_cache_[il].data(), h.n_head,
-                    h.n_head_kv, D, 1.0f / std::sqrt(static_cast<float>(D)), att.data(), pool);
+    CausalAttention(q.data(), T, pos_, k_cache_[il].data(), v_cache_[il].data(), h.n_head, h.n_head_kv, D,
+                    1.0f / std::sqrt(static_cast<float>(D)), att.data(), pool);
     Dump("attn_pregate" + sfx, att);
     Sigmoid(gate.data(), T * qd, gate.data());
     Dump("gate_sigmoid" + sfx, gate);
@@ -396,9 +390,8 @@ TEST(Qwen35ForwardTest, F32MatchesLlamaCppNodesLogitsAndGreedy) {
   std::map<std::string, std::vector<float>> dumps;
   std::vector<float> logits;
   auto t0 = std::chrono::steady_clock::now();
-  auto st = (*m)->Forward(kPrompt, &logits, &pool, [&](const std::string& name, const float* p, int64_t n) {
-    dumps[name].assign(p, p + n);
-  });
+  auto st = (*m)->Forward(kPrompt, &logits, &pool,
+                          [&](const std::string& name, const float* p, int64_t n) { dumps[name].assign(p, p + n); });
   const double secs = Seconds(t0);
   ASSERT_TRUE(st.ok()) << st;
   std::printf("  48-token prefill with %d threads (incl. dumps): %.1f ms\n", pool.num_threads(), secs * 1e3);
@@ -427,16 +420,16 @@ TEST(Qwen35ForwardTest, F32MatchesLlamaCppNodesLogitsAndGreedy) {
     const float* ref = reinterpret_cast<const float*>(bin->data() + offset);
     const Diff d = Compare(it->second.data(), ref, nbytes / 4);
     const double rel_rms = d.rms_diff / d.rms_ref, rel_max = d.max_abs / d.rms_ref;
-    std::printf("  %-48s %-8s rms(ref) %.3f  rms(d)/rms %.2e  max|d|/rms %.2e\n", name.c_str(),
-                op.c_str(), d.rms_ref, rel_rms, rel_max);
+    std::printf("  %-48s %-8s rms(ref) %.3f  rms(d)/rms %.2e  max|d|/rms %.2e\n", name.c_str(), op.c_str(), d.rms_ref,
+                rel_rms, rel_max);
     EXPECT_LE(rel_rms, 1e-5) << name;
     EXPECT_LE(rel_max, 1e-4) << name;
     if (rel_rms > worst_rms) worst_rms = rel_rms, worst_rms_node = name;
     if (rel_max > worst_max) worst_max = rel_max, worst_max_node = name;
     ++compared;
   }
-  std::printf("  %d nodes compared; worst rms(d)/rms(ref) %.2e (%s), worst max|d|/rms(ref) %.2e (%s)\n",
-              compared, worst_rms, worst_rms_node.c_str(), worst_max, worst_max_node.c_str());
+  std::printf("  %d nodes compared; worst rms(d)/rms(ref) %.2e (%s), worst max|d|/rms(ref) %.2e (%s)\n", compared,
+              worst_rms, worst_rms_node.c_str(), worst_max, worst_max_node.c_str());
   EXPECT_EQ(compared, 64);
 
   // (2) Logits of all 48 positions.
@@ -542,19 +535,19 @@ TEST_P(Qwen35ModelsTest, MatchesExactDequantReference) {
   int argmax_equal = 0;
   for (int64_t t = 0; t < 48; ++t)
     argmax_equal += Argmax(&per_row[t * kVocab], kVocab) == Argmax(&(*ref)[t * kVocab], kVocab);
-  std::printf("  %-19s vs exact_dequant: max|d| %.3e  rms rel %.3e  argmax %d/48\n"
-              "      %d threads, per-row dequant | dequant at load: load %.1f | %.1f ms, 48-token "
-              "prefill %.1f | %.1f ms, decode %.2f | %.2f ms/token (min of 5 / 16 runs)\n",
-              name.c_str(), d.max_abs, d.rms_diff / d.rms_ref, argmax_equal, pool.num_threads(),
-              load_ms[0], load_ms[1], prefill_ms[0], prefill_ms[1], decode_ms[0], decode_ms[1]);
+  std::printf(
+      "  %-19s vs exact_dequant: max|d| %.3e  rms rel %.3e  argmax %d/48\n"
+      "      %d threads, per-row dequant | dequant at load: load %.1f | %.1f ms, 48-token "
+      "prefill %.1f | %.1f ms, decode %.2f | %.2f ms/token (min of 5 / 16 runs)\n",
+      name.c_str(), d.max_abs, d.rms_diff / d.rms_ref, argmax_equal, pool.num_threads(), load_ms[0], load_ms[1],
+      prefill_ms[0], prefill_ms[1], decode_ms[0], decode_ms[1]);
   EXPECT_EQ(argmax_equal, 48);
   EXPECT_LE(d.max_abs, 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Qwen35ModelsTest,
-                         ::testing::Values("qwen35-tiny-f32", "qwen35-tiny-f16", "qwen35-tiny-bf16",
-                                           "qwen35-tiny-q8_0", "qwen35-tiny-q4_0",
-                                           "qwen35-tiny-q4_k_m", "qwen35-tiny-q6_k"),
+                         ::testing::Values("qwen35-tiny-f32", "qwen35-tiny-f16", "qwen35-tiny-bf16", "qwen35-tiny-q8_0",
+                                           "qwen35-tiny-q4_0", "qwen35-tiny-q4_k_m", "qwen35-tiny-q6_k"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string s = info.param;
                            for (char& c : s)

@@ -43,8 +43,7 @@ TEST(ThreadPoolTest, NestedParallelForRunsSerially) {
   ThreadPool pool(3);
   std::atomic<int64_t> count{0};
   pool.ParallelFor(0, 16, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i)
-      pool.ParallelFor(0, 10, 1, [&](int64_t a, int64_t b) { count += b - a; });
+    for (int64_t i = lo; i < hi; ++i) pool.ParallelFor(0, 10, 1, [&](int64_t a, int64_t b) { count += b - a; });
   });
   EXPECT_EQ(count.load(), 160);
 }

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "frontends/gguf/GgufFile.h"
 #include "frontends/ModelFamily.h"
+#include "frontends/gguf/GgufFile.h"
 #include "gtest/gtest.h"
 #include "ir/Printer.h"
 #include "kernels/cpu/Sampling.h"
@@ -95,8 +95,10 @@ bool BitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-#define SKIP_WITHOUT_FIXTURE() \
-  if (!FileExists(Model()) || !FileExists(Ref("logits_batch.f32"))) GTEST_SKIP() << "qwen35-tiny-f32 fixture not found"
+#define SKIP_WITHOUT_FIXTURE()                                      \
+  if (!FileExists(Model()) || !FileExists(Ref("logits_batch.f32"))) \
+  GTEST_SKIP() << "qwen35-tiny-f32 fixture not "                    \
+                  "found"
 
 TEST(FusedExecution, PipelineIsBitIdenticalToUnfusedAndMatchesLlamaCpp) {
   SKIP_WITHOUT_FIXTURE();
@@ -124,7 +126,8 @@ TEST(FusedExecution, PipelineIsBitIdenticalToUnfusedAndMatchesLlamaCpp) {
 
   auto ref = ReadF32File(Ref("logits_batch.f32"));
   ASSERT_TRUE(ref.ok()) << ref.status();
-  std::printf("prompt logits vs llama.cpp: max |d| = %.3g (unfused %.3g)\n", MaxAbs(b->prompt_logits, *ref), MaxAbs(a->prompt_logits, *ref));
+  std::printf("prompt logits vs llama.cpp: max |d| = %.3g (unfused %.3g)\n", MaxAbs(b->prompt_logits, *ref),
+              MaxAbs(a->prompt_logits, *ref));
   EXPECT_LE(MaxAbs(b->prompt_logits, *ref), 1e-4);
   auto greedy = ReadI32File(Ref("greedy_tokens.i32"));
   ASSERT_TRUE(greedy.ok()) << greedy.status();
@@ -231,7 +234,8 @@ TEST(FusedExecution, PlanRoundTripsRunsAndRefusesMismatches) {
   ASSERT_TRUE(m.ok()) << m.status();
   ASSERT_TRUE(Compile(**m, passes::WithBucketLadder(passes::kDefaultPipeline, "16,32")).ok());
   // No NVRTC here: an empty kernel table (the real one: tests/plan/KernelTable_test.cc).
-  SetKernelTableBuilder([](const ir::Module&, absl::string_view) -> absl::StatusOr<KernelTable> { return KernelTable{}; });
+  SetKernelTableBuilder(
+      [](const ir::Module&, absl::string_view) -> absl::StatusOr<KernelTable> { return KernelTable{}; });
   auto plan = MakePlan(**m, **file, "sm_90", passes::kDefaultPipeline, "test");
   SetKernelTableBuilder(nullptr);
   ASSERT_TRUE(plan.ok()) << plan.status();

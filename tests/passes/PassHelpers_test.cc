@@ -172,8 +172,7 @@ TEST(RewritePattern, RewriteErrorsNameTheFunctionAndTheRoot) {
   p.pattern_.fail_ = true;
   auto changed = p.Run(*m);
   ASSERT_FALSE(changed.ok());
-  EXPECT_TRUE(absl::StrContains(changed.status().message(), "@f: rewriting %a = silu(%x)"))
-      << changed.status();
+  EXPECT_TRUE(absl::StrContains(changed.status().message(), "@f: rewriting %a = silu(%x)")) << changed.status();
   EXPECT_EQ(Stat(p, "merged"), 0);
 }
 

@@ -10,15 +10,15 @@
 
 #include "codegen/KernelCompiler.h"
 #include "codegen/KernelModules.h"
-#include "kernels/cuda/Target.h"
 #include "codegen/Nvrtc.h"
 #include "codegen/SelectKernelsPass.h"
-#include "frontends/gguf/GgufFile.h"
 #include "frontends/ModelFamily.h"
+#include "frontends/gguf/GgufFile.h"
 #include "gtest/gtest.h"
 #include "ir/Function.h"
 #include "ir/Op.h"
 #include "ir/Printer.h"
+#include "kernels/cuda/Target.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
 #include "runtime/plan/KernelTable.h"
@@ -138,7 +138,10 @@ TEST(KernelTable, Sm90PlanCarriesEveryCubin) {
     ASSERT_EQ(k.binaries.size(), 1u) << k.name;
     EXPECT_EQ(k.binaries[0].arch, "sm_90");
     ASSERT_GT(k.binaries[0].cubin.size(), 4u) << k.name;
-    EXPECT_EQ(k.binaries[0].cubin.substr(0, 4), "\x7f" "ELF") << k.name;
+    EXPECT_EQ(k.binaries[0].cubin.substr(0, 4),
+              "\x7f"
+              "ELF")
+        << k.name;
   }
   auto pre = PrecompiledKernels(*back);
   ASSERT_TRUE(pre.ok()) << pre.status();

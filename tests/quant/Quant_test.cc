@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kernels/formats/QuantInternal.h"
 #include "gtest/gtest.h"
+#include "kernels/formats/QuantInternal.h"
 #include "tests/TestUtil.h"
 
 namespace memra::formats {
@@ -31,17 +31,16 @@ constexpr int kCols = 256;
 // Every type with goldens, and those whose .raw came from a reference quantizer we reproduce (all
 // of them: ggml_quantize_chunk without imatrix is quantize_row_*_ref; gguf-py agrees with ggml on
 // the legacy types, f16, bf16 and mxfp4).
-const char* const kGoldenTypes[] = {"f16",  "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+const char* const kGoldenTypes[] = {"f16",  "bf16", "q8_0", "q4_0", "q4_1", "q5_0",  "q5_1",
                                     "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "mxfp4", "nvfp4"};
-const char* const kQuantizableGoldenTypes[] = {"f16",  "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+const char* const kQuantizableGoldenTypes[] = {"f16",  "bf16", "q8_0", "q4_0", "q4_1", "q5_0",  "q5_1",
                                                "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "mxfp4", "nvfp4"};
 
 std::string Hex32(float f) { return absl::StrFormat("0x%08x", std::bit_cast<uint32_t>(f)); }
 
 // Bitwise comparison (NaN equals NaN of the same bits); reports the first mismatch.
 ::testing::AssertionResult SameBits(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size())
-    return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
   size_t mismatches = 0, first = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(want[i])) {
@@ -49,22 +48,20 @@ std::string Hex32(float f) { return absl::StrFormat("0x%08x", std::bit_cast<uint
     }
   }
   if (mismatches == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << mismatches << " of " << got.size() << " values differ; first at index " << first << " (row "
-         << first / kCols << ", col " << first % kCols << "): got " << got[first] << " ("
-         << Hex32(got[first]) << "), ggml " << want[first] << " (" << Hex32(want[first]) << ")";
+  return ::testing::AssertionFailure() << mismatches << " of " << got.size() << " values differ; first at index "
+                                       << first << " (row " << first / kCols << ", col " << first % kCols << "): got "
+                                       << got[first] << " (" << Hex32(got[first]) << "), ggml " << want[first] << " ("
+                                       << Hex32(want[first]) << ")";
 }
 
 ::testing::AssertionResult SameBytes(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
                                      size_t block_bytes) {
-  if (got.size() != want.size())
-    return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
   for (size_t i = 0; i < got.size(); ++i) {
     if (got[i] != want[i]) {
       return ::testing::AssertionFailure()
-             << "first differing byte " << i << " (block " << i / block_bytes << ", byte "
-             << i % block_bytes << "): got 0x" << absl::StrFormat("%02x", got[i]) << ", ggml 0x"
-             << absl::StrFormat("%02x", want[i]);
+             << "first differing byte " << i << " (block " << i / block_bytes << ", byte " << i % block_bytes
+             << "): got 0x" << absl::StrFormat("%02x", got[i]) << ", ggml 0x" << absl::StrFormat("%02x", want[i]);
     }
   }
   return ::testing::AssertionSuccess();
@@ -167,8 +164,8 @@ struct RoundTripCase {
   float min_exp = -8, max_exp = 12;
 };
 
-constexpr double kHalfEps = 0x1p-11;   // unit roundoff of f16 (scales and values stored as f16)
-constexpr double kHalfSub = 0x1p-25;   // half the f16 subnormal spacing (absolute rounding floor)
+constexpr double kHalfEps = 0x1p-11;  // unit roundoff of f16 (scales and values stored as f16)
+constexpr double kHalfSub = 0x1p-25;  // half the f16 subnormal spacing (absolute rounding floor)
 
 const RoundTripCase kRoundTrips[] = {
     {"f32", [](double, double, double) { return 0.0; }},
@@ -181,14 +178,10 @@ const RoundTripCase kRoundTrips[] = {
     {"q4_0", [](double amax, double, double) { return amax * (1.0 / 8 + 8 * kHalfEps) * 1.001 + 8 * kHalfSub; }},
     {"q5_0", [](double amax, double, double) { return amax * (1.0 / 16 + 16 * kHalfEps) * 1.001 + 16 * kHalfSub; }},
     // asymmetric: min + q * (range / (2^b - 1)); d and min are f16
-    {"q4_1",
-     [](double amax, double range, double) {
-       return (range / 30 + (range + amax) * kHalfEps) * 1.001 + 16 * kHalfSub;
-     }},
-    {"q5_1",
-     [](double amax, double range, double) {
-       return (range / 62 + (range + amax) * kHalfEps) * 1.001 + 32 * kHalfSub;
-     }},
+    {"q4_1", [](double amax, double range,
+                double) { return (range / 30 + (range + amax) * kHalfEps) * 1.001 + 16 * kHalfSub; }},
+    {"q5_1", [](double amax, double range,
+                double) { return (range / 62 + (range + amax) * kHalfEps) * 1.001 + 32 * kHalfSub; }},
     // grid kv * 2^(floor(log2 amax) - 3), kv up to 12: the clip above 1.5 * 2^floor(log2 amax) or
     // half the widest gap (8 -> 12), both at most 2^(floor(log2 amax) - 1)
     {"mxfp4", [](double amax, double, double) { return std::ldexp(1.0, std::ilogb(amax) - 1) * 1.001; }},
@@ -240,8 +233,8 @@ TEST(QuantRoundTrip, ErrorWithinBounds) {
         const double err = std::fabs(static_cast<double>(y[b0 + i]) - v);
         const double bound = c.bound(amax, mx - mn, v);
         if (!(err <= bound) && failures++ < 5)
-          ADD_FAILURE() << "element " << b0 + i << ": x " << v << " -> " << y[b0 + i] << ", |err| "
-                        << err << " > bound " << bound << " (block amax " << amax << ")";
+          ADD_FAILURE() << "element " << b0 + i << ": x " << v << " -> " << y[b0 + i] << ", |err| " << err
+                        << " > bound " << bound << " (block amax " << amax << ")";
       }
     }
     EXPECT_EQ(failures, 0);
@@ -379,17 +372,17 @@ TEST(QuantBlocks, NVFP4ScaleBytes) {
     uint8_t code;
     float half_value;  // ggml_ue4m3_to_fp32: half the UE4M3 value
   } cases[] = {
-      {0x00, 0.0f},                    // zero
-      {0x7f, 0.0f},                    // the NaN code reads as 0
-      {0x01, 0x1p-9f * 0.5f},          // smallest subnormal, 1 * 2^-9
-      {0x07, 7 * 0x1p-9f * 0.5f},      // largest subnormal
-      {0x08, 0x1p-6f * 0.5f},          // smallest normal
-      {0x38, 0.5f},                    // 1.0
-      {0x7e, 448.0f * 0.5f},           // largest finite E4M3
-      {0x80, 0.0f},                    // bit 7 ignored: like 0x00 ... except that only 0x00 and
-                                       // 0x7f are special; exp 0 man 0 = 0 anyway
-      {0xb8, 0.5f},                    // bit 7 ignored: like 0x38
-      {0xff, 480.0f * 0.5f},           // exp 15 man 7 is decoded as a number (not special)
+      {0x00, 0.0f},                // zero
+      {0x7f, 0.0f},                // the NaN code reads as 0
+      {0x01, 0x1p-9f * 0.5f},      // smallest subnormal, 1 * 2^-9
+      {0x07, 7 * 0x1p-9f * 0.5f},  // largest subnormal
+      {0x08, 0x1p-6f * 0.5f},      // smallest normal
+      {0x38, 0.5f},                // 1.0
+      {0x7e, 448.0f * 0.5f},       // largest finite E4M3
+      {0x80, 0.0f},                // bit 7 ignored: like 0x00 ... except that only 0x00 and
+                                   // 0x7f are special; exp 0 man 0 = 0 anyway
+      {0xb8, 0.5f},                // bit 7 ignored: like 0x38
+      {0xff, 480.0f * 0.5f},       // exp 15 man 7 is decoded as a number (not special)
   };
   std::vector<float> y(64);
   for (const Case& c : cases) {
@@ -466,8 +459,7 @@ TEST(HalfConversion, ExhaustiveValues) {
         ASSERT_EQ(f, sign * std::numeric_limits<float>::infinity());
       } else {
         // NaN: payload kept (shifted up), quiet bit set.
-        ASSERT_EQ(std::bit_cast<uint32_t>(f),
-                  ((h & 0x8000u) << 16) | 0x7fc00000u | (static_cast<uint32_t>(man) << 13));
+        ASSERT_EQ(std::bit_cast<uint32_t>(f), ((h & 0x8000u) << 16) | 0x7fc00000u | (static_cast<uint32_t>(man) << 13));
       }
       continue;
     }
@@ -492,16 +484,16 @@ TEST(HalfConversion, RoundingAndSpecials) {
   EXPECT_EQ(FloatToHalf(std::numeric_limits<float>::quiet_NaN()), 0x7e00);
   EXPECT_EQ(FloatToHalf(-std::numeric_limits<float>::quiet_NaN()), 0xfe00);
   EXPECT_EQ(FloatToHalf(std::bit_cast<float>(0x7f800001u)), 0x7e00);  // signalling NaN
-  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f), 0x3c00);                   // tie -> even (down)
-  EXPECT_EQ(FloatToHalf(1.0f + 3 * 0x1p-11f), 0x3c02);               // tie -> even (up)
-  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);        // above the tie
-  EXPECT_EQ(FloatToHalf(0x1p-14f), 0x0400);                          // smallest normal
-  EXPECT_EQ(FloatToHalf(0x1p-14f - 0x1p-25f), 0x0400);               // rounds up into normals
-  EXPECT_EQ(FloatToHalf(0x1p-24f), 0x0001);                          // smallest subnormal
-  EXPECT_EQ(FloatToHalf(0x1p-25f), 0x0000);                          // tie -> even (zero)
+  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f), 0x3c00);                    // tie -> even (down)
+  EXPECT_EQ(FloatToHalf(1.0f + 3 * 0x1p-11f), 0x3c02);                // tie -> even (up)
+  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);         // above the tie
+  EXPECT_EQ(FloatToHalf(0x1p-14f), 0x0400);                           // smallest normal
+  EXPECT_EQ(FloatToHalf(0x1p-14f - 0x1p-25f), 0x0400);                // rounds up into normals
+  EXPECT_EQ(FloatToHalf(0x1p-24f), 0x0001);                           // smallest subnormal
+  EXPECT_EQ(FloatToHalf(0x1p-25f), 0x0000);                           // tie -> even (zero)
   EXPECT_EQ(FloatToHalf(0x1p-25f + 0x1p-40f), 0x0001);
-  EXPECT_EQ(FloatToHalf(3 * 0x1p-25f), 0x0002);                      // tie -> even (up)
-  EXPECT_EQ(FloatToHalf(-5 * 0x1p-25f), 0x8002);                     // tie -> even (down)
+  EXPECT_EQ(FloatToHalf(3 * 0x1p-25f), 0x0002);   // tie -> even (up)
+  EXPECT_EQ(FloatToHalf(-5 * 0x1p-25f), 0x8002);  // tie -> even (down)
   EXPECT_EQ(FloatToHalf(1e-30f), 0x0000);
   EXPECT_EQ(FloatToHalf(-1e-30f), 0x8000);
   EXPECT_EQ(FloatToHalf(std::numeric_limits<float>::denorm_min()), 0x0000);
@@ -655,18 +647,17 @@ TEST(QuantErrors, EmptyIsFine) {
 }
 
 TEST(QuantSupport, Lists) {
-  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ8_1,
-                     GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K,
-                     GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ8_K,
-                     GgmlType::kMXFP4, GgmlType::kNVFP4})
+  for (GgmlType t :
+       {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ8_1, GgmlType::kQ4_0,
+        GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K,
+        GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ8_K, GgmlType::kMXFP4, GgmlType::kNVFP4})
     EXPECT_TRUE(CanDequantize(t)) << GgmlTypeName(t);
-  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ8_1,
-                     GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K,
-                     GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kMXFP4,
-                     GgmlType::kNVFP4})
+  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ8_1, GgmlType::kQ4_0,
+                     GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K,
+                     GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kMXFP4, GgmlType::kNVFP4})
     EXPECT_TRUE(CanQuantize(t)) << GgmlTypeName(t);
-  for (GgmlType t : {GgmlType::kIQ2_XXS, GgmlType::kIQ4_NL, GgmlType::kTQ1_0, GgmlType::kI8, GgmlType::kF64,
-                     GgmlType::kQ1_0})
+  for (GgmlType t :
+       {GgmlType::kIQ2_XXS, GgmlType::kIQ4_NL, GgmlType::kTQ1_0, GgmlType::kI8, GgmlType::kF64, GgmlType::kQ1_0})
     EXPECT_FALSE(CanDequantize(t)) << GgmlTypeName(t);
   EXPECT_FALSE(CanQuantize(GgmlType::kQ8_K));
   EXPECT_FALSE(CanQuantize(GgmlType::kIQ4_XS));

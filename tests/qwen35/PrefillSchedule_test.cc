@@ -30,11 +30,9 @@ void ExpectCovers(const std::vector<TokenRange>& r, int64_t t) {
 
 TEST(PrefillScheduleTest, FixedScheduleRetainsMeasuredGeometry) {
   EXPECT_EQ(Sizes(FixedPrefillChunks(461, 128)), (std::vector<int64_t>{128, 128, 128, 77}));
-  EXPECT_EQ(Sizes(FixedPrefillChunks(1833, 230)),
-            (std::vector<int64_t>{230, 230, 230, 230, 230, 230, 230, 223}));
+  EXPECT_EQ(Sizes(FixedPrefillChunks(1833, 230)), (std::vector<int64_t>{230, 230, 230, 230, 230, 230, 230, 223}));
   EXPECT_EQ(Sizes(FixedPrefillChunks(4096, 512)), std::vector<int64_t>(8, 512));
-  EXPECT_EQ(Sizes(FixedPrefillChunks(8200, 4096, /*ring_on=*/true)),
-            (std::vector<int64_t>{4096, 4088, 16}));
+  EXPECT_EQ(Sizes(FixedPrefillChunks(8200, 4096, /*ring_on=*/true)), (std::vector<int64_t>{4096, 4088, 16}));
   EXPECT_EQ(Sizes(FixedPrefillChunks(4100, 4096, /*ring_on=*/false)), (std::vector<int64_t>{4100}));
   EXPECT_EQ(Sizes(FixedPrefillChunks(48, 16)), (std::vector<int64_t>{16, 16, 16}));
   EXPECT_EQ(Sizes(FixedPrefillChunks(48, 0)), (std::vector<int64_t>{48}));

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "frontends/gguf/GgufFile.h"
 #include "frontends/ModelFamily.h"
+#include "frontends/gguf/GgufFile.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/Sampling.h"
 #include "runtime/cpu/CpuExecutor.h"
@@ -74,14 +74,12 @@ struct Loaded {
   std::unique_ptr<CpuExecutor> exec;
 
   // Logits of `tokens` at the next positions through @prefill.
-  absl::StatusOr<std::vector<float>> Prefill(absl::Span<const int32_t> tokens) {
-    return Call("prefill", tokens);
-  }
+  absl::StatusOr<std::vector<float>> Prefill(absl::Span<const int32_t> tokens) { return Call("prefill", tokens); }
   absl::StatusOr<std::vector<float>> Decode(int32_t token) { return Call("decode", {&token, 1}); }
   absl::StatusOr<std::vector<float>> Call(absl::string_view fn, absl::Span<const int32_t> tokens) {
     std::vector<HostTensor> args;
-    args.push_back(HostTensor::FromI32(std::vector<int32_t>(tokens.begin(), tokens.end()),
-                                       {static_cast<int64_t>(tokens.size())}));
+    args.push_back(
+        HostTensor::FromI32(std::vector<int32_t>(tokens.begin(), tokens.end()), {static_cast<int64_t>(tokens.size())}));
     auto out = exec->Run(fn, std::move(args));
     if (!out.ok()) return out.status();
     const HostTensor& t = (*out)[0];
@@ -99,8 +97,8 @@ struct Loaded {
   }
 };
 
-absl::StatusOr<Loaded> Load(const std::string& path, bool all_logits = true,
-                            WeightMode mode = WeightMode::kPerRow, int64_t n_ctx = 0) {
+absl::StatusOr<Loaded> Load(const std::string& path, bool all_logits = true, WeightMode mode = WeightMode::kPerRow,
+                            int64_t n_ctx = 0) {
   Loaded l;
   auto f = gguf::GgufFile::Open(path);
   if (!f.ok()) return f.status();
@@ -146,8 +144,10 @@ TEST(Qwen35ExecutorTest, F32MatchesLlamaCppNodesLogitsAndGreedy) {
     const HostTensor* delta = l->exec->state("blk." + s + ".delta_state");
     const HostTensor* conv = l->exec->state("blk." + s + ".conv_state");
     ASSERT_TRUE(delta && conv);
-    dumps["cache_s_l" + s + " (view) (copy of new_state-" + s + ")"].assign(delta->f32(), delta->f32() + delta->numel());
-    dumps["conv_state_update-" + s + " (copy of conv_state_last-" + s + ")"].assign(conv->f32(), conv->f32() + conv->numel());
+    dumps["cache_s_l" + s + " (view) (copy of new_state-" + s + ")"].assign(delta->f32(),
+                                                                            delta->f32() + delta->numel());
+    dumps["conv_state_update-" + s + " (copy of conv_state_last-" + s + ")"].assign(conv->f32(),
+                                                                                    conv->f32() + conv->numel());
   }
 
   auto nodes = memra::testing::ReadJsonFile(ref_dir + "nodes.json");
@@ -161,8 +161,7 @@ TEST(Qwen35ExecutorTest, F32MatchesLlamaCppNodesLogitsAndGreedy) {
     std::string name = node["name"].string_value();
     const int64_t offset = node["offset"].int_value(), nbytes = node["nbytes"].int_value();
     // nodes.json has two Kcur-3: the k projection (MUL_MAT) and the roped k.
-    if (absl::StartsWith(name, "Kcur-") && node["op"].string_value() == "MUL_MAT")
-      name = "Kcur_proj" + name.substr(4);
+    if (absl::StartsWith(name, "Kcur-") && node["op"].string_value() == "MUL_MAT") name = "Kcur_proj" + name.substr(4);
     auto it = dumps.find(name);
     ASSERT_NE(it, dumps.end()) << "the lowered module has no value named '" << name << "'";
     ASSERT_EQ(static_cast<int64_t>(it->second.size()) * 4, nbytes) << name;
@@ -188,8 +187,8 @@ TEST(Qwen35ExecutorTest, F32MatchesLlamaCppNodesLogitsAndGreedy) {
   std::printf("  prefill logits vs llama.cpp: max|d| %.3e, rms rel %.3e\n", ld.max_abs, ld.rel());
   EXPECT_LE(ld.max_abs, 1e-4);
   for (int64_t t = 0; t < 48; ++t)
-    EXPECT_EQ(kernels::cpu::Argmax(&(*logits)[t * kVocab], kVocab),
-              kernels::cpu::Argmax(&(*ref)[t * kVocab], kVocab)) << "position " << t;
+    EXPECT_EQ(kernels::cpu::Argmax(&(*logits)[t * kVocab], kVocab), kernels::cpu::Argmax(&(*ref)[t * kVocab], kVocab))
+        << "position " << t;
 
   auto ref_greedy = ReadI32File(ref_dir + "greedy_tokens.i32");
   ASSERT_TRUE(ref_greedy.ok()) << ref_greedy.status();
@@ -282,20 +281,19 @@ TEST_P(Qwen35ExecutorModelsTest, MatchesExactDequantReference) {
   const Diff d = Compare(results[0].data(), ref->data(), results[0].size());
   int argmax_equal = 0;
   for (int64_t t = 0; t < 48; ++t)
-    argmax_equal += kernels::cpu::Argmax(&results[0][t * kVocab], kVocab) ==
-                    kernels::cpu::Argmax(&(*ref)[t * kVocab], kVocab);
-  std::printf("  %-20s vs exact_dequant: max|d| %.3e  rms rel %.3e  argmax %d/48 | 48-token prefill: "
-              "per-row %.1f ms, dequant-at-load %.1f ms (load %.1f / %.1f ms)\n",
-              name.c_str(), d.max_abs, d.rel(), argmax_equal, secs[0] * 1e3, secs[1] * 1e3,
-              load[0] * 1e3, load[1] * 1e3);
+    argmax_equal +=
+        kernels::cpu::Argmax(&results[0][t * kVocab], kVocab) == kernels::cpu::Argmax(&(*ref)[t * kVocab], kVocab);
+  std::printf(
+      "  %-20s vs exact_dequant: max|d| %.3e  rms rel %.3e  argmax %d/48 | 48-token prefill: "
+      "per-row %.1f ms, dequant-at-load %.1f ms (load %.1f / %.1f ms)\n",
+      name.c_str(), d.max_abs, d.rel(), argmax_equal, secs[0] * 1e3, secs[1] * 1e3, load[0] * 1e3, load[1] * 1e3);
   EXPECT_LE(d.max_abs, 1e-4);
   EXPECT_EQ(argmax_equal, 48);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Qwen35ExecutorModelsTest,
-                         ::testing::Values("qwen35-tiny-f32", "qwen35-tiny-f16", "qwen35-tiny-bf16",
-                                           "qwen35-tiny-q8_0", "qwen35-tiny-q4_0",
-                                           "qwen35-tiny-q4_k_m", "qwen35-tiny-q6_k"),
+                         ::testing::Values("qwen35-tiny-f32", "qwen35-tiny-f16", "qwen35-tiny-bf16", "qwen35-tiny-q8_0",
+                                           "qwen35-tiny-q4_0", "qwen35-tiny-q4_k_m", "qwen35-tiny-q6_k"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string s = info.param;
                            for (char& c : s)

@@ -188,11 +188,10 @@ TEST(Qwen35LoweringTest, MissingRequiredKeysAreNamed) {
   if (!FileExists(kTiny)) GTEST_SKIP() << kTiny << " not found";
   auto src = OpenTiny();
   for (const char* key :
-       {"qwen35.context_length", "qwen35.embedding_length", "qwen35.block_count",
-        "qwen35.feed_forward_length", "qwen35.attention.head_count",
-        "qwen35.attention.layer_norm_rms_epsilon", "qwen35.rope.dimension_sections",
-        "qwen35.ssm.conv_kernel", "qwen35.ssm.state_size", "qwen35.ssm.group_count",
-        "qwen35.ssm.time_step_rank", "qwen35.ssm.inner_size", "general.architecture"}) {
+       {"qwen35.context_length", "qwen35.embedding_length", "qwen35.block_count", "qwen35.feed_forward_length",
+        "qwen35.attention.head_count", "qwen35.attention.layer_norm_rms_epsilon", "qwen35.rope.dimension_sections",
+        "qwen35.ssm.conv_kernel", "qwen35.ssm.state_size", "qwen35.ssm.group_count", "qwen35.ssm.time_step_rank",
+        "qwen35.ssm.inner_size", "general.architecture"}) {
     auto f = Edited(*src, DropKey(key));
     ASSERT_NE(f, nullptr);
     auto m = LowerQwen35(*f);
@@ -290,9 +289,8 @@ TEST(Qwen35LoweringTest, DefaultsApplyWhenOptionalKeysAreAbsent) {
   // Explicit per-layer recurrent flags win over the interval.
   Edits e;
   e.add.push_back({"qwen35.attention.recurrent_layers",
-                   gguf::Value::Array(gguf::ValueType::kBool,
-                                      {gguf::Value::Bool(true), gguf::Value::Bool(true),
-                                       gguf::Value::Bool(true), gguf::Value::Bool(false)})});
+                   gguf::Value::Array(gguf::ValueType::kBool, {gguf::Value::Bool(true), gguf::Value::Bool(true),
+                                                               gguf::Value::Bool(true), gguf::Value::Bool(false)})});
   auto m3 = LowerQwen35(*Edited(*src, e));
   ASSERT_TRUE(m3.ok()) << m3.status();
   // head_count_kv absent -> n_head (4): the k projection {256, 128} then no longer fits.

@@ -80,25 +80,20 @@ std::string R(absl::string_view src, const std::string& vars_json = "{}") {
 }
 
 TEST(JinjaTest, ExpressionsAndFilters) {
-  EXPECT_EQ(R("{{ 1 + 2 * 3 }}|{{ 7 // 2 }}|{{ -7 // 2 }}|{{ 7 % 3 }}|{{ 2 ** 10 }}|{{ 1 / 2 }}"),
-            "7|3|-4|1|1024|0.5");
+  EXPECT_EQ(R("{{ 1 + 2 * 3 }}|{{ 7 // 2 }}|{{ -7 // 2 }}|{{ 7 % 3 }}|{{ 2 ** 10 }}|{{ 1 / 2 }}"), "7|3|-4|1|1024|0.5");
   EXPECT_EQ(R("{{ 'a' ~ 1 ~ none ~ true }}"), "a1NoneTrue");
   EXPECT_EQ(R("{{ [1, 'x', none] }}|{{ {'a': 1} }}"), "[1, 'x', None]|{'a': 1}");
   EXPECT_EQ(R("{{ x[::-1] }}|{{ x[1:] }}|{{ x[-1] }}|{{ s[1:3] }}", R"({"x":[1,2,3],"s":"héllo"})"),
             "[3, 2, 1]|[2, 3]|3|él");
   EXPECT_EQ(R("{{ 'a' if x else 'b' }}{{ 'c' if not x }}", R"({"x":false})"), "bc");
-  EXPECT_EQ(R("{{ x | length }} {{ s | length }} {{ s | upper }} {{ '  t ' | trim }}",
-              R"({"x":[1,2],"s":"héllo"})"),
+  EXPECT_EQ(R("{{ x | length }} {{ s | length }} {{ s | upper }} {{ '  t ' | trim }}", R"({"x":[1,2],"s":"héllo"})"),
             "2 5 HÉLLO t");  // Unicode case mapping, as Python
-  EXPECT_EQ(R("{{ x | tojson }}", R"({"x":{"b":[1,2.5,"é\n"],"a":null}})"),
-            R"({"b": [1, 2.5, "é\n"], "a": null})");
+  EXPECT_EQ(R("{{ x | tojson }}", R"({"x":{"b":[1,2.5,"é\n"],"a":null}})"), R"({"b": [1, 2.5, "é\n"], "a": null})");
   EXPECT_EQ(R("{{ x | tojson(indent=2) }}", R"({"x":{"a":[1]}})"), "{\n  \"a\": [\n    1\n  ]\n}");
-  EXPECT_EQ(R("{{ x | join(', ') }}|{{ x | first }}|{{ x | last }}|{{ x | reverse | list }}",
-              R"({"x":["a","b"]})"),
+  EXPECT_EQ(R("{{ x | join(', ') }}|{{ x | first }}|{{ x | last }}|{{ x | reverse | list }}", R"({"x":["a","b"]})"),
             "a, b|a|b|['b', 'a']");
   EXPECT_EQ(R("{{ y | default('d') }}{{ '' | default('e', true) }}"), "de");
-  EXPECT_EQ(R("{% for k, v in d | items %}{{ k }}={{ v }};{% endfor %}", R"({"d":{"a":1,"b":2}})"),
-            "a=1;b=2;");
+  EXPECT_EQ(R("{% for k, v in d | items %}{{ k }}={{ v }};{% endfor %}", R"({"d":{"a":1,"b":2}})"), "a=1;b=2;");
   EXPECT_EQ(R("{{ m | selectattr('role', 'equalto', 'user') | map(attribute='c') | join }}",
               R"({"m":[{"role":"user","c":"1"},{"role":"sys","c":"2"},{"role":"user","c":"3"}]})"),
             "13");
@@ -118,12 +113,14 @@ TEST(JinjaTest, TestsStatementsAndScoping) {
             "TrueFalseTrueTrueTrueTrueTrueTrueTrueFalse");
   // Loop variables, filters on loops, else, break / continue.
   EXPECT_EQ(R("{% for x in xs %}{{ loop.index }}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}"
-              "{{ loop.length }};{% endfor %}", R"({"xs":["a","b"]})"),
+              "{{ loop.length }};{% endfor %}",
+              R"({"xs":["a","b"]})"),
             "10TrueFalse2;21FalseTrue2;");
   EXPECT_EQ(R("{% for x in xs if x > 1 %}{{ x }}{% else %}none{% endfor %}", R"({"xs":[1,2,3]})"), "23");
   EXPECT_EQ(R("{% for x in xs %}{{ x }}{% else %}none{% endfor %}", R"({"xs":[]})"), "none");
   EXPECT_EQ(R("{% for x in xs %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 4 %}{% break %}"
-              "{% endif %}{{ x }}{% endfor %}", R"({"xs":[1,2,3,4,5]})"),
+              "{% endif %}{{ x }}{% endfor %}",
+              R"({"xs":[1,2,3,4,5]})"),
             "13");
   // set inside a loop does not leak; namespace attributes do.
   EXPECT_EQ(R("{% set a = 1 %}{% set ns = namespace(b=1) %}{% for x in [1, 2] %}{% set a = a + x %}"
@@ -145,8 +142,7 @@ TEST(JinjaTest, ErrorsAreClear) {
   auto expect_error = [](absl::string_view src, absl::string_view needle) {
     auto r = Render(src);
     ASSERT_FALSE(r.ok()) << src;
-    EXPECT_NE(r.status().message().find(needle), absl::string_view::npos)
-        << src << " -> " << r.status();
+    EXPECT_NE(r.status().message().find(needle), absl::string_view::npos) << src << " -> " << r.status();
   };
   expect_error("{% include 'x' %}", "unsupported Jinja statement 'include'");
   expect_error("{% extends 'x' %}", "unsupported Jinja statement 'extends'");
@@ -159,8 +155,8 @@ TEST(JinjaTest, ErrorsAreClear) {
   {
     jinja::Options small;
     small.max_steps = 100000;
-    auto t = jinja::Template::Parse(
-        "{% for x in range(100000) %}{% for y in range(100000) %}{% endfor %}{% endfor %}", small);
+    auto t = jinja::Template::Parse("{% for x in range(100000) %}{% for y in range(100000) %}{% endfor %}{% endfor %}",
+                                    small);
     ASSERT_TRUE(t.ok());
     auto r = (*t)->Render(Json::MakeObject());
     ASSERT_FALSE(r.ok());
@@ -182,9 +178,9 @@ TEST(JinjaTest, ErrorsAreClear) {
 
 TEST(JinjaTest, NoCrashOnGarbage) {
   // Random templates built from Jinja-ish fragments never crash.
-  const char* frags[] = {"{{", "}}", "{%", "%}", "{#", "#}", "-", "if", "for", "x", "in", "endif",
-                         "endfor", "'", "\"", "(", ")", "[", "]", "|", "length", "set", "=", " ",
-                         "\n", "1", ".", ",", "loop", "macro", "raw", "endraw", "~", "+", ":"};
+  const char* frags[] = {"{{",     "}}", "{%", "%}", "{#",   "#}",    "-",   "if",     "for",    "x",   "in", "endif",
+                         "endfor", "'",  "\"", "(",  ")",    "[",     "]",   "|",      "length", "set", "=",  " ",
+                         "\n",     "1",  ".",  ",",  "loop", "macro", "raw", "endraw", "~",      "+",   ":"};
   uint32_t seed = 7;
   for (int iter = 0; iter < 3000; ++iter) {
     std::string src;

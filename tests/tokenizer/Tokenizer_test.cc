@@ -132,12 +132,10 @@ TEST_F(QwenTokenizerTest, LlamaCppParityWithoutNfc) {
   int checked = 0;
   for (const Json& c : *cases_) {
     if (!c["text"].is_string() || !c["ids_llamacpp"].is_array()) continue;
-    if (c["diff_reason"].is_string() &&
-        c["diff_reason"].string_value() == "llamacpp_extra_special_token_match")
+    if (c["diff_reason"].is_string() && c["diff_reason"].string_value() == "llamacpp_extra_special_token_match")
       continue;
     ++checked;
-    EXPECT_EQ(IdsStr((*raw)->Encode(Input(c), Plain())), IdsStr(JsonIds(c["ids_llamacpp"])))
-        << Label(c);
+    EXPECT_EQ(IdsStr((*raw)->Encode(Input(c), Plain())), IdsStr(JsonIds(c["ids_llamacpp"]))) << Label(c);
     // Byte-exact round trip of every valid-UTF-8 input (NFC off: nothing is changed).
     auto text = (*raw)->Decode((*raw)->Encode(Input(c), Plain()));
     ASSERT_TRUE(text.ok());
@@ -164,8 +162,7 @@ TEST_F(QwenTokenizerTest, DecodeRoundTrips) {
     }
     auto again = tok_->Decode(tok_->Encode(Input(c), Plain()));
     ASSERT_TRUE(again.ok());
-    const bool nfc_case =
-        c["diff_reason"].is_string() && c["diff_reason"].string_value() == "hf_nfc_normalizer";
+    const bool nfc_case = c["diff_reason"].is_string() && c["diff_reason"].string_value() == "hf_nfc_normalizer";
     EXPECT_EQ(*again, nfc_case ? c["detok_hf"].string_value() : Input(c)) << Label(c);
     if (*again == Input(c)) ++roundtrip;
   }
@@ -219,8 +216,7 @@ TEST_F(QwenTokenizerTest, PiecesMatchLlamaCpp) {
       EXPECT_EQ(tok_->TokenToPiece(id, false), "</s>");
       continue;
     }
-    EXPECT_EQ(Hex(tok_->TokenToPiece(id, false)), p["llamacpp_piece_nospecial_hex"].string_value())
-        << id;
+    EXPECT_EQ(Hex(tok_->TokenToPiece(id, false)), p["llamacpp_piece_nospecial_hex"].string_value()) << id;
   }
 }
 
@@ -236,8 +232,7 @@ TEST_F(QwenTokenizerTest, SpecialTokens) {
   EXPECT_EQ(*tok_->Decode(spelled), "<|im_end|>");
   EXPECT_EQ(tok_->Encode("<think>", no_special), std::vector<int32_t>{151667});
   // Longest match: "<|im_start|>" is not cut at a shorter special token.
-  EXPECT_EQ(tok_->Encode("<|im_start|><|im_start|>", plain),
-            (std::vector<int32_t>{151644, 151644}));
+  EXPECT_EQ(tok_->Encode("<|im_start|><|im_start|>", plain), (std::vector<int32_t>{151644, 151644}));
   // Decode without specials drops CONTROL tokens, keeps USER_DEFINED ones.
   DecodeOptions hide;
   hide.render_special = false;
@@ -295,8 +290,7 @@ TEST_F(QwenTokenizerTest, RobustOnArbitraryAndHugeInputs) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<int32_t> ids = tok_->Encode(b.text, Plain());
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("[ tokenizer ] %-28s %8zu bytes -> %7zu tokens in %.3f s\n", b.what, b.text.size(),
-                ids.size(), s);
+    std::printf("[ tokenizer ] %-28s %8zu bytes -> %7zu tokens in %.3f s\n", b.what, b.text.size(), ids.size(), s);
     EXPECT_LT(s, 20.0) << b.what;
     ASSERT_FALSE(ids.empty());
     if (IsValidUtf8(b.text) && b.what != std::string("256k combining marks")) {
@@ -318,10 +312,12 @@ TEST(TokenizerSpecTest, HandMadeBpe) {
     b2u.push_back(printable ? b : 256 + n++);
   }
   for (int b = 0; b < 256; ++b) spec.tokens.push_back(EncodeUtf8(b2u[b]));
-  spec.tokens.push_back("ab");       // 256
-  spec.tokens.push_back("abc");      // 257
-  spec.tokens.push_back("\xC4\xA0" "ab");  // 258 "Ġab"
-  spec.tokens.push_back("<eos>");    // 259
+  spec.tokens.push_back("ab");   // 256
+  spec.tokens.push_back("abc");  // 257
+  spec.tokens.push_back(
+      "\xC4\xA0"
+      "ab");                       // 258 "Ġab"
+  spec.tokens.push_back("<eos>");  // 259
   spec.types.assign(spec.tokens.size(), TokenType::kNormal);
   spec.types[259] = TokenType::kControl;
   spec.merges = {"a b", "ab c", "\xC4\xA0 ab"};
@@ -329,8 +325,7 @@ TEST(TokenizerSpecTest, HandMadeBpe) {
   spec.add_eos = true;
   auto tok = Tokenizer::Create(spec);
   ASSERT_TRUE(tok.ok()) << tok.status();
-  EXPECT_EQ((*tok)->Encode("abc ab<eos>abd"),
-            (std::vector<int32_t>{257, 258, 259, 256, 'd', 259}));
+  EXPECT_EQ((*tok)->Encode("abc ab<eos>abd"), (std::vector<int32_t>{257, 258, 259, 256, 'd', 259}));
   EXPECT_EQ((*tok)->Decode({257, 258, 259}).value(), "abc ab<eos>");
 
   VocabSpec bad = spec;
@@ -373,8 +368,7 @@ TEST(TokenizerSpecTest, PreTokenizerVariants) {
   // (Expectations as Python's `regex.findall` with the HF patterns gives them.)
   EXPECT_EQ(qwen2->PreTokenize(text),
             (V{"I", "'M", " ", "1", "2", "3", "4", "5", " don", "'t", "  ", "\tgo", "!!\n\n", "x"}));
-  EXPECT_EQ(llama3->PreTokenize(text),
-            (V{"I", "'M", " ", "123", "45", " don", "'t", "  ", "\tgo", "!!\n\n", "x"}));
+  EXPECT_EQ(llama3->PreTokenize(text), (V{"I", "'M", " ", "123", "45", " don", "'t", "  ", "\tgo", "!!\n\n", "x"}));
   EXPECT_EQ(gpt2->PreTokenize(text),
             (V{"I", "'", "M", " 12345", " don", "'t", "  ", "\t", "go", "!!", "\n", "\n", "x"}));
   // qwen35 keeps combining marks (\p{M}) in words: DEVANAGARI KA + NUKTA (no NFC composition).
@@ -391,8 +385,7 @@ class TinySpmTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string path = TestDataPath("models/qwen35-tiny-q8_0.gguf");
-    if (!memra::testing::FileExists(path))
-      path = memra::testing::SharedPath("fixtures/models/qwen35-tiny-f32.gguf");
+    if (!memra::testing::FileExists(path)) path = memra::testing::SharedPath("fixtures/models/qwen35-tiny-f32.gguf");
     if (!memra::testing::FileExists(path)) GTEST_SKIP() << "no tiny fixture model at " << path;
     auto file = gguf::GgufFile::Open(path);
     ASSERT_TRUE(file.ok()) << file.status();
@@ -459,8 +452,7 @@ TEST_F(TinySpmTest, EncodeDecode) {
   EXPECT_EQ(streamed, text);
 
   // Specials in the text: matched with parse_special (CONTROL), spelled out otherwise.
-  EXPECT_EQ(tok_->Encode("a</s>", plain),
-            (std::vector<int32_t>{3 + 0xE2, 3 + 0x96, 3 + 0x81, 3 + 'a', 2}));
+  EXPECT_EQ(tok_->Encode("a</s>", plain), (std::vector<int32_t>{3 + 0xE2, 3 + 0x96, 3 + 0x81, 3 + 'a', 2}));
   plain.parse_special = false;
   EXPECT_EQ(tok_->Encode("</s>", plain).size(), 3u + 4u);
 

@@ -5,9 +5,9 @@
 #include <set>
 
 #include "frontends/gguf/GgufFile.h"
-#include "kernels/formats/Quant.h"
 #include "frontends/synthetic/Qwen35Synthetic.h"
 #include "gtest/gtest.h"
+#include "kernels/formats/Quant.h"
 #include "tests/TestUtil.h"
 
 namespace memra {
@@ -15,9 +15,7 @@ namespace {
 
 using formats::GgmlType;
 
-std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "/" + name;
-}
+std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
 
 std::string Write(const std::string& name, GgmlType dtype, uint64_t seed, int threads) {
   auto shape = synthetic::Qwen35Preset("tiny");
@@ -77,7 +75,10 @@ TEST(GenTest, WeightStatisticsFollowTheInitScheme) {
     std::vector<float> v(t->NumElements());
     ASSERT_TRUE(formats::Dequantize(t->type, t->data, absl::MakeSpan(v)).ok());
     double s = 0, s2 = 0;
-    for (float x : v) { s += x; s2 += double(x) * x; }
+    for (float x : v) {
+      s += x;
+      s2 += double(x) * x;
+    }
     *mean = s / v.size();
     *stdev = std::sqrt(s2 / v.size() - *mean * *mean);
   };

@@ -46,9 +46,8 @@ TEST(InspectTest, EveryFixtureMatchesManifest) {
     EXPECT_EQ(s->architecture, name.str().find("moe") != std::string::npos ? "qwen35moe" : "qwen35");
     // Per-type counts and every tensor's type.
     for (const auto& [type, count] : *m->getObject("tensor_types")) {
-      auto it = std::find_if(s->by_type.begin(), s->by_type.end(), [&](const auto& kv) {
-        return llvm::StringRef(kv.first).equals_insensitive(type);
-      });
+      auto it = std::find_if(s->by_type.begin(), s->by_type.end(),
+                             [&](const auto& kv) { return llvm::StringRef(kv.first).equals_insensitive(type); });
       ASSERT_NE(it, s->by_type.end()) << "type " << type.str() << " missing";
       EXPECT_EQ(int64_t(it->second.first), *count.getAsInteger()) << type.str();
     }
@@ -61,7 +60,8 @@ TEST(InspectTest, EveryFixtureMatchesManifest) {
     }
     // Hyperparameters against the generator config.
     const std::string arch = s->architecture;
-    auto cfg = llvm::json::parse(ReadText(testing::SharedPath("fixtures/configs/" + m->getString("config")->str() + ".json")));
+    auto cfg =
+        llvm::json::parse(ReadText(testing::SharedPath("fixtures/configs/" + m->getString("config")->str() + ".json")));
     ASSERT_TRUE(bool(cfg));
     const llvm::json::Object* c = cfg->getAsObject();
     EXPECT_EQ(*(*file)->GetU32(arch + ".embedding_length"), *c->getInteger("n_embd"));
