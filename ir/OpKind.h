@@ -27,6 +27,7 @@ inline constexpr uint32_t kRegion = 1u << 3;
 inline constexpr uint32_t kExplicitType = 1u << 4;
 inline constexpr uint32_t kCommutative = 1u << 5;
 inline constexpr uint32_t kFused = 1u << 6;
+inline constexpr uint32_t kUnary = 1u << 7;  // y = f(x) elementwise, x a float type, y like x
 }  // namespace op_flags
 
 // What an operand is (Ops.def's `name:role`): kAct an op result or a function argument; kWeight a

@@ -132,6 +132,10 @@ absl::Status CheckRopeAttrs(const Ctx& c, const AttrDict& attrs, const Dim& d) {
 }
 
 absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, llvm::ArrayRef<TensorType> declared) {
+  if (InfoOf(kind).HasFlag(op_flags::kUnary)) {  // y = f(x) elementwise
+    CHECK_OK(c.Float(0));
+    return Types{Like(c[0])};
+  }
   switch (kind) {
     case OpKind::kEmbed: {
       CHECK_OK(c.DTypeIs(0, DType::kI32));
@@ -166,10 +170,6 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.RankAtLeast(0, 1));
       return Types{Like(c[0])};
     case OpKind::kScale:
-    case OpKind::kSigmoid:
-    case OpKind::kSilu:
-    case OpKind::kSoftplus:
-    case OpKind::kExp:
       CHECK_OK(c.Float(0));
       return Types{Like(c[0])};
     case OpKind::kAdd:

@@ -34,6 +34,25 @@ void Softplus(const float* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = SoftplusScalar(x[i]);
 }
 
+void Exp(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i]);
+}
+
+UnaryKernelFn UnaryKernelFor(ir::OpKind kind) {
+  switch (kind) {
+    case ir::OpKind::kSigmoid:
+      return Sigmoid;
+    case ir::OpKind::kSilu:
+      return Silu;
+    case ir::OpKind::kSoftplus:
+      return Softplus;
+    case ir::OpKind::kExp:
+      return Exp;
+    default:
+      return nullptr;
+  }
+}
+
 void Swiglu(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = SiluScalar(gate[i]) * up[i];
 }

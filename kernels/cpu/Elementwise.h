@@ -2,6 +2,8 @@
 // alias an input exactly (in-place), never a partial overlap. f32 math, as ggml computes it.
 #pragma once
 
+#include "ir/OpKind.h"
+
 #include <cstdint>
 
 namespace memra::kernels::cpu {
@@ -18,6 +20,13 @@ void Sigmoid(const float* x, int64_t n, float* out);
 void Silu(const float* x, int64_t n, float* out);
 // out[i] = log(1 + exp(x[i])), and x[i] itself above 20 (ggml's softplus).
 void Softplus(const float* x, int64_t n, float* out);
+// exp(x) (std::exp).
+void Exp(const float* x, int64_t n, float* out);
+
+// The kernel of a unary elementwise op (ir/Ops.def flag kUnary), nullptr for other kinds: the
+// CPU executor runs every kUnary op through this table.
+using UnaryKernelFn = void (*)(const float* x, int64_t n, float* out);
+UnaryKernelFn UnaryKernelFor(ir::OpKind kind);
 // out[i] = silu(gate[i]) * up[i]  (SwiGLU with separate gate and up halves).
 void Swiglu(const float* gate, const float* up, int64_t n, float* out);
 

@@ -403,33 +403,12 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         out.push_back(y);
         break;
       }
-      case OpKind::kScale:
-      case OpKind::kSigmoid:
-      case OpKind::kSilu:
-      case OpKind::kSoftplus:
-      case OpKind::kExp: {
+      case OpKind::kScale: {
         MEMRA_RETURN_IF_ERROR(F32In(0));
         const HostTensor& x = In(0);
         HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
-        const int64_t n = x.numel();
-        switch (op.kind()) {
-          case OpKind::kScale: {
-            const float f = static_cast<float>(at.F64Or("factor", 1.0));
-            for (int64_t i = 0; i < n; ++i) y.f32()[i] = x.f32()[i] * f;
-            break;
-          }
-          case OpKind::kSigmoid:
-            kc::Sigmoid(x.f32(), n, y.f32());
-            break;
-          case OpKind::kSilu:
-            kc::Silu(x.f32(), n, y.f32());
-            break;
-          case OpKind::kSoftplus:
-            kc::Softplus(x.f32(), n, y.f32());
-            break;
-          default:
-            for (int64_t i = 0; i < n; ++i) y.f32()[i] = std::exp(x.f32()[i]);
-        }
+        const float f = static_cast<float>(at.F64Or("factor", 1.0));
+        for (int64_t i = 0; i < x.numel(); ++i) y.f32()[i] = x.f32()[i] * f;
         out.push_back(y);
         break;
       }
@@ -749,6 +728,16 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         for (size_t i = 0; i < s.in.size(); ++i) results.push_back(arena ? In(i).Clone() : In(i));
         break;
       case OpKind::kSegment:
+        break;
+      default:
+        // y = f(x) elementwise (ir/Ops.def kUnary): the kernel of kernels/cpu/Elementwise.h's table.
+        if (const kc::UnaryKernelFn unary = kc::UnaryKernelFor(op.kind())) {
+          MEMRA_RETURN_IF_ERROR(F32In(0));
+          const HostTensor& x = In(0);
+          HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
+          unary(x.f32(), x.numel(), y.f32());
+          out.push_back(y);
+        }
         break;
     }
     if (out.size() != s.out.size())
