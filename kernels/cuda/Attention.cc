@@ -69,6 +69,13 @@ AttentionParams ParamsOf(const BindContext& c, int n_tok, uint64_t out) {
   return p;
 }
 
+// attention / attention_group: one launch over the call's tokens writing o, then the gate.
+absl::Status BindPerToken(const BindContext& c, DeviceWork& w) {
+  MEMRA_ASSIGN_OR_RETURN(auto q, c.InShape(0));
+  w.Kernel(0, ParamsOf(c, static_cast<int>(q[0]), c.Out(0)));
+  return BindGate(c, w);
+}
+
 bool IsAttention(ir::OpKind k) { return k == ir::OpKind::kAttention || k == ir::OpKind::kAttentionGated; }
 
 class AttentionSplitImpl : public GpuOpImpl {
@@ -113,11 +120,7 @@ class AttentionGroupImpl : public GpuOpImpl {
     AddGate(c, s);
     return std::optional<OpSelection>(std::move(s));
   }
-  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
-    MEMRA_ASSIGN_OR_RETURN(auto q, c.InShape(0));
-    w.Kernel(0, ParamsOf(c, static_cast<int>(q[0]), c.Out(0)));
-    return BindGate(c, w);
-  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override { return BindPerToken(c, w); }
 };
 
 class AttentionImpl : public GpuOpImpl {
@@ -131,11 +134,7 @@ class AttentionImpl : public GpuOpImpl {
     AddGate(c, s);
     return std::optional<OpSelection>(std::move(s));
   }
-  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
-    MEMRA_ASSIGN_OR_RETURN(auto q, c.InShape(0));
-    w.Kernel(0, ParamsOf(c, static_cast<int>(q[0]), c.Out(0)));
-    return BindGate(c, w);
-  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override { return BindPerToken(c, w); }
 };
 
 }  // namespace
