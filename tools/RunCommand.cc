@@ -169,6 +169,12 @@ int RunRun() {
     if (!file.ok()) return Fail(file.status());
     if (absl::Status st = runtime::CheckPlanCompatible(*plan, runtime::IdentifyGguf(**file), RunArch); !st.ok())
       return Fail(absl::Status(st.code(), absl::StrCat(std::string(RunModel), ": ", st.message())));
+    if (backend == runtime::Backend::kCuda && !plan->target.empty()) {
+      auto device = runtime::CudaDeviceTarget(so.cuda.device);
+      if (!device.ok()) return Fail(device.status());
+      if (absl::Status st = runtime::CheckPlanTarget(*plan, *device); !st.ok())
+        return Fail(absl::Status(st.code(), absl::StrCat(std::string(RunModel), ": ", st.message())));
+    }
     auto module = runtime::LoadPlanModule(*plan);
     if (!module.ok()) return Fail(module.status());
     if (backend == runtime::Backend::kCuda) {

@@ -1,4 +1,5 @@
 #include "runtime/plan/Plan.h"
+#include "kernels/cuda/GpuOpRegistry.h"
 
 #include <fstream>
 #include <sstream>
@@ -424,6 +425,14 @@ absl::StatusOr<Plan> MakePlan(const ir::Module& module, const gguf::GgufFile& fi
   MEMRA_ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> reread, ir::ParseModule(p.ir_text));
   MEMRA_ASSIGN_OR_RETURN(p.functions, DescribeFunctions(*reread));
   if (arch != "cpu") {
+    MEMRA_ASSIGN_OR_RETURN(std::optional<kernels::cuda::Target> selected, kernels::cuda::ReadSelectionTarget(*reread));
+    kernels::cuda::Target t;
+    if (selected) {
+      t = *selected;
+    } else {
+      MEMRA_ASSIGN_OR_RETURN(t, kernels::cuda::TargetPreset(arch));
+    }
+    p.target = t.Serialize();
     MEMRA_ASSIGN_OR_RETURN(p.kernels, GetKernelTableBuilder()(*reread, arch));
   }
   return p;
@@ -431,11 +440,11 @@ absl::StatusOr<Plan> MakePlan(const ir::Module& module, const gguf::GgufFile& fi
 
 std::string SerializePlan(const Plan& plan) {
   std::string out = absl::StrCat(kMagic, " ", plan.format_version, "\n");
-  std::string header =
-      absl::StrCat("format_version = ", plan.format_version, "\n", "memra_version = ", Quote(plan.memra_version), "\n",
-                   "arch = ", Quote(plan.arch), "\n", "pipeline = ", Quote(plan.pipeline), "\n",
-                   "gguf_path = ", Quote(plan.gguf.path), "\n", "gguf_size = ", plan.gguf.size, "\n",
-                   "gguf_header_sha256 = ", Quote(plan.gguf.header_sha256), "\n");
+  std::string header = absl::StrCat(
+      "format_version = ", plan.format_version, "\n", "memra_version = ", Quote(plan.memra_version), "\n",
+      "arch = ", Quote(plan.arch), "\n", plan.target.empty() ? "" : absl::StrCat("target = ", Quote(plan.target), "\n"),
+      "pipeline = ", Quote(plan.pipeline), "\n", "gguf_path = ", Quote(plan.gguf.path), "\n",
+      "gguf_size = ", plan.gguf.size, "\n", "gguf_header_sha256 = ", Quote(plan.gguf.header_sha256), "\n");
   Section(out, "header", "", header);
   Section(out, "ir", "", plan.ir_text);
   Section(out, "layout", "", LayoutText(plan.functions));
@@ -470,7 +479,10 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view bytes, absl::string_view source
           p.memra_version = v;
         else if (kv.first == "arch")
           p.arch = v;
-        else if (kv.first == "pipeline")
+        else if (kv.first == "target") {
+          if (!kernels::cuda::Target::Parse(v).ok()) return Corrupt(source, "[header] target");
+          p.target = v;
+        } else if (kv.first == "pipeline")
           p.pipeline = v;
         else if (kv.first == "gguf_path")
           p.gguf.path = v;
@@ -531,6 +543,16 @@ absl::Status CheckPlanCompatible(const Plan& plan, const GgufIdentity& file, abs
     return absl::FailedPreconditionError(
         absl::StrCat("the plan targets ", plan.arch, " but this run targets ", arch, "; recompile with --arch ", arch));
   return absl::OkStatus();
+}
+
+absl::Status CheckPlanTarget(const Plan& plan, const kernels::cuda::Target& device) {
+  if (plan.target.empty()) return absl::OkStatus();
+  MEMRA_ASSIGN_OR_RETURN(kernels::cuda::Target compiled, kernels::cuda::Target::Parse(plan.target));
+  const std::vector<std::string> diff = kernels::cuda::SelectionMismatches(compiled, device);
+  if (diff.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("the plan's kernels were selected for ", compiled.name,
+                                                    " but this GPU is ", device.name, " (", absl::StrJoin(diff, "; "),
+                                                    "); recompile the plan for this GPU or run the GGUF"));
 }
 
 absl::StatusOr<std::unique_ptr<ir::Module>> LoadPlanModule(const Plan& plan) {

@@ -40,6 +40,7 @@
 #include "absl/strings/string_view.h"
 #include "codegen/KernelCompiler.h"
 #include "ir/Module.h"
+#include "kernels/cuda/Target.h"
 
 namespace memra::gguf {
 class GgufFile;
@@ -119,7 +120,10 @@ KernelTableBuilder GetKernelTableBuilder();
 struct Plan {
   int format_version = kPlanFormatVersion;
   std::string memra_version;
-  std::string arch;      // "sm_90", or "cpu"
+  std::string arch;  // "sm_90", or "cpu"
+  // CUDA: the target the kernels were selected for (kernels/cuda/Target.h Serialize; the module's
+  // kernel_arch / kernel_sm_count, else the arch's preset); empty for cpu and older plans.
+  std::string target;
   std::string pipeline;  // the pipeline that produced the IR
   GgufIdentity gguf;
   std::string ir_text;
@@ -138,6 +142,10 @@ absl::StatusOr<Plan> MakePlan(const ir::Module& module, const gguf::GgufFile& fi
                               absl::string_view pipeline, absl::string_view memra_version);
 
 std::string SerializePlan(const Plan& plan);
+
+// For a CUDA plan run on `device`: refused when the selection fields of the plan's target differ
+// (arch, SM count), naming each field; OK for plans without a target line.
+absl::Status CheckPlanTarget(const Plan& plan, const kernels::cuda::Target& device);
 absl::StatusOr<Plan> ParsePlan(absl::string_view bytes, absl::string_view source_name);
 absl::Status WritePlan(const Plan& plan, const std::string& path);
 absl::StatusOr<Plan> ReadPlan(const std::string& path);

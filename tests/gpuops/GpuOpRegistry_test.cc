@@ -13,6 +13,7 @@
 #include "kernels/cuda/GpuOpRegistry.h"
 #include "kernels/cuda/WeightLayout.h"
 #include "kernels/formats/Quant.h"
+#include "runtime/plan/Plan.h"
 
 namespace memra::kernels::cuda {
 namespace {
@@ -58,6 +59,21 @@ TEST(Target, MismatchesNameTheField) {
   auto d = SelectionMismatches(a, b);
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0], "sm_count: compiled 132, device 114");
+}
+
+TEST(Target, APlanForAnotherGpuIsRefusedNamingTheField) {
+  runtime::Plan plan;
+  Target compiled = *TargetPreset("sm_90");
+  plan.target = compiled.Serialize();
+  EXPECT_TRUE(runtime::CheckPlanTarget(plan, compiled).ok());
+  Target h100_pcie = compiled;
+  h100_pcie.name = "NVIDIA H100 PCIe";
+  h100_pcie.sm_count = 114;
+  absl::Status st = runtime::CheckPlanTarget(plan, h100_pcie);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("sm_count: compiled 132, device 114"), std::string::npos) << st;
+  plan.target.clear();  // a plan from before targets were recorded: the IR's kernel_* fields decide
+  EXPECT_TRUE(runtime::CheckPlanTarget(plan, h100_pcie).ok());
 }
 
 TEST(KernelSpec, KeysParseBack) {
