@@ -201,14 +201,14 @@ TEST(WeightLayout, RepackersMatchTheBlocks) {
   ASSERT_TRUE(formats::Quantize(formats::GgmlType::kQ8_0, x, absl::MakeSpan(q)).ok());
   std::vector<float> want(64);
   ASSERT_TRUE(formats::Dequantize(formats::GgmlType::kQ8_0, q, absl::MakeSpan(want)).ok());
-  // The bf16 layout: the dequantized values rounded to bf16 (these are exact in bf16).
+  // The bf16 layout: the dequantized values rounded to bf16 (round to nearest even).
   auto bf = Repack(MatrixLayoutFor(ir::DType::kQ8_0), ir::DType::kQ8_0, 2, 32, q, 1);
   ASSERT_TRUE(bf.ok()) << bf.status();
   ASSERT_EQ(bf->data.size(), 64u * 2);
   for (int i = 0; i < 64; ++i) {
     uint16_t h;
     std::memcpy(&h, bf->data.data() + 2 * i, 2);
-    EXPECT_EQ(formats::Bf16ToFloat(h), want[i]) << i;
+    EXPECT_EQ(h, formats::FloatToBf16(want[i])) << i;
   }
   // The q8 layout: int8 values and one f32 scale per block.
   auto q8 = Repack(Q8Layout(), ir::DType::kQ8_0, 2, 32, q);
