@@ -25,9 +25,18 @@ Launch RowLaunch(const std::string& entry, int64_t rows, int64_t cols, int64_t m
 
 namespace {
 
-int64_t Rows(const std::vector<int64_t>& s) {
+// Rows of the last dimension.
+int64_t Rows(llvm::ArrayRef<int64_t> s) {
   const int64_t cols = s.empty() ? 1 : s.back();
   return Numel(s) / std::max<int64_t>(cols, 1);
+}
+
+// One row launch over operand 0 (its last dimension is the row).
+std::optional<OpSelection> RowSelection(const SelectContext& c, const std::string& entry, int64_t max_block) {
+  const auto& x = c.shapes.in[0];
+  OpSelection s;
+  s.launches.push_back(RowLaunch(entry, Rows(x), x.empty() ? 1 : x.back(), max_block));
+  return s;
 }
 
 // One block per row of the last dimension; eps from the op.
@@ -39,17 +48,13 @@ class RowNormImpl : public GpuOpImpl {
            k == ir::OpKind::kAddRmsNorm;
   }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
-    const auto& x = c.shapes.in[0];
-    OpSelection s;
-    s.launches.push_back(RowLaunch(Entry(c.op.kind()), Rows(x), x.empty() ? 1 : x.back(), 256));
-    return std::optional<OpSelection>(std::move(s));
+    return RowSelection(c, Entry(c.op.kind()), 256);
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
     MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
-    const int64_t cols = x.empty() ? 1 : x.back();
     NormParams p;
     p.x = c.In(0);
-    p.n_rows = Numel(x) / std::max<int64_t>(cols, 1);
+    p.n_rows = Rows(x);
     p.eps = static_cast<float>(c.op().attrs().F64Or("eps", 0));
     switch (c.op().kind()) {
       case ir::OpKind::kRmsNorm:
@@ -83,19 +88,14 @@ class RowReduceImpl : public GpuOpImpl {
   absl::string_view name() const override { return "row_reduce"; }
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kSoftmax || k == ir::OpKind::kArgmax; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
-    const auto& x = c.shapes.in[0];
-    OpSelection s;
-    s.launches.push_back(
-        RowLaunch(c.op.is(ir::OpKind::kSoftmax) ? "softmax" : "argmax", Rows(x), x.empty() ? 1 : x.back(), 1024));
-    return std::optional<OpSelection>(std::move(s));
+    return RowSelection(c, c.op.is(ir::OpKind::kSoftmax) ? "softmax" : "argmax", 1024);
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
     MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
-    const int64_t cols = x.empty() ? 1 : x.back();
     RowParams p;
     p.x = c.In(0);
     p.y = c.Out(0);
-    p.n_rows = Numel(x) / std::max<int64_t>(cols, 1);
+    p.n_rows = Rows(x);
     w.Kernel(0, p);
     return absl::OkStatus();
   }
