@@ -1,5 +1,7 @@
 #include "runtime/cpu/CpuExecutor.h"
 
+#include "runtime/StateMemory.h"
+
 #include "runtime/ArgumentBinding.h"
 
 #include <algorithm>
@@ -160,6 +162,9 @@ absl::Status CpuExecutor::BindWeights() {
 }
 
 absl::Status CpuExecutor::AllocateState() {
+  // Refuse an impossible context before allocating any of it.
+  MEMRA_ASSIGN_OR_RETURN(const StateBytes need, StateBytesOf(module_));
+  MEMRA_RETURN_IF_ERROR(CheckStateFits(need, AvailableHostMemory(), "host memory"));
   for (const auto& sp : module_.states()) {
     const ir::StateVar* s = sp.get();
     if (!s->shape().IsStatic())

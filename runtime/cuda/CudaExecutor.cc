@@ -1,6 +1,7 @@
 #include "runtime/cuda/CudaExecutor.h"
 
 #include "runtime/ArgumentBinding.h"
+#include "runtime/StateMemory.h"
 
 #include <algorithm>
 #include <chrono>
@@ -145,6 +146,13 @@ absl::Status CudaExecutor::UploadWeights() {
 }
 
 absl::Status CudaExecutor::AllocateState() {
+  // Refuse an impossible context before allocating any of it (the weights are already up).
+  MEMRA_ASSIGN_OR_RETURN(const StateBytes need, StateBytesOf(module_));
+  {
+    size_t free_b = 0, total_b = 0;
+    dev_->driver().cuMemGetInfo(&free_b, &total_b);
+    MEMRA_RETURN_IF_ERROR(CheckStateFits(need, free_b, "device memory"));
+  }
   for (const auto& sp : module_.states()) {
     const ir::StateVar* s = sp.get();
     if (!s->shape().IsStatic())

@@ -1,0 +1,86 @@
+#include "runtime/StateMemory.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "ir/DType.h"
+
+namespace memra::runtime {
+namespace {
+
+constexpr uint64_t kLimit = uint64_t{1} << 62;
+
+std::string Bytes(uint64_t b) {
+  if (b >= (uint64_t{1} << 30)) return absl::StrFormat("%.1f GiB", b / 1073741824.0);
+  return absl::StrFormat("%.1f MiB", b / 1048576.0);
+}
+
+}  // namespace
+
+absl::StatusOr<StateBytes> StateBytesOf(const ir::Module& module) {
+  StateBytes out;
+  for (const auto& sp : module.states()) {
+    const ir::StateVar* s = sp.get();
+    if (!s->shape().IsStatic())
+      return absl::InvalidArgumentError(absl::StrCat("state @", s->name(), " has a symbolic shape"));
+    uint64_t n = 1;
+    for (const ir::Dim& d : s->shape().dims()) {
+      const int64_t v = d.value();
+      if (v < 0 || (v > 0 && n > kLimit / static_cast<uint64_t>(v)))
+        return absl::ResourceExhaustedError(
+            absl::StrCat("state @", s->name(), " needs more than 2^62 elements: lower --ctx-size"));
+      n *= static_cast<uint64_t>(v);
+    }
+    const uint64_t elem = ir::StorageBytes(s->dtype(), 1).value_or(4);
+    if (n > kLimit / elem)
+      return absl::ResourceExhaustedError(
+          absl::StrCat("state @", s->name(), " needs more than 2^62 bytes: lower --ctx-size"));
+    const uint64_t bytes = n * elem;
+    switch (s->state_kind()) {
+      case ir::StateKind::kKv:
+        out.kv += bytes;
+        out.context = s->shape()[0].value();
+        break;
+      case ir::StateKind::kConv:
+      case ir::StateKind::kDelta:
+        out.recurrent += bytes;
+        break;
+      default:
+        out.other += bytes;
+    }
+    if (out.total() > kLimit)
+      return absl::ResourceExhaustedError("the state needs more than 2^62 bytes: lower --ctx-size");
+  }
+  return out;
+}
+
+absl::Status CheckStateFits(const StateBytes& need, uint64_t available, absl::string_view where) {
+  if (need.total() <= available) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "a context of ", need.context, " tokens needs ", Bytes(need.kv), " of KV cache + ", Bytes(need.recurrent),
+      " of recurrent state, more than the ", Bytes(available), " of ", where, " available: lower --ctx-size"));
+}
+
+uint64_t AvailableHostMemory() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view v = line;
+    if (!absl::ConsumePrefix(&v, "MemAvailable:")) continue;
+    v = absl::StripAsciiWhitespace(v);
+    absl::ConsumeSuffix(&v, "kB");
+    v = absl::StripAsciiWhitespace(v);
+    uint64_t kb = 0;
+    if (absl::SimpleAtoi(v, &kb)) return kb * 1024;
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : UINT64_MAX;
+}
+
+}  // namespace memra::runtime

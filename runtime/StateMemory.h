@@ -1,0 +1,32 @@
+// The memory a module's state needs (KV cache, conv rings, delta-net states, counters), checked
+// against the memory available before an executor allocates any of it, so an impossible context
+// (`--ctx-size 100000000`) is an error naming the flag, never an abort inside an allocator.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ir/Module.h"
+
+namespace memra::runtime {
+
+struct StateBytes {
+  uint64_t kv = 0;         // attention KV caches
+  uint64_t recurrent = 0;  // conv rings + delta-net states
+  uint64_t other = 0;      // positions, rng, ...
+  int64_t context = 0;     // the KV caches' rows (the context length), 0 without one
+  uint64_t total() const { return kv + recurrent + other; }
+};
+
+// Errors: a symbolic state shape, or a size past 2^62 bytes (overflow-checked).
+absl::StatusOr<StateBytes> StateBytesOf(const ir::Module& module);
+
+// ResourceExhausted when `need` does not fit in `available` bytes of `where` ("host memory",
+// "device memory"), naming the context length and --ctx-size.
+absl::Status CheckStateFits(const StateBytes& need, uint64_t available, absl::string_view where);
+
+// Host memory available to this process (MemAvailable of /proc/meminfo, else physical pages).
+uint64_t AvailableHostMemory();
+
+}  // namespace memra::runtime
