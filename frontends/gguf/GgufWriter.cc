@@ -8,6 +8,7 @@
 #include <memory>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "absl/strings/escaping.h"
@@ -337,7 +338,22 @@ absl::Status GgufWriter::WriteTo(detail::GgufSink& sink, const Progress& progres
   return absl::OkStatus();
 }
 
+absl::Status CheckWritableDestination(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": is a folder; give a file name (e.g. ", path, "/model.gguf)"));
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return absl::InvalidArgumentError(absl::StrCat(path, ": the folder ", dir, " does not exist"));
+  if (::access(dir.c_str(), W_OK) != 0)
+    return absl::PermissionDeniedError(absl::StrCat(path, ": the folder ", dir, " is not writable"));
+  return absl::OkStatus();
+}
+
 absl::Status GgufWriter::Write(const std::string& path, const Progress& progress) const {
+  MEMRA_RETURN_IF_ERROR(CheckWritableDestination(path));
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return absl::InternalError(absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));

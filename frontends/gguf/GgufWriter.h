@@ -25,6 +25,10 @@ class GgufSink;  // where Write / WriteToBytes put the bytes (GgufWriter.cc)
 // what is written reads back with GgufFile as the same values: integer ranges, array element
 // types, nesting depth, tensor names (unique, 1..63 bytes), shapes (<= 4 dims, ne >= 0,
 // ne[0] a multiple of the block size).
+// Whether `path` can be written as a file: not a folder, its folder exists and is writable.
+// Writers call it before any work, so a bad -o fails at once with the reason.
+absl::Status CheckWritableDestination(const std::string& path);
+
 class GgufWriter {
  public:
   // Fills `out` (exactly the tensor's byte size) with the tensor's data.

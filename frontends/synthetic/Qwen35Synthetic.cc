@@ -338,6 +338,7 @@ absl::StatusOr<SyntheticStats> WriteSyntheticQwen35(const Qwen35Shape& s, const 
       return absl::InvalidArgumentError(absl::StrCat("memra gen: weight dtype ", formats::GgmlTypeName(opt.dtype),
                                                      " not supported (f32, f16, bf16, q8_0)"));
   }
+  MEMRA_RETURN_IF_ERROR(gguf::CheckWritableDestination(path));  // before generating anything
   const std::string a = "qwen35.";
   gguf::GgufWriter w;
   w.Set("general.architecture", Value::String("qwen35"));

@@ -364,7 +364,9 @@ TEST(GgufWriterTest, SourceErrorLeavesNoFile) {
 
   absl::Status nodir = w.Write("/nonexistent-dir/x.gguf");
   EXPECT_FALSE(nodir.ok());
-  EXPECT_TRUE(absl::StrContains(nodir.message(), "/nonexistent-dir/x.gguf.tmp")) << nodir;
+  // Refused before anything is written, naming the missing folder.
+  EXPECT_TRUE(absl::StrContains(nodir.message(), "the folder /nonexistent-dir does not exist")) << nodir;
+  EXPECT_FALSE(w.Write("/").ok());  // a folder is not a file name
 }
 
 // Tensors are produced one at a time, each into a buffer of exactly its size.
