@@ -81,6 +81,10 @@ int RunPerplexity() {
       double sum = 0;
       for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - mx);
       const double l = std::log(sum) + mx - double(row[(*ids)[start + i + 1]]);
+      if (!std::isfinite(l))
+        return Fail(absl::DataLossError(absl::StrCat("window ", windows + 1, ", token ", i,
+                                                     ": the logits are not finite (NaN/inf from the model's weights or "
+                                                     "its computation); no perplexity")));
       nll += l;
       nll2 += l * l;
       ++n;
