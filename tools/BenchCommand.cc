@@ -21,6 +21,7 @@
 #include "runtime/Executor.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "tools/Command.h"
+#include "tools/OptionChecks.h"
 
 namespace cl = llvm::cl;
 
@@ -126,6 +127,7 @@ int RunBench() {
   }
 
   runtime::ExecutorOptions eo;
+  if (absl::Status st = memra::tools::CheckThreads(BenchThreads); !st.ok()) return Fail(st);
   eo.cpu.threads = BenchThreads;
   eo.cuda.kernel_cache_dir = BenchCache;
   eo.cuda.profile = BenchProfile;

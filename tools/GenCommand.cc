@@ -6,6 +6,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 #include "tools/Command.h"
+#include "tools/OptionChecks.h"
 
 namespace cl = llvm::cl;
 
@@ -38,6 +39,10 @@ int RunGen() {
   synthetic::SyntheticOptions opt;
   opt.dtype = *dtype;
   opt.seed = GenSeed;
+  if (absl::Status st = memra::tools::CheckThreads(GenThreads); !st.ok()) {
+    llvm::errs() << "memra gen: " << st.ToString() << "\n";
+    return 1;
+  }
   opt.threads = GenThreads;
   opt.progress = !GenQuiet;
   std::string out =

@@ -13,6 +13,7 @@
 #include "runtime/Executor.h"
 #include "runtime/Session.h"
 #include "tools/Command.h"
+#include "tools/OptionChecks.h"
 
 namespace cl = llvm::cl;
 
@@ -49,6 +50,7 @@ int RunPerplexity() {
   text << in.rdbuf();
 
   runtime::SessionOptions so;
+  if (absl::Status st = memra::tools::CheckThreads(PplThreads); !st.ok()) return Fail(st);
   so.threads = PplThreads;
   so.n_ctx = PplCtx;
   so.chunk = PplCtx;

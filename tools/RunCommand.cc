@@ -24,6 +24,7 @@
 #include "runtime/plan/KernelTable.h"
 #include "runtime/plan/Plan.h"
 #include "tools/Command.h"
+#include "tools/OptionChecks.h"
 #include "tools/PassManagerFlags.h"
 
 namespace cl = llvm::cl;
@@ -143,6 +144,7 @@ int RunRun() {
   if (RunDecodeChunk < 0) return Fail(absl::InvalidArgumentError("--decode-chunk must be >= 0"));
   if (RunChat && RunPrompt.empty()) return Fail(absl::InvalidArgumentError("--chat needs -p TEXT"));
   runtime::SessionOptions so;
+  if (absl::Status st = memra::tools::CheckThreads(RunThreads); !st.ok()) return Fail(st);
   so.threads = RunThreads;
   so.n_ctx = RunCtx;
   so.chunk = RunChunk;
