@@ -4,12 +4,7 @@
 # host's memory, and a context whose byte count overflows. Exit code 1, never a signal.
 # Args: MEMRA DATA_DIR SHARED_DIR.
 set -uo pipefail
-memra=$1
-data=$2
-model=$data/models/qwen35-tiny-f32.gguf
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/common.sh"
 expect() {  # expect WHAT PATTERN -- command...
   local what=$1 pattern=$2
   shift 3

@@ -3,10 +3,7 @@
 # folder given as -o fail at once with the reason, exit code 1, and leave no file behind.
 # Args: MEMRA DATA_DIR SHARED_DIR.
 set -uo pipefail
-memra=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/common.sh"
 "$memra" gen --quiet -o "$tmp/missing/x.gguf" 2>"$tmp/e1.txt"
 [ $? -eq 1 ] || fail "gen into a missing folder: exit code not 1"
 grep -q "the folder $tmp/missing does not exist" "$tmp/e1.txt" || { cat "$tmp/e1.txt"; fail "missing folder not named"; }

@@ -3,12 +3,7 @@
 # token 0 forever or "nan": a copy of the tiny model with NaN in output_norm.weight.
 # Args: MEMRA DATA_DIR SHARED_DIR.
 set -uo pipefail
-memra=$1
-data=$2
-model=$data/models/qwen35-tiny-f32.gguf
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/common.sh"
 command -v python3 >/dev/null || { echo "nan_logits: skipped (no python3)"; exit 0; }
 # The tensor's offset: the data section plus the aligned sizes of the tensors before it (file order).
 "$memra" inspect "$model" --json > "$tmp/info.json" || fail "inspect failed"

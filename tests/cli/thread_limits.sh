@@ -3,12 +3,7 @@
 # aborted with std::system_error, 1000 decoded 100x slower), on every subcommand that takes it.
 # Args: MEMRA DATA_DIR SHARED_DIR.
 set -uo pipefail
-memra=$1
-data=$2
-model=$data/models/qwen35-tiny-f32.gguf
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/lib/common.sh"
 for n in 100000 -1 9223372036854775807; do
   for cmd in run perplexity bench gen; do
     case $cmd in
