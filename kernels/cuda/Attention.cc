@@ -14,12 +14,12 @@
 
 namespace memra::kernels::cuda {
 
+namespace {
+
 // About two blocks per SM over all heads, at most 64 ranges per head.
 int64_t AttentionSplits(const Target& t, int64_t q_heads) {
   return std::clamp<int64_t>(2 * int64_t{t.sm_count} / std::max<int64_t>(q_heads, 1), 1, 64);
 }
-
-namespace {
 
 struct Dims {
   int64_t tokens, hq, hkv, d;

@@ -17,10 +17,6 @@ namespace {
 
 constexpr const char* kFile = "Elementwise.cu";
 
-int64_t ElemBytes(ir::DType d) {
-  return d == ir::DType::kI64 || d == ir::DType::kF64 ? 8 : d == ir::DType::kF16 || d == ir::DType::kBF16 ? 2 : 4;
-}
-
 // 0 f32, 1 f16, 2 bf16: the kernels' storage codes (Common.cuh load_as_f32).
 int StorageCode(ir::DType d) { return d == ir::DType::kF32 ? 0 : d == ir::DType::kF16 ? 1 : 2; }
 
@@ -280,7 +276,8 @@ struct AxisView {
 };
 absl::StatusOr<AxisView> AxisOf(const BindContext& c) {
   MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
-  if (ElemBytes(c.op().operand(0)->dtype()) != 4) return BindError(c.op(), "only 4-byte elements are supported");
+  if (ir::StorageBytes(c.op().operand(0)->dtype(), 1).value_or(0) != 4)
+    return BindError(c.op(), "only 4-byte elements are supported");
   int64_t axis = c.op().attrs().I64Or("axis", 0);
   if (axis < 0) axis += static_cast<int64_t>(x.size());
   AxisView v{axis, 1, 1};
@@ -401,7 +398,7 @@ class TakeLastRowImpl : public GpuOpImpl {
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
     MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
     const int64_t rows = std::max<int64_t>(x[0], 1);
-    const int64_t row_bytes = (Numel(x) / rows) * ElemBytes(c.op().operand(0)->dtype());
+    const int64_t row_bytes = (Numel(x) / rows) * ir::StorageBytes(c.op().operand(0)->dtype(), 1).value_or(0);
     w.Copy(c.Out(0), c.In(0) + (x[0] - 1) * row_bytes, row_bytes);
     return absl::OkStatus();
   }

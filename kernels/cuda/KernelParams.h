@@ -2,8 +2,8 @@
 // struct by value, declared in a *Params.h header that both the NVRTC source and the host unit
 // (kernels/cuda/*.cc) include. Device addresses are `T*` in the kernel and an 8-byte DevicePtr<T>
 // on the host; MEMRA_PARAMS_SIZE / MEMRA_PARAMS_OFFSET pin each struct's size and field offsets
-// to literal numbers, so if either compiler lays a struct out differently the build (host) or the
-// NVRTC compile (device sizes, checked in CI by tests/cuda/NvrtcCompile_test) fails.
+// to literal numbers: the host build checks both, the NVRTC compile the sizes (NVRTC has no
+// offsetof; in CI by tests/cuda/NvrtcCompile_test), so a layout that differs fails to build.
 //
 // Field order: pointers first, then 8-byte integers, then 4-byte fields, so offsets are plain.
 #pragma once
@@ -30,8 +30,7 @@ struct DevicePtr {
 #define MEMRA_PARAMS_SIZE(S, n) static_assert(sizeof(S) == (n), #S ": size differs from the host/device contract")
 #if defined(__CUDACC_RTC__)
 // NVRTC has no offsetof (no __builtin_offsetof, and address arithmetic is not a constant
-// expression there): the device side checks sizes; offsets are checked by the host compiler and
-// by nvcc (nvcc compiles the same header with __builtin_offsetof).
+// expression there): the device side checks sizes only; offsets are checked by the host compiler.
 #define MEMRA_PARAMS_OFFSET(S, f, n)
 #else
 #define MEMRA_PARAMS_OFFSET(S, f, n) \

@@ -21,14 +21,6 @@ constexpr WeightLayout kBf16Dequant{WeightLayoutKind::kBf16Dequantized, "bf16 (d
 constexpr WeightLayout kQ8{WeightLayoutKind::kQ8Repacked, "q8_0 (repacked: int8 values + f32 scales)", ir::DType::kBF16,
                            3, "Gemv.cu (GEMV_W=3)"};
 
-uint16_t F32ToBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
 }  // namespace
 
 const WeightLayout& MatrixLayoutFor(ir::DType stored) {
@@ -82,7 +74,7 @@ absl::StatusOr<RepackedMatrix> Repack(const WeightLayout& layout, ir::DType stor
             err = s;
             return;
           }
-          for (int64_t c = 0; c < cols; ++c) bf[r * cols + c] = F32ToBf16(row[c]);
+          for (int64_t c = 0; c < cols; ++c) bf[r * cols + c] = formats::FloatToBf16(row[c]);
         }
       });
       if (!err.ok()) return err;
