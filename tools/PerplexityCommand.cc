@@ -1,8 +1,9 @@
-// `memra perplexity MODEL -f FILE`: perplexity of a text under the model, as llama.cpp's
-// llama-perplexity reports it: the text is tokenized, cut into non-overlapping windows of --ctx
-// tokens, each window is evaluated from an empty state, and every token after the first of a
-// window is scored (window w covers ids[w*ctx .. w*ctx+ctx], predicting the last ctx of them).
-#include <cmath>
+// `memra perplexity MODEL -f FILE`: perplexity of a text under the model, computed exactly as
+// llama.cpp's llama-perplexity computes it (runtime/Perplexity.h), so the numbers are comparable:
+// chunks of --ctx tokens (no partial chunk; the text must make at least 2), each from an empty
+// state with its first token replaced by BOS when the vocabulary adds BOS, only the second half of
+// each chunk scored. Prints llama-perplexity's running "[chunk]ppl," line (stderr) and its
+// "Final estimate: PPL = X +/- Y" (stdout).
 #include <fstream>
 #include <sstream>
 
@@ -11,6 +12,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 #include "runtime/Executor.h"
+#include "runtime/Perplexity.h"
 #include "runtime/Session.h"
 #include "tools/Command.h"
 #include "tools/OptionChecks.h"
@@ -19,7 +21,10 @@ namespace cl = llvm::cl;
 
 namespace {
 
-cl::SubCommand kPerplexity("perplexity", "Perplexity of a text file under a model (llama-perplexity style)");
+cl::SubCommand kPerplexity(
+    "perplexity",
+    "Perplexity of a text file, computed as llama.cpp's llama-perplexity does so the numbers compare (chunks of --ctx "
+    "tokens, each starting with BOS when the model adds BOS, the second half of each scored)");
 cl::opt<std::string> PplModel(cl::Positional, cl::Required, cl::desc("<model.gguf>"), cl::sub(kPerplexity));
 cl::opt<std::string> PplFile("f", cl::Required, cl::desc("Text file to score"), cl::sub(kPerplexity));
 cl::opt<int64_t> PplCtx("ctx", cl::desc("Window length in tokens (default: 512)"), cl::init(512), cl::sub(kPerplexity));
@@ -37,7 +42,11 @@ int Fail(const absl::Status& s) {
 
 int RunPerplexity() {
   using namespace memra;
-  if (PplCtx < 2) return Fail(absl::InvalidArgumentError("--ctx must be at least 2"));
+  // The library checks these too; here they are named by their flags.
+  if (PplCtx < 3)
+    return Fail(absl::InvalidArgumentError(
+        "--ctx must be at least 3 (each chunk scores its tokens after the first ctx/2, as llama-perplexity)"));
+  if (PplMaxWindows < 0) return Fail(absl::InvalidArgumentError("--max-windows must be >= 0 (0 = all chunks)"));
   runtime::Backend backend = runtime::DefaultBackend();
   if (!PplBackend.empty()) {
     auto b = runtime::ParseBackend(PplBackend);
@@ -61,46 +70,40 @@ int RunPerplexity() {
   runtime::Session& s = **session;
   auto ids = s.Tokenize(text.str());
   if (!ids.ok()) return Fail(ids.status());
-  if (ids->size() < 2)
-    return Fail(absl::InvalidArgumentError(absl::StrCat(std::string(PplFile), ": fewer than 2 tokens")));
-  llvm::errs() << llvm::formatv("memra perplexity: {0}: {1} tokens, windows of {2}\n", std::string(PplFile),
-                                ids->size(), int64_t(PplCtx));
+  const int64_t n_ctx = PplCtx;
+  const int64_t n_chunks = int64_t(ids->size()) / n_ctx;
+  if (n_chunks >= 2)  // else the library's error says how many tokens are needed
+    llvm::errs() << llvm::formatv(
+        "memra perplexity: {0}: {1} tokens; calculating perplexity over {2} chunks, n_ctx={3}, scoring the last {4} "
+        "tokens of each\n",
+        std::string(PplFile), ids->size(), PplMaxWindows > 0 ? std::min<int64_t>(PplMaxWindows, n_chunks) : n_chunks,
+        n_ctx, n_ctx - 1 - n_ctx / 2);
 
-  const int64_t V = s.n_vocab();
-  double nll = 0, nll2 = 0;
-  int64_t n = 0, windows = 0;
-  for (size_t start = 0; start + 1 < ids->size(); start += PplCtx) {
-    if (PplMaxWindows > 0 && windows >= PplMaxWindows) break;
-    const size_t len = std::min<size_t>(PplCtx, ids->size() - 1 - start);  // inputs; targets are +1
-    if (auto st = s.Reset(); !st.ok()) return Fail(st);
-    std::vector<float> logits;
-    auto last = s.Prefill(absl::MakeConstSpan(ids->data() + start, len), &logits);
-    if (!last.ok()) return Fail(last.status());
-    for (size_t i = 0; i < len; ++i) {
-      const float* row = logits.data() + i * V;
-      double mx = row[0];
-      for (int64_t v = 1; v < V; ++v) mx = std::max(mx, double(row[v]));
-      double sum = 0;
-      for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - mx);
-      const double l = std::log(sum) + mx - double(row[(*ids)[start + i + 1]]);
-      if (!std::isfinite(l))
-        return Fail(absl::DataLossError(absl::StrCat("window ", windows + 1, ", token ", i,
-                                                     ": the logits are not finite (NaN/inf from the model's weights or "
-                                                     "its computation); no perplexity")));
-      nll += l;
-      nll2 += l * l;
-      ++n;
-    }
-    ++windows;
-    llvm::errs() << llvm::formatv("[{0}]{1:F4} ", windows, std::exp(nll / n));
+  runtime::PerplexityOptions po;
+  po.n_ctx = n_ctx;
+  po.max_chunks = PplMaxWindows;
+  po.progress = [](const runtime::PerplexityProgress& p) {
+    if (p.chunk == 1)  // as llama-perplexity, an estimate from the first pass
+      llvm::errs() << llvm::formatv("memra perplexity: {0:F2} seconds per pass - ETA {1:F2} minutes\n", p.seconds,
+                                    p.seconds * p.n_chunks / 60);
+    llvm::errs() << llvm::formatv("[{0}]{1:F4},", p.chunk, p.ppl);
+    llvm::errs().flush();
+  };
+  auto r = runtime::Perplexity(s, *ids, po);
+  if (!r.ok()) {
+    const absl::Status& st = r.status();
+    return Fail(absl::Status(st.code(), absl::StrCat(std::string(PplFile), ": ", st.message())));
   }
   llvm::errs() << "\n";
-  const double mean = nll / n;
-  // Standard error of the mean NLL, carried to the perplexity (as llama-perplexity prints it).
-  const double var = std::max(0.0, nll2 / n - mean * mean);
-  const double ppl = std::exp(mean);
-  llvm::outs() << llvm::formatv("PPL = {0:F4} +/- {1:F4} over {2} tokens ({3} windows of {4})\n", ppl,
-                                ppl * std::sqrt(var / n), n, windows, int64_t(PplCtx));
+  llvm::errs() << llvm::formatv("memra perplexity: {0} tokens scored in {1} chunks of {2}{3}\n", r->tokens_scored,
+                                r->chunks, n_ctx, r->bos_replaced ? ", each starting with BOS" : "");
+  if (r->uncertainty) {
+    llvm::outs() << absl::StrFormat("Final estimate: PPL = %.4f +/- %.5f\n", r->ppl, *r->uncertainty);
+  } else {
+    llvm::errs() << "memra perplexity: Unexpected negative standard deviation of log(prob) (every scored token has "
+                    "the same NLL): no uncertainty\n";
+    llvm::outs() << absl::StrFormat("Final estimate: PPL = %.4f\n", r->ppl);
+  }
   return 0;
 }
 

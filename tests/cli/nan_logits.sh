@@ -29,5 +29,7 @@ grep -q "the logits after the prompt (3 tokens) are not finite" "$tmp/e1.txt" ||
 printf 'In the beginning God created the heaven and the earth.\n' > "$tmp/text.txt"
 "$memra" perplexity "$tmp/nan.gguf" --backend cpu -f "$tmp/text.txt" --ctx 16 >/dev/null 2>"$tmp/e2.txt"
 [ $? -eq 1 ] || { cat "$tmp/e2.txt"; fail "perplexity: exit code not 1"; }
-grep -q "window 1, token 0: the logits are not finite" "$tmp/e2.txt" || { cat "$tmp/e2.txt"; fail "perplexity: no window named"; }
+# 77 tokens (BOS, the bytes, a 3-byte U+2581 per space): 4 chunks of 16, each scored from position 8 (llama-perplexity's method).
+grep -q "chunk 1 of 4, position 8: the logits are not finite" "$tmp/e2.txt" \
+  || { cat "$tmp/e2.txt"; fail "perplexity: no chunk named"; }
 echo "nan_logits: ok"
