@@ -1,4 +1,5 @@
-// `memra inspect MODEL.gguf`: architecture, hyperparameters, tokenizer, tensors, totals.
+// `memra inspect MODEL.gguf`: architecture, file type (llama.cpp's llama_ftype name), hyperparameters,
+// tokenizer, tensors, totals; --json renders the same with typed values (frontends/gguf/ModelSummary.h).
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/gguf/ModelSummary.h"
 #include "llvm/Support/raw_ostream.h"
@@ -8,7 +9,8 @@ namespace cl = llvm::cl;
 
 namespace {
 
-cl::SubCommand kInspect("inspect", "Describe a GGUF file: architecture, hyperparameters, tokenizer, tensors");
+cl::SubCommand kInspect("inspect",
+                        "Describe a GGUF file: architecture, file type, hyperparameters, tokenizer, tensors");
 cl::opt<std::string> InspectPath(cl::Positional, cl::Required, cl::desc("<model.gguf>"), cl::sub(kInspect));
 cl::opt<bool> InspectJson("json", cl::desc("Emit JSON instead of the report (default: false)"), cl::init(false),
                           cl::sub(kInspect));

@@ -1,9 +1,11 @@
-// What `memra inspect` reports about a GGUF: architecture, hyperparameters, tokenizer, tensors,
-// totals. Rendered as a human-readable report or as JSON.
+// What `memra inspect` reports about a GGUF: architecture, file type, hyperparameters, tokenizer,
+// tensors, totals. Rendered as a human-readable report or as JSON (typed values: metadata numbers
+// as JSON numbers, bools as bools, strings unquoted, arrays as arrays up to kJsonMaxArrayElems).
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,13 @@ struct TensorRow {
   int64_t n_elements;
 };
 
+// One metadata key/value pair, its key without the "<architecture>." / "general." prefix.
+struct MetadataEntry {
+  std::string key;
+  Value value;       // as stored (typed)
+  std::string text;  // rendered for the report (arrays abbreviated)
+};
+
 struct ModelSummary {
   std::string path;
   uint64_t file_size = 0;
@@ -41,9 +50,11 @@ struct ModelSummary {
   uint64_t data_offset = 0;
   std::string architecture;  // empty when general.architecture is absent
   std::string name;
-  // Every "<architecture>.*" key (hyperparameters) and every "general.*" key, rendered.
-  std::vector<std::pair<std::string, std::string>> hyperparameters;
-  std::vector<std::pair<std::string, std::string>> general;
+  // general.file_type (llama.cpp's llama_ftype), when present and an integer.
+  std::optional<int64_t> file_type;
+  // Every "<architecture>.*" key (hyperparameters) and every "general.*" key.
+  std::vector<MetadataEntry> hyperparameters;
+  std::vector<MetadataEntry> general;
   size_t n_metadata = 0;
   TokenizerSummary tokenizer;
   std::vector<TensorRow> tensors;  // file order
@@ -52,9 +63,23 @@ struct ModelSummary {
   std::map<std::string, std::pair<uint64_t, uint64_t>> by_type;  // type -> (count, bytes)
 };
 
+// Arrays longer than this are summarized in the JSON as {"elem_type": "i32", "length": N} (token
+// lists, merges): every per-layer array of any model fits, no vocabulary does.
+inline constexpr size_t kJsonMaxArrayElems = 256;
+
 absl::StatusOr<ModelSummary> Summarize(const GgufFile& file);
 std::string RenderText(const ModelSummary& s, bool show_tensors = true);
 llvm::json::Value RenderJson(const ModelSummary& s);
+
+// The name of a general.file_type value: llama.cpp's `enum llama_ftype` (include/llama.h) without
+// its LLAMA_FTYPE_ALL_ / LLAMA_FTYPE_MOSTLY_ prefix ("F32", "Q8_0", "Q4_K_M"), " (guessed)" appended
+// for the LLAMA_FTYPE_GUESSED bit; "unknown (N)" for values the enum does not have.
+std::string FileTypeName(int64_t file_type);
+
+// A metadata value as JSON: integers as integers, floats as numbers (an f32 as its shortest decimal
+// form; NaN / inf, which JSON cannot hold, as null), bools, strings (invalid UTF-8 replaced by
+// U+FFFD), arrays of at most kJsonMaxArrayElems elements as arrays, longer ones summarized.
+llvm::json::Value ValueToJson(const Value& v);
 
 // "1.23 GiB", "512.0 KiB": sizes for people.
 std::string HumanBytes(uint64_t bytes);

@@ -15,6 +15,7 @@ grep -q "56 tensors" "$tmp/gen.txt" || fail "gen summary: $(cat "$tmp/gen.txt")"
 
 "$memra" inspect "$tmp/tiny.gguf" >"$tmp/inspect.txt" || fail "inspect failed"
 grep -q "^architecture  qwen35" "$tmp/inspect.txt" || fail "architecture line missing"
+grep -q "^file type     Q8_0$" "$tmp/inspect.txt" || fail "file type line missing"
 grep -q "ssm.time_step_rank" "$tmp/inspect.txt" || fail "hyperparameter missing"
 grep -q "model llama, pre -, vocab 259" "$tmp/inspect.txt" || fail "tokenizer summary missing"
 grep -Eq "blk\.0\.attn_qkv\.weight +q8_0 +256 x 256" "$tmp/inspect.txt" || fail "tensor row missing"
@@ -25,7 +26,8 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["architecture"] == "qwen35", j["architecture"]
 assert j["n_tensors"] == 56 == len(j["tensors"])
-assert j["hyperparameters"]["block_count"] == "4"
+assert j["hyperparameters"]["block_count"] == 4  # a number (tests/cli/inspect_json.sh: the types)
+assert j["file_type"] == "Q8_0", j["file_type"]
 assert j["tokenizer"]["vocab_size"] == 259
 assert sum(t["bytes"] for t in j["tensors"]) == j["total_tensor_bytes"]
 PY
