@@ -100,13 +100,24 @@ absl::StatusOr<PerplexityResult> Perplexity(Session& session, absl::Span<const i
   return r;
 }
 
-absl::StatusOr<PerplexityResult> PerplexityOfText(Session& session, absl::string_view text,
-                                                  const PerplexityOptions& options) {
-  if (const tokenizer::Tokenizer* tok = session.tokenizer(); tok != nullptr && tok->add_eos())
+absl::StatusOr<std::vector<int32_t>> PerplexityTokens(const Session& session, absl::string_view text) {
+  const tokenizer::Tokenizer* tok = session.tokenizer();
+  if (tok == nullptr)
+    return absl::FailedPreconditionError(
+        absl::StrCat("the model has no usable tokenizer (", session.tokenizer_status().message(), ")"));
+  if (tok->add_eos())
     return absl::FailedPreconditionError(
         "the model's vocabulary appends EOS to every text (tokenizer.ggml.add_eos_token), which "
         "llama-perplexity does not support either");
-  MEMRA_ASSIGN_OR_RETURN(std::vector<int32_t> ids, session.Tokenize(text));
+  tokenizer::EncodeOptions eo;
+  eo.add_special = true;
+  eo.parse_special = false;  // common_tokenize's default: a text is scored as text
+  return tok->Encode(text, eo);
+}
+
+absl::StatusOr<PerplexityResult> PerplexityOfText(Session& session, absl::string_view text,
+                                                  const PerplexityOptions& options) {
+  MEMRA_ASSIGN_OR_RETURN(std::vector<int32_t> ids, PerplexityTokens(session, text));
   return Perplexity(session, ids, options);
 }
 

@@ -1,7 +1,8 @@
 // Perplexity of a text under a model, computed exactly as llama.cpp's llama-perplexity computes it
 // (tools/perplexity/perplexity.cpp, perplexity()), so the numbers are comparable:
 //
-// - the text is tokenized with the model's special tokens (BOS when the vocabulary adds it);
+// - the text is tokenized as common_tokenize(ctx, text, true) does: BOS when the vocabulary adds
+//   it, special-token texts in the input read as plain text;
 // - it is cut into tokens.size() / n_ctx chunks of n_ctx tokens (the partial tail is dropped);
 //   fewer than 2 * n_ctx tokens is an error;
 // - each chunk is evaluated from an empty state, its first token replaced by BOS when the
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -61,9 +63,13 @@ struct PerplexityResult {
 absl::StatusOr<PerplexityResult> Perplexity(Session& session, absl::Span<const int32_t> tokens,
                                             const PerplexityOptions& options);
 
-// Tokenizes `text` with the session's tokenizer (special tokens added, as llama-perplexity's
-// common_tokenize(..., true)), then Perplexity(). A vocabulary that adds EOS is refused, as
-// llama-perplexity refuses it.
+// `text` tokenized as llama-perplexity tokenizes it (common_tokenize(ctx, text, true)): BOS / EOS
+// added as the vocabulary says, special-token texts ("<|endoftext|>") read as plain text. A
+// vocabulary that adds EOS is refused, as llama-perplexity refuses it; so is a session without a
+// tokenizer.
+absl::StatusOr<std::vector<int32_t>> PerplexityTokens(const Session& session, absl::string_view text);
+
+// PerplexityTokens(), then Perplexity().
 absl::StatusOr<PerplexityResult> PerplexityOfText(Session& session, absl::string_view text,
                                                   const PerplexityOptions& options);
 

@@ -68,7 +68,7 @@ int RunPerplexity() {
   auto session = runtime::Session::Open(PplModel, so);
   if (!session.ok()) return Fail(session.status());
   runtime::Session& s = **session;
-  auto ids = s.Tokenize(text.str());
+  auto ids = runtime::PerplexityTokens(s, text.str());
   if (!ids.ok()) return Fail(ids.status());
   const int64_t n_ctx = PplCtx;
   const int64_t n_chunks = int64_t(ids->size()) / n_ctx;

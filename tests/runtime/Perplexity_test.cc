@@ -177,7 +177,7 @@ TEST(Perplexity, TooFewTokens) {
 
   // Through the tokenizer: the count is the text's token count, BOS included.
   const std::string text = "too short";
-  auto ids = s->Tokenize(text);
+  auto ids = PerplexityTokens(*s, text);
   ASSERT_TRUE(ids.ok()) << ids.status();
   ASSERT_EQ((*ids)[0], kBos);
   auto t = PerplexityOfText(*s, text, {16, 0, nullptr});
@@ -191,7 +191,7 @@ TEST(Perplexity, TextMatchesItsTokens) {
   auto s = OpenSession();
   ASSERT_NE(s, nullptr);
   const std::string text = "And God said, Let there be light: and there was light. And God saw the light.";
-  auto ids = s->Tokenize(text);
+  auto ids = PerplexityTokens(*s, text);
   ASSERT_TRUE(ids.ok()) << ids.status();
   ASSERT_GE(ids->size(), 32u);
   auto from_text = PerplexityOfText(*s, text, {16, 0, nullptr});
@@ -200,6 +200,25 @@ TEST(Perplexity, TextMatchesItsTokens) {
   ASSERT_TRUE(from_ids.ok()) << from_ids.status();
   EXPECT_EQ(from_text->n_tokens, int64_t(ids->size()));
   EXPECT_EQ(from_text->ppl, from_ids->ppl);
+}
+
+// As llama-perplexity's common_tokenize(ctx, text, true): BOS added, but a special token's text in
+// the input is scored as text (memra run's Tokenize reads it as the token).
+TEST(Perplexity, TokenizesAsLlamaPerplexity) {
+  if (!FileExists(Model())) GTEST_SKIP() << "fixture not found: " << Model();
+  auto s = OpenSession();
+  ASSERT_NE(s, nullptr);
+  const int32_t eos = s->tokenizer()->eos_id();
+  ASSERT_GE(eos, 0);
+  const std::string text = absl::StrCat("a", s->tokenizer()->TokenText(eos), "b");
+  auto run_ids = s->Tokenize(text);
+  ASSERT_TRUE(run_ids.ok()) << run_ids.status();
+  ASSERT_NE(std::find(run_ids->begin(), run_ids->end(), eos), run_ids->end()) << "the fixture parses " << text;
+  auto ids = PerplexityTokens(*s, text);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  ASSERT_FALSE(ids->empty());
+  EXPECT_EQ((*ids)[0], kBos);
+  EXPECT_EQ(std::find(ids->begin(), ids->end(), eos), ids->end());
 }
 
 TEST(Perplexity, RefusesWhatItCannotScore) {
