@@ -2,7 +2,8 @@
 # memra perplexity on the trained demo model over an excerpt of its held-out split
 # (tools/train_demo: never trained on), computed as llama-perplexity does. A model that learned
 # English scores far below the uniform baseline (perplexity = vocabulary size, 6144). The excerpt
-# is 1493 tokens: 5 chunks of --ctx 256 (>= 2 * 256 needed), 127 scored tokens each.
+# is 1500 tokens (its one <|endoftext|> read as text, as llama-perplexity does): 5 chunks of --ctx
+# 256 (>= 2 * 256 needed), 127 scored tokens each.
 # Args: MEMRA DATA_DIR SHARED_DIR.
 set -euo pipefail
 memra=$1
@@ -33,7 +34,7 @@ set +e
 rc=$?
 set -e
 [ $rc -eq 1 ] || fail "too few tokens: exit code $rc"
-grep -q "you need at least 2048 tokens to evaluate perplexity with a context of 1024; the text tokenizes to only 1493 tokens" \
+grep -q "you need at least 2048 tokens to evaluate perplexity with a context of 1024; the text tokenizes to only 1500 tokens" \
   "$tmp/err.txt" || fail "too few tokens not reported: $(cat "$tmp/err.txt")"
 err=$("$memra" perplexity "$model" -f "$data/demo_heldout_excerpt.txt" --backend cpu --ctx 2 2>&1) && fail "--ctx 2 accepted"
 grep -q -- "--ctx must be at least 3" <<<"$err" || fail "--ctx 2 not reported: $err"
