@@ -77,7 +77,8 @@ absl::StatusOr<PerplexityResult> Perplexity(Session& session, absl::Span<const i
           " tokens; it must keep every prompt position's logits (SessionOptions::prompt_logits, or "
           "a plan compiled with all prefill logits)"));
     for (int64_t i = first; i + 1 < n_ctx; ++i) {
-      const double v = TokenNll(logits.data() + i * n_vocab, n_vocab, tokens[start + i + 1]);
+      // The target is in the window (i + 1 >= 1: never the BOS slot), so Prefill checked its id.
+      const double v = TokenNll(logits.data() + i * n_vocab, n_vocab, window[i + 1]);
       if (!std::isfinite(v))
         return absl::DataLossError(absl::StrCat(
             "chunk ", c + 1, " of ", n_chunks, ", position ", i,
