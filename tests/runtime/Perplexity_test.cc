@@ -159,6 +159,42 @@ TEST(Perplexity, EqualsHandComputedNllWithBosPerChunk) {
   EXPECT_GT(std::abs(as_is.ppl - r->ppl), 1e-2 * r->ppl) << as_is.ppl << " vs " << r->ppl;
 }
 
+// llama.cpp's own numbers: llama-perplexity (ngxson/llama.cpp 3f545becc, CPU build, -t 2) on this
+// model and tests/data/demo_heldout_excerpt.txt, `-c 256 -b 256 --chunks 5` and `-c 512 -b 512`:
+//   [1]496.9993,[2]495.8876,[3]487.7607,[4]482.8630,[5]488.9225,  Final estimate: PPL = 488.9225 +/- 18.44146
+//   16 chunks: Final estimate: PPL = 480.0619 +/- 7.30549
+// memra gives them to 2e-6 (the rest is float rounding in the two engines' kernels).
+TEST(Perplexity, MatchesLlamaPerplexity) {
+  if (!FileExists(Model())) GTEST_SKIP() << "fixture not found: " << Model();
+  auto bytes = memra::testing::ReadFileBytes(TestDataPath("demo_heldout_excerpt.txt"));
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  const std::string text(bytes->begin(), bytes->end());
+  auto s = OpenSession(true, 512);
+  ASSERT_NE(s, nullptr);
+  std::vector<double> running;
+  PerplexityOptions o;
+  o.n_ctx = 256;
+  o.max_chunks = 5;
+  o.progress = [&](const PerplexityProgress& p) { running.push_back(p.ppl); };
+  auto r = PerplexityOfText(*s, text, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->n_tokens, 8368);
+  EXPECT_EQ(r->chunks, 5);
+  const std::vector<double> want = {496.9993, 495.8876, 487.7607, 482.8630, 488.9225};
+  ASSERT_EQ(running.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(running[i], want[i], 1e-5 * want[i]) << "chunk " << i + 1;
+  EXPECT_NEAR(r->ppl, 488.9225, 1e-5 * 488.9225);
+  ASSERT_TRUE(r->uncertainty.has_value());
+  EXPECT_NEAR(*r->uncertainty, 18.44146, 1e-5 * 18.44146);
+
+  auto all = PerplexityOfText(*s, text, {512, 0, nullptr});
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->chunks, 16);
+  EXPECT_NEAR(all->ppl, 480.0619, 1e-5 * 480.0619);
+  ASSERT_TRUE(all->uncertainty.has_value());
+  EXPECT_NEAR(*all->uncertainty, 7.30549, 1e-5 * 7.30549);
+}
+
 TEST(Perplexity, TooFewTokens) {
   if (!FileExists(Model())) GTEST_SKIP() << "fixture not found: " << Model();
   auto s = OpenSession();
