@@ -38,7 +38,7 @@ for spec in $presets; do
   "$bin/memra" compile "$m" -o "$models/$tag.plan" --arch sm_90 --report > "$out/plan-$tag.txt" 2>&1
   echo "compile $tag: rc=$? $(grep -E 'wrote' "$out/plan-$tag.txt" | tail -1)" | tee -a "$out/bench-notes.txt"
   for src in "$models/$tag.plan" "$m"; do
-    "$bin/memra" run "$src" -p "The quick brown fox" -n 32 --ignore-eos --no-echo 2>&1 >/dev/null |
+    "$bin/memra" run "$src" -p "The quick brown fox" -n 32 --ignore-eos --no-echo --temp 0 2>&1 >/dev/null |
       grep -E "first token|generation|cuda graphs" | sed "s|^|run $(basename "$src"): |" | tee -a "$out/bench-notes.txt"
   done
   rm -f "$models/$tag.plan"

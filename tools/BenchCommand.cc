@@ -21,28 +21,34 @@
 #include "runtime/Executor.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "tools/Command.h"
-#include "tools/OptionChecks.h"
+#include "tools/Options.h"
 
 namespace cl = llvm::cl;
 
 namespace {
 
 cl::SubCommand kBench("bench", "Prefill / decode throughput (llama-bench's table layout)");
-cl::opt<std::string> BenchModel(cl::Positional, cl::Required, cl::desc("<model.gguf>"), cl::sub(kBench));
-cl::opt<std::string> BenchP("p", cl::desc("Prompt lengths to prefill, comma-separated (default: 512)"), cl::init("512"),
-                            cl::sub(kBench));
-cl::opt<int64_t> BenchN("n", cl::desc("Tokens to decode, 0 = no tg test (default: 128)"), cl::init(128),
-                        cl::sub(kBench));
-cl::opt<std::string> BenchD("d", cl::desc("KV depths for the tg test, comma-separated (default: 0)"), cl::init("0"),
-                            cl::sub(kBench));
-cl::opt<int> BenchR("r", cl::desc("Repetitions of each test (default: 3)"), cl::init(3), cl::sub(kBench));
-cl::opt<std::string> BenchOut("o", cl::desc("Output: md or json (default: md)"), cl::init("md"), cl::sub(kBench));
-cl::opt<std::string> BenchBackend("backend",
-                                  cl::desc("cuda or cpu; empty: cuda when a GPU is present (default: empty)"),
-                                  cl::init(""), cl::sub(kBench));
+memra::tools::ModelArgument BenchModelArg(kBench, "<model.gguf>");
+memra::tools::IntListOption BenchP("n-prompt", {0, memra::tools::kMaxContext},
+                                   "Prompt lengths to prefill (pp tests), comma-separated, 0 = none",
+                                   cl::init("512"), cl::sub(kBench));
+cl::alias BenchPShort("p", cl::desc("Alias for --n-prompt"), cl::NotHidden, cl::aliasopt(BenchP));
+memra::tools::IntOption<int64_t> BenchN("n-gen", {0, memra::tools::kMaxContext}, "Tokens to decode (tg test), 0 = none",
+                                        cl::init(128), cl::sub(kBench));
+cl::alias BenchNShort("n", cl::desc("Alias for --n-gen"), cl::NotHidden, cl::aliasopt(BenchN));
+memra::tools::IntListOption BenchD("n-depth", {0, memra::tools::kMaxContext}, "KV depths for the tg test, comma-separated",
+                                   cl::init("0"), cl::sub(kBench));
+cl::alias BenchDShort("d", cl::desc("Alias for --n-depth"), cl::NotHidden, cl::aliasopt(BenchD));
+memra::tools::IntOption<int> BenchR("repetitions", {1, 1000}, "Repetitions of each test", cl::init(3), cl::sub(kBench));
+cl::alias BenchRShort("r", cl::desc("Alias for --repetitions"), cl::NotHidden, cl::aliasopt(BenchR));
+memra::tools::ChoiceOption BenchOut("output", {"md", "json", "jsonl", "csv"}, "Output format (llama-bench's)",
+                                    cl::init("md"), cl::sub(kBench));
+cl::alias BenchOutShort("o", cl::desc("Alias for --output"), cl::NotHidden, cl::aliasopt(BenchOut));
+memra::tools::ChoiceOption BenchBackend("backend", {"cpu", "cuda"}, "Executor; auto = cuda when a GPU is present",
+                                        cl::init(""), cl::sub(kBench));
 cl::opt<std::string> BenchCache("kernel-cache",
                                 cl::desc("Kernel cubin cache folder, - = none (default: ~/.cache/memra)"), cl::init(""),
-                                cl::sub(kBench));
+                                cl::value_desc("dir"), cl::sub(kBench));
 cl::opt<bool> BenchProfile(
     "profile", cl::desc("cuda: device time per op kind of each test (events around every op) (default: false)"),
     cl::init(false), cl::sub(kBench));
@@ -52,23 +58,26 @@ cl::opt<bool> BenchGraphs("cuda-graphs",
 cl::opt<std::string> BenchPasses("passes",
                                  cl::desc("Compile pipeline run before the benchmark (default: memra run's for the "
                                           "backend, passes/Pipelines.h PipelineForArch)"),
-                                 cl::init(""), cl::sub(kBench));
-cl::opt<int> BenchThreads("threads", cl::desc("CPU threads for the cpu backend, 0 = all (default: 0)"), cl::init(0),
-                          cl::sub(kBench));
+                                 cl::init(""), cl::value_desc("pipeline"), cl::sub(kBench));
+memra::tools::IntOption<int> BenchThreads("threads", {0, memra::tools::HardwareThreads()},
+                                          "CPU threads for the cpu backend, 0 = all hardware threads", cl::init(0),
+                                          cl::sub(kBench));
+cl::alias BenchThreadsLong("t", cl::desc("Alias for --threads"), cl::NotHidden, cl::aliasopt(BenchThreads));
+// llama-bench command lines run unchanged: these are accepted and noted.
+memra::tools::IntListOption BenchGpuLayers("n-gpu-layers", {-1, std::numeric_limits<int32_t>::max()},
+                                           "Accepted for llama-bench habits and ignored: with --backend cuda every "
+                                           "layer runs on the GPU",
+                                           cl::init("99"), cl::sub(kBench));
+cl::alias BenchGpuLayersLong("ngl", cl::desc("Alias for --n-gpu-layers"), cl::NotHidden, cl::aliasopt(BenchGpuLayers));
+memra::tools::IntListOption BenchFlashAttn("flash-attn", {0, 1},
+                                           "Accepted for llama-bench habits and ignored: memra always runs its own "
+                                           "fused attention",
+                                           cl::init("1"), cl::sub(kBench));
+cl::alias BenchFlashAttnLong("fa", cl::desc("Alias for --flash-attn"), cl::NotHidden, cl::aliasopt(BenchFlashAttn));
 
 int Fail(const absl::Status& s) {
   llvm::errs() << "memra bench: " << s.ToString() << "\n";
   return 1;
-}
-
-absl::StatusOr<std::vector<int64_t>> ParseList(const std::string& s) {
-  std::vector<int64_t> out;
-  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipEmpty())) {
-    int64_t v = 0;
-    if (!absl::SimpleAtoi(part, &v) || v < 0) return absl::InvalidArgumentError(absl::StrCat("bad number list: ", s));
-    out.push_back(v);
-  }
-  return out;
 }
 
 struct Result {
@@ -90,11 +99,14 @@ struct Result {
 
 int RunBench() {
   using namespace memra;
-  auto P = ParseList(BenchP);
-  auto D = ParseList(BenchD);
-  if (!P.ok()) return Fail(P.status());
-  if (!D.ok()) return Fail(D.status());
-  auto file = gguf::GgufFile::Open(BenchModel);
+  std::string model_path, model_error;
+  if (!BenchModelArg.Resolve(model_path, model_error)) return Fail(absl::InvalidArgumentError(model_error));
+  const std::vector<int64_t> P_list = BenchP.values(), D_list = BenchD.values();
+  const std::vector<int64_t>* P = &P_list;
+  const std::vector<int64_t>* D = &D_list;
+  if (BenchGpuLayers.getNumOccurrences() > 0 || BenchFlashAttn.getNumOccurrences() > 0)
+    llvm::errs() << "memra bench: -ngl / -fa ignored: every layer runs on the GPU with memra's fused attention\n";
+  auto file = gguf::GgufFile::Open(model_path);
   if (!file.ok()) return Fail(file.status());
   int64_t max_p = 0, max_d = 0;
   for (int64_t p : *P) max_p = std::max(max_p, p);
@@ -119,7 +131,7 @@ int RunBench() {
       pm_opts.pipeline = passes::PipelineForTarget(target->ArchName(), target->sm_count);
     }
   }
-  pm_opts.input_name = BenchModel;
+  pm_opts.input_name = model_path;
   {
     auto pm = passes::PassManager::Create(pm_opts);
     if (!pm.ok()) return Fail(pm.status());
@@ -127,7 +139,6 @@ int RunBench() {
   }
 
   runtime::ExecutorOptions eo;
-  if (absl::Status st = memra::tools::CheckThreads(BenchThreads); !st.ok()) return Fail(st);
   eo.cpu.threads = BenchThreads;
   eo.cuda.kernel_cache_dir = BenchCache;
   eo.cuda.profile = BenchProfile;
@@ -211,7 +222,7 @@ int RunBench() {
     bytes += t.data.size();
     params += static_cast<uint64_t>(t.NumElements());
   }
-  std::string name = std::string(BenchModel);
+  std::string name = model_path;
   if (auto slash = name.rfind('/'); slash != std::string::npos) name = name.substr(slash + 1);
   const std::string size = absl::StrFormat("%.2f GiB", bytes / 1073741824.0);
   const std::string prm = absl::StrFormat("%.2f B", params / 1e9);

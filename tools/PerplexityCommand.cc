@@ -3,6 +3,7 @@
 // tokens, each window is evaluated from an empty state, and every token after the first of a
 // window is scored (window w covers ids[w*ctx .. w*ctx+ctx], predicting the last ctx of them).
 #include <cmath>
+#include <limits>
 #include <fstream>
 #include <sstream>
 
@@ -13,22 +14,30 @@
 #include "runtime/Executor.h"
 #include "runtime/Session.h"
 #include "tools/Command.h"
-#include "tools/OptionChecks.h"
+#include "tools/Options.h"
 
 namespace cl = llvm::cl;
 
 namespace {
 
 cl::SubCommand kPerplexity("perplexity", "Perplexity of a text file under a model (llama-perplexity style)");
-cl::opt<std::string> PplModel(cl::Positional, cl::Required, cl::desc("<model.gguf>"), cl::sub(kPerplexity));
-cl::opt<std::string> PplFile("f", cl::Required, cl::desc("Text file to score"), cl::sub(kPerplexity));
-cl::opt<int64_t> PplCtx("ctx", cl::desc("Window length in tokens (default: 512)"), cl::init(512), cl::sub(kPerplexity));
-cl::opt<int64_t> PplMaxWindows("max-windows", cl::desc("Score at most this many windows, 0 = all (default: 0)"),
-                               cl::init(0), cl::sub(kPerplexity));
-cl::opt<std::string> PplBackend("backend", cl::desc("cpu or cuda (default: cuda when a GPU is present, else cpu)"),
-                                cl::init(""), cl::sub(kPerplexity));
-cl::opt<int> PplThreads("threads", cl::desc("CPU threads, 0 = all cores (default: 0)"), cl::init(0),
-                        cl::sub(kPerplexity));
+memra::tools::ModelArgument PplModelArg(kPerplexity, "<model.gguf>");
+cl::opt<std::string> PplFile("f", cl::desc("Text file to score (required)"), cl::init(""), cl::value_desc("path"),
+                             cl::sub(kPerplexity));
+cl::alias PplFileLong("file", cl::desc("Alias for -f"), cl::NotHidden, cl::aliasopt(PplFile));
+memra::tools::IntOption<int64_t> PplCtx("ctx-size", {2, memra::tools::kMaxContext}, "Window (context) length in tokens",
+                                        cl::init(512), cl::sub(kPerplexity));
+cl::alias PplCtxLong("c", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(PplCtx));
+cl::alias PplCtxOld("ctx", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(PplCtx));
+memra::tools::IntOption<int64_t> PplMaxWindows("chunks", {-1, std::numeric_limits<int32_t>::max()},
+                                               "Score at most this many windows, 0 or -1 = all", cl::init(0),
+                                               cl::sub(kPerplexity));
+cl::alias PplMaxWindowsOld("max-windows", cl::desc("Alias for --chunks"), cl::NotHidden, cl::aliasopt(PplMaxWindows));
+memra::tools::ChoiceOption PplBackend("backend", {"cpu", "cuda"}, "Executor; auto = cuda when a GPU is present",
+                                      cl::init(""), cl::sub(kPerplexity));
+memra::tools::IntOption<int> PplThreads("threads", {0, memra::tools::HardwareThreads()},
+                                        "CPU threads, 0 = all hardware threads", cl::init(0), cl::sub(kPerplexity));
+cl::alias PplThreadsLong("t", cl::desc("Alias for --threads"), cl::NotHidden, cl::aliasopt(PplThreads));
 
 int Fail(const absl::Status& s) {
   llvm::errs() << "memra perplexity: " << s.ToString() << "\n";
@@ -37,7 +46,9 @@ int Fail(const absl::Status& s) {
 
 int RunPerplexity() {
   using namespace memra;
-  if (PplCtx < 2) return Fail(absl::InvalidArgumentError("--ctx must be at least 2"));
+  std::string model_path, model_error;
+  if (!PplModelArg.Resolve(model_path, model_error)) return Fail(absl::InvalidArgumentError(model_error));
+  if (PplFile.empty()) return Fail(absl::InvalidArgumentError("-f FILE: the text to score is required"));
   runtime::Backend backend = runtime::DefaultBackend();
   if (!PplBackend.empty()) {
     auto b = runtime::ParseBackend(PplBackend);
@@ -50,13 +61,12 @@ int RunPerplexity() {
   text << in.rdbuf();
 
   runtime::SessionOptions so;
-  if (absl::Status st = memra::tools::CheckThreads(PplThreads); !st.ok()) return Fail(st);
   so.threads = PplThreads;
   so.n_ctx = PplCtx;
   so.chunk = PplCtx;
   so.prompt_logits = true;
   so.backend = backend;
-  auto session = runtime::Session::Open(PplModel, so);
+  auto session = runtime::Session::Open(model_path, so);
   if (!session.ok()) return Fail(session.status());
   runtime::Session& s = **session;
   auto ids = s.Tokenize(text.str());
