@@ -196,7 +196,7 @@ absl::StatusOr<GenerationStats> Session::Generate(absl::Span<const int32_t> prom
   const bool device_loop = params.sampling.temperature <= 0.0f && !kernels::cpu::PenaltiesEnabled(params.sampling) &&
                            options_.decode_chunk > 0;
   // Steps per DecodeGreedy call: the CPU gains nothing from chunks (its loop is on the host).
-  const int64_t chunk = exec_->backend() == Backend::kCuda ? options_.decode_chunk : 1;
+  const int64_t chunk = exec_->backend() == Backend::kCuda && !params.exact_stop ? options_.decode_chunk : 1;
   bool stop = params.n_predict <= 0;
   std::vector<int32_t> batch;
   if (!stop) batch = {kernels::cpu::SampleToken(logits.data(), n_vocab_, params.sampling, rng, history_)};

@@ -62,6 +62,9 @@ struct GenerationParams {
   kernels::cpu::SamplingParams sampling;  // temperature 0 = greedy
   uint64_t seed = 0;
   bool stop_at_eog = true;  // stop after an end-of-generation token
+  // Greedy on the device loop: one step per DecodeGreedy call whatever options().decode_chunk,
+  // so a stop leaves no steps past it and the session continues exactly (a chat's next turn).
+  bool exact_stop = false;
 };
 
 struct GenerationStats {
