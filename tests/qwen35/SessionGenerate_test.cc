@@ -3,6 +3,8 @@
 // host-sampled loop (decode_chunk 0) give llama.cpp's greedy continuation token for token; a stop
 // from the callback leaves no decode steps past it on the CPU (its chunks are one step), so the
 // session continues.
+#include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -100,6 +102,59 @@ TEST(SessionGenerate, StopFromTheCallbackLeavesAContinuableState) {
   EXPECT_EQ((*s)->overrun_steps(), 0);  // the CPU decodes one step per call
   EXPECT_EQ((*s)->position(), static_cast<int64_t>(kFixturePrompt.size()) + 4);
   EXPECT_TRUE((*s)->Decode(st->tokens.back()).ok());
+}
+
+// Greedy with penalties is the argmax of the penalized logits every step (the device loop, a
+// plain argmax, is not used even with decode_chunk 16), the prompt counts as history, and
+// history() is what the state holds.
+TEST(SessionGenerate, GreedyWithPenaltiesSamplesOnTheHost) {
+  if (!FileExists(Model())) GTEST_SKIP() << "fixture not found: " << Model();
+  auto s = Session::Open(Model(), Opts(16));
+  ASSERT_TRUE(s.ok()) << s.status();
+  GenerationParams gp;
+  gp.n_predict = 24;
+  gp.stop_at_eog = false;
+  gp.sampling.presence_penalty = 1000.0f;  // any token seen before loses against any unseen one
+  gp.sampling.repeat_last_n = -1;
+  auto st = (*s)->Generate(kFixturePrompt, gp);
+  ASSERT_TRUE(st.ok()) << st.status();
+  ASSERT_EQ(st->n_generated, 24);
+  std::vector<int32_t> seen(kFixturePrompt.begin(), kFixturePrompt.end());
+  for (int32_t id : st->tokens) {
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), id), 0) << "token " << id << " repeated";
+    seen.push_back(id);
+  }
+  std::vector<int32_t> want(kFixturePrompt.begin(), kFixturePrompt.end());
+  want.insert(want.end(), st->tokens.begin(), st->tokens.end() - 1);  // the last is not decoded
+  EXPECT_EQ((*s)->history(), want);
+  EXPECT_EQ(static_cast<int64_t>((*s)->history().size()), (*s)->position());
+  // The window: with repeat_last_n 1 only the newest token is penalized.
+  ASSERT_TRUE((*s)->Reset().ok());
+  EXPECT_TRUE((*s)->history().empty());
+  gp.sampling.repeat_last_n = 1;
+  st = (*s)->Generate(kFixturePrompt, gp);
+  ASSERT_TRUE(st.ok()) << st.status();
+  for (size_t i = 1; i < st->tokens.size(); ++i) EXPECT_NE(st->tokens[i], st->tokens[i - 1]);
+  // The same steps by hand: Prefill / Decode and SampleToken over the state's tokens.
+  ASSERT_TRUE((*s)->Reset().ok());
+  auto logits = (*s)->Prefill(kFixturePrompt);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  std::mt19937_64 rng(0);
+  std::vector<int32_t> by_hand;
+  for (int i = 0; i < 24; ++i) {
+    by_hand.push_back(kernels::cpu::SampleToken(logits->data(), (*s)->n_vocab(), gp.sampling, rng, (*s)->history()));
+    if (i + 1 < 24) {
+      logits = (*s)->Decode(by_hand.back());
+      ASSERT_TRUE(logits.ok()) << logits.status();
+    }
+  }
+  EXPECT_EQ(by_hand, st->tokens);
+  // Out-of-range parameters are refused before anything runs.
+  gp.sampling.repeat_penalty = 0.0f;
+  ASSERT_TRUE((*s)->Reset().ok());
+  auto bad = (*s)->Generate(kFixturePrompt, gp);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*s)->position(), 0);
 }
 
 }  // namespace
