@@ -17,7 +17,7 @@ InterruptGuard::InterruptGuard() { Rearm(); }
 
 InterruptGuard::~InterruptGuard() { llvm::sys::SetInterruptFunction(nullptr); }
 
-const std::atomic<bool>& InterruptGuard::flag() const { return g_interrupted; }
+std::atomic<bool>& InterruptGuard::flag() { return g_interrupted; }
 
 void InterruptGuard::Rearm() {
   g_interrupted.store(false);

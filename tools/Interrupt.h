@@ -14,7 +14,8 @@ class InterruptGuard {
   InterruptGuard(const InterruptGuard&) = delete;
   InterruptGuard& operator=(const InterruptGuard&) = delete;
 
-  const std::atomic<bool>& flag() const;
+  // Not const: an interactive loop clears it after stopping a reply.
+  std::atomic<bool>& flag();
   // Clears the flag and installs the handler again (an interactive loop, after stopping a reply).
   void Rearm();
 };

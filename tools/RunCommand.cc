@@ -364,6 +364,12 @@ int RunRun() {
     co.gen = gp;
     co.interrupted = &interrupt.flag();
     co.echo_prompt_marker = true;
+    co.on_turn = [&interrupt](const memra::tools::ChatTurn& t) {
+      if (!t.interrupted) return;
+      llvm::errs() << absl::StrFormat("memra run: reply %d stopped (Ctrl-C) after %d tokens in %.3f s\n", t.turn,
+                                      t.stats.n_generated, t.stats.decode_seconds);
+      interrupt.Rearm();  // LLVM's handler ran the interrupt function once: install it again
+    };
     if (absl::Status st = memra::tools::RunInteractiveChat(s, co, std::cin, llvm::outs(), llvm::errs()); !st.ok())
       return Fail(st);
     return 0;
