@@ -30,14 +30,14 @@ namespace {
 cl::SubCommand kBench("bench", "Prefill / decode throughput (llama-bench's table layout)");
 memra::tools::ModelArgument BenchModelArg(kBench, "<model.gguf>");
 memra::tools::IntListOption BenchP("n-prompt", {0, memra::tools::kMaxContext},
-                                   "Prompt lengths to prefill (pp tests), comma-separated, 0 = none",
-                                   cl::init("512"), cl::sub(kBench));
+                                   "Prompt lengths to prefill (pp tests), comma-separated, 0 = none", cl::init("512"),
+                                   cl::sub(kBench));
 cl::alias BenchPShort("p", cl::desc("Alias for --n-prompt"), cl::NotHidden, cl::aliasopt(BenchP));
 memra::tools::IntOption<int64_t> BenchN("n-gen", {0, memra::tools::kMaxContext}, "Tokens to decode (tg test), 0 = none",
                                         cl::init(128), cl::sub(kBench));
 cl::alias BenchNShort("n", cl::desc("Alias for --n-gen"), cl::NotHidden, cl::aliasopt(BenchN));
-memra::tools::IntListOption BenchD("n-depth", {0, memra::tools::kMaxContext}, "KV depths for the tg test, comma-separated",
-                                   cl::init("0"), cl::sub(kBench));
+memra::tools::IntListOption BenchD("n-depth", {0, memra::tools::kMaxContext},
+                                   "KV depths for the tg test, comma-separated", cl::init("0"), cl::sub(kBench));
 cl::alias BenchDShort("d", cl::desc("Alias for --n-depth"), cl::NotHidden, cl::aliasopt(BenchD));
 memra::tools::IntOption<int> BenchR("repetitions", {1, 1000}, "Repetitions of each test", cl::init(3), cl::sub(kBench));
 cl::alias BenchRShort("r", cl::desc("Alias for --repetitions"), cl::NotHidden, cl::aliasopt(BenchR));

@@ -20,8 +20,7 @@ cl::opt<std::string> GenPreset("preset", cl::desc("Model shape preset: tiny, 0.8
 cl::opt<std::string> GenDtype("dtype", cl::desc("Weight type of the matrices: f32, f16, bf16, q8_0 (default: f32)"),
                               cl::init("f32"), cl::sub(kGen));
 memra::tools::IntOption<int64_t> GenSeed("seed", {0, std::numeric_limits<int64_t>::max()},
-                                         "Random seed; the same seed writes the same file", cl::init(1),
-                                         cl::sub(kGen));
+                                         "Random seed; the same seed writes the same file", cl::init(1), cl::sub(kGen));
 cl::alias GenSeedLong("s", cl::desc("Alias for --seed"), cl::NotHidden, cl::aliasopt(GenSeed));
 memra::tools::IntOption<int> GenThreads("threads", {0, memra::tools::HardwareThreads()},
                                         "Worker threads, 0 = all hardware threads", cl::init(0), cl::sub(kGen));

@@ -60,7 +60,8 @@ std::string CheckFloat(llvm::StringRef arg, FloatRange range, float& out) {
   const double v = std::strtod(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size() || absl::ascii_isspace(text[0]))
     return absl::StrCat("'", text, "' is not a number: expected ", limits);
-  if (!std::isfinite(v) || errno == ERANGE) return absl::StrCat("'", text, "' is not a finite number: expected ", limits);
+  if (!std::isfinite(v) || errno == ERANGE)
+    return absl::StrCat("'", text, "' is not a finite number: expected ", limits);
   if (v < range.lo || v > range.hi || (range.lo_open && v == range.lo))
     return absl::StrCat(text, " is out of range: expected ", limits);
   out = static_cast<float>(v);

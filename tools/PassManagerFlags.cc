@@ -41,11 +41,16 @@ PassManagerFlags::PassManagerFlags(cl::SubCommand& sub, const char* default_pipe
 
 bool PassManagerFlags::any_given() const {
   // std::addressof: cl::list overloads operator& (it yields the stored vector).
-  const cl::Option* flags[] = {std::addressof(passes_),           std::addressof(verify_each_),
-                               std::addressof(print_before_all_), std::addressof(print_after_all_),
-                               std::addressof(print_before_),     std::addressof(print_after_),
-                               std::addressof(print_after_change_), std::addressof(dump_dir_),
-                               std::addressof(time_passes_),      std::addressof(disable_passes_),
+  const cl::Option* flags[] = {std::addressof(passes_),
+                               std::addressof(verify_each_),
+                               std::addressof(print_before_all_),
+                               std::addressof(print_after_all_),
+                               std::addressof(print_before_),
+                               std::addressof(print_after_),
+                               std::addressof(print_after_change_),
+                               std::addressof(dump_dir_),
+                               std::addressof(time_passes_),
+                               std::addressof(disable_passes_),
                                std::addressof(statistics_)};
   for (const cl::Option* f : flags)
     if (f->getNumOccurrences() > 0) return true;

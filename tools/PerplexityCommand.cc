@@ -3,8 +3,8 @@
 // tokens, each window is evaluated from an empty state, and every token after the first of a
 // window is scored (window w covers ids[w*ctx .. w*ctx+ctx], predicting the last ctx of them).
 #include <cmath>
-#include <limits>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"

@@ -78,16 +78,18 @@ cl::alias RunInteractiveLong("interactive", cl::desc("Alias for -cnv"), cl::NotH
 
 // Generation and sampling (llama.cpp's names and defaults).
 memra::tools::IntOption<int64_t> RunN("n-predict", {-1, memra::tools::kMaxContext},
-                                      "New tokens to generate at most, -1 = until the context is full",
-                                      cl::init(32), cl::sub(kRun));
+                                      "New tokens to generate at most, -1 = until the context is full", cl::init(32),
+                                      cl::sub(kRun));
 cl::alias RunNLong("n", cl::desc("Alias for --n-predict"), cl::NotHidden, cl::aliasopt(RunN));
 memra::tools::FloatOption RunTemp("temp", {0, 100}, "Sampling temperature; 0 = greedy (argmax)", cl::init(0.8f),
                                   cl::sub(kRun));
 cl::alias RunTempLong("temperature", cl::desc("Alias for --temp"), cl::NotHidden, cl::aliasopt(RunTemp));
 memra::tools::IntOption<int> RunTopK("top-k", {0, std::numeric_limits<int32_t>::max()},
                                      "Keep the k most likely tokens, 0 = all", cl::init(40), cl::sub(kRun));
-memra::tools::FloatOption RunTopP("top-p", {0, 1}, "Nucleus sampling: keep the most likely tokens up to this mass, "
-                                  "1 = off", cl::init(0.95f), cl::sub(kRun));
+memra::tools::FloatOption RunTopP("top-p", {0, 1},
+                                  "Nucleus sampling: keep the most likely tokens up to this mass, "
+                                  "1 = off",
+                                  cl::init(0.95f), cl::sub(kRun));
 memra::tools::FloatOption RunMinP("min-p", {0, 1},
                                   "Drop tokens less likely than this fraction of the most likely one, 0 = off",
                                   cl::init(0.05f), cl::sub(kRun));
@@ -98,8 +100,8 @@ memra::tools::IntOption<int> RunRepeatLastN("repeat-last-n", {-1, memra::tools::
                                             "Tokens the penalties look back on, 0 = off, -1 = the context",
                                             cl::init(64), cl::sub(kRun));
 memra::tools::FloatOption RunPresencePenalty("presence-penalty", {-100, 100},
-                                             "Subtracted from the logit of every recent token, 0 = off",
-                                             cl::init(0.0f), cl::sub(kRun));
+                                             "Subtracted from the logit of every recent token, 0 = off", cl::init(0.0f),
+                                             cl::sub(kRun));
 memra::tools::FloatOption RunFrequencyPenalty("frequency-penalty", {-100, 100},
                                               "Subtracted per occurrence of a recent token, 0 = off", cl::init(0.0f),
                                               cl::sub(kRun));
@@ -112,8 +114,8 @@ cl::opt<bool> RunIgnoreEos("ignore-eos", cl::desc("Do not stop at end-of-generat
 
 // Context, batching and the executor.
 memra::tools::IntOption<int64_t> RunCtx("ctx-size", {0, memra::tools::kMaxContext},
-                                        "Context length (KV cache rows), 0 = the model's, capped at 4096",
-                                        cl::init(0), cl::sub(kRun));
+                                        "Context length (KV cache rows), 0 = the model's, capped at 4096", cl::init(0),
+                                        cl::sub(kRun));
 cl::alias RunCtxLong("c", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(RunCtx));
 memra::tools::IntOption<int64_t> RunChunk("batch-size", {0, memra::tools::kMaxContext},
                                           "Prefill chunk (batch) size in tokens, 0 = the whole prompt in one call",
@@ -131,7 +133,8 @@ memra::tools::IntOption<int64_t> RunGpuLayers("n-gpu-layers", {-1, std::numeric_
                                               "layer runs on the GPU",
                                               cl::init(-1), cl::sub(kRun));
 cl::alias RunGpuLayersLong("ngl", cl::desc("Alias for --n-gpu-layers"), cl::NotHidden, cl::aliasopt(RunGpuLayers));
-cl::alias RunGpuLayersLong2("gpu-layers", cl::desc("Alias for --n-gpu-layers"), cl::NotHidden, cl::aliasopt(RunGpuLayers));
+cl::alias RunGpuLayersLong2("gpu-layers", cl::desc("Alias for --n-gpu-layers"), cl::NotHidden,
+                            cl::aliasopt(RunGpuLayers));
 cl::opt<bool> RunCudaSync(
     "cuda-sync-each-op", cl::desc("CUDA: synchronize after every op so an error names it (debugging) (default: false)"),
     cl::init(false), cl::sub(kRun));
@@ -245,9 +248,11 @@ int RunRun() {
     return Fail(absl::InvalidArgumentError("no prompt: give -p TEXT, -f FILE or --tokens IDS (or -cnv to chat)"));
   if (RunConversation && !RunTokens.empty())
     return Fail(absl::InvalidArgumentError("-cnv takes text (-p or -f), not --tokens"));
-  if (RunChat && !RunTokens.empty()) return Fail(absl::InvalidArgumentError("--chat takes text (-p or -f), not --tokens"));
+  if (RunChat && !RunTokens.empty())
+    return Fail(absl::InvalidArgumentError("--chat takes text (-p or -f), not --tokens"));
   if (!RunSystem.empty() && !RunChat && !RunConversation)
-    return Fail(absl::InvalidArgumentError("-sys needs --chat or -cnv (the system prompt goes through the chat template)"));
+    return Fail(
+        absl::InvalidArgumentError("-sys needs --chat or -cnv (the system prompt goes through the chat template)"));
   std::string prompt_text = RunPrompt;
   if (!RunPromptFile.empty()) {
     auto text = ReadPromptFile(RunPromptFile);
@@ -278,8 +283,8 @@ int RunRun() {
       return Fail(absl::InvalidArgumentError(absl::StrCat(
           "-c/--ctx-size: ", model_path, " is a plan, and a plan fixes its context; compile it with --ctx-size")));
     if (RunPmFlags.any_given())
-      return Fail(absl::InvalidArgumentError(absl::StrCat(
-          "--passes and the pass dumps apply when compiling; ", model_path, " is a plan (compiled already)")));
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--passes and the pass dumps apply when compiling; ",
+                                                          model_path, " is a plan (compiled already)")));
     // A plan: check it against its GGUF (and --arch) before anything else, then run its IR.
     auto plan = runtime::ReadPlan(model_path);
     if (!plan.ok()) return Fail(plan.status());
@@ -330,11 +335,11 @@ int RunRun() {
   runtime::Session& s = **session;
   if (RunPrintIr) llvm::errs() << ir::ToText(s.module());
   auto state = runtime::StateBytesOf(s.module());
-  llvm::errs() << absl::StrFormat(
-      "memra run: %s: %s, %d layers, n_vocab %d, context %d (%s), %s, loaded in %.2f s\n", model_path,
-      s.module().attrs().GetString("arch").value_or("?"), s.module().attrs().I64Or("n_layer", 0), s.n_vocab(),
-      s.context_length(), state.ok() ? runtime::DescribeStateBytes(*state) : "state size unknown",
-      s.executor().Describe(), s.executor().load_seconds());
+  llvm::errs() << absl::StrFormat("memra run: %s: %s, %d layers, n_vocab %d, context %d (%s), %s, loaded in %.2f s\n",
+                                  model_path, s.module().attrs().GetString("arch").value_or("?"),
+                                  s.module().attrs().I64Or("n_layer", 0), s.n_vocab(), s.context_length(),
+                                  state.ok() ? runtime::DescribeStateBytes(*state) : "state size unknown",
+                                  s.executor().Describe(), s.executor().load_seconds());
 
   runtime::GenerationParams gp;
   gp.n_predict = RunN < 0 ? s.context_length() : int64_t(RunN);
@@ -385,9 +390,9 @@ int RunRun() {
     auto chat = tokenizer::ChatTemplate::FromTokenizer(*s.tokenizer());
     if (!chat.ok()) return Fail(chat.status());
     tokenizer::ChatInputs in;
-    in.messages = RunSystem.empty() ? tokenizer::ChatInputs::Messages({{"user", prompt_text}})
-                                    : tokenizer::ChatInputs::Messages(
-                                          {{"system", std::string(RunSystem)}, {"user", prompt_text}});
+    in.messages = RunSystem.empty()
+                      ? tokenizer::ChatInputs::Messages({{"user", prompt_text}})
+                      : tokenizer::ChatInputs::Messages({{"system", std::string(RunSystem)}, {"user", prompt_text}});
     auto text = (*chat)->Apply(in);
     if (!text.ok()) return Fail(text.status());
     tokenizer::EncodeOptions eo;
@@ -404,8 +409,7 @@ int RunRun() {
   if (RunTrace) {
     s.executor().set_observer([&console](const ir::Value& v, const runtime::HostTensor& t) {
       if (t.dtype() != ir::DType::kF32 || !runtime::IsLayerTraceValue(v.name())) return;
-      console.Err() << runtime::FormatTraceLine(v.name(), t.ShapeString(),
-                                                runtime::ComputeChecksum(t.f32(), t.numel()))
+      console.Err() << runtime::FormatTraceLine(v.name(), t.ShapeString(), runtime::ComputeChecksum(t.f32(), t.numel()))
                     << "\n";
     });
   }
