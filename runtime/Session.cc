@@ -219,7 +219,8 @@ absl::StatusOr<GenerationStats> Session::Generate(absl::Span<const int32_t> prom
     const int32_t last = batch.back();
     if (device_loop) {
       const int64_t k = std::min({chunk, params.n_predict - st.n_generated, context_length() - position()});
-      MEMRA_ASSIGN_OR_RETURN(batch, exec_->DecodeGreedy(last, k));
+      // Errors name the step of this generation, as the host loop's do.
+      MEMRA_ASSIGN_OR_RETURN(batch, exec_->DecodeGreedy(last, k, st.n_decode_calls + 1));
       st.n_decode_calls += k;
       // The state now holds `last` and every returned id but the newest.
       history_.push_back(last);
