@@ -10,6 +10,7 @@
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/tokenizer/Tokenizer.h"
 #include "ir/StatusMacros.h"
+#include "runtime/Logits.h"
 #include "runtime/PrefillSchedule.h"
 
 namespace memra::runtime {
@@ -17,17 +18,6 @@ namespace {
 
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Non-finite logits (a NaN or inf from the weights or an overflow) would be sampled as token 0
-// forever: stop with an error naming the step instead.
-absl::Status CheckFiniteLogits(const std::vector<float>& logits, absl::string_view step) {
-  for (size_t i = 0; i < logits.size(); ++i)
-    if (!std::isfinite(logits[i]))
-      return absl::DataLossError(absl::StrCat("the logits after ", step, " are not finite (", logits[i],
-                                              " at vocabulary id ", i,
-                                              "): the model's weights or its computation produced NaN/inf"));
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -180,7 +170,8 @@ absl::StatusOr<GenerationStats> Session::Generate(absl::Span<const int32_t> prom
   st.n_prompt = static_cast<int64_t>(prompt.size());
   auto t0 = std::chrono::steady_clock::now();
   MEMRA_ASSIGN_OR_RETURN(std::vector<float> logits, Prefill(prompt, prompt_logits));
-  MEMRA_RETURN_IF_ERROR(CheckFiniteLogits(logits, absl::StrCat("the prompt (", prompt.size(), " tokens)")));
+  MEMRA_RETURN_IF_ERROR(CheckFiniteLogits(logits.data(), static_cast<int64_t>(logits.size()),
+                                          absl::StrCat("the prompt (", prompt.size(), " tokens)")));
   st.prefill_seconds = Since(t0);
 
   std::mt19937_64 rng(params.seed);
@@ -228,7 +219,8 @@ absl::StatusOr<GenerationStats> Session::Generate(absl::Span<const int32_t> prom
     const int32_t last = batch.back();
     if (device_loop) {
       const int64_t k = std::min({chunk, params.n_predict - st.n_generated, context_length() - position()});
-      MEMRA_ASSIGN_OR_RETURN(batch, exec_->DecodeGreedy(last, k));
+      // Errors name the step of this generation, as the host loop's do.
+      MEMRA_ASSIGN_OR_RETURN(batch, exec_->DecodeGreedy(last, k, st.n_decode_calls + 1));
       st.n_decode_calls += k;
       // The state now holds `last` and every returned id but the newest.
       history_.push_back(last);
@@ -236,7 +228,8 @@ absl::StatusOr<GenerationStats> Session::Generate(absl::Span<const int32_t> prom
     } else {
       MEMRA_ASSIGN_OR_RETURN(logits, Decode(last));
       ++st.n_decode_calls;
-      MEMRA_RETURN_IF_ERROR(CheckFiniteLogits(logits, absl::StrCat("decode step ", st.n_decode_calls)));
+      MEMRA_RETURN_IF_ERROR(CheckFiniteLogits(logits.data(), static_cast<int64_t>(logits.size()),
+                                              absl::StrCat("decode step ", st.n_decode_calls)));
       batch = {kernels::cpu::SampleToken(logits.data(), n_vocab_, params.sampling, rng, history_)};
     }
   }

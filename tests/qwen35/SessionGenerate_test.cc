@@ -2,12 +2,16 @@
 // pipeline): greedy generation through Executor::DecodeGreedy (decode_chunk > 0) and through the
 // host-sampled loop (decode_chunk 0) give llama.cpp's greedy continuation token for token; a stop
 // from the callback leaves no decode steps past it on the CPU (its chunks are one step), so the
-// session continues.
+// session continues; non-finite logits stop both loops with the same error naming the same step.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/Sampling.h"
 #include "passes/PassManager.h"
@@ -155,6 +159,84 @@ TEST(SessionGenerate, GreedyWithPenaltiesSamplesOnTheHost) {
   auto bad = (*s)->Generate(kFixturePrompt, gp);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*s)->position(), 0);
+}
+
+// The index in a greedy continuation of its first token from the third to the last but one that
+// neither the prompt nor an earlier token is: with that token's embedding row NaN, the prompt and
+// the decode steps before the one that reads it (decode step index + 1) stay finite. -1 if there
+// is none.
+int64_t FirstFreshToken(const std::vector<int32_t>& tokens) {
+  for (size_t j = 2; j + 1 < tokens.size(); ++j)
+    if (std::find(kFixturePrompt.begin(), kFixturePrompt.end(), tokens[j]) == kFixturePrompt.end() &&
+        std::find(tokens.begin(), tokens.begin() + j, tokens[j]) == tokens.begin() + j)
+      return static_cast<int64_t>(j);
+  return -1;
+}
+
+TEST(SessionGenerate, NonFiniteLogitsStopBothLoopsAtTheSameStep) {
+  if (!FileExists(Model())) GTEST_SKIP() << "fixture not found: " << Model();
+  GenerationParams gp;
+  gp.n_predict = 12;
+  gp.stop_at_eog = false;
+  std::vector<int32_t> clean;
+  {
+    auto s = Session::Open(Model(), Opts(16));
+    ASSERT_TRUE(s.ok()) << s.status();
+    auto st = (*s)->Generate(kFixturePrompt, gp, nullptr);
+    ASSERT_TRUE(st.ok()) << st.status();
+    clean = st->tokens;
+  }
+  const int64_t j = FirstFreshToken(clean);
+  ASSERT_GE(j, 2) << "no fresh token in the greedy continuation";
+  const std::string nan_model = ::testing::TempDir() + "/nan_embd.gguf";
+  ASSERT_TRUE(memra::testing::WriteWithNanRow(Model(), "token_embd.weight", clean[j], nan_model).ok());
+  std::string messages[2];
+  for (int64_t chunk : {int64_t{16}, int64_t{0}}) {  // Executor::DecodeGreedy, then the host-sampled loop
+    SCOPED_TRACE(absl::StrCat("decode_chunk ", chunk));
+    auto s = Session::Open(nan_model, Opts(chunk));
+    ASSERT_TRUE(s.ok()) << s.status();
+    std::vector<int32_t> seen;
+    auto st = (*s)->Generate(kFixturePrompt, gp, [&](int32_t id, absl::string_view) {
+      if (id >= 0) seen.push_back(id);
+      return true;
+    });
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.status().code(), absl::StatusCode::kDataLoss);
+    const std::string msg(st.status().message());
+    EXPECT_TRUE(absl::StartsWith(msg, absl::StrCat("the logits after decode step ", j + 1, " are not finite (")))
+        << msg;
+    EXPECT_NE(msg.find("at vocabulary id 0): the model's weights or its computation produced NaN/inf"),
+              std::string::npos)
+        << msg;
+    EXPECT_EQ(seen, std::vector<int32_t>(clean.begin(), clean.begin() + j + 1));  // up to the poisoned token
+    messages[chunk == 0] = msg;
+  }
+  EXPECT_EQ(messages[0], messages[1]);
+  std::remove(nan_model.c_str());
+}
+
+// One NaN logit in a row whose maximum is finite (output.weight's row b): DecodeGreedy on the CPU
+// checks every logit, as the host loop does, and numbers the steps from first_step.
+TEST(SessionGenerate, DecodeGreedyStopsOnOneNanLogit) {
+  if (!FileExists(Model())) GTEST_SKIP() << "fixture not found: " << Model();
+  const int32_t b = 200;
+  const std::string nan_model = ::testing::TempDir() + "/nan_output_row.gguf";
+  ASSERT_TRUE(memra::testing::WriteWithNanRow(Model(), "output.weight", b, nan_model).ok());
+  auto s = Session::Open(nan_model, Opts(16));
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto logits = (*s)->Prefill(kFixturePrompt);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  EXPECT_TRUE(std::isnan((*logits)[b]));
+  const int32_t first = kernels::cpu::Argmax(logits->data(), (*s)->n_vocab());
+  EXPECT_NE(first, b);  // the maximum is finite: only a check of every value sees the NaN
+  auto out = (*s)->executor().DecodeGreedy(first, 4, 7);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(absl::StartsWith(out.status().message(), "the logits after decode step 7 are not finite ("))
+      << out.status();
+  EXPECT_NE(out.status().message().find(absl::StrCat("at vocabulary id ", b, ")")), std::string::npos) << out.status();
+  EXPECT_EQ((*s)->position(), static_cast<int64_t>(kFixturePrompt.size()) + 1);  // the step that ran
+  std::remove(nan_model.c_str());
 }
 
 }  // namespace
