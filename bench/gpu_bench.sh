@@ -33,12 +33,12 @@ for spec in $presets; do
     > "$out/bench-$tag.md" 2> "$out/bench-$tag.err"
   # Decode with every op launched eagerly (no CUDA graphs), for the graphs-vs-eager comparison.
   "$bin/memra" bench "$m" -p 0 -n 128 -r 3 --cuda-graphs=false --kernel-cache /tmp/memra-cache \
-    2> "$out/bench-$tag-eager.err" | tail -1 | sed 's/      tg128 |/tg128 (eager) |/' > "$out/bench-$tag-eager.md"
+    2> "$out/bench-$tag-eager.err" | grep "^|" | tail -1 | sed 's/        tg128 |/tg128 (eager) |/' > "$out/bench-$tag-eager.md"
   # A compiled plan: compile (NVRTC cubins into the plan, no GPU needed), then time to first token.
   "$bin/memra" compile "$m" -o "$models/$tag.plan" --arch sm_90 --report > "$out/plan-$tag.txt" 2>&1
   echo "compile $tag: rc=$? $(grep -E 'wrote' "$out/plan-$tag.txt" | tail -1)" | tee -a "$out/bench-notes.txt"
   for src in "$models/$tag.plan" "$m"; do
-    "$bin/memra" run "$src" -p "The quick brown fox" -n 32 --ignore-eos --no-echo 2>&1 >/dev/null |
+    "$bin/memra" run "$src" -p "The quick brown fox" -n 32 --ignore-eos --no-echo --temp 0 2>&1 >/dev/null |
       grep -E "first token|generation|cuda graphs" | sed "s|^|run $(basename "$src"): |" | tee -a "$out/bench-notes.txt"
   done
   rm -f "$models/$tag.plan"

@@ -42,7 +42,7 @@ if [ "$mode" != "--bench-only" ]; then
     rc=$?
     ms=$(( ($(date +%s%N) - start) / 1000000 ))
     summary+=("$(printf '%-20s rc=%-3s %s %6d ms' "memra-run-cuda" "$rc" "$(tail -1 "$out/run_cuda.log")" "$ms")")
-    "$bin/memra" run tests/data/models/qwen35-tiny-f32.gguf --backend cuda --no-echo -n 32 --ignore-eos \
+    "$bin/memra" run tests/data/models/qwen35-tiny-f32.gguf --backend cuda --no-echo -n 32 --ignore-eos --temp 0 \
       --tokens 1,87,107,104,35,116,120,108,102,110 --print-token-ids 2>&1 | grep -E "memra run:|generated ids" | tee -a "$out/run_cuda.log"
   fi
   # The trained demo model: greedy ids on the GPU vs PyTorch's (bf16-rounded weights, f32 file),
@@ -57,7 +57,7 @@ if [ "$mode" != "--bench-only" ]; then
     done
     # The shipped q8_0 model: CUDA (bf16 GEMMs) vs CPU greedy ids, for information.
     for be in cpu cuda; do
-      "$bin/memra" run models/demo/qwen35-demo-q8_0.gguf --backend $be -p "And God said unto Moses," -n 64 \
+      "$bin/memra" run models/demo/qwen35-demo-q8_0.gguf --backend $be -p "And God said unto Moses," -n 64 --temp 0 \
         --ignore-eos --print-token-ids 2>&1 | grep -E "generated ids|memra run: prompt" | sed "s/^/$be: /" >> "$out/demo_greedy.log"
     done
     tail -4 "$out/demo_greedy.log"

@@ -4,17 +4,21 @@
 #include "absl/strings/str_format.h"
 #include "ir/StatusMacros.h"
 #include "kernels/cpu/Sampling.h"
+#include "runtime/Logits.h"
 #include "runtime/cuda/CudaDriver.h"
 
 namespace memra::runtime {
 
-absl::StatusOr<std::vector<int32_t>> Executor::DecodeGreedy(int32_t token, int64_t n_steps) {
+absl::StatusOr<std::vector<int32_t>> Executor::DecodeGreedy(int32_t token, int64_t n_steps, int64_t first_step) {
   std::vector<int32_t> out;
   for (int64_t i = 0; i < n_steps; ++i) {
     std::vector<HostTensor> args;
     args.push_back(HostTensor::FromI32({token}, {1}));
     MEMRA_ASSIGN_OR_RETURN(std::vector<HostTensor> r, Run("decode", std::move(args)));
-    token = kernels::cpu::Argmax(r[0].f32(), r[0].numel());
+    const float* logits = r[0].f32();
+    if (const int64_t bad = FirstNonFiniteLogit(logits, r[0].numel()); bad >= 0)
+      return NonFiniteLogitsError(absl::StrCat("decode step ", first_step + i), logits[bad], bad);
+    token = kernels::cpu::Argmax(logits, r[0].numel());
     out.push_back(token);
   }
   return out;
@@ -64,8 +68,8 @@ class CudaBackend final : public Executor {
   std::string Describe() const override {
     return absl::StrFormat("cuda executor (%s, %.1f MB of weights)", e_->DeviceDescription(), e_->weight_bytes() / 1e6);
   }
-  absl::StatusOr<std::vector<int32_t>> DecodeGreedy(int32_t token, int64_t n_steps) override {
-    return e_->DecodeGreedy(token, n_steps);
+  absl::StatusOr<std::vector<int32_t>> DecodeGreedy(int32_t token, int64_t n_steps, int64_t first_step = 1) override {
+    return e_->DecodeGreedy(token, n_steps, first_step);
   }
   CudaExecutor* cuda() override { return e_.get(); }
 

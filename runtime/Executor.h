@@ -45,8 +45,11 @@ class Executor {
   // Greedy decoding: runs @decode n_steps times from `token` (the last token, not yet in the
   // state), each step's argmax feeding the next; returns the n_steps generated ids. The CUDA
   // executor keeps the loop on the device (one graph per step, one sync per call; the logits stay
-  // there); this default runs Run("decode") and the host's greedy pick per step.
-  virtual absl::StatusOr<std::vector<int32_t>> DecodeGreedy(int32_t token, int64_t n_steps);
+  // there); this default runs Run("decode") and the host's greedy pick per step. Logits that are
+  // not all finite stop the loop with runtime/Logits.h's DataLoss error naming the step, numbered
+  // from `first_step` (a caller that decodes in chunks passes its running count + 1); the state
+  // then holds the steps that ran (on CUDA: the whole chunk of the failing step).
+  virtual absl::StatusOr<std::vector<int32_t>> DecodeGreedy(int32_t token, int64_t n_steps, int64_t first_step = 1);
   // Forgets all state (position 0).
   virtual absl::Status ResetState() = 0;
   virtual int64_t position() const = 0;

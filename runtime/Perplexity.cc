@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "frontends/tokenizer/Tokenizer.h"
 #include "ir/StatusMacros.h"
+#include "runtime/Logits.h"
 
 namespace memra::runtime {
 namespace {
@@ -77,12 +78,12 @@ absl::StatusOr<PerplexityResult> Perplexity(Session& session, absl::Span<const i
           " tokens; it must keep every prompt position's logits (SessionOptions::prompt_logits, or "
           "a plan compiled with all prefill logits)"));
     for (int64_t i = first; i + 1 < n_ctx; ++i) {
+      // A NaN / inf would make the perplexity "nan": stop naming the row, as every decoding path does.
+      MEMRA_RETURN_IF_ERROR(
+          CheckFiniteLogits(logits.data() + i * n_vocab, n_vocab,
+                            absl::StrCat("position ", i, " of chunk ", c + 1, " (of ", n_chunks, ")")));
       // The target is in the window (i + 1 >= 1: never the BOS slot), so Prefill checked its id.
       const double v = TokenNll(logits.data() + i * n_vocab, n_vocab, window[i + 1]);
-      if (!std::isfinite(v))
-        return absl::DataLossError(absl::StrCat(
-            "chunk ", c + 1, " of ", n_chunks, ", position ", i,
-            ": the logits are not finite (NaN/inf from the model's weights or its computation); no perplexity"));
       nll += v;
       nll2 += v * v;
       ++count;

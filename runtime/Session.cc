@@ -10,6 +10,7 @@
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/tokenizer/Tokenizer.h"
 #include "ir/StatusMacros.h"
+#include "runtime/Logits.h"
 #include "runtime/PrefillSchedule.h"
 
 namespace memra::runtime {
@@ -17,17 +18,6 @@ namespace {
 
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Non-finite logits (a NaN or inf from the weights or an overflow) would be sampled as token 0
-// forever: stop with an error naming the step instead.
-absl::Status CheckFiniteLogits(const std::vector<float>& logits, absl::string_view step) {
-  for (size_t i = 0; i < logits.size(); ++i)
-    if (!std::isfinite(logits[i]))
-      return absl::DataLossError(absl::StrCat("the logits after ", step, " are not finite (", logits[i],
-                                              " at vocabulary id ", i,
-                                              "): the model's weights or its computation produced NaN/inf"));
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -157,6 +147,7 @@ absl::StatusOr<std::vector<float>> Session::Prefill(absl::Span<const int32_t> to
     MEMRA_RETURN_IF_ERROR(RunPrefill(tokens.subspan(start, end - start), rows));
     if (all != nullptr && options_.prompt_logits) all->insert(all->end(), rows.begin(), rows.end());
     last.assign(rows.end() - n_vocab_, rows.end());
+    history_.insert(history_.end(), tokens.begin() + start, tokens.begin() + end);
   }
   return last;
 }
@@ -168,16 +159,19 @@ absl::StatusOr<std::vector<float>> Session::Decode(int32_t token) {
   std::vector<HostTensor> args;
   args.push_back(HostTensor::FromI32({token}, {1}));
   MEMRA_ASSIGN_OR_RETURN(std::vector<HostTensor> out, exec_->Run("decode", std::move(args)));
+  history_.push_back(token);
   return std::vector<float>(out[0].f32(), out[0].f32() + out[0].numel());
 }
 
 absl::StatusOr<GenerationStats> Session::Generate(absl::Span<const int32_t> prompt, const GenerationParams& params,
                                                   const TokenCallback& on_token, std::vector<float>* prompt_logits) {
+  MEMRA_RETURN_IF_ERROR(kernels::cpu::CheckSamplingParams(params.sampling));
   GenerationStats st;
   st.n_prompt = static_cast<int64_t>(prompt.size());
   auto t0 = std::chrono::steady_clock::now();
   MEMRA_ASSIGN_OR_RETURN(std::vector<float> logits, Prefill(prompt, prompt_logits));
-  MEMRA_RETURN_IF_ERROR(CheckFiniteLogits(logits, absl::StrCat("the prompt (", prompt.size(), " tokens)")));
+  MEMRA_RETURN_IF_ERROR(CheckFiniteLogits(logits.data(), static_cast<int64_t>(logits.size()),
+                                          absl::StrCat("the prompt (", prompt.size(), " tokens)")));
   st.prefill_seconds = Since(t0);
 
   std::mt19937_64 rng(params.seed);
@@ -189,12 +183,14 @@ absl::StatusOr<GenerationStats> Session::Generate(absl::Span<const int32_t> prom
     detok = std::make_unique<tokenizer::StreamingDecoder>(*tokenizer_, dopt);
   }
   t0 = std::chrono::steady_clock::now();
-  const bool device_loop = params.sampling.temperature <= 0.0f && options_.decode_chunk > 0;
+  // The device loop is a plain argmax: penalties need the host's SampleToken every step.
+  const bool device_loop = params.sampling.temperature <= 0.0f && !kernels::cpu::PenaltiesEnabled(params.sampling) &&
+                           options_.decode_chunk > 0;
   // Steps per DecodeGreedy call: the CPU gains nothing from chunks (its loop is on the host).
-  const int64_t chunk = exec_->backend() == Backend::kCuda ? options_.decode_chunk : 1;
+  const int64_t chunk = exec_->backend() == Backend::kCuda && !params.exact_stop ? options_.decode_chunk : 1;
   bool stop = params.n_predict <= 0;
   std::vector<int32_t> batch;
-  if (!stop) batch = {kernels::cpu::SampleToken(logits.data(), n_vocab_, params.sampling, rng)};
+  if (!stop) batch = {kernels::cpu::SampleToken(logits.data(), n_vocab_, params.sampling, rng, history_)};
   while (!stop) {
     // Emit the batch; stop at the budget, an end-of-generation token or the callback's word.
     for (size_t j = 0; j < batch.size(); ++j) {
@@ -223,13 +219,18 @@ absl::StatusOr<GenerationStats> Session::Generate(absl::Span<const int32_t> prom
     const int32_t last = batch.back();
     if (device_loop) {
       const int64_t k = std::min({chunk, params.n_predict - st.n_generated, context_length() - position()});
-      MEMRA_ASSIGN_OR_RETURN(batch, exec_->DecodeGreedy(last, k));
+      // Errors name the step of this generation, as the host loop's do.
+      MEMRA_ASSIGN_OR_RETURN(batch, exec_->DecodeGreedy(last, k, st.n_decode_calls + 1));
       st.n_decode_calls += k;
+      // The state now holds `last` and every returned id but the newest.
+      history_.push_back(last);
+      if (!batch.empty()) history_.insert(history_.end(), batch.begin(), batch.end() - 1);
     } else {
       MEMRA_ASSIGN_OR_RETURN(logits, Decode(last));
       ++st.n_decode_calls;
-      MEMRA_RETURN_IF_ERROR(CheckFiniteLogits(logits, absl::StrCat("decode step ", st.n_decode_calls)));
-      batch = {kernels::cpu::SampleToken(logits.data(), n_vocab_, params.sampling, rng)};
+      MEMRA_RETURN_IF_ERROR(CheckFiniteLogits(logits.data(), static_cast<int64_t>(logits.size()),
+                                              absl::StrCat("decode step ", st.n_decode_calls)));
+      batch = {kernels::cpu::SampleToken(logits.data(), n_vocab_, params.sampling, rng, history_)};
     }
   }
   if (detok && on_token) {

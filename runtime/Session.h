@@ -62,6 +62,9 @@ struct GenerationParams {
   kernels::cpu::SamplingParams sampling;  // temperature 0 = greedy
   uint64_t seed = 0;
   bool stop_at_eog = true;  // stop after an end-of-generation token
+  // Greedy on the device loop: one step per DecodeGreedy call whatever options().decode_chunk,
+  // so a stop leaves no steps past it and the session continues exactly (a chat's next turn).
+  bool exact_stop = false;
 };
 
 struct GenerationStats {
@@ -114,7 +117,10 @@ class Session {
   // Runs one token through @decode; returns its logits.
   absl::StatusOr<std::vector<float>> Decode(int32_t token);
 
-  // Prefill `prompt`, then sample up to n_predict tokens, decoding each but the last.
+  // Prefill `prompt`, then sample up to n_predict tokens, decoding each but the last. Sampling
+  // is kernels::cpu::SampleToken over history() (params.sampling checked first). Greedy
+  // generation (temperature <= 0) without penalties runs Executor::DecodeGreedy in chunks of
+  // options().decode_chunk (> 0); with penalties every step is sampled on the host.
   absl::StatusOr<GenerationStats> Generate(absl::Span<const int32_t> prompt, const GenerationParams& params,
                                            const TokenCallback& on_token = nullptr,
                                            std::vector<float>* prompt_logits = nullptr);
@@ -122,8 +128,14 @@ class Session {
   // Forgets everything (position 0).
   absl::Status Reset() {
     overrun_steps_ = 0;
+    history_.clear();
     return exec_->ResetState();
   }
+  // The tokens the state holds, in order: everything Prefill, Decode and Generate ran since the
+  // last Reset (size() == position()). Generate's penalties stage counts its tail (llama.cpp's
+  // penalties sampler accepts the prompt tokens too), so a conversation fed turn by turn is
+  // penalized over all of it, not only the current turn.
+  const std::vector<int32_t>& history() const { return history_; }
   // Decode steps the state holds past the last generation's stop (see decode_chunk).
   int64_t overrun_steps() const { return overrun_steps_; }
 
@@ -144,6 +156,7 @@ class Session {
   absl::Status tokenizer_status_;
   int64_t n_vocab_ = 0;
   int64_t overrun_steps_ = 0;
+  std::vector<int32_t> history_;  // see history()
   absl::Status CheckContinuable() const;
   std::vector<std::pair<int64_t, std::string>> buckets_;  // (T, function), descending T
 };

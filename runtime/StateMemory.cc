@@ -1,6 +1,9 @@
 #include "runtime/StateMemory.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <fstream>
 #include <string>
@@ -60,6 +63,10 @@ absl::StatusOr<StateBytes> StateBytesOf(const ir::Module& module) {
   return out;
 }
 
+std::string DescribeStateBytes(const StateBytes& bytes) {
+  return absl::StrCat("KV cache ", Bytes(bytes.kv), " + recurrent state ", Bytes(bytes.recurrent));
+}
+
 absl::Status CheckStateFits(const StateBytes& need, uint64_t available, absl::string_view where) {
   if (need.total() <= available) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
@@ -67,7 +74,9 @@ absl::Status CheckStateFits(const StateBytes& need, uint64_t available, absl::st
       " of recurrent state, more than the ", Bytes(available), " of ", where, " available: lower --ctx-size"));
 }
 
-uint64_t AvailableHostMemory() {
+namespace {
+
+uint64_t MemAvailable() {
   std::ifstream in("/proc/meminfo");
   std::string line;
   while (std::getline(in, line)) {
@@ -82,5 +91,20 @@ uint64_t AvailableHostMemory() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : UINT64_MAX;
 }
+
+// What an address-space limit (ulimit -v) leaves: the limit less the current virtual size.
+uint64_t AddressSpaceLeft() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return UINT64_MAX;
+  std::ifstream in("/proc/self/statm");
+  uint64_t vm_pages = 0;
+  if (!(in >> vm_pages)) return lim.rlim_cur;
+  const uint64_t used = vm_pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return lim.rlim_cur > used ? lim.rlim_cur - used : 0;
+}
+
+}  // namespace
+
+uint64_t AvailableHostMemory() { return std::min(MemAvailable(), AddressSpaceLeft()); }
 
 }  // namespace memra::runtime

@@ -1,12 +1,14 @@
 #include "tests/TestUtil.h"
 
 #include <sys/stat.h>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "frontends/gguf/GgufFile.h"
 
 namespace memra::testing {
 
@@ -56,5 +58,32 @@ static absl::StatusOr<std::vector<T>> ReadArray(const std::string& path) {
 
 absl::StatusOr<std::vector<float>> ReadF32File(const std::string& path) { return ReadArray<float>(path); }
 absl::StatusOr<std::vector<int32_t>> ReadI32File(const std::string& path) { return ReadArray<int32_t>(path); }
+
+absl::Status WriteWithNanRow(const std::string& src, const std::string& tensor, int64_t row, const std::string& dst) {
+  auto bytes = ReadFileBytes(src);
+  if (!bytes.ok()) return bytes.status();
+  auto file = gguf::GgufFile::FromBytes(*bytes, src);
+  if (!file.ok()) return file.status();
+  auto t = (*file)->GetTensor(tensor);
+  if (!t.ok()) return t.status();
+  const int64_t cols = (*t)->ne_at(0);
+  if ((*t)->ne.size() != 2 || row < 0 || row >= (*t)->ne_at(1))
+    return absl::InvalidArgumentError(absl::StrCat(tensor, ": no row ", row));
+  uint8_t* base = bytes->data() + (*file)->data_offset() + (*t)->offset;
+  if ((*t)->type == formats::GgmlType::kF32) {
+    const float nan = std::nanf("");
+    for (int64_t c = 0; c < cols; ++c) std::memcpy(base + (row * cols + c) * 4, &nan, 4);
+  } else if ((*t)->type == formats::GgmlType::kQ8_0) {
+    const uint16_t f16_nan = 0x7e00;  // a block: f16 scale, 32 int8
+    for (int64_t b = 0; b < cols / 32; ++b) std::memcpy(base + (row * (cols / 32) + b) * 34, &f16_nan, 2);
+  } else {
+    return absl::UnimplementedError(absl::StrCat(tensor, ": only f32 and q8_0 rows can be made NaN"));
+  }
+  std::ofstream out(dst, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes->data()), static_cast<std::streamsize>(bytes->size()));
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", dst));
+  return absl::OkStatus();
+}
 
 }  // namespace memra::testing

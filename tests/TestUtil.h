@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace memra::testing {
@@ -25,6 +26,12 @@ bool FileExists(const std::string& path);
 // "The quick brown fox jumps over the lazy dog. 12" as byte tokens (byte b -> id 3 + b).
 extern const std::vector<int32_t> kFixturePrompt;
 inline constexpr int64_t kFixtureVocab = 259;
+
+// Writes a copy of the GGUF at `src` to `dst` with row `row` of the 2-D tensor `tensor` made NaN
+// (f32: every value; q8_0: every block's scale), for the checks of non-finite logits: a NaN row
+// of output.weight makes one logit NaN at every step, one of token_embd.weight every logit of the
+// step that reads that token.
+absl::Status WriteWithNanRow(const std::string& src, const std::string& tensor, int64_t row, const std::string& dst);
 
 // n values drawn from N(0, scale^2) with a fixed seed (never all zeros: kernels are checked on
 // random data).

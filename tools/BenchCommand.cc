@@ -1,6 +1,6 @@
-// `memra bench`: prefill (pp) and decode (tg) throughput in llama-bench's table layout, so the
-// two tools' outputs sit side by side. Random token ids; each repetition starts from an empty
-// state (decode at depth d first prefills d tokens, untimed).
+// `memra bench`: prefill (pp) and decode (tg) throughput in llama-bench's layouts (-o md, json,
+// jsonl, csv; tools/BenchReport.h), so the two tools' outputs sit side by side. Random token ids;
+// each repetition starts from an empty state (decode at depth d first prefills d tokens, untimed).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,34 +15,42 @@
 #include "frontends/ModelFamily.h"
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/gguf/ModelSummary.h"
+#include "ir/DType.h"
 #include "llvm/Support/raw_ostream.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
 #include "runtime/Executor.h"
 #include "runtime/cuda/CudaExecutor.h"
+#include "tools/BenchReport.h"
 #include "tools/Command.h"
-#include "tools/OptionChecks.h"
+#include "tools/Options.h"
 
 namespace cl = llvm::cl;
 
 namespace {
 
 cl::SubCommand kBench("bench", "Prefill / decode throughput (llama-bench's table layout)");
-cl::opt<std::string> BenchModel(cl::Positional, cl::Required, cl::desc("<model.gguf>"), cl::sub(kBench));
-cl::opt<std::string> BenchP("p", cl::desc("Prompt lengths to prefill, comma-separated (default: 512)"), cl::init("512"),
-                            cl::sub(kBench));
-cl::opt<int64_t> BenchN("n", cl::desc("Tokens to decode, 0 = no tg test (default: 128)"), cl::init(128),
-                        cl::sub(kBench));
-cl::opt<std::string> BenchD("d", cl::desc("KV depths for the tg test, comma-separated (default: 0)"), cl::init("0"),
-                            cl::sub(kBench));
-cl::opt<int> BenchR("r", cl::desc("Repetitions of each test (default: 3)"), cl::init(3), cl::sub(kBench));
-cl::opt<std::string> BenchOut("o", cl::desc("Output: md or json (default: md)"), cl::init("md"), cl::sub(kBench));
-cl::opt<std::string> BenchBackend("backend",
-                                  cl::desc("cuda or cpu; empty: cuda when a GPU is present (default: empty)"),
-                                  cl::init(""), cl::sub(kBench));
+memra::tools::ModelArgument BenchModelArg(kBench, "<model.gguf>");
+memra::tools::IntListOption BenchP("n-prompt", {0, memra::tools::kMaxContext},
+                                   "Prompt lengths to prefill (pp tests), comma-separated, 0 = none", cl::init("512"),
+                                   cl::sub(kBench));
+cl::alias BenchPShort("p", cl::desc("Alias for --n-prompt"), cl::NotHidden, cl::aliasopt(BenchP));
+memra::tools::IntOption<int64_t> BenchN("n-gen", {0, memra::tools::kMaxContext}, "Tokens to decode (tg test), 0 = none",
+                                        cl::init(128), cl::sub(kBench));
+cl::alias BenchNShort("n", cl::desc("Alias for --n-gen"), cl::NotHidden, cl::aliasopt(BenchN));
+memra::tools::IntListOption BenchD("n-depth", {0, memra::tools::kMaxContext},
+                                   "KV depths for the tg test, comma-separated", cl::init("0"), cl::sub(kBench));
+cl::alias BenchDShort("d", cl::desc("Alias for --n-depth"), cl::NotHidden, cl::aliasopt(BenchD));
+memra::tools::IntOption<int> BenchR("repetitions", {1, 1000}, "Repetitions of each test", cl::init(3), cl::sub(kBench));
+cl::alias BenchRShort("r", cl::desc("Alias for --repetitions"), cl::NotHidden, cl::aliasopt(BenchR));
+memra::tools::ChoiceOption BenchOut("output", {"md", "json", "jsonl", "csv"}, "Output format (llama-bench's)",
+                                    cl::init("md"), cl::sub(kBench));
+cl::alias BenchOutShort("o", cl::desc("Alias for --output"), cl::NotHidden, cl::aliasopt(BenchOut));
+memra::tools::ChoiceOption BenchBackend("backend", {"cpu", "cuda"}, "Executor; auto = cuda when a GPU is present",
+                                        cl::init(""), cl::sub(kBench));
 cl::opt<std::string> BenchCache("kernel-cache",
                                 cl::desc("Kernel cubin cache folder, - = none (default: ~/.cache/memra)"), cl::init(""),
-                                cl::sub(kBench));
+                                cl::value_desc("dir"), cl::sub(kBench));
 cl::opt<bool> BenchProfile(
     "profile", cl::desc("cuda: device time per op kind of each test (events around every op) (default: false)"),
     cl::init(false), cl::sub(kBench));
@@ -52,49 +60,46 @@ cl::opt<bool> BenchGraphs("cuda-graphs",
 cl::opt<std::string> BenchPasses("passes",
                                  cl::desc("Compile pipeline run before the benchmark (default: memra run's for the "
                                           "backend, passes/Pipelines.h PipelineForArch)"),
-                                 cl::init(""), cl::sub(kBench));
-cl::opt<int> BenchThreads("threads", cl::desc("CPU threads for the cpu backend, 0 = all (default: 0)"), cl::init(0),
-                          cl::sub(kBench));
+                                 cl::init(""), cl::value_desc("pipeline"), cl::sub(kBench));
+memra::tools::IntOption<int> BenchThreads("threads", {0, memra::tools::HardwareThreads()},
+                                          "CPU threads for the cpu backend, 0 = all hardware threads", cl::init(0),
+                                          cl::sub(kBench));
+cl::alias BenchThreadsLong("t", cl::desc("Alias for --threads"), cl::NotHidden, cl::aliasopt(BenchThreads));
+// llama-bench command lines run unchanged: these are accepted and noted.
+memra::tools::IntListOption BenchGpuLayers("n-gpu-layers", {-1, std::numeric_limits<int32_t>::max()},
+                                           "Accepted for llama-bench habits and ignored: with --backend cuda every "
+                                           "layer runs on the GPU",
+                                           cl::init("99"), cl::sub(kBench));
+cl::alias BenchGpuLayersLong("ngl", cl::desc("Alias for --n-gpu-layers"), cl::NotHidden, cl::aliasopt(BenchGpuLayers));
+memra::tools::IntListOption BenchFlashAttn("flash-attn", {0, 1},
+                                           "Accepted for llama-bench habits and ignored: memra always runs its own "
+                                           "fused attention",
+                                           cl::init("1"), cl::sub(kBench));
+cl::alias BenchFlashAttnLong("fa", cl::desc("Alias for --flash-attn"), cl::NotHidden, cl::aliasopt(BenchFlashAttn));
 
 int Fail(const absl::Status& s) {
   llvm::errs() << "memra bench: " << s.ToString() << "\n";
   return 1;
 }
 
-absl::StatusOr<std::vector<int64_t>> ParseList(const std::string& s) {
-  std::vector<int64_t> out;
-  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipEmpty())) {
-    int64_t v = 0;
-    if (!absl::SimpleAtoi(part, &v) || v < 0) return absl::InvalidArgumentError(absl::StrCat("bad number list: ", s));
-    out.push_back(v);
-  }
-  return out;
-}
-
-struct Result {
-  std::string test;
-  std::vector<double> tps;
-  double mean() const {
-    double s = 0;
-    for (double x : tps) s += x;
-    return tps.empty() ? 0 : s / tps.size();
-  }
-  double sd() const {
-    if (tps.size() < 2) return 0;
-    const double m = mean();
-    double s = 0;
-    for (double x : tps) s += (x - m) * (x - m);
-    return std::sqrt(s / (tps.size() - 1));
-  }
-};
+// Tokens per prefill call (the reported n_batch / n_ubatch).
+constexpr int64_t kPrefillChunk = 4096;
 
 int RunBench() {
   using namespace memra;
-  auto P = ParseList(BenchP);
-  auto D = ParseList(BenchD);
-  if (!P.ok()) return Fail(P.status());
-  if (!D.ok()) return Fail(D.status());
-  auto file = gguf::GgufFile::Open(BenchModel);
+  // The options layer checks both already; kept here so the body never renders a wrong format or
+  // an empty statistic if a flag's declaration changes.
+  auto format = tools::ParseBenchFormat(std::string(BenchOut));
+  if (!format.ok()) return Fail(format.status());
+  if (BenchR < 1) return Fail(absl::InvalidArgumentError(absl::StrCat("-r must be >= 1 (got ", int(BenchR), ")")));
+  std::string model_path, model_error;
+  if (!BenchModelArg.Resolve(model_path, model_error)) return Fail(absl::InvalidArgumentError(model_error));
+  const std::vector<int64_t> P_list = BenchP.values(), D_list = BenchD.values();
+  const std::vector<int64_t>* P = &P_list;
+  const std::vector<int64_t>* D = &D_list;
+  if (BenchGpuLayers.getNumOccurrences() > 0 || BenchFlashAttn.getNumOccurrences() > 0)
+    llvm::errs() << "memra bench: -ngl / -fa ignored: every layer runs on the GPU with memra's fused attention\n";
+  auto file = gguf::GgufFile::Open(model_path);
   if (!file.ok()) return Fail(file.status());
   int64_t max_p = 0, max_d = 0;
   for (int64_t p : *P) max_p = std::max(max_p, p);
@@ -119,7 +124,7 @@ int RunBench() {
       pm_opts.pipeline = passes::PipelineForTarget(target->ArchName(), target->sm_count);
     }
   }
-  pm_opts.input_name = BenchModel;
+  pm_opts.input_name = model_path;
   {
     auto pm = passes::PassManager::Create(pm_opts);
     if (!pm.ok()) return Fail(pm.status());
@@ -127,7 +132,6 @@ int RunBench() {
   }
 
   runtime::ExecutorOptions eo;
-  if (absl::Status st = memra::tools::CheckThreads(BenchThreads); !st.ok()) return Fail(st);
   eo.cpu.threads = BenchThreads;
   eo.cuda.kernel_cache_dir = BenchCache;
   eo.cuda.profile = BenchProfile;
@@ -151,8 +155,8 @@ int RunBench() {
   // A chunk of exactly a bucket's size runs its bucket function (captured segments), any other
   // size the generic @prefill (eager, padded to its bucket), as Session does.
   auto prefill = [&](int64_t n) -> absl::Status {
-    for (int64_t s = 0; s < n; s += 4096) {
-      const int64_t len = std::min<int64_t>(4096, n - s);
+    for (int64_t s = 0; s < n; s += kPrefillChunk) {
+      const int64_t len = std::min<int64_t>(kPrefillChunk, n - s);
       const std::string bucket_fn = absl::StrCat("prefill_t", len);
       std::vector<runtime::HostTensor> args;
       args.push_back(runtime::HostTensor::FromI32(ids(len), {len}));
@@ -165,21 +169,48 @@ int RunBench() {
     if (gpu) gpu->ResetProfile();
   };
   using Clock = std::chrono::steady_clock;
-  auto secs = [](Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); };
-  std::vector<Result> results;
+  auto nanos = [](Clock::time_point a) {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - a).count());
+  };
+  // What every test shares (tools/BenchReport.h says what each field means for memra).
+  tools::BenchRecord base;
+  base.build_commit = absl::StrCat("memra ", MEMRA_VERSION);
+  base.cpu_info = tools::HostCpuDescription();
+  base.gpu_info = gpu != nullptr ? gpu->DeviceDescription() : "";
+  base.backends = gpu != nullptr ? "CUDA" : "CPU";
+  base.model_filename = model_path;
+  base.model_type = tools::ModelTypeName(**file);
+  for (const auto& t : (*file)->tensors()) {
+    base.model_size += t.data.size();
+    base.model_n_params += static_cast<uint64_t>(std::max<int64_t>(t.NumElements(), 0));
+  }
+  base.n_batch = base.n_ubatch = kPrefillChunk;
+  base.n_threads = exec.cpu() != nullptr ? exec.cpu()->num_threads() : 1;
+  for (const auto& st : (*module)->states())
+    if (st->state_kind() == ir::StateKind::kKv) {
+      base.type_k = base.type_v = std::string(ir::DTypeName(st->dtype()));
+      break;
+    }
+  base.n_gpu_layers = gpu != nullptr ? -1 : 0;  // -ngl is ignored: memra puts every layer on the GPU
+  base.flash_attn = gpu != nullptr ? 1 : 0;
+  base.devices = gpu != nullptr ? "CUDA0" : "none";
+  std::vector<tools::BenchRecord> results;
   for (int64_t p : *P) {
     if (p == 0) continue;
-    Result r{absl::StrCat("pp", p), {}};
+    tools::BenchRecord r = base;
+    r.n_prompt = p;
+    r.test_time = tools::Rfc3339Now();
     for (int rep = -2; rep < BenchR; ++rep) {  // reps -2, -1: warm-up (compile, then capture)
       if (absl::Status s = exec.ResetState(); !s.ok()) return Fail(s);
       if (rep == 0) reset_profile();
       const auto t0 = Clock::now();
       if (absl::Status s = prefill(p); !s.ok()) return Fail(s);
-      if (rep >= 0) r.tps.push_back(p / secs(t0));
+      if (rep >= 0) r.samples_ns.push_back(nanos(t0));
     }
     results.push_back(r);
     if (BenchProfile) {
-      llvm::errs() << "memra bench: profile of " << r.test << " (" << BenchR << " reps)\n" << exec.ProfileReport();
+      llvm::errs() << "memra bench: profile of " << r.TestName() << " (" << BenchR << " reps)\n"
+                   << exec.ProfileReport();
       reset_profile();
     }
   }
@@ -187,7 +218,10 @@ int RunBench() {
   // per step, one sync per test), as llama-bench's tg runs decode without host sampling.
   if (BenchN > 0)
     for (int64_t d : *D) {
-      Result r{d > 0 ? absl::StrCat("tg", int64_t(BenchN), " @ d", d) : absl::StrCat("tg", int64_t(BenchN)), {}};
+      tools::BenchRecord r = base;
+      r.n_gen = BenchN;
+      r.n_depth = d;
+      r.test_time = tools::Rfc3339Now();
       for (int rep = -1; rep < BenchR; ++rep) {
         if (absl::Status s = exec.ResetState(); !s.ok()) return Fail(s);
         if (d > 0)
@@ -197,44 +231,16 @@ int RunBench() {
         const auto t0 = Clock::now();
         auto out = exec.DecodeGreedy(ids(1)[0], n);
         if (!out.ok()) return Fail(out.status());
-        if (rep >= 0) r.tps.push_back(n / secs(t0));
+        if (rep >= 0) r.samples_ns.push_back(nanos(t0));
       }
       results.push_back(r);
       if (BenchProfile) {
-        llvm::errs() << "memra bench: profile of " << r.test << " (decode steps; depth prefill included)\n"
+        llvm::errs() << "memra bench: profile of " << r.TestName() << " (decode steps; depth prefill included)\n"
                      << exec.ProfileReport();
         reset_profile();
       }
     }
-  uint64_t bytes = 0, params = 0;
-  for (const auto& t : (*file)->tensors()) {
-    bytes += t.data.size();
-    params += static_cast<uint64_t>(t.NumElements());
-  }
-  std::string name = std::string(BenchModel);
-  if (auto slash = name.rfind('/'); slash != std::string::npos) name = name.substr(slash + 1);
-  const std::string size = absl::StrFormat("%.2f GiB", bytes / 1073741824.0);
-  const std::string prm = absl::StrFormat("%.2f B", params / 1e9);
-  const std::string be = *backend == runtime::Backend::kCuda ? "CUDA" : "CPU";
-  if (BenchOut == "json") {
-    llvm::outs() << "[\n";
-    for (size_t i = 0; i < results.size(); ++i)
-      llvm::outs() << absl::StrFormat(
-          "  {\"model\": \"%s\", \"size\": %d, \"params\": %d, \"backend\": \"%s\", \"test\": \"%s\", "
-          "\"avg_ts\": %.3f, \"stddev_ts\": %.3f}%s\n",
-          name, bytes, params, be, results[i].test, results[i].mean(), results[i].sd(),
-          i + 1 < results.size() ? "," : "");
-    llvm::outs() << "]\n";
-  } else {
-    llvm::outs() << absl::StrFormat("| %-32s | %10s | %8s | %-7s | %14s | %20s |\n", "model", "size", "params",
-                                    "backend", "test", "t/s");
-    llvm::outs() << "| " << std::string(32, '-') << " | " << std::string(9, '-') << ": | " << std::string(7, '-')
-                 << ": | " << std::string(7, '-') << " | " << std::string(13, '-') << ": | " << std::string(19, '-')
-                 << ": |\n";
-    for (const Result& r : results)
-      llvm::outs() << absl::StrFormat("| %-32s | %10s | %8s | %-7s | %14s | %20s |\n", name, size, prm, be, r.test,
-                                      absl::StrFormat("%.2f ± %.2f", r.mean(), r.sd()));
-  }
+  llvm::outs() << tools::RenderBench(*format, results);
   if (gpu) {
     const runtime::GraphStats& g = gpu->graph_stats();
     llvm::errs() << "memra bench: " << gpu->compile_stats().ToString()

@@ -24,6 +24,7 @@
 #include "runtime/plan/KernelTable.h"
 #include "runtime/plan/Plan.h"
 #include "tools/Command.h"
+#include "tools/Options.h"
 #include "tools/PassManagerFlags.h"
 
 namespace cl = llvm::cl;
@@ -47,8 +48,10 @@ cl::opt<bool> CompileReport("report",
                             cl::desc("Print a table per bucket: ops before/after fusion, segments, arena "
                                      "bytes, compile time (default: false)"),
                             cl::init(false), cl::sub(kCompile));
-cl::opt<int64_t> CompileCtx("ctx-size", cl::desc("Context length (KV cache rows), 0 = min(model's, 4096) (default: 0)"),
-                            cl::init(0), cl::sub(kCompile));
+memra::tools::IntOption<int64_t> CompileCtx("ctx-size", {0, memra::tools::kMaxContext},
+                                            "Context length (KV cache rows), 0 = the model's, capped at 4096",
+                                            cl::init(0), cl::sub(kCompile));
+cl::alias CompileCtxLong("c", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(CompileCtx));
 cl::opt<bool> CompileAllLogits("all-logits",
                                cl::desc("Prefill returns the logits of every token (memra run --logits-out needs it) "
                                         "(default: false)"),

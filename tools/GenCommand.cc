@@ -1,4 +1,6 @@
 // `memra gen`: writes a synthetic-weight qwen35 model (preset shapes, chosen dtype, seeded).
+#include <limits>
+
 #include "absl/strings/str_join.h"
 #include "frontends/gguf/ModelSummary.h"
 #include "frontends/synthetic/Qwen35Synthetic.h"
@@ -6,7 +8,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 #include "tools/Command.h"
-#include "tools/OptionChecks.h"
+#include "tools/Options.h"
 
 namespace cl = llvm::cl;
 
@@ -17,9 +19,12 @@ cl::opt<std::string> GenPreset("preset", cl::desc("Model shape preset: tiny, 0.8
                                cl::init("tiny"), cl::sub(kGen));
 cl::opt<std::string> GenDtype("dtype", cl::desc("Weight type of the matrices: f32, f16, bf16, q8_0 (default: f32)"),
                               cl::init("f32"), cl::sub(kGen));
-cl::opt<uint64_t> GenSeed("seed", cl::desc("Random seed; the same seed writes the same file (default: 1)"), cl::init(1),
-                          cl::sub(kGen));
-cl::opt<int> GenThreads("threads", cl::desc("Worker threads, 0 = all cores (default: 0)"), cl::init(0), cl::sub(kGen));
+memra::tools::IntOption<int64_t> GenSeed("seed", {0, std::numeric_limits<int64_t>::max()},
+                                         "Random seed; the same seed writes the same file", cl::init(1), cl::sub(kGen));
+cl::alias GenSeedLong("s", cl::desc("Alias for --seed"), cl::NotHidden, cl::aliasopt(GenSeed));
+memra::tools::IntOption<int> GenThreads("threads", {0, memra::tools::HardwareThreads()},
+                                        "Worker threads, 0 = all hardware threads", cl::init(0), cl::sub(kGen));
+cl::alias GenThreadsLong("t", cl::desc("Alias for --threads"), cl::NotHidden, cl::aliasopt(GenThreads));
 cl::opt<std::string> GenOut("o", cl::desc("Output path (default: qwen35-<preset>-<dtype>.gguf)"), cl::init(""),
                             cl::sub(kGen));
 cl::opt<bool> GenQuiet("quiet", cl::desc("No progress bar (default: false)"), cl::init(false), cl::sub(kGen));
@@ -38,11 +43,7 @@ int RunGen() {
   }
   synthetic::SyntheticOptions opt;
   opt.dtype = *dtype;
-  opt.seed = GenSeed;
-  if (absl::Status st = memra::tools::CheckThreads(GenThreads); !st.ok()) {
-    llvm::errs() << "memra gen: " << st.ToString() << "\n";
-    return 1;
-  }
+  opt.seed = static_cast<uint64_t>(int64_t(GenSeed));
   opt.threads = GenThreads;
   opt.progress = !GenQuiet;
   std::string out =

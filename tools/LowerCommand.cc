@@ -7,6 +7,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 #include "tools/Command.h"
+#include "tools/Options.h"
 
 namespace cl = llvm::cl;
 
@@ -15,8 +16,10 @@ namespace {
 cl::SubCommand kLower("lower", "Lower a GGUF model to the IR and print the module (.mir text)");
 cl::opt<std::string> LowerInput(cl::Positional, cl::Required, cl::desc("<model.gguf>"), cl::sub(kLower));
 cl::opt<std::string> LowerOut("o", cl::desc("Output file (default: stdout)"), cl::init("-"), cl::sub(kLower));
-cl::opt<int64_t> LowerCtx("ctx-size", cl::desc("Context length (KV cache rows), 0 = min(model's, 4096) (default: 0)"),
-                          cl::init(0), cl::sub(kLower));
+memra::tools::IntOption<int64_t> LowerCtx("ctx-size", {0, memra::tools::kMaxContext},
+                                          "Context length (KV cache rows), 0 = the model's, capped at 4096",
+                                          cl::init(0), cl::sub(kLower));
+cl::alias LowerCtxLong("c", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(LowerCtx));
 cl::opt<bool> LowerAllLogits("all-logits",
                              cl::desc("@prefill returns the logits of every token, not only the last (default: false)"),
                              cl::init(false), cl::sub(kLower));

@@ -1,10 +1,16 @@
 // `memra`: the driver. Dispatches to the subcommand named on the command line.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstring>
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/PrettyStackTrace.h"
 #include "llvm/Support/raw_ostream.h"
 #include "tools/Command.h"
+#include "tools/Options.h"
 
 namespace memra::tools {
 std::vector<Command>& CommandRegistry() {
@@ -13,13 +19,41 @@ std::vector<Command>& CommandRegistry() {
 }
 }  // namespace memra::tools
 
+namespace {
+
+llvm::cl::opt<bool> ListNumericOptions("list-numeric-options",
+                                       llvm::cl::desc("Print every numeric option of every command (for tests)"),
+                                       llvm::cl::Hidden, llvm::cl::init(false));
+
+// An allocation that fails despite the checks before allocating (runtime/StateMemory.h): say so
+// plainly and exit, instead of LLVM's "LLVM ERROR: out of memory" abort.
+void OnBadAlloc(void*, const char* reason, bool) {
+  static const char kMessage[] =
+      "memra: out of host memory (an allocation failed); lower --ctx-size or use a smaller model\n";
+  (void)!write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+  (void)reason;
+  _exit(1);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   llvm::InitLLVM init(argc, argv);
+  // A crash is memra's bug, not LLVM's (the banner LLVM prints above its stack trace).
+  llvm::setBugReportMsg(
+      "memra crashed: this is a bug in memra. Please report it with the command line and the stack trace "
+      "below.\n");
+  llvm::install_bad_alloc_error_handler(OnBadAlloc);
   llvm::cl::SetVersionPrinter([](llvm::raw_ostream& os) { os << "memra " << MEMRA_VERSION << "\n"; });
   llvm::cl::ParseCommandLineOptions(
       argc, argv,
       "memra: an inference compiler for hybrid LLMs (GGUF -> op-graph IR -> CUDA plan)\n\n"
-      "  memra <command> --help   shows a command's options and their defaults\n");
+      "  memra <command> --help   shows a command's options, their defaults and ranges\n");
+  if (ListNumericOptions) {
+    for (const auto& o : memra::tools::NumericOptions())
+      llvm::outs() << o.subcommand << " " << o.name << " " << o.kind << "\n";
+    return 0;
+  }
   for (const auto& cmd : memra::tools::CommandRegistry())
     if (*cmd.sub) return cmd.run();
   llvm::cl::PrintHelpMessage(false, true);

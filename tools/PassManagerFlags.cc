@@ -1,5 +1,7 @@
 #include "tools/PassManagerFlags.h"
 
+#include <memory>
+
 namespace memra::tools {
 
 namespace cl = llvm::cl;
@@ -36,6 +38,24 @@ PassManagerFlags::PassManagerFlags(cl::SubCommand& sub, const char* default_pipe
                       cl::desc("Remove these passes from the pipeline (default: none)")),
       statistics_("pass-statistics", cl::sub(sub), cl::init(false),
                   cl::desc("Print the passes' statistics after the run (default: off)")) {}
+
+bool PassManagerFlags::any_given() const {
+  // std::addressof: cl::list overloads operator& (it yields the stored vector).
+  const cl::Option* flags[] = {std::addressof(passes_),
+                               std::addressof(verify_each_),
+                               std::addressof(print_before_all_),
+                               std::addressof(print_after_all_),
+                               std::addressof(print_before_),
+                               std::addressof(print_after_),
+                               std::addressof(print_after_change_),
+                               std::addressof(dump_dir_),
+                               std::addressof(time_passes_),
+                               std::addressof(disable_passes_),
+                               std::addressof(statistics_)};
+  for (const cl::Option* f : flags)
+    if (f->getNumOccurrences() > 0) return true;
+  return false;
+}
 
 passes::PassManagerOptions PassManagerFlags::Options() const {
   passes::PassManagerOptions o;

@@ -28,6 +28,8 @@ class PassManagerFlags {
   passes::PassManagerOptions Options() const;
   // Whether --passes was given (else Options().pipeline is the default pipeline).
   bool pipeline_given() const { return passes_.getNumOccurrences() > 0; }
+  // Whether any of these flags was given (a plan, compiled already, takes none of them).
+  bool any_given() const;
 
  private:
   // Descriptions built at run time (cl::desc keeps a reference, so they live here).

@@ -1,10 +1,11 @@
 // `memra perplexity MODEL -f FILE`: perplexity of a text under the model, computed exactly as
 // llama.cpp's llama-perplexity computes it (runtime/Perplexity.h), so the numbers are comparable:
-// chunks of --ctx tokens (no partial chunk; the text must make at least 2), each from an empty
+// chunks of -c/--ctx-size tokens (no partial chunk; the text must make at least 2), each from an empty
 // state with its first token replaced by BOS when the vocabulary adds BOS, only the second half of
 // each chunk scored. Prints llama-perplexity's running "[chunk]ppl," line (stderr) and its
 // "Final estimate: PPL = X +/- Y" (stdout).
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -15,7 +16,7 @@
 #include "runtime/Perplexity.h"
 #include "runtime/Session.h"
 #include "tools/Command.h"
-#include "tools/OptionChecks.h"
+#include "tools/Options.h"
 
 namespace cl = llvm::cl;
 
@@ -23,17 +24,25 @@ namespace {
 
 cl::SubCommand kPerplexity(
     "perplexity",
-    "Perplexity of a text file, computed as llama.cpp's llama-perplexity does so the numbers compare (chunks of --ctx "
+    "Perplexity of a text file, computed as llama.cpp's llama-perplexity does so the numbers compare (chunks of -c "
     "tokens, each starting with BOS when the model adds BOS, the second half of each scored)");
-cl::opt<std::string> PplModel(cl::Positional, cl::Required, cl::desc("<model.gguf>"), cl::sub(kPerplexity));
-cl::opt<std::string> PplFile("f", cl::Required, cl::desc("Text file to score"), cl::sub(kPerplexity));
-cl::opt<int64_t> PplCtx("ctx", cl::desc("Window length in tokens (default: 512)"), cl::init(512), cl::sub(kPerplexity));
-cl::opt<int64_t> PplMaxWindows("max-windows", cl::desc("Score at most this many windows, 0 = all (default: 0)"),
-                               cl::init(0), cl::sub(kPerplexity));
-cl::opt<std::string> PplBackend("backend", cl::desc("cpu or cuda (default: cuda when a GPU is present, else cpu)"),
-                                cl::init(""), cl::sub(kPerplexity));
-cl::opt<int> PplThreads("threads", cl::desc("CPU threads, 0 = all cores (default: 0)"), cl::init(0),
-                        cl::sub(kPerplexity));
+memra::tools::ModelArgument PplModelArg(kPerplexity, "<model.gguf>");
+cl::opt<std::string> PplFile("f", cl::desc("Text file to score (required)"), cl::init(""), cl::value_desc("path"),
+                             cl::sub(kPerplexity));
+cl::alias PplFileLong("file", cl::desc("Alias for -f"), cl::NotHidden, cl::aliasopt(PplFile));
+memra::tools::IntOption<int64_t> PplCtx("ctx-size", {2, memra::tools::kMaxContext}, "Window (context) length in tokens",
+                                        cl::init(512), cl::sub(kPerplexity));
+cl::alias PplCtxLong("c", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(PplCtx));
+cl::alias PplCtxOld("ctx", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(PplCtx));
+memra::tools::IntOption<int64_t> PplMaxWindows("chunks", {-1, std::numeric_limits<int32_t>::max()},
+                                               "Score at most this many windows, 0 or -1 = all", cl::init(0),
+                                               cl::sub(kPerplexity));
+cl::alias PplMaxWindowsOld("max-windows", cl::desc("Alias for --chunks"), cl::NotHidden, cl::aliasopt(PplMaxWindows));
+memra::tools::ChoiceOption PplBackend("backend", {"cpu", "cuda"}, "Executor; auto = cuda when a GPU is present",
+                                      cl::init(""), cl::sub(kPerplexity));
+memra::tools::IntOption<int> PplThreads("threads", {0, memra::tools::HardwareThreads()},
+                                        "CPU threads, 0 = all hardware threads", cl::init(0), cl::sub(kPerplexity));
+cl::alias PplThreadsLong("t", cl::desc("Alias for --threads"), cl::NotHidden, cl::aliasopt(PplThreads));
 
 int Fail(const absl::Status& s) {
   llvm::errs() << "memra perplexity: " << s.ToString() << "\n";
@@ -42,11 +51,14 @@ int Fail(const absl::Status& s) {
 
 int RunPerplexity() {
   using namespace memra;
-  // The library checks these too; here they are named by their flags.
+  std::string model_path, model_error;
+  if (!PplModelArg.Resolve(model_path, model_error)) return Fail(absl::InvalidArgumentError(model_error));
+  if (PplFile.empty()) return Fail(absl::InvalidArgumentError("-f FILE: the text to score is required"));
+  // The options layer allows 2; a chunk of 2 scores nothing (the library checks it too, by its name).
   if (PplCtx < 3)
     return Fail(absl::InvalidArgumentError(
-        "--ctx must be at least 3 (each chunk scores its tokens after the first ctx/2, as llama-perplexity)"));
-  if (PplMaxWindows < 0) return Fail(absl::InvalidArgumentError("--max-windows must be >= 0 (0 = all chunks)"));
+        "-c/--ctx-size must be at least 3 for perplexity (each chunk scores its tokens after the first c/2, as "
+        "llama-perplexity)"));
   runtime::Backend backend = runtime::DefaultBackend();
   if (!PplBackend.empty()) {
     auto b = runtime::ParseBackend(PplBackend);
@@ -59,13 +71,12 @@ int RunPerplexity() {
   text << in.rdbuf();
 
   runtime::SessionOptions so;
-  if (absl::Status st = memra::tools::CheckThreads(PplThreads); !st.ok()) return Fail(st);
   so.threads = PplThreads;
   so.n_ctx = PplCtx;
   so.chunk = PplCtx;
   so.prompt_logits = true;
   so.backend = backend;
-  auto session = runtime::Session::Open(PplModel, so);
+  auto session = runtime::Session::Open(model_path, so);
   if (!session.ok()) return Fail(session.status());
   runtime::Session& s = **session;
   auto ids = runtime::PerplexityTokens(s, text.str());
@@ -81,7 +92,7 @@ int RunPerplexity() {
 
   runtime::PerplexityOptions po;
   po.n_ctx = n_ctx;
-  po.max_chunks = PplMaxWindows;
+  po.max_chunks = PplMaxWindows > 0 ? int64_t(PplMaxWindows) : 0;  // --chunks 0 or -1: all
   po.progress = [](const runtime::PerplexityProgress& p) {
     if (p.chunk == 1)  // as llama-perplexity, an estimate from the first pass
       llvm::errs() << llvm::formatv("memra perplexity: {0:F2} seconds per pass - ETA {1:F2} minutes\n", p.seconds,

@@ -2,6 +2,10 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
+#include <limits>
+#include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,12 +23,15 @@
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
 #include "runtime/Session.h"
+#include "runtime/StateMemory.h"
 #include "runtime/cpu/LayerTrace.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/plan/KernelTable.h"
 #include "runtime/plan/Plan.h"
 #include "tools/Command.h"
-#include "tools/OptionChecks.h"
+#include "tools/InteractiveChat.h"
+#include "tools/Interrupt.h"
+#include "tools/Options.h"
 #include "tools/PassManagerFlags.h"
 
 namespace cl = llvm::cl;
@@ -34,7 +41,7 @@ namespace {
 cl::SubCommand kRun(
     "run",
     "Generate text with a model (GGUF, compiled in memory, or a plan from memra compile) on the CPU or CUDA executor");
-cl::opt<std::string> RunModel(cl::Positional, cl::Required, cl::desc("<model.gguf|model.plan>"), cl::sub(kRun));
+memra::tools::ModelArgument RunModelArg(kRun, "<model.gguf|model.plan>");
 // GGUF: the compile pipeline (--passes, dumps, timing) runs before the executor is built.
 memra::tools::PassManagerFlags RunPmFlags(kRun, memra::passes::kDefaultPipeline.data());
 cl::opt<std::string> RunPlanGguf(
@@ -43,23 +50,91 @@ cl::opt<std::string> RunPlanGguf(
 cl::opt<std::string> RunArch(
     "arch", cl::desc("With a plan: refuse it unless it targets this arch (default: any for the cpu backend)"),
     cl::init(""), cl::sub(kRun));
+
+// The prompt.
 cl::opt<std::string> RunPrompt("p",
                                cl::desc("Prompt text (tokenized with the model's tokenizer; BOS as the model says)"),
-                               cl::init(""), cl::sub(kRun));
-cl::alias RunPromptLong("prompt", cl::desc("Alias for -p"), cl::aliasopt(RunPrompt));
+                               cl::init(""), cl::value_desc("text"), cl::sub(kRun));
+cl::alias RunPromptLong("prompt", cl::desc("Alias for -p"), cl::NotHidden, cl::aliasopt(RunPrompt));
+cl::opt<std::string> RunPromptFile("file", cl::desc("Read the prompt from this file (instead of -p)"), cl::init(""),
+                                   cl::value_desc("path"), cl::sub(kRun));
+cl::alias RunPromptFileLong("f", cl::desc("Alias for --file"), cl::NotHidden, cl::aliasopt(RunPromptFile));
 cl::opt<std::string> RunTokens("tokens", cl::desc("Prompt as comma-separated token ids, e.g. 1,87,107 (instead of -p)"),
-                               cl::init(""), cl::sub(kRun));
-cl::opt<int64_t> RunN("n", cl::desc("New tokens to generate at most (default: 32)"), cl::init(32), cl::sub(kRun));
-cl::opt<float> RunTemp("temp", cl::desc("Sampling temperature; 0 = greedy (default: 0)"), cl::init(0.0f),
-                       cl::sub(kRun));
-cl::opt<int> RunTopK("top-k", cl::desc("Keep the k most likely tokens when sampling, 0 = all (default: 40)"),
-                     cl::init(40), cl::sub(kRun));
-cl::opt<float> RunTopP("top-p", cl::desc("Nucleus sampling mass, 1 = off (default: 0.95)"), cl::init(0.95f),
-                       cl::sub(kRun));
-cl::opt<uint64_t> RunSeed("seed", cl::desc("Sampling seed (default: 0)"), cl::init(0), cl::sub(kRun));
-cl::opt<std::string> RunBackend(
-    "backend", cl::desc("Executor: cpu or cuda (default: cuda when a CUDA GPU is present, cpu otherwise)"),
-    cl::init(""), cl::sub(kRun));
+                               cl::init(""), cl::value_desc("ids"), cl::sub(kRun));
+cl::opt<bool> RunChat("chat", cl::desc("Wrap -p as one user message with the model's chat template (default: false)"),
+                      cl::init(false), cl::sub(kRun));
+cl::opt<std::string> RunSystem("system-prompt",
+                               cl::desc("System prompt for --chat and the interactive chat (default: none; the "
+                                        "template's own default if it has one)"),
+                               cl::init(""), cl::value_desc("text"), cl::sub(kRun));
+cl::alias RunSystemLong("sys", cl::desc("Alias for --system-prompt"), cl::NotHidden, cl::aliasopt(RunSystem));
+cl::opt<bool> RunConversation("cnv",
+                              cl::desc("Interactive multi-turn chat with the model's chat template: one user turn "
+                                       "per line of stdin, Ctrl-C stops a reply, Ctrl-D ends (default: false)"),
+                              cl::init(false), cl::sub(kRun));
+cl::alias RunConversationLong("conversation", cl::desc("Alias for -cnv"), cl::NotHidden, cl::aliasopt(RunConversation));
+cl::alias RunInteractive("i", cl::desc("Alias for -cnv"), cl::NotHidden, cl::aliasopt(RunConversation));
+cl::alias RunInteractiveLong("interactive", cl::desc("Alias for -cnv"), cl::NotHidden, cl::aliasopt(RunConversation));
+
+// Generation and sampling (llama.cpp's names and defaults).
+memra::tools::IntOption<int64_t> RunN("n-predict", {-1, memra::tools::kMaxContext},
+                                      "New tokens to generate at most, -1 = until the context is full", cl::init(32),
+                                      cl::sub(kRun));
+cl::alias RunNLong("n", cl::desc("Alias for --n-predict"), cl::NotHidden, cl::aliasopt(RunN));
+memra::tools::FloatOption RunTemp("temp", {0, 100}, "Sampling temperature; 0 = greedy (argmax)", cl::init(0.8f),
+                                  cl::sub(kRun));
+cl::alias RunTempLong("temperature", cl::desc("Alias for --temp"), cl::NotHidden, cl::aliasopt(RunTemp));
+memra::tools::IntOption<int> RunTopK("top-k", {0, std::numeric_limits<int32_t>::max()},
+                                     "Keep the k most likely tokens, 0 = all", cl::init(40), cl::sub(kRun));
+memra::tools::FloatOption RunTopP("top-p", {0, 1},
+                                  "Nucleus sampling: keep the most likely tokens up to this mass, "
+                                  "1 = off",
+                                  cl::init(0.95f), cl::sub(kRun));
+memra::tools::FloatOption RunMinP("min-p", {0, 1},
+                                  "Drop tokens less likely than this fraction of the most likely one, 0 = off",
+                                  cl::init(0.05f), cl::sub(kRun));
+memra::tools::FloatOption RunRepeatPenalty("repeat-penalty", {0, 100, /*lo_open=*/true},
+                                           "Penalize the last --repeat-last-n tokens, 1 = off", cl::init(1.0f),
+                                           cl::sub(kRun));
+memra::tools::IntOption<int> RunRepeatLastN("repeat-last-n", {-1, memra::tools::kMaxContext},
+                                            "Tokens the penalties look back on, 0 = off, -1 = the context",
+                                            cl::init(64), cl::sub(kRun));
+memra::tools::FloatOption RunPresencePenalty("presence-penalty", {-100, 100},
+                                             "Subtracted from the logit of every recent token, 0 = off", cl::init(0.0f),
+                                             cl::sub(kRun));
+memra::tools::FloatOption RunFrequencyPenalty("frequency-penalty", {-100, 100},
+                                              "Subtracted per occurrence of a recent token, 0 = off", cl::init(0.0f),
+                                              cl::sub(kRun));
+memra::tools::IntOption<int64_t> RunSeed("seed", {-1, std::numeric_limits<int64_t>::max()},
+                                         "Sampling seed, -1 = random (printed, so the run can be repeated)",
+                                         cl::init(-1), cl::sub(kRun));
+cl::alias RunSeedLong("s", cl::desc("Alias for --seed"), cl::NotHidden, cl::aliasopt(RunSeed));
+cl::opt<bool> RunIgnoreEos("ignore-eos", cl::desc("Do not stop at end-of-generation tokens (default: false)"),
+                           cl::init(false), cl::sub(kRun));
+
+// Context, batching and the executor.
+memra::tools::IntOption<int64_t> RunCtx("ctx-size", {0, memra::tools::kMaxContext},
+                                        "Context length (KV cache rows), 0 = the model's, capped at 4096", cl::init(0),
+                                        cl::sub(kRun));
+cl::alias RunCtxLong("c", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(RunCtx));
+memra::tools::IntOption<int64_t> RunChunk("batch-size", {0, memra::tools::kMaxContext},
+                                          "Prefill chunk (batch) size in tokens, 0 = the whole prompt in one call",
+                                          cl::init(512), cl::sub(kRun));
+cl::alias RunChunkLong("b", cl::desc("Alias for --batch-size"), cl::NotHidden, cl::aliasopt(RunChunk));
+cl::alias RunChunkOld("chunk", cl::desc("Alias for --batch-size"), cl::NotHidden, cl::aliasopt(RunChunk));
+memra::tools::IntOption<int> RunThreads("threads", {0, memra::tools::HardwareThreads()},
+                                        "CPU threads, 0 = all hardware threads", cl::init(0), cl::sub(kRun));
+cl::alias RunThreadsLong("t", cl::desc("Alias for --threads"), cl::NotHidden, cl::aliasopt(RunThreads));
+memra::tools::ChoiceOption RunBackend("backend", {"cpu", "cuda"},
+                                      "Executor; auto = cuda when a CUDA GPU is present, cpu otherwise", cl::init(""),
+                                      cl::sub(kRun));
+memra::tools::IntOption<int64_t> RunGpuLayers("n-gpu-layers", {-1, std::numeric_limits<int32_t>::max()},
+                                              "Accepted for llama.cpp habits and ignored: with --backend cuda every "
+                                              "layer runs on the GPU",
+                                              cl::init(-1), cl::sub(kRun));
+cl::alias RunGpuLayersLong("ngl", cl::desc("Alias for --n-gpu-layers"), cl::NotHidden, cl::aliasopt(RunGpuLayers));
+cl::alias RunGpuLayersLong2("gpu-layers", cl::desc("Alias for --n-gpu-layers"), cl::NotHidden,
+                            cl::aliasopt(RunGpuLayers));
 cl::opt<bool> RunCudaSync(
     "cuda-sync-each-op", cl::desc("CUDA: synchronize after every op so an error names it (debugging) (default: false)"),
     cl::init(false), cl::sub(kRun));
@@ -67,35 +142,30 @@ cl::opt<bool> RunCudaGraphs("cuda-graphs",
                             cl::desc("CUDA: replay the compiled segments as CUDA graphs (captured on their "
                                      "second call); false = every op launched eagerly (default: true)"),
                             cl::init(true), cl::sub(kRun));
-cl::opt<int64_t> RunDecodeChunk("decode-chunk",
-                                cl::desc("Greedy decoding: decode steps per device loop call (CUDA: one graph "
-                                         "launch per step, one sync per chunk); 0 = the host picks every token "
-                                         "from downloaded logits (default: 16)"),
-                                cl::init(16), cl::sub(kRun));
+memra::tools::IntOption<int64_t> RunDecodeChunk(
+    "decode-chunk", {0, 4096},
+    "Greedy decoding: decode steps per device loop call (CUDA: one graph launch per step, one sync per chunk); "
+    "0 = the host picks every token from downloaded logits",
+    cl::init(16), cl::sub(kRun));
+memra::tools::ChoiceOption RunWeights("weights", {"per-row", "dequant"},
+                                      "CPU weight handling: per-row (decode rows inside each matmul) or dequant "
+                                      "(decode every matrix to f32 at load)",
+                                      cl::init("per-row"), cl::sub(kRun));
+
+// Output and debugging.
 cl::opt<std::string> RunLogitsOut("logits-out",
                                   cl::desc("Write the f32 logits of every prompt position, row-major "
                                            "[n_prompt, n_vocab], to this file after prefill (default: off)"),
-                                  cl::init(""), cl::sub(kRun));
-cl::opt<bool> RunPrintIds("print-token-ids", cl::desc("Print the prompt and generated token ids (default: false)"),
+                                  cl::init(""), cl::value_desc("path"), cl::sub(kRun));
+cl::opt<bool> RunPrintIds("print-token-ids",
+                          cl::desc("Print the prompt and generated token ids to stdout after the text (default: "
+                                   "false)"),
                           cl::init(false), cl::sub(kRun));
-cl::opt<int64_t> RunChunk("chunk", cl::desc("Prefill chunk size in tokens, 0 = one call (default: 512)"), cl::init(512),
-                          cl::sub(kRun));
 cl::opt<bool> RunTrace(
     "trace-layers",
     cl::desc("Print a checksum (sum, rms, absmax) of the embedding, every layer output "
              "(l_out-N), the final norm and the logits of each prefill call to stderr (default: false)"),
     cl::init(false), cl::sub(kRun));
-cl::opt<int> RunThreads("threads", cl::desc("CPU threads, 0 = all cores (default: 0)"), cl::init(0), cl::sub(kRun));
-cl::opt<int64_t> RunCtx("ctx-size", cl::desc("Context length (KV cache rows), 0 = min(model's, 4096) (default: 0)"),
-                        cl::init(0), cl::sub(kRun));
-cl::opt<bool> RunChat("chat", cl::desc("Wrap -p as one user message with the model's chat template (default: false)"),
-                      cl::init(false), cl::sub(kRun));
-cl::opt<bool> RunIgnoreEos("ignore-eos", cl::desc("Do not stop at end-of-generation tokens (default: false)"),
-                           cl::init(false), cl::sub(kRun));
-cl::opt<std::string> RunWeights("weights",
-                                cl::desc("CPU weight handling: per-row (decode rows inside each matmul) or dequant "
-                                         "(decode every matrix to f32 at load) (default: per-row)"),
-                                cl::init("per-row"), cl::sub(kRun));
 cl::opt<bool> RunPrintIr("print-ir",
                          cl::desc("Print the lowered module (IR text) to stderr before running (default: false)"),
                          cl::init(false), cl::sub(kRun));
@@ -103,6 +173,7 @@ cl::opt<bool> RunProfile("profile", cl::desc("Print time per op kind of each fun
                          cl::init(false), cl::sub(kRun));
 cl::opt<bool> RunNoEcho("no-echo", cl::desc("Do not print the prompt text before the generation (default: false)"),
                         cl::init(false), cl::sub(kRun));
+cl::alias RunNoEchoLlama("no-display-prompt", cl::desc("Alias for --no-echo"), cl::NotHidden, cl::aliasopt(RunNoEcho));
 
 int Fail(const absl::Status& st) {
   llvm::errs() << "memra run: " << st.ToString() << "\n";
@@ -121,9 +192,42 @@ absl::StatusOr<std::vector<int32_t>> ParseIds(absl::string_view s) {
   return ids;
 }
 
+// stdout and stderr share a terminal: an stderr line never lands in the middle of the text.
+class Console {
+ public:
+  void Text(absl::string_view t) {
+    if (t.empty()) return;
+    llvm::outs() << llvm::StringRef(t.data(), t.size());
+    llvm::outs().flush();
+    mid_line_ = t.back() != '\n';
+  }
+  // Ends the stdout line (if one is open) before something goes to stderr.
+  llvm::raw_ostream& Err() {
+    EndLine();
+    return llvm::errs();
+  }
+  void EndLine() {
+    if (mid_line_) Text("\n");
+  }
+
+ private:
+  bool mid_line_ = false;
+};
+
+absl::StatusOr<std::string> ReadPromptFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("-f ", path, ": cannot open the prompt file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 int RunRun() {
   using namespace memra;
   const auto start = std::chrono::steady_clock::now();  // time to first token counts from here
+  Console console;
+  std::string model_path, model_error;
+  if (!RunModelArg.Resolve(model_path, model_error)) return Fail(absl::InvalidArgumentError(model_error));
   runtime::Backend backend = runtime::Backend::kCpu;
   if (RunBackend.empty()) {
     backend = runtime::DefaultBackend();
@@ -138,13 +242,27 @@ int RunRun() {
             absl::StrCat("--backend cuda: no usable CUDA GPU here (", st.message(), "); use --backend cpu")));
     }
   }
-  if (RunPrompt.empty() == RunTokens.empty())
-    return Fail(absl::InvalidArgumentError("give exactly one of -p TEXT or --tokens IDS"));
-  if (RunN < 0) return Fail(absl::InvalidArgumentError("-n must be >= 0"));
-  if (RunDecodeChunk < 0) return Fail(absl::InvalidArgumentError("--decode-chunk must be >= 0"));
-  if (RunChat && RunPrompt.empty()) return Fail(absl::InvalidArgumentError("--chat needs -p TEXT"));
+  const int prompt_sources = !RunPrompt.empty() + !RunTokens.empty() + !RunPromptFile.empty();
+  if (prompt_sources > 1) return Fail(absl::InvalidArgumentError("give one of -p TEXT, -f FILE or --tokens IDS"));
+  if (prompt_sources == 0 && !RunConversation)
+    return Fail(absl::InvalidArgumentError("no prompt: give -p TEXT, -f FILE or --tokens IDS (or -cnv to chat)"));
+  if (RunConversation && !RunTokens.empty())
+    return Fail(absl::InvalidArgumentError("-cnv takes text (-p or -f), not --tokens"));
+  if (RunChat && !RunTokens.empty())
+    return Fail(absl::InvalidArgumentError("--chat takes text (-p or -f), not --tokens"));
+  if (!RunSystem.empty() && !RunChat && !RunConversation)
+    return Fail(
+        absl::InvalidArgumentError("-sys needs --chat or -cnv (the system prompt goes through the chat template)"));
+  std::string prompt_text = RunPrompt;
+  if (!RunPromptFile.empty()) {
+    auto text = ReadPromptFile(RunPromptFile);
+    if (!text.ok()) return Fail(text.status());
+    prompt_text = std::move(*text);
+  }
+  if (RunGpuLayers.getNumOccurrences() > 0)
+    llvm::errs() << "memra run: -ngl ignored: with --backend cuda every layer runs on the GPU\n";
+
   runtime::SessionOptions so;
-  if (absl::Status st = memra::tools::CheckThreads(RunThreads); !st.ok()) return Fail(st);
   so.threads = RunThreads;
   so.n_ctx = RunCtx;
   so.chunk = RunChunk;
@@ -155,27 +273,30 @@ int RunRun() {
   so.cuda.cuda_graphs = RunCudaGraphs;
   so.decode_chunk = RunDecodeChunk;
   so.cuda.progress = false;
-  if (RunWeights == "per-row")
-    so.weight_mode = runtime::WeightMode::kPerRow;
-  else if (RunWeights == "dequant")
-    so.weight_mode = runtime::WeightMode::kDequantizeAtLoad;
-  else
-    return Fail(absl::InvalidArgumentError("--weights must be per-row or dequant"));
+  so.weight_mode = RunWeights == "dequant" ? runtime::WeightMode::kDequantizeAtLoad : runtime::WeightMode::kPerRow;
 
   absl::StatusOr<std::unique_ptr<runtime::Session>> session;
-  if (runtime::IsPlanFile(RunModel)) {
+  if (runtime::IsPlanFile(model_path)) {
+    // A plan fixes its context, pipeline and prefill buckets: a flag that would change them is an
+    // error, not silently ignored.
+    if (RunCtx.getNumOccurrences() > 0)
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "-c/--ctx-size: ", model_path, " is a plan, and a plan fixes its context; compile it with --ctx-size")));
+    if (RunPmFlags.any_given())
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--passes and the pass dumps apply when compiling; ",
+                                                          model_path, " is a plan (compiled already)")));
     // A plan: check it against its GGUF (and --arch) before anything else, then run its IR.
-    auto plan = runtime::ReadPlan(RunModel);
+    auto plan = runtime::ReadPlan(model_path);
     if (!plan.ok()) return Fail(plan.status());
     auto file = gguf::GgufFile::Open(RunPlanGguf.empty() ? plan->gguf.path : std::string(RunPlanGguf));
     if (!file.ok()) return Fail(file.status());
     if (absl::Status st = runtime::CheckPlanCompatible(*plan, runtime::IdentifyGguf(**file), RunArch); !st.ok())
-      return Fail(absl::Status(st.code(), absl::StrCat(std::string(RunModel), ": ", st.message())));
+      return Fail(absl::Status(st.code(), absl::StrCat(model_path, ": ", st.message())));
     if (backend == runtime::Backend::kCuda && !plan->target.empty()) {
       auto device = runtime::CudaDeviceTarget(so.cuda.device);
       if (!device.ok()) return Fail(device.status());
       if (absl::Status st = runtime::CheckPlanTarget(*plan, *device); !st.ok())
-        return Fail(absl::Status(st.code(), absl::StrCat(std::string(RunModel), ": ", st.message())));
+        return Fail(absl::Status(st.code(), absl::StrCat(model_path, ": ", st.message())));
     }
     auto module = runtime::LoadPlanModule(*plan);
     if (!module.ok()) return Fail(module.status());
@@ -184,12 +305,14 @@ int RunRun() {
       // still compile, counted in the kernel line).
       auto pre = runtime::PrecompiledKernels(*plan);
       if (!pre.ok())
-        return Fail(
-            absl::Status(pre.status().code(), absl::StrCat(std::string(RunModel), ": ", pre.status().message())));
+        return Fail(absl::Status(pre.status().code(), absl::StrCat(model_path, ": ", pre.status().message())));
       so.cuda.precompiled = *pre;
     }
     session = runtime::Session::Open(std::move(*file), std::move(*module), so);
   } else {
+    if (!RunPlanGguf.empty() || !RunArch.empty())
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--gguf and --arch apply to a plan; ", model_path, " is not a plan (*.plan)")));
     passes::PassManagerOptions pm_opts = RunPmFlags.Options();
     // The backend's pipeline (CUDA: with select-kernels) unless --passes says otherwise.
     if (!RunPmFlags.pipeline_given()) {
@@ -200,21 +323,62 @@ int RunRun() {
         pm_opts.pipeline = passes::PipelineForTarget(target->ArchName(), target->sm_count);
       }
     }
-    pm_opts.input_name = RunModel;
+    pm_opts.input_name = model_path;
     so.compile = [pm_opts](ir::Module& m) -> absl::Status {
       auto pm = passes::PassManager::Create(pm_opts);
       if (!pm.ok()) return pm.status();
       return (*pm)->Run(m);
     };
-    session = runtime::Session::Open(RunModel, so);
+    session = runtime::Session::Open(model_path, so);
   }
   if (!session.ok()) return Fail(session.status());
   runtime::Session& s = **session;
   if (RunPrintIr) llvm::errs() << ir::ToText(s.module());
-  llvm::errs() << absl::StrFormat("memra run: %s: %s, %d layers, n_vocab %d, context %d, %s, loaded in %.2f s\n",
-                                  std::string(RunModel), s.module().attrs().GetString("arch").value_or("?"),
+  auto state = runtime::StateBytesOf(s.module());
+  llvm::errs() << absl::StrFormat("memra run: %s: %s, %d layers, n_vocab %d, context %d (%s), %s, loaded in %.2f s\n",
+                                  model_path, s.module().attrs().GetString("arch").value_or("?"),
                                   s.module().attrs().I64Or("n_layer", 0), s.n_vocab(), s.context_length(),
+                                  state.ok() ? runtime::DescribeStateBytes(*state) : "state size unknown",
                                   s.executor().Describe(), s.executor().load_seconds());
+
+  runtime::GenerationParams gp;
+  gp.n_predict = RunN < 0 ? s.context_length() : int64_t(RunN);
+  gp.sampling.temperature = RunTemp;
+  gp.sampling.top_k = RunTopK;
+  gp.sampling.top_p = RunTopP;
+  gp.sampling.min_p = RunMinP;
+  gp.sampling.repeat_penalty = RunRepeatPenalty;
+  gp.sampling.repeat_last_n = RunRepeatLastN < 0 ? static_cast<int>(s.context_length()) : int(RunRepeatLastN);
+  gp.sampling.presence_penalty = RunPresencePenalty;
+  gp.sampling.frequency_penalty = RunFrequencyPenalty;
+  gp.stop_at_eog = !RunIgnoreEos;
+  if (RunSeed >= 0) {
+    gp.seed = static_cast<uint64_t>(int64_t(RunSeed));
+  } else {
+    gp.seed = std::random_device{}() & 0x7fffffff;
+    if (RunTemp > 0)
+      llvm::errs() << absl::StrFormat("memra run: seed %d (sampling at temperature %g; repeat with -s %d)\n", gp.seed,
+                                      float(RunTemp), gp.seed);
+  }
+  memra::tools::InterruptGuard interrupt;  // Ctrl-C stops the generation and prints the timings so far
+
+  if (RunConversation) {
+    memra::tools::ChatLoopOptions co;
+    co.system_prompt = RunSystem;
+    co.first_message = prompt_text;
+    co.gen = gp;
+    co.interrupted = &interrupt.flag();
+    co.echo_prompt_marker = true;
+    co.on_turn = [&interrupt](const memra::tools::ChatTurn& t) {
+      if (!t.interrupted) return;
+      llvm::errs() << absl::StrFormat("memra run: reply %d stopped (Ctrl-C) after %d tokens in %.3f s\n", t.turn,
+                                      t.stats.n_generated, t.stats.decode_seconds);
+      interrupt.Rearm();  // LLVM's handler ran the interrupt function once: install it again
+    };
+    if (absl::Status st = memra::tools::RunInteractiveChat(s, co, std::cin, llvm::outs(), llvm::errs()); !st.ok())
+      return Fail(st);
+    return 0;
+  }
 
   std::vector<int32_t> prompt;
   if (!RunTokens.empty()) {
@@ -226,54 +390,42 @@ int RunRun() {
     auto chat = tokenizer::ChatTemplate::FromTokenizer(*s.tokenizer());
     if (!chat.ok()) return Fail(chat.status());
     tokenizer::ChatInputs in;
-    in.messages = tokenizer::ChatInputs::Messages({{"user", std::string(RunPrompt)}});
+    in.messages = RunSystem.empty()
+                      ? tokenizer::ChatInputs::Messages({{"user", prompt_text}})
+                      : tokenizer::ChatInputs::Messages({{"system", std::string(RunSystem)}, {"user", prompt_text}});
     auto text = (*chat)->Apply(in);
     if (!text.ok()) return Fail(text.status());
     tokenizer::EncodeOptions eo;
     eo.add_special = false;
     prompt = s.tokenizer()->Encode(*text, eo);
-    if (!RunNoEcho) llvm::outs() << *text;
+    if (!RunNoEcho) console.Text(*text);
   } else {
-    auto ids = s.Tokenize(RunPrompt);
+    auto ids = s.Tokenize(prompt_text);
     if (!ids.ok()) return Fail(ids.status());
     prompt = std::move(*ids);
-    if (!RunNoEcho) llvm::outs() << RunPrompt;
+    if (!RunNoEcho) console.Text(prompt_text);
   }
-  llvm::outs().flush();
-  if (RunPrintIds) llvm::errs() << "prompt ids: " << absl::StrJoin(prompt, ",") << "\n";
 
   if (RunTrace) {
-    s.executor().set_observer([](const ir::Value& v, const runtime::HostTensor& t) {
+    s.executor().set_observer([&console](const ir::Value& v, const runtime::HostTensor& t) {
       if (t.dtype() != ir::DType::kF32 || !runtime::IsLayerTraceValue(v.name())) return;
-      llvm::errs() << runtime::FormatTraceLine(v.name(), t.ShapeString(), runtime::ComputeChecksum(t.f32(), t.numel()))
-                   << "\n";
+      console.Err() << runtime::FormatTraceLine(v.name(), t.ShapeString(), runtime::ComputeChecksum(t.f32(), t.numel()))
+                    << "\n";
     });
   }
 
-  runtime::GenerationParams gp;
-  gp.n_predict = RunN;
-  gp.sampling.temperature = RunTemp;
-  gp.sampling.top_k = RunTopK;
-  gp.sampling.top_p = RunTopP;
-  gp.seed = RunSeed;
-  gp.stop_at_eog = !RunIgnoreEos;
   std::vector<float> prompt_logits;
   double first_token_seconds = -1;
   auto on_token = [&](int32_t id, absl::string_view text) {
     if (first_token_seconds < 0)
       first_token_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (RunTrace) s.executor().set_observer(nullptr);  // trace the prefill only
-    llvm::outs() << llvm::StringRef(text.data(), text.size());
-    llvm::outs().flush();
-    return true;
+    console.Text(text);
+    return !interrupt.flag().load();
   };
   auto stats = s.Generate(prompt, gp, on_token, so.prompt_logits ? &prompt_logits : nullptr);
-  if (!stats.ok()) {
-    llvm::outs() << "\n";
-    return Fail(stats.status());
-  }
-  llvm::outs() << "\n";
-  llvm::outs().flush();  // before the stats line on stderr
+  console.EndLine();
+  if (!stats.ok()) return Fail(stats.status());
   if (!RunLogitsOut.empty()) {
     std::ofstream out(std::string(RunLogitsOut), std::ios::binary);
     out.write(reinterpret_cast<const char*>(prompt_logits.data()),
@@ -282,13 +434,17 @@ int RunRun() {
     llvm::errs() << absl::StrFormat("memra run: wrote %s (f32 [%d, %d])\n", std::string(RunLogitsOut), prompt.size(),
                                     s.n_vocab());
   }
-  if (RunPrintIds) llvm::outs() << "generated ids: " << absl::StrJoin(stats->tokens, ",") << "\n";
+  if (RunPrintIds) {
+    console.Text(absl::StrCat("prompt ids: ", absl::StrJoin(prompt, ","), "\n"));
+    console.Text(absl::StrCat("generated ids: ", absl::StrJoin(stats->tokens, ","), "\n"));
+  }
   llvm::errs() << absl::StrFormat(
       "memra run: prompt %d tokens in %.3f s (%.1f tok/s); generation %d tokens, %d decode steps in "
       "%.3f s (%.1f tok/s)%s\n",
       stats->n_prompt, stats->prefill_seconds, stats->prefill_tokens_per_second(), stats->n_generated,
       stats->n_decode_calls, stats->decode_seconds, stats->decode_tokens_per_second(),
-      stats->stopped_at_eog       ? "; stopped at end-of-generation"
+      interrupt.flag().load()     ? "; interrupted (Ctrl-C)"
+      : stats->stopped_at_eog     ? "; stopped at end-of-generation"
       : stats->stopped_at_context ? "; context full"
                                   : "");
   if (first_token_seconds >= 0)

@@ -352,7 +352,7 @@ std::vector<int32_t> Tokenizer::Encode(absl::string_view input, const EncodeOpti
       EncodeBpeText(seg, &out);
     }
   } else {
-    bool prev_special = true;  // llama.cpp: a space prefix at the start and after added tokens
+    bool prev_special = opts.space_prefix;  // llama.cpp: a space prefix at the start and after added tokens
     for (const Fragment& f : fragments) {
       if (f.is_token) {
         out.push_back(f.id);

@@ -75,6 +75,11 @@ struct EncodeOptions {
   // Match CONTROL (and UNKNOWN) token texts in the input, like llama.cpp's parse_special.
   // USER_DEFINED tokens are matched either way (as llama.cpp and HF do).
   bool parse_special = true;
+  // SPM models with add_space_prefix: the space put before the first text fragment (llama.cpp
+  // always puts it there). false when `text` continues text encoded before it (a chat turn's new
+  // suffix), so the pieces' ids concatenate as the whole text's would; a fragment after a matched
+  // special token still gets its space, as it would in the whole text.
+  bool space_prefix = true;
 };
 
 struct DecodeOptions {

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace memra::kernels::cpu {
 
@@ -82,13 +86,86 @@ void TopPFilter(std::vector<TokenCandidate>& c, float top_p) {
   for (auto& x : c) x.prob = static_cast<float>(x.prob / sum);
 }
 
-int32_t SampleToken(const float* logits, int64_t n_vocab, const SamplingParams& params, std::mt19937_64& rng) {
+void MinPFilter(std::vector<TokenCandidate>& c, float min_p) {
+  if (min_p <= 0.0f || c.empty()) return;
+  float mx = c[0].logit;
+  for (const auto& x : c) mx = std::max(mx, x.logit);
+  const float min_logit = mx + std::log(min_p);
+  size_t keep = 1;  // the first (largest) always stays
+  while (keep < c.size() && c[keep].logit >= min_logit) ++keep;
+  c.resize(keep);
+}
+
+bool PenaltiesEnabled(const SamplingParams& p) {
+  return p.repeat_last_n != 0 &&
+         (p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f);
+}
+
+absl::Status CheckSamplingParams(const SamplingParams& p) {
+  auto finite = [](absl::string_view name, float v) -> absl::Status {
+    if (std::isfinite(v)) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("sampling: ", name, " must be finite (got ", v, ")"));
+  };
+  for (auto [name, v] : {std::pair<absl::string_view, float>{"temperature", p.temperature},
+                         {"top_p", p.top_p},
+                         {"min_p", p.min_p},
+                         {"repeat_penalty", p.repeat_penalty},
+                         {"presence_penalty", p.presence_penalty},
+                         {"frequency_penalty", p.frequency_penalty}})
+    if (absl::Status st = finite(name, v); !st.ok()) return st;
+  if (p.repeat_penalty <= 0.0f || !std::isfinite(1.0f / p.repeat_penalty))
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling: repeat_penalty must be greater than 0 (got ", p.repeat_penalty, "; 1 = off)"));
+  if (p.repeat_last_n < -1)
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling: repeat_last_n must be -1 (the whole context), 0 (off) "
+                     "or a token count (got ",
+                     p.repeat_last_n, ")"));
+  return absl::OkStatus();
+}
+
+void ApplyPenalties(float* logits, int64_t n_vocab, absl::Span<const int32_t> history, const SamplingParams& p) {
+  if (!PenaltiesEnabled(p) || history.empty()) return;
+  // The window llama.cpp's ring buffer of the last penalty_last_n accepted tokens holds.
+  // (llama.cpp maps -1 to the context size, i.e. everything the context holds, until August
+  // 2026; its newest CLI refuses -1.)
+  const size_t n =
+      p.repeat_last_n < 0 ? history.size() : std::min(history.size(), static_cast<size_t>(p.repeat_last_n));
+  std::vector<int32_t> window(history.end() - n, history.end());
+  std::sort(window.begin(), window.end());
+  for (size_t i = 0; i < window.size();) {
+    size_t j = i;
+    while (j < window.size() && window[j] == window[i]) ++j;
+    const int32_t id = window[i];
+    const int count = static_cast<int>(j - i);
+    i = j;
+    if (id < 0 || id >= n_vocab) continue;
+    float& l = logits[id];
+    // Dividing a negative logit would make the token more likely: negative ones are multiplied
+    // (llama.cpp's fix of the CTRL paper's rule).
+    if (l <= 0)
+      l *= p.repeat_penalty;
+    else
+      l /= p.repeat_penalty;
+    l -= static_cast<float>(count) * p.frequency_penalty + static_cast<float>(count > 0) * p.presence_penalty;
+  }
+}
+
+int32_t SampleToken(const float* logits, int64_t n_vocab, const SamplingParams& params, std::mt19937_64& rng,
+                    absl::Span<const int32_t> history) {
+  std::vector<float> penalized;
+  if (PenaltiesEnabled(params) && !history.empty()) {
+    penalized.assign(logits, logits + n_vocab);
+    ApplyPenalties(penalized.data(), n_vocab, history, params);
+    logits = penalized.data();
+  }
   if (params.temperature <= 0.0f) return Argmax(logits, n_vocab);
   std::vector<TokenCandidate> c = TopKCandidates(logits, n_vocab, params.top_k);
   if (params.top_p < 1.0f) {
     SoftmaxCandidates(c);
     TopPFilter(c, params.top_p);
   }
+  MinPFilter(c, params.min_p);
   ApplyTemperature(c, params.temperature);
   SoftmaxCandidates(c);
   const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;

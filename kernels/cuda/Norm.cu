@@ -110,16 +110,27 @@ __device__ __forceinline__ void softmax_body(const float* x, float* y, i64 n_row
   }
 }
 
+// No non-finite value in a row (row_argmax's *bad).
+#define NORM_ALL_FINITE 0x7fffffff
+
 // Index of the maximum of one row of NORM_COLS (ties: lowest index; NaN never wins unless all
-// are NaN -> 0), the same rule as the host sampler's greedy pick. Every thread of the block calls
-// it; the result is valid in every thread.
-__device__ int row_argmax(const float* xr) {
+// are NaN -> 0), the same rule as the host sampler's greedy pick. Also the lowest index whose
+// value is NaN or +-inf in *bad (NORM_ALL_FINITE when there is none): every value is checked, as
+// the host path checks every logit, because a NaN never wins the max and a check of the maximum
+// alone would pass a row with NaNs in it. The cost is an exponent test of each value already in a
+// register and one more min in the block reduction. Every thread of the block calls it; the
+// results are valid in every thread.
+__device__ int row_argmax(const float* xr, int* bad) {
   __shared__ float bv[NORM_BLOCK];
   __shared__ int bi[NORM_BLOCK];
+  __shared__ int bb[NORM_BLOCK];
   float best = MEMRA_NEG_INF;
   int idx = -1;
+  int first_bad = NORM_ALL_FINITE;
   for (int c = threadIdx.x; c < NORM_COLS; c += NORM_BLOCK) {
     const float v = xr[c];
+    // All exponent bits set: inf or NaN. A thread's columns rise, so its first is its lowest.
+    if ((__float_as_uint(v) & 0x7f800000u) == 0x7f800000u && first_bad == NORM_ALL_FINITE) first_bad = c;
     if (v > best || (idx < 0 && v == best)) {  // v == -inf keeps the first -inf index
       best = v;
       idx = c;
@@ -128,6 +139,7 @@ __device__ int row_argmax(const float* xr) {
   __syncthreads();
   bv[threadIdx.x] = best;
   bi[threadIdx.x] = idx;
+  bb[threadIdx.x] = first_bad;
   __syncthreads();
   for (int s = NORM_BLOCK / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s) {
@@ -139,17 +151,20 @@ __device__ int row_argmax(const float* xr) {
         bv[threadIdx.x] = ov;
         bi[threadIdx.x] = oi;
       }
+      bb[threadIdx.x] = min(bb[threadIdx.x], bb[threadIdx.x + s]);
     }
     __syncthreads();
   }
   const int out = bi[0] < 0 ? 0 : bi[0];
+  *bad = bb[0];
   __syncthreads();  // the shared arrays are reused by the next call
   return out;
 }
 
 __device__ __forceinline__ void argmax_body(const float* x, int* y, i64 n_rows) {
   for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
-    const int id = row_argmax(x + r * NORM_COLS);
+    int bad;
+    const int id = row_argmax(x + r * NORM_COLS, &bad);
     if (threadIdx.x == 0) y[r] = id;
   }
 }
@@ -157,16 +172,25 @@ __device__ __forceinline__ void argmax_body(const float* x, int* y, i64 n_rows) 
 // The device-side greedy step that closes the decode loop (one block): the next token is the
 // argmax of the logits row; it becomes the decode function's input token for the next step and
 // is appended to the token ring (ring[*ring_pos % ring_cap], then ++*ring_pos), which the host
-// reads once per chunk of steps. Nothing here depends on host values that change per step, so a
+// reads once per chunk of steps. The first step of a chunk whose logits are not all finite is
+// recorded in bad[0] = its ring_pos + 1 (0: none so far), with the first such vocabulary id in
+// bad[1] and its value's bits in bad[2]; the host resets bad[0] with ring_pos and turns it into
+// an error after the chunk. Nothing here depends on host values that change per step, so a
 // captured decode step replays unchanged.
-__device__ __forceinline__ void greedy_next_body(const float* logits, int* token, int* ring, int* ring_pos,
+__device__ __forceinline__ void greedy_next_body(const float* logits, int* token, int* ring, int* ring_pos, int* bad,
                                                  int ring_cap) {
-  const int id = row_argmax(logits);
+  int bad_id;
+  const int id = row_argmax(logits, &bad_id);
   if (threadIdx.x == 0) {
     token[0] = id;
     const int i = ring_pos[0];
     ring[i % ring_cap] = id;
     ring_pos[0] = i + 1;
+    if (bad_id != NORM_ALL_FINITE && bad[0] == 0) {
+      bad[0] = i + 1;
+      bad[1] = bad_id;
+      bad[2] = __float_as_int(logits[bad_id]);
+    }
   }
 }
 
@@ -190,5 +214,5 @@ extern "C" __global__ void __launch_bounds__(NORM_BLOCK) argmax(const RowParams 
   argmax_body(p.x, static_cast<int*>(p.y), p.n_rows);
 }
 extern "C" __global__ void __launch_bounds__(NORM_BLOCK) greedy_next(const GreedyNextParams p) {
-  greedy_next_body(p.logits, p.token, p.ring, p.ring_pos, p.ring_cap);
+  greedy_next_body(p.logits, p.token, p.ring, p.ring_pos, p.bad, p.ring_cap);
 }

@@ -33,16 +33,19 @@ MEMRA_PARAMS_SIZE(RowParams, 24);
 MEMRA_PARAMS_OFFSET(RowParams, y, 8);
 MEMRA_PARAMS_OFFSET(RowParams, n_rows, 16);
 
-// greedy_next: the device decode loop's pick (argmax -> token slot + token ring).
+// greedy_next: the device decode loop's pick (argmax -> token slot + token ring), and the first
+// step of the chunk with non-finite logits (bad: [step + 1 or 0, vocabulary id, value bits]).
 struct GreedyNextParams {
   MEMRA_DPTR(const float) logits;
   MEMRA_DPTR(int) token;
   MEMRA_DPTR(int) ring;
   MEMRA_DPTR(int) ring_pos;
+  MEMRA_DPTR(int) bad;
   int ring_cap;
 };
-MEMRA_PARAMS_SIZE(GreedyNextParams, 40);
+MEMRA_PARAMS_SIZE(GreedyNextParams, 48);
 MEMRA_PARAMS_OFFSET(GreedyNextParams, ring_pos, 24);
-MEMRA_PARAMS_OFFSET(GreedyNextParams, ring_cap, 32);
+MEMRA_PARAMS_OFFSET(GreedyNextParams, bad, 32);
+MEMRA_PARAMS_OFFSET(GreedyNextParams, ring_cap, 40);
 
 MEMRA_PARAMS_END

@@ -100,8 +100,11 @@ class CudaExecutor {
   // token, not yet in the cache); each step's argmax is the next step's token. Returns the n_steps
   // generated ids; the position advances by n_steps. With cuda_graphs the step is one graph
   // launched n_steps times and the host synchronizes once; the logits never leave the device.
-  // Errors: context overflow (before anything runs), a token outside the vocabulary.
-  absl::StatusOr<std::vector<int32_t>> DecodeGreedy(int32_t token, int64_t n_steps);
+  // Errors: context overflow (before anything runs), a token outside the vocabulary; logits that
+  // are not all finite (the greedy pick checks every value on the device; the host turns the first
+  // such step of a chunk into runtime/Logits.h's DataLoss error after the chunk's sync, numbering
+  // steps from first_step; the position then counts every step that ran).
+  absl::StatusOr<std::vector<int32_t>> DecodeGreedy(int32_t token, int64_t n_steps, int64_t first_step = 1);
   // Compiles and lays out the program of `name` for the bucket of T tokens ahead of a call
   // (@decode: with the device loop's greedy pick).
   absl::Status Prepare(absl::string_view name, int64_t T);
@@ -172,7 +175,8 @@ class CudaExecutor {
   double last_run_ms_ = 0;
   ValueObserver observer_;
   GraphStats graph_stats_;
-  std::unique_ptr<cuda::DeviceBuffer> token_ring_;  // i32[kTokenRing] + the write index
+  // i32[kTokenRing] + the write index + the non-finite record (step, id, value bits)
+  std::unique_ptr<cuda::DeviceBuffer> token_ring_;
   struct ProfileEntry {
     int64_t count = 0;
     double ms = 0, flops = 0, bytes = 0;

@@ -97,8 +97,10 @@ inline absl::StatusOr<llvm::SmallVector<int64_t, 4>> ConcreteShape(const ir::Val
   return out;
 }
 
-// Token ring of the device decode loop: capacity (ids) + one write index.
+// Token ring of the device decode loop: capacity (ids), then one write index and the greedy
+// pick's non-finite record (GreedyNextParams::bad: step + 1 or 0, vocabulary id, value bits).
 constexpr int64_t kTokenRing = 1024;
+constexpr int64_t kTokenRingTail = 4;
 
 inline absl::Status OpError(const Op& op, absl::string_view msg) {
   return absl::InvalidArgumentError(absl::StrCat("cuda executor: ", op.Summary(), ": ", msg));

@@ -3,6 +3,7 @@
 // pick, launched n times per synchronization). See CudaExecutor.h.
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "codegen/KernelModules.h"
 #include "ir/StatusMacros.h"
 #include "kernels/cuda/NormParams.h"
+#include "runtime/Logits.h"
 #include "runtime/cuda/CudaExecutorImpl.h"
 
 namespace memra::runtime {
@@ -142,13 +144,13 @@ absl::Status CudaExecutor::PrepareGreedy(Program& p) {
     MEMRA_ASSIGN_OR_RETURN(p.greedy.fn, modules_.at(k)->Function(l.kernel.entry));
   }
   if (token_ring_ == nullptr) {
-    MEMRA_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, dev_->Alloc((kTokenRing + 1) * 4, "decode token ring"));
+    MEMRA_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, dev_->Alloc((kTokenRing + kTokenRingTail) * 4, "decode token ring"));
     token_ring_ = std::make_unique<cuda::DeviceBuffer>(std::move(b));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<int32_t>> CudaExecutor::DecodeGreedy(int32_t token, int64_t n_steps) {
+absl::StatusOr<std::vector<int32_t>> CudaExecutor::DecodeGreedy(int32_t token, int64_t n_steps, int64_t first_step) {
   const ir::Function* fn = module_.function("decode");
   if (fn == nullptr) return absl::NotFoundError("cuda executor: the module has no function @decode");
   if (n_steps <= 0) return std::vector<int32_t>{};
@@ -175,13 +177,14 @@ absl::StatusOr<std::vector<int32_t>> CudaExecutor::DecodeGreedy(int32_t token, i
   const Op* ret = p->steps.back().op;
   const CUdeviceptr logits = p->Ptr(ret->operand(0));
   const CUdeviceptr token_slot = p->Ptr(fn->argument(0));
-  const CUdeviceptr ring = token_ring_->ptr(), ring_pos = ring + kTokenRing * 4;
+  const CUdeviceptr ring = token_ring_->ptr(), ring_pos = ring + kTokenRing * 4, bad = ring_pos + 4;
   auto launch_greedy = [&]() -> absl::Status {
     kcu::GreedyNextParams a;
     a.logits = logits;
     a.token = token_slot;
     a.ring = ring;
     a.ring_pos = ring_pos;
+    a.bad = bad;
     a.ring_cap = static_cast<int>(kTokenRing);
     void* args[] = {&a};
     return CuCheck(d.cuLaunchKernel(p->greedy.fn, p->greedy.spec.grid, 1, 1, p->greedy.spec.block, 1, 1,
@@ -204,7 +207,8 @@ absl::StatusOr<std::vector<int32_t>> CudaExecutor::DecodeGreedy(int32_t token, i
   std::vector<int32_t> out(static_cast<size_t>(n_steps));
   for (int64_t done = 0; done < n_steps;) {
     const int64_t n = std::min<int64_t>(kTokenRing, n_steps - done);
-    MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemsetD32Async(ring_pos, 0, 1, stream), "cuda executor: token ring reset"));
+    // The write index and the non-finite record's step, adjacent.
+    MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemsetD32Async(ring_pos, 0, 2, stream), "cuda executor: token ring reset"));
     for (int64_t i = 0; i < n; ++i) {
       // The first step ever runs eagerly (loads lazily loaded kernels), later ones replay.
       if (GraphsAllowed() && all_capturable && p->calls > 0 && p->greedy_exec == nullptr) {
@@ -235,11 +239,23 @@ absl::StatusOr<std::vector<int32_t>> CudaExecutor::DecodeGreedy(int32_t token, i
         ++p->calls;
       }
     }
+    int32_t bad_record[3] = {0, 0, 0};
     MEMRA_RETURN_IF_ERROR(
         CuCheck(d.cuMemcpyDtoHAsync(out.data() + done, ring, n * 4, stream), "cuda executor: token ring download"));
+    MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemcpyDtoHAsync(bad_record, bad, sizeof(bad_record), stream),
+                                  "cuda executor: token ring download"));
     absl::Status st = dev_->Synchronize("@decode greedy loop");
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: ", st.message()));
     done += n;
+    if (bad_record[0] != 0) {  // every step of the chunk ran: the device position counts them
+      position_ += done * step_advance;
+      d.cuEventDestroy(ev0);
+      d.cuEventDestroy(ev1);
+      float value;
+      std::memcpy(&value, &bad_record[2], sizeof(value));
+      return NonFiniteLogitsError(absl::StrCat("decode step ", first_step + done - n + bad_record[0] - 1), value,
+                                  bad_record[1]);
+    }
   }
   d.cuEventRecord(ev1, stream);
   MEMRA_RETURN_IF_ERROR(dev_->Synchronize("@decode greedy loop"));

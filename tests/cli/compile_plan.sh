@@ -25,11 +25,11 @@ head -c 12 "$tmp/m.plan" | grep -q "MEMRAPLAN 1" || fail "plan magic"
 
 # 2. The plan, the GGUF through the pipeline and the unfused module: same logits bytes and ids.
 # Chunks of exactly a bucket's size run the bucket functions (16 + 16 + 16; 32 + 16).
-"$memra" run "$tmp/m.plan" --chunk 16 --profile --tokens "$prompt" -n 8 --print-token-ids --logits-out "$tmp/plan.f32" \
+"$memra" run "$tmp/m.plan" --chunk 16 --profile --temp 0 --tokens "$prompt" -n 8 --print-token-ids --logits-out "$tmp/plan.f32" \
   >"$tmp/plan.txt" 2>"$tmp/plan.err" || { cat "$tmp/plan.err"; fail "run of the plan failed"; }
-"$memra" run "$model" --chunk 32 --tokens "$prompt" -n 8 --print-token-ids --logits-out "$tmp/gguf.f32" \
+"$memra" run "$model" --chunk 32 --temp 0 --tokens "$prompt" -n 8 --print-token-ids --logits-out "$tmp/gguf.f32" \
   >"$tmp/gguf.txt" 2>"$tmp/gguf.err" || { cat "$tmp/gguf.err"; fail "run of the GGUF failed"; }
-"$memra" run "$model" --passes= --tokens "$prompt" -n 8 --print-token-ids --logits-out "$tmp/plain.f32" \
+"$memra" run "$model" --passes= --temp 0 --tokens "$prompt" -n 8 --print-token-ids --logits-out "$tmp/plain.f32" \
   >"$tmp/plain.txt" 2>"$tmp/plain.err" || { cat "$tmp/plain.err"; fail "unfused run failed"; }
 grep -q "profile @prefill_t16: 3 calls" "$tmp/plan.err" || { cat "$tmp/plan.err"; fail "the plan did not run @prefill_t16"; }
 cmp -s "$tmp/plan.f32" "$tmp/plain.f32" || fail "plan logits differ from the unfused module's"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# An impossible context is refused before any cache is allocated, with the figure and the flag
-# (issue 12's first defect): run, perplexity and bench at --ctx-size / --ctx / -d far past the
-# host's memory, and a context whose byte count overflows. Exit code 1, never a signal.
+# An impossible context is refused before any cache is allocated (issue 12's first defect):
+# values past the flag's range (1e11, INT64_MAX) by the options layer, naming the flag; a context
+# in range but past the memory available (here: an address-space limit of 4 GB, which the check
+# honours as it does MemAvailable) with the KV-cache figure and the flag — for run, perplexity,
+# bench and compile's plan when run. Exit code 1, never a signal.
 # Args: MEMRA DATA_DIR SHARED_DIR.
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
@@ -13,12 +15,26 @@ expect() {  # expect WHAT PATTERN -- command...
   [ $rc -eq 1 ] || { cat "$tmp/err.txt"; fail "$what: exit code $rc, expected 1"; }
   grep -q -- "$pattern" "$tmp/err.txt" || { cat "$tmp/err.txt"; fail "$what: no \"$pattern\" in the error"; }
 }
+limited() { (ulimit -v 4000000 && "$@"); }  # 4 GB of address space
 huge=100000000000  # 1e11 tokens: terabytes of KV cache
-expect "run --ctx-size $huge" "lower --ctx-size" -- "$memra" run "$model" --backend cpu --tokens 1,2,3 -n 1 --ctx-size $huge
-grep -q "of KV cache" "$tmp/err.txt" || fail "run: the error does not give the KV cache size"
-expect "run --ctx-size INT64_MAX" "lower --ctx-size" -- \
-  "$memra" run "$model" --backend cpu --tokens 1,2,3 -n 1 --ctx-size 9223372036854775807
-expect "perplexity --ctx $huge" "lower --ctx-size" -- \
+for ctx in $huge 9223372036854775807 99999999999999999999999; do
+  expect "run --ctx-size $ctx" "ctx-size option: .* out of range: expected 0 to 16777216" -- \
+    "$memra" run "$model" --backend cpu --tokens 1,2,3 -n 1 --ctx-size $ctx
+done
+expect "perplexity --ctx $huge" "ctx-size option: .* out of range" -- \
   "$memra" perplexity "$model" --backend cpu -f "$data/demo_heldout_excerpt.txt" --ctx $huge
-expect "bench -d $huge" "lower --ctx-size" -- "$memra" bench "$model" --backend cpu -p 16 -n 1 -r 1 -d $huge
+expect "bench -d $huge" "n-depth option: .* out of range" -- "$memra" bench "$model" --backend cpu -p 16 -n 1 -r 1 -d $huge
+expect "compile -c $huge" "ctx-size option: .* out of range" -- "$memra" compile "$model" --arch cpu -c $huge -o "$tmp/x.plan"
+
+max=16777216  # in range: 16 GiB of KV cache on the tiny model
+expect "run --ctx-size $max" "lower --ctx-size" -- limited "$memra" run "$model" --backend cpu --tokens 1,2,3 -n 1 --ctx-size $max
+grep -q "16.0 GiB of KV cache" "$tmp/err.txt" || fail "run: the error does not give the KV cache size"
+expect "perplexity --ctx $max" "lower --ctx-size" -- \
+  limited "$memra" perplexity "$model" --backend cpu -f "$data/demo_heldout_excerpt.txt" --ctx $max
+expect "bench -d $max" "lower --ctx-size" -- limited "$memra" bench "$model" --backend cpu -p 16 -n 1 -r 1 -d $max
+"$memra" compile "$model" --arch cpu -c $max -o "$tmp/big.plan" 2>"$tmp/err.txt" || { cat "$tmp/err.txt"; fail "compile -c $max"; }
+expect "run big.plan" "lower --ctx-size" -- limited "$memra" run "$tmp/big.plan" --backend cpu --tokens 1,2,3 -n 1
+# The figure is printed at load.
+"$memra" run "$model" --backend cpu --tokens 1,2 -n 1 -c 256 2>"$tmp/err.txt" >/dev/null || fail "run -c 256"
+grep -q "context 256 (KV cache 0.2 MiB + recurrent state" "$tmp/err.txt" || { cat "$tmp/err.txt"; fail "no state figure at load"; }
 echo "ctx_memory: ok"

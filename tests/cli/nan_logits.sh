@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Non-finite logits stop generation and perplexity with an error naming the step (issue 12), not
-# token 0 forever or "nan": a copy of the tiny model with NaN in output_norm.weight.
+# Non-finite logits stop generation, bench's greedy decode loop and perplexity with an error naming
+# the step (issue 12), not token 0 forever or "nan": a copy of the tiny model with NaN in
+# output_norm.weight.
 # Args: MEMRA DATA_DIR SHARED_DIR.
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
@@ -30,6 +31,10 @@ printf 'In the beginning God created the heaven and the earth.\n' > "$tmp/text.t
 "$memra" perplexity "$tmp/nan.gguf" --backend cpu -f "$tmp/text.txt" --ctx 16 >/dev/null 2>"$tmp/e2.txt"
 [ $? -eq 1 ] || { cat "$tmp/e2.txt"; fail "perplexity: exit code not 1"; }
 # 77 tokens (BOS, the bytes, a 3-byte U+2581 per space): 4 chunks of 16, each scored from position 8 (llama-perplexity's method).
-grep -q "chunk 1 of 4, position 8: the logits are not finite" "$tmp/e2.txt" \
+grep -q "the logits after position 8 of chunk 1 (of 4) are not finite" "$tmp/e2.txt" \
   || { cat "$tmp/e2.txt"; fail "perplexity: no chunk named"; }
+# The greedy decode loop (Executor::DecodeGreedy; on CUDA the device loop) that bench's tg runs.
+"$memra" bench "$tmp/nan.gguf" --backend cpu -p 0 -n 4 -r 1 >/dev/null 2>"$tmp/e3.txt"
+[ $? -eq 1 ] || { cat "$tmp/e3.txt"; fail "bench: exit code not 1"; }
+grep -q "the logits after decode step 1 are not finite" "$tmp/e3.txt" || { cat "$tmp/e3.txt"; fail "bench: no step named"; }
 echo "nan_logits: ok"

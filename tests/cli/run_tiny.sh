@@ -14,7 +14,7 @@ prompt=1,87,107,104,35,116,120,108,102,110,35,101,117,114,122,113,35,105,114,123
 expected=$(od -An -v -t d4 "$ref/greedy_tokens.i32" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//; s/ /,/g')
 
 # 1. One prefill call: logits file of [48, 259] f32, greedy ids equal llama.cpp's.
-"$memra" run "$model" --tokens "$prompt" -n 32 --ignore-eos --print-token-ids \
+"$memra" run "$model" --tokens "$prompt" -n 32 --ignore-eos --print-token-ids --temp 0 \
   --logits-out "$tmp/logits.f32" >"$tmp/out.txt" 2>"$tmp/err.txt" || { cat "$tmp/err.txt"; fail "memra run exited $?"; }
 size=$(stat -c %s "$tmp/logits.f32")
 [ "$size" -eq $((48 * 259 * 4)) ] || fail "logits file has $size bytes, expected $((48 * 259 * 4))"
@@ -53,7 +53,7 @@ grep -q "context overflow" "$tmp/e1.txt" || { cat "$tmp/e1.txt"; fail "no contex
 if "$memra" run "$model" --tokens 1,999 -n 1 >/dev/null 2>"$tmp/e2.txt"; then fail "bad id accepted"; fi
 grep -q "outside the vocabulary" "$tmp/e2.txt" || { cat "$tmp/e2.txt"; fail "no vocabulary message"; }
 if "$memra" run "$model" -n 1 >/dev/null 2>"$tmp/e3.txt"; then fail "missing prompt accepted"; fi
-grep -q "exactly one of" "$tmp/e3.txt" || { cat "$tmp/e3.txt"; fail "no prompt message"; }
+grep -q "no prompt: give -p TEXT" "$tmp/e3.txt" || { cat "$tmp/e3.txt"; fail "no prompt message"; }
 
 # 6. memra lower prints a module with both functions.
 "$memra" lower "$model" >"$tmp/m.mir" || fail "memra lower failed"

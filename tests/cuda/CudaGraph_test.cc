@@ -1,13 +1,18 @@
 // CUDA graphs on the GPU: replaying the captured segments of a compiled plan is bit-identical to
 // launching the same plan's ops eagerly (prefill bucket functions and decode, across a state
 // reset, f32 and bf16-GEMM weights), and the device greedy decode loop (decode step + greedy pick
-// as one graph, token ring) produces exactly the host greedy loop's tokens. Skips without a GPU.
+// as one graph, token ring) produces exactly the host greedy loop's tokens and stops on
+// non-finite logits with the host path's error naming the step. Skips without a GPU.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "frontends/ModelFamily.h"
 #include "frontends/gguf/GgufFile.h"
 #include "gtest/gtest.h"
@@ -208,6 +213,119 @@ TEST_P(CudaGraphTest, SessionStopInsideAChunkRefusesToContinueUntilReset) {
   ASSERT_TRUE((*s)->Reset().ok());
   EXPECT_EQ((*s)->overrun_steps(), 0);
   EXPECT_TRUE((*s)->Prefill(kFixturePrompt).ok());
+}
+
+// The index in a greedy continuation of its first token from the third to the last but one that
+// neither the prompt nor an earlier token is (-1 if none): with that token's embedding row NaN,
+// the prompt and the steps before the one that reads it stay finite, and that step's logits are
+// all NaN.
+int64_t FirstFreshToken(const std::vector<int32_t>& tokens) {
+  for (size_t j = 2; j + 1 < tokens.size(); ++j)
+    if (std::find(kFixturePrompt.begin(), kFixturePrompt.end(), tokens[j]) == kFixturePrompt.end() &&
+        std::find(tokens.begin(), tokens.begin() + j, tokens[j]) == tokens.begin() + j)
+      return static_cast<int64_t>(j);
+  return -1;
+}
+
+// Expects runtime/Logits.h's DataLoss naming `step` and vocabulary id `id`.
+void ExpectNonFinite(const absl::Status& st, int64_t step, int64_t id) {
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_TRUE(absl::StartsWith(st.message(), absl::StrCat("the logits after decode step ", step, " are not finite (")))
+      << st;
+  EXPECT_NE(st.message().find(absl::StrCat(" at vocabulary id ", id, "): ")), std::string::npos) << st;
+}
+
+// Non-finite logits stop the device loop (issue 12: it picked token 0 forever) with the host path's
+// error, eager and replayed: one NaN logit in rows whose maximum is finite (a NaN row of
+// output.weight: the device pick checks every value, not the maximum), and every logit NaN from the
+// step that reads a token whose embedding row is NaN (mid-chunk; a later call reports its own first
+// step, so the record is reset per chunk). Session's chunked device loop names the same step as
+// its host loop.
+TEST_P(CudaGraphTest, DeviceGreedyLoopStopsOnNonFiniteLogits) {
+  const std::string model = CudaTestDataPath(std::string("models/") + GetParam());
+  if (!FileExists(model)) GTEST_SKIP() << "fixture not found: " << model;
+  const std::vector<int32_t> prompt(kFixturePrompt.begin(), kFixturePrompt.end());
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  // The clean continuation: seq[0] from the prefill, seq[i] from decode step i.
+  std::vector<int32_t> seq;
+  {
+    auto c = Compile(model, 256);
+    ASSERT_TRUE(c.ok()) << c.status();
+    auto e = CudaExecutor::Create(*c->module, *c->file, {});
+    ASSERT_TRUE(e.ok()) << e.status();
+    auto p = (*e)->Run("prefill", Ids(prompt));
+    ASSERT_TRUE(p.ok()) << p.status();
+    seq.push_back(kernels::cpu::Argmax((*p)[0].f32(), (*p)[0].numel()));
+    auto out = (*e)->DecodeGreedy(seq[0], 12);
+    ASSERT_TRUE(out.ok()) << out.status();
+    seq.insert(seq.end(), out->begin(), out->end());
+  }
+  const int64_t j = FirstFreshToken(seq);
+  ASSERT_GE(j, 2) << "no fresh token in the greedy continuation";
+  const int32_t b = 200;
+  const std::string tag = std::string(GetParam()).find("q8_0") != std::string::npos ? "q8_0" : "f32";
+  const std::string head_model = ::testing::TempDir() + "/nan_head_" + tag + ".gguf";
+  const std::string embd_model = ::testing::TempDir() + "/nan_embd_" + tag + ".gguf";
+  ASSERT_TRUE(memra::testing::WriteWithNanRow(model, "output.weight", b, head_model).ok());
+  ASSERT_TRUE(memra::testing::WriteWithNanRow(model, "token_embd.weight", seq[j], embd_model).ok());
+  for (int graphs = 0; graphs < 2; ++graphs) {
+    SCOPED_TRACE(graphs ? "cuda graphs" : "eager");
+    CudaExecutorOptions o;
+    o.cuda_graphs = graphs == 1;
+    {  // one NaN logit per step: the first step of each call (eager, then captured and replayed)
+      auto c = Compile(head_model, 256);
+      ASSERT_TRUE(c.ok()) << c.status();
+      auto e = CudaExecutor::Create(*c->module, *c->file, o);
+      ASSERT_TRUE(e.ok()) << e.status();
+      auto p = (*e)->Run("prefill", Ids(prompt));
+      ASSERT_TRUE(p.ok()) << p.status();
+      EXPECT_TRUE(std::isnan((*p)[0].f32()[b]));
+      const int32_t first = kernels::cpu::Argmax((*p)[0].f32(), (*p)[0].numel());
+      EXPECT_NE(first, b);  // the maximum is finite
+      auto out = (*e)->DecodeGreedy(first, 4, 7);
+      ASSERT_FALSE(out.ok());
+      ExpectNonFinite(out.status(), 7, b);
+      EXPECT_EQ((*e)->position(), P + 4);  // the whole chunk ran
+      out = (*e)->DecodeGreedy(first, 4, 11);
+      ASSERT_FALSE(out.ok());
+      ExpectNonFinite(out.status(), 11, b);
+      EXPECT_EQ((*e)->position(), P + 8);
+      if (graphs == 1) EXPECT_GE((*e)->graph_stats().launches, 4);
+    }
+    {  // all logits NaN from step j + 1 on
+      auto c = Compile(embd_model, 256);
+      ASSERT_TRUE(c.ok()) << c.status();
+      auto e = CudaExecutor::Create(*c->module, *c->file, o);
+      ASSERT_TRUE(e.ok()) << e.status();
+      auto p = (*e)->Run("prefill", Ids(prompt));
+      ASSERT_TRUE(p.ok()) << p.status();
+      ASSERT_EQ(kernels::cpu::Argmax((*p)[0].f32(), (*p)[0].numel()), seq[0]);
+      auto out = (*e)->DecodeGreedy(seq[0], 12);
+      ASSERT_FALSE(out.ok());
+      ExpectNonFinite(out.status(), j + 1, 0);
+      EXPECT_EQ((*e)->position(), P + 12);
+      out = (*e)->DecodeGreedy(seq[0], 3, 100);  // the state holds NaN now: this call's first step
+      ASSERT_FALSE(out.ok());
+      ExpectNonFinite(out.status(), 100, 0);
+    }
+  }
+  for (int64_t chunk : {int64_t{2}, int64_t{0}}) {  // Session: chunks of 2 (the device loop), the host loop
+    SCOPED_TRACE(absl::StrCat("session decode_chunk ", chunk));
+    SessionOptions so;
+    so.backend = Backend::kCuda;
+    so.decode_chunk = chunk;
+    so.cuda.progress = false;
+    auto s = Session::Open(embd_model, so);
+    ASSERT_TRUE(s.ok()) << s.status();
+    GenerationParams gp;
+    gp.n_predict = static_cast<int64_t>(seq.size());  // decode steps 1..12: step j + 1 among them
+    gp.stop_at_eog = false;
+    auto st = (*s)->Generate(kFixturePrompt, gp, nullptr);
+    ASSERT_FALSE(st.ok());
+    ExpectNonFinite(st.status(), j + 1, 0);
+  }
+  std::remove(head_model.c_str());
+  std::remove(embd_model.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, CudaGraphTest, ::testing::Values("qwen35-tiny-f32.gguf", "qwen35-tiny-q8_0.gguf"),

@@ -238,5 +238,171 @@ TEST(SamplingTest, SampleToken) {
   for (int i = 0; i < 50; ++i) EXPECT_EQ(SampleToken(logits, 4, hot, a), SampleToken(logits, 4, hot, b));
 }
 
+TEST(SamplingTest, PenaltiesStage) {
+  // repeat 2, frequency 0.5, presence 0.25 over the whole history; ids 7 and -2 are outside the
+  // vocabulary and ignored.
+  SamplingParams p;
+  p.repeat_penalty = 2.0f;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  p.repeat_last_n = -1;
+  EXPECT_TRUE(PenaltiesEnabled(p));
+  const std::vector<int32_t> history = {0, 1, 0, 7, -2};
+  std::vector<float> l = {2.0f, -1.0f, 0.5f, 3.0f, 1.0f};
+  ApplyPenalties(l.data(), 5, history, p);
+  EXPECT_FLOAT_EQ(l[0], 2.0f / 2 - (2 * 0.5f + 0.25f));   // positive: divided; count 2
+  EXPECT_FLOAT_EQ(l[1], -1.0f * 2 - (1 * 0.5f + 0.25f));  // negative: multiplied; count 1
+  EXPECT_FLOAT_EQ(l[2], 0.5f);                            // not in the history
+  EXPECT_FLOAT_EQ(l[3], 3.0f);
+  EXPECT_FLOAT_EQ(l[4], 1.0f);
+  // A zero logit counts as negative (multiplied: stays 0), then the subtractions apply.
+  std::vector<float> z = {0.0f};
+  ApplyPenalties(z.data(), 1, std::vector<int32_t>{0}, p);
+  EXPECT_FLOAT_EQ(z[0], -0.75f);
+
+  // The window is the last repeat_last_n tokens: {0, 3} of {0, 1, 0, 3}.
+  p.repeat_last_n = 2;
+  l = {2.0f, -1.0f, 0.5f, 3.0f, 1.0f};
+  ApplyPenalties(l.data(), 5, std::vector<int32_t>{0, 1, 0, 3}, p);
+  EXPECT_FLOAT_EQ(l[0], 2.0f / 2 - 0.75f);
+  EXPECT_FLOAT_EQ(l[1], -1.0f);
+  EXPECT_FLOAT_EQ(l[3], 3.0f / 2 - 0.75f);
+  // A window longer than the history takes all of it.
+  p.repeat_last_n = 64;
+  l = {2.0f, -1.0f};
+  ApplyPenalties(l.data(), 2, std::vector<int32_t>{1, 1, 1}, p);
+  EXPECT_FLOAT_EQ(l[0], 2.0f);
+  EXPECT_FLOAT_EQ(l[1], -2.0f - (3 * 0.5f + 0.25f));
+
+  // Off: repeat_last_n 0, or all three penalties neutral (the defaults).
+  p.repeat_last_n = 0;
+  EXPECT_FALSE(PenaltiesEnabled(p));
+  l = {2.0f, -1.0f};
+  ApplyPenalties(l.data(), 2, std::vector<int32_t>{0, 1}, p);
+  EXPECT_EQ(l, (std::vector<float>{2.0f, -1.0f}));
+  EXPECT_FALSE(PenaltiesEnabled(SamplingParams{}));
+  SamplingParams rep;
+  rep.repeat_penalty = 1.5f;  // alone: 3 -> 2, -1 -> -1.5
+  EXPECT_TRUE(PenaltiesEnabled(rep));
+  l = {3.0f, -1.0f};
+  ApplyPenalties(l.data(), 2, std::vector<int32_t>{0, 1}, rep);
+  EXPECT_FLOAT_EQ(l[0], 2.0f);
+  EXPECT_FLOAT_EQ(l[1], -1.5f);
+}
+
+TEST(SamplingTest, MinPStage) {
+  const float logits[4] = {3.0f, 2.0f, 0.0f, -1.0f};
+  auto keep = [&](float min_p) {
+    std::vector<TokenCandidate> c = TopKCandidates(logits, 4, 0);
+    MinPFilter(c, min_p);
+    return c.size();
+  };
+  // p_i / p_max = e^(l_i - 3): 1, 0.368, 0.0498, 0.0183.
+  EXPECT_EQ(keep(0.0f), 4u);   // off
+  EXPECT_EQ(keep(0.01f), 4u);  // threshold 3 + ln 0.01 = -1.61
+  EXPECT_EQ(keep(0.1f), 2u);   // 0.697: keeps 3, 2
+  EXPECT_EQ(keep(0.3f), 2u);   // 1.796
+  EXPECT_EQ(keep(0.5f), 1u);   // 2.307
+  EXPECT_EQ(keep(2.0f), 1u);   // the largest always stays
+}
+
+TEST(SamplingTest, GreedyWithPenaltiesIsTheArgmaxOfThePenalizedLogits) {
+  // llama.cpp's temperature stage at temp <= 0 keeps only the largest logit after the penalties.
+  const float logits[4] = {0.0f, 5.0f, 1.0f, 4.9f};
+  std::mt19937_64 rng(1);
+  const std::vector<int32_t> h1 = {1};
+  SamplingParams g;
+  EXPECT_EQ(SampleToken(logits, 4, g, rng, h1), 1);  // no penalties: plain argmax
+  g.repeat_penalty = 1.1f;                           // 5 / 1.1 = 4.55 < 4.9
+  EXPECT_EQ(SampleToken(logits, 4, g, rng, h1), 3);
+  EXPECT_EQ(SampleToken(logits, 4, g, rng), 1);  // no history
+  g.repeat_last_n = 0;
+  EXPECT_EQ(SampleToken(logits, 4, g, rng, h1), 1);
+  SamplingParams pres;
+  pres.presence_penalty = 0.2f;  // 4.8 < 4.9
+  EXPECT_EQ(SampleToken(logits, 4, pres, rng, h1), 3);
+  pres.repeat_last_n = 1;  // only the newest token counts
+  EXPECT_EQ(SampleToken(logits, 4, pres, rng, std::vector<int32_t>{2, 1}), 3);
+  EXPECT_EQ(SampleToken(logits, 4, pres, rng, std::vector<int32_t>{1, 2}), 1);
+}
+
+TEST(SamplingTest, ChainOrder) {
+  const int kDraws = 20000;
+  // Penalties before top-k: id 1 (5 -> 2.5) falls below id 3, so top-k 1 keeps 3 only (top-k first
+  // would have kept id 1).
+  {
+    const float logits[4] = {0.0f, 5.0f, 1.0f, 4.9f};
+    SamplingParams p{1.0f, 1, 1.0f};
+    p.repeat_penalty = 2.0f;
+    std::mt19937_64 rng(3);
+    for (int i = 0; i < 50; ++i) EXPECT_EQ(SampleToken(logits, 4, p, rng, std::vector<int32_t>{1}), 3);
+    // With a presence penalty of 100 on ids 1 and 3, top-k 2 keeps ids 2 (logit 1) and 0 (logit 0).
+    SamplingParams q{1.0f, 2, 1.0f};
+    q.presence_penalty = 100.0f;
+    int counts[4] = {0, 0, 0, 0};
+    for (int i = 0; i < kDraws; ++i) ++counts[SampleToken(logits, 4, q, rng, std::vector<int32_t>{1, 3})];
+    EXPECT_EQ(counts[1] + counts[3], 0);
+    EXPECT_NEAR(counts[2] / double(kDraws), std::exp(1.0) / (std::exp(1.0) + 1.0), 0.02);
+  }
+  // Top-p before min-p. Logits {1, 0.9, 0 x 8}: Z = e + e^0.9 + 8 = 13.178; top-p 0.5 keeps
+  // 0.206 + 0.187 + 0.076 + 0.076 -> 4 ids, then min-p 0.5 (threshold 1 + ln 0.5 = 0.307) keeps
+  // ids 0 and 1. Min-p first would leave {0, 1}, where top-p 0.5 keeps id 0 alone (0.525).
+  {
+    std::vector<float> logits(10, 0.0f);
+    logits[0] = 1.0f;
+    logits[1] = 0.9f;
+    std::vector<TokenCandidate> c = TopKCandidates(logits.data(), 10, 0);
+    SoftmaxCandidates(c);
+    TopPFilter(c, 0.5f);
+    EXPECT_EQ(c.size(), 4u);
+    MinPFilter(c, 0.5f);
+    EXPECT_EQ(c.size(), 2u);
+    SamplingParams p{1.0f, 0, 0.5f};
+    p.min_p = 0.5f;
+    std::mt19937_64 rng(5);
+    int counts[10] = {};
+    for (int i = 0; i < kDraws; ++i) ++counts[SampleToken(logits.data(), 10, p, rng)];
+    EXPECT_EQ(counts[0] + counts[1], kDraws);
+    EXPECT_NEAR(counts[1] / double(kDraws), 1.0 / (1.0 + std::exp(0.1)), 0.02);  // 0.475
+  }
+  // Min-p before temperature. Logits {0, 2, 1.5}: min-p 0.5 on the untempered logits (threshold
+  // 1.307) keeps ids 1 and 2; temperature 0.25 then gives 8 vs 6, p(2) = 1 / (1 + e^2) = 0.119.
+  // After the temperature, min-p would have kept id 1 alone.
+  {
+    const float logits[3] = {0.0f, 2.0f, 1.5f};
+    SamplingParams p{0.25f, 0, 1.0f};
+    p.min_p = 0.5f;
+    std::mt19937_64 rng(9);
+    int counts[3] = {0, 0, 0};
+    for (int i = 0; i < kDraws; ++i) ++counts[SampleToken(logits, 3, p, rng)];
+    EXPECT_EQ(counts[0], 0);
+    EXPECT_NEAR(counts[2] / double(kDraws), 1.0 / (1.0 + std::exp(2.0)), 0.01);
+  }
+}
+
+TEST(SamplingTest, CheckSamplingParams) {
+  EXPECT_TRUE(CheckSamplingParams(SamplingParams{}).ok());
+  SamplingParams p;
+  p.repeat_last_n = -1;
+  p.repeat_penalty = 1.3f;
+  p.frequency_penalty = -0.5f;  // negative penalties are allowed (they encourage repeats)
+  EXPECT_TRUE(CheckSamplingParams(p).ok());
+  auto bad = [](auto mutate, absl::string_view field) {
+    SamplingParams q;
+    mutate(q);
+    absl::Status st = CheckSamplingParams(q);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << field;
+    EXPECT_NE(st.message().find(field), absl::string_view::npos) << st;
+  };
+  bad([](SamplingParams& q) { q.repeat_penalty = 0.0f; }, "repeat_penalty");
+  bad([](SamplingParams& q) { q.repeat_penalty = -1.0f; }, "repeat_penalty");
+  bad([](SamplingParams& q) { q.repeat_penalty = 1e-39f; }, "repeat_penalty");  // 1 / x overflows
+  bad([](SamplingParams& q) { q.min_p = NAN; }, "min_p");
+  bad([](SamplingParams& q) { q.presence_penalty = INFINITY; }, "presence_penalty");
+  bad([](SamplingParams& q) { q.frequency_penalty = NAN; }, "frequency_penalty");
+  bad([](SamplingParams& q) { q.temperature = NAN; }, "temperature");
+  bad([](SamplingParams& q) { q.repeat_last_n = -2; }, "repeat_last_n");
+}
+
 }  // namespace
 }  // namespace memra::kernels::cpu

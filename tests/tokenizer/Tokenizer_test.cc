@@ -463,5 +463,24 @@ TEST_F(TinySpmTest, EncodeDecode) {
   EXPECT_EQ(tok_->Decode(tok_->Encode("a\xFF", plain)).value(), "a\xEF\xBF\xBD");
 }
 
+// space_prefix = false encodes a continuation: no space before the first fragment, the usual one
+// after a special token, so the suffix's ids are the tail of the whole text's.
+TEST_F(TinySpmTest, ContinuationWithoutSpacePrefix) {
+  EncodeOptions cont;
+  cont.add_special = false;
+  cont.space_prefix = false;
+  const std::vector<int32_t> sp = {3 + 0xE2, 3 + 0x96, 3 + 0x81};  // U+2581
+  std::vector<int32_t> want = {3 + 'b', 2};
+  want.insert(want.end(), sp.begin(), sp.end());
+  want.push_back(3 + 'c');
+  EXPECT_EQ(tok_->Encode("b</s>c", cont), want);
+  const std::vector<int32_t> whole = tok_->Encode("a</s>xb</s>c");
+  const std::vector<int32_t> head = tok_->Encode("a</s>x");
+  std::vector<int32_t> joined = head;
+  const std::vector<int32_t> tail = tok_->Encode("b</s>c", cont);
+  joined.insert(joined.end(), tail.begin(), tail.end());
+  EXPECT_EQ(joined, whole);
+}
+
 }  // namespace
 }  // namespace memra::tokenizer

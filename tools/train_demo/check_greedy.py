@@ -21,7 +21,7 @@ def main():
         sys.exit(f"results.json has no greedy_ids under {key!r}")
     want = res[key]["greedy_ids"]
     cmd = [memra, "run", model, "--tokens", ",".join(map(str, res["prompt_ids"])), "-n", str(len(want)),
-           "--ignore-eos", "--no-echo", "--print-token-ids"] + extra
+           "--ignore-eos", "--no-echo", "--print-token-ids", "--temp", "0"] + extra
     p = subprocess.run(cmd, capture_output=True, text=True)
     lines = [l for l in p.stdout.splitlines() if l.startswith("generated ids: ")]
     if p.returncode != 0 or not lines:
