@@ -30,12 +30,14 @@ memra::tools::ModelArgument PplModelArg(kPerplexity, "<model.gguf>");
 cl::opt<std::string> PplFile("f", cl::desc("Text file to score (required)"), cl::init(""), cl::value_desc("path"),
                              cl::sub(kPerplexity));
 cl::alias PplFileLong("file", cl::desc("Alias for -f"), cl::NotHidden, cl::aliasopt(PplFile));
-memra::tools::IntOption<int64_t> PplCtx("ctx-size", {2, memra::tools::kMaxContext}, "Window (context) length in tokens",
+memra::tools::IntOption<int64_t> PplCtx("ctx-size", {3, memra::tools::kMaxContext},
+                                        "Chunk length in tokens (llama-perplexity's -c); the text must have at least "
+                                        "2 x this many tokens",
                                         cl::init(512), cl::sub(kPerplexity));
 cl::alias PplCtxLong("c", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(PplCtx));
 cl::alias PplCtxOld("ctx", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(PplCtx));
 memra::tools::IntOption<int64_t> PplMaxWindows("chunks", {-1, std::numeric_limits<int32_t>::max()},
-                                               "Score at most this many windows, 0 or -1 = all", cl::init(0),
+                                               "Score at most this many chunks (llama-perplexity's --chunks), 0 or -1 = all", cl::init(0),
                                                cl::sub(kPerplexity));
 cl::alias PplMaxWindowsOld("max-windows", cl::desc("Alias for --chunks"), cl::NotHidden, cl::aliasopt(PplMaxWindows));
 memra::tools::ChoiceOption PplBackend("backend", {"cpu", "cuda"}, "Executor; auto = cuda when a GPU is present",

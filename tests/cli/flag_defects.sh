@@ -28,7 +28,7 @@ refused "min-p option: 'inf' is not a finite number" -- "${run[@]}" --min-p inf
 refused "repeat-penalty option: 0 is out of range: expected above 0" -- "${run[@]}" --repeat-penalty 0
 refused "n-predict option: 'ten' is not an integer" -- "${run[@]}" -n ten
 refused "backend option: 'tpu' is not one of cpu, cuda" -- "${run[@]}" --backend tpu
-refused "ctx-size option: 1 is out of range: expected 2 to" -- perplexity "$model" -f /dev/null --ctx 1
+refused "ctx-size option: 1 is out of range: expected 3 to" -- perplexity "$model" -f /dev/null --ctx 1
 bench=(bench "$model" --backend cpu -p 8 -n 2)
 refused "repetitions option: 0 is out of range: expected 1 to 1000" -- "${bench[@]}" -r 0
 refused "output option: 'xml' is not one of md, json, jsonl, csv" -- "${bench[@]}" -o xml

@@ -47,7 +47,7 @@ set -e
 grep -q "you need at least 2048 tokens to evaluate perplexity with a context of 1024; the text tokenizes to only 1500 tokens" \
   "$tmp/err.txt" || fail "too few tokens not reported: $(cat "$tmp/err.txt")"
 err=$("$memra" perplexity "$model" -f "$data/demo_heldout_excerpt.txt" --backend cpu -c 2 2>&1) && fail "-c 2 accepted"
-grep -q -- "--ctx-size must be at least 3" <<<"$err" || fail "-c 2 not reported: $err"
+grep -q -- "ctx-size option: 2 is out of range: expected 3 to" <<<"$err" || fail "-c 2 not reported: $err"
 err=$("$memra" perplexity "$model" -f /nonexistent.txt --backend cpu 2>&1) && fail "missing file accepted"
 grep -q "cannot open /nonexistent.txt" <<<"$err" || fail "missing file not reported: $err"
 echo "perplexity_demo: ok"
