@@ -36,9 +36,9 @@ memra::tools::IntOption<int64_t> PplCtx("ctx-size", {3, memra::tools::kMaxContex
                                         cl::init(512), cl::sub(kPerplexity));
 cl::alias PplCtxLong("c", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(PplCtx));
 cl::alias PplCtxOld("ctx", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(PplCtx));
-memra::tools::IntOption<int64_t> PplMaxWindows("chunks", {-1, std::numeric_limits<int32_t>::max()},
-                                               "Score at most this many chunks (llama-perplexity's --chunks), 0 or -1 = all", cl::init(0),
-                                               cl::sub(kPerplexity));
+memra::tools::IntOption<int64_t> PplMaxWindows(
+    "chunks", {-1, std::numeric_limits<int32_t>::max()},
+    "Score at most this many chunks (llama-perplexity's --chunks), 0 or -1 = all", cl::init(0), cl::sub(kPerplexity));
 cl::alias PplMaxWindowsOld("max-windows", cl::desc("Alias for --chunks"), cl::NotHidden, cl::aliasopt(PplMaxWindows));
 memra::tools::ChoiceOption PplBackend("backend", {"cpu", "cuda"}, "Executor; auto = cuda when a GPU is present",
                                       cl::init(""), cl::sub(kPerplexity));
