@@ -1,6 +1,8 @@
 #include "tests/TestUtil.h"
 
 #include <sys/stat.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -84,6 +86,14 @@ absl::Status WriteWithNanRow(const std::string& src, const std::string& tensor, 
   out.close();
   if (!out) return absl::InternalError(absl::StrCat("cannot write ", dst));
   return absl::OkStatus();
+}
+
+int64_t FirstFreshToken(const std::vector<int32_t>& tokens) {
+  for (size_t j = 2; j + 1 < tokens.size(); ++j)
+    if (std::find(kFixturePrompt.begin(), kFixturePrompt.end(), tokens[j]) == kFixturePrompt.end() &&
+        std::find(tokens.begin(), tokens.begin() + j, tokens[j]) == tokens.begin() + j)
+      return static_cast<int64_t>(j);
+  return -1;
 }
 
 }  // namespace memra::testing

@@ -27,6 +27,12 @@ bool FileExists(const std::string& path);
 extern const std::vector<int32_t> kFixturePrompt;
 inline constexpr int64_t kFixtureVocab = 259;
 
+// The index in a greedy continuation (of kFixturePrompt) of its first token, from the third to
+// the last but one, that neither the prompt nor an earlier token is (-1 if none): with that
+// token's embedding row NaN, the prompt and the decode steps before the one that reads it stay
+// finite, and that step's logits are all NaN.
+int64_t FirstFreshToken(const std::vector<int32_t>& tokens);
+
 // Writes a copy of the GGUF at `src` to `dst` with row `row` of the 2-D tensor `tensor` made NaN
 // (f32: every value; q8_0: every block's scale), for the checks of non-finite logits: a NaN row
 // of output.weight makes one logit NaN at every step, one of token_embd.weight every logit of the

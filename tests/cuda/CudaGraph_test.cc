@@ -29,6 +29,7 @@ namespace {
 
 using memra::testing::CudaTestDataPath;
 using memra::testing::FileExists;
+using memra::testing::FirstFreshToken;
 using memra::testing::kFixturePrompt;
 
 struct Compiled {
@@ -213,18 +214,6 @@ TEST_P(CudaGraphTest, SessionStopInsideAChunkRefusesToContinueUntilReset) {
   ASSERT_TRUE((*s)->Reset().ok());
   EXPECT_EQ((*s)->overrun_steps(), 0);
   EXPECT_TRUE((*s)->Prefill(kFixturePrompt).ok());
-}
-
-// The index in a greedy continuation of its first token from the third to the last but one that
-// neither the prompt nor an earlier token is (-1 if none): with that token's embedding row NaN,
-// the prompt and the steps before the one that reads it stay finite, and that step's logits are
-// all NaN.
-int64_t FirstFreshToken(const std::vector<int32_t>& tokens) {
-  for (size_t j = 2; j + 1 < tokens.size(); ++j)
-    if (std::find(kFixturePrompt.begin(), kFixturePrompt.end(), tokens[j]) == kFixturePrompt.end() &&
-        std::find(tokens.begin(), tokens.begin() + j, tokens[j]) == tokens.begin() + j)
-      return static_cast<int64_t>(j);
-  return -1;
 }
 
 // Expects runtime/Logits.h's DataLoss naming `step` and vocabulary id `id`.

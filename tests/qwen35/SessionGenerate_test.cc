@@ -23,6 +23,7 @@ namespace memra::runtime {
 namespace {
 
 using memra::testing::FileExists;
+using memra::testing::FirstFreshToken;
 using memra::testing::kFixturePrompt;
 using memra::testing::TestDataPath;
 
@@ -159,18 +160,6 @@ TEST(SessionGenerate, GreedyWithPenaltiesSamplesOnTheHost) {
   auto bad = (*s)->Generate(kFixturePrompt, gp);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*s)->position(), 0);
-}
-
-// The index in a greedy continuation of its first token from the third to the last but one that
-// neither the prompt nor an earlier token is: with that token's embedding row NaN, the prompt and
-// the decode steps before the one that reads it (decode step index + 1) stay finite. -1 if there
-// is none.
-int64_t FirstFreshToken(const std::vector<int32_t>& tokens) {
-  for (size_t j = 2; j + 1 < tokens.size(); ++j)
-    if (std::find(kFixturePrompt.begin(), kFixturePrompt.end(), tokens[j]) == kFixturePrompt.end() &&
-        std::find(tokens.begin(), tokens.begin() + j, tokens[j]) == tokens.begin() + j)
-      return static_cast<int64_t>(j);
-  return -1;
 }
 
 TEST(SessionGenerate, NonFiniteLogitsStopBothLoopsAtTheSameStep) {
