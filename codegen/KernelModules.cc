@@ -23,9 +23,10 @@ int64_t TokenBucket(int64_t T) {
 }
 
 absl::StatusOr<std::vector<kcu::ModuleSpec>> ModulesForFunction(const ir::Function& fn, int64_t bucket,
-                                                                const kcu::Target& target) {
+                                                                const kcu::Target& target, kcu::WeightMode weights) {
   const bool recorded = fn.module() != nullptr && fn.module()->attrs().Has("kernel_arch") && kcu::IsStaticFunction(fn);
-  MEMRA_ASSIGN_OR_RETURN(std::vector<kcu::OpSelection> selections, kcu::SelectionsOf(fn, bucket, target, recorded));
+  MEMRA_ASSIGN_OR_RETURN(std::vector<kcu::OpSelection> selections,
+                         kcu::SelectionsOf(fn, bucket, target, weights, recorded));
   std::set<std::string> seen;
   std::vector<kcu::ModuleSpec> out;
   for (const kcu::OpSelection& s : selections)

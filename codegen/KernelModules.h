@@ -10,6 +10,7 @@
 #include "ir/Function.h"
 #include "kernels/cuda/KernelSpec.h"
 #include "kernels/cuda/Target.h"
+#include "kernels/cuda/WeightLayout.h"
 
 namespace memra::codegen {
 
@@ -19,8 +20,10 @@ const std::vector<int64_t>& BucketLadder();
 int64_t TokenBucket(int64_t T);
 
 // Every module `fn` needs at `bucket` (deduplicated): the recorded selections when the function
-// carries them, else selected for `target`; @decode adds the greedy pick of the device loop.
+// carries them, else selected for `target` with matrices held as `weights`; @decode adds the
+// greedy pick of the device loop.
 absl::StatusOr<std::vector<kernels::cuda::ModuleSpec>> ModulesForFunction(const ir::Function& fn, int64_t bucket,
-                                                                          const kernels::cuda::Target& target);
+                                                                          const kernels::cuda::Target& target,
+                                                                          kernels::cuda::WeightMode weights);
 
 }  // namespace memra::codegen

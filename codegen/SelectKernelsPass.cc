@@ -35,7 +35,11 @@ class SelectKernelsPass : public passes::Pass {
     if (*sm_count_ < 0 || *sm_count_ > 100000)
       return absl::InvalidArgumentError(absl::StrCat("select-kernels: sm-count ", *sm_count_, " is out of range"));
     if (*sm_count_ > 0) target->sm_count = static_cast<int>(*sm_count_);
+    auto weights = kcu::ParseWeightMode(*weights_);
+    if (!weights.ok())
+      return absl::InvalidArgumentError(absl::StrCat("select-kernels: weights: ", weights.status().message()));
     bool changed = kcu::WriteSelectionTarget(*target, m);
+    changed |= kcu::WriteSelectionWeights(*weights, m);
     std::set<std::string> modules;
     for (const auto& f : m.functions()) {
       if (!kcu::IsStaticFunction(*f)) {
@@ -49,7 +53,7 @@ class SelectKernelsPass : public passes::Pass {
         auto where = [&](const absl::Status& st) {
           return absl::Status(st.code(), absl::StrCat("select-kernels: @", f->name(), ": ", st.message()));
         };
-        auto shapes = kcu::ShapesAt(*op, bucket);
+        auto shapes = kcu::ShapesAt(*op, bucket, *weights);
         if (!shapes.ok()) return where(shapes.status());
         auto sel = kcu::SelectGpuOp(*op, *shapes, *target);
         if (!sel.ok()) return where(sel.status());
@@ -59,6 +63,7 @@ class SelectKernelsPass : public passes::Pass {
         gemms_ += sel->gemm;
         gemvs_ += sel->gemv;
         scratch_ += sel->scratch_bytes > 0;
+        workspace_ += sel->workspace_bytes > 0;
         changed |= kcu::WriteSelection(*sel, *op);
       }
     }
@@ -69,6 +74,10 @@ class SelectKernelsPass : public passes::Pass {
  private:
   passes::Option<std::string> arch_{this, "arch", "CUDA target preset the kernels are selected for", "sm_90"};
   passes::Option<int64_t> sm_count_{this, "sm-count", "SMs of the target (0: the preset's)", 0};
+  passes::Option<std::string> weights_{this, "weights",
+                                       "how block-format matrices are held: blocks (as the GGUF stores them) or bf16 "
+                                       "(dequantized at upload)",
+                                       "blocks"};
   passes::Statistic functions_{this, "functions", "static functions annotated"};
   passes::Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes left alone"};
   passes::Statistic ops_{this, "ops", "ops selected"};
@@ -76,6 +85,7 @@ class SelectKernelsPass : public passes::Pass {
   passes::Statistic gemms_{this, "gemm-ops", "ops whose products run on cuBLASLt"};
   passes::Statistic gemvs_{this, "gemv-ops", "one-token ops whose products run on Gemv.cu"};
   passes::Statistic scratch_{this, "scratch-ops", "ops given scratch_bytes"};
+  passes::Statistic workspace_{this, "workspace-ops", "ops given workspace_bytes (a matrix in blocks dequantized)"};
   passes::Statistic modules_{this, "modules", "distinct kernel modules (file + defines)"};
 };
 

@@ -11,13 +11,17 @@
 //   grid/block/smem  the launch geometry, parallel to `kernels`
 //   gemm = 1       the op's products run on cuBLASLt; gemv = 1: on Gemv.cu
 //   scratch_bytes  the unit's per-step scratch: plan-memory places it
+//   workspace_bytes  the unit's share of the executor's one workspace (a matrix in blocks
+//                  dequantized to bf16 for its product); not in the arena
 //
 // Ops that only alias memory (reshape, return, a cast to f32) get no record. An op kind without a
 // CUDA unit is an error naming the op. Options `arch` (a target preset, default sm_90) and
 // `sm-count` (0: the preset's; memra run passes the device's) pick the target; its selection
 // fields are recorded as the module attributes `kernel_arch` and `kernel_sm_count`, which the
-// executor checks against the device. The plan's kernel table (runtime/plan/KernelTable.h)
-// compiles the named modules.
+// executor checks against the device. Option `weights` (blocks, the default, or bf16: how
+// block-format matrices are held, kernels/cuda/WeightLayout.h) is recorded as `kernel_weights`;
+// a matrix whose type has no layout in that mode is an error naming it (and --weights bf16). The plan's kernel table
+// (runtime/plan/KernelTable.h) compiles the named modules.
 //
 // Why it lives here and not in passes/: memra_codegen depends on memra_passes (the kernel
 // catalogue sits above the IR passes), so memra_passes only declares the pass

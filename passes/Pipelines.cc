@@ -1,20 +1,29 @@
 #include "passes/Pipelines.h"
 
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 
 namespace memra::passes {
 
-std::string PipelineForArch(absl::string_view arch) {
+std::string PipelineForArch(absl::string_view arch, absl::string_view weights) {
   if (arch == "cpu" || arch.empty()) return std::string(kDefaultPipeline);
-  if (arch == "sm_90") return std::string(kCudaPipeline);
-  return absl::StrReplaceAll(kCudaPipeline, {{"select-kernels", absl::StrCat("select-kernels{arch=", arch, "}")}});
+  std::vector<std::string> opts;
+  if (arch != "sm_90") opts.push_back(absl::StrCat("arch=", arch));
+  if (!weights.empty() && weights != "blocks") opts.push_back(absl::StrCat("weights=", weights));
+  if (opts.empty()) return std::string(kCudaPipeline);
+  return absl::StrReplaceAll(kCudaPipeline,
+                             {{"select-kernels", absl::StrCat("select-kernels{", absl::StrJoin(opts, " "), "}")}});
 }
 
-std::string PipelineForTarget(absl::string_view arch, int sm_count) {
+std::string PipelineForTarget(absl::string_view arch, int sm_count, absl::string_view weights) {
   if (arch == "cpu" || arch.empty()) return std::string(kDefaultPipeline);
-  return absl::StrReplaceAll(
-      kCudaPipeline, {{"select-kernels", absl::StrCat("select-kernels{arch=", arch, " sm-count=", sm_count, "}")}});
+  std::string opts = absl::StrCat("arch=", arch, " sm-count=", sm_count);
+  if (!weights.empty() && weights != "blocks") absl::StrAppend(&opts, " weights=", weights);
+  return absl::StrReplaceAll(kCudaPipeline, {{"select-kernels", absl::StrCat("select-kernels{", opts, "}")}});
 }
 
 std::string WithBucketLadder(absl::string_view pipeline, absl::string_view buckets) {

@@ -42,11 +42,13 @@ inline constexpr absl::string_view kCudaPipeline =
     "fuse-add-rmsnorm,fuse-matmul-group,dce,bucket-shapes,select-kernels,plan-memory,partition-segments";
 
 // The pipeline for a target arch (as `--arch` takes it): "cpu" -> kDefaultPipeline; "sm_NN" ->
-// kCudaPipeline with select-kernels{arch=sm_NN} (the option written only when not sm_90).
-std::string PipelineForArch(absl::string_view arch);
-// The CUDA pipeline for a device: select-kernels{arch=sm_NN sm-count=N} (memra run / bench
-// pass the device's target, so the recorded selection matches the GPU it runs on).
-std::string PipelineForTarget(absl::string_view arch, int sm_count);
+// kCudaPipeline with select-kernels{arch=sm_NN} (the option written only when not sm_90) and
+// `weights` (select-kernels' weights option, "blocks" or "bf16": `--weights`; written only when
+// not the default blocks).
+std::string PipelineForArch(absl::string_view arch, absl::string_view weights = "blocks");
+// The CUDA pipeline for a device: select-kernels{arch=sm_NN sm-count=N [weights=bf16]} (memra run
+// / bench pass the device's target, so the recorded selection matches the GPU it runs on).
+std::string PipelineForTarget(absl::string_view arch, int sm_count, absl::string_view weights = "blocks");
 
 // The fusion passes only (no buckets, no memory plan, no segments): what a backend that takes
 // symbolic shapes runs.

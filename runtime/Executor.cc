@@ -66,7 +66,8 @@ class CudaBackend final : public Executor {
   double load_seconds() const override { return e_->load_seconds(); }
   std::string ProfileReport() const override { return e_->ProfileReport(); }
   std::string Describe() const override {
-    return absl::StrFormat("cuda executor (%s, %.1f MB of weights)", e_->DeviceDescription(), e_->weight_bytes() / 1e6);
+    return absl::StrFormat("cuda executor (%s, weights as %s; device memory: %s)", e_->DeviceDescription(),
+                           kernels::cuda::WeightModeName(e_->weight_mode()), DescribeDeviceMemory(e_->device_memory()));
   }
   absl::StatusOr<std::vector<int32_t>> DecodeGreedy(int32_t token, int64_t n_steps, int64_t first_step = 1) override {
     return e_->DecodeGreedy(token, n_steps, first_step);

@@ -140,6 +140,9 @@ class EmbedImpl : public GpuOpImpl {
   absl::string_view name() const override { return "embed"; }
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kEmbed; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const WeightLayout* l = c.shapes.layout(1);
+    if (l == nullptr || (l->kind != WeightLayoutKind::kAsStored && l->kind != WeightLayoutKind::kBf16Dequantized))
+      return std::optional<OpSelection>();  // blocks: Dequant.cc's embed_blocks
     OpSelection s;
     s.launches.push_back(
         GridStrideLaunch(c.target, kFile, "embed", Numel(c.shapes.out[0]),

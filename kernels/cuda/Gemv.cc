@@ -15,14 +15,16 @@ namespace {
 constexpr int64_t kWarps = 8;  // rows per block
 
 // The weights' GEMV storages when the op is a one-token product every weight can run on; else
-// nullopt (not M = 1, K not a multiple of 32, or a weight without GEMV storage).
+// nullopt (not M = 1, K not a multiple of 32, or a weight whose layout has no Gemv.cu storage:
+// f32, and block formats held as blocks, whose GEMVs are their own units).
 std::optional<std::vector<int>> GemvStorages(const SelectContext& c) {
   const auto& x = c.shapes.in;
   if (x.empty() || x[0].empty() || Numel(x[0]) != x[0].back()) return std::nullopt;  // M != 1
   if (x[0].back() % 32 != 0) return std::nullopt;
   std::vector<int> storage;
   for (unsigned i = 1; i < c.op.num_operands(); ++i) {
-    const int code = MatrixLayoutFor(c.op.operand(i)->dtype()).gemv_storage;
+    const WeightLayout* l = c.shapes.layout(i);
+    const int code = l != nullptr ? l->gemv_storage : 0;
     if (code == 0) return std::nullopt;
     storage.push_back(code);
   }

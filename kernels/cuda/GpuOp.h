@@ -6,7 +6,7 @@
 // ggml-cuda's habit adapted to NVRTC) and are listed, in the order they are tried, in GpuOps.def.
 //
 // The selection record is what select-kernels writes on an op (`impl`, `kernels`, `grid`,
-// `block`, `smem`, `gemm`, `gemv`, `scratch_bytes`; GpuOpRegistry.h) and what the CUDA executor
+// `block`, `smem`, `gemm`, `gemv`, `scratch_bytes`, `workspace_bytes`; GpuOpRegistry.h) and what the CUDA executor
 // reads back, so a plan's kernel table and the executor use the same records. Bind runs in the
 // executor: it turns device addresses (BindContext) into device work (DeviceWork: kernel calls
 // with their parameter blocks, cuBLASLt products, copies); the executor issues that work without
@@ -38,16 +38,27 @@ struct OpShapes {
   int64_t bucket = 1;
   std::vector<std::vector<int64_t>> in, out;
   std::vector<ir::DType> in_dtypes;  // device dtypes (a matrix weight: its layout's compute dtype)
+  // Per operand: a matrix operand's device layout under the selection's weight mode
+  // (WeightLayout.h), nullptr for every other operand. Units decide by it, never by the dtype alone.
+  std::vector<const WeightLayout*> in_layouts;
+  const WeightLayout* layout(unsigned i) const { return i < in_layouts.size() ? in_layouts[i] : nullptr; }
 };
-absl::StatusOr<OpShapes> ShapesAt(const ir::Op& op, int64_t bucket);
+// Errors: an unbound dim, or a matrix weight whose type has no layout under `weights` (naming the
+// weight, its type and --weights bf16 where that holds it).
+absl::StatusOr<OpShapes> ShapesAt(const ir::Op& op, int64_t bucket, WeightMode weights);
 
 // What a unit chose for one op at one bucket.
 struct OpSelection {
   std::string impl;              // the unit's name (GpuOps.def)
   std::vector<Launch> launches;  // the kernels Bind issues, by index
   int64_t scratch_bytes = 0;     // device scratch live during this step only (the unit lays it out)
-  bool gemm = false;             // products on cuBLASLt
-  bool gemv = false;             // one-token products on Gemv.cu
+  // Device memory this step uses while it runs from the executor's one workspace, shared by every
+  // step of every program (one stream runs them in order): a kBlocks matrix's bf16 copy, sized for
+  // the largest one. Unlike scratch_bytes it is not placed in each bucket's arena, so a 2 GB head
+  // matrix costs 2 GB once, not once per bucket. Must not depend on the token bucket.
+  int64_t workspace_bytes = 0;
+  bool gemm = false;  // products on cuBLASLt
+  bool gemv = false;  // one-token products on Gemv.cu
 };
 
 struct SelectContext {
@@ -138,6 +149,8 @@ class BindContext {
   virtual uint64_t Out(unsigned i) const = 0;
   // The step's scratch (selection().scratch_bytes bytes; 0 when none was requested).
   virtual uint64_t Scratch() const = 0;
+  // The executor's workspace (at least selection().workspace_bytes bytes; 0 when none was requested).
+  virtual uint64_t Workspace() const = 0;
 
  private:
   const ir::Op& op_;
@@ -166,6 +179,9 @@ uint32_t GridFor(const Target& t, int64_t n, uint32_t block = 256);
 // An Elementwise.cu-style launch (256 threads, grid-stride over n) of `entry` in `file`.
 Launch GridStrideLaunch(const Target& t, const std::string& file, const std::string& entry, int64_t n,
                         Defines defines = {});
+// Dequant.cc: the launch of Dequant.cu's dequant_bf16 for a kBlocks [rows, cols] matrix stored as
+// `stored` (its parameters: DequantParams with a row range; y 16-byte aligned).
+Launch DequantBf16Launch(const Target& t, ir::DType stored, int64_t rows, int64_t cols);
 absl::Status Unsupported(const ir::Op& op, absl::string_view why);
 absl::Status BindError(const ir::Op& op, absl::string_view why);
 

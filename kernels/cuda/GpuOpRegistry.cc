@@ -50,7 +50,7 @@ absl::Status BindError(const ir::Op& op, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("cuda executor: ", op.Summary(), ": ", why));
 }
 
-absl::StatusOr<OpShapes> ShapesAt(const ir::Op& op, int64_t bucket) {
+absl::StatusOr<OpShapes> ShapesAt(const ir::Op& op, int64_t bucket, WeightMode weights) {
   OpShapes s;
   s.bucket = bucket;
   ir::SymbolBindings b;
@@ -73,7 +73,16 @@ absl::StatusOr<OpShapes> ShapesAt(const ir::Op& op, int64_t bucket) {
     const ir::Value* v = op.operand(i);
     MEMRA_ASSIGN_OR_RETURN(auto sh, concrete(v->shape()));
     s.in.push_back(std::move(sh));
-    s.in_dtypes.push_back(ir::IsMatrixOperand(op, i) ? MatrixLayoutFor(v->dtype()).compute_dtype : v->dtype());
+    const WeightLayout* layout = nullptr;
+    if (ir::IsMatrixOperand(op, i)) {
+      const std::string what =
+          v->kind() == ir::Value::Kind::kWeight ? absl::StrCat("weight @", v->name()) : absl::StrCat("operand ", i);
+      auto l = MatrixLayoutFor(v->dtype(), weights, what);
+      if (!l.ok()) return absl::Status(l.status().code(), absl::StrCat(op.Summary(), ": ", l.status().message()));
+      layout = *l;
+    }
+    s.in_layouts.push_back(layout);
+    s.in_dtypes.push_back(layout != nullptr ? layout->compute_dtype : v->dtype());
   }
   for (unsigned i = 0; i < op.num_results(); ++i) {
     MEMRA_ASSIGN_OR_RETURN(auto sh, concrete(op.result(i)->shape()));
@@ -147,6 +156,7 @@ bool WriteSelection(const OpSelection& s, ir::Op& op) {
   if (s.gemm) changed |= SetAttr(op, "gemm", ir::Attr(int64_t{1}));
   if (s.gemv) changed |= SetAttr(op, "gemv", ir::Attr(int64_t{1}));
   if (s.scratch_bytes > 0) changed |= SetAttr(op, "scratch_bytes", ir::Attr(s.scratch_bytes));
+  if (s.workspace_bytes > 0) changed |= SetAttr(op, "workspace_bytes", ir::Attr(s.workspace_bytes));
   return changed;
 }
 
@@ -182,6 +192,8 @@ absl::StatusOr<std::optional<OpSelection>> ReadSelection(const ir::Op& op) {
   s.gemv = at.I64Or("gemv", 0) != 0;
   s.scratch_bytes = at.I64Or("scratch_bytes", 0);
   if (s.scratch_bytes < 0) return bad("negative scratch_bytes");
+  s.workspace_bytes = at.I64Or("workspace_bytes", 0);
+  if (s.workspace_bytes < 0) return bad("negative workspace_bytes");
   return std::optional<OpSelection>(std::move(s));
 }
 
@@ -209,6 +221,26 @@ absl::StatusOr<std::optional<Target>> ReadSelectionTarget(const ir::Module& m) {
   return std::optional<Target>(t);
 }
 
+bool WriteSelectionWeights(WeightMode mode, ir::Module& m) {
+  const std::string name(WeightModeName(mode));
+  if (m.attrs().GetString("kernel_weights") == name) return false;
+  m.attrs().Set("kernel_weights", name);
+  return true;
+}
+
+absl::StatusOr<std::optional<WeightMode>> ReadSelectionWeights(const ir::Module& m) {
+  const std::optional<std::string> w = m.attrs().GetString("kernel_weights");
+  if (!w) {
+    // Selected before the attribute existed: every block format was a bf16 copy then.
+    if (m.attrs().Has("kernel_arch")) return std::optional<WeightMode>(WeightMode::kBf16);
+    return std::optional<WeightMode>();
+  }
+  auto mode = ParseWeightMode(*w);
+  if (!mode.ok())
+    return absl::InvalidArgumentError(absl::StrCat("module attribute kernel_weights: ", mode.status().message()));
+  return std::optional<WeightMode>(*mode);
+}
+
 bool IsStaticFunction(const ir::Function& fn) {
   for (unsigned i = 0; i < fn.num_arguments(); ++i)
     if (!fn.argument(i)->shape().IsStatic()) return false;
@@ -219,7 +251,7 @@ bool IsStaticFunction(const ir::Function& fn) {
 }
 
 absl::StatusOr<std::vector<OpSelection>> SelectionsOf(const ir::Function& fn, int64_t bucket, const Target& target,
-                                                      bool use_records) {
+                                                      WeightMode weights, bool use_records) {
   std::vector<OpSelection> out;
   for (const ir::Op* op : fn.Ops()) {
     if (op->is(ir::OpKind::kSegment)) continue;
@@ -230,7 +262,7 @@ absl::StatusOr<std::vector<OpSelection>> SelectionsOf(const ir::Function& fn, in
         continue;
       }
     }
-    MEMRA_ASSIGN_OR_RETURN(OpShapes s, ShapesAt(*op, bucket));
+    MEMRA_ASSIGN_OR_RETURN(OpShapes s, ShapesAt(*op, bucket, weights));
     MEMRA_ASSIGN_OR_RETURN(OpSelection sel, SelectGpuOp(*op, s, target));
     if (use_records && FindGpuOpImpl(sel.impl)->DoesDeviceWork())
       return absl::FailedPreconditionError(absl::StrCat("@", fn.name(), ": ", op->Summary(),
@@ -239,6 +271,33 @@ absl::StatusOr<std::vector<OpSelection>> SelectionsOf(const ir::Function& fn, in
     out.push_back(std::move(sel));
   }
   return out;
+}
+
+absl::StatusOr<int64_t> WorkspaceBytesOf(const ir::Module& m, const Target& target, WeightMode weights,
+                                         bool use_records) {
+  int64_t most = 0;
+  for (const auto& f : m.functions()) {
+    const bool fixed = IsStaticFunction(*f);
+    const std::vector<int64_t> buckets =
+        fixed ? std::vector<int64_t>{f->attrs().I64Or("bucket", 1)} : std::vector<int64_t>{1, 16};
+    for (const ir::Op* op : f->Ops()) {
+      if (op->is(ir::OpKind::kSegment)) continue;
+      if (use_records && fixed) {
+        MEMRA_ASSIGN_OR_RETURN(std::optional<OpSelection> rec, ReadSelection(*op));
+        if (rec) {
+          most = std::max(most, rec->workspace_bytes);
+          continue;
+        }
+      }
+      for (int64_t b : buckets) {
+        MEMRA_ASSIGN_OR_RETURN(OpShapes s, ShapesAt(*op, b, weights));
+        // An op no unit takes asks for nothing here; its program fails when it is built.
+        auto sel = SelectGpuOp(*op, s, target);
+        if (sel.ok()) most = std::max(most, sel->workspace_bytes);
+      }
+    }
+  }
+  return most;
 }
 
 }  // namespace memra::kernels::cuda

@@ -20,7 +20,8 @@ const GpuOpImpl* FindGpuOpImpl(absl::string_view name);
 absl::StatusOr<OpSelection> SelectGpuOp(const ir::Op& op, const OpShapes& shapes, const Target& target);
 
 // The record on an op: `impl`, and for units that launch kernels `kernels` ("<module key>::
-// <entry>"), `grid`, `block`, `smem`, plus `gemm = 1`, `gemv = 1`, `scratch_bytes` when set.
+// <entry>"), `grid`, `block`, `smem`, plus `gemm = 1`, `gemv = 1`, `scratch_bytes`,
+// `workspace_bytes` when set.
 // Units without device work (aliases) record nothing. Write returns whether an attribute changed.
 bool WriteSelection(const OpSelection& s, ir::Op& op);
 // nullopt when the op carries no record; an error when the record is malformed (names the op).
@@ -31,14 +32,28 @@ absl::StatusOr<std::optional<OpSelection>> ReadSelection(const ir::Op& op);
 bool WriteSelectionTarget(const Target& t, ir::Module& m);
 absl::StatusOr<std::optional<Target>> ReadSelectionTarget(const ir::Module& m);
 
+// The weight mode the selection was made for, as the module attribute `kernel_weights` ("blocks",
+// "bf16"); Read gives nullopt for a module never selected and bf16 for one selected before the
+// attribute existed (block formats were bf16 copies then).
+bool WriteSelectionWeights(WeightMode mode, ir::Module& m);
+absl::StatusOr<std::optional<WeightMode>> ReadSelectionWeights(const ir::Module& m);
+
 // Whether every argument and result of `fn` has a static shape (a bucket function or @decode):
 // the functions select-kernels annotates and the plan's kernel table covers.
 bool IsStaticFunction(const ir::Function& fn);
 
 // The selections of every op of a static function at `bucket`: the recorded ones when the
-// function carries them (every op that does device work must), else selected now for `target`.
+// function carries them (every op that does device work must), else selected now for `target`
+// with matrices laid out for `weights`.
 absl::StatusOr<std::vector<OpSelection>> SelectionsOf(const ir::Function& fn, int64_t bucket, const Target& target,
-                                                      bool use_records);
+                                                      WeightMode weights, bool use_records);
+
+// The workspace an executor of `m` needs: the largest workspace_bytes of any op's selection (a
+// static function at its bucket, from its records when `use_records`; a symbolic one at buckets 1
+// and 16, since a unit's workspace does not grow with the bucket). Errors: a matrix whose type has
+// no layout under `weights`; an op no unit takes counts 0 (building its program reports it).
+absl::StatusOr<int64_t> WorkspaceBytesOf(const ir::Module& m, const Target& target, WeightMode weights,
+                                         bool use_records);
 
 // The device greedy step closing the decode loop (Norm.cu `greedy_next`) for a decode function
 // returning f32[1, V].

@@ -27,6 +27,7 @@ class CublasLt {
   absl::Status Matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int64_t M, int64_t N, int64_t K, ir::DType wtype,
                       CUstream stream);
   const std::string& library() const;
+  size_t workspace_bytes() const { return workspace_bytes_; }
 
   struct Api;
   struct Plan;

@@ -1,6 +1,7 @@
 #include "runtime/cuda/CudaExecutor.h"
 
 #include "runtime/ArgumentBinding.h"
+#include "runtime/DeviceMemory.h"
 #include "runtime/StateMemory.h"
 
 #include <algorithm>
@@ -45,6 +46,7 @@ CudaExecutor::~CudaExecutor() {
   programs_.clear();
   state_.clear();
   weights_.clear();
+  workspace_.reset();
   modules_.clear();
   blas_.reset();
 }
@@ -62,6 +64,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ir::Mod
   MEMRA_ASSIGN_OR_RETURN(e->compiler_, codegen::KernelCompiler::Create(co));
   if (options.precompiled) e->compiler_->AddPrecompiled(*options.precompiled);
   MEMRA_ASSIGN_OR_RETURN(e->blas_, cuda::CublasLt::Create());
+  MEMRA_RETURN_IF_ERROR(e->PlanDeviceMemory());
   MEMRA_RETURN_IF_ERROR(e->UploadWeights());
   MEMRA_RETURN_IF_ERROR(e->AllocateState());
   e->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -83,53 +86,98 @@ std::map<std::string, uint64_t> CudaExecutor::arena_bytes() const {
   return out;
 }
 
+DeviceMemoryBytes CudaExecutor::device_memory() const {
+  DeviceMemoryBytes m;
+  m.weights = weight_bytes_;
+  for (const auto& [v, b] : state_) {
+    const auto* s = static_cast<const ir::StateVar*>(v);
+    switch (s->state_kind()) {
+      case ir::StateKind::kKv:
+        m.kv_cache += b->bytes();
+        break;
+      case ir::StateKind::kConv:
+      case ir::StateKind::kDelta:
+        m.recurrent += b->bytes();
+        break;
+      default:
+        m.other_state += b->bytes();
+    }
+  }
+  if (token_ring_) m.other_state += token_ring_->bytes();
+  for (const auto& [k, p] : programs_) m.arenas += p->arena.bytes();
+  m.workspace = (workspace_ ? workspace_->bytes() : 0) + (blas_ ? blas_->workspace_bytes() : 0);
+  return m;
+}
+
+absl::Status CudaExecutor::PlanDeviceMemory() {
+  // The weight mode the module's kernels were selected for (select-kernels' kernel_weights) must be
+  // the one the weights are uploaded in: the records name the dequantization launches (or not).
+  MEMRA_ASSIGN_OR_RETURN(std::optional<kcu::WeightMode> selected, kcu::ReadSelectionWeights(module_));
+  if (selected && *selected != options_.weights)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cuda executor: the module's kernels were selected for --weights ", kcu::WeightModeName(*selected),
+        " but the executor holds the weights as ", kcu::WeightModeName(options_.weights), ": run with --weights ",
+        kcu::WeightModeName(*selected), " or recompile with --weights ", kcu::WeightModeName(options_.weights)));
+  // 1. Every weight's tensor, type and layout: a missing tensor, a mistyped one or a matrix whose
+  // type has no GPU layout is refused here, before anything is uploaded.
+  MEMRA_ASSIGN_OR_RETURN(weight_plans_, PlanWeights(module_, file_, options_.weights));
+  // 2. The weights, the state, the units' workspace (the largest matrix in blocks a product
+  // dequantizes) and the largest planned arena, against the free memory.
+  MEMRA_ASSIGN_OR_RETURN(const DeviceMemoryBytes need,
+                         PlannedDeviceMemory(module_, weight_plans_, target_, options_.weights));
+  MEMRA_ASSIGN_OR_RETURN(const StateBytes state, StateBytesOf(module_));
+  const int64_t workspace = static_cast<int64_t>(need.workspace);
+  size_t free_b = 0, total_b = 0;
+  dev_->driver().cuMemGetInfo(&free_b, &total_b);
+  MEMRA_RETURN_IF_ERROR(CheckStateFits(state, free_b, "device memory"));
+  MEMRA_RETURN_IF_ERROR(CheckDeviceMemoryFits(need, free_b, dev_->name()));
+  if (workspace > 0) {
+    MEMRA_ASSIGN_OR_RETURN(cuda::DeviceBuffer b,
+                           dev_->Alloc(static_cast<size_t>(workspace), "the dequantization workspace"));
+    workspace_ = std::make_unique<cuda::DeviceBuffer>(std::move(b));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CudaExecutor::UploadWeights() {
   uint64_t total = 0;
-  for (const auto& wp : module_.weights())
-    if (const gguf::TensorInfo* t = file_.FindTensor(wp->name())) total += t->data.size();
+  for (const PlannedWeight& p : weight_plans_) total += p.tensor->data.size();
   std::optional<ProgressBar> bar;
   if (options_.progress && total > (64u << 20)) bar.emplace("upload weights", total);
   uint64_t done = 0;
-  for (const auto& wp : module_.weights()) {
-    const ir::Weight* w = wp.get();
-    const gguf::TensorInfo* t = file_.FindTensor(w->name());
-    if (t == nullptr)
-      return absl::NotFoundError(
-          absl::StrCat(file_.path(), ": tensor \"", w->name(), "\" (a weight of the module) not found"));
-    if (!w->shape().IsStatic())
-      return absl::InvalidArgumentError(absl::StrCat("weight @", w->name(), " has a symbolic shape"));
-    if (ir::InfoOf(w->dtype()).ggml_id != static_cast<int>(t->type))
-      return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor \"", w->name(), "\" has type ",
-                                                     formats::GgmlTypeName(t->type), ", the module declares ",
-                                                     ir::DTypeName(w->dtype())));
-    bool matrix_use = false, value_use = false;
-    for (const ir::Use& u : w->uses()) (ir::IsMatrixOperand(*u.user, u.operand_index) ? matrix_use : value_use) = true;
+  for (const PlannedWeight& plan : weight_plans_) {
+    const ir::Weight* w = plan.weight;
+    const gguf::TensorInfo* t = plan.tensor;
     auto dw = std::make_unique<DeviceWeight>();
     dw->weight = w;
-    const int64_t n = t->NumElements();
-    if (matrix_use) {
-      // The dtype's device layout (kernels/cuda/WeightLayout.h): as stored, or repacked once here.
-      MEMRA_ASSIGN_OR_RETURN(kc::WeightView view, kc::WeightView::FromTensor(t->name, t->type, t->ne, t->data));
-      dw->rows = view.rows;
-      dw->cols = view.cols;
-      dw->layout = &kcu::MatrixLayoutFor(w->dtype());
-      auto repacked = kcu::Repack(*dw->layout, w->dtype(), view.rows, view.cols, t->data);
-      if (!repacked.ok())
-        return absl::Status(repacked.status().code(),
-                            absl::StrCat("tensor \"", w->name(), "\": ", repacked.status().message()));
-      const bool as_stored = dw->layout->kind == kcu::WeightLayoutKind::kAsStored;
-      const uint8_t* src = as_stored ? reinterpret_cast<const uint8_t*>(t->data.data()) : repacked->data.data();
-      const size_t bytes = as_stored ? t->data.size() : repacked->data.size();
+    if (plan.layout != nullptr) {
+      // The layout (kernels/cuda/WeightLayout.h): the GGUF bytes as they are (f32/f16/bf16, blocks),
+      // or repacked here once (--weights bf16: dequantized on the host).
+      dw->rows = plan.rows;
+      dw->cols = plan.cols;
+      dw->layout = plan.layout;
+      const bool as_is =
+          plan.layout->kind == kcu::WeightLayoutKind::kAsStored || plan.layout->kind == kcu::WeightLayoutKind::kBlocks;
+      kcu::RepackedMatrix repacked;
+      if (!as_is) {
+        auto r = kcu::Repack(*plan.layout, w->dtype(), plan.rows, plan.cols, t->data);
+        if (!r.ok())
+          return absl::Status(r.status().code(), absl::StrCat("tensor \"", w->name(), "\": ", r.status().message()));
+        repacked = *std::move(r);
+      }
+      const uint8_t* src = as_is ? reinterpret_cast<const uint8_t*>(t->data.data()) : repacked.data.data();
+      const size_t bytes = as_is ? t->data.size() : repacked.data.size();
       MEMRA_ASSIGN_OR_RETURN(dw->matrix, dev_->Alloc(bytes, absl::StrCat("weight ", w->name())));
       MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->matrix.ptr(), src, bytes));
-      if (!repacked->scales.empty()) {
+      if (!repacked.scales.empty()) {
         MEMRA_ASSIGN_OR_RETURN(dw->scales,
-                               dev_->Alloc(repacked->scales.size(), absl::StrCat("weight ", w->name(), " (scales)")));
-        MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->scales.ptr(), repacked->scales.data(), repacked->scales.size()));
+                               dev_->Alloc(repacked.scales.size(), absl::StrCat("weight ", w->name(), " (scales)")));
+        MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->scales.ptr(), repacked.scales.data(), repacked.scales.size()));
       }
       weight_bytes_ += dw->matrix.bytes() + dw->scales.bytes();
     }
-    if (value_use) {
+    if (plan.value_bytes > 0) {
+      const int64_t n = t->NumElements();
       std::vector<float> vals(static_cast<size_t>(n));
       MEMRA_ASSIGN_OR_RETURN(kc::WeightView flat, kc::WeightView::Make(t->type, 1, n, t->data));
       MEMRA_RETURN_IF_ERROR(kc::DequantizeRow(flat, 0, vals.data()));
@@ -142,11 +190,12 @@ absl::Status CudaExecutor::UploadWeights() {
     weights_[w] = std::move(dw);
   }
   if (bar) bar->Finish();
+  weight_plans_.clear();
   return absl::OkStatus();
 }
 
 absl::Status CudaExecutor::AllocateState() {
-  // Refuse an impossible context before allocating any of it (the weights are already up).
+  // Checked with the weights before the upload (PlanDeviceMemory); again here against what is left.
   MEMRA_ASSIGN_OR_RETURN(const StateBytes need, StateBytesOf(module_));
   {
     size_t free_b = 0, total_b = 0;
@@ -231,18 +280,23 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
     }
   }
   MEMRA_ASSIGN_OR_RETURN(std::vector<kcu::OpSelection> selections,
-                         kcu::SelectionsOf(fn, shape_bucket, target_, use_records));
+                         kcu::SelectionsOf(fn, shape_bucket, target_, options_.weights, use_records));
   std::vector<codegen::ModuleSpec> modules;
   size_t next = 0;
   for (const Op* op : fn.Ops()) {
     if (op->is(OpKind::kSegment)) continue;
     Step s;
     s.op = op;
-    MEMRA_ASSIGN_OR_RETURN(s.shapes, kcu::ShapesAt(*op, shape_bucket));
+    MEMRA_ASSIGN_OR_RETURN(s.shapes, kcu::ShapesAt(*op, shape_bucket, options_.weights));
     s.selection = std::move(selections[next++]);
     s.impl = kcu::FindGpuOpImpl(s.selection.impl);
     if (s.impl == nullptr || !s.impl->Implements(op->kind()))
       return OpError(*op, absl::StrCat("implementation \"", s.selection.impl, "\" does not implement this op"));
+    const int64_t have = workspace_ ? static_cast<int64_t>(workspace_->bytes()) : 0;
+    if (s.selection.workspace_bytes > have)
+      return OpError(
+          *op, absl::StrCat("needs ", s.selection.workspace_bytes, " bytes of workspace, the executor sized ", have,
+                            " (a unit whose workspace grows with the bucket?)"));
     for (const kcu::Launch& l : s.selection.launches) {
       s.launches.push_back({l, nullptr});
       modules.push_back(l.kernel.module);

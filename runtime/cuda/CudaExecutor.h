@@ -9,9 +9,14 @@
 // 4096; decode T = 1), compiled once per (function, bucket) with kernels specialized to it and
 // one device arena laid out by liveness (first-fit; a static function that went through
 // plan-memory uses the plan's offsets instead, so its addresses are the plan's). Padded rows are
-// masked by the kernels (they receive the valid count) and never read as data. Weights: f32/f16/bf16 uploaded as is,
-// quantized ones dequantized to bf16 (docs/ARCHITECTURE.md, "CUDA executor"). State (KV cache,
-// conv rings, delta-net states, position counter) lives on the device.
+// masked by the kernels (they receive the valid count) and never read as data. Weights
+// (kernels/cuda/WeightLayout.h): f32/f16/bf16 uploaded as is, block formats (q4_K, q8_0, ...)
+// uploaded as their GGUF blocks (options.weights = blocks, the default: device weight bytes ==
+// the tensor bytes; products dequantize into one shared bf16 workspace) or as bf16 copies
+// dequantized on the host (bf16). Before anything is uploaded every weight's layout is checked
+// (one error naming a tensor whose type has none) and the device memory by kind (weights, KV
+// cache, recurrent state, workspace, the largest planned arena) against the free memory. State
+// (KV cache, conv rings, delta-net states, position counter) lives on the device.
 //
 // CUDA graphs: the ops of a static function (a bucket function @prefill_tN, @decode) run in the
 // segments partition-segments recorded (or, in a module that did not run it, the same per-op
@@ -37,6 +42,8 @@
 #include "ir/Module.h"
 #include "kernels/cuda/GpuOp.h"
 #include "kernels/cuda/Target.h"
+#include "kernels/cuda/WeightLayout.h"
+#include "runtime/DeviceMemory.h"
 #include "runtime/cpu/CpuExecutor.h"
 #include "runtime/cpu/HostTensor.h"
 #include "runtime/cuda/CudaDriver.h"
@@ -65,6 +72,9 @@ struct CudaExecutorOptions {
                                  // elements a kernel never writes)
   bool cuda_graphs = true;       // replay capturable segments as CUDA graphs (off: all eager;
                                  // profiling, sync_each_op and observers also run eagerly)
+  // How block-format matrices are held (memra run / bench `--weights blocks|bf16`). A module
+  // selected by select-kernels must have been selected for the same mode (its kernel_weights).
+  kernels::cuda::WeightMode weights = kernels::cuda::WeightMode::kBlocks;
   // Module key -> cubin (a plan's kernel table, runtime::PrecompiledKernels): seeded into the
   // kernel compiler, which then compiles only what the plan lacks.
   std::shared_ptr<const codegen::PrecompiledCubins> precompiled;
@@ -87,7 +97,10 @@ absl::StatusOr<kernels::cuda::Target> CudaDeviceTarget(int ordinal = 0);
 class CudaExecutor {
  public:
   // Errors: "no CUDA driver/GPU found" (no driver / device), NVRTC or cuBLASLt missing, a
-  // weight missing or mistyped (as the CPU executor), device memory exhausted (named).
+  // weight missing or mistyped (as the CPU executor), a matrix whose type has no GPU layout in
+  // options.weights (naming it and --weights bf16), a module selected for the other weight mode,
+  // not enough free device memory for weights + state + workspace + the largest planned arena
+  // (every figure named; all before the first weight is uploaded).
   static absl::StatusOr<std::unique_ptr<CudaExecutor>> Create(const ir::Module& module, const gguf::GgufFile& file,
                                                               const CudaExecutorOptions& options = {});
   ~CudaExecutor();
@@ -124,6 +137,9 @@ class CudaExecutor {
   const kernels::cuda::Target& target() const { return target_; }
   double load_seconds() const { return load_seconds_; }
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // Device memory held now, by kind (arenas: the programs laid out so far).
+  DeviceMemoryBytes device_memory() const;
+  kernels::cuda::WeightMode weight_mode() const { return options_.weights; }
   // Device time of the last Run (events around its launches), milliseconds.
   double last_run_ms() const { return last_run_ms_; }
   // Device time per op kind over the calls since the last ResetProfile (options.profile):
@@ -141,6 +157,9 @@ class CudaExecutor {
 
  private:
   CudaExecutor(const ir::Module& module, const gguf::GgufFile& file, CudaExecutorOptions options);
+  // Every weight's layout and device bytes, and the workspace; checks them with the state and the
+  // largest planned arena against the free memory. Allocates nothing but the workspace.
+  absl::Status PlanDeviceMemory();
   absl::Status UploadWeights();
   absl::Status AllocateState();
   absl::StatusOr<Program*> GetProgram(const ir::Function& fn, int64_t bucket);
@@ -166,6 +185,8 @@ class CudaExecutor {
   std::map<std::string, std::unique_ptr<cuda::LoadedModule>> modules_;
   absl::flat_hash_map<const ir::Value*, std::unique_ptr<DeviceWeight>> weights_;
   absl::flat_hash_map<const ir::Value*, std::unique_ptr<cuda::DeviceBuffer>> state_;
+  std::vector<PlannedWeight> weight_plans_;        // PlanDeviceMemory -> UploadWeights
+  std::unique_ptr<cuda::DeviceBuffer> workspace_;  // the units' shared workspace (workspace_bytes)
   std::map<std::pair<std::string, int64_t>, std::unique_ptr<Program>> programs_;
   const ir::StateVar* position_state_ = nullptr;
   int64_t position_ = 0;

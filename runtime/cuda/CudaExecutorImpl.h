@@ -101,6 +101,7 @@ inline absl::StatusOr<llvm::SmallVector<int64_t, 4>> ConcreteShape(const ir::Val
 // pick's non-finite record (GreedyNextParams::bad: step + 1 or 0, vocabulary id, value bits).
 constexpr int64_t kTokenRing = 1024;
 constexpr int64_t kTokenRingTail = 4;
+static_assert((kTokenRing + kTokenRingTail) * 4 == kDecodeTokenRingBytes, "runtime/DeviceMemory.h counts the ring");
 
 inline absl::Status OpError(const Op& op, absl::string_view msg) {
   return absl::InvalidArgumentError(absl::StrCat("cuda executor: ", op.Summary(), ": ", msg));

@@ -46,10 +46,13 @@ absl::StatusOr<std::vector<codegen::ModuleSpec>> KernelModulesOf(const ir::Modul
   } else {
     MEMRA_ASSIGN_OR_RETURN(target, kcu::TargetPreset("sm_90"));
   }
+  // The recorded weight mode (select-kernels), else the default.
+  MEMRA_ASSIGN_OR_RETURN(std::optional<kcu::WeightMode> recorded_weights, kcu::ReadSelectionWeights(module));
+  const kcu::WeightMode weights = recorded_weights.value_or(kcu::WeightMode::kBlocks);
   for (const auto& f : module.functions()) {
     if (!kcu::IsStaticFunction(*f)) continue;
     const int64_t bucket = f->attrs().I64Or("bucket", 1);
-    auto mods = codegen::ModulesForFunction(*f, bucket, target);
+    auto mods = codegen::ModulesForFunction(*f, bucket, target, weights);
     if (!mods.ok())
       return absl::Status(mods.status().code(),
                           absl::StrCat("kernel table: @", f->name(), ": ", mods.status().message()));
@@ -58,7 +61,7 @@ absl::StatusOr<std::vector<codegen::ModuleSpec>> KernelModulesOf(const ir::Modul
     if (!recorded) continue;
     // The records must be what the units select today for their target (stale annotations,
     // e.g. from an older memra, would run other kernels than the ones the table compiles).
-    auto fresh = kcu::SelectionsOf(*f, bucket, target, /*use_records=*/false);
+    auto fresh = kcu::SelectionsOf(*f, bucket, target, weights, /*use_records=*/false);
     if (!fresh.ok())
       return absl::Status(fresh.status().code(),
                           absl::StrCat("kernel table: @", f->name(), ": ", fresh.status().message()));

@@ -433,6 +433,9 @@ absl::StatusOr<Plan> MakePlan(const ir::Module& module, const gguf::GgufFile& fi
       MEMRA_ASSIGN_OR_RETURN(t, kernels::cuda::TargetPreset(arch));
     }
     p.target = t.Serialize();
+    MEMRA_ASSIGN_OR_RETURN(std::optional<kernels::cuda::WeightMode> weights,
+                           kernels::cuda::ReadSelectionWeights(*reread));
+    p.weights = std::string(kernels::cuda::WeightModeName(weights.value_or(kernels::cuda::WeightMode::kBlocks)));
     MEMRA_ASSIGN_OR_RETURN(p.kernels, GetKernelTableBuilder()(*reread, arch));
   }
   return p;
@@ -443,6 +446,7 @@ std::string SerializePlan(const Plan& plan) {
   std::string header = absl::StrCat(
       "format_version = ", plan.format_version, "\n", "memra_version = ", Quote(plan.memra_version), "\n",
       "arch = ", Quote(plan.arch), "\n", plan.target.empty() ? "" : absl::StrCat("target = ", Quote(plan.target), "\n"),
+      plan.weights.empty() ? "" : absl::StrCat("weights = ", Quote(plan.weights), "\n"),
       "pipeline = ", Quote(plan.pipeline), "\n", "gguf_path = ", Quote(plan.gguf.path), "\n",
       "gguf_size = ", plan.gguf.size, "\n", "gguf_header_sha256 = ", Quote(plan.gguf.header_sha256), "\n");
   Section(out, "header", "", header);
@@ -482,6 +486,9 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view bytes, absl::string_view source
         else if (kv.first == "target") {
           if (!kernels::cuda::Target::Parse(v).ok()) return Corrupt(source, "[header] target");
           p.target = v;
+        } else if (kv.first == "weights") {
+          if (!kernels::cuda::ParseWeightMode(v).ok()) return Corrupt(source, "[header] weights");
+          p.weights = v;
         } else if (kv.first == "pipeline")
           p.pipeline = v;
         else if (kv.first == "gguf_path")
@@ -543,6 +550,13 @@ absl::Status CheckPlanCompatible(const Plan& plan, const GgufIdentity& file, abs
     return absl::FailedPreconditionError(
         absl::StrCat("the plan targets ", plan.arch, " but this run targets ", arch, "; recompile with --arch ", arch));
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<kernels::cuda::WeightMode>> PlanWeights(const Plan& plan) {
+  if (plan.arch == "cpu") return std::optional<kernels::cuda::WeightMode>();
+  if (plan.weights.empty()) return std::optional<kernels::cuda::WeightMode>(kernels::cuda::WeightMode::kBf16);
+  MEMRA_ASSIGN_OR_RETURN(kernels::cuda::WeightMode w, kernels::cuda::ParseWeightMode(plan.weights));
+  return std::optional<kernels::cuda::WeightMode>(w);
 }
 
 absl::Status CheckPlanTarget(const Plan& plan, const kernels::cuda::Target& device) {

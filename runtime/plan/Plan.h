@@ -2,8 +2,8 @@
 //
 //   MEMRAPLAN 1                                  magic and format version
 //   [header] bytes=N                             key = value lines: format_version, memra_version,
-//                                                arch, pipeline, gguf_path, gguf_size,
-//                                                gguf_header_sha256
+//                                                arch, target, weights, pipeline, gguf_path,
+//                                                gguf_size, gguf_header_sha256
 //   [ir] bytes=N                                 the final IR text (ir/Printer.h), which also
 //                                                carries the arena offsets and the segments
 //   [layout] bytes=N                             per function (bucket): arena size, naive size,
@@ -41,6 +41,7 @@
 #include "codegen/KernelCompiler.h"
 #include "ir/Module.h"
 #include "kernels/cuda/Target.h"
+#include "kernels/cuda/WeightLayout.h"
 
 namespace memra::gguf {
 class GgufFile;
@@ -124,6 +125,10 @@ struct Plan {
   // CUDA: the target the kernels were selected for (kernels/cuda/Target.h Serialize; the module's
   // kernel_arch / kernel_sm_count, else the arch's preset); empty for cpu and older plans.
   std::string target;
+  // CUDA: how block-format matrices are held ("blocks" or "bf16", kernels/cuda/WeightLayout.h
+  // WeightMode; the module's kernel_weights): memra run holds them so; empty for cpu plans, and
+  // for CUDA plans from before the line existed (whose block formats were bf16 copies).
+  std::string weights;
   std::string pipeline;  // the pipeline that produced the IR
   GgufIdentity gguf;
   std::string ir_text;
@@ -142,6 +147,10 @@ absl::StatusOr<Plan> MakePlan(const ir::Module& module, const gguf::GgufFile& fi
                               absl::string_view pipeline, absl::string_view memra_version);
 
 std::string SerializePlan(const Plan& plan);
+
+// The weight mode of a CUDA plan: its `weights` line, bf16 for a CUDA plan without one (older
+// plans), nullopt for cpu plans.
+absl::StatusOr<std::optional<kernels::cuda::WeightMode>> PlanWeights(const Plan& plan);
 
 // For a CUDA plan run on `device`: refused when the selection fields of the plan's target differ
 // (arch, SM count), naming each field; OK for plans without a target line.

@@ -1,6 +1,7 @@
 // CI check without a GPU: NVRTC compiles every kernel module the tiny model's plan needs (both
-// functions, every token bucket) for sm_90; any compile error fails. A second compiler over the
-// same cache dir must find everything on disk.
+// functions, every token bucket, weights as blocks and as bf16 copies) for sm_90, and Dequant.cu
+// for every block format; any compile error fails. A second compiler over the same cache dir must
+// find everything on disk.
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -14,12 +15,13 @@
 #include "gtest/gtest.h"
 #include "ir/Function.h"
 #include "kernels/cuda/Target.h"
+#include "kernels/cuda/WeightLayout.h"
 #include "tests/cuda/CudaTestUtil.h"
 
 namespace memra::codegen {
 namespace {
 
-std::vector<ModuleSpec> TinyModelModules(const std::string& model) {
+std::vector<ModuleSpec> TinyModelModules(const std::string& model, kernels::cuda::WeightMode weights) {
   auto file = gguf::GgufFile::Open(model);
   EXPECT_TRUE(file.ok()) << file.status();
   if (!file.ok()) return {};
@@ -35,7 +37,7 @@ std::vector<ModuleSpec> TinyModelModules(const std::string& model) {
     buckets.insert(buckets.begin(), 1);
     for (const auto& fn : (*m)->functions())
       for (int64_t b : fn->name() == "decode" ? std::vector<int64_t>{1} : buckets) {
-        auto mods = ModulesForFunction(*fn, b, *kernels::cuda::TargetPreset("sm_90"));
+        auto mods = ModulesForFunction(*fn, b, *kernels::cuda::TargetPreset("sm_90"), weights);
         EXPECT_TRUE(mods.ok()) << mods.status();
         if (!mods.ok()) return {};
         for (auto& ms : *mods)
@@ -48,7 +50,8 @@ std::vector<ModuleSpec> TinyModelModules(const std::string& model) {
 TEST(NvrtcCompileTest, EmbeddedSourcesPresent) {
   std::set<std::string> names;
   for (const EmbeddedSource& s : EmbeddedKernelSources()) names.insert(s.name);
-  for (const char* f : {"Common.cuh", "Elementwise.cu", "Norm.cu", "Rope.cu", "Attention.cu", "DeltaNet.cu"})
+  for (const char* f : {"Common.cuh", "Elementwise.cu", "Norm.cu", "Rope.cu", "Attention.cu", "DeltaNet.cu",
+                        "Dequant.cu", "DequantParams.h"})
     EXPECT_TRUE(names.count(f)) << f;
   EXPECT_FALSE(KernelSource("nope.cu").ok());
 }
@@ -65,19 +68,32 @@ TEST(NvrtcCompileTest, BucketLadder) {
 TEST(NvrtcCompileTest, TinyModelPlanCompilesForSm90) {
   auto nvrtc = Nvrtc::Load();
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available here: " << nvrtc.status();
-  // f32 weights (cuBLASLt f32) and q8_0 (bf16 GEMMs, the q8 GEMV of decode): every kernel both need.
+  // f32 weights (cuBLASLt f32) and q8_0 as blocks (dequantized into the workspace, bf16 GEMMs) and
+  // as bf16 copies (--weights bf16: bf16 GEMMs, the bf16 GEMV of decode): every kernel they need.
   std::vector<ModuleSpec> mods;
   std::set<std::string> seen;
   for (const char* name : {"models/qwen35-tiny-f32.gguf", "models/qwen35-tiny-q8_0.gguf"}) {
     const std::string model = testing::CudaTestDataPath(name);
     if (!testing::FileExists(model)) GTEST_SKIP() << "tiny model fixture not found: " << model;
-    for (const ModuleSpec& m : TinyModelModules(model))
-      if (seen.insert(m.Key()).second) mods.push_back(m);
+    for (kernels::cuda::WeightMode w : {kernels::cuda::WeightMode::kBlocks, kernels::cuda::WeightMode::kBf16})
+      for (const ModuleSpec& m : TinyModelModules(model, w))
+        if (seen.insert(m.Key()).second) mods.push_back(m);
   }
   ASSERT_FALSE(mods.empty());
-  bool has_gemv = false;
-  for (const ModuleSpec& m : mods) has_gemv |= m.Key().find("Gemv.cu") != std::string::npos;
-  EXPECT_TRUE(has_gemv) << "the q8_0 model's decode should select the one-token GEMV";
+  bool has_gemv = false, has_dequant = false;
+  for (const ModuleSpec& m : mods) {
+    has_gemv |= m.Key().find("Gemv.cu") != std::string::npos;
+    has_dequant |= m.Key() == "Dequant.cu<DEQ_TYPE=8>";
+  }
+  EXPECT_TRUE(has_gemv) << "the q8_0 model's decode with --weights bf16 should select the one-token GEMV";
+  EXPECT_TRUE(has_dequant) << "the q8_0 model's products on blocks should dequantize with Dequant.cu";
+  // Dequant.cu for every format the GPU reads as blocks (both entries live in each module).
+  for (ir::DType d : kernels::cuda::GpuBlockFormats()) {
+    ModuleSpec m;
+    m.file = "Dequant.cu";
+    m.defines = MakeDefines({Def("DEQ_TYPE", ir::InfoOf(d).ggml_id)});
+    if (seen.insert(m.Key()).second) mods.push_back(m);
+  }
   // Gemv.cu's variants no model selects today (the q8 storage, x staged in shared memory), which
   // memra-kernel-bench measures: compiled here too so they stay buildable.
   for (int w : {1, 3})

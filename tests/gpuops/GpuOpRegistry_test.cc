@@ -6,6 +6,8 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+
 #include "ir/Function.h"
 #include "ir/Module.h"
 #include "ir/Parser.h"
@@ -100,20 +102,21 @@ TEST(Selection, WrittenRecordsReadBackAndDriveSelectionsOf) {
   ASSERT_TRUE(IsStaticFunction(fn));
   std::vector<OpSelection> fresh;
   for (ir::Op* op : fn.Ops()) {
-    auto shapes = ShapesAt(*op, 1);
+    auto shapes = ShapesAt(*op, 1, WeightMode::kBf16);
     ASSERT_TRUE(shapes.ok()) << shapes.status();
     auto s = SelectGpuOp(*op, *shapes, t);
     ASSERT_TRUE(s.ok()) << s.status();
     WriteSelection(*s, *op);
     fresh.push_back(*s);
   }
-  // One token through bf16 and q8_0 (its bf16 layout) weights: the GEMV; the norm: a row kernel.
+  // One token through bf16 and q8_0 (--weights bf16: its bf16 copy) weights: the GEMV; the norm: a
+  // row kernel.
   EXPECT_EQ(fresh[0].impl, "row_norm");
   EXPECT_EQ(fresh[1].impl, "gemv");
   EXPECT_EQ(fresh[2].impl, "gemv");
   EXPECT_EQ(fresh[2].launches[0].kernel.module.Key(), "Gemv.cu<GEMV_K=64,GEMV_W=2,GEMV_WARPS=8>");
   EXPECT_FALSE(fn.Ops().back()->attrs().Has("impl"));  // return: an alias, not recorded
-  auto read = SelectionsOf(fn, 1, t, /*use_records=*/true);
+  auto read = SelectionsOf(fn, 1, t, WeightMode::kBf16, /*use_records=*/true);
   ASSERT_TRUE(read.ok()) << read.status();
   ASSERT_EQ(read->size(), fresh.size());
   for (size_t i = 0; i < fresh.size(); ++i) {
@@ -146,7 +149,7 @@ TEST(Selection, MalformedAndMissingRecordsAreRefused) {
   norm->attrs().Set("block", std::vector<int64_t>{64});
   EXPECT_TRUE(ReadSelection(*norm).ok());
   // The matmuls carry no record although the function is read as selected: stale, refused.
-  auto read = SelectionsOf(fn, 1, *TargetPreset("sm_90"), /*use_records=*/true);
+  auto read = SelectionsOf(fn, 1, *TargetPreset("sm_90"), WeightMode::kBlocks, /*use_records=*/true);
   ASSERT_FALSE(read.ok());
   EXPECT_NE(read.status().message().find("has no kernel selection record"), std::string::npos) << read.status();
 }
@@ -173,24 +176,194 @@ TEST(Selection, UnsupportedOpsSayWhy) {
 )");
   ASSERT_TRUE(m.ok()) << m.status();
   ir::Op* topk = (*m)->function("f")->Ops()[0];
-  auto shapes = ShapesAt(*topk, 1);
+  auto shapes = ShapesAt(*topk, 1, WeightMode::kBlocks);
   ASSERT_TRUE(shapes.ok());
   auto s = SelectGpuOp(*topk, *shapes, *TargetPreset("sm_90"));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("sampling runs on the host"), std::string::npos) << s.status();
 }
 
-TEST(WeightLayout, OneEntryPerDtype) {
-  EXPECT_EQ(MatrixLayoutFor(ir::DType::kF32).kind, WeightLayoutKind::kAsStored);
-  EXPECT_EQ(MatrixLayoutFor(ir::DType::kF32).gemv_storage, 0);  // f32 stays on cuBLASLt
-  EXPECT_EQ(MatrixLayoutFor(ir::DType::kF16).gemv_storage, 1);
-  EXPECT_EQ(MatrixLayoutFor(ir::DType::kBF16).gemv_storage, 2);
-  for (ir::DType q : {ir::DType::kQ8_0, ir::DType::kQ4_K, ir::DType::kQ6_K}) {
-    EXPECT_EQ(MatrixLayoutFor(q).kind, WeightLayoutKind::kBf16Dequantized) << ir::DTypeName(q);
-    EXPECT_EQ(MatrixLayoutFor(q).compute_dtype, ir::DType::kBF16);
+TEST(WeightLayout, OneEntryPerDtypeAndMode) {
+  for (WeightMode mode : {WeightMode::kBlocks, WeightMode::kBf16}) {
+    const WeightLayout* f32 = FindMatrixLayout(ir::DType::kF32, mode);
+    ASSERT_NE(f32, nullptr);
+    EXPECT_EQ(f32->kind, WeightLayoutKind::kAsStored);
+    EXPECT_EQ(f32->gemv_storage, 0);  // f32 stays on cuBLASLt
+    // f16 stays f16 (cuBLASLt with f16 operands; no bf16 rounding) in both modes.
+    EXPECT_EQ(FindMatrixLayout(ir::DType::kF16, mode)->compute_dtype, ir::DType::kF16);
+    EXPECT_EQ(FindMatrixLayout(ir::DType::kF16, mode)->gemv_storage, 1);
+    EXPECT_EQ(FindMatrixLayout(ir::DType::kBF16, mode)->gemv_storage, 2);
   }
-  EXPECT_EQ(LayoutBytes(MatrixLayoutFor(ir::DType::kBF16), 128, 64), 128 * 64 * 2);
-  EXPECT_EQ(LayoutBytes(Q8Layout(), 128, 64), 128 * 64 + 128 * 2 * 4);
+  // Every format Dequant.cu reads: blocks by default, the bf16 copy with --weights bf16.
+  const std::vector<ir::DType> want = {ir::DType::kQ4_0, ir::DType::kQ4_1, ir::DType::kQ5_0, ir::DType::kQ5_1,
+                                       ir::DType::kQ8_0, ir::DType::kQ2_K, ir::DType::kQ3_K, ir::DType::kQ4_K,
+                                       ir::DType::kQ5_K, ir::DType::kQ6_K, ir::DType::kMXFP4};
+  EXPECT_EQ(GpuBlockFormats(), want);
+  for (ir::DType q : want) {
+    const WeightLayout* b = FindMatrixLayout(q, WeightMode::kBlocks);
+    ASSERT_NE(b, nullptr) << ir::DTypeName(q);
+    EXPECT_EQ(b->kind, WeightLayoutKind::kBlocks);
+    EXPECT_EQ(b->name, absl::StrCat(ir::DTypeName(q), " (blocks)"));
+    EXPECT_EQ(b->compute_dtype, ir::DType::kBF16);  // dequantized to bf16 for cuBLASLt
+    EXPECT_EQ(b->gemv_storage, 0);                  // not a Gemv.cu storage
+    const WeightLayout* d = FindMatrixLayout(q, WeightMode::kBf16);
+    ASSERT_NE(d, nullptr);
+    EXPECT_EQ(d->kind, WeightLayoutKind::kBf16Dequantized);
+    EXPECT_EQ(d->compute_dtype, ir::DType::kBF16);
+    // Device bytes: blocks are the GGUF's tensor bytes; the copy 2 per weight.
+    EXPECT_EQ(LayoutBytes(*b, q, 128, 512), *ir::StorageBytes(q, 128 * 512)) << ir::DTypeName(q);
+    EXPECT_EQ(LayoutBytes(*d, q, 128, 512), 128 * 512 * 2);
+    EXPECT_EQ(DequantWorkspaceBytes(*b, 128, 512), 128 * 512 * 2);
+    EXPECT_EQ(DequantWorkspaceBytes(*d, 128, 512), 0);
+  }
+  EXPECT_EQ(LayoutBytes(*FindMatrixLayout(ir::DType::kQ4_K, WeightMode::kBlocks), ir::DType::kQ4_K, 2, 512), 2 * 288);
+  EXPECT_EQ(LayoutBytes(*FindMatrixLayout(ir::DType::kBF16, WeightMode::kBlocks), ir::DType::kBF16, 128, 64),
+            128 * 64 * 2);
+  EXPECT_EQ(LayoutBytes(Q8Layout(), ir::DType::kQ8_0, 128, 64), 128 * 64 + 128 * 2 * 4);
+  DeviceMatrix m;
+  m.stored = ir::DType::kQ6_K;
+  m.cols = 4096;
+  EXPECT_EQ(m.row_bytes(), 16 * 210);
+}
+
+TEST(WeightLayout, TypesWithoutALayoutAreNamedWithTheWayOut) {
+  // nvfp4 has a host dequantizer but no GPU one: blocks refuse it, naming --weights bf16.
+  EXPECT_EQ(FindMatrixLayout(ir::DType::kNVFP4, WeightMode::kBlocks), nullptr);
+  auto st = MatrixLayoutFor(ir::DType::kNVFP4, WeightMode::kBlocks, "tensor \"blk.0.ffn_up.weight\"");
+  ASSERT_FALSE(st.ok());
+  const std::string msg(st.status().message());
+  EXPECT_NE(msg.find("tensor \"blk.0.ffn_up.weight\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("type nvfp4"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--weights bf16"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("q4_K"), std::string::npos) << msg;  // lists what the GPU reads
+  auto bf = MatrixLayoutFor(ir::DType::kNVFP4, WeightMode::kBf16, "tensor \"w\"");
+  ASSERT_TRUE(bf.ok()) << bf.status();
+  EXPECT_EQ((*bf)->kind, WeightLayoutKind::kBf16Dequantized);
+  // Nothing dequantizes iq2_xxs: both modes refuse it, without pointing at --weights bf16 as a fix.
+  for (WeightMode mode : {WeightMode::kBlocks, WeightMode::kBf16}) {
+    auto iq = MatrixLayoutFor(ir::DType::kIQ2_XXS, mode, "tensor \"w\"");
+    ASSERT_FALSE(iq.ok());
+    EXPECT_NE(iq.status().message().find("cannot dequantize it yet"), std::string::npos) << iq.status();
+  }
+  EXPECT_FALSE(MatrixLayoutFor(ir::DType::kI32, WeightMode::kBlocks, "tensor \"w\"").ok());
+  EXPECT_EQ(ParseWeightMode("blocks").value(), WeightMode::kBlocks);
+  EXPECT_EQ(ParseWeightMode("bf16").value(), WeightMode::kBf16);
+  EXPECT_FALSE(ParseWeightMode("q8").ok());
+  EXPECT_EQ(WeightModeName(WeightMode::kBf16), "bf16");
+}
+
+// Products on blocks: the activation cast, one Dequant.cu launch per weight in blocks (into the
+// workspace, sized for the largest), then cuBLASLt; at T = 1 too (no GEMV reads blocks yet).
+constexpr char kBlocksModule[] = R"(weight @norm : f32[512]
+weight @tab : q4_K[1000, 512]
+weight @a : q4_K[256, 512]
+weight @b : q8_0[64, 512]
+weight @g : q6_K[128, 512]
+weight @u : q6_K[128, 512]
+weight @h : bf16[64, 512]
+func @prefill_t16(%ids: i32[16]) -> (f32[16, 256], f32[16, 64], f32[16, 128], f32[16, 64]) attributes {bucket = 16} {
+  %x = embed(%ids, @tab) : f32[16, 512]
+  %n = rms_norm(%x, @norm) {eps = 1e-06} : f32[16, 512]
+  %p, %q = matmul_group(%n, @a, @b) : f32[16, 256], f32[16, 64]
+  %s = matmul_swiglu(%n, @g, @u) : f32[16, 128]
+  %y = matmul(%n, @h) : f32[16, 64]
+  return %p, %q, %s, %y
+}
+func @decode(%ids: i32[1]) -> (f32[1, 256]) attributes {bucket = 1} {
+  %x = embed(%ids, @tab) : f32[1, 512]
+  %y = matmul(%x, @a) : f32[1, 256]
+  return %y
+}
+)";
+
+TEST(Selection, BlocksDequantizeIntoTheWorkspace) {
+  auto m = ir::ParseModule(kBlocksModule);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const Target t = *TargetPreset("sm_90");
+  ir::Function& fn = *(*m)->function("prefill_t16");
+  std::vector<OpSelection> sel;
+  for (ir::Op* op : fn.Ops()) {
+    auto shapes = ShapesAt(*op, 16, WeightMode::kBlocks);
+    ASSERT_TRUE(shapes.ok()) << shapes.status();
+    auto s = SelectGpuOp(*op, *shapes, t);
+    ASSERT_TRUE(s.ok()) << s.status();
+    WriteSelection(*s, *op);
+    sel.push_back(*s);
+  }
+  // embed on a table in blocks: its rows dequantized to f32.
+  EXPECT_EQ(sel[0].impl, "embed_blocks");
+  ASSERT_EQ(sel[0].launches.size(), 1u);
+  EXPECT_EQ(sel[0].launches[0].kernel.ToString(), "Dequant.cu<DEQ_TYPE=12>::dequant_rows_f32");
+  EXPECT_EQ(sel[0].workspace_bytes, 0);
+  // matmul_group of q4_K and q8_0: one cast, one dequantization each; the workspace holds the larger.
+  EXPECT_EQ(sel[2].impl, "gemm");
+  ASSERT_EQ(sel[2].launches.size(), 3u);
+  EXPECT_EQ(sel[2].launches[0].kernel.entry, "cast_f32_bf16");
+  EXPECT_EQ(sel[2].launches[1].kernel.ToString(), "Dequant.cu<DEQ_TYPE=12>::dequant_bf16");
+  EXPECT_EQ(sel[2].launches[2].kernel.ToString(), "Dequant.cu<DEQ_TYPE=8>::dequant_bf16");
+  EXPECT_EQ(sel[2].workspace_bytes, 256 * 512 * 2);
+  EXPECT_EQ(sel[2].scratch_bytes, 16 * 512 * 2);  // the bf16 activation copy, in the arena
+  // matmul_swiglu on q6_K: cast, two dequantizations, the gating.
+  EXPECT_EQ(sel[3].impl, "gemm_swiglu");
+  ASSERT_EQ(sel[3].launches.size(), 4u);
+  EXPECT_EQ(sel[3].launches[1].kernel.module.Key(), "Dequant.cu<DEQ_TYPE=14>");
+  EXPECT_EQ(sel[3].launches[3].kernel.entry, "swiglu_f32");
+  EXPECT_EQ(sel[3].workspace_bytes, 128 * 512 * 2);
+  // A bf16 weight needs no workspace.
+  EXPECT_EQ(sel[4].workspace_bytes, 0);
+  // The record carries workspace_bytes, and reads back.
+  EXPECT_EQ(fn.Ops()[2]->attrs().I64Or("workspace_bytes", 0), 256 * 512 * 2);
+  auto back = ReadSelection(*fn.Ops()[2]);
+  ASSERT_TRUE(back.ok() && back->has_value()) << back.status();
+  EXPECT_EQ((*back)->workspace_bytes, 256 * 512 * 2);
+  fn.Ops()[2]->attrs().Set("workspace_bytes", int64_t{-1});
+  EXPECT_FALSE(ReadSelection(*fn.Ops()[2]).ok());
+  fn.Ops()[2]->attrs().Set("workspace_bytes", int64_t{256 * 512 * 2});
+  // Decode (T = 1) on blocks: the dequantize + GEMM path too, until per-format GEMVs exist.
+  ir::Op* dm = (*m)->function("decode")->Ops()[1];
+  auto ds = SelectGpuOp(*dm, *ShapesAt(*dm, 1, WeightMode::kBlocks), t);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->impl, "gemm");
+  EXPECT_EQ(ds->workspace_bytes, 256 * 512 * 2);
+  // With --weights bf16 the same op is the bf16 GEMV, and nothing needs a workspace.
+  auto dbf = SelectGpuOp(*dm, *ShapesAt(*dm, 1, WeightMode::kBf16), t);
+  ASSERT_TRUE(dbf.ok());
+  EXPECT_EQ(dbf->impl, "gemv");
+  EXPECT_EQ(dbf->workspace_bytes, 0);
+  // The executor's workspace: the largest request over every function.
+  EXPECT_EQ(WorkspaceBytesOf(**m, t, WeightMode::kBlocks, /*use_records=*/false).value(), 256 * 512 * 2);
+  EXPECT_EQ(WorkspaceBytesOf(**m, t, WeightMode::kBf16, /*use_records=*/false).value(), 0);
+}
+
+TEST(Selection, AMatrixWithoutALayoutIsRefusedNamingIt) {
+  auto m = ir::ParseModule(R"(weight @w : nvfp4[64, 128]
+func @decode(%x: f32[1, 128]) -> (f32[1, 64]) attributes {bucket = 1} {
+  %y = matmul(%x, @w) : f32[1, 64]
+  return %y
+}
+)");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ir::Op* op = (*m)->function("decode")->Ops()[0];
+  auto s = ShapesAt(*op, 1, WeightMode::kBlocks);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("weight @w: type nvfp4"), std::string::npos) << s.status();
+  EXPECT_NE(s.status().message().find("--weights bf16"), std::string::npos) << s.status();
+  auto b = ShapesAt(*op, 1, WeightMode::kBf16);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->layout(1)->kind, WeightLayoutKind::kBf16Dequantized);
+}
+
+TEST(Selection, WeightModeOnTheModule) {
+  auto m = ir::ParseModule(kModule);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(ReadSelectionWeights(**m)->has_value());  // never selected
+  (*m)->attrs().Set("kernel_arch", "sm_90");
+  EXPECT_EQ(ReadSelectionWeights(**m)->value(), WeightMode::kBf16);  // selected before the attribute existed
+  EXPECT_TRUE(WriteSelectionWeights(WeightMode::kBlocks, **m));
+  EXPECT_FALSE(WriteSelectionWeights(WeightMode::kBlocks, **m));
+  EXPECT_EQ(ReadSelectionWeights(**m)->value(), WeightMode::kBlocks);
+  (*m)->attrs().Set("kernel_weights", "q8");
+  EXPECT_FALSE(ReadSelectionWeights(**m).ok());
 }
 
 TEST(WeightLayout, RepackersMatchTheBlocks) {
@@ -202,7 +375,7 @@ TEST(WeightLayout, RepackersMatchTheBlocks) {
   std::vector<float> want(64);
   ASSERT_TRUE(formats::Dequantize(formats::GgmlType::kQ8_0, q, absl::MakeSpan(want)).ok());
   // The bf16 layout: the dequantized values rounded to bf16 (round to nearest even).
-  auto bf = Repack(MatrixLayoutFor(ir::DType::kQ8_0), ir::DType::kQ8_0, 2, 32, q, 1);
+  auto bf = Repack(*FindMatrixLayout(ir::DType::kQ8_0, WeightMode::kBf16), ir::DType::kQ8_0, 2, 32, q, 1);
   ASSERT_TRUE(bf.ok()) << bf.status();
   ASSERT_EQ(bf->data.size(), 64u * 2);
   for (int i = 0; i < 64; ++i) {
@@ -220,7 +393,12 @@ TEST(WeightLayout, RepackersMatchTheBlocks) {
     EXPECT_EQ(static_cast<float>(static_cast<int8_t>(q8->data[i])) * scale, want[i]) << i;
   }
   EXPECT_FALSE(Repack(Q8Layout(), ir::DType::kQ8_0, 2, 32, absl::MakeSpan(q).subspan(1)).ok());  // short
-  EXPECT_TRUE(Repack(MatrixLayoutFor(ir::DType::kF32), ir::DType::kF32, 2, 32, {}).value().data.empty());
+  EXPECT_TRUE(
+      Repack(*FindMatrixLayout(ir::DType::kF32, WeightMode::kBlocks), ir::DType::kF32, 2, 32, {}).value().data.empty());
+  // Blocks go up as they are: no host copy.
+  EXPECT_TRUE(Repack(*FindMatrixLayout(ir::DType::kQ8_0, WeightMode::kBlocks), ir::DType::kQ8_0, 2, 32, q)
+                  .value()
+                  .data.empty());
 }
 
 TEST(ParamBlock, HoldsTheStructBytes) {

@@ -57,6 +57,36 @@ TEST(KernelTable, PipelineForArch) {
   EXPECT_EQ(passes::PipelineForArch("sm_90"), passes::kCudaPipeline);
   EXPECT_NE(passes::PipelineForArch("sm_80").find("select-kernels{arch=sm_80},plan-memory"), std::string::npos);
   EXPECT_EQ(passes::kDefaultPipeline.find("select-kernels"), absl::string_view::npos);
+  // --weights bf16 reaches select-kernels; the default (blocks) keeps the pipeline as it was.
+  EXPECT_EQ(passes::PipelineForArch("sm_90", "blocks"), passes::kCudaPipeline);
+  EXPECT_NE(passes::PipelineForArch("sm_90", "bf16").find("select-kernels{weights=bf16},plan-memory"),
+            std::string::npos);
+  EXPECT_NE(passes::PipelineForArch("sm_80", "bf16").find("select-kernels{arch=sm_80 weights=bf16}"),
+            std::string::npos);
+  EXPECT_NE(
+      passes::PipelineForTarget("sm_90", 114, "bf16").find("select-kernels{arch=sm_90 sm-count=114 weights=bf16}"),
+      std::string::npos);
+  EXPECT_EQ(passes::PipelineForArch("cpu", "bf16"), passes::kDefaultPipeline);
+}
+
+TEST(KernelTable, ThePlanRecordsItsWeightMode) {
+  Plan p;
+  p.arch = "sm_90";
+  p.gguf.header_sha256 = "ab";
+  p.weights = "bf16";
+  auto back = ParsePlan(SerializePlan(p), "w.plan");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->weights, "bf16");
+  EXPECT_EQ(PlanWeights(*back).value(), kernels::cuda::WeightMode::kBf16);
+  p.weights = "blocks";
+  EXPECT_EQ(PlanWeights(*ParsePlan(SerializePlan(p), "w.plan")).value(), kernels::cuda::WeightMode::kBlocks);
+  p.weights.clear();  // a CUDA plan from before the line: its block formats were bf16 copies
+  EXPECT_EQ(PlanWeights(*ParsePlan(SerializePlan(p), "w.plan")).value(), kernels::cuda::WeightMode::kBf16);
+  p.arch = "cpu";
+  EXPECT_FALSE(PlanWeights(p).value().has_value());
+  p.arch = "sm_90";
+  p.weights = "q8";
+  EXPECT_FALSE(ParsePlan(SerializePlan(p), "w.plan").ok());
 }
 
 // A cpu plan: no select-kernels annotations, an empty version-0 table that reads back.
@@ -110,7 +140,8 @@ TEST(KernelTable, Sm90PlanCarriesEveryCubin) {
         EXPECT_GT(op->attrs().I64Or("scratch_bytes", 0), 0) << op->Summary();
     }
     if (!is_static) continue;
-    auto mods = codegen::ModulesForFunction(*f, f->attrs().I64Or("bucket", 1), *kernels::cuda::TargetPreset("sm_90"));
+    auto mods = codegen::ModulesForFunction(*f, f->attrs().I64Or("bucket", 1), *kernels::cuda::TargetPreset("sm_90"),
+                                            kernels::cuda::WeightMode::kBlocks);
     ASSERT_TRUE(mods.ok()) << mods.status();
     for (const auto& ms : *mods) expected.insert(ms.Key());
   }
@@ -123,11 +154,13 @@ TEST(KernelTable, Sm90PlanCarriesEveryCubin) {
   std::printf("  kernel table: %zu modules, %lld cubin bytes; %s\n", plan->kernels.kernels.size(),
               static_cast<long long>(plan->kernels.CubinBytes()), plan->kernels.compile_stats.ToString().c_str());
   EXPECT_EQ(plan->kernels.version, kKernelTableVersion);
+  EXPECT_EQ(plan->weights, "blocks");
   const std::string path = ::testing::TempDir() + "/memra-kernel-table-test.plan";
   ASSERT_TRUE(WritePlan(*plan, path).ok());
   auto back = ReadPlan(path);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->ir_text, plan->ir_text);
+  EXPECT_EQ(back->weights, "blocks");
   auto loaded = LoadPlanModule(*back);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(ir::ToText(**loaded), ir::ToText(**m));
