@@ -61,6 +61,8 @@ cl::opt<std::string> BenchPasses("passes",
                                  cl::desc("Compile pipeline run before the benchmark (default: memra run's for the "
                                           "backend, passes/Pipelines.h PipelineForArch)"),
                                  cl::init(""), cl::value_desc("pipeline"), cl::sub(kBench));
+memra::tools::ChoiceOption BenchWeights("weights", {"blocks", "bf16", "per-row", "dequant"}, memra::tools::kWeightsHelp,
+                                        cl::init(""), cl::sub(kBench));
 memra::tools::IntOption<int> BenchThreads("threads", {0, memra::tools::HardwareThreads()},
                                           "CPU threads for the cpu backend, 0 = all hardware threads", cl::init(0),
                                           cl::sub(kBench));
@@ -114,6 +116,9 @@ int RunBench() {
   if (backend_name.empty()) backend_name = std::string(runtime::BackendName(runtime::DefaultBackend()));
   auto backend = runtime::ParseBackend(backend_name);
   if (!backend.ok()) return Fail(backend.status());
+  std::string weights_error;
+  const std::string weights = memra::tools::WeightsForBackend(BenchWeights, backend_name, weights_error);
+  if (!weights_error.empty()) return Fail(absl::InvalidArgumentError(weights_error));
   passes::PassManagerOptions pm_opts;
   pm_opts.pipeline = std::string(BenchPasses);
   if (BenchPasses.empty()) {
@@ -121,7 +126,7 @@ int RunBench() {
     if (*backend == runtime::Backend::kCuda) {  // selected for this GPU (kernels/cuda/Target.h)
       auto target = runtime::CudaDeviceTarget(0);
       if (!target.ok()) return Fail(target.status());
-      pm_opts.pipeline = passes::PipelineForTarget(target->ArchName(), target->sm_count);
+      pm_opts.pipeline = passes::PipelineForTarget(target->ArchName(), target->sm_count, weights);
     }
   }
   pm_opts.input_name = model_path;
@@ -137,14 +142,17 @@ int RunBench() {
   eo.cuda.profile = BenchProfile;
   eo.cuda.cuda_graphs = BenchGraphs;
   eo.cpu.profile = BenchProfile;
+  eo.cpu.weight_mode = weights == "dequant" ? runtime::WeightMode::kDequantizeAtLoad : runtime::WeightMode::kPerRow;
+  eo.cuda.weights = weights == "bf16" ? kernels::cuda::WeightMode::kBf16 : kernels::cuda::WeightMode::kBlocks;
   auto exec_or = runtime::CreateExecutor(*backend, **module, **file, eo);
   if (!exec_or.ok()) return Fail(exec_or.status());
   runtime::Executor& exec = **exec_or;
   runtime::CudaExecutor* gpu = exec.cuda();
   if (gpu != nullptr)
     llvm::errs() << absl::StrFormat(
-        "memra bench: %s, weights %.2f GiB on the device, loaded in %.1f s, cuda graphs %s\n", gpu->DeviceDescription(),
-        gpu->weight_bytes() / 1073741824.0, gpu->load_seconds(), BenchGraphs ? "on" : "off");
+        "memra bench: %s, weights as %s, loaded in %.1f s, cuda graphs %s; device memory: %s\n",
+        gpu->DeviceDescription(), weights, gpu->load_seconds(), BenchGraphs ? "on" : "off",
+        runtime::DescribeDeviceMemory(gpu->device_memory()));
   const int64_t vocab = (*module)->attrs().I64Or("n_vocab", 2);
   std::mt19937 rng(1234);
   auto ids = [&](int64_t n) {
@@ -246,6 +254,8 @@ int RunBench() {
     llvm::errs() << "memra bench: " << gpu->compile_stats().ToString()
                  << absl::StrFormat("; cuda graphs: %d captured (%.1f ms), %d launches, %d eager segment runs\n",
                                     g.captured, g.capture_ms, g.launches, g.eager_segments);
+    llvm::errs() << "memra bench: device memory after the tests: "
+                 << runtime::DescribeDeviceMemory(gpu->device_memory()) << "\n";
   }
   return 0;
 }

@@ -21,6 +21,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
+#include "runtime/DeviceMemory.h"
 #include "runtime/plan/KernelTable.h"
 #include "runtime/plan/Plan.h"
 #include "tools/Command.h"
@@ -44,6 +45,10 @@ cl::opt<std::string> CompileBuckets("buckets",
 cl::opt<std::string> CompileArch(
     "arch", cl::desc("Target: a CUDA preset (sm_90 = H100/H200, sm_89 = L40S, sm_80 = A100) or cpu (default: sm_90)"),
     cl::init("sm_90"), cl::sub(kCompile));
+memra::tools::ChoiceOption CompileWeights("weights", {"blocks", "bf16"},
+                                          "CUDA targets: how block-format matrices are held, blocks (as the GGUF "
+                                          "stores them) or bf16 (dequantized at upload); recorded in the plan",
+                                          cl::init("blocks"), cl::sub(kCompile));
 cl::opt<bool> CompileReport("report",
                             cl::desc("Print a table per bucket: ops before/after fusion, segments, arena "
                                      "bytes, compile time (default: false)"),
@@ -82,6 +87,10 @@ int RunCompile() {
     if (auto t = memra::kernels::cuda::TargetPreset(CompileArch); !t.ok())
       return Fail(absl::InvalidArgumentError(absl::StrCat("--arch: ", t.status().message())));
   }
+  if (std::string(CompileArch) == "cpu" && CompileWeights.getNumOccurrences() > 0)
+    return Fail(absl::InvalidArgumentError(
+        "--weights applies to CUDA targets (--arch sm_NN); a cpu plan's weights are the executor's choice "
+        "(memra run --weights per-row|dequant)"));
   auto file = gguf::GgufFile::Open(CompileModel);
   if (!file.ok()) return Fail(file.status());
   frontends::LowerOptions lo;
@@ -96,7 +105,7 @@ int RunCompile() {
 
   codegen::RegisterCodegenPasses();  // select-kernels lives in codegen (see SelectKernelsPass.h)
   passes::PassManagerOptions pm_opts = CompilePmFlags.Options();
-  if (!CompilePmFlags.pipeline_given()) pm_opts.pipeline = passes::PipelineForArch(CompileArch);
+  if (!CompilePmFlags.pipeline_given()) pm_opts.pipeline = passes::PipelineForArch(CompileArch, CompileWeights);
   pm_opts.pipeline = passes::WithBucketLadder(pm_opts.pipeline, CompileBuckets);
   pm_opts.input_name = CompileModel;
   auto pm = passes::PassManager::Create(pm_opts);
@@ -116,7 +125,8 @@ int RunCompile() {
   const double total_s = Since(t0);
 
   if (CompileReport) {
-    llvm::outs() << absl::StrFormat("memra compile: %s -> %s (arch %s)\n", std::string(CompileModel), out, plan->arch);
+    llvm::outs() << absl::StrFormat("memra compile: %s -> %s (arch %s%s)\n", std::string(CompileModel), out, plan->arch,
+                                    plan->weights.empty() ? "" : absl::StrCat(", weights as ", plan->weights));
     llvm::outs() << absl::StrFormat("%-16s %7s %10s %9s %8s %8s %8s %8s %8s %10s %12s %12s %6s\n", "function", "bucket",
                                     "ops before", "ops after", "segments", "captured", "eager", "launches", "modules",
                                     "cubins", "arena", "naive", "reuse");
@@ -160,6 +170,19 @@ int RunCompile() {
     else
       llvm::outs() << absl::StrFormat("kernel table: version %d, empty (arch %s: no CUDA kernels)\n",
                                       plan->kernels.version, plan->arch);
+    if (plan->arch != "cpu") {
+      // What memra run of this plan will hold on the device (the executor checks it before the upload).
+      auto mode = runtime::PlanWeights(*plan);
+      auto target = kernels::cuda::Target::Parse(plan->target);
+      if (!mode.ok() || !target.ok()) return Fail(mode.ok() ? target.status() : mode.status());
+      const kernels::cuda::WeightMode weights = mode->value_or(kernels::cuda::WeightMode::kBlocks);
+      auto planned = runtime::PlanWeights(**module, **file, weights);
+      if (!planned.ok()) return Fail(planned.status());
+      auto memory = runtime::PlannedDeviceMemory(**module, *planned, *target, weights);
+      if (!memory.ok()) return Fail(memory.status());
+      llvm::outs() << absl::StrFormat("device memory (weights as %s; arenas: the largest bucket's): %s\n",
+                                      kernels::cuda::WeightModeName(weights), runtime::DescribeDeviceMemory(*memory));
+    }
     llvm::outs() << absl::StrFormat("compile time: %.3f s (lower %.3f s, passes %.3f s, plan %.3f s); plan %s\n",
                                     total_s, lower_s, passes_s, plan_s, out);
   } else {

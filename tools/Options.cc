@@ -92,6 +92,16 @@ std::string CheckChoice(llvm::StringRef arg, const std::vector<std::string>& cho
   return absl::StrCat("'", arg.str(), "' is not one of ", absl::StrJoin(choices, ", "));
 }
 
+std::string WeightsForBackend(const std::string& value, absl::string_view backend, std::string& error) {
+  const bool cuda = backend == "cuda";
+  if (value.empty()) return cuda ? "blocks" : "per-row";
+  const bool gpu_word = value == "blocks" || value == "bf16";
+  if (gpu_word == cuda) return value;
+  error = absl::StrCat("--weights ", value, " applies to the ", cuda ? "cpu" : "cuda", " backend; with --backend ",
+                       backend, " use ", cuda ? "blocks or bf16" : "per-row or dequant");
+  return "";
+}
+
 ModelArgument::ModelArgument(cl::SubCommand& sub, const char* what)
     : positional_(cl::Positional, cl::desc(what), cl::init(""), cl::sub(sub)),
       flag_("model", cl::desc("The model, instead of the positional argument (llama.cpp's -m)"), cl::init(""),

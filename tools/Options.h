@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "llvm/Support/CommandLine.h"
 
 namespace memra::tools {
@@ -166,6 +167,20 @@ class ChoiceOption : public cl::opt<std::string> {
   std::vector<std::string> choices_;
   std::string help_, value_str_;
 };
+
+// `--weights` (run, bench, perplexity): how the executor holds the weights, one flag for both
+// backends. The CPU's words: per-row (blocks decoded row by row inside each matmul, the default)
+// or dequant (every matrix decoded to f32 at load); the GPU's: blocks (block formats stay in their
+// GGUF blocks, the default) or bf16 (dequantized to bf16 at upload). A word of the other backend is
+// refused, never silently ignored. Declared as
+//   memra::tools::ChoiceOption W("weights", {"blocks", "bf16", "per-row", "dequant"}, kWeightsHelp, cl::init(""), ...)
+inline constexpr const char* kWeightsHelp =
+    "How the weights are held: cuda blocks (block formats stay in their GGUF blocks) or bf16 (dequantized "
+    "to bf16 at upload); cpu per-row (decoded inside each matmul) or dequant (f32 at load); auto = blocks on "
+    "cuda, per-row on cpu";
+// The word for `backend` ("cpu" / "cuda"): `value` itself, the backend's default when empty, or ""
+// with `error` set when the word belongs to the other backend.
+std::string WeightsForBackend(const std::string& value, absl::string_view backend, std::string& error);
 
 // The model: the positional argument or -m/--model (llama.cpp's habit), exactly one.
 class ModelArgument {

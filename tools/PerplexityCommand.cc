@@ -42,6 +42,8 @@ memra::tools::IntOption<int64_t> PplMaxWindows(
 cl::alias PplMaxWindowsOld("max-windows", cl::desc("Alias for --chunks"), cl::NotHidden, cl::aliasopt(PplMaxWindows));
 memra::tools::ChoiceOption PplBackend("backend", {"cpu", "cuda"}, "Executor; auto = cuda when a GPU is present",
                                       cl::init(""), cl::sub(kPerplexity));
+memra::tools::ChoiceOption PplWeights("weights", {"blocks", "bf16", "per-row", "dequant"}, memra::tools::kWeightsHelp,
+                                      cl::init(""), cl::sub(kPerplexity));
 memra::tools::IntOption<int> PplThreads("threads", {0, memra::tools::HardwareThreads()},
                                         "CPU threads, 0 = all hardware threads", cl::init(0), cl::sub(kPerplexity));
 cl::alias PplThreadsLong("t", cl::desc("Alias for --threads"), cl::NotHidden, cl::aliasopt(PplThreads));
@@ -72,7 +74,13 @@ int RunPerplexity() {
   std::stringstream text;
   text << in.rdbuf();
 
+  std::string weights_error;
+  const std::string weights = memra::tools::WeightsForBackend(PplWeights, runtime::BackendName(backend), weights_error);
+  if (!weights_error.empty()) return Fail(absl::InvalidArgumentError(weights_error));
+
   runtime::SessionOptions so;
+  so.weight_mode = weights == "dequant" ? runtime::WeightMode::kDequantizeAtLoad : runtime::WeightMode::kPerRow;
+  so.cuda.weights = weights == "bf16" ? kernels::cuda::WeightMode::kBf16 : kernels::cuda::WeightMode::kBlocks;
   so.threads = PplThreads;
   so.n_ctx = PplCtx;
   so.chunk = PplCtx;

@@ -147,10 +147,8 @@ memra::tools::IntOption<int64_t> RunDecodeChunk(
     "Greedy decoding: decode steps per device loop call (CUDA: one graph launch per step, one sync per chunk); "
     "0 = the host picks every token from downloaded logits",
     cl::init(16), cl::sub(kRun));
-memra::tools::ChoiceOption RunWeights("weights", {"per-row", "dequant"},
-                                      "CPU weight handling: per-row (decode rows inside each matmul) or dequant "
-                                      "(decode every matrix to f32 at load)",
-                                      cl::init("per-row"), cl::sub(kRun));
+memra::tools::ChoiceOption RunWeights("weights", {"blocks", "bf16", "per-row", "dequant"}, memra::tools::kWeightsHelp,
+                                      cl::init(""), cl::sub(kRun));
 
 // Output and debugging.
 cl::opt<std::string> RunLogitsOut("logits-out",
@@ -273,7 +271,11 @@ int RunRun() {
   so.cuda.cuda_graphs = RunCudaGraphs;
   so.decode_chunk = RunDecodeChunk;
   so.cuda.progress = false;
-  so.weight_mode = RunWeights == "dequant" ? runtime::WeightMode::kDequantizeAtLoad : runtime::WeightMode::kPerRow;
+  std::string weights_error;
+  const std::string weights = memra::tools::WeightsForBackend(RunWeights, runtime::BackendName(backend), weights_error);
+  if (!weights_error.empty()) return Fail(absl::InvalidArgumentError(weights_error));
+  so.weight_mode = weights == "dequant" ? runtime::WeightMode::kDequantizeAtLoad : runtime::WeightMode::kPerRow;
+  so.cuda.weights = weights == "bf16" ? kernels::cuda::WeightMode::kBf16 : kernels::cuda::WeightMode::kBlocks;
 
   absl::StatusOr<std::unique_ptr<runtime::Session>> session;
   if (runtime::IsPlanFile(model_path)) {
@@ -301,6 +303,16 @@ int RunRun() {
     auto module = runtime::LoadPlanModule(*plan);
     if (!module.ok()) return Fail(module.status());
     if (backend == runtime::Backend::kCuda) {
+      // The plan fixes how its block formats are held (its kernels were selected for it).
+      auto planned = runtime::PlanWeights(*plan);
+      if (!planned.ok()) return Fail(planned.status());
+      if (*planned) {
+        if (RunWeights.getNumOccurrences() > 0 && *planned != so.cuda.weights)
+          return Fail(absl::InvalidArgumentError(absl::StrCat(
+              "--weights ", std::string(RunWeights), ": ", model_path, " is a plan compiled with --weights ",
+              kernels::cuda::WeightModeName(**planned), "; recompile it with --weights ", std::string(RunWeights))));
+        so.cuda.weights = **planned;
+      }
       // The plan's cubins: nothing is compiled at run time (a kernel missing from the table would
       // still compile, counted in the kernel line).
       auto pre = runtime::PrecompiledKernels(*plan);
@@ -320,7 +332,7 @@ int RunRun() {
       if (backend == runtime::Backend::kCuda) {  // selected for this GPU (kernels/cuda/Target.h)
         auto target = runtime::CudaDeviceTarget(so.cuda.device);
         if (!target.ok()) return Fail(target.status());
-        pm_opts.pipeline = passes::PipelineForTarget(target->ArchName(), target->sm_count);
+        pm_opts.pipeline = passes::PipelineForTarget(target->ArchName(), target->sm_count, weights);
       }
     }
     pm_opts.input_name = model_path;
