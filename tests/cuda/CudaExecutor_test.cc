@@ -1,7 +1,8 @@
 // End to end on the GPU: the lowered qwen35-tiny-f32 model on the CUDA executor against the CPU
 // executor (every named node, the logits) and against llama.cpp's fixtures (prompt logits, the
 // 32-token greedy continuation, which must be identical); chunked prefill across buckets; the
-// q8_0 model (bf16 weights on the GPU) against the CPU. Skips without a GPU.
+// q8_0 model (weights as blocks, and as bf16 copies) against the CPU, with the device memory by
+// kind. Skips without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "frontends/gguf/GgufFile.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/Sampling.h"
+#include "runtime/DeviceMemory.h"
 #include "runtime/cpu/CpuExecutor.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaExecutor.h"
@@ -59,7 +61,8 @@ class CudaExecutorTest : public ::testing::Test {
     std::unique_ptr<CpuExecutor> cpu;
     std::unique_ptr<CudaExecutor> gpu;
   };
-  static absl::StatusOr<Model> Load(const std::string& path) {
+  static absl::StatusOr<Model> Load(const std::string& path,
+                                    kernels::cuda::WeightMode weights = kernels::cuda::WeightMode::kBlocks) {
     Model m;
     auto f = gguf::GgufFile::Open(path);
     if (!f.ok()) return f.status();
@@ -74,6 +77,7 @@ class CudaExecutorTest : public ::testing::Test {
     m.cpu = std::move(*c);
     CudaExecutorOptions o;
     o.poison_arena = true;
+    o.weights = weights;
     auto g = CudaExecutor::Create(*m.module, *m.file, o);
     if (!g.ok()) return g.status();
     m.gpu = std::move(*g);
@@ -190,23 +194,57 @@ TEST_F(CudaExecutorTest, ChunkedPrefillAcrossBucketsMatchesOneCall) {
     std::printf("  arena %s: %lu bytes\n", k.c_str(), (unsigned long)bytes);
 }
 
+// The q8_0 model with its weights as blocks (the default: dequantized per product into the
+// workspace, the embedding rows exact) and as bf16 copies (--weights bf16), against the CPU; the
+// device holds exactly the GGUF's tensor bytes as blocks.
 TEST_F(CudaExecutorTest, TinyQ8MatchesCpu) {
   const std::string model = CudaTestDataPath("models/qwen35-tiny-q8_0.gguf");
   if (!FileExists(model)) GTEST_SKIP() << "fixture not found: " << model;
-  auto m = Load(model);
-  ASSERT_TRUE(m.ok()) << m.status();
-  auto c = m->cpu->Run("prefill", Ids(kPrompt));
-  auto g = m->gpu->Run("prefill", Ids(kPrompt));
-  ASSERT_TRUE(c.ok() && g.ok()) << c.status() << g.status();
-  const Stats s = Compare((*g)[0].f32(), (*c)[0].f32(), (*c)[0].numel());
-  int agree = 0;
-  for (int64_t t = 0; t < 48; ++t)
-    agree += kernels::cpu::Argmax((*g)[0].f32() + t * kVocab, kVocab) ==
-             kernels::cpu::Argmax((*c)[0].f32() + t * kVocab, kVocab);
-  std::printf("  q8_0 (bf16 on the GPU) vs CPU: max|d| %.3e nmse %.3e, argmax agrees at %d/48\n", s.max_abs, s.nmse,
-              agree);
-  EXPECT_LE(s.nmse, 1e-3);
-  EXPECT_GE(agree, 44);
+  for (kernels::cuda::WeightMode w : {kernels::cuda::WeightMode::kBlocks, kernels::cuda::WeightMode::kBf16}) {
+    auto m = Load(model, w);
+    ASSERT_TRUE(m.ok()) << m.status();
+    auto c = m->cpu->Run("prefill", Ids(kPrompt));
+    auto g = m->gpu->Run("prefill", Ids(kPrompt));
+    ASSERT_TRUE(c.ok() && g.ok()) << c.status() << g.status();
+    const Stats s = Compare((*g)[0].f32(), (*c)[0].f32(), (*c)[0].numel());
+    int agree = 0;
+    for (int64_t t = 0; t < 48; ++t)
+      agree += kernels::cpu::Argmax((*g)[0].f32() + t * kVocab, kVocab) ==
+               kernels::cpu::Argmax((*c)[0].f32() + t * kVocab, kVocab);
+    uint64_t tensor_bytes = 0;
+    for (const auto& wt : m->module->weights()) tensor_bytes += m->file->FindTensor(wt->name())->data.size();
+    const DeviceMemoryBytes mem = m->gpu->device_memory();
+    std::printf("  q8_0 (weights as %s) vs CPU: max|d| %.3e nmse %.3e, argmax agrees at %d/48; device memory: %s\n",
+                std::string(kernels::cuda::WeightModeName(w)).c_str(), s.max_abs, s.nmse, agree,
+                DescribeDeviceMemory(mem).c_str());
+    EXPECT_LE(s.nmse, 1e-3);
+    EXPECT_GE(agree, 44);
+    if (w == kernels::cuda::WeightMode::kBlocks) {
+      EXPECT_EQ(mem.weights, tensor_bytes);  // blocks as stored, the norms' f32 as stored
+      EXPECT_GT(mem.workspace, 0u);          // the largest matrix's bf16 copy (+ cuBLASLt's)
+    } else {
+      EXPECT_GT(mem.weights, tensor_bytes * 3 / 2);  // ~2 bytes per weight
+    }
+    EXPECT_GT(mem.kv_cache, 0u);
+    EXPECT_GT(mem.recurrent, 0u);
+    EXPECT_GT(mem.arenas, 0u);
+  }
+}
+
+// A module selected for one weight mode runs only on an executor holding the weights that way: the
+// records name the dequantizations (or not). Refused before anything is uploaded.
+TEST_F(CudaExecutorTest, AModuleSelectedForAnotherWeightModeIsRefused) {
+  const std::string model = CudaTestDataPath("models/qwen35-tiny-q8_0.gguf");
+  if (!FileExists(model)) GTEST_SKIP() << "fixture not found: " << model;
+  auto file = gguf::GgufFile::Open(model);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto mod = frontends::LowerModel(**file, {});
+  ASSERT_TRUE(mod.ok()) << mod.status();
+  (*mod)->attrs().Set("kernel_arch", "sm_90");  // as select-kernels{weights=bf16} leaves it
+  (*mod)->attrs().Set("kernel_weights", "bf16");
+  auto g = CudaExecutor::Create(**mod, **file, {});
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(std::string(g.status().message()).find("selected for --weights bf16"), std::string::npos) << g.status();
 }
 
 TEST_F(CudaExecutorTest, ErrorsAreClear) {

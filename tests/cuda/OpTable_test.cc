@@ -1,5 +1,6 @@
 // The per-op table, in the style of ggml's test-backend-ops: every op the qwen35 lowering emits,
-// per weight dtype and token bucket, on random inputs (never zeros), run through a one-op module
+// per weight dtype (every block format the GPU reads as blocks, and --weights bf16) and token
+// bucket, on random inputs (never zeros), run through a one-op module
 // on the CUDA executor (arena poisoned with NaN before each call, so unwritten elements fail)
 // and on the CPU executor; outputs and the state they leave are compared by normalized MSE
 // (sum (gpu - cpu)^2 / sum cpu^2) against a per-op bound. Stateful ops run two calls so the
@@ -21,6 +22,7 @@
 #include "ir/Function.h"
 #include "ir/Verifier.h"
 #include "kernels/cuda/Target.h"
+#include "kernels/cuda/WeightLayout.h"
 #include "kernels/formats/Quant.h"
 #include "runtime/cpu/CpuExecutor.h"
 #include "runtime/cuda/CudaDevice.h"
@@ -35,6 +37,7 @@ using ir::DType;
 using ir::Shape;
 using ir::TensorType;
 using ir::Value;
+using kernels::cuda::WeightMode;
 
 // A one-op (or few-op) module with random weights in an in-memory GGUF.
 struct Harness {
@@ -159,10 +162,10 @@ class OpTableTest : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     if (Table().empty()) return;
-    std::printf("\n%-18s %-6s %6s %6s %11s %9s  %s\n", "op", "dtype", "T", "bucket", "nmse", "bound", "result");
+    std::printf("\n%-18s %-14s %6s %6s %11s %9s  %s\n", "op", "dtype", "T", "bucket", "nmse", "bound", "result");
     int fails = 0;
     for (const Row& r : Table()) {
-      std::printf("%-18s %-6s %6ld %6ld %11.3e %9.1e  %s%s\n", r.op.c_str(), r.dtype.c_str(), (long)r.T, (long)r.bucket,
+      std::printf("%-18s %-14s %6ld %6ld %11.3e %9.1e  %s%s\n", r.op.c_str(), r.dtype.c_str(), (long)r.T, (long)r.bucket,
                   r.nmse, r.bound, r.ok ? "ok" : "FAIL", r.note.empty() ? "" : ("  " + r.note).c_str());
       fails += !r.ok;
     }
@@ -175,7 +178,8 @@ class OpTableTest : public ::testing::Test {
   // Builds with `build`, then runs `calls` calls of T tokens on both executors and compares
   // every result and every f32 state. `states_ok` false: states are not compared.
   void Check(const std::string& op, const std::string& dtype, int64_t T, double bound,
-             const std::function<std::vector<Value*>(Harness&)>& build, int calls = 1, int64_t id_range = 0) {
+             const std::function<std::vector<Value*>(Harness&)>& build, int calls = 1, int64_t id_range = 0,
+             WeightMode weights = WeightMode::kBlocks) {
     Harness h(static_cast<uint32_t>(std::hash<std::string>()(op + dtype) + T));
     h.id_range = id_range;
     std::vector<Value*> results = build(h);
@@ -188,6 +192,7 @@ class OpTableTest : public ::testing::Test {
     o.poison_arena = true;
     o.progress = false;
     o.kernel_cache_dir = cache_dir();
+    o.weights = weights;
     auto gpu = CudaExecutor::Create(*h.m, *h.file, o);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     double worst = 0, max_abs = 0;
@@ -228,21 +233,37 @@ class OpTableTest : public ::testing::Test {
 std::string OpTableTest::skip_;
 
 const int64_t kTs[] = {1, 13, 77, 520};
+// The block formats' products: decode (1), the batched decode to come (2, 5, 8), prefill buckets.
+const int64_t kBlockTs[] = {1, 2, 5, 8, 13, 77, 520};
 constexpr double kF32Bound = 1e-9;
+// A product through bf16 weights (a block format dequantized to bf16, the activations cast to
+// bf16) against the CPU's f32 product of the exact values.
+constexpr double kBf16Bound = 5e-5;
+
+GgmlType GgmlOf(DType d) { return static_cast<GgmlType>(ir::InfoOf(d).ggml_id); }
+std::string Label(DType d, WeightMode w) {
+  return w == WeightMode::kBlocks ? std::string(ir::DTypeName(d)) : absl::StrCat(ir::DTypeName(d), "/bf16");
+}
 
 #define FOR_T for (int64_t T : kTs)
 
+// Tables in blocks: the rows dequantized to f32 on the device (Dequant.cu dequant_rows_f32), exactly
+// the CPU's values (bound 0); with --weights bf16 a bf16 copy (rounded: 1e-5).
 TEST_F(OpTableTest, Embed) {
-  const std::pair<GgmlType, double> types[] = {
-      {GgmlType::kF32, 0}, {GgmlType::kF16, 0}, {GgmlType::kBF16, 0}, {GgmlType::kQ8_0, 1e-5}, {GgmlType::kQ4_K, 1e-5}};
-  for (auto [t, bound] : types)
+  auto embed = [&](const std::string& label, GgmlType t, double bound, WeightMode w) {
     FOR_T Check(
-        "embed", std::string(formats::GgmlTypeName(t)), T, bound,
+        "embed", label, T, bound,
         [&](Harness& h) {
           Value* ids = h.Arg("ids", {-1}, DType::kI32);
           return std::vector<Value*>{h.b->Embed(ids, h.Weight("tab", t, {512, 1000}))};
         },
-        1, 1000);
+        1, 1000, w);
+  };
+  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16})
+    embed(std::string(formats::GgmlTypeName(t)), t, 0, WeightMode::kBlocks);
+  for (DType d : kernels::cuda::GpuBlockFormats())
+    embed(Label(d, WeightMode::kBlocks), GgmlOf(d), 0, WeightMode::kBlocks);
+  for (DType d : {DType::kQ8_0, DType::kQ4_K}) embed(Label(d, WeightMode::kBf16), GgmlOf(d), 1e-5, WeightMode::kBf16);
 }
 
 TEST_F(OpTableTest, Norms) {
@@ -299,13 +320,96 @@ TEST_F(OpTableTest, Elementwise) {
 }
 
 TEST_F(OpTableTest, MatMul) {
-  const std::pair<GgmlType, double> types[] = {{GgmlType::kF32, 1e-10}, {GgmlType::kF16, 1e-5},
-                                               {GgmlType::kBF16, 5e-5}, {GgmlType::kQ8_0, 5e-5},
-                                               {GgmlType::kQ4_K, 5e-5}, {GgmlType::kQ6_K, 5e-5}};
+  const std::pair<GgmlType, double> types[] = {
+      {GgmlType::kF32, 1e-10}, {GgmlType::kF16, 1e-5}, {GgmlType::kBF16, 5e-5}};
   for (auto [t, bound] : types)
     FOR_T Check("matmul", std::string(formats::GgmlTypeName(t)), T, bound, [&](Harness& h) {
       return std::vector<Value*>{h.b->MatMul(h.Arg("x", {-1, 1024}), h.Weight("w", t, {1024, 768}, -0.05f, 0.05f))};
     });
+}
+
+// The three product ops on every format the GPU reads as blocks (quantized by the reference
+// quantizers: every one of these formats has one), at every token count from decode to prefill:
+// dequantized into the workspace + bf16 cuBLASLt (until the per-format GEMVs take T <= 8); and
+// with --weights bf16 (the copy dequantized at upload) for two formats, so that path stays checked.
+void BlockProducts(DType d, WeightMode w, const int64_t* Ts, size_t n_ts,
+                   const std::function<void(const std::string&, const std::string&, int64_t, double,
+                                            const std::function<std::vector<Value*>(Harness&)>&, WeightMode)>& check) {
+  const GgmlType g = GgmlOf(d);
+  const std::string label = Label(d, w);
+  for (size_t i = 0; i < n_ts; ++i) {
+    const int64_t T = Ts[i];
+    check(
+        "matmul", label, T, kBf16Bound,
+        [&](Harness& h) {
+          return std::vector<Value*>{h.b->MatMul(h.Arg("x", {-1, 1024}), h.Weight("w", g, {1024, 768}, -0.05f, 0.05f))};
+        },
+        w);
+    // The delta-net in-projection's shape: a large, a medium and two 32-row weights.
+    check(
+        "matmul_group", label, T, kBf16Bound,
+        [&](Harness& h) {
+          Value* x = h.Arg("x", {-1, 1024});
+          auto r = h.b->Build(
+              ir::OpKind::kMatMulGroup,
+              {x, h.Weight("wa", g, {1024, 640}, -0.05f, 0.05f), h.Weight("wb", g, {1024, 256}, -0.05f, 0.05f),
+               h.Weight("wc", g, {1024, 32}, -0.05f, 0.05f), h.Weight("wd", g, {1024, 32}, -0.05f, 0.05f)});
+          return std::vector<Value*>(r.begin(), r.end());
+        },
+        w);
+    check(
+        "matmul_swiglu", label, T, kBf16Bound,
+        [&](Harness& h) {
+          Value* x = h.Arg("x", {-1, 1024});
+          return std::vector<Value*>{h.b->Build1(
+              ir::OpKind::kMatMulSwiglu,
+              {x, h.Weight("wg", g, {1024, 768}, -0.05f, 0.05f), h.Weight("wu", g, {1024, 768}, -0.05f, 0.05f)})};
+        },
+        w);
+  }
+}
+
+TEST_F(OpTableTest, BlockFormats) {
+  auto check = [this](const std::string& op, const std::string& dtype, int64_t T, double bound,
+                      const std::function<std::vector<Value*>(Harness&)>& build,
+                      WeightMode w) { Check(op, dtype, T, bound, build, 1, 0, w); };
+  for (DType d : kernels::cuda::GpuBlockFormats())
+    BlockProducts(d, WeightMode::kBlocks, kBlockTs, std::size(kBlockTs), check);
+  for (DType d : {DType::kQ8_0, DType::kQ4_K}) BlockProducts(d, WeightMode::kBf16, kTs, std::size(kTs), check);
+  // A group mixing blocks of two formats and a bf16 weight: one dequantization per weight in blocks.
+  for (int64_t T : kBlockTs)
+    Check("matmul_group", "q8_0+q4_K+bf16", T, kBf16Bound, [&](Harness& h) {
+      Value* x = h.Arg("x", {-1, 1024});
+      auto r = h.b->Build(ir::OpKind::kMatMulGroup, {x, h.Weight("wa", GgmlType::kQ8_0, {1024, 256}, -0.05f, 0.05f),
+                                                     h.Weight("wb", GgmlType::kQ4_K, {1024, 64}, -0.05f, 0.05f),
+                                                     h.Weight("wc", GgmlType::kBF16, {1024, 96}, -0.05f, 0.05f)});
+      return std::vector<Value*>(r.begin(), r.end());
+    });
+}
+
+// A type the GPU cannot read as blocks (nvfp4: no Dequant.cu decoder) is one error before any
+// upload naming the tensor, its type and --weights bf16; with --weights bf16 it runs from the copy.
+TEST_F(OpTableTest, BlocksWithoutAGpuLayout) {
+  Harness h(7);
+  std::vector<Value*> y{
+      h.b->MatMul(h.Arg("x", {-1, 256}), h.Weight("w.nv", GgmlType::kNVFP4, {256, 64}, -0.05f, 0.05f))};
+  ASSERT_TRUE(h.Finish(y).ok());
+  CudaExecutorOptions o;
+  o.progress = false;
+  o.kernel_cache_dir = cache_dir();
+  auto gpu = CudaExecutor::Create(*h.m, *h.file, o);
+  ASSERT_FALSE(gpu.ok());
+  const std::string msg(gpu.status().message());
+  EXPECT_NE(msg.find("tensor \"w.nv\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("type nvfp4"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--weights bf16"), std::string::npos) << msg;
+  FOR_T Check(
+      "matmul", "nvfp4/bf16", T, kBf16Bound,
+      [&](Harness& hh) {
+        return std::vector<Value*>{
+            hh.b->MatMul(hh.Arg("x", {-1, 256}), hh.Weight("w", GgmlType::kNVFP4, {256, 64}, -0.05f, 0.05f))};
+      },
+      1, 0, WeightMode::kBf16);
 }
 
 TEST_F(OpTableTest, AttentionPieces) {
@@ -344,11 +448,11 @@ TEST_F(OpTableTest, AttentionPieces) {
       2);
 }
 
-// The fused ops of the default pipeline (passes/): matmul_swiglu per weight type, qk_norm_rope
-// and attention_gated at the 9B's attention shapes.
+// The fused ops of the default pipeline (passes/): matmul_swiglu and matmul_group per float weight
+// type (the block formats: BlockFormats), qk_norm_rope and attention_gated at the 9B's attention
+// shapes.
 TEST_F(OpTableTest, FusedOps) {
-  const std::pair<GgmlType, double> types[] = {
-      {GgmlType::kF32, 1e-10}, {GgmlType::kBF16, 5e-5}, {GgmlType::kQ8_0, 5e-5}, {GgmlType::kQ4_K, 5e-5}};
+  const std::pair<GgmlType, double> types[] = {{GgmlType::kF32, 1e-10}, {GgmlType::kBF16, 5e-5}};
   for (auto [t, bound] : types)
     FOR_T Check("matmul_swiglu", std::string(formats::GgmlTypeName(t)), T, bound, [&](Harness& h) {
       Value* x = h.Arg("x", {-1, 1024});
@@ -357,7 +461,7 @@ TEST_F(OpTableTest, FusedOps) {
           {x, h.Weight("wg", t, {1024, 768}, -0.05f, 0.05f), h.Weight("wu", t, {1024, 768}, -0.05f, 0.05f)})};
     });
   // matmul_group: the delta-net in-projection's shape (a large, a medium and two 32-row weights of one
-  // type: one gemv_group launch at T = 1) and a group mixing q8_0 and q4_K (per-weight GEMVs).
+  // type: one gemv_group launch at T = 1) and a group mixing bf16 and f16 (per-weight GEMVs).
   for (auto [t, bound] : types)
     FOR_T Check("matmul_group", std::string(formats::GgmlTypeName(t)), T, bound, [&](Harness& h) {
       Value* x = h.Arg("x", {-1, 1024});
@@ -367,10 +471,10 @@ TEST_F(OpTableTest, FusedOps) {
                       h.Weight("wc", t, {1024, 32}, -0.05f, 0.05f), h.Weight("wd", t, {1024, 32}, -0.05f, 0.05f)});
       return std::vector<Value*>(r.begin(), r.end());
     });
-  FOR_T Check("matmul_group", "q8_0+q4_K", T, 5e-5, [&](Harness& h) {
+  FOR_T Check("matmul_group", "bf16+f16", T, 5e-5, [&](Harness& h) {
     Value* x = h.Arg("x", {-1, 1024});
-    auto r = h.b->Build(ir::OpKind::kMatMulGroup, {x, h.Weight("wa", GgmlType::kQ8_0, {1024, 256}, -0.05f, 0.05f),
-                                                   h.Weight("wb", GgmlType::kQ4_K, {1024, 64}, -0.05f, 0.05f)});
+    auto r = h.b->Build(ir::OpKind::kMatMulGroup, {x, h.Weight("wa", GgmlType::kBF16, {1024, 256}, -0.05f, 0.05f),
+                                                   h.Weight("wb", GgmlType::kF16, {1024, 64}, -0.05f, 0.05f)});
     return std::vector<Value*>(r.begin(), r.end());
   });
   FOR_T Check(
