@@ -1,8 +1,9 @@
 // CUDA graphs on the GPU: replaying the captured segments of a compiled plan is bit-identical to
 // launching the same plan's ops eagerly (prefill bucket functions and decode, across a state
-// reset, f32 and bf16-GEMM weights), and the device greedy decode loop (decode step + greedy pick
-// as one graph, token ring) produces exactly the host greedy loop's tokens and stops on
-// non-finite logits with the host path's error naming the step. Skips without a GPU.
+// reset, f32 weights and q8_0 weights in blocks, dequantized into the workspace per product), and
+// the device greedy decode loop (decode step + greedy pick as one graph, token ring) produces
+// exactly the host greedy loop's tokens and stops on non-finite logits with the host path's error
+// naming the step. Skips without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
