@@ -165,8 +165,8 @@ class OpTableTest : public ::testing::Test {
     std::printf("\n%-18s %-14s %6s %6s %11s %9s  %s\n", "op", "dtype", "T", "bucket", "nmse", "bound", "result");
     int fails = 0;
     for (const Row& r : Table()) {
-      std::printf("%-18s %-14s %6ld %6ld %11.3e %9.1e  %s%s\n", r.op.c_str(), r.dtype.c_str(), (long)r.T, (long)r.bucket,
-                  r.nmse, r.bound, r.ok ? "ok" : "FAIL", r.note.empty() ? "" : ("  " + r.note).c_str());
+      std::printf("%-18s %-14s %6ld %6ld %11.3e %9.1e  %s%s\n", r.op.c_str(), r.dtype.c_str(), (long)r.T,
+                  (long)r.bucket, r.nmse, r.bound, r.ok ? "ok" : "FAIL", r.note.empty() ? "" : ("  " + r.note).c_str());
       fails += !r.ok;
     }
     std::printf("op table: %zu cases, %d failed\n", Table().size(), fails);
