@@ -37,9 +37,9 @@ const QuantFormat* FormatOf(ir::DType t) {
 }
 
 constexpr int kMaxTokens = 8;
-constexpr int kWarps = 4;                    // warps per block
-constexpr int64_t kRingBytesPerWarp = 8192;  // the ring's budget per warp (stages follow from it)
-constexpr int kBlocksPerSmCap = 32;          // grid cap (warps then loop over tiles)
+constexpr int kWarps = 4;                     // warps per block
+constexpr int64_t kRingBytesPerWarp = 12288;  // the ring's budget per warp (stages follow from it)
+constexpr int kBlocksPerSmCap = 32;           // grid cap (warps then loop over tiles)
 
 // The weights of one product launch: one format, <= MEMRA_GEMV_QUANT_MAX weights (operand
 // indices), in operand order.
