@@ -39,7 +39,8 @@ const QuantFormat* FormatOf(ir::DType t) {
 constexpr int kMaxTokens = 8;
 constexpr int kWarps = 4;                     // warps per block
 constexpr int64_t kRingBytesPerWarp = 12288;  // the ring's budget per warp (stages follow from it)
-constexpr int kBlocksPerSmCap = 32;           // grid cap (warps then loop over tiles)
+constexpr int kBlocksPerSmCap = 256;          // grid cap (warps then loop over tiles): blocks of 1 tile per
+                                              // warp balance best (the block scheduler is dynamic)
 
 // The weights of one product launch: one format, <= MEMRA_GEMV_QUANT_MAX weights (operand
 // indices), in operand order.
@@ -147,8 +148,8 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
                      Def("GQ_CW", copy), Def("GQ_SWIGLU", swiglu ? 1 : 0)});
     l.kernel.entry = swiglu ? "gemv_q_swiglu" : "gemv_q";
     l.block = static_cast<uint32_t>(warps * 32);
-    l.grid = static_cast<uint32_t>(
-        std::min<int64_t>((tiles + warps - 1) / warps, static_cast<int64_t>(target.sm_count) * kBlocksPerSmCap));
+    const int64_t cap = options.max_blocks > 0 ? options.max_blocks : int64_t{target.sm_count} * kBlocksPerSmCap;
+    l.grid = static_cast<uint32_t>(std::min<int64_t>((tiles + warps - 1) / warps, cap));
     if (x == GemvQuantX::kQ8 && s.launches.empty()) {
       Launch q = l;
       q.kernel.entry = "gemv_q_quantize_x";

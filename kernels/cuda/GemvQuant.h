@@ -32,9 +32,10 @@ GemvQuantX DefaultGemvQuantX(ir::DType dtype);
 // Overrides for memra-kernel-bench and the test (0 / nullopt: the units' choice).
 struct GemvQuantOptions {
   std::optional<GemvQuantX> x;
-  int rows = 0;    // rows per warp tile (GQ_R, 1..4)
-  int stages = 0;  // ring stages per warp (GQ_ST, 2..8)
-  int warps = 0;   // warps per block (GQ_WARPS)
+  int rows = 0;        // rows per warp tile (GQ_R, 1..4)
+  int stages = 0;      // ring stages per warp (GQ_ST, 2..8)
+  int warps = 0;       // warps per block (GQ_WARPS)
+  int max_blocks = 0;  // grid cap (warps loop over the tiles past it)
 };
 
 // The selection for `op` at `shapes` when it is a matmul (one weight), a matmul_group (any number:

@@ -137,6 +137,13 @@ int main(int argc, char** argv) {
     cases.push_back({Kind::kMatMul, {DType::kQ6_K}, {23}, 5120, 2, 2, o});
     o.rows = 1;
     o.stages = 0;
+    o.max_blocks = 2;  // 8 warps loop over 37 tiles
+    cases.push_back({Kind::kMatMul, {DType::kQ8_0}, {37}, 1440, 3, 3, o});
+    o.x = GemvQuantX::kQ8;
+    o.max_blocks = 3;
+    cases.push_back({Kind::kSwiglu, {DType::kQ6_K, DType::kQ6_K}, {29, 29}, 1280, 2, 1, o});
+    o.x = GemvQuantX::kF32;
+    o.max_blocks = 0;
     cases.push_back(
         {Kind::kGroup, {DType::kQ4_K, DType::kQ6_K, DType::kQ4_K, DType::kQ8_0}, {16, 12, 8, 4}, 1024, 2, 2, o});
   }

@@ -29,10 +29,11 @@ i=0
 jobs=$(nproc)
 for key in $(cat "$out/keys.txt"); do
   defs=$(echo "$key" | sed 's/GemvQuant.cu<//; s/>//' | tr ',' '\n' | sed 's/^/-D/' | tr '\n' ' ')
-  o=$out/cfg_$(echo "$key" | md5sum | cut -c1-12).o
+  id=$(echo "$key" | md5sum | cut -c1-12)
+  o=$out/cfg_$id.o
   objs="$objs $o"
   if [ ! -f "$o" ] || [ "$root/kernels/cuda/GemvQuant.cu" -nt "$o" ] || [ "$here/CudaHostEmulation.h" -nt "$o" ]; then
-    $cxx $flags $defs -DEMU_ID=c$i -c "$here/GemvQuantEmuConfig.cc" -o "$o" &
+    $cxx $flags $defs -DEMU_ID=k$id -c "$here/GemvQuantEmuConfig.cc" -o "$o" &
     while [ "$(jobs -r | wc -l)" -ge "$jobs" ]; do sleep 0.2; done
   fi
   i=$((i + 1))
