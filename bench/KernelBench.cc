@@ -203,8 +203,8 @@ struct QuantVariant {
 std::vector<QuantVariant> QuantVariants(ir::DType fmt, bool sweep) {
   const std::string dn(ir::DTypeName(fmt));
   std::vector<QuantVariant> variants;
-  for (kc::GemvQuantX xp : {kc::GemvQuantX::kF32, kc::GemvQuantX::kQ8}) {
-    const char* xn = xp == kc::GemvQuantX::kF32 ? "f32-x" : "q8-x";
+  for (kc::GemvQuantX xp : {kc::GemvQuantX::kF32, kc::GemvQuantX::kQ8, kc::GemvQuantX::kQ8Block}) {
+    const char* xn = xp == kc::GemvQuantX::kF32 ? "f32-x" : xp == kc::GemvQuantX::kQ8 ? "q8-x" : "q8-x-block";
     std::vector<std::pair<int, int>> geoms = {{0, 0}};
     if (sweep)
       for (int r : {1, 2, 4})
@@ -231,8 +231,8 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
   std::map<std::string, std::unique_ptr<LoadedModule>> modules;
   std::printf("\nGemvQuant.cu (weights as GGUF blocks), T = %ld, CUDA graphs of %d calls, roofline %.0f GB/s\n",
               static_cast<long>(T), iters, peak_gbs);
-  std::printf("%-28s %-6s %7s | %-16s | %-16s | %-16s | %s\n", "shape", "weight", "MB", "f32-x us  %roof",
-              "q8-x us  %roof", "q8 prod us %roof", "bf16 us / best us");
+  std::printf("%-28s %-6s %7s | %-16s | %-16s | %-16s | %-16s | %s\n", "shape", "weight", "MB", "f32-x us  %roof",
+              "q8-x us  %roof", "q8 prod us %roof", "q8-blk us %roof", "bf16 us / best us");
   {  // every module of the table, compiled in one parallel batch
     std::vector<kc::ModuleSpec> mods;
     for (const QuantShape& sh : kQuantShapes)
@@ -383,7 +383,7 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
         if (!us.ok()) return Fail(us.status());
         times[vi] = *us;
       }
-      // The units' f32-x, q8-x and q8 products on one line; the sweep's geometries below it.
+      // The units' f32-x, q8-x, q8 products and q8-x-block on one line; the sweep's geometries below.
       auto cell = [&](double us) {
         return us > 0 ? absl::StrFormat("%8.2f %6.1f%%", us, 100 * bytes / (us * 1e3) / peak_gbs)
                       : std::string("     n/a        ");
@@ -391,11 +391,12 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
       double best = 0;
       for (size_t vi = 0; vi < variants.size(); ++vi)
         if (times[vi] > 0 && !variants[vi].product_only && (best == 0 || times[vi] < best)) best = times[vi];
-      std::vector<double> picked(3, 0.0);
-      for (size_t vi = 0, j = 0; vi < variants.size() && j < 3; ++vi)
+      std::vector<double> picked(4, 0.0);
+      for (size_t vi = 0, j = 0; vi < variants.size() && j < 4; ++vi)
         if (variants[vi].o.rows == 0) picked[j++] = times[vi];
-      std::printf("%-28s %-6s %7.1f | %s | %s | %s | %.2f\n", sh.what, dn.c_str(), bytes / 1e6, cell(picked[0]).c_str(),
-                  cell(picked[1]).c_str(), cell(picked[2]).c_str(), best > 0 ? bf16_us / best : 0.0);
+      std::printf("%-28s %-6s %7.1f | %s | %s | %s | %s | %.2f\n", sh.what, dn.c_str(), bytes / 1e6,
+                  cell(picked[0]).c_str(), cell(picked[1]).c_str(), cell(picked[2]).c_str(), cell(picked[3]).c_str(),
+                  best > 0 ? bf16_us / best : 0.0);
       for (size_t vi = 0; vi < variants.size(); ++vi)
         if (variants[vi].o.rows != 0)
           std::printf("%-28s   %-32s %s\n", "", variants[vi].name.c_str(), cell(times[vi]).c_str());

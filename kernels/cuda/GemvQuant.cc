@@ -39,6 +39,8 @@ const QuantFormat* FormatOf(ir::DType t) {
 constexpr int kMaxTokens = 8;
 constexpr int kWarps = 4;                     // warps per block
 constexpr int64_t kRingBytesPerWarp = 12288;  // the ring's budget per warp (stages follow from it)
+constexpr int kStagedWarps = 8;               // kQ8Block: warps per block
+constexpr int kStagedBlocksPerSm = 2;         // kQ8Block: resident blocks per SM (the grid)
 constexpr int kBlocksPerSmCap = 256;          // grid cap (warps then loop over tiles): blocks of 1 tile per
                                               // warp balance best (the block scheduler is dynamic)
 
@@ -117,7 +119,8 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
   if (swiglu && (groups.size() != 1 || groups[0].operands.size() != 2)) return std::nullopt;
   if (op.kind() == ir::OpKind::kMatMul && groups.size() != 1) return std::nullopt;
 
-  const GemvQuantX x = options.x.value_or(DefaultGemvQuantX(groups[0].dtype));
+  const GemvQuantX wanted = options.x.value_or(DefaultGemvQuantX(groups[0].dtype));
+  const int64_t x_bytes = T * K + T * (K / 32) * 4 + T * (K / 16) * 4;  // q8 x (GemvQuant.cu)
   OpSelection s;
   s.gemv = true;
   for (const WeightGroup& g : groups) {
@@ -126,14 +129,38 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
     const int64_t chunk = (32 / f.lanes_per_block) * info.block_bytes;  // GemvQuant.cu kCHB
     const int64_t slot = (chunk + 15) / 16 * 16 + 16;                   // kCHP
     const int64_t row_bytes = K / info.block_elems * info.block_bytes;
-    const int rows = std::clamp(options.rows > 0 ? options.rows : (swiglu ? 1 : 2), 1, swiglu ? 2 : 4);
-    const int64_t stage = (swiglu ? 2 : 1) * rows * slot;
-    int warps = options.warps > 0 ? options.warps : kWarps;
-    int stages =
-        options.stages > 0 ? options.stages : static_cast<int>(std::clamp<int64_t>(kRingBytesPerWarp / stage, 2, 4));
-    while (warps * stages * stage > target.smem_per_block && stages > 2) --stages;
-    while (warps * stages * stage > target.smem_per_block && warps > 1) --warps;
-    if (warps * stages * stage > target.smem_per_block) return std::nullopt;
+    const int max_rows = swiglu ? 2 : 4;
+    const int default_rows = swiglu ? 1 : 2;
+    GemvQuantX x = wanted;
+    int rows = 0, warps = 0, stages = 0, min_blocks = 1;
+    if (x == GemvQuantX::kQ8Block) {
+      // x staged per block: 8 warps, the ring in what x leaves of the block's shared memory (fewer
+      // rows per tile before fewer than 2 stages); 2 blocks per SM guaranteed by the launch bounds.
+      warps = options.warps > 0 ? options.warps : kStagedWarps;
+      const int64_t ring = target.smem_per_block - x_bytes;
+      for (int r : {options.rows > 0 ? options.rows : default_rows, 1}) {
+        r = std::clamp(r, 1, max_rows);
+        const int64_t stage = (swiglu ? 2 : 1) * r * slot;
+        const int64_t st = options.stages > 0 ? options.stages : std::min<int64_t>(ring / (warps * stage), 4);
+        if (st >= 2 && warps * st * stage <= ring) {
+          rows = r, stages = static_cast<int>(st);
+          break;
+        }
+      }
+      if (rows == 0) x = GemvQuantX::kQ8;  // does not fit: x quantized by a launch of its own
+      min_blocks = kStagedBlocksPerSm;
+    }
+    if (x != GemvQuantX::kQ8Block) {
+      rows = std::clamp(options.rows > 0 ? options.rows : default_rows, 1, max_rows);
+      const int64_t stage = (swiglu ? 2 : 1) * rows * slot;
+      warps = options.warps > 0 ? options.warps : kWarps;
+      stages =
+          options.stages > 0 ? options.stages : static_cast<int>(std::clamp<int64_t>(kRingBytesPerWarp / stage, 2, 4));
+      while (warps * stages * stage > target.smem_per_block && stages > 2) --stages;
+      while (warps * stages * stage > target.smem_per_block && warps > 1) --warps;
+      if (warps * stages * stage > target.smem_per_block) return std::nullopt;
+      min_blocks = 1;
+    }
     int copy = 16;
     while (copy > 1 && (row_bytes % copy != 0 || chunk % copy != 0)) copy /= 2;
     int64_t tiles = 0;
@@ -145,17 +172,18 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
     l.kernel.module.defines =
         MakeDefines({Def("GQ_FMT", info.ggml_id), Def("GQ_K", K), Def("GQ_T", T), Def("GQ_R", rows),
                      Def("GQ_WARPS", warps), Def("GQ_ST", stages), Def("GQ_XQ", static_cast<int>(x)),
-                     Def("GQ_CW", copy), Def("GQ_SWIGLU", swiglu ? 1 : 0)});
+                     Def("GQ_CW", copy), Def("GQ_SWIGLU", swiglu ? 1 : 0), Def("GQ_MINB", min_blocks)});
     l.kernel.entry = swiglu ? "gemv_q_swiglu" : "gemv_q";
     l.block = static_cast<uint32_t>(warps * 32);
-    const int64_t cap = options.max_blocks > 0 ? options.max_blocks : int64_t{target.sm_count} * kBlocksPerSmCap;
+    int64_t cap = options.max_blocks > 0 ? options.max_blocks : int64_t{target.sm_count} * kBlocksPerSmCap;
+    if (x == GemvQuantX::kQ8Block && options.max_blocks <= 0) cap = int64_t{target.sm_count} * min_blocks;
     l.grid = static_cast<uint32_t>(std::min<int64_t>((tiles + warps - 1) / warps, cap));
-    if (x == GemvQuantX::kQ8 && s.launches.empty()) {
+    if (x == GemvQuantX::kQ8 && s.scratch_bytes == 0) {
       Launch q = l;
       q.kernel.entry = "gemv_q_quantize_x";
       q.block = 256;
       q.grid = GridFor(target, T * K, 256);
-      s.launches.push_back(q);
+      s.launches.insert(s.launches.begin(), q);
       s.scratch_bytes = ScratchBytes(T, K);
     }
     s.launches.push_back(std::move(l));

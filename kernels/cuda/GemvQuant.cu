@@ -22,6 +22,9 @@
 // token: the exact path. GQ_XQ = 1 is llama.cpp's mmvq way: gemv_q_quantize_x first writes x as
 // int8 per 32 elements (scale amax / 127) plus per-16 sums of the quantized values, and runs are
 // dotted with dp4a (4 MACs per instruction, x 1 byte per element), the offset term from the sums.
+// GQ_XQ = 2 is the same arithmetic without the extra launch: every block quantizes x into its own
+// shared memory (after issuing its first weight copies, so they overlap) and the grid is capped at
+// GQ_MINB resident blocks per SM (__launch_bounds__ guarantees them), so x is read ~2x per SM.
 //
 // Layouts as read (offsets within a block; "part" = the lane's share):
 //   q8_0  34 B: f16 d | i8 qs[32].                 LPB 1: the block (2-byte aligned: 9 words + shifts)
@@ -67,7 +70,10 @@
 #define GQ_ST 3  // ring stages per warp
 #endif
 #ifndef GQ_XQ
-#define GQ_XQ 0  // 0: f32 x; 1: q8 x + dp4a
+#define GQ_XQ 0  // 0: f32 x; 1: q8 x (global, gemv_q_quantize_x) + dp4a; 2: q8 x staged per block + dp4a
+#endif
+#ifndef GQ_MINB
+#define GQ_MINB 1  // __launch_bounds__' minimum resident blocks per SM
 #endif
 #ifndef GQ_CW
 #define GQ_CW 16  // bytes per copy piece (16, 8, 4: cp.async; 2, 1: plain copies)
@@ -476,6 +482,52 @@ __device__ __forceinline__ void reduce_step(float* v, int lane) {
   }
 }
 
+// ---- x as q8 (GQ_XQ 1 and 2) ----
+
+// x block b (32 elements: [n_tok, GQ_K] flattened; lane l holds element l) -> xq[32 b + l] =
+// round(x / d), xd[b] = d = amax / 127, xs[2 b + h] = d * (sum of the 16 q of half h).
+__device__ __forceinline__ void quantize_x_block(float x, int b, int lane, signed char* xq, float* xd, float* xs) {
+  const float amax = warp_max(fabsf(x));
+  float d = amax / 127.0f;
+  const int q = amax > 0.0f ? __float2int_rn(x / d) : 0;
+  if (__any_sync(0xffffffffu, x != x)) d = __int_as_float(0x7fc00000);
+  int sum = q;
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  xq[b * 32 + lane] = (signed char)q;
+  if (lane == 0) xd[b] = d;
+  if ((lane & 15) == 0) xs[2 * b + (lane >> 4)] = d * (float)sum;
+}
+
+#if GQ_XQ == 2
+// The block's warps quantize x into shared memory, 8 independent loads per lane in flight.
+__device__ __forceinline__ void stage_x(const float* __restrict__ x, int n_tok, signed char* xq, float* xd, float* xs) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n = n_tok * (GQ_K / 32);
+  constexpr int kBatch = 8;
+  for (int base = warp; base < n; base += GQ_WARPS * kBatch) {
+    float v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int b = base + j * GQ_WARPS;
+      v[j] = b < n ? __ldg(x + b * 32 + lane) : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int b = base + j * GQ_WARPS;
+      if (b < n) quantize_x_block(v[j], b, lane, xq, xd, xs);  // warp-uniform
+    }
+  }
+}
+#endif
+#if GQ_XQ == 1
+__device__ __forceinline__ int4 ld_xq(const signed char* p) { return __ldg(reinterpret_cast<const int4*>(p)); }
+__device__ __forceinline__ float ld_xf(const float* p) { return __ldg(p); }
+#else
+__device__ __forceinline__ int4 ld_xq(const signed char* p) { return *reinterpret_cast<const int4*>(p); }
+__device__ __forceinline__ float ld_xf(const float* p) { return *p; }
+#endif
+
 // ---- the body ----
 
 struct Tile {
@@ -558,17 +610,24 @@ __device__ __forceinline__ void gemv_q_body(const GemvQuantParams& p) {
 #pragma unroll
     for (int t = 0; t < GQ_T; ++t) acc[s][t] = 0.0f;
 
-#if GQ_XQ
-  const signed char* xq = static_cast<const signed char*>(p.xq);
-  const float* xd = reinterpret_cast<const float*>(xq + GQ_T * GQ_K);
-  const float* xs = xd + GQ_T * (GQ_K / 32);
-#endif
-
 #pragma unroll
   for (int i = 0; i < GQ_ST - 1; ++i) {
     if (i < items) issue(i);
     copy_commit();
   }
+#if GQ_XQ == 1
+  const signed char* xq = static_cast<const signed char*>(p.xq);
+  const float* xd = reinterpret_cast<const float*>(xq + GQ_T * GQ_K);
+  const float* xs = xd + GQ_T * (GQ_K / 32);
+#elif GQ_XQ == 2
+  __shared__ __align__(16) signed char sxq[GQ_T * GQ_K];
+  __shared__ float sxd[GQ_T * (GQ_K / 32)], sxs[GQ_T * (GQ_K / 16)];
+  stage_x(p.x, n_tok, sxq, sxd, sxs);  // while the first copies are in flight
+  __syncthreads();
+  const signed char* xq = sxq;
+  const float* xd = sxd;
+  const float* xs = sxs;
+#endif
   for (int item = 0; item < items; ++item) {
     if (item + GQ_ST - 1 < items) issue(item + GQ_ST - 1);
     copy_commit();
@@ -593,9 +652,9 @@ __device__ __forceinline__ void gemv_q_body(const GemvQuantParams& p) {
 #pragma unroll
         for (int t = 0; t < GQ_T; ++t) {
           if (t < n_tok) {
-            const int4 xw = __ldg(reinterpret_cast<const int4*>(xq + t * GQ_K + k));
-            const float dx = __ldg(xd + t * (GQ_K / 32) + (k >> 5));
-            const float sx = kOffsetTerm ? __ldg(xs + t * (GQ_K / 16) + (k >> 4)) : 0.0f;
+            const int4 xw = ld_xq(xq + t * GQ_K + k);
+            const float dx = ld_xf(xd + t * (GQ_K / 32) + (k >> 5));
+            const float sx = kOffsetTerm ? ld_xf(xs + t * (GQ_K / 16) + (k >> 4)) : 0.0f;
 #pragma unroll
             for (int s = 0; s < kSlots; ++s) {
               int si = __dp4a((int)r[s][j].q[0], xw.x, 0);
@@ -683,34 +742,23 @@ __device__ __forceinline__ void gemv_q_body(const GemvQuantParams& p) {
 }
 
 #if GQ_SWIGLU
-extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32) gemv_q_swiglu(const GemvQuantParams p) {
+extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32, GQ_MINB) gemv_q_swiglu(const GemvQuantParams p) {
   gemv_q_body<true>(p);
 }
 #else
-extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32) gemv_q(const GemvQuantParams p) { gemv_q_body<false>(p); }
+extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32, GQ_MINB) gemv_q(const GemvQuantParams p) {
+  gemv_q_body<false>(p);
+}
 #endif
 
 // x [n_tok, GQ_K] f32 -> int8 per 32 elements with scale d = amax / 127 (q = round(x / d)), and
 // the sum of d * q over each 16 elements. One warp per 32 elements; a NaN in x makes d NaN.
 extern "C" __global__ void __launch_bounds__(256) gemv_q_quantize_x(const GemvQuantXParams p) {
-  constexpr int kBlocks = GQ_K / 32;
   signed char* xq = static_cast<signed char*>(p.xq);
   float* xd = reinterpret_cast<float*>(xq + GQ_T * GQ_K);
-  float* xs = xd + GQ_T * kBlocks;
+  float* xs = xd + GQ_T * (GQ_K / 32);
   const int lane = threadIdx.x & 31;
-  const int n = p.n_tok * kBlocks;
-  for (int b = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5); b < n; b += (int)((gridDim.x * blockDim.x) >> 5)) {
-    const int t = b / kBlocks, kb = b - t * kBlocks;
-    const float x = p.x[t * GQ_K + kb * 32 + lane];
-    const float amax = warp_max(fabsf(x));
-    float d = amax / 127.0f;
-    const int q = amax > 0.0f ? __float2int_rn(x / d) : 0;
-    if (__any_sync(0xffffffffu, x != x)) d = __int_as_float(0x7fc00000);
-    int sum = q;
-#pragma unroll
-    for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    xq[t * GQ_K + kb * 32 + lane] = (signed char)q;
-    if (lane == 0) xd[t * kBlocks + kb] = d;
-    if ((lane & 15) == 0) xs[t * 2 * kBlocks + 2 * kb + (lane >> 4)] = d * (float)sum;
-  }
+  const int n = p.n_tok * (GQ_K / 32);
+  for (int b = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5); b < n; b += (int)((gridDim.x * blockDim.x) >> 5))
+    quantize_x_block(p.x[b * 32 + lane], b, lane, xq, xd, xs);
 }

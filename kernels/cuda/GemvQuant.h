@@ -21,10 +21,12 @@ bool GemvQuantReads(ir::DType dtype);
 // copy nor a repacking and its bytes are the file's. The units apply only then.
 bool GemvQuantBlocksOnDevice(ir::DType dtype);
 
-// The activations the products read.
+// The activations the products read (GemvQuant.cu GQ_XQ).
 enum class GemvQuantX {
-  kF32 = 0,  // x as f32, exact conversions, FMA
-  kQ8 = 1,   // x quantized to int8 per 32 (gemv_q_quantize_x into the step's scratch), dp4a
+  kF32 = 0,      // x as f32, exact conversions, FMA
+  kQ8 = 1,       // x as int8 per 32, written by gemv_q_quantize_x into the step's scratch; dp4a
+  kQ8Block = 2,  // the same, quantized by every block into its shared memory (no extra launch, a
+                 // grid of 2 resident blocks per SM); kQ8 where x and the ring do not fit
 };
 // What the units select (GemvQuant.cc).
 GemvQuantX DefaultGemvQuantX(ir::DType dtype);

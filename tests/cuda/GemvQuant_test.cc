@@ -128,8 +128,9 @@ TEST(GemvQuantSelect, GeometryAndScratch) {
     EXPECT_EQ(s->scratch_bytes, 0);
     const Launch& l = s->launches[0];
     EXPECT_EQ(l.kernel.entry, "gemv_q");
-    EXPECT_EQ(l.kernel.module.Key(),
-              "GemvQuant.cu<GQ_CW=16,GQ_FMT=12,GQ_K=4096,GQ_R=2,GQ_ST=4,GQ_SWIGLU=0,GQ_T=1,GQ_WARPS=4,GQ_XQ=0>");
+    EXPECT_EQ(
+        l.kernel.module.Key(),
+        "GemvQuant.cu<GQ_CW=16,GQ_FMT=12,GQ_K=4096,GQ_MINB=1,GQ_R=2,GQ_ST=4,GQ_SWIGLU=0,GQ_T=1,GQ_WARPS=4,GQ_XQ=0>");
     EXPECT_EQ(l.block, 128u);
     EXPECT_EQ(l.grid, 512u);  // 2048 tiles of 2 rows, 4 warps per block
   }
@@ -159,6 +160,31 @@ TEST(GemvQuantSelect, GeometryAndScratch) {
     ASSERT_EQ(s->launches.size(), 2u);
     EXPECT_NE(s->launches[0].kernel.module.Key().find("GQ_FMT=12,"), std::string::npos);
     EXPECT_NE(s->launches[1].kernel.module.Key().find("GQ_FMT=14,"), std::string::npos);
+  }
+  {
+    // q8 x staged per block: no extra launch, 8 warps, 2 resident blocks per SM; where x and a
+    // 2-stage ring do not fit in a block's 48 KiB (q6_K at K = 17408), the launch of its own.
+    Case c{Kind::kMatMul, {DType::kQ8_0}, {8192}, 4096, 1, 1, {}};
+    c.options.x = GemvQuantX::kQ8Block;
+    auto m = ir::ParseModule(ModuleText(c));
+    ASSERT_TRUE(m.ok()) << m.status();
+    auto s = SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), 1), t, c.options);
+    ASSERT_TRUE(s.has_value());
+    ASSERT_EQ(s->launches.size(), 1u);
+    EXPECT_EQ(s->scratch_bytes, 0);
+    const Launch& l = s->launches[0];
+    EXPECT_NE(l.kernel.module.Key().find("GQ_MINB=2,"), std::string::npos) << l.kernel.module.Key();
+    EXPECT_NE(l.kernel.module.Key().find("GQ_XQ=2>"), std::string::npos) << l.kernel.module.Key();
+    EXPECT_EQ(l.block, 256u);
+    EXPECT_EQ(l.grid, 132u * 2);  // 4096 tiles for 2112 warps: they loop
+    Case big{Kind::kMatMul, {DType::kQ6_K}, {5120}, 17408, 1, 1, {}};
+    big.options.x = GemvQuantX::kQ8Block;
+    auto mb = ir::ParseModule(ModuleText(big));
+    ASSERT_TRUE(mb.ok()) << mb.status();
+    auto sb = SelectGemvQuant(TheOp(**mb), *ShapesAt(TheOp(**mb), 1), t, big.options);
+    ASSERT_TRUE(sb.has_value());
+    ASSERT_EQ(sb->launches.size(), 2u);
+    EXPECT_EQ(sb->launches[0].kernel.entry, "gemv_q_quantize_x");
   }
 }
 
@@ -401,7 +427,7 @@ class GemvQuantGpuTest : public ::testing::Test {
     ASSERT_TRUE(dev_->Synchronize("gemv_q").ok());
 
     // Reference: exact x, and x rounded as the q8 path rounds it.
-    const bool q8 = sel->launches[0].kernel.entry == "gemv_q_quantize_x";
+    const bool q8 = c.options.x == GemvQuantX::kQ8 || c.options.x == GemvQuantX::kQ8Block;
     const std::vector<float> xr = q8 ? RoundLikeQ8(x) : x;
     auto product = [&](size_t w, int64_t t, int64_t n, const std::vector<float>& xv) {
       double s = 0;
@@ -477,7 +503,7 @@ Case WithX(Case c, GemvQuantX x) {
 TEST_F(GemvQuantGpuTest, EveryFormatTokensAndFusedForms) {
   std::vector<Case> cases;
   for (DType d : kFormats)
-    for (GemvQuantX x : {GemvQuantX::kF32, GemvQuantX::kQ8}) {
+    for (GemvQuantX x : {GemvQuantX::kF32, GemvQuantX::kQ8, GemvQuantX::kQ8Block}) {
       const int64_t k = TailK(d);
       for (int64_t t : {1, 2, 5, 8}) cases.push_back(WithX({Kind::kMatMul, {d}, {300}, k, t, t, {}}, x));
       cases.push_back(WithX({Kind::kMatMul, {d}, {257}, 4096, 1, 1, {}}, x));
@@ -495,7 +521,7 @@ TEST_F(GemvQuantGpuTest, EveryFormatTokensAndFusedForms) {
 // mixed-format groups, 8-byte copies (q6_K at K = 5120), the 27B-sized K.
 TEST_F(GemvQuantGpuTest, GeometryVariants) {
   std::vector<Case> cases;
-  for (GemvQuantX x : {GemvQuantX::kF32, GemvQuantX::kQ8}) {
+  for (GemvQuantX x : {GemvQuantX::kF32, GemvQuantX::kQ8, GemvQuantX::kQ8Block}) {
     for (int r : {1, 2, 3, 4})
       for (int st : {2, 4}) {
         Case c{Kind::kMatMul, {DType::kQ4_K}, {203}, 2048, 3, 3, {}};

@@ -121,7 +121,8 @@ TEST(NvrtcCompileTest, TinyModelPlanCompilesForSm90) {
 
 // GemvQuant.cu (the decode GEMV on GGUF blocks) is selected only for weights on the device as
 // blocks, so no fixture reaches it yet: every format it reads is compiled here as the units select
-// it at a 9B shape, f32 x at T = 1 (matmul) and q8 x at T = 8 (swiglu), so all stay buildable.
+// it at a 9B shape, f32 x and q8 x staged per block at T = 1 (matmul), q8 x at T = 8 (swiglu), so
+// all stay buildable.
 TEST(NvrtcCompileTest, GemvQuantModulesCompileForSm90) {
   auto nvrtc = Nvrtc::Load();
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available here: " << nvrtc.status();
@@ -143,17 +144,17 @@ TEST(NvrtcCompileTest, GemvQuantModulesCompileForSm90) {
     auto m = ir::ParseModule(text);
     ASSERT_TRUE(m.ok()) << m.status();
     const auto ops = (*m)->function("f")->Ops();
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 3; ++i) {  // matmul f32 x; swiglu q8 x; matmul q8 x staged per block
       kc::GemvQuantOptions o;
-      o.x = i == 0 ? kc::GemvQuantX::kF32 : kc::GemvQuantX::kQ8;
-      auto shapes = kc::ShapesAt(*ops[i], 1);
+      o.x = i == 0 ? kc::GemvQuantX::kF32 : i == 1 ? kc::GemvQuantX::kQ8 : kc::GemvQuantX::kQ8Block;
+      auto shapes = kc::ShapesAt(*ops[i == 2 ? 0 : i], 1);
       ASSERT_TRUE(shapes.ok()) << shapes.status();
-      auto s = kc::SelectGemvQuant(*ops[i], *shapes, target, o);
+      auto s = kc::SelectGemvQuant(*ops[i == 2 ? 0 : i], *shapes, target, o);
       ASSERT_TRUE(s.has_value()) << d;
       for (const kc::Launch& l : s->launches) mods.push_back(l.kernel.module);
     }
   }
-  ASSERT_EQ(mods.size(), 11u * 3);  // matmul; swiglu = the quantization + the product (one module)
+  ASSERT_EQ(mods.size(), 11u * 4);  // swiglu: the quantization + the product (one module)
   CompileOptions o;
   o.arch = 90;
   o.cache_dir = "-";

@@ -46,7 +46,10 @@ struct Case {
                         : kind == Kind::kGroup ? "group"
                                                : "swiglu",
                         " ", absl::StrJoin(d, ","), " K=", K, " T=", T, " n=", n_tok,
-                        options.x == GemvQuantX::kQ8 ? " q8" : " f32", " R=", options.rows, " ST=", options.stages);
+                        options.x == GemvQuantX::kQ8        ? " q8"
+                        : options.x == GemvQuantX::kQ8Block ? " q8-block"
+                                                            : " f32",
+                        " R=", options.rows, " ST=", options.stages);
   }
 };
 std::string ModuleText(const Case& c) {
@@ -116,7 +119,7 @@ int main(int argc, char** argv) {
   const DType fmts[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K,
                         DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kMXFP4};
   for (DType d : fmts)
-    for (GemvQuantX x : {GemvQuantX::kF32, GemvQuantX::kQ8}) {
+    for (GemvQuantX x : {GemvQuantX::kF32, GemvQuantX::kQ8, GemvQuantX::kQ8Block}) {
       const int64_t k = ir::InfoOf(d).block_elems == 32 ? 1440 : 1280;
       GemvQuantOptions o;
       o.x = x;
@@ -224,7 +227,7 @@ int main(int argc, char** argv) {
       const Launch& l = sel->launches[k.launch];
       emu_launch_fn(Registry().at(l.kernel.ToString()), l.grid, l.block, k.params.bytes.data());
     }
-    const bool q8 = sel->launches[0].kernel.entry == "gemv_q_quantize_x";
+    const bool q8 = c.options.x != GemvQuantX::kF32;
     const auto xr = q8 ? RoundLikeQ8(x) : x;
     auto prod = [&](size_t w, int64_t t, int64_t n, const std::vector<float>& xv) {
       double s = 0;
