@@ -15,7 +15,7 @@
 // Lane l decodes block l / LPB, part l % LPB of every row of the chunk from shared memory into
 // "runs" of 16 elements (4 words of 4 byte-sized values + a, c), reads x for those 16 elements
 // once and applies it to every row of the tile and every token; a recursive-halving warp
-// reduction (R*T values with R*T - 1 shuffles) ends a tile.
+// reduction ends a tile (V = R*T values, rounded up to a power of 2: V - 1 + 5 - log2 V shuffles).
 //
 // x: GQ_XQ = 0 reads x as f32 through the read-only cache, values converted exactly (byte into the
 // mantissa of 2^23, one subtraction that also removes the format's offset), FMA per element per
@@ -38,16 +38,24 @@
 //   q4_K 144 B: f16 d, dmin | scales[12] | qs[128]. LPB 8: header (16 B) + 16 qs bytes = 32 elements
 //   q5_K 176 B: f16 d, dmin | scales[12] | qh[32] | qs[128]. LPB 8: header + 16 qh + 16 qs bytes
 //   q6_K 210 B: ql[128] | qh[64] | i8 scales[16] | f16 d. LPB 4: 3 x 16 bytes + 4 scales (2-byte aligned)
-// What should limit each format at T = 1 (4.6 TB/s, 132 SMs: ~17.6 weight bytes per SM clock):
-//   HBM for all of them on the q8 path (<= ~1.3 instructions per weight: unpack + dp4a), plus one
-//   extra launch for the x quantization; on the f32 path the ~3 instructions per weight (convert,
-//   FMA) and the x reads (4 bytes per element from L1, /GQ_R with the row reuse) compete with the
-//   stream, so the 4-bit and smaller formats (8+ x bytes per weight byte) become issue/L1 bound.
-//   mxfp4 pays a 4-permute table lookup per 8 values; the 2-byte aligned formats (q8_0, q6_K, q3_K,
-//   q4_0, q5_0) one funnel shift per word. Small matrices (4096 x 4096 q4_K = 9.4 MB, 2 us at the
-//   roofline) are bounded by the ~1 us it takes the first bytes to arrive. T > 1: every x byte is
-//   read once per tile for each token, so x traffic grows with T / GQ_R (L1/L2 bound past T ~ 4 for
-//   4-bit formats; dp4a count grows with T: at T = 8 the integer pipe is the limit).
+// What should limit each format at T = 1 (4.6 TB/s over 132 SMs at ~1.75 GHz: ~20 weight bytes
+// per SM clock; an SM issues 128 lane-instructions per clock):
+//   q8 x (GQ_XQ 1, 2): ~1.1-1.5 instructions per weight (shared-memory reads + unpack + dp4a), so
+//   HBM for every format; GQ_XQ = 1 pays the quantization's launch (~1.5-2 us in a graph: ~50 % of
+//   a 4096 x 4096 q4_K, ~5 % of the 9B gate/up), GQ_XQ = 2 reads x (4 B/element) twice per SM
+//   from L2 (+45 % L2 reads at 4096 x 4096 and 4096 x 12288, +7 % at gate/up, ~0 at the head).
+//   f32 x (GQ_XQ 0): ~3 instructions per element per row (byte permute, subtract, FMA) plus the
+//   Sigma x of the formats with a float offset: ~3.9 per weight for q8_0 (~50 % of the issue rate
+//   at 85 % of the roofline: HBM-bound), ~4.5 for q6_K (~65 % at 75 %), ~4.7 for q5_K / q4_K (80 %
+//   / ~100 % at 75 %): the 4- and 5-bit formats become issue-bound (expect ~55-70 %), and their x
+//   reads (8-10 bytes per weight byte, halved by GQ_R = 2) load L1.
+//   All: the 2-byte aligned formats (q8_0, q6_K, q3_K, q4_0, q5_0) cost a funnel shift per word and
+//   ~2-way bank conflicts, mxfp4 4 byte permutes per 8 values; small matrices (4096 x 4096 q4_K =
+//   9.4 MB, 2 us at the roofline) are bounded by the ~1 us the first bytes take to arrive and by
+//   what the 48 KiB rings can keep in flight (~35-60 KB per SM).
+//   T > 1: x is read once per tile and token (x traffic grows as T / GQ_R) and the dp4a and FMA
+//   counts grow with T: past T ~ 4 the 4-bit formats are issue-bound (a tensor-core m16n8k32 int8
+//   form would be the way for T = 8).
 #include "Common.cuh"
 #include "GemvQuantParams.h"
 
