@@ -184,15 +184,17 @@
 #error "GQ_FMT: no GemvQuant.cu reader for this ggml type"
 #endif
 
-constexpr int kNB = GQ_K / GQ_QK;                        // blocks per row
-constexpr long long kRB = (long long)kNB * GQ_BB;        // row bytes
-constexpr int kBPC = 32 / GQ_LPB;                        // blocks per chunk (one per lane group)
-constexpr int kCHB = kBPC * GQ_BB;                       // chunk bytes of one row
-constexpr int kNC = (kNB + kBPC - 1) / kBPC;             // chunks per row
-constexpr int kTail = kNB - (kNC - 1) * kBPC;            // blocks in the last chunk
-constexpr int kCHP = (kCHB + 15) / 16 * 16 + 16;         // a row's slot in a stage (+16: readers' overrun)
-constexpr int kPieces = kCHB / GQ_CW;                    // copy pieces per full chunk of a row
-constexpr bool kOffsetTerm = GQ_HASMIN || GQ_VOFF != 0;  // the q8 path needs the x sums
+constexpr int kNB = GQ_K / GQ_QK;                  // blocks per row
+constexpr long long kRB = (long long)kNB * GQ_BB;  // row bytes
+constexpr int kBPC = 32 / GQ_LPB;                  // blocks per chunk (one per lane group)
+constexpr int kCHB = kBPC * GQ_BB;                 // chunk bytes of one row
+constexpr int kNC = (kNB + kBPC - 1) / kBPC;       // chunks per row
+constexpr int kTail = kNB - (kNC - 1) * kBPC;      // blocks in the last chunk
+constexpr int kCHP = (kCHB + 15) / 16 * 16 + 16;   // a row's slot in a stage (+16: readers' overrun)
+constexpr int kPieces = kCHB / GQ_CW;              // copy pieces per full chunk of a row
+#if GQ_XQ
+constexpr bool kOffsetTerm = GQ_HASMIN || GQ_VOFF != 0;  // the q8 paths need the x sums
+#endif
 static_assert(GQ_K % GQ_QK == 0, "GQ_K must be a multiple of the block size");
 static_assert(kCHB % GQ_CW == 0 && kRB % GQ_CW == 0, "GQ_CW must divide the chunk and row bytes");
 static_assert(GQ_T >= 1 && GQ_T <= 8 && GQ_R >= 1 && GQ_R <= 4, "GQ_T in 1..8, GQ_R in 1..4");
