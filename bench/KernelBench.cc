@@ -3,19 +3,38 @@
 // table of time, bandwidth and % of the HBM roofline. Weights are filled with constants: the time
 // of a memory-bound kernel does not depend on the values (correctness is tests/cuda/OpTable_test).
 //
-//   memra-kernel-bench [--iters 50] [--peak-gbs 4600]
+// The quant section: the decode GEMV on GGUF blocks (kernels/cuda/GemvQuant.cu, selected and bound
+// by its units) per format at the 9B and 27B shapes, f32 x and q8 x (with and without the x
+// quantization), next to cuBLASLt bf16 at the same M; GB/s of the format's weight bytes. Weights are
+// quantized random rows (repeated), rotated over copies >= 4x the L2 so no call finds its weights
+// cached, and each row is timed as a CUDA graph of --iters calls (decode runs as one graph).
+//
+//   memra-kernel-bench [--iters 50] [--peak-gbs 4600] [--section all|gemv|quant]
+//                      [--formats q8_0,q4_K,...] [--tokens T] [--sweep 1]
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
+
 #include "kernels/cuda/GemvParams.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "codegen/KernelCompiler.h"
 #include "ir/DType.h"
+#include "ir/Function.h"
+#include "ir/Module.h"
+#include "ir/Parser.h"
+#include "kernels/cuda/GemvQuant.h"
+#include "kernels/cuda/GpuOpRegistry.h"
+#include "kernels/formats/Quant.h"
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaDriver.h"
@@ -36,16 +55,387 @@ struct Shape {
   int64_t n, k;
 };
 
+// ---- the quant section: kernels/cuda/GemvQuant.cu ----
+
+namespace kc = kernels::cuda;
+using runtime::cuda::CudaDevice;
+using runtime::cuda::DeviceBuffer;
+using runtime::cuda::LoadedModule;
+
+struct QuantShape {
+  const char* what;
+  int64_t n, k;
+  bool swiglu;  // gate + up, N rows each
+};
+constexpr QuantShape kQuantShapes[] = {
+    {"9B attn/ssm out 4096x4096", 4096, 4096, false},  {"9B ffn gate|up 12288x4096", 12288, 4096, false},
+    {"9B ffn swiglu 2x12288x4096", 12288, 4096, true}, {"9B ffn down 4096x12288", 4096, 12288, false},
+    {"9B head 248320x4096", 248320, 4096, false},      {"27B ffn gate|up 17408x5120", 17408, 5120, false},
+    {"27B ffn down 5120x17408", 5120, 17408, false},
+};
+
+// Device addresses for a unit's Bind (the executor's role).
+class BenchBindContext : public kc::BindContext {
+ public:
+  BenchBindContext(const ir::Op& op, const kc::OpSelection& s, const kc::OpShapes& shapes, uint64_t x,
+                   std::vector<kc::DeviceMatrix> m, std::vector<uint64_t> y, uint64_t scratch)
+      : BindContext(op, s, shapes), x_(x), m_(std::move(m)), y_(std::move(y)), scratch_(scratch) {}
+  absl::StatusOr<llvm::SmallVector<int64_t, 4>> Shape(const ir::Value* v) const override {
+    llvm::SmallVector<int64_t, 4> s;
+    for (const ir::Dim& d : v->shape().dims()) s.push_back(d.value());
+    return s;
+  }
+  uint64_t In(unsigned i) const override { return i == 0 ? x_ : m_[i - 1].data; }
+  absl::StatusOr<kc::DeviceMatrix> Matrix(unsigned i) const override {
+    if (i == 0 || i > m_.size()) return absl::InvalidArgumentError("not a matrix operand");
+    return m_[i - 1];
+  }
+  uint64_t Out(unsigned i) const override { return y_[i]; }
+  uint64_t Scratch() const override { return scratch_; }
+
+ private:
+  uint64_t x_;
+  std::vector<kc::DeviceMatrix> m_;
+  std::vector<uint64_t> y_;
+  uint64_t scratch_;
+};
+
+// Microseconds per call of enqueue(i) (i = 0, 1, ...): a graph of `iters` calls, launched 3 times
+// after a warm-up (plain stream launches when capture fails).
+absl::StatusOr<double> TimeCalls(const CudaDevice& dev, int iters, const std::function<absl::Status(int)>& enqueue) {
+  const auto& d = dev.driver();
+  const auto stream = dev.stream();
+  for (int i = 0; i < 3; ++i)
+    if (absl::Status st = enqueue(i); !st.ok()) return st;
+  if (absl::Status st = dev.Synchronize("warm-up"); !st.ok()) return st;
+  runtime::cuda::CUgraphExec exec = nullptr;
+  if (d.cuStreamBeginCapture(stream, runtime::cuda::kCuStreamCaptureModeThreadLocal) == 0) {
+    absl::Status st;
+    for (int i = 0; i < iters && st.ok(); ++i) st = enqueue(i);
+    runtime::cuda::CUgraph graph = nullptr;
+    const auto end = d.cuStreamEndCapture(stream, &graph);
+    if (st.ok() && end == 0 && graph != nullptr && d.cuGraphInstantiate(&exec, graph, 0) != 0) exec = nullptr;
+    if (graph != nullptr) d.cuGraphDestroy(graph);
+  }
+  runtime::cuda::CUevent e0 = nullptr, e1 = nullptr;
+  d.cuEventCreate(&e0, 0);
+  d.cuEventCreate(&e1, 0);
+  constexpr int kReps = 3;
+  absl::Status st;
+  if (exec != nullptr) {
+    st = CuCheck(d.cuGraphLaunch(exec, stream), "graph launch");
+    if (st.ok()) st = dev.Synchronize("graph");
+    d.cuEventRecord(e0, stream);
+    for (int r = 0; r < kReps && st.ok(); ++r) st = CuCheck(d.cuGraphLaunch(exec, stream), "graph launch");
+    d.cuEventRecord(e1, stream);
+  } else {
+    d.cuEventRecord(e0, stream);
+    for (int i = 0; i < kReps * iters && st.ok(); ++i) st = enqueue(i);
+    d.cuEventRecord(e1, stream);
+  }
+  if (st.ok()) st = dev.Synchronize("timed calls");
+  float ms = 0;
+  d.cuEventElapsedTime(&ms, e0, e1);
+  d.cuEventDestroy(e0);
+  d.cuEventDestroy(e1);
+  if (exec != nullptr) d.cuGraphExecDestroy(exec);
+  if (!st.ok()) return st;
+  return 1000.0 * ms / (kReps * iters);
+}
+
+// Copies of a [rows, cols] matrix of `dtype` (quantized random rows, repeated), enough of them
+// that the copies together are >= 4x the L2.
+absl::StatusOr<std::vector<DeviceBuffer>> QuantCopies(const CudaDevice& dev, ir::DType dtype, int64_t rows,
+                                                      int64_t cols, int64_t min_total) {
+  const int64_t rb = *ir::StorageBytes(dtype, cols);
+  const int64_t bytes = rb * rows;
+  const int64_t copies = std::clamp<int64_t>((min_total + bytes - 1) / bytes, 1, 64);
+  const int64_t seed_rows = std::min<int64_t>(rows, 64);
+  std::vector<float> v(static_cast<size_t>(seed_rows * cols));
+  std::mt19937 rng(static_cast<uint32_t>(rows * 31 + cols));
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  for (float& x : v) x = nd(rng);
+  std::vector<uint8_t> blocks(static_cast<size_t>(seed_rows * rb));
+  const auto type = static_cast<formats::GgmlType>(ir::InfoOf(dtype).ggml_id);
+  if (ir::IsQuantized(dtype)) {
+    if (absl::Status st = formats::Quantize(type, v, absl::MakeSpan(blocks)); !st.ok()) return st;
+  } else {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const uint16_t b = formats::FloatToBf16(v[i]);
+      std::memcpy(blocks.data() + 2 * i, &b, 2);
+    }
+  }
+  std::vector<DeviceBuffer> out;
+  for (int64_t c = 0; c < copies; ++c) {
+    auto b = dev.Alloc(static_cast<size_t>(bytes), "weights");
+    if (!b.ok()) return b.status();
+    if (absl::Status st = dev.Upload(b->ptr(), blocks.data(), blocks.size()); !st.ok()) return st;
+    for (int64_t have = seed_rows * rb; have < bytes; have *= 2)  // repeat the rows on the device
+      if (absl::Status st = CuCheck(
+              dev.driver().cuMemcpyDtoDAsync(b->ptr() + have, b->ptr(), std::min(have, bytes - have), dev.stream()),
+              "copy");
+          !st.ok())
+        return st;
+    out.push_back(std::move(*b));
+  }
+  if (absl::Status st = dev.Synchronize("weights"); !st.ok()) return st;
+  return out;
+}
+
+// The one-op module of a shape: matmul (or matmul_swiglu) of T tokens through `fmt` weights.
+absl::StatusOr<std::unique_ptr<ir::Module>> QuantOpModule(const QuantShape& sh, ir::DType fmt, int64_t T) {
+  const std::string dn(ir::DTypeName(fmt));
+  std::string text = absl::StrCat("weight @g : ", dn, "[", sh.n, ", ", sh.k, "]\n");
+  if (sh.swiglu) absl::StrAppend(&text, "weight @u : ", dn, "[", sh.n, ", ", sh.k, "]\n");
+  absl::StrAppend(&text, "func @f(%x: f32[", T, ", ", sh.k, "]) -> (f32[", T, ", ", sh.n,
+                  "]) {\n  %y = ", sh.swiglu ? "matmul_swiglu(%x, @g, @u)" : "matmul(%x, @g)", " : f32[", T, ", ", sh.n,
+                  "]\n  return %y\n}\n");
+  return ir::ParseModule(text);
+}
+
+struct QuantVariant {
+  std::string name;
+  kc::GemvQuantOptions o;
+  bool product_only;  // q8 x: the products only (x quantized once beforehand)
+};
+// f32 x and q8 x as the units select them (+ q8 products only), and with --sweep every rows x
+// stages geometry.
+std::vector<QuantVariant> QuantVariants(ir::DType fmt, bool sweep) {
+  const std::string dn(ir::DTypeName(fmt));
+  std::vector<QuantVariant> variants;
+  for (kc::GemvQuantX xp : {kc::GemvQuantX::kF32, kc::GemvQuantX::kQ8, kc::GemvQuantX::kQ8Block}) {
+    const char* xn = xp == kc::GemvQuantX::kF32 ? "f32-x" : xp == kc::GemvQuantX::kQ8 ? "q8-x" : "q8-x-block";
+    std::vector<std::pair<int, int>> geoms = {{0, 0}};
+    if (sweep)
+      for (int r : {1, 2, 4})
+        for (int st : {2, 3, 4}) geoms.push_back({r, st});
+    for (auto [r, st] : geoms) {
+      kc::GemvQuantOptions o;
+      o.x = xp;
+      o.rows = r;
+      o.stages = st;
+      const std::string g = r ? absl::StrCat(" R=", r, " ST=", st) : "";
+      variants.push_back({absl::StrCat(dn, " ", xn, g), o, false});
+      if (xp == kc::GemvQuantX::kQ8 && !r) variants.push_back({absl::StrCat(dn, " q8-x products only"), o, true});
+    }
+  }
+  return variants;
+}
+
+int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, runtime::cuda::CublasLt& blas, int iters,
+                    double peak_gbs, const std::vector<ir::DType>& formats, int64_t T, bool sweep) {
+  const auto& d = dev.driver();
+  const auto stream = dev.stream();
+  const kc::Target target = dev.target();
+  const int64_t min_total = 4 * (target.l2_bytes > 0 ? target.l2_bytes : (50 << 20));
+  std::map<std::string, std::unique_ptr<LoadedModule>> modules;
+  std::printf("\nGemvQuant.cu (weights as GGUF blocks), T = %ld, CUDA graphs of %d calls, roofline %.0f GB/s\n",
+              static_cast<long>(T), iters, peak_gbs);
+  std::printf("%-28s %-6s %7s | %-16s | %-16s | %-16s | %-16s | %s\n", "shape", "weight", "MB", "f32-x us  %roof",
+              "q8-x us  %roof", "q8 prod us %roof", "q8-blk us %roof", "bf16 us / best us");
+  {  // every module of the table, compiled in one parallel batch
+    std::vector<kc::ModuleSpec> mods;
+    for (const QuantShape& sh : kQuantShapes)
+      for (ir::DType fmt : formats) {
+        auto m = QuantOpModule(sh, fmt, T);
+        if (!m.ok()) return Fail(m.status());
+        const ir::Op& op = *(*m)->function("f")->Ops().front();
+        auto shapes = kc::ShapesAt(op, T);
+        if (!shapes.ok()) return Fail(shapes.status());
+        for (const QuantVariant& v : QuantVariants(fmt, sweep))
+          if (auto sel = kc::SelectGemvQuant(op, *shapes, target, v.o))
+            for (const kc::Launch& l : sel->launches) mods.push_back(l.kernel.module);
+      }
+    std::sort(mods.begin(), mods.end());
+    mods.erase(std::unique(mods.begin(), mods.end(),
+                           [](const kc::ModuleSpec& a, const kc::ModuleSpec& b) { return a.Key() == b.Key(); }),
+               mods.end());
+    auto cubins = compiler.CompileAll(mods);
+    if (!cubins.ok()) return Fail(cubins.status());
+    for (size_t i = 0; i < mods.size(); ++i) {
+      auto l = LoadedModule::Load(dev, *(*cubins)[i], mods[i].Key());
+      if (!l.ok()) return Fail(l.status());
+      modules[mods[i].Key()] = std::move(*l);
+    }
+    std::printf("(%zu kernel modules: %s)\n", mods.size(), compiler.stats().ToString().c_str());
+  }
+  for (const QuantShape& sh : kQuantShapes) {
+    const int nw = sh.swiglu ? 2 : 1;
+    auto x = dev.Alloc(static_cast<size_t>(T * sh.k * 4), "x");
+    auto xb = dev.Alloc(static_cast<size_t>(T * sh.k * 2), "x bf16");
+    auto y = dev.Alloc(static_cast<size_t>(T * sh.n * 4 * nw), "y");
+    for (auto* b : {&x, &xb, &y})
+      if (!b->ok()) return Fail(b->status());
+    d.cuMemsetD32Async(x->ptr(), 0x3f800000u, T * sh.k, stream);
+    d.cuMemsetD32Async(xb->ptr(), 0x3f803f80u, T * sh.k / 2, stream);
+    // cuBLASLt bf16 at the same M (swiglu: the two GEMMs).
+    double bf16_us = 0;
+    {
+      auto copies = QuantCopies(dev, ir::DType::kBF16, sh.n, sh.k, min_total);
+      if (!copies.ok()) return Fail(copies.status());
+      const size_t nc = copies->size();
+      auto us = TimeCalls(dev, iters, [&](int i) -> absl::Status {
+        for (int w = 0; w < nw; ++w) {
+          const auto& c = (*copies)[(static_cast<size_t>(i) * nw + w) % nc];
+          if (absl::Status st =
+                  blas.Matmul(xb->ptr(), c.ptr(), y->ptr() + w * T * sh.n * 4, T, sh.n, sh.k, ir::DType::kBF16, stream);
+              !st.ok())
+            return st;
+        }
+        return absl::OkStatus();
+      });
+      if (!us.ok()) return Fail(us.status());
+      bf16_us = *us;
+      const double bytes = 2.0 * sh.n * sh.k * nw;
+      std::printf("%-28s %-6s %7.1f | cuBLASLt M=%ld: %.2f us, %.0f GB/s, %.1f%%\n", sh.what, "bf16", bytes / 1e6,
+                  static_cast<long>(T), *us, bytes / (*us * 1e3), 100 * bytes / (*us * 1e3) / peak_gbs);
+    }
+    for (ir::DType fmt : formats) {
+      const std::string dn(ir::DTypeName(fmt));
+      auto m = QuantOpModule(sh, fmt, T);
+      if (!m.ok()) return Fail(m.status());
+      const ir::Op& op = *(*m)->function("f")->Ops().front();
+      auto shapes = kc::ShapesAt(op, T);
+      if (!shapes.ok()) return Fail(shapes.status());
+      const int64_t wbytes = *ir::StorageBytes(fmt, sh.k) * sh.n;
+      std::vector<std::vector<DeviceBuffer>> w;
+      for (int i = 0; i < nw; ++i) {
+        auto c = QuantCopies(dev, fmt, sh.n, sh.k, min_total / nw);
+        if (!c.ok()) return Fail(c.status());
+        w.push_back(std::move(*c));
+      }
+      const size_t nc = w[0].size();
+      const std::vector<QuantVariant> variants = QuantVariants(fmt, sweep);
+      const double bytes = static_cast<double>(wbytes) * nw;
+      std::vector<double> times(variants.size(), 0.0);  // 0: not selected
+      for (size_t vi = 0; vi < variants.size(); ++vi) {
+        const QuantVariant& v = variants[vi];
+        auto sel = kc::SelectGemvQuant(op, *shapes, target, v.o);
+        if (!sel) continue;
+        std::vector<kc::ModuleSpec> mods;
+        for (const kc::Launch& l : sel->launches)
+          if (!modules.count(l.kernel.module.Key())) mods.push_back(l.kernel.module);
+        if (!mods.empty()) {
+          auto cubins = compiler.CompileAll(mods);
+          if (!cubins.ok()) return Fail(cubins.status());
+          for (size_t i = 0; i < mods.size(); ++i) {
+            auto l = LoadedModule::Load(dev, *(*cubins)[i], mods[i].Key());
+            if (!l.ok()) return Fail(l.status());
+            modules[mods[i].Key()] = std::move(*l);
+          }
+        }
+        DeviceBuffer scratch;
+        if (sel->scratch_bytes > 0) {
+          auto b = dev.Alloc(static_cast<size_t>(sel->scratch_bytes), "scratch");
+          if (!b.ok()) return Fail(b.status());
+          scratch = std::move(*b);
+        }
+        // One bound call per copy of the weights.
+        struct Call {
+          runtime::cuda::CUfunction fn;
+          const kc::Launch* l;
+          kc::ParamBlock params;
+        };
+        std::vector<std::vector<Call>> calls(nc);
+        const kc::GpuOpImpl* unit = kc::FindGpuOpImpl(sh.swiglu ? "gemv_q_swiglu" : "gemv_q");
+        for (size_t c = 0; c < nc; ++c) {
+          std::vector<kc::DeviceMatrix> mats;
+          for (int i = 0; i < nw; ++i) {
+            kc::DeviceMatrix dm;
+            dm.data = w[i][c].ptr();
+            dm.rows = sh.n;
+            dm.cols = sh.k;
+            dm.stored = fmt;
+            dm.bytes = wbytes;
+            mats.push_back(dm);
+          }
+          BenchBindContext ctx(op, *sel, *shapes, x->ptr(), mats, {y->ptr()}, scratch.ptr());
+          kc::DeviceWork work;
+          if (absl::Status st = unit->Bind(ctx, work); !st.ok()) return Fail(st);
+          for (const kc::DeviceAction& a : work.actions()) {
+            const auto& k = std::get<kc::KernelCall>(a);
+            const kc::Launch& l = sel->launches[k.launch];
+            if (v.product_only && l.kernel.entry == "gemv_q_quantize_x") {
+              if (c == 0) {  // the quantized x the products read, once
+                void* args[] = {const_cast<unsigned char*>(k.params.bytes.data())};
+                auto fn = modules.at(l.kernel.module.Key())->Function(l.kernel.entry);
+                if (!fn.ok()) return Fail(fn.status());
+                d.cuLaunchKernel(*fn, l.grid, 1, 1, l.block, 1, 1, l.smem, stream, args, nullptr);
+              }
+              continue;
+            }
+            auto fn = modules.at(l.kernel.module.Key())->Function(l.kernel.entry);
+            if (!fn.ok()) return Fail(fn.status());
+            calls[c].push_back({*fn, &l, k.params});
+          }
+        }
+        auto us = TimeCalls(dev, iters, [&](int i) -> absl::Status {
+          for (Call& call : calls[static_cast<size_t>(i) % nc]) {
+            void* args[] = {call.params.bytes.data()};
+            if (absl::Status st = CuCheck(d.cuLaunchKernel(call.fn, call.l->grid, 1, 1, call.l->block, 1, 1,
+                                                           call.l->smem, stream, args, nullptr),
+                                          call.l->kernel.ToString());
+                !st.ok())
+              return st;
+          }
+          return absl::OkStatus();
+        });
+        if (!us.ok()) return Fail(us.status());
+        times[vi] = *us;
+      }
+      // The units' f32-x, q8-x, q8 products and q8-x-block on one line; the sweep's geometries below.
+      auto cell = [&](double us) {
+        return us > 0 ? absl::StrFormat("%8.2f %6.1f%%", us, 100 * bytes / (us * 1e3) / peak_gbs)
+                      : std::string("     n/a        ");
+      };
+      double best = 0;
+      for (size_t vi = 0; vi < variants.size(); ++vi)
+        if (times[vi] > 0 && !variants[vi].product_only && (best == 0 || times[vi] < best)) best = times[vi];
+      std::vector<double> picked(4, 0.0);
+      for (size_t vi = 0, j = 0; vi < variants.size() && j < 4; ++vi)
+        if (variants[vi].o.rows == 0) picked[j++] = times[vi];
+      std::printf("%-28s %-6s %7.1f | %s | %s | %s | %s | %.2f\n", sh.what, dn.c_str(), bytes / 1e6,
+                  cell(picked[0]).c_str(), cell(picked[1]).c_str(), cell(picked[2]).c_str(), cell(picked[3]).c_str(),
+                  best > 0 ? bf16_us / best : 0.0);
+      for (size_t vi = 0; vi < variants.size(); ++vi)
+        if (variants[vi].o.rows != 0)
+          std::printf("%-28s   %-32s %s\n", "", variants[vi].name.c_str(), cell(times[vi]).c_str());
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int iters = 50;
   double peak_gbs = 4600;  // streaming read measured on the H200 (shared/design/h200-measurements.md)
+  std::string section = "all";
+  std::vector<ir::DType> formats = {ir::DType::kQ8_0, ir::DType::kQ4_K, ir::DType::kQ5_K, ir::DType::kQ6_K,
+                                    ir::DType::kQ4_0, ir::DType::kQ4_1, ir::DType::kQ5_0, ir::DType::kQ5_1,
+                                    ir::DType::kQ2_K, ir::DType::kQ3_K, ir::DType::kMXFP4};
+  int64_t tokens = 1;
+  bool sweep = false;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--iters") == 0)
+    if (std::strcmp(argv[i], "--iters") == 0) {
       iters = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--peak-gbs") == 0)
+    } else if (std::strcmp(argv[i], "--peak-gbs") == 0) {
       peak_gbs = std::atof(argv[i + 1]);
+    } else if (std::strcmp(argv[i], "--section") == 0) {
+      section = argv[i + 1];
+    } else if (std::strcmp(argv[i], "--tokens") == 0) {
+      tokens = std::clamp<int64_t>(std::atoi(argv[i + 1]), 1, 8);
+    } else if (std::strcmp(argv[i], "--sweep") == 0) {
+      sweep = std::atoi(argv[i + 1]) != 0;
+    } else if (std::strcmp(argv[i], "--formats") == 0) {
+      formats.clear();
+      for (absl::string_view f : absl::StrSplit(argv[i + 1], ',')) {
+        const auto t = ir::ParseDType(f);
+        if (!t || !kernels::cuda::GemvQuantReads(*t))
+          return Fail(absl::InvalidArgumentError(absl::StrCat("--formats: GemvQuant.cu does not read '", f, "'")));
+        formats.push_back(*t);
+      }
+    }
   }
   auto dev = runtime::cuda::CudaDevice::Open(0);
   if (!dev.ok()) return Fail(dev.status());
@@ -60,6 +450,7 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {{"attn/ssm out 4096x4096", 4096, 4096}, {"ffn gate|up 12288x4096", 12288, 4096},
                           {"ffn down 4096x12288", 4096, 12288},   {"ssm qkv 8192x4096", 8192, 4096},
                           {"ssm beta 32x4096", 32, 4096},         {"head 248320x4096", 248320, 4096}};
+  if (section == "quant") return RunQuantSection(**dev, **compiler, **blas, iters, peak_gbs, formats, tokens, sweep);
   std::printf("%s, %d iterations per row, roofline %.0f GB/s\n", (*dev)->Describe().c_str(), iters, peak_gbs);
   std::printf("%-24s %-22s %10s %10s %8s\n", "shape", "kernel", "us", "GB/s", "% roof");
   runtime::cuda::CUevent e0 = nullptr, e1 = nullptr;
@@ -134,5 +525,6 @@ int main(int argc, char** argv) {
       std::printf("%-24s %-22s %10.2f %10.0f %7.1f%%\n", s.what, v.name.c_str(), us, gbs, 100 * gbs / peak_gbs);
     }
   }
+  if (section == "all") return RunQuantSection(**dev, **compiler, **blas, iters, peak_gbs, formats, tokens, sweep);
   return 0;
 }

@@ -1,0 +1,274 @@
+// Units of kernels/cuda/GemvQuant.cu: decode products (T <= 8 tokens) read straight from GGUF
+// blocks, tried before Gemv.cc's 16-bit GEMV. gemv_q_swiglu fuses matmul_swiglu's gate/up (one
+// format); gemv_q_group runs a matmul_group in one launch per format (<= 4 weights each); gemv_q
+// a matmul. They apply only when every matrix is on the device as its blocks
+// (GemvQuantBlocksOnDevice) in a format GemvQuant.cu reads; otherwise the next unit tries.
+#include "kernels/cuda/GemvQuant.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "ir/StatusMacros.h"
+#include "kernels/cuda/GemvQuantParams.h"
+#include "kernels/cuda/WeightLayout.h"
+
+namespace memra::kernels::cuda {
+namespace {
+
+// GemvQuant.cu's formats: ggml id (GQ_FMT) and lanes per block (its LPB; QK and block bytes
+// come from ir::InfoOf).
+struct QuantFormat {
+  ir::DType dtype;
+  int lanes_per_block;
+};
+constexpr QuantFormat kFormats[] = {
+    {ir::DType::kQ8_0, 1}, {ir::DType::kQ4_0, 1},  {ir::DType::kQ4_1, 1}, {ir::DType::kQ5_0, 1},
+    {ir::DType::kQ5_1, 1}, {ir::DType::kMXFP4, 1}, {ir::DType::kQ2_K, 4}, {ir::DType::kQ3_K, 4},
+    {ir::DType::kQ4_K, 8}, {ir::DType::kQ5_K, 8},  {ir::DType::kQ6_K, 4},
+};
+
+const QuantFormat* FormatOf(ir::DType t) {
+  for (const QuantFormat& f : kFormats)
+    if (f.dtype == t) return &f;
+  return nullptr;
+}
+
+constexpr int kMaxTokens = 8;
+constexpr int kWarps = 4;                     // warps per block
+constexpr int64_t kRingBytesPerWarp = 12288;  // the ring's budget per warp (stages follow from it)
+constexpr int kStagedWarps = 8;               // kQ8Block: warps per block
+constexpr int kStagedBlocksPerSm = 2;         // kQ8Block: resident blocks per SM (the grid)
+constexpr int kBlocksPerSmCap = 256;          // grid cap (warps then loop over tiles): blocks of 1 tile per
+                                              // warp balance best (the block scheduler is dynamic)
+
+// The weights of one product launch: one format, <= MEMRA_GEMV_QUANT_MAX weights (operand
+// indices), in operand order.
+struct WeightGroup {
+  ir::DType dtype;
+  std::vector<unsigned> operands;
+};
+
+// matmul: one group; matmul_swiglu: one group (gate, up); matmul_group: a group per format and 4
+// weights, in the order the formats first appear.
+std::vector<WeightGroup> GroupWeights(const ir::Op& op) {
+  std::vector<WeightGroup> groups;
+  for (unsigned i = 1; i < op.num_operands(); ++i) {
+    const ir::DType t = op.operand(i)->dtype();
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const WeightGroup& w) {
+      return w.dtype == t && w.operands.size() < MEMRA_GEMV_QUANT_MAX;
+    });
+    if (g == groups.end()) {
+      groups.push_back({t, {}});
+      g = groups.end() - 1;
+    }
+    g->operands.push_back(i);
+  }
+  return groups;
+}
+
+bool IsProduct(ir::OpKind k) {
+  return k == ir::OpKind::kMatMul || k == ir::OpKind::kMatMulGroup || k == ir::OpKind::kMatMulSwiglu;
+}
+
+std::optional<int64_t> DefineOf(const Launch& l, const std::string& name) {
+  for (const auto& [n, v] : l.kernel.module.defines) {
+    int64_t x = 0;
+    if (n == name && absl::SimpleAtoi(v, &x)) return x;
+  }
+  return std::nullopt;
+}
+
+int64_t ScratchBytes(int64_t T, int64_t K) {
+  const int64_t b = T * K + T * (K / 32) * 4 + T * (K / 16) * 4;  // GemvQuant.cu's q8 x
+  return (b + 255) / 256 * 256;
+}
+
+}  // namespace
+
+bool GemvQuantReads(ir::DType dtype) { return FormatOf(dtype) != nullptr; }
+
+bool GemvQuantBlocksOnDevice(ir::DType dtype) {
+  if (!GemvQuantReads(dtype)) return false;
+  const WeightLayout& l = MatrixLayoutFor(dtype);
+  if (l.kind == WeightLayoutKind::kBf16Dequantized || l.kind == WeightLayoutKind::kQ8Repacked) return false;
+  const ir::DTypeInfo& info = ir::InfoOf(dtype);
+  const int64_t cols = info.block_elems * 8;
+  return LayoutBytes(l, 2, cols) == 2 * (cols / info.block_elems) * info.block_bytes;
+}
+
+// The exact path until the GPU measurements say otherwise: bench/KernelBench.cc prints both.
+GemvQuantX DefaultGemvQuantX(ir::DType) { return GemvQuantX::kF32; }
+
+std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& shapes, const Target& target,
+                                           const GemvQuantOptions& options) {
+  if (!IsProduct(op.kind()) || shapes.in.size() < 2 || shapes.in[0].empty()) return std::nullopt;
+  const int64_t K = shapes.in[0].back();
+  if (K <= 0) return std::nullopt;
+  const int64_t T = Numel(shapes.in[0]) / K;
+  if (T < 1 || T > kMaxTokens) return std::nullopt;
+  for (unsigned i = 1; i < op.num_operands(); ++i) {
+    const ir::DType t = op.operand(i)->dtype();
+    if (!GemvQuantReads(t) || K % ir::InfoOf(t).block_elems != 0) return std::nullopt;
+    if (shapes.in[i].size() != 2 || shapes.in[i][1] != K) return std::nullopt;
+  }
+  const bool swiglu = op.kind() == ir::OpKind::kMatMulSwiglu;
+  const std::vector<WeightGroup> groups = GroupWeights(op);
+  if (swiglu && (groups.size() != 1 || groups[0].operands.size() != 2)) return std::nullopt;
+  if (op.kind() == ir::OpKind::kMatMul && groups.size() != 1) return std::nullopt;
+
+  const GemvQuantX wanted = options.x.value_or(DefaultGemvQuantX(groups[0].dtype));
+  const int64_t x_bytes = T * K + T * (K / 32) * 4 + T * (K / 16) * 4;  // q8 x (GemvQuant.cu)
+  OpSelection s;
+  s.gemv = true;
+  for (const WeightGroup& g : groups) {
+    const QuantFormat& f = *FormatOf(g.dtype);
+    const ir::DTypeInfo& info = ir::InfoOf(g.dtype);
+    const int64_t chunk = (32 / f.lanes_per_block) * info.block_bytes;  // GemvQuant.cu kCHB
+    const int64_t slot = (chunk + 15) / 16 * 16 + 16;                   // kCHP
+    const int64_t row_bytes = K / info.block_elems * info.block_bytes;
+    const int max_rows = swiglu ? 2 : 4;
+    const int default_rows = swiglu ? 1 : 2;
+    GemvQuantX x = wanted;
+    int rows = 0, warps = 0, stages = 0, min_blocks = 1;
+    if (x == GemvQuantX::kQ8Block) {
+      // x staged per block: 8 warps, the ring in what x leaves of the block's shared memory (fewer
+      // rows per tile before fewer than 2 stages); 2 blocks per SM guaranteed by the launch bounds.
+      warps = options.warps > 0 ? options.warps : kStagedWarps;
+      const int64_t ring = target.smem_per_block - x_bytes;
+      for (int r : {options.rows > 0 ? options.rows : default_rows, 1}) {
+        r = std::clamp(r, 1, max_rows);
+        const int64_t stage = (swiglu ? 2 : 1) * r * slot;
+        const int64_t st = options.stages > 0 ? options.stages : std::min<int64_t>(ring / (warps * stage), 4);
+        if (st >= 2 && warps * st * stage <= ring) {
+          rows = r, stages = static_cast<int>(st);
+          break;
+        }
+      }
+      if (rows == 0) x = GemvQuantX::kQ8;  // does not fit: x quantized by a launch of its own
+      min_blocks = kStagedBlocksPerSm;
+    }
+    if (x != GemvQuantX::kQ8Block) {
+      rows = std::clamp(options.rows > 0 ? options.rows : default_rows, 1, max_rows);
+      const int64_t stage = (swiglu ? 2 : 1) * rows * slot;
+      warps = options.warps > 0 ? options.warps : kWarps;
+      stages =
+          options.stages > 0 ? options.stages : static_cast<int>(std::clamp<int64_t>(kRingBytesPerWarp / stage, 2, 4));
+      while (warps * stages * stage > target.smem_per_block && stages > 2) --stages;
+      while (warps * stages * stage > target.smem_per_block && warps > 1) --warps;
+      if (warps * stages * stage > target.smem_per_block) return std::nullopt;
+      min_blocks = 1;
+    }
+    int copy = 16;
+    while (copy > 1 && (row_bytes % copy != 0 || chunk % copy != 0)) copy /= 2;
+    int64_t tiles = 0;
+    for (unsigned i : g.operands) tiles += (shapes.in[i][0] + rows - 1) / rows;
+    if (swiglu) tiles = (shapes.in[g.operands[0]][0] + rows - 1) / rows;
+    if (tiles == 0) return std::nullopt;
+    Launch l;
+    l.kernel.module.file = "GemvQuant.cu";
+    l.kernel.module.defines =
+        MakeDefines({Def("GQ_FMT", info.ggml_id), Def("GQ_K", K), Def("GQ_T", T), Def("GQ_R", rows),
+                     Def("GQ_WARPS", warps), Def("GQ_ST", stages), Def("GQ_XQ", static_cast<int>(x)),
+                     Def("GQ_CW", copy), Def("GQ_SWIGLU", swiglu ? 1 : 0), Def("GQ_MINB", min_blocks)});
+    l.kernel.entry = swiglu ? "gemv_q_swiglu" : "gemv_q";
+    l.block = static_cast<uint32_t>(warps * 32);
+    int64_t cap = options.max_blocks > 0 ? options.max_blocks : int64_t{target.sm_count} * kBlocksPerSmCap;
+    if (x == GemvQuantX::kQ8Block && options.max_blocks <= 0) cap = int64_t{target.sm_count} * min_blocks;
+    l.grid = static_cast<uint32_t>(std::min<int64_t>((tiles + warps - 1) / warps, cap));
+    if (x == GemvQuantX::kQ8 && s.scratch_bytes == 0) {
+      Launch q = l;
+      q.kernel.entry = "gemv_q_quantize_x";
+      q.block = 256;
+      q.grid = GridFor(target, T * K, 256);
+      s.launches.insert(s.launches.begin(), q);
+      s.scratch_bytes = ScratchBytes(T, K);
+    }
+    s.launches.push_back(std::move(l));
+  }
+  return s;
+}
+
+namespace {
+
+absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w) {
+  const ir::Op& op = c.op();
+  const OpSelection& s = c.selection();
+  MEMRA_ASSIGN_OR_RETURN(auto xs, c.InShape(0));
+  const int64_t K = xs.empty() ? 0 : xs.back();
+  const int64_t n_tok = K > 0 ? Numel(xs) / K : 0;
+  const bool q8 = !s.launches.empty() && s.launches[0].kernel.entry == "gemv_q_quantize_x";
+  const std::vector<WeightGroup> groups = GroupWeights(op);
+  if (s.launches.size() != groups.size() + (q8 ? 1 : 0)) return BindError(op, "gemv_q: stale selection (launches)");
+  const int64_t T = DefineOf(s.launches.back(), "GQ_T").value_or(0);
+  if (n_tok < 1 || n_tok > T) return BindError(op, absl::StrCat("gemv_q: ", n_tok, " tokens, selected for <= ", T));
+  if (q8) {
+    if (s.scratch_bytes < ScratchBytes(T, K) || c.Scratch() == 0) return BindError(op, "gemv_q: no scratch for q8 x");
+    GemvQuantXParams qp{};
+    qp.x = c.In(0);
+    qp.xq = c.Scratch();
+    qp.n_tok = static_cast<int>(n_tok);
+    w.Kernel(0, qp);
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const uint32_t li = static_cast<uint32_t>(g + (q8 ? 1 : 0));
+    const Launch& l = s.launches[li];
+    const int64_t fmt = DefineOf(l, "GQ_FMT").value_or(-1);
+    const int64_t copy = DefineOf(l, "GQ_CW").value_or(16);
+    if (fmt != ir::InfoOf(groups[g].dtype).ggml_id || DefineOf(l, "GQ_K").value_or(0) != K)
+      return BindError(op, "gemv_q: stale selection (format or K)");
+    GemvQuantParams p{};
+    p.x = c.In(0);
+    p.xq = q8 ? c.Scratch() : 0;
+    p.n_tok = static_cast<int>(n_tok);
+    p.n_w = static_cast<int>(groups[g].operands.size());
+    for (size_t j = 0; j < groups[g].operands.size(); ++j) {
+      const unsigned i = groups[g].operands[j];
+      MEMRA_ASSIGN_OR_RETURN(DeviceMatrix m, c.Matrix(i));
+      const ir::DTypeInfo& info = ir::InfoOf(groups[g].dtype);
+      if (m.cols != K || m.stored != groups[g].dtype)
+        return BindError(op, absl::StrCat("gemv_q: operand ", i, " is not a ", info.name, " [N, ", K, "] matrix"));
+      if (m.bytes != 0 && m.bytes != m.rows * (K / info.block_elems) * info.block_bytes)
+        return BindError(op, absl::StrCat("gemv_q: operand ", i, " is not stored as its GGUF blocks"));
+      if (m.data % static_cast<uint64_t>(copy) != 0)
+        return BindError(op, absl::StrCat("gemv_q: operand ", i, " is not ", copy, "-byte aligned"));
+      w.Count(2.0 * static_cast<double>(n_tok * m.rows * m.cols), static_cast<double>(m.bytes));
+      p.w[j].w = m.data;
+      p.w[j].y = op.kind() == ir::OpKind::kMatMulSwiglu ? c.Out(0) : c.Out(i - 1);
+      p.w[j].n_rows = static_cast<int>(m.rows);
+    }
+    w.Kernel(li, p);
+  }
+  return absl::OkStatus();
+}
+
+class GemvQuantImpl : public GpuOpImpl {
+ public:
+  GemvQuantImpl(absl::string_view name, ir::OpKind kind) : name_(name), kind_(kind) {}
+  absl::string_view name() const override { return name_; }
+  bool Implements(ir::OpKind k) const override { return k == kind_; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    for (unsigned i = 1; i < c.op.num_operands(); ++i)
+      if (!GemvQuantBlocksOnDevice(c.op.operand(i)->dtype())) return std::optional<OpSelection>();
+    return SelectGemvQuant(c.op, c.shapes, c.target);
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override { return BindGemvQuant(c, w); }
+
+ private:
+  absl::string_view name_;
+  ir::OpKind kind_;
+};
+
+}  // namespace
+
+std::unique_ptr<GpuOpImpl> CreateGemvQuantSwiglu() {
+  return std::make_unique<GemvQuantImpl>("gemv_q_swiglu", ir::OpKind::kMatMulSwiglu);
+}
+std::unique_ptr<GpuOpImpl> CreateGemvQuantGroup() {
+  return std::make_unique<GemvQuantImpl>("gemv_q_group", ir::OpKind::kMatMulGroup);
+}
+std::unique_ptr<GpuOpImpl> CreateGemvQuant() { return std::make_unique<GemvQuantImpl>("gemv_q", ir::OpKind::kMatMul); }
+
+}  // namespace memra::kernels::cuda

@@ -1,0 +1,774 @@
+// Decode GEMV straight from GGUF blocks: y[t, n] = sum_k dequant(W)[n, k] * x[t, k] for T <= 8
+// tokens, W [N, GQ_K] stored as the file stores it (row r = the bytes at w + r * row_bytes,
+// row_bytes = GQ_K / QK * block_bytes), f32 accumulation. Dequantization follows ggml's
+// dequantize_row_* (kernels/formats/Quant*.cc, bit-exact ports): every element is a * v + c with v
+// a small integer taken from the block's bits and (a, c) that element's scale and offset as ggml
+// computes them (q4_K: a = d * sc, c = -(dmin * m); q6_K: a = d * sc, v = q - 32; ...).
+//
+// Geometry. A warp owns tiles of GQ_R consecutive rows (gemv_q_swiglu: GQ_R gate rows and the same
+// GQ_R up rows); warps are independent (no block barrier) and loop over tiles (gw, gw + warps, ...)
+// so the grid can be capped. A warp streams its tile's rows chunk by chunk: a chunk is 32 / LPB
+// blocks of every row of the tile (LPB = lanes per block), copied global -> shared with cp.async
+// (16-byte pieces, coalesced; 8- or 4-byte pieces when the row bytes are not a multiple of 16,
+// plain copies below 4) into a GQ_ST-stage ring per warp, so GQ_ST - 1 chunks of every warp are in
+// flight while it decodes one: the bytes in flight per SM come from the ring, not from registers.
+// Lane l decodes block l / LPB, part l % LPB of every row of the chunk from shared memory into
+// "runs" of 16 elements (4 words of 4 byte-sized values + a, c), reads x for those 16 elements
+// once and applies it to every row of the tile and every token; a recursive-halving warp
+// reduction ends a tile (V = R*T values, rounded up to a power of 2: V - 1 + 5 - log2 V shuffles).
+//
+// x: GQ_XQ = 0 reads x as f32 through the read-only cache, values converted exactly (byte into the
+// mantissa of 2^23, one subtraction that also removes the format's offset), FMA per element per
+// token: the exact path. GQ_XQ = 1 is llama.cpp's mmvq way: gemv_q_quantize_x first writes x as
+// int8 per 32 elements (scale amax / 127) plus per-16 sums of the quantized values, and runs are
+// dotted with dp4a (4 MACs per instruction, x 1 byte per element), the offset term from the sums.
+// GQ_XQ = 2 is the same arithmetic without the extra launch: every block quantizes x into its own
+// shared memory (after issuing its first weight copies, so they overlap) and the grid is capped at
+// GQ_MINB resident blocks per SM (__launch_bounds__ guarantees them), so x is read ~2x per SM.
+//
+// Layouts as read (offsets within a block; "part" = the lane's share):
+//   q8_0  34 B: f16 d | i8 qs[32].                 LPB 1: the block (2-byte aligned: 9 words + shifts)
+//   q4_0  18 B: f16 d | qs[16] (j: lo nibble, j+16: hi). LPB 1 (2-byte aligned)
+//   q4_1  20 B: f16 d, m | qs[16].                 LPB 1 (4-byte aligned)
+//   q5_0  22 B: f16 d | u32 qh (bit j: 5th bit of j) | qs[16].  LPB 1 (2-byte aligned)
+//   q5_1  24 B: f16 d, m | u32 qh | qs[16].        LPB 1 (8-byte aligned)
+//   mxfp4 17 B: u8 e (E8M0) | qs[16] (E2M1 codes, table of doubled values). LPB 1 (byte aligned)
+//   q2_K  84 B: scales[16] | qs[64] | f16 d, dmin. LPB 4: 16 qs bytes = 64 elements, 4 scales
+//   q3_K 110 B: hmask[32] | qs[64] | scales[12] (6-bit, packed) | f16 d. LPB 4 (2-byte aligned)
+//   q4_K 144 B: f16 d, dmin | scales[12] | qs[128]. LPB 8: header (16 B) + 16 qs bytes = 32 elements
+//   q5_K 176 B: f16 d, dmin | scales[12] | qh[32] | qs[128]. LPB 8: header + 16 qh + 16 qs bytes
+//   q6_K 210 B: ql[128] | qh[64] | i8 scales[16] | f16 d. LPB 4: 3 x 16 bytes + 4 scales (2-byte aligned)
+// What should limit each format at T = 1 (4.6 TB/s over 132 SMs at ~1.75 GHz: ~20 weight bytes
+// per SM clock; an SM issues 128 lane-instructions per clock):
+//   q8 x (GQ_XQ 1, 2): ~1.1-1.5 instructions per weight (shared-memory reads + unpack + dp4a), so
+//   HBM for every format; GQ_XQ = 1 pays the quantization's launch (~1.5-2 us in a graph: ~50 % of
+//   a 4096 x 4096 q4_K, ~5 % of the 9B gate/up), GQ_XQ = 2 reads x (4 B/element) twice per SM
+//   from L2 (+45 % L2 reads at 4096 x 4096 and 4096 x 12288, +7 % at gate/up, ~0 at the head).
+//   f32 x (GQ_XQ 0): ~3 instructions per element per row (byte permute, subtract, FMA) plus the
+//   Sigma x of the formats with a float offset: ~3.9 per weight for q8_0 (~50 % of the issue rate
+//   at 85 % of the roofline: HBM-bound), ~4.5 for q6_K (~65 % at 75 %), ~4.7 for q5_K / q4_K (80 %
+//   / ~100 % at 75 %): the 4- and 5-bit formats become issue-bound (expect ~55-70 %), and their x
+//   reads (8-10 bytes per weight byte, halved by GQ_R = 2) load L1.
+//   All: the 2-byte aligned formats (q8_0, q6_K, q3_K, q4_0, q5_0) cost a funnel shift per word and
+//   ~2-way bank conflicts, mxfp4 4 byte permutes per 8 values; small matrices (4096 x 4096 q4_K =
+//   9.4 MB, 2 us at the roofline) are bounded by the ~1 us the first bytes take to arrive and by
+//   what the 48 KiB rings can keep in flight (~35-60 KB per SM).
+//   T > 1: x is read once per tile and token (x traffic grows as T / GQ_R) and the dp4a and FMA
+//   counts grow with T: past T ~ 4 the 4-bit formats are issue-bound (a tensor-core m16n8k32 int8
+//   form would be the way for T = 8).
+#include "Common.cuh"
+#include "GemvQuantParams.h"
+
+#ifndef GQ_FMT
+#define GQ_FMT 12  // ggml type id: 2 q4_0, 3 q4_1, 6 q5_0, 7 q5_1, 8 q8_0, 10..14 q2_K..q6_K, 39 mxfp4
+#endif
+#ifndef GQ_K
+#define GQ_K 4096
+#endif
+#ifndef GQ_T
+#define GQ_T 1  // tokens per launch the module is specialized for (n_tok <= GQ_T at run time)
+#endif
+#ifndef GQ_R
+#define GQ_R 2  // rows per warp tile
+#endif
+#ifndef GQ_WARPS
+#define GQ_WARPS 4
+#endif
+#ifndef GQ_ST
+#define GQ_ST 3  // ring stages per warp
+#endif
+#ifndef GQ_XQ
+#define GQ_XQ 0  // 0: f32 x; 1: q8 x (global, gemv_q_quantize_x) + dp4a; 2: q8 x staged per block + dp4a
+#endif
+#ifndef GQ_MINB
+#define GQ_MINB 1  // __launch_bounds__' minimum resident blocks per SM
+#endif
+#ifndef GQ_CW
+#define GQ_CW 16  // bytes per copy piece (16, 8, 4: cp.async; 2, 1: plain copies)
+#endif
+#ifndef GQ_SWIGLU
+#define GQ_SWIGLU 0  // the module's product entry: 0 gemv_q, 1 gemv_q_swiglu (rings of 2 GQ_R rows)
+#endif
+
+// Format traits: QK elements and BB bytes per block, LPB lanes per block, NR runs of 16 elements
+// per lane, SIGNED (values are int8), VOFF (integer offset: v - VOFF), HASMIN (a float offset c).
+#if GQ_FMT == 8
+#define GQ_QK 32
+#define GQ_BB 34
+#define GQ_LPB 1
+#define GQ_NR 2
+#define GQ_SIGNED 1
+#define GQ_VOFF 0
+#define GQ_HASMIN 0
+#elif GQ_FMT == 2
+#define GQ_QK 32
+#define GQ_BB 18
+#define GQ_LPB 1
+#define GQ_NR 2
+#define GQ_SIGNED 0
+#define GQ_VOFF 8
+#define GQ_HASMIN 0
+#elif GQ_FMT == 3
+#define GQ_QK 32
+#define GQ_BB 20
+#define GQ_LPB 1
+#define GQ_NR 2
+#define GQ_SIGNED 0
+#define GQ_VOFF 0
+#define GQ_HASMIN 1
+#elif GQ_FMT == 6
+#define GQ_QK 32
+#define GQ_BB 22
+#define GQ_LPB 1
+#define GQ_NR 2
+#define GQ_SIGNED 0
+#define GQ_VOFF 16
+#define GQ_HASMIN 0
+#elif GQ_FMT == 7
+#define GQ_QK 32
+#define GQ_BB 24
+#define GQ_LPB 1
+#define GQ_NR 2
+#define GQ_SIGNED 0
+#define GQ_VOFF 0
+#define GQ_HASMIN 1
+#elif GQ_FMT == 39
+#define GQ_QK 32
+#define GQ_BB 17
+#define GQ_LPB 1
+#define GQ_NR 2
+#define GQ_SIGNED 1
+#define GQ_VOFF 0
+#define GQ_HASMIN 0
+#elif GQ_FMT == 10
+#define GQ_QK 256
+#define GQ_BB 84
+#define GQ_LPB 4
+#define GQ_NR 4
+#define GQ_SIGNED 0
+#define GQ_VOFF 0
+#define GQ_HASMIN 1
+#elif GQ_FMT == 11
+#define GQ_QK 256
+#define GQ_BB 110
+#define GQ_LPB 4
+#define GQ_NR 4
+#define GQ_SIGNED 0
+#define GQ_VOFF 4
+#define GQ_HASMIN 0
+#elif GQ_FMT == 12
+#define GQ_QK 256
+#define GQ_BB 144
+#define GQ_LPB 8
+#define GQ_NR 2
+#define GQ_SIGNED 0
+#define GQ_VOFF 0
+#define GQ_HASMIN 1
+#elif GQ_FMT == 13
+#define GQ_QK 256
+#define GQ_BB 176
+#define GQ_LPB 8
+#define GQ_NR 2
+#define GQ_SIGNED 0
+#define GQ_VOFF 0
+#define GQ_HASMIN 1
+#elif GQ_FMT == 14
+#define GQ_QK 256
+#define GQ_BB 210
+#define GQ_LPB 4
+#define GQ_NR 4
+#define GQ_SIGNED 0
+#define GQ_VOFF 32
+#define GQ_HASMIN 0
+#else
+#error "GQ_FMT: no GemvQuant.cu reader for this ggml type"
+#endif
+
+constexpr int kNB = GQ_K / GQ_QK;                  // blocks per row
+constexpr long long kRB = (long long)kNB * GQ_BB;  // row bytes
+constexpr int kBPC = 32 / GQ_LPB;                  // blocks per chunk (one per lane group)
+constexpr int kCHB = kBPC * GQ_BB;                 // chunk bytes of one row
+constexpr int kNC = (kNB + kBPC - 1) / kBPC;       // chunks per row
+constexpr int kTail = kNB - (kNC - 1) * kBPC;      // blocks in the last chunk
+constexpr int kCHP = (kCHB + 15) / 16 * 16 + 16;   // a row's slot in a stage (+16: readers' overrun)
+constexpr int kPieces = kCHB / GQ_CW;              // copy pieces per full chunk of a row
+#if GQ_XQ
+constexpr bool kOffsetTerm = GQ_HASMIN || GQ_VOFF != 0;  // the q8 paths need the x sums
+#endif
+static_assert(GQ_K % GQ_QK == 0, "GQ_K must be a multiple of the block size");
+static_assert(kCHB % GQ_CW == 0 && kRB % GQ_CW == 0, "GQ_CW must divide the chunk and row bytes");
+static_assert(GQ_T >= 1 && GQ_T <= 8 && GQ_R >= 1 && GQ_R <= 4, "GQ_T in 1..8, GQ_R in 1..4");
+
+// ---- shared-memory readers (offsets into a 16-byte aligned stage) ----
+
+__device__ __forceinline__ unsigned lds32(const unsigned char* s, int off) {
+  return reinterpret_cast<const unsigned*>(s)[off >> 2];
+}
+__device__ __forceinline__ unsigned lds16(const unsigned char* s, int off) {
+  return reinterpret_cast<const unsigned short*>(s)[off >> 1];
+}
+__device__ __forceinline__ uint4 lds128(const unsigned char* s, int off) {
+  return reinterpret_cast<const uint4*>(s)[off >> 4];
+}
+// N little-endian words starting at any byte offset: N + 1 aligned loads and funnel shifts.
+template <int N>
+__device__ __forceinline__ void lds_words(const unsigned char* s, int off, unsigned (&out)[N]) {
+  const unsigned* w = reinterpret_cast<const unsigned*>(s) + (off >> 2);
+  const unsigned sh = (unsigned)(off & 3) * 8;
+  unsigned v[N + 1];
+#pragma unroll
+  for (int i = 0; i <= N; ++i) v[i] = w[i];
+#pragma unroll
+  for (int i = 0; i < N; ++i) out[i] = __funnelshift_r(v[i], v[i + 1], sh);
+}
+__device__ __forceinline__ float half_lo(unsigned w) { return f16_to_f32((u16)(w & 0xffffu)); }
+__device__ __forceinline__ float half_hi(unsigned w) { return f16_to_f32((u16)(w >> 16)); }
+// Bits 0..3 of n spread to bit 0 of each byte (no carries: the partial products do not overlap).
+__device__ __forceinline__ unsigned spread4(unsigned n) { return (n * 0x00204081u) & 0x01010101u; }
+
+// 16 elements of one row: 4 words of byte values v (element e in byte e % 4 of word e / 4) and the
+// element value a * (v - GQ_VOFF) + c.
+struct Run {
+  unsigned q[4];
+  float a, c;
+};
+
+// ---- per-format block readers: block at byte `o` of stage `s`, part `sub` of GQ_LPB ----
+// run_k(j, sub): the element offset of run j within the block.
+
+#if GQ_FMT == 8  // q8_0
+__device__ __forceinline__ int run_k(int j, int) { return 16 * j; }
+__device__ __forceinline__ void read_block(const unsigned char* s, int o, int, Run (&r)[GQ_NR]) {
+  const float d = f16_to_f32((u16)lds16(s, o));
+  unsigned q[8];
+  lds_words<8>(s, o + 2, q);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) r[0].q[i] = q[i], r[1].q[i] = q[4 + i];
+  r[0].a = r[1].a = d;
+  r[0].c = r[1].c = 0.0f;
+}
+#elif GQ_FMT == 2  // q4_0
+__device__ __forceinline__ int run_k(int j, int) { return 16 * j; }
+__device__ __forceinline__ void read_block(const unsigned char* s, int o, int, Run (&r)[GQ_NR]) {
+  const float d = f16_to_f32((u16)lds16(s, o));
+  unsigned q[4];
+  lds_words<4>(s, o + 2, q);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) r[0].q[i] = q[i] & 0x0f0f0f0fu, r[1].q[i] = (q[i] >> 4) & 0x0f0f0f0fu;
+  r[0].a = r[1].a = d;
+  r[0].c = r[1].c = 0.0f;
+}
+#elif GQ_FMT == 3  // q4_1
+__device__ __forceinline__ int run_k(int j, int) { return 16 * j; }
+__device__ __forceinline__ void read_block(const unsigned char* s, int o, int, Run (&r)[GQ_NR]) {
+  const unsigned dm = lds32(s, o);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const unsigned q = lds32(s, o + 4 + 4 * i);
+    r[0].q[i] = q & 0x0f0f0f0fu, r[1].q[i] = (q >> 4) & 0x0f0f0f0fu;
+  }
+  r[0].a = r[1].a = half_lo(dm);
+  r[0].c = r[1].c = half_hi(dm);
+}
+#elif GQ_FMT == 6  // q5_0
+__device__ __forceinline__ int run_k(int j, int) { return 16 * j; }
+__device__ __forceinline__ void read_block(const unsigned char* s, int o, int, Run (&r)[GQ_NR]) {
+  const float d = f16_to_f32((u16)lds16(s, o));
+  unsigned v[5];  // qh, qs[0..15]
+  lds_words<5>(s, o + 2, v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    r[0].q[i] = (v[1 + i] & 0x0f0f0f0fu) | (spread4((v[0] >> (4 * i)) & 0xfu) << 4);
+    r[1].q[i] = ((v[1 + i] >> 4) & 0x0f0f0f0fu) | (spread4((v[0] >> (16 + 4 * i)) & 0xfu) << 4);
+  }
+  r[0].a = r[1].a = d;
+  r[0].c = r[1].c = 0.0f;
+}
+#elif GQ_FMT == 7  // q5_1
+__device__ __forceinline__ int run_k(int j, int) { return 16 * j; }
+__device__ __forceinline__ void read_block(const unsigned char* s, int o, int, Run (&r)[GQ_NR]) {
+  const unsigned dm = lds32(s, o), qh = lds32(s, o + 4);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const unsigned q = lds32(s, o + 8 + 4 * i);
+    r[0].q[i] = (q & 0x0f0f0f0fu) | (spread4((qh >> (4 * i)) & 0xfu) << 4);
+    r[1].q[i] = ((q >> 4) & 0x0f0f0f0fu) | (spread4((qh >> (16 + 4 * i)) & 0xfu) << 4);
+  }
+  r[0].a = r[1].a = half_lo(dm);
+  r[0].c = r[1].c = half_hi(dm);
+}
+#elif GQ_FMT == 39  // mxfp4
+__device__ __forceinline__ int run_k(int j, int) { return 16 * j; }
+// The doubled E2M1 values of the 8 codes of q (byte j: code of element j in the low nibble, of
+// element j + 16 in the high one): lo = elements 0..3, hi = elements 16..19 (as int8).
+__device__ __forceinline__ void fp4_values(unsigned q, unsigned& lo, unsigned& hi) {
+  const unsigned t0 = 0x03020100u, t1 = 0x0c080604u, t2 = 0xfdfeff00u, t3 = 0xf4f8fafcu;  // 0..12, -0..-12
+  unsigned r[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const unsigned sel = (q >> (16 * h)) & 0xffffu;  // 4 codes: element j, j + 16, j + 1, j + 17
+    const unsigned pos = __byte_perm(t0, t1, sel & 0x7777u), neg = __byte_perm(t2, t3, sel & 0x7777u);
+    r[h] = __byte_perm(pos, neg, 0x3210u | ((sel & 0x8888u) >> 1));
+  }
+  lo = __byte_perm(r[0], r[1], 0x6420u);
+  hi = __byte_perm(r[0], r[1], 0x7531u);
+}
+__device__ __forceinline__ void read_block(const unsigned char* s, int o, int, Run (&r)[GQ_NR]) {
+  const unsigned e = s[o];
+  unsigned q[4];
+  lds_words<4>(s, o + 1, q);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) fp4_values(q[i], r[0].q[i], r[1].q[i]);
+  // ggml_e8m0_to_fp32_half: 2^(e - 128) (subnormal for e < 2).
+  r[0].a = r[1].a = __uint_as_float(e < 2 ? (0x00200000u << e) : ((e - 1) << 23));
+  r[0].c = r[1].c = 0.0f;
+}
+#elif GQ_FMT == 10  // q2_K
+// part sub: half = sub / 2 (128 elements), p = sub % 2; run j: elements 128 half + 32 j + 16 p + [0, 16).
+__device__ __forceinline__ int run_k(int j, int sub) { return 128 * (sub >> 1) + 32 * j + 16 * (sub & 1); }
+__device__ __forceinline__ void read_block(const unsigned char* s, int o, int sub, Run (&r)[GQ_NR]) {
+  const int half = sub >> 1, p = sub & 1;
+  unsigned q[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) q[i] = lds32(s, o + 16 + 32 * half + 16 * p + 4 * i);
+  const unsigned sc[2] = {lds32(s, o + 8 * half), lds32(s, o + 8 * half + 4)};  // scales[8 half ..]
+  const unsigned dd = lds32(s, o + 80);
+  const float d = half_lo(dd), dmin = half_hi(dd);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) r[j].q[i] = (q[i] >> (2 * j)) & 0x03030303u;
+    const unsigned b = (sc[j >> 1] >> (8 * (2 * (j & 1) + p))) & 0xffu;  // scales[8 half + 2 j + p]
+    r[j].a = d * (float)(b & 0xfu);
+    r[j].c = -(dmin * (float)(b >> 4));
+  }
+}
+#elif GQ_FMT == 11  // q3_K
+__device__ __forceinline__ int run_k(int j, int sub) { return 128 * (sub >> 1) + 32 * j + 16 * (sub & 1); }
+__device__ __forceinline__ void read_block(const unsigned char* s, int o, int sub, Run (&r)[GQ_NR]) {
+  const int half = sub >> 1, p = sub & 1;
+  unsigned q[4], hm[4], pk[3];
+  lds_words<4>(s, o + 32 + 32 * half + 16 * p, q);
+  lds_words<4>(s, o + 16 * p, hm);
+  lds_words<3>(s, o + 96, pk);
+  const float d = f16_to_f32((u16)lds16(s, o + 108));
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    // Scale is = 8 half + 2 j + p: low 4 bits from packed[is % 8] (high nibble when is >= 8), top
+    // 2 bits from packed[8 + is % 4] >> (2 * (is / 4)); biased by 32.
+    const int lo_byte = 2 * j + p;
+    const unsigned low = (pk[lo_byte >> 2] >> (8 * (lo_byte & 3) + 4 * half)) & 0xfu;
+    const unsigned high = (pk[2] >> (8 * (2 * (j & 1) + p) + 2 * (2 * half + (j >> 1)))) & 3u;
+    r[j].a = d * (float)((int)(low | (high << 4)) - 32);
+    r[j].c = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      r[j].q[i] = ((q[i] >> (2 * j)) & 0x03030303u) | (((hm[i] >> (4 * half + j)) & 0x01010101u) << 2);
+  }
+}
+#elif GQ_FMT == 12 || GQ_FMT == 13  // q4_K, q5_K
+// part sub: chunk c = sub / 2 of 64 elements, h = sub % 2; run 0: elements 64 c + 16 h + [0, 16)
+// (low nibbles, scale pair 2c), run 1: 64 c + 32 + 16 h + [0, 16) (high nibbles, pair 2c + 1).
+__device__ __forceinline__ int run_k(int j, int sub) { return 64 * (sub >> 1) + 32 * j + 16 * (sub & 1); }
+// Scale bytes 2u, 2u + 1 of the 12 packed bytes (words w1..w3).
+__device__ __forceinline__ unsigned scale16(const uint4& h, int u) {
+  const unsigned w = u < 2 ? h.y : (u < 4 ? h.z : h.w);
+  return (u & 1) ? (w >> 16) : (w & 0xffffu);
+}
+__device__ __forceinline__ void read_block(const unsigned char* s, int o, int sub, Run (&r)[GQ_NR]) {
+  const int c = sub >> 1;
+  const uint4 h = lds128(s, o);
+#if GQ_FMT == 12
+  const uint4 qv = lds128(s, o + 16 + 16 * sub);
+#else
+  const uint4 qv = lds128(s, o + 48 + 16 * sub);
+  const uint4 hv = lds128(s, o + 16 + 16 * (sub & 1));
+  const unsigned qh[4] = {hv.x, hv.y, hv.z, hv.w};
+#endif
+  const unsigned qs[4] = {qv.x, qv.y, qv.z, qv.w};
+  // ggml's get_scale_min_k4 for pairs 2c and 2c + 1, two at a time (llama.cpp's vec_dot_q4_K).
+  unsigned sc, m;
+  if (c < 2) {
+    sc = scale16(h, c) & 0x3f3fu;
+    m = scale16(h, c + 2) & 0x3f3fu;
+  } else {
+    sc = (scale16(h, c + 2) & 0x0f0fu) | ((scale16(h, c - 2) & 0xc0c0u) >> 2);
+    m = ((scale16(h, c + 2) >> 4) & 0x0f0fu) | ((scale16(h, c) & 0xc0c0u) >> 2);
+  }
+  const float d = half_lo(h.x), dmin = half_hi(h.x);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    r[0].q[i] = qs[i] & 0x0f0f0f0fu;
+    r[1].q[i] = (qs[i] >> 4) & 0x0f0f0f0fu;
+#if GQ_FMT == 13
+    r[0].q[i] |= ((qh[i] >> (2 * c)) & 0x01010101u) << 4;
+    r[1].q[i] |= ((qh[i] >> (2 * c + 1)) & 0x01010101u) << 4;
+#endif
+  }
+  r[0].a = d * (float)(sc & 0xffu);
+  r[0].c = -(dmin * (float)(m & 0xffu));
+  r[1].a = d * (float)(sc >> 8);
+  r[1].c = -(dmin * (float)(m >> 8));
+}
+#elif GQ_FMT == 14  // q6_K
+// part sub: half = sub / 2 (128 elements), g = sub % 2; run j: elements 128 half + 32 j + 16 g +
+// [0, 16), from ql[64 half + 16 g + l] (j = 0 low nibble, 2 high) or ql[64 half + 32 + 16 g + l]
+// (j = 1, 3) and bits 2j of qh[32 half + 16 g + l]; scale scales[8 half + g + 2 j].
+__device__ __forceinline__ int run_k(int j, int sub) { return 128 * (sub >> 1) + 32 * j + 16 * (sub & 1); }
+__device__ __forceinline__ void read_block(const unsigned char* s, int o, int sub, Run (&r)[GQ_NR]) {
+  const int half = sub >> 1, g = sub & 1;
+  unsigned qa[4], qb[4], qh[4], sc[2];
+  lds_words<4>(s, o + 64 * half + 16 * g, qa);
+  lds_words<4>(s, o + 64 * half + 32 + 16 * g, qb);
+  lds_words<4>(s, o + 128 + 32 * half + 16 * g, qh);
+  lds_words<2>(s, o + 192 + 8 * half, sc);
+  const float d = f16_to_f32((u16)lds16(s, o + 208));
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const unsigned* ql = (j & 1) ? qb : qa;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      r[j].q[i] = ((ql[i] >> (4 * (j >> 1))) & 0x0f0f0f0fu) | (((qh[i] >> (2 * j)) & 0x03030303u) << 4);
+    const int scale = (int)(signed char)((sc[j >> 1] >> (8 * (g + 2 * (j & 1)))) & 0xffu);
+    r[j].a = d * (float)scale;
+    r[j].c = 0.0f;
+  }
+}
+#endif
+
+// ---- copies into the ring ----
+
+#if defined(GQ_HOST_EMULATION)
+// A host emulation of these kernels (a development aid; it supplies the three gq_emu_* calls).
+__device__ __forceinline__ void copy_piece(unsigned char* dst, const unsigned char* src) {
+  gq_emu_copy(dst, src, GQ_CW);
+}
+__device__ __forceinline__ void copy_commit() { gq_emu_commit(); }
+template <int N>
+__device__ __forceinline__ void copy_wait() {
+  gq_emu_wait(N);
+}
+#else
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  unsigned r;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+  return r;
+}
+__device__ __forceinline__ void copy_piece(unsigned char* dst, const unsigned char* src) {
+#if GQ_CW == 16
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+#elif GQ_CW == 8 || GQ_CW == 4
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(smem_addr(dst)), "l"(src), "n"(GQ_CW));
+#elif GQ_CW == 2
+  *reinterpret_cast<u16*>(dst) = *reinterpret_cast<const u16*>(src);
+#else
+  *dst = *src;
+#endif
+}
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void copy_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+#endif
+
+// ---- the reduction: V (a power of two <= 32) values summed over the warp ----
+// Recursive halving: N values at offset O (16 first) are halved to N / 2 per lane, the upper
+// lanes keeping the upper half; after it, lane l holds the warp total of value l >> (5 - log2 V).
+template <int N, int O>
+__device__ __forceinline__ void reduce_step(float* v, int lane) {
+  if constexpr (N > 1) {
+    const bool upper = (lane & O) != 0;
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+      const float send = upper ? v[i] : v[i + N / 2];
+      const float keep = upper ? v[i + N / 2] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+    }
+    reduce_step<N / 2, O / 2>(v, lane);
+  } else if constexpr (O > 0) {
+    v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
+    reduce_step<1, O / 2>(v, lane);
+  }
+}
+
+// ---- x as q8 (GQ_XQ 1 and 2) ----
+
+// x block b (32 elements: [n_tok, GQ_K] flattened; lane l holds element l) -> xq[32 b + l] =
+// round(x / d), xd[b] = d = amax / 127, xs[2 b + h] = d * (sum of the 16 q of half h).
+__device__ __forceinline__ void quantize_x_block(float x, int b, int lane, signed char* xq, float* xd, float* xs) {
+  const float amax = warp_max(fabsf(x));
+  float d = amax / 127.0f;
+  const int q = amax > 0.0f ? __float2int_rn(x / d) : 0;
+  if (__any_sync(0xffffffffu, x != x)) d = __int_as_float(0x7fc00000);
+  int sum = q;
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  xq[b * 32 + lane] = (signed char)q;
+  if (lane == 0) xd[b] = d;
+  if ((lane & 15) == 0) xs[2 * b + (lane >> 4)] = d * (float)sum;
+}
+
+#if GQ_XQ == 2
+// The block's warps quantize x into shared memory, 8 independent loads per lane in flight.
+__device__ __forceinline__ void stage_x(const float* __restrict__ x, int n_tok, signed char* xq, float* xd, float* xs) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n = n_tok * (GQ_K / 32);
+  constexpr int kBatch = 8;
+  for (int base = warp; base < n; base += GQ_WARPS * kBatch) {
+    float v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int b = base + j * GQ_WARPS;
+      v[j] = b < n ? __ldg(x + b * 32 + lane) : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int b = base + j * GQ_WARPS;
+      if (b < n) quantize_x_block(v[j], b, lane, xq, xd, xs);  // warp-uniform
+    }
+  }
+}
+#endif
+#if GQ_XQ == 1
+__device__ __forceinline__ int4 ld_xq(const signed char* p) { return __ldg(reinterpret_cast<const int4*>(p)); }
+__device__ __forceinline__ float ld_xf(const float* p) { return __ldg(p); }
+#else
+__device__ __forceinline__ int4 ld_xq(const signed char* p) { return *reinterpret_cast<const int4*>(p); }
+__device__ __forceinline__ float ld_xf(const float* p) { return *p; }
+#endif
+
+// ---- the body ----
+
+struct Tile {
+  const unsigned char* w0;  // the tile's weight (swiglu: the gate)
+  const unsigned char* w1;  // swiglu: the up projection
+  float* y;
+  int r0, nr, n;  // first row, rows in this tile, the weight's rows (y's row stride)
+};
+
+template <bool kSwiglu>
+__device__ __forceinline__ Tile find_tile(const GemvQuantParams& p, int tile) {
+  Tile t;
+  t.w0 = t.w1 = nullptr;
+  t.y = nullptr;
+  t.r0 = t.nr = t.n = 0;
+  if (kSwiglu) {
+    t.w0 = static_cast<const unsigned char*>(p.w[0].w);
+    t.w1 = static_cast<const unsigned char*>(p.w[1].w);
+    t.y = p.w[0].y;
+    t.n = p.w[0].n_rows;
+    t.r0 = tile * GQ_R;
+  } else {
+#pragma unroll
+    for (int i = 0; i < MEMRA_GEMV_QUANT_MAX; ++i) {
+      const int n = i < p.n_w ? p.w[i].n_rows : 0;
+      const int nt = (n + GQ_R - 1) / GQ_R;
+      if (tile >= 0 && tile < nt) {
+        t.w0 = static_cast<const unsigned char*>(p.w[i].w);
+        t.y = p.w[i].y;
+        t.n = n;
+        t.r0 = tile * GQ_R;
+      }
+      tile -= nt;
+    }
+  }
+  t.nr = min(GQ_R, t.n - t.r0);
+  return t;
+}
+
+template <bool kSwiglu>
+__device__ __forceinline__ void gemv_q_body(const GemvQuantParams& p) {
+  constexpr int kSlots = kSwiglu ? 2 * GQ_R : GQ_R;
+  constexpr int kStage = kSlots * kCHP;
+  constexpr int kV = kSlots * GQ_T;
+  constexpr int kVP = kV <= 1 ? 1 : kV <= 2 ? 2 : kV <= 4 ? 4 : kV <= 8 ? 8 : kV <= 16 ? 16 : 32;
+  constexpr int kShift = kVP == 1 ? 5 : kVP == 2 ? 4 : kVP == 4 ? 3 : kVP == 8 ? 2 : kVP == 16 ? 1 : 0;
+  static_assert(kVP <= 32, "rows x tokens per tile exceed a warp");
+  __shared__ __align__(16) unsigned char ring[GQ_WARPS][GQ_ST][kStage];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int gw = blockIdx.x * GQ_WARPS + warp, n_warps = gridDim.x * GQ_WARPS;
+  int tiles = 0;
+  if (kSwiglu) {
+    tiles = (p.w[0].n_rows + GQ_R - 1) / GQ_R;
+  } else {
+#pragma unroll
+    for (int i = 0; i < MEMRA_GEMV_QUANT_MAX; ++i) tiles += i < p.n_w ? (p.w[i].n_rows + GQ_R - 1) / GQ_R : 0;
+  }
+  const int items = gw < tiles ? ((tiles - 1 - gw) / n_warps + 1) * kNC : 0;
+  const int n_tok = p.n_tok;
+
+  // Item i = chunk i % kNC of the warp's tile i / kNC, into stage i % GQ_ST.
+  auto issue = [&](int item) {
+    const int m = item / kNC, c = item - m * kNC;
+    const Tile t = find_tile<kSwiglu>(p, gw + m * n_warps);
+    const int cb = c == kNC - 1 ? kTail * GQ_BB : kCHB;
+    unsigned char* dst = ring[warp][item % GQ_ST];
+    for (int i = lane; i < kSlots * kPieces; i += 32) {
+      const int s = i / kPieces, pc = i - s * kPieces;
+      const int r = s % GQ_R;
+      if (r < t.nr && pc * GQ_CW < cb) {
+        const unsigned char* w = (kSwiglu && s >= GQ_R) ? t.w1 : t.w0;
+        copy_piece(dst + s * kCHP + pc * GQ_CW, w + (long long)(t.r0 + r) * kRB + (long long)c * kCHB + pc * GQ_CW);
+      }
+    }
+  };
+
+  float acc[kSlots][GQ_T];
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s)
+#pragma unroll
+    for (int t = 0; t < GQ_T; ++t) acc[s][t] = 0.0f;
+
+#pragma unroll
+  for (int i = 0; i < GQ_ST - 1; ++i) {
+    if (i < items) issue(i);
+    copy_commit();
+  }
+#if GQ_XQ == 1
+  const signed char* xq = static_cast<const signed char*>(p.xq);
+  const float* xd = reinterpret_cast<const float*>(xq + GQ_T * GQ_K);
+  const float* xs = xd + GQ_T * (GQ_K / 32);
+#elif GQ_XQ == 2
+  __shared__ __align__(16) signed char sxq[GQ_T * GQ_K];
+  __shared__ float sxd[GQ_T * (GQ_K / 32)], sxs[GQ_T * (GQ_K / 16)];
+  stage_x(p.x, n_tok, sxq, sxd, sxs);  // while the first copies are in flight
+  __syncthreads();
+  const signed char* xq = sxq;
+  const float* xd = sxd;
+  const float* xs = sxs;
+#endif
+  for (int item = 0; item < items; ++item) {
+    if (item + GQ_ST - 1 < items) issue(item + GQ_ST - 1);
+    copy_commit();
+    copy_wait<GQ_ST - 1>();
+    __syncwarp();
+
+    const int m = item / kNC, c = item - m * kNC;
+    const unsigned char* st = ring[warp][item % GQ_ST];
+    const int b = lane / GQ_LPB, sub = lane % GQ_LPB;
+    if (b < (c == kNC - 1 ? kTail : kBPC)) {
+      const int k0 = (c * kBPC + b) * GQ_QK;
+      Run r[kSlots][GQ_NR];
+#pragma unroll
+      for (int s = 0; s < kSlots; ++s) read_block(st, s * kCHP + b * GQ_BB, sub, r[s]);
+#pragma unroll
+      for (int j = 0; j < GQ_NR; ++j) {
+        const int k = k0 + run_k(j, sub);
+#if GQ_XQ
+        float ceff[kSlots];
+#pragma unroll
+        for (int s = 0; s < kSlots; ++s) ceff[s] = r[s][j].c - r[s][j].a * (float)GQ_VOFF;
+#pragma unroll
+        for (int t = 0; t < GQ_T; ++t) {
+          if (t < n_tok) {
+            const int4 xw = ld_xq(xq + t * GQ_K + k);
+            const float dx = ld_xf(xd + t * (GQ_K / 32) + (k >> 5));
+            const float sx = kOffsetTerm ? ld_xf(xs + t * (GQ_K / 16) + (k >> 4)) : 0.0f;
+#pragma unroll
+            for (int s = 0; s < kSlots; ++s) {
+              int si = __dp4a((int)r[s][j].q[0], xw.x, 0);
+              si = __dp4a((int)r[s][j].q[1], xw.y, si);
+              si = __dp4a((int)r[s][j].q[2], xw.z, si);
+              si = __dp4a((int)r[s][j].q[3], xw.w, si);
+              acc[s][t] = fmaf(r[s][j].a * dx, (float)si, acc[s][t]);
+              if (kOffsetTerm) acc[s][t] = fmaf(ceff[s], sx, acc[s][t]);
+            }
+          }
+        }
+#else
+        // Exact values: byte b -> 2^23 + b (b in the mantissa), minus 2^23 (+128 for int8, which
+        // were biased by the xor) + the format's integer offset.
+        constexpr float kConv = 8388608.0f + (GQ_SIGNED ? 128.0f : 0.0f) + (float)GQ_VOFF;
+        float wf[kSlots][16];
+#pragma unroll
+        for (int s = 0; s < kSlots; ++s)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const unsigned w = GQ_SIGNED ? (r[s][j].q[i] ^ 0x80808080u) : r[s][j].q[i];
+            wf[s][4 * i + 0] = __uint_as_float(__byte_perm(w, 0x4b000000u, 0x7650)) - kConv;
+            wf[s][4 * i + 1] = __uint_as_float(__byte_perm(w, 0x4b000000u, 0x7651)) - kConv;
+            wf[s][4 * i + 2] = __uint_as_float(__byte_perm(w, 0x4b000000u, 0x7652)) - kConv;
+            wf[s][4 * i + 3] = __uint_as_float(__byte_perm(w, 0x4b000000u, 0x7653)) - kConv;
+          }
+#pragma unroll
+        for (int t = 0; t < GQ_T; ++t) {
+          if (t < n_tok) {
+            const float4* xp = reinterpret_cast<const float4*>(p.x + t * GQ_K + k);
+            float xv[16];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const float4 v = __ldg(xp + i);
+              xv[4 * i] = v.x, xv[4 * i + 1] = v.y, xv[4 * i + 2] = v.z, xv[4 * i + 3] = v.w;
+            }
+            float sx = 0.0f;
+            if (GQ_HASMIN) {
+#pragma unroll
+              for (int e = 0; e < 16; ++e) sx += xv[e];
+            }
+#pragma unroll
+            for (int s = 0; s < kSlots; ++s) {
+              float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+              for (int e = 0; e < 16; e += 2) {
+                s0 = fmaf(wf[s][e], xv[e], s0);
+                s1 = fmaf(wf[s][e + 1], xv[e + 1], s1);
+              }
+              acc[s][t] = fmaf(r[s][j].a, s0 + s1, acc[s][t]);
+              if (GQ_HASMIN) acc[s][t] = fmaf(r[s][j].c, sx, acc[s][t]);
+            }
+          }
+        }
+#endif
+      }
+    }
+
+    if (c == kNC - 1) {  // the tile's last chunk: reduce over the warp and write
+      float v[kVP];
+#pragma unroll
+      for (int i = 0; i < kVP; ++i) v[i] = i < kV ? acc[i / GQ_T][i % GQ_T] : 0.0f;
+      reduce_step<kVP, 16>(v, lane);
+      const float total = v[0];
+      const int idx = lane >> kShift;
+      const Tile t = find_tile<kSwiglu>(p, gw + m * n_warps);
+      const bool writer = (lane & ((1 << kShift) - 1)) == 0;
+      if (kSwiglu) {
+        const float up = __shfl_sync(0xffffffffu, total, ((idx + GQ_R * GQ_T) << kShift) & 31);
+        const int row = idx / GQ_T, tok = idx % GQ_T;
+        if (writer && idx < GQ_R * GQ_T && row < t.nr && tok < n_tok)
+          t.y[(long long)tok * t.n + t.r0 + row] = siluf_(total) * up;
+      } else {
+        const int row = idx / GQ_T, tok = idx % GQ_T;
+        if (writer && idx < kV && row < t.nr && tok < n_tok) t.y[(long long)tok * t.n + t.r0 + row] = total;
+      }
+#pragma unroll
+      for (int s = 0; s < kSlots; ++s)
+#pragma unroll
+        for (int t2 = 0; t2 < GQ_T; ++t2) acc[s][t2] = 0.0f;
+    }
+    __syncwarp();  // every lane is done with this stage before it is refilled
+  }
+  copy_wait<0>();
+}
+
+#if GQ_SWIGLU
+extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32, GQ_MINB) gemv_q_swiglu(const GemvQuantParams p) {
+  gemv_q_body<true>(p);
+}
+#else
+extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32, GQ_MINB) gemv_q(const GemvQuantParams p) {
+  gemv_q_body<false>(p);
+}
+#endif
+
+// x [n_tok, GQ_K] f32 -> int8 per 32 elements with scale d = amax / 127 (q = round(x / d)), and
+// the sum of d * q over each 16 elements. One warp per 32 elements; a NaN in x makes d NaN.
+extern "C" __global__ void __launch_bounds__(256) gemv_q_quantize_x(const GemvQuantXParams p) {
+  signed char* xq = static_cast<signed char*>(p.xq);
+  float* xd = reinterpret_cast<float*>(xq + GQ_T * GQ_K);
+  float* xs = xd + GQ_T * (GQ_K / 32);
+  const int lane = threadIdx.x & 31;
+  const int n = p.n_tok * (GQ_K / 32);
+  for (int b = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5); b < n; b += (int)((gridDim.x * blockDim.x) >> 5))
+    quantize_x_block(p.x[b * 32 + lane], b, lane, xq, xd, xs);
+}

@@ -1,0 +1,52 @@
+// The host side of kernels/cuda/GemvQuant.cu that its units (GemvQuant.cc), its GPU test
+// (tests/cuda/GemvQuant_test.cc) and memra-kernel-bench share: the formats it reads and the
+// selection (kernels, geometry, scratch) for one matmul / matmul_group / matmul_swiglu.
+#pragma once
+
+#include <optional>
+
+#include "ir/DType.h"
+#include "ir/Op.h"
+#include "kernels/cuda/GpuOp.h"
+#include "kernels/cuda/Target.h"
+
+namespace memra::kernels::cuda {
+
+// Whether GemvQuant.cu reads matrices stored as `dtype`: q8_0, q4_0, q4_1, q5_0, q5_1, q2_K,
+// q3_K, q4_K, q5_K, q6_K, mxfp4.
+bool GemvQuantReads(ir::DType dtype);
+
+// Whether a matrix stored as `dtype` is on the device as its GGUF blocks (row r at data + r *
+// row_bytes), which is what GemvQuant.cu reads: the layout registry's entry is neither a 16-bit
+// copy nor a repacking and its bytes are the file's. The units apply only then.
+bool GemvQuantBlocksOnDevice(ir::DType dtype);
+
+// The activations the products read (GemvQuant.cu GQ_XQ).
+enum class GemvQuantX {
+  kF32 = 0,      // x as f32, exact conversions, FMA
+  kQ8 = 1,       // x as int8 per 32, written by gemv_q_quantize_x into the step's scratch; dp4a
+  kQ8Block = 2,  // the same, quantized by every block into its shared memory (no extra launch, a
+                 // grid of 2 resident blocks per SM); kQ8 where x and the ring do not fit
+};
+// What the units select (GemvQuant.cc).
+GemvQuantX DefaultGemvQuantX(ir::DType dtype);
+
+// Overrides for memra-kernel-bench and the test (0 / nullopt: the units' choice).
+struct GemvQuantOptions {
+  std::optional<GemvQuantX> x;
+  int rows = 0;        // rows per warp tile (GQ_R, 1..4)
+  int stages = 0;      // ring stages per warp (GQ_ST, 2..8)
+  int warps = 0;       // warps per block (GQ_WARPS)
+  int max_blocks = 0;  // grid cap (warps loop over the tiles past it)
+};
+
+// The selection for `op` at `shapes` when it is a matmul (one weight), a matmul_group (any number:
+// one launch per format and 4 weights) or a matmul_swiglu (gate and up of one format) whose
+// matrices are all in formats GemvQuant.cu reads, K is a multiple of their block size and the
+// activation has T <= 8 rows; nullopt otherwise. The device layout is not checked here (the units
+// add GemvQuantBlocksOnDevice). Launches: gemv_q_quantize_x first when x is q8, then one gemv_q
+// (gemv_q_swiglu) per format group, in the order of the weights.
+std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& shapes, const Target& target,
+                                           const GemvQuantOptions& options = {});
+
+}  // namespace memra::kernels::cuda

@@ -1,0 +1,555 @@
+// kernels/cuda/GemvQuant.cu, the decode GEMV on GGUF blocks. Host side (no GPU): the units
+// apply only to weights on the device as blocks, the geometry and scratch of a selection, what
+// is refused. On the GPU: every format it reads x T = 1..8 x matmul / matmul_group / matmul_swiglu
+// x both activation paths (f32, q8 + dp4a), through the units' own Select and Bind, against a
+// CPU reference: the blocks (formats::Quantize of random values, so every block is one ggml
+// writes) dequantized with kernels/formats and dotted in f64. Outputs are NaN-poisoned (plus a
+// guard past the end): a row the kernel does not write, or a token past the call's count that
+// it does, fails. The q8 path is checked twice: against the exact product (bounded by the
+// activation rounding) and against the product with x rounded as the kernel rounds it (tight).
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "codegen/KernelCompiler.h"
+#include "gtest/gtest.h"
+#include "ir/Function.h"
+#include "ir/Module.h"
+#include "ir/Parser.h"
+#include "kernels/cuda/GemvQuant.h"
+#include "kernels/cuda/GemvQuantParams.h"
+#include "kernels/cuda/GpuOpRegistry.h"
+#include "kernels/cuda/WeightLayout.h"
+#include "kernels/formats/Quant.h"
+#include "runtime/cuda/CudaDevice.h"
+#include "tests/TestUtil.h"
+
+namespace memra::kernels::cuda {
+namespace {
+
+using ir::DType;
+
+constexpr DType kFormats[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K,
+                              DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kMXFP4};
+
+// A K whose rows end in a partial chunk and, for most formats, need copies narrower than 16 bytes
+// (q8_0: 45 blocks = 1530 bytes; mxfp4: 765, an odd row).
+int64_t TailK(DType t) { return ir::InfoOf(t).block_elems == 32 ? 1440 : 1280; }
+
+enum class Kind { kMatMul, kGroup, kSwiglu };
+
+struct Case {
+  Kind kind = Kind::kMatMul;
+  std::vector<DType> dtypes;  // per weight
+  std::vector<int64_t> rows;  // per weight
+  int64_t K = 0, T = 1;       // T: the tokens the op (and its selection) has
+  int64_t n_tok = 1;          // the call's tokens (<= T)
+  GemvQuantOptions options;
+
+  std::string Name() const {
+    std::vector<std::string> d;
+    for (size_t i = 0; i < dtypes.size(); ++i) d.push_back(absl::StrCat(ir::DTypeName(dtypes[i]), "[", rows[i], "]"));
+    return absl::StrCat(
+        kind == Kind::kMatMul  ? "matmul"
+        : kind == Kind::kGroup ? "matmul_group"
+                               : "matmul_swiglu",
+        " ", absl::StrJoin(d, ","), " K=", K, " T=", T, n_tok != T ? absl::StrCat(" n_tok=", n_tok) : "",
+        options.x == GemvQuantX::kQ8 ? " x=q8" : " x=f32", options.rows ? absl::StrCat(" R=", options.rows) : "",
+        options.stages ? absl::StrCat(" ST=", options.stages) : "");
+  }
+};
+
+std::string ModuleText(const Case& c) {
+  std::string s;
+  for (size_t i = 0; i < c.dtypes.size(); ++i)
+    absl::StrAppend(&s, "weight @w", i, " : ", ir::DTypeName(c.dtypes[i]), "[", c.rows[i], ", ", c.K, "]\n");
+  std::vector<std::string> types, names;
+  const size_t results = c.kind == Kind::kSwiglu ? 1 : c.dtypes.size();
+  for (size_t i = 0; i < results; ++i) {
+    types.push_back(absl::StrCat("f32[", c.T, ", ", c.rows[i], "]"));
+    names.push_back(absl::StrCat("%y", i));
+  }
+  std::vector<std::string> ws;
+  for (size_t i = 0; i < c.dtypes.size(); ++i) ws.push_back(absl::StrCat("@w", i));
+  const char* op = c.kind == Kind::kMatMul ? "matmul" : c.kind == Kind::kGroup ? "matmul_group" : "matmul_swiglu";
+  absl::StrAppend(&s, "func @f(%x: f32[", c.T, ", ", c.K, "]) -> (", absl::StrJoin(types, ", "), ") {\n  ",
+                  absl::StrJoin(names, ", "), " = ", op, "(%x, ", absl::StrJoin(ws, ", "),
+                  ") : ", absl::StrJoin(types, ", "), "\n  return ", absl::StrJoin(names, ", "), "\n}\n");
+  return s;
+}
+
+const ir::Op& TheOp(const ir::Module& m) { return *m.function("f")->Ops().front(); }
+
+const char* UnitFor(Kind k) {
+  return k == Kind::kMatMul ? "gemv_q" : k == Kind::kGroup ? "gemv_q_group" : "gemv_q_swiglu";
+}
+
+// ---- host side ----
+
+TEST(GemvQuantSelect, UnitsApplyOnlyToWeightsOnTheDeviceAsBlocks) {
+  const Target t = *TargetPreset("sm_90");
+  for (DType d : kFormats) {
+    Case c{Kind::kMatMul, {d}, {512}, 4096, 1, 1, {}};
+    auto m = ir::ParseModule(ModuleText(c));
+    ASSERT_TRUE(m.ok()) << m.status();
+    const ir::Op& op = TheOp(**m);
+    auto shapes = ShapesAt(op, 1);
+    ASSERT_TRUE(shapes.ok()) << shapes.status();
+    auto s = SelectGpuOp(op, *shapes, t);
+    ASSERT_TRUE(s.ok()) << s.status();
+    // While the layout registry keeps a bf16 copy of block formats, the 16-bit GEMV runs them.
+    EXPECT_EQ(s->impl == "gemv_q", GemvQuantBlocksOnDevice(d)) << ir::DTypeName(d) << ": " << s->impl;
+    EXPECT_TRUE(SelectGemvQuant(op, *shapes, t).has_value()) << ir::DTypeName(d);
+  }
+  EXPECT_FALSE(GemvQuantBlocksOnDevice(DType::kBF16));
+  EXPECT_FALSE(GemvQuantReads(DType::kF16));
+  EXPECT_FALSE(GemvQuantReads(DType::kIQ4_XS));  // no reader yet
+}
+
+TEST(GemvQuantSelect, GeometryAndScratch) {
+  const Target t = *TargetPreset("sm_90");
+  {
+    Case c{Kind::kMatMul, {DType::kQ4_K}, {4096}, 4096, 1, 1, {}};
+    c.options.x = GemvQuantX::kF32;
+    auto m = ir::ParseModule(ModuleText(c));
+    ASSERT_TRUE(m.ok()) << m.status();
+    auto s = SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), 1), t, c.options);
+    ASSERT_TRUE(s.has_value());
+    ASSERT_EQ(s->launches.size(), 1u);
+    EXPECT_EQ(s->scratch_bytes, 0);
+    const Launch& l = s->launches[0];
+    EXPECT_EQ(l.kernel.entry, "gemv_q");
+    EXPECT_EQ(
+        l.kernel.module.Key(),
+        "GemvQuant.cu<GQ_CW=16,GQ_FMT=12,GQ_K=4096,GQ_MINB=1,GQ_R=2,GQ_ST=4,GQ_SWIGLU=0,GQ_T=1,GQ_WARPS=4,GQ_XQ=0>");
+    EXPECT_EQ(l.block, 128u);
+    EXPECT_EQ(l.grid, 512u);  // 2048 tiles of 2 rows, 4 warps per block
+  }
+  {
+    // q8 activations: the quantization first (same module), scratch for T x K int8 + scales + sums.
+    Case c{Kind::kSwiglu, {DType::kQ6_K, DType::kQ6_K}, {12288, 12288}, 5120, 8, 8, {}};
+    c.options.x = GemvQuantX::kQ8;
+    auto m = ir::ParseModule(ModuleText(c));
+    ASSERT_TRUE(m.ok()) << m.status();
+    auto s = SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), 8), t, c.options);
+    ASSERT_TRUE(s.has_value());
+    ASSERT_EQ(s->launches.size(), 2u);
+    EXPECT_EQ(s->launches[0].kernel.entry, "gemv_q_quantize_x");
+    EXPECT_EQ(s->launches[1].kernel.entry, "gemv_q_swiglu");
+    EXPECT_EQ(s->launches[0].kernel.module.Key(), s->launches[1].kernel.module.Key());
+    EXPECT_NE(s->launches[1].kernel.module.Key().find("GQ_CW=8,"), std::string::npos);  // 4200-byte rows
+    EXPECT_EQ(s->scratch_bytes, (8 * 5120 + 8 * 160 * 4 + 8 * 320 * 4 + 255) / 256 * 256);
+    EXPECT_EQ(s->launches[1].grid, 12288u / 4);  // 1 gate + 1 up row per tile, one tile per warp
+  }
+  {
+    // A group of mixed formats: one launch per format, in the order of the weights.
+    Case c{Kind::kGroup, {DType::kQ4_K, DType::kQ6_K, DType::kQ4_K}, {256, 128, 32}, 1024, 1, 1, {}};
+    auto m = ir::ParseModule(ModuleText(c));
+    ASSERT_TRUE(m.ok()) << m.status();
+    auto s = SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), 1), t);
+    ASSERT_TRUE(s.has_value());
+    ASSERT_EQ(s->launches.size(), 2u);
+    EXPECT_NE(s->launches[0].kernel.module.Key().find("GQ_FMT=12,"), std::string::npos);
+    EXPECT_NE(s->launches[1].kernel.module.Key().find("GQ_FMT=14,"), std::string::npos);
+  }
+  {
+    // q8 x staged per block: no extra launch, 8 warps, 2 resident blocks per SM; where x and a
+    // 2-stage ring do not fit in a block's 48 KiB (q6_K at K = 17408), the launch of its own.
+    Case c{Kind::kMatMul, {DType::kQ8_0}, {8192}, 4096, 1, 1, {}};
+    c.options.x = GemvQuantX::kQ8Block;
+    auto m = ir::ParseModule(ModuleText(c));
+    ASSERT_TRUE(m.ok()) << m.status();
+    auto s = SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), 1), t, c.options);
+    ASSERT_TRUE(s.has_value());
+    ASSERT_EQ(s->launches.size(), 1u);
+    EXPECT_EQ(s->scratch_bytes, 0);
+    const Launch& l = s->launches[0];
+    EXPECT_NE(l.kernel.module.Key().find("GQ_MINB=2,"), std::string::npos) << l.kernel.module.Key();
+    EXPECT_NE(l.kernel.module.Key().find("GQ_XQ=2>"), std::string::npos) << l.kernel.module.Key();
+    EXPECT_EQ(l.block, 256u);
+    EXPECT_EQ(l.grid, 132u * 2);  // 4096 tiles for 2112 warps: they loop
+    Case big{Kind::kMatMul, {DType::kQ6_K}, {5120}, 17408, 1, 1, {}};
+    big.options.x = GemvQuantX::kQ8Block;
+    auto mb = ir::ParseModule(ModuleText(big));
+    ASSERT_TRUE(mb.ok()) << mb.status();
+    auto sb = SelectGemvQuant(TheOp(**mb), *ShapesAt(TheOp(**mb), 1), t, big.options);
+    ASSERT_TRUE(sb.has_value());
+    ASSERT_EQ(sb->launches.size(), 2u);
+    EXPECT_EQ(sb->launches[0].kernel.entry, "gemv_q_quantize_x");
+  }
+}
+
+TEST(GemvQuantSelect, Refusals) {
+  const Target t = *TargetPreset("sm_90");
+  auto select = [&](const Case& c) {
+    auto m = ir::ParseModule(ModuleText(c));
+    EXPECT_TRUE(m.ok()) << m.status();
+    if (!m.ok()) return true;
+    return SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), c.T), t).has_value();
+  };
+  EXPECT_TRUE(select({Kind::kMatMul, {DType::kQ8_0}, {64}, 256, 8, 8, {}}));
+  EXPECT_FALSE(select({Kind::kMatMul, {DType::kQ8_0}, {64}, 256, 9, 9, {}}));                    // T > 8: a GEMM
+  EXPECT_FALSE(select({Kind::kMatMul, {DType::kBF16}, {64}, 256, 1, 1, {}}));                    // not a block format
+  EXPECT_FALSE(select({Kind::kMatMul, {DType::kIQ4_NL}, {64}, 256, 1, 1, {}}));                  // no reader
+  EXPECT_FALSE(select({Kind::kSwiglu, {DType::kQ4_K, DType::kQ6_K}, {64, 64}, 256, 1, 1, {}}));  // two formats
+  EXPECT_FALSE(select({Kind::kGroup, {DType::kQ4_K, DType::kF16}, {64, 64}, 256, 1, 1, {}}));
+}
+
+// ---- GPU ----
+
+using runtime::cuda::CudaDevice;
+using runtime::cuda::DeviceBuffer;
+using runtime::cuda::LoadedModule;
+
+constexpr uint32_t kPoison = 0x7fc00000u;  // NaN
+constexpr int64_t kGuard = 64;             // poisoned floats past each output
+
+double Silu(double g) { return g / (1.0 + std::exp(-g)); }
+
+// x rounded as gemv_q_quantize_x rounds it (int8 per 32, d = amax / 127).
+std::vector<float> RoundLikeQ8(const std::vector<float>& x) {
+  std::vector<float> r(x.size());
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0;
+    for (size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b + i]));
+    const float d = amax / 127.0f;
+    for (size_t i = 0; i < 32; ++i) {
+      const float q = amax > 0 ? std::nearbyint(x[b + i] / d) : 0.0f;
+      r[b + i] = static_cast<float>(static_cast<double>(d) * q);
+    }
+  }
+  return r;
+}
+
+class TestBindContext : public BindContext {
+ public:
+  TestBindContext(const ir::Op& op, const OpSelection& s, const OpShapes& shapes, uint64_t x, int64_t n_tok,
+                  std::vector<DeviceMatrix> matrices, std::vector<uint64_t> outs, uint64_t scratch)
+      : BindContext(op, s, shapes),
+        x_(x),
+        n_tok_(n_tok),
+        m_(std::move(matrices)),
+        y_(std::move(outs)),
+        scratch_(scratch) {}
+  absl::StatusOr<llvm::SmallVector<int64_t, 4>> Shape(const ir::Value* v) const override {
+    llvm::SmallVector<int64_t, 4> s;
+    for (const ir::Dim& d : v->shape().dims()) s.push_back(d.value());
+    if (v == op().operand(0)) s[0] = n_tok_;
+    return s;
+  }
+  uint64_t In(unsigned i) const override { return i == 0 ? x_ : m_[i - 1].data; }
+  absl::StatusOr<DeviceMatrix> Matrix(unsigned i) const override {
+    if (i == 0 || i > m_.size()) return absl::InvalidArgumentError("not a matrix operand");
+    return m_[i - 1];
+  }
+  uint64_t Out(unsigned i) const override { return y_[i]; }
+  uint64_t Scratch() const override { return scratch_; }
+
+ private:
+  uint64_t x_;
+  int64_t n_tok_;
+  std::vector<DeviceMatrix> m_;
+  std::vector<uint64_t> y_;
+  uint64_t scratch_;
+};
+
+class GemvQuantGpuTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto dev = CudaDevice::Open(0);
+    if (!dev.ok()) {
+      skip_ = std::string(dev.status().message());
+      return;
+    }
+    dev_ = dev->release();
+    std::printf("  device: %s\n", dev_->Describe().c_str());
+    codegen::CompileOptions o;
+    o.arch = dev_->arch();
+    o.cache_dir = ::testing::TempDir() + "/memra-gemvq-cache";
+    auto c = codegen::KernelCompiler::Create(o);
+    if (!c.ok()) {
+      skip_ = std::string(c.status().message());
+      return;
+    }
+    compiler_ = c->release();
+  }
+  static void TearDownTestSuite() {
+    if (!rows_.empty()) {
+      std::printf("\n%-80s %11s %9s %11s %9s  %s\n", "case", "nmse", "bound", "nmse(x~)", "bound", "result");
+      int fails = 0;
+      for (const auto& r : rows_) {
+        std::printf("%s\n", r.c_str());
+        fails += r.find("FAIL") != std::string::npos;
+      }
+      std::printf("gemv_q table: %zu cases, %d failed\n", rows_.size(), fails);
+    }
+    modules_.clear();
+    delete compiler_;
+    delete dev_;
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << "no GPU: " << skip_;
+  }
+
+  // Compiles every module the cases select (in one parallel batch).
+  static void Precompile(const std::vector<ModuleSpec>& mods) {
+    std::vector<ModuleSpec> todo;
+    std::set<std::string> seen;
+    for (const ModuleSpec& m : mods)
+      if (!modules_.count(m.Key()) && seen.insert(m.Key()).second) todo.push_back(m);
+    if (todo.empty()) return;
+    auto cubins = compiler_->CompileAll(todo);
+    ASSERT_TRUE(cubins.ok()) << cubins.status();
+    for (size_t i = 0; i < todo.size(); ++i) {
+      auto l = LoadedModule::Load(*dev_, *(*cubins)[i], todo[i].Key());
+      ASSERT_TRUE(l.ok()) << l.status();
+      modules_[todo[i].Key()] = std::move(*l);
+    }
+  }
+
+  static std::optional<OpSelection> SelectCase(const Case& c, std::unique_ptr<ir::Module>* keep) {
+    auto m = ir::ParseModule(ModuleText(c));
+    EXPECT_TRUE(m.ok()) << m.status();
+    if (!m.ok()) return std::nullopt;
+    auto shapes = ShapesAt(TheOp(**m), c.T);
+    EXPECT_TRUE(shapes.ok());
+    auto s = SelectGemvQuant(TheOp(**m), *shapes, dev_->target(), c.options);
+    *keep = std::move(*m);
+    return s;
+  }
+
+  // Runs the cases (compiling their modules first) and checks each.
+  void RunAll(const std::vector<Case>& cases) {
+    std::vector<ModuleSpec> mods;
+    for (const Case& c : cases) {
+      std::unique_ptr<ir::Module> m;
+      auto s = SelectCase(c, &m);
+      ASSERT_TRUE(s.has_value()) << c.Name() << ": not selected";
+      for (const Launch& l : s->launches) mods.push_back(l.kernel.module);
+    }
+    Precompile(mods);
+    if (HasFatalFailure()) return;
+    for (size_t i = 0; i < cases.size(); ++i) Run(cases[i], static_cast<uint32_t>(1000 + i));
+  }
+
+  void Run(const Case& c, uint32_t seed) {
+    SCOPED_TRACE(c.Name());
+    std::unique_ptr<ir::Module> module;
+    auto sel = SelectCase(c, &module);
+    ASSERT_TRUE(sel.has_value());
+    const ir::Op& op = TheOp(*module);
+    auto shapes = ShapesAt(op, c.T);
+    ASSERT_TRUE(shapes.ok());
+    const auto& d = dev_->driver();
+    const int64_t K = c.K, T = c.T, n_tok = c.n_tok;
+
+    // Weights: quantized random rows, uploaded as blocks; the reference dequantizes them.
+    std::vector<DeviceBuffer> wbuf;
+    std::vector<DeviceMatrix> mats;
+    std::vector<std::vector<float>> deq;
+    for (size_t i = 0; i < c.dtypes.size(); ++i) {
+      const DType t = c.dtypes[i];
+      const auto gt = static_cast<formats::GgmlType>(ir::InfoOf(t).ggml_id);
+      const int64_t rb = *ir::StorageBytes(t, K);
+      std::vector<float> v = testing::RandomNormal(static_cast<size_t>(c.rows[i] * K), seed * 31 + i, 0.5f);
+      std::vector<uint8_t> blocks(static_cast<size_t>(rb * c.rows[i]));
+      for (int64_t r = 0; r < c.rows[i]; ++r)
+        ASSERT_TRUE(
+            formats::Quantize(gt, absl::MakeConstSpan(v.data() + r * K, K), absl::MakeSpan(blocks.data() + r * rb, rb))
+                .ok());
+      std::vector<float> back(v.size());
+      ASSERT_TRUE(formats::Dequantize(gt, blocks, absl::MakeSpan(back)).ok());
+      deq.push_back(std::move(back));
+      auto b = dev_->Alloc(blocks.size(), "w");
+      ASSERT_TRUE(b.ok()) << b.status();
+      ASSERT_TRUE(dev_->Upload(b->ptr(), blocks.data(), blocks.size()).ok());
+      DeviceMatrix m;
+      m.data = b->ptr();
+      m.rows = c.rows[i];
+      m.cols = K;
+      m.stored = t;
+      m.bytes = static_cast<int64_t>(blocks.size());
+      mats.push_back(m);
+      wbuf.push_back(std::move(*b));
+    }
+    // x: T rows, the ones past the call's tokens NaN (reading them would show).
+    std::vector<float> x = testing::RandomNormal(static_cast<size_t>(T * K), seed, 1.0f);
+    for (int64_t i = n_tok * K; i < T * K; ++i) x[i] = std::nanf("");
+    auto xb = dev_->Alloc(x.size() * 4, "x");
+    ASSERT_TRUE(xb.ok());
+    ASSERT_TRUE(dev_->Upload(xb->ptr(), x.data(), x.size() * 4).ok());
+    // Outputs [T, N] + a guard, poisoned.
+    const size_t outs = c.kind == Kind::kSwiglu ? 1 : c.dtypes.size();
+    std::vector<DeviceBuffer> ybuf;
+    std::vector<uint64_t> yptr;
+    for (size_t i = 0; i < outs; ++i) {
+      auto b = dev_->Alloc(static_cast<size_t>(T * c.rows[i] + kGuard) * 4, "y");
+      ASSERT_TRUE(b.ok());
+      ASSERT_EQ(d.cuMemsetD32Async(b->ptr(), kPoison, T * c.rows[i] + kGuard, dev_->stream()), 0);
+      yptr.push_back(b->ptr());
+      ybuf.push_back(std::move(*b));
+    }
+    DeviceBuffer scratch;
+    if (sel->scratch_bytes > 0) {
+      auto b = dev_->Alloc(sel->scratch_bytes, "scratch");
+      ASSERT_TRUE(b.ok());
+      ASSERT_EQ(d.cuMemsetD32Async(b->ptr(), kPoison, sel->scratch_bytes / 4, dev_->stream()), 0);
+      scratch = std::move(*b);
+    }
+
+    // Bind through the unit and launch what it asks for.
+    const GpuOpImpl* unit = FindGpuOpImpl(UnitFor(c.kind));
+    ASSERT_NE(unit, nullptr);
+    TestBindContext ctx(op, *sel, *shapes, xb->ptr(), n_tok, mats, yptr, scratch.ptr());
+    DeviceWork work;
+    absl::Status bind = unit->Bind(ctx, work);
+    ASSERT_TRUE(bind.ok()) << bind;
+    for (const DeviceAction& a : work.actions()) {
+      const auto* k = std::get_if<KernelCall>(&a);
+      ASSERT_NE(k, nullptr);
+      ASSERT_LT(k->launch, sel->launches.size());
+      const Launch& l = sel->launches[k->launch];
+      auto fn = modules_.at(l.kernel.module.Key())->Function(l.kernel.entry);
+      ASSERT_TRUE(fn.ok()) << fn.status();
+      void* args[] = {const_cast<unsigned char*>(k->params.bytes.data())};
+      ASSERT_EQ(d.cuLaunchKernel(*fn, l.grid, 1, 1, l.block, 1, 1, l.smem, dev_->stream(), args, nullptr), 0)
+          << l.kernel.ToString();
+    }
+    ASSERT_TRUE(dev_->Synchronize("gemv_q").ok());
+
+    // Reference: exact x, and x rounded as the q8 path rounds it.
+    const bool q8 = c.options.x == GemvQuantX::kQ8 || c.options.x == GemvQuantX::kQ8Block;
+    const std::vector<float> xr = q8 ? RoundLikeQ8(x) : x;
+    auto product = [&](size_t w, int64_t t, int64_t n, const std::vector<float>& xv) {
+      double s = 0;
+      const float* row = deq[w].data() + n * K;
+      for (int64_t k = 0; k < K; ++k) s += static_cast<double>(row[k]) * xv[t * K + k];
+      return s;
+    };
+    double num = 0, den = 0, num_r = 0, den_r = 0;
+    int unwritten = 0, overwritten = 0;
+    for (size_t o = 0; o < outs; ++o) {
+      const int64_t N = c.rows[o];
+      std::vector<uint32_t> bits(static_cast<size_t>(T * N + kGuard));
+      ASSERT_TRUE(dev_->Download(bits.data(), yptr[o], bits.size() * 4).ok());
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t n = 0; n < N; ++n) {
+          const uint32_t b = bits[t * N + n];
+          if (t >= n_tok) {
+            overwritten += b != kPoison;
+            continue;
+          }
+          float g;
+          std::memcpy(&g, &b, 4);
+          if (!std::isfinite(g)) {
+            ++unwritten;
+            continue;
+          }
+          double want, want_r;
+          if (c.kind == Kind::kSwiglu) {
+            want = Silu(product(0, t, n, x)) * product(1, t, n, x);
+            want_r = Silu(product(0, t, n, xr)) * product(1, t, n, xr);
+          } else {
+            want = product(o, t, n, x);
+            want_r = product(o, t, n, xr);
+          }
+          num += (g - want) * (g - want), den += want * want;
+          num_r += (g - want_r) * (g - want_r), den_r += want_r * want_r;
+        }
+      for (int64_t i = 0; i < kGuard; ++i) overwritten += bits[T * N + i] != kPoison;
+    }
+    const double nmse = den > 0 ? num / den : num, nmse_r = den_r > 0 ? num_r / den_r : num_r;
+    // f32: accumulation order only. q8: the activation rounding (~3e-5 for normal x) against the
+    // exact product; accumulation order only against x rounded the same way.
+    const double bound = q8 ? 3e-4 : 1e-9, bound_r = 1e-9;
+    const bool ok = unwritten == 0 && overwritten == 0 && nmse <= bound && nmse_r <= bound_r;
+    rows_.push_back(absl::StrFormat(
+        "%-80s %11.3e %9.1e %11.3e %9.1e  %s%s", c.Name(), nmse, bound, nmse_r, bound_r, ok ? "ok" : "FAIL",
+        unwritten || overwritten ? absl::StrCat("  ", unwritten, " unwritten, ", overwritten, " overwritten") : ""));
+    EXPECT_EQ(unwritten, 0) << "outputs left poisoned (or non-finite)";
+    EXPECT_EQ(overwritten, 0) << "writes past the call's tokens or the output";
+    EXPECT_LE(nmse, bound);
+    EXPECT_LE(nmse_r, bound_r);
+  }
+
+  static std::string skip_;
+  static CudaDevice* dev_;
+  static codegen::KernelCompiler* compiler_;
+  static std::map<std::string, std::unique_ptr<LoadedModule>> modules_;
+  static std::vector<std::string> rows_;
+};
+std::string GemvQuantGpuTest::skip_;
+CudaDevice* GemvQuantGpuTest::dev_ = nullptr;
+codegen::KernelCompiler* GemvQuantGpuTest::compiler_ = nullptr;
+std::map<std::string, std::unique_ptr<LoadedModule>> GemvQuantGpuTest::modules_;
+std::vector<std::string> GemvQuantGpuTest::rows_;
+
+Case WithX(Case c, GemvQuantX x) {
+  c.options.x = x;
+  return c;
+}
+
+// Per format: matmul at T = 1, 2, 5, 8 (rows ending in a partial chunk, narrow copies), a 4096-K
+// matmul, a group of three (one of 5 rows), swiglu, and a call with fewer tokens than selected.
+TEST_F(GemvQuantGpuTest, EveryFormatTokensAndFusedForms) {
+  std::vector<Case> cases;
+  for (DType d : kFormats)
+    for (GemvQuantX x : {GemvQuantX::kF32, GemvQuantX::kQ8, GemvQuantX::kQ8Block}) {
+      const int64_t k = TailK(d);
+      for (int64_t t : {1, 2, 5, 8}) cases.push_back(WithX({Kind::kMatMul, {d}, {300}, k, t, t, {}}, x));
+      cases.push_back(WithX({Kind::kMatMul, {d}, {257}, 4096, 1, 1, {}}, x));
+      for (int64_t t : {1, 8}) {
+        cases.push_back(WithX({Kind::kGroup, {d, d, d}, {96, 37, 5}, k, t, t, {}}, x));
+        cases.push_back(WithX({Kind::kSwiglu, {d, d}, {300, 300}, k, t, t, {}}, x));
+      }
+      cases.push_back(WithX({Kind::kMatMul, {d}, {300}, k, 8, 5, {}}, x));
+      cases.push_back(WithX({Kind::kSwiglu, {d, d}, {300, 300}, k, 8, 3, {}}, x));
+    }
+  RunAll(cases);
+}
+
+// Geometry variants: rows per tile, ring depth, a grid capped below the tiles (warps loop),
+// mixed-format groups, 8-byte copies (q6_K at K = 5120), the 27B-sized K.
+TEST_F(GemvQuantGpuTest, GeometryVariants) {
+  std::vector<Case> cases;
+  for (GemvQuantX x : {GemvQuantX::kF32, GemvQuantX::kQ8, GemvQuantX::kQ8Block}) {
+    for (int r : {1, 2, 3, 4})
+      for (int st : {2, 4}) {
+        Case c{Kind::kMatMul, {DType::kQ4_K}, {203}, 2048, 3, 3, {}};
+        c.options.rows = r;
+        c.options.stages = st;
+        cases.push_back(WithX(c, x));
+        Case q{Kind::kMatMul, {DType::kQ8_0}, {203}, 2048, 1, 1, {}};
+        q.options.rows = r;
+        q.options.stages = st;
+        cases.push_back(WithX(q, x));
+      }
+    Case big{Kind::kMatMul, {DType::kQ4_K}, {70001}, 256, 1, 1, {}};  // warps loop over 5+ tiles
+    big.options.rows = 1;
+    big.options.max_blocks = 3001;
+    cases.push_back(WithX(big, x));
+    cases.push_back(WithX({Kind::kGroup,
+                           {DType::kQ4_K, DType::kQ6_K, DType::kQ4_K, DType::kQ8_0, DType::kQ4_K},
+                           {64, 48, 32, 16, 8},
+                           1024,
+                           2,
+                           2,
+                           {}},
+                          x));
+    cases.push_back(WithX({Kind::kMatMul, {DType::kQ6_K}, {130}, 5120, 1, 1, {}}, x));
+    cases.push_back(WithX({Kind::kSwiglu, {DType::kQ8_0, DType::kQ8_0}, {64, 64}, 17408, 2, 2, {}}, x));
+  }
+  RunAll(cases);
+}
+
+}  // namespace
+}  // namespace memra::kernels::cuda

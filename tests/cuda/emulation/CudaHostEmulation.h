@@ -1,0 +1,154 @@
+// A host emulation of the CUDA features kernels/cuda/GemvQuant.cu uses, for checking the kernels'
+// logic without a GPU (tests/cuda/emulation/run.sh): one block at a time, one std::thread per CUDA
+// thread, warps synchronized by barriers for shuffles / votes / __syncwarp, __shared__ as function
+// statics (blocks run one after another), cp.async copies queued per thread and performed by the
+// wait that covers their group (so a read before its wait sees stale data, as it could on the GPU).
+// Include it, then the kernel headers with __CUDACC__ defined, then the .cu (GemvQuantEmuConfig.cc).
+#pragma once
+#include <algorithm>
+#include <barrier>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+#define __restrict__ __restrict
+#define GQ_HOST_EMULATION 1
+
+struct EmuU3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+inline thread_local EmuU3 threadIdx, blockIdx;
+inline EmuU3 blockDim, gridDim;
+struct uint4 {
+  unsigned x, y, z, w;
+};
+struct int4 {
+  int x, y, z, w;
+};
+struct float4 {
+  float x, y, z, w;
+};
+
+struct EmuWarp {
+  std::barrier<> bar{32};
+  uint64_t slot[32];
+};
+inline thread_local EmuWarp* emu_warp = nullptr;
+inline thread_local int emu_lane = 0;
+inline thread_local std::barrier<>* emu_block_bar = nullptr;
+
+template <class T>
+T emu_shfl(T v, int src) {
+  uint64_t b = 0;
+  std::memcpy(&b, &v, sizeof(T));
+  emu_warp->slot[emu_lane] = b;
+  emu_warp->bar.arrive_and_wait();
+  const uint64_t r = emu_warp->slot[src & 31];
+  emu_warp->bar.arrive_and_wait();
+  T out;
+  std::memcpy(&out, &r, sizeof(T));
+  return out;
+}
+template <class T>
+T __shfl_xor_sync(unsigned, T v, int o) {
+  return emu_shfl(v, emu_lane ^ o);
+}
+template <class T>
+T __shfl_sync(unsigned, T v, int src) {
+  return emu_shfl(v, src);
+}
+inline int __any_sync(unsigned, int p) {
+  emu_warp->slot[emu_lane] = p ? 1 : 0;
+  emu_warp->bar.arrive_and_wait();
+  int any = 0;
+  for (int i = 0; i < 32; ++i) any |= (int)emu_warp->slot[i];
+  emu_warp->bar.arrive_and_wait();
+  return any;
+}
+inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp->bar.arrive_and_wait(); }
+inline void __syncthreads() { emu_block_bar->arrive_and_wait(); }
+
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  const uint64_t v = (uint64_t)y << 32 | x;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+  return r;
+}
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned sh) {
+  return (unsigned)((((uint64_t)hi << 32) | lo) >> (sh & 31));
+}
+inline int __dp4a(int a, int b, int c) {
+  for (int i = 0; i < 4; ++i) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+  return c;
+}
+inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
+inline float __int_as_float(int u) { return std::bit_cast<float>(u); }
+inline int __float2int_rn(float f) { return (int)std::nearbyint(f); }
+template <class T>
+T __ldg(const T* p) {
+  return *p;
+}
+using std::max;
+using std::min;
+
+float emu_half(unsigned short h);  // formats::HalfToFloat
+
+// cp.async: copies queued per thread, performed by the wait that covers their group.
+struct EmuCopy {
+  void* d;
+  const void* s;
+  int n;
+};
+inline thread_local std::vector<EmuCopy> emu_open;
+inline thread_local std::deque<std::vector<EmuCopy>> emu_groups;
+inline void gq_emu_copy(void* d, const void* s, int n) { emu_open.push_back({d, s, n}); }
+inline void gq_emu_commit() {
+  emu_groups.push_back(std::move(emu_open));
+  emu_open.clear();
+}
+inline void gq_emu_wait(int n) {
+  while ((int)emu_groups.size() > n) {
+    for (const EmuCopy& c : emu_groups.front()) std::memcpy(c.d, c.s, c.n);
+    emu_groups.pop_front();
+  }
+}
+
+// Runs fn(params) over grid x block threads, one block at a time.
+inline void emu_launch(const std::function<void(const void*)>& fn, unsigned grid, unsigned block, const void* params) {
+  gridDim.x = grid;
+  blockDim.x = block;
+  for (unsigned b = 0; b < grid; ++b) {
+    std::vector<std::unique_ptr<EmuWarp>> warps;
+    for (unsigned w = 0; w < block / 32; ++w) warps.push_back(std::make_unique<EmuWarp>());
+    std::barrier<> bar(block);
+    std::vector<std::thread> th;
+    for (unsigned t = 0; t < block; ++t)
+      th.emplace_back([&, t] {
+        threadIdx.x = t;
+        blockIdx.x = b;
+        emu_warp = warps[t / 32].get();
+        emu_lane = (int)(t % 32);
+        emu_block_bar = &bar;
+        emu_open.clear();
+        emu_groups.clear();
+        fn(params);
+        gq_emu_wait(0);
+      });
+    for (auto& t : th) t.join();
+  }
+}
+
+// Kernels by "module key::entry".
+void emu_register(const char* key, void (*fn)(const void*));

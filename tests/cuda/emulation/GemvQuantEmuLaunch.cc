@@ -1,0 +1,6 @@
+// The emulated launch, apart from GemvQuantEmuMain.cc (which includes memra's host headers; the
+// emulation header redefines CUDA keywords).
+#include "tests/cuda/emulation/CudaHostEmulation.h"
+void emu_launch_fn(void (*fn)(const void*), unsigned grid, unsigned block, const void* params) {
+  emu_launch(fn, grid, block, params);
+}

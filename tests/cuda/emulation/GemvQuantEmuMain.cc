@@ -1,0 +1,275 @@
+// GemvQuant.cu on the host emulation (CudaHostEmulation.h): the cases go through the units' own
+// SelectGemvQuant and Bind (from the build), the kernels run emulated, and the results are checked
+// as tests/cuda/GemvQuant_test.cc checks the GPU's: f64 reference of the dequantized blocks, NaN
+// poison, a guard past the outputs, x rows past the call's tokens NaN. `--list` prints the module
+// keys the cases need (run.sh compiles one GemvQuantEmuConfig.cc per key).
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ir/Function.h"
+#include "ir/Module.h"
+#include "ir/Parser.h"
+#include "kernels/cuda/GemvQuant.h"
+#include "kernels/cuda/GpuOpRegistry.h"
+#include "kernels/formats/Quant.h"
+
+void emu_launch_fn(void (*fn)(const void*), unsigned grid, unsigned block, const void* params);
+std::map<std::string, void (*)(const void*)>& Registry() {
+  static std::map<std::string, void (*)(const void*)> r;
+  return r;
+}
+void emu_register(const char* key, void (*fn)(const void*)) { Registry()[key] = fn; }
+float emu_half(unsigned short h) { return memra::formats::HalfToFloat(h); }
+
+using namespace memra;
+using namespace memra::kernels::cuda;
+using ir::DType;
+
+enum class Kind { kMatMul, kGroup, kSwiglu };
+struct Case {
+  Kind kind;
+  std::vector<DType> dtypes;
+  std::vector<int64_t> rows;
+  int64_t K, T, n_tok;
+  GemvQuantOptions options;
+  std::string Name() const {
+    std::vector<std::string> d;
+    for (size_t i = 0; i < dtypes.size(); ++i) d.push_back(absl::StrCat(ir::DTypeName(dtypes[i]), "[", rows[i], "]"));
+    return absl::StrCat(kind == Kind::kMatMul  ? "matmul"
+                        : kind == Kind::kGroup ? "group"
+                                               : "swiglu",
+                        " ", absl::StrJoin(d, ","), " K=", K, " T=", T, " n=", n_tok,
+                        options.x == GemvQuantX::kQ8        ? " q8"
+                        : options.x == GemvQuantX::kQ8Block ? " q8-block"
+                                                            : " f32",
+                        " R=", options.rows, " ST=", options.stages);
+  }
+};
+std::string ModuleText(const Case& c) {
+  std::string s;
+  for (size_t i = 0; i < c.dtypes.size(); ++i)
+    absl::StrAppend(&s, "weight @w", i, " : ", ir::DTypeName(c.dtypes[i]), "[", c.rows[i], ", ", c.K, "]\n");
+  std::vector<std::string> types, names, ws;
+  const size_t results = c.kind == Kind::kSwiglu ? 1 : c.dtypes.size();
+  for (size_t i = 0; i < results; ++i) {
+    types.push_back(absl::StrCat("f32[", c.T, ", ", c.rows[i], "]"));
+    names.push_back(absl::StrCat("%y", i));
+  }
+  for (size_t i = 0; i < c.dtypes.size(); ++i) ws.push_back(absl::StrCat("@w", i));
+  const char* op = c.kind == Kind::kMatMul ? "matmul" : c.kind == Kind::kGroup ? "matmul_group" : "matmul_swiglu";
+  absl::StrAppend(&s, "func @f(%x: f32[", c.T, ", ", c.K, "]) -> (", absl::StrJoin(types, ", "), ") {\n  ",
+                  absl::StrJoin(names, ", "), " = ", op, "(%x, ", absl::StrJoin(ws, ", "),
+                  ") : ", absl::StrJoin(types, ", "), "\n  return ", absl::StrJoin(names, ", "), "\n}\n");
+  return s;
+}
+class Ctx : public BindContext {
+ public:
+  Ctx(const ir::Op& op, const OpSelection& s, const OpShapes& sh, uint64_t x, int64_t n, std::vector<DeviceMatrix> m,
+      std::vector<uint64_t> y, uint64_t scr)
+      : BindContext(op, s, sh), x_(x), n_(n), m_(std::move(m)), y_(std::move(y)), s_(scr) {}
+  absl::StatusOr<llvm::SmallVector<int64_t, 4>> Shape(const ir::Value* v) const override {
+    llvm::SmallVector<int64_t, 4> s;
+    for (const ir::Dim& d : v->shape().dims()) s.push_back(d.value());
+    if (v == op().operand(0)) s[0] = n_;
+    return s;
+  }
+  uint64_t In(unsigned i) const override { return i == 0 ? x_ : m_[i - 1].data; }
+  absl::StatusOr<DeviceMatrix> Matrix(unsigned i) const override { return m_[i - 1]; }
+  uint64_t Out(unsigned i) const override { return y_[i]; }
+  uint64_t Scratch() const override { return s_; }
+  uint64_t x_;
+  int64_t n_;
+  std::vector<DeviceMatrix> m_;
+  std::vector<uint64_t> y_;
+  uint64_t s_;
+};
+
+std::vector<float> Normal(size_t n, uint32_t seed, float sc) {
+  std::mt19937 r(seed);
+  std::normal_distribution<float> d(0, sc);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(r);
+  return v;
+}
+std::vector<float> RoundLikeQ8(const std::vector<float>& x) {
+  std::vector<float> r(x.size());
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0;
+    for (size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b + i]));
+    const float d = amax / 127.0f;
+    for (size_t i = 0; i < 32; ++i) {
+      const float q = amax > 0 ? std::nearbyint(x[b + i] / d) : 0.0f;
+      r[b + i] = (float)((double)d * q);
+    }
+  }
+  return r;
+}
+
+int main(int argc, char** argv) {
+  const bool list = argc > 1 && std::string(argv[1]) == "--list";
+  const Target tg = *TargetPreset("sm_90");
+  std::vector<Case> cases;
+  const DType fmts[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K,
+                        DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kMXFP4};
+  for (DType d : fmts)
+    for (GemvQuantX x : {GemvQuantX::kF32, GemvQuantX::kQ8, GemvQuantX::kQ8Block}) {
+      const int64_t k = ir::InfoOf(d).block_elems == 32 ? 1440 : 1280;
+      GemvQuantOptions o;
+      o.x = x;
+      for (int64_t n : {1, 3}) cases.push_back({Kind::kMatMul, {d}, {37}, k, 3, n, o});
+      cases.push_back({Kind::kGroup, {d, d, d}, {20, 7, 3}, k, 3, 2, o});
+      cases.push_back({Kind::kSwiglu, {d, d}, {37, 37}, k, 3, 3, o});
+      cases.push_back({Kind::kMatMul, {d}, {9}, 4096, 1, 1, o});
+    }
+  {
+    GemvQuantOptions o;
+    o.x = GemvQuantX::kQ8;
+    o.rows = 3;
+    o.stages = 2;
+    cases.push_back({Kind::kMatMul, {DType::kQ4_K}, {23}, 2048, 3, 3, o});
+    o.x = GemvQuantX::kF32;
+    o.rows = 4;
+    o.stages = 4;
+    cases.push_back({Kind::kMatMul, {DType::kQ6_K}, {23}, 5120, 2, 2, o});
+    o.rows = 1;
+    o.stages = 0;
+    o.max_blocks = 2;  // 8 warps loop over 37 tiles
+    cases.push_back({Kind::kMatMul, {DType::kQ8_0}, {37}, 1440, 3, 3, o});
+    o.x = GemvQuantX::kQ8;
+    o.max_blocks = 3;
+    cases.push_back({Kind::kSwiglu, {DType::kQ6_K, DType::kQ6_K}, {29, 29}, 1280, 2, 1, o});
+    o.x = GemvQuantX::kF32;
+    o.max_blocks = 0;
+    cases.push_back(
+        {Kind::kGroup, {DType::kQ4_K, DType::kQ6_K, DType::kQ4_K, DType::kQ8_0}, {16, 12, 8, 4}, 1024, 2, 2, o});
+  }
+  int fails = 0, skipped = 0;
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const Case& c = cases[ci];
+    auto m = ir::ParseModule(ModuleText(c));
+    if (!m.ok()) {
+      std::printf("parse: %s\n", std::string(m.status().message()).c_str());
+      return 1;
+    }
+    const ir::Op& op = *(*m)->function("f")->Ops().front();
+    auto shapes = ShapesAt(op, c.T);
+    auto sel = SelectGemvQuant(op, *shapes, tg, c.options);
+    if (!sel) {
+      std::printf("FAIL not selected: %s\n", c.Name().c_str());
+      ++fails;
+      continue;
+    }
+    bool have = true;
+    for (const Launch& l : sel->launches) {
+      if (list) std::printf("%s\n", l.kernel.module.Key().c_str());
+      have &= Registry().count(l.kernel.ToString()) > 0;
+    }
+    if (list) continue;
+    if (!have) {
+      ++skipped;
+      std::printf("skip (no config) %s\n", c.Name().c_str());
+      continue;
+    }
+    const int64_t K = c.K, T = c.T, n_tok = c.n_tok;
+    std::vector<std::vector<uint8_t>> wb;
+    std::vector<std::vector<float>> deq;
+    std::vector<DeviceMatrix> mats;
+    for (size_t i = 0; i < c.dtypes.size(); ++i) {
+      const auto gt = static_cast<formats::GgmlType>(ir::InfoOf(c.dtypes[i]).ggml_id);
+      const int64_t rb = *ir::StorageBytes(c.dtypes[i], K);
+      auto v = Normal(c.rows[i] * K, 7 + ci * 13 + i, 0.5f);
+      std::vector<uint8_t> b(rb * c.rows[i] + 64);
+      for (int64_t r = 0; r < c.rows[i]; ++r) {
+        auto st =
+            formats::Quantize(gt, absl::MakeConstSpan(v.data() + r * K, K), absl::MakeSpan(b.data() + r * rb, rb));
+        if (!st.ok()) return 2;
+      }
+      std::vector<float> back(v.size());
+      if (!formats::Dequantize(gt, absl::MakeConstSpan(b.data(), rb * c.rows[i]), absl::MakeSpan(back)).ok()) return 3;
+      deq.push_back(back);
+      wb.push_back(std::move(b));
+      DeviceMatrix dm;
+      dm.data = (uint64_t)wb.back().data();
+      dm.rows = c.rows[i];
+      dm.cols = K;
+      dm.stored = c.dtypes[i];
+      dm.bytes = rb * c.rows[i];
+      mats.push_back(dm);
+    }
+    auto x = Normal(T * K, ci, 1.0f);
+    for (int64_t i = n_tok * K; i < T * K; ++i) x[i] = std::nanf("");
+    const size_t outs = c.kind == Kind::kSwiglu ? 1 : c.dtypes.size();
+    std::vector<std::vector<uint32_t>> y(outs);
+    std::vector<uint64_t> yp;
+    for (size_t o = 0; o < outs; ++o) {
+      y[o].assign(T * c.rows[o] + 64, 0x7fc00000u);
+      yp.push_back((uint64_t)y[o].data());
+    }
+    std::vector<uint32_t> scr(sel->scratch_bytes / 4 + 4, 0x7fc00000u);
+    Ctx ctx(op, *sel, *shapes, (uint64_t)x.data(), n_tok, mats, yp, sel->scratch_bytes ? (uint64_t)scr.data() : 0);
+    const char* unit = c.kind == Kind::kMatMul ? "gemv_q" : c.kind == Kind::kGroup ? "gemv_q_group" : "gemv_q_swiglu";
+    DeviceWork work;
+    auto st = FindGpuOpImpl(unit)->Bind(ctx, work);
+    if (!st.ok()) {
+      std::printf("FAIL bind %s: %s\n", c.Name().c_str(), std::string(st.message()).c_str());
+      ++fails;
+      continue;
+    }
+    for (const DeviceAction& a : work.actions()) {
+      const auto& k = std::get<KernelCall>(a);
+      const Launch& l = sel->launches[k.launch];
+      emu_launch_fn(Registry().at(l.kernel.ToString()), l.grid, l.block, k.params.bytes.data());
+    }
+    const bool q8 = c.options.x != GemvQuantX::kF32;
+    const auto xr = q8 ? RoundLikeQ8(x) : x;
+    auto prod = [&](size_t w, int64_t t, int64_t n, const std::vector<float>& xv) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += (double)deq[w][n * K + k] * xv[t * K + k];
+      return s;
+    };
+    double num = 0, den = 0, numr = 0, denr = 0;
+    int unw = 0, over = 0;
+    for (size_t o = 0; o < outs; ++o) {
+      const int64_t N = c.rows[o];
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t n = 0; n < N; ++n) {
+          const uint32_t b = y[o][t * N + n];
+          if (t >= n_tok) {
+            over += b != 0x7fc00000u;
+            continue;
+          }
+          float g;
+          std::memcpy(&g, &b, 4);
+          if (!std::isfinite(g)) {
+            ++unw;
+            continue;
+          }
+          double w, wr;
+          if (c.kind == Kind::kSwiglu) {
+            auto silu = [](double v) { return v / (1 + std::exp(-v)); };
+            w = silu(prod(0, t, n, x)) * prod(1, t, n, x);
+            wr = silu(prod(0, t, n, xr)) * prod(1, t, n, xr);
+          } else {
+            w = prod(o, t, n, x);
+            wr = prod(o, t, n, xr);
+          }
+          num += (g - w) * (g - w), den += w * w, numr += (g - wr) * (g - wr), denr += wr * wr;
+        }
+      for (int i = 0; i < 64; ++i) over += y[o][T * N + i] != 0x7fc00000u;
+    }
+    const double e = num / den, er = numr / denr;
+    const bool ok = unw == 0 && over == 0 && e <= (q8 ? 3e-4 : 1e-9) && er <= 1e-9;
+    fails += !ok;
+    std::printf("%-4s %-70s nmse %9.2e  nmse(x~) %9.2e  unwritten %d overwritten %d\n", ok ? "ok" : "FAIL",
+                c.Name().c_str(), e, er, unw, over);
+  }
+  if (!list) std::printf("%zu cases, %d failed, %d skipped\n", cases.size(), fails, skipped);
+  return fails ? 1 : 0;
+}
