@@ -17,8 +17,14 @@ namespace {
 cl::SubCommand kGen("gen", "Write a synthetic-weight qwen35 model (presets: tiny, 0.8b, 2b, 4b, 9b, 27b)");
 cl::opt<std::string> GenPreset("preset", cl::desc("Model shape preset: tiny, 0.8b, 2b, 4b, 9b, 27b (default: tiny)"),
                                cl::init("tiny"), cl::sub(kGen));
-cl::opt<std::string> GenDtype("dtype", cl::desc("Weight type of the matrices: f32, f16, bf16, q8_0 (default: f32)"),
-                              cl::init("f32"), cl::sub(kGen));
+// llama.cpp file types: each matrix gets the type llama-quantize gives it in that file type
+// (frontends/synthetic/QuantMix.h); the list is synthetic::QuantMixNames().
+memra::tools::ChoiceOption GenDtype("dtype", {"f32",    "f16",    "bf16",   "q8_0",   "q6_k",   "q5_k_m",   "q5_k_s",
+                                              "q4_k_m", "q4_k_s", "q3_k_l", "q3_k_m", "q3_k_s", "q2_k",     "q5_1",
+                                              "q5_0",   "q4_1",   "q4_0",   "iq4_xs", "mxfp4",  "mxfp4_moe"},
+                                    "Weight file type, llama-quantize's tensor-type mix (mxfp4 = its --pure MXFP4_MOE: "
+                                    "every matrix mxfp4; mxfp4_moe: experts only, so all q8_0 here)",
+                                    cl::init("f32"), cl::sub(kGen));
 memra::tools::IntOption<int64_t> GenSeed("seed", {0, std::numeric_limits<int64_t>::max()},
                                          "Random seed; the same seed writes the same file", cl::init(1), cl::sub(kGen));
 cl::alias GenSeedLong("s", cl::desc("Alias for --seed"), cl::NotHidden, cl::aliasopt(GenSeed));
@@ -36,13 +42,8 @@ int RunGen() {
     llvm::errs() << "memra gen: " << shape.status().ToString() << "\n";
     return 1;
   }
-  auto dtype = formats::ParseGgmlType(GenDtype);
-  if (!dtype.ok()) {
-    llvm::errs() << "memra gen: " << dtype.status().ToString() << "\n";
-    return 1;
-  }
   synthetic::SyntheticOptions opt;
-  opt.dtype = *dtype;
+  opt.dtype = GenDtype;
   opt.seed = static_cast<uint64_t>(int64_t(GenSeed));
   opt.threads = GenThreads;
   opt.progress = !GenQuiet;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "frontends/gguf/GgufWriter.h"
+#include "frontends/synthetic/QuantMix.h"
 #include "ir/StatusMacros.h"
 #include "ir/support/ProgressBar.h"
 #include "kernels/formats/Quant.h"
@@ -105,10 +106,14 @@ absl::Status FillTensor(const TensorSpec& t, uint64_t seed, int threads, absl::S
       const uint64_t bytes_len = len / traits.block_elems * traits.block_bytes;
       absl::Span<uint8_t> dst = out.subspan(bytes_begin, bytes_len);
       absl::Status s;
-      if (t.type == GgmlType::kF32)
+      if (t.type == GgmlType::kF32) {
         std::memcpy(dst.data(), buf.data(), len * 4);
-      else
+      } else {
+        // Block formats start from the bf16 values, as llama-quantize does from the bf16 file.
+        if (formats::TraitsOf(t.type).quantized)
+          for (int64_t i = 0; i < len; ++i) buf[i] = formats::Bf16ToFloat(formats::FloatToBf16(buf[i]));
         s = formats::Quantize(t.type, absl::MakeConstSpan(buf.data(), len), dst);
+      }
       if (!s.ok()) {
         status[tid] = s;
         return;
@@ -123,6 +128,8 @@ absl::Status FillTensor(const TensorSpec& t, uint64_t seed, int threads, absl::S
   return absl::OkStatus();
 }
 
+// The tensors with every matrix in `dtype` (the source types llama-quantize sees; AssignTypes
+// then gives each tensor its type of the mix).
 std::vector<TensorSpec> Qwen35Tensors(const Qwen35Shape& s, GgmlType dtype) {
   const int64_t E = s.n_embd;
   const int64_t key_dim = int64_t(s.ssm_d_state) * s.ssm_n_k_heads;
@@ -132,16 +139,13 @@ std::vector<TensorSpec> Qwen35Tensors(const Qwen35Shape& s, GgmlType dtype) {
   // Residual-branch outputs get a smaller scale in deep models so the stream stays O(1).
   const double out_gain = std::min(1.0, std::sqrt(4.0 / s.n_layer));
   auto mat = [&](std::string name, int64_t in, int64_t out, double gain = 1.0) {
-    GgmlType t = dtype;
-    if (in % formats::TraitsOf(dtype).block_elems != 0) t = GgmlType::kF16;
-    return TensorSpec{std::move(name), {in, out}, t, {Init::kNormal, 0.0, gain / std::sqrt(double(in))}};
+    return TensorSpec{std::move(name), {in, out}, dtype, {Init::kNormal, 0.0, gain / std::sqrt(double(in))}};
   };
   auto norm = [&](std::string name, int64_t n) {
     return TensorSpec{std::move(name), {n}, GgmlType::kF32, {Init::kUniform, 0.8, 1.2}};
   };
   std::vector<TensorSpec> v;
   v.push_back({"token_embd.weight", {E, s.n_vocab}, dtype, {Init::kNormal, 0.0, 1.0}});
-  if (E % formats::TraitsOf(dtype).block_elems != 0) v.back().type = GgmlType::kF16;
   for (uint32_t il = 0; il < s.n_layer; ++il) {
     const std::string p = absl::StrCat("blk.", il, ".");
     v.push_back(norm(p + "attn_norm.weight", E));
@@ -254,19 +258,19 @@ void AddTokenizer(const Qwen35Shape& s, gguf::GgufWriter& w) {
   w.Set("tokenizer.chat_template", Value::String(kChatMlTemplate));
 }
 
-uint32_t FileType(GgmlType t) {
-  switch (t) {
-    case GgmlType::kF32:
-      return 0;
-    case GgmlType::kF16:
-      return 1;
-    case GgmlType::kQ8_0:
-      return 7;
-    case GgmlType::kBF16:
-      return 32;
-    default:
-      return 0;
-  }
+// The tensors of `dtype`'s file: the matrices drawn as bf16, then typed as llama-quantize would.
+absl::StatusOr<std::vector<TensorSpec>> TypedTensors(const Qwen35Shape& s, const QuantMix& mix) {
+  std::vector<TensorSpec> v = Qwen35Tensors(s, GgmlType::kBF16);
+  std::vector<MixTensor> in;
+  in.reserve(v.size());
+  for (const TensorSpec& t : v) in.push_back({t.name, t.ne, t.type});
+  MixModel model;
+  model.n_layer = s.n_layer;
+  // llama.cpp's n_gqa(0): qwen35 reads head_count_kv for every layer, recurrent ones included.
+  model.n_gqa = s.n_head_kv ? s.n_head / s.n_head_kv : 0;
+  MEMRA_ASSIGN_OR_RETURN(std::vector<GgmlType> types, AssignMixTypes(mix, model, in));
+  for (size_t i = 0; i < v.size(); ++i) v[i].type = types[i];
+  return v;
 }
 
 }  // namespace
@@ -326,17 +330,23 @@ absl::StatusOr<Qwen35Shape> Qwen35Preset(absl::string_view name) {
       absl::StrCat("unknown qwen35 preset '", name, "' (known: ", absl::StrJoin(Qwen35PresetNames(), ", "), ")"));
 }
 
+absl::StatusOr<std::vector<SyntheticTensorType>> Qwen35TensorTypes(const Qwen35Shape& s, absl::string_view dtype) {
+  MEMRA_ASSIGN_OR_RETURN(QuantMix mix, LookupQuantMix(dtype));
+  MEMRA_ASSIGN_OR_RETURN(std::vector<TensorSpec> specs, TypedTensors(s, mix));
+  std::vector<SyntheticTensorType> out;
+  for (const TensorSpec& t : specs) out.push_back({t.name, t.ne, t.type});
+  return out;
+}
+
 absl::StatusOr<SyntheticStats> WriteSyntheticQwen35(const Qwen35Shape& s, const SyntheticOptions& opt,
                                                     const std::string& path) {
-  switch (opt.dtype) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-    case GgmlType::kQ8_0:
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("memra gen: weight dtype ", formats::GgmlTypeName(opt.dtype),
-                                                     " not supported (f32, f16, bf16, q8_0)"));
+  MEMRA_ASSIGN_OR_RETURN(QuantMix mix, LookupQuantMix(opt.dtype));
+  MEMRA_ASSIGN_OR_RETURN(std::vector<TensorSpec> specs, TypedTensors(s, mix));
+  for (const TensorSpec& t : specs) {
+    if (t.type == GgmlType::kF32 || formats::CanQuantize(t.type)) continue;
+    return absl::UnimplementedError(absl::StrCat(
+        "weight dtype ", mix.name, " needs ggml type ", formats::GgmlTypeName(t.type), " (", t.name,
+        "), and memra has no quantizer for ", formats::GgmlTypeName(t.type), " yet (kernels/formats: CanQuantize)"));
   }
   MEMRA_RETURN_IF_ERROR(gguf::CheckWritableDestination(path));  // before generating anything
   const std::string a = "qwen35.";
@@ -345,8 +355,8 @@ absl::StatusOr<SyntheticStats> WriteSyntheticQwen35(const Qwen35Shape& s, const 
   w.Set("general.name", Value::String(absl::StrCat("memra synthetic qwen35 ", s.name)));
   w.Set("general.description",
         Value::String(absl::StrCat("random weights (seed ", opt.seed, "), written by memra gen")));
-  w.Set("general.file_type", Value::U32(FileType(opt.dtype)));
-  if (opt.dtype != GgmlType::kF32) w.Set("general.quantization_version", Value::U32(2));
+  w.Set("general.file_type", Value::U32(mix.file_type));  // llama.cpp's LLAMA_FTYPE of the mix
+  if (mix.base_type != GgmlType::kF32) w.Set("general.quantization_version", Value::U32(2));
   w.Set(a + "context_length", Value::U32(s.context_length));
   w.Set(a + "embedding_length", Value::U32(s.n_embd));
   w.Set(a + "block_count", Value::U32(s.n_layer));
@@ -371,7 +381,7 @@ absl::StatusOr<SyntheticStats> WriteSyntheticQwen35(const Qwen35Shape& s, const 
 
   const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
   SyntheticStats stats;
-  for (TensorSpec& t : Qwen35Tensors(s, opt.dtype)) {
+  for (TensorSpec& t : specs) {
     int64_t n = 1;
     for (int64_t d : t.ne) n *= d;
     stats.n_params += n;

@@ -17,7 +17,7 @@ using formats::GgmlType;
 
 std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
 
-std::string Write(const std::string& name, GgmlType dtype, uint64_t seed, int threads) {
+std::string Write(const std::string& name, const char* dtype, uint64_t seed, int threads) {
   auto shape = synthetic::Qwen35Preset("tiny");
   EXPECT_TRUE(shape.ok());
   synthetic::SyntheticOptions opt;
@@ -32,7 +32,7 @@ std::string Write(const std::string& name, GgmlType dtype, uint64_t seed, int th
 }
 
 TEST(GenTest, TinyHasTheFixtureLayout) {
-  std::string path = Write("gen-tiny-f32.gguf", GgmlType::kF32, 1, 2);
+  std::string path = Write("gen-tiny-f32.gguf", "f32", 1, 2);
   auto gen = gguf::GgufFile::Open(path);
   ASSERT_TRUE(gen.ok()) << gen.status();
   const std::string fixture = testing::TestDataPath("models/qwen35-tiny-f32.gguf");
@@ -57,16 +57,16 @@ TEST(GenTest, TinyHasTheFixtureLayout) {
 }
 
 TEST(GenTest, DeterministicAcrossThreadCounts) {
-  auto a = testing::ReadFileBytes(Write("gen-a.gguf", GgmlType::kQ8_0, 7, 1));
-  auto b = testing::ReadFileBytes(Write("gen-b.gguf", GgmlType::kQ8_0, 7, 3));
-  auto c = testing::ReadFileBytes(Write("gen-c.gguf", GgmlType::kQ8_0, 8, 3));
+  auto a = testing::ReadFileBytes(Write("gen-a.gguf", "q8_0", 7, 1));
+  auto b = testing::ReadFileBytes(Write("gen-b.gguf", "q8_0", 7, 3));
+  auto c = testing::ReadFileBytes(Write("gen-c.gguf", "q8_0", 8, 3));
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_EQ(*a, *b);
   EXPECT_NE(*a, *c);
 }
 
 TEST(GenTest, WeightStatisticsFollowTheInitScheme) {
-  std::string path = Write("gen-tiny-bf16.gguf", GgmlType::kBF16, 3, 2);
+  std::string path = Write("gen-tiny-bf16.gguf", "bf16", 3, 2);
   auto f = gguf::GgufFile::Open(path);
   ASSERT_TRUE(f.ok()) << f.status();
   auto stats = [&](const std::string& name, double* mean, double* stdev) {

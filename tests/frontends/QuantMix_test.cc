@@ -1,0 +1,256 @@
+// memra gen's tensor-type mixes against llama-quantize: the tables below are what llama.cpp b10573's
+// llama-quantize (commit 3f545bec, CPU build) wrote for memra gen's bf16 files: the tiny preset
+// quantized for real (`llama-quantize qwen35-tiny-bf16.gguf out.gguf Q4_K_M`), the 9b preset with
+// --dry-run (same decisions, no data). Each table lists the tensors whose type is not the mix's base
+// type; every other 2-D matrix has the base type and every 1-D tensor and ssm_conv1d stays f32.
+// Also: memra's quantizers rebuild the shared fixture's llama-quantize files byte for byte.
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "frontends/gguf/GgufFile.h"
+#include "frontends/synthetic/QuantMix.h"
+#include "frontends/synthetic/Qwen35Synthetic.h"
+#include "gtest/gtest.h"
+#include "kernels/formats/Quant.h"
+#include "tests/TestUtil.h"
+
+namespace memra {
+namespace {
+
+using formats::GgmlType;
+using Table = std::map<std::string, GgmlType>;
+
+struct MixCase {
+  const char* preset;
+  const char* dtype;
+  uint32_t file_type;
+  GgmlType base;
+  Table exceptions;
+  int n_f32;
+};
+
+// tiny: 56 tensors, 23 f32. 9b: 427 tensors, 177 f32.
+const MixCase kCases[] = {
+    {"tiny",
+     "q4_k_m",
+     15,
+     GgmlType::kQ4_K,
+     {
+         {"blk.0.ssm_out.weight", GgmlType::kQ5_0},
+         {"output.weight", GgmlType::kQ6_K},
+         {"blk.1.ssm_out.weight", GgmlType::kQ5_0},
+         {"blk.2.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.2.ffn_down.weight", GgmlType::kQ6_K},
+         {"blk.2.ssm_out.weight", GgmlType::kQ5_0},
+         {"blk.3.attn_v.weight", GgmlType::kQ6_K},
+         {"blk.3.ffn_down.weight", GgmlType::kQ6_K},
+     },
+     23},
+    {"tiny",
+     "q5_k_m",
+     17,
+     GgmlType::kQ5_K,
+     {
+         {"blk.0.ssm_out.weight", GgmlType::kQ5_1},
+         {"output.weight", GgmlType::kQ6_K},
+         {"blk.1.ssm_out.weight", GgmlType::kQ5_1},
+         {"blk.2.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.2.ffn_down.weight", GgmlType::kQ6_K},
+         {"blk.2.ssm_out.weight", GgmlType::kQ5_1},
+         {"blk.3.attn_v.weight", GgmlType::kQ6_K},
+         {"blk.3.ffn_down.weight", GgmlType::kQ6_K},
+     },
+     23},
+    {"tiny",
+     "q6_k",
+     18,
+     GgmlType::kQ6_K,
+     {
+         {"blk.0.ssm_out.weight", GgmlType::kQ8_0},
+         {"blk.1.ssm_out.weight", GgmlType::kQ8_0},
+         {"blk.2.ssm_out.weight", GgmlType::kQ8_0},
+     },
+     23},
+    {"9b",
+     "q4_k_m",
+     15,
+     GgmlType::kQ4_K,
+     {
+         {"blk.0.attn_qkv.weight", GgmlType::kQ6_K},  {"blk.0.ffn_down.weight", GgmlType::kQ6_K},
+         {"output.weight", GgmlType::kQ6_K},          {"blk.1.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.1.ffn_down.weight", GgmlType::kQ6_K},  {"blk.2.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.2.ffn_down.weight", GgmlType::kQ6_K},  {"blk.3.attn_v.weight", GgmlType::kQ6_K},
+         {"blk.3.ffn_down.weight", GgmlType::kQ6_K},  {"blk.6.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.6.ffn_down.weight", GgmlType::kQ6_K},  {"blk.9.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.9.ffn_down.weight", GgmlType::kQ6_K},  {"blk.12.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.12.ffn_down.weight", GgmlType::kQ6_K}, {"blk.15.attn_v.weight", GgmlType::kQ6_K},
+         {"blk.15.ffn_down.weight", GgmlType::kQ6_K}, {"blk.18.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.18.ffn_down.weight", GgmlType::kQ6_K}, {"blk.21.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.21.ffn_down.weight", GgmlType::kQ6_K}, {"blk.24.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.24.ffn_down.weight", GgmlType::kQ6_K}, {"blk.27.attn_v.weight", GgmlType::kQ6_K},
+         {"blk.27.ffn_down.weight", GgmlType::kQ6_K}, {"blk.28.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.28.ffn_down.weight", GgmlType::kQ6_K}, {"blk.29.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.29.ffn_down.weight", GgmlType::kQ6_K}, {"blk.30.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.30.ffn_down.weight", GgmlType::kQ6_K}, {"blk.31.attn_v.weight", GgmlType::kQ6_K},
+         {"blk.31.ffn_down.weight", GgmlType::kQ6_K},
+     },
+     177},
+    {"9b",
+     "q5_k_m",
+     17,
+     GgmlType::kQ5_K,
+     {
+         {"blk.0.attn_qkv.weight", GgmlType::kQ6_K},  {"blk.0.ffn_down.weight", GgmlType::kQ6_K},
+         {"output.weight", GgmlType::kQ6_K},          {"blk.1.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.1.ffn_down.weight", GgmlType::kQ6_K},  {"blk.2.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.2.ffn_down.weight", GgmlType::kQ6_K},  {"blk.3.attn_v.weight", GgmlType::kQ6_K},
+         {"blk.3.ffn_down.weight", GgmlType::kQ6_K},  {"blk.6.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.6.ffn_down.weight", GgmlType::kQ6_K},  {"blk.9.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.9.ffn_down.weight", GgmlType::kQ6_K},  {"blk.12.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.12.ffn_down.weight", GgmlType::kQ6_K}, {"blk.15.attn_v.weight", GgmlType::kQ6_K},
+         {"blk.15.ffn_down.weight", GgmlType::kQ6_K}, {"blk.18.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.18.ffn_down.weight", GgmlType::kQ6_K}, {"blk.21.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.21.ffn_down.weight", GgmlType::kQ6_K}, {"blk.24.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.24.ffn_down.weight", GgmlType::kQ6_K}, {"blk.27.attn_v.weight", GgmlType::kQ6_K},
+         {"blk.27.ffn_down.weight", GgmlType::kQ6_K}, {"blk.28.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.28.ffn_down.weight", GgmlType::kQ6_K}, {"blk.29.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.29.ffn_down.weight", GgmlType::kQ6_K}, {"blk.30.attn_qkv.weight", GgmlType::kQ6_K},
+         {"blk.30.ffn_down.weight", GgmlType::kQ6_K}, {"blk.31.attn_v.weight", GgmlType::kQ6_K},
+         {"blk.31.ffn_down.weight", GgmlType::kQ6_K},
+     },
+     177},
+    {"9b", "q6_k", 18, GgmlType::kQ6_K, {}, 177},  // llama-quantize: 250 x q6_K, nothing else
+};
+
+bool StaysF32(const synthetic::SyntheticTensorType& t) {
+  return t.ne.size() == 1 || t.name.find("ssm_conv1d") != std::string::npos;
+}
+
+class MixTable : public ::testing::TestWithParam<MixCase> {};
+
+TEST_P(MixTable, MatchesLlamaQuantize) {
+  const MixCase& c = GetParam();
+  auto shape = synthetic::Qwen35Preset(c.preset);
+  ASSERT_TRUE(shape.ok());
+  auto types = synthetic::Qwen35TensorTypes(*shape, c.dtype);
+  ASSERT_TRUE(types.ok()) << types.status();
+  auto mix = synthetic::LookupQuantMix(c.dtype);
+  ASSERT_TRUE(mix.ok());
+  EXPECT_EQ(mix->file_type, c.file_type);
+  int n_f32 = 0;
+  std::set<std::string> seen;
+  for (const auto& t : *types) {
+    GgmlType want = StaysF32(t) ? GgmlType::kF32 : c.base;
+    if (auto it = c.exceptions.find(t.name); it != c.exceptions.end()) {
+      want = it->second;
+      seen.insert(t.name);
+    }
+    n_f32 += t.type == GgmlType::kF32;
+    EXPECT_EQ(formats::GgmlTypeName(t.type), formats::GgmlTypeName(want))
+        << c.preset << " " << c.dtype << " " << t.name;
+  }
+  EXPECT_EQ(seen.size(), c.exceptions.size()) << "a table entry names no tensor";
+  EXPECT_EQ(n_f32, c.n_f32);
+}
+
+INSTANTIATE_TEST_SUITE_P(Qwen35, MixTable, ::testing::ValuesIn(kCases), [](const auto& info) {
+  std::string n = std::string(info.param.preset) + "_" + info.param.dtype;
+  for (char& ch : n)
+    if (ch == '.') ch = '_';
+  return n;
+});
+
+// llama-quantize's rules for the simple mixes on tiny (from the same runs): q4_0 and q8_0 keep every
+// matrix in the base type except output.weight (q6_K for q4_0), mxfp4_moe puts a dense model in
+// q8_0 throughout, mxfp4 (--pure MXFP4_MOE) every matrix in mxfp4.
+TEST(MixTable, TinySimpleMixes) {
+  auto shape = synthetic::Qwen35Preset("tiny");
+  ASSERT_TRUE(shape.ok());
+  struct Simple {
+    const char* dtype;
+    GgmlType base, output;
+  };
+  for (const Simple& s :
+       {Simple{"q4_0", GgmlType::kQ4_0, GgmlType::kQ6_K}, Simple{"q8_0", GgmlType::kQ8_0, GgmlType::kQ8_0},
+        Simple{"mxfp4_moe", GgmlType::kQ8_0, GgmlType::kQ8_0}, Simple{"mxfp4", GgmlType::kMXFP4, GgmlType::kMXFP4},
+        Simple{"bf16", GgmlType::kBF16, GgmlType::kBF16}}) {
+    auto types = synthetic::Qwen35TensorTypes(*shape, s.dtype);
+    ASSERT_TRUE(types.ok()) << types.status();
+    for (const auto& t : *types) {
+      const GgmlType want = StaysF32(t) ? GgmlType::kF32 : t.name == "output.weight" ? s.output : s.base;
+      EXPECT_EQ(formats::GgmlTypeName(t.type), formats::GgmlTypeName(want)) << s.dtype << " " << t.name;
+    }
+  }
+}
+
+// A tied model (no output.weight): token_embd gets the output's rule (q6_K in q4_k_m).
+TEST(MixTable, TiedEmbeddingIsQuantizedLikeTheOutput) {
+  auto shape = synthetic::Qwen35Preset("0.8b");
+  ASSERT_TRUE(shape.ok());
+  ASSERT_TRUE(shape->tied_output);
+  auto types = synthetic::Qwen35TensorTypes(*shape, "q4_k_m");
+  ASSERT_TRUE(types.ok()) << types.status();
+  EXPECT_EQ(types->front().name, "token_embd.weight");
+  EXPECT_EQ(types->front().type, GgmlType::kQ6_K);
+}
+
+TEST(MixTable, UnknownAndUnsupportedDtypes) {
+  EXPECT_FALSE(synthetic::LookupQuantMix("q4_k_x").ok());
+  auto shape = synthetic::Qwen35Preset("tiny");
+  ASSERT_TRUE(shape.ok());
+  synthetic::SyntheticOptions opt;
+  opt.dtype = "iq4_xs";
+  opt.progress = false;
+  auto stats = synthetic::WriteSyntheticQwen35(*shape, opt, ::testing::TempDir() + "/iq4_xs.gguf");
+  ASSERT_FALSE(stats.ok());
+  EXPECT_NE(stats.status().message().find("no quantizer for iq4_xs"), std::string::npos) << stats.status();
+}
+
+// The shared fixture's quantized models were made by llama-quantize from its f32 model: the mix
+// names each tensor's type, and memra's quantizer rebuilds every tensor's bytes exactly.
+class FixtureMix : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(FixtureMix, RebuildsTheLlamaQuantizeFileByteForByte) {
+  const std::string src_path = testing::SharedPath("fixtures/models/qwen35-tiny-f32.gguf");
+  const std::string ref_path = testing::SharedPath(std::string("fixtures/models/qwen35-tiny-") + GetParam() + ".gguf");
+  if (!testing::FileExists(src_path) || !testing::FileExists(ref_path)) GTEST_SKIP() << "fixtures missing";
+  auto src = gguf::GgufFile::Open(src_path);
+  auto ref = gguf::GgufFile::Open(ref_path);
+  ASSERT_TRUE(src.ok() && ref.ok());
+  auto mix = synthetic::LookupQuantMix(GetParam());
+  ASSERT_TRUE(mix.ok());
+  auto file_type = (*ref)->GetU32("general.file_type");
+  ASSERT_TRUE(file_type.ok());
+  EXPECT_EQ(*file_type, mix->file_type);
+  std::vector<synthetic::MixTensor> in;
+  for (const auto& t : (*src)->tensors()) in.push_back({t.name, t.ne, t.type});
+  synthetic::MixModel model;
+  model.n_layer = 4;
+  model.n_gqa = 2;
+  auto types = synthetic::AssignMixTypes(*mix, model, in);
+  ASSERT_TRUE(types.ok()) << types.status();
+  int n_quantized = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const gguf::TensorInfo* s = (*src)->FindTensor(in[i].name);
+    const gguf::TensorInfo* r = (*ref)->FindTensor(in[i].name);
+    ASSERT_NE(r, nullptr) << in[i].name;
+    ASSERT_EQ(formats::GgmlTypeName((*types)[i]), formats::GgmlTypeName(r->type)) << in[i].name;
+    if (r->type == GgmlType::kF32) continue;
+    std::vector<float> x(s->NumElements());
+    ASSERT_TRUE(formats::Dequantize(s->type, s->data, absl::MakeSpan(x)).ok());
+    std::vector<uint8_t> q(r->data.size());
+    ASSERT_TRUE(formats::Quantize(r->type, x, absl::MakeSpan(q)).ok()) << in[i].name;
+    EXPECT_TRUE(std::equal(q.begin(), q.end(), r->data.begin()))
+        << in[i].name << " (" << formats::GgmlTypeName(r->type) << ") differs from llama-quantize's bytes";
+    ++n_quantized;
+  }
+  EXPECT_EQ(n_quantized, 33);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureMix, ::testing::Values("q4_k_m", "q6_k", "q4_0", "q8_0", "f16", "bf16"),
+                         [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace memra
