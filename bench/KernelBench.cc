@@ -92,6 +92,7 @@ class BenchBindContext : public kc::BindContext {
   }
   uint64_t Out(unsigned i) const override { return y_[i]; }
   uint64_t Scratch() const override { return scratch_; }
+  uint64_t Workspace() const override { return 0; }  // GemvQuant asks for none
 
  private:
   uint64_t x_;
@@ -240,7 +241,7 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
         auto m = QuantOpModule(sh, fmt, T);
         if (!m.ok()) return Fail(m.status());
         const ir::Op& op = *(*m)->function("f")->Ops().front();
-        auto shapes = kc::ShapesAt(op, T);
+        auto shapes = kc::ShapesAt(op, T, kc::WeightMode::kBlocks);
         if (!shapes.ok()) return Fail(shapes.status());
         for (const QuantVariant& v : QuantVariants(fmt, sweep))
           if (auto sel = kc::SelectGemvQuant(op, *shapes, target, v.o))
@@ -295,7 +296,7 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
       auto m = QuantOpModule(sh, fmt, T);
       if (!m.ok()) return Fail(m.status());
       const ir::Op& op = *(*m)->function("f")->Ops().front();
-      auto shapes = kc::ShapesAt(op, T);
+      auto shapes = kc::ShapesAt(op, T, kc::WeightMode::kBlocks);
       if (!shapes.ok()) return Fail(shapes.status());
       const int64_t wbytes = *ir::StorageBytes(fmt, sh.k) * sh.n;
       std::vector<std::vector<DeviceBuffer>> w;

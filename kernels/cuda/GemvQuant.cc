@@ -90,13 +90,8 @@ int64_t ScratchBytes(int64_t T, int64_t K) {
 
 bool GemvQuantReads(ir::DType dtype) { return FormatOf(dtype) != nullptr; }
 
-bool GemvQuantBlocksOnDevice(ir::DType dtype) {
-  if (!GemvQuantReads(dtype)) return false;
-  const WeightLayout& l = MatrixLayoutFor(dtype);
-  if (l.kind == WeightLayoutKind::kBf16Dequantized || l.kind == WeightLayoutKind::kQ8Repacked) return false;
-  const ir::DTypeInfo& info = ir::InfoOf(dtype);
-  const int64_t cols = info.block_elems * 8;
-  return LayoutBytes(l, 2, cols) == 2 * (cols / info.block_elems) * info.block_bytes;
+bool GemvQuantBlocksOnDevice(ir::DType dtype, const WeightLayout* layout) {
+  return GemvQuantReads(dtype) && layout != nullptr && layout->kind == WeightLayoutKind::kBlocks;
 }
 
 // The exact path until the GPU measurements say otherwise: bench/KernelBench.cc prints both.
@@ -251,7 +246,7 @@ class GemvQuantImpl : public GpuOpImpl {
   bool Implements(ir::OpKind k) const override { return k == kind_; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     for (unsigned i = 1; i < c.op.num_operands(); ++i)
-      if (!GemvQuantBlocksOnDevice(c.op.operand(i)->dtype())) return std::optional<OpSelection>();
+      if (!GemvQuantBlocksOnDevice(c.op.operand(i)->dtype(), c.shapes.layout(i))) return std::optional<OpSelection>();
     return SelectGemvQuant(c.op, c.shapes, c.target);
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override { return BindGemvQuant(c, w); }

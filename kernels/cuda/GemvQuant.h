@@ -9,6 +9,7 @@
 #include "ir/Op.h"
 #include "kernels/cuda/GpuOp.h"
 #include "kernels/cuda/Target.h"
+#include "kernels/cuda/WeightLayout.h"
 
 namespace memra::kernels::cuda {
 
@@ -16,10 +17,10 @@ namespace memra::kernels::cuda {
 // q3_K, q4_K, q5_K, q6_K, mxfp4.
 bool GemvQuantReads(ir::DType dtype);
 
-// Whether a matrix stored as `dtype` is on the device as its GGUF blocks (row r at data + r *
-// row_bytes), which is what GemvQuant.cu reads: the layout registry's entry is neither a 16-bit
-// copy nor a repacking and its bytes are the file's. The units apply only then.
-bool GemvQuantBlocksOnDevice(ir::DType dtype);
+// Whether a matrix stored as `dtype` with device layout `layout` (OpShapes::layout: the weight
+// mode's choice) is on the device as its GGUF blocks (kBlocks: row r at data + r * row_bytes),
+// which is what GemvQuant.cu reads. The units apply only then (not under --weights bf16).
+bool GemvQuantBlocksOnDevice(ir::DType dtype, const WeightLayout* layout);
 
 // The activations the products read (GemvQuant.cu GQ_XQ).
 enum class GemvQuantX {

@@ -102,15 +102,21 @@ TEST(GemvQuantSelect, UnitsApplyOnlyToWeightsOnTheDeviceAsBlocks) {
     auto m = ir::ParseModule(ModuleText(c));
     ASSERT_TRUE(m.ok()) << m.status();
     const ir::Op& op = TheOp(**m);
-    auto shapes = ShapesAt(op, 1);
+    auto shapes = ShapesAt(op, 1, WeightMode::kBlocks);
     ASSERT_TRUE(shapes.ok()) << shapes.status();
     auto s = SelectGpuOp(op, *shapes, t);
     ASSERT_TRUE(s.ok()) << s.status();
-    // While the layout registry keeps a bf16 copy of block formats, the 16-bit GEMV runs them.
-    EXPECT_EQ(s->impl == "gemv_q", GemvQuantBlocksOnDevice(d)) << ir::DTypeName(d) << ": " << s->impl;
+    // Blocks on the device: the unit applies; under --weights bf16 the 16-bit GEMV runs them.
+    EXPECT_EQ(s->impl, "gemv_q") << ir::DTypeName(d);
+    EXPECT_TRUE(GemvQuantBlocksOnDevice(d, shapes->layout(1))) << ir::DTypeName(d);
+    auto bf16_shapes = ShapesAt(op, 1, WeightMode::kBf16);
+    ASSERT_TRUE(bf16_shapes.ok()) << bf16_shapes.status();
+    auto sb = SelectGpuOp(op, *bf16_shapes, t);
+    ASSERT_TRUE(sb.ok()) << sb.status();
+    EXPECT_NE(sb->impl, "gemv_q") << ir::DTypeName(d);
     EXPECT_TRUE(SelectGemvQuant(op, *shapes, t).has_value()) << ir::DTypeName(d);
   }
-  EXPECT_FALSE(GemvQuantBlocksOnDevice(DType::kBF16));
+  EXPECT_FALSE(GemvQuantBlocksOnDevice(DType::kBF16, nullptr));
   EXPECT_FALSE(GemvQuantReads(DType::kF16));
   EXPECT_FALSE(GemvQuantReads(DType::kIQ4_XS));  // no reader yet
 }
@@ -122,7 +128,7 @@ TEST(GemvQuantSelect, GeometryAndScratch) {
     c.options.x = GemvQuantX::kF32;
     auto m = ir::ParseModule(ModuleText(c));
     ASSERT_TRUE(m.ok()) << m.status();
-    auto s = SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), 1), t, c.options);
+    auto s = SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), 1, WeightMode::kBlocks), t, c.options);
     ASSERT_TRUE(s.has_value());
     ASSERT_EQ(s->launches.size(), 1u);
     EXPECT_EQ(s->scratch_bytes, 0);
@@ -140,7 +146,7 @@ TEST(GemvQuantSelect, GeometryAndScratch) {
     c.options.x = GemvQuantX::kQ8;
     auto m = ir::ParseModule(ModuleText(c));
     ASSERT_TRUE(m.ok()) << m.status();
-    auto s = SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), 8), t, c.options);
+    auto s = SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), 8, WeightMode::kBlocks), t, c.options);
     ASSERT_TRUE(s.has_value());
     ASSERT_EQ(s->launches.size(), 2u);
     EXPECT_EQ(s->launches[0].kernel.entry, "gemv_q_quantize_x");
@@ -155,7 +161,7 @@ TEST(GemvQuantSelect, GeometryAndScratch) {
     Case c{Kind::kGroup, {DType::kQ4_K, DType::kQ6_K, DType::kQ4_K}, {256, 128, 32}, 1024, 1, 1, {}};
     auto m = ir::ParseModule(ModuleText(c));
     ASSERT_TRUE(m.ok()) << m.status();
-    auto s = SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), 1), t);
+    auto s = SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), 1, WeightMode::kBlocks), t);
     ASSERT_TRUE(s.has_value());
     ASSERT_EQ(s->launches.size(), 2u);
     EXPECT_NE(s->launches[0].kernel.module.Key().find("GQ_FMT=12,"), std::string::npos);
@@ -168,7 +174,7 @@ TEST(GemvQuantSelect, GeometryAndScratch) {
     c.options.x = GemvQuantX::kQ8Block;
     auto m = ir::ParseModule(ModuleText(c));
     ASSERT_TRUE(m.ok()) << m.status();
-    auto s = SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), 1), t, c.options);
+    auto s = SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), 1, WeightMode::kBlocks), t, c.options);
     ASSERT_TRUE(s.has_value());
     ASSERT_EQ(s->launches.size(), 1u);
     EXPECT_EQ(s->scratch_bytes, 0);
@@ -181,7 +187,7 @@ TEST(GemvQuantSelect, GeometryAndScratch) {
     big.options.x = GemvQuantX::kQ8Block;
     auto mb = ir::ParseModule(ModuleText(big));
     ASSERT_TRUE(mb.ok()) << mb.status();
-    auto sb = SelectGemvQuant(TheOp(**mb), *ShapesAt(TheOp(**mb), 1), t, big.options);
+    auto sb = SelectGemvQuant(TheOp(**mb), *ShapesAt(TheOp(**mb), 1, WeightMode::kBlocks), t, big.options);
     ASSERT_TRUE(sb.has_value());
     ASSERT_EQ(sb->launches.size(), 2u);
     EXPECT_EQ(sb->launches[0].kernel.entry, "gemv_q_quantize_x");
@@ -194,7 +200,7 @@ TEST(GemvQuantSelect, Refusals) {
     auto m = ir::ParseModule(ModuleText(c));
     EXPECT_TRUE(m.ok()) << m.status();
     if (!m.ok()) return true;
-    return SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), c.T), t).has_value();
+    return SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), c.T, WeightMode::kBlocks), t).has_value();
   };
   EXPECT_TRUE(select({Kind::kMatMul, {DType::kQ8_0}, {64}, 256, 8, 8, {}}));
   EXPECT_FALSE(select({Kind::kMatMul, {DType::kQ8_0}, {64}, 256, 9, 9, {}}));                    // T > 8: a GEMM
@@ -253,6 +259,7 @@ class TestBindContext : public BindContext {
   }
   uint64_t Out(unsigned i) const override { return y_[i]; }
   uint64_t Scratch() const override { return scratch_; }
+  uint64_t Workspace() const override { return 0; }  // GemvQuant asks for none
 
  private:
   uint64_t x_;
@@ -320,7 +327,7 @@ class GemvQuantGpuTest : public ::testing::Test {
     auto m = ir::ParseModule(ModuleText(c));
     EXPECT_TRUE(m.ok()) << m.status();
     if (!m.ok()) return std::nullopt;
-    auto shapes = ShapesAt(TheOp(**m), c.T);
+    auto shapes = ShapesAt(TheOp(**m), c.T, WeightMode::kBlocks);
     EXPECT_TRUE(shapes.ok());
     auto s = SelectGemvQuant(TheOp(**m), *shapes, dev_->target(), c.options);
     *keep = std::move(*m);
@@ -347,7 +354,7 @@ class GemvQuantGpuTest : public ::testing::Test {
     auto sel = SelectCase(c, &module);
     ASSERT_TRUE(sel.has_value());
     const ir::Op& op = TheOp(*module);
-    auto shapes = ShapesAt(op, c.T);
+    auto shapes = ShapesAt(op, c.T, WeightMode::kBlocks);
     ASSERT_TRUE(shapes.ok());
     const auto& d = dev_->driver();
     const int64_t K = c.K, T = c.T, n_tok = c.n_tok;

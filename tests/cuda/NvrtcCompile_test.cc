@@ -163,7 +163,7 @@ TEST(NvrtcCompileTest, GemvQuantModulesCompileForSm90) {
     for (int i = 0; i < 3; ++i) {  // matmul f32 x; swiglu q8 x; matmul q8 x staged per block
       kc::GemvQuantOptions o;
       o.x = i == 0 ? kc::GemvQuantX::kF32 : i == 1 ? kc::GemvQuantX::kQ8 : kc::GemvQuantX::kQ8Block;
-      auto shapes = kc::ShapesAt(*ops[i == 2 ? 0 : i], 1);
+      auto shapes = kc::ShapesAt(*ops[i == 2 ? 0 : i], 1, kc::WeightMode::kBlocks);
       ASSERT_TRUE(shapes.ok()) << shapes.status();
       auto s = kc::SelectGemvQuant(*ops[i == 2 ? 0 : i], *shapes, target, o);
       ASSERT_TRUE(s.has_value()) << d;

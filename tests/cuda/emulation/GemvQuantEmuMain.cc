@@ -84,6 +84,7 @@ class Ctx : public BindContext {
   absl::StatusOr<DeviceMatrix> Matrix(unsigned i) const override { return m_[i - 1]; }
   uint64_t Out(unsigned i) const override { return y_[i]; }
   uint64_t Scratch() const override { return s_; }
+  uint64_t Workspace() const override { return 0; }  // GemvQuant asks for none
   uint64_t x_;
   int64_t n_;
   std::vector<DeviceMatrix> m_;
@@ -159,7 +160,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     const ir::Op& op = *(*m)->function("f")->Ops().front();
-    auto shapes = ShapesAt(op, c.T);
+    auto shapes = ShapesAt(op, c.T, WeightMode::kBlocks);
     auto sel = SelectGemvQuant(op, *shapes, tg, c.options);
     if (!sel) {
       std::printf("FAIL not selected: %s\n", c.Name().c_str());
