@@ -83,7 +83,7 @@ class SelectKernelsPass : public passes::Pass {
   passes::Statistic ops_{this, "ops", "ops selected"};
   passes::Statistic launches_{this, "launches", "kernel launches recorded"};
   passes::Statistic gemms_{this, "gemm-ops", "ops whose products run on cuBLASLt"};
-  passes::Statistic gemvs_{this, "gemv-ops", "one-token ops whose products run on Gemv.cu"};
+  passes::Statistic gemvs_{this, "gemv-ops", "decode ops whose products run on a GEMV (Gemv.cu, GemvQuant.cu)"};
   passes::Statistic scratch_{this, "scratch-ops", "ops given scratch_bytes"};
   passes::Statistic workspace_{this, "workspace-ops", "ops given workspace_bytes (a matrix in blocks dequantized)"};
   passes::Statistic modules_{this, "modules", "distinct kernel modules (file + defines)"};

@@ -157,15 +157,17 @@ TEST(GemvQuantSelect, GeometryAndScratch) {
     EXPECT_EQ(s->launches[1].grid, 12288u / 4);  // 1 gate + 1 up row per tile, one tile per warp
   }
   {
-    // A group of mixed formats: one launch per format, in the order of the weights.
+    // A group of mixed formats (the default q8 activations): x quantized once, then one launch per
+    // format, in the order of the weights.
     Case c{Kind::kGroup, {DType::kQ4_K, DType::kQ6_K, DType::kQ4_K}, {256, 128, 32}, 1024, 1, 1, {}};
     auto m = ir::ParseModule(ModuleText(c));
     ASSERT_TRUE(m.ok()) << m.status();
     auto s = SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), 1, WeightMode::kBlocks), t);
     ASSERT_TRUE(s.has_value());
-    ASSERT_EQ(s->launches.size(), 2u);
-    EXPECT_NE(s->launches[0].kernel.module.Key().find("GQ_FMT=12,"), std::string::npos);
-    EXPECT_NE(s->launches[1].kernel.module.Key().find("GQ_FMT=14,"), std::string::npos);
+    ASSERT_EQ(s->launches.size(), 3u);
+    EXPECT_EQ(s->launches[0].kernel.entry, "gemv_q_quantize_x");
+    EXPECT_NE(s->launches[1].kernel.module.Key().find("GQ_FMT=12,"), std::string::npos);
+    EXPECT_NE(s->launches[2].kernel.module.Key().find("GQ_FMT=14,"), std::string::npos);
   }
   {
     // q8 x staged per block: no extra launch, 8 warps, 2 resident blocks per SM; where x and a
@@ -200,7 +202,9 @@ TEST(GemvQuantSelect, Refusals) {
     auto m = ir::ParseModule(ModuleText(c));
     EXPECT_TRUE(m.ok()) << m.status();
     if (!m.ok()) return true;
-    return SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), c.T, WeightMode::kBlocks), t).has_value();
+    auto shapes = ShapesAt(TheOp(**m), c.T, WeightMode::kBlocks);
+    if (!shapes.ok()) return false;  // a type without a GPU layout (refused before any unit)
+    return SelectGemvQuant(TheOp(**m), *shapes, t).has_value();
   };
   EXPECT_TRUE(select({Kind::kMatMul, {DType::kQ8_0}, {64}, 256, 8, 8, {}}));
   EXPECT_FALSE(select({Kind::kMatMul, {DType::kQ8_0}, {64}, 256, 9, 9, {}}));                    // T > 8: a GEMM

@@ -319,12 +319,12 @@ TEST(Selection, BlocksDequantizeIntoTheWorkspace) {
   fn.Ops()[2]->attrs().Set("workspace_bytes", int64_t{-1});
   EXPECT_FALSE(ReadSelection(*fn.Ops()[2]).ok());
   fn.Ops()[2]->attrs().Set("workspace_bytes", int64_t{256 * 512 * 2});
-  // Decode (T = 1) on blocks: the dequantize + GEMM path too, until per-format GEMVs exist.
+  // Decode (T = 1) on blocks: the per-format GEMV reads the blocks (GemvQuant.cc), no workspace.
   ir::Op* dm = (*m)->function("decode")->Ops()[1];
   auto ds = SelectGpuOp(*dm, *ShapesAt(*dm, 1, WeightMode::kBlocks), t);
   ASSERT_TRUE(ds.ok()) << ds.status();
-  EXPECT_EQ(ds->impl, "gemm");
-  EXPECT_EQ(ds->workspace_bytes, 256 * 512 * 2);
+  EXPECT_EQ(ds->impl, "gemv_q");
+  EXPECT_EQ(ds->workspace_bytes, 0);
   // With --weights bf16 the same op is the bf16 GEMV, and nothing needs a workspace.
   auto dbf = SelectGpuOp(*dm, *ShapesAt(*dm, 1, WeightMode::kBf16), t);
   ASSERT_TRUE(dbf.ok());
