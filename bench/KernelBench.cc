@@ -32,6 +32,7 @@
 #include "ir/Function.h"
 #include "ir/Module.h"
 #include "ir/Parser.h"
+#include "kernels/cuda/FixedBindContext.h"
 #include "kernels/cuda/GemvQuant.h"
 #include "kernels/cuda/GpuOpRegistry.h"
 #include "kernels/formats/Quant.h"
@@ -72,33 +73,6 @@ constexpr QuantShape kQuantShapes[] = {
     {"9B ffn swiglu 2x12288x4096", 12288, 4096, true}, {"9B ffn down 4096x12288", 4096, 12288, false},
     {"9B head 248320x4096", 248320, 4096, false},      {"27B ffn gate|up 17408x5120", 17408, 5120, false},
     {"27B ffn down 5120x17408", 5120, 17408, false},
-};
-
-// Device addresses for a unit's Bind (the executor's role).
-class BenchBindContext : public kc::BindContext {
- public:
-  BenchBindContext(const ir::Op& op, const kc::OpSelection& s, const kc::OpShapes& shapes, uint64_t x,
-                   std::vector<kc::DeviceMatrix> m, std::vector<uint64_t> y, uint64_t scratch)
-      : BindContext(op, s, shapes), x_(x), m_(std::move(m)), y_(std::move(y)), scratch_(scratch) {}
-  absl::StatusOr<llvm::SmallVector<int64_t, 4>> Shape(const ir::Value* v) const override {
-    llvm::SmallVector<int64_t, 4> s;
-    for (const ir::Dim& d : v->shape().dims()) s.push_back(d.value());
-    return s;
-  }
-  uint64_t In(unsigned i) const override { return i == 0 ? x_ : m_[i - 1].data; }
-  absl::StatusOr<kc::DeviceMatrix> Matrix(unsigned i) const override {
-    if (i == 0 || i > m_.size()) return absl::InvalidArgumentError("not a matrix operand");
-    return m_[i - 1];
-  }
-  uint64_t Out(unsigned i) const override { return y_[i]; }
-  uint64_t Scratch() const override { return scratch_; }
-  uint64_t Workspace() const override { return 0; }  // GemvQuant asks for none
-
- private:
-  uint64_t x_;
-  std::vector<kc::DeviceMatrix> m_;
-  std::vector<uint64_t> y_;
-  uint64_t scratch_;
 };
 
 // Microseconds per call of enqueue(i) (i = 0, 1, ...): a graph of `iters` calls, launched 3 times
@@ -350,7 +324,7 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
             dm.bytes = wbytes;
             mats.push_back(dm);
           }
-          BenchBindContext ctx(op, *sel, *shapes, x->ptr(), mats, {y->ptr()}, scratch.ptr());
+          kc::FixedBindContext ctx(op, *sel, *shapes, x->ptr(), /*x_rows=*/-1, mats, {y->ptr()}, scratch.ptr());
           kc::DeviceWork work;
           if (absl::Status st = unit->Bind(ctx, work); !st.ok()) return Fail(st);
           for (const kc::DeviceAction& a : work.actions()) {

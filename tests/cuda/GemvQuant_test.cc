@@ -25,6 +25,7 @@
 #include "ir/Function.h"
 #include "ir/Module.h"
 #include "ir/Parser.h"
+#include "kernels/cuda/FixedBindContext.h"
 #include "kernels/cuda/GemvQuant.h"
 #include "kernels/cuda/GemvQuantParams.h"
 #include "kernels/cuda/GpuOpRegistry.h"
@@ -240,39 +241,6 @@ std::vector<float> RoundLikeQ8(const std::vector<float>& x) {
   return r;
 }
 
-class TestBindContext : public BindContext {
- public:
-  TestBindContext(const ir::Op& op, const OpSelection& s, const OpShapes& shapes, uint64_t x, int64_t n_tok,
-                  std::vector<DeviceMatrix> matrices, std::vector<uint64_t> outs, uint64_t scratch)
-      : BindContext(op, s, shapes),
-        x_(x),
-        n_tok_(n_tok),
-        m_(std::move(matrices)),
-        y_(std::move(outs)),
-        scratch_(scratch) {}
-  absl::StatusOr<llvm::SmallVector<int64_t, 4>> Shape(const ir::Value* v) const override {
-    llvm::SmallVector<int64_t, 4> s;
-    for (const ir::Dim& d : v->shape().dims()) s.push_back(d.value());
-    if (v == op().operand(0)) s[0] = n_tok_;
-    return s;
-  }
-  uint64_t In(unsigned i) const override { return i == 0 ? x_ : m_[i - 1].data; }
-  absl::StatusOr<DeviceMatrix> Matrix(unsigned i) const override {
-    if (i == 0 || i > m_.size()) return absl::InvalidArgumentError("not a matrix operand");
-    return m_[i - 1];
-  }
-  uint64_t Out(unsigned i) const override { return y_[i]; }
-  uint64_t Scratch() const override { return scratch_; }
-  uint64_t Workspace() const override { return 0; }  // GemvQuant asks for none
-
- private:
-  uint64_t x_;
-  int64_t n_tok_;
-  std::vector<DeviceMatrix> m_;
-  std::vector<uint64_t> y_;
-  uint64_t scratch_;
-};
-
 class GemvQuantGpuTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -420,7 +388,7 @@ class GemvQuantGpuTest : public ::testing::Test {
     // Bind through the unit and launch what it asks for.
     const GpuOpImpl* unit = FindGpuOpImpl(UnitFor(c.kind));
     ASSERT_NE(unit, nullptr);
-    TestBindContext ctx(op, *sel, *shapes, xb->ptr(), n_tok, mats, yptr, scratch.ptr());
+    FixedBindContext ctx(op, *sel, *shapes, xb->ptr(), n_tok, mats, yptr, scratch.ptr());
     DeviceWork work;
     absl::Status bind = unit->Bind(ctx, work);
     ASSERT_TRUE(bind.ok()) << bind;

@@ -16,6 +16,7 @@
 #include "ir/Function.h"
 #include "ir/Module.h"
 #include "ir/Parser.h"
+#include "kernels/cuda/FixedBindContext.h"
 #include "kernels/cuda/GemvQuant.h"
 #include "kernels/cuda/GpuOpRegistry.h"
 #include "kernels/formats/Quant.h"
@@ -69,28 +70,6 @@ std::string ModuleText(const Case& c) {
                   ") : ", absl::StrJoin(types, ", "), "\n  return ", absl::StrJoin(names, ", "), "\n}\n");
   return s;
 }
-class Ctx : public BindContext {
- public:
-  Ctx(const ir::Op& op, const OpSelection& s, const OpShapes& sh, uint64_t x, int64_t n, std::vector<DeviceMatrix> m,
-      std::vector<uint64_t> y, uint64_t scr)
-      : BindContext(op, s, sh), x_(x), n_(n), m_(std::move(m)), y_(std::move(y)), s_(scr) {}
-  absl::StatusOr<llvm::SmallVector<int64_t, 4>> Shape(const ir::Value* v) const override {
-    llvm::SmallVector<int64_t, 4> s;
-    for (const ir::Dim& d : v->shape().dims()) s.push_back(d.value());
-    if (v == op().operand(0)) s[0] = n_;
-    return s;
-  }
-  uint64_t In(unsigned i) const override { return i == 0 ? x_ : m_[i - 1].data; }
-  absl::StatusOr<DeviceMatrix> Matrix(unsigned i) const override { return m_[i - 1]; }
-  uint64_t Out(unsigned i) const override { return y_[i]; }
-  uint64_t Scratch() const override { return s_; }
-  uint64_t Workspace() const override { return 0; }  // GemvQuant asks for none
-  uint64_t x_;
-  int64_t n_;
-  std::vector<DeviceMatrix> m_;
-  std::vector<uint64_t> y_;
-  uint64_t s_;
-};
 
 std::vector<float> Normal(size_t n, uint32_t seed, float sc) {
   std::mt19937 r(seed);
@@ -214,7 +193,8 @@ int main(int argc, char** argv) {
       yp.push_back((uint64_t)y[o].data());
     }
     std::vector<uint32_t> scr(sel->scratch_bytes / 4 + 4, 0x7fc00000u);
-    Ctx ctx(op, *sel, *shapes, (uint64_t)x.data(), n_tok, mats, yp, sel->scratch_bytes ? (uint64_t)scr.data() : 0);
+    FixedBindContext ctx(op, *sel, *shapes, (uint64_t)x.data(), n_tok, mats, yp,
+                         sel->scratch_bytes ? (uint64_t)scr.data() : 0);
     const char* unit = c.kind == Kind::kMatMul ? "gemv_q" : c.kind == Kind::kGroup ? "gemv_q_group" : "gemv_q_swiglu";
     DeviceWork work;
     auto st = FindGpuOpImpl(unit)->Bind(ctx, work);
