@@ -9,7 +9,9 @@
 # is carried (tools/convert_hf_to_gguf.py --type f32 --round-bf16 of the demo checkpoint, xz'ed),
 # the demo model's greedy text on the GPU is checked against PyTorch's (tools/train_demo/check_greedy.py).
 #
-# Logs go to $OUT (when set, else /tmp/memra-gpu-out).
+# Tests mode also runs GemvQuant_test, Dequant_test and CudaExecutor_test under compute-sanitizer
+# memcheck (a row each in the table: its error count). Logs go to $OUT (when set, else
+# /tmp/memra-gpu-out).
 set -uo pipefail
 bundle=${1:?usage: gpu_suite.sh BUNDLE.tar.xz [--tests-only|--bench-only]}
 mode=${2:-all}
@@ -66,6 +68,18 @@ if [ "$mode" != "--bench-only" ]; then
   sed -n '/^op  /,/^op table:/p' "$out/OpTable_test.log" | awk '$NF != "ok" || /^op/' | head -60
   grep '^op table:' "$out/OpTable_test.log"
   grep -h -A3 'Failure' "$out"/*.log | head -40
+  # The new-kernel tests and the end-to-end executor test once more under compute-sanitizer
+  # memcheck (the op table's ~480 cases take too long under it for one call).
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  for t in GemvQuant_test Dequant_test CudaExecutor_test; do
+    [ -x "$bin/$t" ] && [ -n "$cs" ] || continue
+    start=$(date +%s%N)
+    timeout 300 "$cs" --tool memcheck --error-exitcode 99 --print-limit 20 "$bin/$t" > "$out/memcheck-$t.log" 2>&1
+    rc=$?
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    errors=$(sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$out/memcheck-$t.log" | tail -1)
+    summary+=("$(printf '%-20s rc=%-3s memcheck errors=%-4s %6d ms' "memcheck $t" "$rc" "${errors:-?}" "$ms")")
+  done
 fi
 if [ "$mode" != "--tests-only" ] && [ -f bench/gpu_bench.sh ]; then
   bash bench/gpu_bench.sh "$bin" "$out" $presets
