@@ -33,6 +33,7 @@
 #include "kernels/formats/Quant.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "tests/TestUtil.h"
+#include "tests/cuda/GemvQuantReference.h"
 
 namespace memra::kernels::cuda {
 namespace {
@@ -221,25 +222,9 @@ using runtime::cuda::CudaDevice;
 using runtime::cuda::DeviceBuffer;
 using runtime::cuda::LoadedModule;
 
-constexpr uint32_t kPoison = 0x7fc00000u;  // NaN
-constexpr int64_t kGuard = 64;             // poisoned floats past each output
-
-double Silu(double g) { return g / (1.0 + std::exp(-g)); }
-
-// x rounded as gemv_q_quantize_x rounds it (int8 per 32, d = amax / 127).
-std::vector<float> RoundLikeQ8(const std::vector<float>& x) {
-  std::vector<float> r(x.size());
-  for (size_t b = 0; b < x.size(); b += 32) {
-    float amax = 0;
-    for (size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b + i]));
-    const float d = amax / 127.0f;
-    for (size_t i = 0; i < 32; ++i) {
-      const float q = amax > 0 ? std::nearbyint(x[b + i] / d) : 0.0f;
-      r[b + i] = static_cast<float>(static_cast<double>(d) * q);
-    }
-  }
-  return r;
-}
+using gemv_quant_reference::kGuard;
+using gemv_quant_reference::kPoison;
+using gemv_quant_reference::RoundLikeQ8;
 
 class GemvQuantGpuTest : public ::testing::Test {
  protected:
@@ -408,45 +393,15 @@ class GemvQuantGpuTest : public ::testing::Test {
     // Reference: exact x, and x rounded as the q8 path rounds it.
     const bool q8 = c.options.x == GemvQuantX::kQ8 || c.options.x == GemvQuantX::kQ8Block;
     const std::vector<float> xr = q8 ? RoundLikeQ8(x) : x;
-    auto product = [&](size_t w, int64_t t, int64_t n, const std::vector<float>& xv) {
-      double s = 0;
-      const float* row = deq[w].data() + n * K;
-      for (int64_t k = 0; k < K; ++k) s += static_cast<double>(row[k]) * xv[t * K + k];
-      return s;
-    };
-    double num = 0, den = 0, num_r = 0, den_r = 0;
-    int unwritten = 0, overwritten = 0;
+    std::vector<std::vector<uint32_t>> bits(outs);
     for (size_t o = 0; o < outs; ++o) {
-      const int64_t N = c.rows[o];
-      std::vector<uint32_t> bits(static_cast<size_t>(T * N + kGuard));
-      ASSERT_TRUE(dev_->Download(bits.data(), yptr[o], bits.size() * 4).ok());
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t n = 0; n < N; ++n) {
-          const uint32_t b = bits[t * N + n];
-          if (t >= n_tok) {
-            overwritten += b != kPoison;
-            continue;
-          }
-          float g;
-          std::memcpy(&g, &b, 4);
-          if (!std::isfinite(g)) {
-            ++unwritten;
-            continue;
-          }
-          double want, want_r;
-          if (c.kind == Kind::kSwiglu) {
-            want = Silu(product(0, t, n, x)) * product(1, t, n, x);
-            want_r = Silu(product(0, t, n, xr)) * product(1, t, n, xr);
-          } else {
-            want = product(o, t, n, x);
-            want_r = product(o, t, n, xr);
-          }
-          num += (g - want) * (g - want), den += want * want;
-          num_r += (g - want_r) * (g - want_r), den_r += want_r * want_r;
-        }
-      for (int64_t i = 0; i < kGuard; ++i) overwritten += bits[T * N + i] != kPoison;
+      bits[o].resize(static_cast<size_t>(T * c.rows[o] + kGuard));
+      ASSERT_TRUE(dev_->Download(bits[o].data(), yptr[o], bits[o].size() * 4).ok());
     }
-    const double nmse = den > 0 ? num / den : num, nmse_r = den_r > 0 ? num_r / den_r : num_r;
+    const auto score =
+        gemv_quant_reference::ScoreOutputs(c.kind == Kind::kSwiglu, deq, c.rows, K, T, n_tok, x, xr, bits);
+    const double nmse = score.nmse, nmse_r = score.nmse_r;
+    const int unwritten = score.unwritten, overwritten = score.overwritten;
     // f32: accumulation order only. q8: the activation rounding (~3e-5 for normal x) against the
     // exact product; accumulation order only against x rounded the same way.
     const double bound = q8 ? 3e-4 : 1e-9, bound_r = 1e-9;

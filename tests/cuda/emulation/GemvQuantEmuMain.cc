@@ -20,6 +20,7 @@
 #include "kernels/cuda/GemvQuant.h"
 #include "kernels/cuda/GpuOpRegistry.h"
 #include "kernels/formats/Quant.h"
+#include "tests/cuda/GemvQuantReference.h"
 
 void emu_launch_fn(void (*fn)(const void*), unsigned grid, unsigned block, const void* params);
 std::map<std::string, void (*)(const void*)>& Registry() {
@@ -78,19 +79,7 @@ std::vector<float> Normal(size_t n, uint32_t seed, float sc) {
   for (auto& x : v) x = d(r);
   return v;
 }
-std::vector<float> RoundLikeQ8(const std::vector<float>& x) {
-  std::vector<float> r(x.size());
-  for (size_t b = 0; b < x.size(); b += 32) {
-    float amax = 0;
-    for (size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b + i]));
-    const float d = amax / 127.0f;
-    for (size_t i = 0; i < 32; ++i) {
-      const float q = amax > 0 ? std::nearbyint(x[b + i] / d) : 0.0f;
-      r[b + i] = (float)((double)d * q);
-    }
-  }
-  return r;
-}
+using gemv_quant_reference::RoundLikeQ8;
 
 int main(int argc, char** argv) {
   const bool list = argc > 1 && std::string(argv[1]) == "--list";
@@ -210,42 +199,9 @@ int main(int argc, char** argv) {
     }
     const bool q8 = c.options.x != GemvQuantX::kF32;
     const auto xr = q8 ? RoundLikeQ8(x) : x;
-    auto prod = [&](size_t w, int64_t t, int64_t n, const std::vector<float>& xv) {
-      double s = 0;
-      for (int64_t k = 0; k < K; ++k) s += (double)deq[w][n * K + k] * xv[t * K + k];
-      return s;
-    };
-    double num = 0, den = 0, numr = 0, denr = 0;
-    int unw = 0, over = 0;
-    for (size_t o = 0; o < outs; ++o) {
-      const int64_t N = c.rows[o];
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t n = 0; n < N; ++n) {
-          const uint32_t b = y[o][t * N + n];
-          if (t >= n_tok) {
-            over += b != 0x7fc00000u;
-            continue;
-          }
-          float g;
-          std::memcpy(&g, &b, 4);
-          if (!std::isfinite(g)) {
-            ++unw;
-            continue;
-          }
-          double w, wr;
-          if (c.kind == Kind::kSwiglu) {
-            auto silu = [](double v) { return v / (1 + std::exp(-v)); };
-            w = silu(prod(0, t, n, x)) * prod(1, t, n, x);
-            wr = silu(prod(0, t, n, xr)) * prod(1, t, n, xr);
-          } else {
-            w = prod(o, t, n, x);
-            wr = prod(o, t, n, xr);
-          }
-          num += (g - w) * (g - w), den += w * w, numr += (g - wr) * (g - wr), denr += wr * wr;
-        }
-      for (int i = 0; i < 64; ++i) over += y[o][T * N + i] != 0x7fc00000u;
-    }
-    const double e = num / den, er = numr / denr;
+    const auto score = gemv_quant_reference::ScoreOutputs(c.kind == Kind::kSwiglu, deq, c.rows, K, T, n_tok, x, xr, y);
+    const double e = score.nmse, er = score.nmse_r;
+    const int unw = score.unwritten, over = score.overwritten;
     const bool ok = unw == 0 && over == 0 && e <= (q8 ? 3e-4 : 1e-9) && er <= 1e-9;
     fails += !ok;
     std::printf("%-4s %-70s nmse %9.2e  nmse(x~) %9.2e  unwritten %d overwritten %d\n", ok ? "ok" : "FAIL",
