@@ -1,13 +1,15 @@
 // Static activation memory of a function: every function argument and op result gets a fixed
 // byte offset in one arena per function (per bucket, after bucket-shapes). Buffers whose
 // lifetimes do not overlap share memory; `reshape` results alias their input (no memory of
-// their own). plan-memory records the layout in the IR:
+// their own), and so do the results of a `split` / `view` that are contiguous slices of their
+// input (every dim before the axis is 1, e.g. the decode step's [1, C] splits; each slice at an
+// aligned byte offset): they alias it at that offset. plan-memory records the layout in the IR:
 //
 //   func @prefill_t64(...) attributes {arena_align = 256, arena_args = [0], arena_bytes = 81920,
 //                                      arena_naive_bytes = 412672, bucket = 64} {
 //     %x = embed(%tokens, @token_embd.weight) {arena = [256]} : f32[64, 64]
 //
-// `arena` holds one offset per result (an alias: its root's offset). An op carrying
+// `arena` holds one offset per result (an alias: its root's offset plus its slice offset). An op carrying
 // `scratch_bytes = N` (set by a backend before plan-memory, e.g. for a GEMM's activation cast)
 // also gets N bytes live during its own step only, recorded as `scratch = offset`. Lifetimes are program-order
 // step intervals [definition, last use] (function results live to the end, arguments from the
@@ -31,7 +33,8 @@ struct ArenaBuffer {
   int64_t bytes = 0;                    // rounded up to the alignment; 0 for an alias
   int64_t first = 0;                    // program-order step of the definition (-1: an argument)
   int64_t last = 0;                     // last step that reads it (aliases count for their root)
-  const ir::Value* alias_of = nullptr;  // the root value of a reshape alias
+  const ir::Value* alias_of = nullptr;  // the root value of an alias (reshape, slice)
+  int64_t alias_offset = 0;             // bytes from the root's offset (slices)
   const ir::Op* scratch_of = nullptr;   // a scratch buffer of this op (value is nullptr)
 };
 
@@ -44,6 +47,12 @@ struct ArenaPlan {
 
 // Bytes of one element of an activation dtype (f32 4, i32 4, bf16 2, ...).
 int64_t ElementBytes(ir::DType dtype);
+
+// When every result of `op` (a split or view with static shapes) is a contiguous slice of its
+// input starting at a multiple of `alignment` bytes: the byte offset of each result in the
+// input. nullopt otherwise. plan-memory aliases such results, and the CUDA split_view unit then
+// launches nothing (both ask this).
+std::optional<std::vector<int64_t>> SliceViewOffsets(const ir::Op& op, int64_t alignment);
 
 // Liveness and greedy placement (largest buffers first, each at the lowest aligned offset that
 // overlaps no buffer live at the same time). Errors: symbolic shapes (run bucket-shapes first).

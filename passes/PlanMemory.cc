@@ -21,6 +21,37 @@ int64_t ElementBytes(ir::DType dtype) {
   return info.block_elems == 1 ? info.block_bytes : 4;
 }
 
+std::optional<std::vector<int64_t>> SliceViewOffsets(const ir::Op& op, int64_t alignment) {
+  if (!op.is(ir::OpKind::kSplit) && !op.is(ir::OpKind::kView)) return std::nullopt;
+  if (op.num_operands() < 1 || alignment <= 0) return std::nullopt;
+  const ir::Value* x = op.operand(0);
+  const ir::Shape& shape = x->shape();
+  if (!shape.IsStatic() || x->dtype() != ir::DType::kF32) return std::nullopt;
+  const int64_t rank = shape.rank();
+  int64_t axis = op.attrs().I64Or("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return std::nullopt;
+  int64_t inner = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    const int64_t n = shape[d].value();
+    if (d < axis && n != 1) return std::nullopt;  // slices would be strided
+    if (d > axis) inner *= n;
+  }
+  const bool split = op.is(ir::OpKind::kSplit);
+  const std::vector<int64_t> sizes = split ? op.attrs().GetI64Array("sizes").value_or(std::vector<int64_t>{})
+                                           : std::vector<int64_t>{op.attrs().I64Or("size", 0)};
+  if (sizes.size() != op.num_results()) return std::nullopt;
+  int64_t off = split ? 0 : op.attrs().I64Or("offset", 0);
+  std::vector<int64_t> bytes;
+  for (int64_t sz : sizes) {
+    const int64_t b = off * inner * ElementBytes(x->dtype());
+    if (b % alignment != 0) return std::nullopt;
+    bytes.push_back(b);
+    off += sz;
+  }
+  return bytes;
+}
+
 namespace {
 
 int64_t AlignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
@@ -30,7 +61,7 @@ absl::StatusOr<ArenaPlan> Liveness(const ir::Function& f, int64_t alignment) {
   ArenaPlan plan;
   plan.alignment = alignment;
   absl::flat_hash_map<const ir::Value*, size_t> index;
-  auto add = [&](const ir::Value* v, int64_t step, const ir::Value* alias_of) -> absl::Status {
+  auto add = [&](const ir::Value* v, int64_t step, const ir::Value* alias_of, int64_t alias_offset) -> absl::Status {
     std::optional<int64_t> n = v->shape().NumElements();
     if (!n)
       return absl::FailedPreconditionError(absl::StrCat("plan-memory: @", f.name(), ": %", v->name(), " has type ",
@@ -39,12 +70,13 @@ absl::StatusOr<ArenaPlan> Liveness(const ir::Function& f, int64_t alignment) {
     b.value = v;
     b.first = b.last = step;
     b.alias_of = alias_of;
+    b.alias_offset = alias_offset;
     b.bytes = alias_of ? 0 : AlignUp(std::max<int64_t>(*n * ElementBytes(v->dtype()), 1), alignment);
     index[v] = plan.buffers.size();
     plan.buffers.push_back(b);
     return absl::OkStatus();
   };
-  for (unsigned i = 0; i < f.num_arguments(); ++i) MEMRA_RETURN_IF_ERROR(add(f.argument(i), -1, nullptr));
+  for (unsigned i = 0; i < f.num_arguments(); ++i) MEMRA_RETURN_IF_ERROR(add(f.argument(i), -1, nullptr, 0));
   auto root = [&](const ir::Value* v) {
     const ArenaBuffer& b = plan.buffers[index.at(v)];
     return b.alias_of ? b.alias_of : v;
@@ -60,10 +92,17 @@ absl::StatusOr<ArenaPlan> Liveness(const ir::Function& f, int64_t alignment) {
       ArenaBuffer& rb = plan.buffers[index.at(root(v))];
       rb.last = std::max(rb.last, op->is(ir::OpKind::kReturn) ? end : step);
     }
-    for (const ir::Value* r : op->results()) {
+    const bool in_arena = op->num_operands() > 0 && index.contains(op->operand(0));
+    std::optional<std::vector<int64_t>> slices;
+    if (in_arena) slices = SliceViewOffsets(*op, alignment);
+    for (unsigned i = 0; i < op->num_results(); ++i) {
       const ir::Value* alias = nullptr;
-      if (op->is(ir::OpKind::kReshape) && index.contains(op->operand(0))) alias = root(op->operand(0));
-      MEMRA_RETURN_IF_ERROR(add(r, step, alias));
+      int64_t alias_offset = 0;
+      if (in_arena && (op->is(ir::OpKind::kReshape) || slices)) {
+        alias = root(op->operand(0));
+        alias_offset = plan.buffers[index.at(op->operand(0))].alias_offset + (slices ? (*slices)[i] : 0);
+      }
+      MEMRA_RETURN_IF_ERROR(add(op->result(i), step, alias, alias_offset));
     }
     if (int64_t n = op->attrs().I64Or("scratch_bytes", 0); n > 0) {
       ArenaBuffer b;
@@ -118,7 +157,7 @@ absl::StatusOr<ArenaPlan> ComputeArenaPlan(const ir::Function& f, int64_t alignm
   for (const ArenaBuffer& b : plan.buffers)
     if (!b.alias_of && b.value) offset[b.value] = b.offset;
   for (ArenaBuffer& b : plan.buffers)
-    if (b.alias_of) b.offset = offset.at(b.alias_of);
+    if (b.alias_of) b.offset = offset.at(b.alias_of) + b.alias_offset;
   return plan;
 }
 
@@ -165,8 +204,9 @@ absl::Status CheckArenaPlan(const ArenaPlan& plan) {
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const ArenaBuffer& a = plan.buffers[i];
     if (a.alias_of) {
-      if (root_offset.at(a.alias_of) != a.offset)
-        return absl::InvalidArgumentError(absl::StrCat("arena: alias ", name(a), " is not at its root's offset"));
+      if (root_offset.at(a.alias_of) + a.alias_offset != a.offset)
+        return absl::InvalidArgumentError(
+            absl::StrCat("arena: alias ", name(a), " is not at its root's offset + ", a.alias_offset));
       continue;
     }
     if (a.offset < 0 || a.offset + a.bytes > plan.arena_bytes || a.offset % plan.alignment != 0)
@@ -255,7 +295,7 @@ class PlanMemoryPass : public FunctionPass {
   Option<int64_t> alignment_{this, "alignment", "byte alignment of every buffer (a power of two)", 256};
   Statistic functions_{this, "functions", "functions planned"};
   Statistic buffers_{this, "buffers", "buffers placed"};
-  Statistic aliases_{this, "aliases", "reshape results aliasing their input"};
+  Statistic aliases_{this, "aliases", "reshape and slice results aliasing their input"};
   Statistic arena_bytes_{this, "arena-bytes", "sum over functions of the arena size (peak)"};
   Statistic naive_bytes_{this, "naive-bytes", "sum over functions of all buffer sizes (no reuse)"};
   Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes (not planned)"};

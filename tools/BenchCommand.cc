@@ -57,6 +57,10 @@ cl::opt<bool> BenchProfile(
 cl::opt<bool> BenchGraphs("cuda-graphs",
                           cl::desc("CUDA: replay captured segments as CUDA graphs; false = all eager (default: true)"),
                           cl::init(true), cl::sub(kBench));
+cl::opt<bool> BenchPdl("pdl",
+                       cl::desc("CUDA: programmatic dependent launch on sm_90+ (each kernel starts while the one "
+                                "before it finishes); false = plain stream order (default: true)"),
+                       cl::init(true), cl::sub(kBench));
 cl::opt<std::string> BenchPasses("passes",
                                  cl::desc("Compile pipeline run before the benchmark (default: memra run's for the "
                                           "backend, passes/Pipelines.h PipelineForArch)"),
@@ -141,6 +145,7 @@ int RunBench() {
   eo.cuda.kernel_cache_dir = BenchCache;
   eo.cuda.profile = BenchProfile;
   eo.cuda.cuda_graphs = BenchGraphs;
+  eo.cuda.pdl = BenchPdl;
   eo.cpu.profile = BenchProfile;
   eo.cpu.weight_mode = weights == "dequant" ? runtime::WeightMode::kDequantizeAtLoad : runtime::WeightMode::kPerRow;
   eo.cuda.weights = weights == "bf16" ? kernels::cuda::WeightMode::kBf16 : kernels::cuda::WeightMode::kBlocks;
@@ -150,9 +155,9 @@ int RunBench() {
   runtime::CudaExecutor* gpu = exec.cuda();
   if (gpu != nullptr)
     llvm::errs() << absl::StrFormat(
-        "memra bench: %s, weights as %s, loaded in %.1f s, cuda graphs %s; device memory: %s\n",
+        "memra bench: %s, weights as %s, loaded in %.1f s, cuda graphs %s, pdl %s; device memory: %s\n",
         gpu->DeviceDescription(), weights, gpu->load_seconds(), BenchGraphs ? "on" : "off",
-        runtime::DescribeDeviceMemory(gpu->device_memory()));
+        gpu->programmatic_launch() ? "on" : "off", runtime::DescribeDeviceMemory(gpu->device_memory()));
   const int64_t vocab = (*module)->attrs().I64Or("n_vocab", 2);
   std::mt19937 rng(1234);
   auto ids = [&](int64_t n) {

@@ -142,6 +142,10 @@ cl::opt<bool> RunCudaGraphs("cuda-graphs",
                             cl::desc("CUDA: replay the compiled segments as CUDA graphs (captured on their "
                                      "second call); false = every op launched eagerly (default: true)"),
                             cl::init(true), cl::sub(kRun));
+cl::opt<bool> RunPdl("pdl",
+                     cl::desc("CUDA: programmatic dependent launch on sm_90+ (each kernel starts while the one before "
+                              "it finishes); false = plain stream order (default: true)"),
+                     cl::init(true), cl::sub(kRun));
 memra::tools::IntOption<int64_t> RunDecodeChunk(
     "decode-chunk", {0, 4096},
     "Greedy decoding: decode steps per device loop call (CUDA: one graph launch per step, one sync per chunk); "
@@ -269,6 +273,7 @@ int RunRun() {
   so.backend = backend;
   so.cuda.sync_each_op = RunCudaSync;
   so.cuda.cuda_graphs = RunCudaGraphs;
+  so.cuda.pdl = RunPdl;
   so.decode_chunk = RunDecodeChunk;
   so.cuda.progress = false;
   std::string weights_error;

@@ -282,14 +282,18 @@ __device__ __forceinline__ void attention_group_body(const float* q, const float
 
 // Entry points: one parameter struct each (AttentionParams.h), unpacked into the bodies above.
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention(const AttentionParams p) {
+  memra_grid_dependency();
   attention_body(p.q, p.k_cache, p.v_cache, p.pos, p.o, p.n_tok, p.scale);
 }
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_split(const AttentionParams p) {
+  memra_grid_dependency();
   attention_split_body(p.q, p.k_cache, p.v_cache, p.pos, p.o, p.scale);
 }
 extern "C" __global__ void __launch_bounds__(32) attention_combine(const AttentionCombineParams p) {
+  memra_grid_dependency();
   attention_combine_body(p.part, p.o);
 }
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_group(const AttentionParams p) {
+  memra_grid_dependency();
   attention_group_body(p.q, p.k_cache, p.v_cache, p.pos, p.o, p.n_tok, p.scale);
 }

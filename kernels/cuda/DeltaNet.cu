@@ -62,11 +62,16 @@ __device__ __forceinline__ void conv1d_state_update_body(const float* x, float* 
 }
 
 // Entry points (DeltaNetParams.h).
-extern "C" __global__ void conv1d_causal(const Conv1dParams p) { conv1d_causal_body(p.x, p.w, p.state, p.y, p.n_tok); }
+extern "C" __global__ void conv1d_causal(const Conv1dParams p) {
+  memra_grid_dependency();
+  conv1d_causal_body(p.x, p.w, p.state, p.y, p.n_tok);
+}
 extern "C" __global__ void conv1d_causal_tokens(const Conv1dParams p) {
+  memra_grid_dependency();
   conv1d_causal_tokens_body(p.x, p.w, p.state, p.y, p.n_tok);
 }
 extern "C" __global__ void conv1d_state_update(const Conv1dParams p) {
+  memra_grid_dependency();
   conv1d_state_update_body(p.x, p.state, p.n_tok);
 }
 #endif
@@ -168,6 +173,7 @@ __device__ __forceinline__ void gated_delta_scan_body(const float* q, const floa
 }
 
 extern "C" __global__ void __launch_bounds__(GDN_THREADS) gated_delta_scan(const GatedDeltaScanParams p) {
+  memra_grid_dependency();
   gated_delta_scan_body(p.q, p.k, p.v, p.g, p.beta, p.state, p.o, p.n_tok, p.scale);
 }
 #endif

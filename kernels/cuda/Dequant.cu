@@ -19,6 +19,7 @@ __device__ __forceinline__ u32 pack_bf16(float a, float b) { return (u32)f32_to_
 #define DEQ_GROUPS_PER_BLOCK (DEQ_QK / 8)
 
 extern "C" __global__ void dequant_bf16(const DequantParams p) {
+  memra_grid_dependency();
   const i64 groups_per_row = p.cols >> 3;
   const i64 n = p.n_rows * groups_per_row;
   uint4* y = reinterpret_cast<uint4*>(p.y);
@@ -37,6 +38,7 @@ extern "C" __global__ void dequant_bf16(const DequantParams p) {
 }
 
 extern "C" __global__ void dequant_rows_f32(const DequantRowsParams p) {
+  memra_grid_dependency();
   const i64 groups_per_row = p.cols >> 3;
   const i64 n = (i64)p.n_tok * groups_per_row;
   float4* y = reinterpret_cast<float4*>(p.y);

@@ -353,6 +353,12 @@ class SplitViewImpl : public GpuOpImpl {
       CopyAxisParams p;
       p.src = c.In(0);
       p.dst = c.Out(static_cast<unsigned>(i));
+      // A contiguous slice that plan-memory placed where it already lies in the input
+      // (passes/MemoryPlan.h SliceViewOffsets): the copy would be the identity.
+      if (v.outer == 1 && p.dst.addr == p.src.addr + static_cast<uint64_t>(off * v.inner) * 4) {
+        off += sizes[i];
+        continue;
+      }
       p.outer = v.outer;
       p.src_dim = x[v.axis];
       p.src_off = off;

@@ -5,63 +5,80 @@
 
 // y = a + b / a * b, b broadcast over a's leading dims (nb divides n).
 extern "C" __global__ void add_f32(const BroadcastParams p) {
+  memra_grid_dependency();
   MEMRA_GRID_STRIDE(i, p.n) p.y[i] = p.a[i] + p.b[p.nb == p.n ? i : i % p.nb];
 }
 extern "C" __global__ void mul_f32(const BroadcastParams p) {
+  memra_grid_dependency();
   MEMRA_GRID_STRIDE(i, p.n) p.y[i] = p.a[i] * p.b[p.nb == p.n ? i : i % p.nb];
 }
-extern "C" __global__ void scale_f32(const ScaleParams p) { MEMRA_GRID_STRIDE(i, p.n) p.y[i] = p.x[i] * p.factor; }
+extern "C" __global__ void scale_f32(const ScaleParams p) {
+  memra_grid_dependency();
+  MEMRA_GRID_STRIDE(i, p.n) p.y[i] = p.x[i] * p.factor;
+}
 extern "C" __global__ void sigmoid_f32(const UnaryParams p) {
+  memra_grid_dependency();
   const float* x = static_cast<const float*>(p.x);
   float* y = static_cast<float*>(p.y);
   MEMRA_GRID_STRIDE(i, p.n) y[i] = sigmoidf_(x[i]);
 }
 extern "C" __global__ void silu_f32(const UnaryParams p) {
+  memra_grid_dependency();
   const float* x = static_cast<const float*>(p.x);
   float* y = static_cast<float*>(p.y);
   MEMRA_GRID_STRIDE(i, p.n) y[i] = siluf_(x[i]);
 }
 extern "C" __global__ void softplus_f32(const UnaryParams p) {
+  memra_grid_dependency();
   const float* x = static_cast<const float*>(p.x);
   float* y = static_cast<float*>(p.y);
   MEMRA_GRID_STRIDE(i, p.n) y[i] = softplusf_(x[i]);
 }
 extern "C" __global__ void exp_f32(const UnaryParams p) {
+  memra_grid_dependency();
   const float* x = static_cast<const float*>(p.x);
   float* y = static_cast<float*>(p.y);
   MEMRA_GRID_STRIDE(i, p.n) y[i] = expf(x[i]);
 }
 extern "C" __global__ void swiglu_f32(const PairParams p) {
+  memra_grid_dependency();
   MEMRA_GRID_STRIDE(i, p.n) p.y[i] = siluf_(p.a[i]) * p.b[i];
 }
 // attention_gated's output gate: y = a * sigmoid(g) (sigmoid as sigmoid_f32 computes it).
 extern "C" __global__ void mul_sigmoid_f32(const PairParams p) {
+  memra_grid_dependency();
   MEMRA_GRID_STRIDE(i, p.n) p.y[i] = p.a[i] * sigmoidf_(p.b[i]);
 }
 extern "C" __global__ void fill_f32(const FillParams p) {
+  memra_grid_dependency();
   MEMRA_GRID_STRIDE(i, p.n) static_cast<float*>(p.y)[i] = p.f32_value;
 }
 extern "C" __global__ void fill_i32(const FillParams p) {
+  memra_grid_dependency();
   MEMRA_GRID_STRIDE(i, p.n) static_cast<int*>(p.y)[i] = p.i32_value;
 }
 
 // Casts between f32 and the 16-bit types (the GEMM operand copies).
 extern "C" __global__ void cast_f32_bf16(const UnaryParams p) {
+  memra_grid_dependency();
   const float* x = static_cast<const float*>(p.x);
   u16* y = static_cast<u16*>(p.y);
   MEMRA_GRID_STRIDE(i, p.n) y[i] = f32_to_bf16(x[i]);
 }
 extern "C" __global__ void cast_f32_f16(const UnaryParams p) {
+  memra_grid_dependency();
   const float* x = static_cast<const float*>(p.x);
   u16* y = static_cast<u16*>(p.y);
   MEMRA_GRID_STRIDE(i, p.n) y[i] = f32_to_f16(x[i]);
 }
 extern "C" __global__ void cast_bf16_f32(const UnaryParams p) {
+  memra_grid_dependency();
   const u16* x = static_cast<const u16*>(p.x);
   float* y = static_cast<float*>(p.y);
   MEMRA_GRID_STRIDE(i, p.n) y[i] = bf16_to_f32(x[i]);
 }
 extern "C" __global__ void cast_f16_f32(const UnaryParams p) {
+  memra_grid_dependency();
   const u16* x = static_cast<const u16*>(p.x);
   float* y = static_cast<float*>(p.y);
   MEMRA_GRID_STRIDE(i, p.n) y[i] = f16_to_f32(x[i]);
@@ -71,6 +88,7 @@ extern "C" __global__ void cast_f16_f32(const UnaryParams p) {
 // tensors: dst[o, dst_off + j, :] = src[o, src_off + j, :] for j < len (concat, split, view,
 // take_last_row). 4-byte elements.
 extern "C" __global__ void copy_axis_32(const CopyAxisParams p) {
+  memra_grid_dependency();
   const float* src = p.src;
   float* dst = p.dst;
   const i64 outer = p.outer, src_dim = p.src_dim, src_off = p.src_off, dst_dim = p.dst_dim, dst_off = p.dst_off,
@@ -84,15 +102,18 @@ extern "C" __global__ void copy_axis_32(const CopyAxisParams p) {
 
 // pos[t] = counter + t (t < n_tok); advance: counter += n_tok.
 extern "C" __global__ void positions(const PositionsParams p) {
+  memra_grid_dependency();
   MEMRA_GRID_STRIDE(t, p.n_tok) p.pos[t] = p.counter[0] + (int)t;
 }
 extern "C" __global__ void advance_positions(const PositionsParams p) {
+  memra_grid_dependency();
   if (blockIdx.x == 0 && threadIdx.x == 0) p.counter[0] += p.n_tok;
 }
 
 #ifdef QG_HEADS
 // q[t, h, d] = qg[t, h*2*D + d]; gate[t, h, d] = qg[t, h*2*D + D + d].
 extern "C" __global__ void q_gate_split(const QGateSplitParams p) {
+  memra_grid_dependency();
   const float* qg = p.qg;
   float* q = p.q;
   float* gate = p.gate;
@@ -109,6 +130,7 @@ extern "C" __global__ void q_gate_split(const QGateSplitParams p) {
 #ifdef GATE_HEADS
 // beta = sigmoid(b); g = ssm_a[h] * softplus(a + dt_bias[h]); [n_tok, GATE_HEADS].
 extern "C" __global__ void delta_net_gates(const DeltaNetGatesParams p) {
+  memra_grid_dependency();
   const float *b = p.b, *a = p.a, *dt_bias = p.dt_bias, *ssm_a = p.ssm_a;
   float *beta = p.beta, *g = p.g;
   const int n_tok = p.n_tok;
@@ -125,6 +147,7 @@ extern "C" __global__ void delta_net_gates(const DeltaNetGatesParams p) {
 // y[t, :] = table[ids[t], :] (table stored as EMBED_TYPE: 0 f32, 1 f16, 2 bf16). Ids are
 // checked on the host before the launch.
 extern "C" __global__ void embed(const EmbedParams p) {
+  memra_grid_dependency();
   const int* ids = p.ids;
   const void* table = p.table;
   float* y = p.y;
@@ -140,6 +163,7 @@ extern "C" __global__ void embed(const EmbedParams p) {
 #ifdef KV_WIDTH
 // k_cache[pos[t]] = k[t], v_cache[pos[t]] = v[t]; rows of KV_WIDTH (= Hkv * D) floats.
 extern "C" __global__ void kv_append(const KvAppendParams p) {
+  memra_grid_dependency();
   const float *k = p.k, *v = p.v;
   float *k_cache = p.k_cache, *v_cache = p.v_cache;
   const int* pos = p.pos;

@@ -161,12 +161,15 @@ __device__ __forceinline__ void gemv_group_body(const void* __restrict__ w0, con
 // Entry points: one parameter struct each (GemvParams.h), unpacked into the bodies above (their
 // __restrict__ parameters survive inlining).
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv(const GemvParams p) {
+  memra_grid_dependency();
   gemv_body(p.w.w, p.w.scale, p.x, p.y, p.n_rows);
 }
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_swiglu(const GemvSwigluParams p) {
+  memra_grid_dependency();
   gemv_swiglu_body(p.gate.w, p.gate.scale, p.up.w, p.up.scale, p.x, p.y, p.n_rows);
 }
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_group(const GemvGroupParams p) {
+  memra_grid_dependency();
   gemv_group_body(p.w[0].w, p.w[0].scale, p.y[0], p.w[1].w, p.w[1].scale, p.y[1], p.w[2].w, p.w[2].scale, p.y[2],
                   p.w[3].w, p.w[3].scale, p.y[3], p.x, p.n_rows[0], p.n_rows[1], p.n_rows[2], p.n_rows[3]);
 }

@@ -625,6 +625,8 @@ __device__ __forceinline__ void gemv_q_body(const GemvQuantParams& p) {
     if (i < items) issue(i);
     copy_commit();
   }
+  // The weight copies above do not depend on earlier kernels: they are in flight while this waits.
+  memra_grid_dependency();
 #if GQ_XQ == 1
   const signed char* xq = static_cast<const signed char*>(p.xq);
   const float* xd = reinterpret_cast<const float*>(xq + GQ_T * GQ_K);
@@ -764,6 +766,7 @@ extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32, GQ_MINB) gemv_q(cons
 // x [n_tok, GQ_K] f32 -> int8 per 32 elements with scale d = amax / 127 (q = round(x / d)), and
 // the sum of d * q over each 16 elements. One warp per 32 elements; a NaN in x makes d NaN.
 extern "C" __global__ void __launch_bounds__(256) gemv_q_quantize_x(const GemvQuantXParams p) {
+  memra_grid_dependency();
   signed char* xq = static_cast<signed char*>(p.xq);
   float* xd = reinterpret_cast<float*>(xq + GQ_T * GQ_K);
   float* xs = xd + GQ_T * (GQ_K / 32);

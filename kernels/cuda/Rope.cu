@@ -25,4 +25,7 @@ __device__ __forceinline__ void rope_neox_body(const float* x, float* y, const i
   }
 }
 
-extern "C" __global__ void rope_neox(const RopeParams p) { rope_neox_body(p.x, p.y, p.pos, p.n_tok, p.theta_scale); }
+extern "C" __global__ void rope_neox(const RopeParams p) {
+  memra_grid_dependency();
+  rope_neox_body(p.x, p.y, p.pos, p.n_tok, p.theta_scale);
+}

@@ -73,6 +73,22 @@ std::string CudaDriver::ErrorText(CUresult r) const {
   return absl::StrCat(name ? name : absl::StrCat("CUresult ", r), " (", desc ? desc : "unknown", ")");
 }
 
+CUresult LaunchKernel(const CudaDriver& d, CUfunction fn, unsigned grid, unsigned block, unsigned smem_bytes,
+                      CUstream stream, void** args, bool programmatic) {
+  if (!programmatic) return d.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, smem_bytes, stream, args, nullptr);
+  CuLaunchAttribute attr;
+  attr.id = kCuLaunchAttributeProgrammaticStreamSerialization;
+  attr.value.programmatic_stream_serialization_allowed = 1;
+  CuLaunchConfig config;
+  config.grid_x = grid;
+  config.block_x = block;
+  config.smem_bytes = smem_bytes;
+  config.stream = stream;
+  config.attrs = &attr;
+  config.num_attrs = 1;
+  return d.cuLaunchKernelEx(&config, fn, args, nullptr);
+}
+
 absl::Status CuCheck(CUresult r, absl::string_view what) {
   if (r == 0) return absl::OkStatus();
   auto d = CudaDriver::Get();

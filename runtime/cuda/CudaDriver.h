@@ -44,6 +44,28 @@ inline constexpr unsigned kCuEventDefault = 0;
 // CUstreamCaptureMode: only this thread's unsafe calls are refused while it captures.
 inline constexpr int kCuStreamCaptureModeThreadLocal = 1;
 
+// cuLaunchKernelEx's configuration, laid out as cuda.h's CUlaunchAttribute / CUlaunchConfig
+// (CudaApi_test checks sizes and offsets against the header).
+struct CuLaunchAttribute {
+  int id = 0;  // CUlaunchAttributeID
+  char pad[4] = {};
+  union {
+    char bytes[64];
+    int programmatic_stream_serialization_allowed;
+  } value = {};
+};
+struct CuLaunchConfig {
+  unsigned grid_x = 1, grid_y = 1, grid_z = 1;
+  unsigned block_x = 1, block_y = 1, block_z = 1;
+  unsigned smem_bytes = 0;
+  CUstream stream = nullptr;
+  CuLaunchAttribute* attrs = nullptr;
+  unsigned num_attrs = 0;
+};
+// The kernel may start before the previous kernel in the stream completes; it orders itself with
+// griddepcontrol.wait (kernels/cuda/Common.cuh memra_grid_dependency).
+inline constexpr int kCuLaunchAttributeProgrammaticStreamSerialization = 6;
+
 #define MEMRA_CUDA_DRIVER_FUNCTIONS(X)                                                                            \
   X(cuInit, "cuInit", CUresult, (unsigned))                                                                       \
   X(cuDriverGetVersion, "cuDriverGetVersion", CUresult, (int*))                                                   \
@@ -82,6 +104,7 @@ inline constexpr int kCuStreamCaptureModeThreadLocal = 1;
   X(cuFuncSetAttribute, "cuFuncSetAttribute", CUresult, (CUfunction, int, int))                                   \
   X(cuLaunchKernel, "cuLaunchKernel", CUresult,                                                                   \
     (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void**, void**)) \
+  X(cuLaunchKernelEx, "cuLaunchKernelEx", CUresult, (const CuLaunchConfig*, CUfunction, void**, void**))          \
   X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", CUresult, (CUstream, int))                                   \
   X(cuStreamEndCapture, "cuStreamEndCapture", CUresult, (CUstream, CUgraph*))                                     \
   X(cuGraphInstantiate, "cuGraphInstantiateWithFlags", CUresult, (CUgraphExec*, CUgraph, unsigned long long))     \
@@ -103,6 +126,12 @@ struct CudaDriver {
   // "CUDA_ERROR_OUT_OF_MEMORY (out of memory)"
   std::string ErrorText(CUresult r) const;
 };
+
+// Launches `fn` over a 1-D grid. `programmatic`: with the programmatic stream serialization
+// attribute (sm_90+; the kernel must order itself with memra_grid_dependency, as every memra
+// kernel does), so it can become resident while the previous kernel of the stream still runs.
+CUresult LaunchKernel(const CudaDriver& d, CUfunction fn, unsigned grid, unsigned block, unsigned smem_bytes,
+                      CUstream stream, void** args, bool programmatic);
 
 // A Status for a failed driver call: "<what>: CUDA_ERROR_... (description)"; Ok for success.
 absl::Status CuCheck(CUresult r, absl::string_view what);

@@ -57,6 +57,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ir::Mod
   std::unique_ptr<CudaExecutor> e(new CudaExecutor(module, file, options));
   MEMRA_ASSIGN_OR_RETURN(e->dev_, cuda::CudaDevice::Open(options.device));
   e->target_ = e->dev_->target();
+  e->programmatic_launch_ = e->options_.pdl && e->target_.arch >= 90;
   codegen::CompileOptions co;
   co.arch = e->dev_->arch();
   co.cache_dir = options.kernel_cache_dir;

@@ -72,6 +72,10 @@ struct CudaExecutorOptions {
                                  // elements a kernel never writes)
   bool cuda_graphs = true;       // replay capturable segments as CUDA graphs (off: all eager;
                                  // profiling, sync_each_op and observers also run eagerly)
+  // Launch kernels with programmatic dependent launch where the device has it (sm_90+): each
+  // kernel becomes resident while the one before it still runs (its weight copies start early)
+  // and orders itself with griddepcontrol.wait (memra run / bench `--pdl`).
+  bool pdl = true;
   // How block-format matrices are held (memra run / bench `--weights blocks|bf16`). A module
   // selected by select-kernels must have been selected for the same mode (its kernel_weights).
   kernels::cuda::WeightMode weights = kernels::cuda::WeightMode::kBlocks;
@@ -140,6 +144,7 @@ class CudaExecutor {
   // Device memory held now, by kind (arenas: the programs laid out so far).
   DeviceMemoryBytes device_memory() const;
   kernels::cuda::WeightMode weight_mode() const { return options_.weights; }
+  bool programmatic_launch() const { return programmatic_launch_; }  // --pdl on a device that has it
   // Device time of the last Run (events around its launches), milliseconds.
   double last_run_ms() const { return last_run_ms_; }
   // Device time per op kind over the calls since the last ResetProfile (options.profile):
@@ -179,6 +184,7 @@ class CudaExecutor {
   CudaExecutorOptions options_;
   std::unique_ptr<cuda::CudaDevice> dev_;
   kernels::cuda::Target target_;
+  bool programmatic_launch_ = false;     // options_.pdl on a device that has it
   kernels::cuda::DeviceWork step_work_;  // EnqueueStep's scratch list, reused
   std::unique_ptr<cuda::CublasLt> blas_;
   std::unique_ptr<codegen::KernelCompiler> compiler_;

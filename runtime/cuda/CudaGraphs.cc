@@ -187,8 +187,8 @@ absl::StatusOr<std::vector<int32_t>> CudaExecutor::DecodeGreedy(int32_t token, i
     a.bad = bad;
     a.ring_cap = static_cast<int>(kTokenRing);
     void* args[] = {&a};
-    return CuCheck(d.cuLaunchKernel(p->greedy.fn, p->greedy.spec.grid, 1, 1, p->greedy.spec.block, 1, 1,
-                                    p->greedy.spec.smem, stream, args, nullptr),
+    return CuCheck(cuda::LaunchKernel(d, p->greedy.fn, p->greedy.spec.grid, p->greedy.spec.block, p->greedy.spec.smem,
+                                      stream, args, programmatic_launch_),
                    "cuda executor: launch of greedy_next");
   };
   auto enqueue_step = [&]() -> absl::Status {

@@ -79,7 +79,7 @@ absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::
       const ResolvedLaunch& l = s.launches[k->launch];
       void* args[] = {const_cast<unsigned char*>(k->params.bytes.data())};
       const cuda::CUresult r =
-          d.cuLaunchKernel(l.fn, l.spec.grid, 1, 1, l.spec.block, 1, 1, l.spec.smem, stream, args, nullptr);
+          cuda::LaunchKernel(d, l.fn, l.spec.grid, l.spec.block, l.spec.smem, stream, args, programmatic_launch_);
       if (r != 0)
         return absl::InternalError(absl::StrCat("cuda executor: ", op.Summary(), ": launch of ",
                                                 l.spec.kernel.ToString(), " (grid ", l.spec.grid, ", block ",

@@ -1,6 +1,7 @@
 // The CUDA API values declared by hand in runtime/cuda (so nothing needs the toolkit's headers
 // or links the driver) agree with the toolkit's headers when they are present; without a driver,
 // asking for the GPU is a clear error and never a crash.
+#include <cstddef>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -33,6 +34,15 @@ TEST(CudaApiTest, DeclaredValuesMatchTheHeaders) {
   static_assert(kCuStreamCaptureModeThreadLocal == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
   static_assert(sizeof(CUstreamCaptureMode) == sizeof(int));  // passed as int by CudaDriver
   static_assert(sizeof(unsigned long long) == sizeof(cuuint64_t));
+  static_assert(kCuLaunchAttributeProgrammaticStreamSerialization ==
+                CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+  static_assert(sizeof(CuLaunchAttribute) == sizeof(CUlaunchAttribute));
+  static_assert(offsetof(CuLaunchAttribute, value) == offsetof(CUlaunchAttribute, value));
+  static_assert(sizeof(CuLaunchConfig) == sizeof(CUlaunchConfig));
+  static_assert(offsetof(CuLaunchConfig, smem_bytes) == offsetof(CUlaunchConfig, sharedMemBytes));
+  static_assert(offsetof(CuLaunchConfig, stream) == offsetof(CUlaunchConfig, hStream));
+  static_assert(offsetof(CuLaunchConfig, attrs) == offsetof(CUlaunchConfig, attrs));
+  static_assert(offsetof(CuLaunchConfig, num_attrs) == offsetof(CUlaunchConfig, numAttrs));
 #else
   GTEST_SKIP() << "no CUDA toolkit found at configure time";
 #endif
