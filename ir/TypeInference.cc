@@ -300,6 +300,8 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       if (!k.IsConstant() || k.value() < 1) return Err(absl::StrCat(c.N(1), " must have a constant kernel size >= 1"));
       CHECK_OK(c.ShapeIs(2, Shape{c.S(0)[1], k.value() - 1}, "[channels, kernel - 1]"));
       if (!IsFloat(c.D(2))) return Err(absl::StrCat(c.N(2), " must be a float state"));
+      if (auto act = attrs.GetString("activation"); act && *act != "silu")
+        return Err(absl::StrCat("conv activation '", *act, "' is not supported (only \"silu\")"));
       return Types{Like(c[0])};
     }
     case OpKind::kDeltaNetGates: {
@@ -326,6 +328,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
         return Err(absl::StrCat("value heads (", hv.value(), ") must be a multiple of key heads (", hk.value(), ")"));
       CHECK_OK(c.ShapeIs(5, Shape{hv, c.S(2)[2], c.S(0)[2]}, "[Hv, Dv, Dk]"));
       if (!IsFloat(c.D(5))) return Err(absl::StrCat(c.N(5), " must be a float state"));
+      if (auto eps = attrs.GetF64("qk_l2_eps"); eps && !(*eps >= 0)) return Err("attribute 'qk_l2_eps' must be >= 0");
       return Types{Like(c[2])};
     }
     case OpKind::kTakeLastRow:

@@ -7,6 +7,7 @@
 //   fuse-qk-norm-rope            rope(rms_norm(q)), rope(rms_norm(k)) -> qk_norm_rope
 //   fuse-swiglu                  swiglu(matmul, matmul)           -> matmul_swiglu
 //   fuse-gated-rmsnorm           rms_norm * silu                  -> gated_rms_norm
+//   fuse-delta-net-inputs        silu(conv1d_causal), l2_norm q/k -> attributes of conv / scan
 //   fuse-add-rmsnorm             rms_norm(add)                    -> add_rms_norm
 //   fuse-matmul-group            matmuls of one input             -> matmul_group
 //   dce                          drop what fusion left unused
@@ -32,13 +33,13 @@
 namespace memra::passes {
 
 inline constexpr absl::string_view kDefaultPipeline =
-    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-gated-rmsnorm,"
+    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-gated-rmsnorm,fuse-delta-net-inputs,"
     "fuse-add-rmsnorm,fuse-matmul-group,dce,bucket-shapes,plan-memory,partition-segments";
 
 // The CUDA backend's pipeline: kDefaultPipeline with select-kernels (arch sm_90) between
 // bucket-shapes and plan-memory.
 inline constexpr absl::string_view kCudaPipeline =
-    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-gated-rmsnorm,"
+    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-gated-rmsnorm,fuse-delta-net-inputs,"
     "fuse-add-rmsnorm,fuse-matmul-group,dce,bucket-shapes,select-kernels,plan-memory,partition-segments";
 
 // The pipeline for a target arch (as `--arch` takes it): "cpu" -> kDefaultPipeline; "sm_NN" ->
@@ -53,7 +54,7 @@ std::string PipelineForTarget(absl::string_view arch, int sm_count, absl::string
 // The fusion passes only (no buckets, no memory plan, no segments): what a backend that takes
 // symbolic shapes runs.
 inline constexpr absl::string_view kFusionPipeline =
-    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-gated-rmsnorm,"
+    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-gated-rmsnorm,fuse-delta-net-inputs,"
     "fuse-add-rmsnorm,fuse-matmul-group,dce";
 
 // `pipeline` with the bucket ladder set on its bucket-shapes pass (`buckets` in the form of the

@@ -8,11 +8,15 @@
 namespace memra::kernels::cuda {
 namespace {
 
+// conv1d_causal {activation = "silu"} (fuse-delta-net-inputs; the type rules allow no other).
+bool Silu(const ir::Op& op) { return op.attrs().GetString("activation").has_value(); }
+
 // x [T, C], w [C, K], state [C, K - 1].
-Launch ConvLaunch(const OpShapes& s, const char* entry) {
+Launch ConvLaunch(const OpShapes& s, const char* entry, bool silu) {
   Launch l;
   l.kernel.module.file = "DeltaNet.cu";
-  l.kernel.module.defines = MakeDefines({Def("CONV_CHANNELS", s.in[0][1]), Def("CONV_K", s.in[2][1] + 1)});
+  l.kernel.module.defines =
+      MakeDefines({Def("CONV_CHANNELS", s.in[0][1]), Def("CONV_K", s.in[2][1] + 1), Def("CONV_SILU", silu ? 1 : 0)});
   l.kernel.entry = entry;
   l.block = 128;
   l.grid = static_cast<uint32_t>((s.in[0][1] + 127) / 128);
@@ -37,7 +41,7 @@ class Conv1dStepImpl : public GpuOpImpl {
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     if (c.shapes.bucket != 1) return std::optional<OpSelection>();
     OpSelection s;
-    s.launches.push_back(ConvLaunch(c.shapes, "conv1d_causal"));
+    s.launches.push_back(ConvLaunch(c.shapes, "conv1d_causal", Silu(c.op)));
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -53,10 +57,10 @@ class Conv1dTokensImpl : public GpuOpImpl {
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kConv1dCausal; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     OpSelection s;
-    Launch conv = ConvLaunch(c.shapes, "conv1d_causal_tokens");
+    Launch conv = ConvLaunch(c.shapes, "conv1d_causal_tokens", Silu(c.op));
     conv.block = 256;
     conv.grid = GridFor(c.target, c.shapes.in[0][0] * c.shapes.in[0][1]);
-    s.launches = {conv, ConvLaunch(c.shapes, "conv1d_state_update")};
+    s.launches = {conv, ConvLaunch(c.shapes, "conv1d_state_update", false)};
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -85,7 +89,8 @@ class GatedDeltaScanImpl : public GpuOpImpl {
     l.kernel.module.file = "DeltaNet.cu";
     l.kernel.module.defines =
         MakeDefines({Def("GDN_HK", Hk), Def("GDN_HV", Hv), Def("GDN_DK", Dk), Def("GDN_DV", Dv), Def("GDN_COLS", cols),
-                     Def("GDN_SPLIT", split), Def("GDN_BUCKET", c.shapes.bucket)});
+                     Def("GDN_SPLIT", split), Def("GDN_BUCKET", c.shapes.bucket),
+                     Def("GDN_L2", c.op.attrs().Has("qk_l2_eps") ? 1 : 0)});
     l.kernel.entry = "gated_delta_scan";
     l.block = static_cast<uint32_t>(cols * split);
     l.grid = static_cast<uint32_t>(Hv * (Dv / cols));
@@ -105,6 +110,7 @@ class GatedDeltaScanImpl : public GpuOpImpl {
     p.o = c.Out(0);
     p.n_tok = static_cast<int>(x[0]);
     p.scale = static_cast<float>(c.op().attrs().F64Or("scale", 1.0));
+    p.qk_eps = static_cast<float>(c.op().attrs().F64Or("qk_l2_eps", 0.0));
     w.Kernel(0, p);
     return absl::OkStatus();
   }

@@ -5,6 +5,10 @@
 #include "DeltaNetParams.h"
 
 #ifdef CONV_CHANNELS
+#ifndef CONV_SILU
+#define CONV_SILU 0  // 1: y = silu(conv) (conv1d_causal {activation = "silu"})
+#endif
+__device__ __forceinline__ float conv_out(float s) { return CONV_SILU ? siluf_(s) : s; }
 // xin = concat(state, x) over time; y[t, c] = sum_i xin[t+i, c] * w[c, i]; the state keeps the
 // last CONV_K-1 rows of xin. x, y: [n_tok, C]; w: [C, K]; state: [C, K-1] (oldest first).
 __device__ __forceinline__ void conv1d_causal_body(const float* x, const float* w, float* state, float* y, int n_tok) {
@@ -21,7 +25,7 @@ __device__ __forceinline__ void conv1d_causal_body(const float* x, const float* 
     float s = 0.0f;
 #pragma unroll
     for (int i = 0; i < CONV_K; ++i) s += win[i] * wc[i];
-    y[(i64)t * CONV_CHANNELS + c] = s;
+    y[(i64)t * CONV_CHANNELS + c] = conv_out(s);
 #pragma unroll
     for (int i = 0; i < CONV_K - 1; ++i) win[i] = win[i + 1];
   }
@@ -43,7 +47,7 @@ __device__ __forceinline__ void conv1d_causal_tokens_body(const float* x, const 
       const float xv = tau >= 0 ? x[(i64)tau * CONV_CHANNELS + c] : state[(i64)c * (CONV_K - 1) + (CONV_K - 1) + tau];
       s += xv * w[(i64)c * CONV_K + i];
     }
-    y[idx] = s;
+    y[idx] = conv_out(s);
   }
 }
 
@@ -88,12 +92,19 @@ extern "C" __global__ void conv1d_state_update(const Conv1dParams p) {
 // column j (lane p holds S[i][j] for i = p, p + SPLIT, ...; the sums close with two shuffles), the
 // dot products use two accumulators, and the next token's k, q, v, g, beta are loaded while this
 // one computes (k, q double-buffered in shared memory, one barrier per token).
+// GDN_L2 = 1 (gated_delta_scan {qk_l2_eps}): q and k are l2-normalized over DK. The squares are
+// summed when a token is staged (per warp, into shared memory beside k and q), and the norms scale
+// the sums instead of the inputs: S . k^ = (S . k) / |k|, S += k^ d = k (d / |k|), o = (S . q) / |q|.
 #ifndef GDN_SPLIT
 #define GDN_SPLIT 4
 #endif
 #define GDN_PER (GDN_DK / GDN_SPLIT)
 #define GDN_THREADS (GDN_COLS * GDN_SPLIT)
 #define GDN_KQ_PER_THREAD ((GDN_DK + GDN_THREADS - 1) / GDN_THREADS)
+#define GDN_WARPS ((GDN_THREADS + 31) / 32)
+#ifndef GDN_L2
+#define GDN_L2 0
+#endif
 
 __device__ __forceinline__ float quad_sum(float v) {
 #pragma unroll
@@ -102,14 +113,15 @@ __device__ __forceinline__ float quad_sum(float v) {
 }
 
 __device__ __forceinline__ void gated_delta_scan_body(const float* q, const float* k, const float* v, const float* g,
-                                                      const float* beta, float* state, float* o, int n_tok,
-                                                      float scale) {
+                                                      const float* beta, float* state, float* o, int n_tok, float scale,
+                                                      float qk_eps) {
   const int blocks_per_head = GDN_DV / GDN_COLS;
   const int h = blockIdx.x / blocks_per_head;
   const int part = threadIdx.x % GDN_SPLIT;
   const int j = (blockIdx.x % blocks_per_head) * GDN_COLS + threadIdx.x / GDN_SPLIT;
   const int kh = h % GDN_HK;
   __shared__ float sk[2][GDN_DK], sq[2][GDN_DK];
+  __shared__ float skk[2][GDN_WARPS], sqq[2][GDN_WARPS];  // GDN_L2: per-warp sums of squares
   float S[GDN_PER];
   float* st = state + ((i64)h * GDN_DV + j) * GDN_DK;
 #pragma unroll
@@ -128,12 +140,23 @@ __device__ __forceinline__ void gated_delta_scan_body(const float* q, const floa
     rb = beta[(i64)t * GDN_HV + h];
   };
   auto stage = [&](int buf) {
+    float kk = 0.0f, qq = 0.0f;
 #pragma unroll
     for (int e = 0; e < GDN_KQ_PER_THREAD; ++e) {
       const int i = threadIdx.x + e * GDN_THREADS;
       if (i < GDN_DK) {
         sk[buf][i] = rk[e];
         sq[buf][i] = rq[e];
+      }
+      kk += rk[e] * rk[e];  // 0 past GDN_DK
+      qq += rq[e] * rq[e];
+    }
+    if (GDN_L2) {
+      kk = warp_sum(kk);
+      qq = warp_sum(qq);
+      if ((threadIdx.x & 31) == 0) {
+        skk[buf][threadIdx.x >> 5] = kk;
+        sqq[buf][threadIdx.x >> 5] = qq;
       }
     }
   };
@@ -145,6 +168,14 @@ __device__ __forceinline__ void gated_delta_scan_body(const float* q, const floa
   for (int t = 0; t < n_tok; ++t) {
     const int buf = t & 1;
     const float decay = expf(rg), b = rb, vj = rv;
+    float inv_k = 1.0f, inv_q = 1.0f;
+    if (GDN_L2) {
+      float kk = 0.0f, qq = 0.0f;
+#pragma unroll
+      for (int w = 0; w < GDN_WARPS; ++w) kk += skk[buf][w], qq += sqq[buf][w];
+      inv_k = 1.0f / fmaxf(sqrtf(kk), qk_eps);
+      inv_q = 1.0f / fmaxf(sqrtf(qq), qk_eps);
+    }
     if (t + 1 < n_tok) load(t + 1);  // in flight while this token computes
     float a0 = 0.0f, a1 = 0.0f;
 #pragma unroll
@@ -154,7 +185,7 @@ __device__ __forceinline__ void gated_delta_scan_body(const float* q, const floa
       S[i + 1] *= decay;
       a1 += S[i + 1] * sk[buf][(i + 1) * GDN_SPLIT + part];
     }
-    const float d = (vj - quad_sum(a0 + a1)) * b;
+    const float d = (vj - quad_sum(a0 + a1) * inv_k) * b * inv_k;  // the update's k^ = k * inv_k
     float o0 = 0.0f, o1 = 0.0f;
 #pragma unroll
     for (int i = 0; i < GDN_PER; i += 2) {
@@ -163,7 +194,7 @@ __device__ __forceinline__ void gated_delta_scan_body(const float* q, const floa
       S[i + 1] += sk[buf][(i + 1) * GDN_SPLIT + part] * d;
       o1 += S[i + 1] * sq[buf][(i + 1) * GDN_SPLIT + part];
     }
-    const float out = quad_sum(o0 + o1);
+    const float out = quad_sum(o0 + o1) * inv_q;
     if (part == 0) o[((i64)t * GDN_HV + h) * GDN_DV + j] = out * scale;
     if (t + 1 < n_tok) stage(buf ^ 1);  // buf ^ 1 was last read before the previous barrier
     __syncthreads();
@@ -174,6 +205,6 @@ __device__ __forceinline__ void gated_delta_scan_body(const float* q, const floa
 
 extern "C" __global__ void __launch_bounds__(GDN_THREADS) gated_delta_scan(const GatedDeltaScanParams p) {
   memra_grid_dependency();
-  gated_delta_scan_body(p.q, p.k, p.v, p.g, p.beta, p.state, p.o, p.n_tok, p.scale);
+  gated_delta_scan_body(p.q, p.k, p.v, p.g, p.beta, p.state, p.o, p.n_tok, p.scale, p.qk_eps);
 }
 #endif

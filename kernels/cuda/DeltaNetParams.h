@@ -28,11 +28,13 @@ struct GatedDeltaScanParams {
   MEMRA_DPTR(float) o;
   int n_tok;
   float scale;
+  float qk_eps;  // GDN_L2: the l2 norms' eps
 };
-MEMRA_PARAMS_SIZE(GatedDeltaScanParams, 64);
+MEMRA_PARAMS_SIZE(GatedDeltaScanParams, 72);
 MEMRA_PARAMS_OFFSET(GatedDeltaScanParams, state, 40);
 MEMRA_PARAMS_OFFSET(GatedDeltaScanParams, o, 48);
 MEMRA_PARAMS_OFFSET(GatedDeltaScanParams, n_tok, 56);
 MEMRA_PARAMS_OFFSET(GatedDeltaScanParams, scale, 60);
+MEMRA_PARAMS_OFFSET(GatedDeltaScanParams, qk_eps, 64);
 
 MEMRA_PARAMS_END

@@ -553,7 +553,8 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         HostTensor& st = St(2);
         const int64_t T = x.dim(0), C = x.dim(1), K = st.dim(1) + 1;
         HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
-        kc::Conv1dCausal(x.f32(), T, C, Wt(1).values, K, st.f32(), y.f32(), /*apply_silu=*/false, pool);
+        kc::Conv1dCausal(x.f32(), T, C, Wt(1).values, K, st.f32(), y.f32(),
+                         /*apply_silu=*/at.GetString("activation").has_value(), pool);
         out.push_back(y);
         break;
       }
@@ -574,7 +575,18 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         const HostTensor& v = In(2);
         const int64_t T = q.dim(0), Hk = q.dim(1), Dk = q.dim(2), Hv = v.dim(1), Dv = v.dim(2);
         HostTensor o = HostTensor::Zeros(DType::kF32, v.shape());
-        kc::GatedDeltaScan(q.f32(), In(1).f32(), v.f32(), In(3).f32(), In(4).f32(), T, Hk, Hv, Dk, Dv,
+        const float* qp = q.f32();
+        const float* kp = In(1).f32();
+        HostTensor qn, kn;
+        if (std::optional<double> eps = at.GetF64("qk_l2_eps")) {  // the fused l2 norms
+          qn = HostTensor::Zeros(DType::kF32, q.shape());
+          kn = HostTensor::Zeros(DType::kF32, q.shape());
+          kc::L2Norm(qp, T * Hk, Dk, static_cast<float>(*eps), qn.f32(), pool);
+          kc::L2Norm(kp, T * Hk, Dk, static_cast<float>(*eps), kn.f32(), pool);
+          qp = qn.f32();
+          kp = kn.f32();
+        }
+        kc::GatedDeltaScan(qp, kp, v.f32(), In(3).f32(), In(4).f32(), T, Hk, Hv, Dk, Dv,
                            static_cast<float>(at.F64Or("scale", 1.0)), St(5).f32(), o.f32(), pool);
         out.push_back(o);
         break;

@@ -544,6 +544,32 @@ TEST_F(OpTableTest, DeltaNet) {
         return std::vector<Value*>{h.b->GatedDeltaScan(q, k, v, g, beta, st, 1.0 / std::sqrt(128.0))};
       },
       2);
+  // The forms fuse-delta-net-inputs makes: the conv's silu, the scan's own q / k l2 norms (the
+  // CUDA scan scales its sums by the norms instead of normalizing q and k: f32 rounding apart).
+  FOR_T Check(
+      "conv1d_causal+silu", "f32", T, 1e-12,
+      [](Harness& h) {
+        Value* x = h.Arg("x", {-1, 1536});
+        Value* st = h.State(ir::StateKind::kConv, "conv", DType::kF32, {1536, 3});
+        return std::vector<Value*>{h.b->Build1(ir::OpKind::kConv1dCausal,
+                                               {x, h.Weight("w", GgmlType::kF32, {4, 1536}), st},
+                                               {{"activation", std::string("silu")}})};
+      },
+      2);
+  FOR_T Check(
+      "gated_delta_scan+l2", "f32", T, 1e-8,
+      [](Harness& h) {
+        Value* q = h.Arg("q", {-1, 16, 128});
+        Value* k = h.Arg("k", {-1, 16, 128});
+        Value* v = h.Arg("v", {-1, 32, 128});
+        auto [beta, g] =
+            h.b->DeltaNetGates(h.Arg("b", {-1, 32}), h.Arg("a", {-1, 32}), h.Weight("dt", GgmlType::kF32, {32}),
+                               h.Weight("ssm_a", GgmlType::kF32, {32}, -2, -0.1f));
+        Value* st = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {32, 128, 128});
+        return std::vector<Value*>{h.b->Build1(ir::OpKind::kGatedDeltaScan, {q, k, v, g, beta, st},
+                                               {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}})};
+      },
+      2);
 }
 
 TEST_F(OpTableTest, DataMovement) {

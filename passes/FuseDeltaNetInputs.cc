@@ -1,0 +1,117 @@
+// fuse-delta-net-inputs: the element-wise steps between the delta net's conv and its scan move
+// into those two ops, as attributes (one kernel fewer each, and no tensor written and re-read):
+//
+//   %c = conv1d_causal(%x, @w, @state)                %c = conv1d_causal(%x, @w, @state)
+//   %s = silu(%c)                               ->           {activation = "silu"}
+//
+//   %qn = l2_norm(%q) {eps}
+//   %kn = l2_norm(%k) {eps}                     ->    %o = gated_delta_scan(%q, %k, ...)
+//   %o = gated_delta_scan(%qn, %kn, ...)                      {qk_l2_eps = eps, scale}
+//
+// The conv fuses when its result has the silu as its only user; the scan when both q and k come
+// from l2_norms of one eps that have no other user. A decode step of a Qwen3.5 delta-net layer
+// goes from conv, silu, split, 2 l2_norms, scan to conv, scan (the [1, C] split is free: its
+// slices alias the conv output). Numerics: the CPU executor runs the same kernels as before
+// (conv then silu, l2_norm then scan); the CUDA scan folds the two norms into its dot products
+// (scaling the sums instead of the inputs), equal up to f32 rounding.
+#include "ir/StatusMacros.h"
+#include "passes/PassRegistry.h"
+#include "passes/PassUtil.h"
+#include "passes/RewritePattern.h"
+
+namespace memra::passes {
+namespace {
+
+using ir::Op;
+using ir::OpKind;
+
+struct ConvSiluMatch {
+  Op* silu;
+  Op* conv;
+};
+
+class ConvSiluPattern : public RewritePattern<ConvSiluMatch> {
+ public:
+  explicit ConvSiluPattern(Pass* pass)
+      : RewritePattern(pass, OpKind::kSilu, "conv-silu", "silu fused into conv1d_causal") {}
+
+  MatchResult<ConvSiluMatch> Match(Op& silu, const PatternRewriter&) override {
+    Op* conv = DefOf(silu.operand(0), OpKind::kConv1dCausal);
+    if (conv == nullptr || conv->attrs().Has("activation")) return NoMatch();
+    if (!HasSingleUse(conv->result(0))) return Skip(skipped_uses_);
+    return ConvSiluMatch{&silu, conv};
+  }
+
+  absl::Status Rewrite(const ConvSiluMatch& m, PatternRewriter& rw) override {
+    ir::AttrDict attrs = m.conv->attrs();
+    attrs.Set("activation", std::string("silu"));
+    // Where the conv was: it writes the conv state, so it keeps its place among state ops.
+    MEMRA_ASSIGN_OR_RETURN(Op * fused,
+                           rw.Create(m.conv, OpKind::kConv1dCausal,
+                                     {m.conv->operand(0), m.conv->operand(1), m.conv->operand(2)}, std::move(attrs)));
+    rw.Replace(m.silu->result(0), fused->result(0));
+    rw.Erase(m.silu);
+    rw.Erase(m.conv);
+    return absl::OkStatus();
+  }
+
+ private:
+  Statistic skipped_uses_{pass(), "skipped-conv-uses", "convs whose result has users besides the silu"};
+};
+
+struct ScanNormMatch {
+  Op* scan;
+  Op* q_norm;
+  Op* k_norm;
+};
+
+class ScanL2NormPattern : public RewritePattern<ScanNormMatch> {
+ public:
+  explicit ScanL2NormPattern(Pass* pass)
+      : RewritePattern(pass, OpKind::kGatedDeltaScan, "scan-l2", "q/k l2_norms fused into gated_delta_scan") {}
+
+  MatchResult<ScanNormMatch> Match(Op& scan, const PatternRewriter&) override {
+    Op* qn = DefOf(scan.operand(0), OpKind::kL2Norm);
+    Op* kn = DefOf(scan.operand(1), OpKind::kL2Norm);
+    if (qn == nullptr || kn == nullptr || scan.attrs().Has("qk_l2_eps")) return NoMatch();
+    if (qn == kn || !HasSingleUse(qn->result(0)) || !HasSingleUse(kn->result(0))) return Skip(skipped_uses_);
+    if (qn->attrs().F64Or("eps", 0) != kn->attrs().F64Or("eps", 0)) return Skip(skipped_eps_);
+    return ScanNormMatch{&scan, qn, kn};
+  }
+
+  absl::Status Rewrite(const ScanNormMatch& m, PatternRewriter& rw) override {
+    ir::AttrDict attrs = m.scan->attrs();
+    attrs.Set("qk_l2_eps", m.q_norm->attrs().F64Or("eps", 0));
+    llvm::SmallVector<ir::Value*, 6> operands(m.scan->operands().begin(), m.scan->operands().end());
+    operands[0] = m.q_norm->operand(0);
+    operands[1] = m.k_norm->operand(0);
+    MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(m.scan, OpKind::kGatedDeltaScan, operands, std::move(attrs)));
+    rw.Replace(m.scan->result(0), fused->result(0));
+    rw.Erase(m.scan);
+    rw.Erase(m.q_norm);
+    rw.Erase(m.k_norm);
+    return absl::OkStatus();
+  }
+
+ private:
+  Statistic skipped_uses_{pass(), "skipped-norm-uses", "scans whose q or k norm has other users (or is one norm)"};
+  Statistic skipped_eps_{pass(), "skipped-eps", "scans whose q and k norms differ in eps"};
+};
+
+class FuseDeltaNetInputsPass : public PatternPass {
+ public:
+  FuseDeltaNetInputsPass() {
+    AddPattern<ConvSiluPattern>();
+    AddPattern<ScanL2NormPattern>();
+  }
+  absl::string_view name() const override { return "fuse-delta-net-inputs"; }
+  absl::string_view description() const override {
+    return "Fuses silu(conv1d_causal) into the conv and the q/k l2_norms into gated_delta_scan";
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> CreateFuseDeltaNetInputsPass() { return std::make_unique<FuseDeltaNetInputsPass>(); }
+
+}  // namespace memra::passes
