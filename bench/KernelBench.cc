@@ -11,6 +11,8 @@
 //
 //   memra-kernel-bench [--iters 50] [--peak-gbs 4600] [--section all|gemv|quant]
 //                      [--formats q8_0,q4_K,...] [--tokens T] [--sweep 1]
+// --formats takes every format GemvQuant.cu reads (GemvQuantReads: q8_0 ... q6_K, mxfp4, iq4_nl,
+// iq4_xs); the default is all of them.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -386,9 +388,10 @@ int main(int argc, char** argv) {
   int iters = 50;
   double peak_gbs = 4600;  // streaming read measured on the H200 (shared/design/h200-measurements.md)
   std::string section = "all";
-  std::vector<ir::DType> formats = {ir::DType::kQ8_0, ir::DType::kQ4_K, ir::DType::kQ5_K, ir::DType::kQ6_K,
-                                    ir::DType::kQ4_0, ir::DType::kQ4_1, ir::DType::kQ5_0, ir::DType::kQ5_1,
-                                    ir::DType::kQ2_K, ir::DType::kQ3_K, ir::DType::kMXFP4};
+  std::vector<ir::DType> formats = {ir::DType::kQ8_0,  ir::DType::kQ4_K, ir::DType::kQ5_K,  ir::DType::kQ6_K,
+                                    ir::DType::kQ4_0,  ir::DType::kQ4_1, ir::DType::kQ5_0,  ir::DType::kQ5_1,
+                                    ir::DType::kQ2_K,  ir::DType::kQ3_K, ir::DType::kMXFP4, ir::DType::kIQ4_NL,
+                                    ir::DType::kIQ4_XS};
   int64_t tokens = 1;
   bool sweep = false;
   for (int i = 1; i + 1 < argc; i += 2) {

@@ -19,9 +19,9 @@ cl::opt<std::string> GenPreset("preset", cl::desc("Model shape preset: tiny, 0.8
                                cl::init("tiny"), cl::sub(kGen));
 // llama.cpp file types: each matrix gets the type llama-quantize gives it in that file type
 // (frontends/synthetic/QuantMix.h); the list is synthetic::QuantMixNames().
-memra::tools::ChoiceOption GenDtype("dtype", {"f32",    "f16",    "bf16",   "q8_0",   "q6_k",   "q5_k_m",   "q5_k_s",
-                                              "q4_k_m", "q4_k_s", "q3_k_l", "q3_k_m", "q3_k_s", "q2_k",     "q5_1",
-                                              "q5_0",   "q4_1",   "q4_0",   "iq4_xs", "mxfp4",  "mxfp4_moe"},
+memra::tools::ChoiceOption GenDtype("dtype", {"f32",    "f16",    "bf16",   "q8_0",   "q6_k",   "q5_k_m", "q5_k_s",
+                                              "q4_k_m", "q4_k_s", "q3_k_l", "q3_k_m", "q3_k_s", "q2_k",   "q5_1",
+                                              "q5_0",   "q4_1",   "q4_0",   "iq4_nl", "iq4_xs", "mxfp4",  "mxfp4_moe"},
                                     "Weight file type, llama-quantize's tensor-type mix (mxfp4 = its --pure MXFP4_MOE: "
                                     "every matrix mxfp4; mxfp4_moe: experts only, so all q8_0 here)",
                                     cl::init("f32"), cl::sub(kGen));

@@ -32,6 +32,7 @@ enum Ftype : uint32_t {
   kQ5_K_S = 16,
   kQ5_K_M = 17,
   kQ6_K = 18,
+  kIQ4_NL = 25,
   kIQ4_XS = 30,
   kBF16 = 32,
   kMXFP4_MOE = 38,
@@ -58,6 +59,7 @@ constexpr QuantMix kMixes[] = {
     {"q5_0", kQ5_0, GgmlType::kQ5_0},
     {"q4_1", kQ4_1, GgmlType::kQ4_1},
     {"q4_0", kQ4_0, GgmlType::kQ4_0},
+    {"iq4_nl", kIQ4_NL, GgmlType::kIQ4_NL},
     {"iq4_xs", kIQ4_XS, GgmlType::kIQ4_XS},
     {"mxfp4", kMXFP4_MOE, GgmlType::kMXFP4, /*pure=*/true},
     {"mxfp4_moe", kMXFP4_MOE, GgmlType::kMXFP4},
@@ -188,7 +190,7 @@ GgmlType MixRule(State& qs, GgmlType t, const MixTensor& tensor, uint32_t ftype,
       t = qs.i_attention_wv < 2 ? GgmlType::kQ5_K : GgmlType::kQ4_K;
     else if (ftype == kQ3_K_L)
       t = GgmlType::kQ5_K;
-    else if (ftype == kIQ4_XS && qs.n_gqa >= 4)
+    else if ((ftype == kIQ4_NL || ftype == kIQ4_XS) && qs.n_gqa >= 4)
       t = GgmlType::kQ5_K;
     else if ((ftype == kQ4_K_M || ftype == kQ5_K_M) && UseMoreBits(qs.i_attention_wv, qs.n_attention_wv))
       t = GgmlType::kQ6_K;
@@ -208,7 +210,7 @@ GgmlType MixRule(State& qs, GgmlType t, const MixTensor& tensor, uint32_t ftype,
       t = GgmlType::kQ5_K;
     else if (ftype == kQ4_K_M) {
       if (UseMoreBits(i_layer, n_layer)) t = GgmlType::kQ6_K;
-    } else if (i_layer < n_layer / 8 && ftype == kIQ4_XS)
+    } else if (i_layer < n_layer / 8 && (ftype == kIQ4_NL || ftype == kIQ4_XS))
       t = GgmlType::kQ5_K;
     else if (ftype == kQ5_K_M && UseMoreBits(i_layer, n_layer))
       t = GgmlType::kQ6_K;

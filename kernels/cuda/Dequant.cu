@@ -1,6 +1,7 @@
 // Dequantization of the ggml block formats on the device, as the blocks sit in the GGUF
 // (DequantParams.h describes the layout). DEQ_TYPE is the ggml type id (2 q4_0, 3 q4_1, 6 q5_0,
-// 7 q5_1, 8 q8_0, 10 q2_K, 11 q3_K, 12 q4_K, 13 q5_K, 14 q6_K, 39 mxfp4); one module per format.
+// 7 q5_1, 8 q8_0, 10 q2_K, 11 q3_K, 12 q4_K, 13 q5_K, 14 q6_K, 20 iq4_nl, 23 iq4_xs, 39 mxfp4); one
+// module per format.
 // The per-format decoders are DequantBlocks.cuh's (bit-exact with ggml's dequantize_row_*, checked
 // on the host by tests/kernels/DequantBlocks_test.cc), so dequant_rows_f32 gives exactly the CPU's
 // f32 values and dequant_bf16 those values rounded to nearest even (as formats::FloatToBf16).

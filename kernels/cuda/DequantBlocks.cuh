@@ -116,6 +116,36 @@ MEMRA_DEQ_FN void dequant8(const u8* b, int g, float* y) {
   for (int j = 0; j < 8; ++j) y[j] = mul_(kv[(qs[j] >> shift) & 0x0f], d);
 }
 
+#elif DEQ_TYPE == 20 || DEQ_TYPE == 23
+// iq4_nl (18 bytes / 32): f16 d; u8 qs[16], 4-bit indices into the 16 int8 levels (ggml's
+// kvalues_iq4nl), element j < 16 low nibble of qs[j], j + 16 high; x = d * level.
+// iq4_xs (136 bytes / 256): f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]: sub-block s (32
+// elements) is qs[16s ..] laid out as iq4_nl's, with the 6-bit scale ls = (scales_l[s / 2] >>
+// 4 (s % 2) & 0xf) | (scales_h >> 2s & 3) << 4; x = (d * (ls - 32)) * level.
+#if DEQ_TYPE == 20
+#define DEQ_QK 32
+#define DEQ_BYTES 18
+#else
+#define DEQ_QK 256
+#define DEQ_BYTES 136
+#endif
+MEMRA_DEQ_FN void dequant8(const u8* b, int g, float* y) {
+  const float kv[16] = {-127.f, -104.f, -83.f, -65.f, -49.f, -35.f, -22.f, -10.f,
+                        1.f,    13.f,   25.f,  38.f,  53.f,  69.f,  89.f,  113.f};
+#if DEQ_TYPE == 20
+  const float d = ld_f16(b);
+  const u8* qs = b + 2 + 8 * (g & 1);
+#else
+  const int s = g >> 2;
+  const int ls = ((b[4 + (s >> 1)] >> (4 * (s & 1))) & 0xf) | (((b[2 + (s >> 2)] >> (2 * (s & 3))) & 3) << 4);
+  const float d = mul_(ld_f16(b), (float)(ls - 32));
+  const u8* qs = b + 8 + 16 * s + 8 * (g & 1);
+#endif
+  const int shift = 4 * ((g >> 1) & 1);
+  MEMRA_DEQ_UNROLL
+  for (int j = 0; j < 8; ++j) y[j] = mul_(d, kv[(qs[j] >> shift) & 0x0f]);
+}
+
 #elif DEQ_TYPE == 10  // q2_K (84 bytes): u8 scales[16] (low nibble scale, high min, per 16); u8 qs[64]; f16 d, dmin.
 // Element e: half h = e / 128 (32 qs bytes each), 2-bit field s = (e % 128) / 32, byte l = e % 32 of
 // the half; x = (d * sc) * q - (dmin * m) with (sc, m) = scales[e / 16].

@@ -25,9 +25,10 @@ struct QuantFormat {
   int lanes_per_block;
 };
 constexpr QuantFormat kFormats[] = {
-    {ir::DType::kQ8_0, 1}, {ir::DType::kQ4_0, 1},  {ir::DType::kQ4_1, 1}, {ir::DType::kQ5_0, 1},
-    {ir::DType::kQ5_1, 1}, {ir::DType::kMXFP4, 1}, {ir::DType::kQ2_K, 4}, {ir::DType::kQ3_K, 4},
-    {ir::DType::kQ4_K, 8}, {ir::DType::kQ5_K, 8},  {ir::DType::kQ6_K, 4},
+    {ir::DType::kQ8_0, 1},   {ir::DType::kQ4_0, 1},  {ir::DType::kQ4_1, 1}, {ir::DType::kQ5_0, 1},
+    {ir::DType::kQ5_1, 1},   {ir::DType::kMXFP4, 1}, {ir::DType::kQ2_K, 4}, {ir::DType::kQ3_K, 4},
+    {ir::DType::kQ4_K, 8},   {ir::DType::kQ5_K, 8},  {ir::DType::kQ6_K, 4}, {ir::DType::kIQ4_NL, 1},
+    {ir::DType::kIQ4_XS, 8},
 };
 
 const QuantFormat* FormatOf(ir::DType t) {

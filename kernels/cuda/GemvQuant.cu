@@ -38,6 +38,10 @@
 //   q4_K 144 B: f16 d, dmin | scales[12] | qs[128]. LPB 8: header (16 B) + 16 qs bytes = 32 elements
 //   q5_K 176 B: f16 d, dmin | scales[12] | qh[32] | qs[128]. LPB 8: header + 16 qh + 16 qs bytes
 //   q6_K 210 B: ql[128] | qh[64] | i8 scales[16] | f16 d. LPB 4: 3 x 16 bytes + 4 scales (2-byte aligned)
+//   iq4_nl 18 B: f16 d | qs[16] (4-bit indices into the 16 int8 levels of kvalues_iq4nl, j lo, j+16
+//              hi; the levels looked up with __byte_perm, SIGNED). LPB 1 (2-byte aligned)
+//   iq4_xs 136 B: f16 d | u16 scales_h | scales_l[4] | qs[128] (8 iq4_nl nibble blocks, 6-bit scales
+//              biased by 32). LPB 8: header (8 B) + the 16 qs bytes of one sub-block = 32 elements
 // What should limit each format at T = 1 (4.6 TB/s over 132 SMs at ~1.75 GHz: ~20 weight bytes
 // per SM clock; an SM issues 128 lane-instructions per clock):
 //   q8 x (GQ_XQ 1, 2): ~1.1-1.5 instructions per weight (shared-memory reads + unpack + dp4a), so
@@ -49,6 +53,7 @@
 //   at 85 % of the roofline: HBM-bound), ~4.5 for q6_K (~65 % at 75 %), ~4.7 for q5_K / q4_K (80 %
 //   / ~100 % at 75 %): the 4- and 5-bit formats become issue-bound (expect ~55-70 %), and their x
 //   reads (8-10 bytes per weight byte, halved by GQ_R = 2) load L1.
+//   iq4: 3 byte permutes per 4 values (two table halves and the select, as mxfp4): ~the mxfp4 cost.
 //   All: the 2-byte aligned formats (q8_0, q6_K, q3_K, q4_0, q5_0) cost a funnel shift per word and
 //   ~2-way bank conflicts, mxfp4 4 byte permutes per 8 values; small matrices (4096 x 4096 q4_K =
 //   9.4 MB, 2 us at the roofline) are bounded by the ~1 us the first bytes take to arrive and by
@@ -60,7 +65,9 @@
 #include "GemvQuantParams.h"
 
 #ifndef GQ_FMT
-#define GQ_FMT 12  // ggml type id: 2 q4_0, 3 q4_1, 6 q5_0, 7 q5_1, 8 q8_0, 10..14 q2_K..q6_K, 39 mxfp4
+#define GQ_FMT \
+  12  // ggml type id: 2 q4_0, 3 q4_1, 6 q5_0, 7 q5_1, 8 q8_0, 10..14 q2_K..q6_K, 20 iq4_nl,
+      // 23 iq4_xs, 39 mxfp4
 #endif
 #ifndef GQ_K
 #define GQ_K 4096
@@ -179,6 +186,22 @@
 #define GQ_NR 4
 #define GQ_SIGNED 0
 #define GQ_VOFF 32
+#define GQ_HASMIN 0
+#elif GQ_FMT == 20
+#define GQ_QK 32
+#define GQ_BB 18
+#define GQ_LPB 1
+#define GQ_NR 2
+#define GQ_SIGNED 1
+#define GQ_VOFF 0
+#define GQ_HASMIN 0
+#elif GQ_FMT == 23
+#define GQ_QK 256
+#define GQ_BB 136
+#define GQ_LPB 8
+#define GQ_NR 2
+#define GQ_SIGNED 1
+#define GQ_VOFF 0
 #define GQ_HASMIN 0
 #else
 #error "GQ_FMT: no GemvQuant.cu reader for this ggml type"
@@ -434,6 +457,45 @@ __device__ __forceinline__ void read_block(const unsigned char* s, int o, int su
     r[j].c = 0.0f;
   }
 }
+#elif GQ_FMT == 20 || GQ_FMT == 23  // iq4_nl, iq4_xs
+// The int8 levels of the 8 codes of q (byte j: element j's code in the low nibble, j + 16's in the
+// high one): lo = elements 0..3, hi = elements 16..19. Levels 0..7 in (t0, t1), 8..15 in (t2, t3):
+// two 8-entry lookups, then bit 3 of each code picks its byte (mxfp4's fp4_values, another table).
+__device__ __forceinline__ void iq4_values(unsigned q, unsigned& lo, unsigned& hi) {
+  const unsigned t0 = 0xbfad9881u, t1 = 0xf6eaddcfu, t2 = 0x26190d01u, t3 = 0x71594535u;  // -127 .. 113
+  unsigned r[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const unsigned sel = (q >> (16 * h)) & 0xffffu;  // 4 codes: element j, j + 16, j + 1, j + 17
+    const unsigned low = __byte_perm(t0, t1, sel & 0x7777u), high = __byte_perm(t2, t3, sel & 0x7777u);
+    r[h] = __byte_perm(low, high, 0x3210u | ((sel & 0x8888u) >> 1));
+  }
+  lo = __byte_perm(r[0], r[1], 0x6420u);
+  hi = __byte_perm(r[0], r[1], 0x7531u);
+}
+#if GQ_FMT == 20
+__device__ __forceinline__ int run_k(int j, int) { return 16 * j; }
+__device__ __forceinline__ void read_block(const unsigned char* s, int o, int, Run (&r)[GQ_NR]) {
+  const float d = f16_to_f32((u16)lds16(s, o));
+  unsigned q[4];
+  lds_words<4>(s, o + 2, q);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) iq4_values(q[i], r[0].q[i], r[1].q[i]);
+  r[0].a = r[1].a = d;
+  r[0].c = r[1].c = 0.0f;
+}
+#else
+// part sub = sub-block (32 elements): run j = elements 32 sub + 16 j + [0, 16) (j = 0 low nibbles).
+__device__ __forceinline__ int run_k(int j, int sub) { return 32 * sub + 16 * j; }
+__device__ __forceinline__ void read_block(const unsigned char* s, int o, int sub, Run (&r)[GQ_NR]) {
+  const unsigned h = lds32(s, o), sl = lds32(s, o + 4);  // d | scales_h; scales_l[0..3]
+  const int ls = (int)(((sl >> (8 * (sub >> 1) + 4 * (sub & 1))) & 0xfu) | (((h >> (16 + 2 * sub)) & 3u) << 4));
+#pragma unroll
+  for (int i = 0; i < 4; ++i) iq4_values(lds32(s, o + 8 + 16 * sub + 4 * i), r[0].q[i], r[1].q[i]);
+  r[0].a = r[1].a = half_lo(h) * (float)(ls - 32);
+  r[0].c = r[1].c = 0.0f;
+}
+#endif
 #endif
 
 // ---- copies into the ring ----

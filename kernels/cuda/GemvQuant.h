@@ -14,7 +14,7 @@
 namespace memra::kernels::cuda {
 
 // Whether GemvQuant.cu reads matrices stored as `dtype`: q8_0, q4_0, q4_1, q5_0, q5_1, q2_K,
-// q3_K, q4_K, q5_K, q6_K, mxfp4.
+// q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, mxfp4.
 bool GemvQuantReads(ir::DType dtype);
 
 // Whether a matrix stored as `dtype` with device layout `layout` (OpShapes::layout: the weight

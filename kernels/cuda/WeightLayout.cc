@@ -82,6 +82,8 @@ bool HasGpuDequantizer(ir::DType stored) {
     case ir::DType::kQ4_K:
     case ir::DType::kQ5_K:
     case ir::DType::kQ6_K:
+    case ir::DType::kIQ4_NL:
+    case ir::DType::kIQ4_XS:
     case ir::DType::kMXFP4:
       return true;
     default:

@@ -57,7 +57,7 @@ struct WeightLayout {
 };
 
 // Whether kernels/cuda/Dequant.cu dequantizes `stored` (a block format the kBlocks layout holds):
-// q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, mxfp4.
+// q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, mxfp4.
 bool HasGpuDequantizer(ir::DType stored);
 // Those formats, in DTypes.def order.
 const std::vector<ir::DType>& GpuBlockFormats();

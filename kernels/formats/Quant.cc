@@ -1,6 +1,6 @@
 // Dequantization / quantization entry points, the scalar conversions and the plain, legacy-block
 // (Q4_0 ... Q8_1) and FP4 (MXFP4, NVFP4) formats. K-quants live in QuantKQuants.cc (dequantize)
-// and QuantKQuantize.cc (quantize).
+// and QuantKQuantize.cc (quantize), IQ4_NL / IQ4_XS in QuantIQ4.cc.
 //
 // Every kernel follows the float arithmetic of ggml's reference code (ggml-quants.c) operation by
 // operation, in the same order, so results are bit-identical; block layouts are those of
@@ -481,6 +481,10 @@ Kernels KernelsFor(GgmlType type) {
       return {DequantizeRowQ6K, QuantizeRowQ6K};
     case GgmlType::kQ8_K:
       return {DequantizeRowQ8K, nullptr};
+    case GgmlType::kIQ4_NL:
+      return {DequantizeRowIQ4NL, QuantizeRowIQ4NL};
+    case GgmlType::kIQ4_XS:
+      return {DequantizeRowIQ4XS, QuantizeRowIQ4XS};
     case GgmlType::kMXFP4:
       return {DequantizeRowMXFP4, QuantizeRowMXFP4};
     case GgmlType::kNVFP4:

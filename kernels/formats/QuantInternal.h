@@ -111,6 +111,16 @@ inline float RoundHalfAway(float v) {
   return std::copysign(r, v);
 }
 
+// ggml's nearest_int: round to nearest (ties to even) for |v| <= 2^22 - 1; adding 1.5 * 2^23 puts
+// the integer in the low mantissa bits.
+inline int NearestInt(float v) {
+  const float biased = v + 12582912.0f;
+  return static_cast<int>(std::bit_cast<uint32_t>(biased) & 0x007fffffu) - 0x00400000;
+}
+
+// The 16 non-linear levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl), ascending.
+inline constexpr int8_t kIQ4NLValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 // The doubled E2M1 values shared by MXFP4 and NVFP4.
 inline constexpr int8_t kFp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
@@ -136,6 +146,12 @@ void DequantizeRowQ4K(const uint8_t* src, float* dst, int64_t nblocks);
 void DequantizeRowQ5K(const uint8_t* src, float* dst, int64_t nblocks);
 void DequantizeRowQ6K(const uint8_t* src, float* dst, int64_t nblocks);
 void DequantizeRowQ8K(const uint8_t* src, float* dst, int64_t nblocks);
+
+// QuantIQ4.cc (dequantizers and ggml's quantizers without an importance matrix)
+void DequantizeRowIQ4NL(const uint8_t* src, float* dst, int64_t nblocks);
+void DequantizeRowIQ4XS(const uint8_t* src, float* dst, int64_t nblocks);
+void QuantizeRowIQ4NL(const float* src, uint8_t* dst, int64_t nblocks);
+void QuantizeRowIQ4XS(const float* src, uint8_t* dst, int64_t nblocks);
 
 // QuantKQuantize.cc (ggml's reference quantizers, no importance matrix)
 void QuantizeRowQ2K(const float* src, uint8_t* dst, int64_t nblocks);

@@ -21,13 +21,6 @@ namespace {
 constexpr int kQK = 256;
 constexpr float kGroupMaxEps = 1e-15f;  // below this a group counts as all zero
 
-// Round to nearest (ties to even) for |v| <= 2^22 - 1: adding 1.5 * 2^23 puts the integer in
-// the low mantissa bits.
-inline int NearestInt(float v) {
-  const float biased = v + 12582912.0f;
-  return static_cast<int>(std::bit_cast<uint32_t>(biased) & 0x007fffffu) - 0x00400000;
-}
-
 inline int Clamp(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 // Weighted fit of x ~ scale * L + min with L in [0, nmax] and min <= 0 (ggml make_qkx2_quants):

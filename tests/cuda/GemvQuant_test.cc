@@ -40,11 +40,13 @@ namespace {
 
 using ir::DType;
 
-constexpr DType kFormats[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K,
-                              DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kMXFP4};
+constexpr DType kFormats[] = {DType::kQ8_0,  DType::kQ4_0,   DType::kQ4_1,  DType::kQ5_0, DType::kQ5_1,
+                              DType::kQ2_K,  DType::kQ3_K,   DType::kQ4_K,  DType::kQ5_K, DType::kQ6_K,
+                              DType::kMXFP4, DType::kIQ4_NL, DType::kIQ4_XS};
 
 // A K whose rows end in a partial chunk and, for most formats, need copies narrower than 16 bytes
-// (q8_0: 45 blocks = 1530 bytes; mxfp4: 765, an odd row).
+// (q8_0: 45 blocks = 1530 bytes; mxfp4: 765, an odd row; iq4_nl: 810, 2-byte copies; iq4_xs: 680,
+// 8-byte copies).
 int64_t TailK(DType t) { return ir::InfoOf(t).block_elems == 32 ? 1440 : 1280; }
 
 enum class Kind { kMatMul, kGroup, kSwiglu };
@@ -120,7 +122,8 @@ TEST(GemvQuantSelect, UnitsApplyOnlyToWeightsOnTheDeviceAsBlocks) {
   }
   EXPECT_FALSE(GemvQuantBlocksOnDevice(DType::kBF16, nullptr));
   EXPECT_FALSE(GemvQuantReads(DType::kF16));
-  EXPECT_FALSE(GemvQuantReads(DType::kIQ4_XS));  // no reader yet
+  EXPECT_FALSE(GemvQuantReads(DType::kNVFP4));  // no reader (nor a GPU layout as blocks)
+  for (DType d : kFormats) EXPECT_TRUE(GemvQuantReads(d)) << ir::DTypeName(d);
 }
 
 TEST(GemvQuantSelect, GeometryAndScratch) {
@@ -141,6 +144,28 @@ TEST(GemvQuantSelect, GeometryAndScratch) {
         "GemvQuant.cu<GQ_CW=16,GQ_FMT=12,GQ_K=4096,GQ_MINB=1,GQ_R=2,GQ_ST=4,GQ_SWIGLU=0,GQ_T=1,GQ_WARPS=4,GQ_XQ=0>");
     EXPECT_EQ(l.block, 128u);
     EXPECT_EQ(l.grid, 512u);  // 2048 tiles of 2 rows, 4 warps per block
+  }
+  {
+    // iq4_xs: 8 lanes per super-block (one 32-element sub-block each), 4 blocks = 544 bytes a chunk;
+    // iq4_nl as the other 32-element formats (one lane per block).
+    for (auto [d, key] : {std::pair<DType, const char*>{DType::kIQ4_XS,
+                                                        "GemvQuant.cu<GQ_CW=16,GQ_FMT=23,GQ_K=4096,"
+                                                        "GQ_MINB=1,GQ_R=2,GQ_ST=4,GQ_SWIGLU=0,GQ_T=1,"
+                                                        "GQ_WARPS=4,GQ_XQ=0>"},
+                          std::pair<DType, const char*>{DType::kIQ4_NL,
+                                                        "GemvQuant.cu<GQ_CW=16,GQ_FMT=20,GQ_K=4096,"
+                                                        "GQ_MINB=1,GQ_R=2,GQ_ST=4,GQ_SWIGLU=0,GQ_T=1,"
+                                                        "GQ_WARPS=4,GQ_XQ=0>"}}) {
+      Case c{Kind::kMatMul, {d}, {4096}, 4096, 1, 1, {}};
+      c.options.x = GemvQuantX::kF32;
+      auto m = ir::ParseModule(ModuleText(c));
+      ASSERT_TRUE(m.ok()) << m.status();
+      auto s = SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), 1, WeightMode::kBlocks), t, c.options);
+      ASSERT_TRUE(s.has_value()) << ir::DTypeName(d);
+      ASSERT_EQ(s->launches.size(), 1u);
+      EXPECT_EQ(s->launches[0].kernel.module.Key(), key);
+      EXPECT_EQ(s->launches[0].grid, 512u);
+    }
   }
   {
     // q8 activations: the quantization first (same module), scratch for T x K int8 + scales + sums.
@@ -209,9 +234,11 @@ TEST(GemvQuantSelect, Refusals) {
     return SelectGemvQuant(TheOp(**m), *shapes, t).has_value();
   };
   EXPECT_TRUE(select({Kind::kMatMul, {DType::kQ8_0}, {64}, 256, 8, 8, {}}));
-  EXPECT_FALSE(select({Kind::kMatMul, {DType::kQ8_0}, {64}, 256, 9, 9, {}}));                    // T > 8: a GEMM
-  EXPECT_FALSE(select({Kind::kMatMul, {DType::kBF16}, {64}, 256, 1, 1, {}}));                    // not a block format
-  EXPECT_FALSE(select({Kind::kMatMul, {DType::kIQ4_NL}, {64}, 256, 1, 1, {}}));                  // no reader
+  EXPECT_FALSE(select({Kind::kMatMul, {DType::kQ8_0}, {64}, 256, 9, 9, {}}));    // T > 8: a GEMM
+  EXPECT_FALSE(select({Kind::kMatMul, {DType::kBF16}, {64}, 256, 1, 1, {}}));    // not a block format
+  EXPECT_FALSE(select({Kind::kMatMul, {DType::kNVFP4}, {64}, 256, 1, 1, {}}));   // no reader
+  EXPECT_FALSE(select({Kind::kMatMul, {DType::kIQ4_XS}, {64}, 384, 1, 1, {}}));  // K not a multiple of 256
+  EXPECT_TRUE(select({Kind::kMatMul, {DType::kIQ4_NL}, {64}, 384, 1, 1, {}}));
   EXPECT_FALSE(select({Kind::kSwiglu, {DType::kQ4_K, DType::kQ6_K}, {64, 64}, 256, 1, 1, {}}));  // two formats
   EXPECT_FALSE(select({Kind::kGroup, {DType::kQ4_K, DType::kF16}, {64, 64}, 256, 1, 1, {}}));
 }

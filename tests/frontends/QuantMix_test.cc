@@ -1,9 +1,11 @@
 // memra gen's tensor-type mixes against llama-quantize: the tables below are what llama.cpp b10573's
 // llama-quantize (commit 3f545bec, CPU build) wrote for memra gen's bf16 files: the tiny preset
 // quantized for real (`llama-quantize qwen35-tiny-bf16.gguf out.gguf Q4_K_M`), the 9b preset with
-// --dry-run (same decisions, no data). Each table lists the tensors whose type is not the mix's base
-// type; every other 2-D matrix has the base type and every 1-D tensor and ssm_conv1d stays f32.
-// Also: memra's quantizers rebuild the shared fixture's llama-quantize files byte for byte.
+// --dry-run (same decisions, no data). The iq4 tables come from a later llama.cpp checkout's
+// llama-quantize (same rules for these types) on tiny (real) and 0.8b (--dry-run). Each table lists
+// the tensors whose type is not the mix's base type; every other 2-D matrix has the base type and
+// every 1-D tensor and ssm_conv1d stays f32. Also: memra's quantizers rebuild the shared fixture's
+// llama-quantize files byte for byte.
 #include <map>
 #include <set>
 #include <string>
@@ -31,7 +33,27 @@ struct MixCase {
   int n_f32;
 };
 
-// tiny: 56 tensors, 23 f32. 9b: 427 tensors, 177 f32.
+// IQ4_XS and IQ4_NL on 0.8b (n_gqa 4, tied embedding; llama-quantize --dry-run on memra gen's bf16
+// file): every attn_v-like matrix (attn_qkv of the DeltaNet layers too) in q5_K, ffn_down of the
+// first n_layer / 8 = 3 layers in q5_K, the tied token_embd in q6_K.
+const Table kIQ4Exceptions08b = {
+    {"token_embd.weight", GgmlType::kQ6_K},      {"blk.0.attn_qkv.weight", GgmlType::kQ5_K},
+    {"blk.0.ffn_down.weight", GgmlType::kQ5_K},  {"blk.1.attn_qkv.weight", GgmlType::kQ5_K},
+    {"blk.1.ffn_down.weight", GgmlType::kQ5_K},  {"blk.2.attn_qkv.weight", GgmlType::kQ5_K},
+    {"blk.2.ffn_down.weight", GgmlType::kQ5_K},  {"blk.3.attn_v.weight", GgmlType::kQ5_K},
+    {"blk.4.attn_qkv.weight", GgmlType::kQ5_K},  {"blk.5.attn_qkv.weight", GgmlType::kQ5_K},
+    {"blk.6.attn_qkv.weight", GgmlType::kQ5_K},  {"blk.7.attn_v.weight", GgmlType::kQ5_K},
+    {"blk.8.attn_qkv.weight", GgmlType::kQ5_K},  {"blk.9.attn_qkv.weight", GgmlType::kQ5_K},
+    {"blk.10.attn_qkv.weight", GgmlType::kQ5_K}, {"blk.11.attn_v.weight", GgmlType::kQ5_K},
+    {"blk.12.attn_qkv.weight", GgmlType::kQ5_K}, {"blk.13.attn_qkv.weight", GgmlType::kQ5_K},
+    {"blk.14.attn_qkv.weight", GgmlType::kQ5_K}, {"blk.15.attn_v.weight", GgmlType::kQ5_K},
+    {"blk.16.attn_qkv.weight", GgmlType::kQ5_K}, {"blk.17.attn_qkv.weight", GgmlType::kQ5_K},
+    {"blk.18.attn_qkv.weight", GgmlType::kQ5_K}, {"blk.19.attn_v.weight", GgmlType::kQ5_K},
+    {"blk.20.attn_qkv.weight", GgmlType::kQ5_K}, {"blk.21.attn_qkv.weight", GgmlType::kQ5_K},
+    {"blk.22.attn_qkv.weight", GgmlType::kQ5_K}, {"blk.23.attn_v.weight", GgmlType::kQ5_K},
+};
+
+// tiny: 56 tensors, 23 f32. 0.8b: 320 tensors, 133 f32. 9b: 427 tensors, 177 f32.
 const MixCase kCases[] = {
     {"tiny",
      "q4_k_m",
@@ -122,6 +144,21 @@ const MixCase kCases[] = {
      },
      177},
     {"9b", "q6_k", 18, GgmlType::kQ6_K, {}, 177},  // llama-quantize: 250 x q6_K, nothing else
+    // IQ4_XS: ssm_out rows (128 on tiny) are not 256-multiples, so they fall back to iq4_nl.
+    {"tiny",
+     "iq4_xs",
+     30,
+     GgmlType::kIQ4_XS,
+     {
+         {"output.weight", GgmlType::kQ6_K},
+         {"blk.0.ssm_out.weight", GgmlType::kIQ4_NL},
+         {"blk.1.ssm_out.weight", GgmlType::kIQ4_NL},
+         {"blk.2.ssm_out.weight", GgmlType::kIQ4_NL},
+     },
+     23},
+    {"tiny", "iq4_nl", 25, GgmlType::kIQ4_NL, {{"output.weight", GgmlType::kQ6_K}}, 23},
+    {"0.8b", "iq4_xs", 30, GgmlType::kIQ4_XS, kIQ4Exceptions08b, 133},
+    {"0.8b", "iq4_nl", 25, GgmlType::kIQ4_NL, kIQ4Exceptions08b, 133},
 };
 
 bool StaysF32(const synthetic::SyntheticTensorType& t) {
@@ -196,16 +233,52 @@ TEST(MixTable, TiedEmbeddingIsQuantizedLikeTheOutput) {
   EXPECT_EQ(types->front().type, GgmlType::kQ6_K);
 }
 
-TEST(MixTable, UnknownAndUnsupportedDtypes) {
-  EXPECT_FALSE(synthetic::LookupQuantMix("q4_k_x").ok());
+TEST(MixTable, UnknownDtype) {
+  auto mix = synthetic::LookupQuantMix("q4_k_x");
+  ASSERT_FALSE(mix.ok());
+  EXPECT_NE(mix.status().message().find("iq4_xs"), std::string::npos) << mix.status();  // the known names
+}
+
+// memra gen writes iq4_xs / iq4_nl files with the mix's types whose blocks are what formats::Quantize
+// makes of the bf16 file of the same seed. (llama-quantize IQ4_XS / IQ4_NL on that bf16 file wrote
+// the same bytes for all 56 tensors of both files; compared with gguf-py when this was written.)
+TEST(MixTable, WritesIQ4Files) {
   auto shape = synthetic::Qwen35Preset("tiny");
   ASSERT_TRUE(shape.ok());
-  synthetic::SyntheticOptions opt;
-  opt.dtype = "iq4_xs";
-  opt.progress = false;
-  auto stats = synthetic::WriteSyntheticQwen35(*shape, opt, ::testing::TempDir() + "/iq4_xs.gguf");
-  ASSERT_FALSE(stats.ok());
-  EXPECT_NE(stats.status().message().find("no quantizer for iq4_xs"), std::string::npos) << stats.status();
+  for (const char* dtype : {"iq4_xs", "iq4_nl"}) {
+    SCOPED_TRACE(dtype);
+    synthetic::SyntheticOptions opt;
+    opt.dtype = dtype;
+    opt.seed = 5;
+    opt.progress = false;
+    const std::string path = ::testing::TempDir() + "/" + dtype + ".gguf";
+    auto stats = synthetic::WriteSyntheticQwen35(*shape, opt, path);
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    synthetic::SyntheticOptions bf16_opt = opt;
+    bf16_opt.dtype = "bf16";
+    const std::string bf16_path = ::testing::TempDir() + "/" + dtype + "-bf16.gguf";
+    ASSERT_TRUE(synthetic::WriteSyntheticQwen35(*shape, bf16_opt, bf16_path).ok());
+    auto f = gguf::GgufFile::Open(path);
+    auto src = gguf::GgufFile::Open(bf16_path);
+    ASSERT_TRUE(f.ok() && src.ok());
+    auto types = synthetic::Qwen35TensorTypes(*shape, dtype);
+    ASSERT_TRUE(types.ok());
+    int n_iq4 = 0;
+    for (const auto& want : *types) {
+      const gguf::TensorInfo* t = (*f)->FindTensor(want.name);
+      const gguf::TensorInfo* s = (*src)->FindTensor(want.name);
+      ASSERT_TRUE(t != nullptr && s != nullptr) << want.name;
+      ASSERT_EQ(formats::GgmlTypeName(t->type), formats::GgmlTypeName(want.type)) << want.name;
+      if (t->type != GgmlType::kIQ4_XS && t->type != GgmlType::kIQ4_NL) continue;
+      ++n_iq4;
+      std::vector<float> x(s->NumElements());
+      ASSERT_TRUE(formats::Dequantize(s->type, s->data, absl::MakeSpan(x)).ok());
+      std::vector<uint8_t> q(t->data.size());
+      ASSERT_TRUE(formats::Quantize(t->type, x, absl::MakeSpan(q)).ok());
+      EXPECT_TRUE(std::equal(q.begin(), q.end(), t->data.begin(), t->data.end())) << want.name;
+    }
+    EXPECT_EQ(n_iq4, 32);
+  }
 }
 
 // The shared fixture's quantized models were made by llama-quantize from its f32 model: the mix

@@ -195,9 +195,10 @@ TEST(WeightLayout, OneEntryPerDtypeAndMode) {
     EXPECT_EQ(FindMatrixLayout(ir::DType::kBF16, mode)->gemv_storage, 2);
   }
   // Every format Dequant.cu reads: blocks by default, the bf16 copy with --weights bf16.
-  const std::vector<ir::DType> want = {ir::DType::kQ4_0, ir::DType::kQ4_1, ir::DType::kQ5_0, ir::DType::kQ5_1,
-                                       ir::DType::kQ8_0, ir::DType::kQ2_K, ir::DType::kQ3_K, ir::DType::kQ4_K,
-                                       ir::DType::kQ5_K, ir::DType::kQ6_K, ir::DType::kMXFP4};
+  const std::vector<ir::DType> want = {ir::DType::kQ4_0, ir::DType::kQ4_1, ir::DType::kQ5_0,   ir::DType::kQ5_1,
+                                       ir::DType::kQ8_0, ir::DType::kQ2_K, ir::DType::kQ3_K,   ir::DType::kQ4_K,
+                                       ir::DType::kQ5_K, ir::DType::kQ6_K, ir::DType::kIQ4_NL, ir::DType::kIQ4_XS,
+                                       ir::DType::kMXFP4};
   EXPECT_EQ(GpuBlockFormats(), want);
   for (ir::DType q : want) {
     const WeightLayout* b = FindMatrixLayout(q, WeightMode::kBlocks);

@@ -105,6 +105,22 @@ constexpr int kQk = DEQ_QK, kBytes = DEQ_BYTES;
 #undef DEQ_QK
 #undef DEQ_BYTES
 }  // namespace q6_k
+namespace iq4_nl {
+#define DEQ_TYPE 20
+#include "kernels/cuda/DequantBlocks.cuh"
+constexpr int kQk = DEQ_QK, kBytes = DEQ_BYTES;
+#undef DEQ_TYPE
+#undef DEQ_QK
+#undef DEQ_BYTES
+}  // namespace iq4_nl
+namespace iq4_xs {
+#define DEQ_TYPE 23
+#include "kernels/cuda/DequantBlocks.cuh"
+constexpr int kQk = DEQ_QK, kBytes = DEQ_BYTES;
+#undef DEQ_TYPE
+#undef DEQ_QK
+#undef DEQ_BYTES
+}  // namespace iq4_xs
 namespace mxfp4 {
 #define DEQ_TYPE 39
 #include "kernels/cuda/DequantBlocks.cuh"
@@ -133,6 +149,8 @@ const std::vector<Decoder>& Decoders() {
       {ir::DType::kQ4_K, q4_k::dequant8, q4_k::kQk, q4_k::kBytes, {0, 2}},
       {ir::DType::kQ5_K, q5_k::dequant8, q5_k::kQk, q5_k::kBytes, {0, 2}},
       {ir::DType::kQ6_K, q6_k::dequant8, q6_k::kQk, q6_k::kBytes, {208}},
+      {ir::DType::kIQ4_NL, iq4_nl::dequant8, iq4_nl::kQk, iq4_nl::kBytes, {0}},
+      {ir::DType::kIQ4_XS, iq4_xs::dequant8, iq4_xs::kQk, iq4_xs::kBytes, {0}},
       {ir::DType::kMXFP4, mxfp4::dequant8, mxfp4::kQk, mxfp4::kBytes, {}},
   };
   return d;

@@ -113,8 +113,8 @@ std::string QuantPath(const std::string& file) {
 // Every golden block format: Matmul over the raw rows == double product over ggml's dequantized
 // values; DenseWeight (dequantize once) gives bit-identical results; Embed returns the golden rows.
 TEST(MatmulTest, QuantizedGoldens) {
-  const char* kTypes[] = {"f16",  "bf16", "q8_0", "q4_0", "q4_1", "q5_0",  "q5_1",
-                          "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "mxfp4", "nvfp4"};
+  const char* kTypes[] = {"f16",  "bf16", "q8_0", "q4_0", "q4_1",  "q5_0",  "q5_1",   "q2_K",
+                          "q3_K", "q4_K", "q5_K", "q6_K", "mxfp4", "nvfp4", "iq4_nl", "iq4_xs"};
   if (!FileExists(QuantPath("q8_0.raw"))) GTEST_SKIP() << "quant goldens not found at " << QuantPath("");
   const int64_t N = 8, K = 256, T = 5;
   auto x = Random(T * K, 11);
@@ -151,7 +151,7 @@ TEST(MatmulTest, QuantizedGoldens) {
     ++tested;
   }
   std::printf("  %d block formats checked\n", tested);
-  EXPECT_GT(tested, 0);
+  EXPECT_EQ(tested, static_cast<int>(std::size(kTypes)));  // every golden type decodes
 }
 
 TEST(MatmulTest, UndecodableTypeIsAnError) {

@@ -31,10 +31,12 @@ constexpr int kCols = 256;
 // Every type with goldens, and those whose .raw came from a reference quantizer we reproduce (all
 // of them: ggml_quantize_chunk without imatrix is quantize_row_*_ref; gguf-py agrees with ggml on
 // the legacy types, f16, bf16 and mxfp4).
-const char* const kGoldenTypes[] = {"f16",  "bf16", "q8_0", "q4_0", "q4_1", "q5_0",  "q5_1",
-                                    "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "mxfp4", "nvfp4"};
-const char* const kQuantizableGoldenTypes[] = {"f16",  "bf16", "q8_0", "q4_0", "q4_1", "q5_0",  "q5_1",
-                                               "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "mxfp4", "nvfp4"};
+// iq4_nl / iq4_xs come from the same ggml call, made by a harness outside the repository (index.json's
+// "made_by"); gguf-py has no quantizer for them.
+const char* const kGoldenTypes[] = {"f16",  "bf16", "q8_0", "q4_0", "q4_1",  "q5_0",  "q5_1",   "q2_K",
+                                    "q3_K", "q4_K", "q5_K", "q6_K", "mxfp4", "nvfp4", "iq4_nl", "iq4_xs"};
+const char* const kQuantizableGoldenTypes[] = {"f16",  "bf16", "q8_0", "q4_0", "q4_1",  "q5_0",  "q5_1",   "q2_K",
+                                               "q3_K", "q4_K", "q5_K", "q6_K", "mxfp4", "nvfp4", "iq4_nl", "iq4_xs"};
 
 std::string Hex32(float f) { return absl::StrFormat("0x%08x", std::bit_cast<uint32_t>(f)); }
 
@@ -244,7 +246,7 @@ TEST(QuantRoundTrip, ErrorWithinBounds) {
 TEST(QuantRoundTrip, ZeroBlocksStayZero) {
   std::vector<std::string> names;
   for (const RoundTripCase& c : kRoundTrips) names.push_back(c.name);
-  for (const char* k : {"q2_K", "q3_K", "q4_K", "q5_K", "q6_K"}) names.push_back(k);
+  for (const char* k : {"q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs"}) names.push_back(k);
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
     const GgmlType type = TypeNamed(name);
@@ -265,7 +267,8 @@ TEST(QuantRoundTrip, KQuantErrorWithinBounds) {
   const struct {
     const char* name;
     double max_rel_rms;
-  } cases[] = {{"q2_K", 0.40}, {"q3_K", 0.22}, {"q4_K", 0.10}, {"q5_K", 0.05}, {"q6_K", 0.025}};
+  } cases[] = {{"q2_K", 0.40},  {"q3_K", 0.22},   {"q4_K", 0.10},  {"q5_K", 0.05},
+               {"q6_K", 0.025}, {"iq4_nl", 0.10}, {"iq4_xs", 0.10}};
   std::mt19937 rng(99);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> scale_exp(-8.0f, 12.0f);
@@ -392,6 +395,48 @@ TEST(QuantBlocks, NVFP4ScaleBytes) {
     EXPECT_EQ(y[40], 12.0f * c.half_value) << absl::StrFormat("code 0x%02x", c.code);
     EXPECT_EQ(y[0], 0.5f);
     EXPECT_EQ(y[8], 6.0f);
+  }
+}
+
+// IQ4_XS: sub-block s has the 6-bit scale ls (low nibble in scales_l[s/2], top 2 bits in scales_h
+// bits 2s..2s+1) and x = d * (ls - 32) * level[code].
+TEST(QuantBlocks, IQ4XSScalesAndLevels) {
+  std::vector<uint8_t> block(136, 0);
+  const uint16_t d_bits = FloatToHalf(0.25f);
+  std::memcpy(block.data(), &d_bits, 2);
+  const int ls[8] = {0, 9, 18, 31, 32, 33, 50, 63};
+  uint16_t scales_h = 0;
+  for (int s = 0; s < 8; ++s) {
+    block[4 + s / 2] |= static_cast<uint8_t>((ls[s] & 0xf) << (4 * (s % 2)));
+    scales_h |= static_cast<uint16_t>((ls[s] >> 4) << (2 * s));
+  }
+  std::memcpy(block.data() + 2, &scales_h, 2);
+  // Sub-block s, byte j: low nibble (element j) code (j + s) % 16, high nibble (element j + 16) 15 - j.
+  for (int s = 0; s < 8; ++s)
+    for (int j = 0; j < 16; ++j) block[8 + 16 * s + j] = static_cast<uint8_t>(((j + s) % 16) | ((15 - j) << 4));
+  std::vector<float> y(256);
+  ASSERT_TRUE(Dequantize(GgmlType::kIQ4_XS, block, absl::MakeSpan(y)).ok());
+  for (int s = 0; s < 8; ++s) {
+    const float dl = 0.25f * static_cast<float>(ls[s] - 32);
+    for (int j = 0; j < 16; ++j) {
+      EXPECT_EQ(y[32 * s + j], dl * quant_internal::kIQ4NLValues[(j + s) % 16]) << s << " " << j;
+      EXPECT_EQ(y[32 * s + 16 + j], dl * quant_internal::kIQ4NLValues[15 - j]) << s << " " << j;
+    }
+  }
+}
+
+// Data on the non-linear grid (levels times a power of two) survives both formats exactly: the
+// least-squares scale is exactly the grid's, and IQ4_XS's 6-bit scale -32 maps back to it.
+TEST(QuantBlocks, IQ4GridValuesAreExact) {
+  std::vector<float> x(256);
+  for (int i = 0; i < 256; ++i) x[i] = 0.5f * quant_internal::kIQ4NLValues[(i * 7) % 16];
+  for (GgmlType t : {GgmlType::kIQ4_NL, GgmlType::kIQ4_XS}) {
+    SCOPED_TRACE(GgmlTypeName(t));
+    std::vector<uint8_t> q(256 / TraitsOf(t).block_elems * TraitsOf(t).block_bytes);
+    ASSERT_TRUE(Quantize(t, x, absl::MakeSpan(q)).ok());
+    std::vector<float> y(256);
+    ASSERT_TRUE(Dequantize(t, q, absl::MakeSpan(y)).ok());
+    EXPECT_EQ(x, y);
   }
 }
 
@@ -656,11 +701,15 @@ TEST(QuantSupport, Lists) {
                      GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K,
                      GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kMXFP4, GgmlType::kNVFP4})
     EXPECT_TRUE(CanQuantize(t)) << GgmlTypeName(t);
+  for (GgmlType t : {GgmlType::kIQ4_NL, GgmlType::kIQ4_XS}) {
+    EXPECT_TRUE(CanDequantize(t)) << GgmlTypeName(t);
+    EXPECT_TRUE(CanQuantize(t)) << GgmlTypeName(t);
+  }
   for (GgmlType t :
-       {GgmlType::kIQ2_XXS, GgmlType::kIQ4_NL, GgmlType::kTQ1_0, GgmlType::kI8, GgmlType::kF64, GgmlType::kQ1_0})
+       {GgmlType::kIQ2_XXS, GgmlType::kIQ3_S, GgmlType::kTQ1_0, GgmlType::kI8, GgmlType::kF64, GgmlType::kQ1_0})
     EXPECT_FALSE(CanDequantize(t)) << GgmlTypeName(t);
   EXPECT_FALSE(CanQuantize(GgmlType::kQ8_K));
-  EXPECT_FALSE(CanQuantize(GgmlType::kIQ4_XS));
+  EXPECT_FALSE(CanQuantize(GgmlType::kIQ2_XXS));
 }
 
 }  // namespace

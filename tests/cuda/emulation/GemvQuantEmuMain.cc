@@ -5,6 +5,7 @@
 // keys the cases need (run.sh compiles one GemvQuantEmuConfig.cc per key).
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
@@ -85,8 +86,9 @@ int main(int argc, char** argv) {
   const bool list = argc > 1 && std::string(argv[1]) == "--list";
   const Target tg = *TargetPreset("sm_90");
   std::vector<Case> cases;
-  const DType fmts[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K,
-                        DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kMXFP4};
+  const DType fmts[] = {DType::kQ8_0,  DType::kQ4_0,   DType::kQ4_1,  DType::kQ5_0, DType::kQ5_1,
+                        DType::kQ2_K,  DType::kQ3_K,   DType::kQ4_K,  DType::kQ5_K, DType::kQ6_K,
+                        DType::kMXFP4, DType::kIQ4_NL, DType::kIQ4_XS};
   for (DType d : fmts)
     for (GemvQuantX x : {GemvQuantX::kF32, GemvQuantX::kQ8, GemvQuantX::kQ8Block}) {
       const int64_t k = ir::InfoOf(d).block_elems == 32 ? 1440 : 1280;
@@ -96,6 +98,21 @@ int main(int argc, char** argv) {
       cases.push_back({Kind::kGroup, {d, d, d}, {20, 7, 3}, k, 3, 2, o});
       cases.push_back({Kind::kSwiglu, {d, d}, {37, 37}, k, 3, 3, o});
       cases.push_back({Kind::kMatMul, {d}, {9}, 4096, 1, 1, o});
+    }
+  // The iq4 formats at every decode token count (T > 8 is a GEMM: Dequant.cu + cuBLASLt), the fused
+  // forms at both ends, calls with fewer tokens than selected.
+  for (DType d : {DType::kIQ4_NL, DType::kIQ4_XS})
+    for (GemvQuantX x : {GemvQuantX::kF32, GemvQuantX::kQ8, GemvQuantX::kQ8Block}) {
+      const int64_t k = ir::InfoOf(d).block_elems == 32 ? 1440 : 1280;
+      GemvQuantOptions o;
+      o.x = x;
+      for (int64_t t : {1, 2, 5, 8}) cases.push_back({Kind::kMatMul, {d}, {37}, k, t, t, o});
+      for (int64_t t : {1, 8}) {
+        cases.push_back({Kind::kGroup, {d, d, d}, {20, 7, 3}, k, t, t, o});
+        cases.push_back({Kind::kSwiglu, {d, d}, {37, 37}, k, t, t, o});
+      }
+      cases.push_back({Kind::kMatMul, {d}, {37}, k, 8, 5, o});
+      cases.push_back({Kind::kSwiglu, {d, d}, {37, 37}, k, 8, 3, o});
     }
   {
     GemvQuantOptions o;
@@ -118,6 +135,17 @@ int main(int argc, char** argv) {
     o.max_blocks = 0;
     cases.push_back(
         {Kind::kGroup, {DType::kQ4_K, DType::kQ6_K, DType::kQ4_K, DType::kQ8_0}, {16, 12, 8, 4}, 1024, 2, 2, o});
+  }
+  // GQ_EMU_FORMATS=iq4_nl,iq4_xs: only the cases whose weights are all of these formats.
+  if (const char* only = std::getenv("GQ_EMU_FORMATS")) {
+    const std::string list = absl::StrCat(",", only, ",");
+    std::vector<Case> kept;
+    for (const Case& c : cases) {
+      bool all = true;
+      for (DType d : c.dtypes) all &= list.find(absl::StrCat(",", ir::DTypeName(d), ",")) != std::string::npos;
+      if (all) kept.push_back(c);
+    }
+    cases = std::move(kept);
   }
   int fails = 0, skipped = 0;
   for (size_t ci = 0; ci < cases.size(); ++ci) {
