@@ -5,6 +5,8 @@
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/qwen35/Qwen35Hparams.h"
 #include "frontends/qwen35/Qwen35Lowering.h"
+#include "frontends/qwen35moe/Qwen35MoeHparams.h"
+#include "frontends/qwen35moe/Qwen35MoeLowering.h"
 #include "ir/StatusMacros.h"
 
 namespace memra::frontends {

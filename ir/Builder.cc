@@ -101,6 +101,17 @@ std::pair<Value*, Value*> OpBuilder::TopK(Value* x, int64_t k) {
   return {r[0], r.size() > 1 ? r[1] : r[0]};
 }
 
+std::pair<Value*, Value*> OpBuilder::MoeRoute(Value* logits, int64_t k) {
+  auto r = Build(OpKind::kMoeRoute, {logits}, {{"k", k}});
+  return {r[0], r.size() > 1 ? r[1] : r[0]};
+}
+
+Value* OpBuilder::MoeExperts(Value* x, Value* weights, Value* ids, Value* w_down, llvm::ArrayRef<Value*> w_gate_up) {
+  llvm::SmallVector<Value*, 6> operands{x, weights, ids, w_down};
+  operands.append(w_gate_up.begin(), w_gate_up.end());
+  return Build1(OpKind::kMoeExperts, operands);
+}
+
 Value* OpBuilder::Reshape(Value* x, Shape shape) {
   if (IsPoison(x)) return Poison();
   return Build1(OpKind::kReshape, {x}, {}, {TensorType(x->dtype(), std::move(shape))});

@@ -88,6 +88,11 @@ class OpBuilder {
   }
   // Returns (sum, normed).
   std::pair<Value*, Value*> AddRmsNorm(Value* a, Value* b, Value* w, double eps);
+  // Returns (weights, ids).
+  std::pair<Value*, Value*> MoeRoute(Value* logits, int64_t k);
+  // w_gate_up: one fused [E, 2F, K] matrix or {w_gate, w_up}.
+  Value* MoeExperts(Value* x, Value* weights, Value* ids, Value* w_down, llvm::ArrayRef<Value*> w_gate_up);
+  Value* GatedAdd(Value* a, Value* b, Value* g) { return Build1(OpKind::kGatedAdd, {a, b, g}); }
   Value* TakeLastRow(Value* x) { return Build1(OpKind::kTakeLastRow, {x}); }
   // Returns (values, indices).
   std::pair<Value*, Value*> TopK(Value* x, int64_t k);

@@ -131,6 +131,52 @@ absl::Status CheckRopeAttrs(const Ctx& c, const AttrDict& attrs, const Dim& d) {
   return absl::OkStatus();
 }
 
+// The quantized-row rule of a matrix operand: its last dim (K) whole blocks of its dtype.
+absl::Status CheckBlockRows(const Ctx& c, size_t i) {
+  const Dim& k = c.S(i).back();
+  int64_t block = InfoOf(c.D(i)).block_elems;
+  if (block > 1 && k.IsConstant() && k.value() % block != 0)
+    return Err(absl::StrCat(c.N(i), ": K = ", k.value(), " is not a multiple of the ", DTypeName(c.D(i)),
+                            " block size ", block));
+  return absl::OkStatus();
+}
+
+// moe_experts' operands from `first` on: x [T, K] at 0, weights and ids [T, k] at 1 and 2, then
+// w_down [E, K, F] at `first` and w_gate_up (one [E, 2F, K] or two [E, F, K]) after it.
+absl::Status CheckMoeExperts(const Ctx& c, size_t first) {
+  CHECK_OK(c.Float(0));
+  CHECK_OK(c.Rank(0, 2));
+  CHECK_OK(c.Rank(1, 2));
+  CHECK_OK(c.SameDType(0, 1));
+  CHECK_OK(c.DimEq(1, 0, c.S(0)[0], "tokens of 'x'"));
+  CHECK_OK(c.DTypeIs(2, DType::kI32));
+  CHECK_OK(c.ShapeIs(2, c.S(1), "the shape of 'weights'"));
+  const size_t down = first, gu = first + 1, n_gu = c.size() - gu;
+  if (n_gu != 1 && n_gu != 2)
+    return Err(absl::StrCat("expects one fused w_gate_up [E, 2F, K] or w_gate and w_up [E, F, K], got ", n_gu,
+                            " expert matrices after w_down"));
+  for (size_t i = down; i < c.size(); ++i) {
+    CHECK_OK(c.Rank(i, 3));
+    CHECK_OK(CheckBlockRows(c, i));
+  }
+  const Dim& E = c.S(down)[0];
+  const Dim& F = c.S(down)[2];
+  CHECK_OK(c.DimEq(down, 1, c.S(0)[1], "K, the last dim of 'x'"));
+  if (!F.IsConstant() || !E.IsConstant()) return Err(absl::StrCat(c.N(down), " must have a constant shape"));
+  for (size_t i = gu; i < c.size(); ++i) {
+    CHECK_OK(c.DimEq(i, 0, E, "E, the experts of 'w_down'"));
+    CHECK_OK(c.DimEq(i, 1, Dim(n_gu == 1 ? 2 * F.value() : F.value()),
+                     n_gu == 1 ? "2F, gate and up rows of each expert (F = the last dim of 'w_down')"
+                               : "F, the last dim of 'w_down'"));
+    CHECK_OK(c.DimEq(i, 2, c.S(0)[1], "K, the last dim of 'x'"));
+  }
+  const Dim& k = c.S(1)[1];
+  if (!k.IsConstant() || k.value() <= 0 || k.value() > E.value())
+    return Err(
+        absl::StrCat(c.N(1), ": k (", k.ToString(), ") must be constant, > 0 and <= the expert count ", E.value()));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, llvm::ArrayRef<TensorType> declared) {
   if (InfoOf(kind).HasFlag(op_flags::kUnary)) {  // y = f(x) elementwise
     CHECK_OK(c.Float(0));
@@ -330,6 +376,40 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       if (!IsFloat(c.D(5))) return Err(absl::StrCat(c.N(5), " must be a float state"));
       if (auto eps = attrs.GetF64("qk_l2_eps"); eps && !(*eps >= 0)) return Err("attribute 'qk_l2_eps' must be >= 0");
       return Types{Like(c[2])};
+    }
+    case OpKind::kMoeRoute: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.Rank(0, 2));
+      CHECK_OK(c.PositiveAttr("k"));
+      const int64_t k = c.I("k");
+      const Dim& e = c.S(0)[1];
+      if (e.IsConstant() && k > e.value())
+        return Err(absl::StrCat("attribute 'k' (", k, ") exceeds the expert count ", e.value(), " of ", c.N(0)));
+      return Types{WithLast(c[0], k, c.D(0)), WithLast(c[0], k, DType::kI32)};
+    }
+    case OpKind::kMoeExperts:
+      CHECK_OK(CheckMoeExperts(c, 3));
+      return Types{Like(c[0])};
+    case OpKind::kGatedAdd: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.RankAtLeast(0, 1));
+      CHECK_OK(c.SameType(0, 1));
+      CHECK_OK(c.SameDType(0, 2));
+      CHECK_OK(c.ShapeIs(2, c.S(0).WithDim(c.S(0).rank() - 1, 1), "one gate per row of 'a'"));
+      return Types{Like(c[0])};
+    }
+    case OpKind::kMoeFfn: {
+      CHECK_OK(CheckMoeExperts(c, 7));
+      const Dim& K = c.S(0)[1];
+      for (size_t i = 3; i < 7; ++i) {
+        CHECK_OK(c.Rank(i, 2));
+        CHECK_OK(CheckBlockRows(c, i));
+      }
+      CHECK_OK(c.ShapeIs(3, Shape{Dim(1), K}, "[1, K]: one shared-expert gate logit per token"));
+      CHECK_OK(c.DimEq(4, 1, K, "K, the last dim of 'x'"));
+      CHECK_OK(c.ShapeIs(5, c.S(4), "the shape of 'sh_gate'"));
+      CHECK_OK(c.ShapeIs(6, Shape{K, c.S(4)[0]}, "[K, Fs]"));
+      return Types{Like(c[0])};
     }
     case OpKind::kTakeLastRow:
       CHECK_OK(c.RankAtLeast(0, 1));

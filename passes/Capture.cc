@@ -36,6 +36,10 @@ CaptureVerdict ByKind(OpKind kind) {
     case OpKind::kQkNormRope:
     case OpKind::kTakeLastRow:
     case OpKind::kTopK:
+    case OpKind::kMoeRoute:
+    case OpKind::kMoeExperts:
+    case OpKind::kGatedAdd:
+    case OpKind::kMoeFfn:
     case OpKind::kArgmax:
     case OpKind::kConcat:
     case OpKind::kSplit:

@@ -6,6 +6,7 @@
 //   fuse-attention-output-gate   attention * sigmoid(gate)        -> attention_gated
 //   fuse-qk-norm-rope            rope(rms_norm(q)), rope(rms_norm(k)) -> qk_norm_rope
 //   fuse-swiglu                  swiglu(matmul, matmul)           -> matmul_swiglu
+//   fuse-moe-ffn                 gated_add(moe_experts, shared expert, gate) -> moe_ffn
 //   fuse-gated-rmsnorm           rms_norm * silu                  -> gated_rms_norm
 //   fuse-delta-net-inputs        silu(conv1d_causal), l2_norm q/k -> attributes of conv / scan
 //   fuse-add-rmsnorm             rms_norm(add)                    -> add_rms_norm
@@ -17,7 +18,9 @@
 //   plan-memory                  static arena offsets per function (incl. the ops' scratch)
 //   partition-segments           capturable runs -> segment regions
 //
-// Order matters: fuse-swiglu before fuse-matmul-group (which would group gate/up first); the
+// Order matters: fuse-swiglu before fuse-moe-ffn (which matches the shared expert's
+// matmul_swiglu), both before fuse-matmul-group (which would group gate/up first, and the shared
+// expert's gate with the router); the
 // shape-dependent passes after fusion (so the arena holds the fused ops' buffers); select-kernels
 // after bucket-shapes (it needs static shapes) and before plan-memory (which places the
 // scratch_bytes it records). The plan's kernel table (runtime/plan/KernelTable.h) compiles the
@@ -33,13 +36,15 @@
 namespace memra::passes {
 
 inline constexpr absl::string_view kDefaultPipeline =
-    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-gated-rmsnorm,fuse-delta-net-inputs,"
+    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-moe-ffn,fuse-gated-rmsnorm,fuse-"
+    "delta-net-inputs,"
     "fuse-add-rmsnorm,fuse-matmul-group,dce,bucket-shapes,plan-memory,partition-segments";
 
 // The CUDA backend's pipeline: kDefaultPipeline with select-kernels (arch sm_90) between
 // bucket-shapes and plan-memory.
 inline constexpr absl::string_view kCudaPipeline =
-    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-gated-rmsnorm,fuse-delta-net-inputs,"
+    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-moe-ffn,fuse-gated-rmsnorm,fuse-"
+    "delta-net-inputs,"
     "fuse-add-rmsnorm,fuse-matmul-group,dce,bucket-shapes,select-kernels,plan-memory,partition-segments";
 
 // The pipeline for a target arch (as `--arch` takes it): "cpu" -> kDefaultPipeline; "sm_NN" ->
@@ -54,7 +59,8 @@ std::string PipelineForTarget(absl::string_view arch, int sm_count, absl::string
 // The fusion passes only (no buckets, no memory plan, no segments): what a backend that takes
 // symbolic shapes runs.
 inline constexpr absl::string_view kFusionPipeline =
-    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-gated-rmsnorm,fuse-delta-net-inputs,"
+    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-moe-ffn,fuse-gated-rmsnorm,fuse-"
+    "delta-net-inputs,"
     "fuse-add-rmsnorm,fuse-matmul-group,dce";
 
 // `pipeline` with the bucket ladder set on its bucket-shapes pass (`buckets` in the form of the

@@ -1,4 +1,4 @@
-// `memra gen`: writes a synthetic-weight qwen35 model (preset shapes, chosen dtype, seeded).
+// `memra gen`: writes a synthetic-weight qwen35 / qwen35moe model (preset shapes, chosen dtype, seeded).
 #include <limits>
 
 #include "absl/strings/str_join.h"
@@ -14,8 +14,12 @@ namespace cl = llvm::cl;
 
 namespace {
 
-cl::SubCommand kGen("gen", "Write a synthetic-weight qwen35 model (presets: tiny, 0.8b, 2b, 4b, 9b, 27b)");
-cl::opt<std::string> GenPreset("preset", cl::desc("Model shape preset: tiny, 0.8b, 2b, 4b, 9b, 27b (default: tiny)"),
+cl::SubCommand kGen("gen",
+                    "Write a synthetic-weight qwen35 / qwen35moe model (presets: tiny, 0.8b, 2b, 4b, 9b, 27b; MoE: "
+                    "moe-tiny, 35b-a3b)");
+cl::opt<std::string> GenPreset("preset",
+                               cl::desc("Model shape preset: tiny, 0.8b, 2b, 4b, 9b, 27b, moe-tiny, 35b-a3b "
+                                        "(default: tiny)"),
                                cl::init("tiny"), cl::sub(kGen));
 // llama.cpp file types: each matrix gets the type llama-quantize gives it in that file type
 // (frontends/synthetic/QuantMix.h); the list is synthetic::QuantMixNames().
@@ -31,7 +35,7 @@ cl::alias GenSeedLong("s", cl::desc("Alias for --seed"), cl::NotHidden, cl::alia
 memra::tools::IntOption<int> GenThreads("threads", {0, memra::tools::HardwareThreads()},
                                         "Worker threads, 0 = all hardware threads", cl::init(0), cl::sub(kGen));
 cl::alias GenThreadsLong("t", cl::desc("Alias for --threads"), cl::NotHidden, cl::aliasopt(GenThreads));
-cl::opt<std::string> GenOut("o", cl::desc("Output path (default: qwen35-<preset>-<dtype>.gguf)"), cl::init(""),
+cl::opt<std::string> GenOut("o", cl::desc("Output path (default: <arch>-<preset>-<dtype>.gguf)"), cl::init(""),
                             cl::sub(kGen));
 cl::opt<bool> GenQuiet("quiet", cl::desc("No progress bar (default: false)"), cl::init(false), cl::sub(kGen));
 
@@ -47,16 +51,17 @@ int RunGen() {
   opt.seed = static_cast<uint64_t>(int64_t(GenSeed));
   opt.threads = GenThreads;
   opt.progress = !GenQuiet;
-  std::string out =
-      GenOut.empty() ? "qwen35-" + std::string(GenPreset) + "-" + std::string(GenDtype) + ".gguf" : std::string(GenOut);
+  std::string out = GenOut.empty()
+                        ? shape->arch() + "-" + std::string(GenPreset) + "-" + std::string(GenDtype) + ".gguf"
+                        : std::string(GenOut);
   auto stats = synthetic::WriteSyntheticQwen35(*shape, opt, out);
   if (!stats.ok()) {
     llvm::errs() << "memra gen: " << stats.status().ToString() << "\n";
     return 1;
   }
-  llvm::outs() << llvm::formatv("wrote {0}: qwen35 {1}, {2} tensors, {3} parameters, {4} of {5} weights\n", out,
-                                GenPreset, stats->n_tensors, stats->n_params, gguf::HumanBytes(stats->data_bytes),
-                                GenDtype);
+  llvm::outs() << llvm::formatv("wrote {0}: {6} {1}, {2} tensors, {3} parameters, {4} of {5} weights\n", out, GenPreset,
+                                stats->n_tensors, stats->n_params, gguf::HumanBytes(stats->data_bytes), GenDtype,
+                                shape->arch());
   return 0;
 }
 

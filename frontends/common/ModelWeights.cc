@@ -12,9 +12,11 @@ namespace memra::frontends {
 absl::Status DeclareWeight(const gguf::GgufFile& file, ir::Module& m, const std::string& name,
                            std::vector<int64_t> ne) {
   MEMRA_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, file.GetTensor(name));
-  std::vector<int64_t> got = t->ne;
-  while (got.size() > ne.size() && got.back() == 1) got.pop_back();
-  if (got != ne)
+  // Trailing 1s are not shape (ggml pads ne with them): {n} and {n, 1} are the same tensor.
+  std::vector<int64_t> got = t->ne, want = ne;
+  while (got.size() > 1 && got.back() == 1) got.pop_back();
+  while (want.size() > 1 && want.back() == 1) want.pop_back();
+  if (got != want)
     return absl::InvalidArgumentError(absl::StrCat(file.path(), ": tensor \"", name, "\" has shape ",
                                                    gguf::ShapeString(t->ne), ", expected ", gguf::ShapeString(ne)));
   std::optional<ir::DType> dt = ir::DTypeFromGgmlId(static_cast<uint32_t>(t->type));

@@ -4,63 +4,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "frontends/common/KeyReader.h"
 #include "frontends/gguf/GgufFile.h"
 #include "ir/StatusMacros.h"
 
 namespace memra::frontends {
-namespace {
 
-class KeyReader {
- public:
-  KeyReader(const gguf::GgufFile& f, std::string prefix) : f_(f), prefix_(std::move(prefix)) {}
+absl::StatusOr<Qwen35Hparams> ReadQwen35Hparams(const gguf::GgufFile& f) { return ReadQwen35TrunkHparams(f, "qwen35"); }
 
-  std::string Key(absl::string_view k) const { return absl::StrCat(prefix_, ".", k); }
-
-  absl::StatusOr<int64_t> Required(absl::string_view k) const {
-    MEMRA_ASSIGN_OR_RETURN(uint32_t v, f_.GetU32(Key(k)));
-    return static_cast<int64_t>(v);
-  }
-  absl::StatusOr<int64_t> Optional(absl::string_view k, int64_t def) const {
-    if (!f_.Has(Key(k))) return def;
-    return Required(k);
-  }
-  // A key llama.cpp reads as "u32 or per-layer array": an array must hold one value for every
-  // layer, and memra supports only uniform arrays (the qwen35 graph has one shape per kind).
-  absl::StatusOr<int64_t> UniformPerLayer(absl::string_view k, int64_t n_layer, std::optional<int64_t> def) const {
-    const gguf::Value* v = f_.Find(Key(k));
-    if (v == nullptr) {
-      if (def) return *def;
-      return absl::NotFoundError(absl::StrCat(f_.path(), ": key \"", Key(k), "\" not found"));
-    }
-    if (v->type != gguf::ValueType::kArray) return Required(k);
-    MEMRA_ASSIGN_OR_RETURN(std::vector<int64_t> arr, f_.GetIntArray(Key(k)));
-    if (static_cast<int64_t>(arr.size()) < n_layer)
-      return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": key \"", Key(k), "\" has ", arr.size(),
-                                                     " entries, expected ", n_layer, " (block_count)"));
-    for (int64_t i = 1; i < n_layer; ++i)
-      if (arr[i] != arr[0])
-        return absl::UnimplementedError(absl::StrCat(f_.path(), ": key \"", Key(k),
-                                                     "\": per-layer values differ (layer 0: ", arr[0], ", layer ", i,
-                                                     ": ", arr[i], "); non-uniform layers are not supported yet"));
-    if (arr.empty()) return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": key \"", Key(k), "\" is empty"));
-    return arr[0];
-  }
-
- private:
-  const gguf::GgufFile& f_;
-  std::string prefix_;
-};
-
-absl::Status Inconsistent(const gguf::GgufFile& f, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(f.path(), ": inconsistent hyperparameters: ", what));
-}
-
-}  // namespace
-
-absl::StatusOr<Qwen35Hparams> ReadQwen35Hparams(const gguf::GgufFile& f) {
+absl::StatusOr<Qwen35Hparams> ReadQwen35TrunkHparams(const gguf::GgufFile& f, absl::string_view expected_arch) {
   MEMRA_ASSIGN_OR_RETURN(std::string arch, f.Architecture());
-  if (arch != "qwen35")
-    return absl::InvalidArgumentError(absl::StrCat(f.path(), ": architecture \"", arch, "\" is not qwen35"));
+  if (arch != expected_arch)
+    return absl::InvalidArgumentError(absl::StrCat(f.path(), ": architecture \"", arch, "\" is not ", expected_arch));
   Qwen35Hparams h;
   h.arch = arch;
   KeyReader r(f, arch);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ir/Attribute.h"
 
 namespace memra::gguf {
@@ -52,6 +53,10 @@ struct Qwen35Hparams {
 // `general.architecture` other than qwen35 is InvalidArgument (the registry,
 // frontends/ModelFamily.h, picks the family and words the unsupported-architecture errors).
 absl::StatusOr<Qwen35Hparams> ReadQwen35Hparams(const gguf::GgufFile& file);
+// The same for any Qwen3.5 hybrid family (qwen35, qwen35moe: keys `<expected_arch>.*`): the trunk's
+// hyperparameters, which both share. `general.architecture` other than expected_arch is
+// InvalidArgument.
+absl::StatusOr<Qwen35Hparams> ReadQwen35TrunkHparams(const gguf::GgufFile& file, absl::string_view expected_arch);
 
 // The hyperparameters as module attributes (arch, n_embd, n_layer, ..., recurrent_layers,
 // n_vocab, tied_output): what the lowered module records besides its options (n_ctx,

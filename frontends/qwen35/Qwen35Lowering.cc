@@ -14,6 +14,7 @@
 #include "frontends/common/OutputHead.h"
 #include "frontends/common/SwigluFfn.h"
 #include "frontends/gguf/GgufFile.h"
+#include "frontends/qwen35/Qwen35Trunk.h"
 #include "ir/Builder.h"
 #include "ir/StatusMacros.h"
 #include "ir/Verifier.h"
@@ -29,9 +30,30 @@ using ir::StateKind;
 using ir::TensorType;
 using ir::Value;
 
+// qwen35's FFN: the dense SwiGLU.
+class DenseFfn : public Qwen35Ffn {
+ public:
+  explicit DenseFfn(int64_t n_ff) : n_ff_(n_ff) {}
+  absl::Status CheckTensor(const gguf::GgufFile& f, const gguf::TensorInfo& t) const override {
+    if (absl::StrContains(t.name, "_exps.") || absl::StrContains(t.name, "ffn_gate_inp"))
+      return absl::InvalidArgumentError(
+          absl::StrCat(f.path(), ": tensor \"", t.name, "\" is a MoE tensor in a dense qwen35 model"));
+    return absl::OkStatus();
+  }
+  absl::Status Declare(const gguf::GgufFile& f, ir::Module& m, int64_t layer, int64_t n_embd) const override {
+    return DeclareSwigluFfn(f, m, layer, n_embd, n_ff_);
+  }
+  Value* Build(const LayerContext& c, Value* y) const override { return BuildSwigluFfn(c, y); }
+  void RecordAttributes(ir::AttrDict&) const override {}
+
+ private:
+  int64_t n_ff_;
+};
+
 class Qwen35Lowering {
  public:
-  Qwen35Lowering(const gguf::GgufFile& f, const Qwen35Hparams& h, const LowerOptions& o) : f_(f), h_(h), opt_(o) {
+  Qwen35Lowering(const gguf::GgufFile& f, const Qwen35Hparams& h, const LowerOptions& o, const Qwen35Ffn& ffn)
+      : f_(f), h_(h), opt_(o), ffn_(ffn) {
     attn_.n_head = h.n_head;
     attn_.n_head_kv = h.n_head_kv;
     attn_.head_dim = h.head_dim;
@@ -70,9 +92,7 @@ class Qwen35Lowering {
       if (absl::EndsWith(t.name, ".scale") || absl::EndsWith(t.name, ".input_scale"))
         return absl::UnimplementedError(
             absl::StrCat(f_.path(), ": tensor \"", t.name, "\": per-tensor weight scales are not supported yet"));
-      if (absl::StrContains(t.name, "_exps.") || absl::StrContains(t.name, "ffn_gate_inp"))
-        return absl::InvalidArgumentError(
-            absl::StrCat(f_.path(), ": tensor \"", t.name, "\" is a MoE tensor in a dense qwen35 model"));
+      MEMRA_RETURN_IF_ERROR(ffn_.CheckTensor(f_, t));
     }
     return absl::OkStatus();
   }
@@ -84,7 +104,7 @@ class Qwen35Lowering {
     for (int64_t il = 0; il < h_.n_layer; ++il) {
       MEMRA_RETURN_IF_ERROR(DeclareWeight(f_, *m_, LayerTensorName(il, "attn_norm.weight"), {E}));
       MEMRA_RETURN_IF_ERROR(DeclareWeight(f_, *m_, LayerTensorName(il, "post_attention_norm.weight"), {E}));
-      MEMRA_RETURN_IF_ERROR(DeclareSwigluFfn(f_, *m_, il, E, h_.n_ff));
+      MEMRA_RETURN_IF_ERROR(ffn_.Declare(f_, *m_, il, E));
       if (h_.IsRecurrent(il))
         MEMRA_RETURN_IF_ERROR(DeclareDeltaNetWeights(f_, *m_, il, E, gdn_));
       else
@@ -106,6 +126,7 @@ class Qwen35Lowering {
   void RecordAttributes() {
     ir::AttrDict& a = m_->attrs();
     for (const auto& [name, value] : Qwen35Attributes(h_)) a.Set(name, value);
+    ffn_.RecordAttributes(a);
     a.Set("n_ctx", n_ctx_);
     a.Set("prefill_logits", opt_.prefill_all_logits ? "all" : "last");
   }
@@ -130,19 +151,20 @@ class Qwen35Lowering {
     return absl::OkStatus();
   }
 
-  // Pre-norm residual layer: mixer (Gated DeltaNet or gated attention), then the SwiGLU FFN.
+  // Pre-norm residual layer: mixer (Gated DeltaNet or gated attention), then the family's FFN.
   Value* Layer(const LayerContext& c, Value* x, Value* pos) {
     Value* h = BuildLayerRmsNorm(c, x, "attn_norm.weight", h_.rms_eps, "attn_norm");
     Value* mix = h_.IsRecurrent(c.layer) ? BuildGatedDeltaNet(c, h, gdn_) : BuildAttention(c, h, pos, attn_);
     Value* r = c.b.Add(mix, x)->Named(c.Node("attn_residual"));
     Value* y = BuildLayerRmsNorm(c, r, "post_attention_norm.weight", h_.rms_eps, "attn_post_norm");
-    Value* f = BuildSwigluFfn(c, y);
+    Value* f = ffn_.Build(c, y);
     return c.b.Add(f, r)->Named(c.Node("l_out"));
   }
 
   const gguf::GgufFile& f_;
   const Qwen35Hparams& h_;
   const LowerOptions& opt_;
+  const Qwen35Ffn& ffn_;
   AttentionParams attn_;
   DeltaNetParams gdn_;
   std::unique_ptr<ir::Module> m_;
@@ -152,10 +174,15 @@ class Qwen35Lowering {
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<ir::Module>> LowerQwen35Trunk(const gguf::GgufFile& file, const Qwen35Hparams& h,
+                                                             const LowerOptions& options, const Qwen35Ffn& ffn) {
+  Qwen35Lowering lowering(file, h, options, ffn);
+  return lowering.Run();
+}
+
 absl::StatusOr<std::unique_ptr<ir::Module>> LowerQwen35(const gguf::GgufFile& file, const LowerOptions& options) {
   MEMRA_ASSIGN_OR_RETURN(Qwen35Hparams h, ReadQwen35Hparams(file));
-  Qwen35Lowering lowering(file, h, options);
-  return lowering.Run();
+  return LowerQwen35Trunk(file, h, options, DenseFfn(h.n_ff));
 }
 
 }  // namespace memra::frontends

@@ -169,10 +169,12 @@ struct State {
   int n_ffn_down = 0, i_ffn_down = 0;
   bool tied = false;
   uint32_t n_gqa = 0;
+  uint32_t n_expert = 0;
 };
 
-// llama_tensor_get_type_impl for a model without experts, not falcon, not 70B, no imatrix. The
-// branches for the IQ1/IQ2/IQ3 file types are left out (memra offers none of them).
+// llama_tensor_get_type_impl for a model that is not falcon, not 70B, no imatrix. The branches for
+// the IQ1/IQ2/IQ3 file types are left out (memra offers none of them). With experts (n_expert > 1)
+// ffn_down (routed and shared) takes its layer from its name, and the 8-expert rules apply.
 GgmlType MixRule(State& qs, GgmlType t, const MixTensor& tensor, uint32_t ftype, Category cat) {
   if (cat == Category::kOutput || (qs.tied && cat == Category::kTokenEmbd)) {
     if (ftype == kMXFP4_MOE || tensor.ne[0] % BlockElems(t) != 0) return GgmlType::kQ8_0;
@@ -196,12 +198,15 @@ GgmlType MixRule(State& qs, GgmlType t, const MixTensor& tensor, uint32_t ftype,
       t = GgmlType::kQ6_K;
     else if (ftype == kQ4_K_S && qs.i_attention_wv < 4)
       t = GgmlType::kQ5_K;
+    if (qs.n_expert == 8) t = GgmlType::kQ8_0;  // "for the 8-expert model, bumping this to Q8_0"
     ++qs.i_attention_wv;
     return t;
   }
+  if (cat == Category::kAttnK && qs.n_expert == 8) return GgmlType::kQ8_0;
   if (cat == Category::kFfnDown) {
-    // Without experts the layer is the position among the ffn_down tensors, of n_layer.
-    const int i_layer = qs.i_ffn_down, n_layer = qs.n_ffn_down;
+    // Without experts the layer is the position among the ffn_down tensors, of n_layer; with
+    // experts (layer_info) the layer in the tensor's name.
+    const int i_layer = qs.n_expert > 1 ? LayerOf(tensor.name) : qs.i_ffn_down, n_layer = qs.n_ffn_down;
     if (ftype == kQ2_K)
       t = GgmlType::kQ3_K;
     else if (ftype == kQ3_K_M)
@@ -217,6 +222,11 @@ GgmlType MixRule(State& qs, GgmlType t, const MixTensor& tensor, uint32_t ftype,
     else if (ftype == kQ4_K_S && i_layer < n_layer / 8)
       t = GgmlType::kQ5_K;
     ++qs.i_ffn_down;
+    return t;
+  }
+  if (cat == Category::kAttnOutput && qs.n_expert == 8) {
+    for (uint32_t f : {kQ2_K, kQ3_K_S, kQ3_K_M, kQ4_K_S, kQ4_K_M, kIQ4_XS})
+      if (ftype == f) return GgmlType::kQ5_K;
     return t;
   }
   if (cat == Category::kAttnOutput) {
@@ -284,6 +294,7 @@ absl::StatusOr<std::vector<GgmlType>> AssignMixTypes(const QuantMix& mix, const 
   State qs;
   qs.tied = true;  // until output.weight shows up
   qs.n_gqa = model.n_gqa;
+  qs.n_expert = model.n_expert;
   qs.n_ffn_down = static_cast<int>(model.n_layer);
   for (const MixTensor& t : tensors) {
     const Category c = CategoryOf(t.name);

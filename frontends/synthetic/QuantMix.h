@@ -37,8 +37,10 @@ struct MixTensor {
 };
 
 struct MixModel {
-  uint32_t n_layer = 0;  // hparams.n_layer_all (no nextn layers here)
-  uint32_t n_gqa = 0;    // hparams.n_gqa(0): n_head / n_head_kv of layer 0 (0 when it has no kv heads)
+  uint32_t n_layer = 0;   // hparams.n_layer_all (no nextn layers here)
+  uint32_t n_gqa = 0;     // hparams.n_gqa(0): n_head / n_head_kv of layer 0 (0 when it has no kv heads)
+  uint32_t n_expert = 0;  // hparams.n_expert (0: dense). > 1: ffn_down's layer is read from its name;
+                          // exactly 8 bumps attn_v / attn_k to q8_0 and attn_output to q5_K (k-quants)
 };
 
 // The type llama-quantize writes for each tensor (same order as `tensors`). Tensors it does not

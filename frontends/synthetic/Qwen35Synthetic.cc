@@ -168,9 +168,25 @@ std::vector<TensorSpec> Qwen35Tensors(const Qwen35Shape& s, GgmlType dtype) {
       v.push_back(mat(p + "ssm_out.weight", value_dim, E, out_gain));
     }
     v.push_back(norm(p + "post_attention_norm.weight", E));
-    v.push_back(mat(p + "ffn_gate.weight", E, s.n_ff));
-    v.push_back(mat(p + "ffn_up.weight", E, s.n_ff));
-    v.push_back(mat(p + "ffn_down.weight", s.n_ff, E, out_gain));
+    if (s.moe()) {
+      const int64_t X = s.n_expert, F = s.n_ff_exp, Fs = s.n_ff_shexp;
+      // The router and the shared expert's gate stay f32 (as converted; llama-quantize keeps them).
+      v.push_back(
+          {p + "ffn_gate_inp.weight", {E, X}, GgmlType::kF32, {Init::kNormal, 0.0, 1.0 / std::sqrt(double(E))}});
+      v.push_back({p + "ffn_gate_exps.weight", {E, F, X}, dtype, {Init::kNormal, 0.0, 1.0 / std::sqrt(double(E))}});
+      v.push_back({p + "ffn_up_exps.weight", {E, F, X}, dtype, {Init::kNormal, 0.0, 1.0 / std::sqrt(double(E))}});
+      v.push_back(
+          {p + "ffn_down_exps.weight", {F, E, X}, dtype, {Init::kNormal, 0.0, out_gain / std::sqrt(double(F))}});
+      v.push_back(
+          {p + "ffn_gate_inp_shexp.weight", {E}, GgmlType::kF32, {Init::kNormal, 0.0, 1.0 / std::sqrt(double(E))}});
+      v.push_back(mat(p + "ffn_gate_shexp.weight", E, Fs));
+      v.push_back(mat(p + "ffn_up_shexp.weight", E, Fs));
+      v.push_back(mat(p + "ffn_down_shexp.weight", Fs, E, out_gain));
+    } else {
+      v.push_back(mat(p + "ffn_gate.weight", E, s.n_ff));
+      v.push_back(mat(p + "ffn_up.weight", E, s.n_ff));
+      v.push_back(mat(p + "ffn_down.weight", s.n_ff, E, out_gain));
+    }
   }
   v.push_back(norm("output_norm.weight", E));
   if (!s.tied_output) v.push_back(mat("output.weight", E, s.n_vocab));
@@ -268,6 +284,7 @@ absl::StatusOr<std::vector<TensorSpec>> TypedTensors(const Qwen35Shape& s, const
   model.n_layer = s.n_layer;
   // llama.cpp's n_gqa(0): qwen35 reads head_count_kv for every layer, recurrent ones included.
   model.n_gqa = s.n_head_kv ? s.n_head / s.n_head_kv : 0;
+  model.n_expert = s.n_expert;
   MEMRA_ASSIGN_OR_RETURN(std::vector<GgmlType> types, AssignMixTypes(mix, model, in));
   for (size_t i = 0; i < v.size(); ++i) v[i].type = types[i];
   return v;
@@ -275,11 +292,43 @@ absl::StatusOr<std::vector<TensorSpec>> TypedTensors(const Qwen35Shape& s, const
 
 }  // namespace
 
-std::vector<std::string> Qwen35PresetNames() { return {"tiny", "0.8b", "2b", "4b", "9b", "27b"}; }
+std::vector<std::string> Qwen35PresetNames() {
+  return {"tiny", "0.8b", "2b", "4b", "9b", "27b", "moe-tiny", "35b-a3b"};
+}
 
 absl::StatusOr<Qwen35Shape> Qwen35Preset(absl::string_view name) {
   Qwen35Shape s;
   s.name = std::string(name);
+  if (name == "moe-tiny") {  // the shapes of ../shared/fixtures' qwen35moe-tiny
+    MEMRA_ASSIGN_OR_RETURN(s, Qwen35Preset("tiny"));
+    s.name = std::string(name);
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    s.n_ff_exp = 128;
+    s.n_ff_shexp = 256;
+    return s;
+  }
+  if (name == "35b-a3b") {
+    // Qwen/Qwen3.5-35B-A3B's text model (HF config: hidden_size 2048, num_hidden_layers 40 with
+    // full_attention_interval 4, num_attention_heads 16, num_key_value_heads 2, head_dim 256,
+    // partial_rotary_factor 0.25, linear_num_key_heads 16, linear_num_value_heads 32, linear key /
+    // value head dim 128, num_experts 256, num_experts_per_tok 8, moe_intermediate_size 512,
+    // shared_expert_intermediate_size 512, vocab 248320, untied head, rope_theta 1e7, 262144 ctx).
+    MEMRA_ASSIGN_OR_RETURN(s, Qwen35Preset("9b"));  // the shared real-shape fields
+    s.name = std::string(name);
+    s.n_embd = 2048;
+    s.n_layer = 40;
+    s.n_head = 16;
+    s.n_head_kv = 2;
+    s.ssm_n_v_heads = 32;
+    s.n_expert = 256;
+    s.n_expert_used = 8;
+    s.n_ff_exp = 512;
+    s.n_ff_shexp = 512;
+    s.n_ff = 512;  // feed_forward_length: written, unused by the MoE layers
+    s.tied_output = false;
+    return s;
+  }
   if (name == "tiny") {  // the shapes of ../shared/fixtures' qwen35-tiny
     s.n_embd = 256;
     s.n_layer = 4;
@@ -349,10 +398,10 @@ absl::StatusOr<SyntheticStats> WriteSyntheticQwen35(const Qwen35Shape& s, const 
         "), and memra has no quantizer for ", formats::GgmlTypeName(t.type), " yet (kernels/formats: CanQuantize)"));
   }
   MEMRA_RETURN_IF_ERROR(gguf::CheckWritableDestination(path));  // before generating anything
-  const std::string a = "qwen35.";
+  const std::string a = s.arch() + ".";
   gguf::GgufWriter w;
-  w.Set("general.architecture", Value::String("qwen35"));
-  w.Set("general.name", Value::String(absl::StrCat("memra synthetic qwen35 ", s.name)));
+  w.Set("general.architecture", Value::String(s.arch()));
+  w.Set("general.name", Value::String(absl::StrCat("memra synthetic ", s.arch(), " ", s.name)));
   w.Set("general.description",
         Value::String(absl::StrCat("random weights (seed ", opt.seed, "), written by memra gen")));
   w.Set("general.file_type", Value::U32(mix.file_type));  // llama.cpp's LLAMA_FTYPE of the mix
@@ -377,6 +426,12 @@ absl::StatusOr<SyntheticStats> WriteSyntheticQwen35(const Qwen35Shape& s, const 
   w.Set(a + "ssm.inner_size", Value::U32(s.d_inner()));
   w.Set(a + "full_attention_interval", Value::U32(s.full_attention_interval));
   w.Set(a + "nextn_predict_layers", Value::U32(0));
+  if (s.moe()) {
+    w.Set(a + "expert_count", Value::U32(s.n_expert));
+    w.Set(a + "expert_used_count", Value::U32(s.n_expert_used));
+    w.Set(a + "expert_feed_forward_length", Value::U32(s.n_ff_exp));
+    w.Set(a + "expert_shared_feed_forward_length", Value::U32(s.n_ff_shexp));
+  }
   AddTokenizer(s, w);
 
   const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());

@@ -1,5 +1,6 @@
-// Synthetic-weight `qwen35` (dense) models: every metadata key llama.cpp's qwen35 loader reads, a
-// tokenizer, and deterministic random weights drawn so activations stay O(1) across layers.
+// Synthetic-weight `qwen35` (dense) and `qwen35moe` models: every metadata key llama.cpp's loader of
+// the family reads, a tokenizer, and deterministic random weights drawn so activations stay O(1)
+// across layers.
 // Used for tests (preset `tiny`) and for benchmarking the real Qwen3.5 shapes without the weights.
 #pragma once
 
@@ -34,12 +35,22 @@ struct Qwen35Shape {
   uint32_t n_ff = 0;
   uint32_t n_vocab = 0;
   bool tied_output = false;
+  // MoE (qwen35moe) when n_expert > 0: every layer's FFN is n_expert routed SwiGLU experts of
+  // n_ff_exp (top n_expert_used, softmax routed) plus a shared expert of n_ff_shexp with its sigmoid
+  // gate; n_ff is written as feed_forward_length but unused.
+  uint32_t n_expert = 0;
+  uint32_t n_expert_used = 0;
+  uint32_t n_ff_exp = 0;
+  uint32_t n_ff_shexp = 0;
+
+  bool moe() const { return n_expert > 0; }
+  std::string arch() const { return moe() ? "qwen35moe" : "qwen35"; }
 
   uint32_t d_inner() const { return ssm_d_state * ssm_n_v_heads; }
   bool IsAttentionLayer(uint32_t il) const { return (il + 1) % full_attention_interval == 0; }
 };
 
-// Preset names: tiny, 0.8b, 2b, 4b, 9b, 27b.
+// Preset names: tiny, 0.8b, 2b, 4b, 9b, 27b (qwen35); moe-tiny, 35b-a3b (qwen35moe).
 absl::StatusOr<Qwen35Shape> Qwen35Preset(absl::string_view name);
 std::vector<std::string> Qwen35PresetNames();
 

@@ -38,13 +38,12 @@ absl::Status CheckDecodable(const WeightView& w) {
   return absl::OkStatus();
 }
 
-// Row r of w as f32: a pointer into the weight itself for aligned F32 data, else decoded into buf.
+// Row r of w as f32 (RowAsF32); an error is recorded and the row reads as zeros.
 const float* RowF32(const WeightView& w, int64_t r, std::vector<float>& buf, FirstError& err) {
-  const uint8_t* p = w.Row(r);
-  if (w.type == formats::GgmlType::kF32 && reinterpret_cast<uintptr_t>(p) % alignof(float) == 0)
-    return reinterpret_cast<const float*>(p);
-  buf.resize(static_cast<size_t>(w.cols));
-  err.Set(DequantizeRow(w, r, buf.data()));
+  absl::StatusOr<const float*> row = RowAsF32(w, r, buf);
+  if (row.ok()) return *row;
+  err.Set(row.status());
+  buf.assign(static_cast<size_t>(w.cols), 0.0f);
   return buf.data();
 }
 

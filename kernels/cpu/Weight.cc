@@ -43,6 +43,16 @@ absl::StatusOr<WeightView> WeightView::FromTensor(absl::string_view name, format
   return w;
 }
 
+absl::StatusOr<WeightView> WeightView::FromStack(absl::string_view name, formats::GgmlType type,
+                                                 absl::Span<const int64_t> ne, absl::Span<const uint8_t> data) {
+  if (ne.size() != 3)
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", name, ": expected a 3-D stack of matrices, rank ", ne.size()));
+  auto w = Make(type, ne[1] * ne[2], ne[0], data);
+  if (!w.ok()) return absl::Status(w.status().code(), absl::StrCat("tensor ", name, ": ", w.status().message()));
+  return w;
+}
+
 WeightView WeightView::F32(const float* data, int64_t rows, int64_t cols) {
   WeightView w;
   w.type = GgmlType::kF32;
@@ -51,6 +61,15 @@ WeightView WeightView::F32(const float* data, int64_t rows, int64_t cols) {
   w.row_bytes = static_cast<uint64_t>(cols) * sizeof(float);
   w.data = reinterpret_cast<const uint8_t*>(data);
   return w;
+}
+
+absl::StatusOr<const float*> RowAsF32(const WeightView& w, int64_t r, std::vector<float>& buf) {
+  const uint8_t* p = w.Row(r);
+  if (w.type == GgmlType::kF32 && r >= 0 && r < w.rows && reinterpret_cast<uintptr_t>(p) % alignof(float) == 0)
+    return reinterpret_cast<const float*>(p);
+  buf.resize(static_cast<size_t>(w.cols));
+  if (auto st = DequantizeRow(w, r, buf.data()); !st.ok()) return st;
+  return buf.data();
 }
 
 bool CanDecode(GgmlType type) { return type == GgmlType::kF32 || formats::CanDequantize(type); }

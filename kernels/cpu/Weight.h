@@ -27,6 +27,10 @@ struct WeightView {
   // `data`; checks that the byte size matches. Errors name the tensor.
   static absl::StatusOr<WeightView> FromTensor(absl::string_view name, formats::GgmlType type,
                                                absl::Span<const int64_t> ne, absl::Span<const uint8_t> data);
+  // A stack of ne2 matrices {ne0, ne1} (a 3-D expert tensor, ne {K, N, E}) as one view of
+  // N * E rows of K: matrix e's row r is row e * N + r (ggml stores the experts back to back).
+  static absl::StatusOr<WeightView> FromStack(absl::string_view name, formats::GgmlType type,
+                                              absl::Span<const int64_t> ne, absl::Span<const uint8_t> data);
   // A view over a plain f32 buffer [rows][cols] (not owned).
   static WeightView F32(const float* data, int64_t rows, int64_t cols);
   // A view over raw encoded bytes; checks row geometry and the byte count.
@@ -39,6 +43,10 @@ struct WeightView {
 // Decodes row `r` of `w` into dst[0..w.cols). F32 rows are copied; other types go through
 // formats::Dequantize. Errors: unsupported type, r out of range.
 absl::Status DequantizeRow(const WeightView& w, int64_t r, float* dst);
+
+// Row r of w as f32: a pointer into the weight itself for aligned F32 data, else decoded into
+// `buf` (resized to w.cols). Errors as DequantizeRow.
+absl::StatusOr<const float*> RowAsF32(const WeightView& w, int64_t r, std::vector<float>& buf);
 
 // Whether rows of `type` can be decoded by DequantizeRow.
 bool CanDecode(formats::GgmlType type);

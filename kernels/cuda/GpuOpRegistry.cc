@@ -120,8 +120,23 @@ absl::StatusOr<OpSelection> SelectGpuOp(const ir::Op& op, const OpShapes& shapes
       return *std::move(s);
     }
   }
-  return Unsupported(op, implemented ? "no CUDA implementation applies to these shapes"
-                                     : "no CUDA kernel for this op yet (run the unfused module)");
+  if (implemented) return Unsupported(op, "no CUDA implementation applies to these shapes");
+  return Unsupported(op, absl::StrCat("no CUDA kernel for ", op.mnemonic(), " yet",
+                                      ir::InfoOf(op.kind()).HasFlag(ir::op_flags::kFused) ? " (run the unfused module)"
+                                                                                          : " (use --backend cpu)"));
+}
+
+absl::Status CheckGpuUnitsImplement(const ir::Module& m) {
+  for (const auto& fn : m.functions())
+    for (const ir::Op* op : fn->Ops()) {
+      if (op->is(ir::OpKind::kSegment)) continue;
+      bool implemented = false;
+      for (const GpuOpImpl* u : GpuOpImpls()) implemented |= u->Implements(op->kind());
+      if (!implemented)
+        return Unsupported(
+            *op, absl::StrCat("in @", fn->name(), ": no CUDA kernel for ", op->mnemonic(), " yet (use --backend cpu)"));
+    }
+  return absl::OkStatus();
 }
 
 namespace {

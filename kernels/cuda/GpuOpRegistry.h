@@ -19,6 +19,12 @@ const GpuOpImpl* FindGpuOpImpl(absl::string_view name);
 // op and say why (no unit for the kind, or the unit's refusal).
 absl::StatusOr<OpSelection> SelectGpuOp(const ir::Op& op, const OpShapes& shapes, const Target& target);
 
+// Every op kind of every function of `m` (segments aside) has a unit that implements it.
+// Unimplemented otherwise, naming the op and its kind ("no CUDA kernel for moe_route yet"): the
+// CUDA executor asks before it touches the device, so a module it cannot run (qwen35moe's MoE
+// ops today) is refused before any upload, not half way.
+absl::Status CheckGpuUnitsImplement(const ir::Module& m);
+
 // The record on an op: `impl`, and for units that launch kernels `kernels` ("<module key>::
 // <entry>"), `grid`, `block`, `smem`, plus `gemm = 1`, `gemv = 1`, `scratch_bytes`,
 // `workspace_bytes` when set.

@@ -22,6 +22,7 @@
 #include "kernels/cpu/DeltaNet.h"
 #include "kernels/cpu/Elementwise.h"
 #include "kernels/cpu/Matmul.h"
+#include "kernels/cpu/Moe.h"
 #include "kernels/cpu/Norm.h"
 #include "kernels/cpu/Rope.h"
 #include "kernels/cpu/Sampling.h"
@@ -109,9 +110,10 @@ absl::Status CpuExecutor::BindWeights() {
       return absl::InvalidArgumentError(absl::StrCat("weight @", w->name(), " has a symbolic shape"));
     std::vector<int64_t> ne;
     for (int64_t i = w->rank() - 1; i >= 0; --i) ne.push_back(w->shape()[i].value());
-    std::vector<int64_t> got = t->ne;
-    while (got.size() > ne.size() && got.back() == 1) got.pop_back();
-    if (got != ne)
+    std::vector<int64_t> got = t->ne, want = ne;  // trailing 1s are not shape: {n} is {n, 1}
+    while (got.size() > 1 && got.back() == 1) got.pop_back();
+    while (want.size() > 1 && want.back() == 1) want.pop_back();
+    if (got != want)
       return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor \"", w->name(), "\" has shape ",
                                                      gguf::ShapeString(t->ne), ", the module declares ",
                                                      gguf::ShapeString(ne)));
@@ -134,10 +136,15 @@ absl::Status CpuExecutor::BindWeights() {
     b->weight = w;
     const int64_t n = t->NumElements();
     if (matrix_use) {
-      if (ne.size() != 2)
+      // A 3-D matrix (experts [E, N, K]) is one view of E*N rows, read per row like any other.
+      if (ne.size() != 2 && ne.size() != 3)
         return absl::InvalidArgumentError(
             absl::StrCat("weight @", w->name(), " used as a matrix has rank ", ne.size()));
-      MEMRA_ASSIGN_OR_RETURN(b->view, kc::WeightView::FromTensor(t->name, t->type, t->ne, t->data));
+      if (ne.size() == 3) {
+        MEMRA_ASSIGN_OR_RETURN(b->view, kc::WeightView::FromStack(t->name, t->type, ne, t->data));
+      } else {
+        MEMRA_ASSIGN_OR_RETURN(b->view, kc::WeightView::FromTensor(t->name, t->type, t->ne, t->data));
+      }
       if (options_.weight_mode == WeightMode::kDequantizeAtLoad && t->type != formats::GgmlType::kF32) {
         MEMRA_ASSIGN_OR_RETURN(kc::DenseWeight d, kc::DenseWeight::FromView(b->view));
         b->dense = std::move(d);
@@ -296,6 +303,20 @@ llvm::SmallVector<int64_t, 4> WithLast(llvm::ArrayRef<int64_t> s, int64_t last) 
   llvm::SmallVector<int64_t, 4> out(s.begin(), s.end());
   out.back() = last;
   return out;
+}
+
+// moe_experts' / moe_ffn's expert matrices: w_down at operand `first`, w_gate_up after it.
+template <typename WeightOf>
+kc::MoeExpertWeights ExpertWeights(const Op& op, size_t first, WeightOf wt) {
+  kc::MoeExpertWeights w;
+  const ir::Shape& down = op.operand(first)->shape();
+  w.n_expert = down[0].value();
+  w.n_ff = down[2].value();
+  w.down = wt(first);
+  w.gate = wt(first + 1);
+  w.fused = op.num_operands() == first + 2;
+  if (!w.fused) w.up = wt(first + 2);
+  return w;
 }
 
 // The first position of a run of consecutive positions, or an error.
@@ -610,6 +631,61 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         kc::Add(a.f32(), In(1).f32(), a.numel(), sum.f32());
         kc::RmsNorm(sum.f32(), Wt(2).values, rows, cols, static_cast<float>(at.F64Or("eps", 0)), y.f32(), pool);
         out.push_back(sum);
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kMoeRoute: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& l = In(0);
+        const int64_t T = l.dim(0), E = l.dim(1), k = at.I64Or("k", 0);
+        if (k <= 0 || k > E) return OpError(op, "k must be in [1, E]");
+        HostTensor w = HostTensor::Zeros(DType::kF32, {T, k});
+        HostTensor ids = HostTensor::Zeros(DType::kI32, {T, k});
+        kc::MoeRoute(l.f32(), T, E, k, w.f32(), ids.i32());
+        out.push_back(w);
+        out.push_back(ids);
+        break;
+      }
+      case OpKind::kMoeExperts:
+      case OpKind::kMoeFfn: {
+        // moe_ffn = gated_add(moe_experts, shared expert, shared gate), each part exactly as its
+        // op computes it (bit-identical to the unfused ops).
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        MEMRA_RETURN_IF_ERROR(F32In(1));
+        const HostTensor& x = In(0);
+        const int64_t T = x.dim(0), K = x.dim(1), k = In(1).dim(1);
+        const bool ffn = op.is(OpKind::kMoeFfn);
+        const kc::MoeExpertWeights ew =
+            ExpertWeights(op, ffn ? 7 : 3, [&](size_t i) -> const kc::WeightView& { return Wt(i).view; });
+        HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
+        MEMRA_RETURN_IF_ERROR(kc::MoeExperts(x.f32(), T, K, In(1).f32(), In(2).i32(), k, ew, y.f32(), pool));
+        if (ffn) {
+          const kc::WeightView& gi = Wt(3).view;
+          const kc::WeightView& sg = Wt(4).view;
+          const kc::WeightView& su = Wt(5).view;
+          const kc::WeightView& sd = Wt(6).view;
+          HostTensor g = HostTensor::Zeros(DType::kF32, {T, sg.rows});
+          HostTensor u = HostTensor::Zeros(DType::kF32, {T, su.rows});
+          MEMRA_RETURN_IF_ERROR(kc::Matmul(x.f32(), T, sg, g.f32(), pool));
+          MEMRA_RETURN_IF_ERROR(kc::Matmul(x.f32(), T, su, u.f32(), pool));
+          kc::Swiglu(g.f32(), u.f32(), g.numel(), g.f32());
+          HostTensor sh = HostTensor::Zeros(DType::kF32, x.shape());
+          MEMRA_RETURN_IF_ERROR(kc::Matmul(g.f32(), T, sd, sh.f32(), pool));
+          HostTensor gl = HostTensor::Zeros(DType::kF32, {T, 1});
+          MEMRA_RETURN_IF_ERROR(kc::Matmul(x.f32(), T, gi, gl.f32(), pool));
+          kc::GatedAdd(y.f32(), sh.f32(), gl.f32(), T, K, y.f32());
+        }
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kGatedAdd: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        MEMRA_RETURN_IF_ERROR(F32In(1));
+        MEMRA_RETURN_IF_ERROR(F32In(2));
+        const HostTensor& a = In(0);
+        const int64_t n = a.dim(-1), rows = a.numel() / std::max<int64_t>(n, 1);
+        HostTensor y = HostTensor::Zeros(DType::kF32, a.shape());
+        kc::GatedAdd(a.f32(), In(1).f32(), In(2).f32(), rows, n, y.f32());
         out.push_back(y);
         break;
       }

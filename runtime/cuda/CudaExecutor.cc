@@ -54,6 +54,8 @@ CudaExecutor::~CudaExecutor() {
 absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ir::Module& module, const gguf::GgufFile& file,
                                                                    const CudaExecutorOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
+  // An op without any CUDA unit (the MoE ops today) is refused before the device is touched.
+  MEMRA_RETURN_IF_ERROR(kcu::CheckGpuUnitsImplement(module));
   std::unique_ptr<CudaExecutor> e(new CudaExecutor(module, file, options));
   MEMRA_ASSIGN_OR_RETURN(e->dev_, cuda::CudaDevice::Open(options.device));
   e->target_ = e->dev_->target();

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The model-family registry through the CLI: memra lower / compile / run / bench / perplexity all
-# pick the family from general.architecture; a planned family (qwen35moe) says "not supported
-# yet", an unknown one lists what memra supports. Args: MEMRA DATA_DIR SHARED_DIR.
+# pick the family from general.architecture (qwen35 and qwen35moe lower and run; a planned family
+# says "not supported yet"), an unknown one lists what memra supports. Args: MEMRA DATA_DIR SHARED_DIR.
 set -euo pipefail
 memra=$1
 data=$2
@@ -43,12 +43,14 @@ else
   echo "python3 not found: unknown-architecture case skipped"
 fi
 
-# 3. qwen35moe: planned, not supported yet (the shared fixture, when present).
-moe=$shared/fixtures/models/qwen35moe-tiny-q8_0.gguf
+# 3. qwen35moe: lowered through the registry (the copy in tests/data).
+moe=$data/models/qwen35moe-tiny-q8_0.gguf
 if [ -f "$moe" ]; then
-  want='architecture "qwen35moe": qwen35moe not supported yet'
-  expect_error "$memra" lower "$moe"
-  expect_error "$memra" run "$moe" --backend cpu --tokens 1,2 -n 1
+  "$memra" lower "$moe" >"$tmp/moe.mir" || { echo "FAIL: memra lower $moe"; exit 1; }
+  grep -q 'moe_route' "$tmp/moe.mir" || { echo "FAIL: no moe_route in the lowered qwen35moe module"; exit 1; }
+  grep -q 'arch = "qwen35moe"' "$tmp/moe.mir" || { echo "FAIL: qwen35moe attributes missing"; exit 1; }
+  "$memra" run "$moe" --backend cpu --tokens 1,87,107 -n 4 >"$tmp/moe-run.txt" 2>"$tmp/err.txt" ||
+    { cat "$tmp/err.txt"; fail "memra run of qwen35moe on the cpu failed"; }
 else
   echo "$moe not found: qwen35moe case skipped"
 fi

@@ -35,13 +35,14 @@ std::unique_ptr<gguf::GgufFile> FileOfArchitecture(const std::string& arch) {
 }
 
 TEST(ModelFamilyTest, TableListsSupportedAndPlannedFamilies) {
-  EXPECT_EQ(SupportedArchitectures(), (std::vector<std::string>{"qwen35"}));
+  EXPECT_EQ(SupportedArchitectures(), (std::vector<std::string>{"qwen35", "qwen35moe"}));
   const ModelFamily* qwen35 = FindModelFamily("qwen35");
   ASSERT_NE(qwen35, nullptr);
   EXPECT_TRUE(qwen35->supported());
   EXPECT_NE(qwen35->read_hparams, nullptr);
   EXPECT_FALSE(qwen35->description.empty());
-  for (const char* planned : {"qwen35moe", "gemma4", "step35"}) {
+  EXPECT_TRUE(FindModelFamily("qwen35moe")->supported());
+  for (const char* planned : {"gemma4", "step35"}) {
     const ModelFamily* f = FindModelFamily(planned);
     ASSERT_NE(f, nullptr) << planned;
     EXPECT_FALSE(f->supported()) << planned;
@@ -56,25 +57,28 @@ TEST(ModelFamilyTest, UnknownArchitectureListsTheSupportedOnes) {
   auto m = LowerModel(*f);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(m.status().message(), "llama.gguf: unsupported architecture 'llama': memra supports qwen35");
+  EXPECT_EQ(m.status().message(), "llama.gguf: unsupported architecture 'llama': memra supports qwen35, qwen35moe");
   EXPECT_EQ(ReadHparams(*f).status(), m.status());
 }
 
-TEST(ModelFamilyTest, Qwen35MoeIsNotSupportedYet) {
-  const std::string path = SharedPath("fixtures/models/qwen35moe-tiny-q8_0.gguf");
-  std::unique_ptr<gguf::GgufFile> f;
-  if (FileExists(path)) {
-    auto opened = gguf::GgufFile::Open(path);
-    ASSERT_TRUE(opened.ok()) << opened.status();
-    f = std::move(*opened);
-  } else {
-    f = FileOfArchitecture("qwen35moe");
-  }
-  ASSERT_NE(f, nullptr);
-  auto m = LowerModel(*f);
-  ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(m.status().message(), absl::StrCat(f->path(), ": architecture \"qwen35moe\": qwen35moe not supported yet"));
+TEST(ModelFamilyTest, Qwen35MoeLowersThroughTheRegistry) {
+  const std::string path = TestDataPath("models/qwen35moe-tiny-q8_0.gguf");
+  if (!FileExists(path)) GTEST_SKIP() << path << " not found";
+  auto f = gguf::GgufFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto m = LowerModel(**f);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->attrs().GetString("arch").value_or(""), "qwen35moe");
+  auto h = ReadHparams(**f);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->I64Or("n_expert", 0), 8);
+  EXPECT_EQ(h->I64Or("n_expert_used", 0), 2);
+  // An architecture-only file fails on its first key, naming it (not "not supported").
+  auto bare = FileOfArchitecture("qwen35moe");
+  ASSERT_NE(bare, nullptr);
+  auto e = LowerModel(*bare);
+  ASSERT_FALSE(e.ok());
+  EXPECT_TRUE(absl::StrContains(e.status().message(), "qwen35moe.context_length")) << e.status();
 }
 
 TEST(ModelFamilyTest, PlannedFamiliesOfTheSharedFixturesAreNotSupportedYet) {

@@ -325,5 +325,54 @@ TEST_P(FixtureMix, RebuildsTheLlamaQuantizeFileByteForByte) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureMix, ::testing::Values("q4_k_m", "q6_k", "q4_0", "q8_0", "f16", "bf16"),
                          [](const auto& info) { return std::string(info.param); });
 
+// The MoE fixture: qwen35moe-tiny-q8_0 is llama-quantize's Q8_0 of qwen35moe-tiny-f32 (8 experts:
+// the 8-expert rules apply); the mix with n_expert = 8 names every tensor's type, 3-D experts
+// included, and the quantizer rebuilds their bytes.
+TEST(MixTable, MoeFixtureMatchesLlamaQuantize) {
+  const std::string src_path = testing::SharedPath("fixtures/models/qwen35moe-tiny-f32.gguf");
+  std::string ref_path = testing::TestDataPath("models/qwen35moe-tiny-q8_0.gguf");
+  if (!testing::FileExists(src_path) || !testing::FileExists(ref_path)) GTEST_SKIP() << "MoE fixtures missing";
+  auto src = gguf::GgufFile::Open(src_path);
+  auto ref = gguf::GgufFile::Open(ref_path);
+  ASSERT_TRUE(src.ok() && ref.ok());
+  auto mix = synthetic::LookupQuantMix("q8_0");
+  ASSERT_TRUE(mix.ok());
+  std::vector<synthetic::MixTensor> in;
+  for (const auto& t : (*src)->tensors()) in.push_back({t.name, t.ne, t.type});
+  synthetic::MixModel model;
+  model.n_layer = 4;
+  model.n_gqa = 2;
+  model.n_expert = 8;
+  auto types = synthetic::AssignMixTypes(*mix, model, in);
+  ASSERT_TRUE(types.ok()) << types.status();
+  int n_q8 = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const gguf::TensorInfo* s = (*src)->FindTensor(in[i].name);
+    const gguf::TensorInfo* r = (*ref)->FindTensor(in[i].name);
+    ASSERT_NE(r, nullptr) << in[i].name;
+    ASSERT_EQ(formats::GgmlTypeName((*types)[i]), formats::GgmlTypeName(r->type)) << in[i].name;
+    if (r->type == GgmlType::kF32) continue;
+    std::vector<float> x(s->NumElements());
+    ASSERT_TRUE(formats::Dequantize(s->type, s->data, absl::MakeSpan(x)).ok());
+    std::vector<uint8_t> q(r->data.size());
+    ASSERT_TRUE(formats::Quantize(r->type, x, absl::MakeSpan(q)).ok()) << in[i].name;
+    EXPECT_TRUE(std::equal(q.begin(), q.end(), r->data.begin())) << in[i].name;
+    ++n_q8;
+  }
+  EXPECT_EQ(n_q8, 45);
+  // q4_k_m with 8 experts: attn_v / attn_k / attn_qkv bumped to q8_0, attn_output to q5_K.
+  auto q4 = synthetic::LookupQuantMix("q4_k_m");
+  ASSERT_TRUE(q4.ok());
+  auto t4 = synthetic::AssignMixTypes(*q4, model, in);
+  ASSERT_TRUE(t4.ok()) << t4.status();
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::string& n = in[i].name;
+    if (n == "blk.3.attn_v.weight" || n == "blk.3.attn_k.weight" || n == "blk.0.attn_qkv.weight")
+      EXPECT_EQ(formats::GgmlTypeName((*t4)[i]), "q8_0") << n;
+    if (n == "blk.3.attn_output.weight") EXPECT_EQ(formats::GgmlTypeName((*t4)[i]), "q5_K") << n;
+    if (n == "blk.1.ffn_gate_exps.weight") EXPECT_EQ(formats::GgmlTypeName((*t4)[i]), "q4_K") << n;
+  }
+}
+
 }  // namespace
 }  // namespace memra

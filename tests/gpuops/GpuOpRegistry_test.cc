@@ -183,6 +183,33 @@ TEST(Selection, UnsupportedOpsSayWhy) {
   EXPECT_NE(s.status().message().find("sampling runs on the host"), std::string::npos) << s.status();
 }
 
+// The MoE ops have no CUDA units yet: a module holding one is refused as a whole, naming the op
+// (what the CUDA executor checks before it touches the device), and select-kernels names it too.
+TEST(Selection, ModulesWithOpsWithoutUnitsAreRefusedNamingTheOp) {
+  auto dense = ir::ParseModule(kModule);
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  EXPECT_TRUE(CheckGpuUnitsImplement(**dense).ok());
+  auto m = ir::ParseModule(R"(weight @down : q8_0[8, 64, 32]
+weight @gate : q8_0[8, 32, 64]
+weight @up : q8_0[8, 32, 64]
+func @decode(%x: f32[1, 64], %l: f32[1, 8]) -> (f32[1, 64]) attributes {bucket = 1} {
+  %w, %ids = moe_route(%l) {k = 2} : f32[1, 2], i32[1, 2]
+  %y = moe_experts(%x, %w, %ids, @down, @gate, @up) : f32[1, 64]
+  return %y
+}
+)");
+  ASSERT_TRUE(m.ok()) << m.status();
+  absl::Status st = CheckGpuUnitsImplement(**m);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(st.message().find("moe_route"), absl::string_view::npos) << st;
+  EXPECT_NE(st.message().find("use --backend cpu"), absl::string_view::npos) << st;
+  auto target = TargetPreset("sm_90");
+  ASSERT_TRUE(target.ok());
+  auto sel = SelectionsOf(*(*m)->function("decode"), 1, *target, WeightMode::kBlocks, /*use_records=*/false);
+  ASSERT_FALSE(sel.ok());
+  EXPECT_NE(sel.status().message().find("no CUDA kernel for moe_route yet"), absl::string_view::npos) << sel.status();
+}
+
 TEST(WeightLayout, OneEntryPerDtypeAndMode) {
   for (WeightMode mode : {WeightMode::kBlocks, WeightMode::kBf16}) {
     const WeightLayout* f32 = FindMatrixLayout(ir::DType::kF32, mode);

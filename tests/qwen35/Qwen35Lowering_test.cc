@@ -2,14 +2,17 @@
 // the printed IR round-trip, and clear errors for another architecture and malformed models
 // (missing / inconsistent keys, missing tensors, wrong tensor shapes).
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "frontends/ModelFamily.h"
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/gguf/GgufWriter.h"
 #include "frontends/qwen35/Qwen35Lowering.h"
+#include "frontends/qwen35moe/Qwen35MoeLowering.h"
 #include "gtest/gtest.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
@@ -297,6 +300,201 @@ TEST(Qwen35LoweringTest, DefaultsApplyWhenOptionalKeysAreAbsent) {
   auto m4 = LowerQwen35(*Edited(*src, DropKey("qwen35.attention.head_count_kv")));
   ASSERT_FALSE(m4.ok());
   EXPECT_TRUE(absl::StrContains(m4.status().message(), "blk.3.attn_k.weight")) << m4.status();
+}
+
+// --- qwen35moe ---------------------------------------------------------------------------------
+
+const std::string kMoe = TestDataPath("models/qwen35moe-tiny-q8_0.gguf");
+
+std::unique_ptr<gguf::GgufFile> OpenMoe() {
+  auto f = gguf::GgufFile::Open(kMoe);
+  EXPECT_TRUE(f.ok()) << f.status();
+  return f.ok() ? std::move(*f) : nullptr;
+}
+
+int CountOps(const ir::Module& m, absl::string_view fn, ir::OpKind kind) {
+  int n = 0;
+  for (const ir::Op* op : m.function(fn)->Ops()) n += op->is(kind);
+  return n;
+}
+
+// The lowered module's status, expecting a failure with `code` whose message holds every `parts`.
+void ExpectMoeError(const Edits& e, absl::StatusCode code, std::vector<std::string> parts) {
+  auto src = OpenMoe();
+  ASSERT_NE(src, nullptr);
+  auto m = LowerQwen35Moe(*Edited(*src, e));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), code) << m.status();
+  for (const std::string& p : parts) EXPECT_TRUE(absl::StrContains(m.status().message(), p)) << m.status();
+}
+
+Edits ReshapeTensor(const std::string& name, std::vector<int64_t> ne_new) {
+  Edits e;
+  e.tensor = [name, ne_new](const std::string& n, std::vector<int64_t>& ne, std::vector<uint8_t>& bytes) {
+    if (n == name) {
+      const int64_t before = ne[1] * (ne.size() > 2 ? ne[2] : 1),
+                    after = ne_new[1] * (ne_new.size() > 2 ? ne_new[2] : 1);
+      bytes.resize(bytes.size() / before * after);
+      ne = ne_new;
+    }
+    return true;
+  };
+  return e;
+}
+
+TEST(Qwen35MoeLoweringTest, LowersTheTinyMoeModel) {
+  if (!FileExists(kMoe)) GTEST_SKIP() << kMoe << " not found";
+  auto f = OpenMoe();
+  auto m = LowerQwen35Moe(*f);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ir::AttrDict& a = (*m)->attrs();
+  EXPECT_EQ(a.GetString("arch").value_or(""), "qwen35moe");
+  EXPECT_EQ(a.I64Or("n_expert", 0), 8);
+  EXPECT_EQ(a.I64Or("n_expert_used", 0), 2);
+  EXPECT_EQ(a.I64Or("n_ff_exp", 0), 128);
+  EXPECT_EQ(a.I64Or("n_ff_shexp", 0), 256);
+  for (const char* fn : {"prefill", "decode"}) {
+    EXPECT_EQ(CountOps(**m, fn, ir::OpKind::kMoeRoute), 4) << fn;
+    EXPECT_EQ(CountOps(**m, fn, ir::OpKind::kMoeExperts), 4) << fn;
+    EXPECT_EQ(CountOps(**m, fn, ir::OpKind::kGatedAdd), 4) << fn;
+  }
+  const ir::Weight* exps = (*m)->weight("blk.2.ffn_down_exps.weight");
+  ASSERT_NE(exps, nullptr);
+  EXPECT_EQ(exps->type().ToString(), "q8_0[8, 256, 128]");  // ggml ne {128, 256, 8} reversed
+  EXPECT_EQ((*m)->weight("blk.0.ffn_gate_inp_shexp.weight")->type().ToString(), "f32[1, 256]");
+  // Through the registry as well, and the text round-trips.
+  auto via = LowerModel(*f);
+  ASSERT_TRUE(via.ok()) << via.status();
+  const std::string text = ir::ToText(**m);
+  EXPECT_EQ(ir::ToText(**via), text);
+  auto parsed = ir::ParseModule(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(ir::VerifyModule(**parsed).ok());
+  EXPECT_EQ(ir::ToText(**parsed), text);
+}
+
+TEST(Qwen35MoeLoweringTest, ExpertKeysThatDisagreeAreNamed) {
+  if (!FileExists(kMoe)) GTEST_SKIP() << kMoe << " not found";
+  ExpectMoeError(DropKey("qwen35moe.expert_count"), absl::StatusCode::kNotFound, {"qwen35moe.expert_count"});
+  ExpectMoeError(DropKey("qwen35moe.expert_used_count"), absl::StatusCode::kNotFound, {"qwen35moe.expert_used_count"});
+  ExpectMoeError(SetKey("qwen35moe.expert_used_count", gguf::Value::U32(9)), absl::StatusCode::kInvalidArgument,
+                 {"qwen35moe.expert_used_count", "top-k = 9", "exceeds", "qwen35moe.expert_count (8)"});
+  ExpectMoeError(SetKey("qwen35moe.expert_used_count", gguf::Value::U32(0)), absl::StatusCode::kInvalidArgument,
+                 {"qwen35moe.expert_used_count = 0"});
+  ExpectMoeError(SetKey("qwen35moe.expert_count", gguf::Value::U32(0)), absl::StatusCode::kInvalidArgument,
+                 {"qwen35moe.expert_count = 0"});
+  Edits groups;
+  groups.add = {{"qwen35moe.expert_group_count", gguf::Value::U32(2)}};
+  ExpectMoeError(groups, absl::StatusCode::kUnimplemented, {"qwen35moe.expert_group_count"});
+  // The tensors hold 8 experts of 128: metadata saying otherwise names the tensor and the keys.
+  ExpectMoeError(SetKey("qwen35moe.expert_count", gguf::Value::U32(4)), absl::StatusCode::kInvalidArgument,
+                 {"blk.0.ffn_gate_inp.weight", "{256, 8}", "expected {256, 4}", "qwen35moe.expert_count = 4"});
+  ExpectMoeError(SetKey("qwen35moe.expert_feed_forward_length", gguf::Value::U32(64)),
+                 absl::StatusCode::kInvalidArgument,
+                 {"blk.0.ffn_gate_exps.weight", "expected {256, 64, 8}", "qwen35moe.expert_feed_forward_length = 64"});
+  ExpectMoeError(SetKey("qwen35moe.expert_shared_feed_forward_length", gguf::Value::U32(128)),
+                 absl::StatusCode::kInvalidArgument,
+                 {"blk.0.ffn_gate_shexp.weight", "qwen35moe.expert_shared_feed_forward_length = 128"});
+}
+
+TEST(Qwen35MoeLoweringTest, ExpertTensorsThatDisagreeAreNamed) {
+  if (!FileExists(kMoe)) GTEST_SKIP() << kMoe << " not found";
+  // 7 experts in one layer's down projections while the metadata and the other tensors say 8.
+  ExpectMoeError(ReshapeTensor("blk.2.ffn_down_exps.weight", {128, 256, 7}), absl::StatusCode::kInvalidArgument,
+                 {"blk.2.ffn_down_exps.weight", "{128, 256, 7}", "expected {128, 256, 8}", "qwen35moe.expert_count"});
+  ExpectMoeError(ReshapeTensor("blk.1.ffn_up_exps.weight", {256, 64, 8}), absl::StatusCode::kInvalidArgument,
+                 {"blk.1.ffn_up_exps.weight", "expected {256, 128, 8}"});
+  for (const char* missing : {"blk.3.ffn_gate_inp_shexp.weight", "blk.0.ffn_gate_inp.weight",
+                              "blk.1.ffn_down_exps.weight", "blk.2.ffn_up_shexp.weight"}) {
+    Edits e;
+    e.tensor = [missing](const std::string& n, std::vector<int64_t>&, std::vector<uint8_t>&) { return n != missing; };
+    ExpectMoeError(e, absl::StatusCode::kNotFound, {missing});
+  }
+  Edits gate;
+  gate.tensor = [](const std::string& n, std::vector<int64_t>&, std::vector<uint8_t>&) {
+    return n != "blk.3.ffn_gate_inp_shexp.weight";
+  };
+  ExpectMoeError(gate, absl::StatusCode::kNotFound, {"blk.3.ffn_gate_inp_shexp.weight", "sigmoid gate"});
+  // A dense FFN tensor in a MoE file.
+  auto src = OpenMoe();
+  gguf::GgufWriter w;
+  for (const auto& [key, v] : src->metadata()) w.Set(key, v);
+  for (const gguf::TensorInfo& t : src->tensors()) ASSERT_TRUE(w.AddTensorBytes(t.name, t.type, t.ne, t.data).ok());
+  std::vector<uint8_t> zeros(256 * 512 * 4, 0);
+  ASSERT_TRUE(w.AddTensorBytes("blk.0.ffn_gate.weight", formats::GgmlType::kF32, {256, 512}, zeros).ok());
+  auto bytes = w.WriteToBytes();
+  ASSERT_TRUE(bytes.ok());
+  auto f = gguf::GgufFile::FromBytes(*bytes, "dense-in-moe.gguf");
+  ASSERT_TRUE(f.ok());
+  auto m = LowerQwen35Moe(**f);
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(absl::StrContains(m.status().message(), "blk.0.ffn_gate.weight")) << m.status();
+}
+
+// The fused ffn_gate_up_exps form (llama.cpp's create_tensor_gate_up_exps): per expert the gate
+// rows then the up rows. Built from the separate tensors, it must give the same logits bit for bit.
+TEST(Qwen35MoeLoweringTest, FusedGateUpExpertsEqualTheSeparateOnes) {
+  if (!FileExists(kMoe)) GTEST_SKIP() << kMoe << " not found";
+  auto src = OpenMoe();
+  gguf::GgufWriter w;
+  for (const auto& [key, v] : src->metadata()) w.Set(key, v);
+  for (const gguf::TensorInfo& t : src->tensors()) {
+    if (absl::EndsWith(t.name, "ffn_up_exps.weight")) continue;
+    if (absl::EndsWith(t.name, "ffn_gate_exps.weight")) {
+      const std::string layer = t.name.substr(0, t.name.size() - std::string("ffn_gate_exps.weight").size());
+      const gguf::TensorInfo* up = src->FindTensor(layer + "ffn_up_exps.weight");
+      ASSERT_NE(up, nullptr);
+      const size_t per_expert = t.data.size() / t.ne[2];
+      std::vector<uint8_t> fused;
+      for (int64_t e = 0; e < t.ne[2]; ++e) {
+        fused.insert(fused.end(), t.data.begin() + e * per_expert, t.data.begin() + (e + 1) * per_expert);
+        fused.insert(fused.end(), up->data.begin() + e * per_expert, up->data.begin() + (e + 1) * per_expert);
+      }
+      ASSERT_TRUE(
+          w.AddTensorBytes(layer + "ffn_gate_up_exps.weight", t.type, {t.ne[0], 2 * t.ne[1], t.ne[2]}, fused).ok());
+      continue;
+    }
+    ASSERT_TRUE(w.AddTensorBytes(t.name, t.type, t.ne, t.data).ok());
+  }
+  auto bytes = w.WriteToBytes();
+  ASSERT_TRUE(bytes.ok());
+  auto fused_file = gguf::GgufFile::FromBytes(*bytes, "fused.gguf");
+  ASSERT_TRUE(fused_file.ok()) << fused_file.status();
+  std::vector<float> logits[2];
+  int idx = 0;
+  for (const gguf::GgufFile* f : {src.get(), fused_file->get()}) {
+    auto m = LowerQwen35Moe(*f);
+    ASSERT_TRUE(m.ok()) << m.status();
+    if (f != src.get()) {
+      EXPECT_NE((*m)->weight("blk.0.ffn_gate_up_exps.weight"), nullptr);
+      EXPECT_EQ((*m)->weight("blk.0.ffn_gate_exps.weight"), nullptr);
+    }
+    auto e = runtime::CpuExecutor::Create(**m, *f);
+    ASSERT_TRUE(e.ok()) << e.status();
+    std::vector<runtime::HostTensor> args;
+    args.push_back(runtime::HostTensor::FromI32(memra::testing::kFixturePrompt,
+                                                {static_cast<int64_t>(memra::testing::kFixturePrompt.size())}));
+    auto out = (*e)->Run("prefill", std::move(args));
+    ASSERT_TRUE(out.ok()) << out.status();
+    logits[idx++].assign((*out)[0].f32(), (*out)[0].f32() + (*out)[0].numel());
+  }
+  ASSERT_FALSE(logits[0].empty());
+  EXPECT_EQ(logits[0], logits[1]);
+  // Both forms in one layer are refused.
+  gguf::GgufWriter both;
+  for (const auto& [key, v] : (*fused_file)->metadata()) both.Set(key, v);
+  for (const gguf::TensorInfo& t : (*fused_file)->tensors())
+    ASSERT_TRUE(both.AddTensorBytes(t.name, t.type, t.ne, t.data).ok());
+  const gguf::TensorInfo* g = src->FindTensor("blk.1.ffn_gate_exps.weight");
+  ASSERT_TRUE(both.AddTensorBytes(g->name, g->type, g->ne, g->data).ok());
+  auto both_bytes = both.WriteToBytes();
+  ASSERT_TRUE(both_bytes.ok());
+  auto both_file = gguf::GgufFile::FromBytes(*both_bytes, "both.gguf");
+  ASSERT_TRUE(both_file.ok());
+  auto m = LowerQwen35Moe(**both_file);
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(absl::StrContains(m.status().message(), "blk.1.ffn_gate_exps.weight")) << m.status();
+  EXPECT_TRUE(absl::StrContains(m.status().message(), "fused or separate")) << m.status();
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // fixture of the same shape), are deterministic, and load through the reader.
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "frontends/gguf/GgufFile.h"
@@ -106,6 +107,90 @@ TEST(GenTest, RealPresetsHaveTheQwen35Sizes) {
     EXPECT_EQ(s->d_inner(), s->ssm_n_v_heads * 128u);
   }
   EXPECT_FALSE(synthetic::Qwen35Preset("70b").ok());
+}
+
+// moe-tiny: the layout of the shared qwen35moe-tiny fixture (same tensors, shapes, types in q8_0,
+// the same qwen35moe.* keys), and it lowers through the qwen35moe family.
+TEST(GenTest, MoeTinyHasTheMoeFixtureLayout) {
+  auto shape = synthetic::Qwen35Preset("moe-tiny");
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  EXPECT_EQ(shape->arch(), "qwen35moe");
+  synthetic::SyntheticOptions opt;
+  opt.dtype = "q8_0";
+  opt.progress = false;
+  const std::string path = TempPath("gen-moe-tiny-q8_0.gguf");
+  auto stats = synthetic::WriteSyntheticQwen35(*shape, opt, path);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  auto gen = gguf::GgufFile::Open(path);
+  ASSERT_TRUE(gen.ok()) << gen.status();
+  const std::string fixture = testing::TestDataPath("models/qwen35moe-tiny-q8_0.gguf");
+  if (!testing::FileExists(fixture)) GTEST_SKIP() << "fixture model missing: " << fixture;
+  auto ref = gguf::GgufFile::Open(fixture);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  ASSERT_EQ((*gen)->tensors().size(), (*ref)->tensors().size());
+  for (const auto& t : (*ref)->tensors()) {
+    const gguf::TensorInfo* g = (*gen)->FindTensor(t.name);
+    ASSERT_NE(g, nullptr) << t.name;
+    EXPECT_EQ(g->ne, t.ne) << t.name;
+    EXPECT_EQ(formats::GgmlTypeName(g->type), formats::GgmlTypeName(t.type)) << t.name;
+  }
+  for (const auto& [key, value] : (*ref)->metadata()) {
+    if (key.rfind("general.", 0) == 0) continue;
+    const gguf::Value* v = (*gen)->Find(key);
+    ASSERT_NE(v, nullptr) << key;
+    EXPECT_TRUE(*v == value) << key << ": " << v->ToString() << " vs " << value.ToString();
+  }
+}
+
+// 35b-a3b: Qwen3.5-35B-A3B's shapes, and llama-quantize's q4_k_m / q8_0 types for its experts
+// (no file written).
+TEST(GenTest, Moe35bA3bHasTheQwen35MoeShapesAndMixes) {
+  auto s = synthetic::Qwen35Preset("35b-a3b");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->arch(), "qwen35moe");
+  EXPECT_EQ(s->n_embd, 2048u);
+  EXPECT_EQ(s->n_layer, 40u);
+  EXPECT_EQ(s->full_attention_interval, 4u);
+  EXPECT_EQ(s->n_head, 16u);
+  EXPECT_EQ(s->n_head_kv, 2u);
+  EXPECT_EQ(s->head_dim, 256u);
+  EXPECT_EQ(s->n_rot, 64u);
+  EXPECT_EQ(s->ssm_n_k_heads, 16u);
+  EXPECT_EQ(s->ssm_n_v_heads, 32u);
+  EXPECT_EQ(s->ssm_d_state, 128u);
+  EXPECT_EQ(s->n_expert, 256u);
+  EXPECT_EQ(s->n_expert_used, 8u);
+  EXPECT_EQ(s->n_ff_exp, 512u);
+  EXPECT_EQ(s->n_ff_shexp, 512u);
+  EXPECT_EQ(s->n_vocab, 248320u);
+  EXPECT_FALSE(s->tied_output);
+  auto q4 = synthetic::Qwen35TensorTypes(*s, "q4_k_m");
+  ASSERT_TRUE(q4.ok()) << q4.status();
+  uint64_t n_params = 0;
+  std::map<std::string, std::string> type;
+  for (const auto& t : *q4) {
+    uint64_t n = 1;
+    for (int64_t d : t.ne) n *= d;
+    n_params += n;
+    type[t.name] = std::string(formats::GgmlTypeName(t.type));
+  }
+  std::printf("  35b-a3b: %.3f B parameters\n", n_params / 1e9);
+  EXPECT_GT(n_params, 34.0e9);
+  EXPECT_LT(n_params, 36.0e9);
+  EXPECT_EQ(type["blk.0.ffn_gate_exps.weight"], "q4_K");
+  EXPECT_EQ(type["blk.0.ffn_up_exps.weight"], "q4_K");
+  // ffn_down (routed and shared) by the layer in the name: use_more_bits(0 / 7, 40) -> q6_K, 5 -> q4_K.
+  EXPECT_EQ(type["blk.0.ffn_down_exps.weight"], "q6_K");
+  EXPECT_EQ(type["blk.0.ffn_down_shexp.weight"], "q6_K");
+  EXPECT_EQ(type["blk.5.ffn_down_exps.weight"], "q4_K");
+  EXPECT_EQ(type["blk.7.ffn_down_exps.weight"], "q6_K");
+  EXPECT_EQ(type["blk.0.ffn_gate_inp.weight"], "f32");
+  EXPECT_EQ(type["blk.0.ffn_gate_inp_shexp.weight"], "f32");
+  EXPECT_EQ(type["output.weight"], "q6_K");
+  auto q8 = synthetic::Qwen35TensorTypes(*s, "q8_0");
+  ASSERT_TRUE(q8.ok()) << q8.status();
+  for (const auto& t : *q8)
+    if (t.ne.size() == 3) EXPECT_EQ(formats::GgmlTypeName(t.type), "q8_0") << t.name;
 }
 
 }  // namespace

@@ -1,0 +1,41 @@
+// Reading an architecture's GGUF hyperparameter keys (`<arch>.<key>`) as llama.cpp's loader reads
+// them: required / optional u32 keys and "u32 or per-layer array" keys, with errors naming the key.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace memra::gguf {
+class GgufFile;
+}
+
+namespace memra::frontends {
+
+class KeyReader {
+ public:
+  KeyReader(const gguf::GgufFile& f, std::string prefix) : f_(f), prefix_(std::move(prefix)) {}
+
+  // "<prefix>.<k>"
+  std::string Key(absl::string_view k) const;
+  // A u32 key (NotFound when absent, InvalidArgument for another type).
+  absl::StatusOr<int64_t> Required(absl::string_view k) const;
+  // A u32 key, `def` when absent.
+  absl::StatusOr<int64_t> Optional(absl::string_view k, int64_t def) const;
+  // A key llama.cpp reads as "u32 or per-layer array": an array must hold one value for every
+  // layer, and memra supports only uniform arrays (one shape per layer kind).
+  absl::StatusOr<int64_t> UniformPerLayer(absl::string_view k, int64_t n_layer, std::optional<int64_t> def) const;
+
+ private:
+  const gguf::GgufFile& f_;
+  std::string prefix_;
+};
+
+// InvalidArgument "<file>: inconsistent hyperparameters: <what>".
+absl::Status Inconsistent(const gguf::GgufFile& f, absl::string_view what);
+
+}  // namespace memra::frontends

@@ -1,0 +1,89 @@
+// fuse-moe-ffn: a layer's routed experts, its shared expert and the shared expert's sigmoid gate
+// become one op,
+//
+//   %moe = moe_experts(%x, %w, %ids, @down_exps, @gate_exps, @up_exps)
+//   %s   = matmul_swiglu(%x, @gate_shexp, @up_shexp)
+//   %sh  = matmul(%s, @down_shexp)                  ->  %y = moe_ffn(%x, %w, %ids, @gate_inp_shexp,
+//   %g   = matmul(%x, @gate_inp_shexp)                        @gate_shexp, @up_shexp, @down_shexp,
+//   %y   = gated_add(%moe, %sh, %g)                           @down_exps, @gate_exps, @up_exps)
+//
+// so a backend can treat the shared expert as one more expert of the same launches (decode: one
+// gate/up launch over the k selected experts + the shared one, one down launch with the weighted
+// sum and the sigmoid-gated shared output fused) and never store the intermediate [T, n_embd]
+// results. The routing (moe_route) stays a separate op: its ids and weights are device data the
+// fused op reads. Runs after fuse-swiglu (it matches the shared expert's matmul_swiglu) and before
+// fuse-matmul-group (which would group the shared gate's matmul with the router's, both of the
+// same input). Fuses when every intermediate has the gated_add as its only user and all parts read
+// the same x. On the CPU executor moe_ffn computes the parts exactly (bit-identical).
+#include "ir/StatusMacros.h"
+#include "passes/PassRegistry.h"
+#include "passes/PassUtil.h"
+#include "passes/RewritePattern.h"
+
+namespace memra::passes {
+namespace {
+
+using ir::Op;
+using ir::OpKind;
+
+struct MoeFfnMatch {
+  Op* add;
+  Op* experts;
+  Op* swiglu;
+  Op* down;
+  Op* gate;
+};
+
+class MoeFfnPattern : public RewritePattern<MoeFfnMatch> {
+ public:
+  explicit MoeFfnPattern(Pass* pass)
+      : RewritePattern(pass, OpKind::kGatedAdd, "fused",
+                       "moe_experts + shared expert + its gate + gated_add fused into moe_ffn") {}
+
+  MatchResult<MoeFfnMatch> Match(Op& add, const PatternRewriter&) override {
+    Op* experts = DefOf(add.operand(0), OpKind::kMoeExperts);
+    if (experts == nullptr) return NoMatch();
+    Op* down = DefOf(add.operand(1), OpKind::kMatMul);
+    Op* swiglu = down ? DefOf(down->operand(0), OpKind::kMatMulSwiglu) : nullptr;
+    Op* gate = DefOf(add.operand(2), OpKind::kMatMul);
+    if (down == nullptr || swiglu == nullptr || gate == nullptr) return Skip(skipped_form_);
+    const ir::Value* x = experts->operand(0);
+    if (swiglu->operand(0) != x || gate->operand(0) != x) return Skip(skipped_inputs_);
+    for (const Op* op : {experts, down, swiglu, gate})
+      if (!HasSingleUse(op->result(0))) return Skip(skipped_uses_);
+    return MoeFfnMatch{&add, experts, swiglu, down, gate};
+  }
+
+  absl::Status Rewrite(const MoeFfnMatch& m, PatternRewriter& rw) override {
+    const Op& e = *m.experts;
+    llvm::SmallVector<ir::Value*, 10> operands{e.operand(0),       e.operand(1),         e.operand(2),
+                                               m.gate->operand(1), m.swiglu->operand(1), m.swiglu->operand(2),
+                                               m.down->operand(1)};
+    for (unsigned i = 3; i < e.num_operands(); ++i) operands.push_back(e.operand(i));
+    MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(m.add, OpKind::kMoeFfn, operands));
+    rw.Replace(m.add->result(0), fused->result(0));
+    for (Op* op : {m.add, m.experts, m.down, m.swiglu, m.gate}) rw.Erase(op);
+    return absl::OkStatus();
+  }
+
+ private:
+  Statistic skipped_form_{pass(), "skipped-form",
+                          "gated_adds of experts whose shared expert is not matmul(matmul_swiglu) + a gate matmul"};
+  Statistic skipped_inputs_{pass(), "skipped-inputs", "experts and shared expert reading different inputs"};
+  Statistic skipped_uses_{pass(), "skipped-uses", "parts with other users"};
+};
+
+class FuseMoeFfnPass : public PatternPass {
+ public:
+  FuseMoeFfnPass() { AddPattern<MoeFfnPattern>(); }
+  absl::string_view name() const override { return "fuse-moe-ffn"; }
+  absl::string_view description() const override {
+    return "Fuses moe_experts, the gated shared expert and their gated_add into moe_ffn";
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> CreateFuseMoeFfnPass() { return std::make_unique<FuseMoeFfnPass>(); }
+
+}  // namespace memra::passes
