@@ -1,4 +1,5 @@
 #include "kernels/cpu/Matmul.h"
+#include "kernels/cpu/FirstError.h"
 
 #include <algorithm>
 #include <atomic>
@@ -10,27 +11,6 @@
 
 namespace memra::kernels::cpu {
 namespace {
-
-// Records the first error raised by any worker.
-class FirstError {
- public:
-  void Set(absl::Status st) {
-    if (st.ok()) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (status_.ok()) status_ = std::move(st);
-    failed_.store(true, std::memory_order_relaxed);
-  }
-  bool failed() const { return failed_.load(std::memory_order_relaxed); }
-  absl::Status status() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return status_;
-  }
-
- private:
-  std::mutex mu_;
-  absl::Status status_;
-  std::atomic<bool> failed_{false};
-};
 
 absl::Status CheckDecodable(const WeightView& w) {
   if (!CanDecode(w.type))

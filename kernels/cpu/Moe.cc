@@ -1,4 +1,5 @@
 #include "kernels/cpu/Moe.h"
+#include "kernels/cpu/FirstError.h"
 
 #include <algorithm>
 #include <atomic>
@@ -12,30 +13,7 @@
 #include "kernels/cpu/Sampling.h"
 
 namespace memra::kernels::cpu {
-namespace {
-
-// The first error any worker raised.
-class WorkerError {
- public:
-  void Set(const absl::Status& st) {
-    if (st.ok()) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (status_.ok()) status_ = st;
-    failed_.store(true, std::memory_order_relaxed);
-  }
-  bool failed() const { return failed_.load(std::memory_order_relaxed); }
-  absl::Status status() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return status_;
-  }
-
- private:
-  std::mutex mu_;
-  absl::Status status_;
-  std::atomic<bool> failed_{false};
-};
-
-}  // namespace
+namespace {}  // namespace
 
 void MoeRoute(const float* logits, int64_t T, int64_t E, int64_t k, float* weights, int32_t* ids) {
   std::vector<float> p(static_cast<size_t>(E));
@@ -88,7 +66,7 @@ absl::Status MoeExperts(const float* x, int64_t T, int64_t K, const float* weigh
     if (start[e + 1] > start[e]) active.push_back(e);
   const int64_t A = static_cast<int64_t>(active.size());
 
-  WorkerError err;
+  FirstError err;
   // h[s][0..F) = silu(gate_e . x[t]) * (up_e . x[t]): each gate/up row of an expert in use decoded once.
   std::vector<float> h(static_cast<size_t>(S * F));
   ParallelFor(pool, 0, A * F, 4, [&](int64_t lo, int64_t hi) {
