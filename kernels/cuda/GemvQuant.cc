@@ -190,6 +190,52 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
   return s;
 }
 
+Launch GemvQuantXLaunch(const Target& target, int64_t K, int64_t rows) {
+  Launch q;
+  q.kernel.module.file = "GemvQuant.cu";
+  // GQ_FMT and GQ_CW only have to admit K (the quantization works per 32 values): q8_0, 2-byte pieces.
+  q.kernel.module.defines = MakeDefines({Def("GQ_FMT", ir::InfoOf(ir::DType::kQ8_0).ggml_id), Def("GQ_K", K),
+                                         Def("GQ_T", 1), Def("GQ_XROWS", rows), Def("GQ_XQ", 1), Def("GQ_CW", 2)});
+  q.kernel.entry = "gemv_q_quantize_x";
+  q.block = 256;
+  q.grid = GridFor(target, rows * K, 256);
+  return q;
+}
+
+int64_t GemvQuantXBytes(int64_t rows, int64_t K) { return ScratchBytes(rows, K); }
+
+std::optional<Launch> GemvQuantMoeLaunch(const Target& target, ir::DType dtype, int64_t K, int64_t x_rows, bool swiglu,
+                                         int64_t slots, int64_t n, int64_t shared_rows, int64_t ns) {
+  const QuantFormat* f = FormatOf(dtype);
+  if (f == nullptr || K <= 0 || x_rows < 1 || slots * n + shared_rows * ns < 1) return std::nullopt;
+  const ir::DTypeInfo& info = ir::InfoOf(dtype);
+  if (K % info.block_elems != 0) return std::nullopt;
+  // The dense units' geometry (one row per swiglu tile, two per plain one; the ring's budget).
+  const int64_t chunk = (32 / f->lanes_per_block) * info.block_bytes;
+  const int64_t slot = (chunk + 15) / 16 * 16 + 16;
+  const int64_t row_bytes = K / info.block_elems * info.block_bytes;
+  const int rows = swiglu ? 1 : 2;
+  const int64_t stage = (swiglu ? 2 : 1) * rows * slot;
+  int warps = kWarps;
+  int stages = static_cast<int>(std::clamp<int64_t>(kRingBytesPerWarp / stage, 2, 4));
+  while (warps * stages * stage > target.smem_per_block && warps > 1) --warps;
+  if (warps * stages * stage > target.smem_per_block) return std::nullopt;
+  int copy = 16;
+  while (copy > 1 && (row_bytes % copy != 0 || chunk % copy != 0)) copy /= 2;
+  const int64_t tiles = slots * ((n + rows - 1) / rows) + shared_rows * ((ns + rows - 1) / rows);
+  Launch l;
+  l.kernel.module.file = "GemvQuant.cu";
+  l.kernel.module.defines =
+      MakeDefines({Def("GQ_FMT", info.ggml_id), Def("GQ_K", K), Def("GQ_T", 1), Def("GQ_XROWS", x_rows),
+                   Def("GQ_R", rows), Def("GQ_WARPS", warps), Def("GQ_ST", stages), Def("GQ_XQ", 1), Def("GQ_CW", copy),
+                   Def("GQ_SWIGLU", swiglu ? 1 : 0), Def("GQ_MOE", 1), Def("GQ_MINB", 1)});
+  l.kernel.entry = swiglu ? "gemv_q_moe_swiglu" : "gemv_q_moe";
+  l.block = static_cast<uint32_t>(warps * 32);
+  l.grid =
+      static_cast<uint32_t>(std::min<int64_t>((tiles + warps - 1) / warps, int64_t{target.sm_count} * kBlocksPerSmCap));
+  return l;
+}
+
 namespace {
 
 absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w) {

@@ -96,6 +96,12 @@
 #ifndef GQ_SWIGLU
 #define GQ_SWIGLU 0  // the module's product entry: 0 gemv_q, 1 gemv_q_swiglu (rings of 2 GQ_R rows)
 #endif
+#ifndef GQ_MOE
+#define GQ_MOE 0  // 1: the entries are gemv_q_moe(_swiglu) (GemvQuantMoeParams: tiles of routed slots)
+#endif
+#ifndef GQ_XROWS
+#define GQ_XROWS GQ_T  // rows of the q8 x layout (gemv_q_quantize_x's output; MoE: slots + shared rows)
+#endif
 
 // Format traits: QK elements and BB bytes per block, LPB lanes per block, NR runs of 16 elements
 // per lane, SIGNED (values are int8), VOFF (integer offset: v - VOFF), HASMIN (a float offset c).
@@ -221,6 +227,8 @@ constexpr bool kOffsetTerm = GQ_HASMIN || GQ_VOFF != 0;  // the q8 paths need th
 static_assert(GQ_K % GQ_QK == 0, "GQ_K must be a multiple of the block size");
 static_assert(kCHB % GQ_CW == 0 && kRB % GQ_CW == 0, "GQ_CW must divide the chunk and row bytes");
 static_assert(GQ_T >= 1 && GQ_T <= 8 && GQ_R >= 1 && GQ_R <= 4, "GQ_T in 1..8, GQ_R in 1..4");
+static_assert(GQ_XROWS >= GQ_T, "the q8 x layout holds at least GQ_T rows");
+static_assert(!GQ_MOE || (GQ_T == 1 && GQ_XQ != 2), "MoE tiles read one x row each, from global memory");
 
 // ---- shared-memory readers (offsets into a 16-byte aligned stage) ----
 
@@ -607,7 +615,62 @@ struct Tile {
   const unsigned char* w1;  // swiglu: the up projection
   float* y;
   int r0, nr, n;  // first row, rows in this tile, the weight's rows (y's row stride)
+  int xrow;       // the tile's first x row (MoE: its slot's row; dense: 0, tokens follow)
 };
+
+// Tiles of a launch and the x rows (tokens) each tile dots.
+template <bool kSwiglu>
+__device__ __forceinline__ int count_tiles(const GemvQuantParams& p) {
+  int tiles = 0;
+  if (kSwiglu) {
+    tiles = (p.w[0].n_rows + GQ_R - 1) / GQ_R;
+  } else {
+#pragma unroll
+    for (int i = 0; i < MEMRA_GEMV_QUANT_MAX; ++i) tiles += i < p.n_w ? (p.w[i].n_rows + GQ_R - 1) / GQ_R : 0;
+  }
+  return tiles;
+}
+__device__ __forceinline__ int tile_tokens(const GemvQuantParams& p) { return p.n_tok; }
+__device__ __forceinline__ const float* params_x(const GemvQuantParams& p) { return p.x; }
+__device__ __forceinline__ const void* params_xq(const GemvQuantParams& p) { return p.xq; }
+
+// MoE: the routed slots' tiles (slot-major: ceil(n / GQ_R) per slot), then the shared rows'.
+template <bool kSwiglu>
+__device__ __forceinline__ int count_tiles(const GemvQuantMoeParams& p) {
+  return p.n_slots * ((p.n + GQ_R - 1) / GQ_R) + (p.s0 != nullptr ? p.n_tok * ((p.ns + GQ_R - 1) / GQ_R) : 0);
+}
+__device__ __forceinline__ int tile_tokens(const GemvQuantMoeParams&) { return 1; }
+__device__ __forceinline__ const float* params_x(const GemvQuantMoeParams& p) { return p.x; }
+__device__ __forceinline__ const void* params_xq(const GemvQuantMoeParams& p) { return p.xq; }
+
+template <bool kSwiglu>
+__device__ __forceinline__ Tile find_tile(const GemvQuantMoeParams& p, int tile) {
+  Tile t;
+  const int per_slot = (p.n + GQ_R - 1) / GQ_R;
+  const int routed = p.n_slots * per_slot;
+  if (tile < routed) {
+    const int s = tile / per_slot;
+    const int e = min(max(__ldg(p.ids + s), 0), p.n_experts - 1);  // a bad id reads some expert, never past the matrix
+    const long long off = (long long)e * p.expert_bytes;
+    t.w0 = static_cast<const unsigned char*>(p.w0) + off;
+    t.w1 = kSwiglu ? static_cast<const unsigned char*>(p.w1) + off : nullptr;
+    t.y = p.y + (long long)s * p.n;
+    t.n = p.n;
+    t.r0 = (tile - s * per_slot) * GQ_R;
+    t.xrow = s / p.k;
+  } else {
+    const int per_row = (p.ns + GQ_R - 1) / GQ_R;
+    const int u = (tile - routed) / per_row;
+    t.w0 = static_cast<const unsigned char*>(p.s0);
+    t.w1 = kSwiglu ? static_cast<const unsigned char*>(p.s1) : nullptr;
+    t.y = p.ys + (long long)u * p.ns;
+    t.n = p.ns;
+    t.r0 = (tile - routed - u * per_row) * GQ_R;
+    t.xrow = p.xs0 + u;
+  }
+  t.nr = min(GQ_R, t.n - t.r0);
+  return t;
+}
 
 template <bool kSwiglu>
 __device__ __forceinline__ Tile find_tile(const GemvQuantParams& p, int tile) {
@@ -615,6 +678,7 @@ __device__ __forceinline__ Tile find_tile(const GemvQuantParams& p, int tile) {
   t.w0 = t.w1 = nullptr;
   t.y = nullptr;
   t.r0 = t.nr = t.n = 0;
+  t.xrow = 0;
   if (kSwiglu) {
     t.w0 = static_cast<const unsigned char*>(p.w[0].w);
     t.w1 = static_cast<const unsigned char*>(p.w[1].w);
@@ -639,8 +703,8 @@ __device__ __forceinline__ Tile find_tile(const GemvQuantParams& p, int tile) {
   return t;
 }
 
-template <bool kSwiglu>
-__device__ __forceinline__ void gemv_q_body(const GemvQuantParams& p) {
+template <bool kSwiglu, typename P>
+__device__ __forceinline__ void gemv_q_body(const P& p) {
   constexpr int kSlots = kSwiglu ? 2 * GQ_R : GQ_R;
   constexpr int kStage = kSlots * kCHP;
   constexpr int kV = kSlots * GQ_T;
@@ -650,15 +714,13 @@ __device__ __forceinline__ void gemv_q_body(const GemvQuantParams& p) {
   __shared__ __align__(16) unsigned char ring[GQ_WARPS][GQ_ST][kStage];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int gw = blockIdx.x * GQ_WARPS + warp, n_warps = gridDim.x * GQ_WARPS;
-  int tiles = 0;
-  if (kSwiglu) {
-    tiles = (p.w[0].n_rows + GQ_R - 1) / GQ_R;
-  } else {
-#pragma unroll
-    for (int i = 0; i < MEMRA_GEMV_QUANT_MAX; ++i) tiles += i < p.n_w ? (p.w[i].n_rows + GQ_R - 1) / GQ_R : 0;
-  }
+#if GQ_MOE
+  // The tiles' experts are the previous kernel's output (moe_route): wait before the first copy.
+  memra_grid_dependency();
+#endif
+  const int tiles = count_tiles<kSwiglu>(p);
   const int items = gw < tiles ? ((tiles - 1 - gw) / n_warps + 1) * kNC : 0;
-  const int n_tok = p.n_tok;
+  const int n_tok = tile_tokens(p);
 
   // Item i = chunk i % kNC of the warp's tile i / kNC, into stage i % GQ_ST.
   auto issue = [&](int item) {
@@ -687,16 +749,19 @@ __device__ __forceinline__ void gemv_q_body(const GemvQuantParams& p) {
     if (i < items) issue(i);
     copy_commit();
   }
+#if !GQ_MOE
   // The weight copies above do not depend on earlier kernels: they are in flight while this waits.
   memra_grid_dependency();
+#endif
+  const float* x_f32 = params_x(p);
 #if GQ_XQ == 1
-  const signed char* xq = static_cast<const signed char*>(p.xq);
-  const float* xd = reinterpret_cast<const float*>(xq + GQ_T * GQ_K);
-  const float* xs = xd + GQ_T * (GQ_K / 32);
+  const signed char* xq = static_cast<const signed char*>(params_xq(p));
+  const float* xd = reinterpret_cast<const float*>(xq + GQ_XROWS * GQ_K);
+  const float* xs = xd + GQ_XROWS * (GQ_K / 32);
 #elif GQ_XQ == 2
   __shared__ __align__(16) signed char sxq[GQ_T * GQ_K];
   __shared__ float sxd[GQ_T * (GQ_K / 32)], sxs[GQ_T * (GQ_K / 16)];
-  stage_x(p.x, n_tok, sxq, sxd, sxs);  // while the first copies are in flight
+  stage_x(x_f32, n_tok, sxq, sxd, sxs);  // while the first copies are in flight
   __syncthreads();
   const signed char* xq = sxq;
   const float* xd = sxd;
@@ -711,6 +776,11 @@ __device__ __forceinline__ void gemv_q_body(const GemvQuantParams& p) {
     const int m = item / kNC, c = item - m * kNC;
     const unsigned char* st = ring[warp][item % GQ_ST];
     const int b = lane / GQ_LPB, sub = lane % GQ_LPB;
+#if GQ_MOE
+    const int xrow = find_tile<kSwiglu>(p, gw + m * n_warps).xrow;
+#else
+    constexpr int xrow = 0;
+#endif
     if (b < (c == kNC - 1 ? kTail : kBPC)) {
       const int k0 = (c * kBPC + b) * GQ_QK;
       Run r[kSlots][GQ_NR];
@@ -726,9 +796,10 @@ __device__ __forceinline__ void gemv_q_body(const GemvQuantParams& p) {
 #pragma unroll
         for (int t = 0; t < GQ_T; ++t) {
           if (t < n_tok) {
-            const int4 xw = ld_xq(xq + t * GQ_K + k);
-            const float dx = ld_xf(xd + t * (GQ_K / 32) + (k >> 5));
-            const float sx = kOffsetTerm ? ld_xf(xs + t * (GQ_K / 16) + (k >> 4)) : 0.0f;
+            const int xt = GQ_XQ == 2 ? t : xrow + t;  // staged x holds the call's rows only
+            const int4 xw = ld_xq(xq + xt * GQ_K + k);
+            const float dx = ld_xf(xd + xt * (GQ_K / 32) + (k >> 5));
+            const float sx = kOffsetTerm ? ld_xf(xs + xt * (GQ_K / 16) + (k >> 4)) : 0.0f;
 #pragma unroll
             for (int s = 0; s < kSlots; ++s) {
               int si = __dp4a((int)r[s][j].q[0], xw.x, 0);
@@ -758,7 +829,7 @@ __device__ __forceinline__ void gemv_q_body(const GemvQuantParams& p) {
 #pragma unroll
         for (int t = 0; t < GQ_T; ++t) {
           if (t < n_tok) {
-            const float4* xp = reinterpret_cast<const float4*>(p.x + t * GQ_K + k);
+            const float4* xp = reinterpret_cast<const float4*>(x_f32 + (xrow + t) * GQ_K + k);
             float xv[16];
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
@@ -815,7 +886,15 @@ __device__ __forceinline__ void gemv_q_body(const GemvQuantParams& p) {
   copy_wait<0>();
 }
 
-#if GQ_SWIGLU
+#if GQ_MOE && GQ_SWIGLU
+extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32, GQ_MINB) gemv_q_moe_swiglu(const GemvQuantMoeParams p) {
+  gemv_q_body<true>(p);
+}
+#elif GQ_MOE
+extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32, GQ_MINB) gemv_q_moe(const GemvQuantMoeParams p) {
+  gemv_q_body<false>(p);
+}
+#elif GQ_SWIGLU
 extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32, GQ_MINB) gemv_q_swiglu(const GemvQuantParams p) {
   gemv_q_body<true>(p);
 }
@@ -830,8 +909,8 @@ extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32, GQ_MINB) gemv_q(cons
 extern "C" __global__ void __launch_bounds__(256) gemv_q_quantize_x(const GemvQuantXParams p) {
   memra_grid_dependency();
   signed char* xq = static_cast<signed char*>(p.xq);
-  float* xd = reinterpret_cast<float*>(xq + GQ_T * GQ_K);
-  float* xs = xd + GQ_T * (GQ_K / 32);
+  float* xd = reinterpret_cast<float*>(xq + GQ_XROWS * GQ_K);
+  float* xs = xd + GQ_XROWS * (GQ_K / 32);
   const int lane = threadIdx.x & 31;
   const int n = p.n_tok * (GQ_K / 32);
   for (int b = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5); b < n; b += (int)((gridDim.x * blockDim.x) >> 5))

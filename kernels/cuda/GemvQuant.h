@@ -50,4 +50,15 @@ struct GemvQuantOptions {
 std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& shapes, const Target& target,
                                            const GemvQuantOptions& options = {});
 
+// The MoE forms (kernels/cuda/Moe.cc's decode unit builds on them). gemv_q_quantize_x for up to
+// `rows` rows of K values (its output: GemvQuantXBytes(rows, K) bytes of scratch, 256-aligned).
+Launch GemvQuantXLaunch(const Target& target, int64_t K, int64_t rows);
+int64_t GemvQuantXBytes(int64_t rows, int64_t K);
+// gemv_q_moe(_swiglu) (GemvQuantMoeParams) over matrices stored as `dtype` with K columns, x
+// quantized (q8, GQ_XQ = 1) in a layout of x_rows rows, for up to `slots` routed slots of n rows
+// and `shared_rows` shared rows of ns rows (the grid's bound); nullopt
+// when GemvQuant.cu does not read `dtype` or K is not a multiple of its block.
+std::optional<Launch> GemvQuantMoeLaunch(const Target& target, ir::DType dtype, int64_t K, int64_t x_rows, bool swiglu,
+                                         int64_t slots, int64_t n, int64_t shared_rows, int64_t ns);
+
 }  // namespace memra::kernels::cuda

@@ -34,8 +34,8 @@ MEMRA_PARAMS_OFFSET(GemvQuantParams, xq, 104);
 MEMRA_PARAMS_OFFSET(GemvQuantParams, n_tok, 112);
 MEMRA_PARAMS_OFFSET(GemvQuantParams, n_w, 116);
 
-// gemv_q_quantize_x: x [n_tok, K] f32 -> xq (GemvQuant.cu: int8 [GQ_T, K], then f32 scales
-// [GQ_T, K / 32], then f32 sums [GQ_T, K / 16]).
+// gemv_q_quantize_x: x [n_tok, K] f32 -> xq (GemvQuant.cu: int8 [GQ_XROWS, K], then f32 scales
+// [GQ_XROWS, K / 32], then f32 sums [GQ_XROWS, K / 16]; GQ_XROWS = GQ_T unless the module sets it).
 struct GemvQuantXParams {
   MEMRA_DPTR(const float) x;
   MEMRA_DPTR(void) xq;
@@ -45,5 +45,31 @@ struct GemvQuantXParams {
 MEMRA_PARAMS_SIZE(GemvQuantXParams, 24);
 MEMRA_PARAMS_OFFSET(GemvQuantXParams, xq, 8);
 MEMRA_PARAMS_OFFSET(GemvQuantXParams, n_tok, 16);
+
+// gemv_q_moe / gemv_q_moe_swiglu (GQ_MOE = 1): the routed experts' products of a MoE layer for
+// n_slots (token, choice) slots plus, optionally, a dense "shared" weight over n_tok rows, in one
+// launch. Routed slot s uses expert ids[s] (clamped into [0, n_experts): the ids come from moe_route
+// on the device), its matrix [n, K] at w + ids[s] * expert_bytes, x row s / k, and writes y row s
+// ([n_slots, n]); shared row u < n_tok uses s0 (and s1), x row xs0 + u, and writes ys row u
+// ([n_tok, ns]). swiglu: w0/s0 the gates, w1/s1 the ups. x rows are q8 rows (GQ_XQ = 1: xq in
+// gemv_q_quantize_x's layout for GQ_XROWS rows) or f32 rows of x.
+struct GemvQuantMoeParams {
+  MEMRA_DPTR(const void) w0;
+  MEMRA_DPTR(const void) w1;
+  MEMRA_DPTR(const void) s0;  // null: no shared weight
+  MEMRA_DPTR(const void) s1;
+  MEMRA_DPTR(float) y;
+  MEMRA_DPTR(float) ys;
+  MEMRA_DPTR(const float) x;
+  MEMRA_DPTR(const void) xq;
+  MEMRA_DPTR(const int) ids;
+  long long expert_bytes;
+  int n, ns, n_slots, k, n_tok, n_experts, xs0, unused;
+};
+MEMRA_PARAMS_SIZE(GemvQuantMoeParams, 112);
+MEMRA_PARAMS_OFFSET(GemvQuantMoeParams, ids, 64);
+MEMRA_PARAMS_OFFSET(GemvQuantMoeParams, expert_bytes, 72);
+MEMRA_PARAMS_OFFSET(GemvQuantMoeParams, n, 80);
+MEMRA_PARAMS_OFFSET(GemvQuantMoeParams, xs0, 104);
 
 MEMRA_PARAMS_END

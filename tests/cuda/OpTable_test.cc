@@ -572,6 +572,69 @@ TEST_F(OpTableTest, DeltaNet) {
       2);
 }
 
+// The MoE ops. moe_route on the device must choose the CPU's experts (ids compared exactly through
+// the nmse: a flip is O(1)) and weights to f32 rounding. The expert products: random ids (repeats
+// within a token included) and weights as arguments, so routing ties cannot enter; every format
+// GemvQuant.cu reads at a small shape (K 256, F 128, shared 256 or the routed width), the fused
+// gate_up form, and a shared expert in another format than the routed ones (its launches apart).
+TEST_F(OpTableTest, Moe) {
+  for (int64_t E : {8, 64, 256})
+    FOR_T Check("moe_route", absl::StrCat("f32 E=", E), T, 1e-12, [E](Harness& h) {
+      auto [w, ids] = h.b->MoeRoute(h.Arg("logits", {-1, E}), E >= 64 ? 8 : 2);
+      return std::vector<Value*>{w, ids};
+    });
+  FOR_T Check("gated_add", "f32", T, 1e-12, [](Harness& h) {
+    return std::vector<Value*>{h.b->GatedAdd(h.Arg("a", {-1, 300}), h.Arg("b", {-1, 300}), h.Arg("g", {-1, 1}))};
+  });
+  constexpr int64_t E = 8, k = 2, K = 256, F = 128;
+  struct MoeCase {
+    std::string label;
+    GgmlType routed, shared;
+    int64_t Fs;
+    bool fused, with_shared;
+  };
+  std::vector<MoeCase> cases;
+  for (DType d : kernels::cuda::GpuBlockFormats()) {
+    const int64_t qk = ir::InfoOf(d).block_elems;
+    if (K % qk != 0 || F % qk != 0) continue;
+    cases.push_back({std::string(ir::DTypeName(d)), GgmlOf(d), GgmlOf(d), 256, false, true});
+  }
+  cases.push_back({"q8_0 fused gate_up", GgmlType::kQ8_0, GgmlType::kQ8_0, 256, true, true});
+  cases.push_back({"q8_0 shared Fs=F", GgmlType::kQ8_0, GgmlType::kQ8_0, F, false, true});
+  cases.push_back({"q4_0 + q8_0 shared", GgmlType::kQ4_0, GgmlType::kQ8_0, F, false, true});
+  cases.push_back({"q8_0 experts only", GgmlType::kQ8_0, GgmlType::kQ8_0, 0, false, false});
+  for (const MoeCase& mc : cases)
+    for (int64_t T : {1, 2, 5, 8, 13}) {
+      Check(
+          mc.with_shared ? "moe_ffn" : "moe_experts", mc.label, T, kQ8ActivationBound,
+          [&](Harness& h) {
+            Value* x = h.Arg("x", {-1, K});
+            Value* w = h.Arg("w", {-1, k});
+            Value* ids = h.Arg("ids", {-1, k}, DType::kI32);
+            Value* down = h.Weight("down", mc.routed, {F, K, E}, -0.2f, 0.2f);
+            std::vector<Value*> gu;
+            if (mc.fused) {
+              gu.push_back(h.Weight("gate_up", mc.routed, {K, 2 * F, E}, -0.2f, 0.2f));
+            } else {
+              gu.push_back(h.Weight("gate", mc.routed, {K, F, E}, -0.2f, 0.2f));
+              gu.push_back(h.Weight("up", mc.routed, {K, F, E}, -0.2f, 0.2f));
+            }
+            if (!mc.with_shared) return std::vector<Value*>{h.b->MoeExperts(x, w, ids, down, gu)};
+            std::vector<Value*> ops = {x,
+                                       w,
+                                       ids,
+                                       h.Weight("sh_gate_inp", GgmlType::kF32, {K, 1}, -0.2f, 0.2f),
+                                       h.Weight("sh_gate", mc.shared, {K, mc.Fs}, -0.2f, 0.2f),
+                                       h.Weight("sh_up", mc.shared, {K, mc.Fs}, -0.2f, 0.2f),
+                                       h.Weight("sh_down", mc.shared, {mc.Fs, K}, -0.2f, 0.2f),
+                                       down};
+            ops.insert(ops.end(), gu.begin(), gu.end());
+            return std::vector<Value*>{h.b->Build1(ir::OpKind::kMoeFfn, ops)};
+          },
+          1, E);
+    }
+}
+
 TEST_F(OpTableTest, DataMovement) {
   FOR_T {
     Check("take_last_row", "f32", T, 0, [](Harness& h) {

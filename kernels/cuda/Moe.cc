@@ -1,0 +1,416 @@
+// Units of the MoE layer (ir/Ops.def moe_route, moe_experts, moe_ffn, gated_add): the routing and
+// the combine of kernels/cuda/Moe.cu around the expert products.
+//
+// Decode (every expert matrix in GGUF blocks GemvQuant.cu reads; any T, but past a few tokens each
+// slot re-reads its expert's rows: prefill belongs to a grouped GEMM): per layer
+//   gemv_q_quantize_x(x) -> gemv_q_moe_swiglu (the k chosen experts' gate/up of every token and the
+//   shared expert's, one launch) -> gemv_q_quantize_x(h) -> gemv_q_moe (the down products, shared
+//   included) -> moe_combine (weighted sum in choice order + the sigmoid-gated shared output),
+// the experts read from the ids moe_route wrote on the device (no host round trip, so the step is
+// one captured graph). A shared expert whose formats or width differ from the routed ones gets
+// launches of its own (the same kernels with no routed slots).
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ir/StatusMacros.h"
+#include "kernels/cuda/GemvQuant.h"
+#include "kernels/cuda/GemvQuantParams.h"
+#include "kernels/cuda/GpuOp.h"
+#include "kernels/cuda/MoeParams.h"
+
+namespace memra::kernels::cuda {
+namespace {
+
+constexpr const char* kFile = "Moe.cu";
+constexpr int64_t kMaxRouteExperts = 1024;  // moe_route: 32 values per lane
+
+int64_t Align256(int64_t b) { return (b + 255) / 256 * 256; }
+
+// ---- moe_route ----
+
+class MoeRouteImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "moe_route"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kMoeRoute; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const std::vector<int64_t>& l = c.shapes.in[0];
+    const int64_t E = l.back(), T = Numel(l) / std::max<int64_t>(E, 1);
+    const int64_t k = c.op.attrs().I64Or("k", 0);
+    if (c.shapes.in_dtypes[0] != ir::DType::kF32) return Unsupported(c.op, "moe_route reads f32 logits");
+    if (E < 1 || E > kMaxRouteExperts)
+      return Unsupported(c.op, absl::StrCat("moe_route takes 1..", kMaxRouteExperts, " experts, not ", E));
+    if (k < 1 || k > std::min<int64_t>(E, 32))
+      return Unsupported(c.op, absl::StrCat("moe_route takes k in 1..min(E, 32), not ", k));
+    OpSelection s;
+    Launch l0;
+    l0.kernel.module.file = kFile;
+    l0.kernel.module.defines = MakeDefines({Def("MR_E", E), Def("MR_K", k)});
+    l0.kernel.entry = "moe_route";
+    l0.block = 256;
+    l0.grid = static_cast<uint32_t>(std::clamp<int64_t>((T + 7) / 8, 1, int64_t{c.target.sm_count} * 8));
+    s.launches.push_back(std::move(l0));
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(auto l, c.InShape(0));
+    MoeRouteParams p{};
+    p.logits = c.In(0);
+    p.weights = c.Out(0);
+    p.ids = c.Out(1);
+    p.n_tok = static_cast<int>(Numel(l) / l.back());
+    w.Kernel(0, p);
+    return absl::OkStatus();
+  }
+};
+
+// ---- gated_add ----
+
+class GatedAddImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "gated_add"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kGatedAdd; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    for (int i = 0; i < 3; ++i)
+      if (c.shapes.in_dtypes[i] != ir::DType::kF32) return Unsupported(c.op, "gated_add reads f32 operands");
+    OpSelection s;
+    s.launches.push_back(GridStrideLaunch(c.target, kFile, "gated_add_f32", Numel(c.shapes.in[0])));
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(auto a, c.InShape(0));
+    GatedAddParams p{};
+    p.a = c.In(0);
+    p.b = c.In(1);
+    p.g = c.In(2);
+    p.y = c.Out(0);
+    p.n = a.back();
+    p.rows = Numel(a) / std::max<int64_t>(p.n, 1);
+    w.Kernel(0, p);
+    return absl::OkStatus();
+  }
+};
+
+// ---- the expert products ----
+
+// Operand indices of moe_ffn / moe_experts (ir/Ops.def); -1 where the op has none.
+struct MoeOperands {
+  unsigned x = 0, weights = 1, ids = 2;
+  int sh_gate_inp = -1, sh_gate = -1, sh_up = -1, sh_down = -1;
+  unsigned down = 0, gate = 0;
+  int up = -1;  // -1: gate is the fused [E, 2F, K] gate_up
+  bool shared() const { return sh_gate_inp >= 0; }
+};
+
+MoeOperands OperandsOf(const ir::Op& op) {
+  MoeOperands o;
+  unsigned base = 3;
+  if (op.kind() == ir::OpKind::kMoeFfn) {
+    o.sh_gate_inp = 3, o.sh_gate = 4, o.sh_up = 5, o.sh_down = 6;
+    base = 7;
+  }
+  o.down = base;
+  o.gate = base + 1;
+  if (op.num_operands() > base + 2) o.up = static_cast<int>(base + 2);
+  return o;
+}
+
+// The sizes of one call (E experts of width F over K, k chosen, a shared expert of width Fs).
+struct MoeDims {
+  int64_t T = 0, K = 0, E = 0, F = 0, k = 0, Fs = 0;
+};
+
+absl::StatusOr<MoeDims> DimsOf(const ir::Op& op, const MoeOperands& o, const std::vector<std::vector<int64_t>>& in) {
+  MoeDims d;
+  const std::vector<int64_t>& x = in[o.x];
+  const std::vector<int64_t>& dn = in[o.down];
+  if (x.empty() || dn.size() != 3 || in[o.weights].empty())
+    return Unsupported(op, "expects x [T, K], w_down [E, K, F]");
+  d.K = x.back();
+  d.T = Numel(x) / std::max<int64_t>(d.K, 1);
+  d.E = dn[0];
+  d.F = dn[2];
+  d.k = in[o.weights].back();
+  if (o.shared()) d.Fs = in[o.sh_gate][0];
+  return d;
+}
+
+// 0 f32, 1 f16, 2 bf16: Common.cuh's load_as_f32 codes; -1 otherwise.
+int StorageCode(ir::DType d) {
+  return d == ir::DType::kF32 ? 0 : d == ir::DType::kF16 ? 1 : d == ir::DType::kBF16 ? 2 : -1;
+}
+
+// The decode plan: launches in order and the scratch they share. One pure function of the op and
+// its bucket shapes, so Select and Bind agree.
+struct DecodePlan {
+  MoeDims d;
+  int64_t S = 0;                 // routed slots (T * k at the bucket)
+  bool shared_gu_apart = false;  // the shared gate/up in a launch of their own (other format)
+  bool shared_h_apart = false;   // the shared h in its own buffer (Fs != F)
+  bool shared_dn_apart = false;  // the shared down in a launch of its own
+  int64_t h_rows = 0;            // rows of the h buffer (S, + T when the shared h sits below)
+  // scratch offsets
+  int64_t xq = 0, h = 0, hs = 0, hq = 0, hsq = 0, o = 0, bytes = 0;
+  // launch indices (-1: none)
+  int l_xq = -1, l_gu = -1, l_gu_sh = -1, l_hq = -1, l_hsq = -1, l_dn = -1, l_dn_sh = -1, l_comb = -1;
+  int n_launches = 0;
+  std::vector<Launch> launches;  // with a target
+};
+
+// `target` null: the layout and launch indices only (Bind), no launch records.
+absl::StatusOr<std::optional<DecodePlan>> PlanDecode(const ir::Op& op, const OpShapes& shapes, const Target* target) {
+  const MoeOperands o = OperandsOf(op);
+  MEMRA_ASSIGN_OR_RETURN(const MoeDims d, DimsOf(op, o, shapes.in));
+  if (d.T < 1) return std::optional<DecodePlan>();
+  std::vector<unsigned> mats = {o.down, o.gate};
+  if (o.up >= 0) mats.push_back(static_cast<unsigned>(o.up));
+  if (o.shared()) mats.insert(mats.end(), {unsigned(o.sh_gate), unsigned(o.sh_up), unsigned(o.sh_down)});
+  for (unsigned i : mats)
+    if (!GemvQuantBlocksOnDevice(op.operand(i)->dtype(), shapes.layout(i))) return std::optional<DecodePlan>();
+  const ir::DType gate_t = op.operand(o.gate)->dtype();
+  if (o.up >= 0 && op.operand(o.up)->dtype() != gate_t) return std::optional<DecodePlan>();
+  if (o.shared() && op.operand(o.sh_up)->dtype() != op.operand(o.sh_gate)->dtype()) return std::optional<DecodePlan>();
+  if (o.shared() && StorageCode(op.operand(o.sh_gate_inp)->dtype()) < 0)
+    return Unsupported(op, absl::StrCat("the shared expert's gate @", op.operand(o.sh_gate_inp)->name(), " is ",
+                                        ir::DTypeName(op.operand(o.sh_gate_inp)->dtype()), " (f32, f16 or bf16 only)"));
+
+  DecodePlan p;
+  p.d = d;
+  p.S = d.T * d.k;
+  const ir::DType down_t = op.operand(o.down)->dtype();
+  if (o.shared()) {
+    p.shared_gu_apart = op.operand(o.sh_gate)->dtype() != gate_t;
+    p.shared_h_apart = d.Fs != d.F;
+    p.shared_dn_apart = p.shared_h_apart || op.operand(o.sh_down)->dtype() != down_t;
+  }
+  const int64_t Tsh = o.shared() ? d.T : 0;
+  p.h_rows = p.S + (o.shared() && !p.shared_h_apart ? d.T : 0);
+  // Scratch: xq | h (| hs) | hq (| hsq) | o (routed S rows, then the shared T rows).
+  int64_t at = 0;
+  auto take = [&](int64_t b) {
+    const int64_t off = at;
+    at += Align256(b);
+    return off;
+  };
+  p.xq = take(GemvQuantXBytes(d.T, d.K));
+  p.h = take(p.h_rows * d.F * 4);
+  if (p.shared_h_apart) p.hs = take(d.T * d.Fs * 4);
+  p.hq = take(GemvQuantXBytes(p.h_rows, d.F));
+  if (p.shared_h_apart) p.hsq = take(GemvQuantXBytes(d.T, d.Fs));
+  p.o = take((p.S + Tsh) * d.K * 4);
+  p.bytes = at;
+
+  int n_launches = 0;
+  auto add = [&](auto make) -> absl::StatusOr<int> {
+    if (target != nullptr) {
+      std::optional<Launch> l = make(*target);
+      if (!l) return Unsupported(op, "no GemvQuant.cu launch for these expert shapes");
+      p.launches.push_back(*std::move(l));
+    }
+    return n_launches++;
+  };
+  MEMRA_ASSIGN_OR_RETURN(p.l_xq,
+                         add([&](const Target& t) { return std::optional<Launch>(GemvQuantXLaunch(t, d.K, d.T)); }));
+  const int64_t gu_sh_rows = o.shared() && !p.shared_gu_apart ? d.T : 0;
+  MEMRA_ASSIGN_OR_RETURN(p.l_gu, add([&](const Target& t) {
+                           return GemvQuantMoeLaunch(t, gate_t, d.K, d.T, true, p.S, d.F, gu_sh_rows, d.Fs);
+                         }));
+  if (p.shared_gu_apart) {
+    MEMRA_ASSIGN_OR_RETURN(p.l_gu_sh, add([&](const Target& t) {
+                             return GemvQuantMoeLaunch(t, op.operand(o.sh_gate)->dtype(), d.K, d.T, true, 0, d.F, d.T,
+                                                       d.Fs);
+                           }));
+  }
+  MEMRA_ASSIGN_OR_RETURN(
+      p.l_hq, add([&](const Target& t) { return std::optional<Launch>(GemvQuantXLaunch(t, d.F, p.h_rows)); }));
+  if (p.shared_h_apart) {
+    MEMRA_ASSIGN_OR_RETURN(p.l_hsq,
+                           add([&](const Target& t) { return std::optional<Launch>(GemvQuantXLaunch(t, d.Fs, d.T)); }));
+  }
+  const int64_t dn_sh_rows = o.shared() && !p.shared_dn_apart ? d.T : 0;
+  MEMRA_ASSIGN_OR_RETURN(p.l_dn, add([&](const Target& t) {
+                           return GemvQuantMoeLaunch(t, down_t, d.F, p.h_rows, false, p.S, d.K, dn_sh_rows, d.K);
+                         }));
+  if (p.shared_dn_apart) {
+    const int64_t x_rows = p.shared_h_apart ? d.T : p.h_rows;
+    MEMRA_ASSIGN_OR_RETURN(p.l_dn_sh, add([&](const Target& t) {
+                             return GemvQuantMoeLaunch(t, op.operand(o.sh_down)->dtype(), p.shared_h_apart ? d.Fs : d.F,
+                                                       x_rows, false, 0, d.K, d.T, d.K);
+                           }));
+  }
+  MEMRA_ASSIGN_OR_RETURN(p.l_comb, add([&](const Target&) {
+                           Launch comb;
+                           comb.kernel.module.file = kFile;
+                           comb.kernel.module.defines = MakeDefines(
+                               {Def("MC_G", o.shared() ? StorageCode(op.operand(o.sh_gate_inp)->dtype()) : 0)});
+                           comb.kernel.entry = "moe_combine";
+                           comb.block = 256;
+                           comb.grid = static_cast<uint32_t>((d.K + 1023) / 1024 * d.T);
+                           return std::optional<Launch>(std::move(comb));
+                         }));
+  p.n_launches = n_launches;
+  return std::optional<DecodePlan>(std::move(p));
+}
+
+class MoeDecodeImpl : public GpuOpImpl {
+ public:
+  MoeDecodeImpl(absl::string_view name, ir::OpKind kind) : name_(name), kind_(kind) {}
+  absl::string_view name() const override { return name_; }
+  bool Implements(ir::OpKind k) const override { return k == kind_; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    MEMRA_ASSIGN_OR_RETURN(std::optional<DecodePlan> p, PlanDecode(c.op, c.shapes, &c.target));
+    if (!p) return std::optional<OpSelection>();
+    OpSelection s;
+    s.gemv = true;
+    s.launches = std::move(p->launches);
+    s.scratch_bytes = p->bytes;
+    return std::optional<OpSelection>(std::move(s));
+  }
+
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    const ir::Op& op = c.op();
+    MEMRA_ASSIGN_OR_RETURN(std::optional<DecodePlan> plan, PlanDecode(op, c.shapes(), nullptr));
+    if (!plan || static_cast<size_t>(plan->n_launches) != c.selection().launches.size())
+      return BindError(op, "moe decode: stale selection (launches)");
+    const DecodePlan& p = *plan;
+    const MoeOperands o = OperandsOf(op);
+    MEMRA_ASSIGN_OR_RETURN(auto xs, c.InShape(o.x));
+    const int64_t n_tok = Numel(xs) / p.d.K;
+    if (n_tok < 1 || n_tok > p.d.T)
+      return BindError(op, absl::StrCat("moe decode: ", n_tok, " tokens, selected for <= ", p.d.T));
+    const int64_t S = n_tok * p.d.k;
+    const uint64_t scratch = c.Scratch();
+    if (scratch == 0 || c.selection().scratch_bytes < p.bytes) return BindError(op, "moe decode: no scratch");
+    MEMRA_ASSIGN_OR_RETURN(DeviceMatrix down, c.Matrix(o.down));
+    MEMRA_ASSIGN_OR_RETURN(DeviceMatrix gate, c.Matrix(o.gate));
+    for (const DeviceMatrix* m : {&down, &gate})
+      if (m->rows % p.d.E != 0) return BindError(op, "moe decode: an expert matrix's rows are not E experts");
+    uint64_t up0 = 0;
+    int64_t gate_expert = gate.rows / p.d.E * gate.row_bytes();
+    if (o.up >= 0) {
+      MEMRA_ASSIGN_OR_RETURN(DeviceMatrix up, c.Matrix(static_cast<unsigned>(o.up)));
+      up0 = up.data;
+    } else {
+      up0 = gate.data + static_cast<uint64_t>(p.d.F * gate.row_bytes());  // fused: rows F..2F-1 of each expert
+    }
+    const uint64_t xq = scratch + p.xq, h = scratch + p.h, hq = scratch + p.hq, out = scratch + p.o;
+    const uint64_t hs = o.shared() ? (p.shared_h_apart ? scratch + p.hs : h + S * p.d.F * 4) : 0;
+    const uint64_t hsq = p.shared_h_apart ? scratch + p.hsq : 0;
+    const uint64_t os = out + static_cast<uint64_t>(S * p.d.K * 4);
+
+    auto quantize = [&](int l, uint64_t x, uint64_t q, int64_t rows) {
+      GemvQuantXParams qp{};
+      qp.x = x;
+      qp.xq = q;
+      qp.n_tok = static_cast<int>(rows);
+      w.Kernel(static_cast<uint32_t>(l), qp);
+    };
+    DeviceMatrix sg, su, sd;
+    if (o.shared()) {
+      MEMRA_ASSIGN_OR_RETURN(sg, c.Matrix(static_cast<unsigned>(o.sh_gate)));
+      MEMRA_ASSIGN_OR_RETURN(su, c.Matrix(static_cast<unsigned>(o.sh_up)));
+      MEMRA_ASSIGN_OR_RETURN(sd, c.Matrix(static_cast<unsigned>(o.sh_down)));
+    }
+    // The h rows the down launch quantizes: the routed slots, then (shared h below them) the shared rows.
+    const int64_t h_rows = S + (o.shared() && !p.shared_h_apart ? n_tok : 0);
+
+    quantize(p.l_xq, c.In(o.x), xq, n_tok);
+    {
+      GemvQuantMoeParams g{};
+      g.w0 = gate.data;
+      g.w1 = up0;
+      g.y = h;
+      g.x = c.In(o.x);
+      g.xq = xq;
+      g.ids = c.In(o.ids);
+      g.expert_bytes = gate_expert;
+      g.n = static_cast<int>(p.d.F);
+      g.n_slots = static_cast<int>(S);
+      g.k = static_cast<int>(p.d.k);
+      g.n_tok = static_cast<int>(n_tok);
+      g.n_experts = static_cast<int>(p.d.E);
+      if (o.shared() && !p.shared_gu_apart) g.s0 = sg.data, g.s1 = su.data, g.ys = hs, g.ns = static_cast<int>(p.d.Fs);
+      w.Kernel(static_cast<uint32_t>(p.l_gu), g);
+      w.Count(2.0 * 2 * S * p.d.F * p.d.K, 2.0 * p.d.F * gate.row_bytes() * S);
+      if (p.shared_gu_apart) {
+        GemvQuantMoeParams gs = g;
+        gs.n_slots = 0;
+        gs.s0 = sg.data, gs.s1 = su.data, gs.ys = hs, gs.ns = static_cast<int>(p.d.Fs);
+        w.Kernel(static_cast<uint32_t>(p.l_gu_sh), gs);
+      }
+      if (o.shared()) w.Count(2.0 * 2 * n_tok * p.d.Fs * p.d.K, static_cast<double>(sg.bytes + su.bytes));
+    }
+    quantize(p.l_hq, h, hq, h_rows);
+    if (p.shared_h_apart) quantize(p.l_hsq, hs, hsq, n_tok);
+    {
+      GemvQuantMoeParams g{};
+      g.w0 = down.data;
+      g.y = out;
+      g.x = h;
+      g.xq = hq;
+      g.ids = c.In(o.ids);
+      g.expert_bytes = down.rows / p.d.E * down.row_bytes();
+      g.n = static_cast<int>(p.d.K);
+      g.n_slots = static_cast<int>(S);
+      g.k = 1;
+      g.n_tok = static_cast<int>(n_tok);
+      g.n_experts = static_cast<int>(p.d.E);
+      if (o.shared() && !p.shared_dn_apart)
+        g.s0 = sd.data, g.ys = os, g.ns = static_cast<int>(p.d.K), g.xs0 = static_cast<int>(S);
+      w.Kernel(static_cast<uint32_t>(p.l_dn), g);
+      w.Count(2.0 * S * p.d.F * p.d.K, static_cast<double>(p.d.K * down.row_bytes() * S));
+      if (p.shared_dn_apart) {
+        GemvQuantMoeParams gs{};
+        gs.w0 = down.data;
+        gs.ids = c.In(o.ids);
+        gs.n_experts = static_cast<int>(p.d.E);
+        gs.k = 1;
+        gs.n_tok = static_cast<int>(n_tok);
+        gs.s0 = sd.data;
+        gs.ys = os;
+        gs.ns = static_cast<int>(p.d.K);
+        gs.x = p.shared_h_apart ? hs : h;
+        gs.xq = p.shared_h_apart ? hsq : hq;
+        gs.xs0 = p.shared_h_apart ? 0 : static_cast<int>(S);
+        w.Kernel(static_cast<uint32_t>(p.l_dn_sh), gs);
+      }
+      if (o.shared()) w.Count(2.0 * n_tok * p.d.Fs * p.d.K, static_cast<double>(sd.bytes));
+    }
+    {
+      MoeCombineParams cp{};
+      cp.o = out;
+      cp.weights = c.In(o.weights);
+      cp.y = c.Out(0);
+      cp.n_tok = static_cast<int>(n_tok);
+      cp.n = static_cast<int>(p.d.K);
+      cp.k = static_cast<int>(p.d.k);
+      if (o.shared()) {
+        MEMRA_ASSIGN_OR_RETURN(DeviceMatrix gi, c.Matrix(static_cast<unsigned>(o.sh_gate_inp)));
+        cp.ys = os;
+        cp.x = c.In(o.x);
+        cp.g = gi.data;
+      }
+      w.Kernel(static_cast<uint32_t>(p.l_comb), cp);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::string_view name_;
+  ir::OpKind kind_;
+};
+
+}  // namespace
+
+std::unique_ptr<GpuOpImpl> CreateMoeRoute() { return std::make_unique<MoeRouteImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateGatedAdd() { return std::make_unique<GatedAddImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateMoeFfnDecode() {
+  return std::make_unique<MoeDecodeImpl>("moe_ffn_gemv_q", ir::OpKind::kMoeFfn);
+}
+std::unique_ptr<GpuOpImpl> CreateMoeExpertsDecode() {
+  return std::make_unique<MoeDecodeImpl>("moe_experts_gemv_q", ir::OpKind::kMoeExperts);
+}
+
+}  // namespace memra::kernels::cuda

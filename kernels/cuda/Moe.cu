@@ -1,0 +1,109 @@
+// The MoE layer's small kernels around the expert products (GemvQuant.cu's gemv_q_moe* in decode,
+// MoeGemm.cu in prefill): the routing and the weighted sum of the experts' outputs with the
+// shared expert's sigmoid gate. Semantics are ir/Ops.def's moe_route / moe_ffn / gated_add.
+#include "Common.cuh"
+#include "MoeParams.h"
+
+#ifndef MR_E
+#define MR_E 256  // experts
+#endif
+#ifndef MR_K
+#define MR_K 8  // experts chosen per token
+#endif
+#ifndef MC_G
+#define MC_G 0  // moe_combine: the shared gate vector's storage (0 f32, 1 f16, 2 bf16)
+#endif
+
+// (value, index) order of the top-k: larger value first, then the lower index (ir/Ops.def).
+__device__ __forceinline__ bool route_better(float v, int i, float bv, int bi) { return v > bv || (v == bv && i < bi); }
+
+// One warp per token: softmax over the MR_E logits (max, exp, sum, one reciprocal: the CPU's
+// order up to the sum's association), MR_K rounds of a warp arg-max that retire the winner, the
+// k probabilities summed in choice order, clamped at 2^-14 (llama.cpp's), and divided.
+extern "C" __global__ void __launch_bounds__(256) moe_route(const MoeRouteParams p) {
+  memra_grid_dependency();
+  constexpr int kPer = (MR_E + 31) / 32;
+  const int lane = threadIdx.x & 31;
+  const int warps = (int)(gridDim.x * (blockDim.x >> 5));
+  for (int t = (int)(blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)); t < p.n_tok; t += warps) {
+    const float* l = p.logits + (i64)t * MR_E;
+    float v[kPer];
+    float mx = MEMRA_NEG_INF;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int e = lane + 32 * i;
+      v[i] = e < MR_E ? l[e] : MEMRA_NEG_INF;
+      mx = fmaxf(mx, v[i]);
+    }
+    mx = warp_max(mx);
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      v[i] = lane + 32 * i < MR_E ? expf(v[i] - mx) : 0.0f;
+      sum += v[i];
+    }
+    const float inv = 1.0f / warp_sum(sum);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) v[i] = lane + 32 * i < MR_E ? v[i] * inv : -1.0f;  // padding never wins
+    float chosen_v = 0.0f, total = 0.0f;
+    int chosen_i = 0;
+#pragma unroll 1
+    for (int j = 0; j < MR_K; ++j) {
+      float bv = -2.0f;  // below every probability and the padding
+      int bi = 0x7fffffff;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i)
+        if (route_better(v[i], lane + 32 * i, bv, bi)) bv = v[i], bi = lane + 32 * i;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (route_better(ov, oi, bv, bi)) bv = ov, bi = oi;
+      }
+      if (bi >= MR_E) bi = j, bv = __int_as_float(0x7fc00000);  // NaN probabilities: a valid id, a NaN weight
+#pragma unroll
+      for (int i = 0; i < kPer; ++i)
+        if (lane + 32 * i == bi) v[i] = -3.0f;  // retired
+      total += bv;
+      if (lane == j) chosen_v = bv, chosen_i = bi;
+    }
+    total = fmaxf(total, 6.103515625e-5f);
+    if (lane < MR_K) {
+      p.ids[(i64)t * MR_K + lane] = chosen_i;
+      p.weights[(i64)t * MR_K + lane] = chosen_v / total;
+    }
+  }
+}
+
+// Blocks of 256 threads, block b: token b / chunks, columns 1024 (b % chunks) + [0, 1024). With a shared
+// expert each block first reduces x[t] . g (K = n values; every block of the token does it: n
+// multiply-adds, cheaper than a launch).
+extern "C" __global__ void __launch_bounds__(256) moe_combine(const MoeCombineParams p) {
+  memra_grid_dependency();
+  const int chunks = (p.n + 1023) / 1024;
+  const int t = (int)blockIdx.x / chunks, chunk = (int)blockIdx.x % chunks;
+  if (t >= p.n_tok) return;
+  float gate = 0.0f;
+  if (p.ys != nullptr) {
+    float s = 0.0f;
+    const float* xt = p.x + (i64)t * p.n;
+    for (int c = threadIdx.x; c < p.n; c += blockDim.x) s += xt[c] * load_as_f32<MC_G>(p.g, c);
+    gate = sigmoidf_(block_sum(s));
+  }
+  for (int c = chunk * 1024 + (int)threadIdx.x; c < min(p.n, (chunk + 1) * 1024); c += blockDim.x) {
+    const float* o = p.o + (i64)t * p.k * p.n + c;
+    const float* w = p.weights + (i64)t * p.k;
+    float acc = o[0] * w[0];
+    for (int i = 1; i < p.k; ++i) acc = acc + o[(i64)i * p.n] * w[i];
+    if (p.ys != nullptr) acc = acc + p.ys[(i64)t * p.n + c] * gate;
+    p.y[(i64)t * p.n + c] = acc;
+  }
+}
+
+extern "C" __global__ void gated_add_f32(const GatedAddParams p) {
+  memra_grid_dependency();
+  MEMRA_GRID_STRIDE(i, p.rows * p.n) {
+    const i64 r = i / p.n;
+    p.y[i] = p.a[i] + p.b[i] * sigmoidf_(p.g[r]);
+  }
+}
