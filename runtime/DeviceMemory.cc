@@ -61,7 +61,10 @@ absl::StatusOr<std::vector<PlannedWeight>> PlanWeights(const ir::Module& module,
     p.weight = w;
     p.tensor = t;
     if (matrix_use) {
-      MEMRA_ASSIGN_OR_RETURN(kc::WeightView view, kc::WeightView::FromTensor(t->name, t->type, t->ne, t->data));
+      // A 3-D stack of matrices (MoE experts, ggml ne {cols, rows, E}) lives as E * rows rows.
+      MEMRA_ASSIGN_OR_RETURN(kc::WeightView view, t->ne.size() == 3 && t->ne[2] > 1
+                                                      ? kc::WeightView::FromStack(t->name, t->type, t->ne, t->data)
+                                                      : kc::WeightView::FromTensor(t->name, t->type, t->ne, t->data));
       MEMRA_ASSIGN_OR_RETURN(p.layout,
                              kcu::MatrixLayoutFor(w->dtype(), weights, absl::StrCat("tensor \"", w->name(), "\"")));
       p.rows = view.rows;

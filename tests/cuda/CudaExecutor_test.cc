@@ -236,8 +236,10 @@ TEST_F(CudaExecutorTest, TinyQ8MatchesCpu) {
 
 // qwen35moe on the GPU: the router (moe_route) and the experts' products (gemv_q_moe*, experts
 // read from the device ids) against the CPU executor, prompt and 32 decode steps teacher-forced
-// with the float64 reference's greedy tokens (a greedy run would diverge at the first near tie:
-// the q8 activations of the GEMVs move logits by ~1e-3, the smallest top-2 gap is 3.7e-2).
+// with the float64 reference's greedy tokens (a greedy run would diverge at the first near tie).
+// Bounds from ../shared/fixtures/README.md §7: with int8-quantized activations (the decode GEMVs')
+// the router's top-2 margin (~2e-4 in probability) lets an expert flip, which moves single rows
+// by nmse up to ~0.2; so the mean row nmse is bounded (2e-2), the worst row loosely, top-1 >= 0.85.
 TEST_F(CudaExecutorTest, TinyMoeQ8MatchesCpu) {
   const std::string model = CudaTestDataPath("models/qwen35moe-tiny-q8_0.gguf");
   const std::string ref = CudaTestDataPath("ref/qwen35moe-tiny-q8_0/exact_dequant.logits_batch.greedy.json");
@@ -254,7 +256,7 @@ TEST_F(CudaExecutorTest, TinyMoeQ8MatchesCpu) {
              kernels::cpu::Argmax((*c)[0].f32() + t * kVocab, kVocab);
   std::printf("  qwen35moe q8_0 prefill vs CPU: max|d| %.3e nmse %.3e, argmax agrees at %d/48\n", s.max_abs, s.nmse,
               agree);
-  EXPECT_LE(s.nmse, 1e-3);
+  EXPECT_LE(s.nmse, 2e-2);
   EXPECT_GE(agree, 44);
   std::vector<int32_t> forced;
   {
@@ -267,8 +269,7 @@ TEST_F(CudaExecutorTest, TinyMoeQ8MatchesCpu) {
   }
   ASSERT_EQ(forced.size(), 32u);
   int step_agree = 0, ref_agree = 0;
-  double worst = 0;
-  int32_t next = kernels::cpu::Argmax((*c)[0].f32() + 47 * kVocab, kVocab);
+  double worst = 0, mean = 0;
   for (size_t i = 0; i < forced.size(); ++i) {
     auto gs = m->gpu->Run("decode", Ids({forced[i]}));
     auto cs = m->cpu->Run("decode", Ids({forced[i]}));
