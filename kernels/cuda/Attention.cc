@@ -115,6 +115,9 @@ class AttentionGroupImpl : public GpuOpImpl {
     const Dims d = DimsOf(c.shapes);
     if (c.shapes.bucket < 16 || d.hq % d.hkv != 0 || d.hq / d.hkv < 2 || d.hq / d.hkv > 8)
       return std::optional<OpSelection>();
+    // Attention.cu's ATT_GROUP_SMEM at 4 warps: m, l, acc per warp and head within 48 KiB static.
+    const int64_t smem = 4 * (d.hq / d.hkv) * (2 + (d.d + 31) / 32 * 32) * 4;
+    if (smem > c.target.smem_per_block) return std::optional<OpSelection>();
     OpSelection s;
     s.launches.push_back(AttentionLaunch(c.shapes, 4, {}, "attention_group", d.tokens * d.hkv));
     AddGate(c, s);

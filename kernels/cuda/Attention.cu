@@ -200,6 +200,11 @@ __device__ __forceinline__ void attention_combine_body(const float* part, float*
 // ATT_HQ / ATT_HKV times). Warps stride the keys; each keeps an online softmax per head; the warps'
 // partials merge at the end, one head per warp.
 #define ATT_GROUP (ATT_HQ / ATT_HKV)
+// Its static shared memory (m, l and acc per warp and head). A module whose geometry exceeds the
+// 48 KiB static limit (the split-KV decode modules use 8 warps) leaves the entry out; the unit
+// selects it only where it fits (Attention.cc).
+#define ATT_GROUP_SMEM (ATT_WARPS * ATT_GROUP * (2 + ATT_PER_LANE * 32) * 4)
+#if ATT_GROUP_SMEM <= 49152
 
 __device__ __forceinline__ void attention_group_body(const float* q, const float* k_cache, const float* v_cache,
                                                      const int* pos, float* o, int n_tok, float scale) {
@@ -279,6 +284,7 @@ __device__ __forceinline__ void attention_group_body(const float* q, const float
     }
   }
 }
+#endif  // ATT_GROUP_SMEM
 
 // Entry points: one parameter struct each (AttentionParams.h), unpacked into the bodies above.
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention(const AttentionParams p) {
@@ -293,7 +299,9 @@ extern "C" __global__ void __launch_bounds__(32) attention_combine(const Attenti
   memra_grid_dependency();
   attention_combine_body(p.part, p.o);
 }
+#if ATT_GROUP_SMEM <= 49152
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_group(const AttentionParams p) {
   memra_grid_dependency();
   attention_group_body(p.q, p.k_cache, p.v_cache, p.pos, p.o, p.n_tok, p.scale);
 }
+#endif
