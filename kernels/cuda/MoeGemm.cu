@@ -175,6 +175,11 @@ __device__ __forceinline__ uint4 mg_weights8(const u8* row, i64 k) {
   return o;
 }
 
+#if defined(MG_HOST_EMULATION)
+// tests/cuda/emulation/MoeGemmEmuKernels.cc: ldmatrix and mma.sync by their PTX definitions.
+__device__ __forceinline__ void mg_ldmatrix_x4(u32* r, const void* p) { mg_emu_ldmatrix_x4(r, p); }
+__device__ __forceinline__ void mg_mma(float* d, const u32* a, u32 b0, u32 b1) { mg_emu_mma(d, a, b0, b1); }
+#else
 __device__ __forceinline__ u32 mg_smem(const void* p) {
   u32 r;
   asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
@@ -192,6 +197,7 @@ __device__ __forceinline__ void mg_mma(float* d, const u32* a, u32 b0, u32 b1) {
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+#endif
 
 extern "C" __global__ void __launch_bounds__(MG_THREADS, 2) moe_gemm(const MoeGemmParams p) {
   __shared__ __align__(16) u16 As[2][MG_BM][MG_BKP];
