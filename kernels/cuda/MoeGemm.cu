@@ -19,7 +19,8 @@
 // loaded into registers (16-byte loads) before the current step's mma, and after it they are
 // rounded to bf16 and stored, and the next weight slice is dequantized into the other buffer;
 // one barrier per step. Weights are read with the decoders' byte loads (blocks start at any
-// byte); two resident blocks per SM overlap one block's loads with the other's mma.
+// byte), prefetched into L1 before the mma; two resident blocks per SM overlap one block's
+// dequantization with the other's mma.
 #include "Common.cuh"
 #include "MoeGemmParams.h"
 #include "MoeGemmTile.cuh"
@@ -175,6 +176,26 @@ __device__ __forceinline__ uint4 mg_weights8(const u8* row, i64 k) {
   return o;
 }
 
+// Pulls the bytes mg_weights8(row, k) will read into L1 (no register waits on it): issued before a
+// step's mma, so the dequantization after it finds its weight bytes close instead of stalling on
+// L2 / DRAM latency. A block of at most 210 bytes spans at most 3 lines: its first, middle and last
+// bytes touch each of them.
+__device__ __forceinline__ void mg_prefetch(const u8* p) {
+#if !defined(MG_HOST_EMULATION)
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+#endif
+}
+__device__ __forceinline__ void mg_prefetch_weights8(const u8* row, i64 k) {
+#if MG_WIDE
+  mg_prefetch(row + k * (MG_TYPE == 0 ? 4 : 2));
+#else
+  const u8* b = row + (k / DEQ_QK) * DEQ_BYTES;
+  mg_prefetch(b);
+  if (DEQ_BYTES > 64) mg_prefetch(b + DEQ_BYTES / 2);
+  mg_prefetch(b + DEQ_BYTES - 1);
+#endif
+}
+
 #if defined(MG_HOST_EMULATION)
 // tests/cuda/emulation/MoeGemmEmuKernels.cc: ldmatrix and mma.sync by their PTX definitions.
 __device__ __forceinline__ void mg_ldmatrix_x4(u32* r, const void* p) { mg_emu_ldmatrix_x4(r, p); }
@@ -290,7 +311,11 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS, 2) moe_gemm(const MoeGe
   for (int kt = 0; kt < nk; ++kt) {
     const int cur = kt & 1;
     const bool more = kt + 1 < nk;
-    if (more) load_a((i64)(kt + 1) * MG_BK);
+    if (more) {
+      load_a((i64)(kt + 1) * MG_BK);
+#pragma unroll
+      for (int j = 0; j < MG_WV; ++j) mg_prefetch_weights8(wrow[j], (i64)(kt + 1) * MG_BK + wgrp * 8);
+    }
 #pragma unroll
     for (int kk = 0; kk < MG_BK; kk += 16) {
       u32 af[2][4], bf[2][4];
