@@ -1,15 +1,20 @@
 // Host side of kernels/cuda/MoeGemm.cu, the prefill (T > 8) expert products of a MoE FFN, for
 // the moe_ffn unit (kernels/cuda/Moe.cc) and tests/cuda/MoeGemm_test. Not a unit itself.
 //
-// A step's products, with n_slots = T * k (token, choice) slots and ids[n_slots] (i32, device):
+// A step's products, with n_slots = T * k (token, choice) slots and ids[n_slots] (i32, device;
+// slot s = token s / k, choice s % k), h = the swiglu rows [max_slots, F], y = [max_slots, n_embd]:
 //
-//   MoeSortScratchLayout l = MoeSortScratchLayout(E, max_slots);   // scratch: l.bytes
-//   launches: MoeSortLaunch(t, E, max_slots), MoeGemmLaunch(t, w, K, N, E, max_slots, swiglu, true)
+//   scratch: MoeSortScratchBytes(E, max_slots) bytes (the op's step scratch)
+//   launches: [0] MoeSortLaunch(t, E, max_slots)
+//             [1] MoeGemmLaunch(t, w_gate_up, n_embd, F, E, max_slots, /*swiglu=*/true, /*grouped=*/true)
+//             [2] MoeGemmLaunch(t, w_down, F, n_embd, E, max_slots, false, true)
 //   BindMoeSort(work, 0, ids, n_slots, E, max_slots, scratch);
-//   BindMoeGemm(work, 1, {.a = x, .a_row_div = k, .w0 = gate, .w1 = up, .expert_bytes = ...,
-//                         .y = h, .n_slots = n_slots, .max_slots = max_slots, .N = F, .K = n_embd,
-//                         .E = E, .sort_scratch = scratch});        // h[s, :] = swiglu of slot s
-//   BindMoeGemm(work, 2, {.a = h, .a_row_div = 1, .w0 = down, ...}); // y[s, :] = down(h[s])
+//   BindMoeGemm(work, 1, {a = x [T, n_embd], a_row_div = k, w0 = gate, w1 = up, expert_bytes, row_bytes,
+//                         y = h, n_slots, max_slots, N = F, K = n_embd, E, sort_scratch = scratch});
+//   BindMoeGemm(work, 2, {a = h, a_row_div = 1, w0 = down, w1 = 0, ..., y, N = n_embd, K = F, ...});
+//   then the weighted sum over each token's k rows of y (the caller's).
+// The shared expert: MoeGemmLaunch(..., E = 1, max_slots = T, swiglu, /*grouped=*/false) and
+// sort_scratch = 0 (a dense [T, K] x [N, K] product, same numerics).
 //
 // moe_gemm: for each slot s of expert e = ids[s], y[s, n] = a[s / a_row_div] . W_e[n] (n < N),
 // or with w1 (MoeGemmLaunch swiglu) y[s, n] = silu(a[row] . G_e[n]) * (a[row] . U_e[n]); W_e =
