@@ -17,6 +17,7 @@
 #include "ir/Parser.h"
 #include "kernels/cuda/GemvQuant.h"
 #include "kernels/cuda/GpuOpRegistry.h"
+#include "kernels/cuda/MoeGemm.h"
 #include "kernels/cuda/Target.h"
 #include "kernels/cuda/WeightLayout.h"
 #include "tests/cuda/CudaTestUtil.h"
@@ -180,6 +181,45 @@ TEST(NvrtcCompileTest, GemvQuantModulesCompileForSm90) {
   ASSERT_TRUE(cubins.ok()) << cubins.status();
   for (const auto& cb : *cubins) EXPECT_EQ((*cb)[0], 0x7f);  // ELF
   std::printf("  GemvQuant.cu: %s\n", (*c)->stats().ToString().c_str());
+}
+
+// MoeGemm.cu (the prefill expert products; no unit selects it yet): moe_sort at the expert counts
+// the launches accept (the per-warp table's size depends on E) and moe_gemm for every storage it
+// reads, plain and swiglu, grouped (the identity grouping is the same module).
+TEST(NvrtcCompileTest, MoeGemmModulesCompileForSm90) {
+  auto nvrtc = Nvrtc::Load();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available here: " << nvrtc.status();
+  namespace kc = kernels::cuda;
+  const kc::Target target = *kc::TargetPreset("sm_90");
+  std::vector<ModuleSpec> mods;
+  std::set<std::string> seen;
+  auto add = [&](const absl::StatusOr<kc::Launch>& l) {
+    ASSERT_TRUE(l.ok()) << l.status();
+    if (seen.insert(l->kernel.module.Key()).second) mods.push_back(l->kernel.module);
+  };
+  for (int64_t E : {1, 8, 256, 512, 1024}) add(kc::MoeSortLaunch(target, E, 32768));
+  const ir::DType all[] = {
+#define MEMRA_DTYPE(Id, ...) ir::DType::k##Id,
+#include "ir/DTypes.def"
+#undef MEMRA_DTYPE
+  };
+  int storages = 0;
+  for (ir::DType t : all) {
+    if (!kc::MoeGemmReads(t)) continue;
+    ++storages;
+    for (bool swiglu : {false, true}) add(kc::MoeGemmLaunch(target, t, 2048, 512, 256, 32768, swiglu, true));
+  }
+  EXPECT_EQ(storages, 16);  // 13 block formats + f32, f16, bf16
+  ASSERT_EQ(mods.size(), 5u + 2 * 16);
+  CompileOptions o;
+  o.arch = 90;
+  o.cache_dir = "-";
+  auto c = KernelCompiler::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto cubins = (*c)->CompileAll(mods);
+  ASSERT_TRUE(cubins.ok()) << cubins.status();
+  for (const auto& cb : *cubins) EXPECT_EQ((*cb)[0], 0x7f);  // ELF
+  std::printf("  MoeGemm.cu: %s\n", (*c)->stats().ToString().c_str());
 }
 
 TEST(NvrtcCompileTest, CompileErrorsNameTheModule) {
