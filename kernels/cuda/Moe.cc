@@ -1,14 +1,18 @@
 // Units of the MoE layer (ir/Ops.def moe_route, moe_experts, moe_ffn, gated_add): the routing and
 // the combine of kernels/cuda/Moe.cu around the expert products.
 //
-// Decode (every expert matrix in GGUF blocks GemvQuant.cu reads; any T, but past a few tokens each
-// slot re-reads its expert's rows: prefill belongs to a grouped GEMM): per layer
+// Decode (T <= 8 tokens, every expert matrix in GGUF blocks GemvQuant.cu reads): per layer
 //   gemv_q_quantize_x(x) -> gemv_q_moe_swiglu (the k chosen experts' gate/up of every token and the
 //   shared expert's, one launch) -> gemv_q_quantize_x(h) -> gemv_q_moe (the down products, shared
 //   included) -> moe_combine (weighted sum in choice order + the sigmoid-gated shared output),
 // the experts read from the ids moe_route wrote on the device (no host round trip, so the step is
 // one captured graph). A shared expert whose formats or width differ from the routed ones gets
 // launches of its own (the same kernels with no routed slots).
+//
+// Prefill (any T; every storage MoeGemm.cu reads, so also the f32 / f16 / bf16 experts at T <= 8):
+//   moe_sort (the T k slots grouped by expert, on the device) -> moe_gemm swiglu (grouped) and the
+//   shared expert's (the identity grouping) -> moe_gemm down (grouped) and the shared one's ->
+//   moe_combine. Numerics: the dense prefill's (bf16 weights and activations, f32 accumulation).
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -19,6 +23,7 @@
 #include "kernels/cuda/GemvQuant.h"
 #include "kernels/cuda/GemvQuantParams.h"
 #include "kernels/cuda/GpuOp.h"
+#include "kernels/cuda/MoeGemm.h"
 #include "kernels/cuda/MoeParams.h"
 
 namespace memra::kernels::cuda {
@@ -26,6 +31,9 @@ namespace {
 
 constexpr const char* kFile = "Moe.cu";
 constexpr int64_t kMaxRouteExperts = 1024;  // moe_route: 32 values per lane
+// Past this many tokens each slot re-reading its expert's rows (the GEMV's way) loses to grouping
+// the slots by expert (MoeGemm.cu's tensor-core products).
+constexpr int64_t kMaxDecodeTokens = 8;
 
 int64_t Align256(int64_t b) { return (b + 255) / 256 * 256; }
 
@@ -163,7 +171,7 @@ struct DecodePlan {
 absl::StatusOr<std::optional<DecodePlan>> PlanDecode(const ir::Op& op, const OpShapes& shapes, const Target* target) {
   const MoeOperands o = OperandsOf(op);
   MEMRA_ASSIGN_OR_RETURN(const MoeDims d, DimsOf(op, o, shapes.in));
-  if (d.T < 1) return std::optional<DecodePlan>();
+  if (d.T < 1 || d.T > kMaxDecodeTokens) return std::optional<DecodePlan>();
   std::vector<unsigned> mats = {o.down, o.gate};
   if (o.up >= 0) mats.push_back(static_cast<unsigned>(o.up));
   if (o.shared()) mats.insert(mats.end(), {unsigned(o.sh_gate), unsigned(o.sh_up), unsigned(o.sh_down)});
@@ -402,6 +410,210 @@ class MoeDecodeImpl : public GpuOpImpl {
   ir::OpKind kind_;
 };
 
+// ---- prefill: grouped tensor-core products ----
+
+struct GroupedPlan {
+  MoeDims d;
+  int64_t S = 0;  // max slots (T * k at the bucket)
+  int64_t sort = 0, h = 0, hs = 0, o = 0, os = 0, bytes = 0;
+  int l_sort = 0, l_gu = 1, l_gu_sh = -1, l_dn = -1, l_dn_sh = -1, l_comb = -1;
+  std::vector<Launch> launches;  // with a target
+  int n_launches = 0;
+};
+
+absl::StatusOr<std::optional<GroupedPlan>> PlanGrouped(const ir::Op& op, const OpShapes& shapes, const Target* target) {
+  const MoeOperands o = OperandsOf(op);
+  MEMRA_ASSIGN_OR_RETURN(const MoeDims d, DimsOf(op, o, shapes.in));
+  if (d.T < 1) return std::optional<GroupedPlan>();
+  std::vector<unsigned> mats = {o.down, o.gate};
+  if (o.up >= 0) mats.push_back(static_cast<unsigned>(o.up));
+  if (o.shared()) mats.insert(mats.end(), {unsigned(o.sh_gate), unsigned(o.sh_up), unsigned(o.sh_down)});
+  for (unsigned i : mats) {
+    const WeightLayout* l = shapes.layout(i);
+    const ir::DType t = op.operand(i)->dtype();
+    if (l == nullptr || !MoeGemmReads(t) ||
+        !(l->kind == WeightLayoutKind::kBlocks || l->kind == WeightLayoutKind::kAsStored))
+      return std::optional<GroupedPlan>();
+  }
+  if (o.up >= 0 && op.operand(o.up)->dtype() != op.operand(o.gate)->dtype()) return std::optional<GroupedPlan>();
+  if (o.shared() && op.operand(o.sh_up)->dtype() != op.operand(o.sh_gate)->dtype()) return std::optional<GroupedPlan>();
+  if (o.shared() && StorageCode(op.operand(o.sh_gate_inp)->dtype()) < 0)
+    return Unsupported(op, absl::StrCat("the shared expert's gate @", op.operand(o.sh_gate_inp)->name(), " is ",
+                                        ir::DTypeName(op.operand(o.sh_gate_inp)->dtype()), " (f32, f16 or bf16 only)"));
+  GroupedPlan p;
+  p.d = d;
+  p.S = d.T * d.k;
+  int64_t at = 0;
+  auto take = [&](int64_t b) {
+    const int64_t off = at;
+    at += Align256(b);
+    return off;
+  };
+  p.sort = take(MoeSortScratchBytes(d.E, p.S));
+  p.h = take(p.S * d.F * 4);
+  if (o.shared()) p.hs = take(d.T * d.Fs * 4);
+  p.o = take(p.S * d.K * 4);
+  if (o.shared()) p.os = take(d.T * d.K * 4);
+  p.bytes = at;
+  int n = 0;
+  auto add = [&](auto make) -> absl::StatusOr<int> {
+    if (target != nullptr) {
+      absl::StatusOr<Launch> l = make(*target);
+      if (!l.ok()) return Unsupported(op, l.status().message());
+      p.launches.push_back(*std::move(l));
+    }
+    return n++;
+  };
+  const ir::DType gate_t = op.operand(o.gate)->dtype(), down_t = op.operand(o.down)->dtype();
+  MEMRA_ASSIGN_OR_RETURN(p.l_sort, add([&](const Target& t) { return MoeSortLaunch(t, d.E, p.S); }));
+  MEMRA_ASSIGN_OR_RETURN(
+      p.l_gu, add([&](const Target& t) { return MoeGemmLaunch(t, gate_t, d.K, d.F, d.E, p.S, true, true); }));
+  if (o.shared()) {
+    const ir::DType sg = op.operand(o.sh_gate)->dtype();
+    MEMRA_ASSIGN_OR_RETURN(p.l_gu_sh,
+                           add([&](const Target& t) { return MoeGemmLaunch(t, sg, d.K, d.Fs, 1, d.T, true, false); }));
+  }
+  MEMRA_ASSIGN_OR_RETURN(
+      p.l_dn, add([&](const Target& t) { return MoeGemmLaunch(t, down_t, d.F, d.K, d.E, p.S, false, true); }));
+  if (o.shared()) {
+    const ir::DType sd = op.operand(o.sh_down)->dtype();
+    MEMRA_ASSIGN_OR_RETURN(p.l_dn_sh,
+                           add([&](const Target& t) { return MoeGemmLaunch(t, sd, d.Fs, d.K, 1, d.T, false, false); }));
+  }
+  MEMRA_ASSIGN_OR_RETURN(p.l_comb, add([&](const Target&) -> absl::StatusOr<Launch> {
+                           Launch comb;
+                           comb.kernel.module.file = kFile;
+                           comb.kernel.module.defines = MakeDefines(
+                               {Def("MC_G", o.shared() ? StorageCode(op.operand(o.sh_gate_inp)->dtype()) : 0)});
+                           comb.kernel.entry = "moe_combine";
+                           comb.block = 256;
+                           comb.grid = static_cast<uint32_t>((d.K + 1023) / 1024 * d.T);
+                           return comb;
+                         }));
+  p.n_launches = n;
+  return std::optional<GroupedPlan>(std::move(p));
+}
+
+class MoeGroupedImpl : public GpuOpImpl {
+ public:
+  MoeGroupedImpl(absl::string_view name, ir::OpKind kind) : name_(name), kind_(kind) {}
+  absl::string_view name() const override { return name_; }
+  bool Implements(ir::OpKind k) const override { return k == kind_; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    MEMRA_ASSIGN_OR_RETURN(std::optional<GroupedPlan> p, PlanGrouped(c.op, c.shapes, &c.target));
+    if (!p) return std::optional<OpSelection>();
+    OpSelection s;
+    s.gemm = true;
+    s.launches = std::move(p->launches);
+    s.scratch_bytes = p->bytes;
+    return std::optional<OpSelection>(std::move(s));
+  }
+
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    const ir::Op& op = c.op();
+    MEMRA_ASSIGN_OR_RETURN(std::optional<GroupedPlan> plan, PlanGrouped(op, c.shapes(), nullptr));
+    if (!plan || static_cast<size_t>(plan->n_launches) != c.selection().launches.size())
+      return BindError(op, "moe grouped: stale selection (launches)");
+    const GroupedPlan& p = *plan;
+    const MoeOperands o = OperandsOf(op);
+    MEMRA_ASSIGN_OR_RETURN(auto xs, c.InShape(o.x));
+    const int64_t n_tok = Numel(xs) / p.d.K;
+    if (n_tok < 1 || n_tok > p.d.T)
+      return BindError(op, absl::StrCat("moe grouped: ", n_tok, " tokens, selected for <= ", p.d.T));
+    const int64_t S = n_tok * p.d.k;
+    const uint64_t scratch = c.Scratch();
+    if (scratch == 0 || c.selection().scratch_bytes < p.bytes) return BindError(op, "moe grouped: no scratch");
+    MEMRA_ASSIGN_OR_RETURN(DeviceMatrix down, c.Matrix(o.down));
+    MEMRA_ASSIGN_OR_RETURN(DeviceMatrix gate, c.Matrix(o.gate));
+    for (const DeviceMatrix* m : {&down, &gate})
+      if (m->rows % p.d.E != 0) return BindError(op, "moe grouped: an expert matrix's rows are not E experts");
+    const int64_t gate_rb = gate.row_bytes(), down_rb = down.row_bytes();
+    uint64_t up0 = gate.data + static_cast<uint64_t>(p.d.F * gate_rb);  // fused: rows F..2F-1 of each expert
+    if (o.up >= 0) {
+      MEMRA_ASSIGN_OR_RETURN(DeviceMatrix up, c.Matrix(static_cast<unsigned>(o.up)));
+      up0 = up.data;
+    }
+    const uint64_t sort = scratch + p.sort, h = scratch + p.h, out = scratch + p.o;
+    BindMoeSort(w, static_cast<uint32_t>(p.l_sort), c.In(o.ids), S, p.d.E, p.S, sort);
+    MoeGemmArgs gu;
+    gu.a = c.In(o.x);
+    gu.a_row_div = p.d.k;
+    gu.w0 = gate.data;
+    gu.w1 = up0;
+    gu.expert_bytes = gate.rows / p.d.E * gate_rb;
+    gu.row_bytes = gate_rb;
+    gu.y = h;
+    gu.n_slots = S;
+    gu.max_slots = p.S;
+    gu.N = p.d.F;
+    gu.K = p.d.K;
+    gu.E = p.d.E;
+    gu.sort_scratch = sort;
+    BindMoeGemm(w, static_cast<uint32_t>(p.l_gu), gu);
+    DeviceMatrix sg, su, sd;
+    if (o.shared()) {
+      MEMRA_ASSIGN_OR_RETURN(sg, c.Matrix(static_cast<unsigned>(o.sh_gate)));
+      MEMRA_ASSIGN_OR_RETURN(su, c.Matrix(static_cast<unsigned>(o.sh_up)));
+      MEMRA_ASSIGN_OR_RETURN(sd, c.Matrix(static_cast<unsigned>(o.sh_down)));
+      MoeGemmArgs s;
+      s.a = c.In(o.x);
+      s.w0 = sg.data;
+      s.w1 = su.data;
+      s.row_bytes = sg.row_bytes();
+      s.y = scratch + p.hs;
+      s.n_slots = n_tok;
+      s.max_slots = p.d.T;
+      s.N = p.d.Fs;
+      s.K = p.d.K;
+      BindMoeGemm(w, static_cast<uint32_t>(p.l_gu_sh), s);
+    }
+    MoeGemmArgs dn;
+    dn.a = h;
+    dn.w0 = down.data;
+    dn.expert_bytes = down.rows / p.d.E * down_rb;
+    dn.row_bytes = down_rb;
+    dn.y = out;
+    dn.n_slots = S;
+    dn.max_slots = p.S;
+    dn.N = p.d.K;
+    dn.K = p.d.F;
+    dn.E = p.d.E;
+    dn.sort_scratch = sort;
+    BindMoeGemm(w, static_cast<uint32_t>(p.l_dn), dn);
+    if (o.shared()) {
+      MoeGemmArgs s;
+      s.a = scratch + p.hs;
+      s.w0 = sd.data;
+      s.row_bytes = sd.row_bytes();
+      s.y = scratch + p.os;
+      s.n_slots = n_tok;
+      s.max_slots = p.d.T;
+      s.N = p.d.K;
+      s.K = p.d.Fs;
+      BindMoeGemm(w, static_cast<uint32_t>(p.l_dn_sh), s);
+    }
+    MoeCombineParams cp{};
+    cp.o = out;
+    cp.weights = c.In(o.weights);
+    cp.y = c.Out(0);
+    cp.n_tok = static_cast<int>(n_tok);
+    cp.n = static_cast<int>(p.d.K);
+    cp.k = static_cast<int>(p.d.k);
+    if (o.shared()) {
+      MEMRA_ASSIGN_OR_RETURN(DeviceMatrix gi, c.Matrix(static_cast<unsigned>(o.sh_gate_inp)));
+      cp.ys = scratch + p.os;
+      cp.x = c.In(o.x);
+      cp.g = gi.data;
+    }
+    w.Kernel(static_cast<uint32_t>(p.l_comb), cp);
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::string_view name_;
+  ir::OpKind kind_;
+};
+
 }  // namespace
 
 std::unique_ptr<GpuOpImpl> CreateMoeRoute() { return std::make_unique<MoeRouteImpl>(); }
@@ -411,6 +623,12 @@ std::unique_ptr<GpuOpImpl> CreateMoeFfnDecode() {
 }
 std::unique_ptr<GpuOpImpl> CreateMoeExpertsDecode() {
   return std::make_unique<MoeDecodeImpl>("moe_experts_gemv_q", ir::OpKind::kMoeExperts);
+}
+std::unique_ptr<GpuOpImpl> CreateMoeFfnGrouped() {
+  return std::make_unique<MoeGroupedImpl>("moe_ffn_grouped", ir::OpKind::kMoeFfn);
+}
+std::unique_ptr<GpuOpImpl> CreateMoeExpertsGrouped() {
+  return std::make_unique<MoeGroupedImpl>("moe_experts_grouped", ir::OpKind::kMoeExperts);
 }
 
 }  // namespace memra::kernels::cuda
