@@ -576,7 +576,8 @@ TEST_F(OpTableTest, DeltaNet) {
 // the nmse: a flip is O(1)) and weights to f32 rounding. The expert products: random ids (repeats
 // within a token included) and weights as arguments, so routing ties cannot enter; every format
 // GemvQuant.cu reads at a small shape (K 256, F 128, shared 256 or the routed width), the fused
-// gate_up form, and a shared expert in another format than the routed ones (its launches apart).
+// gate_up form, and a shared expert in another format than the routed ones (its launches apart);
+// past 8 tokens (and for 16/32-bit experts) the grouped tensor-core products (MoeGemm.cu).
 TEST_F(OpTableTest, Moe) {
   for (int64_t E : {8, 64, 256})
     FOR_T Check("moe_route", absl::StrCat("f32 E=", E), T, 1e-12, [E](Harness& h) {
@@ -603,10 +604,15 @@ TEST_F(OpTableTest, Moe) {
   cases.push_back({"q8_0 shared Fs=F", GgmlType::kQ8_0, GgmlType::kQ8_0, F, false, true});
   cases.push_back({"q4_0 + q8_0 shared", GgmlType::kQ4_0, GgmlType::kQ8_0, F, false, true});
   cases.push_back({"q8_0 experts only", GgmlType::kQ8_0, GgmlType::kQ8_0, 0, false, false});
+  // 16/32-bit experts: the grouped products at every T (bf16 operands).
+  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16})
+    cases.push_back({std::string(formats::GgmlTypeName(t)), t, t, 256, false, true});
   for (const MoeCase& mc : cases)
-    for (int64_t T : {1, 2, 5, 8, 13}) {
+    for (int64_t T : kBlockTs) {
+      // T <= 8 on blocks: the decode GEMVs (q8 activations); else MoeGemm.cu (bf16 operands).
+      const bool blocks = mc.routed != GgmlType::kF32 && mc.routed != GgmlType::kF16 && mc.routed != GgmlType::kBF16;
       Check(
-          mc.with_shared ? "moe_ffn" : "moe_experts", mc.label, T, kQ8ActivationBound,
+          mc.with_shared ? "moe_ffn" : "moe_experts", mc.label, T, blocks && T <= 8 ? kQ8ActivationBound : kBf16Bound,
           [&](Harness& h) {
             Value* x = h.Arg("x", {-1, K});
             Value* w = h.Arg("w", {-1, k});
