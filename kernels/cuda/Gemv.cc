@@ -1,8 +1,8 @@
 // Units of kernels/cuda/Gemv.cu: one token (M = 1) through 16-bit (or q8) weights, a warp per
 // row (decode reads every weight once; cuBLASLt's M = 1 path reached ~55 % of the bandwidth in
 // the model). gemv_swiglu fuses matmul_swiglu's gate/up; gemv_group runs a matmul_group of <= 4
-// weights of one storage in one launch; gemv is one launch per weight otherwise. Not for f32
-// weights (their layout has no GEMV storage: cuBLASLt's f32 path matches the CPU to ~1e-5).
+// weights of one storage in one launch; gemv is one launch per weight otherwise. f32 weights too
+// (the MoE router: f32 in every GGUF, [E, n_embd] per layer per token).
 #include <algorithm>
 
 #include "ir/StatusMacros.h"
@@ -16,7 +16,7 @@ constexpr int64_t kWarps = 8;  // rows per block
 
 // The weights' GEMV storages when the op is a one-token product every weight can run on; else
 // nullopt (not M = 1, K not a multiple of 32, or a weight whose layout has no Gemv.cu storage:
-// f32, and block formats held as blocks, whose GEMVs are their own units).
+// block formats held as blocks, whose GEMVs are their own units).
 std::optional<std::vector<int>> GemvStorages(const SelectContext& c) {
   const auto& x = c.shapes.in;
   if (x.empty() || x[0].empty() || Numel(x[0]) != x[0].back()) return std::nullopt;  // M != 1

@@ -9,7 +9,8 @@
 // 1 only 52-91 % (bench/RESULTS.md).
 // GEMV_W, the weight storage: 1 f16, 2 bf16, 3 q8 (Q8_0 repacked at upload: int8 values row-major
 // [N, K] and one f32 scale per 32 values [N, K / 32], so loads stay 16-byte aligned; the ggml
-// block is 34 bytes). GEMV_K is a multiple of 16 (q8: of 32). GEMV_WARPS rows per block.
+// block is 34 bytes), 4 f32 (the MoE router, f32 in every GGUF: cuBLASLt's M = 1 f32 GEMM took a
+// launch of several µs per layer). GEMV_K is a multiple of 16 (q8: of 32). GEMV_WARPS rows per block.
 #include "Common.cuh"
 #include "GemvParams.h"
 
@@ -28,6 +29,8 @@
 
 #if GEMV_W == 3
 #define GEMV_PER_LANE 16  // int8 per 16-byte load
+#elif GEMV_W == 4
+#define GEMV_PER_LANE 4  // f32 per 16-byte load
 #else
 #define GEMV_PER_LANE 8  // f16 / bf16 per 16-byte load
 #endif
@@ -82,6 +85,17 @@ __device__ __forceinline__ float row_dot(const void* __restrict__ w, const float
         part += qf[0] * xv.x + qf[1] * xv.y + qf[2] * xv.z + qf[3] * xv.w;
       }
       acc += part * sr[k / 32];
+    }
+  }
+#elif GEMV_W == 4
+  const float* wr = static_cast<const float*>(w) + row * GEMV_K;
+#pragma unroll
+  for (int s = 0; s < GEMV_STEPS; ++s) {
+    const int k = (s * 32 + lane) * GEMV_PER_LANE;
+    if (k < GEMV_K) {
+      const float4 q = __ldg(reinterpret_cast<const float4*>(wr + k));
+      const float4 xv = load_x4(xs, k);
+      acc += q.x * xv.x + q.y * xv.y + q.z * xv.z + q.w * xv.w;
     }
   }
 #else

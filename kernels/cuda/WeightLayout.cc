@@ -13,7 +13,8 @@
 namespace memra::kernels::cuda {
 namespace {
 
-constexpr WeightLayout kF32{WeightLayoutKind::kAsStored, "f32", ir::DType::kF32, 0, "cuBLASLt (f32 compute), embed"};
+constexpr WeightLayout kF32{WeightLayoutKind::kAsStored, "f32", ir::DType::kF32, 4,
+                            "cuBLASLt (f32 compute), Gemv.cu (GEMV_W=4), embed"};
 constexpr WeightLayout kF16{WeightLayoutKind::kAsStored, "f16", ir::DType::kF16, 1,
                             "cuBLASLt (f16 operands), Gemv.cu (GEMV_W=1), embed"};
 constexpr WeightLayout kBf16{WeightLayoutKind::kAsStored, "bf16", ir::DType::kBF16, 2,

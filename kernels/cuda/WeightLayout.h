@@ -52,7 +52,7 @@ struct WeightLayout {
   absl::string_view name;     // "f32", "q4_K (blocks)", "bf16 (dequantized at upload)"
   ir::DType compute_dtype;    // what cuBLASLt reads: f32, f16 or bf16 (the activations are cast to it;
                               // a kBlocks matrix is dequantized to it first)
-  int gemv_storage;           // Gemv.cu GEMV_W: 0 none (stays on cuBLASLt), 1 f16, 2 bf16, 3 q8
+  int gemv_storage;           // Gemv.cu GEMV_W: 0 none (stays on cuBLASLt), 1 f16, 2 bf16, 3 q8, 4 f32
   absl::string_view readers;  // which kernels read it (documentation, memra inspect)
 };
 

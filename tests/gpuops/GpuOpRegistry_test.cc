@@ -183,12 +183,10 @@ TEST(Selection, UnsupportedOpsSayWhy) {
   EXPECT_NE(s.status().message().find("sampling runs on the host"), std::string::npos) << s.status();
 }
 
-// The MoE ops have no CUDA units yet: a module holding one is refused as a whole, naming the op
-// (what the CUDA executor checks before it touches the device), and select-kernels names it too.
-TEST(Selection, ModulesWithOpsWithoutUnitsAreRefusedNamingTheOp) {
-  auto dense = ir::ParseModule(kModule);
-  ASSERT_TRUE(dense.ok()) << dense.status();
-  EXPECT_TRUE(CheckGpuUnitsImplement(**dense).ok());
+// The MoE ops: a module holding them passes the executor's unit check; the decode bucket takes the
+// routing kernel and the GEMVs straight from the expert blocks (gemv_q_moe*), a prefill bucket the
+// grouped tensor-core products (moe_sort + moe_gemm).
+TEST(Selection, MoeOpsSelectDecodeGemvsAndGroupedPrefill) {
   auto m = ir::ParseModule(R"(weight @down : q8_0[8, 64, 32]
 weight @gate : q8_0[8, 32, 64]
 weight @up : q8_0[8, 32, 64]
@@ -197,17 +195,35 @@ func @decode(%x: f32[1, 64], %l: f32[1, 8]) -> (f32[1, 64]) attributes {bucket =
   %y = moe_experts(%x, %w, %ids, @down, @gate, @up) : f32[1, 64]
   return %y
 }
+func @prefill(%x: f32[T, 64], %l: f32[T, 8]) -> (f32[T, 64]) attributes {bucket = 16} {
+  %w, %ids = moe_route(%l) {k = 2} : f32[T, 2], i32[T, 2]
+  %y = moe_experts(%x, %w, %ids, @down, @gate, @up) : f32[T, 64]
+  return %y
+}
 )");
   ASSERT_TRUE(m.ok()) << m.status();
-  absl::Status st = CheckGpuUnitsImplement(**m);
-  EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(st.message().find("moe_route"), absl::string_view::npos) << st;
-  EXPECT_NE(st.message().find("use --backend cpu"), absl::string_view::npos) << st;
+  EXPECT_TRUE(CheckGpuUnitsImplement(**m).ok());
   auto target = TargetPreset("sm_90");
   ASSERT_TRUE(target.ok());
-  auto sel = SelectionsOf(*(*m)->function("decode"), 1, *target, WeightMode::kBlocks, /*use_records=*/false);
-  ASSERT_FALSE(sel.ok());
-  EXPECT_NE(sel.status().message().find("no CUDA kernel for moe_route yet"), absl::string_view::npos) << sel.status();
+  auto entries = [](const std::vector<OpSelection>& sel) {
+    std::vector<std::string> out;
+    for (const OpSelection& s : sel)
+      for (const Launch& l : s.launches) out.push_back(l.kernel.entry);
+    return out;
+  };
+  auto dec = SelectionsOf(*(*m)->function("decode"), 1, *target, WeightMode::kBlocks, /*use_records=*/false);
+  ASSERT_TRUE(dec.ok()) << dec.status();
+  ASSERT_GE(dec->size(), 2u);  // + the return's alias
+  EXPECT_EQ((*dec)[0].impl, "moe_route");
+  EXPECT_EQ((*dec)[1].impl, "moe_experts_gemv_q");
+  EXPECT_EQ(entries(*dec), (std::vector<std::string>{"moe_route", "gemv_q_quantize_x", "gemv_q_moe_swiglu",
+                                                     "gemv_q_quantize_x", "gemv_q_moe", "moe_combine"}));
+  auto pre = SelectionsOf(*(*m)->function("prefill"), 16, *target, WeightMode::kBlocks, /*use_records=*/false);
+  ASSERT_TRUE(pre.ok()) << pre.status();
+  ASSERT_GE(pre->size(), 2u);
+  EXPECT_EQ((*pre)[1].impl, "moe_experts_grouped");
+  EXPECT_EQ(entries(*pre), (std::vector<std::string>{"moe_route", "moe_sort", "moe_gemm", "moe_gemm", "moe_combine"}));
+  EXPECT_GT((*pre)[1].scratch_bytes, 0);
 }
 
 TEST(WeightLayout, OneEntryPerDtypeAndMode) {
@@ -215,7 +231,7 @@ TEST(WeightLayout, OneEntryPerDtypeAndMode) {
     const WeightLayout* f32 = FindMatrixLayout(ir::DType::kF32, mode);
     ASSERT_NE(f32, nullptr);
     EXPECT_EQ(f32->kind, WeightLayoutKind::kAsStored);
-    EXPECT_EQ(f32->gemv_storage, 0);  // f32 stays on cuBLASLt
+    EXPECT_EQ(f32->gemv_storage, 4);  // Gemv.cu GEMV_W=4 at M = 1 (the MoE router)
     // f16 stays f16 (cuBLASLt with f16 operands; no bf16 rounding) in both modes.
     EXPECT_EQ(FindMatrixLayout(ir::DType::kF16, mode)->compute_dtype, ir::DType::kF16);
     EXPECT_EQ(FindMatrixLayout(ir::DType::kF16, mode)->gemv_storage, 1);
