@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark half of bench/gpu_suite.sh: generates the `memra gen` presets 0.8b and 9b in
 # bf16 on the GPU machine (they do not travel) and runs `memra bench` on each (llama-bench's
-# layout). Usage: gpu_bench.sh BIN_DIR OUT_DIR [PRESET[:DTYPE]...]   (e.g. 0.8b 9b 9b:q8_0)
+# layout). Usage: gpu_bench.sh BIN_DIR OUT_DIR [PRESET[:DTYPE]...]   (e.g. 0.8b 9b 9b:q8_0 35b-a3b:q8_0)
 set -uo pipefail
 bin=${1:?bin dir}; out=${2:?out dir}; shift 2
 presets=${*:-0.8b 9b}
@@ -23,9 +23,12 @@ for spec in $presets; do
   [ -f "$m" ] || "$bin/memra" gen --preset "$preset" --dtype "$dtype" --quiet -o "$m" > "$out/gen-$tag.log" 2>&1
   echo "gen $tag: $(( $(date +%s) - start )) s, $(du -h "$m" | cut -f1)" | tee -a "$out/bench-notes.txt"
   if [ "$dtype" != bf16 ]; then
-    "$bin/memra" bench "$m" -p 512 -n 128 -r 3 --kernel-cache /tmp/memra-cache > "$out/bench-$tag.md" 2> "$out/bench-$tag.err"
+    "$bin/memra" bench "$m" -p 512,4096 -n 128 -r 2 --kernel-cache /tmp/memra-cache > "$out/bench-$tag.md" 2> "$out/bench-$tag.err"
     grep -v "upload weights:" "$out/bench-$tag.err" | tee -a "$out/bench-notes.txt"
     cat "$out/bench-$tag.md" >> "$out/bench.txt"
+    # Where decode time goes (events around every op; slower than the graphs).
+    "$bin/memra" bench "$m" -p 0 -n 32 -r 1 --profile --kernel-cache /tmp/memra-cache \
+      > /dev/null 2> "$out/profile-$tag.txt"
     rm -f "$m"
     continue
   fi
