@@ -41,7 +41,7 @@ absl::Status CheckDeviceMemoryFits(const DeviceMemoryBytes& need, uint64_t free_
 
 // The CUDA executor's device decode loop token ring (i32[1024], its write index and the greedy
 // pick's non-finite record: 4 more words).
-inline constexpr uint64_t kDecodeTokenRingBytes = (1024 + 4) * 4;
+inline constexpr uint64_t kDecodeTokenRingBytes = (1024 + 4 + 4 + 3 * 128) * 4;
 
 // How one weight of a module will live on the device, decided before anything is uploaded.
 struct PlannedWeight {

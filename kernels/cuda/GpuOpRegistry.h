@@ -64,5 +64,7 @@ absl::StatusOr<int64_t> WorkspaceBytesOf(const ir::Module& m, const Target& targ
 // The device greedy step closing the decode loop (Norm.cu `greedy_next`) for a decode function
 // returning f32[1, V].
 absl::StatusOr<Launch> GreedyNextLaunch(const ir::Function& decode, const Target& target);
+// The most blocks greedy_next splits a row over (its partials: 3 ints each, in the token ring).
+inline constexpr int64_t kGreedyNextMaxBlocks = 128;
 
 }  // namespace memra::kernels::cuda

@@ -146,22 +146,12 @@ __device__ __forceinline__ void softmax_body(const float* x, float* y, i64 n_row
 // alone would pass a row with NaNs in it. The cost is an exponent test of each value already in a
 // register and one more min in the block reduction. Every thread of the block calls it; the
 // results are valid in every thread.
-__device__ int row_argmax(const float* xr, int* bad) {
+// The block's (best, idx, first_bad) triples reduced into thread 0's shared slot (the tie rule
+// above: a larger value, or the same value at a lower index; idx < 0 means "none yet").
+__device__ void block_argmax(float best, int idx, int first_bad, float* out_v, int* out_i, int* out_bad) {
   __shared__ float bv[NORM_BLOCK];
   __shared__ int bi[NORM_BLOCK];
   __shared__ int bb[NORM_BLOCK];
-  float best = MEMRA_NEG_INF;
-  int idx = -1;
-  int first_bad = NORM_ALL_FINITE;
-  for (int c = threadIdx.x; c < NORM_COLS; c += NORM_BLOCK) {
-    const float v = xr[c];
-    // All exponent bits set: inf or NaN. A thread's columns rise, so its first is its lowest.
-    if ((__float_as_uint(v) & 0x7f800000u) == 0x7f800000u && first_bad == NORM_ALL_FINITE) first_bad = c;
-    if (v > best || (idx < 0 && v == best)) {  // v == -inf keeps the first -inf index
-      best = v;
-      idx = c;
-    }
-  }
   __syncthreads();
   bv[threadIdx.x] = best;
   bi[threadIdx.x] = idx;
@@ -181,10 +171,35 @@ __device__ int row_argmax(const float* xr, int* bad) {
     }
     __syncthreads();
   }
-  const int out = bi[0] < 0 ? 0 : bi[0];
-  *bad = bb[0];
+  *out_v = bv[0];
+  *out_i = bi[0];
+  *out_bad = bb[0];
   __syncthreads();  // the shared arrays are reused by the next call
-  return out;
+}
+
+// Columns [lo, hi) of one row: this block's best value, its index (-1 when every value is NaN)
+// and the lowest non-finite column (valid in every thread).
+__device__ void range_argmax(const float* xr, int lo, int hi, float* out_v, int* out_i, int* out_bad) {
+  float best = MEMRA_NEG_INF;
+  int idx = -1;
+  int first_bad = NORM_ALL_FINITE;
+  for (int c = lo + threadIdx.x; c < hi; c += NORM_BLOCK) {
+    const float v = xr[c];
+    // All exponent bits set: inf or NaN. A thread's columns rise, so its first is its lowest.
+    if ((__float_as_uint(v) & 0x7f800000u) == 0x7f800000u && first_bad == NORM_ALL_FINITE) first_bad = c;
+    if (v > best || (idx < 0 && v == best)) {  // v == -inf keeps the first -inf index
+      best = v;
+      idx = c;
+    }
+  }
+  block_argmax(best, idx, first_bad, out_v, out_i, out_bad);
+}
+
+__device__ int row_argmax(const float* xr, int* bad) {
+  float v;
+  int i;
+  range_argmax(xr, 0, NORM_COLS, &v, &i, bad);
+  return i < 0 ? 0 : i;
 }
 
 __device__ __forceinline__ void argmax_body(const float* x, int* y, i64 n_rows) {
@@ -203,20 +218,48 @@ __device__ __forceinline__ void argmax_body(const float* x, int* y, i64 n_rows) 
 // bad[1] and its value's bits in bad[2]; the host resets bad[0] with ring_pos and turns it into
 // an error after the chunk. Nothing here depends on host values that change per step, so a
 // captured decode step replays unchanged.
+// The row is split over gridDim.x blocks (248,320 logits in one block took 46 us): block b takes
+// an equal range, writes its triple to part[3 b ..], and the last block to finish (a ticket taken
+// after a fence) merges the triples in block order (the ranges ascend, so the tie rule holds
+// globally), writes the pick and resets the ticket for the next replay.
 __device__ __forceinline__ void greedy_next_body(const float* logits, int* token, int* ring, int* ring_pos, int* bad,
-                                                 int ring_cap) {
-  int bad_id;
-  const int id = row_argmax(logits, &bad_id);
+                                                 int* part, unsigned* ticket, int ring_cap) {
+  const int chunk = (NORM_COLS + (int)gridDim.x - 1) / (int)gridDim.x;
+  const int lo = min((int)blockIdx.x * chunk, NORM_COLS), hi = min(lo + chunk, NORM_COLS);
+  float v;
+  int i, b;
+  range_argmax(logits, lo, hi, &v, &i, &b);
+  __shared__ bool last;
   if (threadIdx.x == 0) {
+    part[3 * blockIdx.x] = __float_as_int(v);
+    part[3 * blockIdx.x + 1] = i;
+    part[3 * blockIdx.x + 2] = b;
+    __threadfence();
+    last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  float pv = MEMRA_NEG_INF;
+  int pi = -1, pb = NORM_ALL_FINITE;
+  if (threadIdx.x < gridDim.x) {
+    pv = __int_as_float(__ldcg(part + 3 * threadIdx.x));
+    pi = __ldcg(part + 3 * threadIdx.x + 1);
+    pb = __ldcg(part + 3 * threadIdx.x + 2);
+  }
+  block_argmax(pv, pi, pb, &v, &i, &b);
+  if (threadIdx.x == 0) {
+    const int id = i < 0 ? 0 : i;
     token[0] = id;
-    const int i = ring_pos[0];
-    ring[i % ring_cap] = id;
-    ring_pos[0] = i + 1;
-    if (bad_id != NORM_ALL_FINITE && bad[0] == 0) {
-      bad[0] = i + 1;
-      bad[1] = bad_id;
-      bad[2] = __float_as_int(logits[bad_id]);
+    const int k = ring_pos[0];
+    ring[k % ring_cap] = id;
+    ring_pos[0] = k + 1;
+    if (b != NORM_ALL_FINITE && bad[0] == 0) {
+      bad[0] = k + 1;
+      bad[1] = b;
+      bad[2] = __float_as_int(logits[b]);
     }
+    *ticket = 0u;
   }
 }
 
@@ -247,5 +290,5 @@ extern "C" __global__ void __launch_bounds__(NORM_BLOCK) argmax(const RowParams 
 }
 extern "C" __global__ void __launch_bounds__(NORM_BLOCK) greedy_next(const GreedyNextParams p) {
   memra_grid_dependency();
-  greedy_next_body(p.logits, p.token, p.ring, p.ring_pos, p.bad, p.ring_cap);
+  greedy_next_body(p.logits, p.token, p.ring, p.ring_pos, p.bad, p.part, p.ticket, p.ring_cap);
 }

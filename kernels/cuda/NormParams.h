@@ -41,11 +41,16 @@ struct GreedyNextParams {
   MEMRA_DPTR(int) ring;
   MEMRA_DPTR(int) ring_pos;
   MEMRA_DPTR(int) bad;
+  MEMRA_DPTR(int) part;         // 3 ints per block: best value bits, its index, first non-finite
+  MEMRA_DPTR(unsigned) ticket;  // blocks done (0 between calls: the last block resets it)
   int ring_cap;
+  int unused;
 };
-MEMRA_PARAMS_SIZE(GreedyNextParams, 48);
+MEMRA_PARAMS_SIZE(GreedyNextParams, 64);
 MEMRA_PARAMS_OFFSET(GreedyNextParams, ring_pos, 24);
 MEMRA_PARAMS_OFFSET(GreedyNextParams, bad, 32);
-MEMRA_PARAMS_OFFSET(GreedyNextParams, ring_cap, 40);
+MEMRA_PARAMS_OFFSET(GreedyNextParams, part, 40);
+MEMRA_PARAMS_OFFSET(GreedyNextParams, ticket, 48);
+MEMRA_PARAMS_OFFSET(GreedyNextParams, ring_cap, 56);
 
 MEMRA_PARAMS_END

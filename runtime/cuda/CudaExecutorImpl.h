@@ -98,9 +98,12 @@ inline absl::StatusOr<llvm::SmallVector<int64_t, 4>> ConcreteShape(const ir::Val
 }
 
 // Token ring of the device decode loop: capacity (ids), then one write index and the greedy
-// pick's non-finite record (GreedyNextParams::bad: step + 1 or 0, vocabulary id, value bits).
+// pick's non-finite record (GreedyNextParams::bad: step + 1 or 0, vocabulary id, value bits),
+// greedy_next's ticket (+ 3 words of padding) and its per-block partials (3 words each).
 constexpr int64_t kTokenRing = 1024;
-constexpr int64_t kTokenRingTail = 4;
+constexpr int64_t kTokenRingTicket = kTokenRing + 4;
+constexpr int64_t kTokenRingParts = kTokenRingTicket + 4;
+constexpr int64_t kTokenRingTail = 4 + 4 + 3 * kernels::cuda::kGreedyNextMaxBlocks;
 static_assert((kTokenRing + kTokenRingTail) * 4 == kDecodeTokenRingBytes, "runtime/DeviceMemory.h counts the ring");
 
 inline absl::Status OpError(const Op& op, absl::string_view msg) {

@@ -145,6 +145,10 @@ absl::Status CudaExecutor::PrepareGreedy(Program& p) {
   }
   if (token_ring_ == nullptr) {
     MEMRA_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, dev_->Alloc((kTokenRing + kTokenRingTail) * 4, "decode token ring"));
+    // greedy_next's ticket starts at 0 (its last block resets it after every call).
+    MEMRA_RETURN_IF_ERROR(
+        CuCheck(dev_->driver().cuMemsetD32Async(b.ptr(), 0, kTokenRing + kTokenRingTail, dev_->stream()),
+                "cuda executor: token ring init"));
     token_ring_ = std::make_unique<cuda::DeviceBuffer>(std::move(b));
   }
   return absl::OkStatus();
@@ -185,6 +189,8 @@ absl::StatusOr<std::vector<int32_t>> CudaExecutor::DecodeGreedy(int32_t token, i
     a.ring = ring;
     a.ring_pos = ring_pos;
     a.bad = bad;
+    a.part = ring + kTokenRingParts * 4;
+    a.ticket = ring + kTokenRingTicket * 4;
     a.ring_cap = static_cast<int>(kTokenRing);
     void* args[] = {&a};
     return CuCheck(cuda::LaunchKernel(d, p->greedy.fn, p->greedy.spec.grid, p->greedy.spec.block, p->greedy.spec.smem,
