@@ -236,6 +236,17 @@ std::optional<Launch> GemvQuantMoeLaunch(const Target& target, ir::DType dtype, 
   return l;
 }
 
+std::optional<Launch> GemvQuantMoeDownLaunch(const Target& target, ir::DType dtype, int64_t K, int64_t x_rows,
+                                             int64_t tokens, int64_t n) {
+  // The plain form's geometry over n_tok tiles of n rows (each tile then runs k + 1 sub-tiles).
+  std::optional<Launch> l = GemvQuantMoeLaunch(target, dtype, K, x_rows, false, tokens, n, 0, 0);
+  if (!l) return l;
+  for (auto& [name, value] : l->kernel.module.defines)
+    if (name == "GQ_MOE") value = "2";
+  l->kernel.entry = "gemv_q_moe_down";
+  return l;
+}
+
 namespace {
 
 absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w) {

@@ -97,7 +97,10 @@
 #define GQ_SWIGLU 0  // the module's product entry: 0 gemv_q, 1 gemv_q_swiglu (rings of 2 GQ_R rows)
 #endif
 #ifndef GQ_MOE
-#define GQ_MOE 0  // 1: the entries are gemv_q_moe(_swiglu) (GemvQuantMoeParams: tiles of routed slots)
+#define GQ_MOE 0  // 1: gemv_q_moe(_swiglu) (GemvQuantMoeParams: tiles of routed slots); 2: gemv_q_moe_down
+#endif
+#if GQ_MOE == 2 && GQ_SWIGLU
+#error "gemv_q_moe_down is a plain product"
 #endif
 #ifndef GQ_XROWS
 #define GQ_XROWS GQ_T  // rows of the q8 x layout (gemv_q_quantize_x's output; MoE: slots + shared rows)
@@ -616,6 +619,7 @@ struct Tile {
   float* y;
   int r0, nr, n;  // first row, rows in this tile, the weight's rows (y's row stride)
   int xrow;       // the tile's first x row (MoE: its slot's row; dense: 0, tokens follow)
+  int tok;        // gemv_q_moe_down: the tile's token
 };
 
 // Tiles of a launch and the x rows (tokens) each tile dots.
@@ -631,21 +635,52 @@ __device__ __forceinline__ int count_tiles(const GemvQuantParams& p) {
   return tiles;
 }
 __device__ __forceinline__ int tile_tokens(const GemvQuantParams& p) { return p.n_tok; }
+// Sub-tiles per tile: gemv_q_moe_down runs a tile over the token's k choices and the shared down.
+__device__ __forceinline__ int subtiles(const GemvQuantParams&) { return 1; }
 __device__ __forceinline__ const float* params_x(const GemvQuantParams& p) { return p.x; }
 __device__ __forceinline__ const void* params_xq(const GemvQuantParams& p) { return p.xq; }
 
 // MoE: the routed slots' tiles (slot-major: ceil(n / GQ_R) per slot), then the shared rows'.
 template <bool kSwiglu>
 __device__ __forceinline__ int count_tiles(const GemvQuantMoeParams& p) {
+#if GQ_MOE == 2
+  return p.n_tok * ((p.n + GQ_R - 1) / GQ_R);
+#else
   return p.n_slots * ((p.n + GQ_R - 1) / GQ_R) + (p.s0 != nullptr ? p.n_tok * ((p.ns + GQ_R - 1) / GQ_R) : 0);
+#endif
+}
+__device__ __forceinline__ int subtiles(const GemvQuantMoeParams& p) {
+  return GQ_MOE == 2 ? p.k + (p.s0 != nullptr ? 1 : 0) : 1;
 }
 __device__ __forceinline__ int tile_tokens(const GemvQuantMoeParams&) { return 1; }
 __device__ __forceinline__ const float* params_x(const GemvQuantMoeParams& p) { return p.x; }
 __device__ __forceinline__ const void* params_xq(const GemvQuantMoeParams& p) { return p.xq; }
 
 template <bool kSwiglu>
-__device__ __forceinline__ Tile find_tile(const GemvQuantMoeParams& p, int tile) {
+__device__ __forceinline__ Tile find_tile(const GemvQuantMoeParams& p, int tile, int j = 0) {
   Tile t;
+#if GQ_MOE == 2
+  {
+    const int per_tok = (p.n + GQ_R - 1) / GQ_R;
+    t.tok = tile / per_tok;
+    t.r0 = (tile - t.tok * per_tok) * GQ_R;
+    if (j < p.k) {
+      const int s = t.tok * p.k + j;
+      const int e = min(max(__ldg(p.ids + s), 0), p.n_experts - 1);
+      t.w0 = static_cast<const unsigned char*>(p.w0) + (long long)e * p.expert_bytes;
+      t.xrow = s;
+    } else {
+      t.w0 = static_cast<const unsigned char*>(p.s0);
+      t.xrow = p.xs0 + t.tok;
+    }
+    t.w1 = nullptr;
+    t.y = p.y + (long long)t.tok * p.n;
+    t.n = p.n;
+    t.nr = min(GQ_R, t.n - t.r0);
+    return t;
+  }
+#endif
+  t.tok = 0;
   const int per_slot = (p.n + GQ_R - 1) / GQ_R;
   const int routed = p.n_slots * per_slot;
   if (tile < routed) {
@@ -673,12 +708,12 @@ __device__ __forceinline__ Tile find_tile(const GemvQuantMoeParams& p, int tile)
 }
 
 template <bool kSwiglu>
-__device__ __forceinline__ Tile find_tile(const GemvQuantParams& p, int tile) {
+__device__ __forceinline__ Tile find_tile(const GemvQuantParams& p, int tile, int = 0) {
   Tile t;
   t.w0 = t.w1 = nullptr;
   t.y = nullptr;
   t.r0 = t.nr = t.n = 0;
-  t.xrow = 0;
+  t.xrow = t.tok = 0;
   if (kSwiglu) {
     t.w0 = static_cast<const unsigned char*>(p.w[0].w);
     t.w1 = static_cast<const unsigned char*>(p.w[1].w);
@@ -718,14 +753,27 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
   // The tiles' experts are the previous kernel's output (moe_route): wait before the first copy.
   memra_grid_dependency();
 #endif
+#if GQ_MOE == 1
+  // The shared expert's gate, sigmoid(x[t] . g), for gemv_q_moe_down (a warp per token).
+  if (kSwiglu && p.g != nullptr)
+    for (int t = gw; t < p.n_tok; t += n_warps) {
+      float d = 0.0f;
+      for (int k = lane; k < GQ_K; k += 32) d = fmaf(p.x[(long long)t * GQ_K + k], __ldg(p.g + k), d);
+      d = warp_sum(d);
+      if (lane == 0) p.gate[t] = sigmoidf_(d);
+    }
+#endif
   const int tiles = count_tiles<kSwiglu>(p);
-  const int items = gw < tiles ? ((tiles - 1 - gw) / n_warps + 1) * kNC : 0;
+  const int n_sub = subtiles(p);
+  const int items = gw < tiles ? ((tiles - 1 - gw) / n_warps + 1) * n_sub * kNC : 0;
   const int n_tok = tile_tokens(p);
+  float out = 0.0f;  // gemv_q_moe_down: the weighted sum of a tile's sub-tiles (writer lanes)
 
   // Item i = chunk i % kNC of the warp's tile i / kNC, into stage i % GQ_ST.
+  // Item i = chunk i % kNC of sub-tile (i / kNC) % n_sub of the warp's tile i / (kNC n_sub).
   auto issue = [&](int item) {
-    const int m = item / kNC, c = item - m * kNC;
-    const Tile t = find_tile<kSwiglu>(p, gw + m * n_warps);
+    const int q = item / kNC, c = item - q * kNC, m = q / n_sub, j = q - m * n_sub;
+    const Tile t = find_tile<kSwiglu>(p, gw + m * n_warps, j);
     const int cb = c == kNC - 1 ? kTail * GQ_BB : kCHB;
     unsigned char* dst = ring[warp][item % GQ_ST];
     for (int i = lane; i < kSlots * kPieces; i += 32) {
@@ -773,11 +821,11 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
     copy_wait<GQ_ST - 1>();
     __syncwarp();
 
-    const int m = item / kNC, c = item - m * kNC;
+    const int q = item / kNC, c = item - q * kNC, m = q / n_sub, j = q - m * n_sub;
     const unsigned char* st = ring[warp][item % GQ_ST];
     const int b = lane / GQ_LPB, sub = lane % GQ_LPB;
 #if GQ_MOE
-    const int xrow = find_tile<kSwiglu>(p, gw + m * n_warps).xrow;
+    const int xrow = find_tile<kSwiglu>(p, gw + m * n_warps, j).xrow;
 #else
     constexpr int xrow = 0;
 #endif
@@ -865,8 +913,16 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
       reduce_step<kVP, 16>(v, lane);
       const float total = v[0];
       const int idx = lane >> kShift;
-      const Tile t = find_tile<kSwiglu>(p, gw + m * n_warps);
+      const Tile t = find_tile<kSwiglu>(p, gw + m * n_warps, j);
       const bool writer = (lane & ((1 << kShift) - 1)) == 0;
+#if GQ_MOE == 2
+      {
+        const float wj = j < p.k ? p.wts[(long long)t.tok * p.k + j] : p.gate[t.tok];
+        out = j == 0 ? total * wj : out + total * wj;
+        const int row = idx;
+        if (j == n_sub - 1 && writer && idx < kV && row < t.nr) t.y[t.r0 + row] = out;
+      }
+#else
       if (kSwiglu) {
         const float up = __shfl_sync(0xffffffffu, total, ((idx + GQ_R * GQ_T) << kShift) & 31);
         const int row = idx / GQ_T, tok = idx % GQ_T;
@@ -876,6 +932,7 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
         const int row = idx / GQ_T, tok = idx % GQ_T;
         if (writer && idx < kV && row < t.nr && tok < n_tok) t.y[(long long)tok * t.n + t.r0 + row] = total;
       }
+#endif
 #pragma unroll
       for (int s = 0; s < kSlots; ++s)
 #pragma unroll
@@ -886,7 +943,11 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
   copy_wait<0>();
 }
 
-#if GQ_MOE && GQ_SWIGLU
+#if GQ_MOE == 2
+extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32, GQ_MINB) gemv_q_moe_down(const GemvQuantMoeParams p) {
+  gemv_q_body<false>(p);
+}
+#elif GQ_MOE && GQ_SWIGLU
 extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32, GQ_MINB) gemv_q_moe_swiglu(const GemvQuantMoeParams p) {
   gemv_q_body<true>(p);
 }

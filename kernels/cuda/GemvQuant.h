@@ -58,6 +58,10 @@ int64_t GemvQuantXBytes(int64_t rows, int64_t K);
 // quantized (q8, GQ_XQ = 1) in a layout of x_rows rows, for up to `slots` routed slots of n rows
 // and `shared_rows` shared rows of ns rows (the grid's bound); nullopt
 // when GemvQuant.cu does not read `dtype` or K is not a multiple of its block.
+// gemv_q_moe_down (GQ_MOE = 2): for up to `tokens` tokens, each tile GQ_R of the n output rows
+// of one token, over its k choices and the shared down, the weighted sum written once.
+std::optional<Launch> GemvQuantMoeDownLaunch(const Target& target, ir::DType dtype, int64_t K, int64_t x_rows,
+                                             int64_t tokens, int64_t n);
 std::optional<Launch> GemvQuantMoeLaunch(const Target& target, ir::DType dtype, int64_t K, int64_t x_rows, bool swiglu,
                                          int64_t slots, int64_t n, int64_t shared_rows, int64_t ns);
 

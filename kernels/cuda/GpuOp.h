@@ -70,7 +70,7 @@ struct SelectContext {
 // A kernel's parameter struct as bytes (cuLaunchKernel gets a pointer to them as its one
 // argument).
 struct ParamBlock {
-  static constexpr size_t kCapacity = 128;
+  static constexpr size_t kCapacity = 160;
   alignas(16) std::array<unsigned char, kCapacity> bytes{};
   uint32_t size = 0;
   template <typename P>

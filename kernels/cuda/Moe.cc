@@ -3,11 +3,13 @@
 //
 // Decode (T <= 8 tokens, every expert matrix in GGUF blocks GemvQuant.cu reads): per layer
 //   gemv_q_quantize_x(x) -> gemv_q_moe_swiglu (the k chosen experts' gate/up of every token and the
-//   shared expert's, one launch) -> gemv_q_quantize_x(h) -> gemv_q_moe (the down products, shared
-//   included) -> moe_combine (weighted sum in choice order + the sigmoid-gated shared output),
+//   shared expert's, one launch; also sigmoid(x . g) of the shared gate) -> gemv_q_quantize_x(h)
+//   -> gemv_q_moe_down (the down products, shared included, and the weighted sum in choice order
+//   plus the sigmoid-gated shared output: y written once),
 // the experts read from the ids moe_route wrote on the device (no host round trip, so the step is
 // one captured graph). A shared expert whose formats or width differ from the routed ones gets
-// launches of its own (the same kernels with no routed slots).
+// launches of its own (the same kernels with no routed slots); the downs then write every slot's
+// output and moe_combine sums them.
 //
 // Prefill (any T; every storage MoeGemm.cu reads, so also the f32 / f16 / bf16 experts at T <= 8):
 //   moe_sort (the T k slots grouped by expert, on the device) -> moe_gemm swiglu (grouped) and the
@@ -34,6 +36,11 @@ constexpr int64_t kMaxRouteExperts = 1024;  // moe_route: 32 values per lane
 // Past this many tokens each slot re-reading its expert's rows (the GEMV's way) loses to grouping
 // the slots by expert (MoeGemm.cu's tensor-core products).
 constexpr int64_t kMaxDecodeTokens = 8;
+// Decode's down products and the weighted sum in one launch (gemv_q_moe_down: a tile runs over a
+// token's k choices and the shared down), the shared gate's dot in the gate/up launch; applies
+// when the shared down shares the routed downs' launch and its gate vector is f32 (every GGUF's).
+// false: the down launch writes every slot's output and moe_combine sums them.
+constexpr bool kFusedDown = true;
 
 int64_t Align256(int64_t b) { return (b + 255) / 256 * 256; }
 
@@ -158,9 +165,10 @@ struct DecodePlan {
   bool shared_gu_apart = false;  // the shared gate/up in a launch of their own (other format)
   bool shared_h_apart = false;   // the shared h in its own buffer (Fs != F)
   bool shared_dn_apart = false;  // the shared down in a launch of its own
+  bool fused_down = false;       // gemv_q_moe_down (no moe_combine, no o scratch)
   int64_t h_rows = 0;            // rows of the h buffer (S, + T when the shared h sits below)
   // scratch offsets
-  int64_t xq = 0, h = 0, hs = 0, hq = 0, hsq = 0, o = 0, bytes = 0;
+  int64_t xq = 0, h = 0, hs = 0, hq = 0, hsq = 0, o = 0, gate = 0, bytes = 0;
   // launch indices (-1: none)
   int l_xq = -1, l_gu = -1, l_gu_sh = -1, l_hq = -1, l_hsq = -1, l_dn = -1, l_dn_sh = -1, l_comb = -1;
   int n_launches = 0;
@@ -195,6 +203,8 @@ absl::StatusOr<std::optional<DecodePlan>> PlanDecode(const ir::Op& op, const OpS
   }
   const int64_t Tsh = o.shared() ? d.T : 0;
   p.h_rows = p.S + (o.shared() && !p.shared_h_apart ? d.T : 0);
+  p.fused_down =
+      kFusedDown && !p.shared_dn_apart && (!o.shared() || op.operand(o.sh_gate_inp)->dtype() == ir::DType::kF32);
   // Scratch: xq | h (| hs) | hq (| hsq) | o (routed S rows, then the shared T rows).
   int64_t at = 0;
   auto take = [&](int64_t b) {
@@ -207,7 +217,11 @@ absl::StatusOr<std::optional<DecodePlan>> PlanDecode(const ir::Op& op, const OpS
   if (p.shared_h_apart) p.hs = take(d.T * d.Fs * 4);
   p.hq = take(GemvQuantXBytes(p.h_rows, d.F));
   if (p.shared_h_apart) p.hsq = take(GemvQuantXBytes(d.T, d.Fs));
-  p.o = take((p.S + Tsh) * d.K * 4);
+  if (p.fused_down) {
+    p.gate = take(d.T * 4);
+  } else {
+    p.o = take((p.S + Tsh) * d.K * 4);
+  }
   p.bytes = at;
 
   int n_launches = 0;
@@ -238,6 +252,12 @@ absl::StatusOr<std::optional<DecodePlan>> PlanDecode(const ir::Op& op, const OpS
                            add([&](const Target& t) { return std::optional<Launch>(GemvQuantXLaunch(t, d.Fs, d.T)); }));
   }
   const int64_t dn_sh_rows = o.shared() && !p.shared_dn_apart ? d.T : 0;
+  if (p.fused_down) {
+    MEMRA_ASSIGN_OR_RETURN(
+        p.l_dn, add([&](const Target& t) { return GemvQuantMoeDownLaunch(t, down_t, d.F, p.h_rows, d.T, d.K); }));
+    p.n_launches = n_launches;
+    return std::optional<DecodePlan>(std::move(p));
+  }
   MEMRA_ASSIGN_OR_RETURN(p.l_dn, add([&](const Target& t) {
                            return GemvQuantMoeLaunch(t, down_t, d.F, p.h_rows, false, p.S, d.K, dn_sh_rows, d.K);
                          }));
@@ -340,6 +360,11 @@ class MoeDecodeImpl : public GpuOpImpl {
       g.n_tok = static_cast<int>(n_tok);
       g.n_experts = static_cast<int>(p.d.E);
       if (o.shared() && !p.shared_gu_apart) g.s0 = sg.data, g.s1 = su.data, g.ys = hs, g.ns = static_cast<int>(p.d.Fs);
+      if (o.shared() && p.fused_down) {  // sigmoid(x . g) for gemv_q_moe_down
+        MEMRA_ASSIGN_OR_RETURN(DeviceMatrix gi, c.Matrix(static_cast<unsigned>(o.sh_gate_inp)));
+        g.g = gi.data;
+        g.gate = scratch + p.gate;
+      }
       w.Kernel(static_cast<uint32_t>(p.l_gu), g);
       w.Count(2.0 * 2 * S * p.d.F * p.d.K, 2.0 * p.d.F * gate.row_bytes() * S);
       if (p.shared_gu_apart) {
@@ -352,6 +377,26 @@ class MoeDecodeImpl : public GpuOpImpl {
     }
     quantize(p.l_hq, h, hq, h_rows);
     if (p.shared_h_apart) quantize(p.l_hsq, hs, hsq, n_tok);
+    if (p.fused_down) {
+      GemvQuantMoeParams g{};
+      g.w0 = down.data;
+      g.y = c.Out(0);
+      g.x = h;
+      g.xq = hq;
+      g.ids = c.In(o.ids);
+      g.wts = c.In(o.weights);
+      g.expert_bytes = down.rows / p.d.E * down.row_bytes();
+      g.n = static_cast<int>(p.d.K);
+      g.n_slots = static_cast<int>(S);
+      g.k = static_cast<int>(p.d.k);
+      g.n_tok = static_cast<int>(n_tok);
+      g.n_experts = static_cast<int>(p.d.E);
+      if (o.shared()) g.s0 = sd.data, g.gate = scratch + p.gate, g.xs0 = static_cast<int>(S);
+      w.Kernel(static_cast<uint32_t>(p.l_dn), g);
+      w.Count(2.0 * S * p.d.F * p.d.K, static_cast<double>(p.d.K * down.row_bytes() * S));
+      if (o.shared()) w.Count(2.0 * n_tok * p.d.Fs * p.d.K, static_cast<double>(sd.bytes));
+      return absl::OkStatus();
+    }
     {
       GemvQuantMoeParams g{};
       g.w0 = down.data;

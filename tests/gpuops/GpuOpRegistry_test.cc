@@ -217,7 +217,7 @@ func @prefill(%x: f32[T, 64], %l: f32[T, 8]) -> (f32[T, 64]) attributes {bucket 
   EXPECT_EQ((*dec)[0].impl, "moe_route");
   EXPECT_EQ((*dec)[1].impl, "moe_experts_gemv_q");
   EXPECT_EQ(entries(*dec), (std::vector<std::string>{"moe_route", "gemv_q_quantize_x", "gemv_q_moe_swiglu",
-                                                     "gemv_q_quantize_x", "gemv_q_moe", "moe_combine"}));
+                                                     "gemv_q_quantize_x", "gemv_q_moe_down"}));
   auto pre = SelectionsOf(*(*m)->function("prefill"), 16, *target, WeightMode::kBlocks, /*use_records=*/false);
   ASSERT_TRUE(pre.ok()) << pre.status();
   ASSERT_GE(pre->size(), 2u);
