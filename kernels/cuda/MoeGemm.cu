@@ -8,19 +8,51 @@
 // of bounds. Nothing on the host waits for that count; a caller may read it after the step.
 //
 // moe_gemm (MG_TYPE = the weights' ggml type id: a block format DequantBlocks.cuh decodes, or 0
-// f32 / 1 f16 / 30 bf16; MG_SWIGLU; MG_BK): a grouped GEMM on tensor cores with memra's dense
-// prefill numerics: weights dequantized exactly (dequant8, bit-exact with ggml) and rounded to
-// bf16, activations rounded to bf16 (nearest even), f32 accumulation (mma.sync m16n8k16 bf16).
-// The grid is fixed at launch (the per-expert counts exist only on the device): blockIdx.x =
-// m-tile * n-tiles + n-tile over an upper bound of m-tiles; a block past moe_sort's tile count
-// returns at once. Tile geometry and the fragment maps: MoeGemmTile.cuh.
+// f32 / 1 f16 / 30 bf16; MG_SWIGLU; the ring geometry MG_BN, MG_CK, MG_CW, MG_ST, which
+// MoeGemm.cc picks): a grouped GEMM on tensor cores with memra's dense prefill numerics: weights
+// dequantized exactly (dequant8, bit-exact with ggml) and rounded to bf16, activations rounded to
+// bf16 (nearest even), f32 accumulation (mma.sync m16n8k16 bf16). The grid is fixed at launch (the
+// per-expert counts exist only on the device): blockIdx.x = m-tile * n-tiles + n-tile over an upper
+// bound of m-tiles; a block past moe_sort's tile count returns at once. Tile geometry and the
+// fragment maps: MoeGemmTile.cuh (64 slots x MG_BN weight rows per block, 8 warps).
 //
-// Pipeline per k-step (MG_BK elements), two shared buffers: the next step's activations are
-// loaded into registers (16-byte loads) before the current step's mma, and after it they are
-// rounded to bf16 and stored, and the next weight slice is dequantized into the other buffer;
-// one barrier per step. Weights are read with the decoders' byte loads (blocks start at any
-// byte), prefetched into L1 before the mma; two resident blocks per SM overlap one block's
-// dequantization with the other's mma.
+// Weight path: the raw block bytes stream through a shared ring of MG_ST stages; a stage is one
+// chunk of MG_CK elements (whole blocks: 64 for the 32-element formats, 256 for the K-quants, 32
+// for f32 / f16 / bf16) of every one of the tile's MG_BN rows, MG_SEG bytes per row, copied with
+// cp.async (.cg 16 B, .ca 8 / 4 B; MG_CW is the widest power of two <= 16 dividing row_bytes, the
+// pieces are the MG_CW-aligned ones covering the row's chunk, consecutive threads on consecutive
+// pieces of a row: coalesced). MG_ST - 1 chunks are in flight while one is consumed; at each chunk
+// the wait_group + barrier makes it visible and the freed slot gets chunk c + MG_ST - 1. Each
+// 32-element k-step then dequantizes its slice from shared memory (dequant8 reading shared bytes)
+// into a bf16 tile, the activations (16-byte loads into registers during the previous step's mma)
+// are rounded into another, a barrier, the mma, a barrier. Pieces of 2 / 1 bytes (row_bytes not a
+// multiple of 4), or weights whose addresses do not admit MG_CW pieces, take plain copies (same
+// protocol, synchronous). PDL: everything after memra_grid_dependency() (the expert comes from
+// moe_sort's tiles).
+//
+// Expected limits (H200: 132 SMs, ~1.75 GHz, 4.6 TB/s = ~20 bytes per SM clock; 128 lane-
+// instructions per SM clock), 2 resident blocks per SM (__launch_bounds__(256, 2); ptxas sm_90:
+// 76-112 registers, no spills), 16 warps per SM:
+//   shared per block: q8_0 (BN 128, CK 64, 16 B pieces, 3 stages of 128 x 80 B) 46.3 KB; q4_K
+//   (BN 64, 4 x 64 x 144 B) 47.4 KB; q6_K (BN 64, 2 x 64 x 224 B) 39.2 KB; f32 (2 x 128 x 128 B)
+//   48.4 KB; bf16 / f16 4 stages. Bytes in flight per SM: q8_0 2 blocks x 2 chunks x 8.7 KB =
+//   35 KB, q4_K 2 x 3 x 9.2 = 55 KB, q6_K 2 x 1 x 13.4 = 27 KB: at ~1.5 us loaded latency that is
+//   ~2.3-4 TB/s over the chip (q6_K the least: 2 stages are all 210-byte blocks leave room for).
+//   Bytes per weight from DRAM: the format's (q8_0 1.06, q4_K 0.56, q6_K 0.82) once per m-tile
+//   of an expert (later m-tiles of the same expert and n-tile mostly hit L2: their blocks run
+//   n-tiles apart in the grid).
+//   Instructions per weight (lane-instructions, per m-tile): dequant8 from shared ~1.2-2 byte
+//   loads + ~2.5 convert / scale / pack (q8_0 ~4, K-quants ~5-7), 1/8 shared store, ~1.5 for
+//   ldmatrix + mma of a full 64-row tile (fixed, whatever the tile's slots), < 0.1 for the copies
+//   and barriers: ~5-8 per weight, i.e. ~4-6 T weights/s over the chip, above the DRAM rate of
+//   q8_0 (4.3 T weights/s) only a little: q8_0 ends near both limits, the 4-bit formats issue-bound.
+//   Activations: each slot row is read (f32, L2) once per n-tile: gate_up K = 2048 is 8 KB x 8
+//   n-tiles (q8_0) or x 16 (K-quants, 64 rows a block) per slot: at T = 4096 ~2-4 GB of L2 reads.
+//   Qwen3.5-35B-A3B (E 256, k 8; gate_up 537 M weights, down 268 M), q8_0: T = 64 / 512 (every
+//   touched weight read once, ~2 / 16 slots a tile) DRAM-bound, ~0.15-0.25 ms gate_up, ~0.08-0.13
+//   ms down; T = 4096 (~128 slots an expert: 2-3 m-tiles, ~1.5 G weights dequantized) issue-bound,
+//   ~0.5-0.8 ms gate_up, ~0.25-0.4 ms down. A 16- or 32-row m-tile for small T would cut the
+//   fixed mma share (~1.5 of ~5.5 per weight) but not the bytes, which bound those shapes.
 #include "Common.cuh"
 #include "MoeGemmParams.h"
 #include "MoeGemmTile.cuh"
@@ -138,68 +170,77 @@ extern "C" __global__ void __launch_bounds__(MS_WARPS * 32) moe_sort(const MoeSo
 #ifdef MG_TYPE
 
 #if MG_TYPE == 0 || MG_TYPE == 1 || MG_TYPE == 30
-#define MG_WIDE 1  // 32/16-bit storage, read with 16-byte loads
+#define MG_WIDE 1  // 32/16-bit storage: "blocks" of 8 elements, read from shared memory as uint4
+#define MG_QK 8
+#define MG_BB (MG_TYPE == 0 ? 32 : 16)
 #else
 #define MG_WIDE 0
 #define DEQ_TYPE MG_TYPE
 #include "DequantBlocks.cuh"
+#define MG_QK DEQ_QK
+#define MG_BB DEQ_BYTES
 #endif
+
+#ifndef MG_CK
+#define MG_CK 64  // elements per ring chunk (whole blocks; a multiple of MG_BK)
+#endif
+#ifndef MG_CW
+#define MG_CW 1  // copy piece bytes (16, 8, 4: cp.async; 2, 1: plain copies); divides row_bytes
+#endif
+#ifndef MG_ST
+#define MG_ST 2  // ring stages
+#endif
+// A row's chunk: MG_SEG bytes from byte c * MG_SEG of the row. Copied as the MG_CW-aligned pieces
+// covering it (row_bytes is a multiple of MG_CW, so they stay inside the row): at most MG_MAXP
+// pieces, the chunk starting MG_SEG * c % MG_CW bytes into its ring row (MG_SEGP bytes apart).
+#define MG_SEG (MG_CK / MG_QK * MG_BB)
+#define MG_LOW ((MG_SEG) & -(MG_SEG))  // the largest power of two dividing MG_SEG
+#define MG_G (MG_LOW < MG_CW ? MG_LOW : MG_CW)
+#define MG_MAXP ((MG_SEG + MG_CW - MG_G + MG_CW - 1) / MG_CW)
+#define MG_SEGP ((MG_MAXP * MG_CW + 15) / 16 * 16)
 
 #define MG_AV (MG_BM * MG_BK / 4 / MG_THREADS)  // float4 activation loads per thread and step
 #define MG_WV (MG_BN * MG_BK / 8 / MG_THREADS)  // 8-element weight groups per thread and step
+#if MG_CK % MG_BK != 0 || MG_CK % MG_QK != 0 || MG_WV < 1
+#error "moe_gemm: MG_CK must be whole blocks and whole k-steps"
+#endif
 
 __device__ __forceinline__ u32 mg_pack(float lo, float hi) {
   return (u32)f32_to_bf16(lo) | ((u32)f32_to_bf16(hi) << 16);
 }
 
-// Elements k .. k + 7 of a weight row as bf16 (k a multiple of 8).
-__device__ __forceinline__ uint4 mg_weights8(const u8* row, i64 k) {
+// Elements k .. k + 7 of a row's chunk in the ring (seg: its first byte) as bf16 (k a multiple of 8).
+__device__ __forceinline__ uint4 mg_weights8(const u8* seg, int k) {
   uint4 o;
 #if MG_TYPE == 0
-  const float4* p = reinterpret_cast<const float4*>(row + k * 4);
+  const float4* p = reinterpret_cast<const float4*>(seg + k * 4);
   const float4 a = p[0], b = p[1];
   o.x = mg_pack(a.x, a.y), o.y = mg_pack(a.z, a.w), o.z = mg_pack(b.x, b.y), o.w = mg_pack(b.z, b.w);
 #elif MG_TYPE == 1
-  const uint4 v = *reinterpret_cast<const uint4*>(row + k * 2);
+  const uint4 v = *reinterpret_cast<const uint4*>(seg + k * 2);
   const u32 w[4] = {v.x, v.y, v.z, v.w};
   u32 r[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) r[i] = mg_pack(f16_to_f32((u16)(w[i] & 0xffffu)), f16_to_f32((u16)(w[i] >> 16)));
   o.x = r[0], o.y = r[1], o.z = r[2], o.w = r[3];
 #elif MG_TYPE == 30
-  o = *reinterpret_cast<const uint4*>(row + k * 2);
+  o = *reinterpret_cast<const uint4*>(seg + k * 2);
 #else
   float v[8];
-  dequant8(row + (k / DEQ_QK) * DEQ_BYTES, (int)((k % DEQ_QK) >> 3), v);
+  dequant8(seg + (k / DEQ_QK) * DEQ_BYTES, (k % DEQ_QK) >> 3, v);
   o.x = mg_pack(v[0], v[1]), o.y = mg_pack(v[2], v[3]), o.z = mg_pack(v[4], v[5]), o.w = mg_pack(v[6], v[7]);
 #endif
   return o;
 }
 
-// Pulls the bytes mg_weights8(row, k) will read into L1 (no register waits on it): issued before a
-// step's mma, so the dequantization after it finds its weight bytes close instead of stalling on
-// L2 / DRAM latency. A block of at most 210 bytes spans at most 3 lines: its first, middle and last
-// bytes touch each of them.
-__device__ __forceinline__ void mg_prefetch(const u8* p) {
-#if !defined(MG_HOST_EMULATION)
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-#endif
-}
-__device__ __forceinline__ void mg_prefetch_weights8(const u8* row, i64 k) {
-#if MG_WIDE
-  mg_prefetch(row + k * (MG_TYPE == 0 ? 4 : 2));
-#else
-  const u8* b = row + (k / DEQ_QK) * DEQ_BYTES;
-  mg_prefetch(b);
-  if (DEQ_BYTES > 64) mg_prefetch(b + DEQ_BYTES / 2);
-  mg_prefetch(b + DEQ_BYTES - 1);
-#endif
-}
-
 #if defined(MG_HOST_EMULATION)
-// tests/cuda/emulation/MoeGemmEmuKernels.cc: ldmatrix and mma.sync by their PTX definitions.
+// tests/cuda/emulation/MoeGemmEmuKernels.cc: ldmatrix and mma.sync by their PTX definitions;
+// cp.async as CudaHostEmulation.h's queued copies (performed by the wait covering their group).
 __device__ __forceinline__ void mg_ldmatrix_x4(u32* r, const void* p) { mg_emu_ldmatrix_x4(r, p); }
 __device__ __forceinline__ void mg_mma(float* d, const u32* a, u32 b0, u32 b1) { mg_emu_mma(d, a, b0, b1); }
+__device__ __forceinline__ void mg_cp_async(u8* dst, const u8* src) { gq_emu_copy(dst, src, MG_CW); }
+__device__ __forceinline__ void mg_commit() { gq_emu_commit(); }
+__device__ __forceinline__ void mg_wait() { gq_emu_wait(MG_ST - 2); }
 #else
 __device__ __forceinline__ u32 mg_smem(const void* p) {
   u32 r;
@@ -218,24 +259,51 @@ __device__ __forceinline__ void mg_mma(float* d, const u32* a, u32 b0, u32 b1) {
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+__device__ __forceinline__ void mg_cp_async(u8* dst, const u8* src) {
+#if MG_CW == 16
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(mg_smem(dst)), "l"(src));
+#elif MG_CW == 8 || MG_CW == 4
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(mg_smem(dst)), "l"(src), "n"(MG_CW));
+#endif
+}
+__device__ __forceinline__ void mg_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void mg_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(MG_ST - 2)); }
 #endif
 
+// One piece: cp.async when the pieces are at least 4 bytes and the weights' addresses admit them,
+// else a plain copy (synchronous; the same barriers order it).
+__device__ __forceinline__ void mg_copy(u8* dst, const u8* src, bool async) {
+#if MG_CW >= 4
+  if (async) {
+    mg_cp_async(dst, src);
+    return;
+  }
+#endif
+#if MG_CW >= 2
+  if (async || ((reinterpret_cast<unsigned long long>(src) & 1) == 0)) {
+#pragma unroll
+    for (int i = 0; i < MG_CW; i += 2) *reinterpret_cast<u16*>(dst + i) = *reinterpret_cast<const u16*>(src + i);
+    return;
+  }
+#endif
+#pragma unroll
+  for (int i = 0; i < MG_CW; ++i) dst[i] = src[i];
+}
+
 extern "C" __global__ void __launch_bounds__(MG_THREADS, 2) moe_gemm(const MoeGemmParams p) {
-  __shared__ __align__(16) u16 As[2][MG_BM][MG_BKP];
-  __shared__ __align__(16) u16 Ws[2][MG_BN][MG_BKP];
+  __shared__ __align__(16) u8 ring[MG_ST][MG_BN][MG_SEGP];
+  __shared__ __align__(16) u16 As[MG_BM][MG_BKP];
+  __shared__ __align__(16) u16 Ws[MG_BN][MG_BKP];
   __shared__ int slot_of[MG_BM];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp >> 2, wn = warp & 3;
   const i64 N = p.N, K = p.K;
-  const int cols = mg_cols_per_block(MG_SWIGLU);
+  const int cols = mg_cols_per_block(MG_SWIGLU, MG_BN);
   const int n_tiles = (int)((N + cols - 1) / cols);
   const int mt = (int)(blockIdx.x / n_tiles), nt = (int)(blockIdx.x % n_tiles);
   const i64 n0 = (i64)nt * cols;
 
-  // Weight rows this thread dequantizes (fixed over K): group g of row r, r = idx / (BK / 8).
-  const u8* wrow[MG_WV];
-  int wgrp = 0;
   memra_grid_dependency();
   int e = 0, row0, rows;
   if (p.header) {
@@ -247,15 +315,38 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS, 2) moe_gemm(const MoeGe
     if (row0 >= p.n_slots) return;
     rows = (int)min((i64)MG_BM, p.n_slots - row0);
   }
+  const u8* we0 = p.w0 + (i64)e * p.expert_bytes;
+  const u8* we1 = p.w1 + (i64)e * p.expert_bytes;  // swiglu only
+  const bool async =
+      MG_CW >= 4 && ((reinterpret_cast<unsigned long long>(p.w0) | reinterpret_cast<unsigned long long>(p.w1) |
+                      (unsigned long long)p.expert_bytes | (unsigned long long)p.row_bytes) %
+                         MG_CW ==
+                     0);
+
+  // Chunk c (elements c * MG_CK ..) of the tile's MG_BN weight rows into ring slot `slot`: pieces
+  // i = (row, piece), consecutive threads on consecutive pieces of a row (coalesced). Rows past N
+  // read row N - 1 (valid memory; never stored).
+  auto issue = [&](int slot, int c) {
+    const i64 s0 = (i64)c * MG_SEG, a0 = s0 / MG_CW * MG_CW;
+    const int np = (int)((s0 + MG_SEG - a0 + MG_CW - 1) / MG_CW);
 #pragma unroll
-  for (int j = 0; j < MG_WV; ++j) {
-    const int idx = tid + j * MG_THREADS;
-    const int r = idx / (MG_BK / 8);
-    wgrp = idx % (MG_BK / 8);  // the same for every j (MG_THREADS is a multiple of MG_BK / 8)
-    const i64 n = min(n0 + mg_w_col(r, MG_SWIGLU), N - 1);  // rows past N: any valid row, not stored
-    const u8* base = mg_w_is_up(r, MG_SWIGLU) ? p.w1 : p.w0;
-    wrow[j] = base + (i64)e * p.expert_bytes + n * p.row_bytes;
+    for (int i = tid; i < MG_BN * MG_MAXP; i += MG_THREADS) {
+      const int r = i / MG_MAXP, q = i % MG_MAXP;
+      if (q < np) {
+        const i64 n = min(n0 + mg_w_col(r, MG_SWIGLU, MG_BN), N - 1);
+        const u8* src = (mg_w_is_up(r, MG_SWIGLU, MG_BN) ? we1 : we0) + n * p.row_bytes + a0 + q * MG_CW;
+        mg_copy(&ring[slot][r][q * MG_CW], src, async);
+      }
+    }
+  };
+
+  const int nc = (int)(K / MG_CK);
+#pragma unroll
+  for (int c = 0; c < MG_ST - 1; ++c) {
+    if (c < nc) issue(c, c);
+    mg_commit();
   }
+
   if (tid < MG_BM) slot_of[tid] = tid < rows ? (p.header ? p.order[row0 + tid] : row0 + tid) : -1;
   __syncthreads();
 
@@ -270,12 +361,13 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS, 2) moe_gemm(const MoeGe
     const int s = slot_of[r];
     arow[j] = s >= 0 ? p.a + (s / p.a_row_div) * K + ac * 4 : nullptr;
   }
+  const int wgrp = tid % (MG_BK / 8);  // the 8-element group of a step this thread dequantizes
 
-  float acc[2][4][4];
+  float acc[2][MG_NJ][4];
 #pragma unroll
   for (int i = 0; i < 2; ++i)
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < MG_NJ; ++j)
 #pragma unroll
       for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
 
@@ -285,56 +377,52 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS, 2) moe_gemm(const MoeGe
     for (int j = 0; j < MG_AV; ++j)
       areg[j] = arow[j] ? *reinterpret_cast<const float4*>(arow[j] + k0) : make_float4(0.f, 0.f, 0.f, 0.f);
   };
-  auto store_a = [&](int buf) {
-#pragma unroll
-    for (int j = 0; j < MG_AV; ++j) {
-      const int r = (tid + j * MG_THREADS) / (MG_BK / 4);
-      uint2 v;
-      v.x = mg_pack(areg[j].x, areg[j].y);
-      v.y = mg_pack(areg[j].z, areg[j].w);
-      *reinterpret_cast<uint2*>(&As[buf][r][ac * 4]) = v;
-    }
-  };
-  auto stage_w = [&](int buf, i64 k0) {
-#pragma unroll
-    for (int j = 0; j < MG_WV; ++j) {
-      const int r = (tid + j * MG_THREADS) / (MG_BK / 8);
-      *reinterpret_cast<uint4*>(&Ws[buf][r][wgrp * 8]) = mg_weights8(wrow[j], k0 + wgrp * 8);
-    }
-  };
-
-  const int nk = (int)(K / MG_BK);
   load_a(0);
-  store_a(0);
-  stage_w(0, 0);
-  __syncthreads();
-  for (int kt = 0; kt < nk; ++kt) {
-    const int cur = kt & 1;
-    const bool more = kt + 1 < nk;
-    if (more) {
-      load_a((i64)(kt + 1) * MG_BK);
+
+  for (int c = 0; c < nc; ++c) {
+    const int slot = c % MG_ST;
+    mg_wait();        // this thread's pieces of chunk c have landed
+    __syncthreads();  // everyone's have; everyone is past the chunk read last in slot (c - 1) % MG_ST
+    if (c + MG_ST - 1 < nc) issue((c + MG_ST - 1) % MG_ST, c + MG_ST - 1);
+    mg_commit();  // (an empty group past the end keeps the wait's count uniform)
+    const int off = (int)(((i64)c * MG_SEG) % MG_CW);
+#pragma unroll 1
+    for (int s = 0; s < MG_CK / MG_BK; ++s) {
+      const i64 k0 = (i64)c * MG_CK + s * MG_BK;
+      // This step's activations (in registers since the previous step's mma) and weights (the
+      // ring chunk, dequantized) as bf16 tiles.
 #pragma unroll
-      for (int j = 0; j < MG_WV; ++j) mg_prefetch_weights8(wrow[j], (i64)(kt + 1) * MG_BK + wgrp * 8);
+      for (int j = 0; j < MG_AV; ++j) {
+        const int r = (tid + j * MG_THREADS) / (MG_BK / 4);
+        uint2 v;
+        v.x = mg_pack(areg[j].x, areg[j].y);
+        v.y = mg_pack(areg[j].z, areg[j].w);
+        *reinterpret_cast<uint2*>(&As[r][ac * 4]) = v;
+      }
+#pragma unroll
+      for (int j = 0; j < MG_WV; ++j) {
+        const int r = (tid + j * MG_THREADS) / (MG_BK / 8);
+        *reinterpret_cast<uint4*>(&Ws[r][wgrp * 8]) = mg_weights8(&ring[slot][r][off], s * MG_BK + wgrp * 8);
+      }
+      __syncthreads();
+      if (k0 + MG_BK < K) load_a(k0 + MG_BK);
+#pragma unroll
+      for (int kk = 0; kk < MG_BK; kk += 16) {
+        u32 af[2][4], bf[MG_NJ / 2][4];
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+          mg_ldmatrix_x4(af[i], &As[wm * 32 + i * 16 + mg_ldm_a_row(lane)][kk + mg_ldm_a_k(lane)]);
+#pragma unroll
+        for (int jp = 0; jp < MG_NJ / 2; ++jp)
+          mg_ldmatrix_x4(bf[jp], &Ws[wn * MG_WN + jp * 16 + mg_ldm_b_row(lane)][kk + mg_ldm_b_k(lane)]);
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int j = 0; j < MG_NJ; ++j)
+            mg_mma(acc[i][j], af[i], bf[j >> 1][(j & 1) * 2], bf[j >> 1][(j & 1) * 2 + 1]);
+      }
+      __syncthreads();
     }
-#pragma unroll
-    for (int kk = 0; kk < MG_BK; kk += 16) {
-      u32 af[2][4], bf[2][4];
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-        mg_ldmatrix_x4(af[i], &As[cur][wm * 32 + i * 16 + mg_ldm_a_row(lane)][kk + mg_ldm_a_k(lane)]);
-#pragma unroll
-      for (int jp = 0; jp < 2; ++jp)
-        mg_ldmatrix_x4(bf[jp], &Ws[cur][wn * 32 + jp * 16 + mg_ldm_b_row(lane)][kk + mg_ldm_b_k(lane)]);
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) mg_mma(acc[i][j], af[i], bf[j >> 1][(j & 1) * 2], bf[j >> 1][(j & 1) * 2 + 1]);
-    }
-    if (more) {
-      store_a(cur ^ 1);
-      stage_w(cur ^ 1, (i64)(kt + 1) * MG_BK);
-    }
-    __syncthreads();
   }
 
   // Epilogue: rows of y are slots; only the tile's slots and columns < N are written.
@@ -348,14 +436,14 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS, 2) moe_gemm(const MoeGe
       float* yrow = p.y + (i64)s * N;
 #if MG_SWIGLU
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const i64 n = n0 + wn * 16 + j * 8 + mg_acc_col(lane, q);
-        if (n < N) yrow[n] = siluf_(acc[i][j][q]) * acc[i][j + 2][q];
+      for (int j = 0; j < MG_NJ / 2; ++j) {
+        const i64 n = n0 + wn * (MG_WN / 2) + j * 8 + mg_acc_col(lane, q);
+        if (n < N) yrow[n] = siluf_(acc[i][j][q]) * acc[i][j + MG_NJ / 2][q];
       }
 #else
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const i64 n = n0 + wn * 32 + j * 8 + mg_acc_col(lane, q);
+      for (int j = 0; j < MG_NJ; ++j) {
+        const i64 n = n0 + wn * MG_WN + j * 8 + mg_acc_col(lane, q);
         if (n < N) yrow[n] = acc[i][j][q];
       }
 #endif

@@ -29,7 +29,9 @@
 //
 // Requirements (MoeGemmLaunch checks the static ones): K a multiple of 32 and of the format's
 // block; w0 / w1 / a 16-byte aligned for f32 / f16 / bf16 weights and for a (a float4 per load);
-// n_slots <= max_slots; the same E and max_slots in the launches and both binds.
+// n_slots <= max_slots; the same E and max_slots in the launches and both binds. Block-format
+// weights are staged with cp.async pieces of up to 16 bytes: w0 / w1 aligned to 16 (any GGUF
+// tensor) get them; other addresses work through plain byte copies, much slower.
 #pragma once
 
 #include <cstdint>
@@ -65,8 +67,9 @@ inline int64_t MoeSortScratchBytes(int64_t E, int64_t max_slots) { return MoeSor
 absl::StatusOr<Launch> MoeSortLaunch(const Target& t, int64_t E, int64_t max_slots);
 
 // moe_gemm's launch for weights stored as `w` ([E, N, K]; grouped = false: the identity grouping,
-// E is then unused): a 1-D grid over the upper bound of m-tiles x ceil(N / 128) (swiglu:
-// ceil(N / 64)) blocks of 256 threads, static shared memory only (< 48 KiB). Errors: a storage
+// E is then unused): a 1-D grid over the upper bound of m-tiles x ceil(N / BN) (swiglu:
+// ceil(N / (BN / 2))) blocks of 256 threads, BN = 128 weight rows per block (64 for the
+// 256-element block formats), static shared memory only (<= 48 KiB: the weight ring's stages). Errors: a storage
 // MoeGemm.cu does not read, K not a multiple of 32 and of its block, N < 1, sizes out of range.
 absl::StatusOr<Launch> MoeGemmLaunch(const Target& t, ir::DType w, int64_t K, int64_t N, int64_t E, int64_t max_slots,
                                      bool swiglu, bool grouped);

@@ -3,11 +3,11 @@
 // with a C++ statement of ldmatrix / mma.sync semantics (MEMRA_MG_HOST: plain inline functions).
 //
 // A block computes a BM x BN tile: BM slot rows x BN weight rows (plain: BN output columns;
-// swiglu: BN / 2 gate rows interleaved with their BN / 2 up rows, see mg_w_row), K in steps of
-// MG_BK through shared memory. 8 warps as 2 (m) x 4 (n), each a 32 x 32 tile = 2 m16 x 4 n8
-// mma.sync.m16n8k16 tiles. Shared tiles are K-contiguous rows of bf16, padded to MG_BKP elements
-// (MG_BK + 8: a row stride of 80 or 144 bytes puts the 8 rows an ldmatrix reads in 8 distinct
-// 16-byte bank groups, no conflicts).
+// swiglu: BN / 2 gate rows interleaved with their BN / 2 up rows, see mg_w_col), K in steps of
+// MG_BK through shared memory. 8 warps as 2 (m) x 4 (n), each a 32 x (BN / 4) tile = 2 m16 x
+// MG_NJ n8 mma.sync.m16n8k16 tiles (MG_BN 128: 4; 64, the 256-element block formats: 2). Shared tiles are K-contiguous
+// rows of bf16, padded to MG_BKP elements (MG_BK + 8: a row stride of 80 or 144 bytes puts the 8 rows an ldmatrix reads
+// in 8 distinct 16-byte bank groups, no conflicts).
 #pragma once
 
 #ifdef MEMRA_MG_HOST
@@ -17,7 +17,11 @@
 #endif
 
 #define MG_BM 64
-#define MG_BN 128
+#ifndef MG_BN
+#define MG_BN 128  // 128 or 64 (MoeGemm.cc picks it per storage)
+#endif
+#define MG_WN (MG_BN / 4)  // weight rows per warp
+#define MG_NJ (MG_WN / 8)  // n8 tiles per warp
 #define MG_THREADS 256
 #ifndef MG_BK
 #define MG_BK 32
@@ -39,12 +43,13 @@ MG_FN int mg_acc_row(int lane, int q) { return (lane >> 2) + ((q >> 1) << 3); }
 MG_FN int mg_acc_col(int lane, int q) { return ((lane & 3) << 1) + (q & 1); }
 
 // Weight tile row r (0..MG_BN-1) -> which matrix and which output column of the block (0..).
-// Plain: column r of W. Swiglu: in each warp's 32 rows the first 16 are gate rows and the next 16
-// the up rows of the same 16 columns, so a lane holds g and u of one output in the same
-// accumulator position of n8 tiles j and j + 2 and the epilogue pairs them in registers.
-MG_FN int mg_w_col(int r, int swiglu) { return swiglu ? ((r >> 5) << 4) + (r & 15) : r; }
-MG_FN int mg_w_is_up(int r, int swiglu) { return swiglu ? ((r >> 4) & 1) : 0; }
+// Plain: column r of W. Swiglu: in each warp's MG_WN rows the first half are gate rows and the
+// second half the up rows of the same columns, so a lane holds g and u of one output in the same
+// accumulator position of n8 tiles j and j + MG_NJ / 2 and the epilogue pairs them in registers.
+// bn: the module's MG_BN (warps of bn / 4 rows).
+MG_FN int mg_w_col(int r, int swiglu, int bn) { return swiglu ? (r / (bn / 4)) * (bn / 8) + r % (bn / 8) : r; }
+MG_FN int mg_w_is_up(int r, int swiglu, int bn) { return swiglu ? (r / (bn / 8)) & 1 : 0; }
 // Output columns per block.
-MG_FN int mg_cols_per_block(int swiglu) { return swiglu ? MG_BN / 2 : MG_BN; }
+MG_FN int mg_cols_per_block(int swiglu, int bn) { return swiglu ? bn / 2 : bn; }
 
 #undef MG_FN

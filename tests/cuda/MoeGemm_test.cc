@@ -127,10 +127,10 @@ TEST(MoeGemmFragments, BlockTileMatchesNaiveProduct) {
 TEST(MoeGemmFragments, SwigluPairsGateAndUpInRegisters) {
   std::set<std::pair<int, int>> rows;  // (column, is_up)
   for (int r = 0; r < MG_BN; ++r) {
-    EXPECT_LT(mg_w_col(r, 1), mg_cols_per_block(1));
-    EXPECT_TRUE(rows.insert({mg_w_col(r, 1), mg_w_is_up(r, 1)}).second) << r;
-    EXPECT_EQ(mg_w_col(r, 0), r);
-    EXPECT_EQ(mg_w_is_up(r, 0), 0);
+    EXPECT_LT(mg_w_col(r, 1, MG_BN), mg_cols_per_block(1, MG_BN));
+    EXPECT_TRUE(rows.insert({mg_w_col(r, 1, MG_BN), mg_w_is_up(r, 1, MG_BN)}).second) << r;
+    EXPECT_EQ(mg_w_col(r, 0, MG_BN), r);
+    EXPECT_EQ(mg_w_is_up(r, 0, MG_BN), 0);
   }
   EXPECT_EQ(rows.size(), static_cast<size_t>(MG_BN));
   for (int wn = 0; wn < 4; ++wn)
@@ -139,10 +139,10 @@ TEST(MoeGemmFragments, SwigluPairsGateAndUpInRegisters) {
         for (int q = 0; q < 4; ++q) {
           const int gate_row = wn * 32 + j * 8 + mg_acc_col(l, q), up_row = gate_row + 16;
           const int out = wn * 16 + j * 8 + mg_acc_col(l, q);  // the epilogue's column
-          EXPECT_EQ(mg_w_col(gate_row, 1), out);
-          EXPECT_EQ(mg_w_col(up_row, 1), out);
-          EXPECT_EQ(mg_w_is_up(gate_row, 1), 0);
-          EXPECT_EQ(mg_w_is_up(up_row, 1), 1);
+          EXPECT_EQ(mg_w_col(gate_row, 1, MG_BN), out);
+          EXPECT_EQ(mg_w_col(up_row, 1, MG_BN), out);
+          EXPECT_EQ(mg_w_is_up(gate_row, 1, MG_BN), 0);
+          EXPECT_EQ(mg_w_is_up(up_row, 1, MG_BN), 1);
         }
 }
 
@@ -157,12 +157,12 @@ TEST(MoeGemmHost, ReadsLaunchesAndLayout) {
 
   auto l = MoeGemmLaunch(t, DType::kQ4_K, 2048, 512, 256, 32768, true, true);
   ASSERT_TRUE(l.ok()) << l.status();
-  EXPECT_EQ(l->kernel.ToString(), "MoeGemm.cu<MG_BK=32,MG_SWIGLU=1,MG_TYPE=12>::moe_gemm");
+  EXPECT_EQ(l->kernel.ToString(), "MoeGemm.cu<MG_BN=64,MG_CK=256,MG_CW=16,MG_ST=4,MG_SWIGLU=1,MG_TYPE=12>::moe_gemm");
   EXPECT_EQ(l->block, 256u);
-  EXPECT_EQ(l->grid, (32768u / 64 + 256) * (512 / 64));
+  EXPECT_EQ(l->grid, (32768u / 64 + 256) * (512 / 32));  // 256-element blocks: 64 weight rows per block
   auto d = MoeGemmLaunch(t, DType::kQ6_K, 512, 2048, 256, 77, false, true);
   ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_EQ(d->grid, (2u + 77) * 16);  // ceil(77 / 64) + min(E, 77) m-tiles
+  EXPECT_EQ(d->grid, (2u + 77) * 32);  // ceil(77 / 64) + min(E, 77) m-tiles
   auto id = MoeGemmLaunch(t, DType::kBF16, 256, 200, 1, 77, false, false);
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(id->grid, 2u * 2);

@@ -15,6 +15,7 @@
 #include "kernels/cuda/KernelParams.h"
 #include "kernels/cuda/MoeGemmParams.h"
 #include "kernels/cuda/MoeGemmTile.cuh"
+#undef MG_BN  // each module below defines its own
 #undef __CUDACC__
 #include "tests/cuda/emulation/MoeGemmEmu.h"
 
@@ -157,416 +158,786 @@ namespace emu_sort_256_ns {
 MG_EMU_REGISTER(emu_sort_256_reg, "MoeGemm.cu<MS_E=256,MS_WARPS=32>::moe_sort", emu_sort_256_ns::emu_sort_256,
                 MoeSortParams)
 
-#define MG_TYPE 8
-#define MG_SWIGLU 0
-#define moe_gemm emu_gemm_8_0
-namespace emu_gemm_8_0_ns {
-#include "kernels/cuda/MoeGemm.cu"
-}
-#undef moe_gemm
-#undef MG_TYPE
-#undef MG_SWIGLU
-#undef MG_WIDE
-#undef DEQ_TYPE
-#undef DEQ_QK
-#undef DEQ_BYTES
-#undef MG_AV
-#undef MG_WV
-MG_EMU_REGISTER(emu_gemm_8_0_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=0,MG_TYPE=8>::moe_gemm", emu_gemm_8_0_ns::emu_gemm_8_0,
-                MoeGemmParams)
-
-#define MG_TYPE 8
-#define MG_SWIGLU 1
-#define moe_gemm emu_gemm_8_1
-namespace emu_gemm_8_1_ns {
-#include "kernels/cuda/MoeGemm.cu"
-}
-#undef moe_gemm
-#undef MG_TYPE
-#undef MG_SWIGLU
-#undef MG_WIDE
-#undef DEQ_TYPE
-#undef DEQ_QK
-#undef DEQ_BYTES
-#undef MG_AV
-#undef MG_WV
-MG_EMU_REGISTER(emu_gemm_8_1_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=1,MG_TYPE=8>::moe_gemm", emu_gemm_8_1_ns::emu_gemm_8_1,
-                MoeGemmParams)
-
-#define MG_TYPE 12
-#define MG_SWIGLU 0
-#define moe_gemm emu_gemm_12_0
-namespace emu_gemm_12_0_ns {
-#include "kernels/cuda/MoeGemm.cu"
-}
-#undef moe_gemm
-#undef MG_TYPE
-#undef MG_SWIGLU
-#undef MG_WIDE
-#undef DEQ_TYPE
-#undef DEQ_QK
-#undef DEQ_BYTES
-#undef MG_AV
-#undef MG_WV
-MG_EMU_REGISTER(emu_gemm_12_0_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=0,MG_TYPE=12>::moe_gemm",
-                emu_gemm_12_0_ns::emu_gemm_12_0, MoeGemmParams)
-
-#define MG_TYPE 12
-#define MG_SWIGLU 1
-#define moe_gemm emu_gemm_12_1
-namespace emu_gemm_12_1_ns {
-#include "kernels/cuda/MoeGemm.cu"
-}
-#undef moe_gemm
-#undef MG_TYPE
-#undef MG_SWIGLU
-#undef MG_WIDE
-#undef DEQ_TYPE
-#undef DEQ_QK
-#undef DEQ_BYTES
-#undef MG_AV
-#undef MG_WV
-MG_EMU_REGISTER(emu_gemm_12_1_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=1,MG_TYPE=12>::moe_gemm",
-                emu_gemm_12_1_ns::emu_gemm_12_1, MoeGemmParams)
-
-#define MG_TYPE 14
-#define MG_SWIGLU 0
-#define moe_gemm emu_gemm_14_0
-namespace emu_gemm_14_0_ns {
-#include "kernels/cuda/MoeGemm.cu"
-}
-#undef moe_gemm
-#undef MG_TYPE
-#undef MG_SWIGLU
-#undef MG_WIDE
-#undef DEQ_TYPE
-#undef DEQ_QK
-#undef DEQ_BYTES
-#undef MG_AV
-#undef MG_WV
-MG_EMU_REGISTER(emu_gemm_14_0_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=0,MG_TYPE=14>::moe_gemm",
-                emu_gemm_14_0_ns::emu_gemm_14_0, MoeGemmParams)
-
-#define MG_TYPE 14
-#define MG_SWIGLU 1
-#define moe_gemm emu_gemm_14_1
-namespace emu_gemm_14_1_ns {
-#include "kernels/cuda/MoeGemm.cu"
-}
-#undef moe_gemm
-#undef MG_TYPE
-#undef MG_SWIGLU
-#undef MG_WIDE
-#undef DEQ_TYPE
-#undef DEQ_QK
-#undef DEQ_BYTES
-#undef MG_AV
-#undef MG_WV
-MG_EMU_REGISTER(emu_gemm_14_1_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=1,MG_TYPE=14>::moe_gemm",
-                emu_gemm_14_1_ns::emu_gemm_14_1, MoeGemmParams)
-
-#define MG_TYPE 23
-#define MG_SWIGLU 0
-#define moe_gemm emu_gemm_23_0
-namespace emu_gemm_23_0_ns {
-#include "kernels/cuda/MoeGemm.cu"
-}
-#undef moe_gemm
-#undef MG_TYPE
-#undef MG_SWIGLU
-#undef MG_WIDE
-#undef DEQ_TYPE
-#undef DEQ_QK
-#undef DEQ_BYTES
-#undef MG_AV
-#undef MG_WV
-MG_EMU_REGISTER(emu_gemm_23_0_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=0,MG_TYPE=23>::moe_gemm",
-                emu_gemm_23_0_ns::emu_gemm_23_0, MoeGemmParams)
-
-#define MG_TYPE 23
-#define MG_SWIGLU 1
-#define moe_gemm emu_gemm_23_1
-namespace emu_gemm_23_1_ns {
-#include "kernels/cuda/MoeGemm.cu"
-}
-#undef moe_gemm
-#undef MG_TYPE
-#undef MG_SWIGLU
-#undef MG_WIDE
-#undef DEQ_TYPE
-#undef DEQ_QK
-#undef DEQ_BYTES
-#undef MG_AV
-#undef MG_WV
-MG_EMU_REGISTER(emu_gemm_23_1_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=1,MG_TYPE=23>::moe_gemm",
-                emu_gemm_23_1_ns::emu_gemm_23_1, MoeGemmParams)
-
+// The moe_gemm modules MoeGemmEmuMain.cc's cases launch, keyed as MoeGemm.h's launches spell them
+// (a case whose module is missing fails with "no emulated module").
 #define MG_TYPE 0
 #define MG_SWIGLU 0
-#define moe_gemm emu_gemm_0_0
-namespace emu_gemm_0_0_ns {
+#define MG_BN 128
+#define MG_CK 32
+#define MG_CW 16
+#define MG_ST 2
+#define moe_gemm emu_gemm_0_0_128_32_16_2
+namespace emu_gemm_0_0_128_32_16_2_ns {
 #include "kernels/cuda/MoeGemm.cu"
 }
 #undef moe_gemm
 #undef MG_TYPE
 #undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
 #undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
 #undef DEQ_TYPE
 #undef DEQ_QK
 #undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
 #undef MG_AV
 #undef MG_WV
-MG_EMU_REGISTER(emu_gemm_0_0_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=0,MG_TYPE=0>::moe_gemm", emu_gemm_0_0_ns::emu_gemm_0_0,
-                MoeGemmParams)
+MG_EMU_REGISTER(emu_gemm_0_0_128_32_16_2_reg,
+                "MoeGemm.cu<MG_BN=128,MG_CK=32,MG_CW=16,MG_ST=2,MG_SWIGLU=0,MG_TYPE=0>::moe_gemm",
+                emu_gemm_0_0_128_32_16_2_ns::emu_gemm_0_0_128_32_16_2, MoeGemmParams)
 
 #define MG_TYPE 0
 #define MG_SWIGLU 1
-#define moe_gemm emu_gemm_0_1
-namespace emu_gemm_0_1_ns {
+#define MG_BN 128
+#define MG_CK 32
+#define MG_CW 16
+#define MG_ST 2
+#define moe_gemm emu_gemm_0_1_128_32_16_2
+namespace emu_gemm_0_1_128_32_16_2_ns {
 #include "kernels/cuda/MoeGemm.cu"
 }
 #undef moe_gemm
 #undef MG_TYPE
 #undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
 #undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
 #undef DEQ_TYPE
 #undef DEQ_QK
 #undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
 #undef MG_AV
 #undef MG_WV
-MG_EMU_REGISTER(emu_gemm_0_1_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=1,MG_TYPE=0>::moe_gemm", emu_gemm_0_1_ns::emu_gemm_0_1,
-                MoeGemmParams)
-
-#define MG_TYPE 30
-#define MG_SWIGLU 0
-#define moe_gemm emu_gemm_30_0
-namespace emu_gemm_30_0_ns {
-#include "kernels/cuda/MoeGemm.cu"
-}
-#undef moe_gemm
-#undef MG_TYPE
-#undef MG_SWIGLU
-#undef MG_WIDE
-#undef DEQ_TYPE
-#undef DEQ_QK
-#undef DEQ_BYTES
-#undef MG_AV
-#undef MG_WV
-MG_EMU_REGISTER(emu_gemm_30_0_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=0,MG_TYPE=30>::moe_gemm",
-                emu_gemm_30_0_ns::emu_gemm_30_0, MoeGemmParams)
-
-#define MG_TYPE 30
-#define MG_SWIGLU 1
-#define moe_gemm emu_gemm_30_1
-namespace emu_gemm_30_1_ns {
-#include "kernels/cuda/MoeGemm.cu"
-}
-#undef moe_gemm
-#undef MG_TYPE
-#undef MG_SWIGLU
-#undef MG_WIDE
-#undef DEQ_TYPE
-#undef DEQ_QK
-#undef DEQ_BYTES
-#undef MG_AV
-#undef MG_WV
-MG_EMU_REGISTER(emu_gemm_30_1_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=1,MG_TYPE=30>::moe_gemm",
-                emu_gemm_30_1_ns::emu_gemm_30_1, MoeGemmParams)
+MG_EMU_REGISTER(emu_gemm_0_1_128_32_16_2_reg,
+                "MoeGemm.cu<MG_BN=128,MG_CK=32,MG_CW=16,MG_ST=2,MG_SWIGLU=1,MG_TYPE=0>::moe_gemm",
+                emu_gemm_0_1_128_32_16_2_ns::emu_gemm_0_1_128_32_16_2, MoeGemmParams)
 
 #define MG_TYPE 1
 #define MG_SWIGLU 0
-#define moe_gemm emu_gemm_1_0
-namespace emu_gemm_1_0_ns {
+#define MG_BN 128
+#define MG_CK 32
+#define MG_CW 16
+#define MG_ST 4
+#define moe_gemm emu_gemm_1_0_128_32_16_4
+namespace emu_gemm_1_0_128_32_16_4_ns {
 #include "kernels/cuda/MoeGemm.cu"
 }
 #undef moe_gemm
 #undef MG_TYPE
 #undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
 #undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
 #undef DEQ_TYPE
 #undef DEQ_QK
 #undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
 #undef MG_AV
 #undef MG_WV
-MG_EMU_REGISTER(emu_gemm_1_0_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=0,MG_TYPE=1>::moe_gemm", emu_gemm_1_0_ns::emu_gemm_1_0,
-                MoeGemmParams)
+MG_EMU_REGISTER(emu_gemm_1_0_128_32_16_4_reg,
+                "MoeGemm.cu<MG_BN=128,MG_CK=32,MG_CW=16,MG_ST=4,MG_SWIGLU=0,MG_TYPE=1>::moe_gemm",
+                emu_gemm_1_0_128_32_16_4_ns::emu_gemm_1_0_128_32_16_4, MoeGemmParams)
+
+#define MG_TYPE 30
+#define MG_SWIGLU 0
+#define MG_BN 128
+#define MG_CK 32
+#define MG_CW 16
+#define MG_ST 4
+#define moe_gemm emu_gemm_30_0_128_32_16_4
+namespace emu_gemm_30_0_128_32_16_4_ns {
+#include "kernels/cuda/MoeGemm.cu"
+}
+#undef moe_gemm
+#undef MG_TYPE
+#undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
+#undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
+#undef DEQ_TYPE
+#undef DEQ_QK
+#undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
+#undef MG_AV
+#undef MG_WV
+MG_EMU_REGISTER(emu_gemm_30_0_128_32_16_4_reg,
+                "MoeGemm.cu<MG_BN=128,MG_CK=32,MG_CW=16,MG_ST=4,MG_SWIGLU=0,MG_TYPE=30>::moe_gemm",
+                emu_gemm_30_0_128_32_16_4_ns::emu_gemm_30_0_128_32_16_4, MoeGemmParams)
 
 #define MG_TYPE 1
 #define MG_SWIGLU 1
-#define moe_gemm emu_gemm_1_1
-namespace emu_gemm_1_1_ns {
+#define MG_BN 128
+#define MG_CK 32
+#define MG_CW 16
+#define MG_ST 4
+#define moe_gemm emu_gemm_1_1_128_32_16_4
+namespace emu_gemm_1_1_128_32_16_4_ns {
 #include "kernels/cuda/MoeGemm.cu"
 }
 #undef moe_gemm
 #undef MG_TYPE
 #undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
 #undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
 #undef DEQ_TYPE
 #undef DEQ_QK
 #undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
 #undef MG_AV
 #undef MG_WV
-MG_EMU_REGISTER(emu_gemm_1_1_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=1,MG_TYPE=1>::moe_gemm", emu_gemm_1_1_ns::emu_gemm_1_1,
-                MoeGemmParams)
+MG_EMU_REGISTER(emu_gemm_1_1_128_32_16_4_reg,
+                "MoeGemm.cu<MG_BN=128,MG_CK=32,MG_CW=16,MG_ST=4,MG_SWIGLU=1,MG_TYPE=1>::moe_gemm",
+                emu_gemm_1_1_128_32_16_4_ns::emu_gemm_1_1_128_32_16_4, MoeGemmParams)
 
-#define MG_TYPE 2
+#define MG_TYPE 30
 #define MG_SWIGLU 1
-#define moe_gemm emu_gemm_2_1
-namespace emu_gemm_2_1_ns {
+#define MG_BN 128
+#define MG_CK 32
+#define MG_CW 16
+#define MG_ST 4
+#define moe_gemm emu_gemm_30_1_128_32_16_4
+namespace emu_gemm_30_1_128_32_16_4_ns {
 #include "kernels/cuda/MoeGemm.cu"
 }
 #undef moe_gemm
 #undef MG_TYPE
 #undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
 #undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
 #undef DEQ_TYPE
 #undef DEQ_QK
 #undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
 #undef MG_AV
 #undef MG_WV
-MG_EMU_REGISTER(emu_gemm_2_1_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=1,MG_TYPE=2>::moe_gemm", emu_gemm_2_1_ns::emu_gemm_2_1,
-                MoeGemmParams)
+MG_EMU_REGISTER(emu_gemm_30_1_128_32_16_4_reg,
+                "MoeGemm.cu<MG_BN=128,MG_CK=32,MG_CW=16,MG_ST=4,MG_SWIGLU=1,MG_TYPE=30>::moe_gemm",
+                emu_gemm_30_1_128_32_16_4_ns::emu_gemm_30_1_128_32_16_4, MoeGemmParams)
 
-#define MG_TYPE 3
+#define MG_TYPE 8
 #define MG_SWIGLU 0
-#define moe_gemm emu_gemm_3_0
-namespace emu_gemm_3_0_ns {
+#define MG_BN 128
+#define MG_CK 64
+#define MG_CW 16
+#define MG_ST 3
+#define moe_gemm emu_gemm_8_0_128_64_16_3
+namespace emu_gemm_8_0_128_64_16_3_ns {
 #include "kernels/cuda/MoeGemm.cu"
 }
 #undef moe_gemm
 #undef MG_TYPE
 #undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
 #undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
 #undef DEQ_TYPE
 #undef DEQ_QK
 #undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
 #undef MG_AV
 #undef MG_WV
-MG_EMU_REGISTER(emu_gemm_3_0_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=0,MG_TYPE=3>::moe_gemm", emu_gemm_3_0_ns::emu_gemm_3_0,
-                MoeGemmParams)
+MG_EMU_REGISTER(emu_gemm_8_0_128_64_16_3_reg,
+                "MoeGemm.cu<MG_BN=128,MG_CK=64,MG_CW=16,MG_ST=3,MG_SWIGLU=0,MG_TYPE=8>::moe_gemm",
+                emu_gemm_8_0_128_64_16_3_ns::emu_gemm_8_0_128_64_16_3, MoeGemmParams)
 
-#define MG_TYPE 6
+#define MG_TYPE 8
 #define MG_SWIGLU 1
-#define moe_gemm emu_gemm_6_1
-namespace emu_gemm_6_1_ns {
+#define MG_BN 128
+#define MG_CK 64
+#define MG_CW 16
+#define MG_ST 3
+#define moe_gemm emu_gemm_8_1_128_64_16_3
+namespace emu_gemm_8_1_128_64_16_3_ns {
 #include "kernels/cuda/MoeGemm.cu"
 }
 #undef moe_gemm
 #undef MG_TYPE
 #undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
 #undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
 #undef DEQ_TYPE
 #undef DEQ_QK
 #undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
 #undef MG_AV
 #undef MG_WV
-MG_EMU_REGISTER(emu_gemm_6_1_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=1,MG_TYPE=6>::moe_gemm", emu_gemm_6_1_ns::emu_gemm_6_1,
-                MoeGemmParams)
+MG_EMU_REGISTER(emu_gemm_8_1_128_64_16_3_reg,
+                "MoeGemm.cu<MG_BN=128,MG_CK=64,MG_CW=16,MG_ST=3,MG_SWIGLU=1,MG_TYPE=8>::moe_gemm",
+                emu_gemm_8_1_128_64_16_3_ns::emu_gemm_8_1_128_64_16_3, MoeGemmParams)
 
 #define MG_TYPE 7
 #define MG_SWIGLU 0
-#define moe_gemm emu_gemm_7_0
-namespace emu_gemm_7_0_ns {
+#define MG_BN 128
+#define MG_CK 64
+#define MG_CW 16
+#define MG_ST 4
+#define moe_gemm emu_gemm_7_0_128_64_16_4
+namespace emu_gemm_7_0_128_64_16_4_ns {
 #include "kernels/cuda/MoeGemm.cu"
 }
 #undef moe_gemm
 #undef MG_TYPE
 #undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
 #undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
 #undef DEQ_TYPE
 #undef DEQ_QK
 #undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
 #undef MG_AV
 #undef MG_WV
-MG_EMU_REGISTER(emu_gemm_7_0_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=0,MG_TYPE=7>::moe_gemm", emu_gemm_7_0_ns::emu_gemm_7_0,
-                MoeGemmParams)
-
-#define MG_TYPE 10
-#define MG_SWIGLU 0
-#define moe_gemm emu_gemm_10_0
-namespace emu_gemm_10_0_ns {
-#include "kernels/cuda/MoeGemm.cu"
-}
-#undef moe_gemm
-#undef MG_TYPE
-#undef MG_SWIGLU
-#undef MG_WIDE
-#undef DEQ_TYPE
-#undef DEQ_QK
-#undef DEQ_BYTES
-#undef MG_AV
-#undef MG_WV
-MG_EMU_REGISTER(emu_gemm_10_0_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=0,MG_TYPE=10>::moe_gemm",
-                emu_gemm_10_0_ns::emu_gemm_10_0, MoeGemmParams)
-
-#define MG_TYPE 11
-#define MG_SWIGLU 1
-#define moe_gemm emu_gemm_11_1
-namespace emu_gemm_11_1_ns {
-#include "kernels/cuda/MoeGemm.cu"
-}
-#undef moe_gemm
-#undef MG_TYPE
-#undef MG_SWIGLU
-#undef MG_WIDE
-#undef DEQ_TYPE
-#undef DEQ_QK
-#undef DEQ_BYTES
-#undef MG_AV
-#undef MG_WV
-MG_EMU_REGISTER(emu_gemm_11_1_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=1,MG_TYPE=11>::moe_gemm",
-                emu_gemm_11_1_ns::emu_gemm_11_1, MoeGemmParams)
-
-#define MG_TYPE 13
-#define MG_SWIGLU 1
-#define moe_gemm emu_gemm_13_1
-namespace emu_gemm_13_1_ns {
-#include "kernels/cuda/MoeGemm.cu"
-}
-#undef moe_gemm
-#undef MG_TYPE
-#undef MG_SWIGLU
-#undef MG_WIDE
-#undef DEQ_TYPE
-#undef DEQ_QK
-#undef DEQ_BYTES
-#undef MG_AV
-#undef MG_WV
-MG_EMU_REGISTER(emu_gemm_13_1_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=1,MG_TYPE=13>::moe_gemm",
-                emu_gemm_13_1_ns::emu_gemm_13_1, MoeGemmParams)
-
-#define MG_TYPE 20
-#define MG_SWIGLU 0
-#define moe_gemm emu_gemm_20_0
-namespace emu_gemm_20_0_ns {
-#include "kernels/cuda/MoeGemm.cu"
-}
-#undef moe_gemm
-#undef MG_TYPE
-#undef MG_SWIGLU
-#undef MG_WIDE
-#undef DEQ_TYPE
-#undef DEQ_QK
-#undef DEQ_BYTES
-#undef MG_AV
-#undef MG_WV
-MG_EMU_REGISTER(emu_gemm_20_0_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=0,MG_TYPE=20>::moe_gemm",
-                emu_gemm_20_0_ns::emu_gemm_20_0, MoeGemmParams)
+MG_EMU_REGISTER(emu_gemm_7_0_128_64_16_4_reg,
+                "MoeGemm.cu<MG_BN=128,MG_CK=64,MG_CW=16,MG_ST=4,MG_SWIGLU=0,MG_TYPE=7>::moe_gemm",
+                emu_gemm_7_0_128_64_16_4_ns::emu_gemm_7_0_128_64_16_4, MoeGemmParams)
 
 #define MG_TYPE 39
 #define MG_SWIGLU 1
-#define moe_gemm emu_gemm_39_1
-namespace emu_gemm_39_1_ns {
+#define MG_BN 128
+#define MG_CK 64
+#define MG_CW 2
+#define MG_ST 4
+#define moe_gemm emu_gemm_39_1_128_64_2_4
+namespace emu_gemm_39_1_128_64_2_4_ns {
 #include "kernels/cuda/MoeGemm.cu"
 }
 #undef moe_gemm
 #undef MG_TYPE
 #undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
 #undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
 #undef DEQ_TYPE
 #undef DEQ_QK
 #undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
 #undef MG_AV
 #undef MG_WV
-MG_EMU_REGISTER(emu_gemm_39_1_reg, "MoeGemm.cu<MG_BK=32,MG_SWIGLU=1,MG_TYPE=39>::moe_gemm",
-                emu_gemm_39_1_ns::emu_gemm_39_1, MoeGemmParams)
+MG_EMU_REGISTER(emu_gemm_39_1_128_64_2_4_reg,
+                "MoeGemm.cu<MG_BN=128,MG_CK=64,MG_CW=2,MG_ST=4,MG_SWIGLU=1,MG_TYPE=39>::moe_gemm",
+                emu_gemm_39_1_128_64_2_4_ns::emu_gemm_39_1_128_64_2_4, MoeGemmParams)
+
+#define MG_TYPE 20
+#define MG_SWIGLU 0
+#define MG_BN 128
+#define MG_CK 64
+#define MG_CW 4
+#define MG_ST 4
+#define moe_gemm emu_gemm_20_0_128_64_4_4
+namespace emu_gemm_20_0_128_64_4_4_ns {
+#include "kernels/cuda/MoeGemm.cu"
+}
+#undef moe_gemm
+#undef MG_TYPE
+#undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
+#undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
+#undef DEQ_TYPE
+#undef DEQ_QK
+#undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
+#undef MG_AV
+#undef MG_WV
+MG_EMU_REGISTER(emu_gemm_20_0_128_64_4_4_reg,
+                "MoeGemm.cu<MG_BN=128,MG_CK=64,MG_CW=4,MG_ST=4,MG_SWIGLU=0,MG_TYPE=20>::moe_gemm",
+                emu_gemm_20_0_128_64_4_4_ns::emu_gemm_20_0_128_64_4_4, MoeGemmParams)
+
+#define MG_TYPE 2
+#define MG_SWIGLU 1
+#define MG_BN 128
+#define MG_CK 64
+#define MG_CW 4
+#define MG_ST 4
+#define moe_gemm emu_gemm_2_1_128_64_4_4
+namespace emu_gemm_2_1_128_64_4_4_ns {
+#include "kernels/cuda/MoeGemm.cu"
+}
+#undef moe_gemm
+#undef MG_TYPE
+#undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
+#undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
+#undef DEQ_TYPE
+#undef DEQ_QK
+#undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
+#undef MG_AV
+#undef MG_WV
+MG_EMU_REGISTER(emu_gemm_2_1_128_64_4_4_reg,
+                "MoeGemm.cu<MG_BN=128,MG_CK=64,MG_CW=4,MG_ST=4,MG_SWIGLU=1,MG_TYPE=2>::moe_gemm",
+                emu_gemm_2_1_128_64_4_4_ns::emu_gemm_2_1_128_64_4_4, MoeGemmParams)
+
+#define MG_TYPE 6
+#define MG_SWIGLU 1
+#define MG_BN 128
+#define MG_CK 64
+#define MG_CW 4
+#define MG_ST 4
+#define moe_gemm emu_gemm_6_1_128_64_4_4
+namespace emu_gemm_6_1_128_64_4_4_ns {
+#include "kernels/cuda/MoeGemm.cu"
+}
+#undef moe_gemm
+#undef MG_TYPE
+#undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
+#undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
+#undef DEQ_TYPE
+#undef DEQ_QK
+#undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
+#undef MG_AV
+#undef MG_WV
+MG_EMU_REGISTER(emu_gemm_6_1_128_64_4_4_reg,
+                "MoeGemm.cu<MG_BN=128,MG_CK=64,MG_CW=4,MG_ST=4,MG_SWIGLU=1,MG_TYPE=6>::moe_gemm",
+                emu_gemm_6_1_128_64_4_4_ns::emu_gemm_6_1_128_64_4_4, MoeGemmParams)
+
+#define MG_TYPE 3
+#define MG_SWIGLU 0
+#define MG_BN 128
+#define MG_CK 64
+#define MG_CW 8
+#define MG_ST 4
+#define moe_gemm emu_gemm_3_0_128_64_8_4
+namespace emu_gemm_3_0_128_64_8_4_ns {
+#include "kernels/cuda/MoeGemm.cu"
+}
+#undef moe_gemm
+#undef MG_TYPE
+#undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
+#undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
+#undef DEQ_TYPE
+#undef DEQ_QK
+#undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
+#undef MG_AV
+#undef MG_WV
+MG_EMU_REGISTER(emu_gemm_3_0_128_64_8_4_reg,
+                "MoeGemm.cu<MG_BN=128,MG_CK=64,MG_CW=8,MG_ST=4,MG_SWIGLU=0,MG_TYPE=3>::moe_gemm",
+                emu_gemm_3_0_128_64_8_4_ns::emu_gemm_3_0_128_64_8_4, MoeGemmParams)
+
+#define MG_TYPE 13
+#define MG_SWIGLU 1
+#define MG_BN 64
+#define MG_CK 256
+#define MG_CW 16
+#define MG_ST 3
+#define moe_gemm emu_gemm_13_1_64_256_16_3
+namespace emu_gemm_13_1_64_256_16_3_ns {
+#include "kernels/cuda/MoeGemm.cu"
+}
+#undef moe_gemm
+#undef MG_TYPE
+#undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
+#undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
+#undef DEQ_TYPE
+#undef DEQ_QK
+#undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
+#undef MG_AV
+#undef MG_WV
+MG_EMU_REGISTER(emu_gemm_13_1_64_256_16_3_reg,
+                "MoeGemm.cu<MG_BN=64,MG_CK=256,MG_CW=16,MG_ST=3,MG_SWIGLU=1,MG_TYPE=13>::moe_gemm",
+                emu_gemm_13_1_64_256_16_3_ns::emu_gemm_13_1_64_256_16_3, MoeGemmParams)
+
+#define MG_TYPE 12
+#define MG_SWIGLU 0
+#define MG_BN 64
+#define MG_CK 256
+#define MG_CW 16
+#define MG_ST 4
+#define moe_gemm emu_gemm_12_0_64_256_16_4
+namespace emu_gemm_12_0_64_256_16_4_ns {
+#include "kernels/cuda/MoeGemm.cu"
+}
+#undef moe_gemm
+#undef MG_TYPE
+#undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
+#undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
+#undef DEQ_TYPE
+#undef DEQ_QK
+#undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
+#undef MG_AV
+#undef MG_WV
+MG_EMU_REGISTER(emu_gemm_12_0_64_256_16_4_reg,
+                "MoeGemm.cu<MG_BN=64,MG_CK=256,MG_CW=16,MG_ST=4,MG_SWIGLU=0,MG_TYPE=12>::moe_gemm",
+                emu_gemm_12_0_64_256_16_4_ns::emu_gemm_12_0_64_256_16_4, MoeGemmParams)
+
+#define MG_TYPE 12
+#define MG_SWIGLU 1
+#define MG_BN 64
+#define MG_CK 256
+#define MG_CW 16
+#define MG_ST 4
+#define moe_gemm emu_gemm_12_1_64_256_16_4
+namespace emu_gemm_12_1_64_256_16_4_ns {
+#include "kernels/cuda/MoeGemm.cu"
+}
+#undef moe_gemm
+#undef MG_TYPE
+#undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
+#undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
+#undef DEQ_TYPE
+#undef DEQ_QK
+#undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
+#undef MG_AV
+#undef MG_WV
+MG_EMU_REGISTER(emu_gemm_12_1_64_256_16_4_reg,
+                "MoeGemm.cu<MG_BN=64,MG_CK=256,MG_CW=16,MG_ST=4,MG_SWIGLU=1,MG_TYPE=12>::moe_gemm",
+                emu_gemm_12_1_64_256_16_4_ns::emu_gemm_12_1_64_256_16_4, MoeGemmParams)
+
+#define MG_TYPE 14
+#define MG_SWIGLU 0
+#define MG_BN 64
+#define MG_CK 256
+#define MG_CW 2
+#define MG_ST 2
+#define moe_gemm emu_gemm_14_0_64_256_2_2
+namespace emu_gemm_14_0_64_256_2_2_ns {
+#include "kernels/cuda/MoeGemm.cu"
+}
+#undef moe_gemm
+#undef MG_TYPE
+#undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
+#undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
+#undef DEQ_TYPE
+#undef DEQ_QK
+#undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
+#undef MG_AV
+#undef MG_WV
+MG_EMU_REGISTER(emu_gemm_14_0_64_256_2_2_reg,
+                "MoeGemm.cu<MG_BN=64,MG_CK=256,MG_CW=2,MG_ST=2,MG_SWIGLU=0,MG_TYPE=14>::moe_gemm",
+                emu_gemm_14_0_64_256_2_2_ns::emu_gemm_14_0_64_256_2_2, MoeGemmParams)
+
+#define MG_TYPE 14
+#define MG_SWIGLU 1
+#define MG_BN 64
+#define MG_CK 256
+#define MG_CW 2
+#define MG_ST 2
+#define moe_gemm emu_gemm_14_1_64_256_2_2
+namespace emu_gemm_14_1_64_256_2_2_ns {
+#include "kernels/cuda/MoeGemm.cu"
+}
+#undef moe_gemm
+#undef MG_TYPE
+#undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
+#undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
+#undef DEQ_TYPE
+#undef DEQ_QK
+#undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
+#undef MG_AV
+#undef MG_WV
+MG_EMU_REGISTER(emu_gemm_14_1_64_256_2_2_reg,
+                "MoeGemm.cu<MG_BN=64,MG_CK=256,MG_CW=2,MG_ST=2,MG_SWIGLU=1,MG_TYPE=14>::moe_gemm",
+                emu_gemm_14_1_64_256_2_2_ns::emu_gemm_14_1_64_256_2_2, MoeGemmParams)
+
+#define MG_TYPE 11
+#define MG_SWIGLU 1
+#define MG_BN 64
+#define MG_CK 256
+#define MG_CW 2
+#define MG_ST 4
+#define moe_gemm emu_gemm_11_1_64_256_2_4
+namespace emu_gemm_11_1_64_256_2_4_ns {
+#include "kernels/cuda/MoeGemm.cu"
+}
+#undef moe_gemm
+#undef MG_TYPE
+#undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
+#undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
+#undef DEQ_TYPE
+#undef DEQ_QK
+#undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
+#undef MG_AV
+#undef MG_WV
+MG_EMU_REGISTER(emu_gemm_11_1_64_256_2_4_reg,
+                "MoeGemm.cu<MG_BN=64,MG_CK=256,MG_CW=2,MG_ST=4,MG_SWIGLU=1,MG_TYPE=11>::moe_gemm",
+                emu_gemm_11_1_64_256_2_4_ns::emu_gemm_11_1_64_256_2_4, MoeGemmParams)
+
+#define MG_TYPE 10
+#define MG_SWIGLU 0
+#define MG_BN 64
+#define MG_CK 256
+#define MG_CW 4
+#define MG_ST 4
+#define moe_gemm emu_gemm_10_0_64_256_4_4
+namespace emu_gemm_10_0_64_256_4_4_ns {
+#include "kernels/cuda/MoeGemm.cu"
+}
+#undef moe_gemm
+#undef MG_TYPE
+#undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
+#undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
+#undef DEQ_TYPE
+#undef DEQ_QK
+#undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
+#undef MG_AV
+#undef MG_WV
+MG_EMU_REGISTER(emu_gemm_10_0_64_256_4_4_reg,
+                "MoeGemm.cu<MG_BN=64,MG_CK=256,MG_CW=4,MG_ST=4,MG_SWIGLU=0,MG_TYPE=10>::moe_gemm",
+                emu_gemm_10_0_64_256_4_4_ns::emu_gemm_10_0_64_256_4_4, MoeGemmParams)
+
+#define MG_TYPE 23
+#define MG_SWIGLU 0
+#define MG_BN 64
+#define MG_CK 256
+#define MG_CW 8
+#define MG_ST 4
+#define moe_gemm emu_gemm_23_0_64_256_8_4
+namespace emu_gemm_23_0_64_256_8_4_ns {
+#include "kernels/cuda/MoeGemm.cu"
+}
+#undef moe_gemm
+#undef MG_TYPE
+#undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
+#undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
+#undef DEQ_TYPE
+#undef DEQ_QK
+#undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
+#undef MG_AV
+#undef MG_WV
+MG_EMU_REGISTER(emu_gemm_23_0_64_256_8_4_reg,
+                "MoeGemm.cu<MG_BN=64,MG_CK=256,MG_CW=8,MG_ST=4,MG_SWIGLU=0,MG_TYPE=23>::moe_gemm",
+                emu_gemm_23_0_64_256_8_4_ns::emu_gemm_23_0_64_256_8_4, MoeGemmParams)
+
+#define MG_TYPE 23
+#define MG_SWIGLU 1
+#define MG_BN 64
+#define MG_CK 256
+#define MG_CW 8
+#define MG_ST 4
+#define moe_gemm emu_gemm_23_1_64_256_8_4
+namespace emu_gemm_23_1_64_256_8_4_ns {
+#include "kernels/cuda/MoeGemm.cu"
+}
+#undef moe_gemm
+#undef MG_TYPE
+#undef MG_SWIGLU
+#undef MG_BN
+#undef MG_CK
+#undef MG_CW
+#undef MG_ST
+#undef MG_WIDE
+#undef MG_QK
+#undef MG_BB
+#undef DEQ_TYPE
+#undef DEQ_QK
+#undef DEQ_BYTES
+#undef MG_SEG
+#undef MG_LOW
+#undef MG_G
+#undef MG_MAXP
+#undef MG_SEGP
+#undef MG_AV
+#undef MG_WV
+MG_EMU_REGISTER(emu_gemm_23_1_64_256_8_4_reg,
+                "MoeGemm.cu<MG_BN=64,MG_CK=256,MG_CW=8,MG_ST=4,MG_SWIGLU=1,MG_TYPE=23>::moe_gemm",
+                emu_gemm_23_1_64_256_8_4_ns::emu_gemm_23_1_64_256_8_4, MoeGemmParams)
