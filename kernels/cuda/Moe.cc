@@ -157,6 +157,76 @@ int StorageCode(ir::DType d) {
   return d == ir::DType::kF32 ? 0 : d == ir::DType::kF16 ? 1 : d == ir::DType::kBF16 ? 2 : -1;
 }
 
+// moe_combine's launch: blocks of 256 threads over (token, 1024 columns).
+Launch CombineLaunch(const ir::Op& op, const MoeOperands& o, const MoeDims& d) {
+  Launch comb;
+  comb.kernel.module.file = kFile;
+  comb.kernel.module.defines =
+      MakeDefines({Def("MC_G", o.shared() ? StorageCode(op.operand(o.sh_gate_inp)->dtype()) : 0)});
+  comb.kernel.entry = "moe_combine";
+  comb.block = 256;
+  comb.grid = static_cast<uint32_t>((d.K + 1023) / 1024 * d.T);
+  return comb;
+}
+
+// One call's matrices as the device holds them: the routed experts (up0: the up projection of
+// expert 0, the second half of each expert's rows in a fused gate_up), the shared expert's.
+struct ExpertMatrices {
+  DeviceMatrix down, gate, sh_gate, sh_up, sh_down, sh_gate_inp;
+  uint64_t up0 = 0;
+  int64_t gate_expert = 0, down_expert = 0;  // bytes from one expert to the next
+};
+
+absl::StatusOr<ExpertMatrices> MatricesOf(const BindContext& c, const MoeOperands& o, const MoeDims& d) {
+  ExpertMatrices m;
+  MEMRA_ASSIGN_OR_RETURN(m.down, c.Matrix(o.down));
+  MEMRA_ASSIGN_OR_RETURN(m.gate, c.Matrix(o.gate));
+  for (const DeviceMatrix* x : {&m.down, &m.gate})
+    if (x->rows % d.E != 0)
+      return BindError(c.op(), absl::StrCat("an expert matrix has ", x->rows, " rows, not a multiple of ", d.E));
+  m.gate_expert = m.gate.rows / d.E * m.gate.row_bytes();
+  m.down_expert = m.down.rows / d.E * m.down.row_bytes();
+  m.up0 = m.gate.data + static_cast<uint64_t>(d.F * m.gate.row_bytes());
+  if (o.up >= 0) {
+    MEMRA_ASSIGN_OR_RETURN(DeviceMatrix up, c.Matrix(static_cast<unsigned>(o.up)));
+    m.up0 = up.data;
+  }
+  if (o.shared()) {
+    MEMRA_ASSIGN_OR_RETURN(m.sh_gate, c.Matrix(static_cast<unsigned>(o.sh_gate)));
+    MEMRA_ASSIGN_OR_RETURN(m.sh_up, c.Matrix(static_cast<unsigned>(o.sh_up)));
+    MEMRA_ASSIGN_OR_RETURN(m.sh_down, c.Matrix(static_cast<unsigned>(o.sh_down)));
+    MEMRA_ASSIGN_OR_RETURN(m.sh_gate_inp, c.Matrix(static_cast<unsigned>(o.sh_gate_inp)));
+  }
+  return m;
+}
+
+// The call's tokens (at most the selection's bucket T) and its scratch (at least `bytes`).
+absl::StatusOr<int64_t> CallTokens(const BindContext& c, const MoeOperands& o, const MoeDims& d, int64_t bytes) {
+  MEMRA_ASSIGN_OR_RETURN(auto xs, c.InShape(o.x));
+  const int64_t n_tok = Numel(xs) / d.K;
+  if (n_tok < 1 || n_tok > d.T) return BindError(c.op(), absl::StrCat(n_tok, " tokens, selected for at most ", d.T));
+  if (c.Scratch() == 0 || c.selection().scratch_bytes < bytes) return BindError(c.op(), "no scratch for the experts");
+  return n_tok;
+}
+
+// y = sum_i weights[t, i] o[t k + i] (+ os[t] sigmoid(x[t] . g)).
+void BindCombine(const BindContext& c, DeviceWork& w, int launch, const MoeOperands& o, const MoeDims& d,
+                 const ExpertMatrices& m, int64_t n_tok, uint64_t out, uint64_t os) {
+  MoeCombineParams cp{};
+  cp.o = out;
+  cp.weights = c.In(o.weights);
+  cp.y = c.Out(0);
+  cp.n_tok = static_cast<int>(n_tok);
+  cp.n = static_cast<int>(d.K);
+  cp.k = static_cast<int>(d.k);
+  if (o.shared()) {
+    cp.ys = os;
+    cp.x = c.In(o.x);
+    cp.g = m.sh_gate_inp.data;
+  }
+  w.Kernel(static_cast<uint32_t>(launch), cp);
+}
+
 // The decode plan: launches in order and the scratch they share. One pure function of the op and
 // its bucket shapes, so Select and Bind agree.
 struct DecodePlan {
@@ -268,16 +338,7 @@ absl::StatusOr<std::optional<DecodePlan>> PlanDecode(const ir::Op& op, const OpS
                                                        x_rows, false, 0, d.K, d.T, d.K);
                            }));
   }
-  MEMRA_ASSIGN_OR_RETURN(p.l_comb, add([&](const Target&) {
-                           Launch comb;
-                           comb.kernel.module.file = kFile;
-                           comb.kernel.module.defines = MakeDefines(
-                               {Def("MC_G", o.shared() ? StorageCode(op.operand(o.sh_gate_inp)->dtype()) : 0)});
-                           comb.kernel.entry = "moe_combine";
-                           comb.block = 256;
-                           comb.grid = static_cast<uint32_t>((d.K + 1023) / 1024 * d.T);
-                           return std::optional<Launch>(std::move(comb));
-                         }));
+  MEMRA_ASSIGN_OR_RETURN(p.l_comb, add([&](const Target&) { return std::optional<Launch>(CombineLaunch(op, o, d)); }));
   p.n_launches = n_launches;
   return std::optional<DecodePlan>(std::move(p));
 }
@@ -304,25 +365,13 @@ class MoeDecodeImpl : public GpuOpImpl {
       return BindError(op, "moe decode: stale selection (launches)");
     const DecodePlan& p = *plan;
     const MoeOperands o = OperandsOf(op);
-    MEMRA_ASSIGN_OR_RETURN(auto xs, c.InShape(o.x));
-    const int64_t n_tok = Numel(xs) / p.d.K;
-    if (n_tok < 1 || n_tok > p.d.T)
-      return BindError(op, absl::StrCat("moe decode: ", n_tok, " tokens, selected for <= ", p.d.T));
+    MEMRA_ASSIGN_OR_RETURN(const int64_t n_tok, CallTokens(c, o, p.d, p.bytes));
     const int64_t S = n_tok * p.d.k;
     const uint64_t scratch = c.Scratch();
-    if (scratch == 0 || c.selection().scratch_bytes < p.bytes) return BindError(op, "moe decode: no scratch");
-    MEMRA_ASSIGN_OR_RETURN(DeviceMatrix down, c.Matrix(o.down));
-    MEMRA_ASSIGN_OR_RETURN(DeviceMatrix gate, c.Matrix(o.gate));
-    for (const DeviceMatrix* m : {&down, &gate})
-      if (m->rows % p.d.E != 0) return BindError(op, "moe decode: an expert matrix's rows are not E experts");
-    uint64_t up0 = 0;
-    int64_t gate_expert = gate.rows / p.d.E * gate.row_bytes();
-    if (o.up >= 0) {
-      MEMRA_ASSIGN_OR_RETURN(DeviceMatrix up, c.Matrix(static_cast<unsigned>(o.up)));
-      up0 = up.data;
-    } else {
-      up0 = gate.data + static_cast<uint64_t>(p.d.F * gate.row_bytes());  // fused: rows F..2F-1 of each expert
-    }
+    MEMRA_ASSIGN_OR_RETURN(const ExpertMatrices m, MatricesOf(c, o, p.d));
+    const DeviceMatrix &down = m.down, &gate = m.gate, &sg = m.sh_gate, &su = m.sh_up, &sd = m.sh_down;
+    const uint64_t up0 = m.up0;
+    const int64_t gate_expert = m.gate_expert;
     const uint64_t xq = scratch + p.xq, h = scratch + p.h, hq = scratch + p.hq, out = scratch + p.o;
     const uint64_t hs = o.shared() ? (p.shared_h_apart ? scratch + p.hs : h + S * p.d.F * 4) : 0;
     const uint64_t hsq = p.shared_h_apart ? scratch + p.hsq : 0;
@@ -335,12 +384,6 @@ class MoeDecodeImpl : public GpuOpImpl {
       qp.n_tok = static_cast<int>(rows);
       w.Kernel(static_cast<uint32_t>(l), qp);
     };
-    DeviceMatrix sg, su, sd;
-    if (o.shared()) {
-      MEMRA_ASSIGN_OR_RETURN(sg, c.Matrix(static_cast<unsigned>(o.sh_gate)));
-      MEMRA_ASSIGN_OR_RETURN(su, c.Matrix(static_cast<unsigned>(o.sh_up)));
-      MEMRA_ASSIGN_OR_RETURN(sd, c.Matrix(static_cast<unsigned>(o.sh_down)));
-    }
     // The h rows the down launch quantizes: the routed slots, then (shared h below them) the shared rows.
     const int64_t h_rows = S + (o.shared() && !p.shared_h_apart ? n_tok : 0);
 
@@ -360,11 +403,7 @@ class MoeDecodeImpl : public GpuOpImpl {
       g.n_tok = static_cast<int>(n_tok);
       g.n_experts = static_cast<int>(p.d.E);
       if (o.shared() && !p.shared_gu_apart) g.s0 = sg.data, g.s1 = su.data, g.ys = hs, g.ns = static_cast<int>(p.d.Fs);
-      if (o.shared() && p.fused_down) {  // sigmoid(x . g) for gemv_q_moe_down
-        MEMRA_ASSIGN_OR_RETURN(DeviceMatrix gi, c.Matrix(static_cast<unsigned>(o.sh_gate_inp)));
-        g.g = gi.data;
-        g.gate = scratch + p.gate;
-      }
+      if (o.shared() && p.fused_down) g.g = m.sh_gate_inp.data, g.gate = scratch + p.gate;  // sigmoid(x . g)
       w.Kernel(static_cast<uint32_t>(p.l_gu), g);
       w.Count(2.0 * 2 * S * p.d.F * p.d.K, 2.0 * p.d.F * gate.row_bytes() * S);
       if (p.shared_gu_apart) {
@@ -385,7 +424,7 @@ class MoeDecodeImpl : public GpuOpImpl {
       g.xq = hq;
       g.ids = c.In(o.ids);
       g.wts = c.In(o.weights);
-      g.expert_bytes = down.rows / p.d.E * down.row_bytes();
+      g.expert_bytes = m.down_expert;
       g.n = static_cast<int>(p.d.K);
       g.n_slots = static_cast<int>(S);
       g.k = static_cast<int>(p.d.k);
@@ -404,7 +443,7 @@ class MoeDecodeImpl : public GpuOpImpl {
       g.x = h;
       g.xq = hq;
       g.ids = c.In(o.ids);
-      g.expert_bytes = down.rows / p.d.E * down.row_bytes();
+      g.expert_bytes = m.down_expert;
       g.n = static_cast<int>(p.d.K);
       g.n_slots = static_cast<int>(S);
       g.k = 1;
@@ -431,22 +470,7 @@ class MoeDecodeImpl : public GpuOpImpl {
       }
       if (o.shared()) w.Count(2.0 * n_tok * p.d.Fs * p.d.K, static_cast<double>(sd.bytes));
     }
-    {
-      MoeCombineParams cp{};
-      cp.o = out;
-      cp.weights = c.In(o.weights);
-      cp.y = c.Out(0);
-      cp.n_tok = static_cast<int>(n_tok);
-      cp.n = static_cast<int>(p.d.K);
-      cp.k = static_cast<int>(p.d.k);
-      if (o.shared()) {
-        MEMRA_ASSIGN_OR_RETURN(DeviceMatrix gi, c.Matrix(static_cast<unsigned>(o.sh_gate_inp)));
-        cp.ys = os;
-        cp.x = c.In(o.x);
-        cp.g = gi.data;
-      }
-      w.Kernel(static_cast<uint32_t>(p.l_comb), cp);
-    }
+    BindCombine(c, w, p.l_comb, o, p.d, m, n_tok, out, os);
     return absl::OkStatus();
   }
 
@@ -525,16 +549,7 @@ absl::StatusOr<std::optional<GroupedPlan>> PlanGrouped(const ir::Op& op, const O
     MEMRA_ASSIGN_OR_RETURN(p.l_dn_sh,
                            add([&](const Target& t) { return MoeGemmLaunch(t, sd, d.Fs, d.K, 1, d.T, false, false); }));
   }
-  MEMRA_ASSIGN_OR_RETURN(p.l_comb, add([&](const Target&) -> absl::StatusOr<Launch> {
-                           Launch comb;
-                           comb.kernel.module.file = kFile;
-                           comb.kernel.module.defines = MakeDefines(
-                               {Def("MC_G", o.shared() ? StorageCode(op.operand(o.sh_gate_inp)->dtype()) : 0)});
-                           comb.kernel.entry = "moe_combine";
-                           comb.block = 256;
-                           comb.grid = static_cast<uint32_t>((d.K + 1023) / 1024 * d.T);
-                           return comb;
-                         }));
+  MEMRA_ASSIGN_OR_RETURN(p.l_comb, add([&](const Target&) { return absl::StatusOr<Launch>(CombineLaunch(op, o, d)); }));
   p.n_launches = n;
   return std::optional<GroupedPlan>(std::move(p));
 }
@@ -561,32 +576,20 @@ class MoeGroupedImpl : public GpuOpImpl {
       return BindError(op, "moe grouped: stale selection (launches)");
     const GroupedPlan& p = *plan;
     const MoeOperands o = OperandsOf(op);
-    MEMRA_ASSIGN_OR_RETURN(auto xs, c.InShape(o.x));
-    const int64_t n_tok = Numel(xs) / p.d.K;
-    if (n_tok < 1 || n_tok > p.d.T)
-      return BindError(op, absl::StrCat("moe grouped: ", n_tok, " tokens, selected for <= ", p.d.T));
+    MEMRA_ASSIGN_OR_RETURN(const int64_t n_tok, CallTokens(c, o, p.d, p.bytes));
     const int64_t S = n_tok * p.d.k;
     const uint64_t scratch = c.Scratch();
-    if (scratch == 0 || c.selection().scratch_bytes < p.bytes) return BindError(op, "moe grouped: no scratch");
-    MEMRA_ASSIGN_OR_RETURN(DeviceMatrix down, c.Matrix(o.down));
-    MEMRA_ASSIGN_OR_RETURN(DeviceMatrix gate, c.Matrix(o.gate));
-    for (const DeviceMatrix* m : {&down, &gate})
-      if (m->rows % p.d.E != 0) return BindError(op, "moe grouped: an expert matrix's rows are not E experts");
-    const int64_t gate_rb = gate.row_bytes(), down_rb = down.row_bytes();
-    uint64_t up0 = gate.data + static_cast<uint64_t>(p.d.F * gate_rb);  // fused: rows F..2F-1 of each expert
-    if (o.up >= 0) {
-      MEMRA_ASSIGN_OR_RETURN(DeviceMatrix up, c.Matrix(static_cast<unsigned>(o.up)));
-      up0 = up.data;
-    }
+    MEMRA_ASSIGN_OR_RETURN(const ExpertMatrices m, MatricesOf(c, o, p.d));
+    const DeviceMatrix &down = m.down, &gate = m.gate;
     const uint64_t sort = scratch + p.sort, h = scratch + p.h, out = scratch + p.o;
     BindMoeSort(w, static_cast<uint32_t>(p.l_sort), c.In(o.ids), S, p.d.E, p.S, sort);
     MoeGemmArgs gu;
     gu.a = c.In(o.x);
     gu.a_row_div = p.d.k;
     gu.w0 = gate.data;
-    gu.w1 = up0;
-    gu.expert_bytes = gate.rows / p.d.E * gate_rb;
-    gu.row_bytes = gate_rb;
+    gu.w1 = m.up0;
+    gu.expert_bytes = m.gate_expert;
+    gu.row_bytes = gate.row_bytes();
     gu.y = h;
     gu.n_slots = S;
     gu.max_slots = p.S;
@@ -595,16 +598,12 @@ class MoeGroupedImpl : public GpuOpImpl {
     gu.E = p.d.E;
     gu.sort_scratch = sort;
     BindMoeGemm(w, static_cast<uint32_t>(p.l_gu), gu);
-    DeviceMatrix sg, su, sd;
     if (o.shared()) {
-      MEMRA_ASSIGN_OR_RETURN(sg, c.Matrix(static_cast<unsigned>(o.sh_gate)));
-      MEMRA_ASSIGN_OR_RETURN(su, c.Matrix(static_cast<unsigned>(o.sh_up)));
-      MEMRA_ASSIGN_OR_RETURN(sd, c.Matrix(static_cast<unsigned>(o.sh_down)));
       MoeGemmArgs s;
       s.a = c.In(o.x);
-      s.w0 = sg.data;
-      s.w1 = su.data;
-      s.row_bytes = sg.row_bytes();
+      s.w0 = m.sh_gate.data;
+      s.w1 = m.sh_up.data;
+      s.row_bytes = m.sh_gate.row_bytes();
       s.y = scratch + p.hs;
       s.n_slots = n_tok;
       s.max_slots = p.d.T;
@@ -615,8 +614,8 @@ class MoeGroupedImpl : public GpuOpImpl {
     MoeGemmArgs dn;
     dn.a = h;
     dn.w0 = down.data;
-    dn.expert_bytes = down.rows / p.d.E * down_rb;
-    dn.row_bytes = down_rb;
+    dn.expert_bytes = m.down_expert;
+    dn.row_bytes = down.row_bytes();
     dn.y = out;
     dn.n_slots = S;
     dn.max_slots = p.S;
@@ -628,8 +627,8 @@ class MoeGroupedImpl : public GpuOpImpl {
     if (o.shared()) {
       MoeGemmArgs s;
       s.a = scratch + p.hs;
-      s.w0 = sd.data;
-      s.row_bytes = sd.row_bytes();
+      s.w0 = m.sh_down.data;
+      s.row_bytes = m.sh_down.row_bytes();
       s.y = scratch + p.os;
       s.n_slots = n_tok;
       s.max_slots = p.d.T;
@@ -637,20 +636,7 @@ class MoeGroupedImpl : public GpuOpImpl {
       s.K = p.d.Fs;
       BindMoeGemm(w, static_cast<uint32_t>(p.l_dn_sh), s);
     }
-    MoeCombineParams cp{};
-    cp.o = out;
-    cp.weights = c.In(o.weights);
-    cp.y = c.Out(0);
-    cp.n_tok = static_cast<int>(n_tok);
-    cp.n = static_cast<int>(p.d.K);
-    cp.k = static_cast<int>(p.d.k);
-    if (o.shared()) {
-      MEMRA_ASSIGN_OR_RETURN(DeviceMatrix gi, c.Matrix(static_cast<unsigned>(o.sh_gate_inp)));
-      cp.ys = scratch + p.os;
-      cp.x = c.In(o.x);
-      cp.g = gi.data;
-    }
-    w.Kernel(static_cast<uint32_t>(p.l_comb), cp);
+    BindCombine(c, w, p.l_comb, o, p.d, m, n_tok, out, scratch + p.os);
     return absl::OkStatus();
   }
 
