@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # The benchmark half of bench/gpu_suite.sh: generates the `memra gen` presets 0.8b and 9b in
 # bf16 on the GPU machine (they do not travel) and runs `memra bench` on each (llama-bench's
-# layout). Usage: gpu_bench.sh BIN_DIR OUT_DIR [PRESET[:DTYPE]...]   (e.g. 0.8b 9b 9b:q8_0 35b-a3b:q8_0)
+# layout). Usage: gpu_bench.sh BIN_DIR OUT_DIR [PRESET[:DTYPE]...] [kernels]   (e.g. 0.8b 9b 9b:q8_0
+# 35b-a3b:q8_0; `kernels` adds memra-kernel-bench)
 set -uo pipefail
 bin=${1:?bin dir}; out=${2:?out dir}; shift 2
 presets=${*:-0.8b 9b}
 models=${MEMRA_BENCH_MODELS:-/tmp/memra-models}
 mkdir -p "$models"
 : > "$out/bench.txt"
-# Kernel microbenchmarks (no model): the decode GEMV variants vs cuBLASLt at the 9B's shapes.
-if [ -x "$bin/memra-kernel-bench" ]; then
+# Kernel microbenchmarks (no model): the decode GEMV variants vs cuBLASLt at the 9B's shapes; only
+# when `kernels` is among the presets (they take minutes of device time).
+want_kernels=0
+rest=()
+for spec in $presets; do [ "$spec" = kernels ] && want_kernels=1 || rest+=("$spec"); done
+presets="${rest[*]}"
+if [ "$want_kernels" = 1 ] && [ -x "$bin/memra-kernel-bench" ]; then
   "$bin/memra-kernel-bench" > "$out/kernel-bench.txt" 2>&1
   cat "$out/kernel-bench.txt"
   { echo; echo '```'; cat "$out/kernel-bench.txt"; echo '```'; echo; } >> "$out/bench.txt"
