@@ -1,10 +1,11 @@
 // Checks kernels/cuda/MoeGemm.cu without a GPU (moegemm_run.sh): moe_sort and moe_gemm run in the
-// host emulation (MoeGemmEmuKernels.cc) through MoeGemm.h's launches and binds, host pointers
+// host emulation (MoeGemmEmuConfig.cc) through MoeGemm.h's launches and binds, host pointers
 // standing in for device addresses; the same checks as tests/cuda/MoeGemm_test (the host counting
 // sort byte for byte; outputs NaN-poisoned with a guard, nmse against the f64 reference of the
 // bf16-rounded inputs) on small shapes: every storage the emulation has, plain / swiglu (fused and
 // two tensors), experts with no slot and with several m-tiles, ragged N, ids outside [0, E), the
-// identity grouping.
+// identity grouping. `--list` prints the module keys the cases launch instead (moegemm_run.sh
+// compiles one MoeGemmEmuConfig.cc per key).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -46,6 +47,14 @@ int failures = 0;
   } while (0)
 
 uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+bool listing = false;  // --list
+// --list: prints the launches' module keys; the case then stops there.
+bool Listed(const std::vector<kc::Launch>& launches) {
+  if (listing)
+    for (const kc::Launch& l : launches) std::printf("%s\n", l.kernel.module.Key().c_str());
+  return listing;
+}
 
 void Issue(const std::vector<kc::Launch>& launches, const kc::DeviceWork& work) {
   for (const kc::DeviceAction& a : work.actions()) {
@@ -122,6 +131,7 @@ void SortCase(int64_t T, int64_t k, int64_t E, bool bad) {
   const kc::MoeSortScratchLayout lay = kc::MoeSortLayout(E, n);
   std::vector<uint32_t> scratch(lay.bytes / 4, kPoison);
   std::vector<kc::Launch> launches = {*kc::MoeSortLaunch(t, E, n)};
+  if (Listed(launches)) return;
   kc::DeviceWork work;
   kc::BindMoeSort(work, 0, Addr(ids.data()), n, E, n, Addr(scratch.data()));
   Issue(launches, work);
@@ -187,6 +197,7 @@ void GemmCase(const Gemm& c, uint32_t seed) {
   CHECK(lg.ok(), lg.status().ToString());
   if (!lg.ok()) return;
   launches.push_back(*lg);
+  if (Listed(launches)) return;
   kc::MoeGemmArgs g;
   g.a = Addr(a.data());
   g.a_row_div = a_div;
@@ -248,7 +259,8 @@ void GemmCase(const Gemm& c, uint32_t seed) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string only = argc > 1 ? argv[1] : "";
+  listing = argc > 1 && std::string(argv[1]) == "--list";
+  const std::string only = argc > 1 && !listing ? argv[1] : "";
   auto want = [&](const std::string& name) { return only.empty() || name.find(only) != std::string::npos; };
   if (want("moe_sort")) {
     SortCase(77, 2, 8, true);
@@ -293,6 +305,7 @@ int main(int argc, char** argv) {
   uint32_t seed = 11;
   for (const Gemm& g : cases)
     if (want(g.name)) GemmCase(g, seed++);
+  if (listing) return failures == 0 ? 0 : 1;
   std::printf("moegemm-emu: %d failure(s)\n", failures);
   return failures == 0 ? 0 : 1;
 }
