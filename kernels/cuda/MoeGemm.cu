@@ -234,7 +234,7 @@ __device__ __forceinline__ uint4 mg_weights8(const u8* seg, int k) {
 }
 
 #if defined(MG_HOST_EMULATION)
-// tests/cuda/emulation/MoeGemmEmuKernels.cc: ldmatrix and mma.sync by their PTX definitions;
+// tests/cuda/emulation/MoeGemmEmuConfig.cc: ldmatrix and mma.sync by their PTX definitions;
 // cp.async as CudaHostEmulation.h's queued copies (performed by the wait covering their group).
 __device__ __forceinline__ void mg_ldmatrix_x4(u32* r, const void* p) { mg_emu_ldmatrix_x4(r, p); }
 __device__ __forceinline__ void mg_mma(float* d, const u32* a, u32 b0, u32 b1) { mg_emu_mma(d, a, b0, b1); }

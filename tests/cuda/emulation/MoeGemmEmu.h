@@ -1,6 +1,7 @@
 // The interface between the two halves of MoeGemm.cu's host emulation (moegemm_run.sh):
-// MoeGemmEmuKernels.cc (the kernels over CudaHostEmulation.h, which cannot share a translation unit
-// with the host headers) and MoeGemmEmuMain.cc (cases, MoeGemm.h's launches and binds, reference).
+// MoeGemmEmuConfig.cc, compiled once per module key, + MoeGemmEmuLaunch.cc (the kernels over
+// CudaHostEmulation.h, which cannot share a translation unit with the host headers, and their
+// registry) and MoeGemmEmuMain.cc (cases, MoeGemm.h's launches and binds, reference).
 #pragma once
 
 #include <string>
