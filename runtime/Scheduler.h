@@ -136,7 +136,8 @@ class Scheduler {
   absl::Status Cancel(RequestId id);
 
   // One iteration: admit, build the batch, execute it, sample, stream. A step with nothing to
-  // run does nothing. An Execute error ends every request of the batch with reason error and is
+  // run does nothing. Non-finite logits end only their request (reason error, the event's error
+  // names the step). An Execute error ends every request of the batch with reason error and is
   // returned (the other requests stay and later steps can run). A slot whose reset failed is
   // never reused and that error is returned by this and every later Step.
   absl::Status Step();

@@ -1,10 +1,10 @@
 // The Scheduler (runtime/Scheduler.h) over SessionSlots (one CPU Session per slot) on the tiny
 // f32 fixture, memra run's pipeline: every request's tokens equal Session::Generate's for the
-// same prompt and parameters, alone, among 8, with staggered arrivals and queued past the slot
-// count (greedy and seeded sampling); cancellation frees the slot at once and leaves nothing for
-// the next request; stop ids, stop strings, max_tokens, logprobs and the refusals; the token
-// budget per step and decode rows in every step. A recording backend between the scheduler and
-// the slots sees every StepBatch.
+// same prompt and parameters, alone, among 8 and 32, with staggered arrivals and queued past the
+// slot count (greedy and seeded sampling); cancellation frees the slot at once and leaves nothing
+// for the next request; stop ids, stop strings, max_tokens, logprobs, the tokenizer's text, the
+// refusals and a failing step; the token budget per step and decode rows in every step. A recording backend between the
+// scheduler and the slots sees every StepBatch.
 #include "runtime/Scheduler.h"
 
 #include <algorithm>
@@ -559,6 +559,92 @@ TEST_F(SchedulerTest, TokenBudgetAndNoDecodeStarvation) {
   }
   for (size_t i = 0; i < ids.size(); ++i)
     EXPECT_EQ(sink.out[ids[i]].tokens, Reference(*ref_, prompts[i % prompts.size()], 12)) << "request " << ids[i];
+}
+
+// 32 requests at once on 32 slots (issue 15's 1 vs 8 vs 32): each gives its solo tokens.
+TEST_F(SchedulerTest, ThirtyTwoConcurrentGreedy) {
+  const auto base = Prompts();
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 32; ++i) {
+    prompts.push_back(base[i % base.size()]);
+    prompts.back().push_back(3 + 'a' + i);  // 32 distinct prompts
+  }
+  auto slots = Slots(32);
+  ASSERT_NE(slots, nullptr);
+  auto sched = Scheduler::Create(*slots, SchedOpts(160));
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  Sink sink;
+  std::vector<RequestId> ids;
+  for (const auto& p : prompts) ids.push_back(*(*sched)->Submit(Greedy(p, 10), sink.sink()));
+  ASSERT_TRUE((*sched)->RunToCompletion().ok());
+  for (size_t i = 0; i < ids.size(); ++i)
+    EXPECT_EQ(sink.out[ids[i]].tokens, Reference(*ref_, prompts[i], 10)) << "prompt " << i;
+}
+
+// The model's tokenizer as the detokenizer: the streamed text is Session::Generate's (its
+// per-token text and the flushed tail), and a stop string cuts it.
+TEST_F(SchedulerTest, TokenizerText) {
+  ASSERT_NE(ref_->tokenizer(), nullptr) << ref_->tokenizer_status();
+  const auto prompt = Prompts()[3];
+  ASSERT_TRUE(ref_->Reset().ok());
+  GenerationParams gp;
+  gp.n_predict = kGen;
+  gp.stop_at_eog = false;
+  std::string want;
+  auto st = ref_->Generate(prompt, gp, [&](int32_t, absl::string_view text) {
+    want += std::string(text);
+    return true;
+  });
+  ASSERT_TRUE(st.ok()) << st.status();
+  ASSERT_FALSE(want.empty());
+  auto slots = Slots(1);
+  ASSERT_NE(slots, nullptr);
+  SchedulerOptions o = SchedOpts(512);
+  o.detokenizer = TokenizerDetokenizer(*ref_->tokenizer());
+  auto sched = Scheduler::Create(*slots, o);
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  Sink sink;
+  const RequestId id = *(*sched)->Submit(Greedy(prompt, kGen), sink.sink());
+  ASSERT_TRUE((*sched)->RunToCompletion().ok());
+  EXPECT_EQ(sink.out[id].tokens, st->tokens);
+  EXPECT_EQ(sink.out[id].text, want);
+}
+
+// A failing step ends the requests of its batch with reason error and the step's message; the
+// queued request after them runs normally on the reset slots.
+TEST_F(SchedulerTest, StepErrorEndsItsRequests) {
+  class FailOnce : public Recording {
+   public:
+    using Recording::Recording;
+    absl::StatusOr<std::vector<std::vector<float>>> Execute(const StepBatch& batch) override {
+      if (++calls == 3) return absl::UnavailableError("injected");
+      return Recording::Execute(batch);
+    }
+    int calls = 0;
+  };
+  const auto prompts = Prompts();
+  auto slots = Slots(2);
+  ASSERT_NE(slots, nullptr);
+  FailOnce fail(*slots);
+  auto sched = Scheduler::Create(fail, SchedOpts(512));
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  Sink sink;
+  const RequestId a = *(*sched)->Submit(Greedy(prompts[0], kGen), sink.sink());
+  const RequestId b = *(*sched)->Submit(Greedy(prompts[1], kGen), sink.sink());
+  const RequestId c = *(*sched)->Submit(Greedy(prompts[5], kGen), sink.sink());
+  ASSERT_TRUE((*sched)->Step().ok());
+  ASSERT_TRUE((*sched)->Step().ok());
+  const absl::Status err = (*sched)->Step();
+  EXPECT_EQ(err.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(err.message(), "step 3: injected");
+  for (RequestId id : {a, b}) {
+    EXPECT_EQ(sink.out[id].reason, FinishReason::kError) << "request " << id;
+    EXPECT_EQ(sink.out[id].tokens.size(), 2u);
+    EXPECT_EQ(sink.out[id].events.back().error, err);
+  }
+  EXPECT_EQ((*sched)->stats().free_slots, 2);
+  ASSERT_TRUE((*sched)->RunToCompletion().ok());
+  EXPECT_EQ(sink.out[c].tokens, Reference(*ref_, prompts[5], kGen));
 }
 
 TEST(StopStringFilter, HoldsBackPossiblePrefixes) {
