@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "ir/StatusMacros.h"
 #include "runtime/Logits.h"
+#include "runtime/StopStrings.h"
 
 namespace memra::runtime {
 

@@ -28,7 +28,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -37,7 +36,6 @@
 #include "kernels/cpu/Sampling.h"
 #include "runtime/BatchBackend.h"
 #include "runtime/Detokenizer.h"
-#include "runtime/StopStrings.h"
 
 namespace memra::runtime {
 
