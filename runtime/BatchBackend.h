@@ -1,0 +1,62 @@
+// What the Scheduler (runtime/Scheduler.h) asks of an engine: a pool of sequence slots, each
+// with its own state (KV cache, conv ring, delta-net state, position), and one operation that
+// runs a step, a flat batch of token runs from several slots (docs/design/sequences.md §5).
+//
+// Today's implementation is runtime/SessionSlots.h: one CPU Session per slot, entries run one
+// after another. The batched executor of issue 15 (items 1-2: slots in the IR, varlen prefill,
+// batched decode, one launch per step) implements the same interface, so the scheduler and its
+// tests do not change when it lands.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace memra::runtime {
+
+// sequences.md §5's seq_kind: which kernel class a run's rows belong to, and whether it is
+// sampled (decode rows and the last chunk of a prompt are; other prompt chunks only fill state).
+enum class EntryKind {
+  kDecode = 1,           // one generated token, sampled
+  kPromptChunk = 2,      // prompt rows that do not end the prompt
+  kLastPromptChunk = 3,  // prompt rows that end it, sampled (the last row's logits)
+};
+
+// One entry of a step: `tokens` run in `slot` at positions first_pos, first_pos + 1, ...
+struct StepEntry {
+  int slot = 0;
+  int64_t first_pos = 0;
+  EntryKind kind = EntryKind::kDecode;
+  std::vector<int32_t> tokens;
+  int64_t request = 0;  // the scheduler's request id (for traces and tests; backends ignore it)
+  bool sampled() const { return kind != EntryKind::kPromptChunk; }
+};
+
+// A step: decode entries first, then prompt chunks in admission order (the §5 entry order).
+// Every slot appears at most once.
+struct StepBatch {
+  std::vector<StepEntry> entries;
+  int64_t rows() const {
+    int64_t n = 0;
+    for (const auto& e : entries) n += static_cast<int64_t>(e.tokens.size());
+    return n;
+  }
+};
+
+class BatchBackend {
+ public:
+  virtual ~BatchBackend() = default;
+  virtual int slots() const = 0;
+  // Positions each slot holds (prompt + generated tokens of one sequence).
+  virtual int64_t ctx_per_slot() const = 0;
+  virtual int64_t n_vocab() const = 0;
+  // Zeroes slot `slot`'s state (position 0): the next sequence there starts fresh.
+  virtual absl::Status ResetSlot(int slot) = 0;
+  // Runs every entry of `batch`, each continuing its slot's sequence (first_pos must equal the
+  // slot's position). Returns one vector per entry, in entry order: the n_vocab logits of the
+  // entry's last row when it is sampled(), empty otherwise.
+  virtual absl::StatusOr<std::vector<std::vector<float>>> Execute(const StepBatch& batch) = 0;
+};
+
+}  // namespace memra::runtime

@@ -1,0 +1,321 @@
+#include "runtime/Scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "ir/StatusMacros.h"
+#include "runtime/Logits.h"
+#include "runtime/StopStrings.h"
+
+namespace memra::runtime {
+
+struct Scheduler::Seq {
+  RequestId id = 0;
+  Request req;
+  TokenSink sink;
+  int slot = -1;                 // -1 while queued
+  int64_t pos = 0;               // tokens the slot holds
+  int64_t prefilled = 0;         // prompt tokens in the slot
+  int64_t generated = 0;         // tokens sampled
+  std::vector<int32_t> history;  // prompt + sampled tokens (the penalties' window)
+  std::mt19937_64 rng;
+  std::unique_ptr<Detokenizer> detok;
+  std::unique_ptr<StopStringFilter> stops;
+  bool cancelled = false;  // Cancel() inside a step, applied before Step returns
+  bool text_done = false;  // a stop string matched: no more text
+
+  int64_t prompt_size() const { return static_cast<int64_t>(req.prompt.size()); }
+  bool decoding() const { return slot >= 0 && prefilled == prompt_size(); }
+  Usage usage() const { return {prompt_size(), generated}; }
+};
+
+absl::string_view FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone:
+      return "";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
+  }
+  return "";
+}
+
+namespace {
+
+// log_softmax of the raw logits: the chosen token's value and the n largest (n > 0).
+void FillLogprobs(const std::vector<float>& logits, int32_t chosen, int n, TokenEvent& e) {
+  float mx = -INFINITY;
+  for (float x : logits) mx = std::max(mx, x);
+  double sum = 0.0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - mx);
+  const double lse = mx + std::log(sum);
+  e.logprob = static_cast<float>(logits[chosen] - lse);
+  if (n <= 0) return;
+  for (const auto& c : kernels::cpu::TopKCandidates(logits.data(), static_cast<int64_t>(logits.size()), n))
+    e.top.push_back({c.id, static_cast<float>(c.logit - lse)});
+}
+
+}  // namespace
+
+Scheduler::Scheduler(BatchBackend& backend, SchedulerOptions options)
+    : backend_(backend), options_(std::move(options)), slot_free_(backend.slots(), true) {}
+
+Scheduler::~Scheduler() = default;
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(BatchBackend& backend, SchedulerOptions options) {
+  if (backend.slots() < 1) return absl::InvalidArgumentError("the backend has no slots");
+  if (options.prefill_align < 1)
+    return absl::InvalidArgumentError(absl::StrCat("prefill_align must be >= 1 (got ", options.prefill_align, ")"));
+  // Below the slot count a full house could not decode in one step; below the alignment a prompt
+  // longer than the budget could never get a chunk.
+  const int64_t least = std::max<int64_t>(backend.slots(), options.prefill_align);
+  if (options.step_tokens < least)
+    return absl::InvalidArgumentError(absl::StrCat("step_tokens ", options.step_tokens, " is below ", least,
+                                                   " (max of the backend's ", backend.slots(),
+                                                   " slots and prefill_align ", options.prefill_align, ")"));
+  return std::unique_ptr<Scheduler>(new Scheduler(backend, std::move(options)));
+}
+
+absl::StatusOr<RequestId> Scheduler::Submit(Request request, TokenSink sink) {
+  const int64_t p = static_cast<int64_t>(request.prompt.size());
+  const int64_t ctx = backend_.ctx_per_slot();
+  const int64_t vocab = backend_.n_vocab();
+  if (p == 0) return absl::InvalidArgumentError("the request's prompt is empty");
+  // The prompt's positions plus at least one generated token must fit one slot.
+  if (p >= ctx)
+    return absl::OutOfRangeError(absl::StrCat("the prompt has ", p, " tokens but the per-slot context is ", ctx,
+                                              " tokens (at most ", ctx - 1,
+                                              " prompt tokens leave room for a generated one)"));
+  for (int64_t i = 0; i < p; ++i)
+    if (request.prompt[i] < 0 || request.prompt[i] >= vocab)
+      return absl::InvalidArgumentError(absl::StrCat("token id ", request.prompt[i], " at prompt position ", i,
+                                                     " is outside the vocabulary [0, ", vocab, ")"));
+  if (request.max_tokens < 1)
+    return absl::InvalidArgumentError(absl::StrCat("max_tokens must be >= 1 (got ", request.max_tokens, ")"));
+  MEMRA_RETURN_IF_ERROR(kernels::cpu::CheckSamplingParams(request.sampling));
+  if (request.logprobs < -1 || request.logprobs > vocab)
+    return absl::InvalidArgumentError(
+        absl::StrCat("logprobs must be in [-1, ", vocab, "] (got ", request.logprobs, ")"));
+  for (const auto& s : request.stop_strings)
+    if (s.empty()) return absl::InvalidArgumentError("a stop string is empty");
+  if (!request.stop_strings.empty() && !options_.detokenizer)
+    return absl::FailedPreconditionError("stop strings need text: the scheduler has no detokenizer");
+
+  auto seq = std::make_unique<Seq>();
+  seq->id = next_id_++;
+  seq->req = std::move(request);
+  seq->req.max_tokens = std::min(seq->req.max_tokens, ctx - p);
+  seq->sink = std::move(sink);
+  seq->history = seq->req.prompt;
+  seq->rng.seed(seq->req.seed);
+  if (options_.detokenizer) seq->detok = options_.detokenizer();
+  seq->stops = std::make_unique<StopStringFilter>(seq->req.stop_strings);
+  const RequestId id = seq->id;
+  queue_.push_back(id);
+  seqs_.emplace(id, std::move(seq));
+  return id;
+}
+
+void Scheduler::Admit() {
+  while (!queue_.empty()) {
+    auto free = std::find(slot_free_.begin(), slot_free_.end(), true);
+    if (free == slot_free_.end()) return;
+    Seq& seq = *seqs_.at(queue_.front());
+    queue_.pop_front();
+    // Slots are reset when released, so a fresh one needs no reset here.
+    *free = false;
+    seq.slot = static_cast<int>(free - slot_free_.begin());
+    running_.push_back(seq.id);
+  }
+}
+
+StepBatch Scheduler::BuildBatch() const {
+  StepBatch b;
+  // Every running request decodes every step: decode rows never wait behind prompts.
+  for (RequestId id : running_) {
+    const Seq& s = *seqs_.at(id);
+    if (s.decoding()) b.entries.push_back({s.slot, s.pos, EntryKind::kDecode, {s.history.back()}, s.id});
+  }
+  int64_t budget = options_.step_tokens - static_cast<int64_t>(b.entries.size());
+  // Prompt chunks in admission order: the oldest prompt takes what it can, then the next.
+  for (RequestId id : running_) {
+    const Seq& s = *seqs_.at(id);
+    if (s.decoding()) continue;
+    const int64_t left = s.prompt_size() - s.prefilled;
+    const int64_t n = left <= budget ? left : budget / options_.prefill_align * options_.prefill_align;
+    if (n == 0) break;
+    StepEntry e{s.slot, s.pos, n == left ? EntryKind::kLastPromptChunk : EntryKind::kPromptChunk, {}, s.id};
+    e.tokens.assign(s.req.prompt.begin() + s.prefilled, s.req.prompt.begin() + s.prefilled + n);
+    b.entries.push_back(std::move(e));
+    budget -= n;
+  }
+  return b;
+}
+
+absl::Status Scheduler::Step() {
+  if (in_step_) return absl::FailedPreconditionError("Step() called from inside a step (a sink)");
+  in_step_ = true;
+  Admit();
+  StepBatch batch = BuildBatch();
+  if (batch.entries.empty()) {
+    in_step_ = false;
+    return slot_error_;
+  }
+  ++steps_;
+  rows_ += batch.rows();
+  absl::StatusOr<std::vector<std::vector<float>>> out = backend_.Execute(batch);
+  if (!out.ok()) {
+    const absl::Status err(out.status().code(), absl::StrCat("step ", steps_, ": ", out.status().message()));
+    for (const auto& e : batch.entries)
+      if (auto it = seqs_.find(e.request); it != seqs_.end() && !it->second->cancelled)
+        Finish(*it->second, FinishReason::kError, TokenEvent{}, err);
+    ApplyDeferredCancels();
+    in_step_ = false;
+    return err;
+  }
+  for (size_t i = 0; i < batch.entries.size(); ++i) {
+    const StepEntry& e = batch.entries[i];
+    auto it = seqs_.find(e.request);
+    if (it == seqs_.end() || it->second->cancelled) continue;  // cancelled by a sink this step
+    Seq& seq = *it->second;
+    seq.pos += static_cast<int64_t>(e.tokens.size());
+    if (e.kind != EntryKind::kDecode) seq.prefilled += static_cast<int64_t>(e.tokens.size());
+    if (e.sampled()) SampleAndEmit(seq, (*out)[i]);
+  }
+  ApplyDeferredCancels();
+  in_step_ = false;
+  return slot_error_;
+}
+
+void Scheduler::SampleAndEmit(Seq& seq, const std::vector<float>& logits) {
+  const int64_t vocab = backend_.n_vocab();
+  TokenEvent ev;
+  absl::Status bad =
+      static_cast<int64_t>(logits.size()) == vocab
+          ? CheckFiniteLogits(logits.data(), vocab,
+                              seq.generated == 0 ? absl::StrCat("the prompt (", seq.prompt_size(), " tokens)")
+                                                 : absl::StrCat("decode step ", seq.generated))
+          : absl::InternalError(absl::StrCat("the backend returned ", logits.size(),
+                                             " logits for a sampled entry (n_vocab ", vocab, ")"));
+  if (!bad.ok()) {
+    Finish(seq, FinishReason::kError, std::move(ev),
+           absl::Status(bad.code(), absl::StrCat("request ", seq.id, ": ", bad.message())));
+    return;
+  }
+  const int32_t token = kernels::cpu::SampleToken(logits.data(), vocab, seq.req.sampling, seq.rng, seq.history);
+  seq.history.push_back(token);
+  ++seq.generated;
+  ev.token = token;
+  if (seq.req.logprobs >= 0) FillLogprobs(logits, token, seq.req.logprobs, ev);
+
+  FinishReason reason = FinishReason::kNone;
+  const bool stop_id = std::find(seq.req.stop_ids.begin(), seq.req.stop_ids.end(), token) != seq.req.stop_ids.end();
+  if (stop_id) {
+    reason = FinishReason::kStop;  // the stop token's own text is not shown
+  } else if (seq.detok) {
+    StopStringFilter::Result r = seq.stops->Push(seq.detok->Push(token));
+    ev.text = std::move(r.emit);
+    if (r.stopped) {
+      reason = FinishReason::kStop;
+      seq.text_done = true;
+    }
+  }
+  if (reason == FinishReason::kNone && seq.generated == seq.req.max_tokens) reason = FinishReason::kLength;
+  if (reason == FinishReason::kNone) {
+    ev.id = seq.id;
+    ev.usage = seq.usage();
+    if (seq.sink) seq.sink(ev);
+    return;
+  }
+  Finish(seq, reason, std::move(ev));
+}
+
+void Scheduler::Finish(Seq& seq, FinishReason reason, TokenEvent ev, absl::Status error) {
+  // Text still held back (an incomplete UTF-8 tail, a possible stop-string prefix) ends the
+  // stream, unless a stop string already cut it.
+  if (seq.detok && !seq.text_done) {
+    StopStringFilter::Result r = seq.stops->Push(seq.detok->Flush());
+    ev.text += r.emit;
+    if (!r.stopped) ev.text += seq.stops->Flush();
+    // A stop string completed by the flushed tail ends a max_tokens request as a stop.
+    if (r.stopped && reason == FinishReason::kLength) reason = FinishReason::kStop;
+  }
+  ev.id = seq.id;
+  ev.last = true;
+  ev.reason = reason;
+  ev.error = std::move(error);
+  ev.usage = seq.usage();
+  if (seq.slot >= 0) {
+    running_.erase(std::find(running_.begin(), running_.end(), seq.id));
+    // Reset at release, so a cancelled or finished request leaves no state behind.
+    absl::Status st = backend_.ResetSlot(seq.slot);
+    if (st.ok())
+      slot_free_[seq.slot] = true;
+    else if (slot_error_.ok())
+      slot_error_ = absl::Status(st.code(), absl::StrCat("resetting slot ", seq.slot, " (its request ", seq.id,
+                                                         " ended): ", st.message(), "; the slot is not reused"));
+  } else {
+    queue_.erase(std::find(queue_.begin(), queue_.end(), seq.id));
+  }
+  // The sink may Submit or Cancel: forget the request before calling it.
+  std::unique_ptr<Seq> owned = std::move(seqs_.at(seq.id));
+  seqs_.erase(seq.id);
+  if (owned->sink) owned->sink(ev);
+}
+
+absl::Status Scheduler::Cancel(RequestId id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end() || it->second->cancelled)
+    return absl::NotFoundError(absl::StrCat("request ", id, " is not queued or running"));
+  if (in_step_) {
+    it->second->cancelled = true;
+    deferred_cancels_.push_back(id);
+    return absl::OkStatus();
+  }
+  const absl::Status before = slot_error_;
+  Finish(*it->second, FinishReason::kCancelled, TokenEvent{});
+  return before.ok() ? slot_error_ : absl::OkStatus();
+}
+
+void Scheduler::ApplyDeferredCancels() {
+  // Finish may run sinks that cancel more: take the list first.
+  while (!deferred_cancels_.empty()) {
+    std::vector<RequestId> ids = std::move(deferred_cancels_);
+    deferred_cancels_.clear();
+    for (RequestId id : ids)
+      if (auto it = seqs_.find(id); it != seqs_.end()) Finish(*it->second, FinishReason::kCancelled, TokenEvent{});
+  }
+}
+
+absl::Status Scheduler::RunToCompletion() {
+  while (!idle()) {
+    const int64_t before = steps_;
+    MEMRA_RETURN_IF_ERROR(Step());
+    // Every step with a request running has a decode or prompt row (step_tokens >= slots and
+    // >= prefill_align), so this would be a scheduler bug, not a state to wait out.
+    if (steps_ == before && !idle())
+      return absl::InternalError(absl::StrCat("the scheduler made no progress with ", queue_.size(), " queued and ",
+                                              running_.size(), " running requests"));
+  }
+  return absl::OkStatus();
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s;
+  s.steps = steps_;
+  s.rows = rows_;
+  s.queued = static_cast<int>(queue_.size());
+  s.running = static_cast<int>(running_.size());
+  s.free_slots = static_cast<int>(std::count(slot_free_.begin(), slot_free_.end(), true));
+  return s;
+}
+
+}  // namespace memra::runtime
