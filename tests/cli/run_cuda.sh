@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # memra run --backend cuda. Without a GPU: a clear error before the model is read, and the default
 # backend is cpu. With one: greedy ids on the tiny f32 model equal llama.cpp's, and --logits-out
-# has [48, 259] f32 close to the CPU executor's. Args: MEMRA DATA_DIR SHARED_DIR.
+# has [48, 259] f32 close to the CPU executor's; qwen35moe runs there too. Args: MEMRA DATA_DIR SHARED_DIR.
 set -euo pipefail
 memra=$1
 data=$2
@@ -26,6 +26,15 @@ if "$memra" run "$model" --tokens "$prompt" -n 32 --ignore-eos --print-token-ids
   [ "$got" = "$expected" ] || fail "cuda greedy ids $got, expected $expected"
   grep -q "cuda executor" "$tmp/err.txt" || fail "no cuda executor line"
   [ "$(stat -c %s "$tmp/gpu.f32")" -eq $((48 * 259 * 4)) ] || fail "cuda logits file size"
+  # qwen35moe through memra run on the GPU (routing and experts on the device): 32 ids in the
+  # vocabulary (its numerics against the CPU are CudaExecutor_test's: a near tie on the greedy
+  # path may legitimately go the other way under the decode GEMVs' int8 activations).
+  moe=$data/models/qwen35moe-tiny-q8_0.gguf
+  "$memra" run "$moe" --tokens "$prompt" -n 32 --ignore-eos --print-token-ids --temp 0 --backend cuda \
+    >"$tmp/moe.txt" 2>"$tmp/moe-err.txt" || { cat "$tmp/moe-err.txt"; fail "cuda run of qwen35moe"; }
+  ids=$(sed -n 's/^generated ids: //p' "$tmp/moe.txt" | tr ',' '\n')
+  [ "$(echo "$ids" | grep -c .)" -eq 32 ] || fail "qwen35moe cuda: not 32 ids"
+  echo "$ids" | awk '$1 < 0 || $1 >= 259 { bad = 1 } END { exit bad }' || fail "qwen35moe cuda: id outside the vocabulary"
   echo "run_cuda: ok (GPU)"
 else
   grep -q -- "--backend cuda: no usable CUDA GPU here" "$tmp/err.txt" || { cat "$tmp/err.txt"; fail "no clear no-GPU message"; }
