@@ -9,8 +9,8 @@ namespace memra::runtime {
 
 absl::StatusOr<std::unique_ptr<SessionSlots>> SessionSlots::Open(const std::string& path, int slots,
                                                                  const SessionOptions& options) {
-  if (slots < 1 || slots > 128)
-    return absl::InvalidArgumentError(absl::StrCat("slots must be in [1, 128] (got ", slots, ")"));
+  if (slots < 1 || slots > 256)
+    return absl::InvalidArgumentError(absl::StrCat("slots must be in [1, 256] (got ", slots, ")"));
   std::unique_ptr<SessionSlots> b(new SessionSlots());
   for (int s = 0; s < slots; ++s) {
     auto session = Session::Open(path, options);

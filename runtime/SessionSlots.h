@@ -22,7 +22,7 @@ namespace memra::runtime {
 class SessionSlots : public BatchBackend {
  public:
   // `slots` Sessions on the GGUF at `path`, each opened with `options` (so each slot's context
-  // is options.n_ctx or the model's default). slots in [1, 128].
+  // is options.n_ctx or the model's default). slots in [1, 256].
   static absl::StatusOr<std::unique_ptr<SessionSlots>> Open(const std::string& path, int slots,
                                                             const SessionOptions& options = {});
 

@@ -1,6 +1,8 @@
 // `memra run MODEL.gguf`: tokenize, prefill (chunked), decode with sampling, stream the text.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -22,7 +24,10 @@
 #include "llvm/Support/raw_ostream.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
+#include "runtime/Detokenizer.h"
+#include "runtime/Scheduler.h"
 #include "runtime/Session.h"
+#include "runtime/SessionSlots.h"
 #include "runtime/StateMemory.h"
 #include "runtime/cpu/LayerTrace.h"
 #include "runtime/cuda/CudaExecutor.h"
@@ -61,6 +66,17 @@ cl::opt<std::string> RunPromptFile("file", cl::desc("Read the prompt from this f
 cl::alias RunPromptFileLong("f", cl::desc("Alias for --file"), cl::NotHidden, cl::aliasopt(RunPromptFile));
 cl::opt<std::string> RunTokens("tokens", cl::desc("Prompt as comma-separated token ids, e.g. 1,87,107 (instead of -p)"),
                                cl::init(""), cl::value_desc("ids"), cl::sub(kRun));
+cl::opt<std::string> RunPromptsFile(
+    "prompts-file",
+    cl::desc("Run every line of this file as its own prompt, --parallel of them at a time through the scheduler "
+             "(CPU), each output printed whole when it finishes, headed by its line number; blank lines skipped "
+             "(default: off)"),
+    cl::init(""), cl::value_desc("path"), cl::sub(kRun));
+memra::tools::IntOption<int> RunParallel("parallel", {1, 256},
+                                         "With --prompts-file: prompts decoded at once (scheduler slots; each slot "
+                                         "is a CPU session with its own -c context)",
+                                         cl::init(1), cl::sub(kRun));
+cl::alias RunParallelShort("np", cl::desc("Alias for --parallel"), cl::NotHidden, cl::aliasopt(RunParallel));
 cl::opt<bool> RunChat("chat", cl::desc("Wrap -p as one user message with the model's chat template (default: false)"),
                       cl::init(false), cl::sub(kRun));
 cl::opt<std::string> RunSystem("system-prompt",
@@ -224,14 +240,236 @@ absl::StatusOr<std::string> ReadPromptFile(const std::string& path) {
   return text.str();
 }
 
+// --prompts-file: one prompt per non-blank line, with its 1-based line number.
+struct PromptLine {
+  int64_t line = 0;
+  std::string text;
+};
+
+absl::StatusOr<std::vector<PromptLine>> ReadPromptsFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return absl::InvalidArgumentError(absl::StrCat("--prompts-file ", path, ": is a directory, not a file of prompts"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("--prompts-file ", path, ": cannot open the prompts file"));
+  std::vector<PromptLine> prompts;
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (absl::StripAsciiWhitespace(line).empty()) continue;
+    prompts.push_back({n, line});
+  }
+  if (in.bad()) return absl::DataLossError(absl::StrCat("--prompts-file ", path, ": cannot read the prompts file"));
+  if (prompts.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat("--prompts-file ", path, ": no prompts (",
+                     n == 0 ? std::string("the file is empty") : absl::StrCat("its ", n, " lines are all blank"), ")"));
+  return prompts;
+}
+
+// The flags --prompts-file cannot be combined with (one prompt, a chat, per-prompt dumps).
+absl::Status CheckPromptsFileFlags() {
+  struct Conflict {
+    bool given;
+    const char* name;
+    const char* why;
+  };
+  const Conflict conflicts[] = {
+      {RunPrompt.getNumOccurrences() > 0, "-p/--prompt", "each line of the file is a prompt"},
+      {RunPromptFile.getNumOccurrences() > 0, "-f/--file", "each line of the file is a prompt"},
+      {RunTokens.getNumOccurrences() > 0, "--tokens", "each line of the file is a prompt"},
+      {RunConversation.getNumOccurrences() > 0, "-cnv/--conversation/-i", "the interactive chat is one sequence"},
+      {RunChat.getNumOccurrences() > 0, "--chat", "the prompts go to the model as plain text"},
+      {RunSystem.getNumOccurrences() > 0, "-sys/--system-prompt", "the prompts go to the model as plain text"},
+      {RunLogitsOut.getNumOccurrences() > 0, "--logits-out", "it writes one prompt's logits"},
+      {RunTrace.getNumOccurrences() > 0, "--trace-layers", "it traces one prompt's prefill"},
+      {RunProfile.getNumOccurrences() > 0, "--profile", "it profiles one session"},
+  };
+  for (const Conflict& c : conflicts)
+    if (c.given)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--prompts-file and ", c.name, " cannot be used together (", c.why, ")"));
+  if (RunN == 0)
+    return absl::InvalidArgumentError(
+        "-n 0 with --prompts-file: each prompt generates at least one token (give -n 1 or more, or -1)");
+  // Before the model is read (and whatever GPU is here): the scheduler's one backend is the CPU's.
+  if (RunBackend == "cuda")
+    return absl::UnimplementedError(absl::StrCat(
+        "--backend cuda with --prompts-file", RunParallel > 1 ? absl::StrCat(" --parallel ", int(RunParallel)) : "",
+        ": the batched CUDA executor is not built yet (issue 15), so --prompts-file runs on the CPU only, at any "
+        "--parallel (1 included); use --backend cpu"));
+  return absl::OkStatus();
+}
+
+// The sampler chain of the flags (-1 for --repeat-last-n = `ctx`).
+memra::kernels::cpu::SamplingParams SamplingFromFlags(int64_t ctx) {
+  memra::kernels::cpu::SamplingParams sp;
+  sp.temperature = RunTemp;
+  sp.top_k = RunTopK;
+  sp.top_p = RunTopP;
+  sp.min_p = RunMinP;
+  sp.repeat_penalty = RunRepeatPenalty;
+  sp.repeat_last_n = RunRepeatLastN < 0 ? static_cast<int>(ctx) : int(RunRepeatLastN);
+  sp.presence_penalty = RunPresencePenalty;
+  sp.frequency_penalty = RunFrequencyPenalty;
+  return sp;
+}
+
+// `memra run MODEL --prompts-file F --parallel N`: every prompt a Scheduler request on
+// SessionSlots (min(N, prompts) CPU sessions), seeded seed + line number so the tokens do not
+// depend on N; each output printed whole when its request finishes (completion order):
+//   [line 3] <prompt>
+//   <generated text>
+//   prompt ids: ...       (--print-token-ids)
+//   generated ids: ...
+int RunPromptsFileMode(const std::string& model_path, const memra::runtime::SessionOptions& so,
+                       const std::vector<PromptLine>& prompts, Console& console) {
+  using namespace memra;
+  using Clock = std::chrono::steady_clock;
+  const int slots = static_cast<int>(std::min<int64_t>(RunParallel, static_cast<int64_t>(prompts.size())));
+  const auto t_load = Clock::now();
+  auto backend = runtime::SessionSlots::Open(model_path, slots, so);
+  if (!backend.ok()) return Fail(backend.status());
+  const double load_seconds = std::chrono::duration<double>(Clock::now() - t_load).count();
+  runtime::Session& s0 = (*backend)->session(0);
+  if (RunPrintIr) llvm::errs() << ir::ToText(s0.module());
+  if (s0.tokenizer() == nullptr)
+    return Fail(absl::Status(s0.tokenizer_status().code(),
+                             absl::StrCat("--prompts-file needs the model's tokenizer (the prompts are text): ",
+                                          s0.tokenizer_status().message())));
+  const tokenizer::Tokenizer& tok = *s0.tokenizer();
+  const int64_t ctx = (*backend)->ctx_per_slot();
+  auto state = runtime::StateBytesOf(s0.module());
+  llvm::errs() << absl::StrFormat(
+      "memra run: %s: %s, %d layers, n_vocab %d, %d slots (--parallel %d) of context %d each (%s per slot), %s, "
+      "loaded in %.2f s\n",
+      model_path, s0.module().attrs().GetString("arch").value_or("?"), s0.module().attrs().I64Or("n_layer", 0),
+      s0.n_vocab(), slots, int(RunParallel), ctx,
+      state.ok() ? runtime::DescribeStateBytes(*state) : "state size unknown", s0.executor().Describe(), load_seconds);
+
+  uint64_t seed = 0;
+  if (RunSeed >= 0) {
+    seed = static_cast<uint64_t>(int64_t(RunSeed));
+  } else {
+    seed = std::random_device{}() & 0x7fffffff;
+    if (RunTemp > 0)
+      llvm::errs() << absl::StrFormat(
+          "memra run: seed %d (sampling at temperature %g; each prompt seeded seed + its line number; repeat with "
+          "-s %d)\n",
+          seed, float(RunTemp), seed);
+  }
+
+  runtime::SchedulerOptions opts;
+  opts.step_tokens = std::max<int64_t>({RunChunk > 0 ? int64_t(RunChunk) : 512, slots, opts.prefill_align});
+  opts.detokenizer = runtime::TokenizerDetokenizer(tok);
+  auto sched = runtime::Scheduler::Create(**backend, opts);
+  if (!sched.ok()) return Fail(sched.status());
+
+  struct Output {
+    std::vector<int32_t> prompt, ids;
+    std::string text;
+    bool done = false;
+  };
+  std::vector<Output> outs(prompts.size());
+  std::vector<runtime::RequestId> request_ids;
+  int64_t prompt_tokens = 0, generated = 0, errors = 0, cancelled = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto ids = s0.Tokenize(prompts[i].text);
+    if (!ids.ok())
+      return Fail(
+          absl::Status(ids.status().code(), absl::StrCat("--prompts-file ", std::string(RunPromptsFile), " line ",
+                                                         prompts[i].line, ": ", ids.status().message())));
+    outs[i].prompt = *ids;
+    runtime::Request r;
+    r.prompt = std::move(*ids);
+    r.sampling = SamplingFromFlags(ctx);
+    r.seed = seed + static_cast<uint64_t>(prompts[i].line);
+    r.max_tokens = RunN < 0 ? ctx : int64_t(RunN);
+    if (!RunIgnoreEos) r.stop_ids = tok.eog_ids();
+    auto sink = [&, i](const runtime::TokenEvent& e) {
+      Output& o = outs[i];
+      if (e.token >= 0) o.ids.push_back(e.token);
+      o.text += e.text;
+      if (!e.last) return;
+      o.done = true;
+      prompt_tokens += e.usage.prompt_tokens;
+      generated += e.usage.completion_tokens;
+      std::string block = absl::StrCat("[line ", prompts[i].line, "]");
+      if (!RunNoEcho) absl::StrAppend(&block, " ", prompts[i].text);
+      absl::StrAppend(&block, "\n", o.text);
+      if (o.text.empty() || o.text.back() != '\n') block += "\n";
+      if (RunPrintIds)
+        absl::StrAppend(&block, "prompt ids: ", absl::StrJoin(o.prompt, ","), "\n",
+                        "generated ids: ", absl::StrJoin(o.ids, ","), "\n");
+      console.Text(block);
+      if (e.reason == runtime::FinishReason::kError) {
+        ++errors;
+        console.Err() << "memra run: line " << prompts[i].line << ": " << e.error.ToString() << "\n";
+      } else if (e.reason == runtime::FinishReason::kCancelled) {
+        ++cancelled;
+      }
+    };
+    auto id = (*sched)->Submit(std::move(r), sink);
+    if (!id.ok())
+      return Fail(
+          absl::Status(id.status().code(), absl::StrCat("--prompts-file ", std::string(RunPromptsFile), " line ",
+                                                        prompts[i].line, ": ", id.status().message())));
+    request_ids.push_back(*id);
+  }
+
+  memra::tools::InterruptGuard interrupt;  // Ctrl-C cancels what is left and prints the summary
+  const auto t0 = Clock::now();
+  bool interrupted = false;
+  while (!(*sched)->idle()) {
+    if (interrupt.flag().load()) {
+      interrupted = true;
+      for (size_t i = 0; i < outs.size(); ++i)
+        if (!outs[i].done) (*sched)->Cancel(request_ids[i]).IgnoreError();
+      break;
+    }
+    if (absl::Status st = (*sched)->Step(); !st.ok()) {
+      console.EndLine();
+      return Fail(st);
+    }
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  const runtime::SchedulerStats ss = (*sched)->stats();
+  llvm::errs() << absl::StrFormat(
+      "memra run: %d prompts (lines %d to %d of %s), %d prompt tokens, %d generated tokens in %.3f s: %.1f tok/s "
+      "generation, %.1f tok/s prompt + generation (all prompts together); --parallel %d, %d slots, %d steps%s%s\n",
+      prompts.size(), prompts.front().line, prompts.back().line, std::string(RunPromptsFile), prompt_tokens, generated,
+      wall, wall > 0 ? generated / wall : 0.0, wall > 0 ? (prompt_tokens + generated) / wall : 0.0, int(RunParallel),
+      slots, ss.steps, errors > 0 ? absl::StrCat("; ", errors, " failed") : std::string(),
+      interrupted ? absl::StrCat("; interrupted (Ctrl-C): ", cancelled, " cancelled") : std::string());
+  return errors > 0 ? 1 : 0;
+}
+
 int RunRun() {
   using namespace memra;
   const auto start = std::chrono::steady_clock::now();  // time to first token counts from here
   Console console;
   std::string model_path, model_error;
   if (!RunModelArg.Resolve(model_path, model_error)) return Fail(absl::InvalidArgumentError(model_error));
+  const bool prompts_file = RunPromptsFile.getNumOccurrences() > 0;
+  std::vector<PromptLine> prompts;
+  if (prompts_file) {
+    if (absl::Status st = CheckPromptsFileFlags(); !st.ok()) return Fail(st);
+    if (runtime::IsPlanFile(model_path))
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "--prompts-file: ", model_path, " is a plan; --prompts-file runs a GGUF for now (give the model's .gguf)")));
+    auto lines = ReadPromptsFile(RunPromptsFile);
+    if (!lines.ok()) return Fail(lines.status());
+    prompts = std::move(*lines);
+  } else if (RunParallel.getNumOccurrences() > 0) {
+    return Fail(absl::InvalidArgumentError(
+        "--parallel needs --prompts-file (it runs that file's prompts N at a time; one prompt runs alone)"));
+  }
   runtime::Backend backend = runtime::Backend::kCpu;
-  if (RunBackend.empty()) {
+  if (prompts_file) {
+    // The scheduler's one backend is SessionSlots (CPU) until the batched executor lands.
+  } else if (RunBackend.empty()) {
     backend = runtime::DefaultBackend();
   } else {
     auto b = runtime::ParseBackend(RunBackend);
@@ -246,7 +484,7 @@ int RunRun() {
   }
   const int prompt_sources = !RunPrompt.empty() + !RunTokens.empty() + !RunPromptFile.empty();
   if (prompt_sources > 1) return Fail(absl::InvalidArgumentError("give one of -p TEXT, -f FILE or --tokens IDS"));
-  if (prompt_sources == 0 && !RunConversation)
+  if (prompt_sources == 0 && !RunConversation && !prompts_file)
     return Fail(absl::InvalidArgumentError("no prompt: give -p TEXT, -f FILE or --tokens IDS (or -cnv to chat)"));
   if (RunConversation && !RunTokens.empty())
     return Fail(absl::InvalidArgumentError("-cnv takes text (-p or -f), not --tokens"));
@@ -346,6 +584,7 @@ int RunRun() {
       if (!pm.ok()) return pm.status();
       return (*pm)->Run(m);
     };
+    if (prompts_file) return RunPromptsFileMode(model_path, so, prompts, console);
     session = runtime::Session::Open(model_path, so);
   }
   if (!session.ok()) return Fail(session.status());
