@@ -33,6 +33,7 @@
 #include "kernels/formats/Quant.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "tests/TestUtil.h"
+#include "tests/cuda/CudaTestUtil.h"
 #include "tests/cuda/GemvQuantReference.h"
 
 namespace memra::kernels::cuda {
@@ -256,22 +257,11 @@ using gemv_quant_reference::RoundLikeQ8;
 class GemvQuantGpuTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto dev = CudaDevice::Open(0);
-    if (!dev.ok()) {
-      skip_ = std::string(dev.status().message());
-      return;
-    }
-    dev_ = dev->release();
-    std::printf("  device: %s\n", dev_->Describe().c_str());
-    codegen::CompileOptions o;
-    o.arch = dev_->arch();
-    o.cache_dir = ::testing::TempDir() + "/memra-gemvq-cache";
-    auto c = codegen::KernelCompiler::Create(o);
-    if (!c.ok()) {
-      skip_ = std::string(c.status().message());
-      return;
-    }
-    compiler_ = c->release();
+    memra::testing::GpuKernelEnv env;
+    memra::testing::OpenGpuKernelEnv("memra-gemvq-cache", env);
+    skip_ = env.skip;
+    dev_ = env.dev;
+    compiler_ = env.compiler;
   }
   static void TearDownTestSuite() {
     if (!rows_.empty()) {

@@ -37,6 +37,7 @@
 #include "kernels/formats/Quant.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "tests/TestUtil.h"
+#include "tests/cuda/CudaTestUtil.h"
 
 #define MEMRA_MG_HOST
 #include "kernels/cuda/MoeGemmTile.cuh"
@@ -336,22 +337,11 @@ HostSort SortOnHost(const std::vector<int>& ids, int64_t E) {
 class MoeGemmGpuTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto dev = CudaDevice::Open(0);
-    if (!dev.ok()) {
-      skip_ = std::string(dev.status().message());
-      return;
-    }
-    dev_ = dev->release();
-    std::printf("  device: %s\n", dev_->Describe().c_str());
-    codegen::CompileOptions o;
-    o.arch = dev_->arch();
-    o.cache_dir = ::testing::TempDir() + "/memra-moegemm-cache";
-    auto c = codegen::KernelCompiler::Create(o);
-    if (!c.ok()) {
-      skip_ = std::string(c.status().message());
-      return;
-    }
-    compiler_ = c->release();
+    memra::testing::GpuKernelEnv env;
+    memra::testing::OpenGpuKernelEnv("memra-moegemm-cache", env);
+    skip_ = env.skip;
+    dev_ = env.dev;
+    compiler_ = env.compiler;
   }
   static void TearDownTestSuite() {
     if (!rows_.empty()) {
