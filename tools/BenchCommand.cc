@@ -1,6 +1,8 @@
 // `memra bench`: prefill (pp) and decode (tg) throughput in llama-bench's layouts (-o md, json,
 // jsonl, csv; tools/BenchReport.h), so the two tools' outputs sit side by side. Random token ids;
 // each repetition starts from an empty state (decode at depth d first prefills d tokens, untimed).
+// --batch B1,B2,...: llama-batched-bench's table instead, measured through the Scheduler on
+// SessionSlots (RunBatchBench below).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -20,6 +22,8 @@
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
 #include "runtime/Executor.h"
+#include "runtime/Scheduler.h"
+#include "runtime/SessionSlots.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "tools/BenchReport.h"
 #include "tools/Command.h"
@@ -83,6 +87,13 @@ memra::tools::IntListOption BenchFlashAttn("flash-attn", {0, 1},
                                            cl::init("1"), cl::sub(kBench));
 cl::alias BenchFlashAttnLong("fa", cl::desc("Alias for --flash-attn"), cl::NotHidden, cl::aliasopt(BenchFlashAttn));
 
+memra::tools::IntListOption BenchBatch(
+    "batch", {1, 256},
+    "Concurrent requests per test, comma-separated: llama-batched-bench's table (PP, TG, B, N_KV, times and "
+    "tok/s) for every -p and B, each request -p random prompt tokens then -n greedy decode steps, through the "
+    "scheduler on the cpu backend; none = llama-bench's pp / tg tests",
+    cl::init("none"), cl::sub(kBench));
+
 int Fail(const absl::Status& s) {
   llvm::errs() << "memra bench: " << s.ToString() << "\n";
   return 1;
@@ -90,6 +101,144 @@ int Fail(const absl::Status& s) {
 
 // Tokens per prefill call (the reported n_batch / n_ubatch).
 constexpr int64_t kPrefillChunk = 4096;
+
+// The flags --batch cannot be combined with (checked before the model is read).
+absl::Status CheckBatchFlags() {
+  if (BenchBackend == "cuda")
+    return absl::UnimplementedError(
+        "--backend cuda with --batch: the batched CUDA executor is not built yet (issue 15), so --batch runs on the "
+        "CPU only (the scheduler's SessionSlots); use --backend cpu");
+  if (BenchD.getNumOccurrences() > 0)
+    return absl::InvalidArgumentError(
+        "--batch and -d/--n-depth cannot be used together (every --batch test starts from empty slots)");
+  if (BenchProfile)
+    return absl::InvalidArgumentError("--batch and --profile cannot be used together (it profiles one executor)");
+  for (int64_t p : BenchP.values())
+    if (p == 0)
+      return absl::InvalidArgumentError("-p 0 with --batch: every request needs a prompt (give -p 1 or more)");
+  return absl::OkStatus();
+}
+
+// `memra bench MODEL --batch 1,8,32 -p 128 -n 128`: for every -p value and B, B requests of -p
+// random prompt tokens (distinct per request, a fixed seed) submitted at once to a Scheduler on
+// SessionSlots (max B CPU sessions, each context fitting -p + -n + 1), greedy, no stop ids, each
+// generating -n + 1 tokens: the first from its prompt's last chunk, then -n decode steps, as
+// llama-batched-bench's prefill then tg decodes. The step budget holds all B prompts, so the first
+// step prefills every prompt (T_PP: until every request has its first token) and each later step
+// decodes one token of every request (T_TG: the rest). Times are the mean over -r repetitions,
+// after one untimed warm-up.
+int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat format) {
+  using namespace memra;
+  using Clock = std::chrono::steady_clock;
+  const std::vector<int64_t> batches = BenchBatch.values(), prompts = BenchP.values();
+  const int64_t tg = BenchN;
+  int64_t max_b = 1, max_p = 1;
+  for (int64_t b : batches) max_b = std::max(max_b, b);
+  for (int64_t p : prompts) max_p = std::max(max_p, p);
+  if (BenchGpuLayers.getNumOccurrences() > 0 || BenchFlashAttn.getNumOccurrences() > 0)
+    llvm::errs() << "memra bench: -ngl / -fa ignored: --batch runs on the CPU with memra's own attention\n";
+  std::string weights_error;
+  const std::string weights = memra::tools::WeightsForBackend(BenchWeights, "cpu", weights_error);
+  if (!weights_error.empty()) return Fail(absl::InvalidArgumentError(weights_error));
+  runtime::SessionOptions so;
+  so.threads = BenchThreads;
+  so.n_ctx = std::max<int64_t>(max_p + tg + 16, 256);
+  so.chunk = kPrefillChunk;
+  so.backend = runtime::Backend::kCpu;
+  so.weight_mode = weights == "dequant" ? runtime::WeightMode::kDequantizeAtLoad : runtime::WeightMode::kPerRow;
+  passes::PassManagerOptions pm_opts;
+  pm_opts.pipeline = BenchPasses.empty() ? passes::PipelineForArch("cpu") : std::string(BenchPasses);
+  pm_opts.input_name = model_path;
+  so.compile = [pm_opts](ir::Module& m) -> absl::Status {
+    auto pm = passes::PassManager::Create(pm_opts);
+    if (!pm.ok()) return pm.status();
+    return (*pm)->Run(m);
+  };
+  const auto t_load = Clock::now();
+  auto backend = runtime::SessionSlots::Open(model_path, static_cast<int>(max_b), so);
+  if (!backend.ok()) return Fail(backend.status());
+  runtime::SessionSlots& slots = **backend;
+  const int64_t ctx = slots.ctx_per_slot();
+  if (max_p + tg + 1 > ctx)
+    return Fail(absl::OutOfRangeError(absl::StrCat("-p ", max_p, " + -n ", tg,
+                                                   " + 1 positions do not fit the per-slot "
+                                                   "context of ",
+                                                   ctx, " tokens")));
+  runtime::CpuExecutor* cpu = slots.session(0).executor().cpu();
+  const int64_t threads = cpu != nullptr ? cpu->num_threads() : 1;
+  llvm::errs() << absl::StrFormat(
+      "memra bench: --batch on %s: %d slots of context %d (SessionSlots, the entries of a step run one after "
+      "another), %s, loaded in %.2f s\n",
+      model_path, max_b, ctx, slots.session(0).executor().Describe(),
+      std::chrono::duration<double>(Clock::now() - t_load).count());
+  const int64_t vocab = slots.n_vocab();
+  std::mt19937 rng(1234);
+
+  // One test: B requests of p tokens; returns (t_pp, t_tg) in seconds.
+  auto run_once = [&](int64_t p, int64_t b, int64_t n_gen, double& t_pp, double& t_tg) -> absl::Status {
+    runtime::SchedulerOptions opts;
+    opts.step_tokens = std::max<int64_t>({b * p, max_b, opts.prefill_align});
+    auto sched = runtime::Scheduler::Create(slots, opts);
+    if (!sched.ok()) return sched.status();
+    int64_t first = 0, done = 0;
+    absl::Status failed;
+    Clock::time_point t_first;
+    std::vector<int64_t> counts(b, 0);
+    for (int64_t j = 0; j < b; ++j) {
+      runtime::Request r;
+      r.prompt.resize(p);
+      for (auto& x : r.prompt) x = std::uniform_int_distribution<int32_t>(0, static_cast<int32_t>(vocab - 1))(rng);
+      r.sampling.temperature = 0;
+      r.max_tokens = n_gen + 1;
+      auto sink = [&, j](const runtime::TokenEvent& e) {
+        if (e.token >= 0 && ++counts[j] == 1 && ++first == b) t_first = Clock::now();
+        if (!e.last) return;
+        ++done;
+        if (e.reason != runtime::FinishReason::kLength || counts[j] != n_gen + 1)
+          if (failed.ok())
+            failed = absl::InternalError(absl::StrCat(
+                "request ", j + 1, " of ", b, " ended (", runtime::FinishReasonName(e.reason), ") after ", counts[j],
+                " tokens, expected ", n_gen + 1, e.error.ok() ? "" : absl::StrCat(": ", e.error.message())));
+      };
+      auto id = (*sched)->Submit(std::move(r), sink);
+      if (!id.ok()) return id.status();
+    }
+    const auto t0 = Clock::now();
+    if (absl::Status st = (*sched)->RunToCompletion(); !st.ok()) return st;
+    const auto t1 = Clock::now();
+    if (!failed.ok()) return failed;
+    if (first != b || done != b) return absl::InternalError("not every request finished");
+    t_pp = std::chrono::duration<double>(t_first - t0).count();
+    t_tg = std::chrono::duration<double>(t1 - t_first).count();
+    return absl::OkStatus();
+  };
+  {  // warm-up: every slot prefills and decodes once (untimed)
+    double a = 0, c = 0;
+    if (absl::Status st = run_once(std::min<int64_t>(max_p, 16), max_b, 1, a, c); !st.ok()) return Fail(st);
+  }
+  std::vector<tools::BatchedBenchRow> rows;
+  for (int64_t p : prompts)
+    for (int64_t b : batches) {
+      tools::BatchedBenchRow row;
+      row.pp = p;
+      row.tg = tg;
+      row.b = b;
+      row.n_kv_max = max_b * ctx;
+      row.n_batch = std::max<int64_t>({b * p, max_b, 64});
+      row.n_ubatch = kPrefillChunk;
+      row.n_threads = threads;
+      for (int rep = 0; rep < BenchR; ++rep) {
+        double t_pp = 0, t_tg = 0;
+        if (absl::Status st = run_once(p, b, tg, t_pp, t_tg); !st.ok())
+          return Fail(absl::Status(st.code(), absl::StrCat("--batch ", b, " -p ", p, ": ", st.message())));
+        row.t_pp += t_pp / BenchR;
+        row.t_tg += t_tg / BenchR;
+      }
+      rows.push_back(row);
+    }
+  llvm::outs() << tools::RenderBatchedBench(format, rows);
+  return 0;
+}
 
 int RunBench() {
   using namespace memra;
@@ -100,6 +249,10 @@ int RunBench() {
   if (BenchR < 1) return Fail(absl::InvalidArgumentError(absl::StrCat("-r must be >= 1 (got ", int(BenchR), ")")));
   std::string model_path, model_error;
   if (!BenchModelArg.Resolve(model_path, model_error)) return Fail(absl::InvalidArgumentError(model_error));
+  if (BenchBatch.getNumOccurrences() > 0) {
+    if (absl::Status st = CheckBatchFlags(); !st.ok()) return Fail(st);
+    return RunBatchBench(model_path, *format);
+  }
   const std::vector<int64_t> P_list = BenchP.values(), D_list = BenchD.values();
   const std::vector<int64_t>* P = &P_list;
   const std::vector<int64_t>* D = &D_list;

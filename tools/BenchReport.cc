@@ -386,6 +386,72 @@ std::string RenderBench(BenchFormat format, absl::Span<const BenchRecord> record
   return RenderMarkdown(records);
 }
 
+double BatchedBenchRow::speed_pp() const { return t_pp > 0 ? static_cast<double>(b * pp) / t_pp : 0.0; }
+double BatchedBenchRow::speed_tg() const { return t_tg > 0 ? static_cast<double>(b * tg) / t_tg : 0.0; }
+double BatchedBenchRow::speed() const {
+  const double t = t_pp + t_tg;
+  return t > 0 ? static_cast<double>(b * (pp + tg)) / t : 0.0;
+}
+
+std::string RenderBatchedBench(BenchFormat format, absl::Span<const BatchedBenchRow> rows) {
+  std::string out;
+  if (format == BenchFormat::kMarkdown) {
+    out = absl::StrFormat("|%6s | %6s | %4s | %6s | %8s | %8s | %8s | %8s | %8s | %8s |\n", "PP", "TG", "B", "N_KV",
+                          "T_PP s", "S_PP t/s", "T_TG s", "S_TG t/s", "T s", "S t/s");
+    out += absl::StrFormat("|%6s-|-%6s-|-%4s-|-%6s-|-%8s-|-%8s-|-%8s-|-%8s-|-%8s-|-%8s-|\n", "------", "------", "----",
+                           "------", "--------", "--------", "--------", "--------", "--------", "--------");
+    for (const BatchedBenchRow& r : rows)
+      out += absl::StrFormat("|%6d | %6d | %4d | %6d | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f |\n", r.pp, r.tg,
+                             r.b, r.n_kv(), r.t_pp, r.speed_pp(), r.t_tg, r.speed_tg(), r.t_pp + r.t_tg, r.speed());
+    return out;
+  }
+  // llama-batched-bench's -jsonl keys and values (flash_attn 0: the CPU's two-pass softmax; no
+  // prompt sharing; no GPU layers; one thread count for decode and batches).
+  static const char* kKeys[] = {
+      "n_kv_max", "n_batch", "n_ubatch", "flash_attn", "is_pp_shared", "n_gpu_layers", "n_threads", "n_threads_batch",
+      "pp",       "tg",      "pl",       "n_kv",       "t_pp",         "speed_pp",     "t_tg",      "speed_tg",
+      "t",        "speed"};
+  auto values = [](const BatchedBenchRow& r) {
+    return std::vector<std::string>{Int(r.n_kv_max),
+                                    Int(r.n_batch),
+                                    Int(r.n_ubatch),
+                                    Int(0),
+                                    Int(0),
+                                    Int(0),
+                                    Int(r.n_threads),
+                                    Int(r.n_threads),
+                                    Int(r.pp),
+                                    Int(r.tg),
+                                    Int(r.b),
+                                    Int(r.n_kv()),
+                                    Fixed(r.t_pp),
+                                    Fixed(r.speed_pp()),
+                                    Fixed(r.t_tg),
+                                    Fixed(r.speed_tg()),
+                                    Fixed(r.t_pp + r.t_tg),
+                                    Fixed(r.speed())};
+  };
+  auto object = [&](const BatchedBenchRow& r) {
+    const std::vector<std::string> v = values(r);
+    std::vector<std::string> kv;
+    for (size_t i = 0; i < v.size(); ++i) kv.push_back(absl::StrCat("\"", kKeys[i], "\": ", v[i]));
+    return absl::StrCat("{", absl::StrJoin(kv, ", "), "}");
+  };
+  switch (format) {
+    case BenchFormat::kJsonl:
+      for (const BatchedBenchRow& r : rows) absl::StrAppend(&out, object(r), "\n");
+      return out;
+    case BenchFormat::kJson:
+      out = "[\n";
+      for (size_t i = 0; i < rows.size(); ++i) absl::StrAppend(&out, i > 0 ? ",\n" : "", "  ", object(rows[i]));
+      return out + "\n]\n";
+    default:  // csv
+      out = absl::StrCat(absl::StrJoin(kKeys, ","), "\n");
+      for (const BatchedBenchRow& r : rows) absl::StrAppend(&out, absl::StrJoin(values(r), ","), "\n");
+      return out;
+  }
+}
+
 std::string ModelTypeName(const gguf::GgufFile& file) {
   std::string arch = file.GetStringOr("general.architecture", "").value_or("");
   if (arch.empty()) arch = "?";

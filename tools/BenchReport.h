@@ -89,6 +89,32 @@ const std::vector<std::string>& BenchFieldNames();
 // The whole report (all records; a header and footer where the format has them).
 std::string RenderBench(BenchFormat format, absl::Span<const BenchRecord> records);
 
+// One row of `memra bench --batch` (llama-batched-bench's table, llama.cpp
+// tools/batched-bench/batched-bench.cpp, prompts not shared): B requests of pp prompt tokens each,
+// then tg decode steps each; t_pp the seconds until every request has its first token, t_tg the
+// rest. The info fields are llama-batched-bench's header / jsonl fields as memra fills them.
+struct BatchedBenchRow {
+  int64_t pp = 0;
+  int64_t tg = 0;
+  int64_t b = 0;
+  double t_pp = 0;  // seconds
+  double t_tg = 0;
+  int64_t n_kv_max = 0;  // positions of all slots (slots x context per slot)
+  int64_t n_batch = 0;   // scheduler rows per step
+  int64_t n_ubatch = 0;  // rows per prefill call
+  int64_t n_threads = 0;
+  // llama's N_KV for unshared prompts: the KV positions the test fills, b * (pp + tg).
+  int64_t n_kv() const { return b * (pp + tg); }
+  double speed_pp() const;  // b * pp / t_pp
+  double speed_tg() const;  // b * tg / t_tg (0 when tg or t_tg is 0)
+  double speed() const;     // b * (pp + tg) / (t_pp + t_tg)
+};
+
+// md: llama-batched-bench's table exactly (its printf widths: |    PP |     TG |    B |   N_KV |
+// ...); jsonl: its -jsonl objects, one per line; json: those objects in an array; csv: their keys
+// as the header, one row per test.
+std::string RenderBatchedBench(BenchFormat format, absl::Span<const BatchedBenchRow> rows);
+
 // llama's model description "<architecture> <size> <file type>": the size is general.size_label,
 // else the label convert_hf_to_gguf.py writes for the parameter count ("9.0B", "2.4M"); the file
 // type is llama's name of general.file_type ("Q8_0", "all F32", "Q4_K - Medium"), else

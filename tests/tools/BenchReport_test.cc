@@ -273,6 +273,35 @@ TEST(BenchReport, StatisticsAreLlamaBenchs) {
   EXPECT_TRUE(std::isfinite(one.avg_ts()));
 }
 
+// llama-batched-bench's printf layout, byte for byte (its README's sample row), and its -jsonl keys.
+TEST(BenchReport, BatchedBenchTableIsLlamaBatchedBenchs) {
+  BatchedBenchRow r;
+  r.pp = 128;
+  r.tg = 128;
+  r.b = 2;
+  r.t_pp = 0.198;
+  r.t_tg = 5.029;
+  r.n_kv_max = 2048;
+  r.n_batch = 256;
+  r.n_ubatch = 4096;
+  r.n_threads = 8;
+  EXPECT_EQ(r.n_kv(), 512);
+  const std::vector<BatchedBenchRow> rows = {r};
+  EXPECT_EQ(RenderBatchedBench(BenchFormat::kMarkdown, rows),
+            "|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |\n"
+            "|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|\n"
+            "|   128 |    128 |    2 |    512 |    0.198 |  1292.93 |    5.029 |    50.90 |    5.227 |    97.95 |\n");
+  EXPECT_EQ(RenderBatchedBench(BenchFormat::kJsonl, rows),
+            "{\"n_kv_max\": 2048, \"n_batch\": 256, \"n_ubatch\": 4096, \"flash_attn\": 0, \"is_pp_shared\": 0, "
+            "\"n_gpu_layers\": 0, \"n_threads\": 8, \"n_threads_batch\": 8, \"pp\": 128, \"tg\": 128, \"pl\": 2, "
+            "\"n_kv\": 512, \"t_pp\": 0.198000, \"speed_pp\": 1292.929293, \"t_tg\": 5.029000, \"speed_tg\": "
+            "50.904752, \"t\": 5.227000, \"speed\": 97.952937}\n");
+  BatchedBenchRow zero = r;
+  zero.tg = 0;
+  zero.t_tg = 0;
+  EXPECT_EQ(zero.speed_tg(), 0.0);  // no decode steps: 0, not inf
+}
+
 TEST(BenchReport, OutputFormatNames) {
   EXPECT_EQ(*ParseBenchFormat("md"), BenchFormat::kMarkdown);
   EXPECT_EQ(*ParseBenchFormat("json"), BenchFormat::kJson);
