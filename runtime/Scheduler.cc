@@ -74,13 +74,13 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(BatchBackend& backe
   if (backend.slots() < 1) return absl::InvalidArgumentError("the backend has no slots");
   if (options.prefill_align < 1)
     return absl::InvalidArgumentError(absl::StrCat("prefill_align must be >= 1 (got ", options.prefill_align, ")"));
-  // Below the slot count a full house could not decode in one step; below the alignment a prompt
-  // longer than the budget could never get a chunk.
-  const int64_t least = std::max<int64_t>(backend.slots(), options.prefill_align);
+  // A prompt being prefilled shares a step with at most slots - 1 decode rows; the rest must hold
+  // an aligned chunk, or a prompt longer than it would wait until some decode ends.
+  const int64_t least = MinStepTokens(backend.slots(), options.prefill_align);
   if (options.step_tokens < least)
-    return absl::InvalidArgumentError(absl::StrCat("step_tokens ", options.step_tokens, " is below ", least,
-                                                   " (max of the backend's ", backend.slots(),
-                                                   " slots and prefill_align ", options.prefill_align, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("step_tokens ", options.step_tokens, " is below ", least, " (the backend's ", backend.slots(),
+                     " slots - 1 decode rows + prefill_align ", options.prefill_align, ")"));
   return std::unique_ptr<Scheduler>(new Scheduler(backend, std::move(options)));
 }
 
@@ -151,7 +151,7 @@ StepBatch Scheduler::BuildBatch() const {
     if (s.decoding()) continue;
     const int64_t left = s.prompt_size() - s.prefilled;
     const int64_t n = left <= budget ? left : budget / options_.prefill_align * options_.prefill_align;
-    if (n == 0) break;
+    if (n == 0) continue;  // a later prompt may still fit whole in what is left
     StepEntry e{s.slot, s.pos, n == left ? EntryKind::kLastPromptChunk : EntryKind::kPromptChunk, {}, s.id};
     e.tokens.assign(s.req.prompt.begin() + s.prefilled, s.req.prompt.begin() + s.prefilled + n);
     b.entries.push_back(std::move(e));
@@ -299,8 +299,8 @@ absl::Status Scheduler::RunToCompletion() {
   while (!idle()) {
     const int64_t before = steps_;
     MEMRA_RETURN_IF_ERROR(Step());
-    // Every step with a request running has a decode or prompt row (step_tokens >= slots and
-    // >= prefill_align), so this would be a scheduler bug, not a state to wait out.
+    // Every step with a request running has a decode or prompt row (step_tokens >=
+    // MinStepTokens), so this would be a scheduler bug, not a state to wait out.
     if (steps_ == before && !idle())
       return absl::InternalError(absl::StrCat("the scheduler made no progress with ", queue_.size(), " queued and ",
                                               running_.size(), " running requests"));

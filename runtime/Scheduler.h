@@ -96,9 +96,14 @@ struct TokenEvent {
 // Called inside Step() (and Cancel()); may call Submit and Cancel, must not call Step.
 using TokenSink = std::function<void(const TokenEvent&)>;
 
+// The smallest step_tokens a backend of `slots` slots takes: slots - 1 decode rows beside one
+// prompt's aligned chunk of prefill_align rows.
+inline int64_t MinStepTokens(int64_t slots, int64_t prefill_align) { return slots - 1 + prefill_align; }
+
 struct SchedulerOptions {
-  // Rows per step: decode rows of running requests first, prompt chunks in the rest. At least the
-  // backend's slot count (every running request decodes every step) and prefill_align.
+  // Rows per step: decode rows of running requests first, prompt chunks in the rest. At least
+  // MinStepTokens(slots, prefill_align): with every other slot decoding, a prompt still gets an
+  // aligned chunk each step.
   int64_t step_tokens = 512;
   // Prompt chunks that do not end a prompt have a multiple of this many tokens, so every chunk
   // starts on the delta-net scan grid (the grid law of sequences.md §5: a chunked scan equals one

@@ -177,7 +177,7 @@ int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat forma
   // One test: B requests of p tokens; returns (t_pp, t_tg) in seconds.
   auto run_once = [&](int64_t p, int64_t b, int64_t n_gen, double& t_pp, double& t_tg) -> absl::Status {
     runtime::SchedulerOptions opts;
-    opts.step_tokens = std::max<int64_t>({b * p, max_b, opts.prefill_align});
+    opts.step_tokens = std::max<int64_t>(b * p, runtime::MinStepTokens(max_b, opts.prefill_align));
     auto sched = runtime::Scheduler::Create(slots, opts);
     if (!sched.ok()) return sched.status();
     int64_t first = 0, done = 0;

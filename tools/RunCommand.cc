@@ -362,7 +362,8 @@ int RunPromptsFileMode(const std::string& model_path, const memra::runtime::Sess
   }
 
   runtime::SchedulerOptions opts;
-  opts.step_tokens = std::max<int64_t>({RunChunk > 0 ? int64_t(RunChunk) : 512, slots, opts.prefill_align});
+  opts.step_tokens =
+      std::max<int64_t>(RunChunk > 0 ? int64_t(RunChunk) : 512, runtime::MinStepTokens(slots, opts.prefill_align));
   opts.detokenizer = runtime::TokenizerDetokenizer(tok);
   auto sched = runtime::Scheduler::Create(**backend, opts);
   if (!sched.ok()) return Fail(sched.status());

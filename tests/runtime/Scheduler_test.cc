@@ -506,6 +506,42 @@ TEST_F(SchedulerTest, RefusesWhatCannotRun) {
   EXPECT_EQ(sink.out[fits].reason, FinishReason::kLength);
 }
 
+// The smallest budget (MinStepTokens: slots - 1 decode rows + one aligned chunk) keeps a long
+// prompt moving while the other slots decode (with a smaller one it waited until a decode ended),
+// and a prompt that fits whole in what the chunks before it leave goes in the same step even when
+// a prompt between them gets nothing (it used to stop the chunk loop).
+TEST_F(SchedulerTest, PromptsProgressBesideAFullHouseOfDecodes) {
+  auto slots = Slots(5);
+  ASSERT_NE(slots, nullptr);
+  EXPECT_FALSE(Scheduler::Create(*slots, SchedOpts(MinStepTokens(5, 64) - 1)).ok());
+  Recording rec(*slots);
+  auto sched = Scheduler::Create(rec, SchedOpts(MinStepTokens(5, 64)));  // 68
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  Sink sink;
+  std::vector<int32_t> shortp = {1, 87, 107, 104}, longp(150), onep = {1};
+  for (size_t i = 0; i < longp.size(); ++i) longp[i] = static_cast<int32_t>(3 + (i * 7) % 256);
+  std::vector<RequestId> decoders;
+  for (int i = 0; i < 2; ++i) decoders.push_back(*(*sched)->Submit(Greedy(shortp, 40), sink.sink()));
+  ASSERT_TRUE((*sched)->Step().ok());  // the two short prompts; from now on they decode every step
+  // Step 1: 66 rows beside the 2 decodes: a takes 64, b (150 left) gets nothing, c's one token fits.
+  const RequestId a = *(*sched)->Submit(Greedy(longp, 2), sink.sink());
+  const RequestId b = *(*sched)->Submit(Greedy(longp, 2), sink.sink());
+  const RequestId c = *(*sched)->Submit(Greedy(onep, 2), sink.sink());
+  ASSERT_TRUE((*sched)->RunToCompletion().ok());
+  for (RequestId id : {decoders[0], decoders[1], a, b, c}) EXPECT_TRUE(sink.out[id].done) << id;
+  auto first_prompt_step = [&](RequestId id) {
+    for (size_t k = 0; k < rec.batches.size(); ++k)
+      for (const auto& e : rec.batches[k].entries)
+        if (e.request == id && e.kind != EntryKind::kDecode) return k;
+    return rec.batches.size();
+  };
+  EXPECT_EQ(first_prompt_step(a), 1u) << "the long prompt waited beside the decodes";
+  EXPECT_EQ(first_prompt_step(c), 1u) << "the one-token prompt waited behind one that got nothing";
+  EXPECT_GT(first_prompt_step(b), 1u);
+  EXPECT_EQ(sink.out[decoders[0]].tokens.size(), 40u);
+  EXPECT_EQ(sink.out[b].tokens, sink.out[a].tokens);  // same prompt, same greedy tokens
+}
+
 // The token budget: no step has more rows than step_tokens; prompt chunks that do not end their
 // prompt are multiples of 64 starting on the grid; every running request decodes in every step
 // from its first token to its last (decode rows never starve behind prompts).
