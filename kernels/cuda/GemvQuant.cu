@@ -917,7 +917,11 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
       const bool writer = (lane & ((1 << kShift) - 1)) == 0;
 #if GQ_MOE == 2
       {
-        const float wj = j < p.k ? p.wts[(long long)t.tok * p.k + j] : p.gate[t.tok];
+        float wj = j < p.k ? p.wts[(long long)t.tok * p.k + j] : p.gate[t.tok];
+        if (j < p.k) {  // an id outside [0, E) (not moe_route's): NaN, never a clamped expert's sum
+          const int e = __ldg(p.ids + (long long)t.tok * p.k + j);
+          if (e < 0 || e >= p.n_experts) wj = __int_as_float(0x7fc00000);
+        }
         out = j == 0 ? total * wj : out + total * wj;
         const int row = idx;
         if (j == n_sub - 1 && writer && idx < kV && row < t.nr) t.y[t.r0 + row] = out;

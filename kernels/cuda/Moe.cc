@@ -219,6 +219,8 @@ void BindCombine(const BindContext& c, DeviceWork& w, int launch, const MoeOpera
   cp.n_tok = static_cast<int>(n_tok);
   cp.n = static_cast<int>(d.K);
   cp.k = static_cast<int>(d.k);
+  cp.ids = c.In(o.ids);
+  cp.n_experts = static_cast<int>(d.E);
   if (o.shared()) {
     cp.ys = os;
     cp.x = c.In(o.x);

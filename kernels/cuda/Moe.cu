@@ -90,13 +90,20 @@ extern "C" __global__ void __launch_bounds__(256) moe_combine(const MoeCombinePa
     for (int c = threadIdx.x; c < p.n; c += blockDim.x) s += xt[c] * load_as_f32<MC_G>(p.g, c);
     gate = sigmoidf_(block_sum(s));
   }
+  // An id outside [0, E) (ids not from moe_route): its slot's rows were skipped or clamped, so the
+  // token's row is NaN, which the logits check reports, never a silently wrong sum.
+  bool bad = false;
+  for (int i = 0; i < p.k; ++i) {
+    const int e = p.ids[(i64)t * p.k + i];
+    bad |= e < 0 || e >= p.n_experts;
+  }
   for (int c = chunk * 1024 + (int)threadIdx.x; c < min(p.n, (chunk + 1) * 1024); c += blockDim.x) {
     const float* o = p.o + (i64)t * p.k * p.n + c;
     const float* w = p.weights + (i64)t * p.k;
     float acc = o[0] * w[0];
     for (int i = 1; i < p.k; ++i) acc = acc + o[(i64)i * p.n] * w[i];
     if (p.ys != nullptr) acc = acc + p.ys[(i64)t * p.n + c] * gate;
-    p.y[(i64)t * p.n + c] = acc;
+    p.y[(i64)t * p.n + c] = bad ? __int_as_float(0x7fc00000) : acc;
   }
 }
 
