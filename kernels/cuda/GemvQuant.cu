@@ -267,6 +267,23 @@ struct Run {
   float a, c;
 };
 
+// A 16-entry byte table (entries 0..7 in t0, t1, 8..15 in t2, t3) looked up for the 8 4-bit codes
+// of q (byte j: the code of element j in the low nibble, of element j + 16 in the high one): two
+// 8-entry byte_perm lookups, then bit 3 of each code picks its byte; lo = elements 0..3, hi =
+// elements 16..19. mxfp4's E2M1 values and iq4's levels are two such tables.
+__device__ __forceinline__ void nibble_values(unsigned q, unsigned t0, unsigned t1, unsigned t2, unsigned t3,
+                                              unsigned& lo, unsigned& hi) {
+  unsigned r[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const unsigned sel = (q >> (16 * h)) & 0xffffu;  // 4 codes: element j, j + 16, j + 1, j + 17
+    const unsigned a = __byte_perm(t0, t1, sel & 0x7777u), b = __byte_perm(t2, t3, sel & 0x7777u);
+    r[h] = __byte_perm(a, b, 0x3210u | ((sel & 0x8888u) >> 1));
+  }
+  lo = __byte_perm(r[0], r[1], 0x6420u);
+  hi = __byte_perm(r[0], r[1], 0x7531u);
+}
+
 // ---- per-format block readers: block at byte `o` of stage `s`, part `sub` of GQ_LPB ----
 // run_k(j, sub): the element offset of run j within the block.
 
@@ -336,16 +353,7 @@ __device__ __forceinline__ int run_k(int j, int) { return 16 * j; }
 // The doubled E2M1 values of the 8 codes of q (byte j: code of element j in the low nibble, of
 // element j + 16 in the high one): lo = elements 0..3, hi = elements 16..19 (as int8).
 __device__ __forceinline__ void fp4_values(unsigned q, unsigned& lo, unsigned& hi) {
-  const unsigned t0 = 0x03020100u, t1 = 0x0c080604u, t2 = 0xfdfeff00u, t3 = 0xf4f8fafcu;  // 0..12, -0..-12
-  unsigned r[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const unsigned sel = (q >> (16 * h)) & 0xffffu;  // 4 codes: element j, j + 16, j + 1, j + 17
-    const unsigned pos = __byte_perm(t0, t1, sel & 0x7777u), neg = __byte_perm(t2, t3, sel & 0x7777u);
-    r[h] = __byte_perm(pos, neg, 0x3210u | ((sel & 0x8888u) >> 1));
-  }
-  lo = __byte_perm(r[0], r[1], 0x6420u);
-  hi = __byte_perm(r[0], r[1], 0x7531u);
+  nibble_values(q, 0x03020100u, 0x0c080604u, 0xfdfeff00u, 0xf4f8fafcu, lo, hi);  // 0..12, -0..-12
 }
 __device__ __forceinline__ void read_block(const unsigned char* s, int o, int, Run (&r)[GQ_NR]) {
   const unsigned e = s[o];
@@ -470,19 +478,9 @@ __device__ __forceinline__ void read_block(const unsigned char* s, int o, int su
 }
 #elif GQ_FMT == 20 || GQ_FMT == 23  // iq4_nl, iq4_xs
 // The int8 levels of the 8 codes of q (byte j: element j's code in the low nibble, j + 16's in the
-// high one): lo = elements 0..3, hi = elements 16..19. Levels 0..7 in (t0, t1), 8..15 in (t2, t3):
-// two 8-entry lookups, then bit 3 of each code picks its byte (mxfp4's fp4_values, another table).
+// high one): lo = elements 0..3, hi = elements 16..19, from kvalues_iq4nl.
 __device__ __forceinline__ void iq4_values(unsigned q, unsigned& lo, unsigned& hi) {
-  const unsigned t0 = 0xbfad9881u, t1 = 0xf6eaddcfu, t2 = 0x26190d01u, t3 = 0x71594535u;  // -127 .. 113
-  unsigned r[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const unsigned sel = (q >> (16 * h)) & 0xffffu;  // 4 codes: element j, j + 16, j + 1, j + 17
-    const unsigned low = __byte_perm(t0, t1, sel & 0x7777u), high = __byte_perm(t2, t3, sel & 0x7777u);
-    r[h] = __byte_perm(low, high, 0x3210u | ((sel & 0x8888u) >> 1));
-  }
-  lo = __byte_perm(r[0], r[1], 0x6420u);
-  hi = __byte_perm(r[0], r[1], 0x7531u);
+  nibble_values(q, 0xbfad9881u, 0xf6eaddcfu, 0x26190d01u, 0x71594535u, lo, hi);  // -127 .. 113
 }
 #if GQ_FMT == 20
 __device__ __forceinline__ int run_k(int j, int) { return 16 * j; }
