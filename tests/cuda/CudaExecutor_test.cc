@@ -6,10 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +18,7 @@
 #include "runtime/cpu/CpuExecutor.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaExecutor.h"
+#include "tests/JsonLite.h"
 #include "tests/cuda/CudaTestUtil.h"
 
 namespace memra::runtime {
@@ -28,6 +26,7 @@ namespace {
 
 using memra::testing::CudaTestDataPath;
 using memra::testing::FileExists;
+using memra::testing::Json;
 
 const std::vector<int32_t> kPrompt = {1,   87,  107, 104, 35,  116, 120, 108, 102, 110, 35,  101, 117, 114, 122, 113,
                                       35,  105, 114, 123, 35,  109, 120, 112, 115, 118, 35,  114, 121, 104, 117, 35,
@@ -48,6 +47,14 @@ Stats Compare(const float* got, const float* ref, int64_t n) {
   }
   s.nmse = den > 0 ? num / den : num;
   return s;
+}
+
+// Rows of [rows, kVocab] logits whose argmax (the host sampler's rule) agrees.
+int ArgmaxAgreement(const float* got, const float* ref, int64_t rows) {
+  int agree = 0;
+  for (int64_t t = 0; t < rows; ++t)
+    agree += kernels::cpu::Argmax(got + t * kVocab, kVocab) == kernels::cpu::Argmax(ref + t * kVocab, kVocab);
+  return agree;
 }
 
 std::vector<float> Floats(const HostTensor& t) { return std::vector<float>(t.f32(), t.f32() + t.numel()); }
@@ -210,10 +217,7 @@ TEST_F(CudaExecutorTest, TinyQ8MatchesCpu) {
     auto g = m->gpu->Run("prefill", Ids(kPrompt));
     ASSERT_TRUE(c.ok() && g.ok()) << c.status() << g.status();
     const Stats s = Compare((*g)[0].f32(), (*c)[0].f32(), (*c)[0].numel());
-    int agree = 0;
-    for (int64_t t = 0; t < 48; ++t)
-      agree += kernels::cpu::Argmax((*g)[0].f32() + t * kVocab, kVocab) ==
-               kernels::cpu::Argmax((*c)[0].f32() + t * kVocab, kVocab);
+    const int agree = ArgmaxAgreement((*g)[0].f32(), (*c)[0].f32(), 48);
     uint64_t tensor_bytes = 0;
     for (const auto& wt : m->module->weights()) tensor_bytes += m->file->FindTensor(wt->name())->data.size();
     const DeviceMemoryBytes mem = m->gpu->device_memory();
@@ -250,23 +254,17 @@ TEST_F(CudaExecutorTest, TinyMoeQ8MatchesCpu) {
   auto g = m->gpu->Run("prefill", Ids(kPrompt));
   ASSERT_TRUE(c.ok() && g.ok()) << c.status() << g.status();
   const Stats s = Compare((*g)[0].f32(), (*c)[0].f32(), (*c)[0].numel());
-  int agree = 0;
-  for (int64_t t = 0; t < 48; ++t)
-    agree += kernels::cpu::Argmax((*g)[0].f32() + t * kVocab, kVocab) ==
-             kernels::cpu::Argmax((*c)[0].f32() + t * kVocab, kVocab);
+  const int agree = ArgmaxAgreement((*g)[0].f32(), (*c)[0].f32(), 48);
   std::printf("  qwen35moe q8_0 prefill vs CPU: max|d| %.3e nmse %.3e, argmax agrees at %d/48\n", s.max_abs, s.nmse,
               agree);
   EXPECT_LE(s.nmse, 2e-2);
   EXPECT_GE(agree, 44);
+  auto greedy_json = memra::testing::ReadJsonFile(ref);
+  ASSERT_TRUE(greedy_json.ok()) << greedy_json.status();
+  const Json* tokens = greedy_json->Find("greedy_tokens");
+  ASSERT_TRUE(tokens != nullptr && tokens->is_array()) << ref;
   std::vector<int32_t> forced;
-  {
-    std::ifstream in(ref);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t a = text.find('['), b = text.find(']');
-    ASSERT_NE(a, std::string::npos) << ref;
-    std::stringstream ss(text.substr(a + 1, b - a - 1));
-    for (std::string tok; std::getline(ss, tok, ',');) forced.push_back(std::stoi(tok));
-  }
+  for (const Json& t : tokens->array()) forced.push_back(static_cast<int32_t>(t.int_value()));
   ASSERT_EQ(forced.size(), 32u);
   int step_agree = 0, ref_agree = 0;
   double worst = 0, mean = 0;
