@@ -52,6 +52,9 @@ class Executor {
   virtual absl::StatusOr<std::vector<int32_t>> DecodeGreedy(int32_t token, int64_t n_steps, int64_t first_step = 1);
   // Forgets all state (position 0).
   virtual absl::Status ResetState() = 0;
+  // Writes `bytes` bytes of `data` (zeros when null) into state @name at byte `offset`, ordered
+  // with the calls: the host's part of a module lowered with slots (runtime/BatchedSlots.h).
+  virtual absl::Status WriteState(absl::string_view name, int64_t offset, const void* data, int64_t bytes) = 0;
   virtual int64_t position() const = 0;
   virtual int64_t context_capacity() const = 0;
   // Called after every op for each named result (tracing; the CUDA executor synchronizes).

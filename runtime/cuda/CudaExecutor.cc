@@ -231,6 +231,18 @@ absl::Status CudaExecutor::ResetState() {
   return dev_->Synchronize("state reset");
 }
 
+absl::Status CudaExecutor::WriteState(absl::string_view name, int64_t offset, const void* data, int64_t bytes) {
+  const ir::StateVar* s = module_.state(name);
+  if (s == nullptr) return absl::NotFoundError(absl::StrCat("cuda executor: no state @", name));
+  const cuda::DeviceBuffer& b = *state_.at(s);
+  if (offset < 0 || bytes < 0 || static_cast<uint64_t>(offset + bytes) > b.bytes())
+    return absl::OutOfRangeError(absl::StrCat("cuda executor: write of ", bytes, " bytes at ", offset, " into state @",
+                                              name, " of ", b.bytes(), " bytes"));
+  MEMRA_RETURN_IF_ERROR(dev_->MakeCurrent());
+  if (data) return dev_->Upload(b.ptr() + offset, data, static_cast<size_t>(bytes));
+  return dev_->Zero(b.ptr() + offset, static_cast<size_t>(bytes));
+}
+
 absl::StatusOr<HostTensor> CudaExecutor::ReadState(absl::string_view name) const {
   const ir::StateVar* s = module_.state(name);
   if (s == nullptr) return absl::NotFoundError(absl::StrCat("no state @", name));

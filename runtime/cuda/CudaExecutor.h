@@ -129,6 +129,10 @@ class CudaExecutor {
   absl::Status ResetState();
   int64_t position() const { return position_; }
   int64_t context_capacity() const { return kv_capacity_; }
+  // Writes `bytes` bytes of `data` (zeros when null) into state @name at byte `offset`, ordered
+  // with the launches (the host's part of a module lowered with slots: a slot's reset,
+  // block-table entries).
+  absl::Status WriteState(absl::string_view name, int64_t offset, const void* data, int64_t bytes);
   // A copy of state buffer `name` on the host (f32 / i32).
   absl::StatusOr<HostTensor> ReadState(absl::string_view name) const;
   // Called after every op for each named result (synchronizes and downloads: tests only).
