@@ -125,9 +125,9 @@ absl::Status BatchedSlots::GrowBlocks(int slot, int64_t last) {
                            more * int64_t{sizeof(int32_t)});
 }
 
-absl::StatusOr<std::vector<std::vector<float>>> BatchedSlots::Execute(const StepBatch& batch) {
+absl::StatusOr<std::vector<EntryOutput>> BatchedSlots::Execute(const StepBatch& batch) {
   const int64_t n_entries = static_cast<int64_t>(batch.entries.size());
-  if (n_entries == 0) return std::vector<std::vector<float>>{};
+  if (n_entries == 0) return std::vector<EntryOutput>{};
   if (n_entries > slots_)
     return absl::InvalidArgumentError(absl::StrCat("a step of ", n_entries, " entries exceeds the ", slots_, " slots"));
   const int64_t rows = batch.rows();
@@ -189,14 +189,29 @@ absl::StatusOr<std::vector<std::vector<float>>> BatchedSlots::Execute(const Step
   args.push_back(HostTensor::FromI32(tok_seq, {T}));
   args.push_back(HostTensor::FromI32(seq_slot, {slots_}));
   args.push_back(HostTensor::FromI32(seq_start, {slots_ + 1}));
-  MEMRA_ASSIGN_OR_RETURN(std::vector<HostTensor> results, exec_->Run(fn, std::move(args)));
+  // The logits come to the host only when some sampled entry needs more than the argmax.
+  bool need_logits = false;
+  for (const StepEntry& e : batch.entries) need_logits |= e.sampled() && !e.argmax_only;
+  MEMRA_ASSIGN_OR_RETURN(std::vector<HostTensor> results, exec_->RunSelected(fn, std::move(args), {need_logits, true}));
   for (const StepEntry& e : batch.entries) pos_[e.slot] += static_cast<int64_t>(e.tokens.size());
-  if (results.size() != 1 || results[0].dtype() != ir::DType::kF32 || results[0].numel() != slots_ * n_vocab_)
-    return absl::InternalError(absl::StrCat("@", fn, " returned no [", slots_, ", ", n_vocab_, "] logits"));
-  std::vector<std::vector<float>> out(n_entries);
-  const float* logits = results[0].f32();
-  for (int64_t b = 0; b < n_entries; ++b)
-    if (batch.entries[b].sampled()) out[b].assign(logits + b * n_vocab_, logits + (b + 1) * n_vocab_);
+  if (results.size() != 2 || results[1].dtype() != ir::DType::kI32 || results[1].numel() != slots_ ||
+      (need_logits && (results[0].dtype() != ir::DType::kF32 || results[0].numel() != slots_ * n_vocab_)))
+    return absl::InternalError(
+        absl::StrCat("@", fn, " returned no [", slots_, ", ", n_vocab_, "] logits and [", slots_, "] picks"));
+  std::vector<EntryOutput> out(n_entries);
+  const int32_t* picks = results[1].i32();
+  for (int64_t b = 0; b < n_entries; ++b) {
+    const StepEntry& e = batch.entries[b];
+    if (!e.sampled()) continue;
+    if (e.argmax_only) {
+      out[b].token = picks[b];
+      out[b].non_finite = picks[b] < 0;
+      if (out[b].non_finite) out[b].token = -1;
+    } else {
+      const float* logits = results[0].f32();
+      out[b].logits.assign(logits + b * n_vocab_, logits + (b + 1) * n_vocab_);
+    }
+  }
   return out;
 }
 

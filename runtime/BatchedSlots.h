@@ -57,7 +57,7 @@ class BatchedSlots : public BatchBackend {
   int64_t ctx_per_slot() const override { return n_ctx_; }
   int64_t n_vocab() const override { return n_vocab_; }
   absl::Status ResetSlot(int slot) override;
-  absl::StatusOr<std::vector<std::vector<float>>> Execute(const StepBatch& batch) override;
+  absl::StatusOr<std::vector<EntryOutput>> Execute(const StepBatch& batch) override;
 
   // The most rows one step may hold (the largest bucket on the GPU; unbounded on the CPU).
   int64_t max_step_rows() const { return max_rows_; }

@@ -42,6 +42,13 @@ class Executor {
   virtual Backend backend() const = 0;
   // Runs function `name`; results on the host. State persists across calls.
   virtual absl::StatusOr<std::vector<HostTensor>> Run(absl::string_view name, std::vector<HostTensor> args) = 0;
+  // Run, bringing back only the results `want` marks (the others come back empty): a greedy step
+  // reads its device picks and leaves the [S, V] logits on the device. The default runs Run.
+  virtual absl::StatusOr<std::vector<HostTensor>> RunSelected(absl::string_view name, std::vector<HostTensor> args,
+                                                              const std::vector<bool>& want) {
+    (void)want;
+    return Run(name, std::move(args));
+  }
   // Greedy decoding: runs @decode n_steps times from `token` (the last token, not yet in the
   // state), each step's argmax feeding the next; returns the n_steps generated ids. The CUDA
   // executor keeps the loop on the device (one graph per step, one sync per call; the logits stay

@@ -154,9 +154,11 @@ class Qwen35Lowering {
     }
   }
 
-  // @step(tokens: i32[T], tok_seq: i32[T], seq_slot: i32[S], seq_start: i32[S+1]) -> f32[S, V]:
+  // @step(tokens: i32[T], tok_seq: i32[T], seq_slot: i32[S], seq_start: i32[S+1])
+  //     -> (f32[S, V], i32[S]):
   // the rows of up to S sequences in one call (ir/Ops.def, "sequences"); entry b's logits are
-  // those of its last row (0 for an unused entry).
+  // those of its last row (0 for an unused entry), and its greedy pick (argmax; -1 when the row
+  // holds a NaN or inf), so a greedy step need not bring the logits to the host.
   absl::Status BuildStepFunction() {
     const int64_t S = opt_.slots;
     const Dim T = Dim::Symbol("T");
@@ -180,10 +182,11 @@ class Qwen35Lowering {
     OutputHeadParams head{h_.rms_eps, h_.tied_output, /*all_logits=*/false};
     head.seq_start = seq_start;
     Value* logits = BuildOutputHead(b, *m_, x, head);
+    Value* ids = b.Build1(ir::OpKind::kArgmax, {logits}, {{"nonfinite", int64_t{-1}}})->Named("greedy_ids");
     b.SeqAdvancePositions(pos_, seq_slot, seq_start);
-    b.Return({logits});
+    b.Return({logits, ids});
     if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("lowering @step: ", b.status().message()));
-    fn->set_result_types({logits->type()});
+    fn->set_result_types({logits->type(), ids->type()});
     return absl::OkStatus();
   }
 

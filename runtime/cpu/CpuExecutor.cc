@@ -895,6 +895,12 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
           for (int64_t r = 0; r < rows; ++r) {
             if (op.is(OpKind::kArgmax)) {
               ids.i32()[r] = kc::Argmax(x.f32() + r * N, N);
+              if (std::optional<int64_t> bad = at.GetI64("nonfinite"))
+                for (int64_t i = 0; i < N; ++i)
+                  if (!std::isfinite(x.f32()[r * N + i])) {
+                    ids.i32()[r] = static_cast<int32_t>(*bad);
+                    break;
+                  }
             } else {
               // The rng state holds the seed of the next draw; each draw reseeds it.
               HostTensor& rng = St(1);

@@ -491,7 +491,8 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
   return out;
 }
 
-absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name, std::vector<HostTensor> args) {
+absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name, std::vector<HostTensor> args,
+                                                          const std::vector<bool>* want) {
   const ir::Function* fn = module_.function(name);
   if (fn == nullptr) return absl::NotFoundError(absl::StrCat("cuda executor: the module has no function @", name));
   MEMRA_ASSIGN_OR_RETURN(ir::SymbolBindings bindings, BindArguments(*fn, args, /*min_symbol_value=*/1));
@@ -544,10 +545,12 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
   std::vector<HostTensor> results;
   const Op* ret = p->steps.empty() ? nullptr : p->steps.back().op;
   if (ret != nullptr && ret->is(OpKind::kReturn))
-    for (const ir::Value* v : ret->operands()) {
+    for (unsigned i = 0; i < ret->num_operands(); ++i) {
+      const ir::Value* v = ret->operand(i);
       MEMRA_ASSIGN_OR_RETURN(auto shape, ConcreteShape(v, bindings));
       if (v->dtype() != DType::kF32 && v->dtype() != DType::kI32) return OpError(*ret, "results must be f32 or i32");
-      results.push_back(HostTensor::Zeros(v->dtype(), shape));
+      const bool wanted = want == nullptr || (i < want->size() && (*want)[i]);
+      results.push_back(wanted ? HostTensor::Zeros(v->dtype(), shape) : HostTensor());
     }
   MEMRA_ASSIGN_OR_RETURN(const int64_t position_delta, PositionAdvance(*p, bindings, position_state_));
   MEMRA_RETURN_IF_ERROR(EnqueueProgram(*p, bindings, /*allow_graphs=*/true));
@@ -556,6 +559,7 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
   if (ret != nullptr && ret->is(OpKind::kReturn))
     for (unsigned i = 0; i < ret->num_operands(); ++i) {
       HostTensor& t = results[i];
+      if (want != nullptr && !(i < want->size() && (*want)[i])) continue;  // left on the device
       void* dst = t.dtype() == DType::kF32 ? static_cast<void*>(t.f32()) : static_cast<void*>(t.i32());
       MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemcpyDtoHAsync(dst, p->Ptr(ret->operand(i)), t.numel() * 4, stream),
                                     absl::StrCat("@", name, ": result download")));

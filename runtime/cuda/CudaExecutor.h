@@ -112,7 +112,9 @@ class CudaExecutor {
   CudaExecutor& operator=(const CudaExecutor&) = delete;
 
   // Runs function `name`; results come back to the host. State persists across calls.
-  absl::StatusOr<std::vector<HostTensor>> Run(absl::string_view name, std::vector<HostTensor> args);
+  // `want` (optional): the results to bring back; the others come back empty.
+  absl::StatusOr<std::vector<HostTensor>> Run(absl::string_view name, std::vector<HostTensor> args,
+                                              const std::vector<bool>* want = nullptr);
   // Greedy decoding on the device: runs @decode n_steps times starting from `token` (the last
   // token, not yet in the cache); each step's argmax is the next step's token. Returns the n_steps
   // generated ids; the position advances by n_steps. With cuda_graphs the step is one graph
