@@ -81,6 +81,20 @@ absl::Status BatchedSlots::Init(const BatchedSlotsOptions& options) {
   MEMRA_RETURN_IF_ERROR(exec_->WriteState("kv_blocks", 0, none.data(), none.size() * sizeof(int32_t)));
   auto tok = tokenizer::Tokenizer::FromGguf(*file_);
   if (tok.ok()) tokenizer_ = std::move(*tok);
+  if (options.backend == Backend::kCuda && options.warm_buckets)
+    for (const auto& [rows, fn] : buckets_)
+      for (int i = 0; i < 2; ++i) MEMRA_RETURN_IF_ERROR(RunEmpty(fn, rows));
+  return absl::OkStatus();
+}
+
+absl::Status BatchedSlots::RunEmpty(const std::string& fn, int64_t rows) {
+  std::vector<HostTensor> args;
+  args.push_back(HostTensor::FromI32(std::vector<int32_t>(rows, 0), {rows}));
+  args.push_back(HostTensor::FromI32(std::vector<int32_t>(rows, -1), {rows}));
+  args.push_back(HostTensor::FromI32(std::vector<int32_t>(slots_, -1), {slots_}));
+  args.push_back(HostTensor::FromI32(std::vector<int32_t>(slots_ + 1, 0), {slots_ + 1}));
+  auto r = exec_->RunSelected(fn, std::move(args), {false, false});
+  if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat("warming @", fn, ": ", r.status().message()));
   return absl::OkStatus();
 }
 

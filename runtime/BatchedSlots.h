@@ -45,6 +45,9 @@ struct BatchedSlotsOptions {
   // GPU: the row buckets of @step (bucket-shapes' ladder); a step of more rows than the largest
   // is refused (the scheduler's step_tokens must not exceed it).
   std::string step_buckets = "1:2:4:8:16:32:64:128:256:384:512";
+  // GPU: run every step bucket twice on an empty batch at open (no state changes), so its kernels
+  // are compiled and its CUDA graph captured before the first request (and outside timings).
+  bool warm_buckets = true;
 };
 
 class BatchedSlots : public BatchBackend {
@@ -71,6 +74,8 @@ class BatchedSlots : public BatchBackend {
  private:
   BatchedSlots() = default;
   absl::Status Init(const BatchedSlotsOptions& options);
+  // Runs `fn` (a bucket of `rows`) on a batch of padding rows only: it touches no state.
+  absl::Status RunEmpty(const std::string& fn, int64_t rows);
   // Gives `slot` blocks up to position `last` (inclusive), writing the new table entries.
   absl::Status GrowBlocks(int slot, int64_t last);
 

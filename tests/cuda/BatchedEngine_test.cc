@@ -46,6 +46,7 @@ BatchedSlotsOptions Opts(Backend backend, int slots) {
   o.exec.cpu.threads = 4;
   o.exec.cuda.progress = false;
   o.exec.cuda.kernel_cache_dir = ::testing::TempDir() + "/memra-batched-cache";
+  o.step_buckets = "1:2:4:8:16:32:64:128";  // the scheduler below takes at most 72 rows a step
   return o;
 }
 
