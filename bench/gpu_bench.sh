@@ -2,7 +2,8 @@
 # The benchmark half of bench/gpu_suite.sh: generates the `memra gen` presets 0.8b and 9b in
 # bf16 on the GPU machine (they do not travel) and runs `memra bench` on each (llama-bench's
 # layout). Usage: gpu_bench.sh BIN_DIR OUT_DIR [PRESET[:DTYPE]...] [kernels]   (e.g. 0.8b 9b 9b:q8_0
-# 35b-a3b:q8_0; `kernels` adds memra-kernel-bench)
+# 35b-a3b:q8_0; `kernels` adds memra-kernel-bench; `batch` adds llama-batched-bench's table per
+# model: memra bench --batch 1,8,32,64 -p 128 -n 128 through the batched engine)
 set -uo pipefail
 bin=${1:?bin dir}; out=${2:?out dir}; shift 2
 presets=${*:-0.8b 9b}
@@ -12,8 +13,11 @@ mkdir -p "$models"
 # Kernel microbenchmarks (no model): the decode GEMV variants vs cuBLASLt at the 9B's shapes; only
 # when `kernels` is among the presets (they take minutes of device time).
 want_kernels=0
+want_batch=0
 rest=()
-for spec in $presets; do [ "$spec" = kernels ] && want_kernels=1 || rest+=("$spec"); done
+for spec in $presets; do
+  case $spec in kernels) want_kernels=1 ;; batch) want_batch=1 ;; *) rest+=("$spec") ;; esac
+done
 presets="${rest[*]}"
 if [ "$want_kernels" = 1 ] && [ -x "$bin/memra-kernel-bench" ]; then
   "$bin/memra-kernel-bench" > "$out/kernel-bench.txt" 2>&1
@@ -28,6 +32,13 @@ for spec in $presets; do
   start=$(date +%s)
   [ -f "$m" ] || "$bin/memra" gen --preset "$preset" --dtype "$dtype" --quiet -o "$m" > "$out/gen-$tag.log" 2>&1
   echo "gen $tag: $(( $(date +%s) - start )) s, $(du -h "$m" | cut -f1)" | tee -a "$out/bench-notes.txt"
+  if [ "$want_batch" = 1 ]; then
+    # Several sequences per step (issue 15): llama-batched-bench's table on the batched engine.
+    "$bin/memra" bench "$m" --batch 1,8,32,64 -p 128 -n 128 -r 1 --kernel-cache /tmp/memra-cache \
+      > "$out/batch-$tag.md" 2> "$out/batch-$tag.err"
+    echo "batch $tag: rc=$? $(grep -v 'upload weights' "$out/batch-$tag.err" | tail -2)" | tee -a "$out/bench-notes.txt"
+    { echo; echo "batched $tag:"; cat "$out/batch-$tag.md"; } >> "$out/bench.txt"
+  fi
   if [ "$dtype" != bf16 ]; then
     "$bin/memra" bench "$m" -p 512,4096 -n 128 -r 2 --kernel-cache /tmp/memra-cache > "$out/bench-$tag.md" 2> "$out/bench-$tag.err"
     grep -v "upload weights:" "$out/bench-$tag.err" | tee -a "$out/bench-notes.txt"

@@ -127,6 +127,17 @@ Op* OpBuilder::KvAppend(Value* k, Value* v, Value* k_cache, Value* v_cache, Valu
   return last_op_;
 }
 
+Op* OpBuilder::SeqAdvancePositions(Value* counter, Value* seq_slot, Value* seq_start) {
+  Build(OpKind::kSeqAdvancePositions, {counter, seq_slot, seq_start});
+  return last_op_;
+}
+
+Op* OpBuilder::PagedKvAppend(Value* k, Value* v, Value* k_cache, Value* v_cache, Value* blocks, Value* pos,
+                             Value* slot) {
+  Build(OpKind::kPagedKvAppend, {k, v, k_cache, v_cache, blocks, pos, slot});
+  return last_op_;
+}
+
 Op* OpBuilder::Return(llvm::ArrayRef<Value*> values) {
   Build(OpKind::kReturn, values);
   return last_op_;

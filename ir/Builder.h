@@ -100,6 +100,23 @@ class OpBuilder {
   Value* Sample(Value* logits, Value* rng, double temperature, int64_t top_k, double top_p) {
     return Build1(OpKind::kSample, {logits, rng}, {{"temperature", temperature}, {"top_k", top_k}, {"top_p", top_p}});
   }
+  // Sequences (ir/Ops.def): the batch operands are the step function's arguments.
+  llvm::SmallVector<Value*, 2> SeqPositions(Value* counter, Value* tok_seq, Value* seq_slot, Value* seq_start) {
+    return Build(OpKind::kSeqPositions, {counter, tok_seq, seq_slot, seq_start});
+  }
+  Op* SeqAdvancePositions(Value* counter, Value* seq_slot, Value* seq_start);
+  Op* PagedKvAppend(Value* k, Value* v, Value* k_cache, Value* v_cache, Value* blocks, Value* pos, Value* slot);
+  Value* PagedAttention(Value* q, Value* k_cache, Value* v_cache, Value* blocks, Value* pos, Value* slot, double scale) {
+    return Build1(OpKind::kPagedAttention, {q, k_cache, v_cache, blocks, pos, slot}, {{"scale", scale}});
+  }
+  Value* SeqConv1dCausal(Value* x, Value* w, Value* state, Value* seq_slot, Value* seq_start) {
+    return Build1(OpKind::kSeqConv1dCausal, {x, w, state, seq_slot, seq_start});
+  }
+  Value* SeqGatedDeltaScan(Value* q, Value* k, Value* v, Value* g, Value* beta, Value* state, Value* seq_slot,
+                           Value* seq_start, double scale) {
+    return Build1(OpKind::kSeqGatedDeltaScan, {q, k, v, g, beta, state, seq_slot, seq_start}, {{"scale", scale}});
+  }
+  Value* TakeSeqLastRows(Value* x, Value* seq_start) { return Build1(OpKind::kTakeSeqLastRows, {x, seq_start}); }
   Value* Concat(llvm::ArrayRef<Value*> xs, int64_t axis) { return Build1(OpKind::kConcat, xs, {{"axis", axis}}); }
   llvm::SmallVector<Value*, 2> Split(Value* x, int64_t axis, std::vector<int64_t> sizes) {
     return Build(OpKind::kSplit, {x}, {{"axis", axis}, {"sizes", std::move(sizes)}});

@@ -15,9 +15,19 @@ std::string Desc(const Value* v) {
 
 absl::Status Err(absl::string_view msg) { return absl::InvalidArgumentError(msg); }
 
-// Expected state kind of a state operand, by op kind.
-std::optional<StateKind> ExpectedStateKind(OpKind kind) {
+// Expected state kind of the state operand named `operand`, by op kind.
+std::optional<StateKind> ExpectedStateKind(OpKind kind, absl::string_view operand) {
   switch (kind) {
+    case OpKind::kPagedKvAppend:
+    case OpKind::kPagedAttention:
+      return operand == "blocks" ? StateKind::kBlocks : StateKind::kKv;
+    case OpKind::kSeqConv1dCausal:
+      return StateKind::kConv;
+    case OpKind::kSeqGatedDeltaScan:
+      return StateKind::kDelta;
+    case OpKind::kSeqPositions:
+    case OpKind::kSeqAdvancePositions:
+      return StateKind::kPosition;
     case OpKind::kKvAppend:
     case OpKind::kAttention:
     case OpKind::kAttentionGated:
@@ -411,6 +421,102 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.ShapeIs(6, Shape{K, c.S(4)[0]}, "[K, Fs]"));
       return Types{Like(c[0])};
     }
+    case OpKind::kSeqPositions:
+    case OpKind::kSeqAdvancePositions: {
+      // counter i32[S]; (positions:) tok_seq i32[T]; seq_slot i32[S]; seq_start i32[S+1].
+      const bool adv = kind == OpKind::kSeqAdvancePositions;
+      const size_t slot_i = adv ? 1 : 2, start_i = adv ? 2 : 3;
+      CHECK_OK(c.DTypeIs(0, DType::kI32));
+      CHECK_OK(c.Rank(0, 1));
+      const Dim& S = c.S(0)[0];
+      if (!S.IsConstant()) return Err(absl::StrCat(c.N(0), " must have a static slot count"));
+      CHECK_OK(c.DTypeIs(slot_i, DType::kI32));
+      CHECK_OK(c.ShapeIs(slot_i, Shape{S}, "one slot per entry, S entries"));
+      CHECK_OK(c.DTypeIs(start_i, DType::kI32));
+      CHECK_OK(c.ShapeIs(start_i, Shape{Dim(S.value() + 1)}, "S + 1 row offsets"));
+      if (adv) return Types{};
+      CHECK_OK(c.DTypeIs(1, DType::kI32));
+      CHECK_OK(c.Rank(1, 1));
+      const TensorType per_row(DType::kI32, Shape{c.S(1)[0]});
+      return Types{per_row, per_row};
+    }
+    case OpKind::kPagedKvAppend:
+    case OpKind::kPagedAttention: {
+      const bool app = kind == OpKind::kPagedKvAppend;
+      const size_t kc = app ? 2 : 1, blocks = kc + 2, pos = blocks + 1, slot = pos + 1;
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.Rank(0, 3));
+      if (app) CHECK_OK(c.SameType(0, 1));
+      for (size_t i : {kc, kc + 1}) {
+        CHECK_OK(c.Rank(i, 4));
+        if (!IsFloat(c.D(i))) return Err(absl::StrCat(c.N(i), " must be a float KV cache"));
+        CHECK_OK(c.DimEq(i, 3, c.S(0)[2], "head dim"));
+      }
+      if (c.S(kc) != c.S(kc + 1)) return Err(absl::StrCat(c.N(kc), " and ", c.N(kc + 1), " must have the same shape"));
+      const Dim& hq = c.S(0)[1];
+      const Dim& hkv = c.S(kc)[2];
+      if (app) CHECK_OK(c.DimEq(0, 1, hkv, "Hkv of the cache"));
+      if (hq.IsConstant() && hkv.IsConstant() && (hkv.value() == 0 || hq.value() % hkv.value() != 0))
+        return Err(absl::StrCat("query heads (", hq.value(), ") must be a multiple of KV heads (", hkv.value(), ")"));
+      CHECK_OK(c.DTypeIs(blocks, DType::kI32));
+      CHECK_OK(c.Rank(blocks, 2));
+      for (size_t i : {pos, slot}) {
+        CHECK_OK(c.DTypeIs(i, DType::kI32));
+        CHECK_OK(c.ShapeIs(i, Shape{c.S(0)[0]}, "one per row"));
+      }
+      if (app) return Types{};
+      return Types{Like(c[0])};
+    }
+    case OpKind::kSeqConv1dCausal: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.Rank(0, 2));
+      CHECK_OK(c.Rank(1, 2));
+      CHECK_OK(c.DimEq(1, 0, c.S(0)[1], "channels of 'x'"));
+      const Dim& k = c.S(1)[1];
+      if (!k.IsConstant() || k.value() < 1) return Err(absl::StrCat(c.N(1), " must have a constant kernel size >= 1"));
+      CHECK_OK(c.Rank(2, 3));
+      CHECK_OK(c.ShapeIs(2, Shape{c.S(2)[0], c.S(0)[1], k.value() - 1}, "[S, channels, kernel - 1]"));
+      if (!IsFloat(c.D(2))) return Err(absl::StrCat(c.N(2), " must be a float state"));
+      CHECK_OK(c.DTypeIs(3, DType::kI32));
+      CHECK_OK(c.ShapeIs(3, Shape{c.S(2)[0]}, "one slot per entry, S entries"));
+      CHECK_OK(c.DTypeIs(4, DType::kI32));
+      CHECK_OK(c.ShapeIs(4, Shape{Dim(c.S(2)[0].value() + 1)}, "S + 1 row offsets"));
+      if (auto act = attrs.GetString("activation"); act && *act != "silu")
+        return Err(absl::StrCat("conv activation '", *act, "' is not supported (only \"silu\")"));
+      return Types{Like(c[0])};
+    }
+    case OpKind::kSeqGatedDeltaScan: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.Rank(0, 3));
+      CHECK_OK(c.SameType(0, 1));
+      CHECK_OK(c.Rank(2, 3));
+      CHECK_OK(c.SameDType(0, 2));
+      CHECK_OK(c.DimEq(2, 0, c.S(0)[0], "tokens of 'q'"));
+      Shape th{c.S(0)[0], c.S(2)[1]};
+      CHECK_OK(c.ShapeIs(3, th, "[T, Hv]"));
+      CHECK_OK(c.ShapeIs(4, th, "[T, Hv]"));
+      const Dim& hk = c.S(0)[1];
+      const Dim& hv = c.S(2)[1];
+      if (hk.IsConstant() && hv.IsConstant() && (hk.value() == 0 || hv.value() % hk.value() != 0))
+        return Err(absl::StrCat("value heads (", hv.value(), ") must be a multiple of key heads (", hk.value(), ")"));
+      CHECK_OK(c.Rank(5, 4));
+      CHECK_OK(c.ShapeIs(5, Shape{c.S(5)[0], hv, c.S(2)[2], c.S(0)[2]}, "[S, Hv, Dv, Dk]"));
+      if (!IsFloat(c.D(5))) return Err(absl::StrCat(c.N(5), " must be a float state"));
+      CHECK_OK(c.DTypeIs(6, DType::kI32));
+      CHECK_OK(c.ShapeIs(6, Shape{c.S(5)[0]}, "one slot per entry, S entries"));
+      CHECK_OK(c.DTypeIs(7, DType::kI32));
+      CHECK_OK(c.ShapeIs(7, Shape{Dim(c.S(5)[0].value() + 1)}, "S + 1 row offsets"));
+      if (auto eps = attrs.GetF64("qk_l2_eps"); eps && !(*eps >= 0)) return Err("attribute 'qk_l2_eps' must be >= 0");
+      return Types{Like(c[2])};
+    }
+    case OpKind::kTakeSeqLastRows: {
+      CHECK_OK(c.RankAtLeast(0, 1));
+      CHECK_OK(c.DTypeIs(1, DType::kI32));
+      CHECK_OK(c.Rank(1, 1));
+      const Dim& n = c.S(1)[0];
+      if (!n.IsConstant() || n.value() < 2) return Err(absl::StrCat(c.N(1), " must have a static length B + 1 >= 2"));
+      return Types{TensorType(c.D(0), c.S(0).WithDim(0, n.value() - 1))};
+    }
     case OpKind::kTakeLastRow:
       CHECK_OK(c.RankAtLeast(0, 1));
       return Types{TensorType(c.D(0), c.S(0).WithDim(0, 1))};
@@ -536,7 +642,7 @@ absl::Status CheckSignature(OpKind kind, llvm::ArrayRef<Value*> operands, const 
       return Err(absl::StrCat("operand '", spec->name, "' must be ", spec->role == OperandRole::kAct ? "an " : "a ",
                               OperandRoleName(spec->role), ", got ", OperandRoleName(role), " ", Desc(v)));
     if (role == OperandRole::kState) {
-      std::optional<StateKind> want = ExpectedStateKind(kind);
+      std::optional<StateKind> want = ExpectedStateKind(kind, spec->name);
       StateKind got = llvm::cast<StateVar>(v)->state_kind();
       if (want && got != *want)
         return Err(absl::StrCat("operand '", spec->name, "' must be state of kind ", StateKindName(*want), ", got ",

@@ -32,12 +32,15 @@ absl::string_view StateKindName(StateKind k) {
       return "position";
     case StateKind::kRng:
       return "rng";
+    case StateKind::kBlocks:
+      return "blocks";
   }
   return "?";
 }
 
 std::optional<StateKind> ParseStateKind(absl::string_view s) {
-  for (StateKind k : {StateKind::kKv, StateKind::kConv, StateKind::kDelta, StateKind::kPosition, StateKind::kRng})
+  for (StateKind k : {StateKind::kKv, StateKind::kConv, StateKind::kDelta, StateKind::kPosition, StateKind::kRng,
+                      StateKind::kBlocks})
     if (StateKindName(k) == s) return k;
   return std::nullopt;
 }

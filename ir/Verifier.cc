@@ -116,7 +116,17 @@ class FunctionVerifier {
         writes = {op.operand(5)};
         break;
       case OpKind::kAdvancePositions:
+      case OpKind::kSeqAdvancePositions:
         writes = {op.operand(0)};
+        break;
+      case OpKind::kPagedKvAppend:
+        writes = {op.operand(2), op.operand(3)};
+        break;
+      case OpKind::kSeqConv1dCausal:
+        writes = {op.operand(2)};
+        break;
+      case OpKind::kSeqGatedDeltaScan:
+        writes = {op.operand(5)};
         break;
       case OpKind::kSample:
         writes = {op.operand(1)};
@@ -124,7 +134,7 @@ class FunctionVerifier {
       default:
         break;
     }
-    if (op.is(OpKind::kAttention) || op.is(OpKind::kAttentionGated)) {
+    if (op.is(OpKind::kAttention) || op.is(OpKind::kAttentionGated) || op.is(OpKind::kPagedAttention)) {
       for (unsigned i : {1u, 2u}) {
         Value* cache = op.operand(i);
         if (!written_by_.contains(cache))
@@ -133,7 +143,7 @@ class FunctionVerifier {
                                       " before any kv_append of this function wrote it"));
       }
     }
-    if (op.is(OpKind::kPositions) && written_by_.contains(op.operand(0)))
+    if ((op.is(OpKind::kPositions) || op.is(OpKind::kSeqPositions)) && written_by_.contains(op.operand(0)))
       return OpError(op, idx,
                      absl::StrCat("state: position counter @", op.operand(0)->name(),
                                   " is read after advance_positions (op #", written_by_[op.operand(0)], ")"));
@@ -177,21 +187,41 @@ absl::Status VerifyDecls(const Module& m) {
     if (!s->shape().IsStatic()) return err("state shapes must be static");
     for (const Dim& d : s->shape().dims())
       if (d.value() <= 0) return err("state dims must be > 0");
+    // A module lowered for several sequences (attribute slots = S > 0) keeps per-slot states
+    // with S as dim 0 and a paged KV cache (ir/Ops.def, "sequences").
+    const int64_t S = m.attrs().I64Or("slots", 0);
+    const bool seq = S > 0;
+    auto lead_s = [&]() { return !seq || s->shape()[0].value() == S; };
     switch (s->state_kind()) {
       case StateKind::kKv:
-        if (s->rank() != 3 || !IsFloat(s->dtype())) return err("a kv state is float [C, Hkv, D]");
+        if (seq) {
+          if (s->rank() != 4 || !IsFloat(s->dtype())) return err("a paged kv state is float [NB, BS, Hkv, D]");
+          if (s->shape()[1].value() != m.attrs().I64Or("kv_block", 0))
+            return err("dim 1 of a paged kv state must be the module's kv_block");
+        } else if (s->rank() != 3 || !IsFloat(s->dtype())) {
+          return err("a kv state is float [C, Hkv, D]");
+        }
         break;
       case StateKind::kConv:
-        if (s->rank() != 2 || !IsFloat(s->dtype())) return err("a conv state is float [C, K-1]");
+        if (s->rank() != (seq ? 3 : 2) || !IsFloat(s->dtype()) || !lead_s())
+          return err(seq ? "a conv state is float [S, C, K-1] (S = slots)" : "a conv state is float [C, K-1]");
         break;
       case StateKind::kDelta:
-        if (s->rank() != 3 || !IsFloat(s->dtype())) return err("a delta state is float [Hv, Dv, Dk]");
+        if (s->rank() != (seq ? 4 : 3) || !IsFloat(s->dtype()) || !lead_s())
+          return err(seq ? "a delta state is float [S, Hv, Dv, Dk] (S = slots)" : "a delta state is float [Hv, Dv, Dk]");
         break;
       case StateKind::kPosition:
-        if (s->type() != TensorType(DType::kI32, Shape{})) return err("a position state is i32[]");
+        if (s->type() != TensorType(DType::kI32, seq ? Shape{S} : Shape{}))
+          return err(seq ? "a position state is i32[S] (S = slots)" : "a position state is i32[]");
         break;
       case StateKind::kRng:
         if (s->type() != TensorType(DType::kI64, Shape{})) return err("an rng state is i64[]");
+        break;
+      case StateKind::kBlocks:
+        if (!seq) return err("a block table needs a module lowered with slots");
+        if (s->rank() != 2 || s->dtype() != DType::kI32 || !lead_s()) return err("a block table is i32[S, MB]");
+        if (s->shape()[1].value() * m.attrs().I64Or("kv_block", 0) < m.attrs().I64Or("n_ctx", 0))
+          return err("MB * kv_block must cover the module's n_ctx");
         break;
     }
   }

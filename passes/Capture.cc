@@ -55,6 +55,16 @@ CaptureVerdict ByKind(OpKind kind) {
     // The append's rows come from device positions; the context-overflow check runs on the host
     // before the launch.
     case OpKind::kKvAppend:
+    // Sequences: the batch descriptor and the block table live in device memory (uploaded
+    // before the step), so a step's graph replays for any batch of its bucket.
+    case OpKind::kSeqPositions:
+    case OpKind::kSeqAdvancePositions:
+    case OpKind::kPagedKvAppend:
+    case OpKind::kSeqConv1dCausal:
+    case OpKind::kSeqGatedDeltaScan:
+    case OpKind::kTakeSeqLastRows:
+    // Its grid covers every position a slot can hold; rows past their length exit early.
+    case OpKind::kPagedAttention:
       return {};
     case OpKind::kAttention:
     case OpKind::kAttentionGated:

@@ -43,4 +43,11 @@ std::string WithBucketLadder(absl::string_view pipeline, absl::string_view bucke
   return p;
 }
 
+std::string StepPipeline(absl::string_view pipeline, absl::string_view ladder) {
+  const std::string l = absl::StrReplaceAll(ladder, {{",", ":"}, {" ", ""}});
+  return absl::StrReplaceAll(
+      pipeline, {{"bucket-shapes", absl::StrCat("bucket-shapes{function=step ladder=", l,
+                                                 " keep-generic=false cap-context=false}")}});
+}
+
 }  // namespace memra::passes

@@ -56,6 +56,12 @@ std::string PipelineForArch(absl::string_view arch, absl::string_view weights = 
 // / bench pass the device's target, so the recorded selection matches the GPU it runs on).
 std::string PipelineForTarget(absl::string_view arch, int sm_count, absl::string_view weights = "blocks");
 
+// `pipeline` for a module lowered with slots on a backend that needs static shapes: its
+// bucket-shapes specializes @step (not @prefill) per row bucket of `ladder` ("1:2:4:...", a step
+// is padded to the next one), without the generic function and without the n_ctx cap (a step's
+// rows come from several sequences).
+std::string StepPipeline(absl::string_view pipeline, absl::string_view ladder);
+
 // The fusion passes only (no buckets, no memory plan, no segments): what a backend that takes
 // symbolic shapes runs.
 inline constexpr absl::string_view kFusionPipeline =

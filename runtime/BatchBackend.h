@@ -30,7 +30,19 @@ struct StepEntry {
   EntryKind kind = EntryKind::kDecode;
   std::vector<int32_t> tokens;
   int64_t request = 0;  // the scheduler's request id (for traces and tests; backends ignore it)
+  // The sampler needs only the argmax of the entry's logits (greedy, no penalties, no logprobs):
+  // a backend may pick on the device and return the token alone (EntryOutput::token).
+  bool argmax_only = false;
   bool sampled() const { return kind != EntryKind::kPromptChunk; }
+};
+
+// What a step gives back for one entry (nothing for an entry that is not sampled).
+struct EntryOutput {
+  std::vector<float> logits;  // the n_vocab logits of the entry's last row, unless `token` is set
+  // The backend's greedy pick for an argmax_only entry (the host sampler's argmax rule), or -1.
+  int32_t token = -1;
+  // The backend's pick saw a NaN or inf among the logits (token and logits then unset).
+  bool non_finite = false;
 };
 
 // A step: decode entries first, then prompt chunks in admission order (the §5 entry order).
@@ -54,9 +66,10 @@ class BatchBackend {
   // Zeroes slot `slot`'s state (position 0): the next sequence there starts fresh.
   virtual absl::Status ResetSlot(int slot) = 0;
   // Runs every entry of `batch`, each continuing its slot's sequence (first_pos must equal the
-  // slot's position). Returns one vector per entry, in entry order: the n_vocab logits of the
-  // entry's last row when it is sampled(), empty otherwise.
-  virtual absl::StatusOr<std::vector<std::vector<float>>> Execute(const StepBatch& batch) = 0;
+  // slot's position). Returns one output per entry, in entry order: for a sampled() entry the
+  // n_vocab logits of its last row or, when it is argmax_only, possibly the backend's pick;
+  // nothing otherwise.
+  virtual absl::StatusOr<std::vector<EntryOutput>> Execute(const StepBatch& batch) = 0;
 };
 
 }  // namespace memra::runtime

@@ -37,6 +37,9 @@ class CpuBackend final : public Executor {
     e_->ResetState();
     return absl::OkStatus();
   }
+  absl::Status WriteState(absl::string_view name, int64_t offset, const void* data, int64_t bytes) override {
+    return e_->WriteState(name, offset, data, bytes);
+  }
   int64_t position() const override { return e_->position(); }
   int64_t context_capacity() const override { return e_->context_capacity(); }
   void set_observer(ValueObserver o) override { e_->set_observer(std::move(o)); }
@@ -59,7 +62,14 @@ class CudaBackend final : public Executor {
   absl::StatusOr<std::vector<HostTensor>> Run(absl::string_view name, std::vector<HostTensor> args) override {
     return e_->Run(name, std::move(args));
   }
+  absl::StatusOr<std::vector<HostTensor>> RunSelected(absl::string_view name, std::vector<HostTensor> args,
+                                                      const std::vector<bool>& want) override {
+    return e_->Run(name, std::move(args), &want);
+  }
   absl::Status ResetState() override { return e_->ResetState(); }
+  absl::Status WriteState(absl::string_view name, int64_t offset, const void* data, int64_t bytes) override {
+    return e_->WriteState(name, offset, data, bytes);
+  }
   int64_t position() const override { return e_->position(); }
   int64_t context_capacity() const override { return e_->context_capacity(); }
   void set_observer(ValueObserver o) override { e_->set_observer(std::move(o)); }

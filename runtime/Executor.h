@@ -42,6 +42,13 @@ class Executor {
   virtual Backend backend() const = 0;
   // Runs function `name`; results on the host. State persists across calls.
   virtual absl::StatusOr<std::vector<HostTensor>> Run(absl::string_view name, std::vector<HostTensor> args) = 0;
+  // Run, bringing back only the results `want` marks (the others come back empty): a greedy step
+  // reads its device picks and leaves the [S, V] logits on the device. The default runs Run.
+  virtual absl::StatusOr<std::vector<HostTensor>> RunSelected(absl::string_view name, std::vector<HostTensor> args,
+                                                              const std::vector<bool>& want) {
+    (void)want;
+    return Run(name, std::move(args));
+  }
   // Greedy decoding: runs @decode n_steps times from `token` (the last token, not yet in the
   // state), each step's argmax feeding the next; returns the n_steps generated ids. The CUDA
   // executor keeps the loop on the device (one graph per step, one sync per call; the logits stay
@@ -52,6 +59,9 @@ class Executor {
   virtual absl::StatusOr<std::vector<int32_t>> DecodeGreedy(int32_t token, int64_t n_steps, int64_t first_step = 1);
   // Forgets all state (position 0).
   virtual absl::Status ResetState() = 0;
+  // Writes `bytes` bytes of `data` (zeros when null) into state @name at byte `offset`, ordered
+  // with the calls: the host's part of a module lowered with slots (runtime/BatchedSlots.h).
+  virtual absl::Status WriteState(absl::string_view name, int64_t offset, const void* data, int64_t bytes) = 0;
   virtual int64_t position() const = 0;
   virtual int64_t context_capacity() const = 0;
   // Called after every op for each named result (tracing; the CUDA executor synchronizes).

@@ -137,12 +137,22 @@ void Scheduler::Admit() {
   }
 }
 
+namespace {
+// The sampler needs only the argmax: greedy, nothing that reads the other logits.
+bool ArgmaxOnly(const Request& r) {
+  return r.sampling.temperature <= 0.0f && !kernels::cpu::PenaltiesEnabled(r.sampling) && r.logprobs < 0;
+}
+}  // namespace
+
 StepBatch Scheduler::BuildBatch() const {
   StepBatch b;
   // Every running request decodes every step: decode rows never wait behind prompts.
   for (RequestId id : running_) {
     const Seq& s = *seqs_.at(id);
-    if (s.decoding()) b.entries.push_back({s.slot, s.pos, EntryKind::kDecode, {s.history.back()}, s.id});
+    if (s.decoding()) {
+      b.entries.push_back({s.slot, s.pos, EntryKind::kDecode, {s.history.back()}, s.id});
+      b.entries.back().argmax_only = ArgmaxOnly(s.req);
+    }
   }
   int64_t budget = options_.step_tokens - static_cast<int64_t>(b.entries.size());
   // Prompt chunks in admission order: the oldest prompt takes what it can, then the next.
@@ -153,6 +163,7 @@ StepBatch Scheduler::BuildBatch() const {
     const int64_t n = left <= budget ? left : budget / options_.prefill_align * options_.prefill_align;
     if (n == 0) continue;  // a later prompt may still fit whole in what is left
     StepEntry e{s.slot, s.pos, n == left ? EntryKind::kLastPromptChunk : EntryKind::kPromptChunk, {}, s.id};
+    e.argmax_only = ArgmaxOnly(s.req);
     e.tokens.assign(s.req.prompt.begin() + s.prefilled, s.req.prompt.begin() + s.prefilled + n);
     b.entries.push_back(std::move(e));
     budget -= n;
@@ -171,7 +182,7 @@ absl::Status Scheduler::Step() {
   }
   ++steps_;
   rows_ += batch.rows();
-  absl::StatusOr<std::vector<std::vector<float>>> out = backend_.Execute(batch);
+  absl::StatusOr<std::vector<EntryOutput>> out = backend_.Execute(batch);
   if (!out.ok()) {
     const absl::Status err(out.status().code(), absl::StrCat("step ", steps_, ": ", out.status().message()));
     for (const auto& e : batch.entries)
@@ -195,22 +206,33 @@ absl::Status Scheduler::Step() {
   return slot_error_;
 }
 
-void Scheduler::SampleAndEmit(Seq& seq, const std::vector<float>& logits) {
+void Scheduler::SampleAndEmit(Seq& seq, const EntryOutput& out) {
   const int64_t vocab = backend_.n_vocab();
+  const std::vector<float>& logits = out.logits;
   TokenEvent ev;
-  absl::Status bad =
-      static_cast<int64_t>(logits.size()) == vocab
-          ? CheckFiniteLogits(logits.data(), vocab,
-                              seq.generated == 0 ? absl::StrCat("the prompt (", seq.prompt_size(), " tokens)")
-                                                 : absl::StrCat("decode step ", seq.generated))
-          : absl::InternalError(absl::StrCat("the backend returned ", logits.size(),
-                                             " logits for a sampled entry (n_vocab ", vocab, ")"));
+  const std::string where = seq.generated == 0 ? absl::StrCat("the prompt (", seq.prompt_size(), " tokens)")
+                                               : absl::StrCat("decode step ", seq.generated);
+  absl::Status bad;
+  if (out.non_finite)
+    bad = absl::DataLossError(absl::StrCat("the logits of ", where, " are not all finite (found by the backend's pick)"));
+  else if (out.token >= 0)
+    bad = out.token < vocab ? absl::OkStatus()
+                            : absl::InternalError(absl::StrCat("the backend picked token ", out.token,
+                                                               " outside the vocabulary of ", vocab));
+  else if (static_cast<int64_t>(logits.size()) == vocab)
+    bad = CheckFiniteLogits(logits.data(), vocab, where);
+  else
+    bad = absl::InternalError(
+        absl::StrCat("the backend returned ", logits.size(), " logits for a sampled entry (n_vocab ", vocab, ")"));
   if (!bad.ok()) {
     Finish(seq, FinishReason::kError, std::move(ev),
            absl::Status(bad.code(), absl::StrCat("request ", seq.id, ": ", bad.message())));
     return;
   }
-  const int32_t token = kernels::cpu::SampleToken(logits.data(), vocab, seq.req.sampling, seq.rng, seq.history);
+  // A backend's pick is the argmax the host would take (argmax_only entries only).
+  const int32_t token = out.token >= 0
+                            ? out.token
+                            : kernels::cpu::SampleToken(logits.data(), vocab, seq.req.sampling, seq.rng, seq.history);
   seq.history.push_back(token);
   ++seq.generated;
   ev.token = token;

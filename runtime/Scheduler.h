@@ -156,7 +156,7 @@ class Scheduler {
   void Admit();
   StepBatch BuildBatch() const;
   // Samples seq's next token from `logits`, streams it, and finishes the request when it ends.
-  void SampleAndEmit(Seq& seq, const std::vector<float>& logits);
+  void SampleAndEmit(Seq& seq, const EntryOutput& out);
   // Sends the last event (with `event`'s token and text), frees the slot, forgets the request.
   void Finish(Seq& seq, FinishReason reason, TokenEvent event, absl::Status error = absl::OkStatus());
   void ApplyDeferredCancels();

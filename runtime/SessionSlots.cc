@@ -32,8 +32,8 @@ absl::Status SessionSlots::ResetSlot(int slot) {
   return sessions_[slot]->Reset();
 }
 
-absl::StatusOr<std::vector<std::vector<float>>> SessionSlots::Execute(const StepBatch& batch) {
-  std::vector<std::vector<float>> out(batch.entries.size());
+absl::StatusOr<std::vector<EntryOutput>> SessionSlots::Execute(const StepBatch& batch) {
+  std::vector<EntryOutput> out(batch.entries.size());
   for (size_t i = 0; i < batch.entries.size(); ++i) {
     const StepEntry& e = batch.entries[i];
     MEMRA_RETURN_IF_ERROR(CheckSlot(e.slot));
@@ -56,7 +56,7 @@ absl::StatusOr<std::vector<std::vector<float>>> SessionSlots::Execute(const Step
     }
     if (!logits.ok())
       return absl::Status(logits.status().code(), absl::StrCat(where(), ": ", logits.status().message()));
-    if (e.sampled()) out[i] = std::move(*logits);
+    if (e.sampled()) out[i].logits = std::move(*logits);
   }
   return out;
 }

@@ -30,7 +30,7 @@ class SessionSlots : public BatchBackend {
   int64_t ctx_per_slot() const override { return sessions_[0]->context_length(); }
   int64_t n_vocab() const override { return sessions_[0]->n_vocab(); }
   absl::Status ResetSlot(int slot) override;
-  absl::StatusOr<std::vector<std::vector<float>>> Execute(const StepBatch& batch) override;
+  absl::StatusOr<std::vector<EntryOutput>> Execute(const StepBatch& batch) override;
 
   // Slot `slot`'s session (its tokenizer is the model's; its state is the slot's).
   Session& session(int slot) { return *sessions_[slot]; }

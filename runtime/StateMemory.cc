@@ -48,7 +48,8 @@ absl::StatusOr<StateBytes> StateBytesOf(const ir::Module& module) {
     switch (s->state_kind()) {
       case ir::StateKind::kKv:
         out.kv += bytes;
-        out.context = s->shape()[0].value();
+        // [C, Hkv, D], or a paged pool [NB, BS, Hkv, D] of NB * BS positions (all slots together).
+        out.context = s->rank() == 4 ? s->shape()[0].value() * s->shape()[1].value() : s->shape()[0].value();
         break;
       case ir::StateKind::kConv:
       case ir::StateKind::kDelta:

@@ -1,8 +1,8 @@
 // `memra bench`: prefill (pp) and decode (tg) throughput in llama-bench's layouts (-o md, json,
 // jsonl, csv; tools/BenchReport.h), so the two tools' outputs sit side by side. Random token ids;
 // each repetition starts from an empty state (decode at depth d first prefills d tokens, untimed).
-// --batch B1,B2,...: llama-batched-bench's table instead, measured through the Scheduler on
-// SessionSlots (RunBatchBench below).
+// --batch B1,B2,...: llama-batched-bench's table instead, measured through the Scheduler on the
+// batched engine (runtime/BatchedSlots.h; RunBatchBench below), CPU or CUDA.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -23,7 +23,7 @@
 #include "passes/Pipelines.h"
 #include "runtime/Executor.h"
 #include "runtime/Scheduler.h"
-#include "runtime/SessionSlots.h"
+#include "runtime/BatchedSlots.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "tools/BenchReport.h"
 #include "tools/Command.h"
@@ -104,10 +104,6 @@ constexpr int64_t kPrefillChunk = 4096;
 
 // The flags --batch cannot be combined with (checked before the model is read).
 absl::Status CheckBatchFlags() {
-  if (BenchBackend == "cuda")
-    return absl::UnimplementedError(
-        "--backend cuda with --batch: the batched CUDA executor is not built yet (issue 15), so --batch runs on the "
-        "CPU only (the scheduler's SessionSlots); use --backend cpu");
   if (BenchD.getNumOccurrences() > 0)
     return absl::InvalidArgumentError(
         "--batch and -d/--n-depth cannot be used together (every --batch test starts from empty slots)");
@@ -121,7 +117,7 @@ absl::Status CheckBatchFlags() {
 
 // `memra bench MODEL --batch 1,8,32 -p 128 -n 128`: for every -p value and B, B requests of -p
 // random prompt tokens (distinct per request, a fixed seed) submitted at once to a Scheduler on
-// SessionSlots (max B CPU sessions, each context fitting -p + -n + 1), greedy, no stop ids, each
+// BatchedSlots (max B slots, each context fitting -p + -n + 1, one @step per step), greedy, no stop ids, each
 // generating -n + 1 tokens: the first from its prompt's last chunk, then -n decode steps, as
 // llama-batched-bench's prefill then tg decodes. The step budget holds all B prompts, so the first
 // step prefills every prompt (T_PP: until every request has its first token) and each later step
@@ -136,48 +132,62 @@ int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat forma
   for (int64_t b : batches) max_b = std::max(max_b, b);
   for (int64_t p : prompts) max_p = std::max(max_p, p);
   if (BenchGpuLayers.getNumOccurrences() > 0 || BenchFlashAttn.getNumOccurrences() > 0)
-    llvm::errs() << "memra bench: -ngl / -fa ignored: --batch runs on the CPU with memra's own attention\n";
+    llvm::errs() << "memra bench: -ngl / -fa ignored: memra runs every layer with its own attention\n";
+  std::string backend_name = BenchBackend;
+  if (backend_name.empty()) backend_name = std::string(runtime::BackendName(runtime::DefaultBackend()));
+  auto backend_kind = runtime::ParseBackend(backend_name);
+  if (!backend_kind.ok()) return Fail(backend_kind.status());
+  if (*backend_kind == runtime::Backend::kCuda)
+    if (absl::Status st = runtime::CudaAvailable(); !st.ok())
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat("--backend cuda: no usable CUDA GPU here (", st.message(), "); use --backend cpu")));
   std::string weights_error;
-  const std::string weights = memra::tools::WeightsForBackend(BenchWeights, "cpu", weights_error);
+  const std::string weights = memra::tools::WeightsForBackend(BenchWeights, backend_name, weights_error);
   if (!weights_error.empty()) return Fail(absl::InvalidArgumentError(weights_error));
-  runtime::SessionOptions so;
-  so.threads = BenchThreads;
-  so.n_ctx = std::max<int64_t>(max_p + tg + 16, 256);
-  so.chunk = kPrefillChunk;
-  so.backend = runtime::Backend::kCpu;
-  so.weight_mode = weights == "dequant" ? runtime::WeightMode::kDequantizeAtLoad : runtime::WeightMode::kPerRow;
-  passes::PassManagerOptions pm_opts;
-  pm_opts.pipeline = BenchPasses.empty() ? passes::PipelineForArch("cpu") : std::string(BenchPasses);
-  pm_opts.input_name = model_path;
-  so.compile = [pm_opts](ir::Module& m) -> absl::Status {
-    auto pm = passes::PassManager::Create(pm_opts);
-    if (!pm.ok()) return pm.status();
-    return (*pm)->Run(m);
-  };
+  if (!BenchPasses.empty())
+    return Fail(absl::InvalidArgumentError("--passes with --batch: the batched engine runs its own pipeline"));
+  runtime::BatchedSlotsOptions bo;
+  bo.slots = static_cast<int>(max_b);
+  bo.n_ctx = std::max<int64_t>(max_p + tg + 16, 256);
+  bo.backend = *backend_kind;
+  bo.exec.cpu.threads = BenchThreads;
+  bo.exec.cpu.weight_mode =
+      weights == "dequant" ? runtime::WeightMode::kDequantizeAtLoad : runtime::WeightMode::kPerRow;
+  bo.exec.cuda.kernel_cache_dir = BenchCache;
+  bo.exec.cuda.cuda_graphs = BenchGraphs;
+  bo.exec.cuda.pdl = BenchPdl;
+  bo.exec.cuda.weights = weights == "bf16" ? kernels::cuda::WeightMode::kBf16 : kernels::cuda::WeightMode::kBlocks;
   const auto t_load = Clock::now();
-  auto backend = runtime::SessionSlots::Open(model_path, static_cast<int>(max_b), so);
+  auto backend = runtime::BatchedSlots::Open(model_path, bo);
   if (!backend.ok()) return Fail(backend.status());
-  runtime::SessionSlots& slots = **backend;
+  runtime::BatchedSlots& slots = **backend;
   const int64_t ctx = slots.ctx_per_slot();
   if (max_p + tg + 1 > ctx)
     return Fail(absl::OutOfRangeError(absl::StrCat("-p ", max_p, " + -n ", tg,
                                                    " + 1 positions do not fit the per-slot "
                                                    "context of ",
                                                    ctx, " tokens")));
-  runtime::CpuExecutor* cpu = slots.session(0).executor().cpu();
+  runtime::CpuExecutor* cpu = slots.executor().cpu();
   const int64_t threads = cpu != nullptr ? cpu->num_threads() : 1;
+  std::string memory;
+  if (runtime::CudaExecutor* gpu = slots.executor().cuda())
+    memory = absl::StrCat("; device memory: ", runtime::DescribeDeviceMemory(gpu->device_memory()));
   llvm::errs() << absl::StrFormat(
-      "memra bench: --batch on %s: %d slots of context %d (SessionSlots, the entries of a step run one after "
-      "another), %s, loaded in %.2f s\n",
-      model_path, max_b, ctx, slots.session(0).executor().Describe(),
-      std::chrono::duration<double>(Clock::now() - t_load).count());
+      "memra bench: --batch on %s: %d slots of context %d, %d KV blocks, one @step per scheduler step (at most %s "
+      "rows), %s, loaded in %.2f s%s\n",
+      model_path, max_b, ctx, slots.kv_blocks(),
+      slots.max_step_rows() == INT64_MAX ? std::string("any") : absl::StrCat(slots.max_step_rows()),
+      slots.executor().Describe(), std::chrono::duration<double>(Clock::now() - t_load).count(), memory);
   const int64_t vocab = slots.n_vocab();
   std::mt19937 rng(1234);
 
   // One test: B requests of p tokens; returns (t_pp, t_tg) in seconds.
   auto run_once = [&](int64_t p, int64_t b, int64_t n_gen, double& t_pp, double& t_tg) -> absl::Status {
     runtime::SchedulerOptions opts;
-    opts.step_tokens = std::max<int64_t>(b * p, runtime::MinStepTokens(max_b, opts.prefill_align));
+    // Every prompt in the first step where the engine's largest step allows (the GPU's step
+    // buckets cap it: the prompts then take several steps, as llama-batched-bench's n_batch).
+    opts.step_tokens = std::max<int64_t>(std::min<int64_t>(b * p, slots.max_step_rows()),
+                                         runtime::MinStepTokens(max_b, opts.prefill_align));
     auto sched = runtime::Scheduler::Create(slots, opts);
     if (!sched.ok()) return sched.status();
     int64_t first = 0, done = 0;

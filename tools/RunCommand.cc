@@ -27,7 +27,7 @@
 #include "runtime/Detokenizer.h"
 #include "runtime/Scheduler.h"
 #include "runtime/Session.h"
-#include "runtime/SessionSlots.h"
+#include "runtime/BatchedSlots.h"
 #include "runtime/StateMemory.h"
 #include "runtime/cpu/LayerTrace.h"
 #include "runtime/cuda/CudaExecutor.h"
@@ -294,12 +294,10 @@ absl::Status CheckPromptsFileFlags() {
   if (RunN == 0)
     return absl::InvalidArgumentError(
         "-n 0 with --prompts-file: each prompt generates at least one token (give -n 1 or more, or -1)");
-  // Before the model is read (and whatever GPU is here): the scheduler's one backend is the CPU's.
-  if (RunBackend == "cuda")
-    return absl::UnimplementedError(absl::StrCat(
-        "--backend cuda with --prompts-file", RunParallel > 1 ? absl::StrCat(" --parallel ", int(RunParallel)) : "",
-        ": the batched CUDA executor is not built yet (issue 15), so --prompts-file runs on the CPU only, at any "
-        "--parallel (1 included); use --backend cpu"));
+  if (RunPmFlags.any_given())
+    return absl::InvalidArgumentError(
+        "--prompts-file and --passes / the pass dumps cannot be used together (the batched engine compiles its own "
+        "@step pipeline)");
   return absl::OkStatus();
 }
 
@@ -317,8 +315,9 @@ memra::kernels::cpu::SamplingParams SamplingFromFlags(int64_t ctx) {
   return sp;
 }
 
-// `memra run MODEL --prompts-file F --parallel N`: every prompt a Scheduler request on
-// SessionSlots (min(N, prompts) CPU sessions), seeded seed + line number so the tokens do not
+// `memra run MODEL --prompts-file F --parallel N`: every prompt a Scheduler request on the batched
+// engine (runtime/BatchedSlots.h: min(N, prompts) slots, one @step per scheduler step, CPU or
+// CUDA), seeded seed + line number so the tokens do not
 // depend on N; each output printed whole when its request finishes (completion order):
 //   [line 3] <prompt>
 //   <generated text>
@@ -329,25 +328,33 @@ int RunPromptsFileMode(const std::string& model_path, const memra::runtime::Sess
   using namespace memra;
   using Clock = std::chrono::steady_clock;
   const int slots = static_cast<int>(std::min<int64_t>(RunParallel, static_cast<int64_t>(prompts.size())));
+  runtime::BatchedSlotsOptions bo;
+  bo.slots = slots;
+  bo.n_ctx = so.n_ctx;
+  bo.backend = so.backend;
+  bo.exec.cpu.threads = so.threads;
+  bo.exec.cpu.weight_mode = so.weight_mode;
+  bo.exec.cuda = so.cuda;
   const auto t_load = Clock::now();
-  auto backend = runtime::SessionSlots::Open(model_path, slots, so);
+  auto backend = runtime::BatchedSlots::Open(model_path, bo);
   if (!backend.ok()) return Fail(backend.status());
   const double load_seconds = std::chrono::duration<double>(Clock::now() - t_load).count();
-  runtime::Session& s0 = (*backend)->session(0);
-  if (RunPrintIr) llvm::errs() << ir::ToText(s0.module());
-  if (s0.tokenizer() == nullptr)
-    return Fail(absl::Status(s0.tokenizer_status().code(),
-                             absl::StrCat("--prompts-file needs the model's tokenizer (the prompts are text): ",
-                                          s0.tokenizer_status().message())));
-  const tokenizer::Tokenizer& tok = *s0.tokenizer();
-  const int64_t ctx = (*backend)->ctx_per_slot();
-  auto state = runtime::StateBytesOf(s0.module());
+  runtime::BatchedSlots& engine = **backend;
+  const ir::Module& module = engine.module();
+  if (RunPrintIr) llvm::errs() << ir::ToText(module);
+  if (engine.tokenizer() == nullptr)
+    return Fail(absl::FailedPreconditionError(
+        "--prompts-file needs the model's tokenizer (the prompts are text), and the GGUF has none usable"));
+  const tokenizer::Tokenizer& tok = *engine.tokenizer();
+  const int64_t ctx = engine.ctx_per_slot();
+  auto state = runtime::StateBytesOf(module);
   llvm::errs() << absl::StrFormat(
-      "memra run: %s: %s, %d layers, n_vocab %d, %d slots (--parallel %d) of context %d each (%s per slot), %s, "
-      "loaded in %.2f s\n",
-      model_path, s0.module().attrs().GetString("arch").value_or("?"), s0.module().attrs().I64Or("n_layer", 0),
-      s0.n_vocab(), slots, int(RunParallel), ctx,
-      state.ok() ? runtime::DescribeStateBytes(*state) : "state size unknown", s0.executor().Describe(), load_seconds);
+      "memra run: %s: %s, %d layers, n_vocab %d, %d slots (--parallel %d) of context %d each, %d KV blocks of %d "
+      "(%s in all), %s, loaded in %.2f s\n",
+      model_path, module.attrs().GetString("arch").value_or("?"), module.attrs().I64Or("n_layer", 0),
+      engine.n_vocab(), slots, int(RunParallel), ctx, engine.kv_blocks(), module.attrs().I64Or("kv_block", 0),
+      state.ok() ? runtime::DescribeStateBytes(*state) : "state size unknown", engine.executor().Describe(),
+      load_seconds);
 
   uint64_t seed = 0;
   if (RunSeed >= 0) {
@@ -362,8 +369,8 @@ int RunPromptsFileMode(const std::string& model_path, const memra::runtime::Sess
   }
 
   runtime::SchedulerOptions opts;
-  opts.step_tokens =
-      std::max<int64_t>(RunChunk > 0 ? int64_t(RunChunk) : 512, runtime::MinStepTokens(slots, opts.prefill_align));
+  opts.step_tokens = std::max<int64_t>(std::min<int64_t>(RunChunk > 0 ? int64_t(RunChunk) : 512, engine.max_step_rows()),
+                                       runtime::MinStepTokens(slots, opts.prefill_align));
   opts.detokenizer = runtime::TokenizerDetokenizer(tok);
   auto sched = runtime::Scheduler::Create(**backend, opts);
   if (!sched.ok()) return Fail(sched.status());
@@ -377,14 +384,10 @@ int RunPromptsFileMode(const std::string& model_path, const memra::runtime::Sess
   std::vector<runtime::RequestId> request_ids;
   int64_t prompt_tokens = 0, generated = 0, errors = 0, cancelled = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    auto ids = s0.Tokenize(prompts[i].text);
-    if (!ids.ok())
-      return Fail(
-          absl::Status(ids.status().code(), absl::StrCat("--prompts-file ", std::string(RunPromptsFile), " line ",
-                                                         prompts[i].line, ": ", ids.status().message())));
-    outs[i].prompt = *ids;
+    std::vector<int32_t> ids = tok.Encode(prompts[i].text);
+    outs[i].prompt = ids;
     runtime::Request r;
-    r.prompt = std::move(*ids);
+    r.prompt = std::move(ids);
     r.sampling = SamplingFromFlags(ctx);
     r.seed = seed + static_cast<uint64_t>(prompts[i].line);
     r.max_tokens = RunN < 0 ? ctx : int64_t(RunN);
@@ -468,9 +471,7 @@ int RunRun() {
         "--parallel needs --prompts-file (it runs that file's prompts N at a time; one prompt runs alone)"));
   }
   runtime::Backend backend = runtime::Backend::kCpu;
-  if (prompts_file) {
-    // The scheduler's one backend is SessionSlots (CPU) until the batched executor lands.
-  } else if (RunBackend.empty()) {
+  if (RunBackend.empty()) {
     backend = runtime::DefaultBackend();
   } else {
     auto b = runtime::ParseBackend(RunBackend);

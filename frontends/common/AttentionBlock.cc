@@ -35,6 +35,13 @@ void DeclareKvCache(ir::Module& m, int64_t layer, int64_t n_ctx, const Attention
   m.AddState(ir::StateKind::kKv, LayerTensorName(layer, "v_cache"), kv, attrs);
 }
 
+void DeclarePagedKvCache(ir::Module& m, int64_t layer, int64_t n_blocks, int64_t block, const AttentionParams& p) {
+  const ir::TensorType kv(ir::DType::kF32, Shape{n_blocks, block, p.n_head_kv, p.head_dim});
+  const ir::AttrDict attrs{{"layer", layer}};
+  m.AddState(ir::StateKind::kKv, LayerTensorName(layer, "k_cache"), kv, attrs);
+  m.AddState(ir::StateKind::kKv, LayerTensorName(layer, "v_cache"), kv, attrs);
+}
+
 Value* BuildAttention(const LayerContext& c, Value* h, Value* pos, const AttentionParams& p) {
   ir::OpBuilder& b = c.b;
   const ir::Dim& T = c.T;
@@ -58,8 +65,15 @@ Value* BuildAttention(const LayerContext& c, Value* h, Value* pos, const Attenti
   k = b.Rope(k, pos, p.n_rot, p.rope_base)->Named(c.Node("Kcur"));
   Value* kc = c.S("k_cache");
   Value* vc = c.S("v_cache");
-  b.KvAppend(k, v, kc, vc, pos);
-  Value* att = b.Attention(q, kc, vc, pos, p.scale)->Named(c.Node(gated ? "attn_pregate" : "kqv_out"));
+  Value* att = nullptr;
+  if (c.seq) {
+    b.PagedKvAppend(k, v, kc, vc, c.seq->blocks, pos, c.seq->slot);
+    att = b.PagedAttention(q, kc, vc, c.seq->blocks, pos, c.seq->slot, p.scale);
+  } else {
+    b.KvAppend(k, v, kc, vc, pos);
+    att = b.Attention(q, kc, vc, pos, p.scale);
+  }
+  att->Named(c.Node(gated ? "attn_pregate" : "kqv_out"));
   if (gated) {
     Value* sg = b.Sigmoid(gate)->Named(c.Node("gate_sigmoid"));
     att = b.Mul(att, sg)->Named(c.Node("attn_gated"));

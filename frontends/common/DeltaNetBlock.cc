@@ -27,12 +27,17 @@ absl::Status DeclareDeltaNetWeights(const gguf::GgufFile& file, ir::Module& m, i
   return declare("ssm_out.weight", {p.ValueDim(), E});
 }
 
-void DeclareDeltaNetState(ir::Module& m, int64_t layer, const DeltaNetParams& p) {
+void DeclareDeltaNetState(ir::Module& m, int64_t layer, const DeltaNetParams& p, int64_t slots) {
   const ir::AttrDict attrs{{"layer", layer}};
-  m.AddState(ir::StateKind::kConv, LayerTensorName(layer, "conv_state"),
-             ir::TensorType(ir::DType::kF32, Shape{p.ConvDim(), p.d_conv - 1}), attrs);
-  m.AddState(ir::StateKind::kDelta, LayerTensorName(layer, "delta_state"),
-             ir::TensorType(ir::DType::kF32, Shape{p.n_v_heads, p.d_state, p.d_state}), attrs);
+  Shape conv{p.ConvDim(), p.d_conv - 1};
+  Shape delta{p.n_v_heads, p.d_state, p.d_state};
+  if (slots > 0) {
+    conv = Shape{slots, p.ConvDim(), p.d_conv - 1};
+    delta = Shape{slots, p.n_v_heads, p.d_state, p.d_state};
+  }
+  m.AddState(ir::StateKind::kConv, LayerTensorName(layer, "conv_state"), ir::TensorType(ir::DType::kF32, conv), attrs);
+  m.AddState(ir::StateKind::kDelta, LayerTensorName(layer, "delta_state"), ir::TensorType(ir::DType::kF32, delta),
+             attrs);
 }
 
 Value* BuildGatedDeltaNet(const LayerContext& c, Value* h, const DeltaNetParams& p) {
@@ -46,7 +51,10 @@ Value* BuildGatedDeltaNet(const LayerContext& c, Value* h, const DeltaNetParams&
   auto [beta, g] = b.DeltaNetGates(braw, alpha, c.W("ssm_dt.bias"), c.W("ssm_a"));
   beta->Named(c.Node("beta_sigmoid"));
   g->Named(c.Node("gate"));
-  Value* conv = b.Conv1dCausal(qkv, c.W("ssm_conv1d.weight"), c.S("conv_state"))->Named(c.Node("conv_output"));
+  Value* conv = c.seq ? b.SeqConv1dCausal(qkv, c.W("ssm_conv1d.weight"), c.S("conv_state"), c.seq->seq_slot,
+                                          c.seq->seq_start)
+                      : b.Conv1dCausal(qkv, c.W("ssm_conv1d.weight"), c.S("conv_state"));
+  conv->Named(c.Node("conv_output"));
   conv = b.Silu(conv)->Named(c.Node("conv_output_silu"));
   auto parts = b.Split(conv, 1, {Kd, Kd, Vd});
   // After an error Split returns one poison value: index it safely (the error is reported).
@@ -55,8 +63,10 @@ Value* BuildGatedDeltaNet(const LayerContext& c, Value* h, const DeltaNetParams&
   Value* v = b.Reshape(parts.size() > 2 ? parts[2] : parts[0], Shape{T, Hv, Ds})->Named(c.Node("v_conv"));
   q = b.L2Norm(q, p.eps)->Named(c.Node("q_conv_predelta"));
   k = b.L2Norm(k, p.eps)->Named(c.Node("k_conv_predelta"));
-  Value* o = b.GatedDeltaScan(q, k, v, g, beta, c.S("delta_state"), 1.0 / std::sqrt(static_cast<double>(Ds)))
-                 ->Named(c.Node("attn_output"));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(Ds));
+  Value* o = c.seq ? b.SeqGatedDeltaScan(q, k, v, g, beta, c.S("delta_state"), c.seq->seq_slot, c.seq->seq_start, scale)
+                   : b.GatedDeltaScan(q, k, v, g, beta, c.S("delta_state"), scale);
+  o->Named(c.Node("attn_output"));
   Value* zh = b.Reshape(z, Shape{T, Hv, Ds});
   o = b.GatedRmsNorm(o, zh, c.W("ssm_norm.weight"), p.eps)->Named(c.Node("final_output"));
   o = b.Reshape(o, Shape{T, Vd});

@@ -38,7 +38,8 @@ struct DeltaNetParams {
 absl::Status DeclareDeltaNetWeights(const gguf::GgufFile& file, ir::Module& m, int64_t layer, int64_t n_embd,
                                     const DeltaNetParams& p);
 // Adds blk.N.conv_state and blk.N.delta_state.
-void DeclareDeltaNetState(ir::Module& m, int64_t layer, const DeltaNetParams& p);
+// slots > 0: one conv ring and delta state per slot ([S, ...], a module lowered with slots).
+void DeclareDeltaNetState(ir::Module& m, int64_t layer, const DeltaNetParams& p, int64_t slots = 0);
 // h: the normed input [T, n_embd]. Updates the layer's conv ring and delta state.
 ir::Value* BuildGatedDeltaNet(const LayerContext& c, ir::Value* h, const DeltaNetParams& p);
 

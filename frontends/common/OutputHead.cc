@@ -14,7 +14,10 @@ absl::Status DeclareOutputHead(const gguf::GgufFile& file, ir::Module& m, int64_
 
 ir::Value* BuildOutputHead(ir::OpBuilder& b, const ir::Module& m, ir::Value* x, const OutputHeadParams& p) {
   ir::Value* out = b.RmsNorm(x, m.weight("output_norm.weight"), p.eps)->Named("result_norm");
-  if (!p.all_logits) out = b.TakeLastRow(out)->Named("result_norm_last");
+  if (p.seq_start)
+    out = b.TakeSeqLastRows(out, p.seq_start)->Named("result_norm_last");
+  else if (!p.all_logits)
+    out = b.TakeLastRow(out)->Named("result_norm_last");
   ir::Value* head = m.weight(p.tied ? kTokenEmbeddingTensor : "output.weight");
   return b.MatMul(out, head)->Named("result_output");
 }

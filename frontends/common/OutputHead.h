@@ -20,6 +20,8 @@ struct OutputHeadParams {
   double eps = 0;           // of the final norm
   bool tied = false;        // output.weight absent: the head is token_embd.weight
   bool all_logits = false;  // logits of every row, not only the last
+  // A step over several sequences: the logits of each entry's last row ([S, V]).
+  ir::Value* seq_start = nullptr;
 };
 
 // Declares output_norm.weight {n_embd} and, unless tied, output.weight {n_embd, n_vocab}.

@@ -74,12 +74,25 @@ class Qwen35Lowering {
     m_ = std::make_unique<ir::Module>();
     n_ctx_ = ContextLength(opt_, h_.n_ctx_train);
     if (n_ctx_ <= 0) return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": context length must be > 0"));
+    if (opt_.slots < 0 || opt_.slots > LowerOptions::kMaxSlots)
+      return absl::InvalidArgumentError(
+          absl::StrCat("slots must be in [0, ", LowerOptions::kMaxSlots, "] (got ", opt_.slots, ")"));
+    if (opt_.slots > 0) {
+      max_blocks_ = (n_ctx_ + LowerOptions::kKvBlock - 1) / LowerOptions::kKvBlock;
+      kv_blocks_ = opt_.kv_blocks > 0 ? opt_.kv_blocks : opt_.slots * max_blocks_;
+      if (opt_.kv_blocks < 0)
+        return absl::InvalidArgumentError(absl::StrCat("kv_blocks must be >= 0 (got ", opt_.kv_blocks, ")"));
+    }
     MEMRA_RETURN_IF_ERROR(RejectUnsupportedTensors());
     MEMRA_RETURN_IF_ERROR(DeclareWeights());
     DeclareState();
     RecordAttributes();
-    MEMRA_RETURN_IF_ERROR(BuildFunction("prefill", Dim::Symbol("T"), opt_.prefill_all_logits));
-    MEMRA_RETURN_IF_ERROR(BuildFunction("decode", Dim(1), /*all_logits=*/true));
+    if (opt_.slots > 0) {
+      MEMRA_RETURN_IF_ERROR(BuildStepFunction());
+    } else {
+      MEMRA_RETURN_IF_ERROR(BuildFunction("prefill", Dim::Symbol("T"), opt_.prefill_all_logits));
+      MEMRA_RETURN_IF_ERROR(BuildFunction("decode", Dim(1), /*all_logits=*/true));
+    }
     MEMRA_RETURN_IF_ERROR(CheckValueWeightsAreF32(f_, *m_));
     MEMRA_RETURN_IF_ERROR(ir::VerifyModule(*m_));
     return std::move(m_);
@@ -114,10 +127,15 @@ class Qwen35Lowering {
   }
 
   void DeclareState() {
-    pos_ = m_->AddState(StateKind::kPosition, "pos", TensorType(DType::kI32, Shape{}));
+    const int64_t S = opt_.slots;
+    pos_ = m_->AddState(StateKind::kPosition, "pos", TensorType(DType::kI32, S > 0 ? Shape{S} : Shape{}));
+    if (S > 0)
+      blocks_ = m_->AddState(StateKind::kBlocks, "kv_blocks", TensorType(DType::kI32, Shape{S, max_blocks_}));
     for (int64_t il = 0; il < h_.n_layer; ++il) {
       if (h_.IsRecurrent(il))
-        DeclareDeltaNetState(*m_, il, gdn_);
+        DeclareDeltaNetState(*m_, il, gdn_, S);
+      else if (S > 0)
+        DeclarePagedKvCache(*m_, il, kv_blocks_, LowerOptions::kKvBlock, attn_);
       else
         DeclareKvCache(*m_, il, n_ctx_, attn_);
     }
@@ -129,6 +147,47 @@ class Qwen35Lowering {
     ffn_.RecordAttributes(a);
     a.Set("n_ctx", n_ctx_);
     a.Set("prefill_logits", opt_.prefill_all_logits ? "all" : "last");
+    if (opt_.slots > 0) {
+      a.Set("slots", opt_.slots);
+      a.Set("kv_block", LowerOptions::kKvBlock);
+      a.Set("kv_blocks", kv_blocks_);
+    }
+  }
+
+  // @step(tokens: i32[T], tok_seq: i32[T], seq_slot: i32[S], seq_start: i32[S+1])
+  //     -> (f32[S, V], i32[S]):
+  // the rows of up to S sequences in one call (ir/Ops.def, "sequences"); entry b's logits are
+  // those of its last row (0 for an unused entry), and its greedy pick (argmax; -1 when the row
+  // holds a NaN or inf), so a greedy step need not bring the logits to the host.
+  absl::Status BuildStepFunction() {
+    const int64_t S = opt_.slots;
+    const Dim T = Dim::Symbol("T");
+    ir::Function* fn = m_->AddFunction("step");
+    Value* tokens = fn->AddArgument("tokens", TensorType(DType::kI32, Shape{T}));
+    Value* tok_seq = fn->AddArgument("tok_seq", TensorType(DType::kI32, Shape{T}));
+    Value* seq_slot = fn->AddArgument("seq_slot", TensorType(DType::kI32, Shape{S}));
+    Value* seq_start = fn->AddArgument("seq_start", TensorType(DType::kI32, Shape{S + 1}));
+    OpBuilder b(fn);
+    Value* x = BuildTokenEmbedding(b, *m_, tokens);
+    auto ps = b.SeqPositions(pos_, tok_seq, seq_slot, seq_start);
+    if (!b.ok() || ps.size() != 2)
+      return absl::Status(b.status().code(), absl::StrCat("lowering @step: ", b.status().message()));
+    Value* pos = ps[0]->Named("pos");
+    SeqBatch seq{seq_slot, seq_start, ps[1]->Named("slot"), blocks_};
+    for (int64_t il = 0; il < h_.n_layer; ++il) {
+      x = Layer(LayerContext{b, *m_, il, T, &seq}, x, pos);
+      if (!b.ok())
+        return absl::Status(b.status().code(), absl::StrCat("lowering @step layer ", il, ": ", b.status().message()));
+    }
+    OutputHeadParams head{h_.rms_eps, h_.tied_output, /*all_logits=*/false};
+    head.seq_start = seq_start;
+    Value* logits = BuildOutputHead(b, *m_, x, head);
+    Value* ids = b.Build1(ir::OpKind::kArgmax, {logits}, {{"nonfinite", int64_t{-1}}})->Named("greedy_ids");
+    b.SeqAdvancePositions(pos_, seq_slot, seq_start);
+    b.Return({logits, ids});
+    if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("lowering @step: ", b.status().message()));
+    fn->set_result_types({logits->type(), ids->type()});
+    return absl::OkStatus();
   }
 
   absl::Status BuildFunction(absl::string_view name, Dim T, bool all_logits) {
@@ -169,7 +228,10 @@ class Qwen35Lowering {
   DeltaNetParams gdn_;
   std::unique_ptr<ir::Module> m_;
   ir::StateVar* pos_ = nullptr;
+  ir::StateVar* blocks_ = nullptr;  // the paged KV cache's block table (slots > 0)
   int64_t n_ctx_ = 0;
+  int64_t max_blocks_ = 0;  // MB: blocks per slot
+  int64_t kv_blocks_ = 0;   // NB: blocks in the pool
 };
 
 }  // namespace

@@ -61,4 +61,61 @@ void CausalAttention(const float* q, int64_t T, int64_t P, const float* k_cache,
   });
 }
 
+absl::Status PagedAttention(const float* q, int64_t T, const int32_t* pos, const int32_t* slot, const int32_t* blocks,
+                            int64_t max_blocks, int64_t block, int64_t n_blocks, const float* k_cache,
+                            const float* v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
+                            float* out, ThreadPool* pool) {
+  const int64_t group = n_head / n_head_kv;
+  const int64_t q_width = n_head * head_dim, kv_width = n_head_kv * head_dim;
+  // Every key's block, checked once per row before any work.
+  for (int64_t t = 0; t < T; ++t) {
+    if (slot[t] < 0) continue;
+    if (pos[t] < 0 || pos[t] >= max_blocks * block)
+      return absl::OutOfRangeError(absl::StrCat("paged attention: row ", t, " at position ", pos[t],
+                                                " is outside the block table (", max_blocks * block, " positions)"));
+    for (int64_t j = 0; j <= pos[t] / block; ++j) {
+      const int32_t b = blocks[slot[t] * max_blocks + j];
+      if (b < 0 || b >= n_blocks)
+        return absl::FailedPreconditionError(absl::StrCat("paged attention: slot ", slot[t], " has no block ", j,
+                                                          " (table entry ", b, ") for row ", t));
+    }
+  }
+  ParallelFor(pool, 0, T * n_head, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> p;
+    std::vector<float> acc(static_cast<size_t>(head_dim));
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t t = item / n_head, h = item % n_head, kvh = h / group;
+      float* o = out + t * q_width + h * head_dim;
+      if (slot[t] < 0) {
+        std::fill(o, o + head_dim, 0.0f);
+        continue;
+      }
+      const int32_t* table = blocks + slot[t] * max_blocks;
+      auto row = [&](int64_t j) { return (static_cast<int64_t>(table[j / block]) * block + j % block) * kv_width; };
+      const float* qv = q + t * q_width + h * head_dim;
+      const int64_t n_keys = pos[t] + 1;
+      p.resize(static_cast<size_t>(n_keys));
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < n_keys; ++j) {
+        p[j] = Dot(qv, k_cache + row(j) + kvh * head_dim, head_dim) * scale;
+        mx = std::max(mx, p[j]);
+      }
+      double sum = 0.0;
+      for (int64_t j = 0; j < n_keys; ++j) {
+        p[j] = std::exp(p[j] - mx);
+        sum += p[j];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t j = 0; j < n_keys; ++j) {
+        const float pj = p[j] * inv;
+        const float* vv = v_cache + row(j) + kvh * head_dim;
+        for (int64_t d = 0; d < head_dim; ++d) acc[d] += pj * vv[d];
+      }
+      std::memcpy(o, acc.data(), static_cast<size_t>(head_dim) * sizeof(float));
+    }
+  });
+  return absl::OkStatus();
+}
+
 }  // namespace memra::kernels::cpu

@@ -30,4 +30,14 @@ absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, in
 void CausalAttention(const float* q, int64_t T, int64_t P, const float* k_cache, const float* v_cache, int64_t n_head,
                      int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool* pool = nullptr);
 
+// Paged attention of T rows of several sequences (ir/Ops.def paged_attention): row t with
+// slot[t] >= 0 attends keys 0..pos[t] of its slot, key j at block blocks[slot * max_blocks + j /
+// block] row j % block of the [n_blocks][block][n_head_kv * head_dim] caches, with exactly
+// CausalAttention's arithmetic (so a row's result equals the one-sequence kernel's); rows with
+// slot[t] < 0 get zeros. Errors: a key without a block, a position past the table.
+absl::Status PagedAttention(const float* q, int64_t T, const int32_t* pos, const int32_t* slot, const int32_t* blocks,
+                            int64_t max_blocks, int64_t block, int64_t n_blocks, const float* k_cache,
+                            const float* v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
+                            float* out, ThreadPool* pool = nullptr);
+
 }  // namespace memra::kernels::cpu

@@ -71,29 +71,105 @@ class Conv1dTokensImpl : public GpuOpImpl {
   }
 };
 
+// seq_conv1d_causal (x [T, C], w [C, K], state [S, C, K-1]): the sequential kernel per entry,
+// one thread per (entry, channel); the last entry's blocks zero the padding rows.
+class SeqConv1dImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "seq_conv1d"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kSeqConv1dCausal; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const int64_t C = c.shapes.in[0][1], S = c.shapes.in[2][0];
+    Launch l;
+    l.kernel.module.file = "DeltaNet.cu";
+    l.kernel.module.defines =
+        MakeDefines({Def("CONV_CHANNELS", C), Def("CONV_K", c.shapes.in[2][2] + 1), Def("CONV_SILU", Silu(c.op) ? 1 : 0)});
+    l.kernel.entry = "seq_conv1d_causal";
+    l.block = 128;  // DeltaNet.cu's CONV_BLOCKS
+    l.grid = static_cast<uint32_t>((S + 1) * ((C + 127) / 128));
+    OpSelection s;
+    s.launches.push_back(std::move(l));
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
+    MEMRA_ASSIGN_OR_RETURN(auto slots, c.InShape(3));
+    SeqConv1dParams p;
+    p.x = c.In(0);
+    p.w = c.In(1);
+    p.state = c.In(2);
+    p.y = c.Out(0);
+    p.seq_slot = c.In(3);
+    p.seq_start = c.In(4);
+    p.n_seq = static_cast<int>(slots[0]);
+    p.n_tok = static_cast<int>(x[0]);
+    w.Kernel(0, p);
+    return absl::OkStatus();
+  }
+};
+
+// The scan's launch for q [T, HK, DK], v [T, HV, DV]: the module, block and blocks per sequence.
+absl::StatusOr<Launch> ScanLaunch(const SelectContext& c, const char* entry) {
+  const int64_t Hk = c.shapes.in[0][1], Dk = c.shapes.in[0][2], Hv = c.shapes.in[2][1], Dv = c.shapes.in[2][2];
+  if (Dk > 256 || Dk % 2 != 0) return Unsupported(c.op, "key head dim must be even and <= 256");
+  const int64_t cols = Dv % 32 == 0 ? 32 : Dv;
+  // GDN_SPLIT lanes per state column (a power of two dividing the lanes and Dk / 2), so the
+  // per-token dependency chain is Dk / SPLIT long.
+  int64_t split = 4;
+  while (split > 1 &&
+         (Dk % (2 * split) != 0 || (cols * split) % 32 != 0 || cols * split > c.target.max_threads_per_block))
+    split /= 2;
+  Launch l;
+  l.kernel.module.file = "DeltaNet.cu";
+  l.kernel.module.defines =
+      MakeDefines({Def("GDN_HK", Hk), Def("GDN_HV", Hv), Def("GDN_DK", Dk), Def("GDN_DV", Dv), Def("GDN_COLS", cols),
+                   Def("GDN_SPLIT", split), Def("GDN_BUCKET", c.shapes.bucket),
+                   Def("GDN_L2", c.op.attrs().Has("qk_l2_eps") ? 1 : 0)});
+  l.kernel.entry = entry;
+  l.block = static_cast<uint32_t>(cols * split);
+  l.grid = static_cast<uint32_t>(Hv * (Dv / cols));
+  return l;
+}
+
+// seq_gated_delta_scan: the scan's blocks once per entry (+ one set zeroing the padding rows).
+class SeqGatedDeltaScanImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "seq_gated_delta_scan"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kSeqGatedDeltaScan; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    MEMRA_ASSIGN_OR_RETURN(Launch l, ScanLaunch(c, "seq_gated_delta_scan"));
+    l.grid *= static_cast<uint32_t>(c.shapes.in[5][0] + 1);
+    OpSelection s;
+    s.launches.push_back(std::move(l));
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
+    MEMRA_ASSIGN_OR_RETURN(auto slots, c.InShape(6));
+    SeqGatedDeltaScanParams p;
+    p.q = c.In(0);
+    p.k = c.In(1);
+    p.v = c.In(2);
+    p.g = c.In(3);
+    p.beta = c.In(4);
+    p.state = c.In(5);
+    p.o = c.Out(0);
+    p.seq_slot = c.In(6);
+    p.seq_start = c.In(7);
+    p.n_seq = static_cast<int>(slots[0]);
+    p.n_tok = static_cast<int>(x[0]);
+    p.scale = static_cast<float>(c.op().attrs().F64Or("scale", 1.0));
+    p.qk_eps = static_cast<float>(c.op().attrs().F64Or("qk_l2_eps", 0.0));
+    w.Kernel(0, p);
+    return absl::OkStatus();
+  }
+};
+
 class GatedDeltaScanImpl : public GpuOpImpl {
  public:
   absl::string_view name() const override { return "gated_delta_scan"; }
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kGatedDeltaScan; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
-    const int64_t Hk = c.shapes.in[0][1], Dk = c.shapes.in[0][2], Hv = c.shapes.in[2][1], Dv = c.shapes.in[2][2];
-    if (Dk > 256 || Dk % 2 != 0) return Unsupported(c.op, "key head dim must be even and <= 256");
-    const int64_t cols = Dv % 32 == 0 ? 32 : Dv;
-    // GDN_SPLIT lanes per state column (a power of two dividing the lanes and Dk / 2), so the
-    // per-token dependency chain is Dk / SPLIT long.
-    int64_t split = 4;
-    while (split > 1 &&
-           (Dk % (2 * split) != 0 || (cols * split) % 32 != 0 || cols * split > c.target.max_threads_per_block))
-      split /= 2;
-    Launch l;
-    l.kernel.module.file = "DeltaNet.cu";
-    l.kernel.module.defines =
-        MakeDefines({Def("GDN_HK", Hk), Def("GDN_HV", Hv), Def("GDN_DK", Dk), Def("GDN_DV", Dv), Def("GDN_COLS", cols),
-                     Def("GDN_SPLIT", split), Def("GDN_BUCKET", c.shapes.bucket),
-                     Def("GDN_L2", c.op.attrs().Has("qk_l2_eps") ? 1 : 0)});
-    l.kernel.entry = "gated_delta_scan";
-    l.block = static_cast<uint32_t>(cols * split);
-    l.grid = static_cast<uint32_t>(Hv * (Dv / cols));
+    MEMRA_ASSIGN_OR_RETURN(Launch l, ScanLaunch(c, "gated_delta_scan"));
     OpSelection s;
     s.launches.push_back(std::move(l));
     return std::optional<OpSelection>(std::move(s));
@@ -121,5 +197,7 @@ class GatedDeltaScanImpl : public GpuOpImpl {
 std::unique_ptr<GpuOpImpl> CreateConv1dStep() { return std::make_unique<Conv1dStepImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateConv1dTokens() { return std::make_unique<Conv1dTokensImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateGatedDeltaScan() { return std::make_unique<GatedDeltaScanImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateSeqConv1d() { return std::make_unique<SeqConv1dImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateSeqGatedDeltaScan() { return std::make_unique<SeqGatedDeltaScanImpl>(); }
 
 }  // namespace memra::kernels::cuda

@@ -65,7 +65,47 @@ __device__ __forceinline__ void conv1d_state_update_body(const float* x, float* 
   for (int i = 0; i < CONV_K - 1; ++i) state[(i64)c * (CONV_K - 1) + i] = win[i];
 }
 
+// seq_conv1d_causal: entry b (blocks b * CONV_BLOCKS ..) runs conv1d_causal_body's loop over its
+// rows with slot seq_slot[b]'s ring; the blocks of entry S (the last) zero the rows past
+// seq_start[S] (padding). Grid: (S + 1) * CONV_BLOCKS blocks of blockDim.x threads.
+#define CONV_BLOCKS ((CONV_CHANNELS + 127) / 128)
+__device__ __forceinline__ void seq_conv1d_causal_body(const float* x, const float* w, float* state, float* y,
+                                                       const int* seq_slot, const int* seq_start, int n_seq,
+                                                       int n_tok) {
+  const int b = blockIdx.x / CONV_BLOCKS;
+  const int c = (blockIdx.x % CONV_BLOCKS) * blockDim.x + threadIdx.x;
+  if (c >= CONV_CHANNELS) return;
+  if (b == n_seq) {
+    for (int t = seq_start[n_seq]; t < n_tok; ++t) y[(i64)t * CONV_CHANNELS + c] = 0.0f;
+    return;
+  }
+  const int s = seq_slot[b], r0 = seq_start[b], r1 = seq_start[b + 1];
+  if (s < 0 || r1 <= r0) return;
+  float* st = state + (i64)s * CONV_CHANNELS * (CONV_K - 1);
+  float win[CONV_K];
+  float wc[CONV_K];
+#pragma unroll
+  for (int i = 0; i < CONV_K; ++i) wc[i] = w[(i64)c * CONV_K + i];
+#pragma unroll
+  for (int i = 0; i < CONV_K - 1; ++i) win[i] = st[(i64)c * (CONV_K - 1) + i];
+  for (int t = r0; t < r1; ++t) {
+    win[CONV_K - 1] = x[(i64)t * CONV_CHANNELS + c];
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < CONV_K; ++i) sum += win[i] * wc[i];
+    y[(i64)t * CONV_CHANNELS + c] = conv_out(sum);
+#pragma unroll
+    for (int i = 0; i < CONV_K - 1; ++i) win[i] = win[i + 1];
+  }
+#pragma unroll
+  for (int i = 0; i < CONV_K - 1; ++i) st[(i64)c * (CONV_K - 1) + i] = win[i];
+}
+
 // Entry points (DeltaNetParams.h).
+extern "C" __global__ void seq_conv1d_causal(const SeqConv1dParams p) {
+  memra_grid_dependency();
+  seq_conv1d_causal_body(p.x, p.w, p.state, p.y, p.seq_slot, p.seq_start, p.n_seq, p.n_tok);
+}
 extern "C" __global__ void conv1d_causal(const Conv1dParams p) {
   memra_grid_dependency();
   conv1d_causal_body(p.x, p.w, p.state, p.y, p.n_tok);
@@ -112,13 +152,14 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v;
 }
 
-__device__ __forceinline__ void gated_delta_scan_body(const float* q, const float* k, const float* v, const float* g,
-                                                      const float* beta, float* state, float* o, int n_tok, float scale,
-                                                      float qk_eps) {
+// `blk`: this block's index among the HV * (DV / GDN_COLS) blocks of one sequence.
+__device__ __forceinline__ void gated_delta_scan_body(int blk, const float* q, const float* k, const float* v,
+                                                      const float* g, const float* beta, float* state, float* o,
+                                                      int n_tok, float scale, float qk_eps) {
   const int blocks_per_head = GDN_DV / GDN_COLS;
-  const int h = blockIdx.x / blocks_per_head;
+  const int h = blk / blocks_per_head;
   const int part = threadIdx.x % GDN_SPLIT;
-  const int j = (blockIdx.x % blocks_per_head) * GDN_COLS + threadIdx.x / GDN_SPLIT;
+  const int j = (blk % blocks_per_head) * GDN_COLS + threadIdx.x / GDN_SPLIT;
   const int kh = h % GDN_HK;
   __shared__ float sk[2][GDN_DK], sq[2][GDN_DK];
   __shared__ float skk[2][GDN_WARPS], sqq[2][GDN_WARPS];  // GDN_L2: per-warp sums of squares
@@ -205,6 +246,27 @@ __device__ __forceinline__ void gated_delta_scan_body(const float* q, const floa
 
 extern "C" __global__ void __launch_bounds__(GDN_THREADS) gated_delta_scan(const GatedDeltaScanParams p) {
   memra_grid_dependency();
-  gated_delta_scan_body(p.q, p.k, p.v, p.g, p.beta, p.state, p.o, p.n_tok, p.scale, p.qk_eps);
+  gated_delta_scan_body(blockIdx.x, p.q, p.k, p.v, p.g, p.beta, p.state, p.o, p.n_tok, p.scale, p.qk_eps);
+}
+
+// seq_gated_delta_scan: entry b (blocks b * GDN_BLOCKS ..) scans its rows from slot seq_slot[b]'s
+// state; the blocks of entry S zero the output rows past seq_start[S] (padding).
+#define GDN_BLOCKS (GDN_HV * (GDN_DV / GDN_COLS))
+extern "C" __global__ void __launch_bounds__(GDN_THREADS) seq_gated_delta_scan(const SeqGatedDeltaScanParams p) {
+  memra_grid_dependency();
+  const int b = blockIdx.x / GDN_BLOCKS, blk = blockIdx.x % GDN_BLOCKS;
+  if (b == p.n_seq) {
+    const int per_row = GDN_HV * GDN_DV;
+    for (int t = p.seq_start[p.n_seq]; t < p.n_tok; ++t)
+      for (int i = blk * GDN_THREADS + threadIdx.x; i < per_row; i += GDN_BLOCKS * GDN_THREADS)
+        p.o[(i64)t * per_row + i] = 0.0f;
+    return;
+  }
+  const int s = p.seq_slot[b], r0 = p.seq_start[b], n = p.seq_start[b + 1] - r0;
+  if (s < 0 || n <= 0) return;
+  gated_delta_scan_body(blk, p.q + (i64)r0 * GDN_HK * GDN_DK, p.k + (i64)r0 * GDN_HK * GDN_DK,
+                        p.v + (i64)r0 * GDN_HV * GDN_DV, p.g + (i64)r0 * GDN_HV, p.beta + (i64)r0 * GDN_HV,
+                        p.state + (i64)s * GDN_HV * GDN_DV * GDN_DK, p.o + (i64)r0 * GDN_HV * GDN_DV, n, p.scale,
+                        p.qk_eps);
 }
 #endif

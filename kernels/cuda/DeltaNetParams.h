@@ -37,4 +37,46 @@ MEMRA_PARAMS_OFFSET(GatedDeltaScanParams, n_tok, 56);
 MEMRA_PARAMS_OFFSET(GatedDeltaScanParams, scale, 60);
 MEMRA_PARAMS_OFFSET(GatedDeltaScanParams, qk_eps, 64);
 
+// seq_conv1d_causal: per entry b < n_seq, rows seq_start[b] .. seq_start[b+1]-1 with the ring of
+// slot seq_slot[b] (state [S, C, K-1]); rows seq_start[n_seq] .. n_tok-1 get zeros.
+struct SeqConv1dParams {
+  MEMRA_DPTR(const float) x;
+  MEMRA_DPTR(const float) w;
+  MEMRA_DPTR(float) state;
+  MEMRA_DPTR(float) y;
+  MEMRA_DPTR(const int) seq_slot;
+  MEMRA_DPTR(const int) seq_start;
+  int n_seq;
+  int n_tok;
+};
+MEMRA_PARAMS_SIZE(SeqConv1dParams, 56);
+MEMRA_PARAMS_OFFSET(SeqConv1dParams, seq_slot, 32);
+MEMRA_PARAMS_OFFSET(SeqConv1dParams, seq_start, 40);
+MEMRA_PARAMS_OFFSET(SeqConv1dParams, n_seq, 48);
+MEMRA_PARAMS_OFFSET(SeqConv1dParams, n_tok, 52);
+
+// seq_gated_delta_scan: gated_delta_scan per entry (state [S, HV, DV, DK]).
+struct SeqGatedDeltaScanParams {
+  MEMRA_DPTR(const float) q;
+  MEMRA_DPTR(const float) k;
+  MEMRA_DPTR(const float) v;
+  MEMRA_DPTR(const float) g;
+  MEMRA_DPTR(const float) beta;
+  MEMRA_DPTR(float) state;
+  MEMRA_DPTR(float) o;
+  MEMRA_DPTR(const int) seq_slot;
+  MEMRA_DPTR(const int) seq_start;
+  int n_seq;
+  int n_tok;
+  float scale;
+  float qk_eps;
+};
+MEMRA_PARAMS_SIZE(SeqGatedDeltaScanParams, 88);
+MEMRA_PARAMS_OFFSET(SeqGatedDeltaScanParams, seq_slot, 56);
+MEMRA_PARAMS_OFFSET(SeqGatedDeltaScanParams, seq_start, 64);
+MEMRA_PARAMS_OFFSET(SeqGatedDeltaScanParams, n_seq, 72);
+MEMRA_PARAMS_OFFSET(SeqGatedDeltaScanParams, n_tok, 76);
+MEMRA_PARAMS_OFFSET(SeqGatedDeltaScanParams, scale, 80);
+MEMRA_PARAMS_OFFSET(SeqGatedDeltaScanParams, qk_eps, 84);
+
 MEMRA_PARAMS_END

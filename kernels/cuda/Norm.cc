@@ -88,7 +88,12 @@ class RowReduceImpl : public GpuOpImpl {
   absl::string_view name() const override { return "row_reduce"; }
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kSoftmax || k == ir::OpKind::kArgmax; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
-    return RowSelection(c, c.op.is(ir::OpKind::kSoftmax) ? "softmax" : "argmax", 1024);
+    std::optional<OpSelection> s = RowSelection(c, c.op.is(ir::OpKind::kSoftmax) ? "softmax" : "argmax", 1024);
+    if (std::optional<int64_t> bad = c.op.attrs().GetI64("nonfinite"))
+      s->launches[0].kernel.module.defines =
+          MakeDefines({Def("NORM_COLS", c.shapes.in[0].back()), Def("NORM_BLOCK", s->launches[0].block),
+                       Def("NORM_ARGMAX_NONFINITE", *bad)});
+    return s;
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
     MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));

@@ -206,7 +206,11 @@ __device__ __forceinline__ void argmax_body(const float* x, int* y, i64 n_rows) 
   for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
     int bad;
     const int id = row_argmax(x + r * NORM_COLS, &bad);
+#ifdef NORM_ARGMAX_NONFINITE
+    if (threadIdx.x == 0) y[r] = bad != NORM_ALL_FINITE ? NORM_ARGMAX_NONFINITE : id;
+#else
     if (threadIdx.x == 0) y[r] = id;
+#endif
   }
 }
 

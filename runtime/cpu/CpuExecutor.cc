@@ -206,6 +206,25 @@ int64_t CpuExecutor::position() const {
   return state_.at(position_state_).i32()[0];
 }
 
+absl::Status CpuExecutor::WriteState(absl::string_view name, int64_t offset, const void* data, int64_t bytes) {
+  const ir::StateVar* s = module_.state(name);
+  if (s == nullptr) return absl::NotFoundError(absl::StrCat("cpu executor: no state @", name));
+  HostTensor& t = state_.at(s);
+  if (offset < 0 || bytes < 0 || offset + bytes > t.nbytes())
+    return absl::OutOfRangeError(absl::StrCat("cpu executor: write of ", bytes, " bytes at ", offset, " into state @",
+                                              name, " of ", t.nbytes(), " bytes"));
+  // The state's own storage (HostTensor hands out typed mutable pointers only).
+  char* dst = (t.dtype() == DType::kF32   ? reinterpret_cast<char*>(t.f32())
+               : t.dtype() == DType::kI32 ? reinterpret_cast<char*>(t.i32())
+                                          : reinterpret_cast<char*>(t.i64())) +
+              offset;
+  if (data)
+    std::memcpy(dst, data, static_cast<size_t>(bytes));
+  else
+    std::memset(dst, 0, static_cast<size_t>(bytes));
+  return absl::OkStatus();
+}
+
 const HostTensor* CpuExecutor::state(absl::string_view name) const {
   const ir::StateVar* s = module_.state(name);
   if (s == nullptr) return nullptr;
@@ -317,6 +336,24 @@ kc::MoeExpertWeights ExpertWeights(const Op& op, size_t first, WeightOf wt) {
   w.fused = op.num_operands() == first + 2;
   if (!w.fused) w.up = wt(first + 2);
   return w;
+}
+
+// A step's batch description (ir/Ops.def, "sequences"): seq_slot [S] with slots in [-1, S), no
+// slot twice; seq_start [S+1] non-decreasing within [0, rows].
+absl::Status CheckSeqBatch(const Op& op, const HostTensor& seq_slot, const HostTensor& seq_start, int64_t rows) {
+  const int64_t S = seq_slot.numel();
+  std::vector<bool> seen(static_cast<size_t>(S), false);
+  for (int64_t b = 0; b < S; ++b) {
+    const int32_t s = seq_slot.i32()[b];
+    if (s < -1 || s >= S) return OpError(op, absl::StrCat("entry ", b, " has slot ", s, ", outside [-1, ", S, ")"));
+    if (s >= 0 && seen[s]) return OpError(op, absl::StrCat("slot ", s, " appears in two entries"));
+    if (s >= 0) seen[s] = true;
+  }
+  const int32_t* st = seq_start.i32();
+  if (st[0] < 0 || st[S] > rows) return OpError(op, absl::StrCat("seq_start spans rows outside [0, ", rows, "]"));
+  for (int64_t b = 0; b < S; ++b)
+    if (st[b + 1] < st[b]) return OpError(op, absl::StrCat("seq_start decreases at entry ", b));
+  return absl::OkStatus();
 }
 
 // The first position of a run of consecutive positions, or an error.
@@ -689,6 +726,135 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         out.push_back(y);
         break;
       }
+      case OpKind::kSeqPositions: {
+        const HostTensor& tok_seq = In(1);
+        const HostTensor& seq_slot = In(2);
+        const HostTensor& seq_start = In(3);
+        const int64_t T = tok_seq.dim(0), S = seq_slot.numel();
+        MEMRA_RETURN_IF_ERROR(CheckSeqBatch(op, seq_slot, seq_start, T));
+        const int32_t* counter = St(0).i32();
+        HostTensor pos = HostTensor::Zeros(DType::kI32, {T});
+        HostTensor slot = HostTensor::Zeros(DType::kI32, {T});
+        for (int64_t t = 0; t < T; ++t) {
+          const int32_t b = tok_seq.i32()[t];
+          const int32_t s = b >= 0 && b < S ? seq_slot.i32()[b] : -1;
+          if (b >= 0 && (s < 0 || t < seq_start.i32()[b] || t >= seq_start.i32()[b + 1]))
+            return OpError(op, absl::StrCat("row ", t, " names entry ", b, ", which does not own it"));
+          pos.i32()[t] = s >= 0 ? counter[s] + static_cast<int32_t>(t - seq_start.i32()[b]) : -1;
+          slot.i32()[t] = s;
+        }
+        out.push_back(pos);
+        out.push_back(slot);
+        break;
+      }
+      case OpKind::kSeqAdvancePositions: {
+        const HostTensor& seq_slot = In(1);
+        const int32_t* st = In(2).i32();
+        for (int64_t b = 0; b < seq_slot.numel(); ++b)
+          if (const int32_t s = seq_slot.i32()[b]; s >= 0) St(0).i32()[s] += st[b + 1] - st[b];
+        break;
+      }
+      case OpKind::kPagedKvAppend: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& k = In(0);
+        const HostTensor& blocks = St(4);
+        const int32_t* pos = In(5).i32();
+        const int32_t* slot = In(6).i32();
+        HostTensor& kc_ = St(2);
+        const int64_t T = k.dim(0), width = k.dim(1) * k.dim(2), BS = kc_.dim(1), NB = kc_.dim(0);
+        const int64_t MB = blocks.dim(1);
+        for (int64_t t = 0; t < T; ++t) {
+          if (slot[t] < 0) continue;
+          if (pos[t] < 0 || pos[t] >= MB * BS)
+            return absl::OutOfRangeError(absl::StrCat("cpu executor: ", op.Summary(), ": row ", t, " at position ",
+                                                      pos[t], " is past the slot's context of ", MB * BS));
+          const int32_t blk = blocks.i32()[slot[t] * MB + pos[t] / BS];
+          if (blk < 0 || blk >= NB)
+            return absl::FailedPreconditionError(absl::StrCat("cpu executor: ", op.Summary(), ": slot ", slot[t],
+                                                              " has no KV block for position ", pos[t]));
+          const int64_t dst = (static_cast<int64_t>(blk) * BS + pos[t] % BS) * width;
+          std::memcpy(kc_.f32() + dst, k.f32() + t * width, width * sizeof(float));
+          std::memcpy(St(3).f32() + dst, In(1).f32() + t * width, width * sizeof(float));
+        }
+        break;
+      }
+      case OpKind::kPagedAttention: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& q = In(0);
+        const HostTensor& kc_ = St(1);
+        const HostTensor& blocks = St(3);
+        HostTensor y = HostTensor::Zeros(DType::kF32, q.shape());
+        MEMRA_RETURN_IF_ERROR(kc::PagedAttention(q.f32(), q.dim(0), In(4).i32(), In(5).i32(), blocks.i32(),
+                                                 blocks.dim(1), kc_.dim(1), kc_.dim(0), kc_.f32(), St(2).f32(),
+                                                 q.dim(1), kc_.dim(2), q.dim(2),
+                                                 static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool));
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kSeqConv1dCausal: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& x = In(0);
+        HostTensor& st = St(2);
+        const int64_t T = x.dim(0), C = x.dim(1), K = st.dim(2) + 1;
+        MEMRA_RETURN_IF_ERROR(CheckSeqBatch(op, In(3), In(4), T));
+        HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
+        const int32_t* start = In(4).i32();
+        for (int64_t b = 0; b < In(3).numel(); ++b) {
+          const int32_t s = In(3).i32()[b];
+          const int64_t n = start[b + 1] - start[b];
+          if (s < 0 || n <= 0) continue;
+          kc::Conv1dCausal(x.f32() + start[b] * C, n, C, Wt(1).values, K, st.f32() + s * C * (K - 1),
+                           y.f32() + start[b] * C, /*apply_silu=*/at.GetString("activation").has_value(), pool);
+        }
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kSeqGatedDeltaScan: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& q = In(0);
+        const HostTensor& v = In(2);
+        const int64_t T = q.dim(0), Hk = q.dim(1), Dk = q.dim(2), Hv = v.dim(1), Dv = v.dim(2);
+        MEMRA_RETURN_IF_ERROR(CheckSeqBatch(op, In(6), In(7), T));
+        HostTensor o = HostTensor::Zeros(DType::kF32, v.shape());
+        const float* qp = q.f32();
+        const float* kp = In(1).f32();
+        HostTensor qn, kn;
+        if (std::optional<double> eps = at.GetF64("qk_l2_eps")) {  // the fused l2 norms
+          qn = HostTensor::Zeros(DType::kF32, q.shape());
+          kn = HostTensor::Zeros(DType::kF32, q.shape());
+          kc::L2Norm(qp, T * Hk, Dk, static_cast<float>(*eps), qn.f32(), pool);
+          kc::L2Norm(kp, T * Hk, Dk, static_cast<float>(*eps), kn.f32(), pool);
+          qp = qn.f32();
+          kp = kn.f32();
+        }
+        const int32_t* start = In(7).i32();
+        for (int64_t b = 0; b < In(6).numel(); ++b) {
+          const int32_t s = In(6).i32()[b];
+          const int64_t r0 = start[b], n = start[b + 1] - start[b];
+          if (s < 0 || n <= 0) continue;
+          kc::GatedDeltaScan(qp + r0 * Hk * Dk, kp + r0 * Hk * Dk, v.f32() + r0 * Hv * Dv, In(3).f32() + r0 * Hv,
+                             In(4).f32() + r0 * Hv, n, Hk, Hv, Dk, Dv, static_cast<float>(at.F64Or("scale", 1.0)),
+                             St(5).f32() + s * Hv * Dv * Dk, o.f32() + r0 * Hv * Dv, pool);
+        }
+        out.push_back(o);
+        break;
+      }
+      case OpKind::kTakeSeqLastRows: {
+        const HostTensor& x = In(0);
+        const int32_t* start = In(1).i32();
+        const int64_t B = In(1).numel() - 1, rows = x.dim(0), row = x.numel() / std::max<int64_t>(rows, 1);
+        llvm::SmallVector<int64_t, 4> shape(x.shape().begin(), x.shape().end());
+        shape[0] = B;
+        if (x.dtype() != DType::kF32) return OpError(op, "unsupported dtype");
+        HostTensor y = HostTensor::Zeros(DType::kF32, shape);
+        for (int64_t b = 0; b < B; ++b) {
+          const int64_t last = start[b + 1] - 1;
+          if (start[b + 1] <= start[b] || last < 0 || last >= rows) continue;
+          std::memcpy(y.f32() + b * row, x.f32() + last * row, row * sizeof(float));
+        }
+        out.push_back(y);
+        break;
+      }
       case OpKind::kTakeLastRow: {
         const HostTensor& x = In(0);
         llvm::SmallVector<int64_t, 4> shape(x.shape().begin(), x.shape().end());
@@ -729,6 +895,12 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
           for (int64_t r = 0; r < rows; ++r) {
             if (op.is(OpKind::kArgmax)) {
               ids.i32()[r] = kc::Argmax(x.f32() + r * N, N);
+              if (std::optional<int64_t> bad = at.GetI64("nonfinite"))
+                for (int64_t i = 0; i < N; ++i)
+                  if (!std::isfinite(x.f32()[r * N + i])) {
+                    ids.i32()[r] = static_cast<int32_t>(*bad);
+                    break;
+                  }
             } else {
               // The rng state holds the seed of the next draw; each draw reseeds it.
               HostTensor& rng = St(1);

@@ -78,6 +78,9 @@ class CpuExecutor {
   // KV cache rows (the context length); INT64_MAX when the module has no KV cache.
   int64_t context_capacity() const { return kv_capacity_; }
   const HostTensor* state(absl::string_view name) const;
+  // Writes `bytes` bytes of `data` (zeros when null) into state @name at byte `offset`: the host's
+  // part of a module lowered with slots (a slot's reset, block-table entries).
+  absl::Status WriteState(absl::string_view name, int64_t offset, const void* data, int64_t bytes);
 
   void set_observer(ValueObserver observer) { observer_ = std::move(observer); }
   int num_threads() const;

@@ -231,6 +231,18 @@ absl::Status CudaExecutor::ResetState() {
   return dev_->Synchronize("state reset");
 }
 
+absl::Status CudaExecutor::WriteState(absl::string_view name, int64_t offset, const void* data, int64_t bytes) {
+  const ir::StateVar* s = module_.state(name);
+  if (s == nullptr) return absl::NotFoundError(absl::StrCat("cuda executor: no state @", name));
+  const cuda::DeviceBuffer& b = *state_.at(s);
+  if (offset < 0 || bytes < 0 || static_cast<uint64_t>(offset + bytes) > b.bytes())
+    return absl::OutOfRangeError(absl::StrCat("cuda executor: write of ", bytes, " bytes at ", offset, " into state @",
+                                              name, " of ", b.bytes(), " bytes"));
+  MEMRA_RETURN_IF_ERROR(dev_->MakeCurrent());
+  if (data) return dev_->Upload(b.ptr() + offset, data, static_cast<size_t>(bytes));
+  return dev_->Zero(b.ptr() + offset, static_cast<size_t>(bytes));
+}
+
 absl::StatusOr<HostTensor> CudaExecutor::ReadState(absl::string_view name) const {
   const ir::StateVar* s = module_.state(name);
   if (s == nullptr) return absl::NotFoundError(absl::StrCat("no state @", name));
@@ -479,7 +491,8 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
   return out;
 }
 
-absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name, std::vector<HostTensor> args) {
+absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name, std::vector<HostTensor> args,
+                                                          const std::vector<bool>* want) {
   const ir::Function* fn = module_.function(name);
   if (fn == nullptr) return absl::NotFoundError(absl::StrCat("cuda executor: the module has no function @", name));
   MEMRA_ASSIGN_OR_RETURN(ir::SymbolBindings bindings, BindArguments(*fn, args, /*min_symbol_value=*/1));
@@ -532,10 +545,12 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
   std::vector<HostTensor> results;
   const Op* ret = p->steps.empty() ? nullptr : p->steps.back().op;
   if (ret != nullptr && ret->is(OpKind::kReturn))
-    for (const ir::Value* v : ret->operands()) {
+    for (unsigned i = 0; i < ret->num_operands(); ++i) {
+      const ir::Value* v = ret->operand(i);
       MEMRA_ASSIGN_OR_RETURN(auto shape, ConcreteShape(v, bindings));
       if (v->dtype() != DType::kF32 && v->dtype() != DType::kI32) return OpError(*ret, "results must be f32 or i32");
-      results.push_back(HostTensor::Zeros(v->dtype(), shape));
+      const bool wanted = want == nullptr || (i < want->size() && (*want)[i]);
+      results.push_back(wanted ? HostTensor::Zeros(v->dtype(), shape) : HostTensor());
     }
   MEMRA_ASSIGN_OR_RETURN(const int64_t position_delta, PositionAdvance(*p, bindings, position_state_));
   MEMRA_RETURN_IF_ERROR(EnqueueProgram(*p, bindings, /*allow_graphs=*/true));
@@ -544,6 +559,7 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
   if (ret != nullptr && ret->is(OpKind::kReturn))
     for (unsigned i = 0; i < ret->num_operands(); ++i) {
       HostTensor& t = results[i];
+      if (want != nullptr && !(i < want->size() && (*want)[i])) continue;  // left on the device
       void* dst = t.dtype() == DType::kF32 ? static_cast<void*>(t.f32()) : static_cast<void*>(t.i32());
       MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemcpyDtoHAsync(dst, p->Ptr(ret->operand(i)), t.numel() * 4, stream),
                                     absl::StrCat("@", name, ": result download")));

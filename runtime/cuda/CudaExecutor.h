@@ -112,7 +112,9 @@ class CudaExecutor {
   CudaExecutor& operator=(const CudaExecutor&) = delete;
 
   // Runs function `name`; results come back to the host. State persists across calls.
-  absl::StatusOr<std::vector<HostTensor>> Run(absl::string_view name, std::vector<HostTensor> args);
+  // `want` (optional): the results to bring back; the others come back empty.
+  absl::StatusOr<std::vector<HostTensor>> Run(absl::string_view name, std::vector<HostTensor> args,
+                                              const std::vector<bool>* want = nullptr);
   // Greedy decoding on the device: runs @decode n_steps times starting from `token` (the last
   // token, not yet in the cache); each step's argmax is the next step's token. Returns the n_steps
   // generated ids; the position advances by n_steps. With cuda_graphs the step is one graph
@@ -129,6 +131,10 @@ class CudaExecutor {
   absl::Status ResetState();
   int64_t position() const { return position_; }
   int64_t context_capacity() const { return kv_capacity_; }
+  // Writes `bytes` bytes of `data` (zeros when null) into state @name at byte `offset`, ordered
+  // with the launches (the host's part of a module lowered with slots: a slot's reset,
+  // block-table entries).
+  absl::Status WriteState(absl::string_view name, int64_t offset, const void* data, int64_t bytes);
   // A copy of state buffer `name` on the host (f32 / i32).
   absl::StatusOr<HostTensor> ReadState(absl::string_view name) const;
   // Called after every op for each named result (synchronizes and downloads: tests only).

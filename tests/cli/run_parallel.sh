@@ -67,9 +67,7 @@ refused "prompts-file and -f/--file cannot be used together" -- "${run[@]}" -f "
 refused "prompts-file and --tokens cannot be used together" -- "${run[@]}" --tokens 1,2
 refused "prompts-file and -cnv/--conversation/-i cannot be used together" -- "${run[@]}" -cnv
 refused "prompts-file and --chat cannot be used together" -- "${run[@]}" --chat
-refused "backend cuda with --prompts-file --parallel 4: the batched CUDA executor is not built yet (issue 15)" \
-  -- "${run[@]}" --backend cuda --parallel 4
-refused "use --backend cpu" -- "${run[@]}" --backend cuda
+refused "passes / the pass dumps cannot be used together" -- "${run[@]}" --passes=dce --parallel 2
 refused "parallel option: 0 is out of range: expected 1 to 256" -- "${run[@]}" --parallel 0
 refused "parallel option: 257 is out of range: expected 1 to 256" -- "${run[@]}" --parallel 257
 refused "parallel needs --prompts-file" -- run "$model" -p hi -n 1 --parallel 2

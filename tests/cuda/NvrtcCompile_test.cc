@@ -1,5 +1,6 @@
 // CI check without a GPU: NVRTC compiles every kernel module the tiny model's plan needs (both
-// functions, every token bucket, weights as blocks and as bf16 copies) for sm_90, and Dequant.cu
+// functions, every token bucket, the batched engine's @step at its row buckets, weights as blocks
+// and as bf16 copies) for sm_90, and Dequant.cu
 // for every block format; any compile error fails. A second compiler over the same cache dir must
 // find everything on disk.
 #include <cstdio>
@@ -31,14 +32,18 @@ std::vector<ModuleSpec> TinyModelModules(const std::string& model, kernels::cuda
   if (!file.ok()) return {};
   std::vector<ModuleSpec> all;
   std::set<std::string> seen;
-  for (bool all_logits : {false, true}) {
+  // The one-sequence module (last-row and all-row logits) and the batched engine's (4 slots: @step
+  // at the row buckets BatchedSlots uses).
+  for (int variant = 0; variant < 3; ++variant) {
     frontends::LowerOptions lo;
-    lo.prefill_all_logits = all_logits;
+    lo.prefill_all_logits = variant == 1;
+    lo.slots = variant == 2 ? 4 : 0;
     auto m = frontends::LowerModel(**file, lo);
     EXPECT_TRUE(m.ok()) << m.status();
     if (!m.ok()) return {};
     std::vector<int64_t> buckets = BucketLadder();
     buckets.insert(buckets.begin(), 1);
+    if (lo.slots > 0) buckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512};
     for (const auto& fn : (*m)->functions())
       for (int64_t b : fn->name() == "decode" ? std::vector<int64_t>{1} : buckets) {
         auto mods = ModulesForFunction(*fn, b, *kernels::cuda::TargetPreset("sm_90"), weights);

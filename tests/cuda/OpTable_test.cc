@@ -5,6 +5,7 @@
 // and on the CPU executor; outputs and the state they leave are compared by normalized MSE
 // (sum (gpu - cpu)^2 / sum cpu^2) against a per-op bound. Stateful ops run two calls so the
 // second reads state the first wrote. Prints the table; skips without a GPU.
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -50,6 +51,10 @@ struct Harness {
   std::vector<std::vector<int64_t>> arg_dims;  // -1 = T
   std::vector<DType> arg_types;
   int64_t id_range = 0;
+  // Optional: overwrite arguments after the random fill (a step's batch description), and set
+  // up both executors' state before the first call (a block table).
+  std::function<void(int64_t T, int call, std::vector<HostTensor>& args)> fix_args;
+  std::function<absl::Status(CpuExecutor&, CudaExecutor&)> prepare;
 
   explicit Harness(uint32_t seed) : rng(seed) {
     fn = m->AddFunction("f");
@@ -195,10 +200,15 @@ class OpTableTest : public ::testing::Test {
     o.weights = weights;
     auto gpu = CudaExecutor::Create(*h.m, *h.file, o);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
+    if (h.prepare) {
+      absl::Status ps = h.prepare(**cpu, **gpu);
+      ASSERT_TRUE(ps.ok()) << ps;
+    }
     double worst = 0, max_abs = 0;
     bool nan = false;
     for (int c = 0; c < calls; ++c) {
       std::vector<HostTensor> args = h.Args(T);
+      if (h.fix_args) h.fix_args(T, c, args);
       auto rc = (*cpu)->Run("f", args);
       ASSERT_TRUE(rc.ok()) << rc.status();
       auto rg = (*gpu)->Run("f", args);
@@ -233,6 +243,53 @@ class OpTableTest : public ::testing::Test {
 std::string OpTableTest::skip_;
 
 const int64_t kTs[] = {1, 13, 77, 520};
+// A step over several sequences (ir/Ops.def, "sequences"): kSlots slots, each with its own
+// shuffled KV blocks of a kPool-block pool; per call the rows go to a few entries in an order that
+// differs from the slots' (call 0: slots 2, 0, 3; call 1: every slot, decode-sized entries first),
+// about a fifth of the bucket left as padding rows.
+constexpr int64_t kSlots = 4, kMaxBlocks = 16, kPool = 80, kKvBlock = 64;
+
+// The batch arguments tok_seq [T], seq_slot [S], seq_start [S+1] at argument indices first..first+2.
+void SeqBatchArgs(int64_t T, int call, std::vector<HostTensor>& args, size_t first) {
+  const int64_t used = T >= 5 ? T - T / 5 : T;
+  std::vector<int> slots = call == 0 ? std::vector<int>{2, 0, 3} : std::vector<int>{1, 3, 0, 2};
+  std::vector<int32_t> tok_seq(T, -1), seq_slot(kSlots, -1), seq_start(kSlots + 1, 0);
+  int64_t r = 0;
+  for (size_t b = 0; b < slots.size(); ++b) {
+    seq_start[b] = static_cast<int32_t>(r);
+    // call 1: the first two entries one row each (decodes), the rest split the remainder.
+    int64_t n = call == 1 && b < 2 ? 1 : (used - r) / static_cast<int64_t>(slots.size() - b);
+    n = std::min<int64_t>(std::max<int64_t>(n, 0), used - r);
+    if (b + 1 == slots.size()) n = used - r;
+    if (n > 0) seq_slot[b] = slots[b];
+    for (int64_t i = 0; i < n; ++i) tok_seq[r++] = static_cast<int32_t>(b);
+  }
+  for (size_t b = slots.size(); b <= static_cast<size_t>(kSlots); ++b) seq_start[b] = static_cast<int32_t>(r);
+  args[first] = HostTensor::FromI32(tok_seq, {T});
+  args[first + 1] = HostTensor::FromI32(seq_slot, {kSlots});
+  args[first + 2] = HostTensor::FromI32(seq_start, {kSlots + 1});
+}
+
+// The module attributes the verifier checks for a module lowered with slots.
+void SeqModule(Harness& h) {
+  h.m->attrs().Set("slots", kSlots);
+  h.m->attrs().Set("kv_block", kKvBlock);
+  h.m->attrs().Set("n_ctx", kMaxBlocks * kKvBlock);
+}
+
+// The block table: slot s gets blocks 4s+1, ... of a shuffled pool (never 0, not contiguous).
+absl::Status WriteBlockTable(CpuExecutor& cpu, CudaExecutor& gpu) {
+  std::vector<int32_t> pool(kPool);
+  for (int i = 0; i < kPool; ++i) pool[i] = (i * 37 + 11) % kPool;
+  std::vector<int32_t> table(kSlots * kMaxBlocks, -1);
+  for (int64_t s = 0; s < kSlots; ++s)
+    for (int64_t j = 0; j < kMaxBlocks; ++j) table[s * kMaxBlocks + j] = pool[s * kMaxBlocks + j];
+  const int64_t bytes = static_cast<int64_t>(table.size() * sizeof(int32_t));
+  absl::Status st = cpu.WriteState("kv_blocks", 0, table.data(), bytes);
+  if (!st.ok()) return st;
+  return gpu.WriteState("kv_blocks", 0, table.data(), bytes);
+}
+
 // The block formats' products: decode (1), the batched decode to come (2, 5, 8), prefill buckets.
 const int64_t kBlockTs[] = {1, 2, 5, 8, 13, 77, 520};
 constexpr double kF32Bound = 1e-9;
@@ -639,6 +696,79 @@ TEST_F(OpTableTest, Moe) {
           },
           1, E);
     }
+}
+
+// The ops of a step over several sequences at the 9B's shapes: positions, the paged KV append
+// and attention (split-KV for every row, slots of shuffled blocks), the per-entry conv and scan
+// (with their fused forms), the last row of each entry. Two calls: the second attends over and
+// continues from the state the first left, in another entry order.
+TEST_F(OpTableTest, Sequences) {
+  auto seq_harness = [](Harness& h) -> std::array<Value*, 3> {
+    SeqModule(h);
+    h.id_range = 1;  // the random fill of the i32 arguments, overwritten by fix_args
+    h.fix_args = [](int64_t T, int call, std::vector<HostTensor>& args) { SeqBatchArgs(T, call, args, 0); };
+    return {h.Arg("tok_seq", {-1}, DType::kI32), h.Arg("seq_slot", {kSlots}, DType::kI32),
+            h.Arg("seq_start", {kSlots + 1}, DType::kI32)};
+  };
+  FOR_T Check(
+      "paged_attention", "f32", T, 1e-9,
+      [&](Harness& h) {
+        auto [tok_seq, seq_slot, seq_start] = seq_harness(h);
+        h.prepare = WriteBlockTable;
+        Value* q = h.Arg("q", {-1, 16, 256});
+        Value* k = h.Arg("k", {-1, 4, 256});
+        Value* v = h.Arg("v", {-1, 4, 256});
+        Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {kSlots});
+        Value* blocks = h.State(ir::StateKind::kBlocks, "kv_blocks", DType::kI32, {kSlots, kMaxBlocks});
+        Value* kc = h.State(ir::StateKind::kKv, "k_cache", DType::kF32, {kPool, kKvBlock, 4, 256});
+        Value* vc = h.State(ir::StateKind::kKv, "v_cache", DType::kF32, {kPool, kKvBlock, 4, 256});
+        auto ps = h.b->SeqPositions(ctr, tok_seq, seq_slot, seq_start);
+        h.b->PagedKvAppend(k, v, kc, vc, blocks, ps[0], ps[1]);
+        Value* o = h.b->PagedAttention(q, kc, vc, blocks, ps[0], ps[1], 1.0 / 16.0);
+        h.b->SeqAdvancePositions(ctr, seq_slot, seq_start);
+        return std::vector<Value*>{o, ps[0], ps[1]};
+      },
+      2);
+  for (bool silu : {false, true})
+    FOR_T Check(
+        silu ? "seq_conv1d+silu" : "seq_conv1d_causal", "f32", T, 1e-12,
+        [&](Harness& h) {
+          auto [tok_seq, seq_slot, seq_start] = seq_harness(h);
+          Value* x = h.Arg("x", {-1, 1536});
+          Value* st = h.State(ir::StateKind::kConv, "conv", DType::kF32, {kSlots, 1536, 3});
+          ir::AttrDict a;
+          if (silu) a.Set("activation", std::string("silu"));
+          return std::vector<Value*>{h.b->Build1(ir::OpKind::kSeqConv1dCausal,
+                                                 {x, h.Weight("w", GgmlType::kF32, {4, 1536}), st, seq_slot, seq_start},
+                                                 a)};
+        },
+        2);
+  for (bool l2 : {false, true})
+    FOR_T Check(
+        l2 ? "seq_gated_delta_scan+l2" : "seq_gated_delta_scan", "f32", T, 1e-8,
+        [&](Harness& h) {
+          auto [tok_seq, seq_slot, seq_start] = seq_harness(h);
+          Value* q = h.Arg("q", {-1, 16, 128});
+          Value* k = h.Arg("k", {-1, 16, 128});
+          if (!l2) {
+            q = h.b->L2Norm(q, 1e-6);
+            k = h.b->L2Norm(k, 1e-6);
+          }
+          Value* v = h.Arg("v", {-1, 32, 128});
+          auto [beta, g] =
+              h.b->DeltaNetGates(h.Arg("b", {-1, 32}), h.Arg("a", {-1, 32}), h.Weight("dt", GgmlType::kF32, {32}),
+                                 h.Weight("ssm_a", GgmlType::kF32, {32}, -2, -0.1f));
+          Value* st = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {kSlots, 32, 128, 128});
+          ir::AttrDict a{{"scale", 1.0 / std::sqrt(128.0)}};
+          if (l2) a.Set("qk_l2_eps", 1e-6);
+          return std::vector<Value*>{
+              h.b->Build1(ir::OpKind::kSeqGatedDeltaScan, {q, k, v, g, beta, st, seq_slot, seq_start}, a)};
+        },
+        2);
+  FOR_T Check("take_seq_last_rows", "f32", T, 0, [&](Harness& h) {
+    auto [tok_seq, seq_slot, seq_start] = seq_harness(h);
+    return std::vector<Value*>{h.b->TakeSeqLastRows(h.Arg("x", {-1, 1024}), seq_start)};
+  });
 }
 
 TEST_F(OpTableTest, DataMovement) {

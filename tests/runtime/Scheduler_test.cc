@@ -109,7 +109,7 @@ class Recording : public BatchBackend {
     resets.push_back(slot);
     return inner_.ResetSlot(slot);
   }
-  absl::StatusOr<std::vector<std::vector<float>>> Execute(const StepBatch& batch) override {
+  absl::StatusOr<std::vector<EntryOutput>> Execute(const StepBatch& batch) override {
     batches.push_back(batch);
     return inner_.Execute(batch);
   }
@@ -652,7 +652,7 @@ TEST_F(SchedulerTest, StepErrorEndsItsRequests) {
   class FailOnce : public Recording {
    public:
     using Recording::Recording;
-    absl::StatusOr<std::vector<std::vector<float>>> Execute(const StepBatch& batch) override {
+    absl::StatusOr<std::vector<EntryOutput>> Execute(const StepBatch& batch) override {
       if (++calls == 3) return absl::UnavailableError("injected");
       return Recording::Execute(batch);
     }

@@ -1,0 +1,232 @@
+#include "runtime/BatchedSlots.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "frontends/LowerOptions.h"
+#include "frontends/ModelFamily.h"
+#include "frontends/gguf/GgufFile.h"
+#include "frontends/tokenizer/Tokenizer.h"
+#include "ir/StatusMacros.h"
+#include "passes/PassManager.h"
+#include "passes/Pipelines.h"
+
+namespace memra::runtime {
+
+BatchedSlots::~BatchedSlots() {
+  // The executor references the module and the file.
+  exec_.reset();
+  module_.reset();
+}
+
+absl::StatusOr<std::unique_ptr<BatchedSlots>> BatchedSlots::Open(const std::string& path,
+                                                                 const BatchedSlotsOptions& options) {
+  if (options.slots < 1 || options.slots > frontends::LowerOptions::kMaxSlots)
+    return absl::InvalidArgumentError(absl::StrCat("slots must be in [1, ", frontends::LowerOptions::kMaxSlots,
+                                                   "] (got ", options.slots, ")"));
+  std::unique_ptr<BatchedSlots> b(new BatchedSlots());
+  MEMRA_ASSIGN_OR_RETURN(b->file_, gguf::GgufFile::Open(path));
+  frontends::LowerOptions lo;
+  lo.n_ctx = options.n_ctx;
+  lo.slots = options.slots;
+  lo.kv_blocks = options.kv_blocks;
+  MEMRA_ASSIGN_OR_RETURN(b->module_, frontends::LowerModel(*b->file_, lo));
+  MEMRA_RETURN_IF_ERROR(b->Init(options));
+  return b;
+}
+
+absl::Status BatchedSlots::Init(const BatchedSlotsOptions& options) {
+  ir::Module& m = *module_;
+  // The backend's pipeline; on the GPU @step becomes one static function per row bucket.
+  passes::PassManagerOptions pm;
+  pm.input_name = file_->path();
+  pm.pipeline = std::string(passes::kDefaultPipeline);
+  if (options.backend == Backend::kCuda) {
+    MEMRA_ASSIGN_OR_RETURN(kernels::cuda::Target target, CudaDeviceTarget(options.exec.cuda.device));
+    const char* weights = options.exec.cuda.weights == kernels::cuda::WeightMode::kBf16 ? "bf16" : "blocks";
+    pm.pipeline = passes::StepPipeline(passes::PipelineForTarget(target.ArchName(), target.sm_count, weights),
+                                       options.step_buckets);
+  }
+  MEMRA_ASSIGN_OR_RETURN(auto manager, passes::PassManager::Create(pm));
+  MEMRA_RETURN_IF_ERROR(manager->Run(m));
+
+  slots_ = static_cast<int>(m.attrs().I64Or("slots", 0));
+  n_ctx_ = m.attrs().I64Or("n_ctx", 0);
+  n_vocab_ = m.attrs().I64Or("n_vocab", 0);
+  block_ = m.attrs().I64Or("kv_block", 0);
+  n_blocks_ = m.attrs().I64Or("kv_blocks", 0);
+  const ir::StateVar* table = m.state("kv_blocks");
+  if (slots_ <= 0 || block_ <= 0 || table == nullptr)
+    return absl::InternalError("the lowered module has no slots or block table");
+  max_blocks_ = table->shape()[1].value();
+  for (const auto& f : m.functions())
+    if (f->attrs().GetString("bucket_of") == std::optional<std::string>("step"))
+      buckets_.emplace_back(f->attrs().I64Or("bucket", 0), f->name());
+  std::sort(buckets_.begin(), buckets_.end());
+  if (buckets_.empty() && m.function("step") == nullptr)
+    return absl::InternalError("the compiled module has neither @step nor @step_tN buckets");
+  max_rows_ = buckets_.empty() ? INT64_MAX : buckets_.back().first;
+  for (const auto& s : m.states())
+    if (s->state_kind() == ir::StateKind::kConv || s->state_kind() == ir::StateKind::kDelta)
+      recurrent_states_.push_back(s->name());
+
+  MEMRA_ASSIGN_OR_RETURN(exec_, CreateExecutor(options.backend, m, *file_, options.exec));
+  pos_.assign(slots_, 0);
+  slot_blocks_.assign(slots_, {});
+  free_blocks_.clear();
+  for (int64_t i = n_blocks_ - 1; i >= 0; --i) free_blocks_.push_back(static_cast<int32_t>(i));
+  // Every table entry -1 (no block): a row whose block was never given shows up as an error on
+  // the CPU and is skipped on the GPU instead of landing in another slot's block 0.
+  std::vector<int32_t> none(static_cast<size_t>(slots_ * max_blocks_), -1);
+  MEMRA_RETURN_IF_ERROR(exec_->WriteState("kv_blocks", 0, none.data(), none.size() * sizeof(int32_t)));
+  auto tok = tokenizer::Tokenizer::FromGguf(*file_);
+  if (tok.ok()) tokenizer_ = std::move(*tok);
+  if (options.backend == Backend::kCuda && options.warm_buckets)
+    for (const auto& [rows, fn] : buckets_)
+      for (int i = 0; i < 2; ++i) MEMRA_RETURN_IF_ERROR(RunEmpty(fn, rows));
+  return absl::OkStatus();
+}
+
+absl::Status BatchedSlots::RunEmpty(const std::string& fn, int64_t rows) {
+  std::vector<HostTensor> args;
+  args.push_back(HostTensor::FromI32(std::vector<int32_t>(rows, 0), {rows}));
+  args.push_back(HostTensor::FromI32(std::vector<int32_t>(rows, -1), {rows}));
+  args.push_back(HostTensor::FromI32(std::vector<int32_t>(slots_, -1), {slots_}));
+  args.push_back(HostTensor::FromI32(std::vector<int32_t>(slots_ + 1, 0), {slots_ + 1}));
+  auto r = exec_->RunSelected(fn, std::move(args), {false, false});
+  if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat("warming @", fn, ": ", r.status().message()));
+  return absl::OkStatus();
+}
+
+absl::Status BatchedSlots::ResetSlot(int slot) {
+  if (slot < 0 || slot >= slots_)
+    return absl::OutOfRangeError(absl::StrCat("slot ", slot, " is outside [0, ", slots_, ")"));
+  for (const std::string& name : recurrent_states_) {
+    const ir::StateVar* s = module_->state(name);
+    const int64_t per_slot = s->shape().NumElements().value_or(0) / slots_ * static_cast<int64_t>(sizeof(float));
+    MEMRA_RETURN_IF_ERROR(exec_->WriteState(name, slot * per_slot, nullptr, per_slot));
+  }
+  MEMRA_RETURN_IF_ERROR(exec_->WriteState("pos", slot * int64_t{sizeof(int32_t)}, nullptr, sizeof(int32_t)));
+  std::vector<int32_t>& mine = slot_blocks_[slot];
+  if (!mine.empty()) {
+    std::vector<int32_t> none(mine.size(), -1);
+    MEMRA_RETURN_IF_ERROR(exec_->WriteState("kv_blocks", slot * max_blocks_ * int64_t{sizeof(int32_t)}, none.data(),
+                                            none.size() * sizeof(int32_t)));
+    for (auto it = mine.rbegin(); it != mine.rend(); ++it) free_blocks_.push_back(*it);
+    mine.clear();
+  }
+  pos_[slot] = 0;
+  return absl::OkStatus();
+}
+
+absl::Status BatchedSlots::GrowBlocks(int slot, int64_t last) {
+  std::vector<int32_t>& mine = slot_blocks_[slot];
+  const int64_t need = last / block_ + 1;
+  if (need > max_blocks_)
+    return absl::OutOfRangeError(absl::StrCat("slot ", slot, ": position ", last, " is past its context of ", n_ctx_));
+  if (need <= static_cast<int64_t>(mine.size())) return absl::OkStatus();
+  const int64_t more = need - static_cast<int64_t>(mine.size());
+  if (more > static_cast<int64_t>(free_blocks_.size()))
+    return absl::ResourceExhaustedError(absl::StrCat("KV cache full: slot ", slot, " needs ", more,
+                                                     " more blocks of ", block_, " tokens, ", free_blocks_.size(),
+                                                     " of ", n_blocks_, " are free"));
+  const int64_t first = static_cast<int64_t>(mine.size());
+  for (int64_t i = 0; i < more; ++i) {
+    mine.push_back(free_blocks_.back());
+    free_blocks_.pop_back();
+  }
+  return exec_->WriteState("kv_blocks", (slot * max_blocks_ + first) * int64_t{sizeof(int32_t)}, mine.data() + first,
+                           more * int64_t{sizeof(int32_t)});
+}
+
+absl::StatusOr<std::vector<EntryOutput>> BatchedSlots::Execute(const StepBatch& batch) {
+  const int64_t n_entries = static_cast<int64_t>(batch.entries.size());
+  if (n_entries == 0) return std::vector<EntryOutput>{};
+  if (n_entries > slots_)
+    return absl::InvalidArgumentError(absl::StrCat("a step of ", n_entries, " entries exceeds the ", slots_, " slots"));
+  const int64_t rows = batch.rows();
+  if (rows > max_rows_)
+    return absl::InvalidArgumentError(
+        absl::StrCat("a step of ", rows, " rows exceeds the largest step bucket (", max_rows_, ")"));
+  // Check every entry before anything changes.
+  std::vector<bool> seen(slots_, false);
+  for (int64_t i = 0; i < n_entries; ++i) {
+    const StepEntry& e = batch.entries[i];
+    auto where = [&] { return absl::StrCat("step entry ", i, " (slot ", e.slot, ", request ", e.request, ")"); };
+    if (e.slot < 0 || e.slot >= slots_)
+      return absl::OutOfRangeError(absl::StrCat(where(), ": slot outside [0, ", slots_, ")"));
+    if (seen[e.slot]) return absl::InvalidArgumentError(absl::StrCat(where(), ": the slot appears twice"));
+    seen[e.slot] = true;
+    if (e.tokens.empty()) return absl::InvalidArgumentError(absl::StrCat(where(), ": no tokens"));
+    if (e.kind == EntryKind::kDecode && e.tokens.size() != 1)
+      return absl::InvalidArgumentError(
+          absl::StrCat(where(), ": a decode entry runs one token (got ", e.tokens.size(), ")"));
+    if (e.first_pos != pos_[e.slot])
+      return absl::FailedPreconditionError(
+          absl::StrCat(where(), ": starts at position ", e.first_pos, " but the slot holds ", pos_[e.slot], " tokens"));
+    if (e.first_pos + static_cast<int64_t>(e.tokens.size()) > n_ctx_)
+      return absl::OutOfRangeError(absl::StrCat(where(), ": ", e.tokens.size(), " tokens at position ", e.first_pos,
+                                                " exceed the slot's context of ", n_ctx_));
+    for (int32_t id : e.tokens)
+      if (id < 0 || id >= n_vocab_)
+        return absl::InvalidArgumentError(
+            absl::StrCat(where(), ": token id ", id, " is outside the vocabulary [0, ", n_vocab_, ")"));
+  }
+  for (const StepEntry& e : batch.entries)
+    MEMRA_RETURN_IF_ERROR(GrowBlocks(e.slot, e.first_pos + static_cast<int64_t>(e.tokens.size()) - 1));
+
+  // The flat batch (ir/Ops.def, "sequences"), padded to the step bucket.
+  std::string fn = "step";
+  int64_t T = rows;
+  for (const auto& [n, name] : buckets_)
+    if (n >= rows) {
+      T = n;
+      fn = name;
+      break;
+    }
+  std::vector<int32_t> tokens(T, 0), tok_seq(T, -1), seq_slot(slots_, -1), seq_start(slots_ + 1, 0);
+  int64_t r = 0;
+  for (int64_t b = 0; b < slots_; ++b) {
+    seq_start[b] = static_cast<int32_t>(r);
+    if (b >= n_entries) continue;
+    const StepEntry& e = batch.entries[b];
+    seq_slot[b] = e.slot;
+    for (int32_t id : e.tokens) {
+      tokens[r] = id;
+      tok_seq[r] = static_cast<int32_t>(b);
+      ++r;
+    }
+  }
+  seq_start[slots_] = static_cast<int32_t>(r);
+  std::vector<HostTensor> args;
+  args.push_back(HostTensor::FromI32(tokens, {T}));
+  args.push_back(HostTensor::FromI32(tok_seq, {T}));
+  args.push_back(HostTensor::FromI32(seq_slot, {slots_}));
+  args.push_back(HostTensor::FromI32(seq_start, {slots_ + 1}));
+  // The logits come to the host only when some sampled entry needs more than the argmax.
+  bool need_logits = false;
+  for (const StepEntry& e : batch.entries) need_logits |= e.sampled() && !e.argmax_only;
+  MEMRA_ASSIGN_OR_RETURN(std::vector<HostTensor> results, exec_->RunSelected(fn, std::move(args), {need_logits, true}));
+  for (const StepEntry& e : batch.entries) pos_[e.slot] += static_cast<int64_t>(e.tokens.size());
+  if (results.size() != 2 || results[1].dtype() != ir::DType::kI32 || results[1].numel() != slots_ ||
+      (need_logits && (results[0].dtype() != ir::DType::kF32 || results[0].numel() != slots_ * n_vocab_)))
+    return absl::InternalError(
+        absl::StrCat("@", fn, " returned no [", slots_, ", ", n_vocab_, "] logits and [", slots_, "] picks"));
+  std::vector<EntryOutput> out(n_entries);
+  const int32_t* picks = results[1].i32();
+  for (int64_t b = 0; b < n_entries; ++b) {
+    const StepEntry& e = batch.entries[b];
+    if (!e.sampled()) continue;
+    if (e.argmax_only) {
+      out[b].token = picks[b];
+      out[b].non_finite = picks[b] < 0;
+      if (out[b].non_finite) out[b].token = -1;
+    } else {
+      const float* logits = results[0].f32();
+      out[b].logits.assign(logits + b * n_vocab_, logits + (b + 1) * n_vocab_);
+    }
+  }
+  return out;
+}
+
+}  // namespace memra::runtime

@@ -1,0 +1,265 @@
+// BatchedSlots (runtime/BatchedSlots.h) on the CPU: one module lowered with slots, every step one
+// @step call over all entries. Against SessionSlots (one one-sequence Session per slot, the
+// reference the Scheduler tests pin to Session::Generate): the same StepBatch sequence gives the
+// same logits row per sampled entry (the CPU kernels are row-wise, so equal to f32 rounding of the
+// same operations) and the scheduler gives the same greedy tokens alone, among 8 and staggered;
+// on the MoE fixture too. The block pool: blocks come and go with the slots, a full pool and a
+// row past the context are refused by name before anything runs, a slot reused after a reset
+// starts fresh.
+#include "runtime/BatchedSlots.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/Sampling.h"
+#include "runtime/Scheduler.h"
+#include "runtime/SessionSlots.h"
+#include "tests/TestUtil.h"
+
+namespace memra::runtime {
+namespace {
+
+using memra::testing::FileExists;
+using memra::testing::TestDataPath;
+
+constexpr int64_t kCtx = 512;
+
+std::string Dense() { return TestDataPath("models/qwen35-tiny-f32.gguf"); }
+std::string Moe() { return TestDataPath("models/qwen35moe-tiny-q8_0.gguf"); }
+
+SessionOptions OneSeqOpts() {
+  SessionOptions so;
+  so.threads = 1;
+  so.backend = Backend::kCpu;
+  so.n_ctx = kCtx;
+  return so;
+}
+
+BatchedSlotsOptions BatchOpts(int slots) {
+  BatchedSlotsOptions o;
+  o.slots = slots;
+  o.n_ctx = kCtx;
+  o.exec.cpu.threads = 1;
+  return o;
+}
+
+std::vector<int32_t> Prompt(const std::string& text) {
+  std::vector<int32_t> ids = {1};
+  for (unsigned char c : text) ids.push_back(3 + c);
+  return ids;
+}
+
+std::vector<std::vector<int32_t>> Prompts() {
+  const std::string fox = "The quick brown fox jumps over the lazy dog. ";
+  return {Prompt(fox + "12"),        Prompt("Hello, world"),         Prompt(fox + fox + fox + "and then?"),
+          Prompt("0123456789abcdef"), Prompt(fox + fox + fox + fox), Prompt("Once upon a time"),
+          Prompt(fox + "The end."),   Prompt(fox + fox + "Why?")};
+}
+
+// Runs every batch on both backends and compares the sampled rows: the first (the batched engine)
+// as the scheduler asked (its greedy picks made by @step's argmax), the second (one Session per
+// slot) always with logits, so a pick is checked against the host's argmax of the reference row.
+class Tee : public BatchBackend {
+ public:
+  Tee(BatchBackend& a, BatchBackend& b) : a_(a), b_(b) {}
+  int slots() const override { return a_.slots(); }
+  int64_t ctx_per_slot() const override { return a_.ctx_per_slot(); }
+  int64_t n_vocab() const override { return a_.n_vocab(); }
+  absl::Status ResetSlot(int slot) override {
+    absl::Status s = b_.ResetSlot(slot);
+    if (!s.ok()) return s;
+    return a_.ResetSlot(slot);
+  }
+  absl::StatusOr<std::vector<EntryOutput>> Execute(const StepBatch& batch) override {
+    StepBatch with_logits = batch;
+    for (StepEntry& e : with_logits.entries) e.argmax_only = false;
+    auto rb = b_.Execute(with_logits);
+    if (!rb.ok()) return rb.status();
+    // Every other step the engine returns logits too, so both of its paths are compared.
+    auto ra = a_.Execute(++calls_ % 2 == 0 ? with_logits : batch);
+    if (!ra.ok()) return ra.status();
+    EXPECT_EQ(ra->size(), rb->size());
+    for (size_t i = 0; i < std::min(ra->size(), rb->size()); ++i) {
+      if ((*ra)[i].token >= 0) {  // the engine's pick
+        const auto& ref = (*rb)[i].logits;
+        EXPECT_EQ((*ra)[i].token, kernels::cpu::Argmax(ref.data(), static_cast<int64_t>(ref.size()))) << "entry " << i;
+        ++picks_compared;
+        continue;
+      }
+      const auto& x = (*ra)[i].logits;
+      const auto& y = (*rb)[i].logits;
+      EXPECT_EQ(x.size(), y.size()) << "entry " << i;
+      if (x.size() != y.size()) continue;
+      double mx = 0, worst = 0;
+      for (size_t j = 0; j < x.size(); ++j) {
+        mx = std::max(mx, std::fabs(static_cast<double>(y[j])));
+        worst = std::max(worst, std::fabs(static_cast<double>(x[j]) - y[j]));
+      }
+      max_rel = std::max(max_rel, worst / std::max(mx, 1e-30));
+      ++rows_compared;
+    }
+    return ra;
+  }
+  double max_rel = 0;
+  int64_t rows_compared = 0, picks_compared = 0;
+
+ private:
+  int64_t calls_ = 0;
+  BatchBackend& a_;
+  BatchBackend& b_;
+};
+
+struct Collected {
+  std::map<RequestId, std::vector<int32_t>> tokens;
+  TokenSink sink() {
+    return [this](const TokenEvent& e) {
+      if (e.token >= 0) tokens[e.id].push_back(e.token);
+    };
+  }
+};
+
+Request Greedy(const std::vector<int32_t>& prompt, int64_t n) {
+  Request r;
+  r.prompt = prompt;
+  r.max_tokens = n;
+  return r;
+}
+
+SchedulerOptions SchedOpts(int64_t step_tokens) {
+  SchedulerOptions o;
+  o.step_tokens = step_tokens;
+  return o;
+}
+
+// Greedy tokens of every prompt through `backend`: `at_once` requests submitted together (the
+// rest staggered two steps apart when `staggered`).
+std::vector<std::vector<int32_t>> RunAll(BatchBackend& backend, const std::vector<std::vector<int32_t>>& prompts,
+                                         int64_t n, bool staggered, int64_t step_tokens = 72) {
+  auto sched = Scheduler::Create(backend, SchedOpts(step_tokens));
+  EXPECT_TRUE(sched.ok()) << sched.status();
+  if (!sched.ok()) return {};
+  Collected c;
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto id = (*sched)->Submit(Greedy(prompts[i], n), c.sink());
+    EXPECT_TRUE(id.ok()) << id.status();
+    ids.push_back(id.ok() ? *id : -1);
+    if (staggered)
+      for (int k = 0; k < 2; ++k) EXPECT_TRUE((*sched)->Step().ok());
+  }
+  EXPECT_TRUE((*sched)->RunToCompletion().ok());
+  std::vector<std::vector<int32_t>> out;
+  for (RequestId id : ids) out.push_back(c.tokens[id]);
+  return out;
+}
+
+void CheckAgainstSessionSlots(const std::string& model, double rel_bound) {
+  const auto prompts = Prompts();
+  auto batched = BatchedSlots::Open(model, BatchOpts(8));
+  ASSERT_TRUE(batched.ok()) << batched.status();
+  auto slots = SessionSlots::Open(model, 8, OneSeqOpts());
+  ASSERT_TRUE(slots.ok()) << slots.status();
+  // Alone (one request at a time through the same 8-slot backends), 8 at once, staggered.
+  for (bool staggered : {false, true}) {
+    Tee tee(**batched, **slots);
+    const auto got = RunAll(tee, prompts, 16, staggered);
+    EXPECT_GT(tee.rows_compared, 50);
+    EXPECT_GT(tee.picks_compared, 50);
+    std::printf("  %s: %ld logits rows (max relative difference %.3e), %ld greedy picks\n",
+                staggered ? "staggered" : "8 at once", long(tee.rows_compared), tee.max_rel, long(tee.picks_compared));
+    EXPECT_LE(tee.max_rel, rel_bound) << "logits of @step vs one Session per slot";
+    auto want = RunAll(**slots, prompts, 16, staggered);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].size(), 16u);
+      EXPECT_EQ(got[i], want[i]) << "prompt " << i << (staggered ? " (staggered)" : " (8 at once)");
+    }
+  }
+  // One at a time = the same tokens as among 8 (batch invariance within the batched engine).
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& p : prompts) alone.push_back(RunAll(**batched, {p}, 16, false)[0]);
+  EXPECT_EQ(alone, RunAll(**batched, prompts, 16, false));
+}
+
+TEST(BatchedSlotsTest, DenseMatchesOneSessionPerSlot) {
+  if (!FileExists(Dense())) GTEST_SKIP() << "fixture not found: " << Dense();
+  CheckAgainstSessionSlots(Dense(), 0.0);  // row-wise CPU kernels: bit-identical
+}
+
+TEST(BatchedSlotsTest, MoeMatchesOneSessionPerSlot) {
+  if (!FileExists(Moe())) GTEST_SKIP() << "fixture not found: " << Moe();
+  CheckAgainstSessionSlots(Moe(), 0.0);
+}
+
+StepEntry Entry(int slot, int64_t first_pos, EntryKind kind, std::vector<int32_t> tokens) {
+  StepEntry e;
+  e.slot = slot;
+  e.first_pos = first_pos;
+  e.kind = kind;
+  e.tokens = std::move(tokens);
+  return e;
+}
+
+// Blocks come from the pool as sequences grow and return at reset; refusals name the problem and
+// change nothing; a reused slot starts fresh (its logits equal a fresh slot's).
+TEST(BatchedSlotsTest, BlockPoolAndRefusals) {
+  if (!FileExists(Dense())) GTEST_SKIP() << "fixture not found: " << Dense();
+  BatchedSlotsOptions o = BatchOpts(2);
+  o.kv_blocks = 5;  // 320 positions shared by two slots of 512
+  auto b = BatchedSlots::Open(Dense(), o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  BatchedSlots& bs = **b;
+  EXPECT_EQ(bs.kv_blocks(), 5);
+  std::vector<int32_t> p130(130, 40), p100(100, 41);
+  StepBatch s1;
+  s1.entries.push_back(Entry(0, 0, EntryKind::kLastPromptChunk, p130));  // 3 blocks
+  auto first = bs.Execute(s1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(bs.free_kv_blocks(), 2);
+  // Slot 1 needs 2 blocks for 100 tokens: fits; 200 would not.
+  StepBatch big;
+  big.entries.push_back(Entry(1, 0, EntryKind::kLastPromptChunk, std::vector<int32_t>(200, 42)));
+  auto full = bs.Execute(big);
+  ASSERT_FALSE(full.ok());
+  EXPECT_TRUE(absl::StrContains(full.status().message(), "KV cache full")) << full.status();
+  // Wrong position, bad id, past the context: refused.
+  StepBatch wrong;
+  wrong.entries.push_back(Entry(0, 7, EntryKind::kDecode, {5}));
+  EXPECT_TRUE(absl::StrContains(bs.Execute(wrong).status().message(), "slot holds 130")) << bs.Execute(wrong).status();
+  StepBatch bad_id;
+  bad_id.entries.push_back(Entry(0, 130, EntryKind::kDecode, {1 << 30}));
+  EXPECT_TRUE(absl::StrContains(bs.Execute(bad_id).status().message(), "outside the vocabulary"));
+  StepBatch past;
+  past.entries.push_back(Entry(0, 130, EntryKind::kPromptChunk, std::vector<int32_t>(400, 5)));
+  EXPECT_TRUE(absl::StrContains(bs.Execute(past).status().message(), "exceed the slot's context"));
+  // Reset returns the blocks; the slot starts again from position 0 with the same result.
+  ASSERT_TRUE(bs.ResetSlot(0).ok());
+  EXPECT_EQ(bs.free_kv_blocks(), 5);
+  StepBatch again;
+  again.entries.push_back(Entry(0, 0, EntryKind::kLastPromptChunk, p130));
+  again.entries.push_back(Entry(1, 0, EntryKind::kLastPromptChunk, p100));
+  auto second = bs.Execute(again);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)[0].logits, (*first)[0].logits) << "a reused slot must start fresh";
+  EXPECT_EQ((*first)[0].logits.size(), static_cast<size_t>(bs.n_vocab()));
+  EXPECT_EQ(bs.free_kv_blocks(), 0);
+  EXPECT_FALSE(bs.ResetSlot(2).ok());
+}
+
+TEST(BatchedSlotsTest, RefusesBadOptions) {
+  if (!FileExists(Dense())) GTEST_SKIP() << "fixture not found: " << Dense();
+  for (int s : {0, -1, 257}) {
+    auto b = BatchedSlots::Open(Dense(), BatchOpts(s));
+    ASSERT_FALSE(b.ok());
+    EXPECT_TRUE(absl::StrContains(b.status().message(), "slots must be in [1, 256]")) << b.status();
+  }
+}
+
+}  // namespace
+}  // namespace memra::runtime
