@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/SelectKernelsPass.h"
 #include "frontends/LowerOptions.h"
 #include "frontends/ModelFamily.h"
 #include "frontends/gguf/GgufFile.h"
@@ -42,6 +43,7 @@ absl::Status BatchedSlots::Init(const BatchedSlotsOptions& options) {
   pm.input_name = file_->path();
   pm.pipeline = std::string(passes::kDefaultPipeline);
   if (options.backend == Backend::kCuda) {
+    codegen::RegisterCodegenPasses();  // select-kernels lives in codegen (SelectKernelsPass.h)
     MEMRA_ASSIGN_OR_RETURN(kernels::cuda::Target target, CudaDeviceTarget(options.exec.cuda.device));
     const char* weights = options.exec.cuda.weights == kernels::cuda::WeightMode::kBf16 ? "bf16" : "blocks";
     pm.pipeline = passes::StepPipeline(passes::PipelineForTarget(target.ArchName(), target.sm_count, weights),

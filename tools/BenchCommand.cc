@@ -107,8 +107,6 @@ absl::Status CheckBatchFlags() {
   if (BenchD.getNumOccurrences() > 0)
     return absl::InvalidArgumentError(
         "--batch and -d/--n-depth cannot be used together (every --batch test starts from empty slots)");
-  if (BenchProfile)
-    return absl::InvalidArgumentError("--batch and --profile cannot be used together (it profiles one executor)");
   for (int64_t p : BenchP.values())
     if (p == 0)
       return absl::InvalidArgumentError("-p 0 with --batch: every request needs a prompt (give -p 1 or more)");
@@ -157,6 +155,9 @@ int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat forma
   bo.exec.cuda.cuda_graphs = BenchGraphs;
   bo.exec.cuda.pdl = BenchPdl;
   bo.exec.cuda.weights = weights == "bf16" ? kernels::cuda::WeightMode::kBf16 : kernels::cuda::WeightMode::kBlocks;
+  // --profile: device time per op kind over every step of every test (events around each op, so
+  // the steps run eagerly: shares, not the table's times).
+  bo.exec.cuda.profile = bo.exec.cpu.profile = BenchProfile;
   const auto t_load = Clock::now();
   auto backend = runtime::BatchedSlots::Open(model_path, bo);
   if (!backend.ok()) return Fail(backend.status());
@@ -247,6 +248,9 @@ int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat forma
       rows.push_back(row);
     }
   llvm::outs() << tools::RenderBatchedBench(format, rows);
+  if (BenchProfile)
+    llvm::errs() << "memra bench: profile of every --batch step (warm-up included)\n"
+                 << slots.executor().ProfileReport();
   return 0;
 }
 

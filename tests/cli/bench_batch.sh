@@ -3,7 +3,7 @@
 # TG), times and tok/s) measured through the scheduler on the batched engine (BatchedSlots), one row
 # per -p and B with positive times and rates that follow from them; -o jsonl / json / csv carry the
 # same rows under llama-batched-bench's -jsonl keys. Refusals exit 1 naming the flag: --backend cuda
-# without a GPU, -d, --profile, -p 0, and --batch values outside 1..256 (the
+# without a GPU, -d, -p 0, and --batch values outside 1..256 (the
 # options layer). Args: MEMRA DATA_DIR SHARED_DIR.
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
@@ -69,7 +69,11 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then
     bench "$model" --backend cuda --batch 1,4 -p 16 -n 4
 fi
 refused "--batch and -d/--n-depth" -- bench "$model" --backend cpu --batch 2 -p 16 -n 4 -d 8
-refused "--batch and --profile" -- bench "$model" --backend cpu --batch 2 -p 16 -n 4 --profile
+# --profile: the table, then the engine's time per op kind on stderr (the step's ops among them).
+"$memra" bench "$model" --backend cpu --batch 2 -p 16 -n 4 -r 1 --profile >"$tmp/prof.md" 2>"$tmp/prof.err" ||
+  { cat "$tmp/prof.err"; fail "--batch --profile exited $?"; }
+grep -q "^|" "$tmp/prof.md" || fail "--batch --profile printed no table"
+grep -q "^paged_attention " "$tmp/prof.err" || { cat "$tmp/prof.err"; fail "--batch --profile: no paged_attention row"; }
 refused "-p 0 with --batch" -- bench "$model" --backend cpu --batch 2 -p 0,16 -n 4
 for bad in 0 257 1,x; do
   "$memra" bench "$model" --backend cpu --batch $bad -p 16 -n 4 >"$tmp/out.txt" 2>"$tmp/err.txt"
