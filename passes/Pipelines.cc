@@ -45,9 +45,11 @@ std::string WithBucketLadder(absl::string_view pipeline, absl::string_view bucke
 
 std::string StepPipeline(absl::string_view pipeline, absl::string_view ladder) {
   const std::string l = absl::StrReplaceAll(ladder, {{",", ":"}, {" ", ""}});
+  // After the buckets, fuse-delta-net-inputs once more: the per-slot scans of the small (decode)
+  // buckets take their q/k norms.
   return absl::StrReplaceAll(
       pipeline, {{"bucket-shapes", absl::StrCat("bucket-shapes{function=step ladder=", l,
-                                                 " keep-generic=false cap-context=false}")}});
+                                                 " keep-generic=false cap-context=false},fuse-delta-net-inputs")}});
 }
 
 }  // namespace memra::passes

@@ -59,7 +59,8 @@ std::string PipelineForTarget(absl::string_view arch, int sm_count, absl::string
 // `pipeline` for a module lowered with slots on a backend that needs static shapes: its
 // bucket-shapes specializes @step (not @prefill) per row bucket of `ladder` ("1:2:4:...", a step
 // is padded to the next one), without the generic function and without the n_ctx cap (a step's
-// rows come from several sequences).
+// rows come from several sequences), then fuse-delta-net-inputs again (the small buckets' per-slot
+// scans take their q/k l2 norms).
 std::string StepPipeline(absl::string_view pipeline, absl::string_view ladder);
 
 // The fusion passes only (no buckets, no memory plan, no segments): what a backend that takes
