@@ -51,9 +51,9 @@ Value* BuildGatedDeltaNet(const LayerContext& c, Value* h, const DeltaNetParams&
   auto [beta, g] = b.DeltaNetGates(braw, alpha, c.W("ssm_dt.bias"), c.W("ssm_a"));
   beta->Named(c.Node("beta_sigmoid"));
   g->Named(c.Node("gate"));
-  Value* conv = c.seq ? b.SeqConv1dCausal(qkv, c.W("ssm_conv1d.weight"), c.S("conv_state"), c.seq->seq_slot,
-                                          c.seq->seq_start)
-                      : b.Conv1dCausal(qkv, c.W("ssm_conv1d.weight"), c.S("conv_state"));
+  Value* conv =
+      c.seq ? b.SeqConv1dCausal(qkv, c.W("ssm_conv1d.weight"), c.S("conv_state"), c.seq->seq_slot, c.seq->seq_start)
+            : b.Conv1dCausal(qkv, c.W("ssm_conv1d.weight"), c.S("conv_state"));
   conv->Named(c.Node("conv_output"));
   conv = b.Silu(conv)->Named(c.Node("conv_output_silu"));
   auto parts = b.Split(conv, 1, {Kd, Kd, Vd});
