@@ -106,7 +106,8 @@ class OpBuilder {
   }
   Op* SeqAdvancePositions(Value* counter, Value* seq_slot, Value* seq_start);
   Op* PagedKvAppend(Value* k, Value* v, Value* k_cache, Value* v_cache, Value* blocks, Value* pos, Value* slot);
-  Value* PagedAttention(Value* q, Value* k_cache, Value* v_cache, Value* blocks, Value* pos, Value* slot, double scale) {
+  Value* PagedAttention(Value* q, Value* k_cache, Value* v_cache, Value* blocks, Value* pos, Value* slot,
+                        double scale) {
     return Build1(OpKind::kPagedAttention, {q, k_cache, v_cache, blocks, pos, slot}, {{"scale", scale}});
   }
   Value* SeqConv1dCausal(Value* x, Value* w, Value* state, Value* seq_slot, Value* seq_start) {

@@ -208,7 +208,8 @@ absl::Status VerifyDecls(const Module& m) {
         break;
       case StateKind::kDelta:
         if (s->rank() != (seq ? 4 : 3) || !IsFloat(s->dtype()) || !lead_s())
-          return err(seq ? "a delta state is float [S, Hv, Dv, Dk] (S = slots)" : "a delta state is float [Hv, Dv, Dk]");
+          return err(seq ? "a delta state is float [S, Hv, Dv, Dk] (S = slots)"
+                         : "a delta state is float [Hv, Dv, Dk]");
         break;
       case StateKind::kPosition:
         if (s->type() != TensorType(DType::kI32, seq ? Shape{S} : Shape{}))

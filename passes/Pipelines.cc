@@ -49,7 +49,7 @@ std::string StepPipeline(absl::string_view pipeline, absl::string_view ladder) {
   // buckets take their q/k norms.
   return absl::StrReplaceAll(
       pipeline, {{"bucket-shapes", absl::StrCat("bucket-shapes{function=step ladder=", l,
-                                                 " keep-generic=false cap-context=false},fuse-delta-net-inputs")}});
+                                                " keep-generic=false cap-context=false},fuse-delta-net-inputs")}});
 }
 
 }  // namespace memra::passes

@@ -23,8 +23,8 @@ BatchedSlots::~BatchedSlots() {
 absl::StatusOr<std::unique_ptr<BatchedSlots>> BatchedSlots::Open(const std::string& path,
                                                                  const BatchedSlotsOptions& options) {
   if (options.slots < 1 || options.slots > frontends::LowerOptions::kMaxSlots)
-    return absl::InvalidArgumentError(absl::StrCat("slots must be in [1, ", frontends::LowerOptions::kMaxSlots,
-                                                   "] (got ", options.slots, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("slots must be in [1, ", frontends::LowerOptions::kMaxSlots, "] (got ", options.slots, ")"));
   std::unique_ptr<BatchedSlots> b(new BatchedSlots());
   MEMRA_ASSIGN_OR_RETURN(b->file_, gguf::GgufFile::Open(path));
   frontends::LowerOptions lo;
@@ -129,9 +129,9 @@ absl::Status BatchedSlots::GrowBlocks(int slot, int64_t last) {
   if (need <= static_cast<int64_t>(mine.size())) return absl::OkStatus();
   const int64_t more = need - static_cast<int64_t>(mine.size());
   if (more > static_cast<int64_t>(free_blocks_.size()))
-    return absl::ResourceExhaustedError(absl::StrCat("KV cache full: slot ", slot, " needs ", more,
-                                                     " more blocks of ", block_, " tokens, ", free_blocks_.size(),
-                                                     " of ", n_blocks_, " are free"));
+    return absl::ResourceExhaustedError(absl::StrCat("KV cache full: slot ", slot, " needs ", more, " more blocks of ",
+                                                     block_, " tokens, ", free_blocks_.size(), " of ", n_blocks_,
+                                                     " are free"));
   const int64_t first = static_cast<int64_t>(mine.size());
   for (int64_t i = 0; i < more; ++i) {
     mine.push_back(free_blocks_.back());

@@ -214,7 +214,8 @@ void Scheduler::SampleAndEmit(Seq& seq, const EntryOutput& out) {
                                                : absl::StrCat("decode step ", seq.generated);
   absl::Status bad;
   if (out.non_finite)
-    bad = absl::DataLossError(absl::StrCat("the logits of ", where, " are not all finite (found by the backend's pick)"));
+    bad =
+        absl::DataLossError(absl::StrCat("the logits of ", where, " are not all finite (found by the backend's pick)"));
   else if (out.token >= 0)
     bad = out.token < vocab ? absl::OkStatus()
                             : absl::InternalError(absl::StrCat("the backend picked token ", out.token,

@@ -24,10 +24,10 @@
 #include "llvm/Support/raw_ostream.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
+#include "runtime/BatchedSlots.h"
 #include "runtime/Detokenizer.h"
 #include "runtime/Scheduler.h"
 #include "runtime/Session.h"
-#include "runtime/BatchedSlots.h"
 #include "runtime/StateMemory.h"
 #include "runtime/cpu/LayerTrace.h"
 #include "runtime/cuda/CudaExecutor.h"
@@ -351,8 +351,8 @@ int RunPromptsFileMode(const std::string& model_path, const memra::runtime::Sess
   llvm::errs() << absl::StrFormat(
       "memra run: %s: %s, %d layers, n_vocab %d, %d slots (--parallel %d) of context %d each, %d KV blocks of %d "
       "(%s in all), %s, loaded in %.2f s\n",
-      model_path, module.attrs().GetString("arch").value_or("?"), module.attrs().I64Or("n_layer", 0),
-      engine.n_vocab(), slots, int(RunParallel), ctx, engine.kv_blocks(), module.attrs().I64Or("kv_block", 0),
+      model_path, module.attrs().GetString("arch").value_or("?"), module.attrs().I64Or("n_layer", 0), engine.n_vocab(),
+      slots, int(RunParallel), ctx, engine.kv_blocks(), module.attrs().I64Or("kv_block", 0),
       state.ok() ? runtime::DescribeStateBytes(*state) : "state size unknown", engine.executor().Describe(),
       load_seconds);
 
@@ -369,8 +369,9 @@ int RunPromptsFileMode(const std::string& model_path, const memra::runtime::Sess
   }
 
   runtime::SchedulerOptions opts;
-  opts.step_tokens = std::max<int64_t>(std::min<int64_t>(RunChunk > 0 ? int64_t(RunChunk) : 512, engine.max_step_rows()),
-                                       runtime::MinStepTokens(slots, opts.prefill_align));
+  opts.step_tokens =
+      std::max<int64_t>(std::min<int64_t>(RunChunk > 0 ? int64_t(RunChunk) : 512, engine.max_step_rows()),
+                        runtime::MinStepTokens(slots, opts.prefill_align));
   opts.detokenizer = runtime::TokenizerDetokenizer(tok);
   auto sched = runtime::Scheduler::Create(**backend, opts);
   if (!sched.ok()) return Fail(sched.status());

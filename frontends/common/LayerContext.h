@@ -29,7 +29,7 @@ struct LayerContext {
   ir::OpBuilder& b;
   const ir::Module& m;
   int64_t layer;
-  ir::Dim T;  // tokens of this call (dim 0 of every activation)
+  ir::Dim T;                      // tokens of this call (dim 0 of every activation)
   const SeqBatch* seq = nullptr;  // set in a step over several sequences
 
   std::string Tensor(absl::string_view tensor) const { return LayerTensorName(layer, tensor); }

@@ -129,8 +129,7 @@ class Qwen35Lowering {
   void DeclareState() {
     const int64_t S = opt_.slots;
     pos_ = m_->AddState(StateKind::kPosition, "pos", TensorType(DType::kI32, S > 0 ? Shape{S} : Shape{}));
-    if (S > 0)
-      blocks_ = m_->AddState(StateKind::kBlocks, "kv_blocks", TensorType(DType::kI32, Shape{S, max_blocks_}));
+    if (S > 0) blocks_ = m_->AddState(StateKind::kBlocks, "kv_blocks", TensorType(DType::kI32, Shape{S, max_blocks_}));
     for (int64_t il = 0; il < h_.n_layer; ++il) {
       if (h_.IsRecurrent(il))
         DeclareDeltaNetState(*m_, il, gdn_, S);

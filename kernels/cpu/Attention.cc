@@ -76,8 +76,8 @@ absl::Status PagedAttention(const float* q, int64_t T, const int32_t* pos, const
     for (int64_t j = 0; j <= pos[t] / block; ++j) {
       const int32_t b = blocks[slot[t] * max_blocks + j];
       if (b < 0 || b >= n_blocks)
-        return absl::FailedPreconditionError(absl::StrCat("paged attention: slot ", slot[t], " has no block ", j,
-                                                          " (table entry ", b, ") for row ", t));
+        return absl::FailedPreconditionError(
+            absl::StrCat("paged attention: slot ", slot[t], " has no block ", j, " (table entry ", b, ") for row ", t));
     }
   }
   ParallelFor(pool, 0, T * n_head, 1, [&](int64_t lo, int64_t hi) {

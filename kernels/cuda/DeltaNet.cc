@@ -81,8 +81,8 @@ class SeqConv1dImpl : public GpuOpImpl {
     const int64_t C = c.shapes.in[0][1], S = c.shapes.in[2][0];
     Launch l;
     l.kernel.module.file = "DeltaNet.cu";
-    l.kernel.module.defines =
-        MakeDefines({Def("CONV_CHANNELS", C), Def("CONV_K", c.shapes.in[2][2] + 1), Def("CONV_SILU", Silu(c.op) ? 1 : 0)});
+    l.kernel.module.defines = MakeDefines(
+        {Def("CONV_CHANNELS", C), Def("CONV_K", c.shapes.in[2][2] + 1), Def("CONV_SILU", Silu(c.op) ? 1 : 0)});
     l.kernel.entry = "seq_conv1d_causal";
     l.block = 128;  // DeltaNet.cu's CONV_BLOCKS
     l.grid = static_cast<uint32_t>((S + 1) * ((C + 127) / 128));

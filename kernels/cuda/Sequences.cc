@@ -105,9 +105,8 @@ class PagedAttentionImpl : public GpuOpImpl {
     const int64_t T = q[0], hq = q[1], d = q[2], hkv = cache[2], bs = cache[1];
     const SplitGeometry g = PagedSplits(c.shapes.in[3][1] * bs, bs);
     const int64_t warps = 4;
-    Defines defs = {Def("PA_HQ", hq),         Def("PA_HKV", hkv),       Def("PA_D", d),
-                    Def("PA_BS", bs),         Def("PA_SPLITS", g.splits), Def("PA_SPLIT_LEN", g.len),
-                    Def("PA_WARPS", warps)};
+    Defines defs = {Def("PA_HQ", hq),           Def("PA_HKV", hkv),         Def("PA_D", d),        Def("PA_BS", bs),
+                    Def("PA_SPLITS", g.splits), Def("PA_SPLIT_LEN", g.len), Def("PA_WARPS", warps)};
     Launch split;
     split.kernel.module.file = kFile;
     split.kernel.module.defines = MakeDefines(defs);

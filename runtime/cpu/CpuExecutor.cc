@@ -784,10 +784,9 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         const HostTensor& kc_ = St(1);
         const HostTensor& blocks = St(3);
         HostTensor y = HostTensor::Zeros(DType::kF32, q.shape());
-        MEMRA_RETURN_IF_ERROR(kc::PagedAttention(q.f32(), q.dim(0), In(4).i32(), In(5).i32(), blocks.i32(),
-                                                 blocks.dim(1), kc_.dim(1), kc_.dim(0), kc_.f32(), St(2).f32(),
-                                                 q.dim(1), kc_.dim(2), q.dim(2),
-                                                 static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool));
+        MEMRA_RETURN_IF_ERROR(kc::PagedAttention(
+            q.f32(), q.dim(0), In(4).i32(), In(5).i32(), blocks.i32(), blocks.dim(1), kc_.dim(1), kc_.dim(0), kc_.f32(),
+            St(2).f32(), q.dim(1), kc_.dim(2), q.dim(2), static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool));
         out.push_back(y);
         break;
       }

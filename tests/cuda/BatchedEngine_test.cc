@@ -33,7 +33,7 @@ std::vector<int32_t> Prompt(const std::string& text) {
 
 std::vector<std::vector<int32_t>> Prompts() {
   const std::string fox = "The quick brown fox jumps over the lazy dog. ";
-  return {Prompt(fox + "12"),        Prompt("Hello, world"),         Prompt(fox + fox + fox + "and then?"),
+  return {Prompt(fox + "12"),         Prompt("Hello, world"),        Prompt(fox + fox + fox + "and then?"),
           Prompt("0123456789abcdef"), Prompt(fox + fox + fox + fox), Prompt("Once upon a time"),
           Prompt(fox + "The end."),   Prompt(fox + fox + "Why?")};
 }
@@ -153,10 +153,10 @@ class BatchedEngineTest : public ::testing::Test {
     ASSERT_GT(tf.picks, 50);
     const double mean = tf.sum / tf.rows, agree = double(tf.agree) / tf.rows;
     const double picks = double(tf.picks_agree) / tf.picks;
-    std::printf("  %s: %ld logits rows (%ld decode): mean row nmse %.3e, worst %.3e, argmax agrees %.1f%%; %ld device "
-                "picks, %.1f%% equal to the CPU's argmax\n",
-                model.c_str(), long(tf.rows), long(tf.decode_rows), mean, tf.worst, 100 * agree, long(tf.picks),
-                100 * picks);
+    std::printf(
+        "  %s: %ld logits rows (%ld decode): mean row nmse %.3e, worst %.3e, argmax agrees %.1f%%; %ld device "
+        "picks, %.1f%% equal to the CPU's argmax\n",
+        model.c_str(), long(tf.rows), long(tf.decode_rows), mean, tf.worst, 100 * agree, long(tf.picks), 100 * picks);
     EXPECT_LE(mean, mean_bound);
     EXPECT_LE(tf.worst, worst_bound);
     EXPECT_GE(agree, min_agree);

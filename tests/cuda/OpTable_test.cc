@@ -738,9 +738,8 @@ TEST_F(OpTableTest, Sequences) {
           Value* st = h.State(ir::StateKind::kConv, "conv", DType::kF32, {kSlots, 1536, 3});
           ir::AttrDict a;
           if (silu) a.Set("activation", std::string("silu"));
-          return std::vector<Value*>{h.b->Build1(ir::OpKind::kSeqConv1dCausal,
-                                                 {x, h.Weight("w", GgmlType::kF32, {4, 1536}), st, seq_slot, seq_start},
-                                                 a)};
+          return std::vector<Value*>{h.b->Build1(
+              ir::OpKind::kSeqConv1dCausal, {x, h.Weight("w", GgmlType::kF32, {4, 1536}), st, seq_slot, seq_start}, a)};
         },
         2);
   for (bool l2 : {false, true})

@@ -57,7 +57,7 @@ std::vector<int32_t> Prompt(const std::string& text) {
 
 std::vector<std::vector<int32_t>> Prompts() {
   const std::string fox = "The quick brown fox jumps over the lazy dog. ";
-  return {Prompt(fox + "12"),        Prompt("Hello, world"),         Prompt(fox + fox + fox + "and then?"),
+  return {Prompt(fox + "12"),         Prompt("Hello, world"),        Prompt(fox + fox + fox + "and then?"),
           Prompt("0123456789abcdef"), Prompt(fox + fox + fox + fox), Prompt("Once upon a time"),
           Prompt(fox + "The end."),   Prompt(fox + fox + "Why?")};
 }
