@@ -296,8 +296,8 @@ TEST(WeightLayout, TypesWithoutALayoutAreNamedWithTheWayOut) {
   EXPECT_EQ(WeightModeName(WeightMode::kBf16), "bf16");
 }
 
-// Products on blocks past 64 rows: the activation cast, one Dequant.cu launch per weight in blocks
-// (into the workspace, sized for the largest), then cuBLASLt (9..64 rows: gemm_blocks, below).
+// Products on blocks: the activation cast, one Dequant.cu launch per weight in blocks (into the
+// workspace, sized for the largest), then cuBLASLt; at T = 1 too (no GEMV reads blocks yet).
 constexpr char kBlocksModule[] = R"(weight @norm : f32[512]
 weight @tab : q4_K[1000, 512]
 weight @a : q4_K[256, 512]
@@ -305,12 +305,12 @@ weight @b : q8_0[64, 512]
 weight @g : q6_K[128, 512]
 weight @u : q6_K[128, 512]
 weight @h : bf16[64, 512]
-func @prefill_t96(%ids: i32[96]) -> (f32[96, 256], f32[96, 64], f32[96, 128], f32[96, 64]) attributes {bucket = 96} {
-  %x = embed(%ids, @tab) : f32[96, 512]
-  %n = rms_norm(%x, @norm) {eps = 1e-06} : f32[96, 512]
-  %p, %q = matmul_group(%n, @a, @b) : f32[96, 256], f32[96, 64]
-  %s = matmul_swiglu(%n, @g, @u) : f32[96, 128]
-  %y = matmul(%n, @h) : f32[96, 64]
+func @prefill_t16(%ids: i32[16]) -> (f32[16, 256], f32[16, 64], f32[16, 128], f32[16, 64]) attributes {bucket = 16} {
+  %x = embed(%ids, @tab) : f32[16, 512]
+  %n = rms_norm(%x, @norm) {eps = 1e-06} : f32[16, 512]
+  %p, %q = matmul_group(%n, @a, @b) : f32[16, 256], f32[16, 64]
+  %s = matmul_swiglu(%n, @g, @u) : f32[16, 128]
+  %y = matmul(%n, @h) : f32[16, 64]
   return %p, %q, %s, %y
 }
 func @decode(%ids: i32[1]) -> (f32[1, 256]) attributes {bucket = 1} {
@@ -324,10 +324,10 @@ TEST(Selection, BlocksDequantizeIntoTheWorkspace) {
   auto m = ir::ParseModule(kBlocksModule);
   ASSERT_TRUE(m.ok()) << m.status();
   const Target t = *TargetPreset("sm_90");
-  ir::Function& fn = *(*m)->function("prefill_t96");
+  ir::Function& fn = *(*m)->function("prefill_t16");
   std::vector<OpSelection> sel;
   for (ir::Op* op : fn.Ops()) {
-    auto shapes = ShapesAt(*op, 96, WeightMode::kBlocks);
+    auto shapes = ShapesAt(*op, 16, WeightMode::kBlocks);
     ASSERT_TRUE(shapes.ok()) << shapes.status();
     auto s = SelectGpuOp(*op, *shapes, t);
     ASSERT_TRUE(s.ok()) << s.status();
@@ -346,7 +346,7 @@ TEST(Selection, BlocksDequantizeIntoTheWorkspace) {
   EXPECT_EQ(sel[2].launches[1].kernel.ToString(), "Dequant.cu<DEQ_TYPE=12>::dequant_bf16");
   EXPECT_EQ(sel[2].launches[2].kernel.ToString(), "Dequant.cu<DEQ_TYPE=8>::dequant_bf16");
   EXPECT_EQ(sel[2].workspace_bytes, 256 * 512 * 2);
-  EXPECT_EQ(sel[2].scratch_bytes, 96 * 512 * 2);  // the bf16 activation copy, in the arena
+  EXPECT_EQ(sel[2].scratch_bytes, 16 * 512 * 2);  // the bf16 activation copy, in the arena
   // matmul_swiglu on q6_K: cast, two dequantizations, the gating.
   EXPECT_EQ(sel[3].impl, "gemm_swiglu");
   ASSERT_EQ(sel[3].launches.size(), 4u);
@@ -377,47 +377,6 @@ TEST(Selection, BlocksDequantizeIntoTheWorkspace) {
   // The executor's workspace: the largest request over every function.
   EXPECT_EQ(WorkspaceBytesOf(**m, t, WeightMode::kBlocks, /*use_records=*/false).value(), 256 * 512 * 2);
   EXPECT_EQ(WorkspaceBytesOf(**m, t, WeightMode::kBf16, /*use_records=*/false).value(), 0);
-}
-
-// 9..64 rows on blocks (a batched decode step, a short chunk): moe_gemm's identity grouping reads
-// the blocks directly, one launch per product (matmul_swiglu's gate and up in one), no workspace,
-// no activation cast; a 16-bit weight in the same group keeps the cuBLASLt unit for the op.
-TEST(Selection, FewRowsOnBlocksReadTheBlocks) {
-  auto m = ir::ParseModule(R"(weight @a : q4_K[256, 512]
-weight @b : q8_0[64, 512]
-weight @g : q6_K[128, 512]
-weight @u : q6_K[128, 512]
-weight @h : bf16[64, 512]
-func @step_t16(%n: f32[16, 512]) -> (f32[16, 256], f32[16, 64], f32[16, 128], f32[16, 64], f32[16, 64]) attributes {bucket = 16} {
-  %p, %q = matmul_group(%n, @a, @b) : f32[16, 256], f32[16, 64]
-  %s = matmul_swiglu(%n, @g, @u) : f32[16, 128]
-  %y = matmul(%n, @b) : f32[16, 64]
-  %z, %w = matmul_group(%n, @b, @h) : f32[16, 64], f32[16, 64]
-  return %p, %q, %s, %y, %z
-}
-)");
-  ASSERT_TRUE(m.ok()) << m.status();
-  const Target t = *TargetPreset("sm_90");
-  std::vector<OpSelection> sel;
-  for (ir::Op* op : (*m)->function("step_t16")->Ops()) {
-    if (op->is(ir::OpKind::kReturn)) continue;
-    auto shapes = ShapesAt(*op, 16, WeightMode::kBlocks);
-    ASSERT_TRUE(shapes.ok()) << shapes.status();
-    auto s = SelectGpuOp(*op, *shapes, t);
-    ASSERT_TRUE(s.ok()) << s.status();
-    sel.push_back(*s);
-  }
-  ASSERT_EQ(sel.size(), 4u);
-  EXPECT_EQ(sel[0].impl, "gemm_blocks");
-  ASSERT_EQ(sel[0].launches.size(), 2u);
-  EXPECT_EQ(sel[0].launches[0].kernel.entry, "moe_gemm");
-  EXPECT_EQ(sel[0].workspace_bytes, 0);
-  EXPECT_EQ(sel[0].scratch_bytes, 0);
-  EXPECT_FALSE(sel[0].gemm);
-  EXPECT_EQ(sel[1].impl, "gemm_blocks");
-  EXPECT_EQ(sel[1].launches.size(), 1u);
-  EXPECT_EQ(sel[2].impl, "gemm_blocks");
-  EXPECT_EQ(sel[3].impl, "gemm");
 }
 
 TEST(Selection, AMatrixWithoutALayoutIsRefusedNamingIt) {
