@@ -368,7 +368,10 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.ShapeIs(3, Shape{c.S(0)[1]}, "one per value head"));
       return Types{Like(c[0]), Like(c[0])};
     }
-    case OpKind::kGatedDeltaScan: {
+    case OpKind::kGatedDeltaScan:
+    case OpKind::kSeqGatedDeltaScan: {
+      // seq_: the state has the slots as dim 0, and the batch description follows it.
+      const bool seq = kind == OpKind::kSeqGatedDeltaScan;
       CHECK_OK(c.Float(0));
       CHECK_OK(c.Rank(0, 3));
       CHECK_OK(c.SameType(0, 1));
@@ -382,7 +385,16 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       const Dim& hv = c.S(2)[1];
       if (hk.IsConstant() && hv.IsConstant() && (hk.value() == 0 || hv.value() % hk.value() != 0))
         return Err(absl::StrCat("value heads (", hv.value(), ") must be a multiple of key heads (", hk.value(), ")"));
-      CHECK_OK(c.ShapeIs(5, Shape{hv, c.S(2)[2], c.S(0)[2]}, "[Hv, Dv, Dk]"));
+      if (seq) {
+        CHECK_OK(c.Rank(5, 4));
+        CHECK_OK(c.ShapeIs(5, Shape{c.S(5)[0], hv, c.S(2)[2], c.S(0)[2]}, "[S, Hv, Dv, Dk]"));
+        CHECK_OK(c.DTypeIs(6, DType::kI32));
+        CHECK_OK(c.ShapeIs(6, Shape{c.S(5)[0]}, "one slot per entry, S entries"));
+        CHECK_OK(c.DTypeIs(7, DType::kI32));
+        CHECK_OK(c.ShapeIs(7, Shape{Dim(c.S(5)[0].value() + 1)}, "S + 1 row offsets"));
+      } else {
+        CHECK_OK(c.ShapeIs(5, Shape{hv, c.S(2)[2], c.S(0)[2]}, "[Hv, Dv, Dk]"));
+      }
       if (!IsFloat(c.D(5))) return Err(absl::StrCat(c.N(5), " must be a float state"));
       if (auto eps = attrs.GetF64("qk_l2_eps"); eps && !(*eps >= 0)) return Err("attribute 'qk_l2_eps' must be >= 0");
       return Types{Like(c[2])};
@@ -484,30 +496,6 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       if (auto act = attrs.GetString("activation"); act && *act != "silu")
         return Err(absl::StrCat("conv activation '", *act, "' is not supported (only \"silu\")"));
       return Types{Like(c[0])};
-    }
-    case OpKind::kSeqGatedDeltaScan: {
-      CHECK_OK(c.Float(0));
-      CHECK_OK(c.Rank(0, 3));
-      CHECK_OK(c.SameType(0, 1));
-      CHECK_OK(c.Rank(2, 3));
-      CHECK_OK(c.SameDType(0, 2));
-      CHECK_OK(c.DimEq(2, 0, c.S(0)[0], "tokens of 'q'"));
-      Shape th{c.S(0)[0], c.S(2)[1]};
-      CHECK_OK(c.ShapeIs(3, th, "[T, Hv]"));
-      CHECK_OK(c.ShapeIs(4, th, "[T, Hv]"));
-      const Dim& hk = c.S(0)[1];
-      const Dim& hv = c.S(2)[1];
-      if (hk.IsConstant() && hv.IsConstant() && (hk.value() == 0 || hv.value() % hk.value() != 0))
-        return Err(absl::StrCat("value heads (", hv.value(), ") must be a multiple of key heads (", hk.value(), ")"));
-      CHECK_OK(c.Rank(5, 4));
-      CHECK_OK(c.ShapeIs(5, Shape{c.S(5)[0], hv, c.S(2)[2], c.S(0)[2]}, "[S, Hv, Dv, Dk]"));
-      if (!IsFloat(c.D(5))) return Err(absl::StrCat(c.N(5), " must be a float state"));
-      CHECK_OK(c.DTypeIs(6, DType::kI32));
-      CHECK_OK(c.ShapeIs(6, Shape{c.S(5)[0]}, "one slot per entry, S entries"));
-      CHECK_OK(c.DTypeIs(7, DType::kI32));
-      CHECK_OK(c.ShapeIs(7, Shape{Dim(c.S(5)[0].value() + 1)}, "S + 1 row offsets"));
-      if (auto eps = attrs.GetF64("qk_l2_eps"); eps && !(*eps >= 0)) return Err("attribute 'qk_l2_eps' must be >= 0");
-      return Types{Like(c[2])};
     }
     case OpKind::kTakeSeqLastRows: {
       CHECK_OK(c.RankAtLeast(0, 1));

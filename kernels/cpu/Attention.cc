@@ -28,35 +28,51 @@ absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, in
   return absl::OkStatus();
 }
 
+namespace {
+
+// One (query, head) row of causal attention over n_keys keys, key j at k_row(j), value j at
+// v_row(j): s_j = scale . <q, k_j>, softmax in f32 with the sum in double, out = sum_j p_j v_j.
+// `p` and `acc` are scratch (resized here). The one place this arithmetic lives, so the paged
+// form computes exactly what the contiguous one does.
+template <typename KeyRow, typename ValueRow>
+void AttendRow(const float* qv, int64_t n_keys, KeyRow k_row, ValueRow v_row, int64_t head_dim, float scale,
+               std::vector<float>& p, std::vector<float>& acc, float* out) {
+  p.resize(static_cast<size_t>(n_keys));
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n_keys; ++j) {
+    p[j] = Dot(qv, k_row(j), head_dim) * scale;
+    mx = std::max(mx, p[j]);
+  }
+  double sum = 0.0;
+  for (int64_t j = 0; j < n_keys; ++j) {
+    p[j] = std::exp(p[j] - mx);
+    sum += p[j];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  acc.assign(static_cast<size_t>(head_dim), 0.0f);
+  for (int64_t j = 0; j < n_keys; ++j) {
+    const float pj = p[j] * inv;
+    const float* vv = v_row(j);
+    for (int64_t d = 0; d < head_dim; ++d) acc[d] += pj * vv[d];
+  }
+  std::memcpy(out, acc.data(), static_cast<size_t>(head_dim) * sizeof(float));
+}
+
+}  // namespace
+
 void CausalAttention(const float* q, int64_t T, int64_t P, const float* k_cache, const float* v_cache, int64_t n_head,
                      int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool* pool) {
   const int64_t group = n_head / n_head_kv;
   const int64_t q_width = n_head * head_dim, kv_width = n_head_kv * head_dim;
   ParallelFor(pool, 0, T * n_head, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> p(static_cast<size_t>(P + T));
-    std::vector<float> acc(static_cast<size_t>(head_dim));
+    std::vector<float> p, acc;
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t t = item / n_head, h = item % n_head, kvh = h / group;
-      const float* qv = q + t * q_width + h * head_dim;
-      const int64_t n_keys = P + t + 1;
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < n_keys; ++j) {
-        p[j] = Dot(qv, k_cache + j * kv_width + kvh * head_dim, head_dim) * scale;
-        mx = std::max(mx, p[j]);
-      }
-      double sum = 0.0;
-      for (int64_t j = 0; j < n_keys; ++j) {
-        p[j] = std::exp(p[j] - mx);
-        sum += p[j];
-      }
-      const float inv = static_cast<float>(1.0 / sum);
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = 0; j < n_keys; ++j) {
-        const float pj = p[j] * inv;
-        const float* vv = v_cache + j * kv_width + kvh * head_dim;
-        for (int64_t d = 0; d < head_dim; ++d) acc[d] += pj * vv[d];
-      }
-      std::memcpy(out + t * q_width + h * head_dim, acc.data(), static_cast<size_t>(head_dim) * sizeof(float));
+      const int64_t off = kvh * head_dim;
+      AttendRow(
+          q + t * q_width + h * head_dim, P + t + 1, [&](int64_t j) { return k_cache + j * kv_width + off; },
+          [&](int64_t j) { return v_cache + j * kv_width + off; }, head_dim, scale, p, acc,
+          out + t * q_width + h * head_dim);
     }
   });
 }
@@ -81,8 +97,7 @@ absl::Status PagedAttention(const float* q, int64_t T, const int32_t* pos, const
     }
   }
   ParallelFor(pool, 0, T * n_head, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> p;
-    std::vector<float> acc(static_cast<size_t>(head_dim));
+    std::vector<float> p, acc;
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t t = item / n_head, h = item % n_head, kvh = h / group;
       float* o = out + t * q_width + h * head_dim;
@@ -92,27 +107,10 @@ absl::Status PagedAttention(const float* q, int64_t T, const int32_t* pos, const
       }
       const int32_t* table = blocks + slot[t] * max_blocks;
       auto row = [&](int64_t j) { return (static_cast<int64_t>(table[j / block]) * block + j % block) * kv_width; };
-      const float* qv = q + t * q_width + h * head_dim;
-      const int64_t n_keys = pos[t] + 1;
-      p.resize(static_cast<size_t>(n_keys));
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < n_keys; ++j) {
-        p[j] = Dot(qv, k_cache + row(j) + kvh * head_dim, head_dim) * scale;
-        mx = std::max(mx, p[j]);
-      }
-      double sum = 0.0;
-      for (int64_t j = 0; j < n_keys; ++j) {
-        p[j] = std::exp(p[j] - mx);
-        sum += p[j];
-      }
-      const float inv = static_cast<float>(1.0 / sum);
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = 0; j < n_keys; ++j) {
-        const float pj = p[j] * inv;
-        const float* vv = v_cache + row(j) + kvh * head_dim;
-        for (int64_t d = 0; d < head_dim; ++d) acc[d] += pj * vv[d];
-      }
-      std::memcpy(o, acc.data(), static_cast<size_t>(head_dim) * sizeof(float));
+      const int64_t off = kvh * head_dim;
+      AttendRow(
+          q + t * q_width + h * head_dim, pos[t] + 1, [&](int64_t j) { return k_cache + row(j) + off; },
+          [&](int64_t j) { return v_cache + row(j) + off; }, head_dim, scale, p, acc, o);
     }
   });
   return absl::OkStatus();

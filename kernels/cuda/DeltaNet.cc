@@ -130,6 +130,23 @@ absl::StatusOr<Launch> ScanLaunch(const SelectContext& c, const char* entry) {
   return l;
 }
 
+// The fields both scans take from their first six operands, result and attributes.
+template <typename P>
+absl::Status FillScanParams(const BindContext& c, P& p) {
+  MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
+  p.q = c.In(0);
+  p.k = c.In(1);
+  p.v = c.In(2);
+  p.g = c.In(3);
+  p.beta = c.In(4);
+  p.state = c.In(5);
+  p.o = c.Out(0);
+  p.n_tok = static_cast<int>(x[0]);
+  p.scale = static_cast<float>(c.op().attrs().F64Or("scale", 1.0));
+  p.qk_eps = static_cast<float>(c.op().attrs().F64Or("qk_l2_eps", 0.0));
+  return absl::OkStatus();
+}
+
 // seq_gated_delta_scan: the scan's blocks once per entry (+ one set zeroing the padding rows).
 class SeqGatedDeltaScanImpl : public GpuOpImpl {
  public:
@@ -143,22 +160,12 @@ class SeqGatedDeltaScanImpl : public GpuOpImpl {
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
-    MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
     MEMRA_ASSIGN_OR_RETURN(auto slots, c.InShape(6));
     SeqGatedDeltaScanParams p;
-    p.q = c.In(0);
-    p.k = c.In(1);
-    p.v = c.In(2);
-    p.g = c.In(3);
-    p.beta = c.In(4);
-    p.state = c.In(5);
-    p.o = c.Out(0);
+    MEMRA_RETURN_IF_ERROR(FillScanParams(c, p));
     p.seq_slot = c.In(6);
     p.seq_start = c.In(7);
     p.n_seq = static_cast<int>(slots[0]);
-    p.n_tok = static_cast<int>(x[0]);
-    p.scale = static_cast<float>(c.op().attrs().F64Or("scale", 1.0));
-    p.qk_eps = static_cast<float>(c.op().attrs().F64Or("qk_l2_eps", 0.0));
     w.Kernel(0, p);
     return absl::OkStatus();
   }
@@ -175,18 +182,8 @@ class GatedDeltaScanImpl : public GpuOpImpl {
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
-    MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
     GatedDeltaScanParams p;
-    p.q = c.In(0);
-    p.k = c.In(1);
-    p.v = c.In(2);
-    p.g = c.In(3);
-    p.beta = c.In(4);
-    p.state = c.In(5);
-    p.o = c.Out(0);
-    p.n_tok = static_cast<int>(x[0]);
-    p.scale = static_cast<float>(c.op().attrs().F64Or("scale", 1.0));
-    p.qk_eps = static_cast<float>(c.op().attrs().F64Or("qk_l2_eps", 0.0));
+    MEMRA_RETURN_IF_ERROR(FillScanParams(c, p));
     w.Kernel(0, p);
     return absl::OkStatus();
   }

@@ -10,10 +10,10 @@
 #endif
 __device__ __forceinline__ float conv_out(float s) { return CONV_SILU ? siluf_(s) : s; }
 // xin = concat(state, x) over time; y[t, c] = sum_i xin[t+i, c] * w[c, i]; the state keeps the
-// last CONV_K-1 rows of xin. x, y: [n_tok, C]; w: [C, K]; state: [C, K-1] (oldest first).
-__device__ __forceinline__ void conv1d_causal_body(const float* x, const float* w, float* state, float* y, int n_tok) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= CONV_CHANNELS) return;
+// last CONV_K-1 rows of xin. x, y: [n_tok, C]; w: [C, K]; state: [C, K-1] (oldest first). One
+// thread per channel c (< CONV_CHANNELS).
+__device__ __forceinline__ void conv1d_causal_body(int c, const float* x, const float* w, float* state, float* y,
+                                                   int n_tok) {
   float win[CONV_K];
   float wc[CONV_K];
 #pragma unroll
@@ -81,24 +81,8 @@ __device__ __forceinline__ void seq_conv1d_causal_body(const float* x, const flo
   }
   const int s = seq_slot[b], r0 = seq_start[b], r1 = seq_start[b + 1];
   if (s < 0 || r1 <= r0) return;
-  float* st = state + (i64)s * CONV_CHANNELS * (CONV_K - 1);
-  float win[CONV_K];
-  float wc[CONV_K];
-#pragma unroll
-  for (int i = 0; i < CONV_K; ++i) wc[i] = w[(i64)c * CONV_K + i];
-#pragma unroll
-  for (int i = 0; i < CONV_K - 1; ++i) win[i] = st[(i64)c * (CONV_K - 1) + i];
-  for (int t = r0; t < r1; ++t) {
-    win[CONV_K - 1] = x[(i64)t * CONV_CHANNELS + c];
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < CONV_K; ++i) sum += win[i] * wc[i];
-    y[(i64)t * CONV_CHANNELS + c] = conv_out(sum);
-#pragma unroll
-    for (int i = 0; i < CONV_K - 1; ++i) win[i] = win[i + 1];
-  }
-#pragma unroll
-  for (int i = 0; i < CONV_K - 1; ++i) st[(i64)c * (CONV_K - 1) + i] = win[i];
+  conv1d_causal_body(c, x + (i64)r0 * CONV_CHANNELS, w, state + (i64)s * CONV_CHANNELS * (CONV_K - 1),
+                     y + (i64)r0 * CONV_CHANNELS, r1 - r0);
 }
 
 // Entry points (DeltaNetParams.h).
@@ -108,7 +92,8 @@ extern "C" __global__ void seq_conv1d_causal(const SeqConv1dParams p) {
 }
 extern "C" __global__ void conv1d_causal(const Conv1dParams p) {
   memra_grid_dependency();
-  conv1d_causal_body(p.x, p.w, p.state, p.y, p.n_tok);
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c < CONV_CHANNELS) conv1d_causal_body(c, p.x, p.w, p.state, p.y, p.n_tok);
 }
 extern "C" __global__ void conv1d_causal_tokens(const Conv1dParams p) {
   memra_grid_dependency();

@@ -605,14 +605,29 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         out.push_back(y);
         break;
       }
-      case OpKind::kConv1dCausal: {
+      case OpKind::kConv1dCausal:
+      case OpKind::kSeqConv1dCausal: {
+        // One sequence, or per entry of a step on its slot's ring (the same kernel per entry).
+        const bool seq = op.is(OpKind::kSeqConv1dCausal);
         MEMRA_RETURN_IF_ERROR(F32In(0));
         const HostTensor& x = In(0);
         HostTensor& st = St(2);
-        const int64_t T = x.dim(0), C = x.dim(1), K = st.dim(1) + 1;
+        const int64_t T = x.dim(0), C = x.dim(1), K = st.dim(seq ? 2 : 1) + 1;
+        const bool silu = at.GetString("activation").has_value();
         HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
-        kc::Conv1dCausal(x.f32(), T, C, Wt(1).values, K, st.f32(), y.f32(),
-                         /*apply_silu=*/at.GetString("activation").has_value(), pool);
+        if (!seq) {
+          kc::Conv1dCausal(x.f32(), T, C, Wt(1).values, K, st.f32(), y.f32(), silu, pool);
+        } else {
+          MEMRA_RETURN_IF_ERROR(CheckSeqBatch(op, In(3), In(4), T));
+          const int32_t* start = In(4).i32();
+          for (int64_t b = 0; b < In(3).numel(); ++b) {
+            const int32_t s = In(3).i32()[b];
+            const int64_t n = start[b + 1] - start[b];
+            if (s < 0 || n <= 0) continue;
+            kc::Conv1dCausal(x.f32() + start[b] * C, n, C, Wt(1).values, K, st.f32() + s * C * (K - 1),
+                             y.f32() + start[b] * C, silu, pool);
+          }
+        }
         out.push_back(y);
         break;
       }
@@ -627,11 +642,15 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         out.push_back(g);
         break;
       }
-      case OpKind::kGatedDeltaScan: {
+      case OpKind::kGatedDeltaScan:
+      case OpKind::kSeqGatedDeltaScan: {
+        // One sequence, or per entry of a step on its slot's state (the same kernel per entry).
+        const bool seq = op.is(OpKind::kSeqGatedDeltaScan);
         MEMRA_RETURN_IF_ERROR(F32In(0));
         const HostTensor& q = In(0);
         const HostTensor& v = In(2);
         const int64_t T = q.dim(0), Hk = q.dim(1), Dk = q.dim(2), Hv = v.dim(1), Dv = v.dim(2);
+        if (seq) MEMRA_RETURN_IF_ERROR(CheckSeqBatch(op, In(6), In(7), T));
         HostTensor o = HostTensor::Zeros(DType::kF32, v.shape());
         const float* qp = q.f32();
         const float* kp = In(1).f32();
@@ -644,8 +663,21 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
           qp = qn.f32();
           kp = kn.f32();
         }
-        kc::GatedDeltaScan(qp, kp, v.f32(), In(3).f32(), In(4).f32(), T, Hk, Hv, Dk, Dv,
-                           static_cast<float>(at.F64Or("scale", 1.0)), St(5).f32(), o.f32(), pool);
+        const float scale = static_cast<float>(at.F64Or("scale", 1.0));
+        auto scan = [&](int64_t r0, int64_t n, float* state) {
+          kc::GatedDeltaScan(qp + r0 * Hk * Dk, kp + r0 * Hk * Dk, v.f32() + r0 * Hv * Dv, In(3).f32() + r0 * Hv,
+                             In(4).f32() + r0 * Hv, n, Hk, Hv, Dk, Dv, scale, state, o.f32() + r0 * Hv * Dv, pool);
+        };
+        if (!seq) {
+          scan(0, T, St(5).f32());
+        } else {
+          const int32_t* start = In(7).i32();
+          for (int64_t b = 0; b < In(6).numel(); ++b) {
+            const int32_t s = In(6).i32()[b];
+            const int64_t n = start[b + 1] - start[b];
+            if (s >= 0 && n > 0) scan(start[b], n, St(5).f32() + s * Hv * Dv * Dk);
+          }
+        }
         out.push_back(o);
         break;
       }
@@ -788,54 +820,6 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
             q.f32(), q.dim(0), In(4).i32(), In(5).i32(), blocks.i32(), blocks.dim(1), kc_.dim(1), kc_.dim(0), kc_.f32(),
             St(2).f32(), q.dim(1), kc_.dim(2), q.dim(2), static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool));
         out.push_back(y);
-        break;
-      }
-      case OpKind::kSeqConv1dCausal: {
-        MEMRA_RETURN_IF_ERROR(F32In(0));
-        const HostTensor& x = In(0);
-        HostTensor& st = St(2);
-        const int64_t T = x.dim(0), C = x.dim(1), K = st.dim(2) + 1;
-        MEMRA_RETURN_IF_ERROR(CheckSeqBatch(op, In(3), In(4), T));
-        HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
-        const int32_t* start = In(4).i32();
-        for (int64_t b = 0; b < In(3).numel(); ++b) {
-          const int32_t s = In(3).i32()[b];
-          const int64_t n = start[b + 1] - start[b];
-          if (s < 0 || n <= 0) continue;
-          kc::Conv1dCausal(x.f32() + start[b] * C, n, C, Wt(1).values, K, st.f32() + s * C * (K - 1),
-                           y.f32() + start[b] * C, /*apply_silu=*/at.GetString("activation").has_value(), pool);
-        }
-        out.push_back(y);
-        break;
-      }
-      case OpKind::kSeqGatedDeltaScan: {
-        MEMRA_RETURN_IF_ERROR(F32In(0));
-        const HostTensor& q = In(0);
-        const HostTensor& v = In(2);
-        const int64_t T = q.dim(0), Hk = q.dim(1), Dk = q.dim(2), Hv = v.dim(1), Dv = v.dim(2);
-        MEMRA_RETURN_IF_ERROR(CheckSeqBatch(op, In(6), In(7), T));
-        HostTensor o = HostTensor::Zeros(DType::kF32, v.shape());
-        const float* qp = q.f32();
-        const float* kp = In(1).f32();
-        HostTensor qn, kn;
-        if (std::optional<double> eps = at.GetF64("qk_l2_eps")) {  // the fused l2 norms
-          qn = HostTensor::Zeros(DType::kF32, q.shape());
-          kn = HostTensor::Zeros(DType::kF32, q.shape());
-          kc::L2Norm(qp, T * Hk, Dk, static_cast<float>(*eps), qn.f32(), pool);
-          kc::L2Norm(kp, T * Hk, Dk, static_cast<float>(*eps), kn.f32(), pool);
-          qp = qn.f32();
-          kp = kn.f32();
-        }
-        const int32_t* start = In(7).i32();
-        for (int64_t b = 0; b < In(6).numel(); ++b) {
-          const int32_t s = In(6).i32()[b];
-          const int64_t r0 = start[b], n = start[b + 1] - start[b];
-          if (s < 0 || n <= 0) continue;
-          kc::GatedDeltaScan(qp + r0 * Hk * Dk, kp + r0 * Hk * Dk, v.f32() + r0 * Hv * Dv, In(3).f32() + r0 * Hv,
-                             In(4).f32() + r0 * Hv, n, Hk, Hv, Dk, Dv, static_cast<float>(at.F64Or("scale", 1.0)),
-                             St(5).f32() + s * Hv * Dv * Dk, o.f32() + r0 * Hv * Dv, pool);
-        }
-        out.push_back(o);
         break;
       }
       case OpKind::kTakeSeqLastRows: {

@@ -15,6 +15,7 @@
 #include "runtime/BatchedSlots.h"
 #include "runtime/Scheduler.h"
 #include "runtime/cuda/CudaExecutor.h"
+#include "tests/TinyPrompts.h"
 #include "tests/cuda/CudaTestUtil.h"
 
 namespace memra::runtime {
@@ -25,18 +26,7 @@ using memra::testing::FileExists;
 
 constexpr int64_t kCtx = 512;
 
-std::vector<int32_t> Prompt(const std::string& text) {
-  std::vector<int32_t> ids = {1};
-  for (unsigned char c : text) ids.push_back(3 + c);
-  return ids;
-}
-
-std::vector<std::vector<int32_t>> Prompts() {
-  const std::string fox = "The quick brown fox jumps over the lazy dog. ";
-  return {Prompt(fox + "12"),         Prompt("Hello, world"),        Prompt(fox + fox + fox + "and then?"),
-          Prompt("0123456789abcdef"), Prompt(fox + fox + fox + fox), Prompt("Once upon a time"),
-          Prompt(fox + "The end."),   Prompt(fox + fox + "Why?")};
-}
+std::vector<std::vector<int32_t>> Prompts() { return memra::testing::EightPrompts(); }
 
 BatchedSlotsOptions Opts(Backend backend, int slots) {
   BatchedSlotsOptions o;

@@ -21,6 +21,7 @@
 #include "runtime/Scheduler.h"
 #include "runtime/SessionSlots.h"
 #include "tests/TestUtil.h"
+#include "tests/TinyPrompts.h"
 
 namespace memra::runtime {
 namespace {
@@ -49,18 +50,7 @@ BatchedSlotsOptions BatchOpts(int slots) {
   return o;
 }
 
-std::vector<int32_t> Prompt(const std::string& text) {
-  std::vector<int32_t> ids = {1};
-  for (unsigned char c : text) ids.push_back(3 + c);
-  return ids;
-}
-
-std::vector<std::vector<int32_t>> Prompts() {
-  const std::string fox = "The quick brown fox jumps over the lazy dog. ";
-  return {Prompt(fox + "12"),         Prompt("Hello, world"),        Prompt(fox + fox + fox + "and then?"),
-          Prompt("0123456789abcdef"), Prompt(fox + fox + fox + fox), Prompt("Once upon a time"),
-          Prompt(fox + "The end."),   Prompt(fox + fox + "Why?")};
-}
+std::vector<std::vector<int32_t>> Prompts() { return memra::testing::EightPrompts(); }
 
 // Runs every batch on both backends and compares the sampled rows: the first (the batched engine)
 // as the scheduler asked (its greedy picks made by @step's argmax), the second (one Session per
