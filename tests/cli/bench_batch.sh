@@ -73,7 +73,7 @@ refused "--batch and -d/--n-depth" -- bench "$model" --backend cpu --batch 2 -p 
 "$memra" bench "$model" --backend cpu --batch 2 -p 16 -n 4 -r 1 --profile >"$tmp/prof.md" 2>"$tmp/prof.err" ||
   { cat "$tmp/prof.err"; fail "--batch --profile exited $?"; }
 grep -q "^|" "$tmp/prof.md" || fail "--batch --profile printed no table"
-grep -q "^paged_attention " "$tmp/prof.err" || { cat "$tmp/prof.err"; fail "--batch --profile: no paged_attention row"; }
+grep -q "^ *paged_attention " "$tmp/prof.err" || { cat "$tmp/prof.err"; fail "--batch --profile: no paged_attention row"; }
 refused "-p 0 with --batch" -- bench "$model" --backend cpu --batch 2 -p 0,16 -n 4
 for bad in 0 257 1,x; do
   "$memra" bench "$model" --backend cpu --batch $bad -p 16 -n 4 >"$tmp/out.txt" 2>"$tmp/err.txt"
