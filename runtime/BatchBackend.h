@@ -63,8 +63,22 @@ class BatchBackend {
   // Positions each slot holds (prompt + generated tokens of one sequence).
   virtual int64_t ctx_per_slot() const = 0;
   virtual int64_t n_vocab() const = 0;
-  // Zeroes slot `slot`'s state (position 0): the next sequence there starts fresh.
+  // Zeroes slot `slot`'s state (position 0) and releases its reservation: the next sequence there
+  // starts fresh.
   virtual absl::Status ResetSlot(int slot) = 0;
+  // KV room promised at admission (docs/design/sequences.md §11), so a running sequence never runs
+  // out of cache (there is no preemption): the scheduler reserves prompt + max_tokens positions for
+  // `slot` before the sequence's first step. false: not now (the request waits in the queue until
+  // others finish); an error: never (more than the cache holds; the scheduler refuses such a
+  // request at Submit by max_sequence_positions()). The default promises every slot its context.
+  virtual absl::StatusOr<bool> Reserve(int slot, int64_t positions) {
+    (void)slot;
+    (void)positions;
+    return true;
+  }
+  // The most positions one sequence can be promised: ctx_per_slot(), or less when the KV cache is
+  // smaller than one slot's context.
+  virtual int64_t max_sequence_positions() const { return ctx_per_slot(); }
   // Runs every entry of `batch`, each continuing its slot's sequence (first_pos must equal the
   // slot's position). Returns one output per entry, in entry order: for a sampled() entry the
   // n_vocab logits of its last row or, when it is argmax_only, possibly the backend's pick;

@@ -75,6 +75,7 @@ absl::Status BatchedSlots::Init(const BatchedSlotsOptions& options) {
   MEMRA_ASSIGN_OR_RETURN(exec_, CreateExecutor(options.backend, m, *file_, options.exec));
   pos_.assign(slots_, 0);
   slot_blocks_.assign(slots_, {});
+  reserved_.assign(slots_, 0);
   free_blocks_.clear();
   for (int64_t i = n_blocks_ - 1; i >= 0; --i) free_blocks_.push_back(static_cast<int32_t>(i));
   // Every table entry -1 (no block): a row whose block was never given shows up as an error on
@@ -118,7 +119,29 @@ absl::Status BatchedSlots::ResetSlot(int slot) {
     mine.clear();
   }
   pos_[slot] = 0;
+  reserved_[slot] = 0;
   return absl::OkStatus();
+}
+
+int64_t BatchedSlots::Outstanding(int except) const {
+  int64_t n = 0;
+  for (int s = 0; s < slots_; ++s)
+    if (s != except) n += std::max<int64_t>(0, reserved_[s] - static_cast<int64_t>(slot_blocks_[s].size()));
+  return n;
+}
+
+absl::StatusOr<bool> BatchedSlots::Reserve(int slot, int64_t positions) {
+  if (slot < 0 || slot >= slots_)
+    return absl::OutOfRangeError(absl::StrCat("slot ", slot, " is outside [0, ", slots_, ")"));
+  if (positions < 1 || positions > max_sequence_positions())
+    return absl::OutOfRangeError(absl::StrCat("a sequence of ", positions, " positions does not fit: one sequence ",
+                                              "holds at most ", max_sequence_positions(), " (context ", n_ctx_,
+                                              ", KV cache ", n_blocks_, " blocks of ", block_, ")"));
+  const int64_t need = (positions + block_ - 1) / block_;
+  const int64_t held = static_cast<int64_t>(slot_blocks_[slot].size());
+  if (std::max<int64_t>(0, need - held) > free_kv_blocks() - Outstanding(slot)) return false;
+  reserved_[slot] = std::max(need, held);
+  return true;
 }
 
 absl::Status BatchedSlots::GrowBlocks(int slot, int64_t last) {
@@ -128,10 +151,12 @@ absl::Status BatchedSlots::GrowBlocks(int slot, int64_t last) {
     return absl::OutOfRangeError(absl::StrCat("slot ", slot, ": position ", last, " is past its context of ", n_ctx_));
   if (need <= static_cast<int64_t>(mine.size())) return absl::OkStatus();
   const int64_t more = need - static_cast<int64_t>(mine.size());
-  if (more > static_cast<int64_t>(free_blocks_.size()))
-    return absl::ResourceExhaustedError(absl::StrCat("KV cache full: slot ", slot, " needs ", more, " more blocks of ",
-                                                     block_, " tokens, ", free_blocks_.size(), " of ", n_blocks_,
-                                                     " are free"));
+  // Other slots' reservations are theirs; this slot may use its own and what nobody reserved.
+  const int64_t available = free_kv_blocks() - Outstanding(slot);
+  if (more > available)
+    return absl::ResourceExhaustedError(absl::StrCat("KV cache full: slot ", slot, " needs ", more,
+                                                     " more blocks of ", block_, " tokens, ", available, " of ",
+                                                     n_blocks_, " are free and not reserved by other slots"));
   const int64_t first = static_cast<int64_t>(mine.size());
   for (int64_t i = 0; i < more; ++i) {
     mine.push_back(free_blocks_.back());

@@ -16,6 +16,7 @@
 //   auto sched = Scheduler::Create(**backend, {});
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -60,11 +61,17 @@ class BatchedSlots : public BatchBackend {
   int64_t ctx_per_slot() const override { return n_ctx_; }
   int64_t n_vocab() const override { return n_vocab_; }
   absl::Status ResetSlot(int slot) override;
+  // Reserves ceil(positions / 64) blocks for `slot` against the free pool minus what other slots
+  // hold in reserve; a slot then grows into its reservation whatever else runs.
+  absl::StatusOr<bool> Reserve(int slot, int64_t positions) override;
+  int64_t max_sequence_positions() const override { return std::min(n_ctx_, n_blocks_ * block_); }
   absl::StatusOr<std::vector<EntryOutput>> Execute(const StepBatch& batch) override;
 
   // The most rows one step may hold (the largest bucket on the GPU; unbounded on the CPU).
   int64_t max_step_rows() const { return max_rows_; }
   int64_t free_kv_blocks() const { return static_cast<int64_t>(free_blocks_.size()); }
+  // Free blocks not promised to a slot's reservation.
+  int64_t unreserved_kv_blocks() const { return free_kv_blocks() - Outstanding(-1); }
   int64_t kv_blocks() const { return n_blocks_; }
   const ir::Module& module() const { return *module_; }
   Executor& executor() { return *exec_; }
@@ -78,6 +85,8 @@ class BatchedSlots : public BatchBackend {
   absl::Status RunEmpty(const std::string& fn, int64_t rows);
   // Gives `slot` blocks up to position `last` (inclusive), writing the new table entries.
   absl::Status GrowBlocks(int slot, int64_t last);
+  // Blocks reserved but not yet taken, over every slot but `except`.
+  int64_t Outstanding(int except) const;
 
   std::unique_ptr<gguf::GgufFile> file_;
   std::unique_ptr<ir::Module> module_;
@@ -90,6 +99,7 @@ class BatchedSlots : public BatchBackend {
   std::vector<int64_t> pos_;                              // per slot: positions held
   std::vector<std::vector<int32_t>> slot_blocks_;         // per slot: its blocks in order
   std::vector<int32_t> free_blocks_;                      // LIFO
+  std::vector<int64_t> reserved_;                         // per slot: blocks promised (0: none)
   std::vector<std::string> recurrent_states_;             // per-slot state names (conv, delta)
 };
 

@@ -86,14 +86,16 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(BatchBackend& backe
 
 absl::StatusOr<RequestId> Scheduler::Submit(Request request, TokenSink sink) {
   const int64_t p = static_cast<int64_t>(request.prompt.size());
-  const int64_t ctx = backend_.ctx_per_slot();
+  // A slot's context, or less when the KV cache cannot hold that much for one sequence.
+  const int64_t ctx = std::min(backend_.ctx_per_slot(), backend_.max_sequence_positions());
   const int64_t vocab = backend_.n_vocab();
   if (p == 0) return absl::InvalidArgumentError("the request's prompt is empty");
   // The prompt's positions plus at least one generated token must fit one slot.
   if (p >= ctx)
     return absl::OutOfRangeError(absl::StrCat("the prompt has ", p, " tokens but the per-slot context is ", ctx,
                                               " tokens (at most ", ctx - 1,
-                                              " prompt tokens leave room for a generated one)"));
+                                              " prompt tokens leave room for a generated one)",
+                                              ctx < backend_.ctx_per_slot() ? " as the KV cache can hold" : ""));
   for (int64_t i = 0; i < p; ++i)
     if (request.prompt[i] < 0 || request.prompt[i] >= vocab)
       return absl::InvalidArgumentError(absl::StrCat("token id ", request.prompt[i], " at prompt position ", i,
@@ -129,10 +131,20 @@ void Scheduler::Admit() {
     auto free = std::find(slot_free_.begin(), slot_free_.end(), true);
     if (free == slot_free_.end()) return;
     Seq& seq = *seqs_.at(queue_.front());
+    const int slot = static_cast<int>(free - slot_free_.begin());
+    // The KV room for the whole sequence is promised before it starts (no preemption); a request
+    // the cache cannot hold now waits, and the ones behind it wait too (FIFO).
+    absl::StatusOr<bool> room = backend_.Reserve(slot, seq.prompt_size() + seq.req.max_tokens);
+    if (room.ok() && !*room) return;
+    if (!room.ok()) {  // Finish takes it off the queue
+      Finish(seq, FinishReason::kError, TokenEvent{},
+             absl::Status(room.status().code(), absl::StrCat("request ", seq.id, ": ", room.status().message())));
+      continue;
+    }
     queue_.pop_front();
     // Slots are reset when released, so a fresh one needs no reset here.
     *free = false;
-    seq.slot = static_cast<int>(free - slot_free_.begin());
+    seq.slot = slot;
     running_.push_back(seq.id);
   }
 }

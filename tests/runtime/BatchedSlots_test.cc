@@ -242,6 +242,78 @@ TEST(BatchedSlotsTest, BlockPoolAndRefusals) {
   EXPECT_FALSE(bs.ResetSlot(2).ok());
 }
 
+// Reservations (sequences.md §11): a slot is promised its sequence's blocks at admission; other
+// slots cannot take them, a reservation the pool cannot cover now waits, one it never could is an
+// error, and a reset returns the promise.
+TEST(BatchedSlotsTest, ReservationsHoldBlocksForTheirSlot) {
+  if (!FileExists(Dense())) GTEST_SKIP() << "fixture not found: " << Dense();
+  BatchedSlotsOptions o = BatchOpts(3);
+  o.kv_blocks = 5;  // 320 positions for three slots of 512
+  auto b = BatchedSlots::Open(Dense(), o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  BatchedSlots& bs = **b;
+  EXPECT_EQ(bs.max_sequence_positions(), 320);
+  auto r0 = bs.Reserve(0, 200);  // 4 blocks
+  ASSERT_TRUE(r0.ok()) << r0.status();
+  EXPECT_TRUE(*r0);
+  EXPECT_EQ(bs.unreserved_kv_blocks(), 1);
+  auto r1 = bs.Reserve(1, 100);  // 2 blocks: only 1 is not promised
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  EXPECT_FALSE(*r1);
+  auto never = bs.Reserve(2, 400);
+  ASSERT_FALSE(never.ok());
+  EXPECT_TRUE(absl::StrContains(never.status().message(), "holds at most 320")) << never.status();
+  // Slot 2 without a reservation cannot take slot 0's promised blocks: 2 blocks, 1 unpromised.
+  StepBatch grab;
+  grab.entries.push_back(Entry(2, 0, EntryKind::kLastPromptChunk, std::vector<int32_t>(100, 40)));
+  auto refused = bs.Execute(grab);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "not reserved by other slots")) << refused.status();
+  // Slot 0 grows into its reservation.
+  StepBatch mine;
+  mine.entries.push_back(Entry(0, 0, EntryKind::kLastPromptChunk, std::vector<int32_t>(200, 41)));
+  ASSERT_TRUE(bs.Execute(mine).ok());
+  EXPECT_EQ(bs.free_kv_blocks(), 1);
+  EXPECT_EQ(bs.unreserved_kv_blocks(), 1);
+  ASSERT_TRUE(bs.ResetSlot(0).ok());
+  auto r1_again = bs.Reserve(1, 100);
+  ASSERT_TRUE(r1_again.ok());
+  EXPECT_TRUE(*r1_again);
+  EXPECT_EQ(bs.unreserved_kv_blocks(), 3);
+}
+
+// The scheduler admits by KV room: with a pool for about two sequences and four slots, requests
+// wait in the queue until blocks come back, and every one gives the tokens it gives alone; a
+// request longer than the cache can hold is refused at Submit with the numbers.
+TEST(BatchedSlotsTest, SchedulerAdmitsByKvRoom) {
+  if (!FileExists(Dense())) GTEST_SKIP() << "fixture not found: " << Dense();
+  const auto prompts = Prompts();
+  auto roomy = BatchedSlots::Open(Dense(), BatchOpts(4));
+  ASSERT_TRUE(roomy.ok()) << roomy.status();
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& p : prompts) alone.push_back(RunAll(**roomy, {p}, 16, false)[0]);
+  BatchedSlotsOptions o = BatchOpts(4);
+  o.kv_blocks = 7;  // 448 positions: prompts of up to 181 tokens + 16 need 1..4 blocks each
+  auto tight = BatchedSlots::Open(Dense(), o);
+  ASSERT_TRUE(tight.ok()) << tight.status();
+  EXPECT_EQ(RunAll(**tight, prompts, 16, false), alone);
+  EXPECT_EQ(RunAll(**tight, prompts, 16, true), alone);
+  auto sched = Scheduler::Create(**tight, SchedOpts(72));
+  ASSERT_TRUE(sched.ok());
+  // The pool, not the slots, holds requests back: the two longest prompts (4 + 3 blocks with
+  // their 16 tokens) take all 7 blocks, so a third waits while two slots are free.
+  for (int i : {4, 2, 0}) ASSERT_TRUE((*sched)->Submit(Greedy(prompts[i], 16), nullptr).ok());
+  ASSERT_TRUE((*sched)->Step().ok());
+  EXPECT_EQ((*sched)->stats().running, 2);
+  EXPECT_EQ((*sched)->stats().queued, 1);
+  EXPECT_EQ((*sched)->stats().free_slots, 2);
+  ASSERT_TRUE((*sched)->RunToCompletion().ok());
+  EXPECT_EQ((*sched)->stats().queued, 0);
+  auto too_long = (*sched)->Submit(Greedy(std::vector<int32_t>(450, 40), 4), nullptr);
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_TRUE(absl::StrContains(too_long.status().message(), "as the KV cache can hold")) << too_long.status();
+}
+
 TEST(BatchedSlotsTest, RefusesBadOptions) {
   if (!FileExists(Dense())) GTEST_SKIP() << "fixture not found: " << Dense();
   for (int s : {0, -1, 257}) {
