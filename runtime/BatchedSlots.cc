@@ -154,9 +154,9 @@ absl::Status BatchedSlots::GrowBlocks(int slot, int64_t last) {
   // Other slots' reservations are theirs; this slot may use its own and what nobody reserved.
   const int64_t available = free_kv_blocks() - Outstanding(slot);
   if (more > available)
-    return absl::ResourceExhaustedError(absl::StrCat("KV cache full: slot ", slot, " needs ", more,
-                                                     " more blocks of ", block_, " tokens, ", available, " of ",
-                                                     n_blocks_, " are free and not reserved by other slots"));
+    return absl::ResourceExhaustedError(absl::StrCat("KV cache full: slot ", slot, " needs ", more, " more blocks of ",
+                                                     block_, " tokens, ", available, " of ", n_blocks_,
+                                                     " are free and not reserved by other slots"));
   const int64_t first = static_cast<int64_t>(mine.size());
   for (int64_t i = 0; i < more; ++i) {
     mine.push_back(free_blocks_.back());
