@@ -2,10 +2,9 @@
 // with its own state (KV cache, conv ring, delta-net state, position), and one operation that
 // runs a step, a flat batch of token runs from several slots (docs/design/sequences.md §5).
 //
-// Today's implementation is runtime/SessionSlots.h: one CPU Session per slot, entries run one
-// after another. The batched executor of issue 15 (items 1-2: slots in the IR, varlen prefill,
-// batched decode, one launch per step) implements the same interface, so the scheduler and its
-// tests do not change when it lands.
+// Implementations: runtime/BatchedSlots.h (the batched engine: one @step call per step over all
+// entries, CPU or CUDA) and runtime/SessionSlots.h (one CPU Session per slot, entries one after
+// another: the tests' reference).
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,8 @@
-// The BatchBackend of today: one Session (its own executor and state) per slot, the entries of a
+// The reference BatchBackend: one Session (its own executor and state) per slot, the entries of a
 // step run one after another, prompt chunks through Session::Prefill and decode entries through
-// Session::Decode. Every slot loads the model on its own (weights included), which is fine for the
-// small models the CPU runs and for the tests; the batched executor of issue 15 (items 1-2: state
-// slots in the IR, varlen prefill and batched decode in one launch) replaces it behind the same
-// interface.
+// Session::Decode, so every row is computed by the one-sequence path. Every slot loads the model on
+// its own (weights included): fine for the small models of the tests, which compare the batched
+// engine (runtime/BatchedSlots.h, what memra's commands use) with it.
 //
 //   auto backend = SessionSlots::Open("model.gguf", 4, session_options);
 //   auto sched = Scheduler::Create(**backend, {});
