@@ -187,6 +187,25 @@ TEST(BatchedSlotsTest, MoeMatchesOneSessionPerSlot) {
   CheckAgainstSessionSlots(Moe(), 0.0);
 }
 
+// 32 requests at once on 32 slots (each prompt four times, with a different last byte) give the
+// tokens each gives alone on the same engine: one step mixes up to 32 decode rows with prompt
+// chunks of others, and the CPU's row-wise kernels keep every row's numbers.
+TEST(BatchedSlotsTest, ThirtyTwoAtOnceMatchAlone) {
+  if (!FileExists(Dense())) GTEST_SKIP() << "fixture not found: " << Dense();
+  std::vector<std::vector<int32_t>> prompts;
+  for (int v = 0; v < 4; ++v)
+    for (auto p : Prompts()) {
+      p.push_back(3 + 'a' + v);
+      prompts.push_back(std::move(p));
+    }
+  auto engine = BatchedSlots::Open(Dense(), BatchOpts(32));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& p : prompts) alone.push_back(RunAll(**engine, {p}, 12, false, /*step_tokens=*/128)[0]);
+  EXPECT_EQ(RunAll(**engine, prompts, 12, false, /*step_tokens=*/128), alone);
+  EXPECT_EQ(RunAll(**engine, prompts, 12, true, /*step_tokens=*/512), alone);
+}
+
 StepEntry Entry(int slot, int64_t first_pos, EntryKind kind, std::vector<int32_t> tokens) {
   StepEntry e;
   e.slot = slot;
