@@ -56,8 +56,9 @@ cl::opt<std::string> BenchCache("kernel-cache",
                                 cl::desc("Kernel cubin cache folder, - = none (default: ~/.cache/memra)"), cl::init(""),
                                 cl::value_desc("dir"), cl::sub(kBench));
 cl::opt<bool> BenchProfile(
-    "profile", cl::desc("Time per op kind of each test (events around every op); with --batch, of the batched "
-                        "engine over every step (default: false)"),
+    "profile",
+    cl::desc("Time per op kind of each test (events around every op); with --batch, of the batched "
+             "engine over every step (default: false)"),
     cl::init(false), cl::sub(kBench));
 cl::opt<bool> BenchGraphs("cuda-graphs",
                           cl::desc("CUDA: replay captured segments as CUDA graphs; false = all eager (default: true)"),
