@@ -116,6 +116,17 @@ class Ctx {
 #define CHECK_OK(expr) MEMRA_RETURN_IF_ERROR(expr)
 
 TensorType Like(const Value* v) { return v->type(); }
+
+// A step's batch description (ir/Ops.def, "sequences"): seq_slot i32[S] at operand `slot_i`,
+// seq_start i32[S+1] at `start_i`, S the slots (a static dim of the per-slot state or counter).
+absl::Status CheckBatchOperands(const Ctx& c, size_t slot_i, size_t start_i, const Dim& S) {
+  if (!S.IsConstant()) return Err("the slot count must be static");
+  CHECK_OK(c.DTypeIs(slot_i, DType::kI32));
+  CHECK_OK(c.ShapeIs(slot_i, Shape{S}, "one slot per entry, S entries"));
+  CHECK_OK(c.DTypeIs(start_i, DType::kI32));
+  CHECK_OK(c.ShapeIs(start_i, Shape{Dim(S.value() + 1)}, "S + 1 row offsets"));
+  return absl::OkStatus();
+}
 TensorType WithLast(const Value* v, Dim d, DType dt) {
   Shape s = v->shape();
   s[s.rank() - 1] = std::move(d);
@@ -347,14 +358,23 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       if (kind == OpKind::kAttentionGated) CHECK_OK(c.SameType(0, 4));
       return Types{Like(c[0])};
     }
-    case OpKind::kConv1dCausal: {
+    case OpKind::kConv1dCausal:
+    case OpKind::kSeqConv1dCausal: {
+      // seq_: the ring has the slots as dim 0, and the batch description follows it.
+      const bool seq = kind == OpKind::kSeqConv1dCausal;
       CHECK_OK(c.Float(0));
       CHECK_OK(c.Rank(0, 2));
       CHECK_OK(c.Rank(1, 2));
       CHECK_OK(c.DimEq(1, 0, c.S(0)[1], "channels of 'x'"));
       const Dim& k = c.S(1)[1];
       if (!k.IsConstant() || k.value() < 1) return Err(absl::StrCat(c.N(1), " must have a constant kernel size >= 1"));
-      CHECK_OK(c.ShapeIs(2, Shape{c.S(0)[1], k.value() - 1}, "[channels, kernel - 1]"));
+      if (seq) {
+        CHECK_OK(c.Rank(2, 3));
+        CHECK_OK(c.ShapeIs(2, Shape{c.S(2)[0], c.S(0)[1], k.value() - 1}, "[S, channels, kernel - 1]"));
+        CHECK_OK(CheckBatchOperands(c, 3, 4, c.S(2)[0]));
+      } else {
+        CHECK_OK(c.ShapeIs(2, Shape{c.S(0)[1], k.value() - 1}, "[channels, kernel - 1]"));
+      }
       if (!IsFloat(c.D(2))) return Err(absl::StrCat(c.N(2), " must be a float state"));
       if (auto act = attrs.GetString("activation"); act && *act != "silu")
         return Err(absl::StrCat("conv activation '", *act, "' is not supported (only \"silu\")"));
@@ -388,10 +408,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       if (seq) {
         CHECK_OK(c.Rank(5, 4));
         CHECK_OK(c.ShapeIs(5, Shape{c.S(5)[0], hv, c.S(2)[2], c.S(0)[2]}, "[S, Hv, Dv, Dk]"));
-        CHECK_OK(c.DTypeIs(6, DType::kI32));
-        CHECK_OK(c.ShapeIs(6, Shape{c.S(5)[0]}, "one slot per entry, S entries"));
-        CHECK_OK(c.DTypeIs(7, DType::kI32));
-        CHECK_OK(c.ShapeIs(7, Shape{Dim(c.S(5)[0].value() + 1)}, "S + 1 row offsets"));
+        CHECK_OK(CheckBatchOperands(c, 6, 7, c.S(5)[0]));
       } else {
         CHECK_OK(c.ShapeIs(5, Shape{hv, c.S(2)[2], c.S(0)[2]}, "[Hv, Dv, Dk]"));
       }
@@ -440,12 +457,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       const size_t slot_i = adv ? 1 : 2, start_i = adv ? 2 : 3;
       CHECK_OK(c.DTypeIs(0, DType::kI32));
       CHECK_OK(c.Rank(0, 1));
-      const Dim& S = c.S(0)[0];
-      if (!S.IsConstant()) return Err(absl::StrCat(c.N(0), " must have a static slot count"));
-      CHECK_OK(c.DTypeIs(slot_i, DType::kI32));
-      CHECK_OK(c.ShapeIs(slot_i, Shape{S}, "one slot per entry, S entries"));
-      CHECK_OK(c.DTypeIs(start_i, DType::kI32));
-      CHECK_OK(c.ShapeIs(start_i, Shape{Dim(S.value() + 1)}, "S + 1 row offsets"));
+      CHECK_OK(CheckBatchOperands(c, slot_i, start_i, c.S(0)[0]));
       if (adv) return Types{};
       CHECK_OK(c.DTypeIs(1, DType::kI32));
       CHECK_OK(c.Rank(1, 1));
@@ -477,24 +489,6 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
         CHECK_OK(c.ShapeIs(i, Shape{c.S(0)[0]}, "one per row"));
       }
       if (app) return Types{};
-      return Types{Like(c[0])};
-    }
-    case OpKind::kSeqConv1dCausal: {
-      CHECK_OK(c.Float(0));
-      CHECK_OK(c.Rank(0, 2));
-      CHECK_OK(c.Rank(1, 2));
-      CHECK_OK(c.DimEq(1, 0, c.S(0)[1], "channels of 'x'"));
-      const Dim& k = c.S(1)[1];
-      if (!k.IsConstant() || k.value() < 1) return Err(absl::StrCat(c.N(1), " must have a constant kernel size >= 1"));
-      CHECK_OK(c.Rank(2, 3));
-      CHECK_OK(c.ShapeIs(2, Shape{c.S(2)[0], c.S(0)[1], k.value() - 1}, "[S, channels, kernel - 1]"));
-      if (!IsFloat(c.D(2))) return Err(absl::StrCat(c.N(2), " must be a float state"));
-      CHECK_OK(c.DTypeIs(3, DType::kI32));
-      CHECK_OK(c.ShapeIs(3, Shape{c.S(2)[0]}, "one slot per entry, S entries"));
-      CHECK_OK(c.DTypeIs(4, DType::kI32));
-      CHECK_OK(c.ShapeIs(4, Shape{Dim(c.S(2)[0].value() + 1)}, "S + 1 row offsets"));
-      if (auto act = attrs.GetString("activation"); act && *act != "silu")
-        return Err(absl::StrCat("conv activation '", *act, "' is not supported (only \"silu\")"));
       return Types{Like(c[0])};
     }
     case OpKind::kTakeSeqLastRows: {

@@ -379,6 +379,16 @@ TEST_F(OpTableTest, Elementwise) {
       return std::vector<Value*>{h.b->Softmax(h.Arg("x", {-1, 3000}))};
     });
     Check("argmax", "f32", T, 0, [](Harness& h) { return std::vector<Value*>{h.b->Argmax(h.Arg("x", {-1, 5000}))}; });
+    // @step's greedy picks: -1 for a row holding a NaN (every third row) or an inf (the next).
+    Check("argmax{nonfinite}", "f32", T, 0, [](Harness& h) {
+      h.fix_args = [](int64_t rows, int, std::vector<HostTensor>& args) {
+        float* x = args[0].f32();
+        for (int64_t t = 0; t < rows; ++t)
+          if (t % 3 != 0) x[t * 5000 + (t * 37) % 5000] = t % 3 == 1 ? NAN : INFINITY;
+      };
+      return std::vector<Value*>{
+          h.b->Build1(ir::OpKind::kArgmax, {h.Arg("x", {-1, 5000})}, {{"nonfinite", int64_t{-1}}})};
+    });
   }
 }
 
