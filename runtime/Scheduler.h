@@ -14,7 +14,8 @@
 // slot (the CPU's kernels; sequences.md §8 for the GPU classes) a request gives the same tokens
 // alone and in any mix.
 //
-//   auto backend = SessionSlots::Open("model.gguf", 4, session_options);
+//   BatchedSlotsOptions o;  o.slots = 4;
+//   auto backend = BatchedSlots::Open("model.gguf", o);     // runtime/BatchedSlots.h
 //   auto sched = Scheduler::Create(**backend, {});
 //   Request r;
 //   r.prompt = ids;
