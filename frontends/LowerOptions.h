@@ -18,6 +18,9 @@ struct LowerOptions {
   int64_t slots = 0;
   // Blocks in the paged KV pool; 0: enough for every slot to hold n_ctx tokens.
   int64_t kv_blocks = 0;
+  // Penalty entries per row of @step's device sampler (the distinct ids of a request's penalty
+  // window); a request with more is sampled on the host from its logits.
+  int64_t sampler_penalties = 64;
   static constexpr int64_t kDefaultContext = 4096;
   static constexpr int64_t kKvBlock = 64;
   static constexpr int64_t kMaxSlots = 256;

@@ -97,8 +97,9 @@ class OpBuilder {
   // Returns (values, indices).
   std::pair<Value*, Value*> TopK(Value* x, int64_t k);
   Value* Argmax(Value* x) { return Build1(OpKind::kArgmax, {x}); }
-  Value* Sample(Value* logits, Value* rng, double temperature, int64_t top_k, double top_p) {
-    return Build1(OpKind::kSample, {logits, rng}, {{"temperature", temperature}, {"top_k", top_k}, {"top_p", top_p}});
+  // One sampled id per row (ops.def `sample`): params f32[S, 8], penalties i32[S, 2P].
+  Value* Sample(Value* logits, Value* params, Value* penalties) {
+    return Build1(OpKind::kSample, {logits, params, penalties});
   }
   // Sequences (ir/Ops.def): the batch operands are the step function's arguments.
   llvm::SmallVector<Value*, 2> SeqPositions(Value* counter, Value* tok_seq, Value* seq_slot, Value* seq_start) {

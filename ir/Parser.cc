@@ -453,7 +453,7 @@ class Parser {
     std::optional<StateKind> kind = ParseStateKind(Cur().text);
     if (!kind)
       return Error(Cur(), absl::StrCat("unknown state kind '", Cur().text,
-                                       "' (expected kv, conv, delta, position, rng or blocks)"));
+                                       "' (expected kv, conv, delta, position or blocks)"));
     Consume();
     Token name_tok = Cur();
     MEMRA_ASSIGN_OR_RETURN(std::string name, ParseGlobalName("a state name"));

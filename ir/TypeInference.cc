@@ -39,8 +39,6 @@ std::optional<StateKind> ExpectedStateKind(OpKind kind, absl::string_view operan
     case OpKind::kPositions:
     case OpKind::kAdvancePositions:
       return StateKind::kPosition;
-    case OpKind::kSample:
-      return StateKind::kRng;
     default:
       return std::nullopt;
   }
@@ -516,15 +514,23 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.Float(0));
       CHECK_OK(c.RankAtLeast(0, 1));
       return Types{DropLast(c[0], DType::kI32)};
-    case OpKind::kSample:
-      CHECK_OK(c.Float(0));
-      CHECK_OK(c.RankAtLeast(0, 1));
-      CHECK_OK(c.DTypeIs(1, DType::kI64));
-      CHECK_OK(c.Rank(1, 0));
-      if (c.F("temperature") < 0) return Err("attribute 'temperature' must be >= 0");
-      if (c.I("top_k") < 0) return Err("attribute 'top_k' must be >= 0");
-      if (c.F("top_p") <= 0 || c.F("top_p") > 1) return Err("attribute 'top_p' must be in (0, 1]");
+    case OpKind::kSample: {
+      const DType want[] = {DType::kF32, DType::kF32, DType::kI32};
+      for (size_t i = 0; i < 3; ++i) {
+        CHECK_OK(c.DTypeIs(i, want[i]));
+        CHECK_OK(c.Rank(i, 2));
+        if (i > 0 && c.S(i)[0] != c.S(0)[0])
+          return Err(absl::StrCat(c.N(i), " must have one row per row of ", c.N(0)));
+      }
+      const Dim& np = c.S(1)[1];
+      if (!np.IsConstant() || np.value() != 8)
+        return Err(absl::StrCat(c.N(1), " must have 8 columns (temperature, top_k, top_p, log min_p, u, repeat, "
+                                "frequency, presence)"));
+      const Dim& pen = c.S(2)[1];
+      if (!pen.IsConstant() || pen.value() % 2 != 0)
+        return Err(absl::StrCat(c.N(2), " must have a static, even column count (ids, then counts)"));
       return Types{DropLast(c[0], DType::kI32)};
+    }
     case OpKind::kConcat: {
       CHECK_OK(c.RankAtLeast(0, 1));
       MEMRA_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(c.I("axis"), c.S(0).rank()));

@@ -30,8 +30,6 @@ absl::string_view StateKindName(StateKind k) {
       return "delta";
     case StateKind::kPosition:
       return "position";
-    case StateKind::kRng:
-      return "rng";
     case StateKind::kBlocks:
       return "blocks";
   }
@@ -40,7 +38,7 @@ absl::string_view StateKindName(StateKind k) {
 
 std::optional<StateKind> ParseStateKind(absl::string_view s) {
   for (StateKind k :
-       {StateKind::kKv, StateKind::kConv, StateKind::kDelta, StateKind::kPosition, StateKind::kRng, StateKind::kBlocks})
+       {StateKind::kKv, StateKind::kConv, StateKind::kDelta, StateKind::kPosition, StateKind::kBlocks})
     if (StateKindName(k) == s) return k;
   return std::nullopt;
 }

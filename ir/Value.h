@@ -103,10 +103,9 @@ enum class StateKind : uint8_t {
   kConv,      // conv ring of a linear-attention layer: [C, K-1]
   kDelta,     // delta-net recurrent state: [Hv, Dv, Dk]
   kPosition,  // position counter (= tokens seen; the KV length): i32[]
-  kRng,       // sampler random state: i64[]
   kBlocks,    // KV block table of a paged cache: i32[S, MB] (slot s's j-th block, -1 = none)
 };
-absl::string_view StateKindName(StateKind k);  // "kv", "conv", "delta", "position", "rng", "blocks"
+absl::string_view StateKindName(StateKind k);  // "kv", "conv", "delta", "position", "blocks"
 std::optional<StateKind> ParseStateKind(absl::string_view s);
 
 // Mutable memory that persists across calls (owned by the executor). Written only by ops with

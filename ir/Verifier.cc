@@ -128,9 +128,6 @@ class FunctionVerifier {
       case OpKind::kSeqGatedDeltaScan:
         writes = {op.operand(5)};
         break;
-      case OpKind::kSample:
-        writes = {op.operand(1)};
-        break;
       default:
         break;
     }
@@ -214,9 +211,6 @@ absl::Status VerifyDecls(const Module& m) {
       case StateKind::kPosition:
         if (s->type() != TensorType(DType::kI32, seq ? Shape{S} : Shape{}))
           return err(seq ? "a position state is i32[S] (S = slots)" : "a position state is i32[]");
-        break;
-      case StateKind::kRng:
-        if (s->type() != TensorType(DType::kI64, Shape{})) return err("an rng state is i64[]");
         break;
       case StateKind::kBlocks:
         if (!seq) return err("a block table needs a module lowered with slots");

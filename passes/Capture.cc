@@ -41,6 +41,8 @@ CaptureVerdict ByKind(OpKind kind) {
     case OpKind::kGatedAdd:
     case OpKind::kMoeFfn:
     case OpKind::kArgmax:
+    // The draw u and the parameters are per-row inputs (uploaded with the step), not host state.
+    case OpKind::kSample:
     case OpKind::kConcat:
     case OpKind::kSplit:
     case OpKind::kReshape:
@@ -69,8 +71,6 @@ CaptureVerdict ByKind(OpKind kind) {
     case OpKind::kAttention:
     case OpKind::kAttentionGated:
       return {true, "", /*kv_rung=*/true};
-    case OpKind::kSample:
-      return {false, "host decision: sample draws with the host RNG state (no device sampler)"};
     case OpKind::kReturn:
       return {false, "host sync: the results are copied to the host"};
     case OpKind::kSegment:

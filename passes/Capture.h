@@ -14,7 +14,7 @@ namespace memra::passes {
 
 struct CaptureVerdict {
   bool capturable = true;
-  // Why not (empty when capturable), e.g. "host decision: sample draws with the host RNG state".
+  // Why not (empty when capturable), e.g. "host sync: the results are copied to the host".
   std::string reason;
   // Capturable only per KV-length rung: the op's work depends on the live KV length, which the
   // kernels read from the device; the graph is sized for the rung's maximum.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/cpu/Sampling.h"
 
 namespace memra::runtime {
 
@@ -29,16 +30,19 @@ struct StepEntry {
   EntryKind kind = EntryKind::kDecode;
   std::vector<int32_t> tokens;
   int64_t request = 0;  // the scheduler's request id (for traces and tests; backends ignore it)
-  // The sampler needs only the argmax of the entry's logits (greedy, no penalties, no logprobs):
-  // a backend may pick on the device and return the token alone (EntryOutput::token).
-  bool argmax_only = false;
+  // A sampled entry's sampler inputs for this token (kernels/cpu/Sampling.h SampleRow; the
+  // scheduler draws u). device_pick: the backend may pick the token itself from them and return it
+  // alone (EntryOutput::token); set only when the request needs no logprobs and its penalty list
+  // fits device_sampler_penalties().
+  kernels::cpu::RowSampling sampling;
+  bool device_pick = false;
   bool sampled() const { return kind != EntryKind::kPromptChunk; }
 };
 
 // What a step gives back for one entry (nothing for an entry that is not sampled).
 struct EntryOutput {
   std::vector<float> logits;  // the n_vocab logits of the entry's last row, unless `token` is set
-  // The backend's greedy pick for an argmax_only entry (the host sampler's argmax rule), or -1.
+  // The backend's pick for a device_pick entry (SampleRow on `sampling`), or -1.
   int32_t token = -1;
   // The backend's pick saw a NaN or inf among the logits (token and logits then unset).
   bool non_finite = false;
@@ -78,9 +82,11 @@ class BatchBackend {
   // The most positions one sequence can be promised: ctx_per_slot(), or less when the KV cache is
   // smaller than one slot's context.
   virtual int64_t max_sequence_positions() const { return ctx_per_slot(); }
+  // Penalty entries a device_pick entry may carry; -1: the backend never picks (it returns logits).
+  virtual int64_t device_sampler_penalties() const { return -1; }
   // Runs every entry of `batch`, each continuing its slot's sequence (first_pos must equal the
   // slot's position). Returns one output per entry, in entry order: for a sampled() entry the
-  // n_vocab logits of its last row or, when it is argmax_only, possibly the backend's pick;
+  // n_vocab logits of its last row or, when it is device_pick, possibly the backend's pick;
   // nothing otherwise.
   virtual absl::StatusOr<std::vector<EntryOutput>> Execute(const StepBatch& batch) = 0;
 };

@@ -61,6 +61,8 @@ absl::Status BatchedSlots::Init(const BatchedSlotsOptions& options) {
   if (slots_ <= 0 || block_ <= 0 || table == nullptr)
     return absl::InternalError("the lowered module has no slots or block table");
   max_blocks_ = table->shape()[1].value();
+  sampler_penalties_ = m.attrs().I64Or("sampler_penalties", 0);
+  if (sampler_penalties_ < 1) return absl::InternalError("the lowered module records no sampler_penalties");
   for (const auto& f : m.functions())
     if (f->attrs().GetString("bucket_of") == std::optional<std::string>("step"))
       buckets_.emplace_back(f->attrs().I64Or("bucket", 0), f->name());
@@ -96,6 +98,9 @@ absl::Status BatchedSlots::RunEmpty(const std::string& fn, int64_t rows) {
   args.push_back(HostTensor::FromI32(std::vector<int32_t>(rows, -1), {rows}));
   args.push_back(HostTensor::FromI32(std::vector<int32_t>(slots_, -1), {slots_}));
   args.push_back(HostTensor::FromI32(std::vector<int32_t>(slots_ + 1, 0), {slots_ + 1}));
+  args.push_back(HostTensor::FromF32(std::vector<float>(slots_ * 8, 0.0f), {slots_, 8}));
+  args.push_back(HostTensor::FromI32(std::vector<int32_t>(slots_ * 2 * sampler_penalties_, -1),
+                                     {slots_, 2 * sampler_penalties_}));
   auto r = exec_->RunSelected(fn, std::move(args), {false, false});
   if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat("warming @", fn, ": ", r.status().message()));
   return absl::OkStatus();
@@ -230,9 +235,26 @@ absl::StatusOr<std::vector<EntryOutput>> BatchedSlots::Execute(const StepBatch& 
   args.push_back(HostTensor::FromI32(tok_seq, {T}));
   args.push_back(HostTensor::FromI32(seq_slot, {slots_}));
   args.push_back(HostTensor::FromI32(seq_start, {slots_ + 1}));
-  // The logits come to the host only when some sampled entry needs more than the argmax.
+  // The sampler's rows: greedy without penalties for entries that pick nothing.
+  const int64_t P = sampler_penalties_;
+  std::vector<float> sampling(slots_ * 8, 0.0f);
+  std::vector<int32_t> penalties(slots_ * 2 * P, -1);
+  for (int64_t b = 0; b < n_entries; ++b) {
+    const StepEntry& e = batch.entries[b];
+    if (!e.sampled() || !e.device_pick) continue;
+    const auto& rs = e.sampling;
+    if (static_cast<int64_t>(rs.penalty_ids.size()) > P || rs.penalty_counts.size() != rs.penalty_ids.size())
+      return absl::InvalidArgumentError(absl::StrCat("step entry ", b, " (request ", e.request, "): ",
+                                                     rs.penalty_ids.size(), " penalty entries for a sampler of ", P));
+    std::copy(rs.params, rs.params + 8, sampling.begin() + b * 8);
+    std::copy(rs.penalty_ids.begin(), rs.penalty_ids.end(), penalties.begin() + b * 2 * P);
+    std::copy(rs.penalty_counts.begin(), rs.penalty_counts.end(), penalties.begin() + b * 2 * P + P);
+  }
+  args.push_back(HostTensor::FromF32(sampling, {slots_, 8}));
+  args.push_back(HostTensor::FromI32(penalties, {slots_, 2 * P}));
+  // The logits come to the host only when some sampled entry is picked there.
   bool need_logits = false;
-  for (const StepEntry& e : batch.entries) need_logits |= e.sampled() && !e.argmax_only;
+  for (const StepEntry& e : batch.entries) need_logits |= e.sampled() && !e.device_pick;
   MEMRA_ASSIGN_OR_RETURN(std::vector<HostTensor> results, exec_->RunSelected(fn, std::move(args), {need_logits, true}));
   for (const StepEntry& e : batch.entries) pos_[e.slot] += static_cast<int64_t>(e.tokens.size());
   if (results.size() != 2 || results[1].dtype() != ir::DType::kI32 || results[1].numel() != slots_ ||
@@ -244,7 +266,7 @@ absl::StatusOr<std::vector<EntryOutput>> BatchedSlots::Execute(const StepBatch& 
   for (int64_t b = 0; b < n_entries; ++b) {
     const StepEntry& e = batch.entries[b];
     if (!e.sampled()) continue;
-    if (e.argmax_only) {
+    if (e.device_pick) {
       out[b].token = picks[b];
       out[b].non_finite = picks[b] < 0;
       if (out[b].non_finite) out[b].token = -1;

@@ -149,33 +149,34 @@ void Scheduler::Admit() {
   }
 }
 
-namespace {
-// The sampler needs only the argmax: greedy, nothing that reads the other logits.
-bool ArgmaxOnly(const Request& r) {
-  return r.sampling.temperature <= 0.0f && !kernels::cpu::PenaltiesEnabled(r.sampling) && r.logprobs < 0;
+void Scheduler::PrepareSampling(Seq& s, StepEntry& e) {
+  // The draw is taken here whichever side picks, so a request's tokens do not depend on it.
+  const float u = s.req.sampling.temperature > 0.0f ? kernels::cpu::DrawU(s.rng) : 0.0f;
+  e.sampling = kernels::cpu::MakeRowSampling(s.req.sampling, s.history, u);
+  const int64_t cap = backend_.device_sampler_penalties();
+  e.device_pick = cap >= 0 && s.req.logprobs < 0 && static_cast<int64_t>(e.sampling.penalty_ids.size()) <= cap;
 }
-}  // namespace
 
-StepBatch Scheduler::BuildBatch() const {
+StepBatch Scheduler::BuildBatch() {
   StepBatch b;
   // Every running request decodes every step: decode rows never wait behind prompts.
   for (RequestId id : running_) {
-    const Seq& s = *seqs_.at(id);
+    Seq& s = *seqs_.at(id);
     if (s.decoding()) {
       b.entries.push_back({s.slot, s.pos, EntryKind::kDecode, {s.history.back()}, s.id});
-      b.entries.back().argmax_only = ArgmaxOnly(s.req);
+      PrepareSampling(s, b.entries.back());
     }
   }
   int64_t budget = options_.step_tokens - static_cast<int64_t>(b.entries.size());
   // Prompt chunks in admission order: the oldest prompt takes what it can, then the next.
   for (RequestId id : running_) {
-    const Seq& s = *seqs_.at(id);
+    Seq& s = *seqs_.at(id);
     if (s.decoding()) continue;
     const int64_t left = s.prompt_size() - s.prefilled;
     const int64_t n = left <= budget ? left : budget / options_.prefill_align * options_.prefill_align;
     if (n == 0) continue;  // a later prompt may still fit whole in what is left
     StepEntry e{s.slot, s.pos, n == left ? EntryKind::kLastPromptChunk : EntryKind::kPromptChunk, {}, s.id};
-    e.argmax_only = ArgmaxOnly(s.req);
+    if (e.sampled()) PrepareSampling(s, e);
     e.tokens.assign(s.req.prompt.begin() + s.prefilled, s.req.prompt.begin() + s.prefilled + n);
     b.entries.push_back(std::move(e));
     budget -= n;
@@ -211,14 +212,14 @@ absl::Status Scheduler::Step() {
     Seq& seq = *it->second;
     seq.pos += static_cast<int64_t>(e.tokens.size());
     if (e.kind != EntryKind::kDecode) seq.prefilled += static_cast<int64_t>(e.tokens.size());
-    if (e.sampled()) SampleAndEmit(seq, (*out)[i]);
+    if (e.sampled()) SampleAndEmit(seq, e, (*out)[i]);
   }
   ApplyDeferredCancels();
   in_step_ = false;
   return slot_error_;
 }
 
-void Scheduler::SampleAndEmit(Seq& seq, const EntryOutput& out) {
+void Scheduler::SampleAndEmit(Seq& seq, const StepEntry& entry, const EntryOutput& out) {
   const int64_t vocab = backend_.n_vocab();
   const std::vector<float>& logits = out.logits;
   TokenEvent ev;
@@ -242,10 +243,12 @@ void Scheduler::SampleAndEmit(Seq& seq, const EntryOutput& out) {
            absl::Status(bad.code(), absl::StrCat("request ", seq.id, ": ", bad.message())));
     return;
   }
-  // A backend's pick is the argmax the host would take (argmax_only entries only).
-  const int32_t token = out.token >= 0
-                            ? out.token
-                            : kernels::cpu::SampleToken(logits.data(), vocab, seq.req.sampling, seq.rng, seq.history);
+  // A backend's pick is SampleRow on the entry's inputs, what the host computes otherwise.
+  const kernels::cpu::RowSampling& rs = entry.sampling;
+  const int32_t token =
+      out.token >= 0 ? out.token
+                     : kernels::cpu::SampleRow(logits.data(), vocab, rs.params, rs.penalty_ids.data(),
+                                               rs.penalty_counts.data(), static_cast<int64_t>(rs.penalty_ids.size()));
   seq.history.push_back(token);
   ++seq.generated;
   ev.token = token;

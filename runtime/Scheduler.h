@@ -1,7 +1,8 @@
 // Continuous batching over a BatchBackend's slots (docs/design/sequences.md §11-12, issue 15
 // item 3): a FIFO queue of requests, admission into free slots, and steps that decode one token
 // for every running request and fill the rest of a token budget with prompt chunks (chunked
-// prefill), then sample each request's token on the host with its own RNG and stream it.
+// prefill), then take each request's token (the backend's device pick, or the host's sampler on
+// its logits when it asks for logprobs or a longer penalty list) and stream it.
 //
 // No threads and no HTTP inside: the caller loops Step() (or RunToCompletion()) and calls
 // Submit/Cancel between steps or from a sink; the class is not thread-safe, a server serializes
@@ -10,7 +11,8 @@
 // Batch invariance at this level: a request's rows are cut the same way whatever else runs
 // (non-final prompt chunks are multiples of prefill_align, so they start on the delta-net grid),
 // its tokens are sampled from its own logits, history and RNG (std::mt19937_64 seeded from its
-// seed, as Session::Generate), so with a backend whose row results depend only on the row and its
+// seed, one draw per sampled token, as Session::Generate) with integer weight sums
+// (kernels/cpu/Sampling.h SampleRow, the same on the device), so with a backend whose row results depend only on the row and its
 // slot (the CPU's kernels; sequences.md §8 for the GPU classes) a request gives the same tokens
 // alone and in any mix.
 //
@@ -54,7 +56,7 @@ absl::string_view FinishReasonName(FinishReason r);
 
 struct Request {
   std::vector<int32_t> prompt;
-  // Host sampler chain (kernels/cpu/Sampling.h): temperature 0 = greedy; penalties over the last
+  // The sampler chain (kernels/cpu/Sampling.h): temperature 0 = greedy; penalties over the last
   // repeat_last_n tokens of prompt + generated, as Session::Generate.
   kernels::cpu::SamplingParams sampling;
   uint64_t seed = 0;
@@ -155,9 +157,13 @@ class Scheduler {
   struct Seq;
   Scheduler(BatchBackend& backend, SchedulerOptions options);
   void Admit();
-  StepBatch BuildBatch() const;
-  // Samples seq's next token from `logits`, streams it, and finishes the request when it ends.
-  void SampleAndEmit(Seq& seq, const EntryOutput& out);
+  // Draws the step's batch: decode rows, then prompt chunks; sampled entries get their sampler
+  // inputs (the request's RNG advances here).
+  StepBatch BuildBatch();
+  void PrepareSampling(Seq& s, StepEntry& e);
+  // Takes seq's next token (the backend's pick or SampleRow on its logits), streams it, and
+  // finishes the request when it ends.
+  void SampleAndEmit(Seq& seq, const StepEntry& entry, const EntryOutput& out);
   // Sends the last event (with `event`'s token and text), frees the slot, forgets the request.
   void Finish(Seq& seq, FinishReason reason, TokenEvent event, absl::Status error = absl::OkStatus());
   void ApplyDeferredCancels();

@@ -82,6 +82,9 @@ class Qwen35Lowering {
       kv_blocks_ = opt_.kv_blocks > 0 ? opt_.kv_blocks : opt_.slots * max_blocks_;
       if (opt_.kv_blocks < 0)
         return absl::InvalidArgumentError(absl::StrCat("kv_blocks must be >= 0 (got ", opt_.kv_blocks, ")"));
+      if (opt_.sampler_penalties < 1 || opt_.sampler_penalties > 4096)
+        return absl::InvalidArgumentError(
+            absl::StrCat("sampler_penalties must be in [1, 4096] (got ", opt_.sampler_penalties, ")"));
     }
     MEMRA_RETURN_IF_ERROR(RejectUnsupportedTensors());
     MEMRA_RETURN_IF_ERROR(DeclareWeights());
@@ -150,14 +153,16 @@ class Qwen35Lowering {
       a.Set("slots", opt_.slots);
       a.Set("kv_block", LowerOptions::kKvBlock);
       a.Set("kv_blocks", kv_blocks_);
+      a.Set("sampler_penalties", opt_.sampler_penalties);
     }
   }
 
-  // @step(tokens: i32[T], tok_seq: i32[T], seq_slot: i32[S], seq_start: i32[S+1])
-  //     -> (f32[S, V], i32[S]):
+  // @step(tokens: i32[T], tok_seq: i32[T], seq_slot: i32[S], seq_start: i32[S+1],
+  //       sampling: f32[S, 8], penalties: i32[S, 2P]) -> (f32[S, V], i32[S]):
   // the rows of up to S sequences in one call (ir/Ops.def, "sequences"); entry b's logits are
-  // those of its last row (0 for an unused entry), and its greedy pick (argmax; -1 when the row
-  // holds a NaN or inf), so a greedy step need not bring the logits to the host.
+  // those of its last row (0 for an unused entry), and its pick by the device sampler with row b's
+  // parameters (`sample`; -1 when the row holds a NaN or inf), so a step need not bring the
+  // logits to the host.
   absl::Status BuildStepFunction() {
     const int64_t S = opt_.slots;
     const Dim T = Dim::Symbol("T");
@@ -166,6 +171,9 @@ class Qwen35Lowering {
     Value* tok_seq = fn->AddArgument("tok_seq", TensorType(DType::kI32, Shape{T}));
     Value* seq_slot = fn->AddArgument("seq_slot", TensorType(DType::kI32, Shape{S}));
     Value* seq_start = fn->AddArgument("seq_start", TensorType(DType::kI32, Shape{S + 1}));
+    Value* sampling = fn->AddArgument("sampling", TensorType(DType::kF32, Shape{S, 8}));
+    Value* penalties =
+        fn->AddArgument("penalties", TensorType(DType::kI32, Shape{S, 2 * opt_.sampler_penalties}));
     OpBuilder b(fn);
     Value* x = BuildTokenEmbedding(b, *m_, tokens);
     auto ps = b.SeqPositions(pos_, tok_seq, seq_slot, seq_start);
@@ -181,7 +189,7 @@ class Qwen35Lowering {
     OutputHeadParams head{h_.rms_eps, h_.tied_output, /*all_logits=*/false};
     head.seq_start = seq_start;
     Value* logits = BuildOutputHead(b, *m_, x, head);
-    Value* ids = b.Build1(ir::OpKind::kArgmax, {logits}, {{"nonfinite", int64_t{-1}}})->Named("greedy_ids");
+    Value* ids = b.Sample(logits, sampling, penalties)->Named("picks");
     b.SeqAdvancePositions(pos_, seq_slot, seq_start);
     b.Return({logits, ids});
     if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("lowering @step: ", b.status().message()));

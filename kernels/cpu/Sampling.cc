@@ -2,12 +2,21 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace memra::kernels::cpu {
+namespace {
+
+// Compiled with -ffp-contract=off (kernels/CMakeLists.txt): the arithmetic must be the device's.
+#define MEMRA_SMP_HOST 1
+#include "kernels/cuda/SampleMath.cuh"
+#undef MEMRA_SMP_HOST
+
+}  // namespace
 
 void Softmax(const float* x, int64_t rows, int64_t cols, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -125,10 +134,110 @@ absl::Status CheckSamplingParams(const SamplingParams& p) {
 }
 
 void ApplyPenalties(float* logits, int64_t n_vocab, absl::Span<const int32_t> history, const SamplingParams& p) {
-  if (!PenaltiesEnabled(p) || history.empty()) return;
+  const RowSampling r = MakeRowSampling(p, history, 0.0f);
+  for (size_t j = 0; j < r.penalty_ids.size(); ++j) {
+    const int32_t id = r.penalty_ids[j];
+    if (id < 0 || id >= n_vocab) continue;
+    logits[id] = smp_penalize(logits[id], r.penalty_counts[j], p.repeat_penalty, p.frequency_penalty, p.presence_penalty);
+  }
+}
+
+namespace {
+
+struct Candidate {
+  unsigned key;
+  int32_t id;
+  unsigned long long wu, wt;  // untempered and tempered weights
+  float logit;
+};
+
+}  // namespace
+
+int32_t SampleRow(const float* logits, int64_t n_vocab, const float* params, const int32_t* penalty_ids,
+                  const int32_t* penalty_counts, int64_t n_penalties) {
+  for (int64_t i = 0; i < n_vocab; ++i)
+    if (!std::isfinite(logits[i])) return -1;
+  std::vector<float> l(logits, logits + n_vocab);
+  for (int64_t j = 0; j < n_penalties; ++j) {
+    const int32_t id = penalty_ids[j];
+    if (id < 0 || id >= n_vocab) continue;
+    l[id] = smp_penalize(l[id], penalty_counts[j], params[SMP_REPEAT], params[SMP_FREQUENCY], params[SMP_PRESENCE]);
+  }
+  const float temp = params[SMP_TEMPERATURE];
+  if (!(temp > 0.0f)) return Argmax(l.data(), n_vocab);
+
+  unsigned max_key = 0;
+  int32_t top = 0;
+  for (int64_t i = 0; i < n_vocab; ++i) {
+    const unsigned k = smp_key(l[i]);
+    if (k > max_key) {
+      max_key = k;
+      top = static_cast<int32_t>(i);
+    }
+  }
+  const float m = smp_key_value(max_key);
+  // Only weighted ids can change a sum or be drawn; the others are a suffix of the order.
+  std::vector<Candidate> c;
+  for (int64_t i = 0; i < n_vocab; ++i) {
+    const float x = smp_sub(l[i], m);
+    const unsigned long long wu = smp_weight(x), wt = smp_weight(smp_div(x, temp));
+    if (wu != 0 || wt != 0) c.push_back({smp_key(l[i]), static_cast<int32_t>(i), wu, wt, l[i]});
+  }
+  std::sort(c.begin(), c.end(),
+            [](const Candidate& a, const Candidate& b) { return a.key > b.key || (a.key == b.key && a.id < b.id); });
+  size_t n = c.size();
+  const float top_k = params[SMP_TOP_K];
+  if (top_k >= 1.0f && top_k < static_cast<float>(n_vocab)) n = std::min(n, static_cast<size_t>(top_k));
+  const float top_p = params[SMP_TOP_P];
+  if (top_p < 1.0f) {
+    unsigned long long z = 0;
+    for (size_t j = 0; j < n; ++j) z += c[j].wu;
+    const unsigned long long target =
+        top_p > 0.0f ? static_cast<unsigned long long>(smp_dmul(static_cast<double>(top_p), static_cast<double>(z)))
+                     : 0ull;
+    unsigned long long cum = 0;
+    for (size_t j = 0; j < n; ++j) {
+      cum += c[j].wu;
+      if (cum >= target) {
+        n = j + 1;
+        break;
+      }
+    }
+  }
+  const float min_logit = smp_add(m, params[SMP_MIN_P_LOGIT]);
+  std::vector<Candidate> kept;
+  unsigned long long z = 0;
+  for (size_t j = 0; j < n; ++j)
+    if (c[j].logit >= min_logit && c[j].wt != 0) {
+      kept.push_back(c[j]);
+      z += c[j].wt;
+    }
+  if (z == 0) return top;
+  const float u = params[SMP_U];
+  unsigned long long target =
+      u > 0.0f ? static_cast<unsigned long long>(smp_dmul(static_cast<double>(u), static_cast<double>(z))) : 0ull;
+  target = std::min(target, z - 1);
+  std::sort(kept.begin(), kept.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+  unsigned long long cum = 0;
+  for (const Candidate& k : kept) {
+    cum += k.wt;
+    if (cum > target) return k.id;
+  }
+  return kept.back().id;  // unreachable: cum reaches z > target
+}
+
+RowSampling MakeRowSampling(const SamplingParams& p, absl::Span<const int32_t> history, float u) {
+  RowSampling r;
+  r.params[SMP_TEMPERATURE] = p.temperature;
+  r.params[SMP_TOP_K] = static_cast<float>(p.top_k);
+  r.params[SMP_TOP_P] = p.top_p;
+  r.params[SMP_MIN_P_LOGIT] = p.min_p > 0.0f ? std::log(std::min(p.min_p, 1.0f)) : -INFINITY;
+  r.params[SMP_U] = u;
+  r.params[SMP_REPEAT] = p.repeat_penalty;
+  r.params[SMP_FREQUENCY] = p.frequency_penalty;
+  r.params[SMP_PRESENCE] = p.presence_penalty;
+  if (!PenaltiesEnabled(p) || history.empty()) return r;
   // The window llama.cpp's ring buffer of the last penalty_last_n accepted tokens holds.
-  // (llama.cpp maps -1 to the context size, i.e. everything the context holds, until August
-  // 2026; its newest CLI refuses -1.)
   const size_t n =
       p.repeat_last_n < 0 ? history.size() : std::min(history.size(), static_cast<size_t>(p.repeat_last_n));
   std::vector<int32_t> window(history.end() - n, history.end());
@@ -136,45 +245,21 @@ void ApplyPenalties(float* logits, int64_t n_vocab, absl::Span<const int32_t> hi
   for (size_t i = 0; i < window.size();) {
     size_t j = i;
     while (j < window.size() && window[j] == window[i]) ++j;
-    const int32_t id = window[i];
-    const int count = static_cast<int>(j - i);
+    r.penalty_ids.push_back(window[i]);
+    r.penalty_counts.push_back(static_cast<int32_t>(j - i));
     i = j;
-    if (id < 0 || id >= n_vocab) continue;
-    float& l = logits[id];
-    // Dividing a negative logit would make the token more likely: negative ones are multiplied
-    // (llama.cpp's fix of the CTRL paper's rule).
-    if (l <= 0)
-      l *= p.repeat_penalty;
-    else
-      l /= p.repeat_penalty;
-    l -= static_cast<float>(count) * p.frequency_penalty + static_cast<float>(count > 0) * p.presence_penalty;
   }
+  return r;
 }
+
+float DrawU(std::mt19937_64& rng) { return static_cast<float>(rng() >> 40) * 0x1.0p-24f; }
 
 int32_t SampleToken(const float* logits, int64_t n_vocab, const SamplingParams& params, std::mt19937_64& rng,
                     absl::Span<const int32_t> history) {
-  std::vector<float> penalized;
-  if (PenaltiesEnabled(params) && !history.empty()) {
-    penalized.assign(logits, logits + n_vocab);
-    ApplyPenalties(penalized.data(), n_vocab, history, params);
-    logits = penalized.data();
-  }
-  if (params.temperature <= 0.0f) return Argmax(logits, n_vocab);
-  std::vector<TokenCandidate> c = TopKCandidates(logits, n_vocab, params.top_k);
-  if (params.top_p < 1.0f) {
-    SoftmaxCandidates(c);
-    TopPFilter(c, params.top_p);
-  }
-  MinPFilter(c, params.min_p);
-  ApplyTemperature(c, params.temperature);
-  SoftmaxCandidates(c);
-  const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
-  double cum = 0.0;
-  for (const auto& x : c) {
-    cum += x.prob;
-    if (u < cum) return x.id;
-  }
-  return c.back().id;
+  const float u = params.temperature > 0.0f ? DrawU(rng) : 0.0f;
+  const RowSampling r = MakeRowSampling(params, history, u);
+  return SampleRow(logits, n_vocab, r.params, r.penalty_ids.data(), r.penalty_counts.data(),
+                   static_cast<int64_t>(r.penalty_ids.size()));
 }
 
 }  // namespace memra::kernels::cpu

@@ -67,15 +67,35 @@ absl::Status CheckSamplingParams(const SamplingParams& params);
 // the vocabulary are ignored. No-op unless PenaltiesEnabled.
 void ApplyPenalties(float* logits, int64_t n_vocab, absl::Span<const int32_t> history, const SamplingParams& params);
 
-// llama.cpp's default chain (common_sampler: penalties, top-k, top-p, min-p, temperature, dist;
-// the stages llama.cpp has and memra does not, DRY, typical, XTC, top-n-sigma, are off by
-// default there). `history` is what llama.cpp's penalties sampler has accepted: the tokens of the
-// context so far, prompt included (llama-cli and llama-server accept the prompt tokens too).
-// temperature <= 0: greedy, the argmax of the (penalized) logits, as llama.cpp's temperature
-// stage at temp <= 0 keeps only the largest logit (top-k / top-p / min-p never drop it); without
-// penalties this is plain Argmax. Otherwise the penalized logits go through top-k, top-p (on the
-// untempered distribution), min-p (untempered), temperature, then a draw from the softmax of the
-// remaining candidates with u = 53 random bits of rng in [0, 1).
+// memra's sampler on one row: the `sample` op (ir/Ops.def) and the device sampler decide with the
+// same arithmetic (kernels/cuda/SampleMath.cuh; docs/design/sampling.md). `params` holds
+// SMP_PARAMS floats (RowSampling's fields in order); the penalties are (id, count) pairs applied
+// in order (ids outside the vocabulary and counts <= 0 are skipped). Returns -1 when a raw logit
+// is NaN or +-inf. temperature <= 0: the argmax of the penalized logits (Argmax's rule).
+// Otherwise, in the order by logit descending (ties by the lower id): keep the top_k, then the
+// shortest prefix whose untempered weight reaches top_p of theirs, then the logits >= max +
+// min_p_logit, and draw the first id (ascending) whose cumulative tempered weight exceeds
+// u * total; weights are 2^-40-unit integers (exact, order-free sums).
+int32_t SampleRow(const float* logits, int64_t n_vocab, const float* params, const int32_t* penalty_ids,
+                  const int32_t* penalty_counts, int64_t n_penalties);
+
+// One row's sampler inputs as the `sample` op takes them.
+struct RowSampling {
+  float params[8] = {};             // SMP_PARAMS: temperature, top_k, top_p, min_p logit, u, penalties
+  std::vector<int32_t> penalty_ids;  // ascending, each once
+  std::vector<int32_t> penalty_counts;
+};
+// The row inputs of llama.cpp's default chain (common_sampler: penalties, top-k, top-p, min-p,
+// temperature, dist; the stages llama.cpp has and memra does not, DRY, typical, XTC, top-n-sigma,
+// are off by default there) for `params`: the penalty window is the last repeat_last_n entries of
+// `history` (all of it for -1), what llama.cpp's penalties sampler has accepted (the context so far,
+// prompt included); u is the draw (DrawU), unused when greedy.
+RowSampling MakeRowSampling(const SamplingParams& params, absl::Span<const int32_t> history, float u);
+// The draw of one sampled token: 24 random bits of rng as a float in [0, 1).
+float DrawU(std::mt19937_64& rng);
+
+// SampleRow on MakeRowSampling(params, history, DrawU(rng)); rng advances only when temperature > 0
+// (greedy draws nothing). -1 for a row with a NaN or inf.
 int32_t SampleToken(const float* logits, int64_t n_vocab, const SamplingParams& params, std::mt19937_64& rng,
                     absl::Span<const int32_t> history = {});
 

@@ -434,9 +434,9 @@ class AliasImpl : public GpuOpImpl {
 class HostOnlyImpl : public GpuOpImpl {
  public:
   absl::string_view name() const override { return "host_only"; }
-  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kTopK || k == ir::OpKind::kSample; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kTopK; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
-    return Unsupported(c.op, "not implemented on the GPU yet (sampling runs on the host)");
+    return Unsupported(c.op, "not implemented on the GPU yet (top-n logprobs run on the host)");
   }
   absl::Status Bind(const BindContext& c, DeviceWork&) const override {
     return BindError(c.op(), "not implemented on the GPU");

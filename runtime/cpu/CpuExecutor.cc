@@ -885,15 +885,9 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
                     break;
                   }
             } else {
-              // The rng state holds the seed of the next draw; each draw reseeds it.
-              HostTensor& rng = St(1);
-              std::mt19937_64 gen(static_cast<uint64_t>(rng.i64()[0]));
-              kc::SamplingParams sp;
-              sp.temperature = static_cast<float>(at.F64Or("temperature", 0));
-              sp.top_k = static_cast<int>(at.I64Or("top_k", 0));
-              sp.top_p = static_cast<float>(at.F64Or("top_p", 1.0));
-              ids.i32()[r] = kc::SampleToken(x.f32() + r * N, N, sp, gen);
-              rng.i64()[0] = static_cast<int64_t>(gen());
+              const int64_t P = In(2).dim(1) / 2;
+              const int32_t* pen = In(2).i32() + r * 2 * P;
+              ids.i32()[r] = kc::SampleRow(x.f32() + r * N, N, In(1).f32() + r * 8, pen, pen + P, P);
             }
           }
           out.push_back(ids);

@@ -48,15 +48,16 @@ class TeacherForced : public BatchBackend {
   int slots() const override { return d_.slots(); }
   int64_t ctx_per_slot() const override { return d_.ctx_per_slot(); }
   int64_t n_vocab() const override { return d_.n_vocab(); }
+  int64_t device_sampler_penalties() const override { return f_.device_sampler_penalties(); }
   absl::Status ResetSlot(int slot) override {
     absl::Status s = f_.ResetSlot(slot);
     return s.ok() ? d_.ResetSlot(slot) : s;
   }
   absl::StatusOr<std::vector<EntryOutput>> Execute(const StepBatch& batch) override {
-    // The driver always returns logits; the follower as the scheduler asked (its greedy picks
-    // made on the device) every other step, logits on the others.
+    // The driver always returns logits; the follower as the scheduler asked (its picks made by
+    // the device sampler) every other step, logits on the others.
     StepBatch with_logits = batch;
-    for (StepEntry& e : with_logits.entries) e.argmax_only = false;
+    for (StepEntry& e : with_logits.entries) e.device_pick = false;
     auto rf = f_.Execute(++calls_ % 2 == 0 ? with_logits : batch);
     if (!rf.ok()) return rf.status();
     auto rd = d_.Execute(with_logits);
@@ -66,7 +67,10 @@ class TeacherForced : public BatchBackend {
       if (ref.empty()) continue;
       if ((*rf)[i].token >= 0 || (*rf)[i].non_finite) {
         ++picks;
-        picks_agree += (*rf)[i].token == kernels::cpu::Argmax(ref.data(), static_cast<int64_t>(ref.size()));
+        const auto& rs = batch.entries[i].sampling;
+        picks_agree += (*rf)[i].token == kernels::cpu::SampleRow(ref.data(), static_cast<int64_t>(ref.size()), rs.params,
+                                                                 rs.penalty_ids.data(), rs.penalty_counts.data(),
+                                                                 static_cast<int64_t>(rs.penalty_ids.size()));
         continue;
       }
       const auto& got = (*rf)[i].logits;

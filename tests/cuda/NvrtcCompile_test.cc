@@ -60,7 +60,7 @@ TEST(NvrtcCompileTest, EmbeddedSourcesPresent) {
   std::set<std::string> names;
   for (const EmbeddedSource& s : EmbeddedKernelSources()) names.insert(s.name);
   for (const char* f : {"Common.cuh", "Elementwise.cu", "Norm.cu", "Rope.cu", "Attention.cu", "DeltaNet.cu",
-                        "Dequant.cu", "DequantParams.h"})
+                        "Dequant.cu", "DequantParams.h", "Sample.cu", "SampleMath.cuh", "SampleParams.h"})
     EXPECT_TRUE(names.count(f)) << f;
   EXPECT_FALSE(KernelSource("nope.cu").ok());
 }
@@ -113,6 +113,14 @@ TEST(NvrtcCompileTest, TinyModelPlanCompilesForSm90) {
           MakeDefines({Def("GEMV_K", 4096), Def("GEMV_W", w), Def("GEMV_WARPS", 8), Def("GEMV_STAGE_X", stage)});
       mods.push_back(m);
     }
+  // The device sampler at the 9B's vocabulary and the default penalty entries (its static shared
+  // memory near the 48 KiB a block gets without opting in).
+  {
+    ModuleSpec m;
+    m.file = "Sample.cu";
+    m.defines = MakeDefines({Def("SMP_V", 248320), Def("SMP_P", 64)});
+    mods.push_back(m);
+  }
   const std::string dir = ::testing::TempDir() + "/memra-nvrtc-test-cache";
   std::filesystem::remove_all(dir);
   CompileOptions o;

@@ -392,6 +392,50 @@ TEST_F(OpTableTest, Elementwise) {
   }
 }
 
+// The device sampler against the CPU's SampleRow: the same id exactly (integer weight sums), per
+// row a different stage of the chain: greedy, temperature alone, top-k, top-p, min-p, everything
+// with penalties (a repeated id among them), near-greedy, and a row with a NaN (-1). Logits are
+// spread (x 8) with a few exact ties at the top, on a small vocabulary and the 9B's.
+TEST_F(OpTableTest, Sample) {
+  constexpr int64_t kP = 16;
+  for (int64_t V : {int64_t{5000}, int64_t{248320}})
+    for (int64_t T : {int64_t{1}, int64_t{13}, int64_t{77}})
+      Check(absl::StrCat("sample V=", V), "f32", T, 0, [&](Harness& h) {
+        h.fix_args = [V](int64_t rows, int call, std::vector<HostTensor>& args) {
+          std::mt19937 r(static_cast<uint32_t>(rows * 7 + call));
+          std::uniform_real_distribution<float> uni(0.0f, 1.0f);
+          float* x = args[0].f32();
+          for (int64_t i = 0; i < rows * V; ++i) x[i] *= 8.0f;
+          float* p = args[1].f32();
+          int32_t* q = args[2].i32();
+          for (int64_t t = 0; t < rows; ++t) {
+            float* pr = p + t * 8;
+            int32_t* qr = q + t * 2 * kP;
+            for (int j = 0; j < 2 * kP; ++j) qr[j] = -1;
+            float* xr = x + t * V;
+            if (t % 4 == 1) xr[(t * 101) % V] = xr[(t * 103) % V] = 8.5f;  // tied top logits
+            const int mode = static_cast<int>((t + call) % 8);
+            pr[0] = mode == 0 ? 0.0f : mode == 6 ? 0.01f : mode == 7 ? 2.0f : mode == 2 ? 0.7f : 1.0f;
+            pr[1] = mode == 2 ? 40.0f : mode == 5 ? 100.0f : 0.0f;
+            pr[2] = mode == 3 ? 0.9f : mode == 5 ? 0.95f : mode == 7 ? 0.5f : 1.0f;
+            pr[3] = mode == 4 ? std::log(0.05f) : mode == 5 ? std::log(0.02f) : -INFINITY;
+            pr[4] = uni(r);
+            pr[5] = mode == 5 || mode == 7 ? 1.3f : mode == 0 ? 1.5f : 1.0f;
+            pr[6] = mode == 5 ? 0.2f : 0.0f;
+            pr[7] = mode == 5 || mode == 7 ? 0.5f : 0.0f;
+            if (mode == 5 || mode == 7 || mode == 0)
+              for (int j = 0; j < kP - 2; ++j) {
+                qr[j] = j < 3 ? (t * 101) % static_cast<int32_t>(V) : static_cast<int32_t>(r() % V);
+                qr[kP + j] = 1 + j % 3;
+              }
+            if (mode == 7 && t % 2 == 1) xr[(t * 37) % V] = NAN;
+          }
+        };
+        return std::vector<Value*>{
+            h.b->Sample(h.Arg("x", {-1, V}), h.Arg("p", {-1, 8}), h.Arg("q", {-1, 2 * kP}, DType::kI32))};
+      }, /*calls=*/2, /*id_range=*/1);
+}
+
 TEST_F(OpTableTest, MatMul) {
   const std::pair<GgmlType, double> types[] = {
       {GgmlType::kF32, 1e-10}, {GgmlType::kF16, 1e-5}, {GgmlType::kBF16, 5e-5}};

@@ -180,7 +180,26 @@ TEST(Selection, UnsupportedOpsSayWhy) {
   ASSERT_TRUE(shapes.ok());
   auto s = SelectGpuOp(*topk, *shapes, *TargetPreset("sm_90"));
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("sampling runs on the host"), std::string::npos) << s.status();
+  EXPECT_NE(s.status().message().find("top-n logprobs run on the host"), std::string::npos) << s.status();
+
+  // The device sampler keeps a bitmap of the penalized ids in shared memory: a vocabulary past
+  // what a block holds is refused with the numbers; the 9B's 248,320 fits.
+  for (int64_t vocab : {int64_t{248320}, int64_t{600000}}) {
+    auto sm = ir::ParseModule(absl::StrCat("func @f(%x: f32[4, ", vocab,
+                                           "], %p: f32[4, 8], %q: i32[4, 128]) -> (i32[4]) {\n"
+                                           "  %id = sample(%x, %p, %q) : i32[4]\n  return %id\n}\n"));
+    ASSERT_TRUE(sm.ok()) << sm.status();
+    ir::Op* sample = (*sm)->function("f")->Ops()[0];
+    auto ss = ShapesAt(*sample, 1, WeightMode::kBlocks);
+    ASSERT_TRUE(ss.ok());
+    auto sel = SelectGpuOp(*sample, *ss, *TargetPreset("sm_90"));
+    if (vocab == 248320) {
+      EXPECT_TRUE(sel.ok()) << sel.status();
+    } else {
+      ASSERT_FALSE(sel.ok());
+      EXPECT_NE(sel.status().message().find("shared memory"), std::string::npos) << sel.status();
+    }
+  }
 }
 
 // The MoE ops: a module holding them passes the executor's unit check; the decode bucket takes the

@@ -53,14 +53,15 @@ BatchedSlotsOptions BatchOpts(int slots) {
 std::vector<std::vector<int32_t>> Prompts() { return memra::testing::EightPrompts(); }
 
 // Runs every batch on both backends and compares the sampled rows: the first (the batched engine)
-// as the scheduler asked (its greedy picks made by @step's argmax), the second (one Session per
-// slot) always with logits, so a pick is checked against the host's argmax of the reference row.
+// as the scheduler asked (its picks made by @step's sampler), the second (one Session per slot)
+// always with logits, so a pick is checked against the host's SampleRow on the reference row.
 class Tee : public BatchBackend {
  public:
   Tee(BatchBackend& a, BatchBackend& b) : a_(a), b_(b) {}
   int slots() const override { return a_.slots(); }
   int64_t ctx_per_slot() const override { return a_.ctx_per_slot(); }
   int64_t n_vocab() const override { return a_.n_vocab(); }
+  int64_t device_sampler_penalties() const override { return a_.device_sampler_penalties(); }
   absl::Status ResetSlot(int slot) override {
     absl::Status s = b_.ResetSlot(slot);
     if (!s.ok()) return s;
@@ -68,7 +69,7 @@ class Tee : public BatchBackend {
   }
   absl::StatusOr<std::vector<EntryOutput>> Execute(const StepBatch& batch) override {
     StepBatch with_logits = batch;
-    for (StepEntry& e : with_logits.entries) e.argmax_only = false;
+    for (StepEntry& e : with_logits.entries) e.device_pick = false;
     auto rb = b_.Execute(with_logits);
     if (!rb.ok()) return rb.status();
     // Every other step the engine returns logits too, so both of its paths are compared.
@@ -78,7 +79,11 @@ class Tee : public BatchBackend {
     for (size_t i = 0; i < std::min(ra->size(), rb->size()); ++i) {
       if ((*ra)[i].token >= 0) {  // the engine's pick
         const auto& ref = (*rb)[i].logits;
-        EXPECT_EQ((*ra)[i].token, kernels::cpu::Argmax(ref.data(), static_cast<int64_t>(ref.size()))) << "entry " << i;
+        const auto& rs = batch.entries[i].sampling;
+        EXPECT_EQ((*ra)[i].token,
+                  kernels::cpu::SampleRow(ref.data(), static_cast<int64_t>(ref.size()), rs.params, rs.penalty_ids.data(),
+                                          rs.penalty_counts.data(), static_cast<int64_t>(rs.penalty_ids.size())))
+            << "entry " << i;
         ++picks_compared;
         continue;
       }
@@ -121,6 +126,27 @@ Request Greedy(const std::vector<int32_t>& prompt, int64_t n) {
   return r;
 }
 
+// A mix for the sampler: prompt i samples with the whole chain (its own seed) when i is even,
+// with penalties alone when i % 4 == 1, and asks for logprobs (picked on the host) when i % 4 == 3.
+Request Mixed(const std::vector<int32_t>& prompt, int64_t n, size_t i) {
+  Request r = Greedy(prompt, n);
+  r.seed = 1000 + i;
+  if (i % 2 == 0) {
+    r.sampling.temperature = 0.9f;
+    r.sampling.top_k = 40;
+    r.sampling.top_p = 0.9f;
+    r.sampling.min_p = 0.02f;
+    r.sampling.repeat_penalty = 1.1f;
+  } else if (i % 4 == 1) {
+    r.sampling.repeat_penalty = 1.3f;
+    r.sampling.presence_penalty = 0.5f;
+  } else {
+    r.sampling.temperature = 1.2f;
+    r.logprobs = 0;
+  }
+  return r;
+}
+
 SchedulerOptions SchedOpts(int64_t step_tokens) {
   SchedulerOptions o;
   o.step_tokens = step_tokens;
@@ -130,14 +156,14 @@ SchedulerOptions SchedOpts(int64_t step_tokens) {
 // Greedy tokens of every prompt through `backend`: `at_once` requests submitted together (the
 // rest staggered two steps apart when `staggered`).
 std::vector<std::vector<int32_t>> RunAll(BatchBackend& backend, const std::vector<std::vector<int32_t>>& prompts,
-                                         int64_t n, bool staggered, int64_t step_tokens = 72) {
+                                         int64_t n, bool staggered, int64_t step_tokens = 72, bool mixed = false) {
   auto sched = Scheduler::Create(backend, SchedOpts(step_tokens));
   EXPECT_TRUE(sched.ok()) << sched.status();
   if (!sched.ok()) return {};
   Collected c;
   std::vector<RequestId> ids;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    auto id = (*sched)->Submit(Greedy(prompts[i], n), c.sink());
+    auto id = (*sched)->Submit(mixed ? Mixed(prompts[i], n, i) : Greedy(prompts[i], n), c.sink());
     EXPECT_TRUE(id.ok()) << id.status();
     ids.push_back(id.ok() ? *id : -1);
     if (staggered)
@@ -155,26 +181,42 @@ void CheckAgainstSessionSlots(const std::string& model, double rel_bound) {
   ASSERT_TRUE(batched.ok()) << batched.status();
   auto slots = SessionSlots::Open(model, 8, OneSeqOpts());
   ASSERT_TRUE(slots.ok()) << slots.status();
-  // Alone (one request at a time through the same 8-slot backends), 8 at once, staggered.
-  for (bool staggered : {false, true}) {
-    Tee tee(**batched, **slots);
-    const auto got = RunAll(tee, prompts, 16, staggered);
-    EXPECT_GT(tee.rows_compared, 50);
-    EXPECT_GT(tee.picks_compared, 50);
-    std::printf("  %s: %ld logits rows (max relative difference %.3e), %ld greedy picks\n",
-                staggered ? "staggered" : "8 at once", long(tee.rows_compared), tee.max_rel, long(tee.picks_compared));
-    EXPECT_LE(tee.max_rel, rel_bound) << "logits of @step vs one Session per slot";
-    auto want = RunAll(**slots, prompts, 16, staggered);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      EXPECT_EQ(got[i].size(), 16u);
-      EXPECT_EQ(got[i], want[i]) << "prompt " << i << (staggered ? " (staggered)" : " (8 at once)");
+  // 8 at once and staggered, greedy and then a mix of sampled requests (the engine's sampler picks
+  // them, the reference's host SampleRow on its logits).
+  for (bool mixed : {false, true})
+    for (bool staggered : {false, true}) {
+      Tee tee(**batched, **slots);
+      const auto got = RunAll(tee, prompts, 16, staggered, 72, mixed);
+      EXPECT_GT(tee.rows_compared, 50);
+      EXPECT_GT(tee.picks_compared, mixed ? 20 : 50);
+      std::printf("  %s%s: %ld logits rows (max relative difference %.3e), %ld device picks\n",
+                  staggered ? "staggered" : "8 at once", mixed ? ", sampled mix" : "", long(tee.rows_compared),
+                  tee.max_rel, long(tee.picks_compared));
+      EXPECT_LE(tee.max_rel, rel_bound) << "logits of @step vs one Session per slot";
+      auto want = RunAll(**slots, prompts, 16, staggered, 72, mixed);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].size(), 16u);
+        EXPECT_EQ(got[i], want[i]) << "prompt " << i << (staggered ? " (staggered)" : " (8 at once)")
+                                   << (mixed ? " sampled mix" : "");
+      }
     }
+  // One at a time = the same tokens as among 8 (batch invariance within the batched engine), greedy
+  // and sampled.
+  for (bool mixed : {false, true}) {
+    std::vector<std::vector<int32_t>> alone;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      // Prompt i alone, with the request it is among the others (Mixed picks by its index).
+      auto sched = Scheduler::Create(**batched, SchedOpts(72));
+      ASSERT_TRUE(sched.ok());
+      Collected c;
+      auto id = (*sched)->Submit(mixed ? Mixed(prompts[i], 16, i) : Greedy(prompts[i], 16), c.sink());
+      ASSERT_TRUE(id.ok()) << id.status();
+      ASSERT_TRUE((*sched)->RunToCompletion().ok());
+      alone.push_back(c.tokens[*id]);
+    }
+    EXPECT_EQ(alone, RunAll(**batched, prompts, 16, false, 72, mixed)) << (mixed ? "sampled mix" : "greedy");
   }
-  // One at a time = the same tokens as among 8 (batch invariance within the batched engine).
-  std::vector<std::vector<int32_t>> alone;
-  for (const auto& p : prompts) alone.push_back(RunAll(**batched, {p}, 16, false)[0]);
-  EXPECT_EQ(alone, RunAll(**batched, prompts, 16, false));
 }
 
 TEST(BatchedSlotsTest, DenseMatchesOneSessionPerSlot) {
