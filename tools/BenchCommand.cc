@@ -18,6 +18,7 @@
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/gguf/ModelSummary.h"
 #include "ir/DType.h"
+#include "ir/StatusMacros.h"
 #include "llvm/Support/raw_ostream.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
@@ -92,9 +93,16 @@ cl::alias BenchFlashAttnLong("fa", cl::desc("Alias for --flash-attn"), cl::NotHi
 memra::tools::IntListOption BenchBatch(
     "batch", {1, 256},
     "Concurrent requests per test, comma-separated: llama-batched-bench's table (PP, TG, B, N_KV, times and "
-    "tok/s) for every -p and B, each request -p random prompt tokens then -n greedy decode steps, through the "
-    "scheduler on the cpu backend; none = llama-bench's pp / tg tests",
+    "tok/s) for every -p and B, each request -p random prompt tokens then -n decode steps (greedy unless --temp), "
+    "through the scheduler on the batched engine, then the TTFT of one more request alone and beside B decoding; "
+    "none = llama-bench's pp / tg tests",
     cl::init("none"), cl::sub(kBench));
+
+cl::opt<float> BenchTemp(
+    "temp",
+    cl::desc("--batch: sampling temperature of every request; > 0 samples on the device with llama.cpp's default "
+             "top-k 40, top-p 0.95, min-p 0.05 (default: 0, greedy, as llama-batched-bench)"),
+    cl::init(0.0f), cl::sub(kBench));
 
 int Fail(const absl::Status& s) {
   llvm::errs() << "memra bench: " << s.ToString() << "\n";
@@ -112,6 +120,8 @@ absl::Status CheckBatchFlags() {
   for (int64_t p : BenchP.values())
     if (p == 0)
       return absl::InvalidArgumentError("-p 0 with --batch: every request needs a prompt (give -p 1 or more)");
+  if (!std::isfinite(BenchTemp) || BenchTemp < 0)
+    return absl::InvalidArgumentError(absl::StrCat("--temp must be a finite number >= 0 (got ", float(BenchTemp), ")"));
   return absl::OkStatus();
 }
 
@@ -123,6 +133,10 @@ absl::Status CheckBatchFlags() {
 // step prefills every prompt (T_PP: until every request has its first token) and each later step
 // decodes one token of every request (T_TG: the rest). Times are the mean over -r repetitions,
 // after one untimed warm-up.
+//
+// Then the time to first token of one more request of -p tokens (an extra slot): alone, and
+// submitted while B others decode (after their prompts, between two steps: it shares its first step
+// with their decode rows), each the median of 5.
 int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat format) {
   using namespace memra;
   using Clock = std::chrono::steady_clock;
@@ -147,7 +161,7 @@ int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat forma
   if (!BenchPasses.empty())
     return Fail(absl::InvalidArgumentError("--passes with --batch: the batched engine runs its own pipeline"));
   runtime::BatchedSlotsOptions bo;
-  bo.slots = static_cast<int>(max_b);
+  bo.slots = static_cast<int>(max_b + 1);  // + the TTFT probe
   bo.n_ctx = std::max<int64_t>(max_p + tg + 16, 256);
   bo.backend = *backend_kind;
   bo.exec.cpu.threads = BenchThreads;
@@ -176,21 +190,37 @@ int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat forma
   if (runtime::CudaExecutor* gpu = slots.executor().cuda())
     memory = absl::StrCat("; device memory: ", runtime::DescribeDeviceMemory(gpu->device_memory()));
   llvm::errs() << absl::StrFormat(
-      "memra bench: --batch on %s: %d slots of context %d, %d KV blocks, one @step per scheduler step (at most %s "
-      "rows), %s, loaded in %.2f s%s\n",
-      model_path, max_b, ctx, slots.kv_blocks(),
+      "memra bench: --batch on %s: %d slots of context %d (one for the TTFT probe), %d KV blocks, one @step per "
+      "scheduler step (at most %s rows), %s, loaded in %.2f s%s\n",
+      model_path, max_b + 1, ctx, slots.kv_blocks(),
       slots.max_step_rows() == INT64_MAX ? std::string("any") : absl::StrCat(slots.max_step_rows()),
       slots.executor().Describe(), std::chrono::duration<double>(Clock::now() - t_load).count(), memory);
   const int64_t vocab = slots.n_vocab();
   std::mt19937 rng(1234);
 
-  // One test: B requests of p tokens; returns (t_pp, t_tg) in seconds.
-  auto run_once = [&](int64_t p, int64_t b, int64_t n_gen, double& t_pp, double& t_tg) -> absl::Status {
+  auto make_request = [&](int64_t p, int64_t max_tokens) {
+    runtime::Request r;
+    r.prompt.resize(p);
+    for (auto& x : r.prompt) x = std::uniform_int_distribution<int32_t>(0, static_cast<int32_t>(vocab - 1))(rng);
+    r.sampling.temperature = BenchTemp;
+    if (BenchTemp > 0) {  // llama.cpp's common_params_sampling defaults
+      r.sampling.top_k = 40;
+      r.sampling.top_p = 0.95f;
+      r.sampling.min_p = 0.05f;
+    }
+    r.seed = rng();
+    r.max_tokens = max_tokens;
+    return r;
+  };
+  // One test: B requests of p tokens; returns (t_pp, t_tg) in seconds. probe_ttft: one more request
+  // of p tokens submitted after the others' first two decode steps; its time to first token.
+  auto run_once = [&](int64_t p, int64_t b, int64_t n_gen, double& t_pp, double& t_tg,
+                      double* probe_ttft = nullptr) -> absl::Status {
     runtime::SchedulerOptions opts;
     // Every prompt in the first step where the engine's largest step allows (the GPU's step
     // buckets cap it: the prompts then take several steps, as llama-batched-bench's n_batch).
     opts.step_tokens = std::max<int64_t>(std::min<int64_t>(b * p, slots.max_step_rows()),
-                                         runtime::MinStepTokens(max_b, opts.prefill_align));
+                                         runtime::MinStepTokens(slots.slots(), opts.prefill_align));
     auto sched = runtime::Scheduler::Create(slots, opts);
     if (!sched.ok()) return sched.status();
     int64_t first = 0, done = 0;
@@ -198,11 +228,7 @@ int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat forma
     Clock::time_point t_first;
     std::vector<int64_t> counts(b, 0);
     for (int64_t j = 0; j < b; ++j) {
-      runtime::Request r;
-      r.prompt.resize(p);
-      for (auto& x : r.prompt) x = std::uniform_int_distribution<int32_t>(0, static_cast<int32_t>(vocab - 1))(rng);
-      r.sampling.temperature = 0;
-      r.max_tokens = n_gen + 1;
+      runtime::Request r = make_request(p, n_gen + 1);
       auto sink = [&, j](const runtime::TokenEvent& e) {
         if (e.token >= 0 && ++counts[j] == 1 && ++first == b) t_first = Clock::now();
         if (!e.last) return;
@@ -217,6 +243,26 @@ int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat forma
       if (!id.ok()) return id.status();
     }
     const auto t0 = Clock::now();
+    if (probe_ttft != nullptr) {
+      while (first < b)
+        if (absl::Status st = (*sched)->Step(); !st.ok()) return st;
+      for (int k = 0; k < 2; ++k)
+        if (absl::Status st = (*sched)->Step(); !st.ok()) return st;
+      bool got = false;
+      Clock::time_point t_got;
+      const auto t_submit = Clock::now();
+      auto id = (*sched)->Submit(make_request(p, 1), [&](const runtime::TokenEvent& e) {
+        if (e.token >= 0 && !got) {
+          got = true;
+          t_got = Clock::now();
+        }
+      });
+      if (!id.ok()) return id.status();
+      while (!got && !(*sched)->idle())
+        if (absl::Status st = (*sched)->Step(); !st.ok()) return st;
+      if (!got) return absl::InternalError("the TTFT probe ended without a token");
+      *probe_ttft = std::chrono::duration<double>(t_got - t_submit).count();
+    }
     if (absl::Status st = (*sched)->RunToCompletion(); !st.ok()) return st;
     const auto t1 = Clock::now();
     if (!failed.ok()) return failed;
@@ -250,6 +296,35 @@ int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat forma
       rows.push_back(row);
     }
   llvm::outs() << tools::RenderBatchedBench(format, rows);
+
+  // TTFT of one more request: alone (b = 0) and beside each B decoding (on stderr: stdout stays
+  // llama-batched-bench's output).
+  {
+    llvm::errs() << "memra bench: time to first token of one more request (median of 5)\n"
+                 << "|    PP |    B | TTFT alone ms | TTFT beside B ms | ratio |\n"
+                 << "|-------|------|---------------|------------------|-------|\n";
+    for (int64_t p : prompts) {
+      auto median_ttft = [&](int64_t b, double& out) -> absl::Status {
+        std::vector<double> v;
+        for (int rep = 0; rep < 5; ++rep) {
+          double a = 0, c = 0, t = 0;
+          MEMRA_RETURN_IF_ERROR(run_once(p, b, std::min<int64_t>(tg, 8) + 2, a, c, &t));
+          v.push_back(t);
+        }
+        std::sort(v.begin(), v.end());
+        out = v[v.size() / 2];
+        return absl::OkStatus();
+      };
+      double alone = 0;
+      if (absl::Status st = median_ttft(0, alone); !st.ok()) return Fail(st);
+      for (int64_t b : batches) {
+        double beside = 0;
+        if (absl::Status st = median_ttft(b, beside); !st.ok()) return Fail(st);
+        llvm::errs() << absl::StrFormat("| %5d | %4d | %13.2f | %16.2f | %5.2f |\n", p, b, alone * 1e3, beside * 1e3,
+                                        beside / alone);
+      }
+    }
+  }
   if (BenchProfile)
     llvm::errs() << "memra bench: profile of every --batch step (warm-up included)\n"
                  << slots.executor().ProfileReport();

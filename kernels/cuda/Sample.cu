@@ -9,6 +9,7 @@
 // block scan, and the thread whose chunk holds the target walks it.
 //
 // Defines: SMP_V (vocabulary, the row length), SMP_P (penalty entries per row).
+#include "Common.cuh"
 #include "SampleParams.h"
 #include "SampleMath.cuh"
 
@@ -182,6 +183,7 @@ __device__ void smp_select(SmpShared& sh, const float* x, float m, unsigned bkey
 
 extern "C" __global__ void __launch_bounds__(SMP_BLOCK) sample_rows(const SampleParams p) {
   __shared__ SmpShared sh;
+  memra_grid_dependency();
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   for (long long row = blockIdx.x; row < p.n_rows; row += gridDim.x) {
     const float* x = p.logits + row * SMP_V;

@@ -12,7 +12,18 @@ bench=("$memra" bench "$model" --backend cpu --batch 1,4 -p 16 -n 4 -r 1)
 for fmt in md json jsonl csv; do
   "${bench[@]}" -o $fmt >"$tmp/out.$fmt" 2>"$tmp/err.$fmt" || { cat "$tmp/err.$fmt"; fail "-o $fmt: exit code $?"; }
 done
-grep -q "memra bench: --batch on .*: 4 slots of context" "$tmp/err.md" || { cat "$tmp/err.md"; fail "no slots line"; }
+grep -q "memra bench: --batch on .*: 5 slots of context .* (one for the TTFT probe)" "$tmp/err.md" || { cat "$tmp/err.md"; fail "no slots line"; }
+# The TTFT table on stderr: one row per B, positive times, the ratio theirs.
+python3 - "$tmp/err.md" <<'PY' || fail "no TTFT table"
+import sys
+rows = [l for l in open(sys.argv[1]) if l.startswith("|") and not l.startswith("|--")]
+assert rows[0].split("|")[1:-1] == ["    PP ", "    B ", " TTFT alone ms ", " TTFT beside B ms ", " ratio "], rows[0]
+assert len(rows) == 3, rows
+for r, b in zip(rows[1:], (1, 4)):
+    pp, bb, alone, beside, ratio = [float(x) for x in r.split("|")[1:-1]]
+    assert (pp, bb) == (16, b) and alone > 0 and beside > 0, r
+    assert abs(ratio - beside / alone) <= 0.01 + 0.01 * ratio, r
+PY
 python3 - "$tmp" <<'PY' || fail "the --batch outputs are not llama-batched-bench's"
 import csv, json, sys
 tmp = sys.argv[1]
@@ -74,6 +85,11 @@ refused "--batch and -d/--n-depth" -- bench "$model" --backend cpu --batch 2 -p 
   { cat "$tmp/prof.err"; fail "--batch --profile exited $?"; }
 grep -q "^|" "$tmp/prof.md" || fail "--batch --profile printed no table"
 grep -q "^ *paged_attention " "$tmp/prof.err" || { cat "$tmp/prof.err"; fail "--batch --profile: no paged_attention row"; }
+# --temp: every request samples (on the batched engine's sampler); a negative one is refused.
+"$memra" bench "$model" --backend cpu --batch 2 -p 16 -n 4 -r 1 --temp 0.8 >"$tmp/temp.md" 2>"$tmp/temp.err" ||
+  { cat "$tmp/temp.err"; fail "--batch --temp 0.8 exited $?"; }
+[ "$(grep -c '^| *16 ' "$tmp/temp.md")" = 1 ] || { cat "$tmp/temp.md"; fail "--temp 0.8: no row"; }
+refused "--temp must be a finite number >= 0" -- bench "$model" --backend cpu --batch 2 -p 16 -n 4 --temp -1
 refused "-p 0 with --batch" -- bench "$model" --backend cpu --batch 2 -p 0,16 -n 4
 for bad in 0 257 1,x; do
   "$memra" bench "$model" --backend cpu --batch $bad -p 16 -n 4 >"$tmp/out.txt" 2>"$tmp/err.txt"
