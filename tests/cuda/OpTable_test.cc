@@ -445,6 +445,33 @@ TEST_F(OpTableTest, MatMul) {
     });
 }
 
+// 16-bit weights at every token count up to prefill: T <= 8 runs Gemv.cu (f32 x, f32 sums: the
+// CPU's numbers to rounding, so the bound also proves that path was taken; *_t for 2..8 tokens),
+// more tokens cuBLASLt (x cast to bf16). Row counts that are not multiples of a warp's rows.
+TEST_F(OpTableTest, SixteenBitProducts) {
+  for (GgmlType t : {GgmlType::kF16, GgmlType::kBF16})
+    for (int64_t T : kBlockTs) {
+      const double bound = T <= 8 ? 1e-9 : (t == GgmlType::kF16 ? 1e-5 : 5e-5);
+      const std::string label(formats::GgmlTypeName(t));
+      Check("matmul", label, T, bound, [&](Harness& h) {
+        return std::vector<Value*>{h.b->MatMul(h.Arg("x", {-1, 1024}), h.Weight("w", t, {1024, 766}, -0.05f, 0.05f))};
+      });
+      Check("matmul_group", label, T, bound, [&](Harness& h) {
+        Value* x = h.Arg("x", {-1, 1024});
+        auto r = h.b->Build(ir::OpKind::kMatMulGroup,
+                            {x, h.Weight("wa", t, {1024, 640}, -0.05f, 0.05f), h.Weight("wb", t, {1024, 250}, -0.05f, 0.05f),
+                             h.Weight("wc", t, {1024, 30}, -0.05f, 0.05f), h.Weight("wd", t, {1024, 32}, -0.05f, 0.05f)});
+        return std::vector<Value*>(r.begin(), r.end());
+      });
+      Check("matmul_swiglu", label, T, bound, [&](Harness& h) {
+        Value* x = h.Arg("x", {-1, 1024});
+        return std::vector<Value*>{h.b->Build1(
+            ir::OpKind::kMatMulSwiglu,
+            {x, h.Weight("wg", t, {1024, 767}, -0.05f, 0.05f), h.Weight("wu", t, {1024, 767}, -0.05f, 0.05f)})};
+      });
+    }
+}
+
 // The three product ops on every format the GPU reads as blocks (quantized by the reference
 // quantizers: every one of these formats has one), at every token count from decode to prefill:
 // dequantized into the workspace + bf16 cuBLASLt (until the per-format GEMVs take T <= 8); and
@@ -492,7 +519,8 @@ TEST_F(OpTableTest, BlockFormats) {
                       WeightMode w) { Check(op, dtype, T, bound, build, 1, 0, w); };
   for (DType d : kernels::cuda::GpuBlockFormats())
     BlockProducts(d, WeightMode::kBlocks, kBlockTs, std::size(kBlockTs), check);
-  for (DType d : {DType::kQ8_0, DType::kQ4_K}) BlockProducts(d, WeightMode::kBf16, kTs, std::size(kTs), check);
+  for (DType d : {DType::kQ8_0, DType::kQ4_K})
+    BlockProducts(d, WeightMode::kBf16, kBlockTs, std::size(kBlockTs), check);
   // A group mixing blocks of two formats and a bf16 weight: one dequantization per weight in blocks.
   for (int64_t T : kBlockTs)
     Check("matmul_group", "q8_0+q4_K+bf16", T, kBf16Bound, [&](Harness& h) {
