@@ -219,8 +219,9 @@ int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat forma
     runtime::SchedulerOptions opts;
     // Every prompt in the first step where the engine's largest step allows (the GPU's step
     // buckets cap it: the prompts then take several steps, as llama-batched-bench's n_batch).
-    opts.step_tokens = std::max<int64_t>(std::min<int64_t>(b * p, slots.max_step_rows()),
-                                         runtime::MinStepTokens(slots.slots(), opts.prefill_align));
+    // The TTFT probe's prompt fits one step beside the B decode rows.
+    opts.step_tokens = std::max<int64_t>({std::min<int64_t>(std::max(b * p, b + p), slots.max_step_rows()),
+                                          runtime::MinStepTokens(slots.slots(), opts.prefill_align)});
     auto sched = runtime::Scheduler::Create(slots, opts);
     if (!sched.ok()) return sched.status();
     int64_t first = 0, done = 0;

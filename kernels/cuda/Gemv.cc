@@ -16,10 +16,10 @@ namespace {
 
 constexpr int64_t kWarps = 8;   // rows per block (one token)
 constexpr int64_t kMaxTokens = 8;  // the *_t entries' token counts: 2 .. kMaxTokens
-constexpr int64_t kWarpsT = 4;     // warps per block of the *_t entries
+constexpr int64_t kWarpsT = 8;     // warps per block of the *_t entries (they split K)
 
-// Rows per warp of the *_t entries: the swiglu keeps two accumulator sets.
-int64_t RowsPerWarp(ir::OpKind k) { return k == ir::OpKind::kMatMulSwiglu ? 2 : 4; }
+// Rows per block of the *_t entries: the swiglu keeps two accumulator sets.
+int64_t RowsPerBlock(ir::OpKind k) { return k == ir::OpKind::kMatMulSwiglu ? 2 : 4; }
 
 // The weights' GEMV storages when the op is a product every weight can run on (one token, or 2..8
 // tokens through 16-bit weights); else nullopt (more tokens, K not a multiple of 32, or a weight
@@ -46,10 +46,10 @@ bool OneStorage(const std::vector<int>& s) {
   return std::all_of(s.begin(), s.end(), [&](int v) { return v == s[0]; });
 }
 
-// `entry` over `rows` output rows for `tokens` tokens (> 1: the entry's *_t form, `per_warp` rows a
-// warp; a group passes its rows with each weight rounded up to per_warp).
+// `entry` over `rows` output rows for `tokens` tokens (> 1: the entry's *_t form, `per_block` rows a
+// block; a group passes its rows with each weight rounded up to per_block).
 Launch GemvLaunch(const std::string& entry, int64_t K, int storage, int64_t rows, int64_t tokens = 1,
-                  int64_t per_warp = 1) {
+                  int64_t per_block = 1) {
   Launch l;
   l.kernel.module.file = "Gemv.cu";
   if (tokens == 1) {
@@ -60,10 +60,10 @@ Launch GemvLaunch(const std::string& entry, int64_t K, int storage, int64_t rows
     return l;
   }
   l.kernel.module.defines = MakeDefines({Def("GEMV_K", K), Def("GEMV_W", storage), Def("GEMV_WARPS", kWarpsT),
-                                         Def("GEMV_T", tokens), Def("GEMV_R", per_warp)});
+                                         Def("GEMV_T", tokens), Def("GEMV_R", per_block)});
   l.kernel.entry = entry + "_t";
   l.block = static_cast<uint32_t>(kWarpsT * 32);
-  l.grid = static_cast<uint32_t>((rows + kWarpsT * per_warp - 1) / (kWarpsT * per_warp));
+  l.grid = static_cast<uint32_t>((rows + per_block - 1) / per_block);
   return l;
 }
 
@@ -98,7 +98,7 @@ class GemvSwigluImpl : public GpuOpImpl {
     if (!storage || storage->size() != 2 || !OneStorage(*storage)) return std::optional<OpSelection>();
     return std::optional<OpSelection>(GemvSelection(GemvLaunch("gemv_swiglu", c.shapes.in[0].back(), (*storage)[0],
                                                                c.shapes.out[0].back(), Tokens(c),
-                                                               RowsPerWarp(ir::OpKind::kMatMulSwiglu))));
+                                                               RowsPerBlock(ir::OpKind::kMatMulSwiglu))));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
     MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
@@ -123,11 +123,11 @@ class GemvGroupImpl : public GpuOpImpl {
     const auto storage = GemvStorages(c);
     if (!storage || storage->size() > MEMRA_GEMV_GROUP_MAX || !OneStorage(*storage))
       return std::optional<OpSelection>();
-    const int64_t tokens = Tokens(c), per_warp = tokens > 1 ? RowsPerWarp(ir::OpKind::kMatMulGroup) : 1;
+    const int64_t tokens = Tokens(c), per_block = tokens > 1 ? RowsPerBlock(ir::OpKind::kMatMulGroup) : 1;
     int64_t rows = 0;
-    for (const auto& o : c.shapes.out) rows += (o.back() + per_warp - 1) / per_warp * per_warp;
+    for (const auto& o : c.shapes.out) rows += (o.back() + per_block - 1) / per_block * per_block;
     return std::optional<OpSelection>(
-        GemvSelection(GemvLaunch("gemv_group", c.shapes.in[0].back(), (*storage)[0], rows, tokens, per_warp)));
+        GemvSelection(GemvLaunch("gemv_group", c.shapes.in[0].back(), (*storage)[0], rows, tokens, per_block)));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
     MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
@@ -156,7 +156,7 @@ class GemvImpl : public GpuOpImpl {
     s.gemv = true;
     for (size_t i = 0; i < storage->size(); ++i)
       s.launches.push_back(GemvLaunch("gemv", c.shapes.in[0].back(), (*storage)[i], c.shapes.out[i].back(), Tokens(c),
-                                      RowsPerWarp(ir::OpKind::kMatMul)));
+                                      RowsPerBlock(ir::OpKind::kMatMul)));
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {

@@ -40,12 +40,45 @@ struct SmpShared {
   int b_id;
 };
 
-__device__ __forceinline__ float smp_load(const SmpShared& sh, const float* x, int i) {
+// Raw logit v of id i, penalized.
+__device__ __forceinline__ float smp_pen(const SmpShared& sh, int i, float v) {
   if (sh.bits[i >> 5] & (1u << (i & 31))) {
     for (int j = 0; j < SMP_P; ++j)
       if (sh.pid[j] == i) return sh.pval[j];
   }
-  return x[i];
+  return v;
+}
+__device__ __forceinline__ float smp_load(const SmpShared& sh, const float* x, int i) { return smp_pen(sh, i, x[i]); }
+
+// f(i, raw, ok) for every id of the row: four ids per 16-byte load, four loads in flight per
+// thread (one row from one block is latency-bound otherwise: a scalar loop took ~150 us). Every lane
+// of a warp makes the same calls, ok false past the row, so f may use warp-wide intrinsics.
+#define SMP_V4 (SMP_V % 4 == 0 ? SMP_V / 4 : 0)
+template <class F>
+__device__ __forceinline__ void smp_for_each(const float* x, F f) {
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  for (int base = 0; base < SMP_V4; base += SMP_BLOCK * 4) {
+    float4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int j = base + u * SMP_BLOCK + threadIdx.x;
+      v[u] = j < SMP_V4 ? __ldg(x4 + j) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int j = base + u * SMP_BLOCK + threadIdx.x;
+      const bool ok = j < SMP_V4;
+      f(4 * j, v[u].x, ok);
+      f(4 * j + 1, v[u].y, ok);
+      f(4 * j + 2, v[u].z, ok);
+      f(4 * j + 3, v[u].w, ok);
+    }
+  }
+  for (int base = SMP_V4 * 4; base < SMP_V; base += SMP_BLOCK) {
+    const int i = base + threadIdx.x;
+    const bool ok = i < SMP_V;
+    f(i, ok ? x[i] : 0.0f, ok);
+  }
 }
 
 __device__ __forceinline__ u64 smp_block_sum(SmpShared& sh, u64 v) {
@@ -96,6 +129,7 @@ __device__ int smp_scan_pick(SmpShared& sh, const float* x, float m, float temp,
   const int lo = threadIdx.x * SMP_CHUNK;
   const int hi = min(SMP_V, lo + SMP_CHUNK);
   u64 own = 0;
+#pragma unroll 8
   for (int i = lo; i < hi; ++i) {
     const float v = smp_load(sh, x, i);
     const unsigned key = smp_key(v);
@@ -136,12 +170,11 @@ __device__ void smp_select(SmpShared& sh, const float* x, float m, unsigned bkey
       sh.wsum[j] = 0;
     }
     __syncthreads();
-    for (int base = 0; base < SMP_V; base += SMP_BLOCK) {
-      const int i = base + threadIdx.x;
+    smp_for_each(x, [&](int i, float raw, bool ok) {
       int bin = -1;
       u64 w = 0;
-      if (i < SMP_V) {
-        const float v = smp_load(sh, x, i);
+      if (ok) {
+        const float v = smp_pen(sh, i, raw);
         const unsigned key = smp_key(v);
         if ((key & mask) == prefix && smp_in(key, i, v, bkey, bid, -3.40282347e+38f)) {
           w = smp_mass<kMode>(v, m, 1.0f);
@@ -149,6 +182,7 @@ __device__ void smp_select(SmpShared& sh, const float* x, float m, unsigned bkey
         }
       }
       // Lanes of one bin add once (flat rows put most of a warp in one bin).
+      if (!__any_sync(0xffffffffu, bin >= 0)) return;
       const unsigned peers = __match_any_sync(0xffffffffu, bin);
       if (kMode == 0) {
         if (bin >= 0 && lane == __ffs(peers) - 1) atomicAdd(&sh.cnt[bin], static_cast<unsigned>(__popc(peers)));
@@ -159,7 +193,7 @@ __device__ void smp_select(SmpShared& sh, const float* x, float m, unsigned bkey
       } else if (bin >= 0) {
         atomicAdd(&sh.wsum[bin], w);
       }
-    }
+    });
     __syncthreads();
     if (threadIdx.x == 0) {
       u64 above = 0;
@@ -220,19 +254,21 @@ extern "C" __global__ void __launch_bounds__(SMP_BLOCK) sample_rows(const Sample
     int gi = 0x7fffffff;
     unsigned mk = 0;
     int mi = 0x7fffffff;
-    for (int i = threadIdx.x; i < SMP_V; i += SMP_BLOCK) {
-      bad |= (__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u;
-      const float v = smp_load(sh, x, i);
-      if (gi == 0x7fffffff || v > gv) {
+    smp_for_each(x, [&](int i, float raw, bool ok) {
+      if (!ok) return;
+      bad |= (__float_as_uint(raw) & 0x7f800000u) == 0x7f800000u;
+      const float v = smp_pen(sh, i, raw);
+      // Ids arrive in no fixed order within a thread: ties go to the lower id explicitly.
+      if (gi == 0x7fffffff || v > gv || (v == gv && i < gi)) {
         gv = v;
         gi = i;
       }
       const unsigned k = smp_key(v);
-      if (k > mk) {
+      if (k > mk || (k == mk && i < mi)) {
         mk = k;
         mi = i;
       }
-    }
+    });
     for (int o = 16; o > 0; o >>= 1) {
       const float ov = __shfl_xor_sync(0xffffffffu, gv, o);
       const int oi = __shfl_xor_sync(0xffffffffu, gi, o);
@@ -287,10 +323,11 @@ extern "C" __global__ void __launch_bounds__(SMP_BLOCK) sample_rows(const Sample
     const float top_p = prm[SMP_TOP_P];
     if (top_p < 1.0f) {
       u64 z = 0;
-      for (int i = threadIdx.x; i < SMP_V; i += SMP_BLOCK) {
-        const float v = smp_load(sh, x, i);
+      smp_for_each(x, [&](int i, float raw, bool ok) {
+        if (!ok) return;
+        const float v = smp_pen(sh, i, raw);
         if (smp_in(smp_key(v), i, v, bkey, bid, -3.40282347e+38f)) z += smp_mass<1>(v, m, 1.0f);
-      }
+      });
       z = smp_block_sum(sh, z);
       const u64 target =
           top_p > 0.0f ? static_cast<u64>(smp_dmul(static_cast<double>(top_p), static_cast<double>(z))) : 0ull;
@@ -304,10 +341,11 @@ extern "C" __global__ void __launch_bounds__(SMP_BLOCK) sample_rows(const Sample
     // The draw over what is left (and min-p), in id order.
     const float min_logit = smp_add(m, prm[SMP_MIN_P_LOGIT]);
     u64 z = 0;
-    for (int i = threadIdx.x; i < SMP_V; i += SMP_BLOCK) {
-      const float v = smp_load(sh, x, i);
+    smp_for_each(x, [&](int i, float raw, bool ok) {
+      if (!ok) return;
+      const float v = smp_pen(sh, i, raw);
       if (smp_in(smp_key(v), i, v, bkey, bid, min_logit)) z += smp_mass<2>(v, m, temp);
-    }
+    });
     z = smp_block_sum(sh, z);
     if (z == 0) {
       if (threadIdx.x == 0) p.ids[row] = mi;

@@ -100,8 +100,10 @@ class TeacherForced : public BatchBackend {
   BatchBackend& f_;
 };
 
+// sampled: every request samples with llama.cpp's default chain and a repeat penalty, its seed
+// taken from its prompt (so a prompt draws the same alone and among others).
 std::vector<std::vector<int32_t>> Greedy(BatchBackend& backend, const std::vector<std::vector<int32_t>>& prompts,
-                                         int64_t n, bool staggered) {
+                                         int64_t n, bool staggered, bool sampled = false) {
   SchedulerOptions so;
   so.step_tokens = 72;
   auto sched = Scheduler::Create(backend, so);
@@ -113,6 +115,14 @@ std::vector<std::vector<int32_t>> Greedy(BatchBackend& backend, const std::vecto
     Request r;
     r.prompt = p;
     r.max_tokens = n;
+    if (sampled) {
+      r.sampling.temperature = 0.9f;
+      r.sampling.top_k = 40;
+      r.sampling.top_p = 0.9f;
+      r.sampling.min_p = 0.02f;
+      r.sampling.repeat_penalty = 1.1f;
+      r.seed = 7 + 131 * p.size() + static_cast<uint64_t>(p[0]);
+    }
     auto id = (*sched)->Submit(std::move(r), [&](const TokenEvent& e) {
       if (e.token >= 0) got[e.id].push_back(e.token);
     });
@@ -202,6 +212,33 @@ TEST_F(BatchedEngineTest, GreedyIsBatchInvariant) {
     EXPECT_EQ(staggered[i], alone[i]) << "prompt " << i << ": staggered vs alone";
   }
   std::printf("  greedy tokens equal to alone: %d/8 among 8, %d/8 staggered\n", same_together, same_staggered);
+}
+
+// The same for sampled requests: the device sampler's picks depend only on the row, its
+// parameters and the request's draw, so a sampled request alone and among 8 gives the same tokens.
+TEST_F(BatchedEngineTest, SampledIsBatchInvariant) {
+  const std::string m = CudaTestDataPath("models/qwen35-tiny-f32.gguf");
+  if (!FileExists(m)) GTEST_SKIP() << "fixture not found: " << m;
+  auto gpu = BatchedSlots::Open(m, Opts(Backend::kCuda, 8));
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const auto prompts = Prompts();
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& p : prompts) alone.push_back(Greedy(**gpu, {p}, 24, false, true)[0]);
+  const auto together = Greedy(**gpu, prompts, 24, false, true);
+  const auto staggered = Greedy(**gpu, prompts, 24, true, true);
+  int same_together = 0, same_staggered = 0, differs_from_greedy = 0;
+  const auto greedy = Greedy(**gpu, prompts, 24, false);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(alone[i].size(), 24u);
+    same_together += together[i] == alone[i];
+    same_staggered += staggered[i] == alone[i];
+    differs_from_greedy += together[i] != greedy[i];
+    EXPECT_EQ(together[i], alone[i]) << "prompt " << i << ": among 8 vs alone";
+    EXPECT_EQ(staggered[i], alone[i]) << "prompt " << i << ": staggered vs alone";
+  }
+  std::printf("  sampled tokens equal to alone: %d/8 among 8, %d/8 staggered; %d/8 differ from greedy\n",
+              same_together, same_staggered, differs_from_greedy);
+  EXPECT_GT(differs_from_greedy, 0) << "the sampled requests should not all decode greedily";
 }
 
 }  // namespace

@@ -431,8 +431,11 @@ TEST_F(OpTableTest, Sample) {
             if (mode == 7 && t % 2 == 1) xr[(t * 37) % V] = NAN;
           }
         };
-        return std::vector<Value*>{
-            h.b->Sample(h.Arg("x", {-1, V}), h.Arg("p", {-1, 8}), h.Arg("q", {-1, 2 * kP}, DType::kI32))};
+        // One statement per argument: fix_args reads them by position (x, p, q).
+        Value* x = h.Arg("x", {-1, V});
+        Value* p = h.Arg("p", {-1, 8});
+        Value* q = h.Arg("q", {-1, 2 * kP}, DType::kI32);
+        return std::vector<Value*>{h.b->Sample(x, p, q)};
       }, /*calls=*/2, /*id_range=*/1);
 }
 
