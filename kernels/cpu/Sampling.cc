@@ -183,12 +183,21 @@ int32_t SampleRow(const float* logits, int64_t n_vocab, const float* params, con
     const unsigned long long wu = smp_weight(x), wt = smp_weight(smp_div(x, temp));
     if (wu != 0 || wt != 0) c.push_back({smp_key(l[i]), static_cast<int32_t>(i), wu, wt, l[i]});
   }
-  std::sort(c.begin(), c.end(),
-            [](const Candidate& a, const Candidate& b) { return a.key > b.key || (a.key == b.key && a.id < b.id); });
+  // Order only what the stages need (candidates are in id order as built): the top k alone, all of
+  // them for top-p, nothing without either (the draw walks ids).
+  auto before = [](const Candidate& a, const Candidate& b) { return a.key > b.key || (a.key == b.key && a.id < b.id); };
   size_t n = c.size();
   const float top_k = params[SMP_TOP_K];
-  if (top_k >= 1.0f && top_k < static_cast<float>(n_vocab)) n = std::min(n, static_cast<size_t>(top_k));
   const float top_p = params[SMP_TOP_P];
+  bool sorted = false;
+  if (top_k >= 1.0f && top_k < static_cast<float>(n_vocab) && static_cast<size_t>(top_k) < n) {
+    n = static_cast<size_t>(top_k);
+    std::partial_sort(c.begin(), c.begin() + n, c.end(), before);
+    sorted = true;
+  } else if (top_p < 1.0f) {
+    std::sort(c.begin(), c.end(), before);
+    sorted = true;
+  }
   if (top_p < 1.0f) {
     unsigned long long z = 0;
     for (size_t j = 0; j < n; ++j) z += c[j].wu;
@@ -217,7 +226,7 @@ int32_t SampleRow(const float* logits, int64_t n_vocab, const float* params, con
   unsigned long long target =
       u > 0.0f ? static_cast<unsigned long long>(smp_dmul(static_cast<double>(u), static_cast<double>(z))) : 0ull;
   target = std::min(target, z - 1);
-  std::sort(kept.begin(), kept.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+  if (sorted) std::sort(kept.begin(), kept.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
   unsigned long long cum = 0;
   for (const Candidate& k : kept) {
     cum += k.wt;

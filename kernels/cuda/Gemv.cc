@@ -2,9 +2,7 @@
 // row (decode reads every weight once; cuBLASLt's M = 1 path reached ~55 % of the bandwidth in
 // the model). gemv_swiglu fuses matmul_swiglu's gate/up; gemv_group runs a matmul_group of <= 4
 // weights of one storage in one launch; gemv is one launch per weight otherwise. f32 weights too
-// (the MoE router: f32 in every GGUF, [E, n_embd] per layer per token). 2..8 tokens (the batched
-// step's small buckets) through 16-bit weights: the *_t entries, GEMV_R rows per warp and every
-// token, so each weight is read once for the whole bucket.
+// (the MoE router: f32 in every GGUF, [E, n_embd] per layer per token).
 #include <algorithm>
 
 #include "ir/StatusMacros.h"
@@ -14,56 +12,36 @@
 namespace memra::kernels::cuda {
 namespace {
 
-constexpr int64_t kWarps = 8;   // rows per block (one token)
-constexpr int64_t kMaxTokens = 8;  // the *_t entries' token counts: 2 .. kMaxTokens
-constexpr int64_t kWarpsT = 8;     // warps per block of the *_t entries (they split K)
+constexpr int64_t kWarps = 8;  // rows per block
 
-// Rows per block of the *_t entries: the swiglu keeps two accumulator sets.
-int64_t RowsPerBlock(ir::OpKind k) { return k == ir::OpKind::kMatMulSwiglu ? 2 : 4; }
-
-// The weights' GEMV storages when the op is a product every weight can run on (one token, or 2..8
-// tokens through 16-bit weights); else nullopt (more tokens, K not a multiple of 32, or a weight
-// whose layout has no Gemv.cu storage: block formats held as blocks, whose GEMVs are their own
-// units).
+// The weights' GEMV storages when the op is a one-token product every weight can run on; else
+// nullopt (not M = 1, K not a multiple of 32, or a weight whose layout has no Gemv.cu storage:
+// block formats held as blocks, whose GEMVs are their own units).
 std::optional<std::vector<int>> GemvStorages(const SelectContext& c) {
   const auto& x = c.shapes.in;
-  if (x.empty() || x[0].empty() || x[0].back() % 32 != 0) return std::nullopt;
-  const int64_t tokens = Numel(x[0]) / x[0].back();
-  if (tokens < 1 || tokens > kMaxTokens) return std::nullopt;
+  if (x.empty() || x[0].empty() || Numel(x[0]) != x[0].back()) return std::nullopt;  // M != 1
+  if (x[0].back() % 32 != 0) return std::nullopt;
   std::vector<int> storage;
   for (unsigned i = 1; i < c.op.num_operands(); ++i) {
     const WeightLayout* l = c.shapes.layout(i);
     const int code = l != nullptr ? l->gemv_storage : 0;
-    if (code == 0 || (tokens > 1 && code != 1 && code != 2)) return std::nullopt;
+    if (code == 0) return std::nullopt;
     storage.push_back(code);
   }
   return storage;
 }
 
-int64_t Tokens(const SelectContext& c) { return Numel(c.shapes.in[0]) / c.shapes.in[0].back(); }
-
 bool OneStorage(const std::vector<int>& s) {
   return std::all_of(s.begin(), s.end(), [&](int v) { return v == s[0]; });
 }
 
-// `entry` over `rows` output rows for `tokens` tokens (> 1: the entry's *_t form, `per_block` rows a
-// block; a group passes its rows with each weight rounded up to per_block).
-Launch GemvLaunch(const std::string& entry, int64_t K, int storage, int64_t rows, int64_t tokens = 1,
-                  int64_t per_block = 1) {
+Launch GemvLaunch(const char* entry, int64_t K, int storage, int64_t rows) {
   Launch l;
   l.kernel.module.file = "Gemv.cu";
-  if (tokens == 1) {
-    l.kernel.module.defines = MakeDefines({Def("GEMV_K", K), Def("GEMV_W", storage), Def("GEMV_WARPS", kWarps)});
-    l.kernel.entry = entry;
-    l.block = static_cast<uint32_t>(kWarps * 32);
-    l.grid = static_cast<uint32_t>((rows + kWarps - 1) / kWarps);
-    return l;
-  }
-  l.kernel.module.defines = MakeDefines({Def("GEMV_K", K), Def("GEMV_W", storage), Def("GEMV_WARPS", kWarpsT),
-                                         Def("GEMV_T", tokens), Def("GEMV_R", per_block)});
-  l.kernel.entry = entry + "_t";
-  l.block = static_cast<uint32_t>(kWarpsT * 32);
-  l.grid = static_cast<uint32_t>((rows + per_block - 1) / per_block);
+  l.kernel.module.defines = MakeDefines({Def("GEMV_K", K), Def("GEMV_W", storage), Def("GEMV_WARPS", kWarps)});
+  l.kernel.entry = entry;
+  l.block = static_cast<uint32_t>(kWarps * 32);
+  l.grid = static_cast<uint32_t>((rows + kWarps - 1) / kWarps);
   return l;
 }
 
@@ -96,9 +74,8 @@ class GemvSwigluImpl : public GpuOpImpl {
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     const auto storage = GemvStorages(c);
     if (!storage || storage->size() != 2 || !OneStorage(*storage)) return std::optional<OpSelection>();
-    return std::optional<OpSelection>(GemvSelection(GemvLaunch("gemv_swiglu", c.shapes.in[0].back(), (*storage)[0],
-                                                               c.shapes.out[0].back(), Tokens(c),
-                                                               RowsPerBlock(ir::OpKind::kMatMulSwiglu))));
+    return std::optional<OpSelection>(
+        GemvSelection(GemvLaunch("gemv_swiglu", c.shapes.in[0].back(), (*storage)[0], c.shapes.out[0].back())));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
     MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
@@ -123,11 +100,10 @@ class GemvGroupImpl : public GpuOpImpl {
     const auto storage = GemvStorages(c);
     if (!storage || storage->size() > MEMRA_GEMV_GROUP_MAX || !OneStorage(*storage))
       return std::optional<OpSelection>();
-    const int64_t tokens = Tokens(c), per_block = tokens > 1 ? RowsPerBlock(ir::OpKind::kMatMulGroup) : 1;
     int64_t rows = 0;
-    for (const auto& o : c.shapes.out) rows += (o.back() + per_block - 1) / per_block * per_block;
+    for (const auto& o : c.shapes.out) rows += o.back();
     return std::optional<OpSelection>(
-        GemvSelection(GemvLaunch("gemv_group", c.shapes.in[0].back(), (*storage)[0], rows, tokens, per_block)));
+        GemvSelection(GemvLaunch("gemv_group", c.shapes.in[0].back(), (*storage)[0], rows)));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
     MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
@@ -155,8 +131,7 @@ class GemvImpl : public GpuOpImpl {
     OpSelection s;
     s.gemv = true;
     for (size_t i = 0; i < storage->size(); ++i)
-      s.launches.push_back(GemvLaunch("gemv", c.shapes.in[0].back(), (*storage)[i], c.shapes.out[i].back(), Tokens(c),
-                                      RowsPerBlock(ir::OpKind::kMatMul)));
+      s.launches.push_back(GemvLaunch("gemv", c.shapes.in[0].back(), (*storage)[i], c.shapes.out[i].back()));
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {

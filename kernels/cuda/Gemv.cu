@@ -11,13 +11,6 @@
 // [N, K] and one f32 scale per 32 values [N, K / 32], so loads stay 16-byte aligned; the ggml
 // block is 34 bytes), 4 f32 (the MoE router, f32 in every GGUF: cuBLASLt's M = 1 f32 GEMM took a
 // launch of several µs per layer). GEMV_K is a multiple of 16 (q8: of 32). GEMV_WARPS rows per block.
-//
-// GEMV_T > 1 (2..8 tokens, the batched step's small buckets; 16-bit weights): each block takes
-// GEMV_R rows and every token, its GEMV_WARPS warps splitting K, so a weight is read once for all
-// tokens and an x chunk once for GEMV_R rows (x is f32 and T-fold: with one row per warp its L1
-// traffic would outrun the weights' HBM stream), and a matrix still spreads over N / GEMV_R blocks
-// (a warp per GEMV_R rows left ~8 warps per SM on the 9B: 0.67x cuBLASLt at T = 8). The warps'
-// partial sums meet in shared memory in a fixed order. x [T, K], y [T, N].
 #include "Common.cuh"
 #include "GemvParams.h"
 
@@ -32,12 +25,6 @@
 #endif
 #ifndef GEMV_STAGE_X
 #define GEMV_STAGE_X 0
-#endif
-#ifndef GEMV_T
-#define GEMV_T 1
-#endif
-#ifndef GEMV_R
-#define GEMV_R 4
 #endif
 
 #if GEMV_W == 3
@@ -184,116 +171,6 @@ __device__ __forceinline__ void gemv_group_body(const void* __restrict__ w0, con
   const float v = row_dot(w, s, row, xv);
   if ((threadIdx.x & 31) == 0) y[row] = v;
 }
-
-#if GEMV_T > 1 && (GEMV_W == 1 || GEMV_W == 2)
-#define GEMV_KW (32 * GEMV_WARPS * GEMV_PER_LANE)  // K covered by one step of the whole block
-#define GEMV_STEPS_T ((GEMV_K + GEMV_KW - 1) / GEMV_KW)
-
-// acc[r][t] = W[row0 + r, :] . x[t, :] summed over the block (valid in thread 0; rows at or past
-// n_rows read nothing and give 0). red: the block's shared GEMV_WARPS x GEMV_R x GEMV_T floats.
-__device__ __forceinline__ void rows_dot_t(const u16* __restrict__ w, i64 row0, int n_rows, const float* __restrict__ x,
-                                           float acc[GEMV_R][GEMV_T], float* red) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int r = 0; r < GEMV_R; ++r)
-#pragma unroll
-    for (int t = 0; t < GEMV_T; ++t) acc[r][t] = 0.0f;
-  for (int s = 0; s < GEMV_STEPS_T; ++s) {
-    const int k = ((s * GEMV_WARPS + warp) * 32 + lane) * GEMV_PER_LANE;
-    if (k >= GEMV_K) break;
-    float wf[GEMV_R][8];
-#pragma unroll
-    for (int r = 0; r < GEMV_R; ++r) {
-      uint4 q = make_uint4(0, 0, 0, 0);
-      if (row0 + r < n_rows) q = *reinterpret_cast<const uint4*>(w + (row0 + r) * GEMV_K + k);
-      const u16* h = reinterpret_cast<const u16*>(&q);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) wf[r][j] = load_as_f32<GEMV_W>(h, j);
-    }
-#pragma unroll
-    for (int t = 0; t < GEMV_T; ++t) {
-      const float4 x0 = __ldg(reinterpret_cast<const float4*>(x + t * GEMV_K + k));
-      const float4 x1 = __ldg(reinterpret_cast<const float4*>(x + t * GEMV_K + k + 4));
-      const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-      for (int r = 0; r < GEMV_R; ++r)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[r][t] += wf[r][j] * xv[j];
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < GEMV_R; ++r)
-#pragma unroll
-    for (int t = 0; t < GEMV_T; ++t) {
-      const float v = warp_sum(acc[r][t]);
-      if (lane == 0) red[(warp * GEMV_R + r) * GEMV_T + t] = v;
-    }
-  __syncthreads();
-  if (threadIdx.x == 0)
-#pragma unroll
-    for (int r = 0; r < GEMV_R; ++r)
-#pragma unroll
-      for (int t = 0; t < GEMV_T; ++t) {
-        float v = 0.0f;
-        for (int j = 0; j < GEMV_WARPS; ++j) v += red[(j * GEMV_R + r) * GEMV_T + t];
-        acc[r][t] = v;
-      }
-  __syncthreads();
-}
-
-// y[t, row0 + r] = acc[r][t] for the rows that exist (thread 0 writes).
-__device__ __forceinline__ void store_rows_t(float* __restrict__ y, i64 row0, int n_rows, int ld,
-                                             const float acc[GEMV_R][GEMV_T]) {
-  if (threadIdx.x != 0) return;
-#pragma unroll
-  for (int r = 0; r < GEMV_R; ++r)
-    if (row0 + r < n_rows)
-#pragma unroll
-      for (int t = 0; t < GEMV_T; ++t) y[(i64)t * ld + row0 + r] = acc[r][t];
-}
-
-extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_t(const GemvParams p) {
-  __shared__ float red[GEMV_WARPS * GEMV_R * GEMV_T];
-  memra_grid_dependency();
-  const i64 row0 = (i64)blockIdx.x * GEMV_R;
-  if (row0 >= p.n_rows) return;
-  float acc[GEMV_R][GEMV_T];
-  rows_dot_t(static_cast<const u16*>(p.w.w), row0, p.n_rows, p.x, acc, red);
-  store_rows_t(p.y, row0, p.n_rows, p.n_rows, acc);
-}
-
-extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_swiglu_t(const GemvSwigluParams p) {
-  __shared__ float red[GEMV_WARPS * GEMV_R * GEMV_T];
-  memra_grid_dependency();
-  const i64 row0 = (i64)blockIdx.x * GEMV_R;
-  if (row0 >= p.n_rows) return;
-  float g[GEMV_R][GEMV_T], u[GEMV_R][GEMV_T];
-  rows_dot_t(static_cast<const u16*>(p.gate.w), row0, p.n_rows, p.x, g, red);
-  rows_dot_t(static_cast<const u16*>(p.up.w), row0, p.n_rows, p.x, u, red);
-#pragma unroll
-  for (int r = 0; r < GEMV_R; ++r)
-#pragma unroll
-    for (int t = 0; t < GEMV_T; ++t) g[r][t] = siluf_(g[r][t]) * u[r][t];
-  store_rows_t(p.y, row0, p.n_rows, p.n_rows, g);
-}
-
-// The group's weights each start on a GEMV_R-row boundary of the grid's rows.
-extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_group_t(const GemvGroupParams p) {
-  __shared__ float red[GEMV_WARPS * GEMV_R * GEMV_T];
-  memra_grid_dependency();
-  i64 row0 = (i64)blockIdx.x * GEMV_R;
-  int i = 0;
-  for (; i < MEMRA_GEMV_GROUP_MAX; ++i) {
-    const i64 span = (p.n_rows[i] + GEMV_R - 1) / GEMV_R * GEMV_R;
-    if (row0 < span) break;
-    row0 -= span;
-  }
-  if (i == MEMRA_GEMV_GROUP_MAX) return;
-  float acc[GEMV_R][GEMV_T];
-  rows_dot_t(static_cast<const u16*>(p.w[i].w), row0, p.n_rows[i], p.x, acc, red);
-  store_rows_t(p.y[i], row0, p.n_rows[i], p.n_rows[i], acc);
-}
-#endif
 
 // Entry points: one parameter struct each (GemvParams.h), unpacked into the bodies above (their
 // __restrict__ parameters survive inlining).

@@ -2,6 +2,8 @@
 // values and float64 references.
 #include <cmath>
 #include <random>
+#include <set>
+#include <algorithm>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -378,6 +380,58 @@ TEST(SamplingTest, ChainOrder) {
     EXPECT_EQ(counts[0], 0);
     EXPECT_NEAR(counts[2] / double(kDraws), 1.0 / (1.0 + std::exp(2.0)), 0.01);
   }
+}
+
+// SampleRow's stages as docs/design/sampling.md defines them, on a 500-id row swept over u: picks
+// stay in the top k / the nucleus / above min-p, the draw is an inverse CDF in id order (the pick
+// never decreases as u grows) that reaches every kept id of weight, and a NaN row gives -1.
+TEST(SamplingTest, SampleRowStages) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  constexpr int kV = 500;
+  std::vector<float> l(kV);
+  for (float& x : l) x = nd(rng);
+  std::vector<int32_t> order(kV);
+  for (int i = 0; i < kV; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+  auto sweep = [&](float temp, float top_k, float top_p, float min_p_logit) {
+    std::vector<int32_t> picks;
+    for (int s = 0; s < 2000; ++s) {
+      float params[8] = {temp, top_k, top_p, min_p_logit, s / 2000.0f, 1.0f, 0.0f, 0.0f};
+      picks.push_back(SampleRow(l.data(), kV, params, nullptr, nullptr, 0));
+    }
+    return picks;
+  };
+  auto rank_of = [&](int32_t id) { return static_cast<int>(std::find(order.begin(), order.end(), id) - order.begin()); };
+  // top-k 7: only the 7 best, each of them drawn at some u, in increasing id order along u.
+  auto k7 = sweep(1.0f, 7.0f, 1.0f, -INFINITY);
+  std::set<int32_t> seen(k7.begin(), k7.end());
+  EXPECT_EQ(seen.size(), 7u);
+  for (int32_t id : k7) EXPECT_LT(rank_of(id), 7) << id;
+  EXPECT_TRUE(std::is_sorted(k7.begin(), k7.end()));
+  // top-p 0.5: the nucleus by double-precision softmax (one id of slack at its edge).
+  double z = 0;
+  for (float x : l) z += std::exp(static_cast<double>(x) - l[order[0]]);
+  int nucleus = 0;
+  for (double cum = 0; cum < 0.5 * z; ++nucleus) cum += std::exp(static_cast<double>(l[order[nucleus]]) - l[order[0]]);
+  auto p5 = sweep(1.0f, 0.0f, 0.5f, -INFINITY);
+  int deepest = 0;
+  for (int32_t id : p5) deepest = std::max(deepest, rank_of(id));
+  EXPECT_GE(deepest + 1, nucleus - 1);
+  EXPECT_LE(deepest + 1, nucleus + 1);
+  EXPECT_TRUE(std::is_sorted(p5.begin(), p5.end()));
+  // min-p 0.1: every pick within log(10) of the top logit.
+  for (int32_t id : sweep(1.5f, 0.0f, 1.0f, std::log(0.1f))) EXPECT_GE(l[id], l[order[0]] + std::log(0.1f)) << id;
+  // Temperature alone reaches deep into the row; near zero it is the argmax.
+  auto hot = sweep(2.0f, 0.0f, 1.0f, -INFINITY);
+  EXPECT_GT(std::set<int32_t>(hot.begin(), hot.end()).size(), 50u);
+  for (int32_t id : sweep(1e-4f, 0.0f, 1.0f, -INFINITY)) EXPECT_EQ(id, order[0]);
+  // Penalties (ids, then counts) take effect before the stages: the top id penalized away.
+  const int32_t ids[1] = {order[0]}, counts[1] = {1};
+  float greedy[8] = {0.0f, 0.0f, 1.0f, -INFINITY, 0.0f, 1.0f, 0.0f, 100.0f};
+  EXPECT_EQ(SampleRow(l.data(), kV, greedy, ids, counts, 1), order[1]);
+  l[123] = NAN;
+  EXPECT_EQ(SampleRow(l.data(), kV, greedy, ids, counts, 1), -1);
 }
 
 TEST(SamplingTest, CheckSamplingParams) {
