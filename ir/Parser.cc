@@ -452,8 +452,8 @@ class Parser {
     if (!At(Tok::kIdent)) return Expected("a state kind (kv, conv, delta, position, rng)");
     std::optional<StateKind> kind = ParseStateKind(Cur().text);
     if (!kind)
-      return Error(Cur(), absl::StrCat("unknown state kind '", Cur().text,
-                                       "' (expected kv, conv, delta, position or blocks)"));
+      return Error(
+          Cur(), absl::StrCat("unknown state kind '", Cur().text, "' (expected kv, conv, delta, position or blocks)"));
     Consume();
     Token name_tok = Cur();
     MEMRA_ASSIGN_OR_RETURN(std::string name, ParseGlobalName("a state name"));

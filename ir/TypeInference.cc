@@ -519,12 +519,12 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       for (size_t i = 0; i < 3; ++i) {
         CHECK_OK(c.DTypeIs(i, want[i]));
         CHECK_OK(c.Rank(i, 2));
-        if (i > 0 && c.S(i)[0] != c.S(0)[0])
-          return Err(absl::StrCat(c.N(i), " must have one row per row of ", c.N(0)));
+        if (i > 0 && c.S(i)[0] != c.S(0)[0]) return Err(absl::StrCat(c.N(i), " must have one row per row of ", c.N(0)));
       }
       const Dim& np = c.S(1)[1];
       if (!np.IsConstant() || np.value() != 8)
-        return Err(absl::StrCat(c.N(1), " must have 8 columns (temperature, top_k, top_p, log min_p, u, repeat, "
+        return Err(absl::StrCat(c.N(1),
+                                " must have 8 columns (temperature, top_k, top_p, log min_p, u, repeat, "
                                 "frequency, presence)"));
       const Dim& pen = c.S(2)[1];
       if (!pen.IsConstant() || pen.value() % 2 != 0)

@@ -37,8 +37,7 @@ absl::string_view StateKindName(StateKind k) {
 }
 
 std::optional<StateKind> ParseStateKind(absl::string_view s) {
-  for (StateKind k :
-       {StateKind::kKv, StateKind::kConv, StateKind::kDelta, StateKind::kPosition, StateKind::kBlocks})
+  for (StateKind k : {StateKind::kKv, StateKind::kConv, StateKind::kDelta, StateKind::kPosition, StateKind::kBlocks})
     if (StateKindName(k) == s) return k;
   return std::nullopt;
 }

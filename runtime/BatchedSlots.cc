@@ -99,8 +99,8 @@ absl::Status BatchedSlots::RunEmpty(const std::string& fn, int64_t rows) {
   args.push_back(HostTensor::FromI32(std::vector<int32_t>(slots_, -1), {slots_}));
   args.push_back(HostTensor::FromI32(std::vector<int32_t>(slots_ + 1, 0), {slots_ + 1}));
   args.push_back(HostTensor::FromF32(std::vector<float>(slots_ * 8, 0.0f), {slots_, 8}));
-  args.push_back(HostTensor::FromI32(std::vector<int32_t>(slots_ * 2 * sampler_penalties_, -1),
-                                     {slots_, 2 * sampler_penalties_}));
+  args.push_back(
+      HostTensor::FromI32(std::vector<int32_t>(slots_ * 2 * sampler_penalties_, -1), {slots_, 2 * sampler_penalties_}));
   auto r = exec_->RunSelected(fn, std::move(args), {false, false});
   if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat("warming @", fn, ": ", r.status().message()));
   return absl::OkStatus();

@@ -12,9 +12,9 @@
 // (non-final prompt chunks are multiples of prefill_align, so they start on the delta-net grid),
 // its tokens are sampled from its own logits, history and RNG (std::mt19937_64 seeded from its
 // seed, one draw per sampled token, as Session::Generate) with integer weight sums
-// (kernels/cpu/Sampling.h SampleRow, the same on the device), so with a backend whose row results depend only on the row and its
-// slot (the CPU's kernels; sequences.md §8 for the GPU classes) a request gives the same tokens
-// alone and in any mix.
+// (kernels/cpu/Sampling.h SampleRow, the same on the device), so with a backend whose row results depend only on the
+// row and its slot (the CPU's kernels; sequences.md §8 for the GPU classes) a request gives the same tokens alone and
+// in any mix.
 //
 //   BatchedSlotsOptions o;  o.slots = 4;
 //   auto backend = BatchedSlots::Open("model.gguf", o);     // runtime/BatchedSlots.h

@@ -172,8 +172,7 @@ class Qwen35Lowering {
     Value* seq_slot = fn->AddArgument("seq_slot", TensorType(DType::kI32, Shape{S}));
     Value* seq_start = fn->AddArgument("seq_start", TensorType(DType::kI32, Shape{S + 1}));
     Value* sampling = fn->AddArgument("sampling", TensorType(DType::kF32, Shape{S, 8}));
-    Value* penalties =
-        fn->AddArgument("penalties", TensorType(DType::kI32, Shape{S, 2 * opt_.sampler_penalties}));
+    Value* penalties = fn->AddArgument("penalties", TensorType(DType::kI32, Shape{S, 2 * opt_.sampler_penalties}));
     OpBuilder b(fn);
     Value* x = BuildTokenEmbedding(b, *m_, tokens);
     auto ps = b.SeqPositions(pos_, tok_seq, seq_slot, seq_start);

@@ -138,7 +138,8 @@ void ApplyPenalties(float* logits, int64_t n_vocab, absl::Span<const int32_t> hi
   for (size_t j = 0; j < r.penalty_ids.size(); ++j) {
     const int32_t id = r.penalty_ids[j];
     if (id < 0 || id >= n_vocab) continue;
-    logits[id] = smp_penalize(logits[id], r.penalty_counts[j], p.repeat_penalty, p.frequency_penalty, p.presence_penalty);
+    logits[id] =
+        smp_penalize(logits[id], r.penalty_counts[j], p.repeat_penalty, p.frequency_penalty, p.presence_penalty);
   }
 }
 

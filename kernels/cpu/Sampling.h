@@ -81,7 +81,7 @@ int32_t SampleRow(const float* logits, int64_t n_vocab, const float* params, con
 
 // One row's sampler inputs as the `sample` op takes them.
 struct RowSampling {
-  float params[8] = {};             // SMP_PARAMS: temperature, top_k, top_p, min_p logit, u, penalties
+  float params[8] = {};              // SMP_PARAMS: temperature, top_k, top_p, min_p logit, u, penalties
   std::vector<int32_t> penalty_ids;  // ascending, each once
   std::vector<int32_t> penalty_counts;
 };

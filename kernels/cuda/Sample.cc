@@ -21,9 +21,9 @@ class SampleImpl : public GpuOpImpl {
     // Sample.cu's SmpShared: the penalized-id bitmap, P entries, 256-bin histograms, reductions.
     const int64_t smem = (V + 31) / 32 * 4 + P * 8 + 256 * 12 + (kBlock / 32) * 24 + 32;
     if (smem > c.target.smem_per_block)
-      return Unsupported(c.op, absl::StrCat("a vocabulary of ", V, " and ", P, " penalty entries need ", smem,
-                                            " bytes of shared memory (the device has ", c.target.smem_per_block,
-                                            " per block)"));
+      return Unsupported(
+          c.op, absl::StrCat("a vocabulary of ", V, " and ", P, " penalty entries need ", smem,
+                             " bytes of shared memory (the device has ", c.target.smem_per_block, " per block)"));
     if (V >= (int64_t{1} << 23))
       return Unsupported(c.op, absl::StrCat("a vocabulary of ", V, " ids overflows the 64-bit weight sums"));
     Launch l;

@@ -10,8 +10,8 @@
 //
 // Defines: SMP_V (vocabulary, the row length), SMP_P (penalty entries per row).
 #include "Common.cuh"
-#include "SampleParams.h"
 #include "SampleMath.cuh"
+#include "SampleParams.h"
 
 #ifndef SMP_V
 #define SMP_V 1024
@@ -160,8 +160,8 @@ __device__ int smp_scan_pick(SmpShared& sh, const float* x, float m, float temp,
 // The element of the order (key descending, id ascending) at which the running mass over the
 // elements in (bkey, bid) first reaches `need` (>= 1, at most their total): its key and id.
 template <int kMode>
-__device__ void smp_select(SmpShared& sh, const float* x, float m, unsigned bkey, int bid, u64 need,
-                           unsigned* out_key, int* out_id) {
+__device__ void smp_select(SmpShared& sh, const float* x, float m, unsigned bkey, int bid, u64 need, unsigned* out_key,
+                           int* out_id) {
   const int lane = threadIdx.x & 31;
   unsigned prefix = 0, mask = 0;
   for (int shift = 24; shift >= 0; shift -= 8) {

@@ -68,9 +68,10 @@ class TeacherForced : public BatchBackend {
       if ((*rf)[i].token >= 0 || (*rf)[i].non_finite) {
         ++picks;
         const auto& rs = batch.entries[i].sampling;
-        picks_agree += (*rf)[i].token == kernels::cpu::SampleRow(ref.data(), static_cast<int64_t>(ref.size()), rs.params,
-                                                                 rs.penalty_ids.data(), rs.penalty_counts.data(),
-                                                                 static_cast<int64_t>(rs.penalty_ids.size()));
+        picks_agree +=
+            (*rf)[i].token == kernels::cpu::SampleRow(ref.data(), static_cast<int64_t>(ref.size()), rs.params,
+                                                      rs.penalty_ids.data(), rs.penalty_counts.data(),
+                                                      static_cast<int64_t>(rs.penalty_ids.size()));
         continue;
       }
       const auto& got = (*rf)[i].logits;
@@ -236,8 +237,8 @@ TEST_F(BatchedEngineTest, SampledIsBatchInvariant) {
     EXPECT_EQ(together[i], alone[i]) << "prompt " << i << ": among 8 vs alone";
     EXPECT_EQ(staggered[i], alone[i]) << "prompt " << i << ": staggered vs alone";
   }
-  std::printf("  sampled tokens equal to alone: %d/8 among 8, %d/8 staggered; %d/8 differ from greedy\n",
-              same_together, same_staggered, differs_from_greedy);
+  std::printf("  sampled tokens equal to alone: %d/8 among 8, %d/8 staggered; %d/8 differ from greedy\n", same_together,
+              same_staggered, differs_from_greedy);
   EXPECT_GT(differs_from_greedy, 0) << "the sampled requests should not all decode greedily";
 }
 

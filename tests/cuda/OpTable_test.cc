@@ -406,43 +406,46 @@ TEST_F(OpTableTest, Sample) {
   constexpr int64_t kP = 16;
   for (int64_t V : {int64_t{5000}, int64_t{248320}})
     for (int64_t T : {int64_t{1}, int64_t{13}, int64_t{77}})
-      Check(absl::StrCat("sample V=", V), "f32", T, 0, [&](Harness& h) {
-        h.fix_args = [V](int64_t rows, int call, std::vector<HostTensor>& args) {
-          std::mt19937 r(static_cast<uint32_t>(rows * 7 + call));
-          std::uniform_real_distribution<float> uni(0.0f, 1.0f);
-          float* x = args[0].f32();
-          for (int64_t i = 0; i < rows * V; ++i) x[i] *= 8.0f;
-          float* p = args[1].f32();
-          int32_t* q = args[2].i32();
-          for (int64_t t = 0; t < rows; ++t) {
-            float* pr = p + t * 8;
-            int32_t* qr = q + t * 2 * kP;
-            for (int j = 0; j < 2 * kP; ++j) qr[j] = -1;
-            float* xr = x + t * V;
-            if (t % 4 == 1) xr[(t * 101) % V] = xr[(t * 103) % V] = 8.5f;  // tied top logits
-            const int mode = static_cast<int>((t + call) % 8);
-            pr[0] = mode == 0 ? 0.0f : mode == 6 ? 0.01f : mode == 7 ? 2.0f : mode == 2 ? 0.7f : 1.0f;
-            pr[1] = mode == 2 ? 40.0f : mode == 5 ? 100.0f : 0.0f;
-            pr[2] = mode == 3 ? 0.9f : mode == 5 ? 0.95f : mode == 7 ? 0.5f : 1.0f;
-            pr[3] = mode == 4 ? std::log(0.05f) : mode == 5 ? std::log(0.02f) : -INFINITY;
-            pr[4] = uni(r);
-            pr[5] = mode == 5 || mode == 7 ? 1.3f : mode == 0 ? 1.5f : 1.0f;
-            pr[6] = mode == 5 ? 0.2f : 0.0f;
-            pr[7] = mode == 5 || mode == 7 ? 0.5f : 0.0f;
-            if (mode == 5 || mode == 7 || mode == 0)
-              for (int j = 0; j < kP - 2; ++j) {
-                qr[j] = j < 3 ? (t * 101) % static_cast<int32_t>(V) : static_cast<int32_t>(r() % V);
-                qr[kP + j] = 1 + j % 3;
+      Check(
+          absl::StrCat("sample V=", V), "f32", T, 0,
+          [&](Harness& h) {
+            h.fix_args = [V](int64_t rows, int call, std::vector<HostTensor>& args) {
+              std::mt19937 r(static_cast<uint32_t>(rows * 7 + call));
+              std::uniform_real_distribution<float> uni(0.0f, 1.0f);
+              float* x = args[0].f32();
+              for (int64_t i = 0; i < rows * V; ++i) x[i] *= 8.0f;
+              float* p = args[1].f32();
+              int32_t* q = args[2].i32();
+              for (int64_t t = 0; t < rows; ++t) {
+                float* pr = p + t * 8;
+                int32_t* qr = q + t * 2 * kP;
+                for (int j = 0; j < 2 * kP; ++j) qr[j] = -1;
+                float* xr = x + t * V;
+                if (t % 4 == 1) xr[(t * 101) % V] = xr[(t * 103) % V] = 8.5f;  // tied top logits
+                const int mode = static_cast<int>((t + call) % 8);
+                pr[0] = mode == 0 ? 0.0f : mode == 6 ? 0.01f : mode == 7 ? 2.0f : mode == 2 ? 0.7f : 1.0f;
+                pr[1] = mode == 2 ? 40.0f : mode == 5 ? 100.0f : 0.0f;
+                pr[2] = mode == 3 ? 0.9f : mode == 5 ? 0.95f : mode == 7 ? 0.5f : 1.0f;
+                pr[3] = mode == 4 ? std::log(0.05f) : mode == 5 ? std::log(0.02f) : -INFINITY;
+                pr[4] = uni(r);
+                pr[5] = mode == 5 || mode == 7 ? 1.3f : mode == 0 ? 1.5f : 1.0f;
+                pr[6] = mode == 5 ? 0.2f : 0.0f;
+                pr[7] = mode == 5 || mode == 7 ? 0.5f : 0.0f;
+                if (mode == 5 || mode == 7 || mode == 0)
+                  for (int j = 0; j < kP - 2; ++j) {
+                    qr[j] = j < 3 ? (t * 101) % static_cast<int32_t>(V) : static_cast<int32_t>(r() % V);
+                    qr[kP + j] = 1 + j % 3;
+                  }
+                if (mode == 7 && t % 2 == 1) xr[(t * 37) % V] = NAN;
               }
-            if (mode == 7 && t % 2 == 1) xr[(t * 37) % V] = NAN;
-          }
-        };
-        // One statement per argument: fix_args reads them by position (x, p, q).
-        Value* x = h.Arg("x", {-1, V});
-        Value* p = h.Arg("p", {-1, 8});
-        Value* q = h.Arg("q", {-1, 2 * kP}, DType::kI32);
-        return std::vector<Value*>{h.b->Sample(x, p, q)};
-      }, /*calls=*/2, /*id_range=*/1);
+            };
+            // One statement per argument: fix_args reads them by position (x, p, q).
+            Value* x = h.Arg("x", {-1, V});
+            Value* p = h.Arg("p", {-1, 8});
+            Value* q = h.Arg("q", {-1, 2 * kP}, DType::kI32);
+            return std::vector<Value*>{h.b->Sample(x, p, q)};
+          },
+          /*calls=*/2, /*id_range=*/1);
 }
 
 TEST_F(OpTableTest, MatMul) {
@@ -467,9 +470,10 @@ TEST_F(OpTableTest, SixteenBitProducts) {
       });
       Check("matmul_group", label, T, bound, [&](Harness& h) {
         Value* x = h.Arg("x", {-1, 1024});
-        auto r = h.b->Build(ir::OpKind::kMatMulGroup,
-                            {x, h.Weight("wa", t, {1024, 640}, -0.05f, 0.05f), h.Weight("wb", t, {1024, 250}, -0.05f, 0.05f),
-                             h.Weight("wc", t, {1024, 30}, -0.05f, 0.05f), h.Weight("wd", t, {1024, 32}, -0.05f, 0.05f)});
+        auto r =
+            h.b->Build(ir::OpKind::kMatMulGroup,
+                       {x, h.Weight("wa", t, {1024, 640}, -0.05f, 0.05f), h.Weight("wb", t, {1024, 250}, -0.05f, 0.05f),
+                        h.Weight("wc", t, {1024, 30}, -0.05f, 0.05f), h.Weight("wd", t, {1024, 32}, -0.05f, 0.05f)});
         return std::vector<Value*>(r.begin(), r.end());
       });
       Check("matmul_swiglu", label, T, bound, [&](Harness& h) {
@@ -528,8 +532,7 @@ TEST_F(OpTableTest, BlockFormats) {
                       WeightMode w) { Check(op, dtype, T, bound, build, 1, 0, w); };
   for (DType d : kernels::cuda::GpuBlockFormats())
     BlockProducts(d, WeightMode::kBlocks, kBlockTs, std::size(kBlockTs), check);
-  for (DType d : {DType::kQ8_0, DType::kQ4_K})
-    BlockProducts(d, WeightMode::kBf16, kTs, std::size(kTs), check);
+  for (DType d : {DType::kQ8_0, DType::kQ4_K}) BlockProducts(d, WeightMode::kBf16, kTs, std::size(kTs), check);
   // A group mixing blocks of two formats and a bf16 weight: one dequantization per weight in blocks.
   for (int64_t T : kBlockTs)
     Check("matmul_group", "q8_0+q4_K+bf16", T, kBf16Bound, [&](Harness& h) {

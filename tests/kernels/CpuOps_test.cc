@@ -1,9 +1,9 @@
 // Unit tests of the elementwise, normalization, RoPE and sampling kernels against hand-checked
 // values and float64 references.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
-#include <algorithm>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -402,7 +402,9 @@ TEST(SamplingTest, SampleRowStages) {
     }
     return picks;
   };
-  auto rank_of = [&](int32_t id) { return static_cast<int>(std::find(order.begin(), order.end(), id) - order.begin()); };
+  auto rank_of = [&](int32_t id) {
+    return static_cast<int>(std::find(order.begin(), order.end(), id) - order.begin());
+  };
   // top-k 7: only the 7 best, each of them drawn at some u, in increasing id order along u.
   auto k7 = sweep(1.0f, 7.0f, 1.0f, -INFINITY);
   std::set<int32_t> seen(k7.begin(), k7.end());

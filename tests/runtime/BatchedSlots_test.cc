@@ -80,9 +80,9 @@ class Tee : public BatchBackend {
       if ((*ra)[i].token >= 0) {  // the engine's pick
         const auto& ref = (*rb)[i].logits;
         const auto& rs = batch.entries[i].sampling;
-        EXPECT_EQ((*ra)[i].token,
-                  kernels::cpu::SampleRow(ref.data(), static_cast<int64_t>(ref.size()), rs.params, rs.penalty_ids.data(),
-                                          rs.penalty_counts.data(), static_cast<int64_t>(rs.penalty_ids.size())))
+        EXPECT_EQ((*ra)[i].token, kernels::cpu::SampleRow(ref.data(), static_cast<int64_t>(ref.size()), rs.params,
+                                                          rs.penalty_ids.data(), rs.penalty_counts.data(),
+                                                          static_cast<int64_t>(rs.penalty_ids.size())))
             << "entry " << i;
         ++picks_compared;
         continue;
