@@ -1,0 +1,271 @@
+#include "server/HttpServer.h"
+
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/write.hpp"
+#include "boost/beast/core.hpp"
+#include "boost/beast/http.hpp"
+
+namespace memra::server {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+struct HttpServer::Impl {
+  HttpServerOptions options;
+  ApiContext api;
+  ServeEngine& engine;
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  std::atomic<bool> stopping{false};
+  std::mutex mu;
+  std::condition_variable idle;
+  int connections = 0;
+  std::set<int> open_sockets;  // connections' descriptors, shut down by Stop()
+  std::atomic<int64_t> next_id{1};
+  const int64_t started =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+
+  Impl(HttpServerOptions o, ApiContext a, ServeEngine& e) : options(std::move(o)), api(std::move(a)), engine(e) {}
+
+  void Session(tcp::socket socket);
+  // Handles one request; false: close the connection afterwards.
+  bool Handle(tcp::socket& socket, const http::request<http::string_body>& req);
+  bool Completion(tcp::socket& socket, const http::request<http::string_body>& req, bool chat);
+  std::string Metrics();
+};
+
+namespace {
+
+int64_t Now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Writes a whole response; false when the client is gone.
+bool Send(tcp::socket& socket, unsigned version, bool keep_alive, int status, std::string body,
+          const char* type = "application/json") {
+  http::response<http::string_body> res{static_cast<http::status>(status), version};
+  res.set(http::field::server, "memra");
+  res.set(http::field::content_type, type);
+  res.keep_alive(keep_alive);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  beast::error_code ec;
+  http::write(socket, res, ec);
+  return !ec;
+}
+
+bool SendError(tcp::socket& socket, unsigned version, bool keep_alive, const absl::Status& st) {
+  return Send(socket, version, keep_alive, HttpStatusOf(st), ErrorJson(st));
+}
+
+}  // namespace
+
+void HttpServer::Impl::Session(tcp::socket socket) {
+  // Reads and writes give up after idle_timeout_s (a client that stalls mid-request or never
+  // reads its reply).
+  timeval tv{options.idle_timeout_s, 0};
+  setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  beast::flat_buffer buffer;
+  while (!stopping) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(static_cast<uint64_t>(options.max_body));
+    parser.header_limit(64 * 1024);
+    beast::error_code ec;
+    http::read(socket, buffer, parser, ec);
+    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset) break;
+    if (ec == http::error::body_limit) {
+      const absl::Status st =
+          absl::InvalidArgumentError(absl::StrCat("the request body is over ", options.max_body, " bytes"));
+      Send(socket, 11, false, 413, ErrorJson(st, 413));
+      break;
+    }
+    if (ec) {
+      if (ec != asio::error::would_block && ec != asio::error::timed_out && ec != asio::error::try_again)
+        SendError(socket, 11, false,
+                  absl::InvalidArgumentError(absl::StrCat("malformed HTTP request: ", ec.message())));
+      break;
+    }
+    if (!Handle(socket, parser.get())) break;
+  }
+  beast::error_code ignored;
+  socket.shutdown(tcp::socket::shutdown_both, ignored);
+}
+
+bool HttpServer::Impl::Handle(tcp::socket& socket, const http::request<http::string_body>& req) {
+  const unsigned v = req.version();
+  const bool keep = req.keep_alive();
+  std::string path(req.target());
+  if (const size_t q = path.find('?'); q != std::string::npos) path.resize(q);
+  if (!options.api_key.empty() && absl::StartsWith(path, "/v1/")) {
+    const auto auth = req[http::field::authorization];
+    if (auth != absl::StrCat("Bearer ", options.api_key))
+      return SendError(socket, v, keep,
+                       absl::UnauthenticatedError("a valid API key is required (Authorization: Bearer KEY)")) &&
+             keep;
+  }
+  const bool get = req.method() == http::verb::get, post = req.method() == http::verb::post;
+  if (get && path == "/health") return Send(socket, v, keep, 200, R"({"status":"ok"})") && keep;
+  if (get && path == "/v1/models") return Send(socket, v, keep, 200, ModelsJson(api, started)) && keep;
+  if (get && path == "/metrics") return Send(socket, v, keep, 200, Metrics(), "text/plain; version=0.0.4") && keep;
+  if (post && path == "/v1/completions") return Completion(socket, req, false);
+  if (post && path == "/v1/chat/completions") return Completion(socket, req, true);
+  return SendError(socket, v, keep,
+                   absl::NotFoundError(absl::StrCat("no route for ", std::string(req.method_string()), " ", path))) &&
+         keep;
+}
+
+bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http::string_body>& req, bool chat) {
+  const unsigned v = req.version();
+  const bool keep = req.keep_alive();
+  absl::StatusOr<ApiJob> job = chat ? ParseChatRequest(req.body(), api) : ParseCompletionRequest(req.body(), api);
+  if (!job.ok()) return SendError(socket, v, keep, job.status()) && keep;
+  auto stream = engine.Submit(job->request);
+  if (!stream.ok()) return SendError(socket, v, keep, stream.status()) && keep;
+  const std::string id = absl::StrCat(chat ? "chatcmpl-" : "cmpl-", next_id++);
+  ReplyBuilder reply(*job, id, Now());
+  runtime::TokenEvent e;
+  if (!job->stream) {
+    while (!reply.done() && (*stream)->Next(e)) reply.Add(e);
+    if (!reply.error().ok()) return SendError(socket, v, keep, reply.error()) && keep;
+    return Send(socket, v, keep, 200, reply.Json()) && keep;
+  }
+  // Server-sent events, one HTTP chunk per token.
+  http::response<http::empty_body> res{http::status::ok, v};
+  res.set(http::field::server, "memra");
+  res.set(http::field::content_type, "text/event-stream");
+  res.set(http::field::cache_control, "no-cache");
+  res.keep_alive(keep);
+  res.chunked(true);
+  http::response_serializer<http::empty_body> sr{res};
+  beast::error_code ec;
+  http::write_header(socket, sr, ec);
+  bool alive = !ec;
+  while (alive && !reply.done() && (*stream)->Next(e)) {
+    const std::string frame = reply.Chunk(e);
+    if (frame.empty()) continue;
+    asio::write(socket, http::make_chunk(asio::buffer(frame)), ec);
+    alive = !ec;
+  }
+  if (!alive) {
+    // The client went away: free its slot now and drop the rest of its events.
+    engine.Cancel(**stream);
+    while ((*stream)->Next(e)) {
+    }
+    return false;
+  }
+  asio::write(socket, http::make_chunk_last(), ec);
+  return !ec && keep;
+}
+
+std::string HttpServer::Impl::Metrics() {
+  const ServeStats s = engine.stats();
+  std::string out;
+  auto metric = [&](const char* name, const char* type, const char* help, int64_t value) {
+    absl::StrAppendFormat(&out, "# HELP memra_%s %s\n# TYPE memra_%s %s\nmemra_%s %d\n", name, help, name, type, name,
+                          value);
+  };
+  metric("requests_total", "counter", "Requests accepted by the engine.", s.requests);
+  metric("requests_finished_total", "counter", "Requests that ended (any reason).", s.finished);
+  metric("requests_errors_total", "counter", "Requests that ended with an error.", s.errors);
+  metric("requests_cancelled_total", "counter", "Requests cancelled (client gone).", s.cancelled);
+  metric("requests_refused_total", "counter", "Requests refused with 503 (queue full).", s.refused);
+  metric("prompt_tokens_total", "counter", "Prompt tokens of accepted requests.", s.prompt_tokens);
+  metric("generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
+  metric("steps_total", "counter", "Scheduler steps run.", s.steps);
+  metric("requests_queued", "gauge", "Requests waiting for a slot.", s.queued);
+  metric("requests_running", "gauge", "Requests holding a slot.", s.running);
+  metric("slots", "gauge", "Sequence slots of the engine.", s.slots);
+  return out;
+}
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+HttpServer::~HttpServer() {
+  Stop();
+  // Connection threads hold Impl: wait for them.
+  std::unique_lock<std::mutex> l(impl_->mu);
+  impl_->idle.wait(l, [&] { return impl_->connections == 0; });
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Listen(const HttpServerOptions& options, ApiContext api,
+                                                               ServeEngine& engine) {
+  if (options.port < 0 || options.port > 65535)
+    return absl::InvalidArgumentError(absl::StrCat("--port must be in [0, 65535] (got ", options.port, ")"));
+  auto impl = std::make_unique<Impl>(options, std::move(api), engine);
+  beast::error_code ec;
+  const auto address = asio::ip::make_address(options.host, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("--host ", options.host, ": not an IP address"));
+  const tcp::endpoint ep{address, static_cast<unsigned short>(options.port)};
+  impl->acceptor.open(ep.protocol(), ec);
+  if (!ec) impl->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) impl->acceptor.bind(ep, ec);
+  if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.host, ":", options.port, ": ", ec.message()));
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+int HttpServer::port() const { return impl_->acceptor.local_endpoint().port(); }
+
+void HttpServer::Run() {
+  Impl& s = *impl_;
+  while (!s.stopping) {
+    tcp::socket socket{s.io};
+    beast::error_code ec;
+    s.acceptor.accept(socket, ec);
+    if (ec) {
+      if (s.stopping) break;
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> l(s.mu);
+      if (s.connections >= s.options.max_connections) {
+        SendError(socket, 11, false,
+                  absl::ResourceExhaustedError(absl::StrCat("too many connections (", s.options.max_connections, ")")));
+        continue;
+      }
+      ++s.connections;
+      s.open_sockets.insert(socket.native_handle());
+    }
+    std::thread([&s, sock = std::move(socket)]() mutable {
+      const int fd = sock.native_handle();
+      s.Session(std::move(sock));
+      std::lock_guard<std::mutex> l(s.mu);
+      s.open_sockets.erase(fd);
+      if (--s.connections == 0) s.idle.notify_all();
+    }).detach();
+  }
+}
+
+void HttpServer::Stop() {
+  if (impl_->stopping.exchange(true)) return;
+  beast::error_code ec;
+  // Closing the listener ends the blocking accept in Run().
+  impl_->acceptor.cancel(ec);
+  ::shutdown(impl_->acceptor.native_handle(), SHUT_RDWR);
+  impl_->acceptor.close(ec);
+  // Idle keep-alive connections wait in a read: end it (a request in flight still gets its reply
+  // written, or fails to if its client is the one shut down).
+  std::lock_guard<std::mutex> l(impl_->mu);
+  for (int fd : impl_->open_sockets) ::shutdown(fd, SHUT_RD);
+}
+
+}  // namespace memra::server

@@ -1,0 +1,55 @@
+// `memra serve`'s HTTP side (Boost.Beast, synchronous, a thread per connection, keep-alive):
+// routes the OpenAI endpoints to server/OpenAiApi.h and the engine (server/ServeEngine.h).
+//
+//   GET  /health               {"status": "ok"}
+//   GET  /v1/models            the one model
+//   POST /v1/completions       prompt (text or ids)
+//   POST /v1/chat/completions  messages through the chat template
+//   GET  /metrics              Prometheus text
+//
+// Errors are OpenAI error objects: 400 (malformed JSON or HTTP, bad fields, a prompt over the
+// context), 401 (--api-key set, no or another bearer token), 404, 413 (a body over max_body),
+// 503 (the engine's queue is full, or too many connections). A streaming client that goes away
+// cancels its request (its slot is freed at once); a connection idle past idle_timeout_s is
+// closed, so slow clients cannot hold threads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/OpenAiApi.h"
+#include "server/ServeEngine.h"
+
+namespace memra::server {
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;      // 0: any free port (port() says which)
+  std::string api_key;  // empty: no authentication
+  int64_t max_body = 8 << 20;
+  int max_connections = 256;
+  int idle_timeout_s = 60;
+};
+
+class HttpServer {
+ public:
+  // Binds and listens (an error names the address, e.g. a port in use).
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Listen(const HttpServerOptions& options, ApiContext api,
+                                                            ServeEngine& engine);
+  ~HttpServer();
+  int port() const;
+  // Accepts until Stop(); returns when the listener is closed.
+  void Run();
+  // Closes the listener (Run returns); connections in flight finish their current request.
+  void Stop();
+
+ private:
+  struct Impl;
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace memra::server

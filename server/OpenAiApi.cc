@@ -1,0 +1,411 @@
+#include "server/OpenAiApi.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "frontends/tokenizer/ChatTemplate.h"
+#include "frontends/tokenizer/Json.h"
+#include "frontends/tokenizer/Tokenizer.h"
+#include "ir/StatusMacros.h"
+#include "nlohmann/json.hpp"
+
+namespace memra::server {
+namespace {
+
+using nlohmann::json;
+
+absl::Status Bad(absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("'", field, "': ", what));
+}
+
+absl::StatusOr<json> ParseBody(absl::string_view body) {
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError("the request body is not valid JSON");
+  if (!j.is_object()) return absl::InvalidArgumentError("the request body must be a JSON object");
+  return j;
+}
+
+// A number field within [lo, hi], or `def` when absent or null.
+absl::StatusOr<double> Number(const json& j, const char* field, double def, double lo, double hi) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return def;
+  if (!it->is_number()) return Bad(field, "must be a number");
+  const double v = it->get<double>();
+  if (!std::isfinite(v) || v < lo || v > hi)
+    return Bad(field, absl::StrCat("must be in [", lo, ", ", hi, "] (got ", v, ")"));
+  return v;
+}
+
+absl::StatusOr<int64_t> Integer(const json& j, const char* field, int64_t def, int64_t lo, int64_t hi) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return def;
+  if (!it->is_number_integer()) return Bad(field, "must be an integer");
+  const int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi) return Bad(field, absl::StrCat("must be in [", lo, ", ", hi, "] (got ", v, ")"));
+  return v;
+}
+
+absl::StatusOr<bool> Bool(const json& j, const char* field, bool def) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return def;
+  if (!it->is_boolean()) return Bad(field, "must be true or false");
+  return it->get<bool>();
+}
+
+// out = *v (converted), or v's error.
+template <typename T, typename U>
+absl::Status Take(U& out, absl::StatusOr<T> v) {
+  if (!v.ok()) return v.status();
+  out = static_cast<U>(*v);
+  return absl::OkStatus();
+}
+
+// The fields both endpoints share: sampling, limits, stop, stream.
+absl::Status ParseCommon(const json& j, const ApiContext& ctx, ApiJob& job) {
+  runtime::Request& r = job.request;
+  job.model = ctx.model;
+  job.tokenizer = ctx.tokenizer;
+  if (auto it = j.find("model"); it != j.end() && !it->is_null()) {
+    if (!it->is_string()) return Bad("model", "must be a string");
+    job.model = it->get<std::string>();
+  }
+  if (auto n = Integer(j, "n", 1, 1, 1); !n.ok()) return Bad("n", "only 1 choice per request is supported");
+  // OpenAI's defaults: temperature 1, top_p 1 (llama-server's own defaults differ; a client of
+  // this API expects OpenAI's).
+  MEMRA_RETURN_IF_ERROR(Take(r.sampling.temperature, Number(j, "temperature", 1.0, 0.0, 100.0)));
+  MEMRA_RETURN_IF_ERROR(Take(r.sampling.top_p, Number(j, "top_p", 1.0, 0.0, 1.0)));
+  MEMRA_RETURN_IF_ERROR(Take(r.sampling.top_k, Integer(j, "top_k", 0, 0, std::numeric_limits<int32_t>::max())));
+  MEMRA_RETURN_IF_ERROR(Take(r.sampling.min_p, Number(j, "min_p", 0.0, 0.0, 1.0)));
+  MEMRA_RETURN_IF_ERROR(Take(r.sampling.presence_penalty, Number(j, "presence_penalty", 0.0, -2.0, 2.0)));
+  MEMRA_RETURN_IF_ERROR(Take(r.sampling.frequency_penalty, Number(j, "frequency_penalty", 0.0, -2.0, 2.0)));
+  MEMRA_RETURN_IF_ERROR(Take(r.sampling.repeat_penalty, Number(j, "repeat_penalty", 1.0, 1e-3, 100.0)));
+  MEMRA_RETURN_IF_ERROR(
+      Take(r.seed, Integer(j, "seed", 0, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())));
+  // max_tokens absent: up to the context (the scheduler clamps to what the slot holds).
+  int64_t max_tokens = ctx.ctx_per_slot;
+  MEMRA_RETURN_IF_ERROR(Take(max_tokens, Integer(j, "max_tokens", max_tokens, 1, std::numeric_limits<int32_t>::max())));
+  MEMRA_RETURN_IF_ERROR(
+      Take(max_tokens, Integer(j, "max_completion_tokens", max_tokens, 1, std::numeric_limits<int32_t>::max())));
+  r.max_tokens = max_tokens;
+  if (auto it = j.find("stop"); it != j.end() && !it->is_null()) {
+    if (it->is_string()) {
+      r.stop_strings.push_back(it->get<std::string>());
+    } else if (it->is_array()) {
+      for (const auto& s : *it) {
+        if (!s.is_string()) return Bad("stop", "must be a string or a list of strings");
+        r.stop_strings.push_back(s.get<std::string>());
+      }
+      if (r.stop_strings.size() > 16) return Bad("stop", "at most 16 stop strings");
+    } else {
+      return Bad("stop", "must be a string or a list of strings");
+    }
+    for (const auto& s : r.stop_strings)
+      if (s.empty()) return Bad("stop", "a stop string must not be empty");
+  }
+  r.stop_ids = ctx.tokenizer->eog_ids();
+  MEMRA_RETURN_IF_ERROR(Take(job.stream, Bool(j, "stream", false)));
+  if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) return Bad("stream_options", "must be an object");
+    MEMRA_RETURN_IF_ERROR(Take(job.include_usage, Bool(*it, "include_usage", false)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPrompt(const std::vector<int32_t>& ids, const ApiContext& ctx) {
+  if (ids.empty()) return absl::InvalidArgumentError("the prompt is empty");
+  if (static_cast<int64_t>(ids.size()) >= ctx.ctx_per_slot)
+    return absl::OutOfRangeError(absl::StrCat("the prompt has ", ids.size(), " tokens; the context holds ",
+                                              ctx.ctx_per_slot, " per request (prompt + generated)"));
+  return absl::OkStatus();
+}
+
+std::string FinishName(runtime::FinishReason r) {
+  // OpenAI has no "cancelled": a cancelled stream ends with what it had (length is the nearest).
+  if (r == runtime::FinishReason::kCancelled) return "length";
+  return std::string(runtime::FinishReasonName(r));
+}
+
+json UsageJson(const runtime::Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+std::string Piece(const tokenizer::Tokenizer* tok, int32_t id) {
+  return tok != nullptr ? tok->TokenToPiece(id, /*render_special=*/true) : std::string();
+}
+
+}  // namespace
+
+absl::StatusOr<ApiJob> ParseCompletionRequest(absl::string_view body, const ApiContext& ctx) {
+  auto parsed = ParseBody(body);
+  if (!parsed.ok()) return parsed.status();
+  const json& j = *parsed;
+  ApiJob job;
+  job.kind = ApiKind::kCompletion;
+  if (absl::Status st = ParseCommon(j, ctx, job); !st.ok()) return st;
+  auto it = j.find("prompt");
+  if (it == j.end() || it->is_null()) return Bad("prompt", "is required");
+  std::vector<int32_t>& ids = job.request.prompt;
+  const int64_t vocab = ctx.tokenizer->n_vocab();
+  if (it->is_string()) {
+    ids = ctx.tokenizer->Encode(it->get<std::string>());
+  } else if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
+    ids = ctx.tokenizer->Encode((*it)[0].get<std::string>());
+  } else if (it->is_array()) {
+    for (const auto& t : *it) {
+      if (!t.is_number_integer()) return Bad("prompt", "must be a string or a list of token ids");
+      const int64_t id = t.get<int64_t>();
+      if (id < 0 || id >= vocab) return Bad("prompt", absl::StrCat("token id ", id, " is outside [0, ", vocab, ")"));
+      ids.push_back(static_cast<int32_t>(id));
+    }
+  } else {
+    return Bad("prompt", "must be a string or a list of token ids");
+  }
+  if (absl::Status st = CheckPrompt(ids, ctx); !st.ok()) return st;
+  int64_t n = -1;
+  MEMRA_RETURN_IF_ERROR(Take(n, Integer(j, "logprobs", -1, 0, 20)));
+  job.request.logprobs = static_cast<int>(n);
+  job.logprobs = n >= 0;
+  return job;
+}
+
+absl::StatusOr<ApiJob> ParseChatRequest(absl::string_view body, const ApiContext& ctx) {
+  auto parsed = ParseBody(body);
+  if (!parsed.ok()) return parsed.status();
+  const json& j = *parsed;
+  if (ctx.chat_template == nullptr)
+    return absl::FailedPreconditionError("the model has no chat template: use /v1/completions");
+  ApiJob job;
+  job.kind = ApiKind::kChat;
+  if (absl::Status st = ParseCommon(j, ctx, job); !st.ok()) return st;
+  auto it = j.find("messages");
+  if (it == j.end() || !it->is_array() || it->empty()) return Bad("messages", "must be a non-empty list");
+  for (size_t m = 0; m < it->size(); ++m) {
+    const json& msg = (*it)[m];
+    const std::string where = absl::StrCat("messages[", m, "]");
+    if (!msg.is_object()) return Bad(where, "must be an object");
+    auto role = msg.find("role");
+    if (role == msg.end() || !role->is_string()) return Bad(where + ".role", "is required (a string)");
+    const std::string r = role->get<std::string>();
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer")
+      return Bad(where + ".role", absl::StrCat("unknown role '", r, "'"));
+    auto content = msg.find("content");
+    if (content != msg.end() && !content->is_null() && !content->is_string() && !content->is_array())
+      return Bad(where + ".content", "must be a string or a list of parts");
+  }
+  tokenizer::ChatInputs in;
+  // Content given as a list of text parts becomes one string (what templates expect).
+  json messages = *it;
+  for (auto& msg : messages) {
+    auto c = msg.find("content");
+    if (c == msg.end() || !c->is_array()) continue;
+    std::string text;
+    for (const auto& part : *c) {
+      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+        return Bad("messages[].content", "only text parts are supported");
+      text += part["text"].get<std::string>();
+    }
+    *c = text;
+  }
+  auto to_json = [](const json& v) { return tokenizer::Json::Parse(v.dump()); };
+  auto msgs = to_json(messages);
+  if (!msgs.ok()) return absl::InternalError(std::string(msgs.status().message()));
+  in.messages = std::move(*msgs);
+  if (auto t = j.find("tools"); t != j.end() && !t->is_null()) {
+    if (!t->is_array()) return Bad("tools", "must be a list");
+    const bool none = j.value("tool_choice", json("auto")) == json("none");
+    if (!none && !t->empty()) {
+      auto tools = to_json(*t);
+      if (!tools.ok()) return absl::InternalError(std::string(tools.status().message()));
+      in.tools = std::move(*tools);
+    }
+  }
+  auto prompt = ctx.chat_template->Apply(in);
+  if (!prompt.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat("the chat template failed on these messages: ", prompt.status().message()));
+  tokenizer::EncodeOptions eo;
+  eo.add_special = false;  // the template wrote them; control tokens in its text are parsed
+  job.request.prompt = ctx.tokenizer->Encode(*prompt, eo);
+  if (absl::Status st = CheckPrompt(job.request.prompt, ctx); !st.ok()) return st;
+  bool logprobs = false;
+  MEMRA_RETURN_IF_ERROR(Take(logprobs, Bool(j, "logprobs", false)));
+  int64_t top = 0;
+  MEMRA_RETURN_IF_ERROR(Take(top, Integer(j, "top_logprobs", 0, 0, 20)));
+  if (top > 0 && !logprobs) return Bad("top_logprobs", "needs 'logprobs': true");
+  job.logprobs = logprobs;
+  job.request.logprobs = logprobs ? static_cast<int>(top) : -1;
+  return job;
+}
+
+std::string ModelsJson(const ApiContext& ctx, int64_t created) {
+  json m = {{"id", ctx.model}, {"object", "model"}, {"created", created}, {"owned_by", "memra"}};
+  return json{{"object", "list"}, {"data", json::array({m})}}.dump();
+}
+
+int HttpStatusOf(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kFailedPrecondition:
+      return 400;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kResourceExhausted:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+std::string ErrorJson(const absl::Status& s) { return ErrorJson(s, HttpStatusOf(s)); }
+
+std::string ErrorJson(const absl::Status& s, int http) {
+  const char* type = http == 401   ? "authentication_error"
+                     : http == 404 ? "not_found_error"
+                     : http == 413 ? "request_too_large"
+                     : http == 503 ? "server_overloaded"
+                     : http < 500  ? "invalid_request_error"
+                                   : "server_error";
+  return json{{"error", {{"message", std::string(s.message())}, {"type", type}, {"code", http}}}}.dump();
+}
+
+ReplyBuilder::ReplyBuilder(const ApiJob& job, std::string id, int64_t created)
+    : job_(job), id_(std::move(id)), created_(created) {}
+
+namespace {
+
+json LogprobsOf(const ApiJob& job, const runtime::TokenEvent& e, const tokenizer::Tokenizer* tok) {
+  if (job.kind == ApiKind::kChat) {
+    json top = json::array();
+    for (const auto& t : e.top) top.push_back({{"token", Piece(tok, t.token)}, {"logprob", t.logprob}});
+    return {{"token", Piece(tok, e.token)}, {"logprob", e.logprob}, {"top_logprobs", top}};
+  }
+  json top = json::object();
+  for (const auto& t : e.top) top[Piece(tok, t.token)] = t.logprob;
+  return {{"token", Piece(tok, e.token)}, {"logprob", e.logprob}, {"top", top}};
+}
+
+}  // namespace
+
+std::string ReplyBuilder::Chunk(const runtime::TokenEvent& e) {
+  std::string out;
+  if (done_) return out;
+  const bool chat = job_.kind == ApiKind::kChat;
+  auto frame = [&](const json& choice, const json* usage) {
+    json c = {{"id", id_},
+              {"object", chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", created_},
+              {"model", job_.model},
+              {"choices", choice.is_null() ? json::array() : json::array({choice})}};
+    if (usage != nullptr) c["usage"] = *usage;
+    absl::StrAppend(&out, "data: ", c.dump(), "\n\n");
+  };
+  if (e.reason == runtime::FinishReason::kError) {
+    error_ = e.error;
+    done_ = true;
+    absl::StrAppend(&out, "data: ", ErrorJson(e.error.ok() ? absl::InternalError("the request failed") : e.error),
+                    "\n\ndata: [DONE]\n\n");
+    return out;
+  }
+  if (chat && !opened_) {
+    frame({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}}, nullptr);
+    opened_ = true;
+  }
+  if (!e.text.empty() || (e.token >= 0 && job_.logprobs)) {
+    json choice = {{"index", 0}, {"finish_reason", nullptr}};
+    if (chat)
+      choice["delta"] = {{"content", e.text}};
+    else
+      choice["text"] = e.text;
+    if (job_.logprobs && e.token >= 0) {
+      json lp = LogprobsOf(job_, e, job_.tokenizer);
+      if (chat)
+        choice["logprobs"] = {{"content", json::array({lp})}};
+      else
+        choice["logprobs"] = {{"tokens", json::array({lp["token"]})},
+                              {"token_logprobs", json::array({lp["logprob"]})},
+                              {"top_logprobs", json::array({lp["top"]})}};
+    }
+    frame(choice, nullptr);
+  }
+  if (e.last) {
+    json choice = {{"index", 0}, {"finish_reason", FinishName(e.reason)}};
+    if (chat)
+      choice["delta"] = json::object();
+    else
+      choice["text"] = "";
+    frame(choice, nullptr);
+    if (job_.include_usage) {
+      const json usage = UsageJson(e.usage);
+      frame(json(), &usage);
+    }
+    absl::StrAppend(&out, "data: [DONE]\n\n");
+    done_ = true;
+  }
+  return out;
+}
+
+void ReplyBuilder::Add(const runtime::TokenEvent& e) {
+  if (done_) return;
+  text_ += e.text;
+  if (e.token >= 0) {
+    tokens_.push_back(e.token);
+    if (job_.logprobs) {
+      runtime::TokenEvent copy = e;
+      copy.text.clear();
+      logprob_events_.push_back(std::move(copy));
+    }
+  }
+  if (e.last) {
+    reason_ = e.reason;
+    usage_ = e.usage;
+    if (e.reason == runtime::FinishReason::kError)
+      error_ = e.error.ok() ? absl::InternalError("the request failed") : e.error;
+    done_ = true;
+  }
+}
+
+std::string ReplyBuilder::Json() const {
+  const bool chat = job_.kind == ApiKind::kChat;
+  json choice = {{"index", 0}, {"finish_reason", FinishName(reason_)}};
+  if (chat)
+    choice["message"] = {{"role", "assistant"}, {"content", text_}};
+  else
+    choice["text"] = text_;
+  if (job_.logprobs) {
+    if (chat) {
+      json content = json::array();
+      for (const auto& e : logprob_events_) content.push_back(LogprobsOf(job_, e, job_.tokenizer));
+      choice["logprobs"] = {{"content", content}};
+    } else {
+      json toks = json::array(), lps = json::array(), tops = json::array();
+      for (const auto& e : logprob_events_) {
+        json lp = LogprobsOf(job_, e, job_.tokenizer);
+        toks.push_back(lp["token"]);
+        lps.push_back(lp["logprob"]);
+        tops.push_back(lp["top"]);
+      }
+      choice["logprobs"] = {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}};
+    }
+  } else {
+    choice["logprobs"] = nullptr;
+  }
+  json reply = {{"id", id_},
+                {"object", chat ? "chat.completion" : "text_completion"},
+                {"created", created_},
+                {"model", job_.model},
+                {"choices", json::array({choice})},
+                {"usage", UsageJson(usage_)}};
+  return reply.dump();
+}
+
+}  // namespace memra::server

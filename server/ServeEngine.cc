@@ -1,0 +1,171 @@
+#include "server/ServeEngine.h"
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace memra::server {
+
+bool RequestStream::Next(runtime::TokenEvent& e) {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [&] { return !events_.empty() || finished_; });
+  if (events_.empty()) return false;
+  e = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+void RequestStream::Push(const runtime::TokenEvent& e) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    events_.push_back(e);
+    if (e.last) finished_ = true;
+  }
+  cv_.notify_one();
+}
+
+ServeEngine::ServeEngine(runtime::BatchBackend& backend, ServeEngineOptions options)
+    : backend_(backend), options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<ServeEngine>> ServeEngine::Start(runtime::BatchBackend& backend,
+                                                                ServeEngineOptions options) {
+  if (options.max_queue < 1)
+    return absl::InvalidArgumentError(absl::StrCat("max_queue must be >= 1 (got ", options.max_queue, ")"));
+  std::unique_ptr<ServeEngine> e(new ServeEngine(backend, std::move(options)));
+  auto sched = runtime::Scheduler::Create(backend, e->options_.scheduler);
+  if (!sched.ok()) return sched.status();
+  e->scheduler_ = std::move(*sched);
+  e->stats_.slots = backend.slots();
+  e->thread_ = std::thread([p = e.get()] { p->Loop(); });
+  return e;
+}
+
+ServeEngine::~ServeEngine() { Shutdown(); }
+
+void ServeEngine::Shutdown() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  work_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ServeEngine::Run(Command& c) {
+  if (c.cancel) {
+    (void)scheduler_->Cancel(c.id);  // NotFound once it finished
+    return;
+  }
+  auto stream = c.stream;
+  const int64_t prompt = static_cast<int64_t>(c.request.prompt.size());
+  auto id = scheduler_->Submit(std::move(c.request), [this, stream](const runtime::TokenEvent& e) {
+    if (e.last) {
+      live_.erase(e.id);
+      std::lock_guard<std::mutex> l(mu_);
+      --in_flight_;
+      ++stats_.finished;
+      stats_.generated_tokens += e.usage.completion_tokens;
+      if (e.reason == runtime::FinishReason::kError) ++stats_.errors;
+      if (e.reason == runtime::FinishReason::kCancelled) ++stats_.cancelled;
+    }
+    stream->Push(e);
+  });
+  if (!id.ok()) {
+    std::lock_guard<std::mutex> l(mu_);
+    --in_flight_;
+    c.accepted.set_value(id.status());
+    return;
+  }
+  stream->id_ = *id;
+  live_.insert(*id);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.requests;
+    stats_.prompt_tokens += prompt;
+  }
+  c.accepted.set_value(absl::OkStatus());
+}
+
+void ServeEngine::Loop() {
+  while (true) {
+    std::deque<std::unique_ptr<Command>> commands;
+    bool stop = false;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      work_.wait(l, [&] { return stop_ || !inbox_.empty() || busy_; });
+      commands.swap(inbox_);
+      stop = stop_;
+    }
+    for (auto& c : commands) {
+      if (stop && !c->cancel) {
+        std::lock_guard<std::mutex> l(mu_);
+        --in_flight_;
+        c->accepted.set_value(absl::UnavailableError("the server is shutting down"));
+        continue;
+      }
+      Run(*c);
+    }
+    if (stop) {
+      // Whatever still runs ends as cancelled (its last event), so no reader waits forever.
+      const std::set<runtime::RequestId> live = live_;
+      for (runtime::RequestId id : live) (void)scheduler_->Cancel(id);
+      std::lock_guard<std::mutex> l(mu_);
+      stopped_ = true;
+      return;
+    }
+    if (!scheduler_->idle()) {
+      // A failed step already ended its requests with the error; the engine keeps serving.
+      if (absl::Status st = scheduler_->Step(); !st.ok()) llvm::errs() << "memra serve: " << st.ToString() << "\n";
+    }
+    const runtime::SchedulerStats ss = scheduler_->stats();
+    std::lock_guard<std::mutex> l(mu_);
+    busy_ = !scheduler_->idle();
+    stats_.steps = ss.steps;
+    stats_.queued = ss.queued;
+    stats_.running = ss.running;
+  }
+}
+
+absl::StatusOr<std::shared_ptr<RequestStream>> ServeEngine::Submit(runtime::Request request) {
+  auto c = std::make_unique<Command>();
+  c->request = std::move(request);
+  c->stream = std::make_shared<RequestStream>();
+  std::shared_ptr<RequestStream> stream = c->stream;
+  std::future<absl::Status> accepted = c->accepted.get_future();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stop_) return absl::UnavailableError("the server is shutting down");
+    if (in_flight_ >= options_.max_queue) {
+      ++stats_.refused;
+      return absl::ResourceExhaustedError(absl::StrCat("the server holds ", in_flight_, " requests (--max-queue ",
+                                                       options_.max_queue, "); retry later"));
+    }
+    ++in_flight_;
+    inbox_.push_back(std::move(c));
+  }
+  work_.notify_one();
+  absl::Status st = accepted.get();
+  if (!st.ok()) return st;
+  return stream;
+}
+
+void ServeEngine::Cancel(const RequestStream& stream) {
+  auto c = std::make_unique<Command>();
+  c->cancel = true;
+  c->id = stream.id();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopped_) return;
+    inbox_.push_back(std::move(c));
+  }
+  work_.notify_one();
+}
+
+ServeStats ServeEngine::stats() {
+  std::lock_guard<std::mutex> l(mu_);
+  return stats_;
+}
+
+}  // namespace memra::server

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""`memra serve` against the official OpenAI client (and raw HTTP for what a client would not send).
+
+Usage: openai_test.py MEMRA MODEL.gguf
+
+Starts the servers it needs on 127.0.0.1 (free ports) and stops them. Checks: /v1/models, text and
+chat completions, streaming equal to the one-shot reply, usage (and the usage chunk), stop strings,
+logprobs, seeded sampling, 16 concurrent greedy requests equal to their solo replies, the error
+objects (malformed JSON, bad fields, a prompt over the context, n > 1, a body over the limit, an
+unknown route), a streaming client that disconnects (its request cancelled, the server keeps
+serving), /metrics, and --api-key.
+"""
+import concurrent.futures
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import openai
+
+MEMRA, MODEL = sys.argv[1], sys.argv[2]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, *extra):
+        self.port = free_port()
+        self.log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"memra-serve-{self.port}.log"), "w+")
+        self.proc = subprocess.Popen([MEMRA, "serve", MODEL, "--backend", "cpu", "-t", "2", "--port", str(self.port),
+                                      *extra], stdout=self.log, stderr=subprocess.STDOUT)
+        self.base = f"http://127.0.0.1:{self.port}"
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"memra serve exited {self.proc.returncode}:\n{self.output()}")
+            try:
+                with urllib.request.urlopen(self.base + "/health", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.1)
+        raise SystemExit("memra serve did not answer /health within 60 s:\n" + self.output())
+
+    def output(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            rc = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise SystemExit("memra serve did not stop within 30 s of SIGTERM:\n" + self.output())
+        assert rc == 0, f"memra serve exited {rc} on SIGTERM:\n{self.output()}"
+
+    def raw(self, path, body=None, method=None, headers=None):
+        data = body if isinstance(body, (bytes, type(None))) else body.encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def error_of(status_body, status, needle):
+    status_got, body = status_body
+    check(status_got == status, f"expected HTTP {status}, got {status_got}: {body}")
+    err = json.loads(body)["error"]
+    check(needle in err["message"], f"error message {err['message']!r} lacks {needle!r}")
+    check(err["code"] == status and err["type"], f"error object {err}")
+
+
+def main():
+    srv = Server("-np", "4", "-c", "512")
+    try:
+        client = openai.OpenAI(base_url=srv.base + "/v1", api_key="unused", max_retries=0)
+        models = client.models.list()
+        check([m.id for m in models.data] == ["qwen35-demo-q8_0"], f"models: {models}")
+
+        # Text completion, greedy: one-shot and streamed give the same text; usage counts tokens.
+        c = client.completions.create(model="x", prompt="And God said", max_tokens=12, temperature=0)
+        text = c.choices[0].text
+        check(text and c.usage.completion_tokens == 12 and c.choices[0].finish_reason == "length", f"completion {c}")
+        check(c.usage.prompt_tokens > 0 and c.usage.total_tokens == c.usage.prompt_tokens + 12, f"usage {c.usage}")
+        streamed = "".join(ch.choices[0].text for ch in client.completions.create(
+            model="x", prompt="And God said", max_tokens=12, temperature=0, stream=True) if ch.choices)
+        check(streamed == text, f"streamed {streamed!r} != {text!r}")
+        # Token ids as the prompt.
+        c_ids = client.completions.create(model="x", prompt=[1, 2, 3, 4], max_tokens=3, temperature=0)
+        check(c_ids.usage.prompt_tokens == 4, f"ids prompt usage {c_ids.usage}")
+
+        # Chat through the template; streaming with the usage chunk.
+        msgs = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Who spoke?"}]
+        r = client.chat.completions.create(model="x", messages=msgs, max_tokens=10, temperature=0)
+        reply = r.choices[0].message.content
+        check(r.choices[0].message.role == "assistant" and reply, f"chat {r}")
+        chunks = list(client.chat.completions.create(model="x", messages=msgs, max_tokens=10, temperature=0,
+                                                     stream=True, stream_options={"include_usage": True}))
+        check("".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices) == reply, "chat stream text")
+        check(chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == r.usage.completion_tokens,
+              f"usage chunk {chunks[-1]}")
+        check([ch.choices[0].finish_reason for ch in chunks if ch.choices][-1] == r.choices[0].finish_reason,
+              "stream finish_reason")
+
+        # A stop string cuts the text before it (finish_reason stop).
+        cut = max(1, len(text) // 2)
+        stop = text[cut:cut + 3]
+        s = client.completions.create(model="x", prompt="And God said", max_tokens=12, temperature=0, stop=[stop])
+        check(s.choices[0].finish_reason == "stop" and s.choices[0].text == text[:text.index(stop)],
+              f"stop {stop!r}: {s.choices[0]}")
+
+        # Logprobs of the chosen token and the top 2 (the model's distribution: <= 0, sorted).
+        lp = client.chat.completions.create(model="x", messages=msgs, max_tokens=5, temperature=0, logprobs=True,
+                                            top_logprobs=2)
+        content = lp.choices[0].logprobs.content
+        check(len(content) == lp.usage.completion_tokens, f"logprobs entries {len(content)}")
+        for t in content:
+            check(t.logprob <= 0 and len(t.top_logprobs) == 2, f"logprob entry {t}")
+            check(t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob, f"top order {t}")
+            check(abs(t.top_logprobs[0].logprob - t.logprob) < 1e-5, f"greedy pick is the top one: {t}")
+
+        # Seeded sampling repeats; sampling differs from greedy somewhere.
+        def sampled(seed):
+            return client.completions.create(model="x", prompt="And God said", max_tokens=24, temperature=1.0,
+                                             top_p=0.95, seed=seed).choices[0].text
+        a, b = sampled(42), sampled(42)
+        check(a == b, f"seed 42 twice: {a!r} vs {b!r}")
+        check(any(sampled(s) != text for s in (1, 2, 3)) or a != text, "sampling never left the greedy text")
+
+        # 16 concurrent greedy requests on 4 slots: all complete, each equal to its solo reply.
+        prompts = [f"In the beginning {i}" for i in range(16)]
+        solo = [client.completions.create(model="x", prompt=p, max_tokens=8, temperature=0).choices[0].text
+                for p in prompts]
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            together = list(pool.map(lambda p: client.completions.create(
+                model="x", prompt=p, max_tokens=8, temperature=0).choices[0].text, prompts))
+        check(together == solo, f"concurrent replies differ from solo ones:\n{together}\n{solo}")
+
+        # Errors: OpenAI error objects with the right status.
+        error_of(srv.raw("/v1/chat/completions", "{bad json"), 400, "not valid JSON")
+        error_of(srv.raw("/v1/chat/completions", json.dumps({"model": "x"})), 400, "'messages'")
+        error_of(srv.raw("/v1/completions", json.dumps({"prompt": "hi", "temperature": "hot"})), 400,
+                 "'temperature': must be a number")
+        error_of(srv.raw("/v1/completions", json.dumps({"prompt": "hi", "n": 2})), 400, "'n'")
+        error_of(srv.raw("/v1/completions", json.dumps({"prompt": [1, -5]})), 400, "token id -5")
+        error_of(srv.raw("/v1/completions", json.dumps({"prompt": "word " * 600})), 400, "the context holds 512")
+        # A body over the limit: 413 from its Content-Length, before the server reads it (the
+        # connection then closes, so the client may not get to send it all).
+        with socket.create_connection(("127.0.0.1", srv.port)) as big:
+            big.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 9437184\r\n\r\n{")
+            try:
+                big.sendall(b" " * (1 << 20))
+            except OSError:
+                pass
+            head = big.recv(65536).decode(errors="replace")
+        check(head.startswith("HTTP/1.1 413") and "over 8388608 bytes" in head, f"oversized body: {head[:300]}")
+        error_of(srv.raw("/v1/nothing", method="GET"), 404, "no route")
+        error_of(srv.raw("/v1/chat/completions", json.dumps({"messages": [{"role": "wizard", "content": "x"}]})), 400,
+                 "unknown role")
+
+        # A streaming client that goes away: its request is cancelled, the server keeps serving.
+        sock = socket.create_connection(("127.0.0.1", srv.port))
+        body = json.dumps({"prompt": "And God said", "max_tokens": 400, "temperature": 0, "stream": True})
+        sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+        got = b""
+        while b"data:" not in got:
+            part = sock.recv(4096)
+            check(part, f"the stream ended before its first event: {got!r}")
+            got += part
+        sock.close()
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            metrics = srv.raw("/metrics")[1]
+            if "memra_requests_cancelled_total 1" in metrics and "memra_requests_running 0" in metrics:
+                break
+            time.sleep(0.2)
+        check("memra_requests_cancelled_total 1" in metrics, f"the disconnect was not cancelled:\n{metrics}")
+        check(client.completions.create(model="x", prompt="And God said", max_tokens=12,
+                                        temperature=0).choices[0].text == text, "serving after a disconnect")
+        check("memra_requests_total" in metrics and "memra_slots 4" in metrics, f"metrics:\n{metrics}")
+    finally:
+        srv.stop()
+
+    # --api-key: the /v1/ routes need the bearer token; /health does not.
+    srv = Server("-np", "1", "--api-key", "sesame")
+    try:
+        try:
+            openai.OpenAI(base_url=srv.base + "/v1", api_key="wrong", max_retries=0).models.list()
+            raise AssertionError("a wrong API key was accepted")
+        except openai.AuthenticationError:
+            pass
+        ok = openai.OpenAI(base_url=srv.base + "/v1", api_key="sesame", max_retries=0)
+        check(ok.completions.create(model="x", prompt="And God", max_tokens=2).usage.completion_tokens == 2, "key ok")
+        check(srv.raw("/health")[0] == 200, "/health without a key")
+    finally:
+        srv.stop()
+    print("serve_openai: ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+// `memra serve MODEL.gguf`: the OpenAI-compatible HTTP server (server/HttpServer.h) over the
+// continuous-batching scheduler on the batched engine (runtime/BatchedSlots.h), CPU or CUDA.
+// Flag names follow llama-server's. Runs until SIGINT or SIGTERM.
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "frontends/tokenizer/ChatTemplate.h"
+#include "frontends/tokenizer/Tokenizer.h"
+#include "llvm/Support/raw_ostream.h"
+#include "runtime/BatchedSlots.h"
+#include "runtime/Executor.h"
+#include "server/HttpServer.h"
+#include "server/ServeEngine.h"
+#include "tools/Command.h"
+#include "tools/Options.h"
+
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::SubCommand kServe("serve", "OpenAI-compatible HTTP server (chat and text completions, streaming)");
+memra::tools::ModelArgument ServeModelArg(kServe, "<model.gguf>");
+cl::opt<std::string> ServeHost("host", cl::desc("Address to listen on (default: 127.0.0.1)"), cl::init("127.0.0.1"),
+                               cl::sub(kServe));
+memra::tools::IntOption<int> ServePort("port", {0, 65535}, "Port to listen on, 0 = any free one (printed)",
+                                       cl::init(8080), cl::sub(kServe));
+memra::tools::IntOption<int> ServeParallel("parallel", {1, 256}, "Requests decoded at once (sequence slots)",
+                                           cl::init(4), cl::sub(kServe));
+cl::alias ServeParallelShort("np", cl::desc("Alias for --parallel"), cl::NotHidden, cl::aliasopt(ServeParallel));
+memra::tools::IntOption<int64_t> ServeCtx("ctx-size", {0, memra::tools::kMaxContext},
+                                          "Context per request (prompt + generated), 0 = the model's, capped at 4096",
+                                          cl::init(0), cl::sub(kServe));
+cl::alias ServeCtxShort("c", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(ServeCtx));
+cl::opt<std::string> ServeApiKey("api-key",
+                                 cl::desc("Require 'Authorization: Bearer KEY' on /v1/ routes (default: none)"),
+                                 cl::init(""), cl::sub(kServe));
+cl::opt<std::string> ServeAlias("alias", cl::desc("Model id in /v1/models and replies (default: the file's name)"),
+                                cl::init(""), cl::sub(kServe));
+memra::tools::IntOption<int> ServeMaxQueue("max-queue", {1, 1 << 20},
+                                           "Requests queued or running at most; more get HTTP 503", cl::init(256),
+                                           cl::sub(kServe));
+memra::tools::IntOption<int64_t> ServeBatch("batch-size", {1, memra::tools::kMaxContext},
+                                            "Rows per scheduler step (decode rows first, prompt chunks in the rest)",
+                                            cl::init(512), cl::sub(kServe));
+cl::alias ServeBatchShort("b", cl::desc("Alias for --batch-size"), cl::NotHidden, cl::aliasopt(ServeBatch));
+memra::tools::ChoiceOption ServeBackend("backend", {"cpu", "cuda"},
+                                        "Executor; auto = cuda when a CUDA GPU is present, cpu otherwise", cl::init(""),
+                                        cl::sub(kServe));
+memra::tools::IntOption<int> ServeThreads("threads", {0, memra::tools::HardwareThreads()},
+                                          "CPU threads for the cpu backend, 0 = all hardware threads", cl::init(0),
+                                          cl::sub(kServe));
+cl::alias ServeThreadsShort("t", cl::desc("Alias for --threads"), cl::NotHidden, cl::aliasopt(ServeThreads));
+cl::opt<std::string> ServeCache("kernel-cache",
+                                cl::desc("Kernel cubin cache folder, - = none (default: ~/.cache/memra)"), cl::init(""),
+                                cl::value_desc("dir"), cl::sub(kServe));
+
+int Fail(const absl::Status& s) {
+  llvm::errs() << "memra serve: " << s.ToString() << "\n";
+  return 1;
+}
+
+std::string ModelId(const std::string& path) {
+  std::string base = path.substr(path.find_last_of('/') + 1);
+  if (base.size() > 5 && base.compare(base.size() - 5, 5, ".gguf") == 0) base.resize(base.size() - 5);
+  return base;
+}
+
+int RunServe() {
+  using namespace memra;
+  std::string model_path, model_error;
+  if (!ServeModelArg.Resolve(model_path, model_error)) return Fail(absl::InvalidArgumentError(model_error));
+  std::string backend_name = ServeBackend;
+  if (backend_name.empty()) backend_name = std::string(runtime::BackendName(runtime::DefaultBackend()));
+  auto backend_kind = runtime::ParseBackend(backend_name);
+  if (!backend_kind.ok()) return Fail(backend_kind.status());
+  if (*backend_kind == runtime::Backend::kCuda)
+    if (absl::Status st = runtime::CudaAvailable(); !st.ok())
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat("--backend cuda: no usable CUDA GPU here (", st.message(), "); use --backend cpu")));
+
+  // Signals go to the thread that waits for them (blocked in every thread started from here).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  runtime::BatchedSlotsOptions bo;
+  bo.slots = ServeParallel;
+  bo.n_ctx = ServeCtx;
+  bo.backend = *backend_kind;
+  bo.exec.cpu.threads = ServeThreads;
+  bo.exec.cuda.kernel_cache_dir = ServeCache;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto engine_backend = runtime::BatchedSlots::Open(model_path, bo);
+  if (!engine_backend.ok()) return Fail(engine_backend.status());
+  runtime::BatchedSlots& slots = **engine_backend;
+  if (slots.tokenizer() == nullptr)
+    return Fail(absl::FailedPreconditionError(
+        absl::StrCat(model_path, ": the GGUF has no usable tokenizer (the server takes and returns text)")));
+  const tokenizer::Tokenizer& tok = *slots.tokenizer();
+  std::unique_ptr<tokenizer::ChatTemplate> chat;
+  if (auto c = tokenizer::ChatTemplate::FromTokenizer(tok); c.ok()) {
+    chat = std::move(*c);
+  } else {
+    llvm::errs() << "memra serve: no chat template (" << std::string(c.status().message())
+                 << "): /v1/chat/completions answers 400, /v1/completions works\n";
+  }
+
+  server::ServeEngineOptions eo;
+  eo.max_queue = ServeMaxQueue;
+  eo.scheduler.step_tokens = std::max<int64_t>(std::min<int64_t>(ServeBatch, slots.max_step_rows()),
+                                               runtime::MinStepTokens(slots.slots(), eo.scheduler.prefill_align));
+  eo.scheduler.detokenizer = runtime::TokenizerDetokenizer(tok);
+  auto engine = server::ServeEngine::Start(slots, eo);
+  if (!engine.ok()) return Fail(engine.status());
+
+  server::ApiContext api;
+  api.tokenizer = &tok;
+  api.chat_template = chat.get();
+  api.model = ServeAlias.empty() ? ModelId(model_path) : std::string(ServeAlias);
+  api.ctx_per_slot = slots.max_sequence_positions();
+  server::HttpServerOptions ho;
+  ho.host = ServeHost;
+  ho.port = ServePort;
+  ho.api_key = ServeApiKey;
+  auto http = server::HttpServer::Listen(ho, api, **engine);
+  if (!http.ok()) return Fail(http.status());
+  llvm::errs() << absl::StrFormat(
+      "memra serve: %s as \"%s\": %d slots of context %d, %s, loaded in %.2f s\n"
+      "memra serve: listening on http://%s:%d (POST /v1/chat/completions, /v1/completions; GET /v1/models, "
+      "/health, /metrics)%s\n",
+      model_path, api.model, slots.slots(), slots.ctx_per_slot(), slots.executor().Describe(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), std::string(ServeHost),
+      (*http)->port(), ServeApiKey.empty() ? "" : ", API key required");
+  std::thread accept([&] { (*http)->Run(); });
+  int sig = 0;
+  sigwait(&signals, &sig);
+  llvm::errs() << "memra serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", stopping\n";
+  (*http)->Stop();  // also ends the connections' reads
+  accept.join();
+  (*engine)->Shutdown();  // cancels what still runs, so every connection finishes
+  http->reset();          // waits for the connection threads
+  engine->reset();
+  return 0;
+}
+
+}  // namespace
+
+MEMRA_REGISTER_COMMAND(kServe, RunServe);
