@@ -105,7 +105,10 @@ absl::Status ParseCommon(const json& j, const ApiContext& ctx, ApiJob& job) {
     for (const auto& s : r.stop_strings)
       if (s.empty()) return Bad("stop", "a stop string must not be empty");
   }
-  r.stop_ids = ctx.tokenizer->eog_ids();
+  // ignore_eos (llama-server's extension): generate through end-of-generation tokens (benchmarks).
+  bool ignore_eos = false;
+  MEMRA_RETURN_IF_ERROR(Take(ignore_eos, Bool(j, "ignore_eos", false)));
+  if (!ignore_eos) r.stop_ids = ctx.tokenizer->eog_ids();
   MEMRA_RETURN_IF_ERROR(Take(job.stream, Bool(j, "stream", false)));
   if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) return Bad("stream_options", "must be an object");

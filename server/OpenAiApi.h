@@ -12,7 +12,8 @@
 // model, max_tokens / max_completion_tokens, temperature, top_p, top_k, min_p, seed, stop,
 // presence_penalty, frequency_penalty, repeat_penalty, logprobs / top_logprobs (chat) or logprobs
 // = n (completions), stream, stream_options.include_usage, n = 1; chat: messages (system, user,
-// assistant, tool), tools, tool_choice "none" / "auto"; completions: prompt as a string or token ids.
+// assistant, tool), tools, tool_choice "none" / "auto"; completions: prompt as a string or token ids;
+// llama-server's extensions top_k, min_p, repeat_penalty and ignore_eos.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,202 @@
+// The OpenAI protocol layer without HTTP (server/OpenAiApi.h): requests parsed into scheduler
+// Requests with OpenAI's defaults and llama-server's extensions, refusals that name the field, the
+// chat template applied, and replies (one object, and the SSE frames of a stream) in OpenAI's shape.
+#include "server/OpenAiApi.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "frontends/gguf/GgufFile.h"
+#include "frontends/tokenizer/ChatTemplate.h"
+#include "frontends/tokenizer/Tokenizer.h"
+#include "nlohmann/json.hpp"
+#include "tests/TestUtil.h"
+
+namespace memra::server {
+namespace {
+
+using nlohmann::json;
+
+class OpenAiApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string path = std::string(MEMRA_SOURCE_DIR) + "/models/demo/qwen35-demo-q8_0.gguf";
+    auto f = gguf::GgufFile::Open(path);
+    ASSERT_TRUE(f.ok()) << f.status();
+    auto t = tokenizer::Tokenizer::FromGguf(**f);
+    ASSERT_TRUE(t.ok()) << t.status();
+    tok_ = std::move(*t);
+    auto c = tokenizer::ChatTemplate::FromTokenizer(*tok_);
+    ASSERT_TRUE(c.ok()) << c.status();
+    chat_ = std::move(*c);
+    ctx_ = {tok_.get(), chat_.get(), "demo", 256};
+  }
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
+  std::unique_ptr<tokenizer::ChatTemplate> chat_;
+  ApiContext ctx_;
+};
+
+TEST_F(OpenAiApiTest, CompletionDefaultsAndFields) {
+  auto job = ParseCompletionRequest(R"({"prompt": "And God said"})", ctx_);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->request.prompt, tok_->Encode("And God said"));
+  EXPECT_EQ(job->request.sampling.temperature, 1.0f);  // OpenAI's default
+  EXPECT_EQ(job->request.sampling.top_p, 1.0f);
+  EXPECT_EQ(job->request.max_tokens, 256);  // up to the context
+  EXPECT_EQ(job->request.stop_ids, tok_->eog_ids());
+  EXPECT_FALSE(job->stream);
+  EXPECT_EQ(job->model, "demo");
+
+  job = ParseCompletionRequest(R"({"model": "m", "prompt": [5, 6, 7], "max_tokens": 9, "temperature": 0.5,
+      "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 7, "stop": ["\n", "END"], "presence_penalty": 0.5,
+      "frequency_penalty": -0.5, "repeat_penalty": 1.1, "logprobs": 3, "stream": true,
+      "stream_options": {"include_usage": true}, "ignore_eos": true, "user": "ignored"})",
+                               ctx_);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const runtime::Request& r = job->request;
+  EXPECT_EQ(r.prompt, (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(r.max_tokens, 9);
+  EXPECT_EQ(r.sampling.temperature, 0.5f);
+  EXPECT_EQ(r.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.sampling.top_k, 40);
+  EXPECT_EQ(r.sampling.min_p, 0.05f);
+  EXPECT_EQ(r.seed, 7u);
+  EXPECT_EQ(r.stop_strings, (std::vector<std::string>{"\n", "END"}));
+  EXPECT_EQ(r.sampling.presence_penalty, 0.5f);
+  EXPECT_EQ(r.sampling.frequency_penalty, -0.5f);
+  EXPECT_EQ(r.sampling.repeat_penalty, 1.1f);
+  EXPECT_EQ(r.logprobs, 3);
+  EXPECT_TRUE(r.stop_ids.empty());  // ignore_eos
+  EXPECT_TRUE(job->stream && job->include_usage && job->logprobs);
+  EXPECT_EQ(job->model, "m");
+}
+
+TEST_F(OpenAiApiTest, RefusalsNameTheField) {
+  auto refused = [&](const char* body, absl::StatusCode code, const char* needle, bool chat = false) {
+    auto job = chat ? ParseChatRequest(body, ctx_) : ParseCompletionRequest(body, ctx_);
+    ASSERT_FALSE(job.ok()) << body;
+    EXPECT_EQ(job.status().code(), code) << job.status();
+    EXPECT_NE(job.status().message().find(needle), std::string::npos) << job.status();
+    EXPECT_EQ(HttpStatusOf(job.status()), 400);
+  };
+  refused("{", absl::StatusCode::kInvalidArgument, "not valid JSON");
+  refused("[1]", absl::StatusCode::kInvalidArgument, "JSON object");
+  refused("{}", absl::StatusCode::kInvalidArgument, "'prompt': is required");
+  refused(R"({"prompt": 5})", absl::StatusCode::kInvalidArgument, "'prompt'");
+  refused(R"({"prompt": [1, 999999]})", absl::StatusCode::kInvalidArgument, "token id 999999");
+  refused(R"({"prompt": ""})", absl::StatusCode::kInvalidArgument, "empty");
+  refused(R"({"prompt": "x", "temperature": "hot"})", absl::StatusCode::kInvalidArgument, "'temperature'");
+  refused(R"({"prompt": "x", "temperature": -1})", absl::StatusCode::kInvalidArgument, "'temperature'");
+  refused(R"({"prompt": "x", "top_p": 2})", absl::StatusCode::kInvalidArgument, "'top_p'");
+  refused(R"({"prompt": "x", "max_tokens": 0})", absl::StatusCode::kInvalidArgument, "'max_tokens'");
+  refused(R"({"prompt": "x", "max_tokens": 1.5})", absl::StatusCode::kInvalidArgument, "'max_tokens'");
+  refused(R"({"prompt": "x", "n": 3})", absl::StatusCode::kInvalidArgument, "'n'");
+  refused(R"({"prompt": "x", "stop": [1]})", absl::StatusCode::kInvalidArgument, "'stop'");
+  refused(R"({"prompt": "x", "stop": ""})", absl::StatusCode::kInvalidArgument, "'stop'");
+  refused(R"({"prompt": "x", "stream": "yes"})", absl::StatusCode::kInvalidArgument, "'stream'");
+  refused(R"({"prompt": "x", "logprobs": 21})", absl::StatusCode::kInvalidArgument, "'logprobs'");
+  std::string long_prompt = R"({"prompt": [)";
+  for (int i = 0; i < 300; ++i) long_prompt += i ? ",1" : "1";
+  long_prompt += "]}";
+  refused(long_prompt.c_str(), absl::StatusCode::kOutOfRange, "300 tokens; the context holds 256");
+  refused(R"({"messages": []})", absl::StatusCode::kInvalidArgument, "'messages'", true);
+  refused(R"({"messages": [{"content": "x"}]})", absl::StatusCode::kInvalidArgument, "messages[0].role", true);
+  refused(R"({"messages": [{"role": "wizard", "content": "x"}]})", absl::StatusCode::kInvalidArgument,
+          "unknown role", true);
+  refused(R"({"messages": [{"role": "user", "content": 5}]})", absl::StatusCode::kInvalidArgument,
+          "messages[0].content", true);
+  refused(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+          absl::StatusCode::kInvalidArgument, "needs 'logprobs'", true);
+  ApiContext no_template = ctx_;
+  no_template.chat_template = nullptr;
+  auto job = ParseChatRequest(R"({"messages": [{"role": "user", "content": "x"}]})", no_template);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(OpenAiApiTest, ChatAppliesTheTemplate) {
+  auto job = ParseChatRequest(
+      R"({"messages": [{"role": "system", "content": "Be brief."},
+                       {"role": "user", "content": [{"type": "text", "text": "Hel"}, {"type": "text", "text": "lo"}]}],
+          "logprobs": true, "top_logprobs": 2, "max_completion_tokens": 5})",
+      ctx_);
+  ASSERT_TRUE(job.ok()) << job.status();
+  tokenizer::ChatInputs in;
+  in.messages = tokenizer::ChatInputs::Messages({{"system", "Be brief."}, {"user", "Hello"}});
+  auto text = chat_->Apply(in);
+  ASSERT_TRUE(text.ok());
+  tokenizer::EncodeOptions eo;
+  eo.add_special = false;
+  EXPECT_EQ(job->request.prompt, tok_->Encode(*text, eo));
+  EXPECT_EQ(job->request.logprobs, 2);
+  EXPECT_EQ(job->request.max_tokens, 5);
+  EXPECT_EQ(job->kind, ApiKind::kChat);
+}
+
+// Replies: the stream's frames (role first, a delta per token, finish_reason, usage, [DONE]) and the
+// one-object reply carry the same text; an error event becomes an error frame.
+TEST_F(OpenAiApiTest, RepliesInOpenAisShape) {
+  auto job = ParseChatRequest(R"({"messages": [{"role": "user", "content": "x"}], "stream": true,
+                                  "stream_options": {"include_usage": true}})",
+                              ctx_);
+  ASSERT_TRUE(job.ok());
+  std::vector<runtime::TokenEvent> events(3);
+  events[0].token = 10;
+  events[0].text = "Hel";
+  events[1].token = 11;
+  events[1].text = "lo";
+  events[2].token = 12;
+  events[2].last = true;
+  events[2].reason = runtime::FinishReason::kStop;
+  events[2].usage = {4, 3};
+  ReplyBuilder stream(*job, "chatcmpl-9", 1000);
+  std::string sse;
+  for (const auto& e : events) sse += stream.Chunk(e);
+  std::vector<json> frames;
+  size_t at = 0;
+  while ((at = sse.find("data: ", at)) != std::string::npos) {
+    const size_t end = sse.find("\n\n", at);
+    const std::string data = sse.substr(at + 6, end - at - 6);
+    at = end;
+    if (data == "[DONE]") break;
+    frames.push_back(json::parse(data));
+  }
+  ASSERT_EQ(frames.size(), 5u) << sse;  // role, "Hel", "lo", finish, usage
+  EXPECT_EQ(frames[0]["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(frames[1]["choices"][0]["delta"]["content"], "Hel");
+  EXPECT_EQ(frames[2]["choices"][0]["delta"]["content"], "lo");
+  EXPECT_EQ(frames[3]["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(frames[4]["choices"].empty());
+  EXPECT_EQ(frames[4]["usage"]["total_tokens"], 7);
+  for (const auto& f : frames) EXPECT_EQ(f["object"], "chat.completion.chunk");
+  EXPECT_TRUE(stream.done());
+  EXPECT_TRUE(absl::EndsWith(sse, "data: [DONE]\n\n"));
+
+  ReplyBuilder whole(*job, "chatcmpl-9", 1000);
+  for (const auto& e : events) whole.Add(e);
+  const json r = json::parse(whole.Json());
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "Hello");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(r["usage"]["prompt_tokens"], 4);
+
+  runtime::TokenEvent err;
+  err.last = true;
+  err.reason = runtime::FinishReason::kError;
+  err.error = absl::DataLossError("the logits of decode step 3 are not all finite");
+  ReplyBuilder failed(*job, "chatcmpl-10", 1000);
+  const std::string f = failed.Chunk(err);
+  EXPECT_NE(f.find("\"error\""), std::string::npos) << f;
+  EXPECT_NE(f.find("not all finite"), std::string::npos) << f;
+  EXPECT_FALSE(failed.error().ok());
+
+  const json e = json::parse(ErrorJson(absl::UnauthenticatedError("key")));
+  EXPECT_EQ(e["error"]["code"], 401);
+  EXPECT_EQ(e["error"]["type"], "authentication_error");
+  EXPECT_EQ(json::parse(ErrorJson(absl::InvalidArgumentError("big"), 413))["error"]["code"], 413);
+  EXPECT_EQ(HttpStatusOf(absl::ResourceExhaustedError("full")), 503);
+  EXPECT_EQ(json::parse(ModelsJson(ctx_, 5))["data"][0]["id"], "demo");
+}
+
+}  // namespace
+}  // namespace memra::server
