@@ -323,7 +323,9 @@ std::string ReplyBuilder::Chunk(const runtime::TokenEvent& e) {
     frame({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}}, nullptr);
     opened_ = true;
   }
-  if (!e.text.empty() || (e.token >= 0 && job_.logprobs)) {
+  // One frame per token, its text possibly empty (bytes of a character not complete yet, or held
+  // back as a possible stop string): clients see every token's timing.
+  if (e.token >= 0 || !e.text.empty()) {
     json choice = {{"index", 0}, {"finish_reason", nullptr}};
     if (chat)
       choice["delta"] = {{"content", e.text}};

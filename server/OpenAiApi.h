@@ -68,7 +68,8 @@ std::string ErrorJson(const absl::Status& s, int http_status);
 class ReplyBuilder {
  public:
   ReplyBuilder(const ApiJob& job, std::string id, int64_t created);
-  // Streaming: the SSE frames ("data: {...}\n\n") this event adds: the first event also opens the
+  // Streaming: the SSE frames ("data: {...}\n\n") this event adds, one per token (its text may be
+  // empty while a character or a possible stop string is held back): the first event also opens the
   // assistant message (chat), the last one carries finish_reason, then the usage chunk when asked,
   // then "data: [DONE]". An event with an error gives an error frame instead.
   std::string Chunk(const runtime::TokenEvent& e);

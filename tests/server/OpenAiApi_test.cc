@@ -161,13 +161,14 @@ TEST_F(OpenAiApiTest, RepliesInOpenAisShape) {
     if (data == "[DONE]") break;
     frames.push_back(json::parse(data));
   }
-  ASSERT_EQ(frames.size(), 5u) << sse;  // role, "Hel", "lo", finish, usage
+  ASSERT_EQ(frames.size(), 6u) << sse;  // role, "Hel", "lo", "" (a token without text yet), finish, usage
   EXPECT_EQ(frames[0]["choices"][0]["delta"]["role"], "assistant");
   EXPECT_EQ(frames[1]["choices"][0]["delta"]["content"], "Hel");
   EXPECT_EQ(frames[2]["choices"][0]["delta"]["content"], "lo");
-  EXPECT_EQ(frames[3]["choices"][0]["finish_reason"], "stop");
-  EXPECT_TRUE(frames[4]["choices"].empty());
-  EXPECT_EQ(frames[4]["usage"]["total_tokens"], 7);
+  EXPECT_EQ(frames[3]["choices"][0]["delta"]["content"], "");
+  EXPECT_EQ(frames[4]["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(frames[5]["choices"].empty());
+  EXPECT_EQ(frames[5]["usage"]["total_tokens"], 7);
   for (const auto& f : frames) EXPECT_EQ(f["object"], "chat.completion.chunk");
   EXPECT_TRUE(stream.done());
   EXPECT_TRUE(absl::EndsWith(sse, "data: [DONE]\n\n"));
