@@ -1,11 +1,12 @@
 #include "server/HttpServer.h"
 
+#include <poll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -38,12 +39,28 @@ struct HttpServer::Impl {
   int connections = 0;
   std::set<int> open_sockets;  // connections' descriptors, shut down by Stop()
   std::atomic<int64_t> next_id{1};
+  // Deadlines of blocking socket calls: Asio's synchronous reads and writes wait in poll() without
+  // a timeout (a socket timeout only turns into another wait), so a watchdog thread shuts down the
+  // side of a connection whose deadline passed; the blocked call then returns.
+  std::mutex wd_mu;
+  std::condition_variable wd_cv;
+  std::map<int, std::pair<std::chrono::steady_clock::time_point, int>> deadlines;  // fd -> (when, how)
+  std::set<int> expired;
+  bool wd_stop = false;  // after the last connection ended
+  std::thread watchdog;
   const int64_t started =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 
   Impl(HttpServerOptions o, ApiContext a, ServeEngine& e) : options(std::move(o)), api(std::move(a)), engine(e) {}
 
   void Session(tcp::socket socket);
+  void Watch();
+  // Bounds the next blocking call on fd by idle_timeout_s (how: SHUT_RD for a read, SHUT_RDWR for a
+  // write); Disarm says whether the deadline passed (the call was cut short).
+  void Arm(int fd, int how);
+  bool Disarm(int fd);
+  // A stream frame within the deadline; false when the client is gone or stalled.
+  bool WriteChunk(tcp::socket& socket, const std::string& frame);
   // Handles one request; false: close the connection afterwards.
   bool Handle(tcp::socket& socket, const http::request<http::string_body>& req);
   bool Completion(tcp::socket& socket, const http::request<http::string_body>& req, bool chat);
@@ -74,21 +91,74 @@ bool SendError(tcp::socket& socket, unsigned version, bool keep_alive, const abs
   return Send(socket, version, keep_alive, HttpStatusOf(st), ErrorJson(st));
 }
 
+// The client closed its side (or reset the connection) while its request runs. A pipelined next
+// request is not a close.
+bool PeerClosed(tcp::socket& socket) {
+  pollfd p{socket.native_handle(), POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return true;
+  char c;
+  return ::recv(socket.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 }  // namespace
 
+void HttpServer::Impl::Watch() {
+  std::unique_lock<std::mutex> l(wd_mu);
+  while (!wd_stop) {
+    wd_cv.wait_for(l, std::chrono::milliseconds(100));
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = deadlines.begin(); it != deadlines.end();) {
+      if (it->second.first > now) {
+        ++it;
+        continue;
+      }
+      ::shutdown(it->first, it->second.second);
+      expired.insert(it->first);
+      it = deadlines.erase(it);
+    }
+  }
+}
+
+void HttpServer::Impl::Arm(int fd, int how) {
+  std::lock_guard<std::mutex> l(wd_mu);
+  expired.erase(fd);
+  deadlines[fd] = {std::chrono::steady_clock::now() + std::chrono::seconds(options.idle_timeout_s), how};
+}
+
+bool HttpServer::Impl::Disarm(int fd) {
+  std::lock_guard<std::mutex> l(wd_mu);
+  deadlines.erase(fd);
+  return expired.erase(fd) > 0;
+}
+
+bool HttpServer::Impl::WriteChunk(tcp::socket& socket, const std::string& frame) {
+  beast::error_code ec;
+  Arm(socket.native_handle(), SHUT_RDWR);
+  asio::write(socket, http::make_chunk(asio::buffer(frame)), ec);
+  return !Disarm(socket.native_handle()) && !ec;
+}
+
 void HttpServer::Impl::Session(tcp::socket socket) {
-  // Reads and writes give up after idle_timeout_s (a client that stalls mid-request or never
-  // reads its reply).
-  timeval tv{options.idle_timeout_s, 0};
-  setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  const int fd = socket.native_handle();
   beast::flat_buffer buffer;
   while (!stopping) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(static_cast<uint64_t>(options.max_body));
     parser.header_limit(64 * 1024);
+    // The whole request (headers and body) within idle_timeout_s: a client that trickles bytes or
+    // stalls mid-request gets 408, an idle keep-alive connection is closed.
     beast::error_code ec;
+    Arm(fd, SHUT_RD);
     http::read(socket, buffer, parser, ec);
+    if (Disarm(fd)) {
+      if (buffer.size() > 0 || parser.got_some())
+        Send(socket, 11, false, 408,
+             ErrorJson(absl::DeadlineExceededError(
+                           absl::StrCat("the request did not arrive within ", options.idle_timeout_s, " s")),
+                       408));
+      break;
+    }
     if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset) break;
     if (ec == http::error::body_limit) {
       const absl::Status st =
@@ -97,9 +167,7 @@ void HttpServer::Impl::Session(tcp::socket socket) {
       break;
     }
     if (ec) {
-      if (ec != asio::error::would_block && ec != asio::error::timed_out && ec != asio::error::try_again)
-        SendError(socket, 11, false,
-                  absl::InvalidArgumentError(absl::StrCat("malformed HTTP request: ", ec.message())));
+      SendError(socket, 11, false, absl::InvalidArgumentError(absl::StrCat("malformed HTTP request: ", ec.message())));
       break;
     }
     if (!Handle(socket, parser.get())) break;
@@ -142,7 +210,16 @@ bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http:
   ReplyBuilder reply(*job, id, Now());
   runtime::TokenEvent e;
   if (!job->stream) {
-    while (!reply.done() && (*stream)->Next(e)) reply.Add(e);
+    // A client that goes away while it waits cancels its request too (checked at every token).
+    bool gone = false;
+    while (!reply.done() && (*stream)->Next(e)) {
+      reply.Add(e);
+      if (!gone && !e.last && PeerClosed(socket)) {
+        gone = true;
+        engine.Cancel(**stream);
+      }
+    }
+    if (gone) return false;
     if (!reply.error().ok()) return SendError(socket, v, keep, reply.error()) && keep;
     return Send(socket, v, keep, 200, reply.Json()) && keep;
   }
@@ -160,8 +237,7 @@ bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http:
   while (alive && !reply.done() && (*stream)->Next(e)) {
     const std::string frame = reply.Chunk(e);
     if (frame.empty()) continue;
-    asio::write(socket, http::make_chunk(asio::buffer(frame)), ec);
-    alive = !ec;
+    alive = WriteChunk(socket, frame);
   }
   if (!alive) {
     // The client went away: free its slot now and drop the rest of its events.
@@ -200,14 +276,24 @@ HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HttpServer::~HttpServer() {
   Stop();
   // Connection threads hold Impl: wait for them.
-  std::unique_lock<std::mutex> l(impl_->mu);
-  impl_->idle.wait(l, [&] { return impl_->connections == 0; });
+  {
+    std::unique_lock<std::mutex> l(impl_->mu);
+    impl_->idle.wait(l, [&] { return impl_->connections == 0; });
+  }
+  {
+    std::lock_guard<std::mutex> l(impl_->wd_mu);
+    impl_->wd_stop = true;
+  }
+  impl_->wd_cv.notify_all();
+  if (impl_->watchdog.joinable()) impl_->watchdog.join();
 }
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Listen(const HttpServerOptions& options, ApiContext api,
                                                                ServeEngine& engine) {
   if (options.port < 0 || options.port > 65535)
     return absl::InvalidArgumentError(absl::StrCat("--port must be in [0, 65535] (got ", options.port, ")"));
+  if (options.idle_timeout_s < 1)
+    return absl::InvalidArgumentError(absl::StrCat("--timeout must be >= 1 s (got ", options.idle_timeout_s, ")"));
   auto impl = std::make_unique<Impl>(options, std::move(api), engine);
   beast::error_code ec;
   const auto address = asio::ip::make_address(options.host, ec);
@@ -220,6 +306,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Listen(const HttpServerO
   if (ec)
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.host, ":", options.port, ": ", ec.message()));
+  Impl* p = impl.get();
+  impl->watchdog = std::thread([p] { p->Watch(); });
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 

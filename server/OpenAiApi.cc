@@ -275,6 +275,7 @@ std::string ErrorJson(const absl::Status& s, int http) {
   const char* type = http == 401   ? "authentication_error"
                      : http == 404 ? "not_found_error"
                      : http == 413 ? "request_too_large"
+                     : http == 408 ? "timeout_error"
                      : http == 503 ? "server_overloaded"
                      : http < 500  ? "invalid_request_error"
                                    : "server_error";

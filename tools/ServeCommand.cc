@@ -56,6 +56,11 @@ memra::tools::IntOption<int> ServeThreads("threads", {0, memra::tools::HardwareT
                                           "CPU threads for the cpu backend, 0 = all hardware threads", cl::init(0),
                                           cl::sub(kServe));
 cl::alias ServeThreadsShort("t", cl::desc("Alias for --threads"), cl::NotHidden, cl::aliasopt(ServeThreads));
+memra::tools::IntOption<int> ServeTimeout("timeout", {1, 86400},
+                                          "Seconds a client has to send a whole request (and an idle keep-alive "
+                                          "connection stays open); also the socket read/write timeout",
+                                          cl::init(60), cl::sub(kServe));
+cl::alias ServeTimeoutShort("to", cl::desc("Alias for --timeout"), cl::NotHidden, cl::aliasopt(ServeTimeout));
 cl::opt<std::string> ServeCache("kernel-cache",
                                 cl::desc("Kernel cubin cache folder, - = none (default: ~/.cache/memra)"), cl::init(""),
                                 cl::value_desc("dir"), cl::sub(kServe));
@@ -130,6 +135,7 @@ int RunServe() {
   ho.host = ServeHost;
   ho.port = ServePort;
   ho.api_key = ServeApiKey;
+  ho.idle_timeout_s = ServeTimeout;
   auto http = server::HttpServer::Listen(ho, api, **engine);
   if (!http.ok()) return Fail(http.status());
   llvm::errs() << absl::StrFormat(

@@ -101,12 +101,12 @@ TEST_F(OpenAiApiTest, RefusalsNameTheField) {
   refused(long_prompt.c_str(), absl::StatusCode::kOutOfRange, "300 tokens; the context holds 256");
   refused(R"({"messages": []})", absl::StatusCode::kInvalidArgument, "'messages'", true);
   refused(R"({"messages": [{"content": "x"}]})", absl::StatusCode::kInvalidArgument, "messages[0].role", true);
-  refused(R"({"messages": [{"role": "wizard", "content": "x"}]})", absl::StatusCode::kInvalidArgument,
-          "unknown role", true);
+  refused(R"({"messages": [{"role": "wizard", "content": "x"}]})", absl::StatusCode::kInvalidArgument, "unknown role",
+          true);
   refused(R"({"messages": [{"role": "user", "content": 5}]})", absl::StatusCode::kInvalidArgument,
           "messages[0].content", true);
-  refused(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
-          absl::StatusCode::kInvalidArgument, "needs 'logprobs'", true);
+  refused(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", absl::StatusCode::kInvalidArgument,
+          "needs 'logprobs'", true);
   ApiContext no_template = ctx_;
   no_template.chat_template = nullptr;
   auto job = ParseChatRequest(R"({"messages": [{"role": "user", "content": "x"}]})", no_template);

@@ -199,6 +199,59 @@ def main():
     finally:
         srv.stop()
 
+    # A full queue answers 503 (and the others complete); a slow client gets 408 within --timeout
+    # while the server keeps serving; a non-streaming client that disconnects is cancelled too.
+    srv = Server("-np", "1", "--max-queue", "2", "--timeout", "2")
+    try:
+        body = json.dumps({"prompt": "And God said", "max_tokens": 200, "temperature": 0, "ignore_eos": True})
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            results = list(pool.map(lambda _: srv.raw("/v1/completions", body), range(6)))
+        codes = sorted(code for code, _ in results)
+        check(codes.count(200) >= 2 and codes.count(503) >= 1 and set(codes) <= {200, 503}, f"queue full: {codes}")
+        error_of(next(r for r in results if r[0] == 503), 503, "retry later")
+        slow = socket.create_connection(("127.0.0.1", srv.port))
+        t0 = time.time()
+        try:
+            for ch in b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n":
+                slow.sendall(bytes([ch]))
+                time.sleep(0.1)
+        except OSError:
+            pass  # closed on us: what should happen
+        reply = slow.recv(4096).decode(errors="replace")
+        slow.close()
+        check(reply.startswith("HTTP/1.1 408") and time.time() - t0 < 10, f"slow client: {reply[:200]!r}")
+        check(srv.raw("/v1/completions", json.dumps({"prompt": "And God", "max_tokens": 2}))[0] == 200,
+              "serving beside a slow client")
+        gone = socket.create_connection(("127.0.0.1", srv.port))
+        gone.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n{body}")
+                     .encode())
+        time.sleep(0.3)
+        gone.close()
+        deadline = time.time() + 30
+        while time.time() < deadline and "memra_requests_cancelled_total 1" not in srv.raw("/metrics")[1]:
+            time.sleep(0.2)
+        check("memra_requests_cancelled_total 1" in srv.raw("/metrics")[1], "a non-streaming disconnect runs on")
+    finally:
+        srv.stop()
+
+    # A bounded load: 400 short requests from 32 clients, zero errors.
+    srv = Server("-np", "8")
+    try:
+        client = openai.OpenAI(base_url=srv.base + "/v1", api_key="unused", max_retries=0)
+        t0 = time.time()
+
+        def one(i):
+            r = client.completions.create(model="x", prompt=f"Verse {i}", max_tokens=4, temperature=0.7, seed=i)
+            return r.usage.completion_tokens
+        with concurrent.futures.ThreadPoolExecutor(32) as pool:
+            tokens = list(pool.map(one, range(400)))
+        wall = time.time() - t0
+        check(len(tokens) == 400 and all(0 < t <= 4 for t in tokens), "load test replies")
+        print(f"load: 400 requests from 32 clients in {wall:.1f} s ({400 / wall:.1f} req/s, "
+              f"{sum(tokens) / wall:.0f} output tok/s), 0 errors")
+    finally:
+        srv.stop()
+
     # --api-key: the /v1/ routes need the bearer token; /health does not.
     srv = Server("-np", "1", "--api-key", "sesame")
     try:
