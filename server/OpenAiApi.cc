@@ -205,7 +205,12 @@ absl::StatusOr<ApiJob> ParseChatRequest(absl::string_view body, const ApiContext
   json messages = *it;
   for (auto& msg : messages) {
     auto c = msg.find("content");
-    if (c == msg.end() || !c->is_array()) continue;
+    // An assistant turn that only calls tools has content null: templates concatenate it.
+    if (c == msg.end() || c->is_null()) {
+      msg["content"] = "";
+      continue;
+    }
+    if (!c->is_array()) continue;
     std::string text;
     for (const auto& part : *c) {
       if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
@@ -225,6 +230,7 @@ absl::StatusOr<ApiJob> ParseChatRequest(absl::string_view body, const ApiContext
       auto tools = to_json(*t);
       if (!tools.ok()) return absl::InternalError(std::string(tools.status().message()));
       in.tools = std::move(*tools);
+      job.tools = true;
     }
   }
   auto prompt = ctx.chat_template->Apply(in);
@@ -326,12 +332,33 @@ std::string ReplyBuilder::Chunk(const runtime::TokenEvent& e) {
   }
   // One frame per token, its text possibly empty (bytes of a character not complete yet, or held
   // back as a possible stop string): clients see every token's timing.
-  if (e.token >= 0 || !e.text.empty()) {
+  // With tools, text that is or may become a <tool_call> block is held back; closed blocks go out
+  // as tool_calls deltas (one whole call each).
+  std::string text = e.text;
+  if (job_.tools) {
+    ToolCallFilter::Out o = tool_filter_.Push(e.text);
+    if (e.last) {
+      ToolCallFilter::Out rest = tool_filter_.Flush();
+      o.content += rest.content;
+    }
+    text = std::move(o.content);
+    const int first = tool_filter_.calls_so_far() - static_cast<int>(o.calls.size());
+    for (size_t k = 0; k < o.calls.size(); ++k) {
+      const ToolCall& c = o.calls[k];
+      const int index = first + static_cast<int>(k);
+      json call = {{"index", index},
+                   {"id", absl::StrCat("call_", id_, "_", index)},
+                   {"type", "function"},
+                   {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+      frame({{"index", 0}, {"delta", {{"tool_calls", json::array({call})}}}, {"finish_reason", nullptr}}, nullptr);
+    }
+  }
+  if (e.token >= 0 || !text.empty()) {
     json choice = {{"index", 0}, {"finish_reason", nullptr}};
     if (chat)
-      choice["delta"] = {{"content", e.text}};
+      choice["delta"] = {{"content", text}};
     else
-      choice["text"] = e.text;
+      choice["text"] = text;
     if (job_.logprobs && e.token >= 0) {
       json lp = LogprobsOf(job_, e, job_.tokenizer);
       if (chat)
@@ -344,7 +371,10 @@ std::string ReplyBuilder::Chunk(const runtime::TokenEvent& e) {
     frame(choice, nullptr);
   }
   if (e.last) {
-    json choice = {{"index", 0}, {"finish_reason", FinishName(e.reason)}};
+    const bool called = job_.tools && tool_filter_.calls_so_far() > 0;
+    json choice = {
+        {"index", 0},
+        {"finish_reason", called && e.reason == runtime::FinishReason::kStop ? "tool_calls" : FinishName(e.reason)}};
     if (chat)
       choice["delta"] = json::object();
     else
@@ -383,10 +413,25 @@ void ReplyBuilder::Add(const runtime::TokenEvent& e) {
 std::string ReplyBuilder::Json() const {
   const bool chat = job_.kind == ApiKind::kChat;
   json choice = {{"index", 0}, {"finish_reason", FinishName(reason_)}};
-  if (chat)
+  if (chat && job_.tools) {
+    const AssistantReply r = ParseToolCalls(text_);
+    json message = {{"role", "assistant"}, {"content", r.content}};
+    if (!r.calls.empty()) {
+      json calls = json::array();
+      for (size_t i = 0; i < r.calls.size(); ++i)
+        calls.push_back({{"id", absl::StrCat("call_", id_, "_", i)},
+                         {"type", "function"},
+                         {"function", {{"name", r.calls[i].name}, {"arguments", r.calls[i].arguments}}}});
+      message["tool_calls"] = calls;
+      if (r.content.empty()) message["content"] = nullptr;
+      if (reason_ == runtime::FinishReason::kStop) choice["finish_reason"] = "tool_calls";
+    }
+    choice["message"] = message;
+  } else if (chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text_}};
-  else
+  } else {
     choice["text"] = text_;
+  }
   if (job_.logprobs) {
     if (chat) {
       json content = json::array();

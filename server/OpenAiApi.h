@@ -12,7 +12,9 @@
 // model, max_tokens / max_completion_tokens, temperature, top_p, top_k, min_p, seed, stop,
 // presence_penalty, frequency_penalty, repeat_penalty, logprobs / top_logprobs (chat) or logprobs
 // = n (completions), stream, stream_options.include_usage, n = 1; chat: messages (system, user,
-// assistant, tool), tools, tool_choice "none" / "auto"; completions: prompt as a string or token ids;
+// assistant, tool), tools, tool_choice "none" / "auto" (the model's <tool_call> blocks come back as
+// tool_calls, finish_reason "tool_calls"; server/ToolCalls.h); completions: prompt as a string or
+// token ids;
 // llama-server's extensions top_k, min_p, repeat_penalty and ignore_eos.
 #pragma once
 
@@ -23,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "runtime/Scheduler.h"
+#include "server/ToolCalls.h"
 
 namespace memra::tokenizer {
 class Tokenizer;
@@ -46,6 +49,7 @@ struct ApiJob {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;       // the reply carries logprobs (request.logprobs >= 0)
+  bool tools = false;          // chat with tools offered: <tool_call> blocks become tool_calls
   std::string model;
   const tokenizer::Tokenizer* tokenizer = nullptr;  // the logprobs' token texts
 };
@@ -86,6 +90,7 @@ class ReplyBuilder {
   std::string text_;
   std::vector<int32_t> tokens_;
   std::vector<runtime::TokenEvent> logprob_events_;  // text-free copies, logprobs only
+  ToolCallFilter tool_filter_;                       // streaming with tools
   runtime::FinishReason reason_ = runtime::FinishReason::kNone;
   runtime::Usage usage_;
   absl::Status error_;

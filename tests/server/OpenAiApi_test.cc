@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "absl/strings/match.h"
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/tokenizer/ChatTemplate.h"
@@ -197,6 +199,63 @@ TEST_F(OpenAiApiTest, RepliesInOpenAisShape) {
   EXPECT_EQ(json::parse(ErrorJson(absl::InvalidArgumentError("big"), 413))["error"]["code"], 413);
   EXPECT_EQ(HttpStatusOf(absl::ResourceExhaustedError("full")), 503);
   EXPECT_EQ(json::parse(ModelsJson(ctx_, 5))["data"][0]["id"], "demo");
+}
+
+// With tools offered, the template renders them and the reply's <tool_call> block comes back as
+// tool_calls (finish_reason tool_calls), streamed as one tool_calls delta, content null when empty.
+TEST_F(OpenAiApiTest, ToolCallsComeBackAsToolCalls) {
+  const char* body = R"({"messages": [{"role": "user", "content": "Weather in Paris?"}],
+      "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather now",
+                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]})";
+  // The demo model's template has no tools section: Qwen3's (the shared tokenizer fixture) has.
+  const std::string fixture = memra::testing::SharedPath("fixtures/tokenizer/chat_template.json");
+  if (!memra::testing::FileExists(fixture)) GTEST_SKIP() << "fixture not found: " << fixture;
+  std::ifstream in(fixture);
+  const json tj = json::parse(in);
+  auto qwen = tokenizer::ChatTemplate::Create(tj["chat_template"].get<std::string>(), "", "<|im_end|>");
+  ASSERT_TRUE(qwen.ok()) << qwen.status();
+  ApiContext ctx = ctx_;
+  ctx.chat_template = qwen->get();
+  ctx.ctx_per_slot = 4096;
+  auto job = ParseChatRequest(body, ctx);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE(job->tools);
+  auto plain = ParseChatRequest(R"({"messages": [{"role": "user", "content": "Weather in Paris?"}]})", ctx);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_GT(job->request.prompt.size(), plain->request.prompt.size() + 20) << "the tools should be in the prompt";
+  auto none = ParseChatRequest(std::string(body).insert(1, R"("tool_choice": "none", )"), ctx);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->tools);
+
+  const std::vector<std::string> pieces = {"<tool", "_call>\n{\"name\": \"get_weather\", ",
+                                           "\"arguments\": {\"city\": ", "\"Paris\"}}\n</tool_call>"};
+  std::vector<runtime::TokenEvent> events;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    runtime::TokenEvent e;
+    e.token = static_cast<int32_t>(i);
+    e.text = pieces[i];
+    e.last = i + 1 == pieces.size();
+    if (e.last) e.reason = runtime::FinishReason::kStop;
+    events.push_back(e);
+  }
+  ReplyBuilder whole(*job, "chatcmpl-t", 1);
+  for (const auto& e : events) whole.Add(e);
+  const json r = json::parse(whole.Json());
+  const json& msg = r["choices"][0]["message"];
+  EXPECT_TRUE(msg["content"].is_null()) << msg;
+  ASSERT_EQ(msg["tool_calls"].size(), 1u) << msg;
+  EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls");
+
+  ReplyBuilder stream(*job, "chatcmpl-t", 1);
+  std::string sse;
+  for (const auto& e : events) sse += stream.Chunk(e);
+  EXPECT_EQ(sse.find("<tool"), std::string::npos) << "the block leaked into content: " << sse;
+  EXPECT_NE(sse.find(R"("tool_calls":[{"function":{"arguments":"{\"city\":\"Paris\"}","name":"get_weather"})"),
+            std::string::npos)
+      << sse;
+  EXPECT_NE(sse.find(R"("finish_reason":"tool_calls")"), std::string::npos) << sse;
 }
 
 }  // namespace

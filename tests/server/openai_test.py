@@ -119,6 +119,24 @@ def main():
         check([ch.choices[0].finish_reason for ch in chunks if ch.choices][-1] == r.choices[0].finish_reason,
               "stream finish_reason")
 
+        # Tools offered and a tool round trip fed back (an assistant turn with tool_calls, then the
+        # tool's answer): the template renders them and the reply comes back (this model writes no
+        # <tool_call> blocks itself; tests/server/*_test.cc check their parsing).
+        tools = [{"type": "function", "function": {"name": "lookup", "description": "Find a verse",
+                                                   "parameters": {"type": "object",
+                                                                  "properties": {"q": {"type": "string"}}}}}]
+        turn = msgs + [{"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\": \"light\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "Let there be light."}]
+        for stream in (False, True):
+            out = client.chat.completions.create(model="x", messages=turn, tools=tools, max_tokens=6, temperature=0,
+                                                 stream=stream)
+            if stream:
+                out = list(out)
+                check(out and out[-1].choices[0].finish_reason in ("length", "stop", "tool_calls"), f"tools: {out}")
+            else:
+                check(out.choices[0].finish_reason in ("length", "stop", "tool_calls"), f"tools: {out}")
+
         # A stop string cuts the text before it (finish_reason stop).
         cut = max(1, len(text) // 2)
         stop = text[cut:cut + 3]

@@ -1,0 +1,45 @@
+// Tool calls in a Qwen model's reply: `<tool_call>...</tool_call>` blocks holding either the JSON
+// form Qwen3's template asks for ({"name": ..., "arguments": {...}}) or the XML form of Qwen3.5 /
+// Qwen3-Coder (<function=NAME><parameter=P>value</parameter>...</function>), turned into OpenAI
+// `tool_calls`; the text outside the blocks stays content. A block that does not parse stays text.
+//
+// ToolCallFilter does the same on a stream: text that is or may become a block is held back, and
+// each block comes out as one call when it closes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace memra::server {
+
+struct ToolCall {
+  std::string name;
+  std::string arguments;  // a JSON object, as text (OpenAI's function.arguments)
+};
+
+struct AssistantReply {
+  std::string content;
+  std::vector<ToolCall> calls;
+};
+
+AssistantReply ParseToolCalls(absl::string_view text);
+
+class ToolCallFilter {
+ public:
+  struct Out {
+    std::string content;          // text to stream now
+    std::vector<ToolCall> calls;  // blocks that closed
+  };
+  Out Push(absl::string_view text);
+  Out Flush();  // the end: an unclosed block comes out as text
+  int calls_so_far() const { return calls_; }
+
+ private:
+  std::string held_;
+  int calls_ = 0;
+  bool after_call_ = false;  // trim the whitespace that follows a call
+};
+
+}  // namespace memra::server

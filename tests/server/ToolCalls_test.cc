@@ -1,0 +1,76 @@
+// Tool calls in Qwen replies (server/ToolCalls.h): both block forms, text around them, blocks that
+// do not parse staying text, and the streaming filter giving the same split however the text is
+// cut into tokens (every cut point of the reply), holding back only what may become a block.
+#include "server/ToolCalls.h"
+
+#include <gtest/gtest.h>
+
+#include "nlohmann/json.hpp"
+
+namespace memra::server {
+namespace {
+
+using nlohmann::json;
+
+TEST(ToolCallsTest, JsonAndXmlForms) {
+  const std::string text =
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n"
+      "</tool_call>\n<tool_call>\n<function=search>\n<parameter=query>\nbest cafés\n</parameter>\n"
+      "<parameter=limit>\n5\n</parameter>\n</function>\n</tool_call>";
+  AssistantReply r = ParseToolCalls(text);
+  EXPECT_EQ(r.content, "Let me check.\n");
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(json::parse(r.calls[0].arguments), json({{"city", "Paris"}, {"days", 2}}));
+  EXPECT_EQ(r.calls[1].name, "search");
+  EXPECT_EQ(json::parse(r.calls[1].arguments), json({{"query", "best cafés"}, {"limit", 5}}));
+
+  // Arguments given as a JSON string pass through; no arguments is {}.
+  r = ParseToolCalls("<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\":1}\"}</tool_call>");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].arguments, "{\"a\":1}");
+  r = ParseToolCalls("<tool_call>{\"name\": \"g\"}</tool_call>");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].arguments, "{}");
+}
+
+TEST(ToolCallsTest, WhatDoesNotParseStaysText) {
+  for (const char* text :
+       {"no calls here", "<tool_call>{not json}</tool_call>", "<tool_call>{\"arguments\": {}}</tool_call>",
+        "<tool_call><function=f><parameter=x>1</function></tool_call>",
+        "an unclosed <tool_call>{\"name\":", "a < b and <tool_ca"}) {
+    AssistantReply r = ParseToolCalls(text);
+    EXPECT_TRUE(r.calls.empty()) << text;
+    EXPECT_EQ(r.content, text);
+  }
+}
+
+TEST(ToolCallsTest, StreamingSplitsLikeTheWhole) {
+  const std::string text =
+      "Sure <tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": \"<tool\"}}\n</tool_call>\n"
+      "<tool_call>\n<function=b>\n<parameter=y>\n[1, 2]\n</parameter>\n</function>\n</tool_call> done";
+  const AssistantReply whole = ParseToolCalls(text);
+  ASSERT_EQ(whole.calls.size(), 2u);
+  EXPECT_EQ(whole.content, "Sure done");
+  for (size_t step : {1, 2, 3, 5, 7, 64}) {
+    ToolCallFilter f;
+    std::string content;
+    std::vector<ToolCall> calls;
+    for (size_t i = 0; i < text.size(); i += step) {
+      ToolCallFilter::Out o = f.Push(text.substr(i, step));
+      content += o.content;
+      for (auto& c : o.calls) calls.push_back(c);
+      // Nothing of a block is ever streamed as content.
+      EXPECT_EQ(content.find("<tool"), std::string::npos) << "step " << step << " at " << i;
+    }
+    content += f.Flush().content;
+    EXPECT_EQ(content, whole.content) << "step " << step;
+    ASSERT_EQ(calls.size(), 2u) << "step " << step;
+    EXPECT_EQ(calls[0].arguments, whole.calls[0].arguments);
+    EXPECT_EQ(calls[1].name, "b");
+    EXPECT_EQ(f.calls_so_far(), 2);
+  }
+}
+
+}  // namespace
+}  // namespace memra::server
