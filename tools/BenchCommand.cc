@@ -147,14 +147,9 @@ int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat forma
   for (int64_t p : prompts) max_p = std::max(max_p, p);
   if (BenchGpuLayers.getNumOccurrences() > 0 || BenchFlashAttn.getNumOccurrences() > 0)
     llvm::errs() << "memra bench: -ngl / -fa ignored: memra runs every layer with its own attention\n";
-  std::string backend_name = BenchBackend;
-  if (backend_name.empty()) backend_name = std::string(runtime::BackendName(runtime::DefaultBackend()));
-  auto backend_kind = runtime::ParseBackend(backend_name);
+  auto backend_kind = tools::BackendFromFlag(BenchBackend);
   if (!backend_kind.ok()) return Fail(backend_kind.status());
-  if (*backend_kind == runtime::Backend::kCuda)
-    if (absl::Status st = runtime::CudaAvailable(); !st.ok())
-      return Fail(absl::FailedPreconditionError(
-          absl::StrCat("--backend cuda: no usable CUDA GPU here (", st.message(), "); use --backend cpu")));
+  const std::string backend_name(runtime::BackendName(*backend_kind));
   std::string weights_error;
   const std::string weights = memra::tools::WeightsForBackend(BenchWeights, backend_name, weights_error);
   if (!weights_error.empty()) return Fail(absl::InvalidArgumentError(weights_error));

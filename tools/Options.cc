@@ -121,4 +121,15 @@ bool ModelArgument::Resolve(std::string& path, std::string& error) const {
   return true;
 }
 
+absl::StatusOr<runtime::Backend> BackendFromFlag(const std::string& value) {
+  if (value.empty()) return runtime::DefaultBackend();
+  auto b = runtime::ParseBackend(value);
+  if (!b.ok()) return b.status();
+  if (*b == runtime::Backend::kCuda)
+    if (absl::Status st = runtime::CudaAvailable(); !st.ok())
+      return absl::FailedPreconditionError(
+          absl::StrCat("--backend cuda: no usable CUDA GPU here (", st.message(), "); use --backend cpu"));
+  return *b;
+}
+
 }  // namespace memra::tools

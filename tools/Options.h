@@ -21,10 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "llvm/Support/CommandLine.h"
+#include "runtime/Executor.h"
 
 namespace memra::tools {
 
@@ -196,5 +198,9 @@ class ModelArgument {
   cl::opt<std::string> flag_;
   cl::alias flag_short_;
 };
+
+// The executor a --backend value names: "" = cuda when a usable GPU is present, cpu otherwise;
+// "cuda" without a usable GPU is refused before any model is read, pointing at --backend cpu.
+absl::StatusOr<runtime::Backend> BackendFromFlag(const std::string& value);
 
 }  // namespace memra::tools

@@ -472,18 +472,11 @@ int RunRun() {
         "--parallel needs --prompts-file (it runs that file's prompts N at a time; one prompt runs alone)"));
   }
   runtime::Backend backend = runtime::Backend::kCpu;
-  if (RunBackend.empty()) {
-    backend = runtime::DefaultBackend();
-  } else {
-    auto b = runtime::ParseBackend(RunBackend);
+  {
+    // Before the model is read: a clear error, not a long load first.
+    auto b = tools::BackendFromFlag(RunBackend);
     if (!b.ok()) return Fail(b.status());
     backend = *b;
-    if (backend == runtime::Backend::kCuda) {
-      // Before the model is read: a clear error, not a long load first.
-      if (absl::Status st = runtime::CudaAvailable(); !st.ok())
-        return Fail(absl::FailedPreconditionError(
-            absl::StrCat("--backend cuda: no usable CUDA GPU here (", st.message(), "); use --backend cpu")));
-    }
   }
   const int prompt_sources = !RunPrompt.empty() + !RunTokens.empty() + !RunPromptFile.empty();
   if (prompt_sources > 1) return Fail(absl::InvalidArgumentError("give one of -p TEXT, -f FILE or --tokens IDS"));

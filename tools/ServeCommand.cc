@@ -80,14 +80,8 @@ int RunServe() {
   using namespace memra;
   std::string model_path, model_error;
   if (!ServeModelArg.Resolve(model_path, model_error)) return Fail(absl::InvalidArgumentError(model_error));
-  std::string backend_name = ServeBackend;
-  if (backend_name.empty()) backend_name = std::string(runtime::BackendName(runtime::DefaultBackend()));
-  auto backend_kind = runtime::ParseBackend(backend_name);
+  auto backend_kind = tools::BackendFromFlag(ServeBackend);
   if (!backend_kind.ok()) return Fail(backend_kind.status());
-  if (*backend_kind == runtime::Backend::kCuda)
-    if (absl::Status st = runtime::CudaAvailable(); !st.ok())
-      return Fail(absl::FailedPreconditionError(
-          absl::StrCat("--backend cuda: no usable CUDA GPU here (", st.message(), "); use --backend cpu")));
 
   // Signals go to the thread that waits for them (blocked in every thread started from here).
   sigset_t signals;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/Sampling.h"
 #include "runtime/BatchedSlots.h"
@@ -173,6 +174,34 @@ class BatchedEngineTest : public ::testing::Test {
     EXPECT_GT(g.launches, 0) << "the step buckets should replay as CUDA graphs";
     EXPECT_EQ(g.capture_failures, 0) << g.last_capture_failure;
   }
+
+  // The same tokens for every prompt alone, among 8 at once and staggered (greedy or sampled);
+  // sampled requests must also leave the greedy path somewhere.
+  void CheckBatchInvariance(bool sampled) {
+    const std::string m = CudaTestDataPath("models/qwen35-tiny-f32.gguf");
+    if (!FileExists(m)) GTEST_SKIP() << "fixture not found: " << m;
+    auto gpu = BatchedSlots::Open(m, Opts(Backend::kCuda, 8));
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    const auto prompts = Prompts();
+    std::vector<std::vector<int32_t>> alone;
+    for (const auto& p : prompts) alone.push_back(Greedy(**gpu, {p}, 24, false, sampled)[0]);
+    const auto together = Greedy(**gpu, prompts, 24, false, sampled);
+    const auto staggered = Greedy(**gpu, prompts, 24, true, sampled);
+    const auto greedy = sampled ? Greedy(**gpu, prompts, 24, false) : together;
+    int same_together = 0, same_staggered = 0, off_greedy = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(alone[i].size(), 24u);
+      same_together += together[i] == alone[i];
+      same_staggered += staggered[i] == alone[i];
+      off_greedy += together[i] != greedy[i];
+      EXPECT_EQ(together[i], alone[i]) << "prompt " << i << ": among 8 vs alone";
+      EXPECT_EQ(staggered[i], alone[i]) << "prompt " << i << ": staggered vs alone";
+    }
+    std::printf("  %s tokens equal to alone: %d/8 among 8, %d/8 staggered%s\n", sampled ? "sampled" : "greedy",
+                same_together, same_staggered,
+                sampled ? absl::StrCat("; ", off_greedy, "/8 differ from greedy").c_str() : "");
+    if (sampled) EXPECT_GT(off_greedy, 0) << "the sampled requests should not all decode greedily";
+  }
 };
 
 // The f32 model: f32 GEMMs (cuBLASLt without TF32, the GEMVs) against the CPU's f32.
@@ -194,53 +223,11 @@ TEST_F(BatchedEngineTest, TinyMoeQ8MatchesCpu) {
 // Batch invariance on the GPU: the same greedy tokens for a request alone, among 8 at once and
 // with staggered arrivals (the rows of a step never change another row's numbers beyond the
 // kernel classes of the bucket, which the f32 model's margins absorb).
-TEST_F(BatchedEngineTest, GreedyIsBatchInvariant) {
-  const std::string m = CudaTestDataPath("models/qwen35-tiny-f32.gguf");
-  if (!FileExists(m)) GTEST_SKIP() << "fixture not found: " << m;
-  auto gpu = BatchedSlots::Open(m, Opts(Backend::kCuda, 8));
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  const auto prompts = Prompts();
-  std::vector<std::vector<int32_t>> alone;
-  for (const auto& p : prompts) alone.push_back(Greedy(**gpu, {p}, 24, false)[0]);
-  const auto together = Greedy(**gpu, prompts, 24, false);
-  const auto staggered = Greedy(**gpu, prompts, 24, true);
-  int same_together = 0, same_staggered = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(alone[i].size(), 24u);
-    same_together += together[i] == alone[i];
-    same_staggered += staggered[i] == alone[i];
-    EXPECT_EQ(together[i], alone[i]) << "prompt " << i << ": among 8 vs alone";
-    EXPECT_EQ(staggered[i], alone[i]) << "prompt " << i << ": staggered vs alone";
-  }
-  std::printf("  greedy tokens equal to alone: %d/8 among 8, %d/8 staggered\n", same_together, same_staggered);
-}
+TEST_F(BatchedEngineTest, GreedyIsBatchInvariant) { CheckBatchInvariance(/*sampled=*/false); }
 
 // The same for sampled requests: the device sampler's picks depend only on the row, its
 // parameters and the request's draw, so a sampled request alone and among 8 gives the same tokens.
-TEST_F(BatchedEngineTest, SampledIsBatchInvariant) {
-  const std::string m = CudaTestDataPath("models/qwen35-tiny-f32.gguf");
-  if (!FileExists(m)) GTEST_SKIP() << "fixture not found: " << m;
-  auto gpu = BatchedSlots::Open(m, Opts(Backend::kCuda, 8));
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  const auto prompts = Prompts();
-  std::vector<std::vector<int32_t>> alone;
-  for (const auto& p : prompts) alone.push_back(Greedy(**gpu, {p}, 24, false, true)[0]);
-  const auto together = Greedy(**gpu, prompts, 24, false, true);
-  const auto staggered = Greedy(**gpu, prompts, 24, true, true);
-  int same_together = 0, same_staggered = 0, differs_from_greedy = 0;
-  const auto greedy = Greedy(**gpu, prompts, 24, false);
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(alone[i].size(), 24u);
-    same_together += together[i] == alone[i];
-    same_staggered += staggered[i] == alone[i];
-    differs_from_greedy += together[i] != greedy[i];
-    EXPECT_EQ(together[i], alone[i]) << "prompt " << i << ": among 8 vs alone";
-    EXPECT_EQ(staggered[i], alone[i]) << "prompt " << i << ": staggered vs alone";
-  }
-  std::printf("  sampled tokens equal to alone: %d/8 among 8, %d/8 staggered; %d/8 differ from greedy\n", same_together,
-              same_staggered, differs_from_greedy);
-  EXPECT_GT(differs_from_greedy, 0) << "the sampled requests should not all decode greedily";
-}
+TEST_F(BatchedEngineTest, SampledIsBatchInvariant) { CheckBatchInvariance(/*sampled=*/true); }
 
 }  // namespace
 }  // namespace memra::runtime
