@@ -19,5 +19,6 @@ fi
 # tests/server (Debian's Python may be externally managed: then --break-system-packages).
 if ! python3 -c "import openai" 2>/dev/null; then
   echo "setup: installing the openai Python client (tests only)"
-  python3 -m pip install -q openai 2>/dev/null || python3 -m pip install -q --break-system-packages openai
+  python3 -m pip install -q openai 2>/dev/null || python3 -m pip install -q --break-system-packages openai ||
+    echo "setup: could not install the openai client (no PyPI?): tests/cli/serve_openai.sh will fail and say so"
 fi
