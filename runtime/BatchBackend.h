@@ -59,6 +59,13 @@ struct StepBatch {
   }
 };
 
+// What a backend's sequence state occupies (for a server's metrics).
+struct BackendMemory {
+  int64_t kv_blocks = 0, kv_blocks_used = 0;  // paged KV blocks in the pool / held by slots
+  uint64_t kv_bytes = 0;                      // the KV pool
+  uint64_t recurrent_bytes = 0;               // conv rings + delta-net states of every slot
+};
+
 class BatchBackend {
  public:
   virtual ~BatchBackend() = default;
@@ -82,6 +89,7 @@ class BatchBackend {
   // The most positions one sequence can be promised: ctx_per_slot(), or less when the KV cache is
   // smaller than one slot's context.
   virtual int64_t max_sequence_positions() const { return ctx_per_slot(); }
+  virtual BackendMemory memory() const { return {}; }
   // Penalty entries a device_pick entry may carry; -1: the backend never picks (it returns logits).
   virtual int64_t device_sampler_penalties() const { return -1; }
   // Runs every entry of `batch`, each continuing its slot's sequence (first_pos must equal the

@@ -11,6 +11,7 @@
 #include "ir/StatusMacros.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
+#include "runtime/StateMemory.h"
 
 namespace memra::runtime {
 
@@ -61,6 +62,10 @@ absl::Status BatchedSlots::Init(const BatchedSlotsOptions& options) {
   if (slots_ <= 0 || block_ <= 0 || table == nullptr)
     return absl::InternalError("the lowered module has no slots or block table");
   max_blocks_ = table->shape()[1].value();
+  if (auto bytes = StateBytesOf(m); bytes.ok()) {
+    kv_bytes_ = bytes->kv;
+    recurrent_bytes_ = bytes->recurrent;
+  }
   sampler_penalties_ = m.attrs().I64Or("sampler_penalties", 0);
   if (sampler_penalties_ < 1) return absl::InternalError("the lowered module records no sampler_penalties");
   for (const auto& f : m.functions())
@@ -276,6 +281,15 @@ absl::StatusOr<std::vector<EntryOutput>> BatchedSlots::Execute(const StepBatch& 
     }
   }
   return out;
+}
+
+BackendMemory BatchedSlots::memory() const {
+  BackendMemory m;
+  m.kv_blocks = n_blocks_;
+  m.kv_blocks_used = n_blocks_ - free_kv_blocks();
+  m.kv_bytes = kv_bytes_;
+  m.recurrent_bytes = recurrent_bytes_;
+  return m;
 }
 
 }  // namespace memra::runtime

@@ -66,6 +66,7 @@ class BatchedSlots : public BatchBackend {
   absl::StatusOr<bool> Reserve(int slot, int64_t positions) override;
   int64_t max_sequence_positions() const override { return std::min(n_ctx_, n_blocks_ * block_); }
   int64_t device_sampler_penalties() const override { return sampler_penalties_; }
+  BackendMemory memory() const override;
   absl::StatusOr<std::vector<EntryOutput>> Execute(const StepBatch& batch) override;
 
   // The most rows one step may hold (the largest bucket on the GPU; unbounded on the CPU).
@@ -96,7 +97,10 @@ class BatchedSlots : public BatchBackend {
   int slots_ = 0;
   int64_t n_ctx_ = 0, n_vocab_ = 0, block_ = 0, max_blocks_ = 0, n_blocks_ = 0;
   int64_t max_rows_ = 0;
-  int64_t sampler_penalties_ = 0;  // @step's penalty entries per row (the module's sampler_penalties)
+  int64_t sampler_penalties_ = 0;
+  uint64_t kv_bytes_ = 0,
+           recurrent_bytes_ =
+               0;  // StateBytesOf the module  // @step's penalty entries per row (the module's sampler_penalties)
   std::vector<std::pair<int64_t, std::string>> buckets_;  // (rows, function), ascending; empty: @step
   std::vector<int64_t> pos_;                              // per slot: positions held
   std::vector<std::vector<int32_t>> slot_blocks_;         // per slot: its blocks in order

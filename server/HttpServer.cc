@@ -38,6 +38,8 @@ struct HttpServer::Impl {
   std::condition_variable idle;
   int connections = 0;
   std::set<int> open_sockets;  // connections' descriptors, shut down by Stop()
+  std::chrono::steady_clock::time_point last_scrape = std::chrono::steady_clock::now();
+  int64_t last_scrape_tokens = 0;  // /metrics' tok/s: the count at the previous scrape
   std::atomic<int64_t> next_id{1};
   // Deadlines of blocking socket calls: Asio's synchronous reads and writes wait in poll() without
   // a timeout (a socket timeout only turns into another wait), so a watchdog thread shuts down the
@@ -268,6 +270,28 @@ std::string HttpServer::Impl::Metrics() {
   metric("requests_queued", "gauge", "Requests waiting for a slot.", s.queued);
   metric("requests_running", "gauge", "Requests holding a slot.", s.running);
   metric("slots", "gauge", "Sequence slots of the engine.", s.slots);
+  metric("kv_blocks", "gauge", "Paged KV blocks in the pool.", s.memory.kv_blocks);
+  metric("kv_blocks_used", "gauge", "Paged KV blocks held by sequences.", s.memory.kv_blocks_used);
+  metric("kv_cache_bytes", "gauge", "Bytes of the KV pool.", static_cast<int64_t>(s.memory.kv_bytes));
+  metric("kv_cache_used_bytes", "gauge", "Bytes of the KV pool held by sequences.",
+         s.memory.kv_blocks > 0 ? static_cast<int64_t>(s.memory.kv_bytes / s.memory.kv_blocks * s.memory.kv_blocks_used)
+                                : 0);
+  metric("recurrent_state_bytes", "gauge", "Bytes of the conv rings and delta-net states (every slot).",
+         static_cast<int64_t>(s.memory.recurrent_bytes));
+  // Output tokens per second over the last interval between two scrapes.
+  {
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> l(mu);
+    const double dt = std::chrono::duration<double>(now - last_scrape).count();
+    const double rate = dt > 0 && last_scrape_tokens >= 0 ? (s.generated_tokens - last_scrape_tokens) / dt : 0.0;
+    last_scrape = now;
+    last_scrape_tokens = s.generated_tokens;
+    absl::StrAppendFormat(&out,
+                          "# HELP memra_generated_tokens_per_second Output tokens per second since the last "
+                          "scrape.\n# TYPE memra_generated_tokens_per_second gauge\n"
+                          "memra_generated_tokens_per_second %.3f\n",
+                          rate);
+  }
   return out;
 }
 

@@ -120,7 +120,9 @@ void ServeEngine::Loop() {
       if (absl::Status st = scheduler_->Step(); !st.ok()) llvm::errs() << "memra serve: " << st.ToString() << "\n";
     }
     const runtime::SchedulerStats ss = scheduler_->stats();
+    const runtime::BackendMemory memory = backend_.memory();
     std::lock_guard<std::mutex> l(mu_);
+    stats_.memory = memory;
     busy_ = !scheduler_->idle();
     stats_.steps = ss.steps;
     stats_.queued = ss.queued;

@@ -214,6 +214,11 @@ def main():
         check(client.completions.create(model="x", prompt="And God said", max_tokens=12,
                                         temperature=0).choices[0].text == text, "serving after a disconnect")
         check("memra_requests_total" in metrics and "memra_slots 4" in metrics, f"metrics:\n{metrics}")
+        for name in ("memra_kv_blocks ", "memra_kv_blocks_used ", "memra_kv_cache_bytes ", "memra_recurrent_state_bytes ",
+                     "memra_generated_tokens_per_second "):
+            check(name in metrics, f"metrics lack {name.strip()}:\n{metrics}")
+        values = dict(l.split() for l in metrics.splitlines() if l and not l.startswith("#"))
+        check(int(values["memra_kv_blocks"]) > 0 and int(values["memra_kv_cache_bytes"]) > 0, f"KV: {values}")
     finally:
         srv.stop()
 
