@@ -4,7 +4,7 @@
 # --parallel SLOTS on CUDA, waits for /health, replays Poisson arrivals at RATES and a burst, stops
 # the server. Run from the repository root on the GPU machine:
 #
-#   bash bench/gpu_serve.sh build-gpu/gpu-bundle.tar.xz [PRESET[:DTYPE]] [SLOTS] [RATES] [SECONDS]
+#   [TEMPS="0 1"] bash bench/gpu_serve.sh build-gpu/gpu-bundle.tar.xz [PRESET[:DTYPE]] [SLOTS] [RATES] [SECONDS]
 set -uo pipefail
 bundle=${1:?usage: gpu_serve.sh BUNDLE.tar.xz [PRESET[:DTYPE]] [SLOTS] [RATES] [SECONDS]}
 spec=${2:-9b}
@@ -33,8 +33,10 @@ until get "http://127.0.0.1:$port/health" > /dev/null 2>&1; do
 done
 echo "server ready after $(( $(date +%s) - start )) s"
 grep "memra serve:" "$out/serve.log"
-python3 bench/serve_bench.py --url "http://127.0.0.1:$port" --rates "$rates" --duration "$seconds" --burst 64 \
-  | tee "$out/serve-bench.md"
+for temp in ${TEMPS:-0}; do
+  python3 bench/serve_bench.py --url "http://127.0.0.1:$port" --rates "$rates" --duration "$seconds" --burst 64 \
+    --temperature "$temp" | tee -a "$out/serve-bench.md"
+done
 get "http://127.0.0.1:$port/metrics" | grep -v "^#" | tee "$out/metrics.txt"
 kill -TERM $pid
 wait $pid

@@ -28,14 +28,17 @@ def percentile(xs, p):
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
+TEMPERATURE = 0.0
+
+
 def one_request(url, prompt, max_tokens, out):
     """Streams one completion; appends its record (times in seconds) to out."""
     u = urllib.parse.urlparse(url)
     rec = {"sent": time.perf_counter(), "tokens": [], "error": None}
     try:
         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
-        body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
-                           "ignore_eos": True})
+        body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": TEMPERATURE, "stream": True,
+                           "ignore_eos": True, "seed": len(out)})
         conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
         resp = conn.getresponse()
         if resp.status != 200:
@@ -107,10 +110,14 @@ def main():
     ap.add_argument("--output-mean", type=int, default=128)
     ap.add_argument("--id-range", type=int, default=1000, help="prompt token ids are drawn from [0, this)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--temperature", type=float, default=0.0,
+                    help="sampling temperature of every request (0 = greedy; OpenAI's default is 1)")
     a = ap.parse_args()
+    global TEMPERATURE
+    TEMPERATURE = a.temperature
     rng = random.Random(a.seed)
-    print(f"serve_bench: {a.url}, prompts ~{a.prompt_mean} tokens, outputs ~{a.output_mean} tokens (greedy, "
-          f"ignore_eos), Poisson arrivals for {a.duration:g} s per rate")
+    print(f"serve_bench: {a.url}, prompts ~{a.prompt_mean} tokens, outputs ~{a.output_mean} tokens "
+          f"(temperature {a.temperature:g}, ignore_eos), Poisson arrivals for {a.duration:g} s per rate")
     print("|           load |  reqs | errs |   req/s | out tok/s | TTFT avg |   p50 |   p99 | TPOT avg | p95 | "
           "ITL p50 | p99 |".replace("TPOT avg | p95", "TPOT ms | p95").replace("TTFT avg", "TTFT ms"))
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
