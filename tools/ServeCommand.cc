@@ -57,8 +57,8 @@ memra::tools::IntOption<int> ServeThreads("threads", {0, memra::tools::HardwareT
                                           cl::sub(kServe));
 cl::alias ServeThreadsShort("t", cl::desc("Alias for --threads"), cl::NotHidden, cl::aliasopt(ServeThreads));
 memra::tools::IntOption<int> ServeTimeout("timeout", {1, 86400},
-                                          "Seconds a client has to send a whole request (and an idle keep-alive "
-                                          "connection stays open); also the socket read/write timeout",
+                                          "Seconds a client has to send a whole request (408 after) or to take one "
+                                          "streamed chunk; an idle keep-alive connection closes after it",
                                           cl::init(60), cl::sub(kServe));
 cl::alias ServeTimeoutShort("to", cl::desc("Alias for --timeout"), cl::NotHidden, cl::aliasopt(ServeTimeout));
 cl::opt<std::string> ServeCache("kernel-cache",
