@@ -49,7 +49,7 @@ int32_t Argmax(const float* x, int64_t n) {
 
 std::vector<TokenCandidate> TopKCandidates(const float* logits, int64_t n, int k) {
   std::vector<TokenCandidate> c(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) c[i] = {static_cast<int32_t>(i), logits[i], 0.0f};
+  for (int64_t i = 0; i < n; ++i) c[i] = {static_cast<int32_t>(i), logits[i]};
   auto better = [](const TokenCandidate& a, const TokenCandidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };
@@ -60,49 +60,6 @@ std::vector<TokenCandidate> TopKCandidates(const float* logits, int64_t n, int k
     std::sort(c.begin(), c.end(), better);
   }
   return c;
-}
-
-void ApplyTemperature(std::vector<TokenCandidate>& c, float temperature) {
-  for (auto& x : c) x.logit /= temperature;
-}
-
-void SoftmaxCandidates(std::vector<TokenCandidate>& c) {
-  if (c.empty()) return;
-  float mx = -INFINITY;
-  for (const auto& x : c) mx = std::max(mx, x.logit);
-  double sum = 0.0;
-  for (auto& x : c) {
-    x.prob = std::exp(x.logit - mx);
-    sum += x.prob;
-  }
-  for (auto& x : c) x.prob = static_cast<float>(x.prob / sum);
-}
-
-void TopPFilter(std::vector<TokenCandidate>& c, float top_p) {
-  if (top_p >= 1.0f || c.empty()) return;
-  double cum = 0.0;
-  size_t keep = c.size();
-  for (size_t i = 0; i < c.size(); ++i) {
-    cum += c[i].prob;
-    if (cum >= top_p) {
-      keep = i + 1;
-      break;
-    }
-  }
-  c.resize(std::max<size_t>(1, keep));
-  double sum = 0.0;
-  for (const auto& x : c) sum += x.prob;
-  for (auto& x : c) x.prob = static_cast<float>(x.prob / sum);
-}
-
-void MinPFilter(std::vector<TokenCandidate>& c, float min_p) {
-  if (min_p <= 0.0f || c.empty()) return;
-  float mx = c[0].logit;
-  for (const auto& x : c) mx = std::max(mx, x.logit);
-  const float min_logit = mx + std::log(min_p);
-  size_t keep = 1;  // the first (largest) always stays
-  while (keep < c.size() && c[keep].logit >= min_logit) ++keep;
-  c.resize(keep);
 }
 
 bool PenaltiesEnabled(const SamplingParams& p) {

@@ -22,22 +22,10 @@ int32_t Argmax(const float* x, int64_t n);
 struct TokenCandidate {
   int32_t id = 0;
   float logit = 0.0f;
-  float prob = 0.0f;  // filled by SoftmaxCandidates
 };
 
 // The k highest logits (all n when k <= 0 or k >= n), sorted by logit descending, ties by id.
 std::vector<TokenCandidate> TopKCandidates(const float* logits, int64_t n, int k);
-// logit /= temperature for every candidate (temperature > 0).
-void ApplyTemperature(std::vector<TokenCandidate>& c, float temperature);
-// prob = softmax over the candidates' logits (candidates non-empty).
-void SoftmaxCandidates(std::vector<TokenCandidate>& c);
-// Keeps the shortest prefix of candidates (sorted, probs filled) whose cumulative probability
-// reaches top_p, at least one; renormalizes probs. top_p >= 1 keeps all.
-void TopPFilter(std::vector<TokenCandidate>& c, float top_p);
-// llama_sampler_min_p: keeps the candidates whose logit is >= max logit + log(min_p), i.e. whose
-// probability is at least min_p times the most likely one's (at least one kept). Candidates
-// sorted by logit descending (as TopKCandidates leaves them). min_p <= 0 keeps all.
-void MinPFilter(std::vector<TokenCandidate>& c, float min_p);
 
 struct SamplingParams {
   float temperature = 0.0f;  // <= 0: greedy (argmax)
