@@ -269,6 +269,7 @@ int HttpStatusOf(const absl::Status& s) {
     case absl::StatusCode::kNotFound:
       return 404;
     case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kUnavailable:  // shutting down
       return 503;
     default:
       return 500;

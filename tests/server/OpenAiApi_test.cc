@@ -198,6 +198,7 @@ TEST_F(OpenAiApiTest, RepliesInOpenAisShape) {
   EXPECT_EQ(e["error"]["type"], "authentication_error");
   EXPECT_EQ(json::parse(ErrorJson(absl::InvalidArgumentError("big"), 413))["error"]["code"], 413);
   EXPECT_EQ(HttpStatusOf(absl::ResourceExhaustedError("full")), 503);
+  EXPECT_EQ(HttpStatusOf(absl::UnavailableError("shutting down")), 503);
   EXPECT_EQ(json::parse(ModelsJson(ctx_, 5))["data"][0]["id"], "demo");
 }
 
