@@ -64,6 +64,8 @@ struct BackendMemory {
   int64_t kv_blocks = 0, kv_blocks_used = 0;  // paged KV blocks in the pool / held by slots
   uint64_t kv_bytes = 0;                      // the KV pool
   uint64_t recurrent_bytes = 0;               // conv rings + delta-net states of every slot
+  int64_t snapshot_kv_blocks = 0;             // KV blocks held only by prefix-cache snapshots
+  uint64_t snapshot_bytes = 0;                // the snapshot rows' recurrent-state store
 };
 
 class BatchBackend {
@@ -92,6 +94,34 @@ class BatchBackend {
   virtual BackendMemory memory() const { return {}; }
   // Penalty entries a device_pick entry may carry; -1: the backend never picks (it returns logits).
   virtual int64_t device_sampler_penalties() const { return -1; }
+
+  // Prefix reuse (docs/design/prefix-reuse.md): snapshot rows, each a copy of one slot's recurrent
+  // state (conv rings, delta-net states) at a position on the grid, plus references to the slot's
+  // KV blocks before that position (those rows never change again, so they are shared, not
+  // copied). The scheduler's PrefixCache decides which rows hold what. 0 rows: no reuse.
+  virtual int snapshot_rows() const { return 0; }
+  // Positions a snapshot may be taken at are multiples of this (the KV block size).
+  virtual int64_t snapshot_grid() const { return 0; }
+  // Copies `slot`'s state at its current position (a multiple of snapshot_grid()) into `row`,
+  // replacing what the row held.
+  virtual absl::Status SaveSnapshot(int slot, int row) {
+    (void)slot;
+    (void)row;
+    return absl::UnimplementedError("this backend keeps no snapshots");
+  }
+  // Gives the fresh `slot` (position 0, nothing reserved) the state of `row`: the slot then holds
+  // the row's positions (returned) and continues from there. The row is unchanged.
+  virtual absl::StatusOr<int64_t> RestoreSnapshot(int row, int slot) {
+    (void)row;
+    (void)slot;
+    return absl::UnimplementedError("this backend keeps no snapshots");
+  }
+  // Empties `row`, releasing its KV blocks that no slot or other row holds.
+  virtual absl::Status DropSnapshot(int row) {
+    (void)row;
+    return absl::UnimplementedError("this backend keeps no snapshots");
+  }
+
   // Runs every entry of `batch`, each continuing its slot's sequence (first_pos must equal the
   // slot's position). Returns one output per entry, in entry order: for a sampled() entry the
   // n_vocab logits of its last row or, when it is device_pick, possibly the backend's pick;

@@ -8,6 +8,7 @@
 #include "frontends/ModelFamily.h"
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/tokenizer/Tokenizer.h"
+#include "ir/DType.h"
 #include "ir/StatusMacros.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
@@ -76,8 +77,14 @@ absl::Status BatchedSlots::Init(const BatchedSlotsOptions& options) {
     return absl::InternalError("the compiled module has neither @step nor @step_tN buckets");
   max_rows_ = buckets_.empty() ? INT64_MAX : buckets_.back().first;
   for (const auto& s : m.states())
-    if (s->state_kind() == ir::StateKind::kConv || s->state_kind() == ir::StateKind::kDelta)
+    if (s->state_kind() == ir::StateKind::kConv || s->state_kind() == ir::StateKind::kDelta) {
       recurrent_states_.push_back(s->name());
+      recurrent_slot_bytes_.push_back(
+          ir::StorageBytes(s->dtype(), s->shape().NumElements().value_or(0) / slots_).value_or(0));
+      snapshot_row_bytes_ += recurrent_slot_bytes_.back();
+    }
+  if (options.snapshot_bytes < 0)
+    return absl::InvalidArgumentError(absl::StrCat("snapshot_bytes must be >= 0 (got ", options.snapshot_bytes, ")"));
 
   MEMRA_ASSIGN_OR_RETURN(exec_, CreateExecutor(options.backend, m, *file_, options.exec));
   pos_.assign(slots_, 0);
@@ -85,6 +92,19 @@ absl::Status BatchedSlots::Init(const BatchedSlotsOptions& options) {
   reserved_.assign(slots_, 0);
   free_blocks_.clear();
   for (int64_t i = n_blocks_ - 1; i >= 0; --i) free_blocks_.push_back(static_cast<int32_t>(i));
+  block_owners_.assign(n_blocks_, 0);
+  // A model without recurrent state still snapshots (KV references only) into a token-sized row.
+  const int64_t row_bytes = std::max<int64_t>(snapshot_row_bytes_, 1);
+  const int64_t rows = std::min<int64_t>(options.snapshot_bytes / row_bytes, int64_t{4} * slots_);
+  if (rows > 0) {
+    absl::Status st = exec_->AllocateStash(rows * snapshot_row_bytes_);
+    if (!st.ok())
+      return absl::Status(st.code(), absl::StrCat("the prefix cache's ", rows, " state snapshots of ",
+                                                  snapshot_row_bytes_, " bytes (the prefix-cache budget of ",
+                                                  options.snapshot_bytes, " bytes): ", st.message()));
+    snap_pos_.assign(rows, -1);
+    snap_blocks_.assign(rows, {});
+  }
   // Every table entry -1 (no block): a row whose block was never given shows up as an error on
   // the CPU and is skipped on the GPU instead of landing in another slot's block 0.
   std::vector<int32_t> none(static_cast<size_t>(slots_ * max_blocks_), -1);
@@ -125,7 +145,7 @@ absl::Status BatchedSlots::ResetSlot(int slot) {
     std::vector<int32_t> none(mine.size(), -1);
     MEMRA_RETURN_IF_ERROR(exec_->WriteState("kv_blocks", slot * max_blocks_ * int64_t{sizeof(int32_t)}, none.data(),
                                             none.size() * sizeof(int32_t)));
-    for (auto it = mine.rbegin(); it != mine.rend(); ++it) free_blocks_.push_back(*it);
+    ReleaseBlocks(mine);
     mine.clear();
   }
   pos_[slot] = 0;
@@ -170,6 +190,7 @@ absl::Status BatchedSlots::GrowBlocks(int slot, int64_t last) {
   const int64_t first = static_cast<int64_t>(mine.size());
   for (int64_t i = 0; i < more; ++i) {
     mine.push_back(free_blocks_.back());
+    block_owners_[free_blocks_.back()] = 1;
     free_blocks_.pop_back();
   }
   return exec_->WriteState("kv_blocks", (slot * max_blocks_ + first) * int64_t{sizeof(int32_t)}, mine.data() + first,
@@ -283,12 +304,91 @@ absl::StatusOr<std::vector<EntryOutput>> BatchedSlots::Execute(const StepBatch& 
   return out;
 }
 
+void BatchedSlots::ReleaseBlocks(const std::vector<int32_t>& blocks) {
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it)
+    if (--block_owners_[*it] == 0) free_blocks_.push_back(*it);
+}
+
+absl::Status BatchedSlots::CheckSnapshotRow(int row) const {
+  if (row >= 0 && row < snapshot_rows()) return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrCat("snapshot row ", row, " is outside [0, ", snapshot_rows(), ")"));
+}
+
+absl::Status BatchedSlots::SaveSnapshot(int slot, int row) {
+  MEMRA_RETURN_IF_ERROR(CheckSnapshotRow(row));
+  if (slot < 0 || slot >= slots_)
+    return absl::OutOfRangeError(absl::StrCat("slot ", slot, " is outside [0, ", slots_, ")"));
+  const int64_t p = pos_[slot];
+  if (p <= 0 || p % block_ != 0)
+    return absl::FailedPreconditionError(absl::StrCat("slot ", slot, " holds ", p, " positions: a snapshot is taken ",
+                                                      "at a positive multiple of the KV block (", block_, ")"));
+  MEMRA_RETURN_IF_ERROR(DropSnapshot(row));
+  int64_t offset = 0;
+  for (size_t i = 0; i < recurrent_states_.size(); ++i) {
+    const int64_t n = recurrent_slot_bytes_[i];
+    MEMRA_RETURN_IF_ERROR(exec_->CopyStash(recurrent_states_[i], slot * n, row * snapshot_row_bytes_ + offset, n, true));
+    offset += n;
+  }
+  // Blocks of positions < p are full and never written again: the row shares them.
+  std::vector<int32_t>& blocks = snap_blocks_[row];
+  blocks.assign(slot_blocks_[slot].begin(), slot_blocks_[slot].begin() + p / block_);
+  for (int32_t b : blocks) ++block_owners_[b];
+  snap_pos_[row] = p;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> BatchedSlots::RestoreSnapshot(int row, int slot) {
+  MEMRA_RETURN_IF_ERROR(CheckSnapshotRow(row));
+  if (slot < 0 || slot >= slots_)
+    return absl::OutOfRangeError(absl::StrCat("slot ", slot, " is outside [0, ", slots_, ")"));
+  const int64_t p = snap_pos_[row];
+  if (p < 0) return absl::FailedPreconditionError(absl::StrCat("snapshot row ", row, " is empty"));
+  if (pos_[slot] != 0 || !slot_blocks_[slot].empty() || reserved_[slot] != 0)
+    return absl::FailedPreconditionError(
+        absl::StrCat("slot ", slot, " is not fresh (", pos_[slot], " positions): a snapshot restores into a reset slot"));
+  int64_t offset = 0;
+  for (size_t i = 0; i < recurrent_states_.size(); ++i) {
+    const int64_t n = recurrent_slot_bytes_[i];
+    MEMRA_RETURN_IF_ERROR(
+        exec_->CopyStash(recurrent_states_[i], slot * n, row * snapshot_row_bytes_ + offset, n, false));
+    offset += n;
+  }
+  const int32_t pos32 = static_cast<int32_t>(p);
+  MEMRA_RETURN_IF_ERROR(exec_->WriteState("pos", slot * int64_t{sizeof(int32_t)}, &pos32, sizeof(int32_t)));
+  std::vector<int32_t>& mine = slot_blocks_[slot];
+  mine = snap_blocks_[row];
+  for (int32_t b : mine) ++block_owners_[b];
+  MEMRA_RETURN_IF_ERROR(exec_->WriteState("kv_blocks", slot * max_blocks_ * int64_t{sizeof(int32_t)}, mine.data(),
+                                          static_cast<int64_t>(mine.size()) * int64_t{sizeof(int32_t)}));
+  pos_[slot] = p;
+  return p;
+}
+
+absl::Status BatchedSlots::DropSnapshot(int row) {
+  MEMRA_RETURN_IF_ERROR(CheckSnapshotRow(row));
+  ReleaseBlocks(snap_blocks_[row]);
+  snap_blocks_[row].clear();
+  snap_pos_[row] = -1;
+  return absl::OkStatus();
+}
+
 BackendMemory BatchedSlots::memory() const {
   BackendMemory m;
   m.kv_blocks = n_blocks_;
   m.kv_blocks_used = n_blocks_ - free_kv_blocks();
   m.kv_bytes = kv_bytes_;
   m.recurrent_bytes = recurrent_bytes_;
+  std::vector<bool> in_slot(n_blocks_, false);
+  for (const auto& blocks : slot_blocks_)
+    for (int32_t b : blocks) in_slot[b] = true;
+  std::vector<bool> counted(n_blocks_, false);
+  for (const auto& blocks : snap_blocks_)
+    for (int32_t b : blocks)
+      if (!in_slot[b] && !counted[b]) {
+        counted[b] = true;
+        ++m.snapshot_kv_blocks;
+      }
+  m.snapshot_bytes = static_cast<uint64_t>(snapshot_rows()) * snapshot_row_bytes_;
   return m;
 }
 

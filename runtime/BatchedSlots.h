@@ -49,6 +49,9 @@ struct BatchedSlotsOptions {
   // GPU: run every step bucket twice on an empty batch at open (no state changes), so its kernels
   // are compiled and its CUDA graph captured before the first request (and outside timings).
   bool warm_buckets = true;
+  // The prefix cache's store of recurrent-state snapshots (BatchBackend::snapshot_rows), in
+  // bytes: as many rows as fit, at most 4 per slot; 0: no prefix reuse.
+  int64_t snapshot_bytes = 0;
 };
 
 class BatchedSlots : public BatchBackend {
@@ -67,6 +70,11 @@ class BatchedSlots : public BatchBackend {
   int64_t max_sequence_positions() const override { return std::min(n_ctx_, n_blocks_ * block_); }
   int64_t device_sampler_penalties() const override { return sampler_penalties_; }
   BackendMemory memory() const override;
+  int snapshot_rows() const override { return static_cast<int>(snap_pos_.size()); }
+  int64_t snapshot_grid() const override { return block_; }
+  absl::Status SaveSnapshot(int slot, int row) override;
+  absl::StatusOr<int64_t> RestoreSnapshot(int row, int slot) override;
+  absl::Status DropSnapshot(int row) override;
   absl::StatusOr<std::vector<EntryOutput>> Execute(const StepBatch& batch) override;
 
   // The most rows one step may hold (the largest bucket on the GPU; unbounded on the CPU).
@@ -89,6 +97,9 @@ class BatchedSlots : public BatchBackend {
   absl::Status GrowBlocks(int slot, int64_t last);
   // Blocks reserved but not yet taken, over every slot but `except`.
   int64_t Outstanding(int except) const;
+  // Drops one owner of each block; a block nobody owns returns to the free list.
+  void ReleaseBlocks(const std::vector<int32_t>& blocks);
+  absl::Status CheckSnapshotRow(int row) const;
 
   std::unique_ptr<gguf::GgufFile> file_;
   std::unique_ptr<ir::Module> module_;
@@ -97,16 +108,19 @@ class BatchedSlots : public BatchBackend {
   int slots_ = 0;
   int64_t n_ctx_ = 0, n_vocab_ = 0, block_ = 0, max_blocks_ = 0, n_blocks_ = 0;
   int64_t max_rows_ = 0;
-  int64_t sampler_penalties_ = 0;
-  uint64_t kv_bytes_ = 0,
-           recurrent_bytes_ =
-               0;  // StateBytesOf the module  // @step's penalty entries per row (the module's sampler_penalties)
+  int64_t sampler_penalties_ = 0;  // @step's penalty entries per row (the module's sampler_penalties)
+  uint64_t kv_bytes_ = 0, recurrent_bytes_ = 0;  // StateBytesOf the module
   std::vector<std::pair<int64_t, std::string>> buckets_;  // (rows, function), ascending; empty: @step
   std::vector<int64_t> pos_;                              // per slot: positions held
   std::vector<std::vector<int32_t>> slot_blocks_;         // per slot: its blocks in order
   std::vector<int32_t> free_blocks_;                      // LIFO
+  std::vector<int32_t> block_owners_;                     // per block: slots + snapshot rows holding it
   std::vector<int64_t> reserved_;                         // per slot: blocks promised (0: none)
   std::vector<std::string> recurrent_states_;             // per-slot state names (conv, delta)
+  std::vector<int64_t> recurrent_slot_bytes_;             // per recurrent state: one slot's bytes
+  int64_t snapshot_row_bytes_ = 0;                        // one slot's recurrent state, all layers
+  std::vector<int64_t> snap_pos_;                         // per snapshot row: position, -1 empty
+  std::vector<std::vector<int32_t>> snap_blocks_;         // per snapshot row: its KV blocks
 };
 
 }  // namespace memra::runtime

@@ -40,6 +40,11 @@ class CpuBackend final : public Executor {
   absl::Status WriteState(absl::string_view name, int64_t offset, const void* data, int64_t bytes) override {
     return e_->WriteState(name, offset, data, bytes);
   }
+  absl::Status AllocateStash(int64_t bytes) override { return e_->AllocateStash(bytes); }
+  absl::Status CopyStash(absl::string_view name, int64_t state_offset, int64_t stash_offset, int64_t bytes,
+                         bool to_stash) override {
+    return e_->CopyStash(name, state_offset, stash_offset, bytes, to_stash);
+  }
   int64_t position() const override { return e_->position(); }
   int64_t context_capacity() const override { return e_->context_capacity(); }
   void set_observer(ValueObserver o) override { e_->set_observer(std::move(o)); }
@@ -69,6 +74,11 @@ class CudaBackend final : public Executor {
   absl::Status ResetState() override { return e_->ResetState(); }
   absl::Status WriteState(absl::string_view name, int64_t offset, const void* data, int64_t bytes) override {
     return e_->WriteState(name, offset, data, bytes);
+  }
+  absl::Status AllocateStash(int64_t bytes) override { return e_->AllocateStash(bytes); }
+  absl::Status CopyStash(absl::string_view name, int64_t state_offset, int64_t stash_offset, int64_t bytes,
+                         bool to_stash) override {
+    return e_->CopyStash(name, state_offset, stash_offset, bytes, to_stash);
   }
   int64_t position() const override { return e_->position(); }
   int64_t context_capacity() const override { return e_->context_capacity(); }

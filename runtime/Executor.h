@@ -62,6 +62,14 @@ class Executor {
   // Writes `bytes` bytes of `data` (zeros when null) into state @name at byte `offset`, ordered
   // with the calls: the host's part of a module lowered with slots (runtime/BatchedSlots.h).
   virtual absl::Status WriteState(absl::string_view name, int64_t offset, const void* data, int64_t bytes) = 0;
+  // A store beside the state for copies of state regions (the prefix cache's snapshots,
+  // docs/design/prefix-reuse.md), in device memory on CUDA: AllocateStash sizes it once (a second
+  // call replaces it, contents lost); CopyStash copies `bytes` bytes between state @name at byte
+  // `state_offset` and the stash at byte `stash_offset` (to_stash: state -> stash, else back),
+  // ordered with the calls. Errors name the region that does not fit.
+  virtual absl::Status AllocateStash(int64_t bytes) = 0;
+  virtual absl::Status CopyStash(absl::string_view name, int64_t state_offset, int64_t stash_offset, int64_t bytes,
+                                 bool to_stash) = 0;
   virtual int64_t position() const = 0;
   virtual int64_t context_capacity() const = 0;
   // Called after every op for each named result (tracing; the CUDA executor synchronizes).

@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "ir/StatusMacros.h"
 #include "runtime/Logits.h"
 #include "runtime/StopStrings.h"
@@ -26,6 +28,11 @@ struct Scheduler::Seq {
   std::unique_ptr<StopStringFilter> stops;
   bool cancelled = false;  // Cancel() inside a step, applied before Step returns
   bool text_done = false;  // a stop string matched: no more text
+  // Prefix reuse: prompt positions where prefill stops for a snapshot (ascending), and this
+  // sequence's newest snapshot taken past its prompt (replaced as it grows).
+  std::vector<int64_t> snapshot_at;
+  int decode_row = -1;
+  uint64_t decode_serial = 0;
 
   int64_t prompt_size() const { return static_cast<int64_t>(req.prompt.size()); }
   bool decoding() const { return slot >= 0 && prefilled == prompt_size(); }
@@ -66,7 +73,12 @@ void FillLogprobs(const std::vector<float>& logits, int32_t chosen, int n, Token
 }  // namespace
 
 Scheduler::Scheduler(BatchBackend& backend, SchedulerOptions options)
-    : backend_(backend), options_(std::move(options)), slot_free_(backend.slots(), true) {}
+    : backend_(backend), options_(std::move(options)), slot_free_(backend.slots(), true) {
+  // A resumed prompt's chunks start at the snapshot: on the scan grid only if the snapshot grid is.
+  const int64_t grid = backend.snapshot_grid();
+  if (backend.snapshot_rows() > 0 && grid > 0 && grid % options_.prefill_align == 0)
+    cache_ = std::make_unique<PrefixCache>(backend.snapshot_rows(), grid);
+}
 
 Scheduler::~Scheduler() = default;
 
@@ -132,9 +144,21 @@ void Scheduler::Admit() {
     if (free == slot_free_.end()) return;
     Seq& seq = *seqs_.at(queue_.front());
     const int slot = static_cast<int>(free - slot_free_.begin());
-    // The KV room for the whole sequence is promised before it starts (no preemption); a request
-    // the cache cannot hold now waits, and the ones behind it wait too (FIFO).
-    absl::StatusOr<bool> room = backend_.Reserve(slot, seq.prompt_size() + seq.req.max_tokens);
+    const int64_t resume = ResumeFromCache(seq, slot);
+    // The KV room for the whole sequence is promised before it starts (no preemption); snapshots
+    // give way to it, least recently used first. A request the cache cannot hold now waits, and
+    // the ones behind it wait too (FIFO).
+    const int64_t positions = seq.prompt_size() + seq.req.max_tokens;
+    absl::StatusOr<bool> room = backend_.Reserve(slot, positions);
+    while (room.ok() && !*room && EvictOne()) room = backend_.Reserve(slot, positions);
+    if (resume > 0 && !(room.ok() && *room)) {  // give the restored state back
+      if (absl::Status st = backend_.ResetSlot(slot); !st.ok()) {
+        slot_free_[slot] = false;
+        if (slot_error_.ok())
+          slot_error_ = absl::Status(st.code(), absl::StrCat("resetting slot ", slot, " after a prefix restore: ",
+                                                             st.message(), "; the slot is not reused"));
+      }
+    }
     if (room.ok() && !*room) return;
     if (!room.ok()) {  // Finish takes it off the queue
       Finish(seq, FinishReason::kError, TokenEvent{},
@@ -145,8 +169,88 @@ void Scheduler::Admit() {
     // Slots are reset when released, so a fresh one needs no reset here.
     *free = false;
     seq.slot = slot;
+    seq.pos = seq.prefilled = resume;
     running_.push_back(seq.id);
+    prefix_.prompt_tokens += seq.prompt_size();
+    if (cache_ && seq.req.cache_prompt) {
+      ++prefix_.prefix_lookups;
+      if (resume > 0) {
+        ++prefix_.prefix_hits;
+        prefix_.prefix_tokens_reused += resume;
+        prefix_.prefix_seconds_saved += static_cast<double>(resume) * prompt_row_seconds_;
+      }
+      // Where the prefill stops for snapshots: the branch point from a cached prefix (so the next
+      // request that shares it, a system prompt say, resumes there) and the prompt's last grid
+      // point (so the next turn of a conversation resumes at its end).
+      const int64_t grid = cache_->grid();
+      const int64_t last = (seq.prompt_size() - 1) / grid * grid;
+      const int64_t branch = cache_->KnownPrefix(seq.req.prompt, last);
+      for (int64_t at : {branch, last})
+        if (at > resume && (seq.snapshot_at.empty() || at > seq.snapshot_at.back())) seq.snapshot_at.push_back(at);
+    }
   }
+}
+
+int64_t Scheduler::ResumeFromCache(Seq& seq, int slot) {
+  if (!cache_ || !seq.req.cache_prompt) return 0;
+  // At least the prompt's last token runs: its logits give the first generated token.
+  const int64_t limit = (seq.prompt_size() - 1) / cache_->grid() * cache_->grid();
+  const PrefixCache::Hit hit = cache_->Lookup(seq.req.prompt, limit);
+  if (hit.row < 0) return 0;
+  absl::StatusOr<int64_t> at = backend_.RestoreSnapshot(hit.row, slot);
+  if (!at.ok() || *at != hit.position) {
+    ++prefix_.prefix_errors;  // run without reuse: the slot must be fresh again
+    if (absl::Status st = backend_.ResetSlot(slot); !st.ok() && slot_error_.ok())
+      slot_error_ = absl::Status(st.code(), absl::StrCat("resetting slot ", slot, " after a failed prefix restore: ",
+                                                         st.message()));
+    return 0;
+  }
+  cache_->Touch(hit.row);
+  return hit.position;
+}
+
+void Scheduler::MaybeSnapshot(Seq& seq, const StepEntry& entry) {
+  if (!cache_ || !seq.req.cache_prompt || seq.pos % cache_->grid() != 0) return;
+  const bool planned = std::find(seq.snapshot_at.begin(), seq.snapshot_at.end(), seq.pos) != seq.snapshot_at.end();
+  // A sampled entry that ends on the grid: the newest state of the conversation, which its next
+  // turn extends.
+  const bool newest = entry.kind != EntryKind::kPromptChunk;
+  if (!planned && !newest) return;
+  const absl::Span<const int32_t> tokens(seq.history.data(), static_cast<size_t>(seq.pos));
+  if (const int held = cache_->Find(tokens, seq.pos); held >= 0) {
+    cache_->Touch(held);
+    return;
+  }
+  int row = cache_->FreeRow();
+  if (row < 0) {
+    row = cache_->LeastRecentlyUsed();
+    cache_->Erase(row);  // SaveSnapshot replaces the row's contents
+    ++prefix_.prefix_evictions;
+  }
+  if (!backend_.SaveSnapshot(seq.slot, row).ok()) {
+    ++prefix_.prefix_errors;
+    (void)backend_.DropSnapshot(row);
+    return;
+  }
+  const uint64_t serial = cache_->Set(row, tokens, seq.pos);
+  ++prefix_.prefix_snapshots;
+  if (!newest) return;
+  if (seq.decode_row >= 0 && cache_->serial(seq.decode_row) == seq.decode_serial) {
+    (void)backend_.DropSnapshot(seq.decode_row);
+    cache_->Erase(seq.decode_row);
+  }
+  seq.decode_row = row;
+  seq.decode_serial = serial;
+}
+
+bool Scheduler::EvictOne() {
+  if (!cache_) return false;
+  const int row = cache_->LeastRecentlyUsed();
+  if (row < 0) return false;
+  if (!backend_.DropSnapshot(row).ok()) ++prefix_.prefix_errors;
+  cache_->Erase(row);
+  ++prefix_.prefix_evictions;
+  return true;
 }
 
 void Scheduler::PrepareSampling(Seq& s, StepEntry& e) {
@@ -173,8 +277,14 @@ StepBatch Scheduler::BuildBatch() {
     Seq& s = *seqs_.at(id);
     if (s.decoding()) continue;
     const int64_t left = s.prompt_size() - s.prefilled;
-    const int64_t n = left <= budget ? left : budget / options_.prefill_align * options_.prefill_align;
+    int64_t n = left <= budget ? left : budget / options_.prefill_align * options_.prefill_align;
     if (n == 0) continue;  // a later prompt may still fit whole in what is left
+    // Stop at the next planned snapshot (both on the grid, so the chunk stays aligned).
+    for (int64_t at : s.snapshot_at)
+      if (at > s.prefilled) {
+        n = std::min(n, at - s.prefilled);
+        break;
+      }
     StepEntry e{s.slot, s.pos, n == left ? EntryKind::kLastPromptChunk : EntryKind::kPromptChunk, {}, s.id};
     if (e.sampled()) PrepareSampling(s, e);
     e.tokens.assign(s.req.prompt.begin() + s.prefilled, s.req.prompt.begin() + s.prefilled + n);
@@ -195,7 +305,13 @@ absl::Status Scheduler::Step() {
   }
   ++steps_;
   rows_ += batch.rows();
+  const absl::Time start = absl::Now();
   absl::StatusOr<std::vector<EntryOutput>> out = backend_.Execute(batch);
+  // The time a prompt row costs, from steps that are mostly prompt rows (the saved-time estimate).
+  if (out.ok() && batch.rows() >= 2 * static_cast<int64_t>(batch.entries.size())) {
+    const double per_row = absl::ToDoubleSeconds(absl::Now() - start) / static_cast<double>(batch.rows());
+    prompt_row_seconds_ = prompt_row_seconds_ == 0.0 ? per_row : 0.9 * prompt_row_seconds_ + 0.1 * per_row;
+  }
   if (!out.ok()) {
     const absl::Status err(out.status().code(), absl::StrCat("step ", steps_, ": ", out.status().message()));
     for (const auto& e : batch.entries)
@@ -212,6 +328,7 @@ absl::Status Scheduler::Step() {
     Seq& seq = *it->second;
     seq.pos += static_cast<int64_t>(e.tokens.size());
     if (e.kind != EntryKind::kDecode) seq.prefilled += static_cast<int64_t>(e.tokens.size());
+    MaybeSnapshot(seq, e);  // before the sampled token joins the history
     if (e.sampled()) SampleAndEmit(seq, e, (*out)[i]);
   }
   ApplyDeferredCancels();
@@ -347,7 +464,11 @@ absl::Status Scheduler::RunToCompletion() {
 }
 
 SchedulerStats Scheduler::stats() const {
-  SchedulerStats s;
+  SchedulerStats s = prefix_;
+  if (cache_) {
+    s.prefix_rows = cache_->rows();
+    s.prefix_rows_used = cache_->used();
+  }
   s.steps = steps_;
   s.rows = rows_;
   s.queued = static_cast<int>(queue_.size());

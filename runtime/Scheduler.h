@@ -39,6 +39,7 @@
 #include "kernels/cpu/Sampling.h"
 #include "runtime/BatchBackend.h"
 #include "runtime/Detokenizer.h"
+#include "runtime/PrefixCache.h"
 
 namespace memra::runtime {
 
@@ -71,6 +72,10 @@ struct Request {
   // -1: none; 0: the chosen token's logprob; n > 0: also the n most likely tokens. Logprobs are of
   // the model's distribution (log_softmax of the raw logits, before penalties and temperature).
   int logprobs = -1;
+  // The prefix cache (docs/design/prefix-reuse.md) may resume this request from a snapshot of a
+  // matching prefix and keep snapshots of it (llama-server's `cache_prompt`). Outputs are the same
+  // either way; false only costs time.
+  bool cache_prompt = true;
 };
 
 struct TokenLogprob {
@@ -122,6 +127,17 @@ struct SchedulerStats {
   int queued = 0;
   int running = 0;  // requests holding a slot
   int free_slots = 0;
+  // The prefix cache (all 0 when the backend keeps no snapshots).
+  int prefix_rows = 0, prefix_rows_used = 0;  // snapshot rows, and those holding one
+  int64_t prefix_lookups = 0;                 // admissions that looked (cache_prompt requests)
+  int64_t prefix_hits = 0;                    // ... and resumed from a snapshot
+  int64_t prompt_tokens = 0;                  // prompt tokens admitted (with or without a hit)
+  int64_t prefix_tokens_reused = 0;           // prompt tokens not prefilled thanks to a hit
+  int64_t prefix_snapshots = 0;               // snapshots saved
+  int64_t prefix_evictions = 0;               // snapshots dropped for room (rows or KV blocks)
+  int64_t prefix_errors = 0;                  // snapshot saves / restores that failed (then skipped)
+  // prefix_tokens_reused x the measured time per prompt row (an estimate of prefill time saved).
+  double prefix_seconds_saved = 0.0;
 };
 
 class Scheduler {
@@ -167,6 +183,13 @@ class Scheduler {
   // Sends the last event (with `event`'s token and text), frees the slot, forgets the request.
   void Finish(Seq& seq, FinishReason reason, TokenEvent event, absl::Status error = absl::OkStatus());
   void ApplyDeferredCancels();
+  // Prefix reuse at admission: resumes `seq` in `slot` from the longest snapshot of its prompt and
+  // plans where its prefill stops to take snapshots. Returns the position it resumes at.
+  int64_t ResumeFromCache(Seq& seq, int slot);
+  // After a step: a snapshot of `seq`'s state when its position is one worth keeping.
+  void MaybeSnapshot(Seq& seq, const StepEntry& entry);
+  // Drops the least recently used snapshot; false when none is held.
+  bool EvictOne();
 
   BatchBackend& backend_;
   SchedulerOptions options_;
@@ -180,6 +203,9 @@ class Scheduler {
   absl::Status slot_error_;  // a failed ResetSlot (that slot is never reused)
   int64_t steps_ = 0;
   int64_t rows_ = 0;
+  std::unique_ptr<PrefixCache> cache_;  // null: the backend keeps no snapshots
+  SchedulerStats prefix_;               // the prefix_* counters
+  double prompt_row_seconds_ = 0.0;     // a running mean of step time per row, over prefill steps
 };
 
 }  // namespace memra::runtime

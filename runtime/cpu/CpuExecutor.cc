@@ -225,6 +225,34 @@ absl::Status CpuExecutor::WriteState(absl::string_view name, int64_t offset, con
   return absl::OkStatus();
 }
 
+absl::Status CpuExecutor::AllocateStash(int64_t bytes) {
+  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("cpu executor: a stash of ", bytes, " bytes"));
+  stash_.assign(static_cast<size_t>(bytes), 0);
+  return absl::OkStatus();
+}
+
+absl::Status CpuExecutor::CopyStash(absl::string_view name, int64_t state_offset, int64_t stash_offset, int64_t bytes,
+                                    bool to_stash) {
+  const ir::StateVar* s = module_.state(name);
+  if (s == nullptr) return absl::NotFoundError(absl::StrCat("cpu executor: no state @", name));
+  HostTensor& t = state_.at(s);
+  if (state_offset < 0 || bytes < 0 || state_offset + bytes > t.nbytes() || stash_offset < 0 ||
+      stash_offset + bytes > static_cast<int64_t>(stash_.size()))
+    return absl::OutOfRangeError(absl::StrCat("cpu executor: a stash copy of ", bytes, " bytes between state @", name,
+                                              " (", t.nbytes(), " bytes) at ", state_offset, " and the stash (",
+                                              stash_.size(), " bytes) at ", stash_offset));
+  char* st = (t.dtype() == DType::kF32   ? reinterpret_cast<char*>(t.f32())
+              : t.dtype() == DType::kI32 ? reinterpret_cast<char*>(t.i32())
+                                         : reinterpret_cast<char*>(t.i64())) +
+             state_offset;
+  char* sh = stash_.data() + stash_offset;
+  if (to_stash)
+    std::memcpy(sh, st, static_cast<size_t>(bytes));
+  else
+    std::memcpy(st, sh, static_cast<size_t>(bytes));
+  return absl::OkStatus();
+}
+
 const HostTensor* CpuExecutor::state(absl::string_view name) const {
   const ir::StateVar* s = module_.state(name);
   if (s == nullptr) return nullptr;

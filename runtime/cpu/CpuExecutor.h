@@ -81,6 +81,10 @@ class CpuExecutor {
   // Writes `bytes` bytes of `data` (zeros when null) into state @name at byte `offset`: the host's
   // part of a module lowered with slots (a slot's reset, block-table entries).
   absl::Status WriteState(absl::string_view name, int64_t offset, const void* data, int64_t bytes);
+  // The stash of runtime/Executor.h (host memory here).
+  absl::Status AllocateStash(int64_t bytes);
+  absl::Status CopyStash(absl::string_view name, int64_t state_offset, int64_t stash_offset, int64_t bytes,
+                         bool to_stash);
 
   void set_observer(ValueObserver observer) { observer_ = std::move(observer); }
   int num_threads() const;
@@ -106,6 +110,7 @@ class CpuExecutor {
   std::unique_ptr<kernels::cpu::ThreadPool> pool_;
   absl::flat_hash_map<const ir::Value*, std::unique_ptr<BoundWeight>> weights_;
   absl::flat_hash_map<const ir::Value*, HostTensor> state_;
+  std::vector<char> stash_;
   absl::flat_hash_map<std::string, std::unique_ptr<Program>> programs_;
   const ir::StateVar* position_state_ = nullptr;
   int64_t kv_capacity_ = INT64_MAX;

@@ -115,6 +115,11 @@ absl::Status CudaDevice::Zero(CUdeviceptr dst, size_t bytes) const {
   return CuCheck(d_->cuMemsetD8Async(dst, 0, bytes, stream_), "cuMemsetD8");
 }
 
+absl::Status CudaDevice::CopyDevice(CUdeviceptr dst, CUdeviceptr src, size_t bytes) const {
+  if (bytes == 0) return absl::OkStatus();
+  return CuCheck(d_->cuMemcpyDtoDAsync(dst, src, bytes, stream_), "cuMemcpyDtoD");
+}
+
 absl::Status CudaDevice::Synchronize(absl::string_view what) const {
   return CuCheck(d_->cuStreamSynchronize(stream_), absl::StrCat("cuStreamSynchronize after ", what));
 }

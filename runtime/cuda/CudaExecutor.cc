@@ -243,6 +243,34 @@ absl::Status CudaExecutor::WriteState(absl::string_view name, int64_t offset, co
   return dev_->Zero(b.ptr() + offset, static_cast<size_t>(bytes));
 }
 
+absl::Status CudaExecutor::AllocateStash(int64_t bytes) {
+  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("cuda executor: a stash of ", bytes, " bytes"));
+  MEMRA_RETURN_IF_ERROR(dev_->MakeCurrent());
+  MEMRA_RETURN_IF_ERROR(dev_->Synchronize("freeing the state stash"));
+  stash_.reset();
+  if (bytes == 0) return absl::OkStatus();
+  MEMRA_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, dev_->Alloc(static_cast<size_t>(bytes), "the state stash"));
+  stash_ = std::make_unique<cuda::DeviceBuffer>(std::move(b));
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::CopyStash(absl::string_view name, int64_t state_offset, int64_t stash_offset, int64_t bytes,
+                                     bool to_stash) {
+  const ir::StateVar* s = module_.state(name);
+  if (s == nullptr) return absl::NotFoundError(absl::StrCat("cuda executor: no state @", name));
+  const cuda::DeviceBuffer& b = *state_.at(s);
+  const uint64_t stash_bytes = stash_ ? stash_->bytes() : 0;
+  if (state_offset < 0 || bytes < 0 || static_cast<uint64_t>(state_offset + bytes) > b.bytes() || stash_offset < 0 ||
+      static_cast<uint64_t>(stash_offset + bytes) > stash_bytes)
+    return absl::OutOfRangeError(absl::StrCat("cuda executor: a stash copy of ", bytes, " bytes between state @", name,
+                                              " (", b.bytes(), " bytes) at ", state_offset, " and the stash (",
+                                              stash_bytes, " bytes) at ", stash_offset));
+  if (bytes == 0) return absl::OkStatus();
+  MEMRA_RETURN_IF_ERROR(dev_->MakeCurrent());
+  const CUdeviceptr st = b.ptr() + state_offset, sh = stash_->ptr() + stash_offset;
+  return dev_->CopyDevice(to_stash ? sh : st, to_stash ? st : sh, static_cast<size_t>(bytes));
+}
+
 absl::StatusOr<HostTensor> CudaExecutor::ReadState(absl::string_view name) const {
   const ir::StateVar* s = module_.state(name);
   if (s == nullptr) return absl::NotFoundError(absl::StrCat("no state @", name));

@@ -135,6 +135,10 @@ class CudaExecutor {
   // with the launches (the host's part of a module lowered with slots: a slot's reset,
   // block-table entries).
   absl::Status WriteState(absl::string_view name, int64_t offset, const void* data, int64_t bytes);
+  // The stash of runtime/Executor.h: device memory, copies on the stream.
+  absl::Status AllocateStash(int64_t bytes);
+  absl::Status CopyStash(absl::string_view name, int64_t state_offset, int64_t stash_offset, int64_t bytes,
+                         bool to_stash);
   // A copy of state buffer `name` on the host (f32 / i32).
   absl::StatusOr<HostTensor> ReadState(absl::string_view name) const;
   // Called after every op for each named result (synchronizes and downloads: tests only).
@@ -197,6 +201,7 @@ class CudaExecutor {
   std::map<std::string, std::unique_ptr<cuda::LoadedModule>> modules_;
   absl::flat_hash_map<const ir::Value*, std::unique_ptr<DeviceWeight>> weights_;
   absl::flat_hash_map<const ir::Value*, std::unique_ptr<cuda::DeviceBuffer>> state_;
+  std::unique_ptr<cuda::DeviceBuffer> stash_;  // AllocateStash
   std::vector<PlannedWeight> weight_plans_;        // PlanDeviceMemory -> UploadWeights
   std::unique_ptr<cuda::DeviceBuffer> workspace_;  // the units' shared workspace (workspace_bytes)
   std::map<std::pair<std::string, int64_t>, std::unique_ptr<Program>> programs_;
