@@ -278,6 +278,31 @@ std::string HttpServer::Impl::Metrics() {
                                 : 0);
   metric("recurrent_state_bytes", "gauge", "Bytes of the conv rings and delta-net states (every slot).",
          static_cast<int64_t>(s.memory.recurrent_bytes));
+  const runtime::SchedulerStats& p = s.scheduler;
+  metric("prefix_cache_rows", "gauge", "Prefix-cache snapshot rows (--cache-ram).", p.prefix_rows);
+  metric("prefix_cache_rows_used", "gauge", "Prefix-cache snapshot rows holding a snapshot.", p.prefix_rows_used);
+  metric("prefix_cache_bytes", "gauge", "Bytes of the snapshot rows' recurrent-state store.",
+         static_cast<int64_t>(s.memory.snapshot_bytes));
+  metric("prefix_cache_kv_blocks", "gauge", "KV blocks held only by prefix-cache snapshots.",
+         s.memory.snapshot_kv_blocks);
+  metric("prefix_cache_lookups_total", "counter", "Admitted requests that looked for a cached prefix.",
+         p.prefix_lookups);
+  metric("prefix_cache_hits_total", "counter", "Admitted requests resumed from a cached prefix.", p.prefix_hits);
+  metric("prefix_cache_tokens_reused_total", "counter", "Prompt tokens not prefilled thanks to the prefix cache.",
+         p.prefix_tokens_reused);
+  metric("prefix_cache_snapshots_total", "counter", "Prefix-cache snapshots saved.", p.prefix_snapshots);
+  metric("prefix_cache_evictions_total", "counter", "Prefix-cache snapshots dropped for room.", p.prefix_evictions);
+  metric("prefix_cache_errors_total", "counter", "Prefix-cache saves or restores that failed (then skipped).",
+         p.prefix_errors);
+  absl::StrAppendFormat(&out,
+                        "# HELP memra_prefix_cache_hit_ratio Prompt tokens reused over prompt tokens admitted.\n"
+                        "# TYPE memra_prefix_cache_hit_ratio gauge\nmemra_prefix_cache_hit_ratio %.6f\n"
+                        "# HELP memra_prefix_cache_saved_seconds_total Prefill time the reused tokens would have "
+                        "taken (tokens x the measured time per prompt row).\n"
+                        "# TYPE memra_prefix_cache_saved_seconds_total counter\n"
+                        "memra_prefix_cache_saved_seconds_total %.6f\n",
+                        p.prompt_tokens > 0 ? static_cast<double>(p.prefix_tokens_reused) / p.prompt_tokens : 0.0,
+                        p.prefix_seconds_saved);
   // Output tokens per second over the last interval between two scrapes.
   {
     const auto now = std::chrono::steady_clock::now();

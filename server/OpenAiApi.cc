@@ -109,6 +109,8 @@ absl::Status ParseCommon(const json& j, const ApiContext& ctx, ApiJob& job) {
   bool ignore_eos = false;
   MEMRA_RETURN_IF_ERROR(Take(ignore_eos, Bool(j, "ignore_eos", false)));
   if (!ignore_eos) r.stop_ids = ctx.tokenizer->eog_ids();
+  // cache_prompt (llama-server's extension): false skips the prefix cache (same output, more time).
+  MEMRA_RETURN_IF_ERROR(Take(r.cache_prompt, Bool(j, "cache_prompt", true)));
   MEMRA_RETURN_IF_ERROR(Take(job.stream, Bool(j, "stream", false)));
   if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) return Bad("stream_options", "must be an object");

@@ -125,6 +125,7 @@ void ServeEngine::Loop() {
     stats_.memory = memory;
     busy_ = !scheduler_->idle();
     stats_.steps = ss.steps;
+    stats_.scheduler = ss;
     stats_.queued = ss.queued;
     stats_.running = ss.running;
   }

@@ -52,7 +52,8 @@ struct ServeStats {
   int64_t requests = 0, finished = 0, errors = 0, cancelled = 0, refused = 0;
   int64_t prompt_tokens = 0, generated_tokens = 0, steps = 0;
   int queued = 0, running = 0, slots = 0;
-  runtime::BackendMemory memory;  // after the last step
+  runtime::BackendMemory memory;      // after the last step
+  runtime::SchedulerStats scheduler;  // after the last step (the prefix cache's counters)
 };
 
 class ServeEngine {

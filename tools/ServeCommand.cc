@@ -61,6 +61,12 @@ memra::tools::IntOption<int> ServeTimeout("timeout", {1, 86400},
                                           "streamed chunk; an idle keep-alive connection closes after it",
                                           cl::init(60), cl::sub(kServe));
 cl::alias ServeTimeoutShort("to", cl::desc("Alias for --timeout"), cl::NotHidden, cl::aliasopt(ServeTimeout));
+memra::tools::IntOption<int64_t> ServeCacheRam(
+    "cache-ram", {0, int64_t{1} << 30},
+    "MiB for the prefix cache's state snapshots (a later request or chat turn sharing a prefix resumes from one "
+    "instead of prefilling it; at most 4 snapshots per slot), 0 = no prefix reuse",
+    cl::init(8192), cl::sub(kServe));
+cl::alias ServeCacheRamShort("cram", cl::desc("Alias for --cache-ram"), cl::NotHidden, cl::aliasopt(ServeCacheRam));
 cl::opt<std::string> ServeCache("kernel-cache",
                                 cl::desc("Kernel cubin cache folder, - = none (default: ~/.cache/memra)"), cl::init(""),
                                 cl::value_desc("dir"), cl::sub(kServe));
@@ -96,6 +102,7 @@ int RunServe() {
   bo.backend = *backend_kind;
   bo.exec.cpu.threads = ServeThreads;
   bo.exec.cuda.kernel_cache_dir = ServeCache;
+  bo.snapshot_bytes = int64_t{ServeCacheRam} << 20;
   const auto t0 = std::chrono::steady_clock::now();
   auto engine_backend = runtime::BatchedSlots::Open(model_path, bo);
   if (!engine_backend.ok()) return Fail(engine_backend.status());
@@ -133,10 +140,12 @@ int RunServe() {
   auto http = server::HttpServer::Listen(ho, api, **engine);
   if (!http.ok()) return Fail(http.status());
   llvm::errs() << absl::StrFormat(
-      "memra serve: %s as \"%s\": %d slots of context %d, %s, loaded in %.2f s\n"
+      "memra serve: %s as \"%s\": %d slots of context %d, prefix cache %d snapshots (%.0f MiB), %s, loaded in "
+      "%.2f s\n"
       "memra serve: listening on http://%s:%d (POST /v1/chat/completions, /v1/completions; GET /v1/models, "
       "/health, /metrics)%s\n",
-      model_path, api.model, slots.slots(), slots.ctx_per_slot(), slots.executor().Describe(),
+      model_path, api.model, slots.slots(), slots.ctx_per_slot(), slots.snapshot_rows(),
+      slots.memory().snapshot_bytes / 1048576.0, slots.executor().Describe(),
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), std::string(ServeHost),
       (*http)->port(), ServeApiKey.empty() ? "" : ", API key required");
   std::thread accept([&] { (*http)->Run(); });

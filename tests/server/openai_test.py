@@ -8,7 +8,8 @@ chat completions, streaming equal to the one-shot reply, usage (and the usage ch
 logprobs, seeded sampling, 16 concurrent greedy requests equal to their solo replies, the error
 objects (malformed JSON, bad fields, a prompt over the context, n > 1, a body over the limit, an
 unknown route), a streaming client that disconnects (its request cancelled, the server keeps
-serving), /metrics, and --api-key.
+serving), a two-turn chat resumed from the prefix cache (same reply as without it), /metrics,
+and --api-key.
 """
 import concurrent.futures
 import json
@@ -136,6 +137,34 @@ def main():
                 check(out and out[-1].choices[0].finish_reason in ("length", "stop", "tool_calls"), f"tools: {out}")
             else:
                 check(out.choices[0].finish_reason in ("length", "stop", "tool_calls"), f"tools: {out}")
+
+        # A two-turn chat: the second turn resumes from the prefix cache (turn 1's snapshot), prefills
+        # only what follows, and says exactly what it says without the cache (cache_prompt: false).
+        def metric_values():
+            return {k: float(v) for k, v in (l.split() for l in srv.raw("/metrics")[1].splitlines()
+                                              if l and not l.startswith("#"))}
+        system = ("You are a careful reader of old books. Answer in one short sentence, quote the text "
+                  "when you can, and never invent verses that are not there. ") * 3
+        chat = [{"role": "system", "content": system}, {"role": "user", "content": "What was made first?"}]
+        first = client.chat.completions.create(model="x", messages=chat, max_tokens=40, temperature=0)
+        chat += [{"role": "assistant", "content": first.choices[0].message.content},
+                 {"role": "user", "content": "And after that?"}]
+        before = metric_values()
+        second = client.chat.completions.create(model="x", messages=chat, max_tokens=16, temperature=0)
+        after = metric_values()
+        check(after["memra_prefix_cache_hits_total"] == before["memra_prefix_cache_hits_total"] + 1,
+              f"turn 2 did not hit the prefix cache: {before} -> {after}")
+        reused = after["memra_prefix_cache_tokens_reused_total"] - before["memra_prefix_cache_tokens_reused_total"]
+        check(reused >= 64 and reused % 64 == 0 and reused > second.usage.prompt_tokens - 128,
+              f"turn 2 reused {reused} of {second.usage.prompt_tokens} prompt tokens")
+        uncached = client.chat.completions.create(model="x", messages=chat, max_tokens=16, temperature=0,
+                                                  extra_body={"cache_prompt": False})
+        check(uncached.choices[0].message.content == second.choices[0].message.content,
+              f"turn 2 with the cache {second.choices[0].message.content!r} != without "
+              f"{uncached.choices[0].message.content!r}")
+        check(metric_values()["memra_prefix_cache_lookups_total"] == after["memra_prefix_cache_lookups_total"],
+              "cache_prompt false still looked up the cache")
+        check(after["memra_prefix_cache_rows"] > 0 and after["memra_prefix_cache_hit_ratio"] > 0, f"{after}")
 
         # A stop string cuts the text before it (finish_reason stop).
         cut = max(1, len(text) // 2)
