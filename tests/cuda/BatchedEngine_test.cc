@@ -29,8 +29,9 @@ constexpr int64_t kCtx = 512;
 
 std::vector<std::vector<int32_t>> Prompts() { return memra::testing::EightPrompts(); }
 
-BatchedSlotsOptions Opts(Backend backend, int slots) {
+BatchedSlotsOptions Opts(Backend backend, int slots, int64_t snapshot_bytes = 0) {
   BatchedSlotsOptions o;
+  o.snapshot_bytes = snapshot_bytes;
   o.slots = slots;
   o.n_ctx = kCtx;
   o.backend = backend;
@@ -53,6 +54,24 @@ class TeacherForced : public BatchBackend {
   absl::Status ResetSlot(int slot) override {
     absl::Status s = f_.ResetSlot(slot);
     return s.ok() ? d_.ResetSlot(slot) : s;
+  }
+  // Prefix reuse on both: the same rows hold the same prefixes.
+  int snapshot_rows() const override { return std::min(d_.snapshot_rows(), f_.snapshot_rows()); }
+  int64_t snapshot_grid() const override { return d_.snapshot_grid(); }
+  absl::Status SaveSnapshot(int slot, int row) override {
+    absl::Status s = f_.SaveSnapshot(slot, row);
+    return s.ok() ? d_.SaveSnapshot(slot, row) : s;
+  }
+  absl::StatusOr<int64_t> RestoreSnapshot(int row, int slot) override {
+    auto a = f_.RestoreSnapshot(row, slot);
+    if (!a.ok()) return a;
+    auto b = d_.RestoreSnapshot(row, slot);
+    if (b.ok()) EXPECT_EQ(*a, *b);
+    return b;
+  }
+  absl::Status DropSnapshot(int row) override {
+    absl::Status s = f_.DropSnapshot(row);
+    return s.ok() ? d_.DropSnapshot(row) : s;
   }
   absl::StatusOr<std::vector<EntryOutput>> Execute(const StepBatch& batch) override {
     // The driver always returns logits; the follower as the scheduler asked (its picks made by
@@ -203,6 +222,85 @@ class BatchedEngineTest : public ::testing::Test {
     if (sampled) EXPECT_GT(off_greedy, 0) << "the sampled requests should not all decode greedily";
   }
 };
+
+// Conversations through the prefix cache (docs/design/prefix-reuse.md): second turns and requests
+// sharing a system prompt resume from snapshots. Teacher-forced against the CPU engine resuming
+// from its own snapshots (which equal a run from scratch bit for bit, PrefixReuse_test): the GPU's
+// stash copies, shared KV blocks and restored positions give the same logits as the CPU; and on
+// the GPU alone, the greedy tokens with reuse equal those without.
+std::vector<std::vector<int32_t>> Conversations(BatchBackend& backend, SchedulerStats* stats) {
+  SchedulerOptions so;
+  so.step_tokens = 72;
+  auto sched = Scheduler::Create(backend, so);
+  EXPECT_TRUE(sched.ok()) << sched.status();
+  if (!sched.ok()) return {};
+  std::vector<std::vector<int32_t>> outs;
+  auto run = [&](const std::vector<int32_t>& prompt, int64_t n) {
+    Request r;
+    r.prompt = prompt;
+    r.max_tokens = n;
+    std::vector<int32_t> got;
+    EXPECT_TRUE((*sched)->Submit(std::move(r), [&](const TokenEvent& e) {
+                          if (e.token >= 0) got.push_back(e.token);
+                        }).ok());
+    EXPECT_TRUE((*sched)->RunToCompletion().ok());
+    outs.push_back(got);
+    return got;
+  };
+  const std::string fox = "The quick brown fox jumps over the lazy dog. ";
+  for (const std::string& topic : {fox + fox + fox + "Tell me more.", "Once upon a time, " + fox + fox}) {
+    std::vector<int32_t> turn = memra::testing::ByteTokenPrompt(topic);
+    for (int k = 0; k < 3; ++k) {  // three turns: prompt, reply, a new message
+      const std::vector<int32_t> reply = run(turn, 50);
+      turn.insert(turn.end(), reply.begin(), reply.end());
+      for (int32_t id : memra::testing::ByteTokenPrompt(" And then?")) turn.push_back(id);
+    }
+  }
+  for (const char* q : {"What is a fox, and why is it so quick, tell me?", "Who is lazy?", "Count the dogs."})
+    run(memra::testing::ByteTokenPrompt(fox + fox + fox + "You answer briefly. " + q), 12);
+  *stats = (*sched)->stats();
+  return outs;
+}
+
+TEST_F(BatchedEngineTest, PrefixReuseMatchesCpuAndNoReuse) {
+  const std::string m = CudaTestDataPath("models/qwen35-tiny-f32.gguf");
+  if (!FileExists(m)) GTEST_SKIP() << "fixture not found: " << m;
+  const int64_t budget = int64_t{64} << 20;  // every row the 4-slot engines take (4 per slot)
+  auto cpu = BatchedSlots::Open(m, Opts(Backend::kCpu, 4, budget));
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto gpu = BatchedSlots::Open(m, Opts(Backend::kCuda, 4, budget));
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_EQ((*gpu)->snapshot_rows(), 16);
+  TeacherForced tf(**cpu, **gpu);
+  SchedulerStats st;
+  Conversations(tf, &st);
+  std::printf("  teacher-forced with reuse: %ld hits of %ld lookups, %ld tokens reused, %ld snapshots; %ld logits "
+              "rows: mean nmse %.3e, worst %.3e, argmax agrees %ld/%ld\n",
+              long(st.prefix_hits), long(st.prefix_lookups), long(st.prefix_tokens_reused), long(st.prefix_snapshots),
+              long(tf.rows), tf.sum / std::max<int64_t>(tf.rows, 1), tf.worst, long(tf.agree), long(tf.rows));
+  EXPECT_GE(st.prefix_hits, 5);
+  EXPECT_EQ(st.prefix_errors, 0);
+  ASSERT_GT(tf.rows, 20);
+  EXPECT_LE(tf.sum / tf.rows, 1e-9);
+  EXPECT_LE(tf.worst, 1e-8);
+  EXPECT_EQ(tf.agree, tf.rows);
+
+  auto plain = BatchedSlots::Open(m, Opts(Backend::kCuda, 4));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  auto cached = BatchedSlots::Open(m, Opts(Backend::kCuda, 4, budget));
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  SchedulerStats s0, s1;
+  const auto want = Conversations(**plain, &s0);
+  const auto got = Conversations(**cached, &s1);
+  EXPECT_EQ(s0.prefix_lookups, 0);
+  EXPECT_GE(s1.prefix_hits, 5);
+  int same = 0;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    same += got[i] == want[i];
+    EXPECT_EQ(got[i], want[i]) << "request " << i << " with reuse vs without";
+  }
+  std::printf("  GPU greedy tokens with reuse equal to without: %d/%zu requests\n", same, want.size());
+}
 
 // The f32 model: f32 GEMMs (cuBLASLt without TF32, the GEMVs) against the CPU's f32.
 TEST_F(BatchedEngineTest, TinyF32MatchesCpu) {
