@@ -111,6 +111,9 @@ absl::Status ParseCommon(const json& j, const ApiContext& ctx, ApiJob& job) {
   if (!ignore_eos) r.stop_ids = ctx.tokenizer->eog_ids();
   // cache_prompt (llama-server's extension): false skips the prefix cache (same output, more time).
   MEMRA_RETURN_IF_ERROR(Take(r.cache_prompt, Bool(j, "cache_prompt", true)));
+  // return_token_ids (vLLM's extension): the generated ids beside the text (multi-turn clients
+  // that keep token histories, bench/serve_bench.py's sessions).
+  MEMRA_RETURN_IF_ERROR(Take(job.token_ids, Bool(j, "return_token_ids", false)));
   MEMRA_RETURN_IF_ERROR(Take(job.stream, Bool(j, "stream", false)));
   if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) return Bad("stream_options", "must be an object");
@@ -362,6 +365,7 @@ std::string ReplyBuilder::Chunk(const runtime::TokenEvent& e) {
       choice["delta"] = {{"content", text}};
     else
       choice["text"] = text;
+    if (job_.token_ids) choice["token_ids"] = e.token >= 0 ? json::array({e.token}) : json::array();
     if (job_.logprobs && e.token >= 0) {
       json lp = LogprobsOf(job_, e, job_.tokenizer);
       if (chat)
@@ -416,6 +420,7 @@ void ReplyBuilder::Add(const runtime::TokenEvent& e) {
 std::string ReplyBuilder::Json() const {
   const bool chat = job_.kind == ApiKind::kChat;
   json choice = {{"index", 0}, {"finish_reason", FinishName(reason_)}};
+  if (job_.token_ids) choice["token_ids"] = tokens_;
   if (chat && job_.tools) {
     const AssistantReply r = ParseToolCalls(text_);
     json message = {{"role", "assistant"}, {"content", r.content}};

@@ -50,6 +50,7 @@ struct ApiJob {
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;       // the reply carries logprobs (request.logprobs >= 0)
   bool tools = false;          // chat with tools offered: <tool_call> blocks become tool_calls
+  bool token_ids = false;      // return_token_ids (vLLM's extension): choices carry the generated ids
   std::string model;
   const tokenizer::Tokenizer* tokenizer = nullptr;  // the logprobs' token texts
 };

@@ -71,6 +71,29 @@ TEST_F(OpenAiApiTest, CompletionDefaultsAndFields) {
   EXPECT_TRUE(r.stop_ids.empty());  // ignore_eos
   EXPECT_TRUE(job->stream && job->include_usage && job->logprobs);
   EXPECT_EQ(job->model, "m");
+  EXPECT_TRUE(r.cache_prompt);  // the prefix cache by default
+  EXPECT_FALSE(job->token_ids);
+
+  // The extensions: cache_prompt (llama-server's) and return_token_ids (vLLM's).
+  job = ParseCompletionRequest(R"({"prompt": "x", "cache_prompt": false, "return_token_ids": true})", ctx_);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_FALSE(job->request.cache_prompt);
+  EXPECT_TRUE(job->token_ids);
+  EXPECT_FALSE(ParseCompletionRequest(R"({"prompt": "x", "cache_prompt": 1})", ctx_).ok());
+  EXPECT_FALSE(ParseCompletionRequest(R"({"prompt": "x", "return_token_ids": "yes"})", ctx_).ok());
+  std::vector<runtime::TokenEvent> ev(2);
+  ev[0].token = 21;
+  ev[0].text = "a";
+  ev[1].token = 22;
+  ev[1].text = "b";
+  ev[1].last = true;
+  ev[1].reason = runtime::FinishReason::kLength;
+  ReplyBuilder whole(*job, "cmpl-1", 1);
+  for (const auto& e : ev) whole.Add(e);
+  EXPECT_EQ(json::parse(whole.Json())["choices"][0]["token_ids"], json::array({21, 22}));
+  ReplyBuilder streamed(*job, "cmpl-2", 1);
+  const std::string sse = streamed.Chunk(ev[0]);
+  EXPECT_EQ(json::parse(sse.substr(6, sse.find("\n\n") - 6))["choices"][0]["token_ids"], json::array({21}));
 }
 
 TEST_F(OpenAiApiTest, RefusalsNameTheField) {
