@@ -46,8 +46,19 @@ PrefixCache::Hit PrefixCache::Lookup(absl::Span<const int32_t> tokens, int64_t l
 int64_t PrefixCache::KnownPrefix(absl::Span<const int32_t> tokens, int64_t limit) const {
   const std::vector<uint64_t> chain = Chain(tokens, limit);
   for (int64_t k = static_cast<int64_t>(chain.size()) - 1; k >= 0; --k)
-    if (known_.contains(chain[k])) return (k + 1) * grid_;
+    if (known_.contains(chain[k]) || seen_.contains(chain[k])) return (k + 1) * grid_;
   return 0;
+}
+
+void PrefixCache::Remember(absl::Span<const int32_t> tokens) {
+  std::vector<uint64_t> chain = Chain(tokens, static_cast<int64_t>(tokens.size()));
+  if (chain.empty()) return;
+  for (uint64_t h : chain) ++seen_[h];
+  remembered_.push_back(std::move(chain));
+  if (static_cast<int>(remembered_.size()) <= kRememberedPrompts) return;
+  for (uint64_t h : remembered_.front())
+    if (auto it = seen_.find(h); it != seen_.end() && --it->second == 0) seen_.erase(it);
+  remembered_.pop_front();
 }
 
 int PrefixCache::Find(absl::Span<const int32_t> tokens, int64_t position) const {

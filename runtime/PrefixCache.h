@@ -1,7 +1,7 @@
 // The prefix cache's index (docs/design/prefix-reuse.md): which snapshot rows of a BatchBackend
-// hold the state after which token prefix, which prefixes are known (some snapshot's tokens pass
-// that grid point: where a new request branches off a cached one), and the least-recently-used
-// order. Host bookkeeping only; the backend holds the states (BatchBackend::SaveSnapshot).
+// hold the state after which token prefix, which prefixes are known (some snapshot's tokens or a
+// recently admitted prompt pass that grid point: where a new request branches off an earlier
+// one), and the least-recently-used order. Host bookkeeping only; the backend holds the states (BatchBackend::SaveSnapshot).
 //
 // Prefixes are indexed by a chained 64-bit hash at every grid point (the hash of tokens[0, g) is
 // mixed from the hash at g - grid and the chunk between); a hit is always confirmed on the tokens
@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -36,8 +37,12 @@ class PrefixCache {
   // The longest snapshot of a prefix of `tokens` ending at or before `limit`.
   Hit Lookup(absl::Span<const int32_t> tokens, int64_t limit) const;
   // The largest grid point g <= limit such that tokens[0, g) is a prefix of some snapshot's
-  // tokens (by hash): a branch point worth a snapshot of its own. 0: none.
+  // tokens or of a remembered prompt (by hash): a branch point worth a snapshot. 0: none.
   int64_t KnownPrefix(absl::Span<const int32_t> tokens, int64_t limit) const;
+  // Remembers `tokens`' grid prefixes (no state) for KnownPrefix; the oldest of more than
+  // kRememberedPrompts are forgotten.
+  void Remember(absl::Span<const int32_t> tokens);
+  static constexpr int kRememberedPrompts = 1024;
   // The row holding exactly tokens[0, position), or -1.
   int Find(absl::Span<const int32_t> tokens, int64_t position) const;
 
@@ -72,6 +77,8 @@ class PrefixCache {
   uint64_t clock_ = 0, next_serial_ = 1;
   absl::flat_hash_map<uint64_t, int> known_;            // chain hash -> how many entries pass it
   absl::flat_hash_map<uint64_t, std::vector<int>> at_;  // chain hash at an entry's end -> rows
+  absl::flat_hash_map<uint64_t, int> seen_;             // chain hash -> remembered prompts passing it
+  std::deque<std::vector<uint64_t>> remembered_;        // their chains, oldest first
 };
 
 }  // namespace memra::runtime

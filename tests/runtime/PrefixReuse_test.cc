@@ -1,4 +1,5 @@
-// Prefix reuse (docs/design/prefix-reuse.md, issue 16 item 2): the PrefixCache index on its own,
+// Prefix reuse (docs/design/prefix-reuse.md, issue 16 item 2): the PrefixCache index on its own
+// (longest verified prefix, known branch points from snapshots and remembered prompts, LRU),
 // then the Scheduler over BatchedSlots on the CPU with snapshot rows against the same engine
 // without any. The CPU's kernels are row-wise and its delta-rule scan sequential, so a request
 // resumed from a snapshot must give the very same tokens and logprobs (compared bit for bit) as a
@@ -74,6 +75,22 @@ TEST(PrefixCache, LongestVerifiedPrefixKnownBranchesAndLru) {
   EXPECT_EQ(c.Lookup(a, 12).row, -1);
   EXPECT_EQ(c.KnownPrefix(a, 12), 0);
   EXPECT_EQ(c.Lookup(Seq(500, 9), 8).row, 1);
+}
+
+// Remembered prompts (no state) make branch points known, and are forgotten oldest first.
+TEST(PrefixCache, RememberedPromptsAreKnownUntilForgotten) {
+  PrefixCache c(1, 4);
+  const std::vector<int32_t> a = Seq(100, 10);
+  std::vector<int32_t> b = a;
+  b[9] = 0;
+  EXPECT_EQ(c.KnownPrefix(b, 8), 0);
+  c.Remember(a);
+  EXPECT_EQ(c.KnownPrefix(b, 8), 8);
+  EXPECT_EQ(c.Lookup(b, 8).row, -1);  // known, but no state to resume from
+  for (int i = 0; i < PrefixCache::kRememberedPrompts - 1; ++i) c.Remember(Seq(1000 + i, 4));
+  EXPECT_EQ(c.KnownPrefix(b, 8), 8);
+  c.Remember(Seq(7, 4));  // one more: a is the oldest and goes
+  EXPECT_EQ(c.KnownPrefix(b, 8), 0);
 }
 
 TEST(PrefixCache, HashHitsAreCheckedOnTheTokens) {
@@ -220,9 +237,10 @@ TEST_F(PrefixReuseTest, SecondTurnResumesAndMatches) {
   std::vector<Output> a0 = RunInTurn(**s0, {Make(turn1, 60)});
   std::vector<Output> a1 = RunInTurn(**s1, {Make(turn1, 60)});
   ExpectSame(a1, a0);
-  // Turn 1 stopped its prefill at 128 (the prompt's last grid point) for a snapshot.
+  // Turn 1 shares nothing cached: one chunk per step budget, no stop for a snapshot.
   EXPECT_EQ(rec.chunk_ends[1], std::vector<int64_t>({128}));
   EXPECT_EQ((*s1)->stats().prefix_hits, 0);
+  EXPECT_EQ((*s1)->stats().prefix_snapshots, 1);  // while decoding, at 192
 
   std::vector<int32_t> turn2 = turn1;
   turn2.insert(turn2.end(), a0[0].tokens.begin(), a0[0].tokens.end());
@@ -236,7 +254,6 @@ TEST_F(PrefixReuseTest, SecondTurnResumesAndMatches) {
   EXPECT_EQ(st.prefix_hits, 1);
   EXPECT_EQ(st.prefix_tokens_reused, 192);
   EXPECT_EQ(rec.prompt_rows[2], 219 - 192);
-  EXPECT_GE(st.prefix_snapshots, 2);
   EXPECT_EQ(st.prefix_errors, 0);
 
   // cache_prompt = false: no lookup, the whole prompt runs, the same tokens.
@@ -248,9 +265,9 @@ TEST_F(PrefixReuseTest, SecondTurnResumesAndMatches) {
   EXPECT_EQ((*s1)->stats().prefix_lookups, 2);
 }
 
-// Three requests share a 156-token system prompt: the first leaves a snapshot past it (useless to
-// the others), the second learns the branch point (128) and stops there for a snapshot, the third
-// resumes from it. Every output equals the engine's without snapshots.
+// Three requests share a 156-token system prompt: the first shares nothing cached and runs in one
+// piece (its prompt remembered), the second learns the branch point (128) from it and stops there
+// for a snapshot, the third resumes from it. Every output equals the engine's without snapshots.
 TEST_F(PrefixReuseTest, SharedSystemPromptBranchPoint) {
   auto plain = Engine(1, 0);
   auto cached = Engine(1, 4);
@@ -281,10 +298,16 @@ TEST_F(PrefixReuseTest, ConcurrentResumesShareBlocks) {
   auto s1 = Scheduler::Create(*cached, Opts());
   ASSERT_TRUE(s0.ok() && s1.ok());
   const std::vector<int32_t> base = ByteTokenPrompt(kFox + kFox + kFox + kFox);  // 181 tokens
-  // Seed the cache (snapshots at 128 and, while decoding, 192) and the reference.
-  ExpectSame(RunInTurn(**s1, {Make(base, 16)}), RunInTurn(**s0, {Make(base, 16)}));
-  const int64_t held_before = cached->memory().snapshot_kv_blocks;
-  EXPECT_GT(held_before, 0);
+  auto with = [&](const std::string& tail, int64_t n) {
+    std::vector<int32_t> p = base;
+    for (unsigned char c : tail) p.push_back(3 + c);
+    return Make(p, n);
+  };
+  // Seed the cache: the first leaves a snapshot while decoding (192), the second learns the
+  // branch point 128 from the first and leaves snapshots at 128 and 192.
+  const std::vector<Request> seed = {with(" Hi.", 16), with(" Hello there.", 16)};
+  ExpectSame(RunInTurn(**s1, seed), RunInTurn(**s0, seed));
+  EXPECT_GT(cached->memory().snapshot_kv_blocks, 0);
   std::vector<Request> both;
   for (const char* tail : {" One more sentence, please.", " Something else entirely!"}) {
     std::vector<int32_t> p = base;
@@ -300,9 +323,11 @@ TEST_F(PrefixReuseTest, ConcurrentResumesShareBlocks) {
   ExpectSame(run_both(**s1), run_both(**s0));
   EXPECT_EQ((*s1)->stats().prefix_hits, 2);
   EXPECT_EQ((*s1)->stats().prefix_tokens_reused, 2 * 128);
-  // The shared blocks survived both: the same prompt resumes again with the same result.
+  // The shared blocks survived both: the same prompt resumes again (now from its own snapshot at
+  // its last grid point) with the same result.
   ExpectSame(RunInTurn(**s1, {both[0]}), RunInTurn(**s0, {both[0]}));
   EXPECT_EQ((*s1)->stats().prefix_hits, 3);
+  EXPECT_EQ((*s1)->stats().prefix_tokens_reused, 2 * 128 + 192);
 }
 
 // One snapshot row for three alternating conversations: each save evicts the last one; outputs
@@ -318,8 +343,10 @@ TEST_F(PrefixReuseTest, EvictionUnderAOneRowBudget) {
   const std::vector<std::string> topics = {kFox + kFox + "Alpha. ", "0123456789 " + kFox + kFox,
                                            "Once upon a time, " + kFox + kFox};
   for (const std::string& t : topics) reqs.push_back(Make(ByteTokenPrompt(t), 6));
-  // The second round in reverse: its first request finds the row the last one left.
+  // The second round learns each topic's branch point (64) and snapshots it, each save evicting the
+  // last; a third request on the last topic saved finds it.
   for (auto t = topics.rbegin(); t != topics.rend(); ++t) reqs.push_back(Make(ByteTokenPrompt(*t + "Again."), 6));
+  reqs.push_back(Make(ByteTokenPrompt(topics[0] + "Third."), 6));
   ExpectSame(RunInTurn(**s1, reqs), RunInTurn(**s0, reqs));
   const SchedulerStats st = (*s1)->stats();
   EXPECT_GT(st.prefix_evictions, 0);
@@ -338,7 +365,7 @@ TEST_F(PrefixReuseTest, SnapshotsGiveWayToAFullKvPool) {
   auto s0 = Scheduler::Create(*plain, Opts());
   auto s1 = Scheduler::Create(*cached, Opts());
   ASSERT_TRUE(s0.ok() && s1.ok());
-  std::vector<Request> reqs = {Make(ByteTokenPrompt(kFox + kFox + kFox), 40),
+  std::vector<Request> reqs = {Make(ByteTokenPrompt(kFox + kFox + kFox), 100),  // a snapshot at 192
                                Make(ByteTokenPrompt("Different: " + kFox + kFox + kFox + kFox + kFox), 200)};
   ExpectSame(RunInTurn(**s1, reqs), RunInTurn(**s0, reqs));
   EXPECT_GT((*s1)->stats().prefix_evictions, 0);
