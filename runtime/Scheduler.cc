@@ -180,16 +180,17 @@ void Scheduler::Admit() {
         prefix_.prefix_seconds_saved += static_cast<double>(resume) * prompt_row_seconds_;
       }
       // Where the prefill stops for snapshots (each stop costs the request one more step before
-      // its first token): the branch point from a cached prefix, so the next request that shares
-      // it (a system prompt, say) resumes there; and, for a prompt that shares a cached prefix at
-      // all (a conversation's later turn), its last grid point, so the next turn resumes at its
-      // end even when the template re-renders the reply differently (reasoning dropped). A prompt
-      // unrelated to anything cached runs in one piece; its decode snapshots serve a next turn
-      // that repeats the reply verbatim, and that turn then earns the end-of-prompt snapshot.
+      // its first token): the branch point from a cached or remembered prefix, so the next request
+      // that shares it (a system prompt, say) resumes there; and, for a chat turn or a prompt that
+      // shares a cached prefix at all, its last grid point, so the next turn resumes at its end
+      // even when the template re-renders the reply differently (reasoning dropped). Any other
+      // prompt runs in one piece; its decode snapshots serve a next turn that repeats the reply
+      // verbatim, and that turn then earns the end-of-prompt snapshot.
       const int64_t grid = cache_->grid();
       const int64_t last = (seq.prompt_size() - 1) / grid * grid;
       const int64_t branch = cache_->KnownPrefix(seq.req.prompt, last);
-      for (int64_t at : {branch, resume > 0 || branch > 0 ? last : int64_t{0}})
+      const bool end_snapshot = seq.req.conversation || resume > 0 || branch > 0;
+      for (int64_t at : {branch, end_snapshot ? last : int64_t{0}})
         if (at > resume && (seq.snapshot_at.empty() || at > seq.snapshot_at.back())) seq.snapshot_at.push_back(at);
       cache_->Remember(seq.req.prompt);
     }

@@ -76,6 +76,10 @@ struct Request {
   // matching prefix and keep snapshots of it (llama-server's `cache_prompt`). Outputs are the same
   // either way; false only costs time.
   bool cache_prompt = true;
+  // A chat turn: its next turn will likely resend this prompt, so the prefill stops at the
+  // prompt's last grid point for a snapshot even when nothing cached shares it (one more step
+  // before the first token). Other requests stop there only when they share a cached prefix.
+  bool conversation = false;
 };
 
 struct TokenLogprob {

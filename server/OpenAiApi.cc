@@ -190,6 +190,7 @@ absl::StatusOr<ApiJob> ParseChatRequest(absl::string_view body, const ApiContext
   ApiJob job;
   job.kind = ApiKind::kChat;
   if (absl::Status st = ParseCommon(j, ctx, job); !st.ok()) return st;
+  job.request.conversation = true;  // a later turn resends these messages
   auto it = j.find("messages");
   if (it == j.end() || !it->is_array() || it->empty()) return Bad("messages", "must be a non-empty list");
   for (size_t m = 0; m < it->size(); ++m) {

@@ -265,6 +265,30 @@ TEST_F(PrefixReuseTest, SecondTurnResumesAndMatches) {
   EXPECT_EQ((*s1)->stats().prefix_lookups, 2);
 }
 
+// A chat turn (Request::conversation) stops its prefill at its last grid point for a snapshot
+// even with nothing cached, so a next turn whose reply tokens differ from the generated ones (a
+// template dropping the reasoning) still resumes at the previous prompt's end.
+TEST_F(PrefixReuseTest, ChatTurnSnapshotsItsPromptEnd) {
+  auto plain = Engine(1, 0);
+  auto cached = Engine(1, 4);
+  ASSERT_TRUE(plain && cached);
+  Recorder rec(*cached);
+  auto s0 = Scheduler::Create(*plain, Opts());
+  auto s1 = Scheduler::Create(rec, Opts());
+  ASSERT_TRUE(s0.ok() && s1.ok());
+  Request turn1 = Make(ByteTokenPrompt(kFox + kFox + "Go on."), 4);  // 97 tokens
+  turn1.conversation = true;
+  ExpectSame(RunInTurn(**s1, {turn1}), RunInTurn(**s0, {turn1}));
+  EXPECT_EQ(rec.chunk_ends[1], std::vector<int64_t>({64}));
+  std::vector<int32_t> next = turn1.prompt;
+  for (int32_t id : ByteTokenPrompt("(a reply rendered differently) And then?")) next.push_back(id);
+  Request turn2 = Make(next, 8);
+  turn2.conversation = true;
+  ExpectSame(RunInTurn(**s1, {turn2}), RunInTurn(**s0, {turn2}));
+  EXPECT_EQ((*s1)->stats().prefix_tokens_reused, 64);
+  EXPECT_EQ(rec.prompt_rows[2], static_cast<int64_t>(next.size()) - 64);
+}
+
 // Three requests share a 156-token system prompt: the first shares nothing cached and runs in one
 // piece (its prompt remembered), the second learns the branch point (128) from it and stops there
 // for a snapshot, the third resumes from it. Every output equals the engine's without snapshots.

@@ -72,6 +72,7 @@ TEST_F(OpenAiApiTest, CompletionDefaultsAndFields) {
   EXPECT_TRUE(job->stream && job->include_usage && job->logprobs);
   EXPECT_EQ(job->model, "m");
   EXPECT_TRUE(r.cache_prompt);  // the prefix cache by default
+  EXPECT_FALSE(r.conversation);  // a completion: its prompt end is snapshotted only when shared
   EXPECT_FALSE(job->token_ids);
 
   // The extensions: cache_prompt (llama-server's) and return_token_ids (vLLM's).
@@ -146,6 +147,7 @@ TEST_F(OpenAiApiTest, ChatAppliesTheTemplate) {
           "logprobs": true, "top_logprobs": 2, "max_completion_tokens": 5})",
       ctx_);
   ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE(job->request.conversation);  // a chat turn: its prompt end is snapshotted
   tokenizer::ChatInputs in;
   in.messages = tokenizer::ChatInputs::Messages({{"system", "Be brief."}, {"user", "Hello"}});
   auto text = chat_->Apply(in);
