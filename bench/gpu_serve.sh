@@ -7,7 +7,7 @@
 #   [TEMPS="0 1"] [SESSIONS=32] [NO_CACHE=1] bash bench/gpu_serve.sh build-gpu/gpu-bundle.tar.xz [PRESET[:DTYPE]] \
 #     [SLOTS] [RATES] [SECONDS]
 #
-# SESSIONS: multi-turn chats after the rates (serve_bench.py --sessions); NO_CACHE=1 then runs the
+# BURST: requests sent at once after the rates (default 64). SESSIONS: multi-turn chats after the rates (serve_bench.py --sessions); NO_CACHE=1 then runs the
 # same chats again on a server started with --cache-ram 0 (no prefix reuse), for the comparison.
 set -uo pipefail
 bundle=${1:?usage: gpu_serve.sh BUNDLE.tar.xz [PRESET[:DTYPE]] [SLOTS] [RATES] [SECONDS]}
@@ -52,7 +52,7 @@ sessions() {
 }
 start_server "$out/serve.log"
 for temp in ${TEMPS:-0}; do
-  python3 bench/serve_bench.py --url "http://127.0.0.1:$port" --rates "$rates" --duration "$seconds" --burst 64 \
+  python3 bench/serve_bench.py --url "http://127.0.0.1:$port" --rates "$rates" --duration "$seconds" --burst "${BURST:-64}" \
     --temperature "$temp" | tee -a "$out/serve-bench.md"
 done
 [ -n "${SESSIONS:-}" ] && sessions

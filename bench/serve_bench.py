@@ -125,6 +125,10 @@ def run(url, label, arrivals, prompt_mean, output_mean, id_range, rng):
           f"{percentile(ttft, 99):7.1f} | {statistics.mean(tpot) if tpot else float('nan'):7.2f} | "
           f"{percentile(tpot, 95):7.2f} | {percentile(itl, 50):6.2f} | {percentile(itl, 99):6.2f} | "
           f"{reuse_share(before, prefix_counters(url))} |", flush=True)
+    if label.startswith("burst"):
+        prompt_tokens = sum(r["prompt"] for r in ok)
+        print(f"  {label}: {(prompt_tokens + out_tokens) / wall:.1f} total tok/s (prompt {prompt_tokens} + output "
+              f"{out_tokens} tokens in {wall:.2f} s)", flush=True)
     for e in errors[:3]:
         print(f"  error: {e}")
 
