@@ -314,6 +314,18 @@ absl::Status BatchedSlots::CheckSnapshotRow(int row) const {
   return absl::OutOfRangeError(absl::StrCat("snapshot row ", row, " is outside [0, ", snapshot_rows(), ")"));
 }
 
+absl::Status BatchedSlots::CopyRecurrent(int slot, int row, bool to_stash) {
+  // A row is every recurrent state's slice of one slot, back to back.
+  int64_t offset = 0;
+  for (size_t i = 0; i < recurrent_states_.size(); ++i) {
+    const int64_t n = recurrent_slot_bytes_[i];
+    MEMRA_RETURN_IF_ERROR(
+        exec_->CopyStash(recurrent_states_[i], slot * n, row * snapshot_row_bytes_ + offset, n, to_stash));
+    offset += n;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status BatchedSlots::SaveSnapshot(int slot, int row) {
   MEMRA_RETURN_IF_ERROR(CheckSnapshotRow(row));
   if (slot < 0 || slot >= slots_)
@@ -323,12 +335,7 @@ absl::Status BatchedSlots::SaveSnapshot(int slot, int row) {
     return absl::FailedPreconditionError(absl::StrCat("slot ", slot, " holds ", p, " positions: a snapshot is taken ",
                                                       "at a positive multiple of the KV block (", block_, ")"));
   MEMRA_RETURN_IF_ERROR(DropSnapshot(row));
-  int64_t offset = 0;
-  for (size_t i = 0; i < recurrent_states_.size(); ++i) {
-    const int64_t n = recurrent_slot_bytes_[i];
-    MEMRA_RETURN_IF_ERROR(exec_->CopyStash(recurrent_states_[i], slot * n, row * snapshot_row_bytes_ + offset, n, true));
-    offset += n;
-  }
+  MEMRA_RETURN_IF_ERROR(CopyRecurrent(slot, row, /*to_stash=*/true));
   // Blocks of positions < p are full and never written again: the row shares them.
   std::vector<int32_t>& blocks = snap_blocks_[row];
   blocks.assign(slot_blocks_[slot].begin(), slot_blocks_[slot].begin() + p / block_);
@@ -344,15 +351,9 @@ absl::StatusOr<int64_t> BatchedSlots::RestoreSnapshot(int row, int slot) {
   const int64_t p = snap_pos_[row];
   if (p < 0) return absl::FailedPreconditionError(absl::StrCat("snapshot row ", row, " is empty"));
   if (pos_[slot] != 0 || !slot_blocks_[slot].empty() || reserved_[slot] != 0)
-    return absl::FailedPreconditionError(
-        absl::StrCat("slot ", slot, " is not fresh (", pos_[slot], " positions): a snapshot restores into a reset slot"));
-  int64_t offset = 0;
-  for (size_t i = 0; i < recurrent_states_.size(); ++i) {
-    const int64_t n = recurrent_slot_bytes_[i];
-    MEMRA_RETURN_IF_ERROR(
-        exec_->CopyStash(recurrent_states_[i], slot * n, row * snapshot_row_bytes_ + offset, n, false));
-    offset += n;
-  }
+    return absl::FailedPreconditionError(absl::StrCat("slot ", slot, " is not fresh (", pos_[slot],
+                                                      " positions): a snapshot restores into a reset slot"));
+  MEMRA_RETURN_IF_ERROR(CopyRecurrent(slot, row, /*to_stash=*/false));
   const int32_t pos32 = static_cast<int32_t>(p);
   MEMRA_RETURN_IF_ERROR(exec_->WriteState("pos", slot * int64_t{sizeof(int32_t)}, &pos32, sizeof(int32_t)));
   std::vector<int32_t>& mine = slot_blocks_[slot];

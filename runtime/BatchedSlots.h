@@ -100,6 +100,8 @@ class BatchedSlots : public BatchBackend {
   // Drops one owner of each block; a block nobody owns returns to the free list.
   void ReleaseBlocks(const std::vector<int32_t>& blocks);
   absl::Status CheckSnapshotRow(int row) const;
+  // Copies `slot`'s recurrent states to snapshot row `row` (to_stash) or back.
+  absl::Status CopyRecurrent(int slot, int row, bool to_stash);
 
   std::unique_ptr<gguf::GgufFile> file_;
   std::unique_ptr<ir::Module> module_;
@@ -108,7 +110,7 @@ class BatchedSlots : public BatchBackend {
   int slots_ = 0;
   int64_t n_ctx_ = 0, n_vocab_ = 0, block_ = 0, max_blocks_ = 0, n_blocks_ = 0;
   int64_t max_rows_ = 0;
-  int64_t sampler_penalties_ = 0;  // @step's penalty entries per row (the module's sampler_penalties)
+  int64_t sampler_penalties_ = 0;                // @step's penalty entries per row (the module's sampler_penalties)
   uint64_t kv_bytes_ = 0, recurrent_bytes_ = 0;  // StateBytesOf the module
   std::vector<std::pair<int64_t, std::string>> buckets_;  // (rows, function), ascending; empty: @step
   std::vector<int64_t> pos_;                              // per slot: positions held

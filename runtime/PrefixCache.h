@@ -1,7 +1,8 @@
 // The prefix cache's index (docs/design/prefix-reuse.md): which snapshot rows of a BatchBackend
 // hold the state after which token prefix, which prefixes are known (some snapshot's tokens or a
 // recently admitted prompt pass that grid point: where a new request branches off an earlier
-// one), and the least-recently-used order. Host bookkeeping only; the backend holds the states (BatchBackend::SaveSnapshot).
+// one), and the least-recently-used order. Host bookkeeping only; the backend holds the states
+// (BatchBackend::SaveSnapshot).
 //
 // Prefixes are indexed by a chained 64-bit hash at every grid point (the hash of tokens[0, g) is
 // mixed from the hash at g - grid and the chunk between); a hit is always confirmed on the tokens

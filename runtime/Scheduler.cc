@@ -155,8 +155,9 @@ void Scheduler::Admit() {
       if (absl::Status st = backend_.ResetSlot(slot); !st.ok()) {
         slot_free_[slot] = false;
         if (slot_error_.ok())
-          slot_error_ = absl::Status(st.code(), absl::StrCat("resetting slot ", slot, " after a prefix restore: ",
-                                                             st.message(), "; the slot is not reused"));
+          slot_error_ =
+              absl::Status(st.code(), absl::StrCat("resetting slot ", slot, " after a prefix restore: ", st.message(),
+                                                   "; the slot is not reused"));
       }
     }
     if (room.ok() && !*room) return;
@@ -207,8 +208,8 @@ int64_t Scheduler::ResumeFromCache(Seq& seq, int slot) {
   if (!at.ok() || *at != hit.position) {
     ++prefix_.prefix_errors;  // run without reuse: the slot must be fresh again
     if (absl::Status st = backend_.ResetSlot(slot); !st.ok() && slot_error_.ok())
-      slot_error_ = absl::Status(st.code(), absl::StrCat("resetting slot ", slot, " after a failed prefix restore: ",
-                                                         st.message()));
+      slot_error_ = absl::Status(
+          st.code(), absl::StrCat("resetting slot ", slot, " after a failed prefix restore: ", st.message()));
     return 0;
   }
   cache_->Touch(hit.row);

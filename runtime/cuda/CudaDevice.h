@@ -55,9 +55,9 @@ class CudaDevice {
   absl::Status MakeCurrent() const;
   // `what` names the allocation in errors (with the free memory).
   absl::StatusOr<DeviceBuffer> Alloc(size_t bytes, absl::string_view what) const;
-  absl::Status Upload(CUdeviceptr dst, const void* src, size_t bytes) const;  // sync
-  absl::Status Download(void* dst, CUdeviceptr src, size_t bytes) const;      // sync
-  absl::Status Zero(CUdeviceptr dst, size_t bytes) const;                     // async
+  absl::Status Upload(CUdeviceptr dst, const void* src, size_t bytes) const;      // sync
+  absl::Status Download(void* dst, CUdeviceptr src, size_t bytes) const;          // sync
+  absl::Status Zero(CUdeviceptr dst, size_t bytes) const;                         // async
   absl::Status CopyDevice(CUdeviceptr dst, CUdeviceptr src, size_t bytes) const;  // async, on the stream
   absl::Status Synchronize(absl::string_view what) const;
 

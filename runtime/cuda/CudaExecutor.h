@@ -201,7 +201,7 @@ class CudaExecutor {
   std::map<std::string, std::unique_ptr<cuda::LoadedModule>> modules_;
   absl::flat_hash_map<const ir::Value*, std::unique_ptr<DeviceWeight>> weights_;
   absl::flat_hash_map<const ir::Value*, std::unique_ptr<cuda::DeviceBuffer>> state_;
-  std::unique_ptr<cuda::DeviceBuffer> stash_;  // AllocateStash
+  std::unique_ptr<cuda::DeviceBuffer> stash_;      // AllocateStash
   std::vector<PlannedWeight> weight_plans_;        // PlanDeviceMemory -> UploadWeights
   std::unique_ptr<cuda::DeviceBuffer> workspace_;  // the units' shared workspace (workspace_bytes)
   std::map<std::pair<std::string, int64_t>, std::unique_ptr<Program>> programs_;

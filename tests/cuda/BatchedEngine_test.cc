@@ -240,9 +240,12 @@ std::vector<std::vector<int32_t>> Conversations(BatchBackend& backend, Scheduler
     r.prompt = prompt;
     r.max_tokens = n;
     std::vector<int32_t> got;
-    EXPECT_TRUE((*sched)->Submit(std::move(r), [&](const TokenEvent& e) {
-                          if (e.token >= 0) got.push_back(e.token);
-                        }).ok());
+    EXPECT_TRUE((*sched)
+                    ->Submit(std::move(r),
+                             [&](const TokenEvent& e) {
+                               if (e.token >= 0) got.push_back(e.token);
+                             })
+                    .ok());
     EXPECT_TRUE((*sched)->RunToCompletion().ok());
     outs.push_back(got);
     return got;
@@ -274,10 +277,11 @@ TEST_F(BatchedEngineTest, PrefixReuseMatchesCpuAndNoReuse) {
   TeacherForced tf(**cpu, **gpu);
   SchedulerStats st;
   Conversations(tf, &st);
-  std::printf("  teacher-forced with reuse: %ld hits of %ld lookups, %ld tokens reused, %ld snapshots; %ld logits "
-              "rows: mean nmse %.3e, worst %.3e, argmax agrees %ld/%ld\n",
-              long(st.prefix_hits), long(st.prefix_lookups), long(st.prefix_tokens_reused), long(st.prefix_snapshots),
-              long(tf.rows), tf.sum / std::max<int64_t>(tf.rows, 1), tf.worst, long(tf.agree), long(tf.rows));
+  std::printf(
+      "  teacher-forced with reuse: %ld hits of %ld lookups, %ld tokens reused, %ld snapshots; %ld logits "
+      "rows: mean nmse %.3e, worst %.3e, argmax agrees %ld/%ld\n",
+      long(st.prefix_hits), long(st.prefix_lookups), long(st.prefix_tokens_reused), long(st.prefix_snapshots),
+      long(tf.rows), tf.sum / std::max<int64_t>(tf.rows, 1), tf.worst, long(tf.agree), long(tf.rows));
   EXPECT_GE(st.prefix_hits, 5);
   EXPECT_EQ(st.prefix_errors, 0);
   ASSERT_GT(tf.rows, 20);

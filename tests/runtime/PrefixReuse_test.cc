@@ -163,6 +163,29 @@ class PrefixReuseTest : public ::testing::Test {
     EXPECT_EQ((*b)->snapshot_rows(), rows);
     return std::move(*b);
   }
+  // The same engine twice: without snapshots (the reference) and with `rows` of them (its
+  // scheduler behind a Recorder).
+  struct Engines {
+    std::unique_ptr<BatchedSlots> plain, cached;
+    std::unique_ptr<Recorder> rec;
+    std::unique_ptr<Scheduler> s0, s1;
+    bool ok() const { return s0 && s1; }
+  };
+  Engines Both(int slots, int rows, int64_t kv_blocks = 0) {
+    Engines e;
+    e.plain = Engine(slots, 0, kv_blocks);
+    e.cached = Engine(slots, rows, kv_blocks);
+    if (!e.plain || !e.cached) return e;
+    e.rec = std::make_unique<Recorder>(*e.cached);
+    auto s0 = Scheduler::Create(*e.plain, Opts());
+    auto s1 = Scheduler::Create(*e.rec, Opts());
+    EXPECT_TRUE(s0.ok() && s1.ok());
+    if (s0.ok() && s1.ok()) {
+      e.s0 = std::move(*s0);
+      e.s1 = std::move(*s1);
+    }
+    return e;
+  }
   // One slot's recurrent state (conv rings + delta states) of the tiny model.
   int64_t RowBytes() {
     if (row_bytes_ == 0) {
@@ -224,103 +247,84 @@ const std::string kFox = "The quick brown fox jumps over the lazy dog. ";
 // Turn 2 = turn 1's prompt + its reply + a new message: it resumes from the snapshot turn 1 left
 // on the grid while decoding, prefills only what follows it, and gives the same tokens.
 TEST_F(PrefixReuseTest, SecondTurnResumesAndMatches) {
-  auto plain = Engine(1, 0);
-  auto cached = Engine(1, 4);
-  ASSERT_TRUE(plain && cached);
-  Recorder rec(*cached);
-  auto s0 = Scheduler::Create(*plain, Opts());
-  auto s1 = Scheduler::Create(rec, Opts());
-  ASSERT_TRUE(s0.ok() && s1.ok());
+  Engines e = Both(1, 4);
+  ASSERT_TRUE(e.ok());
 
   const std::vector<int32_t> turn1 = ByteTokenPrompt(kFox + kFox + kFox + "Tell me more.");  // 149 tokens
   ASSERT_EQ(turn1.size(), 149u);
-  std::vector<Output> a0 = RunInTurn(**s0, {Make(turn1, 60)});
-  std::vector<Output> a1 = RunInTurn(**s1, {Make(turn1, 60)});
+  std::vector<Output> a0 = RunInTurn(*e.s0, {Make(turn1, 60)});
+  std::vector<Output> a1 = RunInTurn(*e.s1, {Make(turn1, 60)});
   ExpectSame(a1, a0);
   // Turn 1 shares nothing cached: one chunk per step budget, no stop for a snapshot.
-  EXPECT_EQ(rec.chunk_ends[1], std::vector<int64_t>({128}));
-  EXPECT_EQ((*s1)->stats().prefix_hits, 0);
-  EXPECT_EQ((*s1)->stats().prefix_snapshots, 1);  // while decoding, at 192
+  EXPECT_EQ(e.rec->chunk_ends[1], std::vector<int64_t>({128}));
+  EXPECT_EQ(e.s1->stats().prefix_hits, 0);
+  EXPECT_EQ(e.s1->stats().prefix_snapshots, 1);  // while decoding, at 192
 
   std::vector<int32_t> turn2 = turn1;
   turn2.insert(turn2.end(), a0[0].tokens.begin(), a0[0].tokens.end());
   for (int32_t id : ByteTokenPrompt("And then?")) turn2.push_back(id);  // 149 + 60 + 10 = 219
-  std::vector<Output> b0 = RunInTurn(**s0, {Make(turn2, 24)});
-  std::vector<Output> b1 = RunInTurn(**s1, {Make(turn2, 24)});
+  std::vector<Output> b0 = RunInTurn(*e.s0, {Make(turn2, 24)});
+  std::vector<Output> b1 = RunInTurn(*e.s1, {Make(turn2, 24)});
   ExpectSame(b1, b0);
   // Turn 1 ran positions 0..207 (its last token is not run): its newest snapshot is at 192.
-  const SchedulerStats st = (*s1)->stats();
+  const SchedulerStats st = e.s1->stats();
   EXPECT_EQ(st.prefix_lookups, 2);
   EXPECT_EQ(st.prefix_hits, 1);
   EXPECT_EQ(st.prefix_tokens_reused, 192);
-  EXPECT_EQ(rec.prompt_rows[2], 219 - 192);
+  EXPECT_EQ(e.rec->prompt_rows[2], 219 - 192);
   EXPECT_EQ(st.prefix_errors, 0);
 
   // cache_prompt = false: no lookup, the whole prompt runs, the same tokens.
   Request off = Make(turn2, 24);
   off.cache_prompt = false;
-  std::vector<Output> c1 = RunInTurn(**s1, {off});
+  std::vector<Output> c1 = RunInTurn(*e.s1, {off});
   ExpectSame(c1, b0);
-  EXPECT_EQ(rec.prompt_rows[3], 219);
-  EXPECT_EQ((*s1)->stats().prefix_lookups, 2);
+  EXPECT_EQ(e.rec->prompt_rows[3], 219);
+  EXPECT_EQ(e.s1->stats().prefix_lookups, 2);
 }
 
 // A chat turn (Request::conversation) stops its prefill at its last grid point for a snapshot
 // even with nothing cached, so a next turn whose reply tokens differ from the generated ones (a
 // template dropping the reasoning) still resumes at the previous prompt's end.
 TEST_F(PrefixReuseTest, ChatTurnSnapshotsItsPromptEnd) {
-  auto plain = Engine(1, 0);
-  auto cached = Engine(1, 4);
-  ASSERT_TRUE(plain && cached);
-  Recorder rec(*cached);
-  auto s0 = Scheduler::Create(*plain, Opts());
-  auto s1 = Scheduler::Create(rec, Opts());
-  ASSERT_TRUE(s0.ok() && s1.ok());
+  Engines e = Both(1, 4);
+  ASSERT_TRUE(e.ok());
   Request turn1 = Make(ByteTokenPrompt(kFox + kFox + "Go on."), 4);  // 97 tokens
   turn1.conversation = true;
-  ExpectSame(RunInTurn(**s1, {turn1}), RunInTurn(**s0, {turn1}));
-  EXPECT_EQ(rec.chunk_ends[1], std::vector<int64_t>({64}));
+  ExpectSame(RunInTurn(*e.s1, {turn1}), RunInTurn(*e.s0, {turn1}));
+  EXPECT_EQ(e.rec->chunk_ends[1], std::vector<int64_t>({64}));
   std::vector<int32_t> next = turn1.prompt;
   for (int32_t id : ByteTokenPrompt("(a reply rendered differently) And then?")) next.push_back(id);
   Request turn2 = Make(next, 8);
   turn2.conversation = true;
-  ExpectSame(RunInTurn(**s1, {turn2}), RunInTurn(**s0, {turn2}));
-  EXPECT_EQ((*s1)->stats().prefix_tokens_reused, 64);
-  EXPECT_EQ(rec.prompt_rows[2], static_cast<int64_t>(next.size()) - 64);
+  ExpectSame(RunInTurn(*e.s1, {turn2}), RunInTurn(*e.s0, {turn2}));
+  EXPECT_EQ(e.s1->stats().prefix_tokens_reused, 64);
+  EXPECT_EQ(e.rec->prompt_rows[2], static_cast<int64_t>(next.size()) - 64);
 }
 
 // Three requests share a 156-token system prompt: the first shares nothing cached and runs in one
 // piece (its prompt remembered), the second learns the branch point (128) from it and stops there
 // for a snapshot, the third resumes from it. Every output equals the engine's without snapshots.
 TEST_F(PrefixReuseTest, SharedSystemPromptBranchPoint) {
-  auto plain = Engine(1, 0);
-  auto cached = Engine(1, 4);
-  ASSERT_TRUE(plain && cached);
-  Recorder rec(*cached);
-  auto s0 = Scheduler::Create(*plain, Opts());
-  auto s1 = Scheduler::Create(rec, Opts());
-  ASSERT_TRUE(s0.ok() && s1.ok());
+  Engines e = Both(1, 4);
+  ASSERT_TRUE(e.ok());
   const std::string system = kFox + kFox + kFox + "You answer briefly. ";  // 1 + 155 tokens
   std::vector<Request> reqs;
   for (const char* q : {"What is a fox, and why is it so quick, tell me?", "Who is lazy here?", "Count the dogs."})
     reqs.push_back(Make(ByteTokenPrompt(system + q), 8));
-  ExpectSame(RunInTurn(**s1, reqs), RunInTurn(**s0, reqs));
-  const SchedulerStats st = (*s1)->stats();
+  ExpectSame(RunInTurn(*e.s1, reqs), RunInTurn(*e.s0, reqs));
+  const SchedulerStats st = e.s1->stats();
   EXPECT_EQ(st.prefix_hits, 1);
   EXPECT_EQ(st.prefix_tokens_reused, 128);
-  EXPECT_EQ(rec.chunk_ends[2].front(), 128);  // the second request stopped at the branch point
-  EXPECT_EQ(rec.prompt_rows[3], static_cast<int64_t>(reqs[2].prompt.size()) - 128);
+  EXPECT_EQ(e.rec->chunk_ends[2].front(), 128);  // the second request stopped at the branch point
+  EXPECT_EQ(e.rec->prompt_rows[3], static_cast<int64_t>(reqs[2].prompt.size()) - 128);
 }
 
 // Two requests resumed from one snapshot run side by side: they share its KV blocks (read only)
 // and append into their own; both equal their runs from scratch, and so does a third afterwards.
 TEST_F(PrefixReuseTest, ConcurrentResumesShareBlocks) {
-  auto plain = Engine(2, 0);
-  auto cached = Engine(2, 4);
-  ASSERT_TRUE(plain && cached);
-  auto s0 = Scheduler::Create(*plain, Opts());
-  auto s1 = Scheduler::Create(*cached, Opts());
-  ASSERT_TRUE(s0.ok() && s1.ok());
+  Engines e = Both(2, 4);
+  ASSERT_TRUE(e.ok());
   const std::vector<int32_t> base = ByteTokenPrompt(kFox + kFox + kFox + kFox);  // 181 tokens
   auto with = [&](const std::string& tail, int64_t n) {
     std::vector<int32_t> p = base;
@@ -330,8 +334,8 @@ TEST_F(PrefixReuseTest, ConcurrentResumesShareBlocks) {
   // Seed the cache: the first leaves a snapshot while decoding (192), the second learns the
   // branch point 128 from the first and leaves snapshots at 128 and 192.
   const std::vector<Request> seed = {with(" Hi.", 16), with(" Hello there.", 16)};
-  ExpectSame(RunInTurn(**s1, seed), RunInTurn(**s0, seed));
-  EXPECT_GT(cached->memory().snapshot_kv_blocks, 0);
+  ExpectSame(RunInTurn(*e.s1, seed), RunInTurn(*e.s0, seed));
+  EXPECT_GT(e.cached->memory().snapshot_kv_blocks, 0);
   std::vector<Request> both;
   for (const char* tail : {" One more sentence, please.", " Something else entirely!"}) {
     std::vector<int32_t> p = base;
@@ -344,25 +348,21 @@ TEST_F(PrefixReuseTest, ConcurrentResumesShareBlocks) {
     EXPECT_TRUE(s.RunToCompletion().ok());
     return out;
   };
-  ExpectSame(run_both(**s1), run_both(**s0));
-  EXPECT_EQ((*s1)->stats().prefix_hits, 2);
-  EXPECT_EQ((*s1)->stats().prefix_tokens_reused, 2 * 128);
+  ExpectSame(run_both(*e.s1), run_both(*e.s0));
+  EXPECT_EQ(e.s1->stats().prefix_hits, 2);
+  EXPECT_EQ(e.s1->stats().prefix_tokens_reused, 2 * 128);
   // The shared blocks survived both: the same prompt resumes again (now from its own snapshot at
   // its last grid point) with the same result.
-  ExpectSame(RunInTurn(**s1, {both[0]}), RunInTurn(**s0, {both[0]}));
-  EXPECT_EQ((*s1)->stats().prefix_hits, 3);
-  EXPECT_EQ((*s1)->stats().prefix_tokens_reused, 2 * 128 + 192);
+  ExpectSame(RunInTurn(*e.s1, {both[0]}), RunInTurn(*e.s0, {both[0]}));
+  EXPECT_EQ(e.s1->stats().prefix_hits, 3);
+  EXPECT_EQ(e.s1->stats().prefix_tokens_reused, 2 * 128 + 192);
 }
 
 // One snapshot row for three alternating conversations: each save evicts the last one; outputs
 // never change.
 TEST_F(PrefixReuseTest, EvictionUnderAOneRowBudget) {
-  auto plain = Engine(1, 0);
-  auto cached = Engine(1, 1);
-  ASSERT_TRUE(plain && cached);
-  auto s0 = Scheduler::Create(*plain, Opts());
-  auto s1 = Scheduler::Create(*cached, Opts());
-  ASSERT_TRUE(s0.ok() && s1.ok());
+  Engines e = Both(1, 1);
+  ASSERT_TRUE(e.ok());
   std::vector<Request> reqs;
   const std::vector<std::string> topics = {kFox + kFox + "Alpha. ", "0123456789 " + kFox + kFox,
                                            "Once upon a time, " + kFox + kFox};
@@ -371,8 +371,8 @@ TEST_F(PrefixReuseTest, EvictionUnderAOneRowBudget) {
   // last; a third request on the last topic saved finds it.
   for (auto t = topics.rbegin(); t != topics.rend(); ++t) reqs.push_back(Make(ByteTokenPrompt(*t + "Again."), 6));
   reqs.push_back(Make(ByteTokenPrompt(topics[0] + "Third."), 6));
-  ExpectSame(RunInTurn(**s1, reqs), RunInTurn(**s0, reqs));
-  const SchedulerStats st = (*s1)->stats();
+  ExpectSame(RunInTurn(*e.s1, reqs), RunInTurn(*e.s0, reqs));
+  const SchedulerStats st = e.s1->stats();
   EXPECT_GT(st.prefix_evictions, 0);
   EXPECT_GE(st.prefix_hits, 1);
   EXPECT_EQ(st.prefix_rows, 1);
@@ -383,17 +383,13 @@ TEST_F(PrefixReuseTest, EvictionUnderAOneRowBudget) {
 // A KV pool just big enough for one full sequence: the blocks snapshots hold give way (LRU) when
 // a request needs them, and requests still complete with the same tokens.
 TEST_F(PrefixReuseTest, SnapshotsGiveWayToAFullKvPool) {
-  auto plain = Engine(1, 0, 8);
-  auto cached = Engine(1, 4, 8);  // 8 blocks of 64 = one 512-position sequence
-  ASSERT_TRUE(plain && cached);
-  auto s0 = Scheduler::Create(*plain, Opts());
-  auto s1 = Scheduler::Create(*cached, Opts());
-  ASSERT_TRUE(s0.ok() && s1.ok());
+  Engines e = Both(1, 4, 8);
+  ASSERT_TRUE(e.ok());
   std::vector<Request> reqs = {Make(ByteTokenPrompt(kFox + kFox + kFox), 100),  // a snapshot at 192
                                Make(ByteTokenPrompt("Different: " + kFox + kFox + kFox + kFox + kFox), 200)};
-  ExpectSame(RunInTurn(**s1, reqs), RunInTurn(**s0, reqs));
-  EXPECT_GT((*s1)->stats().prefix_evictions, 0);
-  EXPECT_EQ(cached->free_kv_blocks() + cached->memory().snapshot_kv_blocks, 8);
+  ExpectSame(RunInTurn(*e.s1, reqs), RunInTurn(*e.s0, reqs));
+  EXPECT_GT(e.s1->stats().prefix_evictions, 0);
+  EXPECT_EQ(e.cached->free_kv_blocks() + e.cached->memory().snapshot_kv_blocks, 8);
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ TEST_F(OpenAiApiTest, CompletionDefaultsAndFields) {
   EXPECT_TRUE(r.stop_ids.empty());  // ignore_eos
   EXPECT_TRUE(job->stream && job->include_usage && job->logprobs);
   EXPECT_EQ(job->model, "m");
-  EXPECT_TRUE(r.cache_prompt);  // the prefix cache by default
+  EXPECT_TRUE(r.cache_prompt);   // the prefix cache by default
   EXPECT_FALSE(r.conversation);  // a completion: its prompt end is snapshotted only when shared
   EXPECT_FALSE(job->token_ids);
 
