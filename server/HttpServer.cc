@@ -29,8 +29,10 @@ using tcp = asio::ip::tcp;
 
 struct HttpServer::Impl {
   HttpServerOptions options;
+  // Set once by Ready(); until then every route but /health answers 503 "loading".
   ApiContext api;
-  ServeEngine& engine;
+  ServeEngine* engine_ = nullptr;
+  std::atomic<bool> ready{false};
   asio::io_context io;
   tcp::acceptor acceptor{io};
   std::atomic<bool> stopping{false};
@@ -53,7 +55,8 @@ struct HttpServer::Impl {
   const int64_t started =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 
-  Impl(HttpServerOptions o, ApiContext a, ServeEngine& e) : options(std::move(o)), api(std::move(a)), engine(e) {}
+  explicit Impl(HttpServerOptions o) : options(std::move(o)) {}
+  ServeEngine& engine() { return *engine_; }
 
   void Session(tcp::socket socket);
   void Watch();
@@ -191,6 +194,11 @@ bool HttpServer::Impl::Handle(tcp::socket& socket, const http::request<http::str
              keep;
   }
   const bool get = req.method() == http::verb::get, post = req.method() == http::verb::post;
+  if (!ready.load(std::memory_order_acquire)) {
+    // llama-server's answer while its model loads: 503, so load balancers and clients wait.
+    if (get && path == "/health") return Send(socket, v, keep, 503, R"({"status":"loading"})") && keep;
+    return SendError(socket, v, keep, absl::UnavailableError("the model is still loading; retry shortly")) && keep;
+  }
   if (get && path == "/health") return Send(socket, v, keep, 200, R"({"status":"ok"})") && keep;
   if (get && path == "/v1/models") return Send(socket, v, keep, 200, ModelsJson(api, started)) && keep;
   if (get && path == "/metrics") return Send(socket, v, keep, 200, Metrics(), "text/plain; version=0.0.4") && keep;
@@ -206,7 +214,7 @@ bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http:
   const bool keep = req.keep_alive();
   absl::StatusOr<ApiJob> job = chat ? ParseChatRequest(req.body(), api) : ParseCompletionRequest(req.body(), api);
   if (!job.ok()) return SendError(socket, v, keep, job.status()) && keep;
-  auto stream = engine.Submit(job->request);
+  auto stream = engine().Submit(job->request);
   if (!stream.ok()) return SendError(socket, v, keep, stream.status()) && keep;
   const std::string id = absl::StrCat(chat ? "chatcmpl-" : "cmpl-", next_id++);
   ReplyBuilder reply(*job, id, Now());
@@ -218,7 +226,7 @@ bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http:
       reply.Add(e);
       if (!gone && !e.last && PeerClosed(socket)) {
         gone = true;
-        engine.Cancel(**stream);
+        engine().Cancel(**stream);
       }
     }
     if (gone) return false;
@@ -243,7 +251,7 @@ bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http:
   }
   if (!alive) {
     // The client went away: free its slot now and drop the rest of its events.
-    engine.Cancel(**stream);
+    engine().Cancel(**stream);
     while ((*stream)->Next(e)) {
     }
     return false;
@@ -253,7 +261,7 @@ bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http:
 }
 
 std::string HttpServer::Impl::Metrics() {
-  const ServeStats s = engine.stats();
+  const ServeStats s = engine().stats();
   std::string out;
   auto metric = [&](const char* name, const char* type, const char* help, int64_t value) {
     absl::StrAppendFormat(&out, "# HELP memra_%s %s\n# TYPE memra_%s %s\nmemra_%s %d\n", name, help, name, type, name,
@@ -339,11 +347,23 @@ HttpServer::~HttpServer() {
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Listen(const HttpServerOptions& options, ApiContext api,
                                                                ServeEngine& engine) {
+  auto server = Listen(options);
+  if (server.ok()) (*server)->Ready(std::move(api), engine);
+  return server;
+}
+
+void HttpServer::Ready(ApiContext api, ServeEngine& engine) {
+  impl_->api = std::move(api);
+  impl_->engine_ = &engine;
+  impl_->ready.store(true, std::memory_order_release);
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Listen(const HttpServerOptions& options) {
   if (options.port < 0 || options.port > 65535)
     return absl::InvalidArgumentError(absl::StrCat("--port must be in [0, 65535] (got ", options.port, ")"));
   if (options.idle_timeout_s < 1)
     return absl::InvalidArgumentError(absl::StrCat("--timeout must be >= 1 s (got ", options.idle_timeout_s, ")"));
-  auto impl = std::make_unique<Impl>(options, std::move(api), engine);
+  auto impl = std::make_unique<Impl>(options);
   beast::error_code ec;
   const auto address = asio::ip::make_address(options.host, ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat("--host ", options.host, ": not an IP address"));

@@ -1,7 +1,7 @@
 // `memra serve`'s HTTP side (Boost.Beast, synchronous, a thread per connection, keep-alive):
 // routes the OpenAI endpoints to server/OpenAiApi.h and the engine (server/ServeEngine.h).
 //
-//   GET  /health               {"status": "ok"}
+//   GET  /health               {"status": "ok"}; 503 {"status": "loading"} before Ready()
 //   GET  /v1/models            the one model
 //   POST /v1/completions       prompt (text or ids)
 //   POST /v1/chat/completions  messages through the chat template
@@ -37,9 +37,14 @@ struct HttpServerOptions {
 
 class HttpServer {
  public:
-  // Binds and listens (an error names the address, e.g. a port in use).
+  // Binds and listens (an error names the address, e.g. a port in use), answering 503 while the
+  // model loads (/health: {"status": "loading"}) until Ready().
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Listen(const HttpServerOptions& options);
+  // Listen, then Ready at once.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Listen(const HttpServerOptions& options, ApiContext api,
                                                             ServeEngine& engine);
+  // The model is loaded: serve it. `engine` must outlive the server. Call once.
+  void Ready(ApiContext api, ServeEngine& engine);
   ~HttpServer();
   int port() const;
   // Accepts until Stop(); returns when the listener is closed.

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -96,6 +99,41 @@ int RunServe() {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // Listen first: a port in use fails at once, and /health answers 503 "loading" while the model
+  // loads (load balancers wait instead of seeing a refused connection).
+  server::HttpServerOptions ho;
+  ho.host = ServeHost;
+  ho.port = ServePort;
+  ho.api_key = ServeApiKey;
+  ho.idle_timeout_s = ServeTimeout;
+  auto http = server::HttpServer::Listen(ho);
+  if (!http.ok()) return Fail(http.status());
+  std::thread accept([&] { (*http)->Run(); });
+  auto stop_listening = [&] {
+    (*http)->Stop();
+    accept.join();
+  };
+  // SIGINT / SIGTERM: during the load the process ends at once (nothing is served yet); after it,
+  // the main thread stops everything in order.
+  std::mutex sig_mu;
+  std::condition_variable sig_cv;
+  int got_signal = 0;
+  bool loaded = false;
+  std::thread([&, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    std::unique_lock<std::mutex> l(sig_mu);
+    if (!loaded) {
+      llvm::errs() << "memra serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << " while loading, exiting\n";
+      llvm::errs().flush();
+      std::_Exit(128 + sig);
+    }
+    got_signal = sig;
+    sig_cv.notify_all();
+  }).detach();
+  llvm::errs() << absl::StrFormat("memra serve: listening on http://%s:%d, loading %s\n", std::string(ServeHost),
+                                  (*http)->port(), model_path);
+
   runtime::BatchedSlotsOptions bo;
   bo.slots = ServeParallel;
   bo.n_ctx = ServeCtx;
@@ -105,11 +143,16 @@ int RunServe() {
   bo.snapshot_bytes = int64_t{ServeCacheRam} << 20;
   const auto t0 = std::chrono::steady_clock::now();
   auto engine_backend = runtime::BatchedSlots::Open(model_path, bo);
-  if (!engine_backend.ok()) return Fail(engine_backend.status());
+  if (!engine_backend.ok()) {
+    stop_listening();
+    return Fail(engine_backend.status());
+  }
   runtime::BatchedSlots& slots = **engine_backend;
-  if (slots.tokenizer() == nullptr)
+  if (slots.tokenizer() == nullptr) {
+    stop_listening();
     return Fail(absl::FailedPreconditionError(
         absl::StrCat(model_path, ": the GGUF has no usable tokenizer (the server takes and returns text)")));
+  }
   const tokenizer::Tokenizer& tok = *slots.tokenizer();
   std::unique_ptr<tokenizer::ChatTemplate> chat;
   if (auto c = tokenizer::ChatTemplate::FromTokenizer(tok); c.ok()) {
@@ -125,35 +168,39 @@ int RunServe() {
                                                runtime::MinStepTokens(slots.slots(), eo.scheduler.prefill_align));
   eo.scheduler.detokenizer = runtime::TokenizerDetokenizer(tok);
   auto engine = server::ServeEngine::Start(slots, eo);
-  if (!engine.ok()) return Fail(engine.status());
+  if (!engine.ok()) {
+    stop_listening();
+    return Fail(engine.status());
+  }
 
   server::ApiContext api;
   api.tokenizer = &tok;
   api.chat_template = chat.get();
   api.model = ServeAlias.empty() ? ModelId(model_path) : std::string(ServeAlias);
   api.ctx_per_slot = slots.max_sequence_positions();
-  server::HttpServerOptions ho;
-  ho.host = ServeHost;
-  ho.port = ServePort;
-  ho.api_key = ServeApiKey;
-  ho.idle_timeout_s = ServeTimeout;
-  auto http = server::HttpServer::Listen(ho, api, **engine);
-  if (!http.ok()) return Fail(http.status());
+  const std::string model_id = api.model;
+  (*http)->Ready(std::move(api), **engine);
+  {
+    std::lock_guard<std::mutex> l(sig_mu);
+    loaded = true;
+  }
   llvm::errs() << absl::StrFormat(
       "memra serve: %s as \"%s\": %d slots of context %d, prefix cache %d snapshots (%.0f MiB), %s, loaded in "
       "%.2f s\n"
-      "memra serve: listening on http://%s:%d (POST /v1/chat/completions, /v1/completions; GET /v1/models, "
+      "memra serve: ready on http://%s:%d (POST /v1/chat/completions, /v1/completions; GET /v1/models, "
       "/health, /metrics)%s\n",
-      model_path, api.model, slots.slots(), slots.ctx_per_slot(), slots.snapshot_rows(),
+      model_path, model_id, slots.slots(), slots.ctx_per_slot(), slots.snapshot_rows(),
       slots.memory().snapshot_bytes / 1048576.0, slots.executor().Describe(),
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), std::string(ServeHost),
       (*http)->port(), ServeApiKey.empty() ? "" : ", API key required");
-  std::thread accept([&] { (*http)->Run(); });
   int sig = 0;
-  sigwait(&signals, &sig);
+  {
+    std::unique_lock<std::mutex> l(sig_mu);
+    sig_cv.wait(l, [&] { return got_signal != 0; });
+    sig = got_signal;
+  }
   llvm::errs() << "memra serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", stopping\n";
-  (*http)->Stop();  // also ends the connections' reads
-  accept.join();
+  stop_listening();       // also ends the connections' reads
   (*engine)->Shutdown();  // cancels what still runs, so every connection finishes
   http->reset();          // waits for the connection threads
   engine->reset();
