@@ -13,8 +13,8 @@ set -uo pipefail
 bundle=${1:?usage: gpu_serve.sh BUNDLE.tar.xz [PRESET[:DTYPE]] [SLOTS] [RATES] [SECONDS]}
 spec=${2:-9b}
 slots=${3:-64}
-rates=${4:-2,8}
-seconds=${5:-30}
+rates=${4-2,8}
+seconds=${5-30}
 preset=${spec%%:*}; dtype=bf16; [ "$spec" != "$preset" ] && dtype=${spec#*:}
 out=${OUT:-/tmp/memra-gpu-out}
 bin=/tmp/memra-gpu

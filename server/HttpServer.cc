@@ -380,6 +380,36 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Listen(const HttpServerO
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
+namespace {
+
+// Reads what a client has sent within `ms` milliseconds, without blocking past it.
+void DrainFor(int fd, int ms) {
+  char buf[16384];
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  for (;;) {
+    const int left = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count());
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || poll(&p, 1, left) <= 0) return;
+    const ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n <= 0) return;
+  }
+}
+
+// A connection over the limit gets 503 on the accepting thread. Its request is read first (briefly):
+// closing a socket with unread input resets it, and the client would see a broken pipe instead of
+// the answer.
+void RefuseBusy(tcp::socket& socket, int limit) {
+  const int fd = socket.native_handle();
+  DrainFor(fd, 100);
+  SendError(socket, 11, false, absl::ResourceExhaustedError(absl::StrCat("too many connections (", limit, ")")));
+  beast::error_code ignored;
+  socket.shutdown(tcp::socket::shutdown_send, ignored);
+  DrainFor(fd, 50);
+}
+
+}  // namespace
+
 int HttpServer::port() const { return impl_->acceptor.local_endpoint().port(); }
 
 void HttpServer::Run() {
@@ -392,15 +422,18 @@ void HttpServer::Run() {
       if (s.stopping) break;
       continue;
     }
+    bool full = false;
     {
       std::lock_guard<std::mutex> l(s.mu);
-      if (s.connections >= s.options.max_connections) {
-        SendError(socket, 11, false,
-                  absl::ResourceExhaustedError(absl::StrCat("too many connections (", s.options.max_connections, ")")));
-        continue;
+      full = s.connections >= s.options.max_connections;
+      if (!full) {
+        ++s.connections;
+        s.open_sockets.insert(socket.native_handle());
       }
-      ++s.connections;
-      s.open_sockets.insert(socket.native_handle());
+    }
+    if (full) {
+      RefuseBusy(socket, s.options.max_connections);
+      continue;
     }
     std::thread([&s, sock = std::move(socket)]() mutable {
       const int fd = sock.native_handle();

@@ -31,7 +31,7 @@ struct HttpServerOptions {
   int port = 8080;      // 0: any free port (port() says which)
   std::string api_key;  // empty: no authentication
   int64_t max_body = 8 << 20;
-  int max_connections = 256;
+  int max_connections = 512;  // --threads-http
   int idle_timeout_s = 60;
 };
 

@@ -63,6 +63,9 @@ memra::tools::IntOption<int> ServeTimeout("timeout", {1, 86400},
                                           "Seconds a client has to send a whole request (408 after) or to take one "
                                           "streamed chunk; an idle keep-alive connection closes after it",
                                           cl::init(60), cl::sub(kServe));
+memra::tools::IntOption<int> ServeThreadsHttp("threads-http", {1, 4096},
+                                              "Connections served at once (a thread each); more get HTTP 503",
+                                              cl::init(512), cl::sub(kServe));
 cl::alias ServeTimeoutShort("to", cl::desc("Alias for --timeout"), cl::NotHidden, cl::aliasopt(ServeTimeout));
 memra::tools::IntOption<int64_t> ServeCacheRam(
     "cache-ram", {0, int64_t{1} << 30},
@@ -106,6 +109,7 @@ int RunServe() {
   ho.port = ServePort;
   ho.api_key = ServeApiKey;
   ho.idle_timeout_s = ServeTimeout;
+  ho.max_connections = ServeThreadsHttp;
   auto http = server::HttpServer::Listen(ho);
   if (!http.ok()) return Fail(http.status());
   std::thread accept([&] { (*http)->Run(); });

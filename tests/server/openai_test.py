@@ -7,7 +7,7 @@ Starts the servers it needs on 127.0.0.1 (free ports) and stops them. Checks: /v
 chat completions, streaming equal to the one-shot reply, usage (and the usage chunk), stop strings,
 logprobs, seeded sampling, 16 concurrent greedy requests equal to their solo replies, the error
 objects (malformed JSON, bad fields, a prompt over the context, n > 1, a body over the limit, an
-unknown route), a streaming client that disconnects (its request cancelled, the server keeps
+unknown route), connections past --threads-http (503), a streaming client that disconnects (its request cancelled, the server keeps
 serving), a two-turn chat resumed from the prefix cache (same reply as without it), /metrics,
 and --api-key.
 """
@@ -283,6 +283,25 @@ def main():
         while time.time() < deadline and "memra_requests_cancelled_total 1" not in srv.raw("/metrics")[1]:
             time.sleep(0.2)
         check("memra_requests_cancelled_total 1" in srv.raw("/metrics")[1], "a non-streaming disconnect runs on")
+    finally:
+        srv.stop()
+
+    # Connections past --threads-http get a 503 error object (their request read first, so the
+    # client sees the answer, not a reset), and the server keeps serving.
+    srv = Server("-np", "1", "--threads-http", "1", "--timeout", "5")
+    try:
+        time.sleep(0.5)  # the /health polls' connection threads end
+        held = socket.create_connection(("127.0.0.1", srv.port))  # takes the one connection thread
+        time.sleep(0.3)
+        body = json.dumps({"prompt": "And God", "max_tokens": 2})
+        for _ in range(3):
+            code, text = srv.raw("/v1/completions", body)
+            error_of((code, text), 503, "too many connections")
+        held.close()
+        deadline = time.time() + 10
+        while time.time() < deadline and srv.raw("/v1/completions", body)[0] != 200:
+            time.sleep(0.2)
+        check(srv.raw("/v1/completions", body)[0] == 200, "serving after the held connection closed")
     finally:
         srv.stop()
 
