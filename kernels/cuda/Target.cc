@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -11,8 +12,11 @@
 namespace memra::kernels::cuda {
 namespace {
 
-Target Preset(std::string name, int arch, int sms, int64_t optin_kib, int64_t sm_kib, int64_t l2_mib, int cluster) {
+Target Preset(std::string name, int arch, int sms, int64_t optin_kib, int64_t sm_kib, int64_t l2_mib, int cluster,
+              int64_t mem_gbps, int64_t bf16_tflops) {
   Target t;
+  t.mem_gbps = mem_gbps;
+  t.bf16_tflops = bf16_tflops;
   t.name = std::move(name);
   t.arch = arch;
   t.sm_count = sms;
@@ -26,9 +30,10 @@ Target Preset(std::string name, int arch, int sms, int64_t optin_kib, int64_t sm
 // Data-sheet values (CUDA programming guide, compute capability tables).
 const std::map<std::string, Target>& Presets() {
   static const auto* presets = new std::map<std::string, Target>{
-      {"sm_90", Preset("H100/H200 (sm_90 preset)", 90, 132, 227, 228, 50, 8)},
-      {"sm_89", Preset("L40S (sm_89 preset)", 89, 142, 99, 100, 96, 1)},
-      {"sm_80", Preset("A100 SXM (sm_80 preset)", 80, 108, 163, 164, 40, 1)},
+      // Ceilings: the H200 as measured (MeasuredCeilings); the others' data sheets.
+      {"sm_90", Preset("H100/H200 (sm_90 preset)", 90, 132, 227, 228, 50, 8, 4600, 790)},
+      {"sm_89", Preset("L40S (sm_89 preset)", 89, 142, 99, 100, 96, 1, 864, 362)},
+      {"sm_80", Preset("A100 SXM (sm_80 preset)", 80, 108, 163, 164, 40, 1, 2039, 312)},
   };
   return *presets;
 }
@@ -37,12 +42,37 @@ const std::map<std::string, Target>& Presets() {
 
 std::string Target::ArchName() const { return absl::StrCat("sm_", arch); }
 
+int64_t Bf16FlopsPerClockPerSm(int arch) {
+  switch (arch) {
+    case 80:
+    case 86:
+      return 2048;
+    case 89:
+      return 1024;
+    case 90:
+      return 4096;
+    default:
+      return 0;
+  }
+}
+
+bool MeasuredCeilings(absl::string_view device_name, int64_t* mem_gbps, int64_t* bf16_tflops) {
+  // The H200 of the device machine: 16-byte streaming loads over 8 GiB read 4.60 TB/s; cuBLASLt
+  // bf16 GEMMs on random data reach ~790 TFLOP/s (/work/shared/design/h200-measurements.md).
+  if (absl::StrContains(device_name, "H200")) {
+    *mem_gbps = 4600;
+    *bf16_tflops = 790;
+    return true;
+  }
+  return false;
+}
+
 std::string Target::Serialize() const {
-  return absl::StrCat("arch=", ArchName(), " sm_count=", sm_count, " max_threads_per_block=", max_threads_per_block,
-                      " warp_size=", warp_size, " smem_per_block=", smem_per_block,
-                      " smem_per_block_optin=", smem_per_block_optin, " smem_per_sm=", smem_per_sm,
-                      " l2_bytes=", l2_bytes, " max_cluster_blocks=", max_cluster_blocks,
-                      " memory_bytes=", memory_bytes, " name=", name);
+  return absl::StrCat(
+      "arch=", ArchName(), " sm_count=", sm_count, " max_threads_per_block=", max_threads_per_block,
+      " warp_size=", warp_size, " smem_per_block=", smem_per_block, " smem_per_block_optin=", smem_per_block_optin,
+      " smem_per_sm=", smem_per_sm, " l2_bytes=", l2_bytes, " max_cluster_blocks=", max_cluster_blocks,
+      " memory_bytes=", memory_bytes, " mem_gbps=", mem_gbps, " bf16_tflops=", bf16_tflops, " name=", name);
 }
 
 absl::StatusOr<Target> Target::Parse(absl::string_view line) {
@@ -87,6 +117,10 @@ absl::StatusOr<Target> Target::Parse(absl::string_view line) {
       t.max_cluster_blocks = static_cast<int>(n);
     else if (k == "memory_bytes")
       t.memory_bytes = n;
+    else if (k == "mem_gbps")
+      t.mem_gbps = n;
+    else if (k == "bf16_tflops")
+      t.bf16_tflops = n;
     else
       return bad(absl::StrCat("unknown field \"", k, "\""));
   }

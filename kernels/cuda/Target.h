@@ -26,12 +26,24 @@ struct Target {
   int64_t l2_bytes = 0;
   int max_cluster_blocks = 1;  // portable thread-block cluster size (1: no clusters)
   int64_t memory_bytes = 0;    // device memory; 0 = unknown (a preset)
+  // Roofline ceilings (memra bench --profile's "% of roofline"): device-memory read bandwidth in
+  // GB/s and the dense bf16 tensor-core rate in TFLOP/s. Measured figures for devices we have
+  // measured (MeasuredCeilings), else the data sheet's from the device's attributes; 0 = unknown.
+  int64_t mem_gbps = 0;
+  int64_t bf16_tflops = 0;
 
   std::string ArchName() const;  // "sm_90"
   // One line, `key=value` pairs (the plan header's `target` line); Parse reads it back.
   std::string Serialize() const;
   static absl::StatusOr<Target> Parse(absl::string_view line);
 };
+
+// Dense bf16 tensor-core FLOPs per clock per SM of an architecture (data sheets: A100 2,048,
+// L40S 1,024, H100 4,096); 0 for one not in the table.
+int64_t Bf16FlopsPerClockPerSm(int arch);
+// The ceilings measured on a device of this name (docs/design h200-measurements.md: the H200's
+// streaming read and bf16 GEMM rates), or false.
+bool MeasuredCeilings(absl::string_view device_name, int64_t* mem_gbps, int64_t* bf16_tflops);
 
 // A named preset: "sm_90" / "sm_90a" (H100 / H200 SXM), "sm_89" (L40S), "sm_80" (A100 SXM).
 // Errors list the presets.

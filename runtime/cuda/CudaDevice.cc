@@ -80,6 +80,13 @@ kernels::cuda::Target CudaDevice::target() const {
   t.l2_bytes = attr(kCuDevAttrL2CacheSize);
   t.max_cluster_blocks = attr(kCuDevAttrClusterLaunch) != 0 ? 8 : 1;  // 8: the portable cluster size
   t.memory_bytes = static_cast<int64_t>(total_mem_);
+  if (!kernels::cuda::MeasuredCeilings(name_, &t.mem_gbps, &t.bf16_tflops)) {
+    // The data sheet's: double data rate x bus width; SM clock x SMs x the arch's rate per clock.
+    t.mem_gbps = static_cast<int64_t>(2.0 * attr(kCuDevAttrMemoryClockRate) * 1e3 *
+                                      (attr(kCuDevAttrGlobalMemoryBusWidth) / 8) / 1e9);
+    t.bf16_tflops = static_cast<int64_t>(static_cast<double>(attr(kCuDevAttrClockRate)) * 1e3 * sm_count_ *
+                                         kernels::cuda::Bf16FlopsPerClockPerSm(t.arch) / 1e12);
+  }
   return t;
 }
 

@@ -612,16 +612,27 @@ std::string CudaExecutor::ProfileReport() const {
   for (const auto& [k, e] : profile_) total += e.ms;
   std::vector<std::pair<std::string, ProfileEntry>> rows(profile_.begin(), profile_.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-  std::string out =
-      absl::StrFormat("%-18s %8s %10s %6s %10s %10s\n", "op", "calls", "ms", "%", "TFLOP/s", "weight GB/s");
+  // % of roofline: the time the op's FLOPs (at the dense bf16 tensor rate) or its bytes (at the
+  // read bandwidth), whichever is longer, would take, over the time it took.
+  const double peak_flops = target_.bf16_tflops * 1e12, peak_bytes = target_.mem_gbps * 1e9;
+  std::string out = absl::StrFormat("%-22s %8s %10s %6s %9s %9s %9s  %s\n", "op", "calls", "ms", "%", "TFLOP/s", "GB/s",
+                                    "roofline", "bound by");
+  double floor_ms = 0;
   for (const auto& [k, e] : rows) {
+    const double s = e.ms * 1e-3;
+    const double t_flops = peak_flops > 0 ? e.flops / peak_flops : 0,
+                 t_bytes = peak_bytes > 0 ? e.bytes / peak_bytes : 0;
+    floor_ms += std::max(t_flops, t_bytes) * 1e3;
     absl::StrAppend(&out,
-                    absl::StrFormat("%-18s %8d %10.3f %5.1f%%", k, e.count, e.ms, total > 0 ? 100 * e.ms / total : 0));
-    if (e.flops > 0)
-      absl::StrAppend(&out, absl::StrFormat(" %10.1f %10.0f", e.flops / (e.ms * 1e9), e.bytes / (e.ms * 1e6)));
-    absl::StrAppend(&out, "\n");
+                    absl::StrFormat("%-22s %8d %10.3f %5.1f%% %9.2f %9.0f %8.1f%%  %s\n", k, e.count, e.ms,
+                                    total > 0 ? 100 * e.ms / total : 0, s > 0 ? e.flops / s / 1e12 : 0,
+                                    s > 0 ? e.bytes / s / 1e9 : 0, s > 0 ? 100 * std::max(t_flops, t_bytes) / s : 0,
+                                    t_flops > t_bytes ? "FLOPs" : "bytes"));
   }
-  absl::StrAppend(&out, absl::StrFormat("%-18s %8s %10.3f\n", "total", "", total));
+  absl::StrAppend(&out, absl::StrFormat("%-22s %8s %10.3f  (roofline %.3f ms = %.1f%%; ceilings %d GB/s, %d bf16 "
+                                        "TFLOP/s from the target; KV-cache reads not counted)\n",
+                                        "total", "", total, floor_ms, total > 0 ? 100 * floor_ms / total : 0,
+                                        target_.mem_gbps, target_.bf16_tflops));
   return out;
 }
 

@@ -22,7 +22,11 @@ void CudaExecutor::AccumulateProfile(const Program& p) {
   for (size_t i = 0; i < p.steps.size(); ++i) {
     float step_ms = 0;
     dev_->driver().cuEventElapsedTime(&step_ms, p.events[i], p.events[i + 1]);
-    ProfileEntry& e = profile_[std::string(ir::Mnemonic(p.steps[i].op->kind()))];
+    // Per op and the unit that ran it (matmul by gemv or cuBLASLt, attention split or grouped...).
+    const Step& st = p.steps[i];
+    const absl::string_view op = ir::Mnemonic(st.op->kind());
+    const absl::string_view unit = st.impl ? st.impl->name() : absl::string_view();
+    ProfileEntry& e = profile_[unit.empty() || unit == op ? std::string(op) : absl::StrCat(op, "/", unit)];
     ++e.count;
     e.ms += step_ms;
     e.flops += p.step_work[i].first;

@@ -5,7 +5,9 @@
 #include <type_traits>
 #include <variant>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "ir/DType.h"
 #include "ir/StatusMacros.h"
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/CudaExecutorImpl.h"
@@ -60,6 +62,31 @@ class StepBinder : public kcu::BindContext {
   uint64_t workspace_;
 };
 
+// Bytes a step moves besides what its kernels count (weights of the products): every activation
+// operand and result at the bucket's shapes, the weights of ops whose kernels count none (norm
+// and bias vectors), and a one-sequence recurrent state read and written. KV reads depend on the
+// position on the device and are not counted (attention shows its activations only), nor is a
+// slotted state (only the entries' slots are touched).
+double ActivationBytes(const Op& op, const ir::SymbolBindings& bindings, bool weights_counted) {
+  auto bytes_of = [&](const ir::Value* v) {
+    const std::optional<int64_t> n = v->type().shape.NumElements(bindings);
+    return n ? static_cast<double>(ir::StorageBytes(v->type().dtype, *n).value_or(0)) : 0.0;
+  };
+  double bytes = 0;
+  for (const ir::Value* v : op.operands()) {
+    if (const auto* s = llvm::dyn_cast<ir::StateVar>(v)) {
+      const bool recurrent = s->state_kind() == ir::StateKind::kConv || s->state_kind() == ir::StateKind::kDelta;
+      if (recurrent && !absl::StartsWith(op.mnemonic(), "seq_")) bytes += 2 * bytes_of(v);
+    } else if (llvm::isa<ir::Weight>(v)) {
+      if (!weights_counted) bytes += bytes_of(v);
+    } else {
+      bytes += bytes_of(v);
+    }
+  }
+  for (const ir::Value* v : op.results()) bytes += bytes_of(v);
+  return bytes;
+}
+
 }  // namespace
 
 absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::SymbolBindings& bindings,
@@ -94,6 +121,7 @@ absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::
   }
   work->first += step_work_.flops();
   work->second += step_work_.weight_bytes();
+  if (options_.profile) work->second += ActivationBytes(op, bindings, step_work_.weight_bytes() > 0);
   return absl::OkStatus();
 }
 

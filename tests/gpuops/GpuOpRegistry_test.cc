@@ -41,6 +41,19 @@ TEST(Target, PresetsSerializeAndParseBack) {
   EXPECT_EQ(back->Serialize(), t->Serialize());
   EXPECT_TRUE(TargetPreset("sm_90a").ok());
   EXPECT_EQ(TargetPreset("sm_80")->sm_count, 108);
+  // The roofline ceilings travel with the target (a plan's header) and read back.
+  EXPECT_EQ(back->mem_gbps, 4600);
+  EXPECT_EQ(back->bf16_tflops, 790);
+  // A line written before the ceilings existed still parses (they are then unknown).
+  auto old = Target::Parse("arch=sm_90 sm_count=132 name=old plan");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->mem_gbps, 0);
+  int64_t gbps = 0, tflops = 0;
+  EXPECT_TRUE(MeasuredCeilings("NVIDIA H200", &gbps, &tflops));
+  EXPECT_EQ(gbps, 4600);
+  EXPECT_FALSE(MeasuredCeilings("NVIDIA A10", &gbps, &tflops));
+  EXPECT_EQ(Bf16FlopsPerClockPerSm(90), 4096);
+  EXPECT_EQ(Bf16FlopsPerClockPerSm(70), 0);
 }
 
 TEST(Target, UnknownPresetAndBadLinesAreNamed) {
