@@ -61,6 +61,8 @@ class OpBuilder {
   Value* Scale(Value* x, double factor) { return Build1(OpKind::kScale, {x}, {{"factor", factor}}); }
   Value* Sigmoid(Value* x) { return Build1(OpKind::kSigmoid, {x}); }
   Value* Silu(Value* x) { return Build1(OpKind::kSilu, {x}); }
+  Value* Gelu(Value* x) { return Build1(OpKind::kGelu, {x}); }
+  Value* Tanh(Value* x) { return Build1(OpKind::kTanh, {x}); }
   Value* Softplus(Value* x) { return Build1(OpKind::kSoftplus, {x}); }
   Value* Exp(Value* x) { return Build1(OpKind::kExp, {x}); }
   Value* Swiglu(Value* g, Value* u) { return Build1(OpKind::kSwiglu, {g, u}); }

@@ -21,6 +21,8 @@ CaptureVerdict ByKind(OpKind kind) {
     case OpKind::kSilu:
     case OpKind::kSoftplus:
     case OpKind::kExp:
+    case OpKind::kGelu:
+    case OpKind::kTanh:
     case OpKind::kSwiglu:
     case OpKind::kSoftmax:
     case OpKind::kMatMul:

@@ -8,6 +8,10 @@ namespace memra::kernels::cpu {
 float SigmoidScalar(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 float SiluScalar(float x) { return x / (1.0f + std::exp(-x)); }
 float SoftplusScalar(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+float GeluScalar(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535588f, kCoefA = 0.044715f;  // ggml's constants
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+}
 
 void Add(const float* a, const float* b, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
@@ -38,6 +42,14 @@ void Exp(const float* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i]);
 }
 
+void Gelu(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = GeluScalar(x[i]);
+}
+
+void Tanh(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::tanh(x[i]);
+}
+
 UnaryKernelFn UnaryKernelFor(ir::OpKind kind) {
   switch (kind) {
     case ir::OpKind::kSigmoid:
@@ -48,6 +60,10 @@ UnaryKernelFn UnaryKernelFor(ir::OpKind kind) {
       return Softplus;
     case ir::OpKind::kExp:
       return Exp;
+    case ir::OpKind::kGelu:
+      return Gelu;
+    case ir::OpKind::kTanh:
+      return Tanh;
     default:
       return nullptr;
   }

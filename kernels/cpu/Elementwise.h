@@ -22,6 +22,10 @@ void Silu(const float* x, int64_t n, float* out);
 void Softplus(const float* x, int64_t n, float* out);
 // exp(x) (std::exp).
 void Exp(const float* x, int64_t n, float* out);
+// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))) in f32 (ggml's formula).
+void Gelu(const float* x, int64_t n, float* out);
+// tanh(x) (std::tanh).
+void Tanh(const float* x, int64_t n, float* out);
 
 // The kernel of a unary elementwise op (ir/Ops.def flag kUnary), nullptr for other kinds: the
 // CPU executor runs every kUnary op through this table.
@@ -33,6 +37,7 @@ void Swiglu(const float* gate, const float* up, int64_t n, float* out);
 // Scalar forms of the functions above (same formulas).
 float SigmoidScalar(float x);
 float SiluScalar(float x);
+float GeluScalar(float x);
 float SoftplusScalar(float x);
 
 // out[r][0..width) = x[r][col0 .. col0+width) for a [rows][cols] matrix (a column slice, e.g.

@@ -44,10 +44,8 @@ struct UnaryKernel {
   const char* entry;
 };
 constexpr UnaryKernel kUnaryKernels[] = {
-    {ir::OpKind::kSigmoid, "sigmoid_f32"},
-    {ir::OpKind::kSilu, "silu_f32"},
-    {ir::OpKind::kSoftplus, "softplus_f32"},
-    {ir::OpKind::kExp, "exp_f32"},
+    {ir::OpKind::kSigmoid, "sigmoid_f32"}, {ir::OpKind::kSilu, "silu_f32"}, {ir::OpKind::kSoftplus, "softplus_f32"},
+    {ir::OpKind::kExp, "exp_f32"},         {ir::OpKind::kGelu, "gelu_f32"}, {ir::OpKind::kTanh, "tanh_f32"},
 };
 
 class UnaryImpl : public GpuOpImpl {

@@ -378,6 +378,8 @@ TEST_F(OpTableTest, Elementwise) {
       return std::vector<Value*>{h.b->Softplus(h.Arg("x", {-1, 300}))};
     });
     Check("exp", "f32", T, 1e-12, [](Harness& h) { return std::vector<Value*>{h.b->Exp(h.Arg("x", {-1, 300}))}; });
+    Check("gelu", "f32", T, 1e-12, [](Harness& h) { return std::vector<Value*>{h.b->Gelu(h.Arg("x", {-1, 300}))}; });
+    Check("tanh", "f32", T, 1e-12, [](Harness& h) { return std::vector<Value*>{h.b->Tanh(h.Arg("x", {-1, 300}))}; });
     Check("swiglu", "f32", T, 1e-12, [](Harness& h) {
       return std::vector<Value*>{h.b->Swiglu(h.Arg("g", {-1, 300}), h.Arg("u", {-1, 300}))};
     });

@@ -40,6 +40,15 @@ TEST(ElementwiseTest, HandValues) {
   EXPECT_FLOAT_EQ(y[0], 0.0f);
   EXPECT_NEAR(y[2], -3.0 / (1.0 + std::exp(3.0)), 1e-7);
   EXPECT_FLOAT_EQ(y[3], 30.0f);
+  Gelu(x, 4, y);  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in double
+  for (int i = 0; i < 4; ++i) {
+    const double v = x[i], want = 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    EXPECT_NEAR(y[i], want, 1e-6 * std::max(1.0, std::fabs(want))) << x[i];
+  }
+  EXPECT_EQ(y[0], 0.0f);
+  Tanh(x, 4, y);
+  EXPECT_NEAR(y[1], std::tanh(2.0), 1e-7);
+  EXPECT_EQ(y[3], 1.0f);
   Softplus(x, 4, y);
   EXPECT_NEAR(y[0], std::log(2.0), 1e-7);
   EXPECT_NEAR(y[2], std::log1p(std::exp(-3.0)), 1e-8);
