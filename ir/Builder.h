@@ -76,7 +76,10 @@ class OpBuilder {
   Value* Positions(Value* counter, Value* like) { return Build1(OpKind::kPositions, {counter, like}); }
   Op* AdvancePositions(Value* counter, Value* like);
   Op* KvAppend(Value* k, Value* v, Value* k_cache, Value* v_cache, Value* pos);
-  Value* Attention(Value* q, Value* k_cache, Value* v_cache, Value* pos, double scale) {
+  // window > 0: a sliding window (the attribute is written only then).
+  Value* Attention(Value* q, Value* k_cache, Value* v_cache, Value* pos, double scale, int64_t window = 0) {
+    if (window > 0)
+      return Build1(OpKind::kAttention, {q, k_cache, v_cache, pos}, {{"scale", scale}, {"window", window}});
     return Build1(OpKind::kAttention, {q, k_cache, v_cache, pos}, {{"scale", scale}});
   }
   Value* Conv1dCausal(Value* x, Value* w, Value* state) { return Build1(OpKind::kConv1dCausal, {x, w, state}); }
@@ -109,8 +112,11 @@ class OpBuilder {
   }
   Op* SeqAdvancePositions(Value* counter, Value* seq_slot, Value* seq_start);
   Op* PagedKvAppend(Value* k, Value* v, Value* k_cache, Value* v_cache, Value* blocks, Value* pos, Value* slot);
-  Value* PagedAttention(Value* q, Value* k_cache, Value* v_cache, Value* blocks, Value* pos, Value* slot,
-                        double scale) {
+  Value* PagedAttention(Value* q, Value* k_cache, Value* v_cache, Value* blocks, Value* pos, Value* slot, double scale,
+                        int64_t window = 0) {
+    if (window > 0)
+      return Build1(OpKind::kPagedAttention, {q, k_cache, v_cache, blocks, pos, slot},
+                    {{"scale", scale}, {"window", window}});
     return Build1(OpKind::kPagedAttention, {q, k_cache, v_cache, blocks, pos, slot}, {{"scale", scale}});
   }
   Value* SeqConv1dCausal(Value* x, Value* w, Value* state, Value* seq_slot, Value* seq_start) {

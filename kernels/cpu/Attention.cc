@@ -58,20 +58,24 @@ void AttendRow(const float* qv, int64_t n_keys, KeyRow k_row, ValueRow v_row, in
   std::memcpy(out, acc.data(), static_cast<size_t>(head_dim) * sizeof(float));
 }
 
+// The first key a query at position p sees: 0, or p - window + 1 in a sliding window.
+int64_t FirstKey(int64_t p, int64_t window) { return window > 0 ? std::max<int64_t>(0, p - window + 1) : 0; }
+
 }  // namespace
 
 void CausalAttention(const float* q, int64_t T, int64_t P, const float* k_cache, const float* v_cache, int64_t n_head,
-                     int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool* pool) {
+                     int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool* pool, int64_t window) {
   const int64_t group = n_head / n_head_kv;
   const int64_t q_width = n_head * head_dim, kv_width = n_head_kv * head_dim;
   ParallelFor(pool, 0, T * n_head, 1, [&](int64_t lo, int64_t hi) {
     std::vector<float> p, acc;
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t t = item / n_head, h = item % n_head, kvh = h / group;
-      const int64_t off = kvh * head_dim;
+      const int64_t off = kvh * head_dim, j0 = FirstKey(P + t, window);
       AttendRow(
-          q + t * q_width + h * head_dim, P + t + 1, [&](int64_t j) { return k_cache + j * kv_width + off; },
-          [&](int64_t j) { return v_cache + j * kv_width + off; }, head_dim, scale, p, acc,
+          q + t * q_width + h * head_dim, P + t + 1 - j0,
+          [&](int64_t j) { return k_cache + (j0 + j) * kv_width + off; },
+          [&](int64_t j) { return v_cache + (j0 + j) * kv_width + off; }, head_dim, scale, p, acc,
           out + t * q_width + h * head_dim);
     }
   });
@@ -80,7 +84,7 @@ void CausalAttention(const float* q, int64_t T, int64_t P, const float* k_cache,
 absl::Status PagedAttention(const float* q, int64_t T, const int32_t* pos, const int32_t* slot, const int32_t* blocks,
                             int64_t max_blocks, int64_t block, int64_t n_blocks, const float* k_cache,
                             const float* v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
-                            float* out, ThreadPool* pool) {
+                            float* out, ThreadPool* pool, int64_t window) {
   const int64_t group = n_head / n_head_kv;
   const int64_t q_width = n_head * head_dim, kv_width = n_head_kv * head_dim;
   // Every key's block, checked once per row before any work.
@@ -89,7 +93,7 @@ absl::Status PagedAttention(const float* q, int64_t T, const int32_t* pos, const
     if (pos[t] < 0 || pos[t] >= max_blocks * block)
       return absl::OutOfRangeError(absl::StrCat("paged attention: row ", t, " at position ", pos[t],
                                                 " is outside the block table (", max_blocks * block, " positions)"));
-    for (int64_t j = 0; j <= pos[t] / block; ++j) {
+    for (int64_t j = FirstKey(pos[t], window) / block; j <= pos[t] / block; ++j) {
       const int32_t b = blocks[slot[t] * max_blocks + j];
       if (b < 0 || b >= n_blocks)
         return absl::FailedPreconditionError(
@@ -107,10 +111,10 @@ absl::Status PagedAttention(const float* q, int64_t T, const int32_t* pos, const
       }
       const int32_t* table = blocks + slot[t] * max_blocks;
       auto row = [&](int64_t j) { return (static_cast<int64_t>(table[j / block]) * block + j % block) * kv_width; };
-      const int64_t off = kvh * head_dim;
+      const int64_t off = kvh * head_dim, j0 = FirstKey(pos[t], window);
       AttendRow(
-          q + t * q_width + h * head_dim, pos[t] + 1, [&](int64_t j) { return k_cache + row(j) + off; },
-          [&](int64_t j) { return v_cache + row(j) + off; }, head_dim, scale, p, acc, o);
+          q + t * q_width + h * head_dim, pos[t] + 1 - j0, [&](int64_t j) { return k_cache + row(j0 + j) + off; },
+          [&](int64_t j) { return v_cache + row(j0 + j) + off; }, head_dim, scale, p, acc, o);
     }
   });
   return absl::OkStatus();

@@ -26,18 +26,21 @@ absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, in
 //   p   = softmax(s) (f32, max-subtracted, sum accumulated in double)
 //   out[t, h] = Σ_j p_j · v[j, kvh]
 // q and out are [T][n_head * head_dim]. Threads split (token, head) pairs. n_head must be a
-// multiple of n_head_kv.
+// multiple of n_head_kv. window W > 0: only keys j > P+t-W (a sliding window), with the same
+// arithmetic over the keys it keeps.
 void CausalAttention(const float* q, int64_t T, int64_t P, const float* k_cache, const float* v_cache, int64_t n_head,
-                     int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool* pool = nullptr);
+                     int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool* pool = nullptr,
+                     int64_t window = 0);
 
 // Paged attention of T rows of several sequences (ir/Ops.def paged_attention): row t with
 // slot[t] >= 0 attends keys 0..pos[t] of its slot, key j at block blocks[slot * max_blocks + j /
 // block] row j % block of the [n_blocks][block][n_head_kv * head_dim] caches, with exactly
 // CausalAttention's arithmetic (so a row's result equals the one-sequence kernel's); rows with
-// slot[t] < 0 get zeros. Errors: a key without a block, a position past the table.
+// slot[t] < 0 get zeros; window as CausalAttention's. Errors: a key in the window without a
+// block, a position past the table.
 absl::Status PagedAttention(const float* q, int64_t T, const int32_t* pos, const int32_t* slot, const int32_t* blocks,
                             int64_t max_blocks, int64_t block, int64_t n_blocks, const float* k_cache,
                             const float* v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
-                            float* out, ThreadPool* pool = nullptr);
+                            float* out, ThreadPool* pool = nullptr, int64_t window = 0);
 
 }  // namespace memra::kernels::cpu

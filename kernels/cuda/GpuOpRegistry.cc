@@ -110,6 +110,9 @@ const GpuOpImpl* FindGpuOpImpl(absl::string_view name) {
 }
 
 absl::StatusOr<OpSelection> SelectGpuOp(const ir::Op& op, const OpShapes& shapes, const Target& target) {
+  // Attributes the CUDA kernels do not read yet: refused here, not silently ignored.
+  if (op.attrs().I64Or("window", 0) > 0)
+    return Unsupported(op, "sliding-window attention has no CUDA kernel yet (use --backend cpu)");
   bool implemented = false;
   for (const GpuOpImpl* u : GpuOpImpls()) {
     if (!u->Implements(op.kind())) continue;

@@ -619,7 +619,7 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         if (P + T > kc_.dim(0)) return OpError(op, "attention past the KV cache");
         HostTensor y = HostTensor::Zeros(DType::kF32, q.shape());
         kc::CausalAttention(q.f32(), T, P, kc_.f32(), St(2).f32(), q.dim(1), kc_.dim(1), q.dim(2),
-                            static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool);
+                            static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool, at.I64Or("window", 0));
         if (op.is(OpKind::kAttentionGated)) {
           // attention * sigmoid(gate), as sigmoid then mul compute it (bit-identical).
           MEMRA_RETURN_IF_ERROR(F32In(4));
@@ -844,9 +844,10 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         const HostTensor& kc_ = St(1);
         const HostTensor& blocks = St(3);
         HostTensor y = HostTensor::Zeros(DType::kF32, q.shape());
-        MEMRA_RETURN_IF_ERROR(kc::PagedAttention(
-            q.f32(), q.dim(0), In(4).i32(), In(5).i32(), blocks.i32(), blocks.dim(1), kc_.dim(1), kc_.dim(0), kc_.f32(),
-            St(2).f32(), q.dim(1), kc_.dim(2), q.dim(2), static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool));
+        MEMRA_RETURN_IF_ERROR(
+            kc::PagedAttention(q.f32(), q.dim(0), In(4).i32(), In(5).i32(), blocks.i32(), blocks.dim(1), kc_.dim(1),
+                               kc_.dim(0), kc_.f32(), St(2).f32(), q.dim(1), kc_.dim(2), q.dim(2),
+                               static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool, at.I64Or("window", 0)));
         out.push_back(y);
         break;
       }

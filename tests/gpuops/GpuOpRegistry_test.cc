@@ -181,6 +181,28 @@ TEST(Selection, TargetFieldsOnTheModule) {
   EXPECT_EQ((*back)->arch, 90);
 }
 
+// Sliding-window attention runs on the CPU only for now: the CUDA selection refuses it by name
+// instead of attending the whole context.
+TEST(Selection, SlidingWindowIsRefusedOnCuda) {
+  auto m = ir::ParseModule(R"(state kv @kc : f32[32, 1, 8]
+state kv @vc : f32[32, 1, 8]
+func @f(%q: f32[T, 2, 8], %pos: i32[T]) -> (f32[T, 2, 8]) {
+  %o = attention(%q, @kc, @vc, %pos) {scale = 1.0, window = 16} : f32[T, 2, 8]
+  return %o
+}
+)");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ir::Op* att = (*m)->function("f")->Ops()[0];
+  auto shapes = ShapesAt(*att, 4, WeightMode::kBlocks);
+  ASSERT_TRUE(shapes.ok()) << shapes.status();
+  auto s = SelectGpuOp(*att, *shapes, *TargetPreset("sm_90"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(s.status().message().find("sliding-window attention"), std::string::npos) << s.status();
+  att->attrs().Set("window", int64_t{0});  // 0: no window, selected as before
+  EXPECT_TRUE(SelectGpuOp(*att, *shapes, *TargetPreset("sm_90")).ok());
+}
+
 TEST(Selection, UnsupportedOpsSayWhy) {
   auto m = ir::ParseModule(R"(func @f(%x: f32[1, 8]) -> (f32[1, 2], i32[1, 2]) {
   %v, %i = top_k(%x) {k = 2} : f32[1, 2], i32[1, 2]

@@ -14,25 +14,27 @@ namespace {
 using memra::testing::RandomNormal;
 std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) { return RandomNormal(n, seed, scale); }
 
-// Naive double attention: query t (absolute position P+t) over keys 0..P+t.
+// Naive double attention: query t (absolute position P+t) over keys 0..P+t, or with a sliding
+// window W > 0 over the keys j > P+t-W.
 std::vector<double> NaiveAttention(const std::vector<float>& q, const std::vector<float>& k,
                                    const std::vector<float>& v, int64_t T, int64_t P, int64_t H, int64_t Hkv, int64_t D,
-                                   double scale) {
+                                   double scale, int64_t window = 0) {
   std::vector<double> out(T * H * D, 0.0);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < H; ++h) {
       const int64_t kvh = h / (H / Hkv);
-      std::vector<double> s(P + t + 1);
+      const int64_t j0 = window > 0 ? std::max<int64_t>(0, P + t - window + 1) : 0;
+      std::vector<double> s(P + t + 1, 0.0);
       double mx = -1e300;
-      for (int64_t j = 0; j <= P + t; ++j) {
+      for (int64_t j = j0; j <= P + t; ++j) {
         double d = 0;
         for (int64_t i = 0; i < D; ++i) d += double(q[(t * H + h) * D + i]) * k[(j * Hkv + kvh) * D + i];
         s[j] = d * scale;
         mx = std::max(mx, s[j]);
       }
       double sum = 0;
-      for (auto& x : s) sum += (x = std::exp(x - mx));
-      for (int64_t j = 0; j <= P + t; ++j)
+      for (int64_t j = j0; j <= P + t; ++j) sum += (s[j] = std::exp(s[j] - mx));
+      for (int64_t j = j0; j <= P + t; ++j)
         for (int64_t i = 0; i < D; ++i) out[(t * H + h) * D + i] += s[j] / sum * v[(j * Hkv + kvh) * D + i];
     }
   return out;
@@ -98,6 +100,46 @@ TEST(AttentionTest, DecodeStepEqualsLastRowOfPrefill) {
   // The first token attends to itself only: output = its own v.
   for (int64_t h = 0; h < H; ++h)
     for (int64_t i = 0; i < D; ++i) EXPECT_FLOAT_EQ(all[h * D + i], v[i]);
+}
+
+// Sliding windows (Gemma 4, Step 3.5): against the naive double form with GQA and a past; a window
+// wider than the context is bit-identical to none; the paged form equals the contiguous one bit for
+// bit, and needs no block before the window.
+TEST(AttentionTest, SlidingWindow) {
+  const int64_t T = 9, P = 14, H = 4, Hkv = 2, D = 8, W = 5;
+  auto q = Random(T * H * D, 31), k = Random((P + T) * Hkv * D, 32), v = Random((P + T) * Hkv * D, 33);
+  const float scale = 0.4f;
+  std::vector<float> out(T * H * D), full(T * H * D), wide(T * H * D);
+  ThreadPool pool(2);
+  CausalAttention(q.data(), T, P, k.data(), v.data(), H, Hkv, D, scale, out.data(), &pool, W);
+  const auto ref = NaiveAttention(q, k, v, T, P, H, Hkv, D, scale, W);
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref[i], 1e-5) << i;
+  CausalAttention(q.data(), T, P, k.data(), v.data(), H, Hkv, D, scale, full.data(), &pool);
+  CausalAttention(q.data(), T, P, k.data(), v.data(), H, Hkv, D, scale, wide.data(), &pool, P + T + 1);
+  EXPECT_EQ(full, wide);
+  EXPECT_NE(full, out);
+  // Paged: one slot, blocks of 4 in reverse order; the blocks wholly before every row's window
+  // (keys < P - W + 1 = 10, blocks 0 and 1) are missing (-1) and must not be read.
+  const int64_t block = 4, max_blocks = 6, n_blocks = 6;
+  const int32_t table[max_blocks] = {-1, -1, 3, 2, 1, 0};
+  std::vector<float> kp(n_blocks * block * Hkv * D, 0.0f), vp(kp.size(), 0.0f);
+  for (int64_t j = 8; j < P + T; ++j)
+    for (int64_t e = 0; e < Hkv * D; ++e) {
+      const int64_t r = (table[j / block] * block + j % block) * Hkv * D + e;
+      kp[r] = k[j * Hkv * D + e];
+      vp[r] = v[j * Hkv * D + e];
+    }
+  std::vector<int32_t> pos(T), slot(T, 0);
+  for (int64_t t = 0; t < T; ++t) pos[t] = static_cast<int32_t>(P + t);
+  std::vector<float> paged(T * H * D);
+  ASSERT_TRUE(PagedAttention(q.data(), T, pos.data(), slot.data(), table, max_blocks, block, n_blocks, kp.data(),
+                             vp.data(), H, Hkv, D, scale, paged.data(), &pool, W)
+                  .ok());
+  EXPECT_EQ(paged, out);
+  // Without the window the missing blocks are an error naming the slot.
+  EXPECT_FALSE(PagedAttention(q.data(), T, pos.data(), slot.data(), table, max_blocks, block, n_blocks, kp.data(),
+                              vp.data(), H, Hkv, D, scale, paged.data(), &pool)
+                   .ok());
 }
 
 }  // namespace
