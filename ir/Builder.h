@@ -54,7 +54,11 @@ class OpBuilder {
 
   // Typed helpers, one per op kind (semantics in ir/Ops.def).
   Value* Embed(Value* ids, Value* table) { return Build1(OpKind::kEmbed, {ids, table}); }
-  Value* RmsNorm(Value* x, Value* w, double eps) { return Build1(OpKind::kRmsNorm, {x, w}, {{"eps", eps}}); }
+  // w null: no weight.
+  Value* RmsNorm(Value* x, Value* w, double eps) {
+    if (w == nullptr) return Build1(OpKind::kRmsNorm, {x}, {{"eps", eps}});
+    return Build1(OpKind::kRmsNorm, {x, w}, {{"eps", eps}});
+  }
   Value* L2Norm(Value* x, double eps) { return Build1(OpKind::kL2Norm, {x}, {{"eps", eps}}); }
   Value* Add(Value* a, Value* b) { return Build1(OpKind::kAdd, {a, b}); }
   Value* Mul(Value* a, Value* b) { return Build1(OpKind::kMul, {a, b}); }

@@ -212,7 +212,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
     case OpKind::kRmsNorm: {
       CHECK_OK(c.Float(0));
       CHECK_OK(c.RankAtLeast(0, 1));
-      CHECK_OK(c.ShapeIs(1, Shape{c.S(0).back()}, "the last dim of 'x'"));
+      if (c.size() > 1) CHECK_OK(c.ShapeIs(1, Shape{c.S(0).back()}, "the last dim of 'x'"));
       return Types{Like(c[0])};
     }
     case OpKind::kGatedRmsNorm: {

@@ -32,6 +32,7 @@ class AddRmsNormPattern : public RewritePattern<AddNormMatch> {
   MatchResult<AddNormMatch> Match(Op& norm, const PatternRewriter&) override {
     Op* add = DefOf(norm.operand(0), OpKind::kAdd);
     if (add == nullptr) return NoMatch();
+    if (norm.num_operands() < 2) return NoMatch();  // add_rms_norm takes a weight
     if (add->operand(0)->type() != add->operand(1)->type()) return Skip(skipped_broadcast_);
     if (add->parent_block() != norm.parent_block()) return Skip(skipped_block_);
     return AddNormMatch{add, &norm};

@@ -36,7 +36,7 @@ class GatedRmsNormPattern : public RewritePattern<GatedNormMatch> {
     for (unsigned side : {0u, 1u}) {
       Op* norm = DefOf(mul.operand(side), OpKind::kRmsNorm);
       Op* silu = DefOf(mul.operand(1 - side), OpKind::kSilu);
-      if (norm == nullptr || silu == nullptr) continue;
+      if (norm == nullptr || silu == nullptr || norm->num_operands() < 2) continue;
       if (!HasSingleUse(norm->result(0))) return Skip(skipped_uses_);
       if (norm->operand(0)->type() != silu->operand(0)->type()) return Skip(skipped_type_);
       return GatedNormMatch{&mul, norm, silu};

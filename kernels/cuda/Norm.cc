@@ -57,8 +57,8 @@ class RowNormImpl : public GpuOpImpl {
     p.n_rows = Rows(x);
     p.eps = static_cast<float>(c.op().attrs().F64Or("eps", 0));
     switch (c.op().kind()) {
-      case ir::OpKind::kRmsNorm:
-        p.w = c.In(1), p.y = c.Out(0);
+      case ir::OpKind::kRmsNorm:  // without a weight, p.w = 0: the kernel scales by 1
+        p.w = c.op().num_operands() > 1 ? c.In(1) : 0, p.y = c.Out(0);
         break;
       case ir::OpKind::kL2Norm:
         p.y = c.Out(0);

@@ -31,7 +31,7 @@ __device__ __forceinline__ void load_weights(const float* w, float* wv) {
 #pragma unroll
   for (int k = 0; k < PER_THREAD; ++k) {
     const int c = threadIdx.x + k * NORM_BLOCK;
-    wv[k] = c < NORM_COLS ? w[c] : 0.0f;
+    wv[k] = c < NORM_COLS ? (w ? w[c] : 1.0f) : 0.0f;  // no weight (rms_norm without w): 1, exact
   }
 }
 

@@ -470,7 +470,7 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
         const float eps = static_cast<float>(at.F64Or("eps", 0));
         if (op.is(OpKind::kRmsNorm))
-          kc::RmsNorm(x.f32(), Wt(1).values, rows, cols, eps, y.f32(), pool);
+          kc::RmsNorm(x.f32(), op.num_operands() > 1 ? Wt(1).values : nullptr, rows, cols, eps, y.f32(), pool);
         else
           kc::L2Norm(x.f32(), rows, cols, eps, y.f32(), pool);
         out.push_back(y);

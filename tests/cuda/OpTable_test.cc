@@ -339,6 +339,9 @@ TEST_F(OpTableTest, Norms) {
   FOR_T Check("rms_norm", "f32", T, kF32Bound, [](Harness& h) {
     return std::vector<Value*>{h.b->RmsNorm(h.Arg("x", {-1, 1024}), h.Weight("w", GgmlType::kF32, {1024}), 1e-6)};
   });
+  FOR_T Check("rms_norm/no-weight", "f32", T, kF32Bound, [](Harness& h) {
+    return std::vector<Value*>{h.b->RmsNorm(h.Arg("x", {-1, 8, 256}), nullptr, 1e-6)};
+  });
   FOR_T Check("rms_norm/head", "f32", T, kF32Bound, [](Harness& h) {
     return std::vector<Value*>{h.b->RmsNorm(h.Arg("x", {-1, 8, 256}), h.Weight("w", GgmlType::kF32, {256}), 1e-6)};
   });

@@ -181,6 +181,12 @@ TEST(IrBuilder, GenericCreateInfersTypes) {
   EXPECT_EQ(idx->type().ToString(), "i32[T, 3]");
   Value* cat = b.Concat({x, x}, 0);
   EXPECT_EQ(cat->type().ToString(), "f32[2*T, 512]");
+  // rms_norm's weight is optional (Gemma 4's V norm); a sliding window is an attention attribute.
+  Value* unweighted = b.RmsNorm(x, nullptr, 1e-6);
+  EXPECT_EQ(unweighted->type().ToString(), "f32[T, 512]");
+  EXPECT_EQ(unweighted->def()->num_operands(), 1u);
+  Value* gelu = b.Gelu(x);
+  EXPECT_EQ(b.Tanh(gelu)->type().ToString(), "f32[T, 512]");
   EXPECT_TRUE(b.ok()) << b.status();
 }
 
