@@ -83,6 +83,7 @@ class AttentionSplitImpl : public GpuOpImpl {
   absl::string_view name() const override { return "attention_split"; }
   bool Implements(ir::OpKind k) const override { return IsAttention(k); }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    MEMRA_RETURN_IF_ERROR(RefuseSlidingWindow(c.op));
     const Dims d = DimsOf(c.shapes);
     if (c.shapes.bucket != 1 || d.tokens != 1) return std::optional<OpSelection>();
     const int64_t splits = AttentionSplits(c.target, d.hq);
@@ -112,6 +113,7 @@ class AttentionGroupImpl : public GpuOpImpl {
   absl::string_view name() const override { return "attention_group"; }
   bool Implements(ir::OpKind k) const override { return IsAttention(k); }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    MEMRA_RETURN_IF_ERROR(RefuseSlidingWindow(c.op));
     const Dims d = DimsOf(c.shapes);
     if (c.shapes.bucket < 16 || d.hq % d.hkv != 0 || d.hq / d.hkv < 2 || d.hq / d.hkv > 8)
       return std::optional<OpSelection>();
@@ -131,6 +133,7 @@ class AttentionImpl : public GpuOpImpl {
   absl::string_view name() const override { return "attention"; }
   bool Implements(ir::OpKind k) const override { return IsAttention(k); }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    MEMRA_RETURN_IF_ERROR(RefuseSlidingWindow(c.op));
     const Dims d = DimsOf(c.shapes);
     OpSelection s;
     s.launches.push_back(AttentionLaunch(c.shapes, c.shapes.bucket == 1 ? 8 : 4, {}, "attention", d.tokens * d.hq));

@@ -46,6 +46,11 @@ absl::Status Unsupported(const ir::Op& op, absl::string_view why) {
   return absl::UnimplementedError(absl::StrCat("cuda: ", op.Summary(), ": ", why));
 }
 
+absl::Status RefuseSlidingWindow(const ir::Op& op) {
+  if (op.attrs().I64Or("window", 0) <= 0) return absl::OkStatus();
+  return Unsupported(op, "sliding-window attention has no CUDA kernel yet (use --backend cpu)");
+}
+
 absl::Status BindError(const ir::Op& op, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("cuda executor: ", op.Summary(), ": ", why));
 }
@@ -110,9 +115,6 @@ const GpuOpImpl* FindGpuOpImpl(absl::string_view name) {
 }
 
 absl::StatusOr<OpSelection> SelectGpuOp(const ir::Op& op, const OpShapes& shapes, const Target& target) {
-  // Attributes the CUDA kernels do not read yet: refused here, not silently ignored.
-  if (op.attrs().I64Or("window", 0) > 0)
-    return Unsupported(op, "sliding-window attention has no CUDA kernel yet (use --backend cpu)");
   bool implemented = false;
   for (const GpuOpImpl* u : GpuOpImpls()) {
     if (!u->Implements(op.kind())) continue;

@@ -100,6 +100,7 @@ class PagedAttentionImpl : public GpuOpImpl {
   absl::string_view name() const override { return "paged_attention"; }
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kPagedAttention; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    MEMRA_RETURN_IF_ERROR(RefuseSlidingWindow(c.op));
     const auto& q = c.shapes.in[0];
     const auto& cache = c.shapes.in[1];
     const int64_t T = q[0], hq = q[1], d = q[2], hkv = cache[2], bs = cache[1];

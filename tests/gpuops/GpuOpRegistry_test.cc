@@ -195,10 +195,15 @@ func @f(%q: f32[T, 2, 8], %pos: i32[T]) -> (f32[T, 2, 8]) {
   ir::Op* att = (*m)->function("f")->Ops()[0];
   auto shapes = ShapesAt(*att, 4, WeightMode::kBlocks);
   ASSERT_TRUE(shapes.ok()) << shapes.status();
-  auto s = SelectGpuOp(*att, *shapes, *TargetPreset("sm_90"));
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(s.status().message().find("sliding-window attention"), std::string::npos) << s.status();
+  // Every attention unit refuses it, whichever bucket would pick it (decode split, grouped, plain).
+  for (int64_t bucket : {int64_t{1}, int64_t{4}, int64_t{64}}) {
+    auto at = ShapesAt(*att, bucket, WeightMode::kBlocks);
+    ASSERT_TRUE(at.ok()) << at.status();
+    auto s = SelectGpuOp(*att, *at, *TargetPreset("sm_90"));
+    ASSERT_FALSE(s.ok()) << bucket;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_NE(s.status().message().find("sliding-window attention"), std::string::npos) << s.status();
+  }
   att->attrs().Set("window", int64_t{0});  // 0: no window, selected as before
   EXPECT_TRUE(SelectGpuOp(*att, *shapes, *TargetPreset("sm_90")).ok());
 }
