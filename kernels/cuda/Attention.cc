@@ -1,10 +1,12 @@
 // Units of kernels/cuda/Attention.cu (attention and attention_gated; the gate, o * sigmoid(g),
 // is Elementwise.cu's mul_sigmoid_f32 in place as the last launch):
 //   attention_split  decode (one token): split-KV over AttentionSplits ranges of the live keys
-//                    (cut on the device, so one graph serves every KV length), partials in the
-//                    step's scratch, then attention_combine;
+//                    (cut on the device, so one graph serves every KV length; a sliding window
+//                    cuts its last keys), partials in the step's scratch, then attention_combine;
 //   attention_group  prefill with GQA groups of 2-8: one block per (token, kv head);
 //   attention        otherwise: one block per (token, head).
+// Prefill of the geometries FlashAttention.cc takes (windows too) runs there on tensor cores
+// instead (GpuOps.def tries it before the two CUDA-core units, which refuse a window).
 #include <algorithm>
 
 #include "ir/StatusMacros.h"
@@ -66,6 +68,7 @@ AttentionParams ParamsOf(const BindContext& c, int n_tok, uint64_t out) {
   p.o = out;
   p.n_tok = n_tok;
   p.scale = static_cast<float>(c.op().attrs().F64Or("scale", 1.0));
+  p.window = static_cast<int>(c.op().attrs().I64Or("window", 0));
   return p;
 }
 
@@ -83,7 +86,6 @@ class AttentionSplitImpl : public GpuOpImpl {
   absl::string_view name() const override { return "attention_split"; }
   bool Implements(ir::OpKind k) const override { return IsAttention(k); }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
-    MEMRA_RETURN_IF_ERROR(RefuseSlidingWindow(c.op));
     const Dims d = DimsOf(c.shapes);
     if (c.shapes.bucket != 1 || d.tokens != 1) return std::optional<OpSelection>();
     const int64_t splits = AttentionSplits(c.target, d.hq);

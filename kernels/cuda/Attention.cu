@@ -80,7 +80,8 @@ __device__ __forceinline__ void attention_body(const float* q, const float* k_ca
   }
 }
 
-// Decode (one query token) as split-KV attention ("flash decoding"): the live keys 0..pos[0] are
+// Decode (one query token) as split-KV attention ("flash decoding"): the live keys (0..pos[0], or
+// the window's last keys) are
 // cut into ATT_SPLITS equal ranges at run time, one block of ATT_WARPS warps per (head, range)
 // writes its partial (max, sum, unnormalized acc[D]) to `part`, and attention_combine merges the
 // ranges. The grid depends on ATT_SPLITS only, never on the live length, so one captured decode
@@ -91,13 +92,14 @@ __device__ __forceinline__ void attention_body(const float* q, const float* k_ca
 #define ATT_PART (ATT_D + 2)  // per (head, split): m, l, acc[D]
 
 __device__ __forceinline__ void attention_split_body(const float* q, const float* k_cache, const float* v_cache,
-                                                     const int* pos, float* part, float scale) {
+                                                     const int* pos, float* part, float scale, int window) {
   const int h = blockIdx.x / ATT_SPLITS, split = blockIdx.x % ATT_SPLITS;
   const int kvh = h / (ATT_HQ / ATT_HKV);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int n_keys = pos[0] + 1;
+  // Keys first..pos[0]: all of them, or the last `window` in a sliding window.
+  const int first = window > 0 ? max(0, pos[0] - window + 1) : 0, n_keys = pos[0] + 1 - first;
   const int chunk = (n_keys + ATT_SPLITS - 1) / ATT_SPLITS;
-  const int lo = split * chunk, hi = min(lo + chunk, n_keys);
+  const int lo = first + split * chunk, hi = min(lo + chunk, first + n_keys);
   const float* qv = q + (i64)h * ATT_D;
   float qr[ATT_PER_LANE], acc[ATT_PER_LANE];
 #pragma unroll
@@ -293,7 +295,7 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention(const Att
 }
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_split(const AttentionParams p) {
   memra_grid_dependency();
-  attention_split_body(p.q, p.k_cache, p.v_cache, p.pos, p.o, p.scale);
+  attention_split_body(p.q, p.k_cache, p.v_cache, p.pos, p.o, p.scale, p.window);
 }
 extern "C" __global__ void __launch_bounds__(32) attention_combine(const AttentionCombineParams p) {
   memra_grid_dependency();

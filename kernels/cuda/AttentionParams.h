@@ -14,12 +14,15 @@ struct AttentionParams {
   MEMRA_DPTR(float) o;
   int n_tok;
   float scale;
+  int window;  // attention_split: 0 (causal) or the sliding window in keys; the others refuse one
+  int pad_;
 };
-MEMRA_PARAMS_SIZE(AttentionParams, 48);
+MEMRA_PARAMS_SIZE(AttentionParams, 56);
 MEMRA_PARAMS_OFFSET(AttentionParams, pos, 24);
 MEMRA_PARAMS_OFFSET(AttentionParams, o, 32);
 MEMRA_PARAMS_OFFSET(AttentionParams, n_tok, 40);
 MEMRA_PARAMS_OFFSET(AttentionParams, scale, 44);
+MEMRA_PARAMS_OFFSET(AttentionParams, window, 48);
 
 // attention_combine: merges attention_split's partials into o [Hq, D].
 struct AttentionCombineParams {

@@ -79,4 +79,26 @@ MEMRA_PARAMS_OFFSET(SeqGatedDeltaScanParams, n_tok, 76);
 MEMRA_PARAMS_OFFSET(SeqGatedDeltaScanParams, scale, 80);
 MEMRA_PARAMS_OFFSET(SeqGatedDeltaScanParams, qk_eps, 84);
 
+// gdn_chunk_prep and gdn_chunk_scan (DeltaNetChunked.cu): gated_delta_scan's operands plus the
+// per-(head, chunk) scratch the first writes and the second reads.
+struct GdnChunkParams {
+  MEMRA_DPTR(const float) q;
+  MEMRA_DPTR(const float) k;
+  MEMRA_DPTR(const float) v;
+  MEMRA_DPTR(const float) g;
+  MEMRA_DPTR(const float) beta;
+  MEMRA_DPTR(float) state;
+  MEMRA_DPTR(float) o;
+  MEMRA_DPTR(float) scratch;
+  int n_tok;
+  float scale;
+  float qk_eps;  // GDN_L2: the l2 norms' eps
+  int pad_;
+};
+MEMRA_PARAMS_SIZE(GdnChunkParams, 80);
+MEMRA_PARAMS_OFFSET(GdnChunkParams, scratch, 56);
+MEMRA_PARAMS_OFFSET(GdnChunkParams, n_tok, 64);
+MEMRA_PARAMS_OFFSET(GdnChunkParams, scale, 68);
+MEMRA_PARAMS_OFFSET(GdnChunkParams, qk_eps, 72);
+
 MEMRA_PARAMS_END

@@ -146,10 +146,15 @@ LoadedModule::~LoadedModule() {
   if (mod_ != nullptr) d_->cuModuleUnload(mod_);
 }
 
-absl::StatusOr<CUfunction> LoadedModule::Function(absl::string_view entry) const {
+absl::StatusOr<CUfunction> LoadedModule::Function(absl::string_view entry, uint32_t dynamic_smem) const {
   CUfunction f = nullptr;
   MEMRA_RETURN_IF_ERROR(CuCheck(d_->cuModuleGetFunction(&f, mod_, std::string(entry).c_str()),
                                 absl::StrCat("cuModuleGetFunction(", what_, "::", entry, ")")));
+  // Past the default 48 KiB a kernel must opt in to its dynamic shared memory.
+  if (dynamic_smem > (48u << 10))
+    MEMRA_RETURN_IF_ERROR(
+        CuCheck(d_->cuFuncSetAttribute(f, kCuFuncAttrMaxDynamicSharedSizeBytes, static_cast<int>(dynamic_smem)),
+                absl::StrCat("cuFuncSetAttribute(", what_, "::", entry, ", ", dynamic_smem, " bytes of shared memory)")));
   return f;
 }
 

@@ -79,7 +79,8 @@ class LoadedModule {
   static absl::StatusOr<std::unique_ptr<LoadedModule>> Load(const CudaDevice& dev, const std::vector<uint8_t>& cubin,
                                                             absl::string_view what);
   ~LoadedModule();
-  absl::StatusOr<CUfunction> Function(absl::string_view entry) const;
+  // `dynamic_smem`: the launch's dynamic shared memory, opted in when it exceeds 48 KiB.
+  absl::StatusOr<CUfunction> Function(absl::string_view entry, uint32_t dynamic_smem = 0) const;
 
  private:
   const CudaDriver* d_ = nullptr;

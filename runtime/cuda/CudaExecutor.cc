@@ -357,7 +357,7 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
   }
   for (Step& s : p->steps)
     for (ResolvedLaunch& l : s.launches) {
-      MEMRA_ASSIGN_OR_RETURN(l.fn, modules_.at(l.spec.kernel.module.Key())->Function(l.spec.kernel.entry));
+      MEMRA_ASSIGN_OR_RETURN(l.fn, modules_.at(l.spec.kernel.module.Key())->Function(l.spec.kernel.entry, l.spec.smem));
     }
   // 3. Arena layout: liveness over the steps, first-fit offsets (256-byte aligned).
   absl::flat_hash_map<const ir::Value*, const ir::Value*> root;  // alias -> owner

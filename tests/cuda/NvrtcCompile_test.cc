@@ -3,6 +3,7 @@
 // and as bf16 copies) for sm_90, and Dequant.cu
 // for every block format; any compile error fails. A second compiler over the same cache dir must
 // find everything on disk.
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -60,7 +61,7 @@ TEST(NvrtcCompileTest, EmbeddedSourcesPresent) {
   std::set<std::string> names;
   for (const EmbeddedSource& s : EmbeddedKernelSources()) names.insert(s.name);
   for (const char* f : {"Common.cuh", "Elementwise.cu", "Norm.cu", "Rope.cu", "Attention.cu", "DeltaNet.cu",
-                        "Dequant.cu", "DequantParams.h", "Sample.cu", "SampleMath.cuh", "SampleParams.h"})
+                        "FlashAttention.cu", "Dequant.cu", "DequantParams.h", "Sample.cu", "SampleMath.cuh", "SampleParams.h"})
     EXPECT_TRUE(names.count(f)) << f;
   EXPECT_FALSE(KernelSource("nope.cu").ok());
 }
@@ -120,6 +121,16 @@ TEST(NvrtcCompileTest, TinyModelPlanCompilesForSm90) {
     m.file = "Sample.cu";
     m.defines = MakeDefines({Def("SMP_V", 248320), Def("SMP_P", 64)});
     mods.push_back(m);
+  }
+  // FlashAttention.cu at the head dims its unit takes (Gemma 4's 512 splits the output columns)
+  // and 8 warps (a variant the unit does not select yet), so all stay buildable.
+  for (auto [hq, hkv, d, dv, warps] : {std::array<int, 5>{8, 8, 64, 64, 4}, {16, 8, 128, 128, 4}, {16, 4, 256, 256, 4},
+                                       {8, 2, 512, 256, 4}, {16, 4, 256, 256, 8}}) {
+    ModuleSpec m;
+    m.file = "FlashAttention.cu";
+    m.defines = MakeDefines(
+        {Def("FA_HQ", hq), Def("FA_HKV", hkv), Def("FA_D", d), Def("FA_DV", dv), Def("FA_WARPS", warps)});
+    if (seen.insert(m.Key()).second) mods.push_back(m);
   }
   const std::string dir = ::testing::TempDir() + "/memra-nvrtc-test-cache";
   std::filesystem::remove_all(dir);

@@ -181,31 +181,38 @@ TEST(Selection, TargetFieldsOnTheModule) {
   EXPECT_EQ((*back)->arch, 90);
 }
 
-// Sliding-window attention runs on the CPU only for now: the CUDA selection refuses it by name
-// instead of attending the whole context.
-TEST(Selection, SlidingWindowIsRefusedOnCuda) {
-  auto m = ir::ParseModule(R"(state kv @kc : f32[32, 1, 8]
-state kv @vc : f32[32, 1, 8]
-func @f(%q: f32[T, 2, 8], %pos: i32[T]) -> (f32[T, 2, 8]) {
-  %o = attention(%q, @kc, @vc, %pos) {scale = 1.0, window = 16} : f32[T, 2, 8]
-  return %o
-}
-)");
+// Sliding-window attention on CUDA: decode on the split-KV kernel, prefill on the tensor-core
+// kernel; a geometry only the CUDA-core prefill units take (head dim 8, not a multiple of 16) is
+// refused by name instead of attending the whole context.
+TEST(Selection, SlidingWindowOnCuda) {
+  auto parse = [](int64_t d) {
+    return ir::ParseModule(absl::StrCat("state kv @kc : f32[32, 1, ", d, "]\nstate kv @vc : f32[32, 1, ", d,
+                                        "]\nfunc @f(%q: f32[T, 2, ", d, "], %pos: i32[T]) -> (f32[T, 2, ", d,
+                                        "]) {\n  %o = attention(%q, @kc, @vc, %pos) {scale = 1.0, window = 16} : f32[T, 2, ",
+                                        d, "]\n  return %o\n}\n"));
+  };
+  auto m = parse(16);
   ASSERT_TRUE(m.ok()) << m.status();
   ir::Op* att = (*m)->function("f")->Ops()[0];
-  auto shapes = ShapesAt(*att, 4, WeightMode::kBlocks);
-  ASSERT_TRUE(shapes.ok()) << shapes.status();
-  // Every attention unit refuses it, whichever bucket would pick it (decode split, grouped, plain).
-  for (int64_t bucket : {int64_t{1}, int64_t{4}, int64_t{64}}) {
+  for (auto [bucket, impl] : {std::pair<int64_t, const char*>{1, "attention_split"}, {4, "flash_attention"},
+                              {64, "flash_attention"}}) {
     auto at = ShapesAt(*att, bucket, WeightMode::kBlocks);
     ASSERT_TRUE(at.ok()) << at.status();
     auto s = SelectGpuOp(*att, *at, *TargetPreset("sm_90"));
-    ASSERT_FALSE(s.ok()) << bucket;
-    EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented);
-    EXPECT_NE(s.status().message().find("sliding-window attention"), std::string::npos) << s.status();
+    ASSERT_TRUE(s.ok()) << bucket << ": " << s.status();
+    EXPECT_EQ(s->impl, impl) << bucket;
   }
-  att->attrs().Set("window", int64_t{0});  // 0: no window, selected as before
-  EXPECT_TRUE(SelectGpuOp(*att, *shapes, *TargetPreset("sm_90")).ok());
+  auto narrow = parse(8);
+  ASSERT_TRUE(narrow.ok()) << narrow.status();
+  ir::Op* att8 = (*narrow)->function("f")->Ops()[0];
+  auto at = ShapesAt(*att8, 64, WeightMode::kBlocks);
+  ASSERT_TRUE(at.ok()) << at.status();
+  auto s = SelectGpuOp(*att8, *at, *TargetPreset("sm_90"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(s.status().message().find("sliding-window attention"), std::string::npos) << s.status();
+  att8->attrs().Set("window", int64_t{0});  // 0: no window, selected as before
+  EXPECT_TRUE(SelectGpuOp(*att8, *at, *TargetPreset("sm_90")).ok());
 }
 
 TEST(Selection, UnsupportedOpsSayWhy) {

@@ -1,0 +1,306 @@
+// The gated delta rule over chunks of GDN_C = 64 tokens (WY form; docs/design/chunked-delta-rule.md,
+// the CPU reference kernels/cpu/DeltaNetChunked.cc): gated_delta_scan's result with the sequential
+// dependency cut from T steps to T / 64 chunk steps. Two launches:
+//
+//   gdn_chunk_prep  one block per (value head, chunk), all chunks at once: gamma (the cumulative
+//                   log decay), the l2 norms, A = beta_t e^(gamma_t - gamma_s) k_t.k_s (s < t) and
+//                   M = e^(gamma_t - gamma_s) q_t.k_s (s <= t), then [W | Y] = (I + A)^-1 [beta e^gamma K
+//                   | beta V] by forward substitution (one thread per column, the column in registers).
+//                   Writes W, Y, M, gamma and the inverse norms to the scratch.
+//   gdn_chunk_scan  one block per (value head, GDN_COLS state columns), sequential over the chunks,
+//                   the state tile in registers: U = Y - W S, O = scale (e^gamma Q S + M U),
+//                   S = e^gamma_n S + (e^(gamma_n - gamma) K)^T U.
+//
+// f32 throughout (CUDA cores): the results agree with the sequential scan to f32 rounding. Chunks
+// start at the call's first token (the grid law: a call split at a multiple of 64 gives the same
+// bits as one call).
+#include "Common.cuh"
+#include "DeltaNetParams.h"
+
+#define GDN_C 64
+#ifndef GDN_L2
+#define GDN_L2 0
+#endif
+#ifndef GDN_COLS
+#define GDN_COLS 32
+#endif
+#define GDN_KP (GDN_DK + 1)  // padded row strides (f32): consecutive rows in distinct banks
+// Per (head, chunk) scratch, in floats: W [C][DK], M [C][C], Y [C][DV], gamma [C], 1/|k| [C], 1/|q| [C].
+#define GDN_SCR_W 0
+#define GDN_SCR_M (GDN_SCR_W + GDN_C * GDN_DK)
+#define GDN_SCR_Y (GDN_SCR_M + GDN_C * GDN_C)
+#define GDN_SCR_GAM (GDN_SCR_Y + GDN_C * GDN_DV)
+#define GDN_SCR_IK (GDN_SCR_GAM + GDN_C)
+#define GDN_SCR_IQ (GDN_SCR_IK + GDN_C)
+#define GDN_SCR (GDN_SCR_IQ + GDN_C)
+
+#if defined(GDN_HOST_EMULATION)
+#define GDN_SMEM_DECL(n) static __align__(16) float gdn_smem[n]
+#else
+#define GDN_SMEM_DECL(n) extern __shared__ __align__(16) float gdn_smem[]
+#endif
+
+// ---- gdn_chunk_prep: 256 threads. Shared memory: k, q [C][KP], A [C][C + 1], gamma, 1/|k|, 1/|q|.
+#define GDN_PREP_THREADS 256
+#define GDN_PREP_SMEM_FLOATS (2 * GDN_C * GDN_KP + GDN_C * (GDN_C + 1) + 3 * GDN_C)
+
+extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(const GdnChunkParams p) {
+  memra_grid_dependency();
+  GDN_SMEM_DECL(GDN_PREP_SMEM_FLOATS);
+  float* sk = gdn_smem;
+  float* sq = sk + GDN_C * GDN_KP;
+  float* sA = sq + GDN_C * GDN_KP;
+  float* sgam = sA + GDN_C * (GDN_C + 1);
+  float* sik = sgam + GDN_C;
+  float* siq = sik + GDN_C;
+  const int h = blockIdx.x % GDN_HV, c = blockIdx.x / GDN_HV, kh = h % GDN_HK;
+  const int t0 = c * GDN_C;
+  if (t0 >= p.n_tok) return;
+  const int n = min(GDN_C, p.n_tok - t0);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  float* scr = p.scratch + ((i64)c * GDN_HV + h) * GDN_SCR;
+
+  // k and q rows (zeros past n).
+  for (int e = tid; e < GDN_C * GDN_DK; e += GDN_PREP_THREADS) {
+    const int t = e / GDN_DK, i = e % GDN_DK;
+    const bool in = t < n;
+    sk[t * GDN_KP + i] = in ? p.k[((i64)(t0 + t) * GDN_HK + kh) * GDN_DK + i] : 0.0f;
+    sq[t * GDN_KP + i] = in ? p.q[((i64)(t0 + t) * GDN_HK + kh) * GDN_DK + i] : 0.0f;
+  }
+  // gamma: the cumulative log decay (one warp; padding rows add 0, so gamma[C-1] = gamma[n-1]),
+  // summed left to right as the CPU reference does.
+  if (warp == 0) {
+    const float g0 = lane < n ? p.g[(i64)(t0 + lane) * GDN_HV + h] : 0.0f;
+    const float g1 = lane + 32 < n ? p.g[(i64)(t0 + lane + 32) * GDN_HV + h] : 0.0f;
+    float acc = 0.0f;
+    for (int s = 0; s < GDN_C; ++s) {
+      acc += __shfl_sync(0xffffffffu, s < 32 ? g0 : g1, s & 31);
+      if (lane == 0) sgam[s] = acc;
+    }
+  }
+  __syncthreads();
+  // Inverse l2 norms (one warp per row), applied to the rows in place.
+  for (int t = warp; t < GDN_C; t += GDN_PREP_THREADS / 32) {
+    float kk = 0.0f, qq = 0.0f;
+    for (int i = lane; i < GDN_DK; i += 32) {
+      kk += sk[t * GDN_KP + i] * sk[t * GDN_KP + i];
+      qq += sq[t * GDN_KP + i] * sq[t * GDN_KP + i];
+    }
+    kk = warp_sum(kk);
+    qq = warp_sum(qq);
+    const float ik = GDN_L2 ? 1.0f / fmaxf(sqrtf(kk), p.qk_eps) : 1.0f;
+    const float iq = GDN_L2 ? 1.0f / fmaxf(sqrtf(qq), p.qk_eps) : 1.0f;
+    if (lane == 0) {
+      sik[t] = ik;
+      siq[t] = iq;
+    }
+    if (GDN_L2)
+      for (int i = lane; i < GDN_DK; i += 32) {
+        sk[t * GDN_KP + i] *= ik;
+        sq[t * GDN_KP + i] *= iq;
+      }
+  }
+  __syncthreads();
+  // A (strictly lower) and M (lower with the diagonal): thread (s, t-group), 16 rows t each.
+  {
+    const int s = tid % GDN_C, tg = tid / GDN_C;
+    for (int t = tg; t < GDN_C; t += GDN_PREP_THREADS / GDN_C) {
+      float a = 0.0f, m = 0.0f;
+      if (s <= t) {
+        for (int i = 0; i < GDN_DK; ++i) {
+          const float ks = sk[s * GDN_KP + i];
+          a += sk[t * GDN_KP + i] * ks;
+          m += sq[t * GDN_KP + i] * ks;
+        }
+        const float decay = expf(sgam[t] - sgam[s]);
+        const float bt = t < n ? p.beta[(i64)(t0 + t) * GDN_HV + h] : 0.0f;
+        a = s < t ? bt * decay * a : 0.0f;
+        m *= decay;
+      }
+      sA[t * (GDN_C + 1) + s] = a;
+      scr[GDN_SCR_M + t * GDN_C + s] = s <= t ? m : 0.0f;
+    }
+  }
+  if (tid < GDN_C) {
+    scr[GDN_SCR_GAM + tid] = sgam[tid];
+    scr[GDN_SCR_IK + tid] = sik[tid];
+    scr[GDN_SCR_IQ + tid] = siq[tid];
+  }
+  __syncthreads();
+  // [W | Y] = (I + A)^-1 B by forward substitution, one column per thread: x_t = b_t - sum_{s<t}
+  // A[t][s] x_s with b = beta e^gamma k (W's columns) or beta v (Y's).
+  for (int col = tid; col < GDN_DK + GDN_DV; col += GDN_PREP_THREADS) {
+    float x[GDN_C];
+#pragma unroll
+    for (int t = 0; t < GDN_C; ++t) {
+      float b = 0.0f;
+      if (t < n) {
+        const float bt = p.beta[(i64)(t0 + t) * GDN_HV + h];
+        b = col < GDN_DK ? bt * expf(sgam[t]) * sk[t * GDN_KP + col]
+                         : bt * p.v[((i64)(t0 + t) * GDN_HV + h) * GDN_DV + (col - GDN_DK)];
+      }
+#pragma unroll
+      for (int s = 0; s < t; ++s) b -= sA[t * (GDN_C + 1) + s] * x[s];
+      x[t] = b;
+    }
+    if (col < GDN_DK) {
+#pragma unroll
+      for (int t = 0; t < GDN_C; ++t) scr[GDN_SCR_W + t * GDN_DK + col] = x[t];
+    } else {
+#pragma unroll
+      for (int t = 0; t < GDN_C; ++t) scr[GDN_SCR_Y + t * GDN_DV + (col - GDN_DK)] = x[t];
+    }
+  }
+}
+
+// ---- gdn_chunk_scan: 256 threads per (head, GDN_COLS columns). Shared memory per chunk: W, the
+// decayed q (e^gamma q^) and k (e^(gamma_n - gamma) k^) rows [C][KP], M [C][C + 1], Y and U
+// [C][COLS], the state tile [DK][COLS].
+#define GDN_SCAN_THREADS 256
+#define GDN_CP (GDN_COLS + 1)
+#define GDN_SCAN_SMEM_FLOATS (3 * GDN_C * GDN_KP + GDN_C * (GDN_C + 1) + 2 * GDN_C * GDN_CP + GDN_DK * GDN_CP)
+// Thread tiles: U and O as (4 rows t) x (COLS / 16 columns); S as (DK / 16 rows i) x (COLS / 16).
+#define GDN_JW (GDN_COLS / 16)
+#define GDN_IW (GDN_DK / 16)
+
+extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(const GdnChunkParams p) {
+  memra_grid_dependency();
+  GDN_SMEM_DECL(GDN_SCAN_SMEM_FLOATS);
+  float* sW = gdn_smem;
+  float* sQ = sW + GDN_C * GDN_KP;
+  float* sK = sQ + GDN_C * GDN_KP;
+  float* sM = sK + GDN_C * GDN_KP;
+  float* sY = sM + GDN_C * (GDN_C + 1);
+  float* sU = sY + GDN_C * GDN_CP;
+  float* sS = sU + GDN_C * GDN_CP;
+  const int tiles = GDN_DV / GDN_COLS;
+  const int h = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * GDN_COLS, kh = h % GDN_HK;
+  const int tid = threadIdx.x;
+  const int jq = tid % 16, grp = tid / 16;  // this thread's column group and row group
+  float* st = p.state + (i64)h * GDN_DV * GDN_DK;
+
+  // The state tile S[i][j0 + j]: in registers as rows grp * IW .., columns jq * JW .., mirrored in sS.
+  float S[GDN_IW][GDN_JW];
+#pragma unroll
+  for (int a = 0; a < GDN_IW; ++a)
+#pragma unroll
+    for (int b = 0; b < GDN_JW; ++b) {
+      const int i = grp * GDN_IW + a, j = jq * GDN_JW + b;
+      S[a][b] = st[(i64)(j0 + j) * GDN_DK + i];
+      sS[i * GDN_CP + j] = S[a][b];
+    }
+
+  const int n_chunks = (p.n_tok + GDN_C - 1) / GDN_C;
+  for (int c = 0; c < n_chunks; ++c) {
+    const int t0 = c * GDN_C, n = min(GDN_C, p.n_tok - t0);
+    const float* scr = p.scratch + ((i64)c * GDN_HV + h) * GDN_SCR;
+    const float gam_n = scr[GDN_SCR_GAM + GDN_C - 1];
+    __syncthreads();  // the previous chunk's reads of the tiles are done
+    for (int e = tid; e < GDN_C * GDN_DK; e += GDN_SCAN_THREADS) {
+      const int t = e / GDN_DK, i = e % GDN_DK;
+      sW[t * GDN_KP + i] = scr[GDN_SCR_W + e];
+      const float gam = scr[GDN_SCR_GAM + t];
+      const bool in = t < n;
+      const float qv = in ? p.q[((i64)(t0 + t) * GDN_HK + kh) * GDN_DK + i] : 0.0f;
+      const float kv = in ? p.k[((i64)(t0 + t) * GDN_HK + kh) * GDN_DK + i] : 0.0f;
+      sQ[t * GDN_KP + i] = qv * scr[GDN_SCR_IQ + t] * expf(gam);
+      sK[t * GDN_KP + i] = kv * scr[GDN_SCR_IK + t] * expf(gam_n - gam);
+    }
+    for (int e = tid; e < GDN_C * GDN_C; e += GDN_SCAN_THREADS) sM[(e / GDN_C) * (GDN_C + 1) + e % GDN_C] = scr[GDN_SCR_M + e];
+    for (int e = tid; e < GDN_C * GDN_COLS; e += GDN_SCAN_THREADS) {
+      const int t = e / GDN_COLS, j = e % GDN_COLS;
+      sY[t * GDN_CP + j] = scr[GDN_SCR_Y + t * GDN_DV + j0 + j];
+    }
+    __syncthreads();
+    // U = Y - W S (rows grp * 4 .., columns jq * JW ..).
+    {
+      float u[4][GDN_JW];
+#pragma unroll
+      for (int a = 0; a < 4; ++a)
+#pragma unroll
+        for (int b = 0; b < GDN_JW; ++b) u[a][b] = sY[(grp * 4 + a) * GDN_CP + jq * GDN_JW + b];
+      for (int i = 0; i < GDN_DK; ++i) {
+        float sv[GDN_JW];
+#pragma unroll
+        for (int b = 0; b < GDN_JW; ++b) sv[b] = sS[i * GDN_CP + jq * GDN_JW + b];
+#pragma unroll
+        for (int a = 0; a < 4; ++a) {
+          const float w = sW[(grp * 4 + a) * GDN_KP + i];
+#pragma unroll
+          for (int b = 0; b < GDN_JW; ++b) u[a][b] -= w * sv[b];
+        }
+      }
+#pragma unroll
+      for (int a = 0; a < 4; ++a)
+#pragma unroll
+        for (int b = 0; b < GDN_JW; ++b) sU[(grp * 4 + a) * GDN_CP + jq * GDN_JW + b] = u[a][b];
+    }
+    __syncthreads();
+    // O = scale (Q~ S + M U), the same tiles; rows past n are not stored.
+    {
+      float o[4][GDN_JW];
+#pragma unroll
+      for (int a = 0; a < 4; ++a)
+#pragma unroll
+        for (int b = 0; b < GDN_JW; ++b) o[a][b] = 0.0f;
+      for (int i = 0; i < GDN_DK; ++i) {
+        float sv[GDN_JW];
+#pragma unroll
+        for (int b = 0; b < GDN_JW; ++b) sv[b] = sS[i * GDN_CP + jq * GDN_JW + b];
+#pragma unroll
+        for (int a = 0; a < 4; ++a) {
+          const float qv = sQ[(grp * 4 + a) * GDN_KP + i];
+#pragma unroll
+          for (int b = 0; b < GDN_JW; ++b) o[a][b] += qv * sv[b];
+        }
+      }
+      for (int s = 0; s < GDN_C; ++s) {
+        float uv[GDN_JW];
+#pragma unroll
+        for (int b = 0; b < GDN_JW; ++b) uv[b] = sU[s * GDN_CP + jq * GDN_JW + b];
+#pragma unroll
+        for (int a = 0; a < 4; ++a) {
+          const float m = sM[(grp * 4 + a) * (GDN_C + 1) + s];  // 0 above the diagonal
+#pragma unroll
+          for (int b = 0; b < GDN_JW; ++b) o[a][b] += m * uv[b];
+        }
+      }
+#pragma unroll
+      for (int a = 0; a < 4; ++a) {
+        const int t = grp * 4 + a;
+        if (t < n)
+#pragma unroll
+          for (int b = 0; b < GDN_JW; ++b)
+            p.o[((i64)(t0 + t) * GDN_HV + h) * GDN_DV + j0 + jq * GDN_JW + b] = o[a][b] * p.scale;
+      }
+    }
+    // S = e^gamma_n S + K~^T U (this thread's registers), then mirrored for the next chunk.
+    {
+      const float en = expf(gam_n);
+#pragma unroll
+      for (int a = 0; a < GDN_IW; ++a)
+#pragma unroll
+        for (int b = 0; b < GDN_JW; ++b) S[a][b] *= en;
+      for (int s = 0; s < GDN_C; ++s) {
+        float uv[GDN_JW];
+#pragma unroll
+        for (int b = 0; b < GDN_JW; ++b) uv[b] = sU[s * GDN_CP + jq * GDN_JW + b];
+#pragma unroll
+        for (int a = 0; a < GDN_IW; ++a) {
+          const float kv = sK[s * GDN_KP + grp * GDN_IW + a];
+#pragma unroll
+          for (int b = 0; b < GDN_JW; ++b) S[a][b] += kv * uv[b];
+        }
+      }
+    }
+    __syncthreads();  // every thread's reads of sS (U and O) are done
+#pragma unroll
+    for (int a = 0; a < GDN_IW; ++a)
+#pragma unroll
+      for (int b = 0; b < GDN_JW; ++b) sS[(grp * GDN_IW + a) * GDN_CP + jq * GDN_JW + b] = S[a][b];
+  }
+#pragma unroll
+  for (int a = 0; a < GDN_IW; ++a)
+#pragma unroll
+    for (int b = 0; b < GDN_JW; ++b) st[(i64)(j0 + jq * GDN_JW + b) * GDN_DK + grp * GDN_IW + a] = S[a][b];
+}

@@ -1,0 +1,91 @@
+// The unit of kernels/cuda/FlashAttention.cu: attention and attention_gated over more than one
+// token (prefill) on tensor cores, causal or with a sliding window, the gate fused. Applies when
+// the GQA group divides the block's rows, the head dim is a multiple of 16 up to 512 and the
+// target has bf16 mma (sm_80+) and the shared memory; otherwise Attention.cc's units run.
+#include <algorithm>
+
+#include "ir/StatusMacros.h"
+#include "kernels/cuda/FlashAttentionParams.h"
+#include "kernels/cuda/GpuOp.h"
+
+namespace memra::kernels::cuda {
+
+namespace {
+
+constexpr int64_t kWarps = 4;     // FA_WARPS: 64 query rows per block
+constexpr int64_t kKeyTile = 64;  // FA_BC
+constexpr int64_t kMaxDv = 256;   // output columns per block (the O accumulator's registers)
+
+struct Geometry {
+  int64_t tokens, hq, hkv, d, dv, splits, tb;
+  int64_t smem;
+};
+
+std::optional<Geometry> GeometryFor(const OpShapes& s, const Target& t) {
+  Geometry g;
+  g.tokens = s.in[0][0];
+  g.hq = s.in[0][1];
+  g.hkv = s.in[1][1];
+  g.d = s.in[0][2];
+  const int64_t rows = 16 * kWarps;
+  if (g.hkv <= 0 || g.hq % g.hkv != 0 || rows % (g.hq / g.hkv) != 0) return std::nullopt;
+  if (g.d % 16 != 0 || g.d < 16 || g.d > 512) return std::nullopt;
+  g.splits = (g.d + kMaxDv - 1) / kMaxDv;
+  g.dv = g.d / g.splits;
+  if (g.dv % 16 != 0) return std::nullopt;
+  g.tb = rows / (g.hq / g.hkv);
+  g.smem = (rows * (g.d + 8) + kKeyTile * (g.d + 8) + kKeyTile * (g.dv + 8)) * 2;  // FA_SMEM_BYTES
+  const int64_t limit = std::max(t.smem_per_block, t.smem_per_block_optin);
+  if (t.arch < 80 || g.smem > limit) return std::nullopt;
+  return g;
+}
+
+class FlashAttentionImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "flash_attention"; }
+  bool Implements(ir::OpKind k) const override {
+    return k == ir::OpKind::kAttention || k == ir::OpKind::kAttentionGated;
+  }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    if (c.shapes.bucket < 2) return std::optional<OpSelection>();  // decode: split-KV (Attention.cc)
+    const std::optional<Geometry> g = GeometryFor(c.shapes, c.target);
+    if (!g) return std::optional<OpSelection>();
+    Launch l;
+    l.kernel.module.file = "FlashAttention.cu";
+    l.kernel.module.defines = MakeDefines({Def("FA_HQ", g->hq), Def("FA_HKV", g->hkv), Def("FA_D", g->d),
+                                           Def("FA_DV", g->dv), Def("FA_WARPS", kWarps)});
+    l.kernel.entry = "flash_attention";
+    l.block = static_cast<uint32_t>(kWarps * 32);
+    l.grid = static_cast<uint32_t>((g->tokens + g->tb - 1) / g->tb * g->hkv * g->splits);
+    l.smem = static_cast<uint32_t>(g->smem);
+    OpSelection s;
+    s.launches.push_back(l);
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(auto q, c.InShape(0));
+    FlashAttentionParams p;
+    p.q = c.In(0);
+    p.k_cache = c.In(1);
+    p.v_cache = c.In(2);
+    p.pos = c.In(3);
+    p.gate = c.op().is(ir::OpKind::kAttentionGated) ? c.In(4) : 0;
+    p.o = c.Out(0);
+    p.n_tok = static_cast<int>(q[0]);
+    p.scale = static_cast<float>(c.op().attrs().F64Or("scale", 1.0));
+    p.window = static_cast<int>(c.op().attrs().I64Or("window", 0));
+    w.Kernel(0, p);
+    // FLOPs (QK^T and PV) of a causal prefill from position 0, the profile's case; a call that
+    // continues a sequence does more (the positions live on the device).
+    const double n = static_cast<double>(q[0]), win = static_cast<double>(p.window);
+    const double keys = p.window > 0 && win < n ? win * (win + 1) / 2 + (n - win) * win : n * (n + 1) / 2;
+    w.Count(4.0 * static_cast<double>(q[1] * q[2]) * keys, 0);
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<GpuOpImpl> CreateFlashAttention() { return std::make_unique<FlashAttentionImpl>(); }
+
+}  // namespace memra::kernels::cuda

@@ -1,0 +1,277 @@
+// Prefill attention on tensor cores (FlashAttention-2's schedule with mma.sync m16n8k16 bf16, f32
+// accumulation and an online softmax in f32): causal or sliding-window, GQA, the output gate fused.
+//
+// One block of FA_WARPS warps owns FA_BR = 16 * FA_WARPS query rows of one kv head: FA_TB tokens
+// x the FA_G query heads of the group (row r = token r / FA_G, head r % FA_G), so every key / value
+// tile it stages serves all the group's heads. Each warp owns 16 rows. Per tile of FA_BC keys:
+// S = Q K^T (16 x 64 per warp, Q and K from shared memory by ldmatrix), the causal / window mask
+// where the tile crosses a row's bounds, the online softmax in registers, then O += P V with P
+// taken from S's accumulator layout (it is the A layout of the next mma) and V by ldmatrix.trans.
+// The caches and activations are f32: tiles are rounded to bf16 on the way into shared memory.
+// The grid is token blocks x Hkv x D / FA_DV (flattened): head dims above 256 split the output
+// columns over blocks (each recomputes S) so the O accumulator stays within registers. Token
+// blocks run the longest key ranges first.
+#include "Common.cuh"
+#include "FlashAttentionParams.h"
+
+#ifndef FA_WARPS
+#define FA_WARPS 4
+#endif
+#ifndef FA_DV
+#define FA_DV FA_D
+#endif
+#define FA_G (FA_HQ / FA_HKV)
+#define FA_BR (16 * FA_WARPS)
+#define FA_TB (FA_BR / FA_G)
+#define FA_BC 64
+// Row strides in bf16 elements: 16 bytes past a multiple of 128, so the 8 row addresses of an
+// ldmatrix fall in distinct bank groups.
+#define FA_QS (FA_D + 8)
+#define FA_VS (FA_DV + 8)
+#define FA_SMEM_BYTES ((FA_BR * FA_QS + FA_BC * FA_QS + FA_BC * FA_VS) * 2)
+
+typedef unsigned int u32;
+
+#if defined(FA_HOST_EMULATION)
+// tests/cuda/emulation/FlashAttentionEmu.cc: ldmatrix and mma.sync by their PTX definitions.
+__device__ __forceinline__ void fa_ldmatrix_x4(u32* r, const u16* p) { emu_ldmatrix_x4(r, p); }
+__device__ __forceinline__ void fa_ldmatrix_x4_trans(u32* r, const u16* p) { emu_ldmatrix_x4_trans(r, p); }
+__device__ __forceinline__ void fa_mma(float* d, const u32* a, u32 b0, u32 b1) { emu_mma_bf16(d, a, b0, b1); }
+#define FA_SMEM_DECL static __align__(16) unsigned char fa_smem[FA_SMEM_BYTES]
+#else
+__device__ __forceinline__ u32 fa_smem_addr(const void* p) {
+  u32 r;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+  return r;
+}
+__device__ __forceinline__ void fa_ldmatrix_x4(u32* r, const u16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(fa_smem_addr(p)));
+}
+__device__ __forceinline__ void fa_ldmatrix_x4_trans(u32* r, const u16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(fa_smem_addr(p)));
+}
+// d += a (16 x 16, row) * b (16 x 8, col), bf16 in, f32 accumulation.
+__device__ __forceinline__ void fa_mma(float* d, const u32* a, u32 b0, u32 b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#define FA_SMEM_DECL extern __shared__ __align__(16) unsigned char fa_smem[]
+#endif
+
+// Two floats as bf16 (nearest even), the first in the low half (the mma fragments' order).
+__device__ __forceinline__ u32 fa_pack(float lo, float hi) {
+  return (u32)f32_to_bf16(lo) | ((u32)f32_to_bf16(hi) << 16);
+}
+
+// Stages rows [j0, j0 + FA_BC) of kv head kvh's columns [c0, c0 + W) of a [rows, Hkv, D] cache into
+// a [FA_BC][S] bf16 tile; rows at or past j_end are zeros (never read from the cache: finite
+// values, so masked probabilities times them stay 0).
+template <int W, int S>
+__device__ __forceinline__ void fa_stage_kv(u16* dst, const float* cache, int kvh, int j0, int j_end, int c0) {
+  constexpr int kPerRow = W / 4;
+  for (int i = threadIdx.x; i < FA_BC * kPerRow; i += FA_WARPS * 32) {
+    const int r = i / kPerRow, c = (i % kPerRow) * 4, j = j0 + r;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (j < j_end) v = *reinterpret_cast<const float4*>(cache + ((i64)j * FA_HKV + kvh) * FA_D + c0 + c);
+    uint2 w;
+    w.x = fa_pack(v.x, v.y);
+    w.y = fa_pack(v.z, v.w);
+    *reinterpret_cast<uint2*>(dst + r * S + c) = w;
+  }
+}
+
+__device__ __forceinline__ float fa_quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float fa_quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// The first key a query at position p sees (kernels/cpu/Attention.cc's FirstKey).
+__device__ __forceinline__ int fa_first_key(int p, int window) { return window > 0 ? max(0, p - window + 1) : 0; }
+
+extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention(const FlashAttentionParams p) {
+  memra_grid_dependency();
+  FA_SMEM_DECL;
+  u16* Qs = reinterpret_cast<u16*>(fa_smem);
+  u16* Ks = Qs + FA_BR * FA_QS;
+  u16* Vs = Ks + FA_BC * FA_QS;
+  __shared__ int s_lo, s_hi;
+
+  // blockIdx.x = (token block from the last, kv head, column split), the split fastest.
+  const int split = blockIdx.x % (FA_D / FA_DV), kvh = blockIdx.x / (FA_D / FA_DV) % FA_HKV;
+  const int n_tb = gridDim.x / (FA_HKV * (FA_D / FA_DV));
+  const int t0 = (n_tb - 1 - (int)(blockIdx.x / (FA_HKV * (FA_D / FA_DV)))) * FA_TB, c0 = split * FA_DV;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+
+  // The block's key range: from the smallest first key to the largest position of its tokens.
+  if (threadIdx.x == 0) {
+    int lo = 0x7fffffff, hi = -1;
+    for (int i = 0; i < FA_TB && t0 + i < p.n_tok; ++i) {
+      const int P = p.pos[t0 + i];
+      hi = max(hi, P);
+      lo = min(lo, fa_first_key(P, p.window));
+    }
+    s_lo = lo;
+    s_hi = hi;
+  }
+  // Q rows (token, head) of the group, rounded to bf16; rows past n_tok are zeros.
+  for (int i = threadIdx.x; i < FA_BR * (FA_D / 4); i += FA_WARPS * 32) {
+    const int r = i / (FA_D / 4), c = (i % (FA_D / 4)) * 4, t = t0 + r / FA_G;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (t < p.n_tok) v = *reinterpret_cast<const float4*>(p.q + ((i64)t * FA_HQ + kvh * FA_G + r % FA_G) * FA_D + c);
+    uint2 w;
+    w.x = fa_pack(v.x, v.y);
+    w.y = fa_pack(v.z, v.w);
+    *reinterpret_cast<uint2*>(Qs + r * FA_QS + c) = w;
+  }
+
+  // This thread's two rows (g and g + 8 of its warp's 16): their bounds; -1 marks a row past n_tok
+  // (every key masked, nothing stored).
+  const int rA = warp * 16 + g, rB = rA + 8;
+  const int tA = t0 + rA / FA_G, tB = t0 + rB / FA_G;
+  const int posA = tA < p.n_tok ? p.pos[tA] : -1, posB = tB < p.n_tok ? p.pos[tB] : -1;
+  const int firstA = fa_first_key(posA, p.window), firstB = fa_first_key(posB, p.window);
+  // The warp's bounds: tiles inside them need no mask, tiles outside them no work.
+  int w_min_pos = min(posA, posB), w_max_pos = max(posA, posB);
+  int w_min_first = posA >= 0 ? firstA : 0x7fffffff, w_max_first = max(firstA, firstB);
+  if (posB >= 0) w_min_first = min(w_min_first, firstB);
+  for (int o = 16; o > 0; o >>= 1) {
+    w_min_pos = min(w_min_pos, __shfl_xor_sync(0xffffffffu, w_min_pos, o));
+    w_max_pos = max(w_max_pos, __shfl_xor_sync(0xffffffffu, w_max_pos, o));
+    w_min_first = min(w_min_first, __shfl_xor_sync(0xffffffffu, w_min_first, o));
+    w_max_first = max(w_max_first, __shfl_xor_sync(0xffffffffu, w_max_first, o));
+  }
+
+  float acc[FA_DV / 8][4];
+#pragma unroll
+  for (int n = 0; n < FA_DV / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  float mA = MEMRA_NEG_INF, mB = MEMRA_NEG_INF, lA = 0.0f, lB = 0.0f;
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+
+  __syncthreads();
+  const int lo = s_lo, hi = s_hi;
+  for (int j0 = lo; j0 <= hi; j0 += FA_BC) {
+    if (j0 != lo) __syncthreads();  // every warp is done with the previous tile
+    fa_stage_kv<FA_D, FA_QS>(Ks, p.k_cache, kvh, j0, hi + 1, 0);
+    fa_stage_kv<FA_DV, FA_VS>(Vs, p.v_cache, kvh, j0, hi + 1, c0);
+    __syncthreads();
+    if (j0 > w_max_pos || j0 + FA_BC - 1 < w_min_first) continue;  // no row of this warp sees the tile
+
+    // S = Q K^T for the warp's 16 rows x 64 keys.
+    float s[FA_BC / 8][4];
+#pragma unroll
+    for (int n = 0; n < FA_BC / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll 4
+    for (int kk = 0; kk < FA_D / 16; ++kk) {
+      u32 a[4];
+      fa_ldmatrix_x4(a, Qs + (warp * 16 + (lane & 15)) * FA_QS + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+      for (int nn = 0; nn < FA_BC / 16; ++nn) {
+        u32 b[4];
+        fa_ldmatrix_x4(b, Ks + (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * FA_QS + kk * 16 + ((lane >> 3) & 1) * 8);
+        fa_mma(s[2 * nn], a, b[0], b[1]);
+        fa_mma(s[2 * nn + 1], a, b[2], b[3]);
+      }
+    }
+
+    // Mask, then the online softmax in base 2 (rows A: s[n][0..1], rows B: s[n][2..3]).
+    const bool masked = j0 + FA_BC - 1 > w_min_pos || j0 < w_max_first;
+    float mxA = mA, mxB = mB;
+#pragma unroll
+    for (int n = 0; n < FA_BC / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[n][e] * scale_log2;
+        if (masked) {
+          const int j = j0 + n * 8 + 2 * tq + (e & 1);
+          const bool ok = e < 2 ? (j <= posA && j >= firstA) : (j <= posB && j >= firstB);
+          if (!ok) x = MEMRA_NEG_INF;
+        }
+        s[n][e] = x;
+        if (e < 2)
+          mxA = fmaxf(mxA, x);
+        else
+          mxB = fmaxf(mxB, x);
+      }
+    mxA = fa_quad_max(mxA);
+    mxB = fa_quad_max(mxB);
+    // A row that has seen no key yet keeps base 0 (so -inf - -inf never appears).
+    const float baseA = mxA == MEMRA_NEG_INF ? 0.0f : mxA, baseB = mxB == MEMRA_NEG_INF ? 0.0f : mxB;
+    const float corrA = exp2f(mA - baseA), corrB = exp2f(mB - baseB);
+    mA = mxA;
+    mB = mxB;
+    float sumA = 0.0f, sumB = 0.0f;
+#pragma unroll
+    for (int n = 0; n < FA_BC / 8; ++n) {
+      s[n][0] = exp2f(s[n][0] - baseA);
+      s[n][1] = exp2f(s[n][1] - baseA);
+      s[n][2] = exp2f(s[n][2] - baseB);
+      s[n][3] = exp2f(s[n][3] - baseB);
+      sumA += s[n][0] + s[n][1];
+      sumB += s[n][2] + s[n][3];
+    }
+    lA = lA * corrA + sumA;  // this thread's columns; the quad's partial sums add up at the end
+    lB = lB * corrB + sumB;
+#pragma unroll
+    for (int n = 0; n < FA_DV / 8; ++n) {
+      acc[n][0] *= corrA;
+      acc[n][1] *= corrA;
+      acc[n][2] *= corrB;
+      acc[n][3] *= corrB;
+    }
+
+    // O += P V: P's accumulator fragments of key tiles 2kk, 2kk + 1 are the A fragment of keys
+    // 16kk..16kk + 15.
+#pragma unroll
+    for (int kk = 0; kk < FA_BC / 16; ++kk) {
+      u32 a[4];
+      a[0] = fa_pack(s[2 * kk][0], s[2 * kk][1]);
+      a[1] = fa_pack(s[2 * kk][2], s[2 * kk][3]);
+      a[2] = fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      a[3] = fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int nd = 0; nd < FA_DV / 16; ++nd) {
+        u32 b[4];
+        fa_ldmatrix_x4_trans(b, Vs + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * FA_VS + nd * 16 + (lane >> 4) * 8);
+        fa_mma(acc[2 * nd], a, b[0], b[1]);
+        fa_mma(acc[2 * nd + 1], a, b[2], b[3]);
+      }
+    }
+  }
+
+  // Normalize, gate, store (rows past n_tok are not written).
+  lA = fa_quad_sum(lA);
+  lB = fa_quad_sum(lB);
+  const float invA = lA > 0.0f ? 1.0f / lA : 0.0f, invB = lB > 0.0f ? 1.0f / lB : 0.0f;
+  const i64 rowA = ((i64)tA * FA_HQ + kvh * FA_G + rA % FA_G) * FA_D;
+  const i64 rowB = ((i64)tB * FA_HQ + kvh * FA_G + rB % FA_G) * FA_D;
+#pragma unroll
+  for (int n = 0; n < FA_DV / 8; ++n) {
+    const int d = c0 + n * 8 + 2 * tq;
+    if (posA >= 0) {
+      float2 v = make_float2(acc[n][0] * invA, acc[n][1] * invA);
+      if (p.gate != nullptr) {
+        v.x *= sigmoidf_(p.gate[rowA + d]);
+        v.y *= sigmoidf_(p.gate[rowA + d + 1]);
+      }
+      *reinterpret_cast<float2*>(p.o + rowA + d) = v;
+    }
+    if (posB >= 0) {
+      float2 v = make_float2(acc[n][2] * invB, acc[n][3] * invB);
+      if (p.gate != nullptr) {
+        v.x *= sigmoidf_(p.gate[rowB + d]);
+        v.y *= sigmoidf_(p.gate[rowB + d + 1]);
+      }
+      *reinterpret_cast<float2*>(p.o + rowB + d) = v;
+    }
+  }
+}

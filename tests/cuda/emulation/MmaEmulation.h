@@ -1,0 +1,76 @@
+// The tensor-core instructions memra's mma.sync kernels use (MoeGemm.cu, FlashAttention.cu), by
+// their PTX ISA definitions, over CudaHostEmulation.h (include that first): ldmatrix (plain and
+// transposed) and mma.sync m16n8k16 bf16 with f32 accumulation; and cvt.rn.bf16.f32.
+#pragma once
+#include <bit>
+#include <cstdint>
+#include <cstring>
+
+// cvt.rn.bf16.f32: round to nearest even (finite inputs).
+inline unsigned short emu_bf16(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  return static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+inline float emu_bf16_value(uint32_t word, int half) { return std::bit_cast<float>((word >> (16 * half)) << 16); }
+
+// Per-warp exchange space (blocks run one at a time, so indexing by warp is enough).
+struct EmuMmaWarp {
+  const unsigned char* addr[32];
+  uint32_t a[32][4], b[32][2];
+};
+inline EmuMmaWarp emu_mma_warps[32];
+
+// ldmatrix.sync.aligned.m8n8.x4.b16: lane i gives the address of row i % 8 of matrix i / 8 (16
+// bytes); lane l receives word l % 4 of row l / 4 of matrix q in r[q].
+inline void emu_ldmatrix_x4(uint32_t* r, const void* p) {
+  EmuMmaWarp& w = emu_mma_warps[threadIdx.x / 32];
+  w.addr[emu_lane] = static_cast<const unsigned char*>(p);
+  __syncwarp();
+  for (int q = 0; q < 4; ++q) std::memcpy(&r[q], w.addr[8 * q + emu_lane / 4] + 4 * (emu_lane % 4), 4);
+  __syncwarp();
+}
+// ldmatrix.sync.aligned.m8n8.x4.trans.b16: the same rows, each 8 x 8 matrix transposed: lane l
+// receives elements (row 2 (l % 4), column l / 4) in the low half and (row 2 (l % 4) + 1, the same
+// column) in the high half of r[q].
+inline void emu_ldmatrix_x4_trans(uint32_t* r, const void* p) {
+  EmuMmaWarp& w = emu_mma_warps[threadIdx.x / 32];
+  w.addr[emu_lane] = static_cast<const unsigned char*>(p);
+  __syncwarp();
+  for (int q = 0; q < 4; ++q) {
+    uint16_t lo, hi;
+    std::memcpy(&lo, w.addr[8 * q + 2 * (emu_lane % 4)] + 2 * (emu_lane / 4), 2);
+    std::memcpy(&hi, w.addr[8 * q + 2 * (emu_lane % 4) + 1] + 2 * (emu_lane / 4), 2);
+    r[q] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+  }
+  __syncwarp();
+}
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (PTX ISA fragment layouts; g = lane / 4,
+// t = lane % 4, the lower-index element in the low half of a register): a0 (g, 2t..), a1 (g + 8,
+// 2t..), a2 (g, 2t + 8..), a3 (g + 8, 2t + 8..); b0 (k 2t.., n g), b1 (k 2t + 8.., n g); d0, d1
+// (g, 2t / 2t + 1), d2, d3 (g + 8, 2t / 2t + 1). The 16 products are exact; summed in double.
+inline void emu_mma_bf16(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  EmuMmaWarp& w = emu_mma_warps[threadIdx.x / 32];
+  for (int i = 0; i < 4; ++i) w.a[emu_lane][i] = a[i];
+  w.b[emu_lane][0] = b0, w.b[emu_lane][1] = b1;
+  __syncwarp();
+  float A[16][16], B[16][8];
+  for (int l = 0; l < 32; ++l) {
+    const int g = l / 4, t = l % 4;
+    for (int h = 0; h < 2; ++h) {
+      A[g][2 * t + h] = emu_bf16_value(w.a[l][0], h);
+      A[g + 8][2 * t + h] = emu_bf16_value(w.a[l][1], h);
+      A[g][2 * t + 8 + h] = emu_bf16_value(w.a[l][2], h);
+      A[g + 8][2 * t + 8 + h] = emu_bf16_value(w.a[l][3], h);
+      B[2 * t + h][g] = emu_bf16_value(w.b[l][0], h);
+      B[2 * t + 8 + h][g] = emu_bf16_value(w.b[l][1], h);
+    }
+  }
+  const int g = emu_lane / 4, t = emu_lane % 4;
+  for (int q = 0; q < 4; ++q) {
+    const int m = g + (q >> 1) * 8, n = 2 * t + (q & 1);
+    double s = 0;
+    for (int k = 0; k < 16; ++k) s += static_cast<double>(A[m][k]) * B[k][n];
+    d[q] = static_cast<float>(d[q] + s);
+  }
+  __syncwarp();
+}
