@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -783,6 +784,53 @@ TEST_F(OpTableTest, DeltaNet) {
                                                {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}})};
       },
       2);
+}
+
+// The chunked delta rule's grid law on the device: one call of 256 tokens and two calls of 128
+// (a split on the 64-token chunk grid) give the same bits, outputs and state.
+TEST_F(OpTableTest, ChunkedScanGridLaw) {
+  Harness h(5);
+  Value* q = h.Arg("q", {-1, 16, 128});
+  Value* k = h.Arg("k", {-1, 16, 128});
+  Value* v = h.Arg("v", {-1, 32, 128});
+  auto [beta, g] = h.b->DeltaNetGates(h.Arg("b", {-1, 32}), h.Arg("a", {-1, 32}), h.Weight("dt", GgmlType::kF32, {32}),
+                                      h.Weight("ssm_a", GgmlType::kF32, {32}, -2, -0.1f));
+  Value* st = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {32, 128, 128});
+  Value* o = h.b->Build1(ir::OpKind::kGatedDeltaScan, {q, k, v, g, beta, st},
+                         {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}});
+  ASSERT_TRUE(h.Finish({o}).ok());
+  const std::vector<HostTensor> all = h.Args(256);
+  // Rows [r0, r0 + n) of every argument.
+  auto rows = [&](int64_t r0, int64_t n) {
+    std::vector<HostTensor> out;
+    for (const HostTensor& a : all) {
+      const int64_t per = a.numel() / a.dim(0);
+      llvm::SmallVector<int64_t, 4> shape(a.shape().begin(), a.shape().end());
+      shape[0] = n;
+      out.push_back(HostTensor::FromF32(std::vector<float>(a.f32() + r0 * per, a.f32() + (r0 + n) * per), shape));
+    }
+    return out;
+  };
+  CudaExecutorOptions opt;
+  opt.poison_arena = true;
+  opt.progress = false;
+  opt.kernel_cache_dir = cache_dir();
+  auto one = CudaExecutor::Create(*h.m, *h.file, opt);
+  auto two = CudaExecutor::Create(*h.m, *h.file, opt);
+  ASSERT_TRUE(one.ok() && two.ok());
+  auto r1 = (*one)->Run("f", all);
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  auto a = (*two)->Run("f", rows(0, 128));
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = (*two)->Run("f", rows(128, 128));
+  ASSERT_TRUE(b.ok()) << b.status();
+  const int64_t half = (*a)[0].nbytes();
+  EXPECT_EQ(std::memcmp((*r1)[0].data(), (*a)[0].data(), half), 0);
+  EXPECT_EQ(std::memcmp(static_cast<const char*>((*r1)[0].data()) + half, (*b)[0].data(), half), 0);
+  auto s1 = (*one)->ReadState("delta");
+  auto s2 = (*two)->ReadState("delta");
+  ASSERT_TRUE(s1.ok() && s2.ok());
+  EXPECT_EQ(std::memcmp(s1->data(), s2->data(), s1->nbytes()), 0);
 }
 
 // The MoE ops. moe_route on the device must choose the CPU's experts (ids compared exactly through
