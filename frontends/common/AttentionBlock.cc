@@ -73,6 +73,9 @@ Value* BuildAttention(const LayerContext& c, Value* h, Value* pos, const Attenti
     b.KvAppend(k, v, kc, vc, pos);
     att = b.Attention(q, kc, vc, pos, p.scale);
   }
+  // 16-bit or quantized projections: their GPU products already round the activations to bf16, so
+  // the attention may too (ir/Ops.def, precision); an f32 model keeps f32 attention.
+  if (c.W("attn_q.weight")->dtype() != ir::DType::kF32) att->def()->attrs().Set("precision", std::string("bf16"));
   att->Named(c.Node(gated ? "attn_pregate" : "kqv_out"));
   if (gated) {
     Value* sg = b.Sigmoid(gate)->Named(c.Node("gate_sigmoid"));

@@ -158,7 +158,7 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(co
 // [C][COLS], the state tile [DK][COLS].
 #define GDN_SCAN_THREADS 256
 #define GDN_CP (GDN_COLS + 1)
-#define GDN_SCAN_SMEM_FLOATS (3 * GDN_C * GDN_KP + GDN_C * (GDN_C + 1) + 2 * GDN_C * GDN_CP + GDN_DK * GDN_CP)
+#define GDN_SCAN_SMEM_FLOATS (3 * GDN_C * GDN_KP + GDN_C * (GDN_C + 1) + 2 * GDN_C * GDN_CP + GDN_DK * GDN_CP + 2 * GDN_C)
 // Thread tiles: U and O as (4 rows t) x (COLS / 16 columns); S as (DK / 16 rows i) x (COLS / 16).
 #define GDN_JW (GDN_COLS / 16)
 #define GDN_IW (GDN_DK / 16)
@@ -173,6 +173,8 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
   float* sY = sM + GDN_C * (GDN_C + 1);
   float* sU = sY + GDN_C * GDN_CP;
   float* sS = sU + GDN_C * GDN_CP;
+  float* sfq = sS + GDN_DK * GDN_CP;  // per row: e^gamma / |q| and e^(gamma_n - gamma) / |k|
+  float* sfk = sfq + GDN_C;
   const int tiles = GDN_DV / GDN_COLS;
   const int h = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * GDN_COLS, kh = h % GDN_HK;
   const int tid = threadIdx.x;
@@ -196,20 +198,30 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
     const float* scr = p.scratch + ((i64)c * GDN_HV + h) * GDN_SCR;
     const float gam_n = scr[GDN_SCR_GAM + GDN_C - 1];
     __syncthreads();  // the previous chunk's reads of the tiles are done
-    for (int e = tid; e < GDN_C * GDN_DK; e += GDN_SCAN_THREADS) {
-      const int t = e / GDN_DK, i = e % GDN_DK;
-      sW[t * GDN_KP + i] = scr[GDN_SCR_W + e];
-      const float gam = scr[GDN_SCR_GAM + t];
-      const bool in = t < n;
-      const float qv = in ? p.q[((i64)(t0 + t) * GDN_HK + kh) * GDN_DK + i] : 0.0f;
-      const float kv = in ? p.k[((i64)(t0 + t) * GDN_HK + kh) * GDN_DK + i] : 0.0f;
-      sQ[t * GDN_KP + i] = qv * scr[GDN_SCR_IQ + t] * expf(gam);
-      sK[t * GDN_KP + i] = kv * scr[GDN_SCR_IK + t] * expf(gam_n - gam);
+    if (tid < GDN_C) {
+      const float gam = scr[GDN_SCR_GAM + tid];
+      sfq[tid] = expf(gam) * scr[GDN_SCR_IQ + tid];
+      sfk[tid] = expf(gam_n - gam) * scr[GDN_SCR_IK + tid];
     }
+    // The loads of each loop are independent: unrolled so several are in flight per thread.
+#pragma unroll 8
+    for (int e = tid; e < GDN_C * GDN_DK; e += GDN_SCAN_THREADS) sW[(e / GDN_DK) * GDN_KP + e % GDN_DK] = scr[GDN_SCR_W + e];
+#pragma unroll 8
     for (int e = tid; e < GDN_C * GDN_C; e += GDN_SCAN_THREADS) sM[(e / GDN_C) * (GDN_C + 1) + e % GDN_C] = scr[GDN_SCR_M + e];
+#pragma unroll 8
     for (int e = tid; e < GDN_C * GDN_COLS; e += GDN_SCAN_THREADS) {
       const int t = e / GDN_COLS, j = e % GDN_COLS;
       sY[t * GDN_CP + j] = scr[GDN_SCR_Y + t * GDN_DV + j0 + j];
+    }
+    __syncthreads();  // sfq, sfk
+#pragma unroll 8
+    for (int e = tid; e < GDN_C * GDN_DK; e += GDN_SCAN_THREADS) {
+      const int t = e / GDN_DK, i = e % GDN_DK;
+      const bool in = t < n;
+      const float qv = in ? p.q[((i64)(t0 + t) * GDN_HK + kh) * GDN_DK + i] : 0.0f;
+      const float kv = in ? p.k[((i64)(t0 + t) * GDN_HK + kh) * GDN_DK + i] : 0.0f;
+      sQ[t * GDN_KP + i] = qv * sfq[t];
+      sK[t * GDN_KP + i] = kv * sfk[t];
     }
     __syncthreads();
     // U = Y - W S (rows grp * 4 .., columns jq * JW ..).

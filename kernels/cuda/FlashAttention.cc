@@ -1,8 +1,10 @@
 // The unit of kernels/cuda/FlashAttention.cu: attention and attention_gated over more than one
 // token (prefill) on tensor cores, causal or with a sliding window, the gate fused. Applies when
-// the GQA group divides the block's rows, the head dim is a multiple of 16 up to 512 and the
-// target has bf16 mma (sm_80+) and the shared memory; otherwise Attention.cc's units run.
+// the op allows bf16 operands (precision = "bf16"), the GQA group divides the block's rows, the
+// head dim is a multiple of 16 up to 512 and the target has bf16 mma (sm_80+) and the shared
+// memory; otherwise Attention.cc's units run.
 #include <algorithm>
+#include <string>
 
 #include "ir/StatusMacros.h"
 #include "kernels/cuda/FlashAttentionParams.h"
@@ -12,22 +14,23 @@ namespace memra::kernels::cuda {
 
 namespace {
 
-constexpr int64_t kWarps = 4;     // FA_WARPS: 64 query rows per block
 constexpr int64_t kKeyTile = 64;  // FA_BC
 constexpr int64_t kMaxDv = 256;   // output columns per block (the O accumulator's registers)
 
 struct Geometry {
-  int64_t tokens, hq, hkv, d, dv, splits, tb;
+  int64_t warps, tokens, hq, hkv, d, dv, splits, tb;
   int64_t smem;
 };
 
-std::optional<Geometry> GeometryFor(const OpShapes& s, const Target& t) {
+// `warps` (FA_WARPS): 16 query rows each.
+std::optional<Geometry> GeometryFor(const OpShapes& s, const Target& t, int64_t warps) {
   Geometry g;
+  g.warps = warps;
   g.tokens = s.in[0][0];
   g.hq = s.in[0][1];
   g.hkv = s.in[1][1];
   g.d = s.in[0][2];
-  const int64_t rows = 16 * kWarps;
+  const int64_t rows = 16 * warps;
   if (g.hkv <= 0 || g.hq % g.hkv != 0 || rows % (g.hq / g.hkv) != 0) return std::nullopt;
   if (g.d % 16 != 0 || g.d < 16 || g.d > 512) return std::nullopt;
   g.splits = (g.d + kMaxDv - 1) / kMaxDv;
@@ -48,14 +51,23 @@ class FlashAttentionImpl : public GpuOpImpl {
   }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     if (c.shapes.bucket < 2) return std::optional<OpSelection>();  // decode: split-KV (Attention.cc)
-    const std::optional<Geometry> g = GeometryFor(c.shapes, c.target);
+    // Only where the op allows bf16 operands (ir/Ops.def, precision): an f32 model keeps the f32
+    // CUDA-core kernels, and with them its exact agreement with the CPU executor.
+    const std::string precision = c.op.attrs().GetString("precision").value_or("f32");
+    if (precision != "f32" && precision != "bf16")
+      return Unsupported(c.op, "attention precision must be \"f32\" or \"bf16\"");
+    if (precision != "bf16") return std::optional<OpSelection>();
+    // Long prompts: 8 warps (128 rows) per block halve the K/V tile traffic per FLOP; shorter
+    // ones keep 4 so more blocks fill the SMs.
+    std::optional<Geometry> g = c.shapes.bucket >= 1024 ? GeometryFor(c.shapes, c.target, 8) : std::nullopt;
+    if (!g) g = GeometryFor(c.shapes, c.target, 4);
     if (!g) return std::optional<OpSelection>();
     Launch l;
     l.kernel.module.file = "FlashAttention.cu";
     l.kernel.module.defines = MakeDefines({Def("FA_HQ", g->hq), Def("FA_HKV", g->hkv), Def("FA_D", g->d),
-                                           Def("FA_DV", g->dv), Def("FA_WARPS", kWarps)});
+                                           Def("FA_DV", g->dv), Def("FA_WARPS", g->warps)});
     l.kernel.entry = "flash_attention";
-    l.block = static_cast<uint32_t>(kWarps * 32);
+    l.block = static_cast<uint32_t>(g->warps * 32);
     l.grid = static_cast<uint32_t>((g->tokens + g->tb - 1) / g->tb * g->hkv * g->splits);
     l.smem = static_cast<uint32_t>(g->smem);
     OpSelection s;

@@ -75,6 +75,8 @@ __device__ __forceinline__ u32 fa_pack(float lo, float hi) {
 template <int W, int S>
 __device__ __forceinline__ void fa_stage_kv(u16* dst, const float* cache, int kvh, int j0, int j_end, int c0) {
   constexpr int kPerRow = W / 4;
+  // Unrolled: the loads are independent, so several are in flight per thread.
+#pragma unroll 8
   for (int i = threadIdx.x; i < FA_BC * kPerRow; i += FA_WARPS * 32) {
     const int r = i / kPerRow, c = (i % kPerRow) * 4, j = j0 + r;
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);

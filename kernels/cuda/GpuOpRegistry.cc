@@ -48,7 +48,9 @@ absl::Status Unsupported(const ir::Op& op, absl::string_view why) {
 
 absl::Status RefuseSlidingWindow(const ir::Op& op) {
   if (op.attrs().I64Or("window", 0) <= 0) return absl::OkStatus();
-  return Unsupported(op, "sliding-window attention has no CUDA kernel yet (use --backend cpu)");
+  return Unsupported(op,
+                     "sliding-window attention runs on CUDA only on tensor cores, for precision = \"bf16\" (16-bit "
+                     "or quantized models) and head dims that are multiples of 16 up to 512 (use --backend cpu)");
 }
 
 absl::Status BindError(const ir::Op& op, absl::string_view why) {

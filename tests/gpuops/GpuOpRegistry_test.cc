@@ -182,15 +182,25 @@ TEST(Selection, TargetFieldsOnTheModule) {
 }
 
 // Sliding-window attention on CUDA: decode on the split-KV kernel, prefill on the tensor-core
-// kernel; a geometry only the CUDA-core prefill units take (head dim 8, not a multiple of 16) is
-// refused by name instead of attending the whole context.
+// kernel (precision "bf16"); prefill that only the CUDA-core units would take (f32 precision, or
+// head dim 8, not a multiple of 16) is refused by name instead of attending the whole context.
 TEST(Selection, SlidingWindowOnCuda) {
-  auto parse = [](int64_t d) {
+  auto parse = [](int64_t d, const char* precision = "bf16") {
     return ir::ParseModule(absl::StrCat("state kv @kc : f32[32, 1, ", d, "]\nstate kv @vc : f32[32, 1, ", d,
                                         "]\nfunc @f(%q: f32[T, 2, ", d, "], %pos: i32[T]) -> (f32[T, 2, ", d,
-                                        "]) {\n  %o = attention(%q, @kc, @vc, %pos) {scale = 1.0, window = 16} : f32[T, 2, ",
-                                        d, "]\n  return %o\n}\n"));
+                                        "]) {\n  %o = attention(%q, @kc, @vc, %pos) {precision = \"", precision,
+                                        "\", scale = 1.0, window = 16} : f32[T, 2, ", d, "]\n  return %o\n}\n"));
   };
+  {
+    auto f32 = parse(16, "f32");
+    ASSERT_TRUE(f32.ok()) << f32.status();
+    ir::Op* op = (*f32)->function("f")->Ops()[0];
+    auto at = ShapesAt(*op, 64, WeightMode::kBlocks);
+    ASSERT_TRUE(at.ok()) << at.status();
+    auto s = SelectGpuOp(*op, *at, *TargetPreset("sm_90"));
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find("sliding-window attention"), std::string::npos) << s.status();
+  }
   auto m = parse(16);
   ASSERT_TRUE(m.ok()) << m.status();
   ir::Op* att = (*m)->function("f")->Ops()[0];

@@ -14,6 +14,7 @@ flags="-I$root -O1 -std=c++20 -pthread -w -ffp-contract=off"
 # HK HV DK DV COLS L2 T1 T2
 cases=(
   "2 4 32 32 16 1 150 64"
+  "2 4 128 128 16 1 100 64"
   "1 2 128 128 32 1 70 64"
   "2 2 64 32 32 0 40 100"
 )
