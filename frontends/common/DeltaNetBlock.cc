@@ -66,6 +66,8 @@ Value* BuildGatedDeltaNet(const LayerContext& c, Value* h, const DeltaNetParams&
   const double scale = 1.0 / std::sqrt(static_cast<double>(Ds));
   Value* o = c.seq ? b.SeqGatedDeltaScan(q, k, v, g, beta, c.S("delta_state"), c.seq->seq_slot, c.seq->seq_start, scale)
                    : b.GatedDeltaScan(q, k, v, g, beta, c.S("delta_state"), scale);
+  // 16-bit or quantized projections: the scan's chunked products may take bf16 operands (ir/Ops.def).
+  if (c.W("attn_qkv.weight")->dtype() != ir::DType::kF32) o->def()->attrs().Set("precision", std::string("bf16"));
   o->Named(c.Node("attn_output"));
   Value* zh = b.Reshape(z, Shape{T, Hv, Ds});
   o = b.GatedRmsNorm(o, zh, c.W("ssm_norm.weight"), p.eps)->Named(c.Node("final_output"));

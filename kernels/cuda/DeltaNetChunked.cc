@@ -1,9 +1,11 @@
 // The unit of kernels/cuda/DeltaNetChunked.cu: gated_delta_scan over a prefill bucket (T >= 64)
 // as the chunked (WY) rule, two launches (per-chunk preparation in parallel, then the state pass
-// over the chunks) with a per-(head, chunk) scratch. Smaller buckets, and head dims the kernels'
+// over the chunks) with a per-(head, chunk) scratch; the state pass on tensor cores where the op
+// allows bf16 operands (precision "bf16"), else in f32 on CUDA cores. Smaller buckets, and head dims the kernels'
 // thread tiles do not take, keep the sequential scan (DeltaNet.cc).
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "ir/StatusMacros.h"
 #include "kernels/cuda/DeltaNetParams.h"
@@ -23,13 +25,25 @@ class GatedDeltaScanChunkedImpl : public GpuOpImpl {
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     const int64_t Hk = c.shapes.in[0][1], Dk = c.shapes.in[0][2], Hv = c.shapes.in[2][1], Dv = c.shapes.in[2][2];
     if (c.shapes.bucket < kChunk || Dk % 16 != 0 || Dk > 256 || Dv % 16 != 0) return std::optional<OpSelection>();
-    // 16 state columns per scan block: 2 blocks per SM at the 9B's 32 heads x 128 columns (the
-    // pass is latency-bound; 32 columns halve the blocks for no gain in reuse that matters).
-    const int64_t cols = 16;
-    // DeltaNetChunked.cu's GDN_PREP_SMEM_FLOATS and GDN_SCAN_SMEM_FLOATS.
+    const std::string precision = c.op.attrs().GetString("precision").value_or("f32");
+    if (precision != "f32" && precision != "bf16")
+      return Unsupported(c.op, "gated_delta_scan precision must be \"f32\" or \"bf16\"");
+    // bf16: the state pass on tensor cores, 32 state columns per block (GDN_NC). f32: CUDA cores,
+    // 16 columns per block, 2 blocks per SM at the 9B's 32 heads x 128 columns (that pass is
+    // latency-bound).
+    const bool bf16 = precision == "bf16" && Dv % 32 == 0;
+    const int64_t cols = bf16 ? 32 : 16;
+    // DeltaNetChunked.cu's GDN_PREP_SMEM_FLOATS, GDN_SCAN_SMEM_FLOATS / GDN_SCAN_SMEM_BYTES and
+    // GDN_SCR / GDN_SCR16.
     const int64_t prep_smem = (2 * kChunk * (Dk + 1) + kChunk * (kChunk + 1) + 3 * kChunk) * 4;
+    const int64_t stage_u16 = 3 * kChunk * (Dk + 8) + kChunk * (kChunk + 8) + 2 * kChunk * (cols + 4) + 8;
     const int64_t scan_smem =
-        (3 * kChunk * (Dk + 1) + kChunk * (kChunk + 1) + 2 * kChunk * (cols + 1) + Dk * (cols + 1) + 2 * kChunk) * 4;
+        bf16
+            ? 2 * (2 * stage_u16 + Dk * (cols + 8) + kChunk * (cols + 8))
+            : (3 * kChunk * (Dk + 1) + kChunk * (kChunk + 1) + 2 * kChunk * (cols + 1) + Dk * (cols + 1) + 2 * kChunk) *
+                  4;
+    const int64_t scratch_floats = bf16 ? 3 * kChunk * Dk / 2 + kChunk * kChunk / 2 + kChunk * Dv + 4
+                                        : kChunk * Dk + kChunk * kChunk + kChunk * Dv + 3 * kChunk;
     if (std::max(prep_smem, scan_smem) > std::max(c.target.smem_per_block, c.target.smem_per_block_optin))
       return std::optional<OpSelection>();
     const int64_t chunks = (c.shapes.bucket + kChunk - 1) / kChunk;
@@ -37,7 +51,7 @@ class GatedDeltaScanChunkedImpl : public GpuOpImpl {
     prep.kernel.module.file = "DeltaNetChunked.cu";
     prep.kernel.module.defines =
         MakeDefines({Def("GDN_HK", Hk), Def("GDN_HV", Hv), Def("GDN_DK", Dk), Def("GDN_DV", Dv), Def("GDN_COLS", cols),
-                     Def("GDN_L2", c.op.attrs().Has("qk_l2_eps") ? 1 : 0)});
+                     Def("GDN_L2", c.op.attrs().Has("qk_l2_eps") ? 1 : 0), Def("GDN_BF16", bf16 ? 1 : 0)});
     prep.kernel.entry = "gdn_chunk_prep";
     prep.block = kThreads;
     prep.grid = static_cast<uint32_t>(Hv * chunks);
@@ -48,8 +62,7 @@ class GatedDeltaScanChunkedImpl : public GpuOpImpl {
     scan.smem = static_cast<uint32_t>(scan_smem);
     OpSelection s;
     s.launches = {prep, scan};
-    // GDN_SCR floats per (chunk, head): W, M, Y, gamma and the two inverse norms.
-    s.scratch_bytes = chunks * Hv * (kChunk * Dk + kChunk * kChunk + kChunk * Dv + 3 * kChunk) * 4;
+    s.scratch_bytes = chunks * Hv * scratch_floats * 4;  // per (chunk, head)
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -70,7 +83,7 @@ class GatedDeltaScanChunkedImpl : public GpuOpImpl {
     w.Kernel(0, p);
     w.Kernel(1, p);
     // FLOPs of the chunked form per head and chunk: K K^T and Q K^T, the solve, then W S, Q S, M U
-    // and K^T U (the profile's roofline; CUDA cores today, so far below the tensor rate).
+    // and K^T U (the profile's roofline).
     const double n = static_cast<double>(x[0]), dk = static_cast<double>(x[2]), dv = static_cast<double>(v[2]),
                  hv = static_cast<double>(v[1]);
     const double per_chunk = 2.0 * (2 * kChunk * kChunk * dk + kChunk * kChunk / 2.0 * (dk + dv) +

@@ -11,11 +11,16 @@
 //                   the state tile in registers: U = Y - W S, O = scale (e^gamma Q S + M U),
 //                   S = e^gamma_n S + (e^(gamma_n - gamma) K)^T U.
 //
-// f32 throughout (CUDA cores): the results agree with the sequential scan to f32 rounding. Chunks
-// start at the call's first token (the grid law: a call split at a multiple of 64 gives the same
-// bits as one call).
+// GDN_BF16 = 0: f32 throughout (CUDA cores); the results agree with the sequential scan to f32
+// rounding. GDN_BF16 = 1 (the op's precision "bf16"): the prep writes its products' operands in
+// bf16 (W, e^gamma q^, e^(gamma_n - gamma) k^, M; Y and e^gamma_n in f32) and the state pass runs
+// them on tensor cores (mma.sync m16n8k16, f32 accumulation, the state tile f32 in registers and
+// rounded to bf16 only as an operand), its inputs double-buffered with cp.async. Chunks start at
+// the call's first token (the grid law: a call split at a multiple of 64 gives the same bits as
+// one call).
 #include "Common.cuh"
 #include "DeltaNetParams.h"
+#include "Mma.cuh"
 
 #define GDN_C 64
 #ifndef GDN_L2
@@ -33,8 +38,25 @@
 #define GDN_SCR_IK (GDN_SCR_GAM + GDN_C)
 #define GDN_SCR_IQ (GDN_SCR_IK + GDN_C)
 #define GDN_SCR (GDN_SCR_IQ + GDN_C)
+#ifndef GDN_BF16
+#define GDN_BF16 0
+#endif
+// GDN_BF16's scratch, in floats: bf16 W, Q~, K~ [C][DK] and M [C][C], then f32 Y [C][DV] and
+// e^gamma_n (padded to 16 bytes), every part 16-byte aligned for cp.async.
+#define GDN_S16_W 0
+#define GDN_S16_Q (GDN_S16_W + GDN_C * GDN_DK / 2)
+#define GDN_S16_K (GDN_S16_Q + GDN_C * GDN_DK / 2)
+#define GDN_S16_M (GDN_S16_K + GDN_C * GDN_DK / 2)
+#define GDN_S16_Y (GDN_S16_M + GDN_C * GDN_C / 2)
+#define GDN_S16_EN (GDN_S16_Y + GDN_C * GDN_DV)
+#define GDN_SCR16 (GDN_S16_EN + 4)
+#if GDN_BF16
+#define GDN_SCR_PER GDN_SCR16
+#else
+#define GDN_SCR_PER GDN_SCR
+#endif
 
-#if defined(GDN_HOST_EMULATION)
+#if defined(MEMRA_MMA_HOST_EMULATION)
 #define GDN_SMEM_DECL(n) static __align__(16) float gdn_smem[n]
 #else
 #define GDN_SMEM_DECL(n) extern __shared__ __align__(16) float gdn_smem[]
@@ -58,7 +80,7 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(co
   if (t0 >= p.n_tok) return;
   const int n = min(GDN_C, p.n_tok - t0);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  float* scr = p.scratch + ((i64)c * GDN_HV + h) * GDN_SCR;
+  float* scr = p.scratch + ((i64)c * GDN_HV + h) * GDN_SCR_PER;
 
   // k and q rows (zeros past n).
   for (int e = tid; e < GDN_C * GDN_DK; e += GDN_PREP_THREADS) {
@@ -118,14 +140,28 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(co
         m *= decay;
       }
       sA[t * (GDN_C + 1) + s] = a;
+#if GDN_BF16
+      reinterpret_cast<u16*>(scr + GDN_S16_M)[t * GDN_C + s] = f32_to_bf16(s <= t ? m : 0.0f);
+#else
       scr[GDN_SCR_M + t * GDN_C + s] = s <= t ? m : 0.0f;
+#endif
     }
   }
+#if GDN_BF16
+  // The state pass's decayed rows: Q~ = e^gamma q^, K~ = e^(gamma_n - gamma) k^ (zeros past n).
+  for (int e = tid; e < GDN_C * GDN_DK; e += GDN_PREP_THREADS) {
+    const int t = e / GDN_DK, i = e % GDN_DK;
+    reinterpret_cast<u16*>(scr + GDN_S16_Q)[e] = f32_to_bf16(expf(sgam[t]) * sq[t * GDN_KP + i]);
+    reinterpret_cast<u16*>(scr + GDN_S16_K)[e] = f32_to_bf16(expf(sgam[GDN_C - 1] - sgam[t]) * sk[t * GDN_KP + i]);
+  }
+  if (tid == 0) scr[GDN_S16_EN] = expf(sgam[GDN_C - 1]);
+#else
   if (tid < GDN_C) {
     scr[GDN_SCR_GAM + tid] = sgam[tid];
     scr[GDN_SCR_IK + tid] = sik[tid];
     scr[GDN_SCR_IQ + tid] = siq[tid];
   }
+#endif
   __syncthreads();
   // [W | Y] = (I + A)^-1 B by forward substitution, one column per thread: x_t = b_t - sum_{s<t}
   // A[t][s] x_s with b = beta e^gamma k (W's columns) or beta v (Y's).
@@ -145,14 +181,27 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(co
     }
     if (col < GDN_DK) {
 #pragma unroll
-      for (int t = 0; t < GDN_C; ++t) scr[GDN_SCR_W + t * GDN_DK + col] = x[t];
+      for (int t = 0; t < GDN_C; ++t) {
+#if GDN_BF16
+        reinterpret_cast<u16*>(scr + GDN_S16_W)[t * GDN_DK + col] = f32_to_bf16(x[t]);
+#else
+        scr[GDN_SCR_W + t * GDN_DK + col] = x[t];
+#endif
+      }
     } else {
 #pragma unroll
-      for (int t = 0; t < GDN_C; ++t) scr[GDN_SCR_Y + t * GDN_DV + (col - GDN_DK)] = x[t];
+      for (int t = 0; t < GDN_C; ++t) {
+#if GDN_BF16
+        scr[GDN_S16_Y + t * GDN_DV + (col - GDN_DK)] = x[t];
+#else
+        scr[GDN_SCR_Y + t * GDN_DV + (col - GDN_DK)] = x[t];
+#endif
+      }
     }
   }
 }
 
+#if !GDN_BF16
 // ---- gdn_chunk_scan: 256 threads per (head, GDN_COLS columns). Shared memory per chunk: W, the
 // decayed q (e^gamma q^) and k (e^(gamma_n - gamma) k^) rows [C][KP], M [C][C + 1], Y and U
 // [C][COLS], the state tile [DK][COLS].
@@ -316,3 +365,181 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
 #pragma unroll
     for (int b = 0; b < GDN_JW; ++b) st[(i64)(j0 + jq * GDN_JW + b) * GDN_DK + grp * GDN_IW + a] = S[a][b];
 }
+#endif  // !GDN_BF16
+
+#if GDN_BF16
+// ---- gdn_chunk_scan on tensor cores: 8 warps per (head, 32 state columns). Per chunk (inputs
+// double-buffered: chunk c + 1 streams in with cp.async while chunk c computes):
+//   U = Y - W S        warp w: rows 16 (w / 2).., columns 16 (w % 2)..  (U rounded to bf16 in sU)
+//   O = Q~ S + M U     the same tile; stored * scale for rows < n
+//   S = e^gamma_n S + K~^T U   warp w: state rows 16 w.. (and 16 (w + 8).. for DK > 128), all 32
+//                      columns, f32 accumulators kept across chunks; S as bf16 in sS for the products.
+#define GDN_NC 32
+#define GDN_SCAN_THREADS 256
+#define GDN_AS (GDN_DK + 8)  // bf16 row strides (ldmatrix rows in distinct bank groups)
+#define GDN_MS (GDN_C + 8)
+#define GDN_NS (GDN_NC + 8)
+#define GDN_YS (GDN_NC + 4)  // f32
+#define GDN_SMT ((GDN_DK / 16 + 7) / 8)  // state m-tiles per warp
+// One stage (u16 units): W, Q~, K~ [C][AS], M [C][MS], Y [C][YS] f32, e^gamma_n (16 bytes).
+#define GDN_STAGE_U16 (3 * GDN_C * GDN_AS + GDN_C * GDN_MS + 2 * GDN_C * GDN_YS + 8)
+#define GDN_SCAN_SMEM_BYTES (2 * (2 * GDN_STAGE_U16 + GDN_DK * GDN_NS + GDN_C * GDN_NS))
+
+// Issues chunk c's inputs into stage `st` (16-byte cp.async pieces).
+__device__ __forceinline__ void gdn_stage(u16* st, const float* scr, int j0) {
+  const u16* src16 = reinterpret_cast<const u16*>(scr);
+  for (int e = threadIdx.x; e < 3 * GDN_C * (GDN_DK / 8); e += GDN_SCAN_THREADS) {
+    const int part = e / (GDN_C * (GDN_DK / 8)), r = e / (GDN_DK / 8) % GDN_C, c8 = e % (GDN_DK / 8) * 8;
+    mma_cp_async16(st + (part * GDN_C + r) * GDN_AS + c8, src16 + 2 * GDN_S16_W + (part * GDN_C + r) * GDN_DK + c8);
+  }
+  u16* sm = st + 3 * GDN_C * GDN_AS;
+  for (int e = threadIdx.x; e < GDN_C * (GDN_C / 8); e += GDN_SCAN_THREADS) {
+    const int r = e / (GDN_C / 8), c8 = e % (GDN_C / 8) * 8;
+    mma_cp_async16(sm + r * GDN_MS + c8, src16 + 2 * GDN_S16_M + r * GDN_C + c8);
+  }
+  float* sy = reinterpret_cast<float*>(sm + GDN_C * GDN_MS);
+  for (int e = threadIdx.x; e < GDN_C * (GDN_NC / 4); e += GDN_SCAN_THREADS) {
+    const int r = e / (GDN_NC / 4), c4 = e % (GDN_NC / 4) * 4;
+    mma_cp_async16(sy + r * GDN_YS + c4, scr + GDN_S16_Y + r * GDN_DV + j0 + c4);
+  }
+  if (threadIdx.x == 0) mma_cp_async16(sy + GDN_C * GDN_YS, scr + GDN_S16_EN);
+}
+
+extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(const GdnChunkParams p) {
+  memra_grid_dependency();
+  GDN_SMEM_DECL(GDN_SCAN_SMEM_BYTES / 4);
+  u16* stages = reinterpret_cast<u16*>(gdn_smem);
+  u16* sS = stages + 2 * GDN_STAGE_U16;  // [DK][NS] the state tile as bf16
+  u16* sU = sS + GDN_DK * GDN_NS;        // [C][NS]
+  const int tiles = GDN_DV / GDN_NC;
+  const int h = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * GDN_NC;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+  float* st = p.state + (i64)h * GDN_DV * GDN_DK;
+  const int n_chunks = (p.n_tok + GDN_C - 1) / GDN_C;
+  if (n_chunks > 0) gdn_stage(stages, p.scratch + (i64)h * GDN_SCR16, j0);
+  mma_cp_commit();
+
+  // The state tile in the accumulator layout: m-tile w + 8 q (rows 16 (w + 8 q) + g, + 8),
+  // n-tile nt (columns 8 nt + 2 tq, + 1).
+  float S[GDN_SMT][GDN_NC / 8][4];
+#pragma unroll
+  for (int q = 0; q < GDN_SMT; ++q)
+#pragma unroll
+    for (int nt = 0; nt < GDN_NC / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int mt = warp + 8 * q, i = mt * 16 + g + (e >> 1) * 8, j = nt * 8 + 2 * tq + (e & 1);
+        S[q][nt][e] = mt < GDN_DK / 16 ? st[(i64)(j0 + j) * GDN_DK + i] : 0.0f;
+        if (mt < GDN_DK / 16) sS[i * GDN_NS + j] = f32_to_bf16(S[q][nt][e]);
+      }
+
+  const int mt_u = warp >> 1, nt_u = (warp & 1) * 2;  // the U / O tile of this warp
+  for (int c = 0; c < n_chunks; ++c) {
+    if (c + 1 < n_chunks) gdn_stage(stages + ((c + 1) & 1) * GDN_STAGE_U16, p.scratch + ((i64)(c + 1) * GDN_HV + h) * GDN_SCR16, j0);
+    mma_cp_commit();
+    mma_cp_wait<1>();
+    __syncthreads();  // chunk c's stage and the previous chunk's sS are visible to every warp
+    const u16* sW = stages + (c & 1) * GDN_STAGE_U16;
+    const u16* sQ = sW + GDN_C * GDN_AS;
+    const u16* sK = sQ + GDN_C * GDN_AS;
+    const u16* sM = sK + GDN_C * GDN_AS;
+    const float* sY = reinterpret_cast<const float*>(sM + GDN_C * GDN_MS);
+    const float en = sY[GDN_C * GDN_YS];
+    const int t0 = c * GDN_C, n = min(GDN_C, p.n_tok - t0);
+
+    // U = Y - W S.
+    float u[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int kk = 0; kk < GDN_DK / 16; ++kk) {
+      u32 a[4], b[4];
+      mma_ldmatrix_x4(a, sW + (mt_u * 16 + (lane & 15)) * GDN_AS + kk * 16 + (lane >> 4) * 8);
+      mma_ldmatrix_x4_trans(b, sS + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * GDN_NS + nt_u * 8 + (lane >> 4) * 8);
+      mma_bf16(u[0], a, b[0], b[1]);
+      mma_bf16(u[1], a, b[2], b[3]);
+    }
+#pragma unroll
+    for (int n2 = 0; n2 < 2; ++n2)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int r = mt_u * 16 + g + hh * 8, j = (nt_u + n2) * 8 + 2 * tq;
+        const float y0 = sY[r * GDN_YS + j] - u[n2][2 * hh], y1 = sY[r * GDN_YS + j + 1] - u[n2][2 * hh + 1];
+        *reinterpret_cast<u32*>(sU + r * GDN_NS + j) = mma_pack_bf16(y0, y1);
+      }
+    __syncthreads();  // U complete
+
+    // O = Q~ S + M U.
+    float o[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int kk = 0; kk < GDN_DK / 16; ++kk) {
+      u32 a[4], b[4];
+      mma_ldmatrix_x4(a, sQ + (mt_u * 16 + (lane & 15)) * GDN_AS + kk * 16 + (lane >> 4) * 8);
+      mma_ldmatrix_x4_trans(b, sS + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * GDN_NS + nt_u * 8 + (lane >> 4) * 8);
+      mma_bf16(o[0], a, b[0], b[1]);
+      mma_bf16(o[1], a, b[2], b[3]);
+    }
+#pragma unroll
+    for (int kk = 0; kk < GDN_C / 16; ++kk) {
+      u32 a[4], b[4];
+      mma_ldmatrix_x4(a, sM + (mt_u * 16 + (lane & 15)) * GDN_MS + kk * 16 + (lane >> 4) * 8);
+      mma_ldmatrix_x4_trans(b, sU + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * GDN_NS + nt_u * 8 + (lane >> 4) * 8);
+      mma_bf16(o[0], a, b[0], b[1]);
+      mma_bf16(o[1], a, b[2], b[3]);
+    }
+#pragma unroll
+    for (int n2 = 0; n2 < 2; ++n2)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int r = mt_u * 16 + g + hh * 8, j = (nt_u + n2) * 8 + 2 * tq;
+        if (r < n)
+          *reinterpret_cast<float2*>(p.o + ((i64)(t0 + r) * GDN_HV + h) * GDN_DV + j0 + j) =
+              make_float2(o[n2][2 * hh] * p.scale, o[n2][2 * hh + 1] * p.scale);
+      }
+
+    // S = e^gamma_n S + K~^T U (A = K~^T from K~'s rows by ldmatrix.trans).
+#pragma unroll
+    for (int q = 0; q < GDN_SMT; ++q) {
+      const int mt = warp + 8 * q;
+      if (mt >= GDN_DK / 16) continue;
+#pragma unroll
+      for (int nt = 0; nt < GDN_NC / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) S[q][nt][e] *= en;
+#pragma unroll
+      for (int kk = 0; kk < GDN_C / 16; ++kk) {
+        u32 a[4];
+        mma_ldmatrix_x4_trans(a, sK + (kk * 16 + (lane & 7) + ((lane >> 4) << 3)) * GDN_AS + mt * 16 + ((lane >> 3) & 1) * 8);
+#pragma unroll
+        for (int nn = 0; nn < GDN_NC / 16; ++nn) {
+          u32 b[4];
+          mma_ldmatrix_x4_trans(b, sU + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * GDN_NS + nn * 16 + (lane >> 4) * 8);
+          mma_bf16(S[q][2 * nn], a, b[0], b[1]);
+          mma_bf16(S[q][2 * nn + 1], a, b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();  // every warp's reads of sS and of this stage are done
+#pragma unroll
+    for (int q = 0; q < GDN_SMT; ++q) {
+      const int mt = warp + 8 * q;
+      if (mt >= GDN_DK / 16) continue;
+#pragma unroll
+      for (int nt = 0; nt < GDN_NC / 8; ++nt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int i = mt * 16 + g + hh * 8, j = nt * 8 + 2 * tq;
+          *reinterpret_cast<u32*>(sS + i * GDN_NS + j) = mma_pack_bf16(S[q][nt][2 * hh], S[q][nt][2 * hh + 1]);
+        }
+    }
+  }
+  mma_cp_wait<0>();
+#pragma unroll
+  for (int q = 0; q < GDN_SMT; ++q)
+#pragma unroll
+    for (int nt = 0; nt < GDN_NC / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int mt = warp + 8 * q, i = mt * 16 + g + (e >> 1) * 8, j = nt * 8 + 2 * tq + (e & 1);
+        if (mt < GDN_DK / 16) st[(i64)(j0 + j) * GDN_DK + i] = S[q][nt][e];
+      }
+}
+#endif  // GDN_BF16

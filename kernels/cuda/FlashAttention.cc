@@ -2,7 +2,9 @@
 // token (prefill) on tensor cores, causal or with a sliding window, the gate fused. Applies when
 // the op allows bf16 operands (precision = "bf16"), the GQA group divides the block's rows, the
 // head dim is a multiple of 16 up to 512 and the target has bf16 mma (sm_80+) and the shared
-// memory; otherwise Attention.cc's units run.
+// memory; otherwise Attention.cc's units run. Two launches: the bf16 copy of the cache rows the
+// call's keys span into the step's scratch (half the bytes every block then streams, and 16-byte
+// cp.async into double buffers), then the attention.
 #include <algorithm>
 #include <string>
 
@@ -18,14 +20,16 @@ constexpr int64_t kKeyTile = 64;  // FA_BC
 constexpr int64_t kMaxDv = 256;   // output columns per block (the O accumulator's registers)
 
 struct Geometry {
-  int64_t warps, tokens, hq, hkv, d, dv, splits, tb;
+  int64_t warps, stages, tokens, hq, hkv, d, dv, splits, tb, rows;
   int64_t smem;
 };
 
-// `warps` (FA_WARPS): 16 query rows each.
-std::optional<Geometry> GeometryFor(const OpShapes& s, const Target& t, int64_t warps) {
+// `warps` (FA_WARPS): 16 query rows each; `stages` (FA_STAGES): K/V buffers.
+std::optional<Geometry> GeometryFor(const OpShapes& s, const Target& t, int64_t warps, int64_t stages) {
   Geometry g;
   g.warps = warps;
+  g.stages = stages;
+  g.rows = s.in[1][0];
   g.tokens = s.in[0][0];
   g.hq = s.in[0][1];
   g.hkv = s.in[1][1];
@@ -37,7 +41,7 @@ std::optional<Geometry> GeometryFor(const OpShapes& s, const Target& t, int64_t 
   g.dv = g.d / g.splits;
   if (g.dv % 16 != 0) return std::nullopt;
   g.tb = rows / (g.hq / g.hkv);
-  g.smem = (rows * (g.d + 8) + kKeyTile * (g.d + 8) + kKeyTile * (g.dv + 8)) * 2;  // FA_SMEM_BYTES
+  g.smem = (rows * (g.d + 8) + stages * (kKeyTile * (g.d + 8) + kKeyTile * (g.dv + 8))) * 2;  // FA_SMEM_BYTES
   const int64_t limit = std::max(t.smem_per_block, t.smem_per_block_optin);
   if (t.arch < 80 || g.smem > limit) return std::nullopt;
   return g;
@@ -58,24 +62,37 @@ class FlashAttentionImpl : public GpuOpImpl {
       return Unsupported(c.op, "attention precision must be \"f32\" or \"bf16\"");
     if (precision != "bf16") return std::optional<OpSelection>();
     // Long prompts: 8 warps (128 rows) per block halve the K/V tile traffic per FLOP; shorter
-    // ones keep 4 so more blocks fill the SMs.
-    std::optional<Geometry> g = c.shapes.bucket >= 1024 ? GeometryFor(c.shapes, c.target, 8) : std::nullopt;
-    if (!g) g = GeometryFor(c.shapes, c.target, 4);
+    // ones keep 4 so more blocks fill the SMs. Two K/V buffers (the next tile in flight) where the
+    // shared memory holds them.
+    std::optional<Geometry> g;
+    for (auto [warps, stages] : {std::pair<int64_t, int64_t>{8, 2}, {8, 1}, {4, 2}, {4, 1}}) {
+      if (warps == 8 && c.shapes.bucket < 1024) continue;
+      if ((g = GeometryFor(c.shapes, c.target, warps, stages))) break;
+    }
     if (!g) return std::optional<OpSelection>();
     Launch l;
     l.kernel.module.file = "FlashAttention.cu";
-    l.kernel.module.defines = MakeDefines({Def("FA_HQ", g->hq), Def("FA_HKV", g->hkv), Def("FA_D", g->d),
-                                           Def("FA_DV", g->dv), Def("FA_WARPS", g->warps)});
+    l.kernel.module.defines =
+        MakeDefines({Def("FA_HQ", g->hq), Def("FA_HKV", g->hkv), Def("FA_D", g->d), Def("FA_DV", g->dv),
+                     Def("FA_WARPS", g->warps), Def("FA_KV16", 1), Def("FA_STAGES", g->stages)});
+    // 1. flash_kv_bf16: the bf16 copy of the cache rows the call's keys span (a fixed grid).
+    Launch copy = l;
+    copy.kernel.entry = "flash_kv_bf16";
+    copy.block = 256;
+    copy.grid = static_cast<uint32_t>(2 * c.target.sm_count);
+    // 2. flash_attention over it.
     l.kernel.entry = "flash_attention";
     l.block = static_cast<uint32_t>(g->warps * 32);
     l.grid = static_cast<uint32_t>((g->tokens + g->tb - 1) / g->tb * g->hkv * g->splits);
     l.smem = static_cast<uint32_t>(g->smem);
     OpSelection s;
-    s.launches.push_back(l);
+    s.launches = {copy, l};
+    s.scratch_bytes = 2 * g->rows * g->hkv * g->d * 2;  // K and V, bf16
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
     MEMRA_ASSIGN_OR_RETURN(auto q, c.InShape(0));
+    MEMRA_ASSIGN_OR_RETURN(auto kc, c.InShape(1));
     FlashAttentionParams p;
     p.q = c.In(0);
     p.k_cache = c.In(1);
@@ -86,7 +103,10 @@ class FlashAttentionImpl : public GpuOpImpl {
     p.n_tok = static_cast<int>(q[0]);
     p.scale = static_cast<float>(c.op().attrs().F64Or("scale", 1.0));
     p.window = static_cast<int>(c.op().attrs().I64Or("window", 0));
+    p.kv16 = c.Scratch();
+    p.kv_rows = static_cast<int>(kc[0]);
     w.Kernel(0, p);
+    w.Kernel(1, p);
     // FLOPs (QK^T and PV) of a causal prefill from position 0, the profile's case; a call that
     // continues a sequence does more (the positions live on the device).
     const double n = static_cast<double>(q[0]), win = static_cast<double>(p.window);

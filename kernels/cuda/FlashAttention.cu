@@ -13,9 +13,19 @@
 // blocks run the longest key ranges first.
 #include "Common.cuh"
 #include "FlashAttentionParams.h"
+#include "Mma.cuh"
 
 #ifndef FA_WARPS
 #define FA_WARPS 4
+#endif
+// FA_KV16 = 1: K and V come from the call's bf16 copy of the caches (flash_kv_bf16, the step's
+// scratch) by cp.async into FA_STAGES shared-memory buffers, the next tile in flight while the
+// current one computes; 0: the f32 caches, rounded as tiles are staged (one buffer).
+#ifndef FA_KV16
+#define FA_KV16 0
+#endif
+#ifndef FA_STAGES
+#define FA_STAGES 1
 #endif
 #ifndef FA_DV
 #define FA_DV FA_D
@@ -28,46 +38,13 @@
 // ldmatrix fall in distinct bank groups.
 #define FA_QS (FA_D + 8)
 #define FA_VS (FA_DV + 8)
-#define FA_SMEM_BYTES ((FA_BR * FA_QS + FA_BC * FA_QS + FA_BC * FA_VS) * 2)
+#define FA_SMEM_BYTES ((FA_BR * FA_QS + FA_STAGES * (FA_BC * FA_QS + FA_BC * FA_VS)) * 2)
 
-typedef unsigned int u32;
-
-#if defined(FA_HOST_EMULATION)
-// tests/cuda/emulation/FlashAttentionEmu.cc: ldmatrix and mma.sync by their PTX definitions.
-__device__ __forceinline__ void fa_ldmatrix_x4(u32* r, const u16* p) { emu_ldmatrix_x4(r, p); }
-__device__ __forceinline__ void fa_ldmatrix_x4_trans(u32* r, const u16* p) { emu_ldmatrix_x4_trans(r, p); }
-__device__ __forceinline__ void fa_mma(float* d, const u32* a, u32 b0, u32 b1) { emu_mma_bf16(d, a, b0, b1); }
+#if defined(MEMRA_MMA_HOST_EMULATION)
 #define FA_SMEM_DECL static __align__(16) unsigned char fa_smem[FA_SMEM_BYTES]
 #else
-__device__ __forceinline__ u32 fa_smem_addr(const void* p) {
-  u32 r;
-  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
-  return r;
-}
-__device__ __forceinline__ void fa_ldmatrix_x4(u32* r, const u16* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(fa_smem_addr(p)));
-}
-__device__ __forceinline__ void fa_ldmatrix_x4_trans(u32* r, const u16* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(fa_smem_addr(p)));
-}
-// d += a (16 x 16, row) * b (16 x 8, col), bf16 in, f32 accumulation.
-__device__ __forceinline__ void fa_mma(float* d, const u32* a, u32 b0, u32 b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 #define FA_SMEM_DECL extern __shared__ __align__(16) unsigned char fa_smem[]
 #endif
-
-// Two floats as bf16 (nearest even), the first in the low half (the mma fragments' order).
-__device__ __forceinline__ u32 fa_pack(float lo, float hi) {
-  return (u32)f32_to_bf16(lo) | ((u32)f32_to_bf16(hi) << 16);
-}
 
 // Stages rows [j0, j0 + FA_BC) of kv head kvh's columns [c0, c0 + W) of a [rows, Hkv, D] cache into
 // a [FA_BC][S] bf16 tile; rows at or past j_end are zeros (never read from the cache: finite
@@ -82,8 +59,8 @@ __device__ __forceinline__ void fa_stage_kv(u16* dst, const float* cache, int kv
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (j < j_end) v = *reinterpret_cast<const float4*>(cache + ((i64)j * FA_HKV + kvh) * FA_D + c0 + c);
     uint2 w;
-    w.x = fa_pack(v.x, v.y);
-    w.y = fa_pack(v.z, v.w);
+    w.x = mma_pack_bf16(v.x, v.y);
+    w.y = mma_pack_bf16(v.z, v.w);
     *reinterpret_cast<uint2*>(dst + r * S + c) = w;
   }
 }
@@ -100,12 +77,68 @@ __device__ __forceinline__ float fa_quad_sum(float v) {
 // The first key a query at position p sees (kernels/cpu/Attention.cc's FirstKey).
 __device__ __forceinline__ int fa_first_key(int p, int window) { return window > 0 ? max(0, p - window + 1) : 0; }
 
+// FA_KV16: rows [j0, j0 + FA_BC) of kv head kvh, columns [c0, c0 + W), from a bf16 copy [rows,
+// Hkv, D] into a [FA_BC][S] tile by 16-byte cp.async; rows at or past j_end are zeroed directly.
+template <int W, int S>
+__device__ __forceinline__ void fa_stage_kv16(u16* dst, const u16* kv, int kvh, int j0, int j_end, int c0) {
+  constexpr int kPerRow = W / 8;
+  for (int i = threadIdx.x; i < FA_BC * kPerRow; i += FA_WARPS * 32) {
+    const int r = i / kPerRow, c = (i % kPerRow) * 8, j = j0 + r;
+    if (j < j_end)
+      mma_cp_async16(dst + r * S + c, kv + ((i64)j * FA_HKV + kvh) * FA_D + c0 + c);
+    else
+      *reinterpret_cast<uint4*>(dst + r * S + c) = make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+// The keys any token of the call sees: [lo, hi] (hi = -1: none).
+__device__ __forceinline__ void fa_call_range(const FlashAttentionParams& p, int* lo, int* hi) {
+  __shared__ int s_call_lo, s_call_hi;
+  if (threadIdx.x == 0) {
+    s_call_lo = 0x7fffffff;
+    s_call_hi = -1;
+  }
+  __syncthreads();
+  int l = 0x7fffffff, h = -1;
+  for (int t = threadIdx.x; t < p.n_tok; t += blockDim.x) {
+    h = max(h, p.pos[t]);
+    l = min(l, fa_first_key(p.pos[t], p.window));
+  }
+  atomicMin(&s_call_lo, l);
+  atomicMax(&s_call_hi, h);
+  __syncthreads();
+  *lo = s_call_lo;
+  *hi = s_call_hi;
+}
+
+// flash_kv_bf16: the bf16 copy of the cache rows the call's keys span, K then V (kv16 [2][kv_rows,
+// Hkv, D]); a fixed grid striding over [lo, hi], so one captured graph serves every length.
+extern "C" __global__ void __launch_bounds__(256) flash_kv_bf16(const FlashAttentionParams p) {
+  memra_grid_dependency();
+  int lo, hi;
+  fa_call_range(p, &lo, &hi);
+  if (hi < 0) return;
+  const i64 row = (i64)FA_HKV * FA_D, first = (i64)lo * row, n = (i64)(hi + 1) * row - first;
+  u16* k16 = p.kv16;
+  u16* v16 = p.kv16 + (i64)p.kv_rows * row;
+  for (i64 e = ((i64)blockIdx.x * blockDim.x + threadIdx.x) * 8; e < n; e += (i64)gridDim.x * blockDim.x * 8) {
+    const float4 k0 = *reinterpret_cast<const float4*>(p.k_cache + first + e);
+    const float4 k1 = *reinterpret_cast<const float4*>(p.k_cache + first + e + 4);
+    const float4 v0 = *reinterpret_cast<const float4*>(p.v_cache + first + e);
+    const float4 v1 = *reinterpret_cast<const float4*>(p.v_cache + first + e + 4);
+    *reinterpret_cast<uint4*>(k16 + first + e) = make_uint4(mma_pack_bf16(k0.x, k0.y), mma_pack_bf16(k0.z, k0.w),
+                                                           mma_pack_bf16(k1.x, k1.y), mma_pack_bf16(k1.z, k1.w));
+    *reinterpret_cast<uint4*>(v16 + first + e) = make_uint4(mma_pack_bf16(v0.x, v0.y), mma_pack_bf16(v0.z, v0.w),
+                                                           mma_pack_bf16(v1.x, v1.y), mma_pack_bf16(v1.z, v1.w));
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention(const FlashAttentionParams p) {
   memra_grid_dependency();
   FA_SMEM_DECL;
   u16* Qs = reinterpret_cast<u16*>(fa_smem);
-  u16* Ks = Qs + FA_BR * FA_QS;
-  u16* Vs = Ks + FA_BC * FA_QS;
+  u16* Ks0 = Qs + FA_BR * FA_QS;  // stage s: K at Ks0 + s * FA_KV_STAGE, V after it
+#define FA_KV_STAGE (FA_BC * FA_QS + FA_BC * FA_VS)
   __shared__ int s_lo, s_hi;
 
   // blockIdx.x = (token block from the last, kv head, column split), the split fastest.
@@ -131,8 +164,8 @@ extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention(cons
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (t < p.n_tok) v = *reinterpret_cast<const float4*>(p.q + ((i64)t * FA_HQ + kvh * FA_G + r % FA_G) * FA_D + c);
     uint2 w;
-    w.x = fa_pack(v.x, v.y);
-    w.y = fa_pack(v.z, v.w);
+    w.x = mma_pack_bf16(v.x, v.y);
+    w.y = mma_pack_bf16(v.z, v.w);
     *reinterpret_cast<uint2*>(Qs + r * FA_QS + c) = w;
   }
 
@@ -161,12 +194,42 @@ extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention(cons
 
   __syncthreads();
   const int lo = s_lo, hi = s_hi;
-  for (int j0 = lo; j0 <= hi; j0 += FA_BC) {
+#if FA_KV16
+  const u16* k16 = p.kv16;
+  const u16* v16 = p.kv16 + (i64)p.kv_rows * FA_HKV * FA_D;
+  if (lo <= hi) {
+    fa_stage_kv16<FA_D, FA_QS>(Ks0, k16, kvh, lo, hi + 1, 0);
+    fa_stage_kv16<FA_DV, FA_VS>(Ks0 + FA_BC * FA_QS, v16, kvh, lo, hi + 1, c0);
+  }
+  mma_cp_commit();
+#endif
+  for (int j0 = lo, it = 0; j0 <= hi; j0 += FA_BC, ++it) {
+#if FA_KV16
+    // The next tile streams into the other buffer while this one computes.
+    u16* Ks = Ks0 + (it % FA_STAGES) * FA_KV_STAGE;
+    u16* Vs = Ks + FA_BC * FA_QS;
+    if (FA_STAGES > 1) {
+      if (j0 + FA_BC <= hi) {
+        u16* nk = Ks0 + ((it + 1) % FA_STAGES) * FA_KV_STAGE;
+        fa_stage_kv16<FA_D, FA_QS>(nk, k16, kvh, j0 + FA_BC, hi + 1, 0);
+        fa_stage_kv16<FA_DV, FA_VS>(nk + FA_BC * FA_QS, v16, kvh, j0 + FA_BC, hi + 1, c0);
+      }
+      mma_cp_commit();
+      mma_cp_wait<1>();
+    } else {
+      mma_cp_wait<0>();
+    }
+    __syncthreads();  // this tile's buffer is complete for every warp
+#else
+    u16* Ks = Ks0;
+    u16* Vs = Ks + FA_BC * FA_QS;
     if (j0 != lo) __syncthreads();  // every warp is done with the previous tile
     fa_stage_kv<FA_D, FA_QS>(Ks, p.k_cache, kvh, j0, hi + 1, 0);
     fa_stage_kv<FA_DV, FA_VS>(Vs, p.v_cache, kvh, j0, hi + 1, c0);
     __syncthreads();
-    if (j0 > w_max_pos || j0 + FA_BC - 1 < w_min_first) continue;  // no row of this warp sees the tile
+#endif
+    // A warp none of whose rows sees the tile skips its math (the barriers stay uniform).
+    if (j0 <= w_max_pos && j0 + FA_BC - 1 >= w_min_first) {
 
     // S = Q K^T for the warp's 16 rows x 64 keys.
     float s[FA_BC / 8][4];
@@ -175,13 +238,13 @@ extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention(cons
 #pragma unroll 4
     for (int kk = 0; kk < FA_D / 16; ++kk) {
       u32 a[4];
-      fa_ldmatrix_x4(a, Qs + (warp * 16 + (lane & 15)) * FA_QS + kk * 16 + (lane >> 4) * 8);
+      mma_ldmatrix_x4(a, Qs + (warp * 16 + (lane & 15)) * FA_QS + kk * 16 + (lane >> 4) * 8);
 #pragma unroll
       for (int nn = 0; nn < FA_BC / 16; ++nn) {
         u32 b[4];
-        fa_ldmatrix_x4(b, Ks + (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * FA_QS + kk * 16 + ((lane >> 3) & 1) * 8);
-        fa_mma(s[2 * nn], a, b[0], b[1]);
-        fa_mma(s[2 * nn + 1], a, b[2], b[3]);
+        mma_ldmatrix_x4(b, Ks + (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * FA_QS + kk * 16 + ((lane >> 3) & 1) * 8);
+        mma_bf16(s[2 * nn], a, b[0], b[1]);
+        mma_bf16(s[2 * nn + 1], a, b[2], b[3]);
       }
     }
 
@@ -236,19 +299,31 @@ extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention(cons
 #pragma unroll
     for (int kk = 0; kk < FA_BC / 16; ++kk) {
       u32 a[4];
-      a[0] = fa_pack(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = fa_pack(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      a[0] = mma_pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+      a[1] = mma_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+      a[2] = mma_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      a[3] = mma_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 #pragma unroll
       for (int nd = 0; nd < FA_DV / 16; ++nd) {
         u32 b[4];
-        fa_ldmatrix_x4_trans(b, Vs + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * FA_VS + nd * 16 + (lane >> 4) * 8);
-        fa_mma(acc[2 * nd], a, b[0], b[1]);
-        fa_mma(acc[2 * nd + 1], a, b[2], b[3]);
+        mma_ldmatrix_x4_trans(b, Vs + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * FA_VS + nd * 16 + (lane >> 4) * 8);
+        mma_bf16(acc[2 * nd], a, b[0], b[1]);
+        mma_bf16(acc[2 * nd + 1], a, b[2], b[3]);
       }
     }
+    }  // the warp's math on this tile
+#if FA_KV16
+    __syncthreads();  // every warp is done with this buffer before it is refilled
+    if (FA_STAGES == 1 && j0 + FA_BC <= hi) {
+      fa_stage_kv16<FA_D, FA_QS>(Ks, k16, kvh, j0 + FA_BC, hi + 1, 0);
+      fa_stage_kv16<FA_DV, FA_VS>(Vs, v16, kvh, j0 + FA_BC, hi + 1, c0);
+      mma_cp_commit();
+    }
+#endif
   }
+#if FA_KV16
+  mma_cp_wait<0>();
+#endif
 
   // Normalize, gate, store (rows past n_tok are not written).
   lA = fa_quad_sum(lA);

@@ -60,8 +60,9 @@ std::vector<ModuleSpec> TinyModelModules(const std::string& model, kernels::cuda
 TEST(NvrtcCompileTest, EmbeddedSourcesPresent) {
   std::set<std::string> names;
   for (const EmbeddedSource& s : EmbeddedKernelSources()) names.insert(s.name);
-  for (const char* f : {"Common.cuh", "Elementwise.cu", "Norm.cu", "Rope.cu", "Attention.cu", "DeltaNet.cu",
-                        "FlashAttention.cu", "Dequant.cu", "DequantParams.h", "Sample.cu", "SampleMath.cuh", "SampleParams.h"})
+  for (const char* f :
+       {"Common.cuh", "Elementwise.cu", "Norm.cu", "Rope.cu", "Attention.cu", "DeltaNet.cu", "FlashAttention.cu",
+        "Dequant.cu", "DequantParams.h", "Sample.cu", "SampleMath.cuh", "SampleParams.h"})
     EXPECT_TRUE(names.count(f)) << f;
   EXPECT_FALSE(KernelSource("nope.cu").ok());
 }
@@ -122,14 +123,19 @@ TEST(NvrtcCompileTest, TinyModelPlanCompilesForSm90) {
     m.defines = MakeDefines({Def("SMP_V", 248320), Def("SMP_P", 64)});
     mods.push_back(m);
   }
-  // FlashAttention.cu at the head dims its unit takes (Gemma 4's 512 splits the output columns)
-  // and 8 warps (a variant the unit does not select yet), so all stay buildable.
-  for (auto [hq, hkv, d, dv, warps] : {std::array<int, 5>{8, 8, 64, 64, 4}, {16, 8, 128, 128, 4}, {16, 4, 256, 256, 4},
-                                       {8, 2, 512, 256, 4}, {16, 4, 256, 256, 8}}) {
+  // FlashAttention.cu at the head dims its unit takes (Gemma 4's 512 splits the output columns),
+  // 4 and 8 warps, one and two K/V buffers, and the f32-cache variant the unit does not select, so
+  // all stay buildable.
+  for (auto [hq, hkv, d, dv, warps, kv16, stages] : {std::array<int, 7>{8, 8, 64, 64, 4, 1, 2},
+                                                     {16, 8, 128, 128, 4, 1, 2},
+                                                     {16, 4, 256, 256, 4, 1, 2},
+                                                     {16, 4, 256, 256, 8, 1, 2},
+                                                     {8, 2, 512, 256, 4, 1, 1},
+                                                     {16, 4, 256, 256, 4, 0, 1}}) {
     ModuleSpec m;
     m.file = "FlashAttention.cu";
-    m.defines = MakeDefines(
-        {Def("FA_HQ", hq), Def("FA_HKV", hkv), Def("FA_D", d), Def("FA_DV", dv), Def("FA_WARPS", warps)});
+    m.defines = MakeDefines({Def("FA_HQ", hq), Def("FA_HKV", hkv), Def("FA_D", d), Def("FA_DV", dv),
+                             Def("FA_WARPS", warps), Def("FA_KV16", kv16), Def("FA_STAGES", stages)});
     if (seen.insert(m.Key()).second) mods.push_back(m);
   }
   const std::string dir = ::testing::TempDir() + "/memra-nvrtc-test-cache";

@@ -244,6 +244,8 @@ class OpTableTest : public ::testing::Test {
     EXPECT_LE(worst, bound) << op << " " << dtype << " T=" << T << " max|d| " << max_abs;
   }
   static std::string cache_dir() { return ::testing::TempDir() + "/memra-optable-cache"; }
+  // One precision of the ChunkedScanGridLaw test.
+  void ChunkedScanGridLaw(const std::string& precision);
   static std::string skip_;
 };
 std::string OpTableTest::skip_;
@@ -626,8 +628,8 @@ TEST_F(OpTableTest, AttentionGeometries) {
     int64_t hq, hkv, d, window;
     bool gated;
   };
-  const Geo geos[] = {{16, 4, 256, 0, true},  {8, 8, 64, 0, false},   {16, 8, 128, 0, false}, {16, 2, 128, 100, false},
-                      {8, 2, 512, 0, true},   {8, 4, 256, 128, true}, {4, 4, 64, 7, false}};
+  const Geo geos[] = {{16, 4, 256, 0, true}, {8, 8, 64, 0, false},   {16, 8, 128, 0, false}, {16, 2, 128, 100, false},
+                      {8, 2, 512, 0, true},  {8, 4, 256, 128, true}, {4, 4, 64, 7, false}};
   for (const Geo& g : geos) {
     const std::string label = absl::StrFormat("%dq/%dkv d%d%s", g.hq, g.hkv, g.d,
                                               g.window > 0 ? absl::StrFormat(" w%d", g.window) : std::string());
@@ -643,7 +645,8 @@ TEST_F(OpTableTest, AttentionGeometries) {
           Value* vc = h.State(ir::StateKind::kKv, "v_cache", DType::kF32, {2048, g.hkv, g.d});
           Value* pos = h.b->Positions(ctr, q);
           h.b->KvAppend(k, v, kc, vc, pos);
-          ir::AttrDict attrs = {{"scale", 1.0 / std::sqrt(static_cast<double>(g.d))}, {"precision", std::string("bf16")}};
+          ir::AttrDict attrs = {{"scale", 1.0 / std::sqrt(static_cast<double>(g.d))},
+                                {"precision", std::string("bf16")}};
           if (g.window > 0) attrs.Set("window", g.window);
           Value* o = g.gated ? h.b->Build1(ir::OpKind::kAttentionGated, {q, kc, vc, pos, gate}, attrs)
                              : h.b->Build1(ir::OpKind::kAttention, {q, kc, vc, pos}, attrs);
@@ -770,9 +773,10 @@ TEST_F(OpTableTest, DeltaNet) {
                                                {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}})};
       },
       2);
-  // The chunked rule (DeltaNetChunked.cu, T >= 64) over 18 chunks, the last one partial.
-  Check(
-      "gated_delta_scan+l2", "f32 chunked", 1100, 1e-8,
+  // At precision "bf16" (the lowering's choice for 16-bit and quantized models): T >= 64 runs the
+  // chunked rule's state pass on tensor cores (bf16 operands, f32 state and accumulation).
+  FOR_T Check(
+      "gated_delta_scan+l2", "bf16", T, T >= 64 ? 5e-5 : 1e-8,
       [](Harness& h) {
         Value* q = h.Arg("q", {-1, 16, 128});
         Value* k = h.Arg("k", {-1, 16, 128});
@@ -781,15 +785,40 @@ TEST_F(OpTableTest, DeltaNet) {
             h.b->DeltaNetGates(h.Arg("b", {-1, 32}), h.Arg("a", {-1, 32}), h.Weight("dt", GgmlType::kF32, {32}),
                                h.Weight("ssm_a", GgmlType::kF32, {32}, -2, -0.1f));
         Value* st = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {32, 128, 128});
-        return std::vector<Value*>{h.b->Build1(ir::OpKind::kGatedDeltaScan, {q, k, v, g, beta, st},
-                                               {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}})};
+        return std::vector<Value*>{
+            h.b->Build1(ir::OpKind::kGatedDeltaScan, {q, k, v, g, beta, st},
+                        {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}, {"precision", std::string("bf16")}})};
       },
       2);
+  // The chunked rule (DeltaNetChunked.cu, T >= 64) over 18 chunks, the last one partial.
+  for (const char* precision : {"f32", "bf16"})
+    Check(
+        "gated_delta_scan+l2", std::string(precision) + " chunked", 1100, precision[0] == 'f' ? 1e-8 : 5e-5,
+        [&](Harness& h) {
+          Value* q = h.Arg("q", {-1, 16, 128});
+          Value* k = h.Arg("k", {-1, 16, 128});
+          Value* v = h.Arg("v", {-1, 32, 128});
+          auto [beta, g] =
+              h.b->DeltaNetGates(h.Arg("b", {-1, 32}), h.Arg("a", {-1, 32}), h.Weight("dt", GgmlType::kF32, {32}),
+                                 h.Weight("ssm_a", GgmlType::kF32, {32}, -2, -0.1f));
+          Value* st = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {32, 128, 128});
+          return std::vector<Value*>{h.b->Build1(
+              ir::OpKind::kGatedDeltaScan, {q, k, v, g, beta, st},
+              {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}, {"precision", std::string(precision)}})};
+        },
+        2);
 }
 
 // The chunked delta rule's grid law on the device: one call of 256 tokens and two calls of 128
 // (a split on the 64-token chunk grid) give the same bits, outputs and state.
 TEST_F(OpTableTest, ChunkedScanGridLaw) {
+  for (const char* precision : {"f32", "bf16"}) {
+    SCOPED_TRACE(precision);
+    ChunkedScanGridLaw(precision);
+  }
+}
+
+void OpTableTest::ChunkedScanGridLaw(const std::string& precision) {
   Harness h(5);
   Value* q = h.Arg("q", {-1, 16, 128});
   Value* k = h.Arg("k", {-1, 16, 128});
@@ -798,7 +827,7 @@ TEST_F(OpTableTest, ChunkedScanGridLaw) {
                                       h.Weight("ssm_a", GgmlType::kF32, {32}, -2, -0.1f));
   Value* st = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {32, 128, 128});
   Value* o = h.b->Build1(ir::OpKind::kGatedDeltaScan, {q, k, v, g, beta, st},
-                         {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}});
+                         {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}, {"precision", precision}});
   ASSERT_TRUE(h.Finish({o}).ok());
   const std::vector<HostTensor> all = h.Args(256);
   // Rows [r0, r0 + n) of every argument.

@@ -204,8 +204,8 @@ TEST(Selection, SlidingWindowOnCuda) {
   auto m = parse(16);
   ASSERT_TRUE(m.ok()) << m.status();
   ir::Op* att = (*m)->function("f")->Ops()[0];
-  for (auto [bucket, impl] : {std::pair<int64_t, const char*>{1, "attention_split"}, {4, "flash_attention"},
-                              {64, "flash_attention"}}) {
+  for (auto [bucket, impl] :
+       {std::pair<int64_t, const char*>{1, "attention_split"}, {4, "flash_attention"}, {64, "flash_attention"}}) {
     auto at = ShapesAt(*att, bucket, WeightMode::kBlocks);
     ASSERT_TRUE(at.ok()) << at.status();
     auto s = SelectGpuOp(*att, *at, *TargetPreset("sm_90"));

@@ -4,6 +4,7 @@
 // against a float64 reference on the same bf16-rounded Q, K and V; outputs are poisoned with NaN
 // first, so a row the kernel does not write fails. Prints the normalized MSE; exit status 1 past
 // the bound.
+#include <atomic>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -24,10 +25,25 @@ struct float2 {
 };
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 inline float2 make_float2(float x, float y) { return {x, y}; }
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline int atomicMin(int* p, int v) {
+  std::atomic_ref<int> r(*p);
+  int cur = r.load();
+  while (v < cur && !r.compare_exchange_weak(cur, v)) {
+  }
+  return cur;
+}
+inline int atomicMax(int* p, int v) {
+  std::atomic_ref<int> r(*p);
+  int cur = r.load();
+  while (v > cur && !r.compare_exchange_weak(cur, v)) {
+  }
+  return cur;
+}
 float emu_half(unsigned short) { return 0; }  // not used by this kernel
 void emu_register(const char*, void (*)(const void*)) {}
 
-#define FA_HOST_EMULATION 1
+#define MEMRA_MMA_HOST_EMULATION 1
 #define f32_to_bf16 emu_bf16
 namespace fa_emu {
 #include "kernels/cuda/FlashAttention.cu"
@@ -71,10 +87,16 @@ int main() {
   p.n_tok = T;
   p.scale = scale;
   p.window = FA_EMU_WINDOW;
+  std::vector<unsigned short> kv16(2 * rows * HKV * D, 0xffff);  // NaN-poisoned bf16 copy
+  p.kv16 = kv16.data();
+  p.kv_rows = rows;
+#if FA_KV16
+  emu_launch([](const void* a) { fa_emu::flash_kv_bf16(*static_cast<const FlashAttentionParams*>(a)); }, 3, 256, &p);
+#endif
   // The bucket is larger than the call (the grid covers 16 more tokens than T).
   const int tb = FA_BR / G, blocks = (T + 16 + tb - 1) / tb * HKV * (D / FA_DV);
-  emu_launch([](const void* a) { fa_emu::flash_attention(*static_cast<const FlashAttentionParams*>(a)); },
-             blocks, FA_WARPS * 32, &p);
+  emu_launch([](const void* a) { fa_emu::flash_attention(*static_cast<const FlashAttentionParams*>(a)); }, blocks,
+             FA_WARPS * 32, &p);
 
   auto r16 = [](float x) { return static_cast<double>(emu_bf16_value(emu_bf16(x), 0)); };
   double err = 0, ref = 0, worst = 0;
@@ -108,9 +130,11 @@ int main() {
       }
     }
   const double nmse = err / ref;
-  std::printf("flash_attention emu HQ=%d HKV=%d D=%d DV=%d warps=%d T=%d P0=%d window=%d gate=%d: nmse %.3g max|d| %.3g%s\n",
-              HQ, HKV, D, FA_DV, FA_WARPS, T, P0, FA_EMU_WINDOW, FA_EMU_GATE, nmse, worst,
-              bad ? " UNWRITTEN/NON-FINITE" : "");
+  std::printf(
+      "flash_attention emu HQ=%d HKV=%d D=%d DV=%d warps=%d kv16=%d stages=%d T=%d P0=%d window=%d gate=%d: nmse %.3g "
+      "max|d| %.3g%s\n",
+      HQ, HKV, D, FA_DV, FA_WARPS, FA_KV16, FA_STAGES, T, P0, FA_EMU_WINDOW, FA_EMU_GATE, nmse, worst,
+      bad ? " UNWRITTEN/NON-FINITE" : "");
   // P is rounded to bf16 before P V (the reference keeps it exact): ~1e-6 expected.
   return bad == 0 && nmse < 2e-5 ? 0 : 1;
 }
