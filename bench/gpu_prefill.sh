@@ -18,10 +18,10 @@ tar xJf "$bundle" -C "$bin" || { echo "cannot unpack $bundle"; exit 1; }
 export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
 summary=()
-filter='OpTableTest.AttentionPieces:OpTableTest.AttentionGeometries:OpTableTest.FusedOps:OpTableTest.DeltaNet'
+filter='OpTableTest.AttentionPieces:OpTableTest.AttentionGeometries:OpTableTest.FusedOps:OpTableTest.DeltaNet:OpTableTest.ChunkedScanGridLaw'
 "$bin/OpTable_test" --gtest_filter="$filter" > "$out/optable.log" 2>&1
 summary+=("optable (attention, delta net): rc=$? $(grep '^op table:' "$out/optable.log")")
-sed -n '/^op  /,/^op table:/p' "$out/optable.log" | grep -E "^op|attention|delta_scan" | head -80
+sed -n '/^op  /,/^op table:/p' "$out/optable.log" | grep -E "^op|attention|delta_scan" | awk '$NF != "ok" || /^op/ || /chunked|bf16/' | head -60
 grep -A4 'Failure' "$out/optable.log" | head -30
 "$bin/CudaExecutor_test" > "$out/executor.log" 2>&1
 summary+=("CudaExecutor_test: rc=$? $(grep -c '^\[       OK \]' "$out/executor.log") ok, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$out/executor.log") failed")
@@ -30,9 +30,9 @@ cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2
 if [ -n "$cs" ]; then
   for tool in memcheck racecheck; do
     timeout 240 "$cs" --tool $tool --error-exitcode 99 --print-limit 10 "$bin/OpTable_test" \
-      --gtest_filter='OpTableTest.AttentionGeometries' > "$out/$tool.log" 2>&1
+      --gtest_filter='OpTableTest.AttentionGeometries:OpTableTest.ChunkedScanGridLaw' > "$out/$tool.log" 2>&1
     rc=$?
-    summary+=("$tool flash attention rows: rc=$rc $(grep -m1 'ERROR SUMMARY' "$out/$tool.log")")
+    summary+=("$tool flash attention + chunked scan: rc=$rc $(grep -m1 'ERROR SUMMARY' "$out/$tool.log")")
   done
 fi
 for preset in $presets; do

@@ -10,7 +10,9 @@
 //   %o = gated_delta_scan(%qn, %kn, ...)                      {qk_l2_eps = eps, scale}
 //
 // The conv fuses when its result has the silu as its only user; the scan when both q and k come
-// from l2_norms of one eps that have no other user and it scans one token (decode). A decode step of a Qwen3.5
+// from l2_norms of one eps that have no other user and it scans one token (decode) or a bucket of
+// 64 or more (the chunked prefill scan, whose preparation computes the norms in parallel; the
+// CUDA pipeline runs this pass again after bucket-shapes for them). A decode step of a Qwen3.5
 // delta-net layer goes from conv, silu, split, 2 l2_norms, scan to conv, scan (the [1, C] split is free: its slices
 // alias the conv output). Numerics: the CPU executor runs the same kernels as before (conv then silu, l2_norm then
 // scan); the CUDA scan folds the two norms into its dot products (scaling the sums instead of the inputs), equal up to
@@ -83,6 +85,9 @@ absl::Status FuseScanNorms(const ScanNormMatch& m, PatternRewriter& rw) {
 
 // Both operands l2_norms of one eps with no other user, or why not.
 enum class NormPair { kFuse, kNone, kUses, kEps };
+
+// The smallest bucket the CUDA backend scans in chunks (kernels/cuda/DeltaNetChunked.cc).
+constexpr int64_t kChunkedScanMinTokens = 64;
 NormPair ScanNorms(Op& scan, Op*& qn, Op*& kn) {
   qn = DefOf(scan.operand(0), OpKind::kL2Norm);
   kn = DefOf(scan.operand(1), OpKind::kL2Norm);
@@ -102,10 +107,13 @@ class ScanL2NormPattern : public RewritePattern<ScanNormMatch> {
     Op* kn = nullptr;
     const NormPair pair = ScanNorms(scan, qn, kn);
     if (pair == NormPair::kNone) return NoMatch();
-    // Decode steps only (one token): in a prefill scan the norms' reductions sit on the
-    // sequential per-token path (9B Q8_0 pp512 measured 17.7k -> 15.3k tok/s with them there).
+    // One token (decode), or a bucket of at least kChunkedScanMinTokens (after bucket-shapes): the
+    // chunked scan computes the norms in its per-chunk preparation, off the sequential path. In
+    // between (and for a symbolic T) the sequential scan would carry the norms' reductions on its
+    // per-token path (9B Q8_0 pp512 measured 17.7k -> 15.3k tok/s with them there).
     const ir::Dim& tokens = scan.operand(0)->shape()[0];
-    if (!tokens.IsConstant() || tokens.value() != 1) return Skip(skipped_tokens_);
+    if (!tokens.IsConstant() || (tokens.value() != 1 && tokens.value() < kChunkedScanMinTokens))
+      return Skip(skipped_tokens_);
     if (pair == NormPair::kUses) return Skip(skipped_uses_);
     if (pair == NormPair::kEps) return Skip(skipped_eps_);
     return ScanNormMatch{&scan, qn, kn};
@@ -115,7 +123,7 @@ class ScanL2NormPattern : public RewritePattern<ScanNormMatch> {
 
  private:
   Statistic skipped_uses_{pass(), "skipped-norm-uses", "scans whose q or k norm has other users (or is one norm)"};
-  Statistic skipped_tokens_{pass(), "skipped-tokens", "scans of more than one token (prefill)"};
+  Statistic skipped_tokens_{pass(), "skipped-tokens", "scans of T tokens or of 2..63 (sequential prefill)"};
   Statistic skipped_eps_{pass(), "skipped-eps", "scans whose q and k norms differ in eps"};
 };
 

@@ -40,12 +40,14 @@ inline constexpr absl::string_view kDefaultPipeline =
     "delta-net-inputs,"
     "fuse-add-rmsnorm,fuse-matmul-group,dce,bucket-shapes,plan-memory,partition-segments";
 
-// The CUDA backend's pipeline: kDefaultPipeline with select-kernels (arch sm_90) between
-// bucket-shapes and plan-memory.
+// The CUDA backend's pipeline: kDefaultPipeline with fuse-delta-net-inputs once more after
+// bucket-shapes (the prefill buckets of 64 tokens or more, whose chunked scans take their q/k
+// norms) and select-kernels (arch sm_90) before plan-memory.
 inline constexpr absl::string_view kCudaPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-moe-ffn,fuse-gated-rmsnorm,fuse-"
     "delta-net-inputs,"
-    "fuse-add-rmsnorm,fuse-matmul-group,dce,bucket-shapes,select-kernels,plan-memory,partition-segments";
+    "fuse-add-rmsnorm,fuse-matmul-group,dce,bucket-shapes,fuse-delta-net-inputs,select-kernels,plan-memory,partition-"
+    "segments";
 
 // The pipeline for a target arch (as `--arch` takes it): "cpu" -> kDefaultPipeline; "sm_NN" ->
 // kCudaPipeline with select-kernels{arch=sm_NN} (the option written only when not sm_90) and

@@ -35,7 +35,7 @@ class GatedDeltaScanChunkedImpl : public GpuOpImpl {
     const int64_t cols = bf16 ? 32 : 16;
     // DeltaNetChunked.cu's GDN_PREP_SMEM_FLOATS, GDN_SCAN_SMEM_FLOATS / GDN_SCAN_SMEM_BYTES and
     // GDN_SCR / GDN_SCR16.
-    const int64_t prep_smem = (2 * kChunk * (Dk + 1) + kChunk * (kChunk + 1) + 3 * kChunk) * 4;
+    const int64_t prep_smem = (2 * kChunk * (Dk + 1) + kChunk * (kChunk + 1) + 4 * kChunk) * 4;
     const int64_t stage_u16 = 3 * kChunk * (Dk + 8) + kChunk * (kChunk + 8) + 2 * kChunk * (cols + 4) + 8;
     const int64_t scan_smem =
         bf16

@@ -62,9 +62,10 @@
 #define GDN_SMEM_DECL(n) extern __shared__ __align__(16) float gdn_smem[]
 #endif
 
-// ---- gdn_chunk_prep: 256 threads. Shared memory: k, q [C][KP], A [C][C + 1], gamma, 1/|k|, 1/|q|.
+// ---- gdn_chunk_prep: 256 threads. Shared memory: k, q [C][KP], A [C][C + 1], gamma, 1/|k|, 1/|q|,
+// beta.
 #define GDN_PREP_THREADS 256
-#define GDN_PREP_SMEM_FLOATS (2 * GDN_C * GDN_KP + GDN_C * (GDN_C + 1) + 3 * GDN_C)
+#define GDN_PREP_SMEM_FLOATS (2 * GDN_C * GDN_KP + GDN_C * (GDN_C + 1) + 4 * GDN_C)
 
 extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(const GdnChunkParams p) {
   memra_grid_dependency();
@@ -75,6 +76,7 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(co
   float* sgam = sA + GDN_C * (GDN_C + 1);
   float* sik = sgam + GDN_C;
   float* siq = sik + GDN_C;
+  float* sbeta = siq + GDN_C;  // 0 past n
   const int h = blockIdx.x % GDN_HV, c = blockIdx.x / GDN_HV, kh = h % GDN_HK;
   const int t0 = c * GDN_C;
   if (t0 >= p.n_tok) return;
@@ -89,6 +91,7 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(co
     sk[t * GDN_KP + i] = in ? p.k[((i64)(t0 + t) * GDN_HK + kh) * GDN_DK + i] : 0.0f;
     sq[t * GDN_KP + i] = in ? p.q[((i64)(t0 + t) * GDN_HK + kh) * GDN_DK + i] : 0.0f;
   }
+  if (tid < GDN_C) sbeta[tid] = tid < n ? p.beta[(i64)(t0 + tid) * GDN_HV + h] : 0.0f;
   // gamma: the cumulative log decay (one warp; padding rows add 0, so gamma[C-1] = gamma[n-1]),
   // summed left to right as the CPU reference does.
   if (warp == 0) {
@@ -123,7 +126,49 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(co
       }
   }
   __syncthreads();
-  // A (strictly lower) and M (lower with the diagonal): thread (s, t-group), 16 rows t each.
+#if GDN_BF16
+  // A (strictly lower) and M (lower with the diagonal) on tensor cores: K K^T and Q K^T with bf16
+  // operands packed from the f32 rows, warp w computing rows 16 (w / 2).., columns 32 (w % 2)...
+  {
+    const int g = lane >> 2, tq = lane & 3, mt = warp >> 1, nb = (warp & 1) * 32;
+    float kk[4][4], qk[4][4];
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) kk[nt][e] = qk[nt][e] = 0.0f;
+    if (nb <= mt * 16 + 15) {  // a tile wholly above the diagonal stays 0
+#pragma unroll 2
+      for (int k0 = 0; k0 < GDN_DK; k0 += 16) {
+        const int r = mt * 16 + g, c = k0 + 2 * tq;
+        u32 ak[4], aq[4];
+#pragma unroll
+        for (int f = 0; f < 4; ++f) {
+          const int rr = r + (f & 1) * 8, cc = c + (f >> 1) * 8;
+          ak[f] = mma_pack_bf16(sk[rr * GDN_KP + cc], sk[rr * GDN_KP + cc + 1]);
+          aq[f] = mma_pack_bf16(sq[rr * GDN_KP + cc], sq[rr * GDN_KP + cc + 1]);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          const int sr = nb + nt * 8 + g;
+          const u32 b0 = mma_pack_bf16(sk[sr * GDN_KP + c], sk[sr * GDN_KP + c + 1]);
+          const u32 b1 = mma_pack_bf16(sk[sr * GDN_KP + c + 8], sk[sr * GDN_KP + c + 9]);
+          mma_bf16(kk[nt], ak, b0, b1);
+          mma_bf16(qk[nt], aq, b0, b1);
+        }
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int t = mt * 16 + g + (e >> 1) * 8, s = nb + nt * 8 + 2 * tq + (e & 1);
+        const float decay = s <= t ? expf(sgam[t] - sgam[s]) : 0.0f;
+        sA[t * (GDN_C + 1) + s] = s < t ? sbeta[t] * decay * kk[nt][e] : 0.0f;
+        reinterpret_cast<u16*>(scr + GDN_S16_M)[t * GDN_C + s] = f32_to_bf16(qk[nt][e] * decay);
+      }
+  }
+#else
+  // A (strictly lower) and M (lower with the diagonal) in f32: thread (s, t-group), 16 rows t each.
   {
     const int s = tid % GDN_C, tg = tid / GDN_C;
     for (int t = tg; t < GDN_C; t += GDN_PREP_THREADS / GDN_C) {
@@ -135,18 +180,14 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(co
           m += sq[t * GDN_KP + i] * ks;
         }
         const float decay = expf(sgam[t] - sgam[s]);
-        const float bt = t < n ? p.beta[(i64)(t0 + t) * GDN_HV + h] : 0.0f;
-        a = s < t ? bt * decay * a : 0.0f;
+        a = s < t ? sbeta[t] * decay * a : 0.0f;
         m *= decay;
       }
       sA[t * (GDN_C + 1) + s] = a;
-#if GDN_BF16
-      reinterpret_cast<u16*>(scr + GDN_S16_M)[t * GDN_C + s] = f32_to_bf16(s <= t ? m : 0.0f);
-#else
       scr[GDN_SCR_M + t * GDN_C + s] = s <= t ? m : 0.0f;
-#endif
     }
   }
+#endif
 #if GDN_BF16
   // The state pass's decayed rows: Q~ = e^gamma q^, K~ = e^(gamma_n - gamma) k^ (zeros past n).
   for (int e = tid; e < GDN_C * GDN_DK; e += GDN_PREP_THREADS) {
@@ -165,19 +206,21 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(co
   __syncthreads();
   // [W | Y] = (I + A)^-1 B by forward substitution, one column per thread: x_t = b_t - sum_{s<t}
   // A[t][s] x_s with b = beta e^gamma k (W's columns) or beta v (Y's).
+  // Four partial sums per row shorten the dependent chain of each column's substitution 4x.
   for (int col = tid; col < GDN_DK + GDN_DV; col += GDN_PREP_THREADS) {
     float x[GDN_C];
 #pragma unroll
     for (int t = 0; t < GDN_C; ++t) {
       float b = 0.0f;
       if (t < n) {
-        const float bt = p.beta[(i64)(t0 + t) * GDN_HV + h];
+        const float bt = sbeta[t];
         b = col < GDN_DK ? bt * expf(sgam[t]) * sk[t * GDN_KP + col]
                          : bt * p.v[((i64)(t0 + t) * GDN_HV + h) * GDN_DV + (col - GDN_DK)];
       }
+      float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-      for (int s = 0; s < t; ++s) b -= sA[t * (GDN_C + 1) + s] * x[s];
-      x[t] = b;
+      for (int s = 0; s < t; ++s) part[s & 3] += sA[t * (GDN_C + 1) + s] * x[s];
+      x[t] = b - ((part[0] + part[1]) + (part[2] + part[3]));
     }
     if (col < GDN_DK) {
 #pragma unroll
