@@ -59,7 +59,7 @@ class Conv1dTokensImpl : public GpuOpImpl {
     OpSelection s;
     Launch conv = ConvLaunch(c.shapes, "conv1d_causal_tokens", Silu(c.op));
     conv.block = 256;
-    conv.grid = GridFor(c.target, c.shapes.in[0][0] * c.shapes.in[0][1]);
+    conv.grid = GridFor(c.target, (c.shapes.in[0][0] + 15) / 16 * c.shapes.in[0][1]);  // DeltaNet.cu's CONV_RUN
     s.launches = {conv, ConvLaunch(c.shapes, "conv1d_state_update", false)};
     return std::optional<OpSelection>(std::move(s));
   }

@@ -33,21 +33,36 @@ __device__ __forceinline__ void conv1d_causal_body(int c, const float* x, const 
   for (int i = 0; i < CONV_K - 1; ++i) state[(i64)c * (CONV_K - 1) + i] = win[i];
 }
 
-// The same conv for many tokens, parallel over (t, c): one thread per output. The state is read
-// here and replaced afterwards by conv1d_state_update (a second launch, so no thread reads a
-// state row another has already overwritten).
+// The same conv for many tokens, parallel over (run of CONV_RUN tokens, c): a thread slides the
+// window down its run, so each input is read once (plus the K - 1 rows before the run); the sum's
+// order is the one-token kernel's. The state is read here and replaced afterwards by
+// conv1d_state_update (a second launch, so no thread reads a state row another has overwritten).
+#define CONV_RUN 16
 __device__ __forceinline__ void conv1d_causal_tokens_body(const float* x, const float* w, const float* state, float* y,
                                                           int n_tok) {
-  MEMRA_GRID_STRIDE(idx, (i64)n_tok * CONV_CHANNELS) {
-    const int t = (int)(idx / CONV_CHANNELS), c = (int)(idx % CONV_CHANNELS);
-    float s = 0.0f;
+  const int runs = (n_tok + CONV_RUN - 1) / CONV_RUN;
+  MEMRA_GRID_STRIDE(idx, (i64)runs * CONV_CHANNELS) {
+    const int t0 = (int)(idx / CONV_CHANNELS) * CONV_RUN, c = (int)(idx % CONV_CHANNELS);
+    float wr[CONV_K], win[CONV_K];
 #pragma unroll
-    for (int i = 0; i < CONV_K; ++i) {
-      const int tau = t - (CONV_K - 1) + i;  // < 0: from the state
-      const float xv = tau >= 0 ? x[(i64)tau * CONV_CHANNELS + c] : state[(i64)c * (CONV_K - 1) + (CONV_K - 1) + tau];
-      s += xv * w[(i64)c * CONV_K + i];
+    for (int i = 0; i < CONV_K; ++i) wr[i] = w[(i64)c * CONV_K + i];
+#pragma unroll
+    for (int i = 0; i < CONV_K - 1; ++i) {
+      const int tau = t0 - (CONV_K - 1) + i;  // < 0: from the state
+      win[i] = tau >= 0 ? x[(i64)tau * CONV_CHANNELS + c] : state[(i64)c * (CONV_K - 1) + (CONV_K - 1) + tau];
     }
-    y[idx] = conv_out(s);
+#pragma unroll
+    for (int r = 0; r < CONV_RUN; ++r) {
+      const int t = t0 + r;
+      if (t >= n_tok) break;
+      win[CONV_K - 1] = x[(i64)t * CONV_CHANNELS + c];
+      float s = 0.0f;
+#pragma unroll
+      for (int i = 0; i < CONV_K; ++i) s += win[i] * wr[i];
+      y[(i64)t * CONV_CHANNELS + c] = conv_out(s);
+#pragma unroll
+      for (int i = 0; i < CONV_K - 1; ++i) win[i] = win[i + 1];
+    }
   }
 }
 
