@@ -5,10 +5,14 @@
 # `memra bench` prefill (pp512, pp4096) and a --profile of pp4096 per preset. Run from the
 # repository root on the GPU machine:
 #
-#   bash bench/gpu_prefill.sh build-gpu/gpu-bundle.tar.xz [PRESET...]   (default: 0.8b 9b)
+#   bash bench/gpu_prefill.sh build-gpu/gpu-bundle.tar.xz [--bench-only] [PRESET...]   (default: 0.8b 9b)
+#
+# --bench-only: the benchmarks alone (after bench/gpu_suite.sh --tests-only in the same call).
 set -uo pipefail
-bundle=${1:?usage: gpu_prefill.sh BUNDLE.tar.xz [PRESET...]}
+bundle=${1:?usage: gpu_prefill.sh BUNDLE.tar.xz [--bench-only] [PRESET...]}
 shift
+bench_only=0
+if [ "${1:-}" = "--bench-only" ]; then bench_only=1; shift; fi
 presets=${*:-0.8b 9b}
 out=${OUT:-/tmp/memra-gpu-out}
 bin=/tmp/memra-gpu
@@ -18,22 +22,24 @@ tar xJf "$bundle" -C "$bin" || { echo "cannot unpack $bundle"; exit 1; }
 export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
 summary=()
-filter='OpTableTest.AttentionPieces:OpTableTest.AttentionGeometries:OpTableTest.FusedOps:OpTableTest.DeltaNet:OpTableTest.ChunkedScanGridLaw'
-"$bin/OpTable_test" --gtest_filter="$filter" > "$out/optable.log" 2>&1
-summary+=("optable (attention, delta net): rc=$? $(grep '^op table:' "$out/optable.log")")
-sed -n '/^op  /,/^op table:/p' "$out/optable.log" | grep -E "^op|attention|delta_scan" | awk '$NF != "ok" || /^op/ || /chunked|bf16/' | head -60
-grep -A4 'Failure' "$out/optable.log" | head -30
-"$bin/CudaExecutor_test" > "$out/executor.log" 2>&1
-summary+=("CudaExecutor_test: rc=$? $(grep -c '^\[       OK \]' "$out/executor.log") ok, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$out/executor.log") failed")
-grep -A4 'Failure' "$out/executor.log" | head -20
-cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-if [ -n "$cs" ]; then
-  for tool in memcheck racecheck; do
-    timeout 240 "$cs" --tool $tool --error-exitcode 99 --print-limit 10 "$bin/OpTable_test" \
-      --gtest_filter='OpTableTest.AttentionGeometries:OpTableTest.ChunkedScanGridLaw' > "$out/$tool.log" 2>&1
-    rc=$?
-    summary+=("$tool flash attention + chunked scan: rc=$rc $(grep -m1 'ERROR SUMMARY' "$out/$tool.log")")
-  done
+if [ "$bench_only" = 0 ]; then
+  filter='OpTableTest.AttentionPieces:OpTableTest.AttentionGeometries:OpTableTest.FusedOps:OpTableTest.DeltaNet:OpTableTest.ChunkedScanGridLaw'
+  "$bin/OpTable_test" --gtest_filter="$filter" > "$out/optable.log" 2>&1
+  summary+=("optable (attention, delta net): rc=$? $(grep '^op table:' "$out/optable.log")")
+  sed -n '/^op  /,/^op table:/p' "$out/optable.log" | grep -E "^op|attention|delta_scan" | awk '$NF != "ok" || /^op/ || /chunked|bf16/' | head -60
+  grep -A4 'Failure' "$out/optable.log" | head -30
+  "$bin/CudaExecutor_test" > "$out/executor.log" 2>&1
+  summary+=("CudaExecutor_test: rc=$? $(grep -c '^\[       OK \]' "$out/executor.log") ok, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$out/executor.log") failed")
+  grep -A4 'Failure' "$out/executor.log" | head -20
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  if [ -n "$cs" ]; then
+    for tool in memcheck racecheck; do
+      timeout 240 "$cs" --tool $tool --error-exitcode 99 --print-limit 10 "$bin/OpTable_test" \
+        --gtest_filter='OpTableTest.AttentionGeometries:OpTableTest.ChunkedScanGridLaw' > "$out/$tool.log" 2>&1
+      rc=$?
+      summary+=("$tool flash attention + chunked scan: rc=$rc $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$tool.log")")
+    done
+  fi
 fi
 for preset in $presets; do
   m=$models/qwen35-$preset-bf16.gguf

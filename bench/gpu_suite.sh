@@ -10,7 +10,8 @@
 # the demo model's greedy text on the GPU is checked against PyTorch's (tools/train_demo/check_greedy.py).
 #
 # Tests mode also runs GemvQuant_test, Dequant_test, MoeGemm_test and CudaExecutor_test under compute-sanitizer
-# memcheck (a row each in the table: its error count). Logs go to $OUT (when set, else
+# memcheck (a row each in the table: its error count), and the tensor-core prefill kernels' op-table
+# rows under memcheck and racecheck. Logs go to $OUT (when set, else
 # /tmp/memra-gpu-out).
 set -uo pipefail
 bundle=${1:?usage: gpu_suite.sh BUNDLE.tar.xz [--tests-only|--bench-only]}
@@ -79,6 +80,18 @@ if [ "$mode" != "--bench-only" ]; then
     ms=$(( ($(date +%s%N) - start) / 1000000 ))
     errors=$(sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$out/memcheck-$t.log" | tail -1)
     summary+=("$(printf '%-20s rc=%-3s memcheck errors=%-4s %6d ms' "memcheck $t" "$rc" "${errors:-?}" "$ms")")
+  done
+  # The tensor-core prefill kernels (flash attention, the chunked delta rule) under memcheck and
+  # racecheck: their op-table geometries and the chunk-grid test.
+  for tool in memcheck racecheck; do
+    [ -x "$bin/OpTable_test" ] && [ -n "$cs" ] || continue
+    start=$(date +%s%N)
+    timeout 240 "$cs" --tool $tool --error-exitcode 99 --print-limit 10 "$bin/OpTable_test" \
+      --gtest_filter='OpTableTest.AttentionGeometries:OpTableTest.ChunkedScanGridLaw' > "$out/$tool-prefill.log" 2>&1
+    rc=$?
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    line=$(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$tool-prefill.log")
+    summary+=("$(printf '%-20s rc=%-3s %s %6d ms' "$tool prefill" "$rc" "${line:-?}" "$ms")")
   done
 fi
 if [ "$mode" != "--tests-only" ] && [ -f bench/gpu_bench.sh ]; then

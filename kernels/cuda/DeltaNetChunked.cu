@@ -206,21 +206,25 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(co
   __syncthreads();
   // [W | Y] = (I + A)^-1 B by forward substitution, one column per thread: x_t = b_t - sum_{s<t}
   // A[t][s] x_s with b = beta e^gamma k (W's columns) or beta v (Y's).
-  // Four partial sums per row shorten the dependent chain of each column's substitution 4x.
+  // The column's right-hand side first (its v loads all in flight at once), then the substitution
+  // in place; four partial sums per row shorten each row's dependent chain 4x.
   for (int col = tid; col < GDN_DK + GDN_DV; col += GDN_PREP_THREADS) {
     float x[GDN_C];
 #pragma unroll
     for (int t = 0; t < GDN_C; ++t) {
-      float b = 0.0f;
+      x[t] = 0.0f;
       if (t < n) {
         const float bt = sbeta[t];
-        b = col < GDN_DK ? bt * expf(sgam[t]) * sk[t * GDN_KP + col]
-                         : bt * p.v[((i64)(t0 + t) * GDN_HV + h) * GDN_DV + (col - GDN_DK)];
+        x[t] = col < GDN_DK ? bt * expf(sgam[t]) * sk[t * GDN_KP + col]
+                            : bt * p.v[((i64)(t0 + t) * GDN_HV + h) * GDN_DV + (col - GDN_DK)];
       }
+    }
+#pragma unroll
+    for (int t = 1; t < GDN_C; ++t) {
       float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int s = 0; s < t; ++s) part[s & 3] += sA[t * (GDN_C + 1) + s] * x[s];
-      x[t] = b - ((part[0] + part[1]) + (part[2] + part[3]));
+      x[t] -= (part[0] + part[1]) + (part[2] + part[3]);
     }
     if (col < GDN_DK) {
 #pragma unroll
