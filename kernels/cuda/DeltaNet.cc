@@ -2,6 +2,7 @@
 // kernel, one launch; many: one thread per (t, c), then the state update) and the gated delta
 // scan (sequential in t: a token's latency is the cost; GDN_SPLIT lanes share a state column).
 #include "ir/StatusMacros.h"
+#include "kernels/cuda/DeltaNetBind.h"
 #include "kernels/cuda/DeltaNetParams.h"
 #include "kernels/cuda/GpuOp.h"
 
@@ -128,23 +129,6 @@ absl::StatusOr<Launch> ScanLaunch(const SelectContext& c, const char* entry) {
   l.block = static_cast<uint32_t>(cols * split);
   l.grid = static_cast<uint32_t>(Hv * (Dv / cols));
   return l;
-}
-
-// The fields both scans take from their first six operands, result and attributes.
-template <typename P>
-absl::Status FillScanParams(const BindContext& c, P& p) {
-  MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
-  p.q = c.In(0);
-  p.k = c.In(1);
-  p.v = c.In(2);
-  p.g = c.In(3);
-  p.beta = c.In(4);
-  p.state = c.In(5);
-  p.o = c.Out(0);
-  p.n_tok = static_cast<int>(x[0]);
-  p.scale = static_cast<float>(c.op().attrs().F64Or("scale", 1.0));
-  p.qk_eps = static_cast<float>(c.op().attrs().F64Or("qk_l2_eps", 0.0));
-  return absl::OkStatus();
 }
 
 // seq_gated_delta_scan: the scan's blocks once per entry (+ one set zeroing the padding rows).

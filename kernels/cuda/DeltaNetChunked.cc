@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ir/StatusMacros.h"
+#include "kernels/cuda/DeltaNetBind.h"
 #include "kernels/cuda/DeltaNetParams.h"
 #include "kernels/cuda/GpuOp.h"
 
@@ -69,17 +70,8 @@ class GatedDeltaScanChunkedImpl : public GpuOpImpl {
     MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
     MEMRA_ASSIGN_OR_RETURN(auto v, c.InShape(2));
     GdnChunkParams p;
-    p.q = c.In(0);
-    p.k = c.In(1);
-    p.v = c.In(2);
-    p.g = c.In(3);
-    p.beta = c.In(4);
-    p.state = c.In(5);
-    p.o = c.Out(0);
+    MEMRA_RETURN_IF_ERROR(FillScanParams(c, p));
     p.scratch = c.Scratch();
-    p.n_tok = static_cast<int>(x[0]);
-    p.scale = static_cast<float>(c.op().attrs().F64Or("scale", 1.0));
-    p.qk_eps = static_cast<float>(c.op().attrs().F64Or("qk_l2_eps", 0.0));
     w.Kernel(0, p);
     w.Kernel(1, p);
     // FLOPs of the chunked form per head and chunk: K K^T and Q K^T, the solve, then W S, Q S, M U

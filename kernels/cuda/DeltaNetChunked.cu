@@ -254,7 +254,8 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(co
 // [C][COLS], the state tile [DK][COLS].
 #define GDN_SCAN_THREADS 256
 #define GDN_CP (GDN_COLS + 1)
-#define GDN_SCAN_SMEM_FLOATS (3 * GDN_C * GDN_KP + GDN_C * (GDN_C + 1) + 2 * GDN_C * GDN_CP + GDN_DK * GDN_CP + 2 * GDN_C)
+#define GDN_SCAN_SMEM_FLOATS \
+  (3 * GDN_C * GDN_KP + GDN_C * (GDN_C + 1) + 2 * GDN_C * GDN_CP + GDN_DK * GDN_CP + 2 * GDN_C)
 // Thread tiles: U and O as (4 rows t) x (COLS / 16 columns); S as (DK / 16 rows i) x (COLS / 16).
 #define GDN_JW (GDN_COLS / 16)
 #define GDN_IW (GDN_DK / 16)
@@ -301,9 +302,11 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
     }
     // The loads of each loop are independent: unrolled so several are in flight per thread.
 #pragma unroll 8
-    for (int e = tid; e < GDN_C * GDN_DK; e += GDN_SCAN_THREADS) sW[(e / GDN_DK) * GDN_KP + e % GDN_DK] = scr[GDN_SCR_W + e];
+    for (int e = tid; e < GDN_C * GDN_DK; e += GDN_SCAN_THREADS)
+      sW[(e / GDN_DK) * GDN_KP + e % GDN_DK] = scr[GDN_SCR_W + e];
 #pragma unroll 8
-    for (int e = tid; e < GDN_C * GDN_C; e += GDN_SCAN_THREADS) sM[(e / GDN_C) * (GDN_C + 1) + e % GDN_C] = scr[GDN_SCR_M + e];
+    for (int e = tid; e < GDN_C * GDN_C; e += GDN_SCAN_THREADS)
+      sM[(e / GDN_C) * (GDN_C + 1) + e % GDN_C] = scr[GDN_SCR_M + e];
 #pragma unroll 8
     for (int e = tid; e < GDN_C * GDN_COLS; e += GDN_SCAN_THREADS) {
       const int t = e / GDN_COLS, j = e % GDN_COLS;
@@ -426,7 +429,7 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
 #define GDN_AS (GDN_DK + 8)  // bf16 row strides (ldmatrix rows in distinct bank groups)
 #define GDN_MS (GDN_C + 8)
 #define GDN_NS (GDN_NC + 8)
-#define GDN_YS (GDN_NC + 4)  // f32
+#define GDN_YS (GDN_NC + 4)              // f32
 #define GDN_SMT ((GDN_DK / 16 + 7) / 8)  // state m-tiles per warp
 // One stage (u16 units): W, Q~, K~ [C][AS], M [C][MS], Y [C][YS] f32, e^gamma_n (16 bytes).
 #define GDN_STAGE_U16 (3 * GDN_C * GDN_AS + GDN_C * GDN_MS + 2 * GDN_C * GDN_YS + 8)
@@ -450,6 +453,20 @@ __device__ __forceinline__ void gdn_stage(u16* st, const float* scr, int j0) {
     mma_cp_async16(sy + r * GDN_YS + c4, scr + GDN_S16_Y + r * GDN_DV + j0 + c4);
   }
   if (threadIdx.x == 0) mma_cp_async16(sy + GDN_C * GDN_YS, scr + GDN_S16_EN);
+}
+
+// acc[0..1] (two 16 x 8 tiles) += A (16 rows x K, row stride SA) x B (K x 16, row-major with row
+// stride SB: the fragments by ldmatrix.trans).
+template <int K, int SA, int SB>
+__device__ __forceinline__ void gdn_mma_rows(float (*acc)[4], const u16* a, const u16* b, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    u32 af[4], bf[4];
+    mma_ldmatrix_x4(af, a + (lane & 15) * SA + kk * 16 + (lane >> 4) * 8);
+    mma_ldmatrix_x4_trans(bf, b + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * SB + (lane >> 4) * 8);
+    mma_bf16(acc[0], af, bf[0], bf[1]);
+    mma_bf16(acc[1], af, bf[2], bf[3]);
+  }
 }
 
 extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(const GdnChunkParams p) {
@@ -482,7 +499,8 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
 
   const int mt_u = warp >> 1, nt_u = (warp & 1) * 2;  // the U / O tile of this warp
   for (int c = 0; c < n_chunks; ++c) {
-    if (c + 1 < n_chunks) gdn_stage(stages + ((c + 1) & 1) * GDN_STAGE_U16, p.scratch + ((i64)(c + 1) * GDN_HV + h) * GDN_SCR16, j0);
+    if (c + 1 < n_chunks)
+      gdn_stage(stages + ((c + 1) & 1) * GDN_STAGE_U16, p.scratch + ((i64)(c + 1) * GDN_HV + h) * GDN_SCR16, j0);
     mma_cp_commit();
     mma_cp_wait<1>();
     __syncthreads();  // chunk c's stage and the previous chunk's sS are visible to every warp
@@ -496,14 +514,7 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
 
     // U = Y - W S.
     float u[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-    for (int kk = 0; kk < GDN_DK / 16; ++kk) {
-      u32 a[4], b[4];
-      mma_ldmatrix_x4(a, sW + (mt_u * 16 + (lane & 15)) * GDN_AS + kk * 16 + (lane >> 4) * 8);
-      mma_ldmatrix_x4_trans(b, sS + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * GDN_NS + nt_u * 8 + (lane >> 4) * 8);
-      mma_bf16(u[0], a, b[0], b[1]);
-      mma_bf16(u[1], a, b[2], b[3]);
-    }
+    gdn_mma_rows<GDN_DK, GDN_AS, GDN_NS>(u, sW + mt_u * 16 * GDN_AS, sS + nt_u * 8, lane);
 #pragma unroll
     for (int n2 = 0; n2 < 2; ++n2)
 #pragma unroll
@@ -516,22 +527,8 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
 
     // O = Q~ S + M U.
     float o[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-    for (int kk = 0; kk < GDN_DK / 16; ++kk) {
-      u32 a[4], b[4];
-      mma_ldmatrix_x4(a, sQ + (mt_u * 16 + (lane & 15)) * GDN_AS + kk * 16 + (lane >> 4) * 8);
-      mma_ldmatrix_x4_trans(b, sS + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * GDN_NS + nt_u * 8 + (lane >> 4) * 8);
-      mma_bf16(o[0], a, b[0], b[1]);
-      mma_bf16(o[1], a, b[2], b[3]);
-    }
-#pragma unroll
-    for (int kk = 0; kk < GDN_C / 16; ++kk) {
-      u32 a[4], b[4];
-      mma_ldmatrix_x4(a, sM + (mt_u * 16 + (lane & 15)) * GDN_MS + kk * 16 + (lane >> 4) * 8);
-      mma_ldmatrix_x4_trans(b, sU + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * GDN_NS + nt_u * 8 + (lane >> 4) * 8);
-      mma_bf16(o[0], a, b[0], b[1]);
-      mma_bf16(o[1], a, b[2], b[3]);
-    }
+    gdn_mma_rows<GDN_DK, GDN_AS, GDN_NS>(o, sQ + mt_u * 16 * GDN_AS, sS + nt_u * 8, lane);
+    gdn_mma_rows<GDN_C, GDN_MS, GDN_NS>(o, sM + mt_u * 16 * GDN_MS, sU + nt_u * 8, lane);
 #pragma unroll
     for (int n2 = 0; n2 < 2; ++n2)
 #pragma unroll
@@ -542,7 +539,7 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
               make_float2(o[n2][2 * hh] * p.scale, o[n2][2 * hh + 1] * p.scale);
       }
 
-    // S = e^gamma_n S + K~^T U (A = K~^T from K~'s rows by ldmatrix.trans).
+      // S = e^gamma_n S + K~^T U (A = K~^T from K~'s rows by ldmatrix.trans).
 #pragma unroll
     for (int q = 0; q < GDN_SMT; ++q) {
       const int mt = warp + 8 * q;
@@ -554,11 +551,13 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
 #pragma unroll
       for (int kk = 0; kk < GDN_C / 16; ++kk) {
         u32 a[4];
-        mma_ldmatrix_x4_trans(a, sK + (kk * 16 + (lane & 7) + ((lane >> 4) << 3)) * GDN_AS + mt * 16 + ((lane >> 3) & 1) * 8);
+        mma_ldmatrix_x4_trans(
+            a, sK + (kk * 16 + (lane & 7) + ((lane >> 4) << 3)) * GDN_AS + mt * 16 + ((lane >> 3) & 1) * 8);
 #pragma unroll
         for (int nn = 0; nn < GDN_NC / 16; ++nn) {
           u32 b[4];
-          mma_ldmatrix_x4_trans(b, sU + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * GDN_NS + nn * 16 + (lane >> 4) * 8);
+          mma_ldmatrix_x4_trans(
+              b, sU + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * GDN_NS + nn * 16 + (lane >> 4) * 8);
           mma_bf16(S[q][2 * nn], a, b[0], b[1]);
           mma_bf16(S[q][2 * nn + 1], a, b[2], b[3]);
         }

@@ -127,9 +127,9 @@ extern "C" __global__ void __launch_bounds__(256) flash_kv_bf16(const FlashAtten
     const float4 v0 = *reinterpret_cast<const float4*>(p.v_cache + first + e);
     const float4 v1 = *reinterpret_cast<const float4*>(p.v_cache + first + e + 4);
     *reinterpret_cast<uint4*>(k16 + first + e) = make_uint4(mma_pack_bf16(k0.x, k0.y), mma_pack_bf16(k0.z, k0.w),
-                                                           mma_pack_bf16(k1.x, k1.y), mma_pack_bf16(k1.z, k1.w));
+                                                            mma_pack_bf16(k1.x, k1.y), mma_pack_bf16(k1.z, k1.w));
     *reinterpret_cast<uint4*>(v16 + first + e) = make_uint4(mma_pack_bf16(v0.x, v0.y), mma_pack_bf16(v0.z, v0.w),
-                                                           mma_pack_bf16(v1.x, v1.y), mma_pack_bf16(v1.z, v1.w));
+                                                            mma_pack_bf16(v1.x, v1.y), mma_pack_bf16(v1.z, v1.w));
   }
 }
 
@@ -230,87 +230,88 @@ extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention(cons
 #endif
     // A warp none of whose rows sees the tile skips its math (the barriers stay uniform).
     if (j0 <= w_max_pos && j0 + FA_BC - 1 >= w_min_first) {
-
-    // S = Q K^T for the warp's 16 rows x 64 keys.
-    float s[FA_BC / 8][4];
+      // S = Q K^T for the warp's 16 rows x 64 keys.
+      float s[FA_BC / 8][4];
 #pragma unroll
-    for (int n = 0; n < FA_BC / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+      for (int n = 0; n < FA_BC / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll 4
-    for (int kk = 0; kk < FA_D / 16; ++kk) {
-      u32 a[4];
-      mma_ldmatrix_x4(a, Qs + (warp * 16 + (lane & 15)) * FA_QS + kk * 16 + (lane >> 4) * 8);
+      for (int kk = 0; kk < FA_D / 16; ++kk) {
+        u32 a[4];
+        mma_ldmatrix_x4(a, Qs + (warp * 16 + (lane & 15)) * FA_QS + kk * 16 + (lane >> 4) * 8);
 #pragma unroll
-      for (int nn = 0; nn < FA_BC / 16; ++nn) {
-        u32 b[4];
-        mma_ldmatrix_x4(b, Ks + (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * FA_QS + kk * 16 + ((lane >> 3) & 1) * 8);
-        mma_bf16(s[2 * nn], a, b[0], b[1]);
-        mma_bf16(s[2 * nn + 1], a, b[2], b[3]);
-      }
-    }
-
-    // Mask, then the online softmax in base 2 (rows A: s[n][0..1], rows B: s[n][2..3]).
-    const bool masked = j0 + FA_BC - 1 > w_min_pos || j0 < w_max_first;
-    float mxA = mA, mxB = mB;
-#pragma unroll
-    for (int n = 0; n < FA_BC / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[n][e] * scale_log2;
-        if (masked) {
-          const int j = j0 + n * 8 + 2 * tq + (e & 1);
-          const bool ok = e < 2 ? (j <= posA && j >= firstA) : (j <= posB && j >= firstB);
-          if (!ok) x = MEMRA_NEG_INF;
+        for (int nn = 0; nn < FA_BC / 16; ++nn) {
+          u32 b[4];
+          mma_ldmatrix_x4(b,
+                          Ks + (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * FA_QS + kk * 16 + ((lane >> 3) & 1) * 8);
+          mma_bf16(s[2 * nn], a, b[0], b[1]);
+          mma_bf16(s[2 * nn + 1], a, b[2], b[3]);
         }
-        s[n][e] = x;
-        if (e < 2)
-          mxA = fmaxf(mxA, x);
-        else
-          mxB = fmaxf(mxB, x);
       }
-    mxA = fa_quad_max(mxA);
-    mxB = fa_quad_max(mxB);
-    // A row that has seen no key yet keeps base 0 (so -inf - -inf never appears).
-    const float baseA = mxA == MEMRA_NEG_INF ? 0.0f : mxA, baseB = mxB == MEMRA_NEG_INF ? 0.0f : mxB;
-    const float corrA = exp2f(mA - baseA), corrB = exp2f(mB - baseB);
-    mA = mxA;
-    mB = mxB;
-    float sumA = 0.0f, sumB = 0.0f;
-#pragma unroll
-    for (int n = 0; n < FA_BC / 8; ++n) {
-      s[n][0] = exp2f(s[n][0] - baseA);
-      s[n][1] = exp2f(s[n][1] - baseA);
-      s[n][2] = exp2f(s[n][2] - baseB);
-      s[n][3] = exp2f(s[n][3] - baseB);
-      sumA += s[n][0] + s[n][1];
-      sumB += s[n][2] + s[n][3];
-    }
-    lA = lA * corrA + sumA;  // this thread's columns; the quad's partial sums add up at the end
-    lB = lB * corrB + sumB;
-#pragma unroll
-    for (int n = 0; n < FA_DV / 8; ++n) {
-      acc[n][0] *= corrA;
-      acc[n][1] *= corrA;
-      acc[n][2] *= corrB;
-      acc[n][3] *= corrB;
-    }
 
-    // O += P V: P's accumulator fragments of key tiles 2kk, 2kk + 1 are the A fragment of keys
-    // 16kk..16kk + 15.
+      // Mask, then the online softmax in base 2 (rows A: s[n][0..1], rows B: s[n][2..3]).
+      const bool masked = j0 + FA_BC - 1 > w_min_pos || j0 < w_max_first;
+      float mxA = mA, mxB = mB;
 #pragma unroll
-    for (int kk = 0; kk < FA_BC / 16; ++kk) {
-      u32 a[4];
-      a[0] = mma_pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = mma_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = mma_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = mma_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      for (int n = 0; n < FA_BC / 8; ++n)
 #pragma unroll
-      for (int nd = 0; nd < FA_DV / 16; ++nd) {
-        u32 b[4];
-        mma_ldmatrix_x4_trans(b, Vs + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * FA_VS + nd * 16 + (lane >> 4) * 8);
-        mma_bf16(acc[2 * nd], a, b[0], b[1]);
-        mma_bf16(acc[2 * nd + 1], a, b[2], b[3]);
+        for (int e = 0; e < 4; ++e) {
+          float x = s[n][e] * scale_log2;
+          if (masked) {
+            const int j = j0 + n * 8 + 2 * tq + (e & 1);
+            const bool ok = e < 2 ? (j <= posA && j >= firstA) : (j <= posB && j >= firstB);
+            if (!ok) x = MEMRA_NEG_INF;
+          }
+          s[n][e] = x;
+          if (e < 2)
+            mxA = fmaxf(mxA, x);
+          else
+            mxB = fmaxf(mxB, x);
+        }
+      mxA = fa_quad_max(mxA);
+      mxB = fa_quad_max(mxB);
+      // A row that has seen no key yet keeps base 0 (so -inf - -inf never appears).
+      const float baseA = mxA == MEMRA_NEG_INF ? 0.0f : mxA, baseB = mxB == MEMRA_NEG_INF ? 0.0f : mxB;
+      const float corrA = exp2f(mA - baseA), corrB = exp2f(mB - baseB);
+      mA = mxA;
+      mB = mxB;
+      float sumA = 0.0f, sumB = 0.0f;
+#pragma unroll
+      for (int n = 0; n < FA_BC / 8; ++n) {
+        s[n][0] = exp2f(s[n][0] - baseA);
+        s[n][1] = exp2f(s[n][1] - baseA);
+        s[n][2] = exp2f(s[n][2] - baseB);
+        s[n][3] = exp2f(s[n][3] - baseB);
+        sumA += s[n][0] + s[n][1];
+        sumB += s[n][2] + s[n][3];
       }
-    }
+      lA = lA * corrA + sumA;  // this thread's columns; the quad's partial sums add up at the end
+      lB = lB * corrB + sumB;
+#pragma unroll
+      for (int n = 0; n < FA_DV / 8; ++n) {
+        acc[n][0] *= corrA;
+        acc[n][1] *= corrA;
+        acc[n][2] *= corrB;
+        acc[n][3] *= corrB;
+      }
+
+      // O += P V: P's accumulator fragments of key tiles 2kk, 2kk + 1 are the A fragment of keys
+      // 16kk..16kk + 15.
+#pragma unroll
+      for (int kk = 0; kk < FA_BC / 16; ++kk) {
+        u32 a[4];
+        a[0] = mma_pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+        a[1] = mma_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+        a[2] = mma_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        a[3] = mma_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+        for (int nd = 0; nd < FA_DV / 16; ++nd) {
+          u32 b[4];
+          mma_ldmatrix_x4_trans(
+              b, Vs + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * FA_VS + nd * 16 + (lane >> 4) * 8);
+          mma_bf16(acc[2 * nd], a, b[0], b[1]);
+          mma_bf16(acc[2 * nd + 1], a, b[2], b[3]);
+        }
+      }
     }  // the warp's math on this tile
 #if FA_KV16
     __syncthreads();  // every warp is done with this buffer before it is refilled

@@ -152,9 +152,9 @@ absl::StatusOr<CUfunction> LoadedModule::Function(absl::string_view entry, uint3
                                 absl::StrCat("cuModuleGetFunction(", what_, "::", entry, ")")));
   // Past the default 48 KiB a kernel must opt in to its dynamic shared memory.
   if (dynamic_smem > (48u << 10))
-    MEMRA_RETURN_IF_ERROR(
-        CuCheck(d_->cuFuncSetAttribute(f, kCuFuncAttrMaxDynamicSharedSizeBytes, static_cast<int>(dynamic_smem)),
-                absl::StrCat("cuFuncSetAttribute(", what_, "::", entry, ", ", dynamic_smem, " bytes of shared memory)")));
+    MEMRA_RETURN_IF_ERROR(CuCheck(
+        d_->cuFuncSetAttribute(f, kCuFuncAttrMaxDynamicSharedSizeBytes, static_cast<int>(dynamic_smem)),
+        absl::StrCat("cuFuncSetAttribute(", what_, "::", entry, ", ", dynamic_smem, " bytes of shared memory)")));
   return f;
 }
 

@@ -718,6 +718,20 @@ TEST_F(OpTableTest, FusedOps) {
       2);
 }
 
+// The 9B's delta-net scan shape (16 key / 32 value heads of 128) with its own q / k l2 norms
+// (qk_l2_eps, as fuse-delta-net-inputs forms it) at `precision` ("" : the attribute absent).
+Value* ScanWithNorms(Harness& h, const std::string& precision) {
+  Value* q = h.Arg("q", {-1, 16, 128});
+  Value* k = h.Arg("k", {-1, 16, 128});
+  Value* v = h.Arg("v", {-1, 32, 128});
+  auto [beta, g] = h.b->DeltaNetGates(h.Arg("b", {-1, 32}), h.Arg("a", {-1, 32}), h.Weight("dt", GgmlType::kF32, {32}),
+                                      h.Weight("ssm_a", GgmlType::kF32, {32}, -2, -0.1f));
+  Value* st = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {32, 128, 128});
+  ir::AttrDict attrs = {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}};
+  if (!precision.empty()) attrs.Set("precision", precision);
+  return h.b->Build1(ir::OpKind::kGatedDeltaScan, {q, k, v, g, beta, st}, attrs);
+}
+
 TEST_F(OpTableTest, DeltaNet) {
   FOR_T Check(
       "conv1d_causal", "f32", T, 1e-12,
@@ -760,53 +774,18 @@ TEST_F(OpTableTest, DeltaNet) {
       },
       2);
   FOR_T Check(
-      "gated_delta_scan+l2", "f32", T, 1e-8,
-      [](Harness& h) {
-        Value* q = h.Arg("q", {-1, 16, 128});
-        Value* k = h.Arg("k", {-1, 16, 128});
-        Value* v = h.Arg("v", {-1, 32, 128});
-        auto [beta, g] =
-            h.b->DeltaNetGates(h.Arg("b", {-1, 32}), h.Arg("a", {-1, 32}), h.Weight("dt", GgmlType::kF32, {32}),
-                               h.Weight("ssm_a", GgmlType::kF32, {32}, -2, -0.1f));
-        Value* st = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {32, 128, 128});
-        return std::vector<Value*>{h.b->Build1(ir::OpKind::kGatedDeltaScan, {q, k, v, g, beta, st},
-                                               {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}})};
-      },
-      2);
+      "gated_delta_scan+l2", "f32", T, 1e-8, [](Harness& h) { return std::vector<Value*>{ScanWithNorms(h, "")}; }, 2);
   // At precision "bf16" (the lowering's choice for 16-bit and quantized models): T >= 64 runs the
-  // chunked rule's state pass on tensor cores (bf16 operands, f32 state and accumulation).
+  // chunked rule with K K^T, Q K^T and the state pass on tensor cores (bf16 operands, f32 state and
+  // accumulation).
   FOR_T Check(
       "gated_delta_scan+l2", "bf16", T, T >= 64 ? 5e-5 : 1e-8,
-      [](Harness& h) {
-        Value* q = h.Arg("q", {-1, 16, 128});
-        Value* k = h.Arg("k", {-1, 16, 128});
-        Value* v = h.Arg("v", {-1, 32, 128});
-        auto [beta, g] =
-            h.b->DeltaNetGates(h.Arg("b", {-1, 32}), h.Arg("a", {-1, 32}), h.Weight("dt", GgmlType::kF32, {32}),
-                               h.Weight("ssm_a", GgmlType::kF32, {32}, -2, -0.1f));
-        Value* st = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {32, 128, 128});
-        return std::vector<Value*>{
-            h.b->Build1(ir::OpKind::kGatedDeltaScan, {q, k, v, g, beta, st},
-                        {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}, {"precision", std::string("bf16")}})};
-      },
-      2);
+      [](Harness& h) { return std::vector<Value*>{ScanWithNorms(h, "bf16")}; }, 2);
   // The chunked rule (DeltaNetChunked.cu, T >= 64) over 18 chunks, the last one partial.
   for (const char* precision : {"f32", "bf16"})
     Check(
         "gated_delta_scan+l2", std::string(precision) + " chunked", 1100, precision[0] == 'f' ? 1e-8 : 5e-5,
-        [&](Harness& h) {
-          Value* q = h.Arg("q", {-1, 16, 128});
-          Value* k = h.Arg("k", {-1, 16, 128});
-          Value* v = h.Arg("v", {-1, 32, 128});
-          auto [beta, g] =
-              h.b->DeltaNetGates(h.Arg("b", {-1, 32}), h.Arg("a", {-1, 32}), h.Weight("dt", GgmlType::kF32, {32}),
-                                 h.Weight("ssm_a", GgmlType::kF32, {32}, -2, -0.1f));
-          Value* st = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {32, 128, 128});
-          return std::vector<Value*>{h.b->Build1(
-              ir::OpKind::kGatedDeltaScan, {q, k, v, g, beta, st},
-              {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}, {"precision", std::string(precision)}})};
-        },
-        2);
+        [&](Harness& h) { return std::vector<Value*>{ScanWithNorms(h, precision)}; }, 2);
 }
 
 // The chunked delta rule's grid law on the device: one call of 256 tokens and two calls of 128
@@ -820,14 +799,7 @@ TEST_F(OpTableTest, ChunkedScanGridLaw) {
 
 void OpTableTest::ChunkedScanGridLaw(const std::string& precision) {
   Harness h(5);
-  Value* q = h.Arg("q", {-1, 16, 128});
-  Value* k = h.Arg("k", {-1, 16, 128});
-  Value* v = h.Arg("v", {-1, 32, 128});
-  auto [beta, g] = h.b->DeltaNetGates(h.Arg("b", {-1, 32}), h.Arg("a", {-1, 32}), h.Weight("dt", GgmlType::kF32, {32}),
-                                      h.Weight("ssm_a", GgmlType::kF32, {32}, -2, -0.1f));
-  Value* st = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {32, 128, 128});
-  Value* o = h.b->Build1(ir::OpKind::kGatedDeltaScan, {q, k, v, g, beta, st},
-                         {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}, {"precision", precision}});
+  Value* o = ScanWithNorms(h, precision);
   ASSERT_TRUE(h.Finish({o}).ok());
   const std::vector<HostTensor> all = h.Args(256);
   // Rows [r0, r0 + n) of every argument.
