@@ -260,6 +260,28 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(co
 #define GDN_JW (GDN_COLS / 16)
 #define GDN_IW (GDN_DK / 16)
 
+// acc (4 rows x GDN_JW columns) += or -= A (4 rows x K, row stride SA) x B (K x GDN_JW, row
+// stride SB), in f32.
+template <int K, int SA, int SB, bool kSub>
+__device__ __forceinline__ void gdn_rows_f32(float (*acc)[GDN_JW], const float* a, const float* b) {
+  for (int i = 0; i < K; ++i) {
+    float bv[GDN_JW];
+#pragma unroll
+    for (int c = 0; c < GDN_JW; ++c) bv[c] = b[i * SB + c];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const float av = a[r * SA + i];
+#pragma unroll
+      for (int c = 0; c < GDN_JW; ++c) {
+        if (kSub)
+          acc[r][c] -= av * bv[c];
+        else
+          acc[r][c] += av * bv[c];
+      }
+    }
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(const GdnChunkParams p) {
   memra_grid_dependency();
   GDN_SMEM_DECL(GDN_SCAN_SMEM_FLOATS);
@@ -330,17 +352,7 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
       for (int a = 0; a < 4; ++a)
 #pragma unroll
         for (int b = 0; b < GDN_JW; ++b) u[a][b] = sY[(grp * 4 + a) * GDN_CP + jq * GDN_JW + b];
-      for (int i = 0; i < GDN_DK; ++i) {
-        float sv[GDN_JW];
-#pragma unroll
-        for (int b = 0; b < GDN_JW; ++b) sv[b] = sS[i * GDN_CP + jq * GDN_JW + b];
-#pragma unroll
-        for (int a = 0; a < 4; ++a) {
-          const float w = sW[(grp * 4 + a) * GDN_KP + i];
-#pragma unroll
-          for (int b = 0; b < GDN_JW; ++b) u[a][b] -= w * sv[b];
-        }
-      }
+      gdn_rows_f32<GDN_DK, GDN_KP, GDN_CP, true>(u, sW + grp * 4 * GDN_KP, sS + jq * GDN_JW);
 #pragma unroll
       for (int a = 0; a < 4; ++a)
 #pragma unroll
@@ -354,28 +366,9 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
       for (int a = 0; a < 4; ++a)
 #pragma unroll
         for (int b = 0; b < GDN_JW; ++b) o[a][b] = 0.0f;
-      for (int i = 0; i < GDN_DK; ++i) {
-        float sv[GDN_JW];
-#pragma unroll
-        for (int b = 0; b < GDN_JW; ++b) sv[b] = sS[i * GDN_CP + jq * GDN_JW + b];
-#pragma unroll
-        for (int a = 0; a < 4; ++a) {
-          const float qv = sQ[(grp * 4 + a) * GDN_KP + i];
-#pragma unroll
-          for (int b = 0; b < GDN_JW; ++b) o[a][b] += qv * sv[b];
-        }
-      }
-      for (int s = 0; s < GDN_C; ++s) {
-        float uv[GDN_JW];
-#pragma unroll
-        for (int b = 0; b < GDN_JW; ++b) uv[b] = sU[s * GDN_CP + jq * GDN_JW + b];
-#pragma unroll
-        for (int a = 0; a < 4; ++a) {
-          const float m = sM[(grp * 4 + a) * (GDN_C + 1) + s];  // 0 above the diagonal
-#pragma unroll
-          for (int b = 0; b < GDN_JW; ++b) o[a][b] += m * uv[b];
-        }
-      }
+      gdn_rows_f32<GDN_DK, GDN_KP, GDN_CP, false>(o, sQ + grp * 4 * GDN_KP, sS + jq * GDN_JW);
+      gdn_rows_f32<GDN_C, GDN_C + 1, GDN_CP, false>(o, sM + grp * 4 * (GDN_C + 1),
+                                                    sU + jq * GDN_JW);  // M: 0 above the diagonal
 #pragma unroll
       for (int a = 0; a < 4; ++a) {
         const int t = grp * 4 + a;
