@@ -448,6 +448,22 @@ __device__ __forceinline__ void gdn_stage(u16* st, const float* scr, int j0) {
   if (threadIdx.x == 0) mma_cp_async16(sy + GDN_C * GDN_YS, scr + GDN_S16_EN);
 }
 
+// Calls f(q, nt, e, i, j, in) for each element of this thread's state tile in the accumulator
+// layout: m-tile warp + 8 q (rows i = 16 (warp + 8 q) + g, + 8), n-tile nt (columns j = 8 nt +
+// 2 tq, + 1); `in`: the m-tile lies within DK.
+template <class F>
+__device__ __forceinline__ void gdn_state_tile(int warp, int g, int tq, F f) {
+#pragma unroll
+  for (int q = 0; q < GDN_SMT; ++q)
+#pragma unroll
+    for (int nt = 0; nt < GDN_NC / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int mt = warp + 8 * q;
+        f(q, nt, e, mt * 16 + g + (e >> 1) * 8, nt * 8 + 2 * tq + (e & 1), mt < GDN_DK / 16);
+      }
+}
+
 // acc[0..1] (two 16 x 8 tiles) += A (16 rows x K, row stride SA) x B (K x 16, row-major with row
 // stride SB: the fragments by ldmatrix.trans).
 template <int K, int SA, int SB>
@@ -476,19 +492,12 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
   if (n_chunks > 0) gdn_stage(stages, p.scratch + (i64)h * GDN_SCR16, j0);
   mma_cp_commit();
 
-  // The state tile in the accumulator layout: m-tile w + 8 q (rows 16 (w + 8 q) + g, + 8),
-  // n-tile nt (columns 8 nt + 2 tq, + 1).
+  // The state tile in the accumulator layout (gdn_state_tile), f32 across the chunks.
   float S[GDN_SMT][GDN_NC / 8][4];
-#pragma unroll
-  for (int q = 0; q < GDN_SMT; ++q)
-#pragma unroll
-    for (int nt = 0; nt < GDN_NC / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int mt = warp + 8 * q, i = mt * 16 + g + (e >> 1) * 8, j = nt * 8 + 2 * tq + (e & 1);
-        S[q][nt][e] = mt < GDN_DK / 16 ? st[(i64)(j0 + j) * GDN_DK + i] : 0.0f;
-        if (mt < GDN_DK / 16) sS[i * GDN_NS + j] = f32_to_bf16(S[q][nt][e]);
-      }
+  gdn_state_tile(warp, g, tq, [&](int q, int nt, int e, int i, int j, bool in) {
+    S[q][nt][e] = in ? st[(i64)(j0 + j) * GDN_DK + i] : 0.0f;
+    if (in) sS[i * GDN_NS + j] = f32_to_bf16(S[q][nt][e]);
+  });
 
   const int mt_u = warp >> 1, nt_u = (warp & 1) * 2;  // the U / O tile of this warp
   for (int c = 0; c < n_chunks; ++c) {
@@ -571,14 +580,8 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
     }
   }
   mma_cp_wait<0>();
-#pragma unroll
-  for (int q = 0; q < GDN_SMT; ++q)
-#pragma unroll
-    for (int nt = 0; nt < GDN_NC / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int mt = warp + 8 * q, i = mt * 16 + g + (e >> 1) * 8, j = nt * 8 + 2 * tq + (e & 1);
-        if (mt < GDN_DK / 16) st[(i64)(j0 + j) * GDN_DK + i] = S[q][nt][e];
-      }
+  gdn_state_tile(warp, g, tq, [&](int q, int nt, int e, int i, int j, bool in) {
+    if (in) st[(i64)(j0 + j) * GDN_DK + i] = S[q][nt][e];
+  });
 }
 #endif  // GDN_BF16
