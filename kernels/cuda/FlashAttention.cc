@@ -74,7 +74,7 @@ class FlashAttentionImpl : public GpuOpImpl {
     l.kernel.module.file = "FlashAttention.cu";
     l.kernel.module.defines =
         MakeDefines({Def("FA_HQ", g->hq), Def("FA_HKV", g->hkv), Def("FA_D", g->d), Def("FA_DV", g->dv),
-                     Def("FA_WARPS", g->warps), Def("FA_KV16", 1), Def("FA_STAGES", g->stages)});
+                     Def("FA_WARPS", g->warps), Def("FA_STAGES", g->stages)});
     // 1. flash_kv_bf16: the bf16 copy of the cache rows the call's keys span (a fixed grid).
     Launch copy = l;
     copy.kernel.entry = "flash_kv_bf16";

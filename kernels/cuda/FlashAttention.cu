@@ -7,7 +7,9 @@
 // S = Q K^T (16 x 64 per warp, Q and K from shared memory by ldmatrix), the causal / window mask
 // where the tile crosses a row's bounds, the online softmax in registers, then O += P V with P
 // taken from S's accumulator layout (it is the A layout of the next mma) and V by ldmatrix.trans.
-// The caches and activations are f32: tiles are rounded to bf16 on the way into shared memory.
+// The caches and activations are f32: Q is rounded to bf16 as it is staged; K and V come from the
+// call's bf16 copy of the cache rows (flash_kv_bf16, the step's scratch) by 16-byte cp.async into
+// FA_STAGES shared-memory buffers, the next tile in flight while the current one computes.
 // The grid is token blocks x Hkv x D / FA_DV (flattened): head dims above 256 split the output
 // columns over blocks (each recomputes S) so the O accumulator stays within registers. Token
 // blocks run the longest key ranges first.
@@ -17,12 +19,6 @@
 
 #ifndef FA_WARPS
 #define FA_WARPS 4
-#endif
-// FA_KV16 = 1: K and V come from the call's bf16 copy of the caches (flash_kv_bf16, the step's
-// scratch) by cp.async into FA_STAGES shared-memory buffers, the next tile in flight while the
-// current one computes; 0: the f32 caches, rounded as tiles are staged (one buffer).
-#ifndef FA_KV16
-#define FA_KV16 0
 #endif
 #ifndef FA_STAGES
 #define FA_STAGES 1
@@ -46,25 +42,6 @@
 #define FA_SMEM_DECL extern __shared__ __align__(16) unsigned char fa_smem[]
 #endif
 
-// Stages rows [j0, j0 + FA_BC) of kv head kvh's columns [c0, c0 + W) of a [rows, Hkv, D] cache into
-// a [FA_BC][S] bf16 tile; rows at or past j_end are zeros (never read from the cache: finite
-// values, so masked probabilities times them stay 0).
-template <int W, int S>
-__device__ __forceinline__ void fa_stage_kv(u16* dst, const float* cache, int kvh, int j0, int j_end, int c0) {
-  constexpr int kPerRow = W / 4;
-  // Unrolled: the loads are independent, so several are in flight per thread.
-#pragma unroll 8
-  for (int i = threadIdx.x; i < FA_BC * kPerRow; i += FA_WARPS * 32) {
-    const int r = i / kPerRow, c = (i % kPerRow) * 4, j = j0 + r;
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (j < j_end) v = *reinterpret_cast<const float4*>(cache + ((i64)j * FA_HKV + kvh) * FA_D + c0 + c);
-    uint2 w;
-    w.x = mma_pack_bf16(v.x, v.y);
-    w.y = mma_pack_bf16(v.z, v.w);
-    *reinterpret_cast<uint2*>(dst + r * S + c) = w;
-  }
-}
-
 __device__ __forceinline__ float fa_quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
@@ -77,7 +54,7 @@ __device__ __forceinline__ float fa_quad_sum(float v) {
 // The first key a query at position p sees (kernels/cpu/Attention.cc's FirstKey).
 __device__ __forceinline__ int fa_first_key(int p, int window) { return window > 0 ? max(0, p - window + 1) : 0; }
 
-// FA_KV16: rows [j0, j0 + FA_BC) of kv head kvh, columns [c0, c0 + W), from a bf16 copy [rows,
+// Rows [j0, j0 + FA_BC) of kv head kvh, columns [c0, c0 + W), from a bf16 copy [rows,
 // Hkv, D] into a [FA_BC][S] tile by 16-byte cp.async; rows at or past j_end are zeroed directly.
 template <int W, int S>
 __device__ __forceinline__ void fa_stage_kv16(u16* dst, const u16* kv, int kvh, int j0, int j_end, int c0) {
@@ -194,7 +171,6 @@ extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention(cons
 
   __syncthreads();
   const int lo = s_lo, hi = s_hi;
-#if FA_KV16
   const u16* k16 = p.kv16;
   const u16* v16 = p.kv16 + (i64)p.kv_rows * FA_HKV * FA_D;
   if (lo <= hi) {
@@ -202,9 +178,7 @@ extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention(cons
     fa_stage_kv16<FA_DV, FA_VS>(Ks0 + FA_BC * FA_QS, v16, kvh, lo, hi + 1, c0);
   }
   mma_cp_commit();
-#endif
   for (int j0 = lo, it = 0; j0 <= hi; j0 += FA_BC, ++it) {
-#if FA_KV16
     // The next tile streams into the other buffer while this one computes.
     u16* Ks = Ks0 + (it % FA_STAGES) * FA_KV_STAGE;
     u16* Vs = Ks + FA_BC * FA_QS;
@@ -220,14 +194,6 @@ extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention(cons
       mma_cp_wait<0>();
     }
     __syncthreads();  // this tile's buffer is complete for every warp
-#else
-    u16* Ks = Ks0;
-    u16* Vs = Ks + FA_BC * FA_QS;
-    if (j0 != lo) __syncthreads();  // every warp is done with the previous tile
-    fa_stage_kv<FA_D, FA_QS>(Ks, p.k_cache, kvh, j0, hi + 1, 0);
-    fa_stage_kv<FA_DV, FA_VS>(Vs, p.v_cache, kvh, j0, hi + 1, c0);
-    __syncthreads();
-#endif
     // A warp none of whose rows sees the tile skips its math (the barriers stay uniform).
     if (j0 <= w_max_pos && j0 + FA_BC - 1 >= w_min_first) {
       // S = Q K^T for the warp's 16 rows x 64 keys.
@@ -312,19 +278,15 @@ extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention(cons
           mma_bf16(acc[2 * nd + 1], a, b[2], b[3]);
         }
       }
-    }  // the warp's math on this tile
-#if FA_KV16
+    }                 // the warp's math on this tile
     __syncthreads();  // every warp is done with this buffer before it is refilled
     if (FA_STAGES == 1 && j0 + FA_BC <= hi) {
       fa_stage_kv16<FA_D, FA_QS>(Ks, k16, kvh, j0 + FA_BC, hi + 1, 0);
       fa_stage_kv16<FA_DV, FA_VS>(Vs, v16, kvh, j0 + FA_BC, hi + 1, c0);
       mma_cp_commit();
     }
-#endif
   }
-#if FA_KV16
   mma_cp_wait<0>();
-#endif
 
   // Normalize, gate, store (rows past n_tok are not written).
   lA = fa_quad_sum(lA);

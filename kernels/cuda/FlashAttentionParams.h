@@ -6,7 +6,7 @@ MEMRA_PARAMS_BEGIN
 
 // flash_kv_bf16 and flash_attention: q [n_tok, Hq, D], the caches [kv_rows, Hkv, D], pos [n_tok],
 // o [n_tok, Hq, D]; gate (attention_gated, [n_tok, Hq, D]) or 0; window 0 (causal) or the sliding
-// window in keys; kv16 (FA_KV16, the step's scratch): the bf16 copy of the caches, K then V.
+// window in keys; kv16 (the step's scratch): the bf16 copy of the caches, K then V.
 struct FlashAttentionParams {
   MEMRA_DPTR(const float) q;
   MEMRA_DPTR(const float) k_cache;

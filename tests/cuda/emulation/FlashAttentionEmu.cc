@@ -90,9 +90,7 @@ int main() {
   std::vector<unsigned short> kv16(2 * rows * HKV * D, 0xffff);  // NaN-poisoned bf16 copy
   p.kv16 = kv16.data();
   p.kv_rows = rows;
-#if FA_KV16
   emu_launch([](const void* a) { fa_emu::flash_kv_bf16(*static_cast<const FlashAttentionParams*>(a)); }, 3, 256, &p);
-#endif
   // The bucket is larger than the call (the grid covers 16 more tokens than T).
   const int tb = FA_BR / G, blocks = (T + 16 + tb - 1) / tb * HKV * (D / FA_DV);
   emu_launch([](const void* a) { fa_emu::flash_attention(*static_cast<const FlashAttentionParams*>(a)); }, blocks,
@@ -131,9 +129,9 @@ int main() {
     }
   const double nmse = err / ref;
   std::printf(
-      "flash_attention emu HQ=%d HKV=%d D=%d DV=%d warps=%d kv16=%d stages=%d T=%d P0=%d window=%d gate=%d: nmse %.3g "
+      "flash_attention emu HQ=%d HKV=%d D=%d DV=%d warps=%d stages=%d T=%d P0=%d window=%d gate=%d: nmse %.3g "
       "max|d| %.3g%s\n",
-      HQ, HKV, D, FA_DV, FA_WARPS, FA_KV16, FA_STAGES, T, P0, FA_EMU_WINDOW, FA_EMU_GATE, nmse, worst,
+      HQ, HKV, D, FA_DV, FA_WARPS, FA_STAGES, T, P0, FA_EMU_WINDOW, FA_EMU_GATE, nmse, worst,
       bad ? " UNWRITTEN/NON-FINITE" : "");
   // P is rounded to bf16 before P V (the reference keeps it exact): ~1e-6 expected.
   return bad == 0 && nmse < 2e-5 ? 0 : 1;
