@@ -11,8 +11,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "frontends/gguf/GgufFile.h"
+#include "gtest/gtest.h"
 
 namespace memra::testing {
+
+std::string UniqueTempPath(const std::string& name) {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string test = info ? absl::StrCat(info->test_suite_name(), ".", info->name()) : "global";
+  // Parameterized names carry '/'.
+  std::replace(test.begin(), test.end(), '/', '_');
+  return absl::StrCat(::testing::TempDir(), "/", test, "-", name);
+}
 
 std::string TestDataPath(const std::string& rel) { return absl::StrCat(MEMRA_TEST_DATA_DIR, "/", rel); }
 std::string SharedPath(const std::string& rel) { return absl::StrCat(MEMRA_SHARED_DIR, "/", rel); }

@@ -22,6 +22,12 @@ absl::StatusOr<std::vector<float>> ReadF32File(const std::string& path);
 absl::StatusOr<std::vector<int32_t>> ReadI32File(const std::string& path);
 bool FileExists(const std::string& path);
 
+// A path under the test temp dir that no other test writes: ctest runs every TEST as its own
+// process, in parallel, so a fixed name shared by two tests races (one renames its .tmp while
+// the other's write replaces it). The name carries the running test's name (one process runs a
+// test at a time, and a rerun overwrites its own files rather than leaving more behind).
+std::string UniqueTempPath(const std::string& name);
+
 // The shared fixtures' prompt (../shared/fixtures/README.md §3): BOS followed by the bytes of
 // "The quick brown fox jumps over the lazy dog. 12" as byte tokens (byte b -> id 3 + b).
 extern const std::vector<int32_t> kFixturePrompt;

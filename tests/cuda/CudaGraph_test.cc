@@ -32,6 +32,7 @@ using memra::testing::CudaTestDataPath;
 using memra::testing::FileExists;
 using memra::testing::FirstFreshToken;
 using memra::testing::kFixturePrompt;
+using memra::testing::UniqueTempPath;
 
 struct Compiled {
   std::unique_ptr<gguf::GgufFile> file;
@@ -254,8 +255,8 @@ TEST_P(CudaGraphTest, DeviceGreedyLoopStopsOnNonFiniteLogits) {
   ASSERT_GE(j, 2) << "no fresh token in the greedy continuation";
   const int32_t b = 200;
   const std::string tag = std::string(GetParam()).find("q8_0") != std::string::npos ? "q8_0" : "f32";
-  const std::string head_model = ::testing::TempDir() + "/nan_head_" + tag + ".gguf";
-  const std::string embd_model = ::testing::TempDir() + "/nan_embd_" + tag + ".gguf";
+  const std::string head_model = UniqueTempPath("nan_head_" + tag + ".gguf");
+  const std::string embd_model = UniqueTempPath("nan_embd_" + tag + ".gguf");
   ASSERT_TRUE(memra::testing::WriteWithNanRow(model, "output.weight", b, head_model).ok());
   ASSERT_TRUE(memra::testing::WriteWithNanRow(model, "token_embd.weight", seq[j], embd_model).ok());
   for (int graphs = 0; graphs < 2; ++graphs) {

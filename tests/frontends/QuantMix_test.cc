@@ -251,12 +251,12 @@ TEST(MixTable, WritesIQ4Files) {
     opt.dtype = dtype;
     opt.seed = 5;
     opt.progress = false;
-    const std::string path = ::testing::TempDir() + "/" + dtype + ".gguf";
+    const std::string path = testing::UniqueTempPath(std::string(dtype) + ".gguf");
     auto stats = synthetic::WriteSyntheticQwen35(*shape, opt, path);
     ASSERT_TRUE(stats.ok()) << stats.status();
     synthetic::SyntheticOptions bf16_opt = opt;
     bf16_opt.dtype = "bf16";
-    const std::string bf16_path = ::testing::TempDir() + "/" + dtype + "-bf16.gguf";
+    const std::string bf16_path = testing::UniqueTempPath(std::string(dtype) + "-bf16.gguf");
     ASSERT_TRUE(synthetic::WriteSyntheticQwen35(*shape, bf16_opt, bf16_path).ok());
     auto f = gguf::GgufFile::Open(path);
     auto src = gguf::GgufFile::Open(bf16_path);

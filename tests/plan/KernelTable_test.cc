@@ -30,6 +30,7 @@ namespace {
 
 using memra::testing::FileExists;
 using memra::testing::TestDataPath;
+using memra::testing::UniqueTempPath;
 
 std::string Model() { return TestDataPath("models/qwen35-tiny-f32.gguf"); }
 
@@ -157,7 +158,7 @@ TEST(KernelTable, Sm90PlanCarriesEveryCubin) {
               static_cast<long long>(plan->kernels.CubinBytes()), plan->kernels.compile_stats.ToString().c_str());
   EXPECT_EQ(plan->kernels.version, kKernelTableVersion);
   EXPECT_EQ(plan->weights, "blocks");
-  const std::string path = ::testing::TempDir() + "/memra-kernel-table-test.plan";
+  const std::string path = UniqueTempPath("memra-kernel-table-test.plan");
   ASSERT_TRUE(WritePlan(*plan, path).ok());
   auto back = ReadPlan(path);
   ASSERT_TRUE(back.ok()) << back.status();

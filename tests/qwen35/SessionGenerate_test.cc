@@ -26,6 +26,7 @@ using memra::testing::FileExists;
 using memra::testing::FirstFreshToken;
 using memra::testing::kFixturePrompt;
 using memra::testing::TestDataPath;
+using memra::testing::UniqueTempPath;
 
 std::string Model() { return TestDataPath("models/qwen35-tiny-f32.gguf"); }
 
@@ -177,7 +178,7 @@ TEST(SessionGenerate, NonFiniteLogitsStopBothLoopsAtTheSameStep) {
   }
   const int64_t j = FirstFreshToken(clean);
   ASSERT_GE(j, 2) << "no fresh token in the greedy continuation";
-  const std::string nan_model = ::testing::TempDir() + "/nan_embd.gguf";
+  const std::string nan_model = UniqueTempPath("nan_embd.gguf");
   ASSERT_TRUE(memra::testing::WriteWithNanRow(Model(), "token_embd.weight", clean[j], nan_model).ok());
   std::string messages[2];
   for (int64_t chunk : {int64_t{16}, int64_t{0}}) {  // Executor::DecodeGreedy, then the host-sampled loop
@@ -209,7 +210,7 @@ TEST(SessionGenerate, NonFiniteLogitsStopBothLoopsAtTheSameStep) {
 TEST(SessionGenerate, DecodeGreedyStopsOnOneNanLogit) {
   if (!FileExists(Model())) GTEST_SKIP() << "fixture not found: " << Model();
   const int32_t b = 200;
-  const std::string nan_model = ::testing::TempDir() + "/nan_output_row.gguf";
+  const std::string nan_model = UniqueTempPath("nan_output_row.gguf");
   ASSERT_TRUE(memra::testing::WriteWithNanRow(Model(), "output.weight", b, nan_model).ok());
   auto s = Session::Open(nan_model, Opts(16));
   ASSERT_TRUE(s.ok()) << s.status();

@@ -16,7 +16,7 @@ namespace {
 
 using formats::GgmlType;
 
-std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+std::string TempPath(const std::string& name) { return memra::testing::UniqueTempPath(name); }
 
 std::string Write(const std::string& name, const char* dtype, uint64_t seed, int threads) {
   auto shape = synthetic::Qwen35Preset("tiny");

@@ -25,6 +25,7 @@ namespace {
 
 using memra::testing::FileExists;
 using memra::testing::TestDataPath;
+using memra::testing::UniqueTempPath;
 
 // A ChatML-like template: every message ends with the EOS text (id 2, the fixture's EOG).
 constexpr char kStableTemplate[] =
@@ -39,7 +40,7 @@ std::string Fixture() { return TestDataPath("models/qwen35-tiny-f32.gguf"); }
 
 // The fixture with `tokenizer.chat_template` set, written once per template.
 std::string ModelWithTemplate(const std::string& name, const std::string& chat_template) {
-  const std::string path = ::testing::TempDir() + "/" + name;
+  const std::string path = UniqueTempPath(name);
   auto f = gguf::GgufFile::Open(Fixture());
   EXPECT_TRUE(f.ok()) << f.status();
   if (!f.ok()) return "";
