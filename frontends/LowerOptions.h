@@ -4,8 +4,21 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "ir/DType.h"
 
 namespace memra::frontends {
+
+// Element types of the KV cache (llama.cpp's -ctk / -ctv): f32, or f16 / bf16 rows, which halve
+// its memory and the bytes a decode step streams at depth. Keys and values are rounded once, when
+// kv_append writes them; attention reads them widened to f32 (or as bf16 on the tensor cores).
+struct KvCacheTypes {
+  ir::DType k = ir::DType::kF32;
+  ir::DType v = ir::DType::kF32;
+};
 
 struct LowerOptions {
   // Context length (KV cache rows). 0: min(the model's training context, kDefaultContext).
@@ -21,6 +34,7 @@ struct LowerOptions {
   // Penalty entries per row of @step's device sampler (the distinct ids of a request's penalty
   // window); a request with more is sampled on the host from its logits.
   int64_t sampler_penalties = 64;
+  KvCacheTypes cache_types;
   static constexpr int64_t kDefaultContext = 4096;
   static constexpr int64_t kKvBlock = 64;
   static constexpr int64_t kMaxSlots = 256;
@@ -29,6 +43,19 @@ struct LowerOptions {
 // The context length a module is built for: options.n_ctx, or the default above.
 inline int64_t ContextLength(const LowerOptions& options, int64_t n_ctx_train) {
   return options.n_ctx > 0 ? options.n_ctx : std::min(n_ctx_train, LowerOptions::kDefaultContext);
+}
+
+}  // namespace memra::frontends
+
+namespace memra::frontends {
+
+// An error naming the flag when a cache type is not one the kernels store (f32, f16, bf16).
+inline absl::Status CheckKvCacheTypes(const KvCacheTypes& t) {
+  for (const auto& [flag, d] : {std::pair<const char*, ir::DType>{"--cache-type-k", t.k}, {"--cache-type-v", t.v}})
+    if (d != ir::DType::kF32 && d != ir::DType::kF16 && d != ir::DType::kBF16)
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": a KV cache of ", ir::DTypeName(d), " is not supported (f32, f16 or bf16)"));
+  return absl::OkStatus();
 }
 
 }  // namespace memra::frontends

@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<BatchedSlots>> BatchedSlots::Open(const std::stri
   MEMRA_ASSIGN_OR_RETURN(b->file_, gguf::GgufFile::Open(path));
   frontends::LowerOptions lo;
   lo.n_ctx = options.n_ctx;
+  lo.cache_types = options.cache_types;
   lo.slots = options.slots;
   lo.kv_blocks = options.kv_blocks;
   MEMRA_ASSIGN_OR_RETURN(b->module_, frontends::LowerModel(*b->file_, lo));

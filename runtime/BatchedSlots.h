@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "frontends/LowerOptions.h"
 #include "ir/Module.h"
 #include "runtime/BatchBackend.h"
 #include "runtime/Executor.h"
@@ -40,6 +41,7 @@ namespace memra::runtime {
 struct BatchedSlotsOptions {
   int slots = 4;          // sequences at once, 1 .. 256
   int64_t n_ctx = 0;      // positions per slot; 0: min(the model's, 4096)
+  frontends::KvCacheTypes cache_types;  // the KV pool's element types (-ctk / -ctv)
   int64_t kv_blocks = 0;  // 64-token blocks in the KV pool; 0: every slot can fill its context
   Backend backend = Backend::kCpu;
   ExecutorOptions exec;  // threads, weight mode, CUDA options

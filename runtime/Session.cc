@@ -34,6 +34,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(const std::string& path, 
   MEMRA_ASSIGN_OR_RETURN(s->file_, gguf::GgufFile::Open(path));
   frontends::LowerOptions lo;
   lo.n_ctx = options.n_ctx;
+  lo.cache_types = options.cache_types;
   lo.prefill_all_logits = options.prompt_logits;
   MEMRA_ASSIGN_OR_RETURN(s->module_, frontends::LowerModel(*s->file_, lo));
   if (options.compile) MEMRA_RETURN_IF_ERROR(options.compile(*s->module_));

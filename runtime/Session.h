@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "frontends/LowerOptions.h"
 #include "ir/Module.h"
 #include "kernels/cpu/Sampling.h"
 #include "runtime/Executor.h"
@@ -39,6 +40,7 @@ struct SessionOptions {
   int threads = 0;  // 0: all cores
   WeightMode weight_mode = WeightMode::kPerRow;
   int64_t n_ctx = 0;  // 0: min(context_length, 4096)
+  frontends::KvCacheTypes cache_types;  // the KV cache's element types (-ctk / -ctv)
   // Keep the logits of every prompt position (costs a [T, n_vocab] head per chunk).
   bool prompt_logits = false;
   // Prefill chunk size in tokens; 0: the whole prompt in one call (at most 4096 per call).

@@ -40,6 +40,7 @@ memra::tools::IntListOption BenchP("n-prompt", {0, memra::tools::kMaxContext},
                                    "Prompt lengths to prefill (pp tests), comma-separated, 0 = none", cl::init("512"),
                                    cl::sub(kBench));
 cl::alias BenchPShort("p", cl::desc("Alias for --n-prompt"), cl::NotHidden, cl::aliasopt(BenchP));
+memra::tools::CacheTypeOptions BenchCacheTypes(kBench);
 memra::tools::IntOption<int64_t> BenchN("n-gen", {0, memra::tools::kMaxContext}, "Tokens to decode (tg test), 0 = none",
                                         cl::init(128), cl::sub(kBench));
 cl::alias BenchNShort("n", cl::desc("Alias for --n-gen"), cl::NotHidden, cl::aliasopt(BenchN));
@@ -158,6 +159,7 @@ int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat forma
   runtime::BatchedSlotsOptions bo;
   bo.slots = static_cast<int>(max_b + 1);  // + the TTFT probe
   bo.n_ctx = std::max<int64_t>(max_p + tg + 16, 256);
+  bo.cache_types = BenchCacheTypes.Types();
   bo.backend = *backend_kind;
   bo.exec.cpu.threads = BenchThreads;
   bo.exec.cpu.weight_mode =
@@ -352,6 +354,7 @@ int RunBench() {
   for (int64_t d : *D) max_d = std::max(max_d, d);
   frontends::LowerOptions lo;
   lo.n_ctx = std::max<int64_t>(std::max(max_p, max_d + BenchN) + 16, 256);
+  lo.cache_types = BenchCacheTypes.Types();
   auto module = frontends::LowerModel(**file, lo);
   if (!module.ok()) return Fail(module.status());
 
@@ -439,11 +442,8 @@ int RunBench() {
   }
   base.n_batch = base.n_ubatch = kPrefillChunk;
   base.n_threads = exec.cpu() != nullptr ? exec.cpu()->num_threads() : 1;
-  for (const auto& st : (*module)->states())
-    if (st->state_kind() == ir::StateKind::kKv) {
-      base.type_k = base.type_v = std::string(ir::DTypeName(st->dtype()));
-      break;
-    }
+  base.type_k = std::string(ir::DTypeName(lo.cache_types.k));
+  base.type_v = std::string(ir::DTypeName(lo.cache_types.v));
   base.n_gpu_layers = gpu != nullptr ? -1 : 0;  // -ngl is ignored: memra puts every layer on the GPU
   base.flash_attn = gpu != nullptr ? 1 : 0;
   base.devices = gpu != nullptr ? "CUDA0" : "none";

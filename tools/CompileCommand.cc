@@ -57,6 +57,7 @@ memra::tools::IntOption<int64_t> CompileCtx("ctx-size", {0, memra::tools::kMaxCo
                                             "Context length (KV cache rows), 0 = the model's, capped at 4096",
                                             cl::init(0), cl::sub(kCompile));
 cl::alias CompileCtxLong("c", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(CompileCtx));
+memra::tools::CacheTypeOptions CompileCacheTypes(kCompile);
 cl::opt<bool> CompileAllLogits("all-logits",
                                cl::desc("Prefill returns the logits of every token (memra run --logits-out needs it) "
                                         "(default: false)"),
@@ -95,6 +96,7 @@ int RunCompile() {
   if (!file.ok()) return Fail(file.status());
   frontends::LowerOptions lo;
   lo.n_ctx = CompileCtx;
+  lo.cache_types = CompileCacheTypes.Types();
   lo.prefill_all_logits = CompileAllLogits;
   auto module = frontends::LowerModel(**file, lo);
   if (!module.ok()) return Fail(module.status());

@@ -108,6 +108,22 @@ ModelArgument::ModelArgument(cl::SubCommand& sub, const char* what)
             cl::value_desc("path"), cl::sub(sub)),
       flag_short_("m", cl::desc("Alias for --model"), cl::NotHidden, cl::aliasopt(flag_)) {}
 
+CacheTypeOptions::CacheTypeOptions(cl::SubCommand& sub)
+    : k_("cache-type-k", {"f32", "f16", "bf16"},
+         "KV cache type for K: f16 / bf16 halve the cache's memory and the bytes a long-context decode streams",
+         cl::init("f32"), cl::sub(sub)),
+      v_("cache-type-v", {"f32", "f16", "bf16"}, "KV cache type for V (as --cache-type-k)", cl::init("f32"),
+         cl::sub(sub)),
+      k_short_("ctk", cl::desc("Alias for --cache-type-k"), cl::NotHidden, cl::aliasopt(k_)),
+      v_short_("ctv", cl::desc("Alias for --cache-type-v"), cl::NotHidden, cl::aliasopt(v_)) {}
+
+frontends::KvCacheTypes CacheTypeOptions::Types() const {
+  auto type = [](const std::string& w) {
+    return w == "f16" ? ir::DType::kF16 : w == "bf16" ? ir::DType::kBF16 : ir::DType::kF32;
+  };
+  return {type(k_.getValue()), type(v_.getValue())};
+}
+
 bool ModelArgument::Resolve(std::string& path, std::string& error) const {
   if (!positional_.empty() && !flag_.empty() && positional_ != flag_) {
     error = absl::StrCat("two models given: '", positional_.getValue(), "' and -m '", flag_.getValue(), "'");

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "frontends/LowerOptions.h"
 #include "llvm/Support/CommandLine.h"
 #include "runtime/Executor.h"
 
@@ -202,5 +203,20 @@ class ModelArgument {
 // The executor a --backend value names: "" = cuda when a usable GPU is present, cpu otherwise;
 // "cuda" without a usable GPU is refused before any model is read, pointing at --backend cpu.
 absl::StatusOr<runtime::Backend> BackendFromFlag(const std::string& value);
+
+// --cache-type-k / -ctk and --cache-type-v / -ctv (llama.cpp's flags): the KV cache's element
+// types (frontends::KvCacheTypes), each f32 (the default), f16 or bf16.
+class CacheTypeOptions {
+ public:
+  explicit CacheTypeOptions(cl::SubCommand& sub);
+  CacheTypeOptions(const CacheTypeOptions&) = delete;
+  CacheTypeOptions& operator=(const CacheTypeOptions&) = delete;
+  frontends::KvCacheTypes Types() const;
+  bool any_given() const { return k_.getNumOccurrences() > 0 || v_.getNumOccurrences() > 0; }
+
+ private:
+  ChoiceOption k_, v_;
+  cl::alias k_short_, v_short_;
+};
 
 }  // namespace memra::tools

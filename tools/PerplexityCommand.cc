@@ -36,6 +36,7 @@ memra::tools::IntOption<int64_t> PplCtx("ctx-size", {3, memra::tools::kMaxContex
                                         cl::init(512), cl::sub(kPerplexity));
 cl::alias PplCtxLong("c", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(PplCtx));
 cl::alias PplCtxOld("ctx", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(PplCtx));
+memra::tools::CacheTypeOptions PplCacheTypes(kPerplexity);
 memra::tools::IntOption<int64_t> PplMaxWindows(
     "chunks", {-1, std::numeric_limits<int32_t>::max()},
     "Score at most this many chunks (llama-perplexity's --chunks), 0 or -1 = all", cl::init(0), cl::sub(kPerplexity));
@@ -83,6 +84,7 @@ int RunPerplexity() {
   so.cuda.weights = weights == "bf16" ? kernels::cuda::WeightMode::kBf16 : kernels::cuda::WeightMode::kBlocks;
   so.threads = PplThreads;
   so.n_ctx = PplCtx;
+  so.cache_types = PplCacheTypes.Types();
   so.chunk = PplCtx;
   so.prompt_logits = true;
   so.backend = backend;

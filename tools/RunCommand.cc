@@ -133,6 +133,7 @@ memra::tools::IntOption<int64_t> RunCtx("ctx-size", {0, memra::tools::kMaxContex
                                         "Context length (KV cache rows), 0 = the model's, capped at 4096", cl::init(0),
                                         cl::sub(kRun));
 cl::alias RunCtxLong("c", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(RunCtx));
+memra::tools::CacheTypeOptions RunCacheTypes(kRun);
 memra::tools::IntOption<int64_t> RunChunk("batch-size", {0, memra::tools::kMaxContext},
                                           "Prefill chunk (batch) size in tokens, 0 = the whole prompt in one call",
                                           cl::init(512), cl::sub(kRun));
@@ -331,6 +332,7 @@ int RunPromptsFileMode(const std::string& model_path, const memra::runtime::Sess
   runtime::BatchedSlotsOptions bo;
   bo.slots = slots;
   bo.n_ctx = so.n_ctx;
+  bo.cache_types = so.cache_types;
   bo.backend = so.backend;
   bo.exec.cpu.threads = so.threads;
   bo.exec.cpu.weight_mode = so.weight_mode;
@@ -501,6 +503,7 @@ int RunRun() {
   runtime::SessionOptions so;
   so.threads = RunThreads;
   so.n_ctx = RunCtx;
+  so.cache_types = RunCacheTypes.Types();
   so.chunk = RunChunk;
   so.prompt_logits = !RunLogitsOut.empty();
   so.profile = RunProfile;
@@ -523,6 +526,10 @@ int RunRun() {
     if (RunCtx.getNumOccurrences() > 0)
       return Fail(absl::InvalidArgumentError(absl::StrCat(
           "-c/--ctx-size: ", model_path, " is a plan, and a plan fixes its context; compile it with --ctx-size")));
+    if (RunCacheTypes.any_given())
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("-ctk/-ctv: ", model_path,
+                       " is a plan, and a plan fixes its KV cache types; compile it with --cache-type-k/-v")));
     if (RunPmFlags.any_given())
       return Fail(absl::InvalidArgumentError(absl::StrCat("--passes and the pass dumps apply when compiling; ",
                                                           model_path, " is a plan (compiled already)")));

@@ -40,6 +40,7 @@ memra::tools::IntOption<int64_t> ServeCtx("ctx-size", {0, memra::tools::kMaxCont
                                           "Context per request (prompt + generated), 0 = the model's, capped at 4096",
                                           cl::init(0), cl::sub(kServe));
 cl::alias ServeCtxShort("c", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(ServeCtx));
+memra::tools::CacheTypeOptions ServeCacheTypes(kServe);
 cl::opt<std::string> ServeApiKey("api-key",
                                  cl::desc("Require 'Authorization: Bearer KEY' on /v1/ routes (default: none)"),
                                  cl::init(""), cl::sub(kServe));
@@ -141,6 +142,7 @@ int RunServe() {
   runtime::BatchedSlotsOptions bo;
   bo.slots = ServeParallel;
   bo.n_ctx = ServeCtx;
+  bo.cache_types = ServeCacheTypes.Types();
   bo.backend = *backend_kind;
   bo.exec.cpu.threads = ServeThreads;
   bo.exec.cuda.kernel_cache_dir = ServeCache;

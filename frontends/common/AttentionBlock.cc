@@ -28,18 +28,21 @@ absl::Status DeclareAttentionWeights(const gguf::GgufFile& file, ir::Module& m, 
   return absl::OkStatus();
 }
 
-void DeclareKvCache(ir::Module& m, int64_t layer, int64_t n_ctx, const AttentionParams& p) {
-  const ir::TensorType kv(ir::DType::kF32, Shape{n_ctx, p.n_head_kv, p.head_dim});
+namespace {
+void DeclareCaches(ir::Module& m, int64_t layer, const Shape& shape, const KvCacheTypes& types) {
   const ir::AttrDict attrs{{"layer", layer}};
-  m.AddState(ir::StateKind::kKv, LayerTensorName(layer, "k_cache"), kv, attrs);
-  m.AddState(ir::StateKind::kKv, LayerTensorName(layer, "v_cache"), kv, attrs);
+  m.AddState(ir::StateKind::kKv, LayerTensorName(layer, "k_cache"), ir::TensorType(types.k, shape), attrs);
+  m.AddState(ir::StateKind::kKv, LayerTensorName(layer, "v_cache"), ir::TensorType(types.v, shape), attrs);
+}
+}  // namespace
+
+void DeclareKvCache(ir::Module& m, int64_t layer, int64_t n_ctx, const AttentionParams& p, const KvCacheTypes& types) {
+  DeclareCaches(m, layer, Shape{n_ctx, p.n_head_kv, p.head_dim}, types);
 }
 
-void DeclarePagedKvCache(ir::Module& m, int64_t layer, int64_t n_blocks, int64_t block, const AttentionParams& p) {
-  const ir::TensorType kv(ir::DType::kF32, Shape{n_blocks, block, p.n_head_kv, p.head_dim});
-  const ir::AttrDict attrs{{"layer", layer}};
-  m.AddState(ir::StateKind::kKv, LayerTensorName(layer, "k_cache"), kv, attrs);
-  m.AddState(ir::StateKind::kKv, LayerTensorName(layer, "v_cache"), kv, attrs);
+void DeclarePagedKvCache(ir::Module& m, int64_t layer, int64_t n_blocks, int64_t block, const AttentionParams& p,
+                         const KvCacheTypes& types) {
+  DeclareCaches(m, layer, Shape{n_blocks, block, p.n_head_kv, p.head_dim}, types);
 }
 
 Value* BuildAttention(const LayerContext& c, Value* h, Value* pos, const AttentionParams& p) {

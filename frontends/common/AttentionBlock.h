@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "frontends/LowerOptions.h"
 #include "frontends/common/LayerContext.h"
 
 namespace memra::gguf {
@@ -45,10 +46,12 @@ struct AttentionParams {
 
 absl::Status DeclareAttentionWeights(const gguf::GgufFile& file, ir::Module& m, int64_t layer, int64_t n_embd,
                                      const AttentionParams& p);
-// Adds blk.N.k_cache and blk.N.v_cache.
-void DeclareKvCache(ir::Module& m, int64_t layer, int64_t n_ctx, const AttentionParams& p);
+// Adds blk.N.k_cache and blk.N.v_cache, [n_ctx, Hkv, D] of the given element types.
+void DeclareKvCache(ir::Module& m, int64_t layer, int64_t n_ctx, const AttentionParams& p,
+                    const KvCacheTypes& types = {});
 // The paged form (a module lowered with slots): [n_blocks, block, Hkv, D] K and V pools.
-void DeclarePagedKvCache(ir::Module& m, int64_t layer, int64_t n_blocks, int64_t block, const AttentionParams& p);
+void DeclarePagedKvCache(ir::Module& m, int64_t layer, int64_t n_blocks, int64_t block, const AttentionParams& p,
+                         const KvCacheTypes& types = {});
 // h: the normed input [T, n_embd]; pos: i32[T] positions. Appends to the layer's KV cache.
 ir::Value* BuildAttention(const LayerContext& c, ir::Value* h, ir::Value* pos, const AttentionParams& p);
 

@@ -86,6 +86,7 @@ class Qwen35Lowering {
         return absl::InvalidArgumentError(
             absl::StrCat("sampler_penalties must be in [1, 4096] (got ", opt_.sampler_penalties, ")"));
     }
+    MEMRA_RETURN_IF_ERROR(CheckKvCacheTypes(opt_.cache_types));
     MEMRA_RETURN_IF_ERROR(RejectUnsupportedTensors());
     MEMRA_RETURN_IF_ERROR(DeclareWeights());
     DeclareState();
@@ -137,9 +138,9 @@ class Qwen35Lowering {
       if (h_.IsRecurrent(il))
         DeclareDeltaNetState(*m_, il, gdn_, S);
       else if (S > 0)
-        DeclarePagedKvCache(*m_, il, kv_blocks_, LowerOptions::kKvBlock, attn_);
+        DeclarePagedKvCache(*m_, il, kv_blocks_, LowerOptions::kKvBlock, attn_, opt_.cache_types);
       else
-        DeclareKvCache(*m_, il, n_ctx_, attn_);
+        DeclareKvCache(*m_, il, n_ctx_, attn_, opt_.cache_types);
     }
   }
 

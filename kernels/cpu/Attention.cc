@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/Matmul.h"
+#include "kernels/formats/Quant.h"
 
 namespace memra::kernels::cpu {
 
@@ -20,12 +21,52 @@ void QGateSplit(const float* qg, int64_t T, int64_t n_head, int64_t head_dim, fl
     }
 }
 
-absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, int64_t capacity, float* cache) {
+namespace {
+
+bool Is16Bit(formats::GgmlType t) { return t == formats::GgmlType::kF16 || t == formats::GgmlType::kBF16; }
+
+// Rows of a cache as f32: an f32 cache's in place, a 16-bit cache's widened into a buffer (one
+// reader per row stream: the pointer stays valid until the next call).
+class RowReader {
+ public:
+  RowReader(ConstKvRows cache, int64_t n) : cache_(cache), n_(n) {
+    if (cache.type != formats::GgmlType::kF32) buf_.resize(static_cast<size_t>(n));
+  }
+  const float* operator()(int64_t first) {
+    if (cache_.type == formats::GgmlType::kF32) return static_cast<const float*>(cache_.data) + first;
+    const auto* src = static_cast<const uint8_t*>(cache_.data) + first * 2;
+    // Both 16-bit types convert every element; the status is always ok for them.
+    (void)formats::Dequantize(cache_.type, absl::MakeConstSpan(src, static_cast<size_t>(n_) * 2),
+                              absl::MakeSpan(buf_));
+    return buf_.data();
+  }
+
+ private:
+  ConstKvRows cache_;
+  int64_t n_;
+  std::vector<float> buf_;
+};
+
+}  // namespace
+
+absl::Status StoreKvElements(const float* src, int64_t n, KvRows cache, int64_t first) {
+  if (cache.type == formats::GgmlType::kF32) {
+    std::memcpy(static_cast<float*>(cache.data) + first, src, static_cast<size_t>(n) * sizeof(float));
+    return absl::OkStatus();
+  }
+  if (!Is16Bit(cache.type))
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV cache of ", formats::GgmlTypeName(cache.type), ": only f32, f16 and bf16 are stored"));
+  auto* dst = static_cast<uint8_t*>(cache.data) + first * 2;
+  return formats::Quantize(cache.type, absl::MakeConstSpan(src, static_cast<size_t>(n)),
+                           absl::MakeSpan(dst, static_cast<size_t>(n) * 2));
+}
+
+absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, int64_t capacity, KvRows cache) {
   if (P < 0 || T < 0 || P + T > capacity)
     return absl::OutOfRangeError(absl::StrCat("KV cache overflow: appending ", T, " positions at position ", P,
                                               " to a cache of ", capacity, " positions"));
-  std::memcpy(cache + P * width, rows, static_cast<size_t>(T * width) * sizeof(float));
-  return absl::OkStatus();
+  return StoreKvElements(rows, T * width, cache, P * width);
 }
 
 namespace {
@@ -63,27 +104,27 @@ int64_t FirstKey(int64_t p, int64_t window) { return window > 0 ? std::max<int64
 
 }  // namespace
 
-void CausalAttention(const float* q, int64_t T, int64_t P, const float* k_cache, const float* v_cache, int64_t n_head,
+void CausalAttention(const float* q, int64_t T, int64_t P, ConstKvRows k_cache, ConstKvRows v_cache, int64_t n_head,
                      int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool* pool, int64_t window) {
   const int64_t group = n_head / n_head_kv;
   const int64_t q_width = n_head * head_dim, kv_width = n_head_kv * head_dim;
   ParallelFor(pool, 0, T * n_head, 1, [&](int64_t lo, int64_t hi) {
     std::vector<float> p, acc;
+    RowReader k_rows(k_cache, head_dim), v_rows(v_cache, head_dim);
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t t = item / n_head, h = item % n_head, kvh = h / group;
       const int64_t off = kvh * head_dim, j0 = FirstKey(P + t, window);
       AttendRow(
-          q + t * q_width + h * head_dim, P + t + 1 - j0,
-          [&](int64_t j) { return k_cache + (j0 + j) * kv_width + off; },
-          [&](int64_t j) { return v_cache + (j0 + j) * kv_width + off; }, head_dim, scale, p, acc,
+          q + t * q_width + h * head_dim, P + t + 1 - j0, [&](int64_t j) { return k_rows((j0 + j) * kv_width + off); },
+          [&](int64_t j) { return v_rows((j0 + j) * kv_width + off); }, head_dim, scale, p, acc,
           out + t * q_width + h * head_dim);
     }
   });
 }
 
 absl::Status PagedAttention(const float* q, int64_t T, const int32_t* pos, const int32_t* slot, const int32_t* blocks,
-                            int64_t max_blocks, int64_t block, int64_t n_blocks, const float* k_cache,
-                            const float* v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
+                            int64_t max_blocks, int64_t block, int64_t n_blocks, ConstKvRows k_cache,
+                            ConstKvRows v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
                             float* out, ThreadPool* pool, int64_t window) {
   const int64_t group = n_head / n_head_kv;
   const int64_t q_width = n_head * head_dim, kv_width = n_head_kv * head_dim;
@@ -102,6 +143,7 @@ absl::Status PagedAttention(const float* q, int64_t T, const int32_t* pos, const
   }
   ParallelFor(pool, 0, T * n_head, 1, [&](int64_t lo, int64_t hi) {
     std::vector<float> p, acc;
+    RowReader k_rows(k_cache, head_dim), v_rows(v_cache, head_dim);
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t t = item / n_head, h = item % n_head, kvh = h / group;
       float* o = out + t * q_width + h * head_dim;
@@ -113,8 +155,8 @@ absl::Status PagedAttention(const float* q, int64_t T, const int32_t* pos, const
       auto row = [&](int64_t j) { return (static_cast<int64_t>(table[j / block]) * block + j % block) * kv_width; };
       const int64_t off = kvh * head_dim, j0 = FirstKey(pos[t], window);
       AttendRow(
-          q + t * q_width + h * head_dim, pos[t] + 1 - j0, [&](int64_t j) { return k_cache + row(j0 + j) + off; },
-          [&](int64_t j) { return v_cache + row(j0 + j) + off; }, head_dim, scale, p, acc, o);
+          q + t * q_width + h * head_dim, pos[t] + 1 - j0, [&](int64_t j) { return k_rows(row(j0 + j) + off); },
+          [&](int64_t j) { return v_rows(row(j0 + j) + off); }, head_dim, scale, p, acc, o);
     }
   });
   return absl::OkStatus();

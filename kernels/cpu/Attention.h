@@ -1,13 +1,16 @@
 // Gated full attention pieces: the q/gate split, the KV cache append, causal GQA attention.
 //
-// KV cache layout: one row per position, [capacity][n_head_kv * head_dim] f32 for K and for V
-// (K stored after RoPE, V raw), rows 0..len-1 valid.
+// KV cache layout: one row per position, [capacity][n_head_kv * head_dim] for K and for V (K
+// stored after RoPE, V raw), rows 0..len-1 valid. Elements are f32, or f16 / bf16 (llama.cpp's
+// -ctk / -ctv): rows are rounded to nearest-even once, when appended, and widened to f32 when
+// attention reads them, so the arithmetic after the read is the f32 cache's.
 #pragma once
 
 #include <cstdint>
 
 #include "absl/status/status.h"
 #include "kernels/cpu/ThreadPool.h"
+#include "kernels/formats/GgmlType.h"
 
 namespace memra::kernels::cpu {
 
@@ -15,9 +18,31 @@ namespace memra::kernels::cpu {
 // q [T][n_head * head_dim] and gate [T][n_head * head_dim] (no overlap with qg).
 void QGateSplit(const float* qg, int64_t T, int64_t n_head, int64_t head_dim, float* q, float* gate);
 
+// A KV cache (or pool) and its element type: kF32, kF16 or kBF16.
+// A plain float pointer converts to an f32 cache.
+struct KvRows {
+  void* data = nullptr;
+  formats::GgmlType type = formats::GgmlType::kF32;
+  KvRows() = default;
+  KvRows(void* d, formats::GgmlType t) : data(d), type(t) {}
+  KvRows(float* f32) : data(f32) {}  // NOLINT: an f32 cache
+};
+struct ConstKvRows {
+  const void* data = nullptr;
+  formats::GgmlType type = formats::GgmlType::kF32;
+  ConstKvRows() = default;
+  ConstKvRows(const void* d, formats::GgmlType t) : data(d), type(t) {}
+  ConstKvRows(const float* f32) : data(f32) {}                    // NOLINT: an f32 cache
+  ConstKvRows(const KvRows& r) : data(r.data), type(r.type) {}  // NOLINT: a writable cache reads too
+};
+
+// Stores `n` f32 values as elements first..first+n-1 of `cache` in its element type. Errors: a
+// type the cache cannot hold.
+absl::Status StoreKvElements(const float* src, int64_t n, KvRows cache, int64_t first);
+
 // Copies rows [T][width] into cache rows P..P+T-1 of a [capacity][width] cache.
 // Errors: P < 0 or P + T > capacity (context overflow).
-absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, int64_t capacity, float* cache);
+absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, int64_t capacity, KvRows cache);
 
 // Causal grouped-query attention of T new tokens at positions P..P+T-1 over a cache already
 // holding their keys/values: k_cache, v_cache are [>= P+T][n_head_kv * head_dim].
@@ -28,7 +53,7 @@ absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, in
 // q and out are [T][n_head * head_dim]. Threads split (token, head) pairs. n_head must be a
 // multiple of n_head_kv. window W > 0: only keys j > P+t-W (a sliding window), with the same
 // arithmetic over the keys it keeps.
-void CausalAttention(const float* q, int64_t T, int64_t P, const float* k_cache, const float* v_cache, int64_t n_head,
+void CausalAttention(const float* q, int64_t T, int64_t P, ConstKvRows k_cache, ConstKvRows v_cache, int64_t n_head,
                      int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool* pool = nullptr,
                      int64_t window = 0);
 
@@ -39,8 +64,8 @@ void CausalAttention(const float* q, int64_t T, int64_t P, const float* k_cache,
 // slot[t] < 0 get zeros; window as CausalAttention's. Errors: a key in the window without a
 // block, a position past the table.
 absl::Status PagedAttention(const float* q, int64_t T, const int32_t* pos, const int32_t* slot, const int32_t* blocks,
-                            int64_t max_blocks, int64_t block, int64_t n_blocks, const float* k_cache,
-                            const float* v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
+                            int64_t max_blocks, int64_t block, int64_t n_blocks, ConstKvRows k_cache,
+                            ConstKvRows v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
                             float* out, ThreadPool* pool = nullptr, int64_t window = 0);
 
 }  // namespace memra::kernels::cpu

@@ -1,8 +1,10 @@
 // Units of kernels/cuda/Attention.cu (attention and attention_gated; the gate, o * sigmoid(g),
 // is Elementwise.cu's mul_sigmoid_f32 in place as the last launch):
-//   attention_split  decode (one token): split-KV over AttentionSplits ranges of the live keys
-//                    (cut on the device, so one graph serves every KV length; a sliding window
-//                    cuts its last keys), partials in the step's scratch, then attention_combine;
+//   attention_split  decode (one token): split-KV, one block per (kv head, query heads of its
+//                    group, range of the live keys), ranges cut on the device (so one graph
+//                    serves every KV length; a sliding window cuts its last keys), partials in
+//                    the step's scratch, then attention_combine; head dims that are multiples
+//                    of 64 (16-bit rows in whole words per lane);
 //   attention_group  prefill with GQA groups of 2-8: one block per (token, kv head);
 //   attention        otherwise: one block per (token, head).
 // Prefill of the geometries FlashAttention.cc takes (windows too) runs there on tensor cores
@@ -18,9 +20,19 @@ namespace memra::kernels::cuda {
 
 namespace {
 
-// About two blocks per SM over all heads, at most 64 ranges per head.
-int64_t AttentionSplits(const Target& t, int64_t q_heads) {
-  return std::clamp<int64_t>(2 * int64_t{t.sm_count} / std::max<int64_t>(q_heads, 1), 1, 64);
+// Ranges per (kv head, head chunk): about three blocks per SM (the 16-bit kernel's residency) at a long context (a
+// short one fills fewer: attention_split's chunks have a minimum length), at most 256.
+int64_t AttentionSplits(const Target& t, int64_t head_blocks) {
+  return std::clamp<int64_t>(3 * int64_t{t.sm_count} / std::max<int64_t>(head_blocks, 1), 1, 256);
+}
+
+// Query heads per attention_split block: the largest divisor of the group whose q and acc
+// registers (heads x D / 32 each) stay within 32.
+int64_t SplitHeads(int64_t group, int64_t d) {
+  int64_t gh = 1;
+  for (int64_t c = 1; c <= group; ++c)
+    if (group % c == 0 && c * (d / 32) <= 32) gh = c;
+  return gh;
 }
 
 struct Dims {
@@ -28,10 +40,12 @@ struct Dims {
 };
 Dims DimsOf(const OpShapes& s) { return {s.in[0][0], s.in[0][1], s.in[1][1], s.in[0][2]}; }
 
-Launch AttentionLaunch(const OpShapes& s, int64_t warps, Defines extra, const char* entry, int64_t grid) {
+Launch AttentionLaunch(const OpShapes& s, std::pair<int, int> kv_codes, int64_t warps, Defines extra, const char* entry,
+                       int64_t grid) {
   const Dims d = DimsOf(s);
-  Defines defs = {Def("ATT_HQ", d.hq), Def("ATT_HKV", d.hkv), Def("ATT_D", d.d), Def("ATT_BUCKET", s.bucket),
-                  Def("ATT_WARPS", warps)};
+  Defines defs = {Def("ATT_HQ", d.hq),           Def("ATT_HKV", d.hkv),   Def("ATT_D", d.d),
+                  Def("ATT_BUCKET", s.bucket),   Def("ATT_WARPS", warps), Def("ATT_KT", kv_codes.first),
+                  Def("ATT_VT", kv_codes.second)};
   defs.insert(defs.end(), extra.begin(), extra.end());
   Launch l;
   l.kernel.module.file = "Attention.cu";
@@ -88,16 +102,20 @@ class AttentionSplitImpl : public GpuOpImpl {
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     const Dims d = DimsOf(c.shapes);
     if (c.shapes.bucket != 1 || d.tokens != 1) return std::optional<OpSelection>();
-    const int64_t splits = AttentionSplits(c.target, d.hq);
+    if (d.d % 64 != 0 || d.d > 1024 || d.hkv <= 0 || d.hq % d.hkv != 0) return std::optional<OpSelection>();
+    MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 1, 2));
+    const int64_t gh = SplitHeads(d.hq / d.hkv, d.d), head_blocks = d.hq / gh;
+    const int64_t splits = AttentionSplits(c.target, head_blocks);
     OpSelection s;
-    Launch split = AttentionLaunch(c.shapes, 8, {Def("ATT_SPLITS", splits)}, "attention_split", d.hq * splits);
+    Launch split = AttentionLaunch(c.shapes, codes, 4, {Def("ATT_SPLITS", splits), Def("ATT_GH", gh)},
+                                   "attention_split", head_blocks * splits);
     Launch combine = split;
     combine.kernel.entry = "attention_combine";
-    combine.block = 32;
+    combine.block = 128;  // Attention.cu ATT_CW warps
     combine.grid = static_cast<uint32_t>(d.hq);
     s.launches = {split, combine};
     AddGate(c, s);
-    s.scratch_bytes = d.hq * splits * (d.d + 2) * 4;  // per (head, range): max, sum, acc[D]
+    s.scratch_bytes = d.hq * splits * (d.d + 4) * 4;  // per (head, range): max, sum, 2 pad, acc[D]
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -122,8 +140,9 @@ class AttentionGroupImpl : public GpuOpImpl {
     // Attention.cu's ATT_GROUP_SMEM at 4 warps: m, l, acc per warp and head within 48 KiB static.
     const int64_t smem = 4 * (d.hq / d.hkv) * (2 + (d.d + 31) / 32 * 32) * 4;
     if (smem > c.target.smem_per_block) return std::optional<OpSelection>();
+    MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 1, 2));
     OpSelection s;
-    s.launches.push_back(AttentionLaunch(c.shapes, 4, {}, "attention_group", d.tokens * d.hkv));
+    s.launches.push_back(AttentionLaunch(c.shapes, codes, 4, {}, "attention_group", d.tokens * d.hkv));
     AddGate(c, s);
     return std::optional<OpSelection>(std::move(s));
   }
@@ -137,8 +156,10 @@ class AttentionImpl : public GpuOpImpl {
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     MEMRA_RETURN_IF_ERROR(RefuseSlidingWindow(c.op));
     const Dims d = DimsOf(c.shapes);
+    MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 1, 2));
     OpSelection s;
-    s.launches.push_back(AttentionLaunch(c.shapes, c.shapes.bucket == 1 ? 8 : 4, {}, "attention", d.tokens * d.hq));
+    s.launches.push_back(
+        AttentionLaunch(c.shapes, codes, c.shapes.bucket == 1 ? 8 : 4, {}, "attention", d.tokens * d.hq));
     AddGate(c, s);
     return std::optional<OpSelection>(std::move(s));
   }

@@ -1,4 +1,5 @@
-// Causal GQA attention over the KV cache (f32): query t of head h attends to cache rows
+// Causal GQA attention over the KV cache (elements of storage type ATT_KT / ATT_VT: 0 f32, 1 f16,
+// 2 bf16, Common.cuh): query t of head h attends to cache rows
 // 0..pos[t] of kv head h / (ATT_HQ / ATT_HKV). One block of ATT_WARPS warps per (token, head):
 // each warp walks a strided subset of the keys with an online softmax, lanes split the head dim;
 // the warps' partial (max, sum, acc) are merged at the end. Prefill and decode use the same
@@ -9,9 +10,16 @@
 #ifndef ATT_WARPS
 #define ATT_WARPS 4
 #endif
+#ifndef ATT_KT
+#define ATT_KT 0
+#endif
+#ifndef ATT_VT
+#define ATT_VT 0
+#endif
 #define ATT_PER_LANE ((ATT_D + 31) / 32)
+#define ATT_GROUP (ATT_HQ / ATT_HKV)
 
-__device__ __forceinline__ void attention_body(const float* q, const float* k_cache, const float* v_cache,
+__device__ __forceinline__ void attention_body(const float* q, const void* k_cache, const void* v_cache,
                                                const int* pos, float* o, int n_tok, float scale) {
   const int t = blockIdx.x / ATT_HQ, h = blockIdx.x % ATT_HQ;
   if (t >= n_tok) return;
@@ -28,22 +36,21 @@ __device__ __forceinline__ void attention_body(const float* q, const float* k_ca
   float m = MEMRA_NEG_INF, l = 0.0f;
   const int n_keys = pos[t] + 1;
   for (int j = warp; j < n_keys; j += ATT_WARPS) {
-    const float* kr = k_cache + ((i64)j * ATT_HKV + kvh) * ATT_D;
+    const i64 row = ((i64)j * ATT_HKV + kvh) * ATT_D;
     float s = 0.0f;
 #pragma unroll
     for (int k = 0; k < ATT_PER_LANE; ++k) {
       const int d = lane + 32 * k;
-      if (d < ATT_D) s += qr[k] * kr[d];
+      if (d < ATT_D) s += qr[k] * load_as_f32<ATT_KT>(k_cache, row + d);
     }
     s = warp_sum(s);
     const float m_new = fmaxf(m, s);
     const float corr = expf(m - m_new), p = expf(s - m_new);
     l = l * corr + p;
-    const float* vr = v_cache + ((i64)j * ATT_HKV + kvh) * ATT_D;
 #pragma unroll
     for (int k = 0; k < ATT_PER_LANE; ++k) {
       const int d = lane + 32 * k;
-      acc[k] = acc[k] * corr + (d < ATT_D ? p * vr[d] : 0.0f);
+      acc[k] = acc[k] * corr + (d < ATT_D ? p * load_as_f32<ATT_VT>(v_cache, row + d) : 0.0f);
     }
     m = m_new;
   }
@@ -80,135 +87,168 @@ __device__ __forceinline__ void attention_body(const float* q, const float* k_ca
   }
 }
 
-// Decode (one query token) as split-KV attention ("flash decoding"): the live keys (0..pos[0], or
-// the window's last keys) are
-// cut into ATT_SPLITS equal ranges at run time, one block of ATT_WARPS warps per (head, range)
-// writes its partial (max, sum, unnormalized acc[D]) to `part`, and attention_combine merges the
-// ranges. The grid depends on ATT_SPLITS only, never on the live length, so one captured decode
-// graph serves every KV length; a long context keeps Hq * ATT_SPLITS blocks busy instead of Hq.
-#ifndef ATT_SPLITS
-#define ATT_SPLITS 16
-#endif
-#define ATT_PART (ATT_D + 2)  // per (head, split): m, l, acc[D]
+// Decode (one query token) as split-KV attention ("flash decoding") with GQA: one block of
+// ATT_WARPS warps per (kv head, ATT_GH of its query heads, range of keys) reads each cache row of
+// the range once for those heads. The live keys (0..pos[0], or the window's last keys) are cut at
+// run time into chunks of max(ceil(n / ATT_SPLITS), ATT_MIN_CHUNK) keys: a short context fills
+// few ranges (the others write l = 0), a long one all of them, and the grid never depends on the
+// length, so one captured decode graph serves every KV length. Lanes own ATT_DL contiguous
+// elements of a row (the unit asks D % 64 == 0, so 16-bit rows load as whole words); a warp takes
+// ATT_UNROLL keys at a time, every K and V row's load issued before the first is used, so each
+// warp keeps that many rows in flight (the bandwidth a long context needs). Scores are in the
+// log2 domain (q pre-scaled by log2 e; exp2 throughout), and attention_combine merges the ranges.
+#ifdef ATT_SPLITS
+#define ATT_DL (ATT_D / 32)
+#define ATT_UNROLL ((ATT_KT == 0 || ATT_VT == 0) ? 2 : 4)
+#define ATT_MIN_CHUNK (ATT_WARPS * ATT_UNROLL * 2)
+#define ATT_PART (ATT_D + 4)  // per (head, range): m, l, 2 pad, acc[D] (16-byte aligned)
+#define ATT_LOG2E 1.4426950408889634f
 
-__device__ __forceinline__ void attention_split_body(const float* q, const float* k_cache, const float* v_cache,
+__device__ __forceinline__ void attention_split_body(const float* q, const void* k_cache, const void* v_cache,
                                                      const int* pos, float* part, float scale, int window) {
-  const int h = blockIdx.x / ATT_SPLITS, split = blockIdx.x % ATT_SPLITS;
-  const int kvh = h / (ATT_HQ / ATT_HKV);
+  const int split = blockIdx.x % ATT_SPLITS, hg = blockIdx.x / ATT_SPLITS;  // hg: (kv head, head chunk)
+  const int h0 = hg * ATT_GH, kvh = h0 / ATT_GROUP;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  // Keys first..pos[0]: all of them, or the last `window` in a sliding window.
   const int first = window > 0 ? max(0, pos[0] - window + 1) : 0, n_keys = pos[0] + 1 - first;
-  const int chunk = (n_keys + ATT_SPLITS - 1) / ATT_SPLITS;
-  const int lo = first + split * chunk, hi = min(lo + chunk, first + n_keys);
-  const float* qv = q + (i64)h * ATT_D;
-  float qr[ATT_PER_LANE], acc[ATT_PER_LANE];
+  const int chunk = max((n_keys + ATT_SPLITS - 1) / ATT_SPLITS, ATT_MIN_CHUNK);
+  const int lo = first + min(split * chunk, n_keys), hi = min(lo + chunk, first + n_keys);
+  float qr[ATT_GH][ATT_DL], acc[ATT_GH][ATT_DL], m[ATT_GH], l[ATT_GH];
 #pragma unroll
-  for (int k = 0; k < ATT_PER_LANE; ++k) {
-    const int d = lane + 32 * k;
-    qr[k] = d < ATT_D ? qv[d] * scale : 0.0f;
-    acc[k] = 0.0f;
-  }
-  float m = MEMRA_NEG_INF, l = 0.0f;
-  for (int j = lo + warp; j < hi; j += ATT_WARPS) {
-    const float* kr = k_cache + ((i64)j * ATT_HKV + kvh) * ATT_D;
-    float s = 0.0f;
+  for (int g = 0; g < ATT_GH; ++g) {
+    const float* qv = q + (i64)(h0 + g) * ATT_D + lane * ATT_DL;
 #pragma unroll
-    for (int k = 0; k < ATT_PER_LANE; ++k) {
-      const int d = lane + 32 * k;
-      if (d < ATT_D) s += qr[k] * kr[d];
+    for (int k = 0; k < ATT_DL; ++k) {
+      qr[g][k] = qv[k] * (scale * ATT_LOG2E);
+      acc[g][k] = 0.0f;
     }
-    s = warp_sum(s);
-    const float m_new = fmaxf(m, s);
-    const float corr = expf(m - m_new), p = expf(s - m_new);
-    l = l * corr + p;
-    const float* vr = v_cache + ((i64)j * ATT_HKV + kvh) * ATT_D;
+    m[g] = MEMRA_NEG_INF;
+    l[g] = 0.0f;
+  }
+  for (int j0 = lo + warp * ATT_UNROLL; j0 < hi; j0 += ATT_WARPS * ATT_UNROLL) {
+    PackedElems<ATT_KT, ATT_DL> kr[ATT_UNROLL];
+    PackedElems<ATT_VT, ATT_DL> vr[ATT_UNROLL];
 #pragma unroll
-    for (int k = 0; k < ATT_PER_LANE; ++k) {
-      const int d = lane + 32 * k;
-      acc[k] = acc[k] * corr + (d < ATT_D ? p * vr[d] : 0.0f);
+    for (int u = 0; u < ATT_UNROLL; ++u) {
+      const i64 row = ((i64)min(j0 + u, hi - 1) * ATT_HKV + kvh) * ATT_D + lane * ATT_DL;
+      kr[u].load(k_cache, row);
+      vr[u].load(v_cache, row);
     }
-    m = m_new;
-  }
-  __shared__ float sm[ATT_WARPS], sl[ATT_WARPS];
-  __shared__ float sacc[ATT_WARPS][ATT_PER_LANE * 32];
-  if (lane == 0) {
-    sm[warp] = m;
-    sl[warp] = l;
-  }
 #pragma unroll
-  for (int k = 0; k < ATT_PER_LANE; ++k) sacc[warp][lane + 32 * k] = acc[k];
+    for (int g = 0; g < ATT_GH; ++g) {
+      float s[ATT_UNROLL], m_new = m[g];
+#pragma unroll
+      for (int u = 0; u < ATT_UNROLL; ++u) {
+        float d = 0.0f;
+#pragma unroll
+        for (int k = 0; k < ATT_DL; ++k) d += qr[g][k] * kr[u].get(k);
+        s[u] = j0 + u < hi ? warp_sum(d) : MEMRA_NEG_INF;
+        m_new = fmaxf(m_new, s[u]);
+      }
+      const float corr = exp2f(m[g] - m_new);
+      l[g] *= corr;
+#pragma unroll
+      for (int k = 0; k < ATT_DL; ++k) acc[g][k] *= corr;
+#pragma unroll
+      for (int u = 0; u < ATT_UNROLL; ++u) {
+        const float p = exp2f(s[u] - m_new);  // 0 past hi
+        l[g] += p;
+#pragma unroll
+        for (int k = 0; k < ATT_DL; ++k) acc[g][k] += p * vr[u].get(k);
+      }
+      m[g] = m_new;
+    }
+  }
+  __shared__ float sm[ATT_WARPS][ATT_GH], sl[ATT_WARPS][ATT_GH];
+  __shared__ __align__(16) float sacc[ATT_WARPS][ATT_GH][ATT_D];
+#pragma unroll
+  for (int g = 0; g < ATT_GH; ++g) {
+    if (lane == 0) {
+      sm[warp][g] = m[g];
+      sl[warp][g] = l[g];
+    }
+#pragma unroll
+    for (int k = 0; k < ATT_DL; ++k) sacc[warp][g][lane * ATT_DL + k] = acc[g][k];
+  }
   __syncthreads();
-  if (warp == 0) {
+  for (int g = warp; g < ATT_GH; g += ATT_WARPS) {
     float M = MEMRA_NEG_INF;
     for (int w = 0; w < ATT_WARPS; ++w)
-      if (sl[w] > 0.0f) M = fmaxf(M, sm[w]);
-    float L = 0.0f;
-    float out[ATT_PER_LANE];
+      if (sl[w][g] > 0.0f) M = fmaxf(M, sm[w][g]);
+    float L = 0.0f, out[ATT_DL];
 #pragma unroll
-    for (int k = 0; k < ATT_PER_LANE; ++k) out[k] = 0.0f;
+    for (int k = 0; k < ATT_DL; ++k) out[k] = 0.0f;
     for (int w = 0; w < ATT_WARPS; ++w) {
-      if (sl[w] == 0.0f) continue;  // a warp that saw no key
-      const float c = expf(sm[w] - M);
-      L += sl[w] * c;
+      if (sl[w][g] == 0.0f) continue;  // a warp that saw no key
+      const float c = exp2f(sm[w][g] - M);
+      L += sl[w][g] * c;
 #pragma unroll
-      for (int k = 0; k < ATT_PER_LANE; ++k) out[k] += sacc[w][lane + 32 * k] * c;
+      for (int k = 0; k < ATT_DL; ++k) out[k] += sacc[w][g][lane * ATT_DL + k] * c;
     }
-    float* pv = part + (i64)blockIdx.x * ATT_PART;
+    float* pv = part + ((i64)(h0 + g) * ATT_SPLITS + split) * ATT_PART;
     if (lane == 0) {
       pv[0] = M;
       pv[1] = L;  // 0: this range held no key
     }
 #pragma unroll
-    for (int k = 0; k < ATT_PER_LANE; ++k) {
-      const int d = lane + 32 * k;
-      if (d < ATT_D) pv[2 + d] = out[k];
-    }
+    for (int k = 0; k < ATT_DL; ++k) pv[4 + lane * ATT_DL + k] = out[k];
   }
 }
 
-// o[h] = sum over ranges of acc * e^(m - M) / sum of l * e^(m - M); one warp per head.
+// o[h] = sum over ranges of acc * 2^(m - M) / sum of l * 2^(m - M): one block of ATT_CW warps per
+// query head, the warps striding the ranges, then one merge across the warps.
+#define ATT_CW 4
 __device__ __forceinline__ void attention_combine_body(const float* part, float* o) {
-  const int h = blockIdx.x, lane = threadIdx.x;
+  const int h = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const float* ph = part + (i64)h * ATT_SPLITS * ATT_PART;
+  __shared__ float s_max[ATT_CW], s_l[ATT_CW];
+  __shared__ float s_out[ATT_CW][ATT_D];
   float M = MEMRA_NEG_INF;
-  for (int s = 0; s < ATT_SPLITS; ++s)
+  for (int s = threadIdx.x; s < ATT_SPLITS; s += ATT_CW * 32)
     if (ph[s * ATT_PART + 1] > 0.0f) M = fmaxf(M, ph[s * ATT_PART]);
-  float L = 0.0f;
-  float out[ATT_PER_LANE];
+  M = warp_max(M);
+  if (lane == 0) s_max[warp] = M;
+  __syncthreads();
+  M = s_max[0];
+  for (int w = 1; w < ATT_CW; ++w) M = fmaxf(M, s_max[w]);
+  float L = 0.0f, out[ATT_DL];
 #pragma unroll
-  for (int k = 0; k < ATT_PER_LANE; ++k) out[k] = 0.0f;
-  for (int s = 0; s < ATT_SPLITS; ++s) {
+  for (int k = 0; k < ATT_DL; ++k) out[k] = 0.0f;
+  for (int s = warp; s < ATT_SPLITS; s += ATT_CW) {
     const float l = ph[s * ATT_PART + 1];
     if (l == 0.0f) continue;
-    const float c = expf(ph[s * ATT_PART] - M);
+    const float c = exp2f(ph[s * ATT_PART] - M);
     L += l * c;
+    const float* a = ph + s * ATT_PART + 4 + lane * ATT_DL;
 #pragma unroll
-    for (int k = 0; k < ATT_PER_LANE; ++k) {
-      const int d = lane + 32 * k;
-      if (d < ATT_D) out[k] += ph[s * ATT_PART + 2 + d] * c;
-    }
+    for (int k = 0; k < ATT_DL; ++k) out[k] += a[k] * c;
   }
-  const float inv = 1.0f / L;
+  if (lane == 0) s_l[warp] = L;
 #pragma unroll
-  for (int k = 0; k < ATT_PER_LANE; ++k) {
-    const int d = lane + 32 * k;
-    if (d < ATT_D) o[(i64)h * ATT_D + d] = out[k] * inv;
+  for (int k = 0; k < ATT_DL; ++k) s_out[warp][lane * ATT_DL + k] = out[k];
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < ATT_CW; ++w) total += s_l[w];
+  const float inv = 1.0f / total;
+  for (int d = threadIdx.x; d < ATT_D; d += ATT_CW * 32) {
+    float v = 0.0f;
+    for (int w = 0; w < ATT_CW; ++w) v += s_out[w][d];
+    o[(i64)h * ATT_D + d] = v * inv;
   }
 }
+#endif  // ATT_SPLITS
 
 // Prefill with GQA grouping: one block of ATT_WARPS warps per (token, kv head) computes all
 // ATT_HQ / ATT_HKV query heads that share that kv head, so each key / value row is read from L2
 // once per group instead of once per query head (the per-(token, head) kernel above reads it
 // ATT_HQ / ATT_HKV times). Warps stride the keys; each keeps an online softmax per head; the warps'
 // partials merge at the end, one head per warp.
-#define ATT_GROUP (ATT_HQ / ATT_HKV)
 // Its static shared memory (m, l and acc per warp and head). A module whose geometry exceeds the
 // 48 KiB static limit (the split-KV decode modules use 8 warps) leaves the entry out; the unit
 // selects it only where it fits (Attention.cc).
 #define ATT_GROUP_SMEM (ATT_WARPS * ATT_GROUP * (2 + ATT_PER_LANE * 32) * 4)
 #if ATT_GROUP_SMEM <= 49152
 
-__device__ __forceinline__ void attention_group_body(const float* q, const float* k_cache, const float* v_cache,
+__device__ __forceinline__ void attention_group_body(const float* q, const void* k_cache, const void* v_cache,
                                                      const int* pos, float* o, int n_tok, float scale) {
   const int t = blockIdx.x / ATT_HKV, kvh = blockIdx.x % ATT_HKV;
   if (t >= n_tok) return;
@@ -228,14 +268,13 @@ __device__ __forceinline__ void attention_group_body(const float* q, const float
   }
   const int n_keys = pos[t] + 1;
   for (int j = warp; j < n_keys; j += ATT_WARPS) {
-    const float* kr = k_cache + ((i64)j * ATT_HKV + kvh) * ATT_D;
-    const float* vr = v_cache + ((i64)j * ATT_HKV + kvh) * ATT_D;
+    const i64 row = ((i64)j * ATT_HKV + kvh) * ATT_D;
     float kv[ATT_PER_LANE], vv[ATT_PER_LANE];
 #pragma unroll
     for (int k = 0; k < ATT_PER_LANE; ++k) {
       const int d = lane + 32 * k;
-      kv[k] = d < ATT_D ? kr[d] : 0.0f;
-      vv[k] = d < ATT_D ? vr[d] : 0.0f;
+      kv[k] = d < ATT_D ? load_as_f32<ATT_KT>(k_cache, row + d) : 0.0f;
+      vv[k] = d < ATT_D ? load_as_f32<ATT_VT>(v_cache, row + d) : 0.0f;
     }
 #pragma unroll
     for (int g = 0; g < ATT_GROUP; ++g) {
@@ -293,14 +332,16 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention(const Att
   memra_grid_dependency();
   attention_body(p.q, p.k_cache, p.v_cache, p.pos, p.o, p.n_tok, p.scale);
 }
+#ifdef ATT_SPLITS
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_split(const AttentionParams p) {
   memra_grid_dependency();
   attention_split_body(p.q, p.k_cache, p.v_cache, p.pos, p.o, p.scale, p.window);
 }
-extern "C" __global__ void __launch_bounds__(32) attention_combine(const AttentionCombineParams p) {
+extern "C" __global__ void __launch_bounds__(ATT_CW * 32) attention_combine(const AttentionCombineParams p) {
   memra_grid_dependency();
   attention_combine_body(p.part, p.o);
 }
+#endif
 #if ATT_GROUP_SMEM <= 49152
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_group(const AttentionParams p) {
   memra_grid_dependency();

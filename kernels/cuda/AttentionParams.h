@@ -5,11 +5,12 @@
 MEMRA_PARAMS_BEGIN
 
 // attention, attention_group (o: [n_tok, Hq, D]) and attention_split (o = the per-range
-// partials, [Hq, ATT_SPLITS, D + 2]; n_tok unused: one token).
+// partials, [Hq, ATT_SPLITS, D + 4]; n_tok unused: one token). The caches' elements are of the
+// module's storage types ATT_KT / ATT_VT.
 struct AttentionParams {
   MEMRA_DPTR(const float) q;
-  MEMRA_DPTR(const float) k_cache;
-  MEMRA_DPTR(const float) v_cache;
+  MEMRA_DPTR(const void) k_cache;
+  MEMRA_DPTR(const void) v_cache;
   MEMRA_DPTR(const int) pos;
   MEMRA_DPTR(float) o;
   int n_tok;

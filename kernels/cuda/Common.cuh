@@ -30,6 +30,53 @@ __device__ __forceinline__ float load_as_f32(const void* p, i64 i) {
   return bf16_to_f32(static_cast<const u16*>(p)[i]);
 }
 
+// Stores v as element i of storage type kType (codes as above; 16-bit: rounded to nearest-even).
+template <int kType>
+__device__ __forceinline__ void store_from_f32(void* p, i64 i, float v) {
+  if (kType == 0)
+    static_cast<float*>(p)[i] = v;
+  else
+    static_cast<u16*>(p)[i] = kType == 1 ? f32_to_f16(v) : f32_to_bf16(v);
+}
+
+// N consecutive elements of storage type kType held as raw 32-bit words: loaded with the widest
+// aligned vector loads (16 bytes where N allows), widened to f32 one element at a time on use, so
+// a 16-bit row costs half the registers of an f32 one while its load is in flight.
+template <int kType, int N>
+struct PackedElems {
+  static constexpr int kWords = kType == 0 ? N : N / 2;
+  unsigned w[kWords];
+  // Elements first..first+N-1 of `base`; first * element bytes must be a multiple of the vector.
+  __device__ __forceinline__ void load(const void* base, i64 first) {
+    const char* p = static_cast<const char*>(base) + first * (kType == 0 ? 4 : 2);
+    if (kWords % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < kWords / 4; ++i) {
+        const uint4 v = reinterpret_cast<const uint4*>(p)[i];
+        w[4 * i] = v.x;
+        w[4 * i + 1] = v.y;
+        w[4 * i + 2] = v.z;
+        w[4 * i + 3] = v.w;
+      }
+    } else if (kWords % 2 == 0) {
+#pragma unroll
+      for (int i = 0; i < kWords / 2; ++i) {
+        const uint2 v = reinterpret_cast<const uint2*>(p)[i];
+        w[2 * i] = v.x;
+        w[2 * i + 1] = v.y;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) w[i] = reinterpret_cast<const unsigned*>(p)[i];
+    }
+  }
+  __device__ __forceinline__ float get(int i) const {
+    if (kType == 0) return __uint_as_float(w[i]);
+    const u16 h = static_cast<u16>((i & 1) ? w[i / 2] >> 16 : w[i / 2] & 0xffffu);
+    return kType == 1 ? f16_to_f32(h) : bf16_to_f32(h);
+  }
+};
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

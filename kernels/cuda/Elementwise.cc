@@ -17,9 +17,6 @@ namespace {
 
 constexpr const char* kFile = "Elementwise.cu";
 
-// 0 f32, 1 f16, 2 bf16: the kernels' storage codes (Common.cuh load_as_f32).
-int StorageCode(ir::DType d) { return d == ir::DType::kF32 ? 0 : d == ir::DType::kF16 ? 1 : 2; }
-
 // A unit with one grid-stride launch of a fixed entry over operand 0's elements.
 class OneLaunchImpl : public GpuOpImpl {
  public:
@@ -205,8 +202,11 @@ class KvAppendImpl : public GpuOpImpl {
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kKvAppend; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     const auto& k = c.shapes.in[0];
+    MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 2, 3));
     OpSelection s;
-    s.launches.push_back(GridStrideLaunch(c.target, kFile, "kv_append", Numel(k), {Def("KV_WIDTH", k[1] * k[2])}));
+    s.launches.push_back(GridStrideLaunch(
+        c.target, kFile, "kv_append", Numel(k),
+        {Def("KV_WIDTH", k[1] * k[2]), Def("KV_KT", codes.first), Def("KV_VT", codes.second)}));
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {

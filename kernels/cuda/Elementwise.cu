@@ -177,19 +177,20 @@ extern "C" __global__ void embed(const EmbedParams p) {
 #endif
 
 #ifdef KV_WIDTH
-// k_cache[pos[t]] = k[t], v_cache[pos[t]] = v[t]; rows of KV_WIDTH (= Hkv * D) floats.
+// k_cache[pos[t]] = k[t], v_cache[pos[t]] = v[t]; rows of KV_WIDTH (= Hkv * D) elements of the
+// caches' storage types KV_KT / KV_VT (Common.cuh codes; 16-bit rounded to nearest-even).
 extern "C" __global__ void kv_append(const KvAppendParams p) {
   memra_grid_dependency();
   const float *k = p.k, *v = p.v;
-  float *k_cache = p.k_cache, *v_cache = p.v_cache;
+  void *k_cache = p.k_cache, *v_cache = p.v_cache;
   const int* pos = p.pos;
   const int n_tok = p.n_tok;
   const i64 n = (i64)n_tok * KV_WIDTH;
   MEMRA_GRID_STRIDE(i, n) {
     const i64 t = i / KV_WIDTH, c = i % KV_WIDTH;
     const i64 dst = (i64)pos[t] * KV_WIDTH + c;
-    k_cache[dst] = k[i];
-    v_cache[dst] = v[i];
+    store_from_f32<KV_KT>(k_cache, dst, k[i]);
+    store_from_f32<KV_VT>(v_cache, dst, v[i]);
   }
 }
 #endif

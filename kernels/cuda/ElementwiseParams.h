@@ -123,8 +123,8 @@ MEMRA_PARAMS_OFFSET(EmbedParams, n_tok, 24);
 struct KvAppendParams {
   MEMRA_DPTR(const float) k;
   MEMRA_DPTR(const float) v;
-  MEMRA_DPTR(float) k_cache;
-  MEMRA_DPTR(float) v_cache;
+  MEMRA_DPTR(void) k_cache;  // KV_KT elements
+  MEMRA_DPTR(void) v_cache;  // KV_VT elements
   MEMRA_DPTR(const int) pos;
   int n_tok;
 };

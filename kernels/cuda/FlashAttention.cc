@@ -3,8 +3,9 @@
 // the op allows bf16 operands (precision = "bf16"), the GQA group divides the block's rows, the
 // head dim is a multiple of 16 up to 512 and the target has bf16 mma (sm_80+) and the shared
 // memory; otherwise Attention.cc's units run. Two launches: the bf16 copy of the cache rows the
-// call's keys span into the step's scratch (half the bytes every block then streams, and 16-byte
-// cp.async into double buffers), then the attention.
+// call's keys span into the step's scratch (fewer bytes for every block to stream than an f32
+// cache, and 16-byte cp.async into double buffers), then the attention; a bf16 KV cache
+// (--cache-type-k/-v bf16) is read in place, without the copy.
 #include <algorithm>
 #include <string>
 
@@ -18,6 +19,7 @@ namespace {
 
 constexpr int64_t kKeyTile = 64;  // FA_BC
 constexpr int64_t kMaxDv = 256;   // output columns per block (the O accumulator's registers)
+constexpr int kBf16Code = 2;      // StorageCode(kBF16)
 
 struct Geometry {
   int64_t warps, stages, tokens, hq, hkv, d, dv, splits, tb, rows;
@@ -70,24 +72,30 @@ class FlashAttentionImpl : public GpuOpImpl {
       if ((g = GeometryFor(c.shapes, c.target, warps, stages))) break;
     }
     if (!g) return std::optional<OpSelection>();
+    MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 1, 2));
     Launch l;
     l.kernel.module.file = "FlashAttention.cu";
-    l.kernel.module.defines =
-        MakeDefines({Def("FA_HQ", g->hq), Def("FA_HKV", g->hkv), Def("FA_D", g->d), Def("FA_DV", g->dv),
-                     Def("FA_WARPS", g->warps), Def("FA_STAGES", g->stages)});
-    // 1. flash_kv_bf16: the bf16 copy of the cache rows the call's keys span (a fixed grid).
-    Launch copy = l;
-    copy.kernel.entry = "flash_kv_bf16";
-    copy.block = 256;
-    copy.grid = static_cast<uint32_t>(2 * c.target.sm_count);
-    // 2. flash_attention over it.
+    l.kernel.module.defines = MakeDefines({Def("FA_HQ", g->hq), Def("FA_HKV", g->hkv), Def("FA_D", g->d),
+                                           Def("FA_DV", g->dv), Def("FA_WARPS", g->warps), Def("FA_STAGES", g->stages),
+                                           Def("FA_KT", codes.first), Def("FA_VT", codes.second)});
+    OpSelection s;
+    // 1. flash_kv_bf16: the bf16 copy of the cache rows the call's keys span (a fixed grid), for
+    //    the caches that are not bf16 already.
+    const int64_t copies = (codes.first != kBf16Code) + (codes.second != kBf16Code);
+    if (copies > 0) {
+      Launch copy = l;
+      copy.kernel.entry = "flash_kv_bf16";
+      copy.block = 256;
+      copy.grid = static_cast<uint32_t>(2 * c.target.sm_count);
+      s.launches.push_back(copy);
+    }
+    // 2. flash_attention over the bf16 rows.
     l.kernel.entry = "flash_attention";
     l.block = static_cast<uint32_t>(g->warps * 32);
     l.grid = static_cast<uint32_t>((g->tokens + g->tb - 1) / g->tb * g->hkv * g->splits);
     l.smem = static_cast<uint32_t>(g->smem);
-    OpSelection s;
-    s.launches = {copy, l};
-    s.scratch_bytes = 2 * g->rows * g->hkv * g->d * 2;  // K and V, bf16
+    s.launches.push_back(l);
+    s.scratch_bytes = copies * g->rows * g->hkv * g->d * 2;  // the bf16 copies
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -103,10 +111,15 @@ class FlashAttentionImpl : public GpuOpImpl {
     p.n_tok = static_cast<int>(q[0]);
     p.scale = static_cast<float>(c.op().attrs().F64Or("scale", 1.0));
     p.window = static_cast<int>(c.op().attrs().I64Or("window", 0));
-    p.kv16 = c.Scratch();
     p.kv_rows = static_cast<int>(kc[0]);
-    w.Kernel(0, p);
-    w.Kernel(1, p);
+    // A bf16 cache is read in place; the others from their copies, K's first in the scratch.
+    const uint64_t copy_bytes = static_cast<uint64_t>(kc[0] * kc[1] * kc[2]) * 2;
+    const bool k_bf16 = c.op().operand(1)->dtype() == ir::DType::kBF16, v_bf16 = c.op().operand(2)->dtype() == ir::DType::kBF16;
+    p.k16 = k_bf16 ? c.In(1) : c.Scratch();
+    p.v16 = v_bf16 ? c.In(2) : c.Scratch() + (k_bf16 ? 0 : copy_bytes);
+    uint32_t launch = 0;
+    if (!k_bf16 || !v_bf16) w.Kernel(launch++, p);
+    w.Kernel(launch, p);
     // FLOPs (QK^T and PV) of a causal prefill from position 0, the profile's case; a call that
     // continues a sequence does more (the positions live on the device).
     const double n = static_cast<double>(q[0]), win = static_cast<double>(p.window);

@@ -88,25 +88,32 @@ __device__ __forceinline__ void fa_call_range(const FlashAttentionParams& p, int
   *hi = s_call_hi;
 }
 
-// flash_kv_bf16: the bf16 copy of the cache rows the call's keys span, K then V (kv16 [2][kv_rows,
-// Hkv, D]); a fixed grid striding over [lo, hi], so one captured graph serves every length.
+// flash_kv_bf16: the bf16 copy of the cache rows the call's keys span, for each cache not already
+// bf16 (FA_KT / FA_VT: Common.cuh storage codes), into k16 / v16 ([kv_rows, Hkv, D] each, the
+// step's scratch); a fixed grid striding over [lo, hi], so one captured graph serves every length.
+// A bf16 cache is read in place (k16 / v16 point at it) and an all-bf16 pair skips this launch.
+#ifndef FA_KT
+#define FA_KT 0
+#endif
+#ifndef FA_VT
+#define FA_VT 0
+#endif
+template <int kType>
+__device__ __forceinline__ void fa_copy8_bf16(const void* src, u16* dst, i64 e) {
+  PackedElems<kType, 8> x;
+  x.load(src, e);
+  *reinterpret_cast<uint4*>(dst + e) = make_uint4(mma_pack_bf16(x.get(0), x.get(1)), mma_pack_bf16(x.get(2), x.get(3)),
+                                                  mma_pack_bf16(x.get(4), x.get(5)), mma_pack_bf16(x.get(6), x.get(7)));
+}
 extern "C" __global__ void __launch_bounds__(256) flash_kv_bf16(const FlashAttentionParams p) {
   memra_grid_dependency();
   int lo, hi;
   fa_call_range(p, &lo, &hi);
   if (hi < 0) return;
   const i64 row = (i64)FA_HKV * FA_D, first = (i64)lo * row, n = (i64)(hi + 1) * row - first;
-  u16* k16 = p.kv16;
-  u16* v16 = p.kv16 + (i64)p.kv_rows * row;
   for (i64 e = ((i64)blockIdx.x * blockDim.x + threadIdx.x) * 8; e < n; e += (i64)gridDim.x * blockDim.x * 8) {
-    const float4 k0 = *reinterpret_cast<const float4*>(p.k_cache + first + e);
-    const float4 k1 = *reinterpret_cast<const float4*>(p.k_cache + first + e + 4);
-    const float4 v0 = *reinterpret_cast<const float4*>(p.v_cache + first + e);
-    const float4 v1 = *reinterpret_cast<const float4*>(p.v_cache + first + e + 4);
-    *reinterpret_cast<uint4*>(k16 + first + e) = make_uint4(mma_pack_bf16(k0.x, k0.y), mma_pack_bf16(k0.z, k0.w),
-                                                            mma_pack_bf16(k1.x, k1.y), mma_pack_bf16(k1.z, k1.w));
-    *reinterpret_cast<uint4*>(v16 + first + e) = make_uint4(mma_pack_bf16(v0.x, v0.y), mma_pack_bf16(v0.z, v0.w),
-                                                            mma_pack_bf16(v1.x, v1.y), mma_pack_bf16(v1.z, v1.w));
+    if (FA_KT != 2) fa_copy8_bf16<FA_KT>(p.k_cache, p.k16, first + e);
+    if (FA_VT != 2) fa_copy8_bf16<FA_VT>(p.v_cache, p.v16, first + e);
   }
 }
 
@@ -171,8 +178,8 @@ extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention(cons
 
   __syncthreads();
   const int lo = s_lo, hi = s_hi;
-  const u16* k16 = p.kv16;
-  const u16* v16 = p.kv16 + (i64)p.kv_rows * FA_HKV * FA_D;
+  const u16* k16 = p.k16;
+  const u16* v16 = p.v16;
   if (lo <= hi) {
     fa_stage_kv16<FA_D, FA_QS>(Ks0, k16, kvh, lo, hi + 1, 0);
     fa_stage_kv16<FA_DV, FA_VS>(Ks0 + FA_BC * FA_QS, v16, kvh, lo, hi + 1, c0);

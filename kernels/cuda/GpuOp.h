@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -34,6 +35,12 @@
 namespace memra::kernels::cuda {
 
 // Concrete shapes of an op's operands and results at T = bucket (every symbol bound to it).
+// Common.cuh's storage codes (load_as_f32, store_from_f32, PackedElems): 0 f32, 1 f16, 2 bf16;
+// -1 for any other type.
+inline int StorageCode(ir::DType d) {
+  return d == ir::DType::kF32 ? 0 : d == ir::DType::kF16 ? 1 : d == ir::DType::kBF16 ? 2 : -1;
+}
+
 struct OpShapes {
   int64_t bucket = 1;
   std::vector<std::vector<int64_t>> in, out;
@@ -187,5 +194,8 @@ absl::Status Unsupported(const ir::Op& op, absl::string_view why);
 // yet: an error naming it instead of attending the whole context. OK without one.
 absl::Status RefuseSlidingWindow(const ir::Op& op);
 absl::Status BindError(const ir::Op& op, absl::string_view why);
+// The storage codes (StorageCode) of a KV cache's K and V operands (indices k, v), or an error
+// naming the op and the type the kernels do not store.
+absl::StatusOr<std::pair<int, int>> KvCacheCodes(const SelectContext& c, unsigned k, unsigned v);
 
 }  // namespace memra::kernels::cuda

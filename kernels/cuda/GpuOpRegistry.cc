@@ -53,6 +53,14 @@ absl::Status RefuseSlidingWindow(const ir::Op& op) {
                      "or quantized models) and head dims that are multiples of 16 up to 512 (use --backend cpu)");
 }
 
+absl::StatusOr<std::pair<int, int>> KvCacheCodes(const SelectContext& c, unsigned k, unsigned v) {
+  const int kc = StorageCode(c.shapes.in_dtypes.at(k)), vc = StorageCode(c.shapes.in_dtypes.at(v));
+  if (kc < 0 || vc < 0)
+    return Unsupported(c.op, absl::StrCat("a KV cache of ", ir::DTypeName(c.shapes.in_dtypes.at(kc < 0 ? k : v)),
+                                          " (the CUDA kernels store f32, f16 and bf16)"));
+  return std::make_pair(kc, vc);
+}
+
 absl::Status BindError(const ir::Op& op, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("cuda executor: ", op.Summary(), ": ", why));
 }

@@ -152,11 +152,6 @@ absl::StatusOr<MoeDims> DimsOf(const ir::Op& op, const MoeOperands& o, const std
   return d;
 }
 
-// 0 f32, 1 f16, 2 bf16: Common.cuh's load_as_f32 codes; -1 otherwise.
-int StorageCode(ir::DType d) {
-  return d == ir::DType::kF32 ? 0 : d == ir::DType::kF16 ? 1 : d == ir::DType::kBF16 ? 2 : -1;
-}
-
 // moe_combine's launch: blocks of 256 threads over (token, 1024 columns).
 Launch CombineLaunch(const ir::Op& op, const MoeOperands& o, const MoeDims& d) {
   Launch comb;

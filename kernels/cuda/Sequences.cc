@@ -56,9 +56,11 @@ class PagedKvAppendImpl : public GpuOpImpl {
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kPagedKvAppend; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     const auto& k = c.shapes.in[0];
+    MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 2, 3));
     OpSelection s;
     s.launches.push_back(GridStrideLaunch(c.target, kFile, "paged_kv_append", Numel(k),
-                                          {Def("PG_WIDTH", k[1] * k[2]), Def("PG_BS", c.shapes.in[2][1])}));
+                                          {Def("PG_WIDTH", k[1] * k[2]), Def("PG_BS", c.shapes.in[2][1]),
+                                           Def("PG_KT", codes.first), Def("PG_VT", codes.second)}));
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -105,9 +107,11 @@ class PagedAttentionImpl : public GpuOpImpl {
     const auto& cache = c.shapes.in[1];
     const int64_t T = q[0], hq = q[1], d = q[2], hkv = cache[2], bs = cache[1];
     const SplitGeometry g = PagedSplits(c.shapes.in[3][1] * bs, bs);
+    MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 1, 2));
     const int64_t warps = 4;
-    Defines defs = {Def("PA_HQ", hq),           Def("PA_HKV", hkv),         Def("PA_D", d),        Def("PA_BS", bs),
-                    Def("PA_SPLITS", g.splits), Def("PA_SPLIT_LEN", g.len), Def("PA_WARPS", warps)};
+    Defines defs = {Def("PA_HQ", hq),           Def("PA_HKV", hkv),         Def("PA_D", d),
+                    Def("PA_BS", bs),           Def("PA_SPLITS", g.splits), Def("PA_SPLIT_LEN", g.len),
+                    Def("PA_WARPS", warps),     Def("PA_KT", codes.first),  Def("PA_VT", codes.second)};
     Launch split;
     split.kernel.module.file = kFile;
     split.kernel.module.defines = MakeDefines(defs);

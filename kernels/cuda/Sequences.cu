@@ -54,8 +54,8 @@ extern "C" __global__ void paged_kv_append(const PagedKvAppendParams p) {
     if (s < 0) continue;
     const i64 row = paged_row(p.blocks, p.max_blocks, p.n_blocks, PG_BS, s, p.pos[t]);
     if (row < 0) continue;
-    p.k_cache[row * PG_WIDTH + c] = p.k[i];
-    p.v_cache[row * PG_WIDTH + c] = p.v[i];
+    store_from_f32<PG_KT>(p.k_cache, row * PG_WIDTH + c, p.k[i]);
+    store_from_f32<PG_VT>(p.v_cache, row * PG_WIDTH + c, p.v[i]);
   }
 }
 #endif
@@ -95,13 +95,12 @@ extern "C" __global__ void __launch_bounds__(PA_WARPS * 32) paged_attention_spli
   for (int j = lo + warp; j < hi; j += PA_WARPS) {
     const i64 row = paged_row(p.blocks, p.max_blocks, p.n_blocks, PA_BS, s, j);
     if (row < 0) continue;
-    const float* kr = p.k_cache + (row * PA_HKV + kvh) * PA_D;
-    const float* vr = p.v_cache + (row * PA_HKV + kvh) * PA_D;
+    const i64 kv = (row * PA_HKV + kvh) * PA_D;
     float sc = 0.0f;
 #pragma unroll
     for (int k = 0; k < PA_PER_LANE; ++k) {
       const int d = lane + 32 * k;
-      if (d < PA_D) sc += qr[k] * kr[d];
+      if (d < PA_D) sc += qr[k] * load_as_f32<PA_KT>(p.k_cache, kv + d);
     }
     sc = warp_sum(sc);
     const float m_new = fmaxf(m, sc);
@@ -110,7 +109,7 @@ extern "C" __global__ void __launch_bounds__(PA_WARPS * 32) paged_attention_spli
 #pragma unroll
     for (int k = 0; k < PA_PER_LANE; ++k) {
       const int d = lane + 32 * k;
-      acc[k] = acc[k] * corr + (d < PA_D ? e * vr[d] : 0.0f);
+      acc[k] = acc[k] * corr + (d < PA_D ? e * load_as_f32<PA_VT>(p.v_cache, kv + d) : 0.0f);
     }
     m = m_new;
   }

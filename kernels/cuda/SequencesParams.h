@@ -29,8 +29,8 @@ MEMRA_PARAMS_OFFSET(SeqPositionsParams, n_tok, 52);
 struct PagedKvAppendParams {
   MEMRA_DPTR(const float) k;
   MEMRA_DPTR(const float) v;
-  MEMRA_DPTR(float) k_cache;
-  MEMRA_DPTR(float) v_cache;
+  MEMRA_DPTR(void) k_cache;  // PG_KT elements
+  MEMRA_DPTR(void) v_cache;  // PG_VT elements
   MEMRA_DPTR(const int) blocks;
   MEMRA_DPTR(const int) pos;
   MEMRA_DPTR(const int) slot;
@@ -49,8 +49,8 @@ MEMRA_PARAMS_OFFSET(PagedKvAppendParams, n_blocks, 64);
 // paged_attention_combine (part -> o [n_tok, PA_HQ, PA_D], zeros on rows with slot < 0).
 struct PagedAttentionParams {
   MEMRA_DPTR(const float) q;
-  MEMRA_DPTR(const float) k_cache;
-  MEMRA_DPTR(const float) v_cache;
+  MEMRA_DPTR(const void) k_cache;  // PA_KT elements
+  MEMRA_DPTR(const void) v_cache;  // PA_VT elements
   MEMRA_DPTR(const int) blocks;
   MEMRA_DPTR(const int) pos;
   MEMRA_DPTR(const int) slot;

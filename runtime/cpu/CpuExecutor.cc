@@ -46,6 +46,15 @@ struct CpuExecutor::BoundWeight {
 
 namespace {
 
+// A KV cache state as the attention kernels take it (f32, f16 or bf16 elements).
+kc::KvRows KvOf(HostTensor& t) {
+  const formats::GgmlType type = t.dtype() == DType::kF16    ? formats::GgmlType::kF16
+                                 : t.dtype() == DType::kBF16 ? formats::GgmlType::kBF16
+                                                             : formats::GgmlType::kF32;
+  return {t.mutable_data(), type};
+}
+kc::ConstKvRows KvOf(const HostTensor& t) { return KvOf(const_cast<HostTensor&>(t)); }
+
 struct Operand {
   enum Kind : uint8_t { kSlot, kWeight, kState } kind = kSlot;
   int slot = -1;
@@ -179,9 +188,11 @@ absl::Status CpuExecutor::AllocateState() {
     llvm::SmallVector<int64_t, 4> shape;
     for (const ir::Dim& d : s->shape().dims()) shape.push_back(d.value());
     DType dt = s->dtype();
-    if (dt != DType::kF32 && dt != DType::kI32 && dt != DType::kI64)
-      return absl::UnimplementedError(absl::StrCat(
-          "state @", s->name(), ": the CPU executor keeps f32, i32 and i64 state, not ", ir::DTypeName(dt)));
+    const bool kv16 = s->state_kind() == ir::StateKind::kKv && (dt == DType::kF16 || dt == DType::kBF16);
+    if (dt != DType::kF32 && dt != DType::kI32 && dt != DType::kI64 && !kv16)
+      return absl::UnimplementedError(
+          absl::StrCat("state @", s->name(), ": the CPU executor keeps f32, i32 and i64 state (and f16 / bf16 KV caches), not ",
+                       ir::DTypeName(dt)));
     state_[s] = HostTensor::Zeros(dt, shape);
     if (s->state_kind() == ir::StateKind::kPosition && (position_state_ == nullptr || s->name() == "pos"))
       position_state_ = s;
@@ -191,14 +202,8 @@ absl::Status CpuExecutor::AllocateState() {
 }
 
 void CpuExecutor::ResetState() {
-  for (auto& [s, t] : state_) {
-    if (t.dtype() == DType::kI32)
-      std::fill(t.i32(), t.i32() + t.numel(), 0);
-    else if (t.dtype() == DType::kI64)
-      std::fill(t.i64(), t.i64() + t.numel(), 0);
-    else
-      std::fill(t.f32(), t.f32() + t.numel(), 0.0f);
-  }
+  // Zero bits are zero in every state type (f32, f16, bf16, i32, i64).
+  for (auto& [s, t] : state_) std::memset(t.mutable_data(), 0, static_cast<size_t>(t.nbytes()));
 }
 
 int64_t CpuExecutor::position() const {
@@ -605,8 +610,8 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         const int64_t T = k.dim(0), width = k.dim(1) * k.dim(2);
         HostTensor& kc_ = St(2);
         HostTensor& vc_ = St(3);
-        MEMRA_RETURN_IF_ERROR(kc::KvAppend(k.f32(), T, width, P, kc_.dim(0), kc_.f32()));
-        MEMRA_RETURN_IF_ERROR(kc::KvAppend(In(1).f32(), T, width, P, vc_.dim(0), vc_.f32()));
+        MEMRA_RETURN_IF_ERROR(kc::KvAppend(k.f32(), T, width, P, kc_.dim(0), KvOf(kc_)));
+        MEMRA_RETURN_IF_ERROR(kc::KvAppend(In(1).f32(), T, width, P, vc_.dim(0), KvOf(vc_)));
         break;
       }
       case OpKind::kAttention:
@@ -618,7 +623,7 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         const int64_t T = q.dim(0);
         if (P + T > kc_.dim(0)) return OpError(op, "attention past the KV cache");
         HostTensor y = HostTensor::Zeros(DType::kF32, q.shape());
-        kc::CausalAttention(q.f32(), T, P, kc_.f32(), St(2).f32(), q.dim(1), kc_.dim(1), q.dim(2),
+        kc::CausalAttention(q.f32(), T, P, KvOf(kc_), KvOf(St(2)), q.dim(1), kc_.dim(1), q.dim(2),
                             static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool, at.I64Or("window", 0));
         if (op.is(OpKind::kAttentionGated)) {
           // attention * sigmoid(gate), as sigmoid then mul compute it (bit-identical).
@@ -833,8 +838,8 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
             return absl::FailedPreconditionError(absl::StrCat("cpu executor: ", op.Summary(), ": slot ", slot[t],
                                                               " has no KV block for position ", pos[t]));
           const int64_t dst = (static_cast<int64_t>(blk) * BS + pos[t] % BS) * width;
-          std::memcpy(kc_.f32() + dst, k.f32() + t * width, width * sizeof(float));
-          std::memcpy(St(3).f32() + dst, In(1).f32() + t * width, width * sizeof(float));
+          MEMRA_RETURN_IF_ERROR(kc::StoreKvElements(k.f32() + t * width, width, KvOf(kc_), dst));
+          MEMRA_RETURN_IF_ERROR(kc::StoreKvElements(In(1).f32() + t * width, width, KvOf(St(3)), dst));
         }
         break;
       }
@@ -846,7 +851,7 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         HostTensor y = HostTensor::Zeros(DType::kF32, q.shape());
         MEMRA_RETURN_IF_ERROR(
             kc::PagedAttention(q.f32(), q.dim(0), In(4).i32(), In(5).i32(), blocks.i32(), blocks.dim(1), kc_.dim(1),
-                               kc_.dim(0), kc_.f32(), St(2).f32(), q.dim(1), kc_.dim(2), q.dim(2),
+                               kc_.dim(0), KvOf(kc_), KvOf(St(2)), q.dim(1), kc_.dim(2), q.dim(2),
                                static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool, at.I64Or("window", 0)));
         out.push_back(y);
         break;

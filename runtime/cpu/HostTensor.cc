@@ -23,6 +23,8 @@ HostTensor HostTensor::Zeros(ir::DType dtype, llvm::ArrayRef<int64_t> shape) {
     t.storage_->i32.assign(n, 0);
   else if (dtype == ir::DType::kI64)
     t.storage_->i64.assign(n, 0);
+  else if (dtype == ir::DType::kF16 || dtype == ir::DType::kBF16)
+    t.storage_->u16.assign(n, 0);
   else
     t.storage_->f32.assign(n, 0.0f);
   return t;
@@ -56,12 +58,18 @@ HostTensor HostTensor::View(ir::DType dtype, llvm::ArrayRef<int64_t> shape, std:
 }
 
 const void* HostTensor::data() const {
+  if (view_) return view_;
   if (dtype_ == ir::DType::kI32) return i32();
   if (dtype_ == ir::DType::kI64) return i64();
+  if (Is16Bit()) return storage_->u16.data();
   return f32();
 }
 
-int64_t HostTensor::nbytes() const { return numel() * (dtype_ == ir::DType::kI64 ? 8 : 4); }
+void* HostTensor::mutable_data() { return const_cast<void*>(static_cast<const HostTensor*>(this)->data()); }
+
+bool HostTensor::Is16Bit() const { return dtype_ == ir::DType::kF16 || dtype_ == ir::DType::kBF16; }
+
+int64_t HostTensor::nbytes() const { return numel() * (dtype_ == ir::DType::kI64 ? 8 : Is16Bit() ? 2 : 4); }
 
 HostTensor HostTensor::Clone() const {
   HostTensor t = Zeros(dtype_, shape_);

@@ -18,7 +18,7 @@ namespace memra::runtime {
 class HostTensor {
  public:
   HostTensor() = default;
-  // Zero-filled tensor of `dtype` (f32, i32 or i64) and `shape`.
+  // Zero-filled tensor of `dtype` (f32, i32, i64, or f16 / bf16 bits: a 16-bit KV cache) and `shape`.
   static HostTensor Zeros(ir::DType dtype, llvm::ArrayRef<int64_t> shape);
   static HostTensor FromF32(std::vector<float> values, llvm::ArrayRef<int64_t> shape);
   static HostTensor FromI32(std::vector<int32_t> values, llvm::ArrayRef<int64_t> shape);
@@ -27,8 +27,9 @@ class HostTensor {
   static HostTensor View(ir::DType dtype, llvm::ArrayRef<int64_t> shape, std::shared_ptr<void> owner, void* data);
   // A copy with storage of its own.
   HostTensor Clone() const;
-  // The elements' bytes (f32, i32 or i64) and their count.
+  // The elements' bytes and their count.
   const void* data() const;
+  void* mutable_data();
   int64_t nbytes() const;
 
   ir::DType dtype() const { return dtype_; }
@@ -52,10 +53,12 @@ class HostTensor {
   std::string ShapeString() const;  // "f32[48, 256]"
 
  private:
+  bool Is16Bit() const;
   struct Storage {
     std::vector<float> f32;
     std::vector<int32_t> i32;
     std::vector<int64_t> i64;
+    std::vector<uint16_t> u16;  // f16 / bf16 bits
   };
   ir::DType dtype_ = ir::DType::kF32;
   llvm::SmallVector<int64_t, 4> shape_;

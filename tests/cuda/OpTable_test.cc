@@ -657,6 +657,46 @@ TEST_F(OpTableTest, AttentionGeometries) {
   }
 }
 
+// KV caches of f16 / bf16 elements (-ctk / -ctv): kv_append rounds the rows, attention reads them
+// widened (precision f32: split-KV decode and the CUDA-core prefill) or as bf16 (precision bf16:
+// the tensor-core prefill reads a bf16 cache in place, copies the others). The CPU executor rounds
+// the same way, so the bounds are the f32 cache's. The 9B's shape and a 512-wide windowed one; a
+// paged f16 pool.
+TEST_F(OpTableTest, KvCacheTypes) {
+  const std::pair<DType, DType> types[] = {
+      {DType::kF16, DType::kF16}, {DType::kBF16, DType::kBF16}, {DType::kF16, DType::kF32}};
+  struct Geo {
+    int64_t hq, hkv, d, window;
+    const char* precision;
+  };
+  const Geo geos[] = {{16, 4, 256, 0, "f32"}, {16, 4, 256, 0, "bf16"}, {8, 2, 512, 128, "bf16"}};
+  for (auto [kt, vt] : types)
+    for (const Geo& g : geos) {
+      const std::string label = absl::StrFormat("k %s v %s d%d %s%s", ir::DTypeName(kt), ir::DTypeName(vt), g.d,
+                                                g.precision, g.window > 0 ? " window" : "");
+      const bool f32 = std::string(g.precision) == "f32";
+      FOR_T Check(
+          "attention", label, T, f32 ? 1e-9 : AttentionBound(T),
+          [&](Harness& h) {
+            Value* q = h.Arg("q", {-1, g.hq, g.d});
+            Value* k = h.Arg("k", {-1, g.hkv, g.d});
+            Value* v = h.Arg("v", {-1, g.hkv, g.d});
+            Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {});
+            Value* kc = h.State(ir::StateKind::kKv, "k_cache", kt, {2048, g.hkv, g.d});
+            Value* vc = h.State(ir::StateKind::kKv, "v_cache", vt, {2048, g.hkv, g.d});
+            Value* pos = h.b->Positions(ctr, q);
+            h.b->KvAppend(k, v, kc, vc, pos);
+            ir::AttrDict attrs = {{"scale", 1.0 / std::sqrt(static_cast<double>(g.d))},
+                                  {"precision", std::string(g.precision)}};
+            if (g.window > 0) attrs.Set("window", g.window);
+            Value* o = h.b->Build1(ir::OpKind::kAttention, {q, kc, vc, pos}, attrs);
+            h.b->AdvancePositions(ctr, q);
+            return std::vector<Value*>{o};
+          },
+          2);
+    }
+}
+
 // The fused ops of the default pipeline (passes/): matmul_swiglu and matmul_group per float weight
 // type (the block formats: BlockFormats), qk_norm_rope and attention_gated at the 9B's attention
 // shapes.
@@ -916,25 +956,27 @@ TEST_F(OpTableTest, Sequences) {
     return {h.Arg("tok_seq", {-1}, DType::kI32), h.Arg("seq_slot", {kSlots}, DType::kI32),
             h.Arg("seq_start", {kSlots + 1}, DType::kI32)};
   };
-  FOR_T Check(
-      "paged_attention", "f32", T, 1e-9,
-      [&](Harness& h) {
-        auto [tok_seq, seq_slot, seq_start] = seq_harness(h);
-        h.prepare = WriteBlockTable;
-        Value* q = h.Arg("q", {-1, 16, 256});
-        Value* k = h.Arg("k", {-1, 4, 256});
-        Value* v = h.Arg("v", {-1, 4, 256});
-        Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {kSlots});
-        Value* blocks = h.State(ir::StateKind::kBlocks, "kv_blocks", DType::kI32, {kSlots, kMaxBlocks});
-        Value* kc = h.State(ir::StateKind::kKv, "k_cache", DType::kF32, {kPool, kKvBlock, 4, 256});
-        Value* vc = h.State(ir::StateKind::kKv, "v_cache", DType::kF32, {kPool, kKvBlock, 4, 256});
-        auto ps = h.b->SeqPositions(ctr, tok_seq, seq_slot, seq_start);
-        h.b->PagedKvAppend(k, v, kc, vc, blocks, ps[0], ps[1]);
-        Value* o = h.b->PagedAttention(q, kc, vc, blocks, ps[0], ps[1], 1.0 / 16.0);
-        h.b->SeqAdvancePositions(ctr, seq_slot, seq_start);
-        return std::vector<Value*>{o, ps[0], ps[1]};
-      },
-      2);
+  // f32 and f16 pools (-ctk / -ctv f16: rounded on append, widened on read, as the CPU does).
+  for (DType cache_t : {DType::kF32, DType::kF16})
+    FOR_T Check(
+        "paged_attention", std::string(ir::DTypeName(cache_t)), T, 1e-9,
+        [&](Harness& h) {
+          auto [tok_seq, seq_slot, seq_start] = seq_harness(h);
+          h.prepare = WriteBlockTable;
+          Value* q = h.Arg("q", {-1, 16, 256});
+          Value* k = h.Arg("k", {-1, 4, 256});
+          Value* v = h.Arg("v", {-1, 4, 256});
+          Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {kSlots});
+          Value* blocks = h.State(ir::StateKind::kBlocks, "kv_blocks", DType::kI32, {kSlots, kMaxBlocks});
+          Value* kc = h.State(ir::StateKind::kKv, "k_cache", cache_t, {kPool, kKvBlock, 4, 256});
+          Value* vc = h.State(ir::StateKind::kKv, "v_cache", cache_t, {kPool, kKvBlock, 4, 256});
+          auto ps = h.b->SeqPositions(ctr, tok_seq, seq_slot, seq_start);
+          h.b->PagedKvAppend(k, v, kc, vc, blocks, ps[0], ps[1]);
+          Value* o = h.b->PagedAttention(q, kc, vc, blocks, ps[0], ps[1], 1.0 / 16.0);
+          h.b->SeqAdvancePositions(ctr, seq_slot, seq_start);
+          return std::vector<Value*>{o, ps[0], ps[1]};
+        },
+        2);
   for (bool silu : {false, true})
     FOR_T Check(
         silu ? "seq_conv1d+silu" : "seq_conv1d_causal", "f32", T, 1e-12,

@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/Attention.h"
 #include "kernels/cpu/ThreadPool.h"
+#include "kernels/formats/Quant.h"
 #include "tests/TestUtil.h"
 
 namespace memra::kernels::cpu {
@@ -140,6 +141,67 @@ TEST(AttentionTest, SlidingWindow) {
   EXPECT_FALSE(PagedAttention(q.data(), T, pos.data(), slot.data(), table, max_blocks, block, n_blocks, kp.data(),
                               vp.data(), H, Hkv, D, scale, paged.data(), &pool)
                    .ok());
+}
+
+// 16-bit caches (-ctk / -ctv f16 / bf16): KvAppend rounds each element to nearest-even, attention
+// reads them widened, so its result is bit for bit the f32 cache's over the rounded rows; a
+// paged f16 pool gives the same bits; the rounding's cost against float64 over the unrounded
+// rows is printed (and bounded loosely: half-precision K and V).
+TEST(AttentionTest, SixteenBitCachesEqualF32OverRoundedRows) {
+  const int64_t H = 8, Hkv = 2, D = 128, P = 9, T = 6, cap = 16, W = Hkv * D;
+  const float scale = 1.0f / std::sqrt(float(D));
+  auto q = Random(T * H * D, 11);
+  auto k = Random((P + T) * W, 12);
+  auto v = Random((P + T) * W, 13, 3.0f);
+  for (formats::GgmlType type : {formats::GgmlType::kF16, formats::GgmlType::kBF16}) {
+    SCOPED_TRACE(formats::GgmlTypeName(type));
+    auto round = [&](float x) {
+      return type == formats::GgmlType::kF16 ? formats::HalfToFloat(formats::FloatToHalf(x))
+                                              : formats::Bf16ToFloat(formats::FloatToBf16(x));
+    };
+    std::vector<uint16_t> kc(cap * W, 0xffff), vc(cap * W, 0xffff);  // NaN past the rows written
+    ASSERT_TRUE(KvAppend(k.data(), P + T, W, 0, cap, KvRows(kc.data(), type)).ok());
+    ASSERT_TRUE(KvAppend(v.data(), P + T, W, 0, cap, KvRows(vc.data(), type)).ok());
+    std::vector<float> kr(k.size()), vr(v.size());
+    for (size_t i = 0; i < k.size(); ++i) {
+      kr[i] = round(k[i]);
+      vr[i] = round(v[i]);
+    }
+    std::vector<float> out16(T * H * D), out32(T * H * D);
+    ThreadPool pool(2);
+    CausalAttention(q.data(), T, P, ConstKvRows(kc.data(), type), ConstKvRows(vc.data(), type), H, Hkv, D, scale,
+                    out16.data(), &pool);
+    CausalAttention(q.data(), T, P, kr.data(), vr.data(), H, Hkv, D, scale, out32.data(), &pool);
+    EXPECT_EQ(out16, out32);
+    // The same rows in a paged pool of two blocks of 8, in reverse order.
+    const int64_t block = 8;
+    const int32_t table[2] = {1, 0};
+    std::vector<uint16_t> kp(2 * block * W, 0xffff), vp(kp.size(), 0xffff);
+    for (int64_t j = 0; j < P + T; ++j) {
+      const int64_t r = (table[j / block] * block + j % block) * W;
+      ASSERT_TRUE(StoreKvElements(k.data() + j * W, W, KvRows(kp.data(), type), r).ok());
+      ASSERT_TRUE(StoreKvElements(v.data() + j * W, W, KvRows(vp.data(), type), r).ok());
+    }
+    std::vector<int32_t> pos(T), slot(T, 0);
+    for (int64_t t = 0; t < T; ++t) pos[t] = static_cast<int32_t>(P + t);
+    std::vector<float> paged(T * H * D);
+    ASSERT_TRUE(PagedAttention(q.data(), T, pos.data(), slot.data(), table, 2, block, 2, ConstKvRows(kp.data(), type),
+                               ConstKvRows(vp.data(), type), H, Hkv, D, scale, paged.data(), &pool)
+                    .ok());
+    EXPECT_EQ(paged, out32);
+    const auto ref = NaiveAttention(q, k, v, T, P, H, Hkv, D, scale);
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      err += (out16[i] - ref[i]) * (out16[i] - ref[i]);
+      norm += ref[i] * ref[i];
+    }
+    std::printf("  %s KV cache: normalized MSE %.3g against float64 over the unrounded rows\n",
+                std::string(formats::GgmlTypeName(type)).c_str(), err / norm);
+    EXPECT_LT(err / norm, type == formats::GgmlType::kF16 ? 1e-6 : 1e-4);
+  }
+  // A cache type the kernels do not store is an error, not a silent f32 write.
+  std::vector<uint8_t> q8(cap * W);
+  EXPECT_FALSE(KvAppend(k.data(), 1, W, 0, cap, KvRows(q8.data(), formats::GgmlType::kQ8_0)).ok());
 }
 
 }  // namespace

@@ -98,7 +98,7 @@ struct Loaded {
 };
 
 absl::StatusOr<Loaded> Load(const std::string& path, bool all_logits = true, WeightMode mode = WeightMode::kPerRow,
-                            int64_t n_ctx = 0) {
+                            int64_t n_ctx = 0, frontends::KvCacheTypes cache_types = {}) {
   Loaded l;
   auto f = gguf::GgufFile::Open(path);
   if (!f.ok()) return f.status();
@@ -106,6 +106,7 @@ absl::StatusOr<Loaded> Load(const std::string& path, bool all_logits = true, Wei
   frontends::LowerOptions lo;
   lo.prefill_all_logits = all_logits;
   lo.n_ctx = n_ctx;
+  lo.cache_types = cache_types;
   auto m = frontends::LowerModel(*l.file, lo);
   if (!m.ok()) return m.status();
   l.module = std::move(*m);
@@ -382,6 +383,52 @@ TEST(Qwen35ExecutorTest, LayerTraceMatchesFixtureNodes) {
     ++matched;
   }
   EXPECT_EQ(matched, 7);  // model.input_embed, l_out-0..3, result_norm, result_output
+}
+
+// --- 16-bit KV caches (-ctk / -ctv) -----------------------------------------------------------
+
+// qwen35-tiny-f32 with f16 K and V: against llama.cpp's run with an f16 cache and flash attention
+// (kvf16_fa.logits_batch.f32) and the float64 reference at the fixture README's f16-KV bound
+// (max |d| <= 1e-3); bf16 K/V at a bound of its own (3 fewer mantissa bits); the state is stored
+// 16-bit (half the f32 cache's bytes).
+TEST(Qwen35ExecutorTest, SixteenBitKvCacheMatchesLlamaCppF16Cache) {
+  const std::string model = TestDataPath("models/qwen35-tiny-f32.gguf");
+  const std::string kv16_ref = RefPath("qwen35-tiny-f32", "kvf16_fa.logits_batch.f32");
+  const std::string exact_ref = RefPath("qwen35-tiny-f32", "exact_dequant.logits_batch.f32");
+  if (!FileExists(model) || !FileExists(kv16_ref) || !FileExists(exact_ref))
+    GTEST_SKIP() << "qwen35-tiny-f32 or its f16-KV / exact references not found";
+  auto llama_kv16 = ReadF32File(kv16_ref);
+  auto exact = ReadF32File(exact_ref);
+  ASSERT_TRUE(llama_kv16.ok() && exact.ok());
+  for (ir::DType t : {ir::DType::kF16, ir::DType::kBF16}) {
+    SCOPED_TRACE(std::string(ir::DTypeName(t)));
+    auto l = Load(model, true, WeightMode::kPerRow, 0, frontends::KvCacheTypes{t, t});
+    ASSERT_TRUE(l.ok()) << l.status();
+    int kv_states = 0;
+    for (const auto& st : l->module->states())
+      if (st->state_kind() == ir::StateKind::kKv) kv_states += st->dtype() == t;
+    EXPECT_GT(kv_states, 0);
+    auto out = l->Prefill(kPrompt);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const Diff vs_llama = Compare(out->data(), llama_kv16->data(), out->size());
+    const Diff vs_exact = Compare(out->data(), exact->data(), out->size());
+    int argmax_equal = 0;
+    for (int64_t p = 0; p < 48; ++p)
+      argmax_equal +=
+          kernels::cpu::Argmax(&(*out)[p * kVocab], kVocab) == kernels::cpu::Argmax(&(*exact)[p * kVocab], kVocab);
+    std::printf("  %s KV cache: vs llama.cpp f16-KV max|d| %.3e rms rel %.3e | vs exact max|d| %.3e | argmax %d/48\n",
+                std::string(ir::DTypeName(t)).c_str(), vs_llama.max_abs, vs_llama.rel(), vs_exact.max_abs,
+                argmax_equal);
+    // Measured: f16 3.7e-4 from llama.cpp (whose flash attention also rounds Q and P to f16) and
+    // 2.2e-4 from exact; bf16 1.4e-3 from exact.
+    if (t == ir::DType::kF16) {
+      EXPECT_LE(vs_llama.max_abs, 1e-3);
+      EXPECT_LE(vs_exact.max_abs, 1e-3);
+    } else {
+      EXPECT_LE(vs_exact.max_abs, 5e-3);
+    }
+    EXPECT_EQ(argmax_equal, 48);
+  }
 }
 
 // --- every dense weight format vs the float64 exact-dequant reference ----------------------

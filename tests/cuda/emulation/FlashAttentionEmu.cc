@@ -87,8 +87,9 @@ int main() {
   p.n_tok = T;
   p.scale = scale;
   p.window = FA_EMU_WINDOW;
-  std::vector<unsigned short> kv16(2 * rows * HKV * D, 0xffff);  // NaN-poisoned bf16 copy
-  p.kv16 = kv16.data();
+  std::vector<unsigned short> kv16(2 * rows * HKV * D, 0xffff);  // NaN-poisoned bf16 copies
+  p.k16 = kv16.data();
+  p.v16 = kv16.data() + rows * HKV * D;
   p.kv_rows = rows;
   emu_launch([](const void* a) { fa_emu::flash_kv_bf16(*static_cast<const FlashAttentionParams*>(a)); }, 3, 256, &p);
   // The bucket is larger than the call (the grid covers 16 more tokens than T).
