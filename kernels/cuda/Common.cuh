@@ -6,6 +6,27 @@ typedef long long i64;
 typedef unsigned short u16;
 
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float(((unsigned)h) << 16); }
+#if defined(MEMRA_HOST_EMULATION)
+// tests/cuda/emulation: the same conversions on the host (round to nearest-even; _Float16 is IEEE
+// binary16), so kernels that widen or round 16-bit values run there too.
+__device__ __forceinline__ u16 f32_to_bf16(float f) {
+  unsigned u;
+  __builtin_memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<u16>((u >> 16) | 0x40u);  // quiet NaN
+  return static_cast<u16>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ float f16_to_f32(u16 h) {
+  _Float16 x;
+  __builtin_memcpy(&x, &h, 2);
+  return static_cast<float>(x);
+}
+__device__ __forceinline__ u16 f32_to_f16(float f) {
+  const _Float16 x = static_cast<_Float16>(f);
+  u16 h;
+  __builtin_memcpy(&h, &x, 2);
+  return h;
+}
+#else
 __device__ __forceinline__ u16 f32_to_bf16(float f) {
   u16 r;
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
@@ -21,6 +42,7 @@ __device__ __forceinline__ u16 f32_to_f16(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
   return r;
 }
+#endif
 
 // Storage type codes used as specialization constants: 0 f32, 1 f16, 2 bf16.
 template <int kType>

@@ -25,6 +25,7 @@
 #define __align__(n) __attribute__((aligned(n)))
 #define __restrict__ __restrict
 #define GQ_HOST_EMULATION 1
+#define MEMRA_HOST_EMULATION 1  // Common.cuh: host conversions instead of PTX
 
 struct EmuU3 {
   unsigned x = 0, y = 0, z = 0;
@@ -39,6 +40,12 @@ struct int4 {
 };
 struct float4 {
   float x, y, z, w;
+};
+struct uint2 {
+  unsigned x, y;
+};
+struct float2 {
+  float x, y;
 };
 
 struct EmuWarp {

@@ -18,9 +18,6 @@
 float emu_half(unsigned short) { return 0; }  // not used by these kernels
 void emu_register(const char*, void (*)(const void*)) {}
 
-struct float2 {
-  float x, y;
-};
 inline float2 make_float2(float x, float y) { return {x, y}; }
 #define MEMRA_MMA_HOST_EMULATION 1
 #define f32_to_bf16 emu_bf16

@@ -1,8 +1,10 @@
 // kernels/cuda/FlashAttention.cu without a GPU: one module (the FA_* -D constants of the compile,
 // flash_attention_run.sh) run on the host emulation (CudaHostEmulation.h + MmaEmulation.h) over a
-// call that continues a sequence (positions P0.., the cache holding P0 earlier keys), checked
-// against a float64 reference on the same bf16-rounded Q, K and V; outputs are poisoned with NaN
-// first, so a row the kernel does not write fails. Prints the normalized MSE; exit status 1 past
+// call that continues a sequence (positions P0.., the cache holding P0 earlier keys), the caches
+// stored in the module's element types (FA_KT / FA_VT: f32, f16 or bf16, as kv_append writes
+// them; a bf16 cache is read in place, the others through flash_kv_bf16's copy, as
+// FlashAttention.cc binds them), checked against a float64 reference on the same rounded Q, K and
+// V; outputs are poisoned with NaN first, so a row the kernel does not write fails. Prints the normalized MSE; exit status 1 past
 // the bound.
 #include <atomic>
 #include <cstdio>
@@ -17,12 +19,6 @@
 #include "kernels/cuda/KernelParams.h"
 #undef __CUDACC__
 
-struct uint2 {
-  unsigned x, y;
-};
-struct float2 {
-  float x, y;
-};
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 inline float2 make_float2(float x, float y) { return {x, y}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
@@ -40,7 +36,7 @@ inline int atomicMax(int* p, int v) {
   }
   return cur;
 }
-float emu_half(unsigned short) { return 0; }  // not used by this kernel
+float emu_half(unsigned short h) { return f16_to_f32(h); }
 void emu_register(const char*, void (*)(const void*)) {}
 
 #define MEMRA_MMA_HOST_EMULATION 1
@@ -77,10 +73,18 @@ int main() {
   for (int t = 0; t < T; ++t) pos[t] = P0 + t;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
 
+  // The caches in their element types; kc / vc then hold the values the kernel reads from them.
+  std::vector<unsigned char> kst(kc.size() * (FA_KT == 0 ? 4 : 2)), vst(vc.size() * (FA_VT == 0 ? 4 : 2));
+  for (size_t i = 0; i < kc.size(); ++i) {
+    store_from_f32<FA_KT>(kst.data(), (i64)i, kc[i]);
+    store_from_f32<FA_VT>(vst.data(), (i64)i, vc[i]);
+    kc[i] = load_as_f32<FA_KT>(kst.data(), (i64)i);
+    vc[i] = load_as_f32<FA_VT>(vst.data(), (i64)i);
+  }
   FlashAttentionParams p;
   p.q = q.data();
-  p.k_cache = kc.data();
-  p.v_cache = vc.data();
+  p.k_cache = kst.data();
+  p.v_cache = vst.data();
   p.pos = pos.data();
   p.gate = FA_EMU_GATE ? gate.data() : nullptr;
   p.o = o.data();
@@ -88,10 +92,12 @@ int main() {
   p.scale = scale;
   p.window = FA_EMU_WINDOW;
   std::vector<unsigned short> kv16(2 * rows * HKV * D, 0xffff);  // NaN-poisoned bf16 copies
-  p.k16 = kv16.data();
-  p.v16 = kv16.data() + rows * HKV * D;
+  p.k16 = FA_KT == 2 ? reinterpret_cast<unsigned short*>(kst.data()) : kv16.data();
+  p.v16 = FA_VT == 2 ? reinterpret_cast<unsigned short*>(vst.data()) : kv16.data() + rows * HKV * D;
   p.kv_rows = rows;
-  emu_launch([](const void* a) { fa_emu::flash_kv_bf16(*static_cast<const FlashAttentionParams*>(a)); }, 3, 256, &p);
+  if (FA_KT != 2 || FA_VT != 2)
+    emu_launch([](const void* a) { fa_emu::flash_kv_bf16(*static_cast<const FlashAttentionParams*>(a)); }, 3, 256,
+               &p);
   // The bucket is larger than the call (the grid covers 16 more tokens than T).
   const int tb = FA_BR / G, blocks = (T + 16 + tb - 1) / tb * HKV * (D / FA_DV);
   emu_launch([](const void* a) { fa_emu::flash_attention(*static_cast<const FlashAttentionParams*>(a)); }, blocks,
@@ -130,9 +136,9 @@ int main() {
     }
   const double nmse = err / ref;
   std::printf(
-      "flash_attention emu HQ=%d HKV=%d D=%d DV=%d warps=%d stages=%d T=%d P0=%d window=%d gate=%d: nmse %.3g "
-      "max|d| %.3g%s\n",
-      HQ, HKV, D, FA_DV, FA_WARPS, FA_STAGES, T, P0, FA_EMU_WINDOW, FA_EMU_GATE, nmse, worst,
+      "flash_attention emu HQ=%d HKV=%d D=%d DV=%d warps=%d stages=%d T=%d P0=%d window=%d gate=%d kt=%d vt=%d: "
+      "nmse %.3g max|d| %.3g%s\n",
+      HQ, HKV, D, FA_DV, FA_WARPS, FA_STAGES, T, P0, FA_EMU_WINDOW, FA_EMU_GATE, FA_KT, FA_VT, nmse, worst,
       bad ? " UNWRITTEN/NON-FINITE" : "");
   // P is rounded to bf16 before P V (the reference keeps it exact): ~1e-6 expected.
   return bad == 0 && nmse < 2e-5 ? 0 : 1;

@@ -1,0 +1,106 @@
+// kernels/cuda/Attention.cu's decode path without a GPU: attention_split + attention_combine of one
+// module (the ATT_* -D constants) on the host emulation (CudaHostEmulation.h), the caches stored
+// in the module's element types (ATT_KT / ATT_VT: f32, f16, bf16, written by Common.cuh's
+// store_from_f32 as kv_append does), at three live lengths: one that fills fewer ranges than
+// ATT_SPLITS (the rest must write l = 0), one that fills them all, and the last row of the cache;
+// with ATT_EMU_WINDOW > 0 as a sliding window. Checked against a float64 reference over the
+// rounded rows; partials and outputs are NaN-poisoned first, so a range or a head the kernels do
+// not write fails. Prints the normalized MSE; exit status 1 past the bound.
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "tests/cuda/emulation/CudaHostEmulation.h"
+#define __CUDACC__ 1
+#include "kernels/cuda/AttentionParams.h"
+#include "kernels/cuda/Common.cuh"
+#include "kernels/cuda/KernelParams.h"
+#undef __CUDACC__
+
+float emu_half(unsigned short h) { return f16_to_f32(h); }
+void emu_register(const char*, void (*)(const void*)) {}
+
+namespace att_emu {
+#include "kernels/cuda/Attention.cu"
+}
+
+#ifndef ATT_EMU_ROWS
+#define ATT_EMU_ROWS 900
+#endif
+#ifndef ATT_EMU_WINDOW
+#define ATT_EMU_WINDOW 0
+#endif
+
+int main() {
+  constexpr int HQ = ATT_HQ, HKV = ATT_HKV, D = ATT_D, G = HQ / HKV, ROWS = ATT_EMU_ROWS;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> N(0.0f, 1.0f);
+  std::vector<float> q(HQ * D), k(ROWS * HKV * D), v(ROWS * HKV * D);
+  for (float& x : q) x = N(rng);
+  for (float& x : k) x = N(rng);
+  for (float& x : v) x = 2.0f * N(rng);
+  // The caches as kv_append writes them, and the values the kernels then read.
+  std::vector<unsigned char> kc(k.size() * (ATT_KT == 0 ? 4 : 2)), vc(v.size() * (ATT_VT == 0 ? 4 : 2));
+  std::vector<double> kr(k.size()), vr(v.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    store_from_f32<ATT_KT>(kc.data(), (i64)i, k[i]);
+    store_from_f32<ATT_VT>(vc.data(), (i64)i, v[i]);
+    kr[i] = load_as_f32<ATT_KT>(kc.data(), (i64)i);
+    vr[i] = load_as_f32<ATT_VT>(vc.data(), (i64)i);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const int min_chunk = ATT_WARPS * ((ATT_KT == 0 || ATT_VT == 0) ? 2 : 4) * 2;  // ATT_MIN_CHUNK
+  const int positions[] = {min_chunk * ATT_SPLITS / 3, min_chunk * ATT_SPLITS + 37, ROWS - 1};
+  int fail = 0;
+  for (int pos : positions) {
+    if (pos >= ROWS) continue;
+    std::vector<float> part(HQ * ATT_SPLITS * (D + 4), std::nanf("")), o(HQ * D, std::nanf(""));
+    AttentionParams p;
+    p.q = q.data();
+    p.k_cache = kc.data();
+    p.v_cache = vc.data();
+    p.pos = &pos;
+    p.o = part.data();
+    p.n_tok = 1;
+    p.scale = scale;
+    p.window = ATT_EMU_WINDOW;
+    emu_launch([](const void* a) { att_emu::attention_split(*static_cast<const AttentionParams*>(a)); },
+               HQ / ATT_GH * ATT_SPLITS, ATT_WARPS * 32, &p);
+    AttentionCombineParams c;
+    c.part = part.data();
+    c.o = o.data();
+    emu_launch([](const void* a) { att_emu::attention_combine(*static_cast<const AttentionCombineParams*>(a)); }, HQ,
+               ATT_CW * 32, &c);
+    double err = 0, ref = 0;
+    int bad = 0;
+    const int first = ATT_EMU_WINDOW > 0 ? std::max(0, pos - ATT_EMU_WINDOW + 1) : 0;
+    for (int h = 0; h < HQ; ++h) {
+      const int kvh = h / G;
+      std::vector<double> s(pos + 1, 0.0);
+      double m = -1e300;
+      for (int j = first; j <= pos; ++j) {
+        double d = 0;
+        for (int c2 = 0; c2 < D; ++c2) d += double(q[h * D + c2]) * kr[(j * HKV + kvh) * D + c2];
+        s[j] = d * scale;
+        m = std::max(m, s[j]);
+      }
+      double l = 0;
+      for (int j = first; j <= pos; ++j) l += std::exp(s[j] - m);
+      for (int c2 = 0; c2 < D; ++c2) {
+        double acc = 0;
+        for (int j = first; j <= pos; ++j) acc += std::exp(s[j] - m) * vr[(j * HKV + kvh) * D + c2];
+        const double want = acc / l, got = o[h * D + c2];
+        if (!std::isfinite(got)) ++bad;
+        err += (got - want) * (got - want);
+        ref += want * want;
+      }
+    }
+    const double nmse = err / ref;
+    std::printf("attention_split HQ %d HKV %d D %d GH %d splits %d kt %d vt %d window %d pos %d: nmse %.3g%s\n", HQ,
+                HKV, D, ATT_GH, ATT_SPLITS, ATT_KT, ATT_VT, ATT_EMU_WINDOW, pos, nmse,
+                bad ? " (unwritten outputs)" : "");
+    if (bad || !(nmse < 1e-10)) fail = 1;
+  }
+  return fail;
+}
