@@ -27,7 +27,8 @@
 namespace memra::codegen {
 namespace {
 
-std::vector<ModuleSpec> TinyModelModules(const std::string& model, kernels::cuda::WeightMode weights) {
+std::vector<ModuleSpec> TinyModelModules(const std::string& model, kernels::cuda::WeightMode weights,
+                                         frontends::KvCacheTypes cache_types = {}) {
   auto file = gguf::GgufFile::Open(model);
   EXPECT_TRUE(file.ok()) << file.status();
   if (!file.ok()) return {};
@@ -39,6 +40,7 @@ std::vector<ModuleSpec> TinyModelModules(const std::string& model, kernels::cuda
     frontends::LowerOptions lo;
     lo.prefill_all_logits = variant == 1;
     lo.slots = variant == 2 ? 4 : 0;
+    lo.cache_types = cache_types;
     auto m = frontends::LowerModel(**file, lo);
     EXPECT_TRUE(m.ok()) << m.status();
     if (!m.ok()) return {};
@@ -88,6 +90,12 @@ TEST(NvrtcCompileTest, TinyModelPlanCompilesForSm90) {
     if (!testing::FileExists(model)) GTEST_SKIP() << "tiny model fixture not found: " << model;
     for (kernels::cuda::WeightMode w : {kernels::cuda::WeightMode::kBlocks, kernels::cuda::WeightMode::kBf16})
       for (const ModuleSpec& m : TinyModelModules(model, w))
+        if (seen.insert(m.Key()).second) mods.push_back(m);
+    // 16-bit KV caches (-ctk / -ctv): the attention, kv_append and paged modules of each element
+    // type pair (f32 model: the CUDA-core prefill; q8_0: flash attention, a bf16 cache in place).
+    for (frontends::KvCacheTypes kv : {frontends::KvCacheTypes{ir::DType::kF16, ir::DType::kF16},
+                                       frontends::KvCacheTypes{ir::DType::kBF16, ir::DType::kF32}})
+      for (const ModuleSpec& m : TinyModelModules(model, kernels::cuda::WeightMode::kBlocks, kv))
         if (seen.insert(m.Key()).second) mods.push_back(m);
   }
   ASSERT_FALSE(mods.empty());
