@@ -2,6 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "frontends/gemma4/Gemma4Hparams.h"
+#include "frontends/gemma4/Gemma4Lowering.h"
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/qwen35/Qwen35Hparams.h"
 #include "frontends/qwen35/Qwen35Lowering.h"

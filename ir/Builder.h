@@ -74,9 +74,13 @@ class OpBuilder {
   Value* MatMul(Value* x, Value* w) { return Build1(OpKind::kMatMul, {x, w}); }
   llvm::SmallVector<Value*, 2> MatMulGroup(Value* x, llvm::ArrayRef<Value*> ws);
   std::pair<Value*, Value*> QGateSplit(Value* qg, int64_t n_head, int64_t head_dim);
-  Value* Rope(Value* x, Value* pos, int64_t n_rot, double base) {
+  // freq_factors (an f32 weight [>= n_rot/2]) or null.
+  Value* Rope(Value* x, Value* pos, int64_t n_rot, double base, Value* freq_factors = nullptr) {
+    if (freq_factors != nullptr)
+      return Build1(OpKind::kRope, {x, pos, freq_factors}, {{"n_rot", n_rot}, {"base", base}});
     return Build1(OpKind::kRope, {x, pos}, {{"n_rot", n_rot}, {"base", base}});
   }
+  Value* MulWeight(Value* x, Value* w) { return Build1(OpKind::kMulWeight, {x, w}); }
   Value* Positions(Value* counter, Value* like) { return Build1(OpKind::kPositions, {counter, like}); }
   Op* AdvancePositions(Value* counter, Value* like);
   Op* KvAppend(Value* k, Value* v, Value* k_cache, Value* v_cache, Value* pos);

@@ -299,6 +299,23 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.DTypeIs(1, DType::kI32));
       CHECK_OK(c.ShapeIs(1, Shape{c.S(0)[0]}, "one position per token of 'x'"));
       CHECK_OK(CheckRopeAttrs(c, attrs, c.S(0)[2]));
+      if (c.size() > 2) {
+        CHECK_OK(c.DTypeIs(2, DType::kF32));
+        CHECK_OK(c.Rank(2, 1));
+        const Dim& n = c.S(2)[0];
+        if (n.IsConstant() && n.value() < c.I("n_rot") / 2)
+          return Err(absl::StrCat(c.N(2), ": ", n.value(), " factors, fewer than n_rot / 2 = ", c.I("n_rot") / 2));
+      }
+      return Types{Like(c[0])};
+    }
+    case OpKind::kMulWeight: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.RankAtLeast(0, 1));
+      CHECK_OK(c.DTypeIs(1, DType::kF32));
+      CHECK_OK(c.Rank(1, 1));
+      const Dim& n = c.S(1)[0];
+      if (!(n == Dim(1)) && !(n == c.S(0).dims().back()))
+        return Err(absl::StrCat(c.N(1), " must be [1] or the last dim of ", c.N(0)));
       return Types{Like(c[0])};
     }
     case OpKind::kQkNormRope: {

@@ -32,6 +32,8 @@ struct Candidate {
 
 // rope(rms_norm(x)) with x of rank 3 and the norm used only by the rope.
 std::optional<Candidate> CandidateAt(Op& rope) {
+  // qk_norm_rope has no freq_factors operand: a rope with them stays unfused.
+  if (rope.num_operands() > 2) return std::nullopt;
   Op* norm = DefOf(rope.operand(0), OpKind::kRmsNorm);
   if (norm == nullptr || norm->num_operands() < 2 || !HasSingleUse(norm->result(0)) || norm->operand(0)->rank() != 3)
     return std::nullopt;

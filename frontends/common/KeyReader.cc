@@ -41,6 +41,25 @@ absl::StatusOr<int64_t> KeyReader::UniformPerLayer(absl::string_view k, int64_t 
   return arr[0];
 }
 
+absl::StatusOr<std::vector<int64_t>> KeyReader::PerLayer(absl::string_view k, int64_t n_layer,
+                                                         std::optional<int64_t> def) const {
+  const gguf::Value* v = f_.Find(Key(k));
+  if (v == nullptr) {
+    if (def) return std::vector<int64_t>(static_cast<size_t>(n_layer), *def);
+    return absl::NotFoundError(absl::StrCat(f_.path(), ": key \"", Key(k), "\" not found"));
+  }
+  if (v->type != gguf::ValueType::kArray) {
+    MEMRA_ASSIGN_OR_RETURN(int64_t x, Required(k));
+    return std::vector<int64_t>(static_cast<size_t>(n_layer), x);
+  }
+  MEMRA_ASSIGN_OR_RETURN(std::vector<int64_t> arr, f_.GetIntArray(Key(k)));
+  if (static_cast<int64_t>(arr.size()) < n_layer)
+    return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": key \"", Key(k), "\" has ", arr.size(),
+                                                   " entries, expected ", n_layer, " (block_count)"));
+  arr.resize(static_cast<size_t>(n_layer));
+  return arr;
+}
+
 absl::Status Inconsistent(const gguf::GgufFile& f, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(f.path(), ": inconsistent hyperparameters: ", what));
 }

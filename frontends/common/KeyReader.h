@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -29,6 +30,10 @@ class KeyReader {
   // A key llama.cpp reads as "u32 or per-layer array": an array must hold one value for every
   // layer, and memra supports only uniform arrays (one shape per layer kind).
   absl::StatusOr<int64_t> UniformPerLayer(absl::string_view k, int64_t n_layer, std::optional<int64_t> def) const;
+  // The same key as one value per layer (a u32 repeated, or an array of at least n_layer entries,
+  // its first n_layer taken, as llama.cpp's get_key_or_arr).
+  absl::StatusOr<std::vector<int64_t>> PerLayer(absl::string_view k, int64_t n_layer,
+                                                std::optional<int64_t> def) const;
 
  private:
   const gguf::GgufFile& f_;

@@ -637,6 +637,16 @@ absl::StatusOr<std::vector<float>> GgufFile::GetF32Array(absl::string_view key) 
   return out;
 }
 
+absl::StatusOr<std::vector<bool>> GgufFile::GetBoolArray(absl::string_view key) const {
+  MEMRA_ASSIGN_OR_RETURN(const Value* v, FindTyped(key, "array of bool", [](const Value& x) {
+                           return x.type == ValueType::kArray && x.elem_type == ValueType::kBool;
+                         }));
+  std::vector<bool> out;
+  out.reserve(v->array.size());
+  for (const Value& e : v->array) out.push_back(e.u != 0);
+  return out;
+}
+
 absl::StatusOr<uint32_t> GgufFile::GetU32Or(absl::string_view key, uint32_t def) const {
   if (!Has(key)) return def;
   return GetU32(key);

@@ -98,6 +98,7 @@ class GgufFile {
   absl::StatusOr<std::vector<std::string>> GetStringArray(absl::string_view key) const;
   absl::StatusOr<std::vector<int64_t>> GetIntArray(absl::string_view key) const;
   absl::StatusOr<std::vector<float>> GetF32Array(absl::string_view key) const;
+  absl::StatusOr<std::vector<bool>> GetBoolArray(absl::string_view key) const;
   // Optional keys: the default when absent, an error when present with the wrong type.
   absl::StatusOr<uint32_t> GetU32Or(absl::string_view key, uint32_t def) const;
   absl::StatusOr<float> GetF32Or(absl::string_view key, float def) const;

@@ -37,6 +37,8 @@ class RopeImpl : public GpuOpImpl {
     const auto& x = c.shapes.in[0];
     if (x.size() != 3) return Unsupported(c.op, "rope expects x: [T, H, D]");
     MEMRA_RETURN_IF_ERROR(CheckNeox(c.op));
+    if (c.op.num_operands() > 2)
+      return Unsupported(c.op, "rope with freq_factors (Gemma 4's proportional rope) runs on the CPU only (use --backend cpu)");
     OpSelection s;
     s.launches.push_back(RopeLaunch(c.target, c.op, x));
     return std::optional<OpSelection>(std::move(s));

@@ -588,7 +588,18 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         const HostTensor& x = In(0);
         HostTensor y = HostTensor::FromF32(std::vector<float>(x.f32(), x.f32() + x.numel()), x.shape());
         kc::RopeNeox(y.f32(), x.dim(0), x.dim(1), x.dim(2), at.I64Or("n_rot", 0),
-                     static_cast<float>(at.F64Or("base", 10000.0)), In(1).i32());
+                     static_cast<float>(at.F64Or("base", 10000.0)), In(1).i32(),
+                     op.num_operands() > 2 ? Wt(2).values : nullptr);
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kMulWeight: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& x = In(0);
+        const float* w = Wt(1).values;
+        const int64_t n = x.numel(), cols = x.dim(-1), wn = op.operand(1)->shape()[0].value();
+        HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
+        for (int64_t i = 0; i < n; ++i) y.f32()[i] = x.f32()[i] * w[wn == 1 ? 0 : i % cols];
         out.push_back(y);
         break;
       }

@@ -1,0 +1,166 @@
+#include "frontends/gemma4/Gemma4Hparams.h"
+
+#include <cmath>
+#include <optional>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "frontends/common/KeyReader.h"
+#include "frontends/gguf/GgufFile.h"
+#include "ir/StatusMacros.h"
+
+namespace memra::frontends {
+
+namespace {
+
+// An f32 key that must be finite and > 0, or `def` when absent.
+absl::StatusOr<double> PositiveF32(const gguf::GgufFile& f, const KeyReader& r, absl::string_view k,
+                                   std::optional<float> def) {
+  float v = 0;
+  if (def) {
+    MEMRA_ASSIGN_OR_RETURN(v, f.GetF32Or(r.Key(k), *def));
+  } else {
+    MEMRA_ASSIGN_OR_RETURN(v, f.GetF32(r.Key(k)));
+  }
+  if (!(v > 0) || !std::isfinite(v)) return Inconsistent(f, absl::StrCat(r.Key(k), " = ", v, " must be > 0"));
+  return v;
+}
+
+// key_length == value_length, > 0 (llama.cpp throws otherwise).
+absl::StatusOr<int64_t> HeadDim(const gguf::GgufFile& f, const KeyReader& r, absl::string_view key_k,
+                                absl::string_view val_k) {
+  MEMRA_ASSIGN_OR_RETURN(int64_t k, r.Required(key_k));
+  MEMRA_ASSIGN_OR_RETURN(int64_t v, r.Required(val_k));
+  if (k != v || k <= 0)
+    return Inconsistent(f, absl::StrCat(r.Key(key_k), " (", k, ") and ", r.Key(val_k), " (", v,
+                                        ") must be equal and > 0"));
+  return k;
+}
+
+}  // namespace
+
+absl::StatusOr<Gemma4Hparams> ReadGemma4Hparams(const gguf::GgufFile& f) {
+  MEMRA_ASSIGN_OR_RETURN(std::string arch, f.Architecture());
+  if (arch != "gemma4")
+    return absl::InvalidArgumentError(absl::StrCat(f.path(), ": architecture \"", arch, "\" is not gemma4"));
+  Gemma4Hparams h;
+  KeyReader r(f, arch);
+  MEMRA_ASSIGN_OR_RETURN(h.n_ctx_train, r.Required("context_length"));
+  MEMRA_ASSIGN_OR_RETURN(h.n_embd, r.Required("embedding_length"));
+  MEMRA_ASSIGN_OR_RETURN(h.n_layer, r.Required("block_count"));
+  if (h.n_embd <= 0) return Inconsistent(f, absl::StrCat(r.Key("embedding_length"), " = 0"));
+  if (h.n_layer <= 0) return Inconsistent(f, absl::StrCat(r.Key("block_count"), " = 0"));
+  MEMRA_ASSIGN_OR_RETURN(h.n_ff, r.PerLayer("feed_forward_length", h.n_layer, std::nullopt));
+  MEMRA_ASSIGN_OR_RETURN(h.n_head, r.PerLayer("attention.head_count", h.n_layer, std::nullopt));
+  if (f.Has(r.Key("attention.head_count_kv"))) {
+    MEMRA_ASSIGN_OR_RETURN(h.n_head_kv, r.PerLayer("attention.head_count_kv", h.n_layer, std::nullopt));
+  } else {
+    h.n_head_kv = h.n_head;  // llama.cpp's default
+  }
+  for (int64_t il = 0; il < h.n_layer; ++il) {
+    if (h.n_head[il] <= 0) return Inconsistent(f, absl::StrCat(r.Key("attention.head_count"), " = 0 at layer ", il));
+    if (h.n_head_kv[il] <= 0 || h.n_head[il] % h.n_head_kv[il] != 0)
+      return Inconsistent(f, absl::StrCat("layer ", il, ": ", r.Key("attention.head_count"), " (", h.n_head[il],
+                                          ") must be a multiple of ", r.Key("attention.head_count_kv"), " (",
+                                          h.n_head_kv[il], ")"));
+  }
+  MEMRA_ASSIGN_OR_RETURN(h.head_dim, HeadDim(f, r, "attention.key_length", "attention.value_length"));
+  MEMRA_ASSIGN_OR_RETURN(h.head_dim_swa, HeadDim(f, r, "attention.key_length_swa", "attention.value_length_swa"));
+  MEMRA_ASSIGN_OR_RETURN(h.n_rot, r.Optional("rope.dimension_count", h.head_dim));
+  MEMRA_ASSIGN_OR_RETURN(h.n_rot_swa, r.Optional("rope.dimension_count_swa", h.n_rot));
+  for (auto [k, rot, d] : {std::tuple<const char*, int64_t, int64_t>{"rope.dimension_count", h.n_rot, h.head_dim},
+                           {"rope.dimension_count_swa", h.n_rot_swa, h.head_dim_swa}})
+    if (rot <= 0 || rot % 2 != 0 || rot > d)
+      return Inconsistent(f, absl::StrCat(r.Key(k), " (", rot, ") must be even, > 0 and <= the head dim (", d, ")"));
+  MEMRA_ASSIGN_OR_RETURN(h.rope_base, PositiveF32(f, r, "rope.freq_base", 10000.0f));
+  MEMRA_ASSIGN_OR_RETURN(h.rope_base_swa, PositiveF32(f, r, "rope.freq_base_swa", static_cast<float>(h.rope_base)));
+  if (f.Has(r.Key("rope.scaling.type"))) {
+    MEMRA_ASSIGN_OR_RETURN(std::string t, f.GetString(r.Key("rope.scaling.type")));
+    if (t != "none" && !t.empty())
+      return absl::UnimplementedError(absl::StrCat(f.path(), ": key \"", r.Key("rope.scaling.type"), "\" = \"", t,
+                                                   "\": rope scaling is not supported yet"));
+  }
+  MEMRA_ASSIGN_OR_RETURN(h.rms_eps, PositiveF32(f, r, "attention.layer_norm_rms_epsilon", std::nullopt));
+  MEMRA_ASSIGN_OR_RETURN(h.n_swa, r.Required("attention.sliding_window"));
+  if (h.n_swa <= 0) return Inconsistent(f, absl::StrCat(r.Key("attention.sliding_window"), " must be > 0"));
+  // The pattern: a bool per layer (llama.cpp's get_key_or_arr also takes one bool for every layer).
+  const std::string pattern_key = r.Key("attention.sliding_window_pattern");
+  const gguf::Value* pv = f.Find(pattern_key);
+  if (pv == nullptr) return absl::NotFoundError(absl::StrCat(f.path(), ": key \"", pattern_key, "\" not found"));
+  if (pv->type == gguf::ValueType::kArray) {
+    MEMRA_ASSIGN_OR_RETURN(std::vector<bool> p, f.GetBoolArray(pattern_key));
+    if (static_cast<int64_t>(p.size()) < h.n_layer)
+      return Inconsistent(f, absl::StrCat(pattern_key, " has ", p.size(), " entries, expected ", h.n_layer));
+    h.swa.assign(p.begin(), p.begin() + h.n_layer);
+  } else {
+    MEMRA_ASSIGN_OR_RETURN(bool all, f.GetBool(pattern_key));
+    h.swa.assign(static_cast<size_t>(h.n_layer), all);
+  }
+  MEMRA_ASSIGN_OR_RETURN(h.shared_kv_layers, r.Optional("attention.shared_kv_layers", 0));
+  if (h.shared_kv_layers < 0 || h.shared_kv_layers >= h.n_layer)
+    return Inconsistent(f, absl::StrCat(r.Key("attention.shared_kv_layers"), " (", h.shared_kv_layers,
+                                        ") must be in [0, ", r.Key("block_count"), ")"));
+  if (h.shared_kv_layers > 0) {
+    // Each shared layer reads the last KV layer of its kind before the shared ones.
+    for (int64_t il = h.FirstSharedLayer(); il < h.n_layer; ++il) {
+      const int64_t src = h.KvLayer(il);
+      if (src < 0 || h.swa[src] != h.swa[il] || h.n_head_kv[src] != h.n_head_kv[il])
+        return Inconsistent(f, absl::StrCat("layer ", il, " shares the KV cache of layer ", src,
+                                            ", which is not a layer of the same kind (sliding window and KV heads)"));
+    }
+  }
+  MEMRA_ASSIGN_OR_RETURN(h.n_embd_per_layer, r.Optional("embedding_length_per_layer_input", 0));
+  MEMRA_ASSIGN_OR_RETURN(float softcap, f.GetF32Or(r.Key("final_logit_softcapping"), 0.0f));
+  if (softcap < 0 || !std::isfinite(softcap))
+    return Inconsistent(f, absl::StrCat(r.Key("final_logit_softcapping"), " = ", softcap, " must be >= 0"));
+  h.softcap = softcap;
+
+  MEMRA_ASSIGN_OR_RETURN(const gguf::TensorInfo* embd, f.GetTensor("token_embd.weight"));
+  if (embd->ne.size() != 2 || embd->ne[0] != h.n_embd)
+    return absl::InvalidArgumentError(absl::StrCat(f.path(), ": tensor \"token_embd.weight\" has shape ",
+                                                   gguf::ShapeString(embd->ne), ", expected {", h.n_embd,
+                                                   ", n_vocab} (", r.Key("embedding_length"), " = ", h.n_embd, ")"));
+  h.n_vocab = embd->ne[1];
+  if (h.n_vocab <= 0)
+    return absl::InvalidArgumentError(absl::StrCat(f.path(), ": tensor \"token_embd.weight\" has no rows"));
+  h.tied_output = f.FindTensor("output.weight") == nullptr;
+  for (int64_t il = 0; il < h.n_layer && !h.moe; ++il)
+    h.moe = f.FindTensor(absl::StrCat("blk.", il, ".ffn_gate_inp.weight")) != nullptr;
+  return h;
+}
+
+ir::AttrDict Gemma4Attributes(const Gemma4Hparams& h) {
+  ir::AttrDict a;
+  a.Set("arch", std::string("gemma4"));
+  a.Set("n_ctx_train", h.n_ctx_train);
+  a.Set("n_embd", h.n_embd);
+  a.Set("n_layer", h.n_layer);
+  a.Set("n_ff", h.n_ff);
+  a.Set("n_head", h.n_head);
+  a.Set("n_head_kv", h.n_head_kv);
+  a.Set("head_dim", h.head_dim);
+  a.Set("head_dim_swa", h.head_dim_swa);
+  a.Set("n_rot", h.n_rot);
+  a.Set("n_rot_swa", h.n_rot_swa);
+  a.Set("rope_base", h.rope_base);
+  a.Set("rope_base_swa", h.rope_base_swa);
+  a.Set("rms_eps", h.rms_eps);
+  a.Set("n_swa", h.n_swa);
+  std::vector<int64_t> swa;
+  for (bool s : h.swa) swa.push_back(s ? 1 : 0);
+  a.Set("swa_layers", swa);
+  a.Set("shared_kv_layers", h.shared_kv_layers);
+  a.Set("n_embd_per_layer", h.n_embd_per_layer);
+  a.Set("final_logit_softcap", h.softcap);
+  a.Set("n_vocab", h.n_vocab);
+  a.Set("tied_output", static_cast<int64_t>(h.tied_output));
+  a.Set("moe", static_cast<int64_t>(h.moe));
+  return a;
+}
+
+absl::StatusOr<ir::AttrDict> ReadGemma4Attributes(const gguf::GgufFile& file) {
+  MEMRA_ASSIGN_OR_RETURN(Gemma4Hparams h, ReadGemma4Hparams(file));
+  return Gemma4Attributes(h);
+}
+
+}  // namespace memra::frontends

@@ -1,0 +1,212 @@
+#include "frontends/gemma4/Gemma4Lowering.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "frontends/common/AttentionBlock.h"
+#include "frontends/common/Embedding.h"
+#include "frontends/common/LayerContext.h"
+#include "frontends/common/ModelWeights.h"
+#include "frontends/common/Norm.h"
+#include "frontends/common/OutputHead.h"
+#include "frontends/gemma4/Gemma4Hparams.h"
+#include "frontends/gguf/GgufFile.h"
+#include "ir/Builder.h"
+#include "ir/StatusMacros.h"
+#include "ir/Verifier.h"
+
+namespace memra::frontends {
+namespace {
+
+using ir::Dim;
+using ir::DType;
+using ir::OpBuilder;
+using ir::Shape;
+using ir::StateKind;
+using ir::TensorType;
+using ir::Value;
+
+constexpr char kRopeFreqs[] = "rope_freqs.weight";
+
+class Gemma4Lowering {
+ public:
+  Gemma4Lowering(const gguf::GgufFile& f, const Gemma4Hparams& h, const LowerOptions& o) : f_(f), h_(h), opt_(o) {}
+
+  absl::StatusOr<std::unique_ptr<ir::Module>> Run() {
+    if (h_.moe)
+      return absl::UnimplementedError(
+          absl::StrCat(f_.path(), ": gemma4 MoE layers (ffn_gate_inp) are not supported yet (issue 18)"));
+    if (h_.n_embd_per_layer > 0)
+      return absl::UnimplementedError(absl::StrCat(
+          f_.path(), ": gemma4 per-layer inputs (embedding_length_per_layer_input = ", h_.n_embd_per_layer,
+          ", the E-variants) are not supported yet (issue 18)"));
+    if (opt_.slots > 0)
+      return absl::UnimplementedError(
+          "gemma4: a step over several sequences (--parallel, memra serve) is not supported yet (issue 18)");
+    MEMRA_RETURN_IF_ERROR(CheckKvCacheTypes(opt_.cache_types));
+    m_ = std::make_unique<ir::Module>();
+    n_ctx_ = ContextLength(opt_, h_.n_ctx_train);
+    if (n_ctx_ <= 0) return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": context length must be > 0"));
+    MEMRA_RETURN_IF_ERROR(RejectUnsupportedTensors());
+    MEMRA_RETURN_IF_ERROR(DeclareWeights());
+    DeclareState();
+    for (const auto& [name, value] : Gemma4Attributes(h_)) m_->attrs().Set(name, value);
+    m_->attrs().Set("n_ctx", n_ctx_);
+    m_->attrs().Set("prefill_logits", opt_.prefill_all_logits ? "all" : "last");
+    MEMRA_RETURN_IF_ERROR(BuildFunction("prefill", Dim::Symbol("T"), opt_.prefill_all_logits));
+    MEMRA_RETURN_IF_ERROR(BuildFunction("decode", Dim(1), /*all_logits=*/true));
+    MEMRA_RETURN_IF_ERROR(CheckValueWeightsAreF32(f_, *m_));
+    MEMRA_RETURN_IF_ERROR(ir::VerifyModule(*m_));
+    return std::move(m_);
+  }
+
+ private:
+  bool OwnsKv(int64_t il) const { return il < h_.FirstSharedLayer(); }
+
+  // Per-tensor scales (NVFP4 and the like) would change the products: refuse them by name.
+  absl::Status RejectUnsupportedTensors() {
+    for (const gguf::TensorInfo& t : f_.tensors())
+      if (absl::EndsWith(t.name, ".scale") || absl::EndsWith(t.name, ".input_scale"))
+        return absl::UnimplementedError(
+            absl::StrCat(f_.path(), ": tensor \"", t.name, "\": per-tensor weight scales are not supported yet"));
+    return absl::OkStatus();
+  }
+
+  absl::Status Declare(int64_t il, absl::string_view tensor, std::vector<int64_t> ne) {
+    return DeclareWeight(f_, *m_, LayerTensorName(il, tensor), std::move(ne));
+  }
+  bool Has(int64_t il, absl::string_view tensor) const {
+    return f_.FindTensor(LayerTensorName(il, tensor)) != nullptr;
+  }
+
+  absl::Status DeclareWeights() {
+    const int64_t E = h_.n_embd;
+    MEMRA_RETURN_IF_ERROR(DeclareTokenEmbedding(f_, *m_, E, h_.n_vocab));
+    MEMRA_RETURN_IF_ERROR(DeclareOutputHead(f_, *m_, E, h_.n_vocab, h_.tied_output));
+    bool any_full = false;
+    for (int64_t il = 0; il < h_.n_layer; ++il) any_full |= !h_.IsSwa(il);
+    // The full layers' rope factors (llama.cpp requires them when any layer is full).
+    if (any_full) MEMRA_RETURN_IF_ERROR(DeclareWeight(f_, *m_, kRopeFreqs, {h_.n_rot / 2}));
+    for (int64_t il = 0; il < h_.n_layer; ++il) {
+      const int64_t D = h_.HeadDim(il), H = h_.n_head[il], Hkv = h_.n_head_kv[il], F = h_.n_ff[il];
+      for (const char* norm : {"attn_norm.weight", "post_attention_norm.weight", "ffn_norm.weight",
+                               "post_ffw_norm.weight"})
+        MEMRA_RETURN_IF_ERROR(Declare(il, norm, {E}));
+      MEMRA_RETURN_IF_ERROR(Declare(il, "attn_q.weight", {E, D * H}));
+      MEMRA_RETURN_IF_ERROR(Declare(il, "attn_q_norm.weight", {D}));
+      MEMRA_RETURN_IF_ERROR(Declare(il, "attn_output.weight", {D * H, E}));
+      if (OwnsKv(il)) {
+        MEMRA_RETURN_IF_ERROR(Declare(il, "attn_k.weight", {E, D * Hkv}));
+        MEMRA_RETURN_IF_ERROR(Declare(il, "attn_k_norm.weight", {D}));
+        // Without attn_v the values are the key projection (before its norm and rope).
+        if (Has(il, "attn_v.weight")) MEMRA_RETURN_IF_ERROR(Declare(il, "attn_v.weight", {E, D * Hkv}));
+      }
+      MEMRA_RETURN_IF_ERROR(Declare(il, "ffn_gate.weight", {E, F}));
+      MEMRA_RETURN_IF_ERROR(Declare(il, "ffn_up.weight", {E, F}));
+      MEMRA_RETURN_IF_ERROR(Declare(il, "ffn_down.weight", {F, E}));
+      if (Has(il, "layer_output_scale.weight")) MEMRA_RETURN_IF_ERROR(Declare(il, "layer_output_scale.weight", {1}));
+    }
+    return absl::OkStatus();
+  }
+
+  // The KV-owning layers' caches, full length (the window is the attention's read range).
+  void DeclareState() {
+    pos_ = m_->AddState(StateKind::kPosition, "pos", TensorType(DType::kI32, Shape{}));
+    for (int64_t il = 0; il < h_.FirstSharedLayer(); ++il) {
+      AttentionParams p;
+      p.n_head_kv = h_.n_head_kv[il];
+      p.head_dim = h_.HeadDim(il);
+      DeclareKvCache(*m_, il, n_ctx_, p, opt_.cache_types);
+    }
+  }
+
+  absl::Status BuildFunction(absl::string_view name, Dim T, bool all_logits) {
+    ir::Function* fn = m_->AddFunction(name);
+    Value* tokens = fn->AddArgument("tokens", TensorType(DType::kI32, Shape{T}));
+    OpBuilder b(fn);
+    Value* x = b.Scale(BuildTokenEmbedding(b, *m_, tokens), std::sqrt(static_cast<double>(h_.n_embd)))
+                   ->Named("inp_scaled");
+    Value* pos = b.Positions(pos_, tokens)->Named("pos");
+    for (int64_t il = 0; il < h_.n_layer; ++il) {
+      x = Layer(LayerContext{b, *m_, il, T}, x, pos);
+      if (!b.ok())
+        return absl::Status(b.status().code(),
+                            absl::StrCat("lowering @", name, " layer ", il, ": ", b.status().message()));
+    }
+    Value* logits = BuildOutputHead(b, *m_, x, {h_.rms_eps, h_.tied_output, all_logits});
+    if (h_.softcap > 0) {
+      // c tanh(z / c), as llama.cpp builds it (scale, tanh, scale); its result_output is the capped one.
+      logits->Named("result_logits");
+      Value* z = b.Scale(logits, 1.0 / h_.softcap);
+      logits = b.Scale(b.Tanh(z), h_.softcap)->Named("result_output");
+    }
+    b.AdvancePositions(pos_, tokens);
+    b.Return({logits});
+    if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("lowering @", name, ": ", b.status().message()));
+    fn->set_result_types({logits->type()});
+    return absl::OkStatus();
+  }
+
+  // q/k: per-head rms_norm with its weight, then rope (the full layers' with rope_freqs).
+  Value* NormRope(const LayerContext& c, Value* x, Value* pos, absl::string_view norm, absl::string_view node) {
+    const int64_t il = c.layer;
+    Value* n = c.b.RmsNorm(x, c.W(norm), h_.rms_eps);
+    Value* ff = h_.IsSwa(il) ? nullptr : c.m.weight(kRopeFreqs);
+    return c.b.Rope(n, pos, h_.Rot(il), h_.RopeBase(il), ff)->Named(c.Node(node));
+  }
+
+  Value* Attention(const LayerContext& c, Value* h, Value* pos) {
+    const int64_t il = c.layer, D = h_.HeadDim(il), H = h_.n_head[il], Hkv = h_.n_head_kv[il];
+    OpBuilder& b = c.b;
+    const Dim& T = c.T;
+    Value* q = b.Reshape(b.MatMul(h, c.W("attn_q.weight"))->Named(c.Node("Qcur")), Shape{T, H, D});
+    q = NormRope(c, q, pos, "attn_q_norm.weight", "Qcur_pos");
+    const int64_t src = h_.KvLayer(il);
+    if (OwnsKv(il)) {
+      Value* kr = b.MatMul(h, c.W("attn_k.weight"))->Named(c.Node("Kcur"));
+      Value* vr = Has(il, "attn_v.weight") ? b.MatMul(h, c.W("attn_v.weight"))->Named(c.Node("Vcur")) : kr;
+      Value* k = NormRope(c, b.Reshape(kr, Shape{T, Hkv, D}), pos, "attn_k_norm.weight", "Kcur_pos");
+      Value* v = b.RmsNorm(b.Reshape(vr, Shape{T, Hkv, D}), nullptr, h_.rms_eps)->Named(c.Node("Vcur_normed"));
+      b.KvAppend(k, v, c.S("k_cache"), c.S("v_cache"), pos);
+    }
+    const LayerContext kv{b, c.m, src, T};
+    // Gemma 4 scales q by its norm weights alone: the softmax scale is 1.
+    Value* o = b.Attention(q, kv.S("k_cache"), kv.S("v_cache"), pos, 1.0, h_.IsSwa(il) ? h_.n_swa : 0)
+                   ->Named(c.Node("kqv_out"));
+    o = b.MatMul(b.Reshape(o, Shape{T, H * D}), c.W("attn_output.weight"));
+    return BuildLayerRmsNorm(c, o, "post_attention_norm.weight", h_.rms_eps, "attn_post_norm");
+  }
+
+  Value* Layer(const LayerContext& c, Value* x, Value* pos) {
+    OpBuilder& b = c.b;
+    Value* h = BuildLayerRmsNorm(c, x, "attn_norm.weight", h_.rms_eps, "attn_norm");
+    Value* r = b.Add(Attention(c, h, pos), x)->Named(c.Node("attn_out"));
+    Value* y = BuildLayerRmsNorm(c, r, "ffn_norm.weight", h_.rms_eps, "ffn_norm");
+    Value* g = b.Gelu(b.MatMul(y, c.W("ffn_gate.weight")));
+    Value* f = b.MatMul(b.Mul(g, b.MatMul(y, c.W("ffn_up.weight"))), c.W("ffn_down.weight"))->Named(c.Node("ffn_out"));
+    f = BuildLayerRmsNorm(c, f, "post_ffw_norm.weight", h_.rms_eps, "ffn_post_norm");
+    x = b.Add(f, r)->Named(c.Node("pe_in"));
+    if (Has(c.layer, "layer_output_scale.weight"))
+      x = b.MulWeight(x, c.W("layer_output_scale.weight"))->Named(c.Node("l_out"));
+    return x;
+  }
+
+  const gguf::GgufFile& f_;
+  const Gemma4Hparams& h_;
+  const LowerOptions& opt_;
+  std::unique_ptr<ir::Module> m_;
+  ir::StateVar* pos_ = nullptr;
+  int64_t n_ctx_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ir::Module>> LowerGemma4(const gguf::GgufFile& file, const LowerOptions& options) {
+  MEMRA_ASSIGN_OR_RETURN(Gemma4Hparams h, ReadGemma4Hparams(file));
+  Gemma4Lowering lowering(file, h, options);
+  return lowering.Run();
+}
+
+}  // namespace memra::frontends
