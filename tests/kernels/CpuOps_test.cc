@@ -177,6 +177,36 @@ TEST(RopeTest, MatchesFormula) {
   EXPECT_EQ(one, keep);
 }
 
+// freq_factors (ggml_rope_ext): all 1 is bitwise the plain rope; 1e30 leaves a pair unrotated
+// (Gemma 4's proportional rope); any other factor f rotates pair i by theta_i / f.
+TEST(RopeTest, FreqFactors) {
+  const int64_t T = 4, H = 2, D = 16, n_rot = 16;
+  const float base = 1e6f;
+  auto x = Random(T * H * D, 9);
+  const int32_t pos[T] = {0, 3, 40, 511};
+  auto plain = x, ones = x, mixed = x;
+  RopeNeox(plain.data(), T, H, D, n_rot, base, pos);
+  const std::vector<float> one(n_rot / 2, 1.0f);
+  RopeNeox(ones.data(), T, H, D, n_rot, base, pos, one.data());
+  EXPECT_EQ(ones, plain);
+  std::vector<float> ff(n_rot / 2, 1e30f);
+  ff[0] = 1.0f;
+  ff[1] = 4.0f;
+  RopeNeox(mixed.data(), T, H, D, n_rot, base, pos, ff.data());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t o = (t * H + h) * D;
+      EXPECT_EQ(mixed[o], plain[o]);  // factor 1
+      EXPECT_EQ(mixed[o + n_rot / 2], plain[o + n_rot / 2]);
+      const double th = pos[t] * std::pow(double(base), -2.0 / n_rot) / 4.0;  // pair 1, factor 4
+      EXPECT_NEAR(mixed[o + 1], x[o + 1] * std::cos(th) - x[o + 1 + n_rot / 2] * std::sin(th), 1e-5);
+      for (int64_t i = 2; i < n_rot / 2; ++i) {  // factor 1e30: cos 1, sin 0
+        EXPECT_EQ(mixed[o + i], x[o + i]);
+        EXPECT_EQ(mixed[o + i + n_rot / 2], x[o + i + n_rot / 2]);
+      }
+    }
+}
+
 TEST(RopeTest, QuarterTurn) {
   // n_rot 2, base irrelevant for i = 0: theta = p. p with cos≈0: rotate (1, 0) -> (cos p, sin p).
   float v[4] = {1, 0, 5, 6};
