@@ -101,14 +101,18 @@ std::pair<Value*, Value*> OpBuilder::TopK(Value* x, int64_t k) {
   return {r[0], r.size() > 1 ? r[1] : r[0]};
 }
 
-std::pair<Value*, Value*> OpBuilder::MoeRoute(Value* logits, int64_t k) {
-  auto r = Build(OpKind::kMoeRoute, {logits}, {{"k", k}});
+std::pair<Value*, Value*> OpBuilder::MoeRoute(Value* logits, int64_t k, Value* expert_scale) {
+  llvm::SmallVector<Value*, 2> operands{logits};
+  if (expert_scale != nullptr) operands.push_back(expert_scale);
+  auto r = Build(OpKind::kMoeRoute, operands, {{"k", k}});
   return {r[0], r.size() > 1 ? r[1] : r[0]};
 }
 
-Value* OpBuilder::MoeExperts(Value* x, Value* weights, Value* ids, Value* w_down, llvm::ArrayRef<Value*> w_gate_up) {
+Value* OpBuilder::MoeExperts(Value* x, Value* weights, Value* ids, Value* w_down, llvm::ArrayRef<Value*> w_gate_up,
+                              const std::string& activation) {
   llvm::SmallVector<Value*, 6> operands{x, weights, ids, w_down};
   operands.append(w_gate_up.begin(), w_gate_up.end());
+  if (activation != "silu") return Build1(OpKind::kMoeExperts, operands, {{"activation", activation}});
   return Build1(OpKind::kMoeExperts, operands);
 }
 

@@ -102,9 +102,12 @@ class OpBuilder {
   // Returns (sum, normed).
   std::pair<Value*, Value*> AddRmsNorm(Value* a, Value* b, Value* w, double eps);
   // Returns (weights, ids).
-  std::pair<Value*, Value*> MoeRoute(Value* logits, int64_t k);
+  // expert_scale: an f32 weight [E] or null.
+  std::pair<Value*, Value*> MoeRoute(Value* logits, int64_t k, Value* expert_scale = nullptr);
   // w_gate_up: one fused [E, 2F, K] matrix or {w_gate, w_up}.
-  Value* MoeExperts(Value* x, Value* weights, Value* ids, Value* w_down, llvm::ArrayRef<Value*> w_gate_up);
+  // activation "silu" (not written: the default) or "gelu".
+  Value* MoeExperts(Value* x, Value* weights, Value* ids, Value* w_down, llvm::ArrayRef<Value*> w_gate_up,
+                    const std::string& activation = "silu");
   Value* GatedAdd(Value* a, Value* b, Value* g) { return Build1(OpKind::kGatedAdd, {a, b, g}); }
   Value* TakeLastRow(Value* x) { return Build1(OpKind::kTakeLastRow, {x}); }
   // Returns (values, indices).

@@ -439,10 +439,16 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       const Dim& e = c.S(0)[1];
       if (e.IsConstant() && k > e.value())
         return Err(absl::StrCat("attribute 'k' (", k, ") exceeds the expert count ", e.value(), " of ", c.N(0)));
+      if (c.size() > 1) {
+        CHECK_OK(c.DTypeIs(1, DType::kF32));
+        CHECK_OK(c.ShapeIs(1, Shape{e}, "one scale per expert (the last dim of 'logits')"));
+      }
       return Types{WithLast(c[0], k, c.D(0)), WithLast(c[0], k, DType::kI32)};
     }
     case OpKind::kMoeExperts:
       CHECK_OK(CheckMoeExperts(c, 3));
+      if (auto act = attrs.GetString("activation"); act && *act != "silu" && *act != "gelu")
+        return Err(absl::StrCat("activation '", *act, "' is not supported (\"silu\" or \"gelu\")"));
       return Types{Like(c[0])};
     case OpKind::kGatedAdd: {
       CHECK_OK(c.Float(0));

@@ -43,6 +43,8 @@ class MoeFfnPattern : public RewritePattern<MoeFfnMatch> {
   MatchResult<MoeFfnMatch> Match(Op& add, const PatternRewriter&) override {
     Op* experts = DefOf(add.operand(0), OpKind::kMoeExperts);
     if (experts == nullptr) return NoMatch();
+    // moe_ffn's experts are SwiGLU's.
+    if (experts->attrs().GetString("activation").value_or("silu") != "silu") return NoMatch();
     Op* down = DefOf(add.operand(1), OpKind::kMatMul);
     Op* swiglu = down ? DefOf(down->operand(0), OpKind::kMatMulSwiglu) : nullptr;
     Op* gate = DefOf(add.operand(2), OpKind::kMatMul);

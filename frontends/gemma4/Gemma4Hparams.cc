@@ -124,8 +124,20 @@ absl::StatusOr<Gemma4Hparams> ReadGemma4Hparams(const gguf::GgufFile& f) {
   if (h.n_vocab <= 0)
     return absl::InvalidArgumentError(absl::StrCat(f.path(), ": tensor \"token_embd.weight\" has no rows"));
   h.tied_output = f.FindTensor("output.weight") == nullptr;
-  for (int64_t il = 0; il < h.n_layer && !h.moe; ++il)
-    h.moe = f.FindTensor(absl::StrCat("blk.", il, ".ffn_gate_inp.weight")) != nullptr;
+  h.moe_layer.assign(static_cast<size_t>(h.n_layer), false);
+  for (int64_t il = 0; il < h.n_layer; ++il) {
+    h.moe_layer[il] = f.FindTensor(absl::StrCat("blk.", il, ".ffn_gate_inp.weight")) != nullptr;
+    h.moe = h.moe || h.moe_layer[il];
+  }
+  if (h.moe) {
+    MEMRA_ASSIGN_OR_RETURN(h.n_expert, r.Required("expert_count"));
+    MEMRA_ASSIGN_OR_RETURN(h.n_expert_used, r.Required("expert_used_count"));
+    MEMRA_ASSIGN_OR_RETURN(h.n_ff_exp, r.Required("expert_feed_forward_length"));
+    if (h.n_expert <= 0 || h.n_expert_used <= 0 || h.n_expert_used > h.n_expert || h.n_ff_exp <= 0)
+      return Inconsistent(f, absl::StrCat(r.Key("expert_used_count"), " (", h.n_expert_used, ") must be in [1, ",
+                                          r.Key("expert_count"), " (", h.n_expert, ")] and ",
+                                          r.Key("expert_feed_forward_length"), " (", h.n_ff_exp, ") > 0"));
+  }
   return h;
 }
 
@@ -155,6 +167,14 @@ ir::AttrDict Gemma4Attributes(const Gemma4Hparams& h) {
   a.Set("n_vocab", h.n_vocab);
   a.Set("tied_output", static_cast<int64_t>(h.tied_output));
   a.Set("moe", static_cast<int64_t>(h.moe));
+  if (h.moe) {
+    std::vector<int64_t> moe_layers;
+    for (bool m : h.moe_layer) moe_layers.push_back(m ? 1 : 0);
+    a.Set("moe_layers", moe_layers);
+    a.Set("n_expert", h.n_expert);
+    a.Set("n_expert_used", h.n_expert_used);
+    a.Set("n_ff_exp", h.n_ff_exp);
+  }
   return a;
 }
 

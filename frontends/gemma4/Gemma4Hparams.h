@@ -38,6 +38,10 @@ struct Gemma4Hparams {
   int64_t n_vocab = 0;               // rows of token_embd.weight
   bool tied_output = false;          // output.weight absent
   bool moe = false;                  // some layer has ffn_gate_inp (the MoE variant)
+  std::vector<bool> moe_layer;       // per layer: ffn_gate_inp present (a dense MLP beside routed experts)
+  int64_t n_expert = 0;              // expert_count (MoE)
+  int64_t n_expert_used = 0;         // expert_used_count (MoE)
+  int64_t n_ff_exp = 0;              // expert_feed_forward_length (MoE)
 
   bool IsSwa(int64_t il) const { return swa[il]; }
   int64_t HeadDim(int64_t il) const { return swa[il] ? head_dim_swa : head_dim; }

@@ -35,9 +35,6 @@ class Gemma4Lowering {
   Gemma4Lowering(const gguf::GgufFile& f, const Gemma4Hparams& h, const LowerOptions& o) : f_(f), h_(h), opt_(o) {}
 
   absl::StatusOr<std::unique_ptr<ir::Module>> Run() {
-    if (h_.moe)
-      return absl::UnimplementedError(
-          absl::StrCat(f_.path(), ": gemma4 MoE layers (ffn_gate_inp) are not supported yet (issue 18)"));
     if (h_.n_embd_per_layer > 0)
       return absl::UnimplementedError(absl::StrCat(
           f_.path(), ": gemma4 per-layer inputs (embedding_length_per_layer_input = ", h_.n_embd_per_layer,
@@ -65,10 +62,13 @@ class Gemma4Lowering {
  private:
   bool OwnsKv(int64_t il) const { return il < h_.FirstSharedLayer(); }
 
-  // Per-tensor scales (NVFP4 and the like) would change the products: refuse them by name.
+  // Per-tensor scales (NVFP4 and the like) would change the products: refuse them by name, except
+  // the MoE layers' router input scale and per-expert output scales, which the graph applies.
   absl::Status RejectUnsupportedTensors() {
     for (const gguf::TensorInfo& t : f_.tensors())
-      if (absl::EndsWith(t.name, ".scale") || absl::EndsWith(t.name, ".input_scale"))
+      if ((absl::EndsWith(t.name, ".scale") && !absl::EndsWith(t.name, ".ffn_gate_inp.scale") &&
+           !absl::EndsWith(t.name, ".ffn_down_exps.scale")) ||
+          absl::EndsWith(t.name, ".input_scale"))
         return absl::UnimplementedError(
             absl::StrCat(f_.path(), ": tensor \"", t.name, "\": per-tensor weight scales are not supported yet"));
     return absl::OkStatus();
@@ -107,8 +107,27 @@ class Gemma4Lowering {
       MEMRA_RETURN_IF_ERROR(Declare(il, "ffn_up.weight", {E, F}));
       MEMRA_RETURN_IF_ERROR(Declare(il, "ffn_down.weight", {F, E}));
       if (Has(il, "layer_output_scale.weight")) MEMRA_RETURN_IF_ERROR(Declare(il, "layer_output_scale.weight", {1}));
+      if (h_.moe_layer[il]) MEMRA_RETURN_IF_ERROR(DeclareMoe(il));
     }
     return absl::OkStatus();
+  }
+
+  // The routed experts beside the dense MLP: their norms, the router (input scale, logits), the
+  // experts (gate and up fused or split) and their per-expert output scales.
+  absl::Status DeclareMoe(int64_t il) {
+    const int64_t E = h_.n_embd, X = h_.n_expert, F = h_.n_ff_exp;
+    for (const char* norm : {"post_ffw_norm_1.weight", "pre_ffw_norm_2.weight", "post_ffw_norm_2.weight",
+                             "ffn_gate_inp.scale"})
+      MEMRA_RETURN_IF_ERROR(Declare(il, norm, {E}));
+    MEMRA_RETURN_IF_ERROR(Declare(il, "ffn_gate_inp.weight", {E, X}));
+    if (Has(il, "ffn_gate_up_exps.weight")) {
+      MEMRA_RETURN_IF_ERROR(Declare(il, "ffn_gate_up_exps.weight", {E, 2 * F, X}));
+    } else {
+      MEMRA_RETURN_IF_ERROR(Declare(il, "ffn_gate_exps.weight", {E, F, X}));
+      MEMRA_RETURN_IF_ERROR(Declare(il, "ffn_up_exps.weight", {E, F, X}));
+    }
+    MEMRA_RETURN_IF_ERROR(Declare(il, "ffn_down_exps.weight", {F, E, X}));
+    return Declare(il, "ffn_down_exps.scale", {X});
   }
 
   // The KV-owning layers' caches, full length (the window is the attention's read range).
@@ -179,13 +198,44 @@ class Gemma4Lowering {
     return BuildLayerRmsNorm(c, o, "post_attention_norm.weight", h_.rms_eps, "attn_post_norm");
   }
 
+  // The dense GELU MLP: down(gelu(gate y) * up y).
+  Value* GeluMlp(const LayerContext& c, Value* y) {
+    OpBuilder& b = c.b;
+    Value* g = b.Gelu(b.MatMul(y, c.W("ffn_gate.weight")));
+    return b.MatMul(b.Mul(g, b.MatMul(y, c.W("ffn_up.weight"))), c.W("ffn_down.weight"));
+  }
+
+  // A MoE layer's FFN: the dense MLP and the routed GELU experts side by side, each with its own
+  // norms, summed (llama.cpp's gemma4 MoE branch). The router reads rms_norm(r) / sqrt(E) times
+  // its input scale.
+  Value* MoeFfn(const LayerContext& c, Value* r) {
+    OpBuilder& b = c.b;
+    const double eps = h_.rms_eps;
+    Value* m = GeluMlp(c, BuildLayerRmsNorm(c, r, "ffn_norm.weight", eps, "ffn_norm_1"));
+    m = BuildLayerRmsNorm(c, m, "post_ffw_norm_1.weight", eps, "ffn_mlp");
+    Value* xe = BuildLayerRmsNorm(c, r, "pre_ffw_norm_2.weight", eps, "ffn_norm_2");
+    Value* ri = b.Scale(b.RmsNorm(r, nullptr, eps), 1.0 / std::sqrt(static_cast<double>(h_.n_embd)));
+    ri = b.MulWeight(ri, c.W("ffn_gate_inp.scale"));
+    Value* logits = b.MatMul(ri, c.W("ffn_gate_inp.weight"))->Named(c.Node("ffn_moe_logits"));
+    auto [weights, ids] = b.MoeRoute(logits, h_.n_expert_used, c.W("ffn_down_exps.scale"));
+    std::vector<Value*> gate_up;
+    if (Has(c.layer, "ffn_gate_up_exps.weight"))
+      gate_up = {c.W("ffn_gate_up_exps.weight")};
+    else
+      gate_up = {c.W("ffn_gate_exps.weight"), c.W("ffn_up_exps.weight")};
+    Value* me = b.MoeExperts(xe, weights, ids, c.W("ffn_down_exps.weight"), gate_up, "gelu");
+    me = BuildLayerRmsNorm(c, me, "post_ffw_norm_2.weight", eps, "ffn_moe");
+    return b.Add(m, me)->Named(c.Node("ffn_moe_combined"));
+  }
+
   Value* Layer(const LayerContext& c, Value* x, Value* pos) {
     OpBuilder& b = c.b;
     Value* h = BuildLayerRmsNorm(c, x, "attn_norm.weight", h_.rms_eps, "attn_norm");
     Value* r = b.Add(Attention(c, h, pos), x)->Named(c.Node("attn_out"));
-    Value* y = BuildLayerRmsNorm(c, r, "ffn_norm.weight", h_.rms_eps, "ffn_norm");
-    Value* g = b.Gelu(b.MatMul(y, c.W("ffn_gate.weight")));
-    Value* f = b.MatMul(b.Mul(g, b.MatMul(y, c.W("ffn_up.weight"))), c.W("ffn_down.weight"))->Named(c.Node("ffn_out"));
+    Value* f = h_.moe_layer[c.layer]
+                   ? MoeFfn(c, r)
+                   : GeluMlp(c, BuildLayerRmsNorm(c, r, "ffn_norm.weight", h_.rms_eps, "ffn_norm"))
+                         ->Named(c.Node("ffn_out"));
     f = BuildLayerRmsNorm(c, f, "post_ffw_norm.weight", h_.rms_eps, "ffn_post_norm");
     x = b.Add(f, r)->Named(c.Node("pe_in"));
     if (Has(c.layer, "layer_output_scale.weight"))

@@ -15,7 +15,8 @@
 namespace memra::kernels::cpu {
 namespace {}  // namespace
 
-void MoeRoute(const float* logits, int64_t T, int64_t E, int64_t k, float* weights, int32_t* ids) {
+void MoeRoute(const float* logits, int64_t T, int64_t E, int64_t k, float* weights, int32_t* ids,
+              const float* expert_scale) {
   std::vector<float> p(static_cast<size_t>(E));
   std::vector<int32_t> order(static_cast<size_t>(E));
   for (int64_t t = 0; t < T; ++t) {
@@ -29,6 +30,7 @@ void MoeRoute(const float* logits, int64_t T, int64_t E, int64_t k, float* weigh
     for (int64_t i = 0; i < k; ++i) {
       ids[t * k + i] = order[i];
       weights[t * k + i] = p[order[i]] / sum;
+      if (expert_scale != nullptr) weights[t * k + i] *= expert_scale[order[i]];
     }
   }
 }
@@ -84,7 +86,8 @@ absl::Status MoeExperts(const float* x, int64_t T, int64_t K, const float* weigh
       for (int64_t q = start[e]; q < start[e + 1]; ++q) {
         const int64_t s = slots[q];
         const float* xt = x + (s / k) * K;
-        h[s * F + n] = SiluScalar(Dot(xt, *g, K)) * Dot(xt, *u, K);
+        const float a = Dot(xt, *g, K);
+        h[s * F + n] = (w.gelu ? GeluScalar(a) : SiluScalar(a)) * Dot(xt, *u, K);
       }
     }
   });

@@ -14,7 +14,9 @@ namespace memra::kernels::cpu {
 // Per token t of logits [T][E]: p = softmax (as Softmax), ids[t][0..k) the k largest p descending
 // (ties: lower id), weights[t][i] = p[ids[t][i]] / max(sum_j p[ids[t][j]], 6.103515625e-5).
 // weights and ids are [T][k]; 0 < k <= E.
-void MoeRoute(const float* logits, int64_t T, int64_t E, int64_t k, float* weights, int32_t* ids);
+// expert_scale (or null): weights[t][i] *= expert_scale[ids[t][i]] after the renormalization.
+void MoeRoute(const float* logits, int64_t T, int64_t E, int64_t k, float* weights, int32_t* ids,
+              const float* expert_scale = nullptr);
 
 // The expert matrices of one layer, each a stack (WeightView::FromStack) of n_expert matrices.
 struct MoeExpertWeights {
@@ -24,6 +26,7 @@ struct MoeExpertWeights {
   WeightView gate;       // E stacks of [F][K], or of [2F][K] gate-then-up rows when `fused`
   WeightView up;         // E stacks of [F][K] (unused when fused)
   bool fused = false;
+  bool gelu = false;  // GELU (tanh form) experts instead of SiLU (Gemma 4)
 };
 
 // y[t] = sum_{i<k} weights[t][i] * down_e . (silu(gate_e . x[t]) * (up_e . x[t])), e = ids[t][i],

@@ -46,6 +46,12 @@ int64_t Align256(int64_t b) { return (b + 255) / 256 * 256; }
 
 // ---- moe_route ----
 
+// The expert kernels compute SwiGLU experts only: GELU ones (Gemma 4) are refused by name.
+absl::Status RefuseGeluExperts(const ir::Op& op) {
+  if (op.attrs().GetString("activation").value_or("silu") == "silu") return absl::OkStatus();
+  return Unsupported(op, "GELU experts (Gemma 4's MoE) run on the CPU only (use --backend cpu)");
+}
+
 class MoeRouteImpl : public GpuOpImpl {
  public:
   absl::string_view name() const override { return "moe_route"; }
@@ -55,6 +61,8 @@ class MoeRouteImpl : public GpuOpImpl {
     const int64_t E = l.back(), T = Numel(l) / std::max<int64_t>(E, 1);
     const int64_t k = c.op.attrs().I64Or("k", 0);
     if (c.shapes.in_dtypes[0] != ir::DType::kF32) return Unsupported(c.op, "moe_route reads f32 logits");
+    if (c.op.num_operands() > 1)
+      return Unsupported(c.op, "moe_route with expert_scale (Gemma 4's MoE) runs on the CPU only (use --backend cpu)");
     if (E < 1 || E > kMaxRouteExperts)
       return Unsupported(c.op, absl::StrCat("moe_route takes 1..", kMaxRouteExperts, " experts, not ", E));
     if (k < 1 || k > std::min<int64_t>(E, 32))
@@ -346,6 +354,7 @@ class MoeDecodeImpl : public GpuOpImpl {
   absl::string_view name() const override { return name_; }
   bool Implements(ir::OpKind k) const override { return k == kind_; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    MEMRA_RETURN_IF_ERROR(RefuseGeluExperts(c.op));
     MEMRA_ASSIGN_OR_RETURN(std::optional<DecodePlan> p, PlanDecode(c.op, c.shapes, &c.target));
     if (!p) return std::optional<OpSelection>();
     OpSelection s;
@@ -557,6 +566,7 @@ class MoeGroupedImpl : public GpuOpImpl {
   absl::string_view name() const override { return name_; }
   bool Implements(ir::OpKind k) const override { return k == kind_; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    MEMRA_RETURN_IF_ERROR(RefuseGeluExperts(c.op));
     MEMRA_ASSIGN_OR_RETURN(std::optional<GroupedPlan> p, PlanGrouped(c.op, c.shapes, &c.target));
     if (!p) return std::optional<OpSelection>();
     OpSelection s;

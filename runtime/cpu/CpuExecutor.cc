@@ -368,6 +368,7 @@ kc::MoeExpertWeights ExpertWeights(const Op& op, size_t first, WeightOf wt) {
   w.gate = wt(first + 1);
   w.fused = op.num_operands() == first + 2;
   if (!w.fused) w.up = wt(first + 2);
+  w.gelu = op.attrs().GetString("activation").value_or("silu") == "gelu";
   return w;
 }
 
@@ -754,7 +755,7 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         if (k <= 0 || k > E) return OpError(op, "k must be in [1, E]");
         HostTensor w = HostTensor::Zeros(DType::kF32, {T, k});
         HostTensor ids = HostTensor::Zeros(DType::kI32, {T, k});
-        kc::MoeRoute(l.f32(), T, E, k, w.f32(), ids.i32());
+        kc::MoeRoute(l.f32(), T, E, k, w.f32(), ids.i32(), op.num_operands() > 1 ? Wt(1).values : nullptr);
         out.push_back(w);
         out.push_back(ids);
         break;
