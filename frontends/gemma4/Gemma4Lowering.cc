@@ -35,10 +35,6 @@ class Gemma4Lowering {
   Gemma4Lowering(const gguf::GgufFile& f, const Gemma4Hparams& h, const LowerOptions& o) : f_(f), h_(h), opt_(o) {}
 
   absl::StatusOr<std::unique_ptr<ir::Module>> Run() {
-    if (h_.n_embd_per_layer > 0)
-      return absl::UnimplementedError(absl::StrCat(
-          f_.path(), ": gemma4 per-layer inputs (embedding_length_per_layer_input = ", h_.n_embd_per_layer,
-          ", the E-variants) are not supported yet (issue 18)"));
     if (opt_.slots > 0)
       return absl::UnimplementedError(
           "gemma4: a step over several sequences (--parallel, memra serve) is not supported yet (issue 18)");
@@ -89,6 +85,13 @@ class Gemma4Lowering {
     for (int64_t il = 0; il < h_.n_layer; ++il) any_full |= !h_.IsSwa(il);
     // The full layers' rope factors (llama.cpp requires them when any layer is full).
     if (any_full) MEMRA_RETURN_IF_ERROR(DeclareWeight(f_, *m_, kRopeFreqs, {h_.n_rot / 2}));
+    const int64_t P = h_.n_embd_per_layer, L = h_.n_layer;
+    if (P > 0) {
+      // E-variants: a per-layer input of P values per token and layer.
+      MEMRA_RETURN_IF_ERROR(DeclareWeight(f_, *m_, "per_layer_token_embd.weight", {P * L, h_.n_vocab}));
+      MEMRA_RETURN_IF_ERROR(DeclareWeight(f_, *m_, "per_layer_model_proj.weight", {E, P * L}));
+      MEMRA_RETURN_IF_ERROR(DeclareWeight(f_, *m_, "per_layer_proj_norm.weight", {P}));
+    }
     for (int64_t il = 0; il < h_.n_layer; ++il) {
       const int64_t D = h_.HeadDim(il), H = h_.n_head[il], Hkv = h_.n_head_kv[il], F = h_.n_ff[il];
       for (const char* norm : {"attn_norm.weight", "post_attention_norm.weight", "ffn_norm.weight",
@@ -108,6 +111,11 @@ class Gemma4Lowering {
       MEMRA_RETURN_IF_ERROR(Declare(il, "ffn_down.weight", {F, E}));
       if (Has(il, "layer_output_scale.weight")) MEMRA_RETURN_IF_ERROR(Declare(il, "layer_output_scale.weight", {1}));
       if (h_.moe_layer[il]) MEMRA_RETURN_IF_ERROR(DeclareMoe(il));
+      if (P > 0) {
+        MEMRA_RETURN_IF_ERROR(Declare(il, "inp_gate.weight", {E, P}));
+        MEMRA_RETURN_IF_ERROR(Declare(il, "proj.weight", {P, E}));
+        MEMRA_RETURN_IF_ERROR(Declare(il, "post_norm.weight", {E}));
+      }
     }
     return absl::OkStatus();
   }
@@ -148,8 +156,9 @@ class Gemma4Lowering {
     Value* x = b.Scale(BuildTokenEmbedding(b, *m_, tokens), std::sqrt(static_cast<double>(h_.n_embd)))
                    ->Named("inp_scaled");
     Value* pos = b.Positions(pos_, tokens)->Named("pos");
+    const std::vector<Value*> per_layer = PerLayerInputs(b, T, tokens, x);
     for (int64_t il = 0; il < h_.n_layer; ++il) {
-      x = Layer(LayerContext{b, *m_, il, T}, x, pos);
+      x = Layer(LayerContext{b, *m_, il, T}, x, pos, per_layer.empty() ? nullptr : per_layer[il]);
       if (!b.ok())
         return absl::Status(b.status().code(),
                             absl::StrCat("lowering @", name, " layer ", il, ": ", b.status().message()));
@@ -166,6 +175,26 @@ class Gemma4Lowering {
     if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("lowering @", name, ": ", b.status().message()));
     fn->set_result_types({logits->type()});
     return absl::OkStatus();
+  }
+
+  // E-variants: each layer's input of P values per token, from the token's row of
+  // per_layer_token_embd (scaled by sqrt(P)) and a projection of the scaled embedding x0 (scaled
+  // by 1/sqrt(E), rms-normed per layer), summed and scaled by 1/sqrt(2). [T, P] per layer; none
+  // without per-layer inputs.
+  std::vector<Value*> PerLayerInputs(OpBuilder& b, const Dim& T, Value* tokens, Value* x0) {
+    const int64_t P = h_.n_embd_per_layer, L = h_.n_layer;
+    if (P <= 0) return {};
+    Value* tok = b.Embed(tokens, m_->weight("per_layer_token_embd.weight"));
+    tok = b.Reshape(b.Scale(tok, std::sqrt(static_cast<double>(P))), Shape{T, L, P})->Named("inp_per_layer_selected");
+    Value* proj = b.Scale(b.MatMul(x0, m_->weight("per_layer_model_proj.weight")),
+                          1.0 / std::sqrt(static_cast<double>(h_.n_embd)));
+    proj = b.RmsNorm(b.Reshape(proj, Shape{T, L, P}), m_->weight("per_layer_proj_norm.weight"), h_.rms_eps)
+               ->Named("per_layer_proj");
+    Value* all = b.Scale(b.Add(proj, tok), 1.0 / std::sqrt(2.0))->Named("inp_per_layer");
+    std::vector<Value*> out;
+    for (Value* part : b.Split(all, 1, std::vector<int64_t>(static_cast<size_t>(L), 1)))
+      out.push_back(b.Reshape(part, Shape{T, P}));
+    return out;
   }
 
   // q/k: per-head rms_norm with its weight, then rope (the full layers' with rope_freqs).
@@ -228,7 +257,7 @@ class Gemma4Lowering {
     return b.Add(m, me)->Named(c.Node("ffn_moe_combined"));
   }
 
-  Value* Layer(const LayerContext& c, Value* x, Value* pos) {
+  Value* Layer(const LayerContext& c, Value* x, Value* pos, Value* per_layer) {
     OpBuilder& b = c.b;
     Value* h = BuildLayerRmsNorm(c, x, "attn_norm.weight", h_.rms_eps, "attn_norm");
     Value* r = b.Add(Attention(c, h, pos), x)->Named(c.Node("attn_out"));
@@ -238,6 +267,13 @@ class Gemma4Lowering {
                          ->Named(c.Node("ffn_out"));
     f = BuildLayerRmsNorm(c, f, "post_ffw_norm.weight", h_.rms_eps, "ffn_post_norm");
     x = b.Add(f, r)->Named(c.Node("pe_in"));
+    if (per_layer != nullptr) {
+      // The layer's per-layer input gates a GELU of x, projected back and normed into x.
+      Value* g = b.Mul(b.Gelu(b.MatMul(x, c.W("inp_gate.weight"))), per_layer);
+      Value* e = BuildLayerRmsNorm(c, b.MatMul(g, c.W("proj.weight")), "post_norm.weight", h_.rms_eps,
+                                   "per_layer_embd_out");
+      x = b.Add(x, e);
+    }
     if (Has(c.layer, "layer_output_scale.weight"))
       x = b.MulWeight(x, c.W("layer_output_scale.weight"))->Named(c.Node("l_out"));
     return x;

@@ -82,11 +82,12 @@ TEST(ModelFamilyTest, Qwen35MoeLowersThroughTheRegistry) {
   EXPECT_TRUE(absl::StrContains(e.status().message(), "qwen35moe.context_length")) << e.status();
 }
 
-// Gemma 4 dense and MoE lower; the E-variant fixture is refused by name (issue 18's next step).
-TEST(ModelFamilyTest, Gemma4LowersAndItsEVariantIsNamedUnsupported) {
+// Gemma 4's dense, MoE and E-variant fixtures lower; a step over several sequences is refused by
+// name (issue 18's next step).
+TEST(ModelFamilyTest, Gemma4LowersAndItsStepIsNamedUnsupported) {
   for (const auto& [file, want] :
        {std::pair<const char*, const char*>{"gemma4-tiny-f32", ""}, {"gemma4-tiny-q8_0", ""},
-        {"gemma4moe-tiny-q8_0", ""}, {"gemma4e-tiny-q8_0", "gemma4 per-layer inputs"}}) {
+        {"gemma4moe-tiny-q8_0", ""}, {"gemma4e-tiny-q8_0", ""}}) {
     const std::string path = SharedPath(absl::StrCat("fixtures/models/", file, ".gguf"));
     if (!FileExists(path)) GTEST_SKIP() << path << " not found";
     auto f = gguf::GgufFile::Open(path);
@@ -100,6 +101,12 @@ TEST(ModelFamilyTest, Gemma4LowersAndItsEVariantIsNamedUnsupported) {
       EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented) << m.status();
       EXPECT_TRUE(absl::StrContains(m.status().message(), want)) << m.status();
     }
+    frontends::LowerOptions slots;
+    slots.slots = 2;
+    auto step = LowerModel(**f, slots);
+    ASSERT_FALSE(step.ok()) << file;
+    EXPECT_EQ(step.status().code(), absl::StatusCode::kUnimplemented) << step.status();
+    EXPECT_TRUE(absl::StrContains(step.status().message(), "several sequences")) << step.status();
   }
 }
 

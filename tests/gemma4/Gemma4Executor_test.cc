@@ -1,8 +1,8 @@
 // Gemma 4 dense on the CPU executor against the shared fixtures (shared/fixtures/README.md §9):
 //   * gemma4-tiny-f32 vs llama.cpp's logits (prefill, 16-token chunks, the greedy decode's logits)
 //     at §9.5's bounds for an exact-GELU engine;
-//   * gemma4-tiny-f32, -q8_0 and gemma4moe-tiny-q8_0 (routed GELU experts beside the dense MLP)
-//     vs the float64 exact-dequant reference: max |d| <= 1e-4 (f32
+//   * gemma4-tiny-f32, -q8_0, gemma4moe-tiny-q8_0 (routed GELU experts beside the dense MLP) and
+//     gemma4e-tiny-q8_0 (per-layer inputs, per-layer FFN widths) vs the float64 exact-dequant reference: max |d| <= 1e-4 (f32
 //     activations), argmax 48/48, per-row == dequant-at-load, and its 32 greedy tokens;
 //   * chunked prefill (windows straddling chunk edges) equals one call, and decode after a prefill
 //     equals the matching row of a longer prefill;
@@ -217,7 +217,8 @@ TEST_P(Gemma4ExactTest, MatchesExactDequantReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Gemma4ExactTest,
-                         ::testing::Values("gemma4-tiny-f32", "gemma4-tiny-q8_0", "gemma4moe-tiny-q8_0"),
+                         ::testing::Values("gemma4-tiny-f32", "gemma4-tiny-q8_0", "gemma4moe-tiny-q8_0",
+                                           "gemma4e-tiny-q8_0"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string s = info.param;
                            for (char& c : s)
