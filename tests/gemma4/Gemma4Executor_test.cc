@@ -7,7 +7,9 @@
 //   * chunked prefill (windows straddling chunk edges) equals one call, and decode after a prefill
 //     equals the matching row of a longer prefill;
 //   * a 16-bit KV cache against llama.cpp's f16-KV run;
-//   * layer 0's named nodes vs llama.cpp's per-node dump (up to attn_out, before the first GELU).
+//   * layer 0's named nodes vs llama.cpp's per-node dump (up to attn_out, before the first GELU);
+//   * every fixture through runtime::Session and the default pipeline (fusions, buckets, memory
+//     plan): the exact reference's 32 greedy tokens.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +22,9 @@
 #include "frontends/gguf/GgufFile.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/Sampling.h"
+#include "passes/PassManager.h"
+#include "passes/Pipelines.h"
+#include "runtime/Session.h"
 #include "runtime/cpu/CpuExecutor.h"
 #include "tests/JsonLite.h"
 #include "tests/TestUtil.h"
@@ -309,6 +314,37 @@ TEST(Gemma4ExecutorTest, LayerZeroNodesMatchLlamaCpp) {
     ++compared;
   }
   EXPECT_EQ(compared, 8);
+}
+
+// memra run's path on the CPU: Session with the default pipeline (fusions, bucket functions, the
+// memory plan) and the device-style greedy loop in chunks of 16.
+TEST_P(Gemma4ExactTest, SessionGreedyThroughTheDefaultPipeline) {
+  const std::string name = GetParam();
+  const std::string model = ModelPath(name);
+  SKIP_UNLESS(model, RefPath(name, "exact_dequant.logits_batch.greedy.json"));
+  auto greedy = memra::testing::ReadJsonFile(RefPath(name, "exact_dequant.logits_batch.greedy.json"));
+  ASSERT_TRUE(greedy.ok()) << greedy.status();
+  std::vector<int32_t> want;
+  for (const auto& v : (*greedy)["greedy_tokens"].array()) want.push_back(static_cast<int32_t>(v.int_value()));
+  SessionOptions so;
+  so.threads = 2;
+  so.backend = Backend::kCpu;
+  so.decode_chunk = 16;
+  so.compile = [](ir::Module& m) -> absl::Status {
+    passes::PassManagerOptions o;
+    o.pipeline = passes::WithBucketLadder(passes::kDefaultPipeline, "16");
+    auto pm = passes::PassManager::Create(o);
+    if (!pm.ok()) return pm.status();
+    return (*pm)->Run(m);
+  };
+  auto s = Session::Open(model, so);
+  ASSERT_TRUE(s.ok()) << s.status();
+  GenerationParams gp;
+  gp.n_predict = static_cast<int64_t>(want.size());
+  gp.stop_at_eog = false;
+  auto st = (*s)->Generate(kPrompt, gp, [](int32_t, absl::string_view) { return true; });
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->tokens, want);
 }
 
 }  // namespace
