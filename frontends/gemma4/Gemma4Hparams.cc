@@ -32,8 +32,8 @@ absl::StatusOr<int64_t> HeadDim(const gguf::GgufFile& f, const KeyReader& r, abs
   MEMRA_ASSIGN_OR_RETURN(int64_t k, r.Required(key_k));
   MEMRA_ASSIGN_OR_RETURN(int64_t v, r.Required(val_k));
   if (k != v || k <= 0)
-    return Inconsistent(f, absl::StrCat(r.Key(key_k), " (", k, ") and ", r.Key(val_k), " (", v,
-                                        ") must be equal and > 0"));
+    return Inconsistent(
+        f, absl::StrCat(r.Key(key_k), " (", k, ") and ", r.Key(val_k), " (", v, ") must be equal and > 0"));
   return k;
 }
 
@@ -60,9 +60,9 @@ absl::StatusOr<Gemma4Hparams> ReadGemma4Hparams(const gguf::GgufFile& f) {
   for (int64_t il = 0; il < h.n_layer; ++il) {
     if (h.n_head[il] <= 0) return Inconsistent(f, absl::StrCat(r.Key("attention.head_count"), " = 0 at layer ", il));
     if (h.n_head_kv[il] <= 0 || h.n_head[il] % h.n_head_kv[il] != 0)
-      return Inconsistent(f, absl::StrCat("layer ", il, ": ", r.Key("attention.head_count"), " (", h.n_head[il],
-                                          ") must be a multiple of ", r.Key("attention.head_count_kv"), " (",
-                                          h.n_head_kv[il], ")"));
+      return Inconsistent(
+          f, absl::StrCat("layer ", il, ": ", r.Key("attention.head_count"), " (", h.n_head[il],
+                          ") must be a multiple of ", r.Key("attention.head_count_kv"), " (", h.n_head_kv[il], ")"));
   }
   MEMRA_ASSIGN_OR_RETURN(h.head_dim, HeadDim(f, r, "attention.key_length", "attention.value_length"));
   MEMRA_ASSIGN_OR_RETURN(h.head_dim_swa, HeadDim(f, r, "attention.key_length_swa", "attention.value_length_swa"));
@@ -134,9 +134,9 @@ absl::StatusOr<Gemma4Hparams> ReadGemma4Hparams(const gguf::GgufFile& f) {
     MEMRA_ASSIGN_OR_RETURN(h.n_expert_used, r.Required("expert_used_count"));
     MEMRA_ASSIGN_OR_RETURN(h.n_ff_exp, r.Required("expert_feed_forward_length"));
     if (h.n_expert <= 0 || h.n_expert_used <= 0 || h.n_expert_used > h.n_expert || h.n_ff_exp <= 0)
-      return Inconsistent(f, absl::StrCat(r.Key("expert_used_count"), " (", h.n_expert_used, ") must be in [1, ",
-                                          r.Key("expert_count"), " (", h.n_expert, ")] and ",
-                                          r.Key("expert_feed_forward_length"), " (", h.n_ff_exp, ") > 0"));
+      return Inconsistent(
+          f, absl::StrCat(r.Key("expert_used_count"), " (", h.n_expert_used, ") must be in [1, ", r.Key("expert_count"),
+                          " (", h.n_expert, ")] and ", r.Key("expert_feed_forward_length"), " (", h.n_ff_exp, ") > 0"));
   }
   return h;
 }

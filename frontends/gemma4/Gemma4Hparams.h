@@ -17,31 +17,31 @@ class GgufFile;
 namespace memra::frontends {
 
 struct Gemma4Hparams {
-  int64_t n_ctx_train = 0;  // context_length
-  int64_t n_embd = 0;       // embedding_length
-  int64_t n_layer = 0;      // block_count
-  std::vector<int64_t> n_ff;         // feed_forward_length (u32 or per layer)
-  std::vector<int64_t> n_head;       // attention.head_count (u32 or per layer)
-  std::vector<int64_t> n_head_kv;    // attention.head_count_kv (u32 or per layer; default n_head)
-  int64_t head_dim = 0;              // attention.key_length == value_length (full layers)
-  int64_t head_dim_swa = 0;          // attention.key_length_swa == value_length_swa
-  int64_t n_rot = 0;                 // rope.dimension_count (full layers)
-  int64_t n_rot_swa = 0;             // rope.dimension_count_swa (default n_rot)
-  double rope_base = 10000.0;        // rope.freq_base
-  double rope_base_swa = 10000.0;    // rope.freq_base_swa (default rope_base)
-  double rms_eps = 0;                // attention.layer_norm_rms_epsilon
-  int64_t n_swa = 0;                 // attention.sliding_window
-  std::vector<bool> swa;             // attention.sliding_window_pattern, per layer
-  int64_t shared_kv_layers = 0;      // attention.shared_kv_layers: the last ones reuse earlier K/V
-  int64_t n_embd_per_layer = 0;      // embedding_length_per_layer_input (E-variants)
-  double softcap = 0;                // final_logit_softcapping (0: none)
-  int64_t n_vocab = 0;               // rows of token_embd.weight
-  bool tied_output = false;          // output.weight absent
-  bool moe = false;                  // some layer has ffn_gate_inp (the MoE variant)
-  std::vector<bool> moe_layer;       // per layer: ffn_gate_inp present (a dense MLP beside routed experts)
-  int64_t n_expert = 0;              // expert_count (MoE)
-  int64_t n_expert_used = 0;         // expert_used_count (MoE)
-  int64_t n_ff_exp = 0;              // expert_feed_forward_length (MoE)
+  int64_t n_ctx_train = 0;         // context_length
+  int64_t n_embd = 0;              // embedding_length
+  int64_t n_layer = 0;             // block_count
+  std::vector<int64_t> n_ff;       // feed_forward_length (u32 or per layer)
+  std::vector<int64_t> n_head;     // attention.head_count (u32 or per layer)
+  std::vector<int64_t> n_head_kv;  // attention.head_count_kv (u32 or per layer; default n_head)
+  int64_t head_dim = 0;            // attention.key_length == value_length (full layers)
+  int64_t head_dim_swa = 0;        // attention.key_length_swa == value_length_swa
+  int64_t n_rot = 0;               // rope.dimension_count (full layers)
+  int64_t n_rot_swa = 0;           // rope.dimension_count_swa (default n_rot)
+  double rope_base = 10000.0;      // rope.freq_base
+  double rope_base_swa = 10000.0;  // rope.freq_base_swa (default rope_base)
+  double rms_eps = 0;              // attention.layer_norm_rms_epsilon
+  int64_t n_swa = 0;               // attention.sliding_window
+  std::vector<bool> swa;           // attention.sliding_window_pattern, per layer
+  int64_t shared_kv_layers = 0;    // attention.shared_kv_layers: the last ones reuse earlier K/V
+  int64_t n_embd_per_layer = 0;    // embedding_length_per_layer_input (E-variants)
+  double softcap = 0;              // final_logit_softcapping (0: none)
+  int64_t n_vocab = 0;             // rows of token_embd.weight
+  bool tied_output = false;        // output.weight absent
+  bool moe = false;                // some layer has ffn_gate_inp (the MoE variant)
+  std::vector<bool> moe_layer;     // per layer: ffn_gate_inp present (a dense MLP beside routed experts)
+  int64_t n_expert = 0;            // expert_count (MoE)
+  int64_t n_expert_used = 0;       // expert_used_count (MoE)
+  int64_t n_ff_exp = 0;            // expert_feed_forward_length (MoE)
 
   bool IsSwa(int64_t il) const { return swa[il]; }
   int64_t HeadDim(int64_t il) const { return swa[il] ? head_dim_swa : head_dim; }

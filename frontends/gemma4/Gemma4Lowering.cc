@@ -35,21 +35,38 @@ class Gemma4Lowering {
   Gemma4Lowering(const gguf::GgufFile& f, const Gemma4Hparams& h, const LowerOptions& o) : f_(f), h_(h), opt_(o) {}
 
   absl::StatusOr<std::unique_ptr<ir::Module>> Run() {
-    if (opt_.slots > 0)
-      return absl::UnimplementedError(
-          "gemma4: a step over several sequences (--parallel, memra serve) is not supported yet (issue 18)");
     MEMRA_RETURN_IF_ERROR(CheckKvCacheTypes(opt_.cache_types));
     m_ = std::make_unique<ir::Module>();
     n_ctx_ = ContextLength(opt_, h_.n_ctx_train);
     if (n_ctx_ <= 0) return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": context length must be > 0"));
+    if (opt_.slots < 0 || opt_.slots > LowerOptions::kMaxSlots)
+      return absl::InvalidArgumentError(
+          absl::StrCat("slots must be in [0, ", LowerOptions::kMaxSlots, "] (got ", opt_.slots, ")"));
+    if (opt_.slots > 0) {
+      max_blocks_ = (n_ctx_ + LowerOptions::kKvBlock - 1) / LowerOptions::kKvBlock;
+      kv_blocks_ = opt_.kv_blocks > 0 ? opt_.kv_blocks : opt_.slots * max_blocks_;
+      if (opt_.kv_blocks < 0)
+        return absl::InvalidArgumentError(absl::StrCat("kv_blocks must be >= 0 (got ", opt_.kv_blocks, ")"));
+      if (opt_.sampler_penalties < 1 || opt_.sampler_penalties > 4096)
+        return absl::InvalidArgumentError(
+            absl::StrCat("sampler_penalties must be in [1, 4096] (got ", opt_.sampler_penalties, ")"));
+    }
     MEMRA_RETURN_IF_ERROR(RejectUnsupportedTensors());
     MEMRA_RETURN_IF_ERROR(DeclareWeights());
     DeclareState();
     for (const auto& [name, value] : Gemma4Attributes(h_)) m_->attrs().Set(name, value);
     m_->attrs().Set("n_ctx", n_ctx_);
     m_->attrs().Set("prefill_logits", opt_.prefill_all_logits ? "all" : "last");
-    MEMRA_RETURN_IF_ERROR(BuildFunction("prefill", Dim::Symbol("T"), opt_.prefill_all_logits));
-    MEMRA_RETURN_IF_ERROR(BuildFunction("decode", Dim(1), /*all_logits=*/true));
+    if (opt_.slots > 0) {
+      m_->attrs().Set("slots", opt_.slots);
+      m_->attrs().Set("kv_block", LowerOptions::kKvBlock);
+      m_->attrs().Set("kv_blocks", kv_blocks_);
+      m_->attrs().Set("sampler_penalties", opt_.sampler_penalties);
+      MEMRA_RETURN_IF_ERROR(BuildStepFunction());
+    } else {
+      MEMRA_RETURN_IF_ERROR(BuildFunction("prefill", Dim::Symbol("T"), opt_.prefill_all_logits));
+      MEMRA_RETURN_IF_ERROR(BuildFunction("decode", Dim(1), /*all_logits=*/true));
+    }
     MEMRA_RETURN_IF_ERROR(CheckValueWeightsAreF32(f_, *m_));
     MEMRA_RETURN_IF_ERROR(ir::VerifyModule(*m_));
     return std::move(m_);
@@ -73,9 +90,7 @@ class Gemma4Lowering {
   absl::Status Declare(int64_t il, absl::string_view tensor, std::vector<int64_t> ne) {
     return DeclareWeight(f_, *m_, LayerTensorName(il, tensor), std::move(ne));
   }
-  bool Has(int64_t il, absl::string_view tensor) const {
-    return f_.FindTensor(LayerTensorName(il, tensor)) != nullptr;
-  }
+  bool Has(int64_t il, absl::string_view tensor) const { return f_.FindTensor(LayerTensorName(il, tensor)) != nullptr; }
 
   absl::Status DeclareWeights() {
     const int64_t E = h_.n_embd;
@@ -94,8 +109,8 @@ class Gemma4Lowering {
     }
     for (int64_t il = 0; il < h_.n_layer; ++il) {
       const int64_t D = h_.HeadDim(il), H = h_.n_head[il], Hkv = h_.n_head_kv[il], F = h_.n_ff[il];
-      for (const char* norm : {"attn_norm.weight", "post_attention_norm.weight", "ffn_norm.weight",
-                               "post_ffw_norm.weight"})
+      for (const char* norm :
+           {"attn_norm.weight", "post_attention_norm.weight", "ffn_norm.weight", "post_ffw_norm.weight"})
         MEMRA_RETURN_IF_ERROR(Declare(il, norm, {E}));
       MEMRA_RETURN_IF_ERROR(Declare(il, "attn_q.weight", {E, D * H}));
       MEMRA_RETURN_IF_ERROR(Declare(il, "attn_q_norm.weight", {D}));
@@ -124,8 +139,8 @@ class Gemma4Lowering {
   // experts (gate and up fused or split) and their per-expert output scales.
   absl::Status DeclareMoe(int64_t il) {
     const int64_t E = h_.n_embd, X = h_.n_expert, F = h_.n_ff_exp;
-    for (const char* norm : {"post_ffw_norm_1.weight", "pre_ffw_norm_2.weight", "post_ffw_norm_2.weight",
-                             "ffn_gate_inp.scale"})
+    for (const char* norm :
+         {"post_ffw_norm_1.weight", "pre_ffw_norm_2.weight", "post_ffw_norm_2.weight", "ffn_gate_inp.scale"})
       MEMRA_RETURN_IF_ERROR(Declare(il, norm, {E}));
     MEMRA_RETURN_IF_ERROR(Declare(il, "ffn_gate_inp.weight", {E, X}));
     if (Has(il, "ffn_gate_up_exps.weight")) {
@@ -138,23 +153,75 @@ class Gemma4Lowering {
     return Declare(il, "ffn_down_exps.scale", {X});
   }
 
-  // The KV-owning layers' caches, full length (the window is the attention's read range).
+  // The KV-owning layers' caches, full length (the window is the attention's read range); with
+  // slots, per-slot positions, one block table and a paged pool per KV-owning layer.
   void DeclareState() {
-    pos_ = m_->AddState(StateKind::kPosition, "pos", TensorType(DType::kI32, Shape{}));
+    const int64_t S = opt_.slots;
+    pos_ = m_->AddState(StateKind::kPosition, "pos", TensorType(DType::kI32, S > 0 ? Shape{S} : Shape{}));
+    if (S > 0) blocks_ = m_->AddState(StateKind::kBlocks, "kv_blocks", TensorType(DType::kI32, Shape{S, max_blocks_}));
     for (int64_t il = 0; il < h_.FirstSharedLayer(); ++il) {
       AttentionParams p;
       p.n_head_kv = h_.n_head_kv[il];
       p.head_dim = h_.HeadDim(il);
-      DeclareKvCache(*m_, il, n_ctx_, p, opt_.cache_types);
+      if (S > 0)
+        DeclarePagedKvCache(*m_, il, kv_blocks_, LowerOptions::kKvBlock, p, opt_.cache_types);
+      else
+        DeclareKvCache(*m_, il, n_ctx_, p, opt_.cache_types);
     }
+  }
+
+  // The logit soft cap c tanh(z / c), as llama.cpp builds it (scale, tanh, scale); its
+  // result_output is the capped value.
+  Value* SoftCap(OpBuilder& b, Value* logits) {
+    if (h_.softcap <= 0) return logits;
+    logits->Named("result_logits");
+    Value* z = b.Scale(logits, 1.0 / h_.softcap);
+    return b.Scale(b.Tanh(z), h_.softcap)->Named("result_output");
+  }
+
+  // @step(tokens, tok_seq, seq_slot, seq_start, sampling, penalties) -> (logits [S, V], picks [S]):
+  // the rows of up to S sequences in one call (ir/Ops.def, "sequences"), as qwen35's.
+  absl::Status BuildStepFunction() {
+    const int64_t S = opt_.slots;
+    const Dim T = Dim::Symbol("T");
+    ir::Function* fn = m_->AddFunction("step");
+    Value* tokens = fn->AddArgument("tokens", TensorType(DType::kI32, Shape{T}));
+    Value* tok_seq = fn->AddArgument("tok_seq", TensorType(DType::kI32, Shape{T}));
+    Value* seq_slot = fn->AddArgument("seq_slot", TensorType(DType::kI32, Shape{S}));
+    Value* seq_start = fn->AddArgument("seq_start", TensorType(DType::kI32, Shape{S + 1}));
+    Value* sampling = fn->AddArgument("sampling", TensorType(DType::kF32, Shape{S, 8}));
+    Value* penalties = fn->AddArgument("penalties", TensorType(DType::kI32, Shape{S, 2 * opt_.sampler_penalties}));
+    OpBuilder b(fn);
+    Value* x =
+        b.Scale(BuildTokenEmbedding(b, *m_, tokens), std::sqrt(static_cast<double>(h_.n_embd)))->Named("inp_scaled");
+    auto ps = b.SeqPositions(pos_, tok_seq, seq_slot, seq_start);
+    if (!b.ok() || ps.size() != 2)
+      return absl::Status(b.status().code(), absl::StrCat("lowering @step: ", b.status().message()));
+    Value* pos = ps[0]->Named("pos");
+    SeqBatch seq{seq_slot, seq_start, ps[1]->Named("slot"), blocks_};
+    const std::vector<Value*> per_layer = PerLayerInputs(b, T, tokens, x);
+    for (int64_t il = 0; il < h_.n_layer; ++il) {
+      x = Layer(LayerContext{b, *m_, il, T, &seq}, x, pos, per_layer.empty() ? nullptr : per_layer[il]);
+      if (!b.ok())
+        return absl::Status(b.status().code(), absl::StrCat("lowering @step layer ", il, ": ", b.status().message()));
+    }
+    OutputHeadParams head{h_.rms_eps, h_.tied_output, /*all_logits=*/false};
+    head.seq_start = seq_start;
+    Value* logits = SoftCap(b, BuildOutputHead(b, *m_, x, head));
+    Value* ids = b.Sample(logits, sampling, penalties)->Named("picks");
+    b.SeqAdvancePositions(pos_, seq_slot, seq_start);
+    b.Return({logits, ids});
+    if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("lowering @step: ", b.status().message()));
+    fn->set_result_types({logits->type(), ids->type()});
+    return absl::OkStatus();
   }
 
   absl::Status BuildFunction(absl::string_view name, Dim T, bool all_logits) {
     ir::Function* fn = m_->AddFunction(name);
     Value* tokens = fn->AddArgument("tokens", TensorType(DType::kI32, Shape{T}));
     OpBuilder b(fn);
-    Value* x = b.Scale(BuildTokenEmbedding(b, *m_, tokens), std::sqrt(static_cast<double>(h_.n_embd)))
-                   ->Named("inp_scaled");
+    Value* x =
+        b.Scale(BuildTokenEmbedding(b, *m_, tokens), std::sqrt(static_cast<double>(h_.n_embd)))->Named("inp_scaled");
     Value* pos = b.Positions(pos_, tokens)->Named("pos");
     const std::vector<Value*> per_layer = PerLayerInputs(b, T, tokens, x);
     for (int64_t il = 0; il < h_.n_layer; ++il) {
@@ -163,13 +230,7 @@ class Gemma4Lowering {
         return absl::Status(b.status().code(),
                             absl::StrCat("lowering @", name, " layer ", il, ": ", b.status().message()));
     }
-    Value* logits = BuildOutputHead(b, *m_, x, {h_.rms_eps, h_.tied_output, all_logits});
-    if (h_.softcap > 0) {
-      // c tanh(z / c), as llama.cpp builds it (scale, tanh, scale); its result_output is the capped one.
-      logits->Named("result_logits");
-      Value* z = b.Scale(logits, 1.0 / h_.softcap);
-      logits = b.Scale(b.Tanh(z), h_.softcap)->Named("result_output");
-    }
+    Value* logits = SoftCap(b, BuildOutputHead(b, *m_, x, {h_.rms_eps, h_.tied_output, all_logits}));
     b.AdvancePositions(pos_, tokens);
     b.Return({logits});
     if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("lowering @", name, ": ", b.status().message()));
@@ -217,12 +278,18 @@ class Gemma4Lowering {
       Value* vr = Has(il, "attn_v.weight") ? b.MatMul(h, c.W("attn_v.weight"))->Named(c.Node("Vcur")) : kr;
       Value* k = NormRope(c, b.Reshape(kr, Shape{T, Hkv, D}), pos, "attn_k_norm.weight", "Kcur_pos");
       Value* v = b.RmsNorm(b.Reshape(vr, Shape{T, Hkv, D}), nullptr, h_.rms_eps)->Named(c.Node("Vcur_normed"));
-      b.KvAppend(k, v, c.S("k_cache"), c.S("v_cache"), pos);
+      if (c.seq)
+        b.PagedKvAppend(k, v, c.S("k_cache"), c.S("v_cache"), c.seq->blocks, pos, c.seq->slot);
+      else
+        b.KvAppend(k, v, c.S("k_cache"), c.S("v_cache"), pos);
     }
     const LayerContext kv{b, c.m, src, T};
     // Gemma 4 scales q by its norm weights alone: the softmax scale is 1.
-    Value* o = b.Attention(q, kv.S("k_cache"), kv.S("v_cache"), pos, 1.0, h_.IsSwa(il) ? h_.n_swa : 0)
-                   ->Named(c.Node("kqv_out"));
+    const int64_t window = h_.IsSwa(il) ? h_.n_swa : 0;
+    Value* o = c.seq
+                   ? b.PagedAttention(q, kv.S("k_cache"), kv.S("v_cache"), c.seq->blocks, pos, c.seq->slot, 1.0, window)
+                   : b.Attention(q, kv.S("k_cache"), kv.S("v_cache"), pos, 1.0, window);
+    o->Named(c.Node("kqv_out"));
     o = b.MatMul(b.Reshape(o, Shape{T, H * D}), c.W("attn_output.weight"));
     return BuildLayerRmsNorm(c, o, "post_attention_norm.weight", h_.rms_eps, "attn_post_norm");
   }
@@ -261,17 +328,17 @@ class Gemma4Lowering {
     OpBuilder& b = c.b;
     Value* h = BuildLayerRmsNorm(c, x, "attn_norm.weight", h_.rms_eps, "attn_norm");
     Value* r = b.Add(Attention(c, h, pos), x)->Named(c.Node("attn_out"));
-    Value* f = h_.moe_layer[c.layer]
-                   ? MoeFfn(c, r)
-                   : GeluMlp(c, BuildLayerRmsNorm(c, r, "ffn_norm.weight", h_.rms_eps, "ffn_norm"))
-                         ->Named(c.Node("ffn_out"));
+    Value* f =
+        h_.moe_layer[c.layer]
+            ? MoeFfn(c, r)
+            : GeluMlp(c, BuildLayerRmsNorm(c, r, "ffn_norm.weight", h_.rms_eps, "ffn_norm"))->Named(c.Node("ffn_out"));
     f = BuildLayerRmsNorm(c, f, "post_ffw_norm.weight", h_.rms_eps, "ffn_post_norm");
     x = b.Add(f, r)->Named(c.Node("pe_in"));
     if (per_layer != nullptr) {
       // The layer's per-layer input gates a GELU of x, projected back and normed into x.
       Value* g = b.Mul(b.Gelu(b.MatMul(x, c.W("inp_gate.weight"))), per_layer);
-      Value* e = BuildLayerRmsNorm(c, b.MatMul(g, c.W("proj.weight")), "post_norm.weight", h_.rms_eps,
-                                   "per_layer_embd_out");
+      Value* e =
+          BuildLayerRmsNorm(c, b.MatMul(g, c.W("proj.weight")), "post_norm.weight", h_.rms_eps, "per_layer_embd_out");
       x = b.Add(x, e);
     }
     if (Has(c.layer, "layer_output_scale.weight"))
@@ -284,7 +351,10 @@ class Gemma4Lowering {
   const LowerOptions& opt_;
   std::unique_ptr<ir::Module> m_;
   ir::StateVar* pos_ = nullptr;
+  ir::StateVar* blocks_ = nullptr;  // the paged KV cache's block table (slots > 0)
   int64_t n_ctx_ = 0;
+  int64_t max_blocks_ = 0;  // MB: blocks per slot
+  int64_t kv_blocks_ = 0;   // NB: blocks in the pool
 };
 
 }  // namespace

@@ -2,8 +2,8 @@
 //   * gemma4-tiny-f32 vs llama.cpp's logits (prefill, 16-token chunks, the greedy decode's logits)
 //     at §9.5's bounds for an exact-GELU engine;
 //   * gemma4-tiny-f32, -q8_0, gemma4moe-tiny-q8_0 (routed GELU experts beside the dense MLP) and
-//     gemma4e-tiny-q8_0 (per-layer inputs, per-layer FFN widths) vs the float64 exact-dequant reference: max |d| <= 1e-4 (f32
-//     activations), argmax 48/48, per-row == dequant-at-load, and its 32 greedy tokens;
+//     gemma4e-tiny-q8_0 (per-layer inputs, per-layer FFN widths) vs the float64 exact-dequant reference: max |d| <=
+//     1e-4 (f32 activations), argmax 48/48, per-row == dequant-at-load, and its 32 greedy tokens;
 //   * chunked prefill (windows straddling chunk edges) equals one call, and decode after a prefill
 //     equals the matching row of a longer prefill;
 //   * a 16-bit KV cache against llama.cpp's f16-KV run;
@@ -115,8 +115,8 @@ absl::StatusOr<Loaded> Load(const std::string& path, bool all_logits = true, Wei
   return l;
 }
 
-#define SKIP_UNLESS(...)                                             \
-  for (const std::string& p : {__VA_ARGS__})                         \
+#define SKIP_UNLESS(...)                     \
+  for (const std::string& p : {__VA_ARGS__}) \
     if (!FileExists(p)) GTEST_SKIP() << p << " not found (../shared)";
 
 TEST(Gemma4ExecutorTest, DenseF32MatchesLlamaCpp) {
@@ -132,9 +132,9 @@ TEST(Gemma4ExecutorTest, DenseF32MatchesLlamaCpp) {
   l->exec->ResetState();
   auto chunked = l->PrefillChunked(kPrompt, 16);
   ASSERT_TRUE(chunked.ok()) << chunked.status();
-  for (const auto& [name, got, want] : {std::tuple<const char*, const std::vector<float>*, const std::vector<float>*>{
-                                            "prefill", &*out, &*ref},
-                                        {"chunks of 16", &*chunked, &*ref16}}) {
+  for (const auto& [name, got, want] :
+       {std::tuple<const char*, const std::vector<float>*, const std::vector<float>*>{"prefill", &*out, &*ref},
+        {"chunks of 16", &*chunked, &*ref16}}) {
     const Diff d = Compare(*got, *want);
     std::printf("  gemma4-tiny-f32 %s vs llama.cpp: max|d| %.3e rms rel %.3e max row nmse %.3e argmax %d/48\n", name,
                 d.max_abs, d.rms_rel, d.max_row_nmse, d.argmax_equal);
@@ -171,8 +171,8 @@ TEST(Gemma4ExecutorTest, GreedyDecodeMatchesLlamaCpp) {
   const size_t n = std::min(all.size(), want_logits->size());
   const Diff d = Compare(std::vector<float>(all.begin(), all.begin() + n),
                          std::vector<float>(want_logits->begin(), want_logits->begin() + n));
-  std::printf("  gemma4-tiny-f32 greedy decode logits vs llama.cpp (%zu rows): max|d| %.3e rms rel %.3e\n",
-              n / kVocab, d.max_abs, d.rms_rel);
+  std::printf("  gemma4-tiny-f32 greedy decode logits vs llama.cpp (%zu rows): max|d| %.3e rms rel %.3e\n", n / kVocab,
+              d.max_abs, d.rms_rel);
   EXPECT_LE(d.max_abs, 2e-2);
   EXPECT_LE(d.rms_rel, 2e-3);
 }
@@ -293,9 +293,9 @@ TEST(Gemma4ExecutorTest, LayerZeroNodesMatchLlamaCpp) {
   int compared = 0;
   for (const auto& node : (*index)["nodes"].array()) {
     const std::string name = node["name"].string_value();
-    const bool wanted = name == "inp_scaled" || name == "attn_norm-0" || name == "Qcur_pos-0" ||
-                        name == "Kcur_pos-0" || name == "Vcur_normed-0" || name == "kqv_out-0" ||
-                        name == "attn_post_norm-0" || name == "attn_out-0";
+    const bool wanted = name == "inp_scaled" || name == "attn_norm-0" || name == "Qcur_pos-0" || name == "Kcur_pos-0" ||
+                        name == "Vcur_normed-0" || name == "kqv_out-0" || name == "attn_post_norm-0" ||
+                        name == "attn_out-0";
     if (!wanted) continue;
     auto it = seen.find(name);
     ASSERT_NE(it, seen.end()) << "memra has no value named " << name;

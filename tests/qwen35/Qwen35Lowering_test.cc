@@ -18,6 +18,7 @@
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
 #include "runtime/cpu/CpuExecutor.h"
+#include "tests/GgufEdit.h"
 #include "tests/TestUtil.h"
 
 namespace memra::frontends {
@@ -35,46 +36,11 @@ std::unique_ptr<gguf::GgufFile> OpenTiny() {
   return f.ok() ? std::move(*f) : nullptr;
 }
 
-// A copy of `src` with metadata and tensors edited: `kv` may change or drop (return false) a key;
-// `tensor` may change a tensor's shape (and bytes) or drop it (return false).
-struct Edits {
-  std::function<bool(const std::string& key, gguf::Value& v)> kv;
-  std::function<bool(const std::string& name, std::vector<int64_t>& ne, std::vector<uint8_t>& bytes)> tensor;
-  std::vector<std::pair<std::string, gguf::Value>> add;
-};
-
+using Edits = memra::testing::GgufEdits;
+using memra::testing::DropKey;
+using memra::testing::SetKey;
 std::unique_ptr<gguf::GgufFile> Edited(const gguf::GgufFile& src, const Edits& e) {
-  gguf::GgufWriter w;
-  for (auto [key, v] : src.metadata()) {
-    if (e.kv && !e.kv(key, v)) continue;
-    w.Set(key, v);
-  }
-  for (const auto& [key, v] : e.add) w.Set(key, v);
-  for (const gguf::TensorInfo& t : src.tensors()) {
-    std::vector<int64_t> ne = t.ne;
-    std::vector<uint8_t> bytes(t.data.begin(), t.data.end());
-    if (e.tensor && !e.tensor(t.name, ne, bytes)) continue;
-    EXPECT_TRUE(w.AddTensorBytes(t.name, t.type, ne, bytes).ok()) << t.name;
-  }
-  auto bytes = w.WriteToBytes();
-  EXPECT_TRUE(bytes.ok()) << bytes.status();
-  auto f = gguf::GgufFile::FromBytes(*bytes, "edited.gguf");
-  EXPECT_TRUE(f.ok()) << f.status();
-  return f.ok() ? std::move(*f) : nullptr;
-}
-
-Edits DropKey(const std::string& key) {
-  Edits e;
-  e.kv = [key](const std::string& k, gguf::Value&) { return k != key; };
-  return e;
-}
-Edits SetKey(const std::string& key, gguf::Value value) {
-  Edits e;
-  e.kv = [key, value](const std::string& k, gguf::Value& v) {
-    if (k == key) v = value;
-    return true;
-  };
-  return e;
+  return memra::testing::EditedGguf(src, e);
 }
 
 TEST(Qwen35LoweringTest, LowersTheTinyModel) {

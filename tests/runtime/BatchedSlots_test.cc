@@ -229,6 +229,17 @@ TEST(BatchedSlotsTest, MoeMatchesOneSessionPerSlot) {
   CheckAgainstSessionSlots(Moe(), 0.0);
 }
 
+// Gemma 4 (sliding windows over paged pools, KV-shared layers reading another layer's pool, MoE
+// and per-layer inputs): each fixture's batched engine gives one session per slot's tokens.
+TEST(BatchedSlotsTest, Gemma4MatchesOneSessionPerSlot) {
+  for (const char* name : {"gemma4-tiny-f32", "gemma4moe-tiny-q8_0", "gemma4e-tiny-q8_0"}) {
+    const std::string path = memra::testing::SharedPath(std::string("fixtures/models/") + name + ".gguf");
+    if (!FileExists(path)) GTEST_SKIP() << "fixture not found: " << path;
+    SCOPED_TRACE(name);
+    CheckAgainstSessionSlots(path, 0.0);
+  }
+}
+
 // 32 requests at once on 32 slots (each prompt four times, with a different last byte) give the
 // tokens each gives alone on the same engine: one step mixes up to 32 decode rows with prompt
 // chunks of others, and the CPU's row-wise kernels keep every row's numbers.
