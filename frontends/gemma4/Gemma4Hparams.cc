@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "frontends/common/Embedding.h"
 #include "frontends/common/KeyReader.h"
 #include "frontends/gguf/GgufFile.h"
 #include "ir/StatusMacros.h"
@@ -115,15 +116,9 @@ absl::StatusOr<Gemma4Hparams> ReadGemma4Hparams(const gguf::GgufFile& f) {
     return Inconsistent(f, absl::StrCat(r.Key("final_logit_softcapping"), " = ", softcap, " must be >= 0"));
   h.softcap = softcap;
 
-  MEMRA_ASSIGN_OR_RETURN(const gguf::TensorInfo* embd, f.GetTensor("token_embd.weight"));
-  if (embd->ne.size() != 2 || embd->ne[0] != h.n_embd)
-    return absl::InvalidArgumentError(absl::StrCat(f.path(), ": tensor \"token_embd.weight\" has shape ",
-                                                   gguf::ShapeString(embd->ne), ", expected {", h.n_embd,
-                                                   ", n_vocab} (", r.Key("embedding_length"), " = ", h.n_embd, ")"));
-  h.n_vocab = embd->ne[1];
-  if (h.n_vocab <= 0)
-    return absl::InvalidArgumentError(absl::StrCat(f.path(), ": tensor \"token_embd.weight\" has no rows"));
-  h.tied_output = f.FindTensor("output.weight") == nullptr;
+  MEMRA_ASSIGN_OR_RETURN(VocabAndHead vh, ReadVocabAndHead(f, h.n_embd, r.Key("embedding_length")));
+  h.n_vocab = vh.n_vocab;
+  h.tied_output = vh.tied_output;
   h.moe_layer.assign(static_cast<size_t>(h.n_layer), false);
   for (int64_t il = 0; il < h.n_layer; ++il) {
     h.moe_layer[il] = f.FindTensor(absl::StrCat("blk.", il, ".ffn_gate_inp.weight")) != nullptr;

@@ -11,6 +11,7 @@
 #include "frontends/common/ModelWeights.h"
 #include "frontends/common/Norm.h"
 #include "frontends/common/OutputHead.h"
+#include "frontends/common/StepLayout.h"
 #include "frontends/gemma4/Gemma4Hparams.h"
 #include "frontends/gguf/GgufFile.h"
 #include "ir/Builder.h"
@@ -39,29 +40,15 @@ class Gemma4Lowering {
     m_ = std::make_unique<ir::Module>();
     n_ctx_ = ContextLength(opt_, h_.n_ctx_train);
     if (n_ctx_ <= 0) return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": context length must be > 0"));
-    if (opt_.slots < 0 || opt_.slots > LowerOptions::kMaxSlots)
-      return absl::InvalidArgumentError(
-          absl::StrCat("slots must be in [0, ", LowerOptions::kMaxSlots, "] (got ", opt_.slots, ")"));
-    if (opt_.slots > 0) {
-      max_blocks_ = (n_ctx_ + LowerOptions::kKvBlock - 1) / LowerOptions::kKvBlock;
-      kv_blocks_ = opt_.kv_blocks > 0 ? opt_.kv_blocks : opt_.slots * max_blocks_;
-      if (opt_.kv_blocks < 0)
-        return absl::InvalidArgumentError(absl::StrCat("kv_blocks must be >= 0 (got ", opt_.kv_blocks, ")"));
-      if (opt_.sampler_penalties < 1 || opt_.sampler_penalties > 4096)
-        return absl::InvalidArgumentError(
-            absl::StrCat("sampler_penalties must be in [1, 4096] (got ", opt_.sampler_penalties, ")"));
-    }
+    MEMRA_ASSIGN_OR_RETURN(layout_, CheckSlotOptions(opt_, n_ctx_));
     MEMRA_RETURN_IF_ERROR(RejectUnsupportedTensors());
     MEMRA_RETURN_IF_ERROR(DeclareWeights());
     DeclareState();
     for (const auto& [name, value] : Gemma4Attributes(h_)) m_->attrs().Set(name, value);
     m_->attrs().Set("n_ctx", n_ctx_);
     m_->attrs().Set("prefill_logits", opt_.prefill_all_logits ? "all" : "last");
+    RecordSlotAttributes(m_->attrs(), opt_, layout_);
     if (opt_.slots > 0) {
-      m_->attrs().Set("slots", opt_.slots);
-      m_->attrs().Set("kv_block", LowerOptions::kKvBlock);
-      m_->attrs().Set("kv_blocks", kv_blocks_);
-      m_->attrs().Set("sampler_penalties", opt_.sampler_penalties);
       MEMRA_RETURN_IF_ERROR(BuildStepFunction());
     } else {
       MEMRA_RETURN_IF_ERROR(BuildFunction("prefill", Dim::Symbol("T"), opt_.prefill_all_logits));
@@ -158,13 +145,14 @@ class Gemma4Lowering {
   void DeclareState() {
     const int64_t S = opt_.slots;
     pos_ = m_->AddState(StateKind::kPosition, "pos", TensorType(DType::kI32, S > 0 ? Shape{S} : Shape{}));
-    if (S > 0) blocks_ = m_->AddState(StateKind::kBlocks, "kv_blocks", TensorType(DType::kI32, Shape{S, max_blocks_}));
+    if (S > 0)
+      blocks_ = m_->AddState(StateKind::kBlocks, "kv_blocks", TensorType(DType::kI32, Shape{S, layout_.max_blocks}));
     for (int64_t il = 0; il < h_.FirstSharedLayer(); ++il) {
       AttentionParams p;
       p.n_head_kv = h_.n_head_kv[il];
       p.head_dim = h_.HeadDim(il);
       if (S > 0)
-        DeclarePagedKvCache(*m_, il, kv_blocks_, LowerOptions::kKvBlock, p, opt_.cache_types);
+        DeclarePagedKvCache(*m_, il, layout_.kv_blocks, LowerOptions::kKvBlock, p, opt_.cache_types);
       else
         DeclareKvCache(*m_, il, n_ctx_, p, opt_.cache_types);
     }
@@ -182,15 +170,9 @@ class Gemma4Lowering {
   // @step(tokens, tok_seq, seq_slot, seq_start, sampling, penalties) -> (logits [S, V], picks [S]):
   // the rows of up to S sequences in one call (ir/Ops.def, "sequences"), as qwen35's.
   absl::Status BuildStepFunction() {
-    const int64_t S = opt_.slots;
     const Dim T = Dim::Symbol("T");
     ir::Function* fn = m_->AddFunction("step");
-    Value* tokens = fn->AddArgument("tokens", TensorType(DType::kI32, Shape{T}));
-    Value* tok_seq = fn->AddArgument("tok_seq", TensorType(DType::kI32, Shape{T}));
-    Value* seq_slot = fn->AddArgument("seq_slot", TensorType(DType::kI32, Shape{S}));
-    Value* seq_start = fn->AddArgument("seq_start", TensorType(DType::kI32, Shape{S + 1}));
-    Value* sampling = fn->AddArgument("sampling", TensorType(DType::kF32, Shape{S, 8}));
-    Value* penalties = fn->AddArgument("penalties", TensorType(DType::kI32, Shape{S, 2 * opt_.sampler_penalties}));
+    const auto [tokens, tok_seq, seq_slot, seq_start, sampling, penalties] = AddStepArguments(fn, opt_);
     OpBuilder b(fn);
     Value* x =
         b.Scale(BuildTokenEmbedding(b, *m_, tokens), std::sqrt(static_cast<double>(h_.n_embd)))->Named("inp_scaled");
@@ -290,6 +272,10 @@ class Gemma4Lowering {
                    ? b.PagedAttention(q, kv.S("k_cache"), kv.S("v_cache"), c.seq->blocks, pos, c.seq->slot, 1.0, window)
                    : b.Attention(q, kv.S("k_cache"), kv.S("v_cache"), pos, 1.0, window);
     o->Named(c.Node("kqv_out"));
+    // 16-bit or quantized projections: their GPU products already round the activations to bf16,
+    // so the attention may too (ir/Ops.def, precision: the tensor-core prefill); f32 models keep
+    // f32 attention.
+    if (c.W("attn_q.weight")->dtype() != DType::kF32) o->def()->attrs().Set("precision", std::string("bf16"));
     o = b.MatMul(b.Reshape(o, Shape{T, H * D}), c.W("attn_output.weight"));
     return BuildLayerRmsNorm(c, o, "post_attention_norm.weight", h_.rms_eps, "attn_post_norm");
   }
@@ -353,8 +339,7 @@ class Gemma4Lowering {
   ir::StateVar* pos_ = nullptr;
   ir::StateVar* blocks_ = nullptr;  // the paged KV cache's block table (slots > 0)
   int64_t n_ctx_ = 0;
-  int64_t max_blocks_ = 0;  // MB: blocks per slot
-  int64_t kv_blocks_ = 0;   // NB: blocks in the pool
+  PagedKvLayout layout_;  // slots > 0
 };
 
 }  // namespace

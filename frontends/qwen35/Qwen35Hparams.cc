@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "frontends/common/Embedding.h"
 #include "frontends/common/KeyReader.h"
 #include "frontends/gguf/GgufFile.h"
 #include "ir/StatusMacros.h"
@@ -123,15 +124,9 @@ absl::StatusOr<Qwen35Hparams> ReadQwen35TrunkHparams(const gguf::GgufFile& f, ab
   }
 
   // From the tensor table: vocabulary size and whether the head is tied.
-  MEMRA_ASSIGN_OR_RETURN(const gguf::TensorInfo* embd, f.GetTensor("token_embd.weight"));
-  if (embd->ne.size() != 2 || embd->ne[0] != h.n_embd)
-    return absl::InvalidArgumentError(absl::StrCat(f.path(), ": tensor \"token_embd.weight\" has shape ",
-                                                   gguf::ShapeString(embd->ne), ", expected {", h.n_embd,
-                                                   ", n_vocab} (", r.Key("embedding_length"), " = ", h.n_embd, ")"));
-  h.n_vocab = embd->ne[1];
-  if (h.n_vocab <= 0)
-    return absl::InvalidArgumentError(absl::StrCat(f.path(), ": tensor \"token_embd.weight\" has no rows"));
-  h.tied_output = f.FindTensor("output.weight") == nullptr;
+  MEMRA_ASSIGN_OR_RETURN(VocabAndHead vh, ReadVocabAndHead(f, h.n_embd, r.Key("embedding_length")));
+  h.n_vocab = vh.n_vocab;
+  h.tied_output = vh.tied_output;
   return h;
 }
 

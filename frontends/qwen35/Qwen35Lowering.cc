@@ -12,6 +12,7 @@
 #include "frontends/common/ModelWeights.h"
 #include "frontends/common/Norm.h"
 #include "frontends/common/OutputHead.h"
+#include "frontends/common/StepLayout.h"
 #include "frontends/common/SwigluFfn.h"
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/qwen35/Qwen35Trunk.h"
@@ -74,18 +75,7 @@ class Qwen35Lowering {
     m_ = std::make_unique<ir::Module>();
     n_ctx_ = ContextLength(opt_, h_.n_ctx_train);
     if (n_ctx_ <= 0) return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": context length must be > 0"));
-    if (opt_.slots < 0 || opt_.slots > LowerOptions::kMaxSlots)
-      return absl::InvalidArgumentError(
-          absl::StrCat("slots must be in [0, ", LowerOptions::kMaxSlots, "] (got ", opt_.slots, ")"));
-    if (opt_.slots > 0) {
-      max_blocks_ = (n_ctx_ + LowerOptions::kKvBlock - 1) / LowerOptions::kKvBlock;
-      kv_blocks_ = opt_.kv_blocks > 0 ? opt_.kv_blocks : opt_.slots * max_blocks_;
-      if (opt_.kv_blocks < 0)
-        return absl::InvalidArgumentError(absl::StrCat("kv_blocks must be >= 0 (got ", opt_.kv_blocks, ")"));
-      if (opt_.sampler_penalties < 1 || opt_.sampler_penalties > 4096)
-        return absl::InvalidArgumentError(
-            absl::StrCat("sampler_penalties must be in [1, 4096] (got ", opt_.sampler_penalties, ")"));
-    }
+    MEMRA_ASSIGN_OR_RETURN(layout_, CheckSlotOptions(opt_, n_ctx_));
     MEMRA_RETURN_IF_ERROR(CheckKvCacheTypes(opt_.cache_types));
     MEMRA_RETURN_IF_ERROR(RejectUnsupportedTensors());
     MEMRA_RETURN_IF_ERROR(DeclareWeights());
@@ -133,12 +123,13 @@ class Qwen35Lowering {
   void DeclareState() {
     const int64_t S = opt_.slots;
     pos_ = m_->AddState(StateKind::kPosition, "pos", TensorType(DType::kI32, S > 0 ? Shape{S} : Shape{}));
-    if (S > 0) blocks_ = m_->AddState(StateKind::kBlocks, "kv_blocks", TensorType(DType::kI32, Shape{S, max_blocks_}));
+    if (S > 0)
+      blocks_ = m_->AddState(StateKind::kBlocks, "kv_blocks", TensorType(DType::kI32, Shape{S, layout_.max_blocks}));
     for (int64_t il = 0; il < h_.n_layer; ++il) {
       if (h_.IsRecurrent(il))
         DeclareDeltaNetState(*m_, il, gdn_, S);
       else if (S > 0)
-        DeclarePagedKvCache(*m_, il, kv_blocks_, LowerOptions::kKvBlock, attn_, opt_.cache_types);
+        DeclarePagedKvCache(*m_, il, layout_.kv_blocks, LowerOptions::kKvBlock, attn_, opt_.cache_types);
       else
         DeclareKvCache(*m_, il, n_ctx_, attn_, opt_.cache_types);
     }
@@ -150,12 +141,7 @@ class Qwen35Lowering {
     ffn_.RecordAttributes(a);
     a.Set("n_ctx", n_ctx_);
     a.Set("prefill_logits", opt_.prefill_all_logits ? "all" : "last");
-    if (opt_.slots > 0) {
-      a.Set("slots", opt_.slots);
-      a.Set("kv_block", LowerOptions::kKvBlock);
-      a.Set("kv_blocks", kv_blocks_);
-      a.Set("sampler_penalties", opt_.sampler_penalties);
-    }
+    RecordSlotAttributes(a, opt_, layout_);
   }
 
   // @step(tokens: i32[T], tok_seq: i32[T], seq_slot: i32[S], seq_start: i32[S+1],
@@ -165,15 +151,9 @@ class Qwen35Lowering {
   // parameters (`sample`; -1 when the row holds a NaN or inf), so a step need not bring the
   // logits to the host.
   absl::Status BuildStepFunction() {
-    const int64_t S = opt_.slots;
     const Dim T = Dim::Symbol("T");
     ir::Function* fn = m_->AddFunction("step");
-    Value* tokens = fn->AddArgument("tokens", TensorType(DType::kI32, Shape{T}));
-    Value* tok_seq = fn->AddArgument("tok_seq", TensorType(DType::kI32, Shape{T}));
-    Value* seq_slot = fn->AddArgument("seq_slot", TensorType(DType::kI32, Shape{S}));
-    Value* seq_start = fn->AddArgument("seq_start", TensorType(DType::kI32, Shape{S + 1}));
-    Value* sampling = fn->AddArgument("sampling", TensorType(DType::kF32, Shape{S, 8}));
-    Value* penalties = fn->AddArgument("penalties", TensorType(DType::kI32, Shape{S, 2 * opt_.sampler_penalties}));
+    const auto [tokens, tok_seq, seq_slot, seq_start, sampling, penalties] = AddStepArguments(fn, opt_);
     OpBuilder b(fn);
     Value* x = BuildTokenEmbedding(b, *m_, tokens);
     auto ps = b.SeqPositions(pos_, tok_seq, seq_slot, seq_start);
@@ -237,8 +217,7 @@ class Qwen35Lowering {
   ir::StateVar* pos_ = nullptr;
   ir::StateVar* blocks_ = nullptr;  // the paged KV cache's block table (slots > 0)
   int64_t n_ctx_ = 0;
-  int64_t max_blocks_ = 0;  // MB: blocks per slot
-  int64_t kv_blocks_ = 0;   // NB: blocks in the pool
+  PagedKvLayout layout_;  // slots > 0
 };
 
 }  // namespace

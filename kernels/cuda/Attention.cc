@@ -7,8 +7,9 @@
 //                    of 64 (16-bit rows in whole words per lane);
 //   attention_group  prefill with GQA groups of 2-8: one block per (token, kv head);
 //   attention        otherwise: one block per (token, head).
-// Prefill of the geometries FlashAttention.cc takes (windows too) runs there on tensor cores
-// instead (GpuOps.def tries it before the two CUDA-core units, which refuse a window).
+// All read a sliding window (`window`: a query's last keys). Prefill of the geometries
+// FlashAttention.cc takes runs there on tensor cores instead (GpuOps.def tries it first; precision
+// bf16 only, so f32 models keep these exact f32 kernels).
 #include <algorithm>
 
 #include "ir/StatusMacros.h"
@@ -133,7 +134,6 @@ class AttentionGroupImpl : public GpuOpImpl {
   absl::string_view name() const override { return "attention_group"; }
   bool Implements(ir::OpKind k) const override { return IsAttention(k); }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
-    MEMRA_RETURN_IF_ERROR(RefuseSlidingWindow(c.op));
     const Dims d = DimsOf(c.shapes);
     if (c.shapes.bucket < 16 || d.hq % d.hkv != 0 || d.hq / d.hkv < 2 || d.hq / d.hkv > 8)
       return std::optional<OpSelection>();
@@ -154,7 +154,6 @@ class AttentionImpl : public GpuOpImpl {
   absl::string_view name() const override { return "attention"; }
   bool Implements(ir::OpKind k) const override { return IsAttention(k); }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
-    MEMRA_RETURN_IF_ERROR(RefuseSlidingWindow(c.op));
     const Dims d = DimsOf(c.shapes);
     MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 1, 2));
     OpSelection s;

@@ -20,7 +20,7 @@
 #define ATT_GROUP (ATT_HQ / ATT_HKV)
 
 __device__ __forceinline__ void attention_body(const float* q, const void* k_cache, const void* v_cache,
-                                               const int* pos, float* o, int n_tok, float scale) {
+                                               const int* pos, float* o, int n_tok, float scale, int window) {
   const int t = blockIdx.x / ATT_HQ, h = blockIdx.x % ATT_HQ;
   if (t >= n_tok) return;
   const int kvh = h / (ATT_HQ / ATT_HKV);
@@ -34,8 +34,9 @@ __device__ __forceinline__ void attention_body(const float* q, const void* k_cac
     acc[k] = 0.0f;
   }
   float m = MEMRA_NEG_INF, l = 0.0f;
-  const int n_keys = pos[t] + 1;
-  for (int j = warp; j < n_keys; j += ATT_WARPS) {
+  // Keys first..pos[t]: all of them, or the last `window` in a sliding window.
+  const int n_keys = pos[t] + 1, first = window > 0 ? max(0, n_keys - window) : 0;
+  for (int j = first + warp; j < n_keys; j += ATT_WARPS) {
     const i64 row = ((i64)j * ATT_HKV + kvh) * ATT_D;
     float s = 0.0f;
 #pragma unroll
@@ -249,7 +250,7 @@ __device__ __forceinline__ void attention_combine_body(const float* part, float*
 #if ATT_GROUP_SMEM <= 49152
 
 __device__ __forceinline__ void attention_group_body(const float* q, const void* k_cache, const void* v_cache,
-                                                     const int* pos, float* o, int n_tok, float scale) {
+                                                     const int* pos, float* o, int n_tok, float scale, int window) {
   const int t = blockIdx.x / ATT_HKV, kvh = blockIdx.x % ATT_HKV;
   if (t >= n_tok) return;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -266,8 +267,8 @@ __device__ __forceinline__ void attention_group_body(const float* q, const void*
     m[g] = MEMRA_NEG_INF;
     l[g] = 0.0f;
   }
-  const int n_keys = pos[t] + 1;
-  for (int j = warp; j < n_keys; j += ATT_WARPS) {
+  const int n_keys = pos[t] + 1, first = window > 0 ? max(0, n_keys - window) : 0;
+  for (int j = first + warp; j < n_keys; j += ATT_WARPS) {
     const i64 row = ((i64)j * ATT_HKV + kvh) * ATT_D;
     float kv[ATT_PER_LANE], vv[ATT_PER_LANE];
 #pragma unroll
@@ -330,7 +331,7 @@ __device__ __forceinline__ void attention_group_body(const float* q, const void*
 // Entry points: one parameter struct each (AttentionParams.h), unpacked into the bodies above.
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention(const AttentionParams p) {
   memra_grid_dependency();
-  attention_body(p.q, p.k_cache, p.v_cache, p.pos, p.o, p.n_tok, p.scale);
+  attention_body(p.q, p.k_cache, p.v_cache, p.pos, p.o, p.n_tok, p.scale, p.window);
 }
 #ifdef ATT_SPLITS
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_split(const AttentionParams p) {
@@ -345,6 +346,6 @@ extern "C" __global__ void __launch_bounds__(ATT_CW * 32) attention_combine(cons
 #if ATT_GROUP_SMEM <= 49152
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_group(const AttentionParams p) {
   memra_grid_dependency();
-  attention_group_body(p.q, p.k_cache, p.v_cache, p.pos, p.o, p.n_tok, p.scale);
+  attention_group_body(p.q, p.k_cache, p.v_cache, p.pos, p.o, p.n_tok, p.scale, p.window);
 }
 #endif

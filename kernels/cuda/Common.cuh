@@ -128,6 +128,10 @@ __device__ __forceinline__ float block_sum(float v) {
 
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float siluf_(float x) { return x / (1.0f + expf(-x)); }
+// GELU, tanh form, as kernels/cpu/Elementwise.cc's GeluScalar computes it.
+__device__ __forceinline__ float geluf_(float x) {
+  return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * x * (1.0f + 0.044715f * x * x)));
+}
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 #define MEMRA_NEG_INF __int_as_float(0xff800000)

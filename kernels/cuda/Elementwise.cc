@@ -76,7 +76,10 @@ class UnaryImpl : public GpuOpImpl {
 class BroadcastImpl : public GpuOpImpl {
  public:
   absl::string_view name() const override { return "broadcast"; }
-  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kAdd || k == ir::OpKind::kMul; }
+  // mul_weight is a mul by its weight's f32 values ([N] or [1]: both divide x).
+  bool Implements(ir::OpKind k) const override {
+    return k == ir::OpKind::kAdd || k == ir::OpKind::kMul || k == ir::OpKind::kMulWeight;
+  }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     OpSelection s;
     s.launches.push_back(
@@ -204,9 +207,9 @@ class KvAppendImpl : public GpuOpImpl {
     const auto& k = c.shapes.in[0];
     MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 2, 3));
     OpSelection s;
-    s.launches.push_back(GridStrideLaunch(
-        c.target, kFile, "kv_append", Numel(k),
-        {Def("KV_WIDTH", k[1] * k[2]), Def("KV_KT", codes.first), Def("KV_VT", codes.second)}));
+    s.launches.push_back(
+        GridStrideLaunch(c.target, kFile, "kv_append", Numel(k),
+                         {Def("KV_WIDTH", k[1] * k[2]), Def("KV_KT", codes.first), Def("KV_VT", codes.second)}));
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {

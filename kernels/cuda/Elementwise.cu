@@ -34,8 +34,7 @@ extern "C" __global__ void gelu_f32(const UnaryParams p) {
   const float* x = static_cast<const float*>(p.x);
   float* y = static_cast<float*>(p.y);
   MEMRA_GRID_STRIDE(i, p.n) {
-    const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + tanhf(0.79788456080286535588f * v * (1.0f + 0.044715f * v * v)));
+    y[i] = geluf_(x[i]);
   }
 }
 extern "C" __global__ void tanh_f32(const UnaryParams p) {

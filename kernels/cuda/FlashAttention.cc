@@ -114,7 +114,8 @@ class FlashAttentionImpl : public GpuOpImpl {
     p.kv_rows = static_cast<int>(kc[0]);
     // A bf16 cache is read in place; the others from their copies, K's first in the scratch.
     const uint64_t copy_bytes = static_cast<uint64_t>(kc[0] * kc[1] * kc[2]) * 2;
-    const bool k_bf16 = c.op().operand(1)->dtype() == ir::DType::kBF16, v_bf16 = c.op().operand(2)->dtype() == ir::DType::kBF16;
+    const bool k_bf16 = c.op().operand(1)->dtype() == ir::DType::kBF16,
+               v_bf16 = c.op().operand(2)->dtype() == ir::DType::kBF16;
     p.k16 = k_bf16 ? c.In(1) : c.Scratch();
     p.v16 = v_bf16 ? c.In(2) : c.Scratch() + (k_bf16 ? 0 : copy_bytes);
     uint32_t launch = 0;

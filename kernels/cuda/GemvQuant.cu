@@ -93,6 +93,9 @@
 #ifndef GQ_CW
 #define GQ_CW 16  // bytes per copy piece (16, 8, 4: cp.async; 2, 1: plain copies)
 #endif
+#ifndef GQ_GELU
+#define GQ_GELU 0  // gemv_q_moe_swiglu's gate activation: 0 silu, 1 gelu (Gemma 4's experts)
+#endif
 #ifndef GQ_SWIGLU
 #define GQ_SWIGLU 0  // the module's product entry: 0 gemv_q, 1 gemv_q_swiglu (rings of 2 GQ_R rows)
 #endif
@@ -929,7 +932,7 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
         const float up = __shfl_sync(0xffffffffu, total, ((idx + GQ_R * GQ_T) << kShift) & 31);
         const int row = idx / GQ_T, tok = idx % GQ_T;
         if (writer && idx < GQ_R * GQ_T && row < t.nr && tok < n_tok)
-          t.y[(long long)tok * t.n + t.r0 + row] = siluf_(total) * up;
+          t.y[(long long)tok * t.n + t.r0 + row] = (GQ_GELU ? geluf_(total) : siluf_(total)) * up;
       } else {
         const int row = idx / GQ_T, tok = idx % GQ_T;
         if (writer && idx < kV && row < t.nr && tok < n_tok) t.y[(long long)tok * t.n + t.r0 + row] = total;

@@ -190,9 +190,6 @@ Launch GridStrideLaunch(const Target& t, const std::string& file, const std::str
 // `stored` (its parameters: DequantParams with a row range; y 16-byte aligned).
 Launch DequantBf16Launch(const Target& t, ir::DType stored, int64_t rows, int64_t cols);
 absl::Status Unsupported(const ir::Op& op, absl::string_view why);
-// The attention units' refusal of a sliding window (`window` > 0), which their kernels do not read
-// yet: an error naming it instead of attending the whole context. OK without one.
-absl::Status RefuseSlidingWindow(const ir::Op& op);
 absl::Status BindError(const ir::Op& op, absl::string_view why);
 // The storage codes (StorageCode) of a KV cache's K and V operands (indices k, v), or an error
 // naming the op and the type the kernels do not store.

@@ -46,13 +46,6 @@ absl::Status Unsupported(const ir::Op& op, absl::string_view why) {
   return absl::UnimplementedError(absl::StrCat("cuda: ", op.Summary(), ": ", why));
 }
 
-absl::Status RefuseSlidingWindow(const ir::Op& op) {
-  if (op.attrs().I64Or("window", 0) <= 0) return absl::OkStatus();
-  return Unsupported(op,
-                     "sliding-window attention runs on CUDA only on tensor cores, for precision = \"bf16\" (16-bit "
-                     "or quantized models) and head dims that are multiples of 16 up to 512 (use --backend cpu)");
-}
-
 absl::StatusOr<std::pair<int, int>> KvCacheCodes(const SelectContext& c, unsigned k, unsigned v) {
   const int kc = StorageCode(c.shapes.in_dtypes.at(k)), vc = StorageCode(c.shapes.in_dtypes.at(v));
   if (kc < 0 || vc < 0)

@@ -46,10 +46,21 @@ int64_t Align256(int64_t b) { return (b + 255) / 256 * 256; }
 
 // ---- moe_route ----
 
-// The expert kernels compute SwiGLU experts only: GELU ones (Gemma 4) are refused by name.
-absl::Status RefuseGeluExperts(const ir::Op& op) {
-  if (op.attrs().GetString("activation").value_or("silu") == "silu") return absl::OkStatus();
-  return Unsupported(op, "GELU experts (Gemma 4's MoE) run on the CPU only (use --backend cpu)");
+// The experts' gate activation: GELU experts (Gemma 4) set `gelu_define` (GQ_GELU / MG_GELU) on
+// the gate-up launch; SiLU ones keep the module as it was (no define, the same cache key).
+bool GeluExperts(const ir::Op& op) { return op.attrs().GetString("activation").value_or("silu") == "gelu"; }
+void AddGeluDefine(Launch& l, const char* gelu_define) {
+  Defines d = l.kernel.module.defines;
+  d.emplace_back(gelu_define, "1");
+  l.kernel.module.defines = MakeDefines(std::move(d));
+}
+std::optional<Launch> WithGelu(std::optional<Launch> l, bool gelu, const char* gelu_define) {
+  if (l && gelu) AddGeluDefine(*l, gelu_define);
+  return l;
+}
+absl::StatusOr<Launch> WithGelu(absl::StatusOr<Launch> l, bool gelu, const char* gelu_define) {
+  if (l.ok() && gelu) AddGeluDefine(*l, gelu_define);
+  return l;
 }
 
 class MoeRouteImpl : public GpuOpImpl {
@@ -61,8 +72,6 @@ class MoeRouteImpl : public GpuOpImpl {
     const int64_t E = l.back(), T = Numel(l) / std::max<int64_t>(E, 1);
     const int64_t k = c.op.attrs().I64Or("k", 0);
     if (c.shapes.in_dtypes[0] != ir::DType::kF32) return Unsupported(c.op, "moe_route reads f32 logits");
-    if (c.op.num_operands() > 1)
-      return Unsupported(c.op, "moe_route with expert_scale (Gemma 4's MoE) runs on the CPU only (use --backend cpu)");
     if (E < 1 || E > kMaxRouteExperts)
       return Unsupported(c.op, absl::StrCat("moe_route takes 1..", kMaxRouteExperts, " experts, not ", E));
     if (k < 1 || k > std::min<int64_t>(E, 32))
@@ -83,6 +92,7 @@ class MoeRouteImpl : public GpuOpImpl {
     p.logits = c.In(0);
     p.weights = c.Out(0);
     p.ids = c.Out(1);
+    p.expert_scale = c.op().num_operands() > 1 ? c.In(1) : 0;
     p.n_tok = static_cast<int>(Numel(l) / l.back());
     w.Kernel(0, p);
     return absl::OkStatus();
@@ -312,7 +322,8 @@ absl::StatusOr<std::optional<DecodePlan>> PlanDecode(const ir::Op& op, const OpS
                          add([&](const Target& t) { return std::optional<Launch>(GemvQuantXLaunch(t, d.K, d.T)); }));
   const int64_t gu_sh_rows = o.shared() && !p.shared_gu_apart ? d.T : 0;
   MEMRA_ASSIGN_OR_RETURN(p.l_gu, add([&](const Target& t) {
-                           return GemvQuantMoeLaunch(t, gate_t, d.K, d.T, true, p.S, d.F, gu_sh_rows, d.Fs);
+                           return WithGelu(GemvQuantMoeLaunch(t, gate_t, d.K, d.T, true, p.S, d.F, gu_sh_rows, d.Fs),
+                                           GeluExperts(op), "GQ_GELU");
                          }));
   if (p.shared_gu_apart) {
     MEMRA_ASSIGN_OR_RETURN(p.l_gu_sh, add([&](const Target& t) {
@@ -354,7 +365,6 @@ class MoeDecodeImpl : public GpuOpImpl {
   absl::string_view name() const override { return name_; }
   bool Implements(ir::OpKind k) const override { return k == kind_; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
-    MEMRA_RETURN_IF_ERROR(RefuseGeluExperts(c.op));
     MEMRA_ASSIGN_OR_RETURN(std::optional<DecodePlan> p, PlanDecode(c.op, c.shapes, &c.target));
     if (!p) return std::optional<OpSelection>();
     OpSelection s;
@@ -541,8 +551,10 @@ absl::StatusOr<std::optional<GroupedPlan>> PlanGrouped(const ir::Op& op, const O
   };
   const ir::DType gate_t = op.operand(o.gate)->dtype(), down_t = op.operand(o.down)->dtype();
   MEMRA_ASSIGN_OR_RETURN(p.l_sort, add([&](const Target& t) { return MoeSortLaunch(t, d.E, p.S); }));
-  MEMRA_ASSIGN_OR_RETURN(
-      p.l_gu, add([&](const Target& t) { return MoeGemmLaunch(t, gate_t, d.K, d.F, d.E, p.S, true, true); }));
+  MEMRA_ASSIGN_OR_RETURN(p.l_gu, add([&](const Target& t) {
+                           return WithGelu(MoeGemmLaunch(t, gate_t, d.K, d.F, d.E, p.S, true, true), GeluExperts(op),
+                                           "MG_GELU");
+                         }));
   if (o.shared()) {
     const ir::DType sg = op.operand(o.sh_gate)->dtype();
     MEMRA_ASSIGN_OR_RETURN(p.l_gu_sh,
@@ -566,7 +578,6 @@ class MoeGroupedImpl : public GpuOpImpl {
   absl::string_view name() const override { return name_; }
   bool Implements(ir::OpKind k) const override { return k == kind_; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
-    MEMRA_RETURN_IF_ERROR(RefuseGeluExperts(c.op));
     MEMRA_ASSIGN_OR_RETURN(std::optional<GroupedPlan> p, PlanGrouped(c.op, c.shapes, &c.target));
     if (!p) return std::optional<OpSelection>();
     OpSelection s;

@@ -70,7 +70,9 @@ extern "C" __global__ void __launch_bounds__(256) moe_route(const MoeRouteParams
     total = fmaxf(total, 6.103515625e-5f);
     if (lane < MR_K) {
       p.ids[(i64)t * MR_K + lane] = chosen_i;
-      p.weights[(i64)t * MR_K + lane] = chosen_v / total;
+      float wgt = chosen_v / total;
+      if (p.expert_scale != nullptr) wgt *= p.expert_scale[chosen_i];  // after the renormalization, as the CPU
+      p.weights[(i64)t * MR_K + lane] = wgt;
     }
   }
 }

@@ -53,6 +53,9 @@
 //   ms down; T = 4096 (~128 slots an expert: 2-3 m-tiles, ~1.5 G weights dequantized) issue-bound,
 //   ~0.5-0.8 ms gate_up, ~0.25-0.4 ms down. A 16- or 32-row m-tile for small T would cut the
 //   fixed mma share (~1.5 of ~5.5 per weight) but not the bytes, which bound those shapes.
+#ifndef MG_GELU
+#define MG_GELU 0  // the swiglu epilogue's gate activation: 0 silu, 1 gelu (Gemma 4's experts)
+#endif
 #include "Common.cuh"
 #include "MoeGemmParams.h"
 #include "MoeGemmTile.cuh"
@@ -438,7 +441,7 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS, 2) moe_gemm(const MoeGe
 #pragma unroll
       for (int j = 0; j < MG_NJ / 2; ++j) {
         const i64 n = n0 + wn * (MG_WN / 2) + j * 8 + mg_acc_col(lane, q);
-        if (n < N) yrow[n] = siluf_(acc[i][j][q]) * acc[i][j + MG_NJ / 2][q];
+        if (n < N) yrow[n] = (MG_GELU ? geluf_(acc[i][j][q]) : siluf_(acc[i][j][q])) * acc[i][j + MG_NJ / 2][q];
       }
 #else
 #pragma unroll

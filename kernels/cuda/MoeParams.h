@@ -9,12 +9,14 @@ struct MoeRouteParams {
   MEMRA_DPTR(const float) logits;
   MEMRA_DPTR(float) weights;
   MEMRA_DPTR(int) ids;
+  MEMRA_DPTR(const float) expert_scale;  // [E] or 0 (ir/Ops.def moe_route)
   int n_tok;
   int unused;
 };
-MEMRA_PARAMS_SIZE(MoeRouteParams, 32);
+MEMRA_PARAMS_SIZE(MoeRouteParams, 40);
 MEMRA_PARAMS_OFFSET(MoeRouteParams, ids, 16);
-MEMRA_PARAMS_OFFSET(MoeRouteParams, n_tok, 24);
+MEMRA_PARAMS_OFFSET(MoeRouteParams, expert_scale, 24);
+MEMRA_PARAMS_OFFSET(MoeRouteParams, n_tok, 32);
 
 // moe_combine: y[t, c] = sum_{i < k} weights[t, i] * o[t * k + i, c] (i ascending), then, when ys
 // is set, + ys[t, c] * sigmoid(x[t] . g) (g: n f32/f16/bf16 values, MC_G storage code).

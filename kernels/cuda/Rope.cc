@@ -37,8 +37,6 @@ class RopeImpl : public GpuOpImpl {
     const auto& x = c.shapes.in[0];
     if (x.size() != 3) return Unsupported(c.op, "rope expects x: [T, H, D]");
     MEMRA_RETURN_IF_ERROR(CheckNeox(c.op));
-    if (c.op.num_operands() > 2)
-      return Unsupported(c.op, "rope with freq_factors (Gemma 4's proportional rope) runs on the CPU only (use --backend cpu)");
     OpSelection s;
     s.launches.push_back(RopeLaunch(c.target, c.op, x));
     return std::optional<OpSelection>(std::move(s));
@@ -49,6 +47,7 @@ class RopeImpl : public GpuOpImpl {
     p.x = c.In(0);
     p.y = c.Out(0);
     p.pos = c.In(1);
+    p.freq_factors = c.op().num_operands() > 2 ? c.In(2) : 0;  // a value weight: its f32 values
     p.n_tok = static_cast<int>(x[0]);
     p.theta_scale = ThetaScale(c.op());
     w.Kernel(0, p);

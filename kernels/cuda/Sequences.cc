@@ -102,16 +102,15 @@ class PagedAttentionImpl : public GpuOpImpl {
   absl::string_view name() const override { return "paged_attention"; }
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kPagedAttention; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
-    MEMRA_RETURN_IF_ERROR(RefuseSlidingWindow(c.op));
     const auto& q = c.shapes.in[0];
     const auto& cache = c.shapes.in[1];
     const int64_t T = q[0], hq = q[1], d = q[2], hkv = cache[2], bs = cache[1];
     const SplitGeometry g = PagedSplits(c.shapes.in[3][1] * bs, bs);
     MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 1, 2));
     const int64_t warps = 4;
-    Defines defs = {Def("PA_HQ", hq),           Def("PA_HKV", hkv),         Def("PA_D", d),
-                    Def("PA_BS", bs),           Def("PA_SPLITS", g.splits), Def("PA_SPLIT_LEN", g.len),
-                    Def("PA_WARPS", warps),     Def("PA_KT", codes.first),  Def("PA_VT", codes.second)};
+    Defines defs = {Def("PA_HQ", hq),       Def("PA_HKV", hkv),         Def("PA_D", d),
+                    Def("PA_BS", bs),       Def("PA_SPLITS", g.splits), Def("PA_SPLIT_LEN", g.len),
+                    Def("PA_WARPS", warps), Def("PA_KT", codes.first),  Def("PA_VT", codes.second)};
     Launch split;
     split.kernel.module.file = kFile;
     split.kernel.module.defines = MakeDefines(defs);
@@ -142,6 +141,7 @@ class PagedAttentionImpl : public GpuOpImpl {
     p.part = c.Scratch();
     p.o = c.Out(0);
     p.n_tok = static_cast<int>(q[0]);
+    p.window = static_cast<int>(c.op().attrs().I64Or("window", 0));
     p.max_blocks = static_cast<int>(blocks[1]);
     p.n_blocks = static_cast<int>(cache[0]);
     p.scale = static_cast<float>(c.op().attrs().F64Or("scale", 1.0));

@@ -77,7 +77,9 @@ extern "C" __global__ void __launch_bounds__(PA_WARPS * 32) paged_attention_spli
   float* pv = p.part + (i64)blockIdx.x * PA_PART;
   const int s = t < p.n_tok ? p.slot[t] : -1;
   const int n_keys = s >= 0 ? p.pos[t] + 1 : 0;
-  const int lo = split * PA_SPLIT_LEN, hi = min(lo + PA_SPLIT_LEN, n_keys);
+  // A sliding window drops the keys before its first: ranges wholly before it hold none.
+  const int first = p.window > 0 ? max(0, n_keys - p.window) : 0;
+  const int lo = max(split * PA_SPLIT_LEN, first), hi = min(split * PA_SPLIT_LEN + PA_SPLIT_LEN, n_keys);
   if (lo >= hi) {
     if (threadIdx.x == 0) pv[1] = 0.0f;
     return;

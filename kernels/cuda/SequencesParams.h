@@ -60,14 +60,17 @@ struct PagedAttentionParams {
   int max_blocks;
   int n_blocks;
   float scale;
+  int window;  // 0 (causal) or the sliding window in keys
+  int pad_;
 };
-MEMRA_PARAMS_SIZE(PagedAttentionParams, 80);
+MEMRA_PARAMS_SIZE(PagedAttentionParams, 88);
 MEMRA_PARAMS_OFFSET(PagedAttentionParams, slot, 40);
 MEMRA_PARAMS_OFFSET(PagedAttentionParams, o, 56);
 MEMRA_PARAMS_OFFSET(PagedAttentionParams, n_tok, 64);
 MEMRA_PARAMS_OFFSET(PagedAttentionParams, max_blocks, 68);
 MEMRA_PARAMS_OFFSET(PagedAttentionParams, n_blocks, 72);
 MEMRA_PARAMS_OFFSET(PagedAttentionParams, scale, 76);
+MEMRA_PARAMS_OFFSET(PagedAttentionParams, window, 80);
 
 // take_seq_last_rows: y[b] = x[seq_start[b+1] - 1] (rows of `row` floats), zeros for an entry
 // without rows.

@@ -697,6 +697,48 @@ TEST_F(OpTableTest, KvCacheTypes) {
     }
 }
 
+// Gemma 4's pieces on CUDA: sliding windows in the f32-precision attention (the CUDA-core prefill
+// kernels and split-KV decode; two calls, the window shorter than the second's context), rope with
+// freq_factors, mul_weight by [1] and [N], moe_route with per-expert scales.
+TEST_F(OpTableTest, Gemma4Pieces) {
+  for (auto [hq, hkv, d] : {std::array<int64_t, 3>{4, 2, 64}, {4, 1, 64}, {16, 4, 256}})
+    FOR_T Check(
+        "attention", absl::StrFormat("f32 %dq/%dkv d%d w16", hq, hkv, d), T, 1e-9,
+        [&](Harness& h) {
+          Value* q = h.Arg("q", {-1, hq, d});
+          Value* k = h.Arg("k", {-1, hkv, d});
+          Value* v = h.Arg("v", {-1, hkv, d});
+          Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {});
+          Value* kc = h.State(ir::StateKind::kKv, "k_cache", DType::kF32, {2048, hkv, d});
+          Value* vc = h.State(ir::StateKind::kKv, "v_cache", DType::kF32, {2048, hkv, d});
+          Value* pos = h.b->Positions(ctr, q);
+          h.b->KvAppend(k, v, kc, vc, pos);
+          Value* o = h.b->Attention(q, kc, vc, pos, 1.0, 16);
+          h.b->AdvancePositions(ctr, q);
+          return std::vector<Value*>{o};
+        },
+        2);
+  FOR_T Check(
+      "rope", "freq_factors", T, 1e-9,
+      [](Harness& h) {
+        Value* x = h.Arg("x", {-1, 4, 64});
+        Value* pos = h.b->Positions(h.State(ir::StateKind::kPosition, "pos", DType::kI32, {}), x);
+        Value* ff = h.Weight("ff", GgmlType::kF32, {32}, 0.5f, 2.0f);
+        Value* y = h.b->Rope(x, pos, 64, 1e6, ff);
+        h.b->AdvancePositions(h.m->state("pos"), x);
+        return std::vector<Value*>{y};
+      },
+      2);
+  for (int64_t n : {int64_t{1}, int64_t{256}})
+    FOR_T Check("mul_weight", absl::StrCat("[", n, "]"), T, 0, [n](Harness& h) {
+      return std::vector<Value*>{h.b->MulWeight(h.Arg("x", {-1, 256}), h.Weight("s", GgmlType::kF32, {n}, 0.5f, 1.5f))};
+    });
+  FOR_T Check("moe_route", "f32 E=8 expert_scale", T, 1e-12, [](Harness& h) {
+    auto [w, ids] = h.b->MoeRoute(h.Arg("logits", {-1, 8}), 2, h.Weight("es", GgmlType::kF32, {8}, 0.5f, 1.5f));
+    return std::vector<Value*>{w, ids};
+  });
+}
+
 // The fused ops of the default pipeline (passes/): matmul_swiglu and matmul_group per float weight
 // type (the block formats: BlockFormats), qk_norm_rope and attention_gated at the 9B's attention
 // shapes.
@@ -942,6 +984,23 @@ TEST_F(OpTableTest, Moe) {
           },
           1, E);
     }
+  // GELU experts (Gemma 4): q8_0 (decode GEMVs at T <= 8, MoeGemm.cu past it) and bf16 (grouped).
+  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kBF16})
+    for (int64_t T : kBlockTs) {
+      const bool blocks = t == GgmlType::kQ8_0;
+      Check(
+          "moe_experts", absl::StrCat(formats::GgmlTypeName(t), " gelu"), T,
+          blocks && T <= 8 ? kQ8ActivationBound : kBf16Bound,
+          [&](Harness& h) {
+            Value* x = h.Arg("x", {-1, K});
+            Value* w = h.Arg("w", {-1, k});
+            Value* ids = h.Arg("ids", {-1, k}, DType::kI32);
+            Value* down = h.Weight("down", t, {F, K, E}, -0.2f, 0.2f);
+            Value* gu = h.Weight("gate_up", t, {K, 2 * F, E}, -0.2f, 0.2f);
+            return std::vector<Value*>{h.b->MoeExperts(x, w, ids, down, {gu}, "gelu")};
+          },
+          1, E);
+    }
 }
 
 // The ops of a step over several sequences at the 9B's shapes: positions, the paged KV append
@@ -956,10 +1015,11 @@ TEST_F(OpTableTest, Sequences) {
     return {h.Arg("tok_seq", {-1}, DType::kI32), h.Arg("seq_slot", {kSlots}, DType::kI32),
             h.Arg("seq_start", {kSlots + 1}, DType::kI32)};
   };
-  // f32 and f16 pools (-ctk / -ctv f16: rounded on append, widened on read, as the CPU does).
-  for (DType cache_t : {DType::kF32, DType::kF16})
+  // f32 and f16 pools (-ctk / -ctv f16: rounded on append, widened on read, as the CPU does), and
+  // a sliding window of 16 keys (Gemma 4's SWA layers).
+  for (auto [cache_t, window] : {std::pair<DType, int64_t>{DType::kF32, 0}, {DType::kF16, 0}, {DType::kF32, 16}})
     FOR_T Check(
-        "paged_attention", std::string(ir::DTypeName(cache_t)), T, 1e-9,
+        "paged_attention", absl::StrCat(ir::DTypeName(cache_t), window > 0 ? " w16" : ""), T, 1e-9,
         [&](Harness& h) {
           auto [tok_seq, seq_slot, seq_start] = seq_harness(h);
           h.prepare = WriteBlockTable;
@@ -972,7 +1032,7 @@ TEST_F(OpTableTest, Sequences) {
           Value* vc = h.State(ir::StateKind::kKv, "v_cache", cache_t, {kPool, kKvBlock, 4, 256});
           auto ps = h.b->SeqPositions(ctr, tok_seq, seq_slot, seq_start);
           h.b->PagedKvAppend(k, v, kc, vc, blocks, ps[0], ps[1]);
-          Value* o = h.b->PagedAttention(q, kc, vc, blocks, ps[0], ps[1], 1.0 / 16.0);
+          Value* o = h.b->PagedAttention(q, kc, vc, blocks, ps[0], ps[1], 1.0 / 16.0, window);
           h.b->SeqAdvancePositions(ctr, seq_slot, seq_start);
           return std::vector<Value*>{o, ps[0], ps[1]};
         },

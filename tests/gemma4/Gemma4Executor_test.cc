@@ -27,6 +27,7 @@
 #include "runtime/Session.h"
 #include "runtime/cpu/CpuExecutor.h"
 #include "tests/JsonLite.h"
+#include "tests/LoadedModel.h"
 #include "tests/TestUtil.h"
 
 namespace memra::runtime {
@@ -69,50 +70,13 @@ Diff Compare(const std::vector<float>& got, const std::vector<float>& ref) {
   return d;
 }
 
-struct Loaded {
-  std::unique_ptr<gguf::GgufFile> file;
-  std::unique_ptr<ir::Module> module;
-  std::unique_ptr<CpuExecutor> exec;
-  absl::StatusOr<std::vector<float>> Call(absl::string_view fn, absl::Span<const int32_t> tokens) {
-    std::vector<HostTensor> args;
-    args.push_back(
-        HostTensor::FromI32(std::vector<int32_t>(tokens.begin(), tokens.end()), {static_cast<int64_t>(tokens.size())}));
-    auto out = exec->Run(fn, std::move(args));
-    if (!out.ok()) return out.status();
-    const HostTensor& t = (*out)[0];
-    return std::vector<float>(t.f32(), t.f32() + t.numel());
-  }
-  absl::StatusOr<std::vector<float>> Prefill(absl::Span<const int32_t> tokens) { return Call("prefill", tokens); }
-  absl::StatusOr<std::vector<float>> Decode(int32_t token) { return Call("decode", {&token, 1}); }
-  absl::StatusOr<std::vector<float>> PrefillChunked(absl::Span<const int32_t> tokens, int64_t chunk) {
-    std::vector<float> all;
-    for (size_t s = 0; s < tokens.size(); s += chunk) {
-      auto part = Prefill(tokens.subspan(s, std::min<size_t>(chunk, tokens.size() - s)));
-      if (!part.ok()) return part.status();
-      all.insert(all.end(), part->begin(), part->end());
-    }
-    return all;
-  }
-};
-
+using Loaded = memra::testing::LoadedModel;
 absl::StatusOr<Loaded> Load(const std::string& path, bool all_logits = true, WeightMode mode = WeightMode::kPerRow,
                             frontends::KvCacheTypes cache_types = {}) {
-  Loaded l;
-  auto f = gguf::GgufFile::Open(path);
-  if (!f.ok()) return f.status();
-  l.file = std::move(*f);
   frontends::LowerOptions lo;
   lo.prefill_all_logits = all_logits;
   lo.cache_types = cache_types;
-  auto m = frontends::LowerModel(*l.file, lo);
-  if (!m.ok()) return m.status();
-  l.module = std::move(*m);
-  CpuExecutorOptions eo;
-  eo.weight_mode = mode;
-  auto e = CpuExecutor::Create(*l.module, *l.file, eo);
-  if (!e.ok()) return e.status();
-  l.exec = std::move(*e);
-  return l;
+  return memra::testing::LoadModel(path, lo, mode);
 }
 
 #define SKIP_UNLESS(...)                     \
