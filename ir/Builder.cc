@@ -109,7 +109,7 @@ std::pair<Value*, Value*> OpBuilder::MoeRoute(Value* logits, int64_t k, Value* e
 }
 
 Value* OpBuilder::MoeExperts(Value* x, Value* weights, Value* ids, Value* w_down, llvm::ArrayRef<Value*> w_gate_up,
-                              const std::string& activation) {
+                             const std::string& activation) {
   llvm::SmallVector<Value*, 6> operands{x, weights, ids, w_down};
   operands.append(w_gate_up.begin(), w_gate_up.end());
   if (activation != "silu") return Build1(OpKind::kMoeExperts, operands, {{"activation", activation}});

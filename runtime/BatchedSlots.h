@@ -39,10 +39,10 @@ class Tokenizer;
 namespace memra::runtime {
 
 struct BatchedSlotsOptions {
-  int slots = 4;          // sequences at once, 1 .. 256
-  int64_t n_ctx = 0;      // positions per slot; 0: min(the model's, 4096)
+  int slots = 4;                        // sequences at once, 1 .. 256
+  int64_t n_ctx = 0;                    // positions per slot; 0: min(the model's, 4096)
   frontends::KvCacheTypes cache_types;  // the KV pool's element types (-ctk / -ctv)
-  int64_t kv_blocks = 0;  // 64-token blocks in the KV pool; 0: every slot can fill its context
+  int64_t kv_blocks = 0;                // 64-token blocks in the KV pool; 0: every slot can fill its context
   Backend backend = Backend::kCpu;
   ExecutorOptions exec;  // threads, weight mode, CUDA options
   // GPU: the row buckets of @step (bucket-shapes' ladder); a step of more rows than the largest

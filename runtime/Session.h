@@ -39,7 +39,7 @@ namespace memra::runtime {
 struct SessionOptions {
   int threads = 0;  // 0: all cores
   WeightMode weight_mode = WeightMode::kPerRow;
-  int64_t n_ctx = 0;  // 0: min(context_length, 4096)
+  int64_t n_ctx = 0;                    // 0: min(context_length, 4096)
   frontends::KvCacheTypes cache_types;  // the KV cache's element types (-ctk / -ctv)
   // Keep the logits of every prompt position (costs a [T, n_vocab] head per chunk).
   bool prompt_logits = false;

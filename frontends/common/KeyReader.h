@@ -32,8 +32,7 @@ class KeyReader {
   absl::StatusOr<int64_t> UniformPerLayer(absl::string_view k, int64_t n_layer, std::optional<int64_t> def) const;
   // The same key as one value per layer (a u32 repeated, or an array of at least n_layer entries,
   // its first n_layer taken, as llama.cpp's get_key_or_arr).
-  absl::StatusOr<std::vector<int64_t>> PerLayer(absl::string_view k, int64_t n_layer,
-                                                std::optional<int64_t> def) const;
+  absl::StatusOr<std::vector<int64_t>> PerLayer(absl::string_view k, int64_t n_layer, std::optional<int64_t> def) const;
 
  private:
   const gguf::GgufFile& f_;

@@ -36,8 +36,7 @@ class RowReader {
     if (cache_.type == formats::GgmlType::kF32) return static_cast<const float*>(cache_.data) + first;
     const auto* src = static_cast<const uint8_t*>(cache_.data) + first * 2;
     // Both 16-bit types convert every element; the status is always ok for them.
-    (void)formats::Dequantize(cache_.type, absl::MakeConstSpan(src, static_cast<size_t>(n_) * 2),
-                              absl::MakeSpan(buf_));
+    (void)formats::Dequantize(cache_.type, absl::MakeConstSpan(src, static_cast<size_t>(n_) * 2), absl::MakeSpan(buf_));
     return buf_.data();
   }
 

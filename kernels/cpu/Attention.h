@@ -32,7 +32,7 @@ struct ConstKvRows {
   formats::GgmlType type = formats::GgmlType::kF32;
   ConstKvRows() = default;
   ConstKvRows(const void* d, formats::GgmlType t) : data(d), type(t) {}
-  ConstKvRows(const float* f32) : data(f32) {}                    // NOLINT: an f32 cache
+  ConstKvRows(const float* f32) : data(f32) {}                  // NOLINT: an f32 cache
   ConstKvRows(const KvRows& r) : data(r.data), type(r.type) {}  // NOLINT: a writable cache reads too
 };
 

@@ -19,8 +19,8 @@
 #define ATT_PER_LANE ((ATT_D + 31) / 32)
 #define ATT_GROUP (ATT_HQ / ATT_HKV)
 
-__device__ __forceinline__ void attention_body(const float* q, const void* k_cache, const void* v_cache,
-                                               const int* pos, float* o, int n_tok, float scale, int window) {
+__device__ __forceinline__ void attention_body(const float* q, const void* k_cache, const void* v_cache, const int* pos,
+                                               float* o, int n_tok, float scale, int window) {
   const int t = blockIdx.x / ATT_HQ, h = blockIdx.x % ATT_HQ;
   if (t >= n_tok) return;
   const int kvh = h / (ATT_HQ / ATT_HKV);

@@ -33,9 +33,7 @@ extern "C" __global__ void gelu_f32(const UnaryParams p) {
   memra_grid_dependency();
   const float* x = static_cast<const float*>(p.x);
   float* y = static_cast<float*>(p.y);
-  MEMRA_GRID_STRIDE(i, p.n) {
-    y[i] = geluf_(x[i]);
-  }
+  MEMRA_GRID_STRIDE(i, p.n) { y[i] = geluf_(x[i]); }
 }
 extern "C" __global__ void tanh_f32(const UnaryParams p) {
   memra_grid_dependency();

@@ -190,9 +190,9 @@ absl::Status CpuExecutor::AllocateState() {
     DType dt = s->dtype();
     const bool kv16 = s->state_kind() == ir::StateKind::kKv && (dt == DType::kF16 || dt == DType::kBF16);
     if (dt != DType::kF32 && dt != DType::kI32 && dt != DType::kI64 && !kv16)
-      return absl::UnimplementedError(
-          absl::StrCat("state @", s->name(), ": the CPU executor keeps f32, i32 and i64 state (and f16 / bf16 KV caches), not ",
-                       ir::DTypeName(dt)));
+      return absl::UnimplementedError(absl::StrCat(
+          "state @", s->name(), ": the CPU executor keeps f32, i32 and i64 state (and f16 / bf16 KV caches), not ",
+          ir::DTypeName(dt)));
     state_[s] = HostTensor::Zeros(dt, shape);
     if (s->state_kind() == ir::StateKind::kPosition && (position_state_ == nullptr || s->name() == "pos"))
       position_state_ = s;

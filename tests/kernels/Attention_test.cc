@@ -157,7 +157,7 @@ TEST(AttentionTest, SixteenBitCachesEqualF32OverRoundedRows) {
     SCOPED_TRACE(formats::GgmlTypeName(type));
     auto round = [&](float x) {
       return type == formats::GgmlType::kF16 ? formats::HalfToFloat(formats::FloatToHalf(x))
-                                              : formats::Bf16ToFloat(formats::FloatToBf16(x));
+                                             : formats::Bf16ToFloat(formats::FloatToBf16(x));
     };
     std::vector<uint16_t> kc(cap * W, 0xffff), vc(cap * W, 0xffff);  // NaN past the rows written
     ASSERT_TRUE(KvAppend(k.data(), P + T, W, 0, cap, KvRows(kc.data(), type)).ok());

@@ -4,8 +4,8 @@
 // stored in the module's element types (FA_KT / FA_VT: f32, f16 or bf16, as kv_append writes
 // them; a bf16 cache is read in place, the others through flash_kv_bf16's copy, as
 // FlashAttention.cc binds them), checked against a float64 reference on the same rounded Q, K and
-// V; outputs are poisoned with NaN first, so a row the kernel does not write fails. Prints the normalized MSE; exit status 1 past
-// the bound.
+// V; outputs are poisoned with NaN first, so a row the kernel does not write fails. Prints the normalized MSE; exit
+// status 1 past the bound.
 #include <atomic>
 #include <cstdio>
 #include <random>
@@ -96,8 +96,7 @@ int main() {
   p.v16 = FA_VT == 2 ? reinterpret_cast<unsigned short*>(vst.data()) : kv16.data() + rows * HKV * D;
   p.kv_rows = rows;
   if (FA_KT != 2 || FA_VT != 2)
-    emu_launch([](const void* a) { fa_emu::flash_kv_bf16(*static_cast<const FlashAttentionParams*>(a)); }, 3, 256,
-               &p);
+    emu_launch([](const void* a) { fa_emu::flash_kv_bf16(*static_cast<const FlashAttentionParams*>(a)); }, 3, 256, &p);
   // The bucket is larger than the call (the grid covers 16 more tokens than T).
   const int tb = FA_BR / G, blocks = (T + 16 + tb - 1) / tb * HKV * (D / FA_DV);
   emu_launch([](const void* a) { fa_emu::flash_attention(*static_cast<const FlashAttentionParams*>(a)); }, blocks,
