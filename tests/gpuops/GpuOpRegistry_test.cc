@@ -181,9 +181,10 @@ TEST(Selection, TargetFieldsOnTheModule) {
   EXPECT_EQ((*back)->arch, 90);
 }
 
-// Sliding-window attention on CUDA: decode on the split-KV kernel, prefill on the tensor-core
-// kernel (precision "bf16"); prefill that only the CUDA-core units would take (f32 precision, or
-// head dim 8, not a multiple of 16) is refused by name instead of attending the whole context.
+// Sliding-window attention on CUDA: every attention unit reads the window. Precision bf16: prefill
+// on the tensor-core kernel; decode on split-KV for head dims that are multiples of 64, else the
+// per-(token, head) kernel. Precision f32 (or a head dim the tensor cores refuse): the CUDA-core
+// prefill kernels.
 TEST(Selection, SlidingWindowOnCuda) {
   auto parse = [](int64_t d, const char* precision = "bf16") {
     return ir::ParseModule(absl::StrCat("state kv @kc : f32[32, 1, ", d, "]\nstate kv @vc : f32[32, 1, ", d,
@@ -191,38 +192,24 @@ TEST(Selection, SlidingWindowOnCuda) {
                                         "]) {\n  %o = attention(%q, @kc, @vc, %pos) {precision = \"", precision,
                                         "\", scale = 1.0, window = 16} : f32[T, 2, ", d, "]\n  return %o\n}\n"));
   };
-  {
-    auto f32 = parse(16, "f32");
-    ASSERT_TRUE(f32.ok()) << f32.status();
-    ir::Op* op = (*f32)->function("f")->Ops()[0];
-    auto at = ShapesAt(*op, 64, WeightMode::kBlocks);
+  struct Case {
+    int64_t d;
+    const char* precision;
+    int64_t bucket;
+    const char* impl;
+  };
+  for (const Case& c : {Case{16, "f32", 64, "attention_group"}, Case{16, "bf16", 1, "attention"},
+                        Case{64, "bf16", 1, "attention_split"}, Case{16, "bf16", 4, "flash_attention"},
+                        Case{16, "bf16", 64, "flash_attention"}, Case{8, "bf16", 64, "attention_group"}}) {
+    auto m = parse(c.d, c.precision);
+    ASSERT_TRUE(m.ok()) << m.status();
+    ir::Op* op = (*m)->function("f")->Ops()[0];
+    auto at = ShapesAt(*op, c.bucket, WeightMode::kBlocks);
     ASSERT_TRUE(at.ok()) << at.status();
     auto s = SelectGpuOp(*op, *at, *TargetPreset("sm_90"));
-    ASSERT_FALSE(s.ok());
-    EXPECT_NE(s.status().message().find("sliding-window attention"), std::string::npos) << s.status();
+    ASSERT_TRUE(s.ok()) << c.d << " " << c.precision << " " << c.bucket << ": " << s.status();
+    EXPECT_EQ(s->impl, c.impl) << c.d << " " << c.precision << " " << c.bucket;
   }
-  auto m = parse(16);
-  ASSERT_TRUE(m.ok()) << m.status();
-  ir::Op* att = (*m)->function("f")->Ops()[0];
-  for (auto [bucket, impl] :
-       {std::pair<int64_t, const char*>{1, "attention_split"}, {4, "flash_attention"}, {64, "flash_attention"}}) {
-    auto at = ShapesAt(*att, bucket, WeightMode::kBlocks);
-    ASSERT_TRUE(at.ok()) << at.status();
-    auto s = SelectGpuOp(*att, *at, *TargetPreset("sm_90"));
-    ASSERT_TRUE(s.ok()) << bucket << ": " << s.status();
-    EXPECT_EQ(s->impl, impl) << bucket;
-  }
-  auto narrow = parse(8);
-  ASSERT_TRUE(narrow.ok()) << narrow.status();
-  ir::Op* att8 = (*narrow)->function("f")->Ops()[0];
-  auto at = ShapesAt(*att8, 64, WeightMode::kBlocks);
-  ASSERT_TRUE(at.ok()) << at.status();
-  auto s = SelectGpuOp(*att8, *at, *TargetPreset("sm_90"));
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(s.status().message().find("sliding-window attention"), std::string::npos) << s.status();
-  att8->attrs().Set("window", int64_t{0});  // 0: no window, selected as before
-  EXPECT_TRUE(SelectGpuOp(*att8, *at, *TargetPreset("sm_90")).ok());
 }
 
 TEST(Selection, UnsupportedOpsSayWhy) {
