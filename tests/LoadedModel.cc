@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "frontends/ModelFamily.h"
+#include "kernels/cpu/Sampling.h"
 
 namespace memra::testing {
 
@@ -24,6 +25,22 @@ absl::StatusOr<std::vector<float>> LoadedModel::PrefillChunked(absl::Span<const 
     all.insert(all.end(), part->begin(), part->end());
   }
   return all;
+}
+
+absl::StatusOr<std::vector<int32_t>> LoadedModel::Greedy(absl::Span<const int32_t> prompt, int64_t n) {
+  const int64_t vocab = module->attrs().I64Or("n_vocab", 0);
+  if (vocab <= 0) return absl::FailedPreconditionError("the module records no n_vocab");
+  auto logits = Prefill(prompt);
+  if (!logits.ok()) return logits.status();
+  std::vector<int32_t> out;
+  int32_t next = kernels::cpu::Argmax(logits->data() + logits->size() - vocab, vocab);
+  for (int64_t i = 0; i < n; ++i) {
+    out.push_back(next);
+    auto step = Decode(next);
+    if (!step.ok()) return step.status();
+    next = kernels::cpu::Argmax(step->data(), vocab);
+  }
+  return out;
 }
 
 absl::StatusOr<LoadedModel> LoadModel(const std::string& path, const frontends::LowerOptions& lo,

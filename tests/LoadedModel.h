@@ -26,6 +26,8 @@ struct LoadedModel {
   absl::StatusOr<std::vector<float>> Decode(int32_t token) { return Call("decode", {&token, 1}); }
   // Chunked prefill: the concatenated logits of every chunk.
   absl::StatusOr<std::vector<float>> PrefillChunked(absl::Span<const int32_t> tokens, int64_t chunk);
+  // n greedy tokens after `prompt`: @prefill, then @decode of each pick (argmax of the last row).
+  absl::StatusOr<std::vector<int32_t>> Greedy(absl::Span<const int32_t> prompt, int64_t n);
 };
 
 absl::StatusOr<LoadedModel> LoadModel(const std::string& path, const frontends::LowerOptions& lo,

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "frontends/gguf/GgufFile.h"
 #include "gtest/gtest.h"
+#include "tests/JsonLite.h"
 
 namespace memra::testing {
 
@@ -21,6 +22,14 @@ std::string UniqueTempPath(const std::string& name) {
   // Parameterized names carry '/'.
   std::replace(test.begin(), test.end(), '/', '_');
   return absl::StrCat(::testing::TempDir(), "/", test, "-", name);
+}
+
+absl::StatusOr<std::vector<int32_t>> ReadGreedyTokens(const std::string& json_path) {
+  auto json = ReadJsonFile(json_path);
+  if (!json.ok()) return json.status();
+  std::vector<int32_t> out;
+  for (const auto& v : (*json)["greedy_tokens"].array()) out.push_back(static_cast<int32_t>(v.int_value()));
+  return out;
 }
 
 std::string TestDataPath(const std::string& rel) { return absl::StrCat(MEMRA_TEST_DATA_DIR, "/", rel); }

@@ -21,6 +21,8 @@ absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
 absl::StatusOr<std::vector<float>> ReadF32File(const std::string& path);
 absl::StatusOr<std::vector<int32_t>> ReadI32File(const std::string& path);
 bool FileExists(const std::string& path);
+// The "greedy_tokens" array of a fixture's exact reference (exact_dequant.logits_batch.greedy.json).
+absl::StatusOr<std::vector<int32_t>> ReadGreedyTokens(const std::string& json_path);
 
 // A path under the test temp dir that no other test writes: ctest runs every TEST as its own
 // process, in parallel, so a fixed name shared by two tests races (one renames its .tmp while

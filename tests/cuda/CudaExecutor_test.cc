@@ -282,14 +282,10 @@ TEST_F(CudaExecutorTest, TinyMoeQ8MatchesCpu) {
               agree);
   EXPECT_LE(s.nmse, 2e-2);
   EXPECT_GE(agree, 44);
-  auto greedy_json = memra::testing::ReadJsonFile(ref);
-  ASSERT_TRUE(greedy_json.ok()) << greedy_json.status();
-  const Json* tokens = greedy_json->Find("greedy_tokens");
-  ASSERT_TRUE(tokens != nullptr && tokens->is_array()) << ref;
-  std::vector<int32_t> forced;
-  for (const Json& t : tokens->array()) forced.push_back(static_cast<int32_t>(t.int_value()));
-  ASSERT_EQ(forced.size(), 32u);
-  auto d = ForcedDecode(*m, forced);
+  auto forced = memra::testing::ReadGreedyTokens(ref);
+  ASSERT_TRUE(forced.ok()) << forced.status();
+  ASSERT_EQ(forced->size(), 32u);
+  auto d = ForcedDecode(*m, *forced);
   ASSERT_TRUE(d.ok()) << d.status();
   std::printf(
       "  32 decode steps vs CPU: mean row nmse %.3e, worst %.3e; argmax = CPU's at %d/32, = the reference's "
@@ -322,13 +318,9 @@ TEST_F(CudaExecutorTest, Gemma4Q8MatchesCpu) {
     std::printf("  %s prefill vs CPU: max|d| %.3e nmse %.3e, argmax agrees at %d/48\n", name, s.max_abs, s.nmse, agree);
     EXPECT_LE(s.nmse, 2e-2);
     EXPECT_GE(agree, 44);
-    auto greedy_json = memra::testing::ReadJsonFile(ref);
-    ASSERT_TRUE(greedy_json.ok()) << greedy_json.status();
-    const Json* tokens = greedy_json->Find("greedy_tokens");
-    ASSERT_TRUE(tokens != nullptr && tokens->is_array()) << ref;
-    std::vector<int32_t> forced;
-    for (const Json& t : tokens->array()) forced.push_back(static_cast<int32_t>(t.int_value()));
-    auto d = ForcedDecode(*m, forced);
+    auto forced = memra::testing::ReadGreedyTokens(ref);
+    ASSERT_TRUE(forced.ok()) << forced.status();
+    auto d = ForcedDecode(*m, *forced);
     ASSERT_TRUE(d.ok()) << d.status();
     std::printf("  %s 32 decode steps vs CPU: mean row nmse %.3e, worst %.3e, argmax = CPU's at %d/32\n", name, d->mean,
                 d->worst, d->step_agree);

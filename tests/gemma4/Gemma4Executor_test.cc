@@ -166,23 +166,13 @@ TEST_P(Gemma4ExactTest, MatchesExactDequantReference) {
   EXPECT_EQ(d.argmax_equal, 48);
 
   // The reference's 32 greedy tokens through @prefill + @decode.
-  auto greedy = memra::testing::ReadJsonFile(RefPath(name, "exact_dequant.logits_batch.greedy.json"));
-  ASSERT_TRUE(greedy.ok()) << greedy.status();
-  std::vector<int32_t> want;
-  for (const auto& v : (*greedy)["greedy_tokens"].array()) want.push_back(static_cast<int32_t>(v.int_value()));
+  auto want = memra::testing::ReadGreedyTokens(RefPath(name, "exact_dequant.logits_batch.greedy.json"));
+  ASSERT_TRUE(want.ok()) << want.status();
   auto l = Load(model, /*all_logits=*/false);
   ASSERT_TRUE(l.ok()) << l.status();
-  auto logits = l->Prefill(kPrompt);
-  ASSERT_TRUE(logits.ok()) << logits.status();
-  std::vector<int32_t> got;
-  int32_t next = kernels::cpu::Argmax(logits->data(), kVocab);
-  for (size_t i = 0; i < want.size(); ++i) {
-    got.push_back(next);
-    auto step = l->Decode(next);
-    ASSERT_TRUE(step.ok()) << step.status();
-    next = kernels::cpu::Argmax(step->data(), kVocab);
-  }
-  EXPECT_EQ(got, want);
+  auto got = l->Greedy(kPrompt, static_cast<int64_t>(want->size()));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, *want);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Gemma4ExactTest,
@@ -286,10 +276,9 @@ TEST_P(Gemma4ExactTest, SessionGreedyThroughTheDefaultPipeline) {
   const std::string name = GetParam();
   const std::string model = ModelPath(name);
   SKIP_UNLESS(model, RefPath(name, "exact_dequant.logits_batch.greedy.json"));
-  auto greedy = memra::testing::ReadJsonFile(RefPath(name, "exact_dequant.logits_batch.greedy.json"));
+  auto greedy = memra::testing::ReadGreedyTokens(RefPath(name, "exact_dequant.logits_batch.greedy.json"));
   ASSERT_TRUE(greedy.ok()) << greedy.status();
-  std::vector<int32_t> want;
-  for (const auto& v : (*greedy)["greedy_tokens"].array()) want.push_back(static_cast<int32_t>(v.int_value()));
+  const std::vector<int32_t>& want = *greedy;
   SessionOptions so;
   so.threads = 2;
   so.backend = Backend::kCpu;
