@@ -38,6 +38,13 @@ refused "n-prompt option: 'x' is not an integer" -- "${bench[@]}" -p 8,x
 "$memra" compile "$model" --arch cpu -o "$tmp/m.plan" 2>/dev/null || fail "compile"
 refused "a plan fixes its context; compile it with --ctx-size" -- run "$tmp/m.plan" --tokens 1,2 -n 1 --ctx-size 64
 refused "passes and the pass dumps apply when compiling" -- run "$tmp/m.plan" --tokens 1,2 -n 1 --passes=dce
+refused "a plan fixes its KV cache types; compile it with --cache-type-k/-v" -- run "$tmp/m.plan" --tokens 1,2 -n 1 -ctk f16
+
+# KV cache types (llama.cpp's -ctk / -ctv): f32, f16, bf16; anything else is refused by name, and a
+# 16-bit cache runs.
+refused "cache-type-k option: 'q4_0' is not one of f32, f16, bf16" -- "${run[@]}" -ctk q4_0
+refused "cache-type-v option: 'f64' is not one of f32, f16, bf16" -- "${run[@]}" --cache-type-v f64
+"$memra" "${run[@]}" -ctk f16 -ctv bf16 >/dev/null 2>"$tmp/err.txt" || { cat "$tmp/err.txt"; fail "a 16-bit KV cache run"; }
 refused "--gguf and --arch apply to a plan" -- run "$model" --tokens 1,2 -n 1 --arch sm_90
 refused "no model: give it as the first argument or with -m PATH" -- run --tokens 1,2 -n 1
 refused "two models given" -- run "$model" -m "$tmp/other.gguf" --tokens 1,2 -n 1
