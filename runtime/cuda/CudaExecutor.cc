@@ -212,9 +212,12 @@ absl::Status CudaExecutor::AllocateState() {
     int64_t n = 1;
     for (const ir::Dim& d : s->shape().dims()) n *= d.value();
     const DType dt = s->dtype();
-    if (dt != DType::kF32 && dt != DType::kI32 && dt != DType::kI64)
-      return absl::UnimplementedError(
-          absl::StrCat("state @", s->name(), ": the CUDA executor keeps f32, i32 and i64 state"));
+    // KV caches may be 16-bit (-ctk / -ctv); the kernels read them through storage codes.
+    const bool kv16 = s->state_kind() == ir::StateKind::kKv && (dt == DType::kF16 || dt == DType::kBF16);
+    if (dt != DType::kF32 && dt != DType::kI32 && dt != DType::kI64 && !kv16)
+      return absl::UnimplementedError(absl::StrCat(
+          "state @", s->name(), ": the CUDA executor keeps f32, i32 and i64 state (and f16 / bf16 KV caches), not ",
+          ir::DTypeName(dt)));
     MEMRA_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, dev_->Alloc(n * ElemBytes(dt), absl::StrCat("state @", s->name())));
     state_[s] = std::make_unique<cuda::DeviceBuffer>(std::move(b));
     if (s->state_kind() == ir::StateKind::kPosition && (position_state_ == nullptr || s->name() == "pos"))
@@ -276,12 +279,12 @@ absl::StatusOr<HostTensor> CudaExecutor::ReadState(absl::string_view name) const
   if (s == nullptr) return absl::NotFoundError(absl::StrCat("no state @", name));
   llvm::SmallVector<int64_t, 4> shape;
   for (const ir::Dim& d : s->shape().dims()) shape.push_back(d.value());
-  if (s->dtype() != DType::kF32 && s->dtype() != DType::kI32)
-    return absl::UnimplementedError(absl::StrCat("state @", name, ": only f32 / i32 can be read"));
   HostTensor t = HostTensor::Zeros(s->dtype(), shape);
+  if (t.nbytes() != static_cast<int64_t>(state_.at(s)->bytes()))
+    return absl::InternalError(absl::StrCat("state @", name, ": ", t.nbytes(), " host bytes for ",
+                                            state_.at(s)->bytes(), " device bytes"));
   MEMRA_RETURN_IF_ERROR(dev_->MakeCurrent());
-  void* dst = s->dtype() == DType::kF32 ? static_cast<void*>(t.f32()) : static_cast<void*>(t.i32());
-  MEMRA_RETURN_IF_ERROR(dev_->Download(dst, state_.at(s)->ptr(), t.numel() * 4));
+  MEMRA_RETURN_IF_ERROR(dev_->Download(t.mutable_data(), state_.at(s)->ptr(), static_cast<size_t>(t.nbytes())));
   return t;
 }
 

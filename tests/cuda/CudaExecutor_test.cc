@@ -72,13 +72,15 @@ class CudaExecutorTest : public ::testing::Test {
     std::unique_ptr<CudaExecutor> gpu;
   };
   static absl::StatusOr<Model> Load(const std::string& path,
-                                    kernels::cuda::WeightMode weights = kernels::cuda::WeightMode::kBlocks) {
+                                    kernels::cuda::WeightMode weights = kernels::cuda::WeightMode::kBlocks,
+                                    frontends::KvCacheTypes cache_types = {}) {
     Model m;
     auto f = gguf::GgufFile::Open(path);
     if (!f.ok()) return f.status();
     m.file = std::move(*f);
     frontends::LowerOptions lo;
     lo.prefill_all_logits = true;
+    lo.cache_types = cache_types;
     auto mod = frontends::LowerModel(*m.file, lo);
     if (!mod.ok()) return mod.status();
     m.module = std::move(*mod);
@@ -258,6 +260,52 @@ TEST_F(CudaExecutorTest, TinyQ8MatchesCpu) {
     EXPECT_GT(mem.kv_cache, 0u);
     EXPECT_GT(mem.recurrent, 0u);
     EXPECT_GT(mem.arenas, 0u);
+  }
+}
+
+// A 16-bit KV cache (-ctk / -ctv f16 or bf16) on the GPU against the CPU executor with the same
+// cache: both round each appended row to nearest-even, so the caches agree but for the rare row
+// whose f32 value sits on a rounding boundary, and the logits stay at the f32-cache distance.
+// Prompt (flash / CUDA-core attention over the 16-bit rows), then 32 decode steps (split-KV).
+TEST_F(CudaExecutorTest, SixteenBitKvCacheMatchesCpu) {
+  const std::string model = CudaTestDataPath("models/qwen35-tiny-f32.gguf");
+  const std::string ref = CudaTestDataPath("ref/qwen35-tiny-f32/greedy_tokens.i32");
+  if (!FileExists(model)) GTEST_SKIP() << "fixture not found: " << model;
+  auto forced = memra::testing::ReadI32File(ref);
+  ASSERT_TRUE(forced.ok()) << forced.status();
+  for (ir::DType t : {ir::DType::kF16, ir::DType::kBF16}) {
+    SCOPED_TRACE(ir::DTypeName(t));
+    auto m = Load(model, kernels::cuda::WeightMode::kBlocks, frontends::KvCacheTypes{t, t});
+    ASSERT_TRUE(m.ok()) << m.status();
+    auto c = m->cpu->Run("prefill", Ids(kPrompt));
+    auto g = m->gpu->Run("prefill", Ids(kPrompt));
+    ASSERT_TRUE(c.ok() && g.ok()) << c.status() << g.status();
+    const Stats s = Compare((*g)[0].f32(), (*c)[0].f32(), (*c)[0].numel());
+    auto gs = m->gpu->ReadState("blk.3.k_cache");
+    ASSERT_TRUE(gs.ok()) << gs.status();
+    const HostTensor* cs = m->cpu->state("blk.3.k_cache");
+    ASSERT_EQ(gs->dtype(), t);
+    ASSERT_EQ(gs->nbytes(), cs->nbytes());
+    const auto* gb = static_cast<const uint16_t*>(gs->data());
+    const auto* cb = static_cast<const uint16_t*>(cs->data());
+    int64_t differ = 0, written = 0;
+    for (int64_t i = 0; i < gs->numel(); ++i) {
+      differ += gb[i] != cb[i];
+      written += cb[i] != 0;
+    }
+    auto d = ForcedDecode(*m, *forced);
+    ASSERT_TRUE(d.ok()) << d.status();
+    std::printf(
+        "  %s KV cache: prefill logits vs CPU max|d| %.3e nmse %.3e; blk.3.k_cache %lld of %lld written elements "
+        "differ; 32 decode steps: worst row nmse %.3e, argmax = CPU's at %d/32\n",
+        std::string(ir::DTypeName(t)).c_str(), s.max_abs, s.nmse, static_cast<long long>(differ),
+        static_cast<long long>(written), d->worst, d->step_agree);
+    EXPECT_GT(written, 47 * gs->numel() / gs->dim(0));  // the prompt's 48 rows landed
+    EXPECT_LE(differ, written / 100 + 1);
+    // Far below what the rounding itself moves (f16 ~1e-7, bf16 ~1e-5 nmse from an f32 cache).
+    EXPECT_LE(s.nmse, 1e-8);
+    EXPECT_LE(d->worst, 1e-8);
+    EXPECT_EQ(d->step_agree, 32);
   }
 }
 

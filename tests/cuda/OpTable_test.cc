@@ -146,12 +146,26 @@ std::vector<Row>& Table() {
   return rows;
 }
 
+// Element i widened to double: f32, i32, or the bits of a 16-bit KV cache.
+double At(const HostTensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kI32:
+      return t.i32()[i];
+    case DType::kF16:
+      return formats::HalfToFloat(static_cast<const uint16_t*>(t.data())[i]);
+    case DType::kBF16:
+      return formats::Bf16ToFloat(static_cast<const uint16_t*>(t.data())[i]);
+    default:
+      return t.f32()[i];
+  }
+}
+
 double Nmse(const HostTensor& g, const HostTensor& c, double* max_abs, bool* nan) {
   double num = 0, den = 0;
   *nan = false;
   for (int64_t i = 0; i < c.numel(); ++i) {
-    const double a = c.dtype() == DType::kI32 ? c.i32()[i] : c.f32()[i];
-    const double x = g.dtype() == DType::kI32 ? g.i32()[i] : g.f32()[i];
+    const double a = At(c, i);
+    const double x = At(g, i);
     if (!std::isfinite(x)) *nan = true;
     num += (x - a) * (x - a);
     den += a * a;
@@ -228,7 +242,7 @@ class OpTableTest : public ::testing::Test {
       }
     }
     for (const auto& s : h.m->states()) {
-      if (s->dtype() != DType::kF32 && s->dtype() != DType::kI32) continue;
+      if (s->dtype() == DType::kI64) continue;  // the rng state: not an op's result
       auto g = (*gpu)->ReadState(s->name());
       ASSERT_TRUE(g.ok()) << g.status();
       const HostTensor* c = (*cpu)->state(s->name());
