@@ -1,9 +1,6 @@
 #include "frontends/synthetic/Qwen35Synthetic.h"
 
 #include <cmath>
-#include <cstring>
-#include <memory>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -11,122 +8,12 @@
 #include "frontends/gguf/GgufWriter.h"
 #include "frontends/synthetic/QuantMix.h"
 #include "ir/StatusMacros.h"
-#include "ir/support/ProgressBar.h"
-#include "kernels/formats/Quant.h"
 
 namespace memra::synthetic {
 namespace {
 
 using formats::GgmlType;
 using gguf::Value;
-
-// ---- deterministic random numbers: one stream per (seed, tensor, chunk) ----
-
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-uint64_t HashName(absl::string_view s) {  // FNV-1a
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) { SplitMix64(state_); }
-  double Uniform() { return (SplitMix64(state_) >> 11) * 0x1.0p-53; }  // [0, 1)
-  double Normal() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    double u1 = Uniform(), u2 = Uniform();
-    if (u1 < 1e-300) u1 = 1e-300;
-    double r = std::sqrt(-2.0 * std::log(u1));
-    spare_ = r * std::sin(2 * M_PI * u2);
-    has_spare_ = true;
-    return r * std::cos(2 * M_PI * u2);
-  }
-
- private:
-  uint64_t state_;
-  double spare_ = 0;
-  bool has_spare_ = false;
-};
-
-// How a tensor's values are drawn.
-struct Init {
-  enum Kind { kNormal, kUniform, kNegExpUniform } kind = kNormal;
-  double a = 0, b = 1;  // normal: mean, std; uniform: lo, hi; neg-exp-uniform: -exp(U(a, b))
-};
-
-struct TensorSpec {
-  std::string name;
-  std::vector<int64_t> ne;
-  GgmlType type;
-  Init init;
-};
-
-constexpr int64_t kChunk = 1 << 16;  // elements per random stream (a multiple of every block size)
-
-void FillChunk(const Init& init, uint64_t seed, float* out, int64_t n) {
-  Rng rng(seed);
-  for (int64_t i = 0; i < n; ++i) {
-    switch (init.kind) {
-      case Init::kNormal:
-        out[i] = static_cast<float>(init.a + init.b * rng.Normal());
-        break;
-      case Init::kUniform:
-        out[i] = static_cast<float>(init.a + (init.b - init.a) * rng.Uniform());
-        break;
-      case Init::kNegExpUniform:
-        out[i] = static_cast<float>(-std::exp(init.a + (init.b - init.a) * rng.Uniform()));
-        break;
-    }
-  }
-}
-
-absl::Status FillTensor(const TensorSpec& t, uint64_t seed, int threads, absl::Span<uint8_t> out) {
-  int64_t n = 1;
-  for (int64_t d : t.ne) n *= d;
-  const int64_t n_chunks = (n + kChunk - 1) / kChunk;
-  const uint64_t base = seed * 0x9E3779B97F4A7C15ull ^ HashName(t.name);
-  const auto& traits = formats::TraitsOf(t.type);
-  std::vector<absl::Status> status(threads);
-  auto work = [&](int tid) {
-    std::vector<float> buf(kChunk);
-    for (int64_t c = tid; c < n_chunks; c += threads) {
-      int64_t begin = c * kChunk, len = std::min(kChunk, n - begin);
-      FillChunk(t.init, base + static_cast<uint64_t>(c) * 0xD1B54A32D192ED03ull, buf.data(), len);
-      const uint64_t bytes_begin = begin / traits.block_elems * traits.block_bytes;
-      const uint64_t bytes_len = len / traits.block_elems * traits.block_bytes;
-      absl::Span<uint8_t> dst = out.subspan(bytes_begin, bytes_len);
-      absl::Status s;
-      if (t.type == GgmlType::kF32) {
-        std::memcpy(dst.data(), buf.data(), len * 4);
-      } else {
-        // Block formats start from the bf16 values, as llama-quantize does from the bf16 file.
-        if (formats::TraitsOf(t.type).quantized)
-          for (int64_t i = 0; i < len; ++i) buf[i] = formats::Bf16ToFloat(formats::FloatToBf16(buf[i]));
-        s = formats::Quantize(t.type, absl::MakeConstSpan(buf.data(), len), dst);
-      }
-      if (!s.ok()) {
-        status[tid] = s;
-        return;
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back(work, i);
-  work(0);
-  for (auto& th : pool) th.join();
-  for (const auto& s : status) MEMRA_RETURN_IF_ERROR(s);
-  return absl::OkStatus();
-}
 
 // The tensors with every matrix in `dtype` (the source types llama-quantize sees; AssignTypes
 // then gives each tensor its type of the mix).
@@ -139,11 +26,9 @@ std::vector<TensorSpec> Qwen35Tensors(const Qwen35Shape& s, GgmlType dtype) {
   // Residual-branch outputs get a smaller scale in deep models so the stream stays O(1).
   const double out_gain = std::min(1.0, std::sqrt(4.0 / s.n_layer));
   auto mat = [&](std::string name, int64_t in, int64_t out, double gain = 1.0) {
-    return TensorSpec{std::move(name), {in, out}, dtype, {Init::kNormal, 0.0, gain / std::sqrt(double(in))}};
+    return Matrix(std::move(name), in, out, dtype, gain);
   };
-  auto norm = [&](std::string name, int64_t n) {
-    return TensorSpec{std::move(name), {n}, GgmlType::kF32, {Init::kUniform, 0.8, 1.2}};
-  };
+  auto norm = [&](std::string name, int64_t n) { return NormWeight(std::move(name), n); };
   std::vector<TensorSpec> v;
   v.push_back({"token_embd.weight", {E, s.n_vocab}, dtype, {Init::kNormal, 0.0, 1.0}});
   for (uint32_t il = 0; il < s.n_layer; ++il) {
@@ -191,31 +76,6 @@ std::vector<TensorSpec> Qwen35Tensors(const Qwen35Shape& s, GgmlType dtype) {
   v.push_back(norm("output_norm.weight", E));
   if (!s.tied_output) v.push_back(mat("output.weight", E, s.n_vocab));
   return v;
-}
-
-// GPT-2's reversible byte -> printable code point mapping used by byte-level BPE vocabularies.
-std::string ByteLevelToken(int byte) {
-  std::vector<int> direct;
-  for (int b = 33; b <= 126; ++b) direct.push_back(b);
-  for (int b = 161; b <= 172; ++b) direct.push_back(b);
-  for (int b = 174; b <= 255; ++b) direct.push_back(b);
-  int cp = -1, extra = 0;
-  for (int b = 0; b < 256; ++b) {
-    bool is_direct = std::find(direct.begin(), direct.end(), b) != direct.end();
-    if (b == byte) {
-      cp = is_direct ? b : 256 + extra;
-      break;
-    }
-    if (!is_direct) ++extra;
-  }
-  std::string out;
-  if (cp < 0x80)
-    out.push_back(static_cast<char>(cp));
-  else {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 63)));
-  }
-  return out;
 }
 
 constexpr char kChatMlTemplate[] =
@@ -277,16 +137,12 @@ void AddTokenizer(const Qwen35Shape& s, gguf::GgufWriter& w) {
 // The tensors of `dtype`'s file: the matrices drawn as bf16, then typed as llama-quantize would.
 absl::StatusOr<std::vector<TensorSpec>> TypedTensors(const Qwen35Shape& s, const QuantMix& mix) {
   std::vector<TensorSpec> v = Qwen35Tensors(s, GgmlType::kBF16);
-  std::vector<MixTensor> in;
-  in.reserve(v.size());
-  for (const TensorSpec& t : v) in.push_back({t.name, t.ne, t.type});
   MixModel model;
   model.n_layer = s.n_layer;
   // llama.cpp's n_gqa(0): qwen35 reads head_count_kv for every layer, recurrent ones included.
   model.n_gqa = s.n_head_kv ? s.n_head / s.n_head_kv : 0;
   model.n_expert = s.n_expert;
-  MEMRA_ASSIGN_OR_RETURN(std::vector<GgmlType> types, AssignMixTypes(mix, model, in));
-  for (size_t i = 0; i < v.size(); ++i) v[i].type = types[i];
+  MEMRA_RETURN_IF_ERROR(ApplyMix(mix, model, v));
   return v;
 }
 
@@ -382,21 +238,14 @@ absl::StatusOr<Qwen35Shape> Qwen35Preset(absl::string_view name) {
 absl::StatusOr<std::vector<SyntheticTensorType>> Qwen35TensorTypes(const Qwen35Shape& s, absl::string_view dtype) {
   MEMRA_ASSIGN_OR_RETURN(QuantMix mix, LookupQuantMix(dtype));
   MEMRA_ASSIGN_OR_RETURN(std::vector<TensorSpec> specs, TypedTensors(s, mix));
-  std::vector<SyntheticTensorType> out;
-  for (const TensorSpec& t : specs) out.push_back({t.name, t.ne, t.type});
-  return out;
+  return TypesOf(specs);
 }
 
 absl::StatusOr<SyntheticStats> WriteSyntheticQwen35(const Qwen35Shape& s, const SyntheticOptions& opt,
                                                     const std::string& path) {
   MEMRA_ASSIGN_OR_RETURN(QuantMix mix, LookupQuantMix(opt.dtype));
   MEMRA_ASSIGN_OR_RETURN(std::vector<TensorSpec> specs, TypedTensors(s, mix));
-  for (const TensorSpec& t : specs) {
-    if (t.type == GgmlType::kF32 || formats::CanQuantize(t.type)) continue;
-    return absl::UnimplementedError(absl::StrCat(
-        "weight dtype ", mix.name, " needs ggml type ", formats::GgmlTypeName(t.type), " (", t.name,
-        "), and memra has no quantizer for ", formats::GgmlTypeName(t.type), " yet (kernels/formats: CanQuantize)"));
-  }
+  MEMRA_RETURN_IF_ERROR(CheckQuantizable(mix, specs));
   MEMRA_RETURN_IF_ERROR(gguf::CheckWritableDestination(path));  // before generating anything
   const std::string a = s.arch() + ".";
   gguf::GgufWriter w;
@@ -434,27 +283,7 @@ absl::StatusOr<SyntheticStats> WriteSyntheticQwen35(const Qwen35Shape& s, const 
   }
   AddTokenizer(s, w);
 
-  const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
-  SyntheticStats stats;
-  for (TensorSpec& t : specs) {
-    int64_t n = 1;
-    for (int64_t d : t.ne) n *= d;
-    stats.n_params += n;
-    ++stats.n_tensors;
-    auto spec = std::make_shared<TensorSpec>(t);
-    const uint64_t seed = opt.seed;
-    MEMRA_RETURN_IF_ERROR(w.AddTensor(t.name, t.type, t.ne, [spec, seed, threads](absl::Span<uint8_t> out) {
-      return FillTensor(*spec, seed, threads, out);
-    }));
-  }
-  stats.data_bytes = w.TotalDataBytes();
-  std::unique_ptr<ProgressBar> bar;
-  if (opt.progress) bar = std::make_unique<ProgressBar>(absl::StrCat("writing ", path), stats.data_bytes);
-  MEMRA_RETURN_IF_ERROR(w.Write(path, [&](uint64_t done, uint64_t) {
-    if (bar) bar->Update(done);
-  }));
-  if (bar) bar->Finish();
-  return stats;
+  return WriteSynthetic(w, specs, opt, path);
 }
 
 }  // namespace memra::synthetic

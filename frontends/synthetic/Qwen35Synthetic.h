@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "frontends/synthetic/SyntheticTensors.h"
 #include "kernels/formats/GgmlType.h"
 
 namespace memra::synthetic {
@@ -54,29 +55,6 @@ struct Qwen35Shape {
 absl::StatusOr<Qwen35Shape> Qwen35Preset(absl::string_view name);
 std::vector<std::string> Qwen35PresetNames();
 
-struct SyntheticOptions {
-  // A llama.cpp file type (QuantMixNames(): f32, bf16, q8_0, q4_k_m, ...): the type of each matrix
-  // is what llama-quantize picks for that file type; norms, biases, ssm_a and ssm_conv1d stay f32.
-  // Block-quantized tensors are quantized from the bf16-rounded draws, so a quantized file is byte
-  // for byte what `llama-quantize` makes of the bf16 file of the same seed.
-  std::string dtype = "f32";
-  uint64_t seed = 1;
-  int threads = 0;  // 0 = hardware concurrency
-  bool progress = true;
-};
-
-struct SyntheticStats {
-  uint64_t n_params = 0;
-  uint64_t data_bytes = 0;
-  size_t n_tensors = 0;
-};
-
-// Each tensor's name, ggml ne and type in the file `dtype` would give (no file written), in file order.
-struct SyntheticTensorType {
-  std::string name;
-  std::vector<int64_t> ne;
-  formats::GgmlType type;
-};
 absl::StatusOr<std::vector<SyntheticTensorType>> Qwen35TensorTypes(const Qwen35Shape& shape, absl::string_view dtype);
 
 // Writes the model to `path` streaming, one tensor at a time.
