@@ -281,8 +281,8 @@ absl::StatusOr<HostTensor> CudaExecutor::ReadState(absl::string_view name) const
   for (const ir::Dim& d : s->shape().dims()) shape.push_back(d.value());
   HostTensor t = HostTensor::Zeros(s->dtype(), shape);
   if (t.nbytes() != static_cast<int64_t>(state_.at(s)->bytes()))
-    return absl::InternalError(absl::StrCat("state @", name, ": ", t.nbytes(), " host bytes for ",
-                                            state_.at(s)->bytes(), " device bytes"));
+    return absl::InternalError(
+        absl::StrCat("state @", name, ": ", t.nbytes(), " host bytes for ", state_.at(s)->bytes(), " device bytes"));
   MEMRA_RETURN_IF_ERROR(dev_->MakeCurrent());
   MEMRA_RETURN_IF_ERROR(dev_->Download(t.mutable_data(), state_.at(s)->ptr(), static_cast<size_t>(t.nbytes())));
   return t;
