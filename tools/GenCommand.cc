@@ -1,9 +1,14 @@
-// `memra gen`: writes a synthetic-weight qwen35 / qwen35moe model (preset shapes, chosen dtype, seeded).
+// `memra gen`: writes a synthetic-weight qwen35 / qwen35moe / gemma4 model (preset shapes, chosen
+// dtype, seeded).
+#include <functional>
 #include <limits>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "frontends/gguf/ModelSummary.h"
+#include "frontends/synthetic/Gemma4Synthetic.h"
 #include "frontends/synthetic/Qwen35Synthetic.h"
+#include "ir/StatusMacros.h"
 #include "kernels/formats/GgmlType.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -15,10 +20,11 @@ namespace cl = llvm::cl;
 namespace {
 
 cl::SubCommand kGen("gen",
-                    "Write a synthetic-weight qwen35 / qwen35moe model (presets: tiny, 0.8b, 2b, 4b, 9b, 27b; MoE: "
-                    "moe-tiny, 35b-a3b)");
+                    "Write a synthetic-weight model (qwen35: tiny, 0.8b, 2b, 4b, 9b, 27b; qwen35moe: moe-tiny, "
+                    "35b-a3b; gemma4: gemma4-tiny, gemma4-e2b, gemma4-e4b, gemma4-26b-a4b, gemma4-31b)");
 cl::opt<std::string> GenPreset("preset",
-                               cl::desc("Model shape preset: tiny, 0.8b, 2b, 4b, 9b, 27b, moe-tiny, 35b-a3b "
+                               cl::desc("Model shape preset: tiny, 0.8b, 2b, 4b, 9b, 27b, moe-tiny, 35b-a3b, "
+                                        "gemma4-tiny, gemma4-e2b, gemma4-e4b, gemma4-26b-a4b, gemma4-31b "
                                         "(default: tiny)"),
                                cl::init("tiny"), cl::sub(kGen));
 // llama.cpp file types: each matrix gets the type llama-quantize gives it in that file type
@@ -35,15 +41,39 @@ cl::alias GenSeedLong("s", cl::desc("Alias for --seed"), cl::NotHidden, cl::alia
 memra::tools::IntOption<int> GenThreads("threads", {0, memra::tools::HardwareThreads()},
                                         "Worker threads, 0 = all hardware threads", cl::init(0), cl::sub(kGen));
 cl::alias GenThreadsLong("t", cl::desc("Alias for --threads"), cl::NotHidden, cl::aliasopt(GenThreads));
-cl::opt<std::string> GenOut("o", cl::desc("Output path (default: <arch>-<preset>-<dtype>.gguf)"), cl::init(""),
-                            cl::sub(kGen));
+cl::opt<std::string> GenOut("o",
+                            cl::desc("Output path (default: <arch>-<preset>-<dtype>.gguf; gemma4: "
+                                     "<preset>-<dtype>.gguf)"),
+                            cl::init(""), cl::sub(kGen));
 cl::opt<bool> GenQuiet("quiet", cl::desc("No progress bar (default: false)"), cl::init(false), cl::sub(kGen));
+
+// The family's generator for the preset: (file stem, arch, write).
+struct Generator {
+  std::string stem, arch;
+  std::function<absl::StatusOr<memra::synthetic::SyntheticStats>(const memra::synthetic::SyntheticOptions&,
+                                                                 const std::string&)>
+      write;
+};
+
+absl::StatusOr<Generator> GeneratorFor(const std::string& preset) {
+  using namespace memra::synthetic;
+  if (absl::StartsWith(preset, "gemma4")) {
+    MEMRA_ASSIGN_OR_RETURN(Gemma4Shape shape, Gemma4Preset(preset));
+    return Generator{preset, "gemma4", [shape](const SyntheticOptions& o, const std::string& path) {
+                       return WriteSyntheticGemma4(shape, o, path);
+                     }};
+  }
+  MEMRA_ASSIGN_OR_RETURN(Qwen35Shape shape, Qwen35Preset(preset));
+  return Generator{
+      shape.arch() + "-" + preset, shape.arch(),
+      [shape](const SyntheticOptions& o, const std::string& path) { return WriteSyntheticQwen35(shape, o, path); }};
+}
 
 int RunGen() {
   using namespace memra;
-  auto shape = synthetic::Qwen35Preset(GenPreset);
-  if (!shape.ok()) {
-    llvm::errs() << "memra gen: " << shape.status().ToString() << "\n";
+  auto gen = GeneratorFor(GenPreset);
+  if (!gen.ok()) {
+    llvm::errs() << "memra gen: " << gen.status().ToString() << "\n";
     return 1;
   }
   synthetic::SyntheticOptions opt;
@@ -51,17 +81,15 @@ int RunGen() {
   opt.seed = static_cast<uint64_t>(int64_t(GenSeed));
   opt.threads = GenThreads;
   opt.progress = !GenQuiet;
-  std::string out = GenOut.empty()
-                        ? shape->arch() + "-" + std::string(GenPreset) + "-" + std::string(GenDtype) + ".gguf"
-                        : std::string(GenOut);
-  auto stats = synthetic::WriteSyntheticQwen35(*shape, opt, out);
+  std::string out = GenOut.empty() ? gen->stem + "-" + std::string(GenDtype) + ".gguf" : std::string(GenOut);
+  auto stats = gen->write(opt, out);
   if (!stats.ok()) {
     llvm::errs() << "memra gen: " << stats.status().ToString() << "\n";
     return 1;
   }
   llvm::outs() << llvm::formatv("wrote {0}: {6} {1}, {2} tensors, {3} parameters, {4} of {5} weights\n", out, GenPreset,
                                 stats->n_tensors, stats->n_params, gguf::HumanBytes(stats->data_bytes), GenDtype,
-                                shape->arch());
+                                gen->arch);
   return 0;
 }
 

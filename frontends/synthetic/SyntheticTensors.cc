@@ -57,7 +57,8 @@ class Rng {
 
 constexpr int64_t kChunk = 1 << 16;  // elements per random stream (a multiple of every block size)
 
-void FillChunk(const Init& init, uint64_t seed, float* out, int64_t n) {
+// Elements [begin, begin + n) of a tensor.
+void FillChunk(const Init& init, uint64_t seed, int64_t begin, float* out, int64_t n) {
   Rng rng(seed);
   for (int64_t i = 0; i < n; ++i) {
     switch (init.kind) {
@@ -72,6 +73,9 @@ void FillChunk(const Init& init, uint64_t seed, float* out, int64_t n) {
         break;
       case Init::kConstant:
         out[i] = static_cast<float>(init.a);
+        break;
+      case Init::kStep:
+        out[i] = static_cast<float>(begin + i < init.split ? init.a : init.b);
         break;
     }
   }
@@ -88,7 +92,7 @@ absl::Status FillTensor(const TensorSpec& t, uint64_t seed, int threads, absl::S
     std::vector<float> buf(kChunk);
     for (int64_t c = tid; c < n_chunks; c += threads) {
       int64_t begin = c * kChunk, len = std::min(kChunk, n - begin);
-      FillChunk(t.init, base + static_cast<uint64_t>(c) * 0xD1B54A32D192ED03ull, buf.data(), len);
+      FillChunk(t.init, base + static_cast<uint64_t>(c) * 0xD1B54A32D192ED03ull, begin, buf.data(), len);
       const uint64_t bytes_begin = begin / traits.block_elems * traits.block_bytes;
       const uint64_t bytes_len = len / traits.block_elems * traits.block_bytes;
       absl::Span<uint8_t> dst = out.subspan(bytes_begin, bytes_len);

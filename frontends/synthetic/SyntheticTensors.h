@@ -45,9 +45,11 @@ struct SyntheticTensorType {
 
 // How a tensor's values are drawn.
 struct Init {
-  enum Kind { kNormal, kUniform, kNegExpUniform, kConstant } kind = kNormal;
-  // normal: mean a, std b; uniform: [a, b); neg-exp-uniform: -exp(U(a, b)); constant: a.
+  enum Kind { kNormal, kUniform, kNegExpUniform, kConstant, kStep } kind = kNormal;
+  // normal: mean a, std b; uniform: [a, b); neg-exp-uniform: -exp(U(a, b)); constant: a;
+  // step: a for the first `split` elements, b after (e.g. rope_freqs' rotated / unrotated pairs).
   double a = 0, b = 1;
+  int64_t split = 0;
 };
 
 struct TensorSpec {

@@ -51,10 +51,11 @@ std::optional<std::string> PrePattern(absl::string_view pre) {
 }
 
 // llama.cpp's end-of-generation texts (CONTROL tokens with these texts end generation).
+// Gemma 4 ends a turn with <turn|> and hands over to a tool with <|tool_response>.
 constexpr absl::string_view kEogTexts[] = {
-    "<|eot_id|>",  "<|im_end|>",    "<|end|>",      "<end_of_turn>",   "<|endoftext|>",
-    "<|eom_id|>",  "<EOT>",         "_<EOT>",       "<|end_of_text|>", "<end_of_utterance>",
-    "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>",
+    "<|eot_id|>",   "<|im_end|>", "<|end|>",         "<end_of_turn>",      "<|endoftext|>", "<|eom_id|>",
+    "<EOT>",        "_<EOT>",     "<|end_of_text|>", "<end_of_utterance>", "<|fim_pad|>",   "<|repo_name|>",
+    "<|file_sep|>", "<eos>",      "<turn|>",         "<|tool_response>",
 };
 
 uint64_t PairKey(int32_t l, int32_t r) {
@@ -129,7 +130,7 @@ absl::Status Tokenizer::Init() {
   add_eog(s.eot_id);
   for (absl::string_view text : kEogTexts) {
     auto it = token_to_id_.find(text);
-    if (it != token_to_id_.end() && s.types[it->second] == TokenType::kControl) add_eog(it->second);
+    if (it != token_to_id_.end()) add_eog(it->second);
   }
 
   switch (s.model) {
@@ -137,6 +138,8 @@ absl::Status Tokenizer::Init() {
       return InitBpe();
     case ModelType::kLlama:
       return InitSpm();
+    case ModelType::kGemma4:
+      return InitGemma4();
   }
   return absl::InternalError("tokenizer: bad model type");
 }
@@ -183,24 +186,7 @@ absl::Status Tokenizer::InitBpe() {
     pieces_[i] = std::move(bytes);
   }
 
-  merges_.reserve(s.merges.size());
-  std::string joined;
-  for (size_t rank = 0; rank < s.merges.size(); ++rank) {
-    const std::string& m = s.merges[rank];
-    const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
-    if (sp == std::string::npos)
-      return absl::InvalidArgumentError(
-          absl::StrFormat("tokenizer: merge %d (\"%s\") is not \"left right\"", rank, absl::CHexEscape(m)));
-    absl::string_view left(m.data(), sp), right(m.data() + sp + 1, m.size() - sp - 1);
-    auto l = token_to_id_.find(left);
-    auto r = token_to_id_.find(right);
-    joined.assign(left.data(), left.size());
-    joined.append(right.data(), right.size());
-    auto merged = token_to_id_.find(joined);
-    // HF refuses merges whose parts are not in the vocabulary; skip them the same way.
-    if (l == token_to_id_.end() || r == token_to_id_.end() || merged == token_to_id_.end()) continue;
-    merges_.try_emplace(PairKey(l->second, r->second), std::make_pair(static_cast<int32_t>(rank), merged->second));
-  }
+  MEMRA_RETURN_IF_ERROR(LoadMerges());
 
   std::optional<std::string> pattern = PrePattern(s.pre);
   if (!pattern)
@@ -221,36 +207,40 @@ absl::Status Tokenizer::InitBpe() {
   return absl::OkStatus();
 }
 
+absl::Status Tokenizer::LoadMerges() {
+  const VocabSpec& s = spec_;
+  merges_.reserve(s.merges.size());
+  std::string joined;
+  for (size_t rank = 0; rank < s.merges.size(); ++rank) {
+    const std::string& m = s.merges[rank];
+    const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
+    if (sp == std::string::npos)
+      return absl::InvalidArgumentError(
+          absl::StrFormat("tokenizer: merge %d (\"%s\") is not \"left right\"", rank, absl::CHexEscape(m)));
+    absl::string_view left(m.data(), sp), right(m.data() + sp + 1, m.size() - sp - 1);
+    auto l = token_to_id_.find(left);
+    auto r = token_to_id_.find(right);
+    joined.assign(left.data(), left.size());
+    joined.append(right.data(), right.size());
+    auto merged = token_to_id_.find(joined);
+    // HF refuses merges whose parts are not in the vocabulary; skip them the same way.
+    if (l == token_to_id_.end() || r == token_to_id_.end() || merged == token_to_id_.end()) continue;
+    merges_.try_emplace(PairKey(l->second, r->second), std::make_pair(static_cast<int32_t>(rank), merged->second));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Tokenizer::InitSpm() {
   const VocabSpec& s = spec_;
   add_space_prefix_ = s.add_space_prefix.value_or(true);
   normalize_nfc_ = false;
   std::fill(std::begin(byte_token_), std::end(byte_token_), -1);
-  std::fill(std::begin(spm_byte_token_), std::end(spm_byte_token_), -1);
   pieces_.resize(s.tokens.size());
   for (size_t i = 0; i < s.tokens.size(); ++i) {
     const std::string& text = s.tokens[i];
     switch (s.types[i]) {
-      case TokenType::kByte: {
-        // "<0xAB>"
-        int v = -1;
-        if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>') {
-          auto hex = [](char c) -> int {
-            if (c >= '0' && c <= '9') return c - '0';
-            if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-            if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-            return -1;
-          };
-          const int hi = hex(text[3]), lo = hex(text[4]);
-          if (hi >= 0 && lo >= 0) v = hi * 16 + lo;
-        }
-        if (v < 0)
-          return absl::InvalidArgumentError(
-              absl::StrFormat("tokenizer: BYTE token %d has text \"%s\", expected <0xXX>", i, absl::CHexEscape(text)));
-        if (spm_byte_token_[v] < 0) spm_byte_token_[v] = static_cast<int32_t>(i);
-        pieces_[i] = std::string(1, static_cast<char>(v));
-        break;
-      }
+      case TokenType::kByte:
+        break;  // LoadByteTokens
       case TokenType::kNormal:
       case TokenType::kUndefined:
         pieces_[i] = text;  // U+2581 -> space is applied on output
@@ -266,7 +256,58 @@ absl::Status Tokenizer::InitSpm() {
         break;
     }
   }
+  return LoadByteTokens();
+}
+
+absl::Status Tokenizer::LoadByteTokens() {
+  std::fill(std::begin(spm_byte_token_), std::end(spm_byte_token_), -1);
+  for (size_t i = 0; i < spec_.tokens.size(); ++i) {
+    if (spec_.types[i] != TokenType::kByte) continue;
+    const std::string& text = spec_.tokens[i];
+    // "<0xAB>"
+    int v = -1;
+    if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>') {
+      auto hex = [](char c) -> int {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        return -1;
+      };
+      const int hi = hex(text[3]), lo = hex(text[4]);
+      if (hi >= 0 && lo >= 0) v = hi * 16 + lo;
+    }
+    if (v < 0)
+      return absl::InvalidArgumentError(
+          absl::StrFormat("tokenizer: BYTE token %d has text \"%s\", expected <0xXX>", i, absl::CHexEscape(text)));
+    if (spm_byte_token_[v] < 0) spm_byte_token_[v] = static_cast<int32_t>(i);
+    pieces_[i] = std::string(1, static_cast<char>(v));
+  }
   return absl::OkStatus();
+}
+
+absl::Status Tokenizer::InitGemma4() {
+  const VocabSpec& s = spec_;
+  add_space_prefix_ = false;
+  normalize_nfc_ = false;
+  std::fill(std::begin(byte_token_), std::end(byte_token_), -1);
+  // Pieces as llama.cpp's token_to_piece renders them: U+2581 in a NORMAL token is a space.
+  pieces_.resize(s.tokens.size());
+  for (size_t i = 0; i < s.tokens.size(); ++i) {
+    switch (s.types[i]) {
+      case TokenType::kNormal:
+      case TokenType::kUndefined:
+        pieces_[i] = absl::StrReplaceAll(s.tokens[i], {{kSpmSpace, " "}});
+        break;
+      case TokenType::kUnused:
+        pieces_[i] = "";
+        break;
+      default:
+        pieces_[i] = s.tokens[i];
+        break;
+    }
+  }
+  MEMRA_RETURN_IF_ERROR(LoadByteTokens());
+  return LoadMerges();
 }
 
 const std::string& Tokenizer::TokenText(int32_t id) const {
@@ -350,6 +391,16 @@ std::vector<int32_t> Tokenizer::Encode(absl::string_view input, const EncodeOpti
         }
       }
       EncodeBpeText(seg, &out);
+    }
+  } else if (spec_.model == ModelType::kGemma4) {
+    std::string escaped;
+    for (const Fragment& f : fragments) {
+      if (f.is_token) {
+        out.push_back(f.id);
+        continue;
+      }
+      escaped = absl::StrReplaceAll(f.text, {{" ", kSpmSpace}});
+      EncodeGemma4Text(escaped, &out);
     }
   } else {
     bool prev_special = opts.space_prefix;  // llama.cpp: a space prefix at the start and after added tokens
@@ -464,16 +515,20 @@ void Tokenizer::BpeWord(absl::string_view word, std::vector<int32_t>* out) const
     out->push_back(byte_token_[static_cast<uint8_t>(word[0])]);
     return;
   }
-  // Symbols start as single bytes in a doubly linked list; a min-heap of (rank, position) picks
-  // the next merge (lowest rank, leftmost on ties), as HF's BPE::merge_all does. O(n log n).
-  struct Sym {
-    int32_t id;
-    int32_t prev, next;
-  };
-  std::vector<Sym> syms(n);
-  for (size_t i = 0; i < n; ++i) {
-    syms[i] = {byte_token_[static_cast<uint8_t>(word[i])], static_cast<int32_t>(i) - 1,
-               i + 1 < n ? static_cast<int32_t>(i + 1) : -1};
+  std::vector<int32_t> ids(n);
+  for (size_t i = 0; i < n; ++i) ids[i] = byte_token_[static_cast<uint8_t>(word[i])];
+  for (int32_t p : MergeByRank(ids)) out->push_back(ids[p]);
+}
+
+std::vector<int32_t> Tokenizer::MergeByRank(std::vector<int32_t>& ids) const {
+  // Symbols in a doubly linked list; a min-heap of (rank, position) picks the next merge (lowest
+  // rank, leftmost on ties), as HF's BPE::merge_all and llama.cpp's bigram queue do. O(n log n).
+  const int32_t n = static_cast<int32_t>(ids.size());
+  std::vector<int32_t> next(n);
+  std::vector<int32_t> prev(n);
+  for (int32_t i = 0; i < n; ++i) {
+    prev[i] = i - 1;
+    next[i] = i + 1 < n ? i + 1 : -1;
   }
   struct Cand {
     int32_t rank;
@@ -484,28 +539,72 @@ void Tokenizer::BpeWord(absl::string_view word, std::vector<int32_t>* out) const
   std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
   auto try_push = [&](int32_t pos) {
     if (pos < 0) return;
-    const int32_t nx = syms[pos].next;
-    if (nx < 0) return;
-    auto it = merges_.find(PairKey(syms[pos].id, syms[nx].id));
-    if (it != merges_.end()) heap.push({it->second.first, pos, syms[pos].id, syms[nx].id});
+    const int32_t nx = next[pos];
+    if (nx < 0 || ids[pos] < 0 || ids[nx] < 0) return;
+    auto it = merges_.find(PairKey(ids[pos], ids[nx]));
+    if (it != merges_.end()) heap.push({it->second.first, pos, ids[pos], ids[nx]});
   };
-  for (size_t i = 0; i + 1 < n; ++i) try_push(static_cast<int32_t>(i));
+  for (int32_t i = 0; i + 1 < n; ++i) try_push(i);
   while (!heap.empty()) {
     const Cand c = heap.top();
     heap.pop();
-    Sym& left = syms[c.pos];
-    if (left.id != c.left_id || left.next < 0) continue;
-    Sym& right = syms[left.next];
-    if (right.id != c.right_id) continue;
-    left.id = merges_.find(PairKey(c.left_id, c.right_id))->second.second;
-    const int32_t after = right.next;
-    right.id = -1;
-    left.next = after;
-    if (after >= 0) syms[after].prev = c.pos;
-    try_push(left.prev);
+    const int32_t right = next[c.pos];
+    if (ids[c.pos] != c.left_id || right < 0 || ids[right] != c.right_id) continue;
+    ids[c.pos] = merges_.find(PairKey(c.left_id, c.right_id))->second.second;
+    const int32_t after = next[right];
+    ids[right] = -2;  // merged away (never a live symbol again: no pair has id -2)
+    next[c.pos] = after;
+    if (after >= 0) prev[after] = c.pos;
+    try_push(prev[c.pos]);
     try_push(c.pos);
   }
-  for (int32_t i = 0; i >= 0; i = syms[i].next) out->push_back(syms[i].id);
+  std::vector<int32_t> left;
+  for (int32_t i = n > 0 ? 0 : -1; i >= 0; i = next[i]) left.push_back(i);
+  return left;
+}
+
+void Tokenizer::EncodeGemma4Text(absl::string_view text, std::vector<int32_t>* out) const {
+  // llama.cpp's gemma4 pre-tokenizer: runs of newlines and runs of everything else.
+  for (size_t i = 0; i < text.size();) {
+    const bool newlines = text[i] == '\n';
+    size_t j = i;
+    while (j < text.size() && (text[j] == '\n') == newlines) ++j;
+    const absl::string_view word = text.substr(i, j - i);
+    i = j;
+    if (newlines) {
+      if (std::optional<int32_t> id = FindToken(word)) {
+        out->push_back(*id);
+        continue;
+      }
+    }
+    Gemma4Word(word, out);
+  }
+}
+
+void Tokenizer::Gemma4Word(absl::string_view word, std::vector<int32_t>* out) const {
+  // Symbols are UTF-8 characters; a character that is not a token never merges and is spelled in
+  // byte tokens at the end (skipped where the vocabulary lacks the byte, as llama.cpp does).
+  std::vector<int32_t> ids;
+  std::vector<absl::string_view> chars;
+  ids.reserve(word.size());
+  chars.reserve(word.size());
+  for (size_t pos = 0; pos < word.size();) {
+    size_t len;
+    DecodeUtf8(word, pos, &len);
+    chars.push_back(word.substr(pos, len));
+    ids.push_back(FindToken(chars.back()).value_or(-1));
+    pos += len;
+  }
+  for (int32_t p : MergeByRank(ids)) {
+    if (ids[p] >= 0) {
+      out->push_back(ids[p]);
+      continue;
+    }
+    for (char c : chars[p]) {
+      const int32_t bt = spm_byte_token_[static_cast<uint8_t>(c)];
+      if (bt >= 0) out->push_back(bt);
+    }
+  }
 }
 
 void Tokenizer::EncodeSpmText(absl::string_view text, std::vector<int32_t>* out) const {

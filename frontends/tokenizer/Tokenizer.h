@@ -1,13 +1,17 @@
 // Text <-> token ids for the models memra runs, built from a GGUF's `tokenizer.ggml.*` metadata
 // (or an equivalent plain description, VocabSpec).
 //
-// Two model types:
+// Three model types:
 //  * "gpt2": byte-level BPE (Qwen2/Qwen3/Qwen3.5, Llama 3, GPT-2). Text is split on added tokens
 //    (CONTROL / USER_DEFINED, leftmost-longest), each remaining segment is NFC-normalized when the
 //    model's HF tokenizer does (qwen2, qwen35), split by the pre-tokenizer regex (ICU), mapped
 //    byte -> unicode (GPT-2 table) and merged by rank. Matches HF `tokenizers` (`ids_hf`).
 //  * "llama": SentencePiece-style (llama.cpp's SPM): space -> U+2581, an added space prefix,
 //    score-ordered merges of the vocabulary's pieces, byte fallback (<0xXX>) for the rest.
+//  * "gemma4": SentencePiece-style BPE (llama.cpp's gemma4 vocabulary): space -> U+2581, no
+//    space prefix, the text split only into newline runs and the rest, rank-ordered merges over
+//    UTF-8 characters, byte fallback (<0xXX>); a newline run that is a token is that token. BOS
+//    is always added (llama.cpp overrides add_bos_token for it).
 //
 // Invalid UTF-8 in the input is replaced by U+FFFD per maximal subpart (WHATWG / Python
 // errors="replace"). Nothing here aborts or throws on any input. A Tokenizer is immutable after
@@ -50,7 +54,7 @@ enum class TokenType : int32_t {
   kByte = 6,
 };
 
-enum class ModelType { kGpt2, kLlama };
+enum class ModelType { kGpt2, kLlama, kGemma4 };
 
 // Everything a tokenizer is made from (what the GGUF keys hold).
 struct VocabSpec {
@@ -60,7 +64,7 @@ struct VocabSpec {
   std::vector<std::string> tokens;
   std::vector<float> scores;        // SPM merge priorities; empty = all 0
   std::vector<TokenType> types;     // empty = all kNormal
-  std::vector<std::string> merges;  // gpt2: "left right" in rank order
+  std::vector<std::string> merges;  // gpt2, gemma4: "left right" in rank order
   int32_t bos_id = -1, eos_id = -1, eot_id = -1, pad_id = -1, unk_id = -1;
   bool add_bos = false;
   bool add_eos = false;
@@ -129,8 +133,9 @@ class Tokenizer {
   bool add_eos() const { return spec_.add_eos; }
   bool add_space_prefix() const { return add_space_prefix_; }
   bool normalize_nfc() const { return normalize_nfc_; }
-  // End of generation: EOS, EOT, and CONTROL tokens whose text is a known end marker
-  // (<|im_end|>, <|endoftext|>, <|eot_id|>, <end_of_turn>, ... as llama.cpp's list).
+  // End of generation: EOS, EOT, and tokens whose text is a known end marker (<|im_end|>,
+  // <|endoftext|>, <|eot_id|>, <end_of_turn>, Gemma 4's <turn|> and <|tool_response>, ... as
+  // llama.cpp's list, which matches the text whatever the token's type).
   bool IsEog(int32_t id) const;
   const std::vector<int32_t>& eog_ids() const { return eog_ids_; }
   const std::string& chat_template() const { return spec_.chat_template; }
@@ -147,6 +152,12 @@ class Tokenizer {
   absl::Status Init();
   absl::Status InitBpe();
   absl::Status InitSpm();
+  absl::Status InitGemma4();
+  // The rank table from spec_.merges (merges whose parts or result are not tokens are skipped,
+  // as HF does).
+  absl::Status LoadMerges();
+  // Pieces of BYTE tokens (<0xXX>) into pieces_ and spm_byte_token_.
+  absl::Status LoadByteTokens();
 
   // A run of the input: text to tokenize, or an already-matched added token.
   struct Fragment {
@@ -158,6 +169,11 @@ class Tokenizer {
   std::vector<absl::string_view> PreTokenizeViews(absl::string_view text) const;
   void EncodeBpeText(absl::string_view text, std::vector<int32_t>* out) const;
   void EncodeSpmText(absl::string_view text, std::vector<int32_t>* out) const;
+  void EncodeGemma4Text(absl::string_view text, std::vector<int32_t>* out) const;
+  void Gemma4Word(absl::string_view word, std::vector<int32_t>* out) const;
+  // Rank-ordered BPE over symbol ids (-1: a symbol no merge applies to): merges in place and
+  // returns the positions of the symbols left, in order.
+  std::vector<int32_t> MergeByRank(std::vector<int32_t>& ids) const;
   // Piece bytes without the SPM whitespace handling.
   absl::string_view RawPiece(int32_t id, bool render_special) const;
 
@@ -176,11 +192,11 @@ class Tokenizer {
 
   // gpt2
   int32_t byte_token_[256];                                            // id of the token for each single byte
-  absl::flat_hash_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // (l,r) -> (rank, id)
+  absl::flat_hash_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // (l,r) -> (rank, id); gemma4 too
   std::unique_ptr<icu::RegexPattern> pre_regex_;
   const icu::Normalizer2* nfc_ = nullptr;
 
-  // llama (SPM)
+  // llama (SPM), gemma4
   int32_t spm_byte_token_[256];  // <0xXX> ids, -1 if absent
 };
 

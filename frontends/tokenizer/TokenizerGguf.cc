@@ -27,11 +27,14 @@ absl::StatusOr<VocabSpec> ReadSpec(const gguf::GgufFile& file) {
     spec.model = ModelType::kGpt2;
   } else if (model == "llama") {
     spec.model = ModelType::kLlama;
+  } else if (model == "gemma4") {
+    spec.model = ModelType::kGemma4;
   } else {
     return absl::UnimplementedError(
-        absl::StrCat("tokenizer.ggml.model = \"", model, "\" is not supported (supported: gpt2, llama)"));
+        absl::StrCat("tokenizer.ggml.model = \"", model, "\" is not supported (supported: gpt2, llama, gemma4)"));
   }
   MEMRA_ASSIGN_OR_RETURN(spec.pre, file.GetStringOr("tokenizer.ggml.pre", "default"));
+  if (spec.model == ModelType::kGemma4) spec.pre = "gemma4";  // llama.cpp sets it whatever the file says
   MEMRA_ASSIGN_OR_RETURN(spec.tokens, file.GetStringArray("tokenizer.ggml.tokens"));
   const size_t n = spec.tokens.size();
   if (file.Has("tokenizer.ggml.token_type")) {
@@ -53,7 +56,7 @@ absl::StatusOr<VocabSpec> ReadSpec(const gguf::GgufFile& file) {
       return absl::InvalidArgumentError(
           absl::StrFormat("tokenizer.ggml.scores has %d entries for %d tokens", spec.scores.size(), n));
   }
-  if (spec.model == ModelType::kGpt2) {
+  if (spec.model == ModelType::kGpt2 || spec.model == ModelType::kGemma4) {
     MEMRA_ASSIGN_OR_RETURN(spec.merges, file.GetStringArray("tokenizer.ggml.merges"));
   }
   MEMRA_ASSIGN_OR_RETURN(spec.bos_id, OptionalId(file, "tokenizer.ggml.bos_token_id"));
@@ -71,6 +74,8 @@ absl::StatusOr<VocabSpec> ReadSpec(const gguf::GgufFile& file) {
   }
   // Defaults as llama.cpp: SPM adds BOS, BPE does not unless the file says so.
   MEMRA_ASSIGN_OR_RETURN(spec.add_bos, file.GetBoolOr("tokenizer.ggml.add_bos_token", spec.model == ModelType::kLlama));
+  // llama.cpp turns add_bos on for gemma4 whatever the file says (its GGUFs were written without it).
+  if (spec.model == ModelType::kGemma4) spec.add_bos = true;
   MEMRA_ASSIGN_OR_RETURN(spec.add_eos, file.GetBoolOr("tokenizer.ggml.add_eos_token", false));
   if (spec.add_bos && spec.bos_id < 0)
     return absl::InvalidArgumentError("tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is absent");

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Issue 18's Gemma 4 benchmarks in one device call: for each PRESET:DTYPE, `memra gen` writes the
+# synthetic-weight model at the published shape (timed), `memra run` greedy-decodes a chat prompt
+# (finite logits, text out), `memra bench` measures pp4096 and tg128, and a profiled tg8 shows
+# where a decode step's time goes. Each step runs under what is left of BUDGET_S seconds, so the
+# call ends with its table even when a step runs long.
+#
+#   bash bench/gpu_gemma4.sh BUNDLE BUDGET_S PRESET:DTYPE [PRESET:DTYPE ...]
+#   e.g. bash bench/gpu_gemma4.sh build-gpu/gpu-bundle.tar.xz 560 gemma4-26b-a4b:q4_k_m gemma4-31b:q8_0
+set -uo pipefail
+bundle=${1:?usage: gpu_gemma4.sh BUNDLE BUDGET_S PRESET:DTYPE...}
+budget=${2:?usage: gpu_gemma4.sh BUNDLE BUDGET_S PRESET:DTYPE...}
+shift 2
+start=$(date +%s)
+out=${OUT:-/tmp/memra-gemma4}
+bin=/tmp/memra-gemma4-bin
+models=/tmp/memra-models
+mkdir -p "$out" "$bin" "$models"
+tar xJf "$bundle" -C "$bin" || { echo "cannot unpack $bundle"; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
+left() { echo $((budget - ($(date +%s) - start))); }
+summary=()
+# One step under what is left of the budget (at most $1 seconds); its rc and seconds.
+step() {
+  local cap=$1 name=$2
+  shift 2
+  local l
+  l=$(left)
+  [ "$l" -gt "$cap" ] && l=$cap
+  if [ "$l" -le 5 ]; then
+    summary+=("$name: skipped (budget spent)")
+    return 1
+  fi
+  local t0 rc
+  t0=$(date +%s)
+  timeout "$l" "$@"
+  rc=$?
+  summary+=("$name: rc=$rc $(($(date +%s) - t0)) s")
+  return $rc
+}
+for spec in "$@"; do
+  preset=${spec%%:*}
+  dtype=${spec##*:}
+  m=$models/$preset-$dtype.gguf
+  tag=$preset-$dtype
+  step 500 "gen $tag" "$bin/memra" gen --preset "$preset" --dtype "$dtype" --quiet -o "$m" > "$out/gen-$tag.log" 2>&1 ||
+    { tail -3 "$out/gen-$tag.log"; rm -f "$m"; continue; }
+  echo "gen $tag: $(du -h "$m" | cut -f1) $(tail -1 "$out/gen-$tag.log")"
+  step 90 "run $tag" "$bin/memra" run -m "$m" -p "The capital of France is" -n 16 --temp 0 \
+    --kernel-cache /tmp/memra-cache > "$out/run-$tag.txt" 2> "$out/run-$tag.err"
+  echo "run $tag: $(head -c 300 "$out/run-$tag.txt" | tr '\n' ' ')"
+  grep -iE "error|tok/s|t/s" "$out/run-$tag.err" | tail -3
+  step 200 "bench $tag" "$bin/memra" bench "$m" -p 4096 -n 128 -r 2 --kernel-cache /tmp/memra-cache \
+    > "$out/bench-$tag.md" 2> "$out/bench-$tag.err"
+  cat "$out/bench-$tag.md"
+  grep -i "error" "$out/bench-$tag.err" | head -3
+  step 60 "profile $tag" "$bin/memra" bench "$m" -p 0 -n 8 -r 1 --profile --kernel-cache /tmp/memra-cache \
+    > /dev/null 2> "$out/profile-$tag.txt"
+  echo "--- profile $tag tg8 ---"
+  grep -v "upload weights" "$out/profile-$tag.txt" | head -24
+  rm -f "$m"
+done
+echo "=== gemma4 suite ($(($(date +%s) - start)) s of $budget) ==="
+for s in "${summary[@]}"; do echo "$s"; done
+for f in "$out"/bench-*.md; do [ -f "$f" ] && grep -E "pp|tg" "$f" | sed "s|^|$(basename "$f" .md) |"; done
