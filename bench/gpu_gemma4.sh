@@ -46,8 +46,8 @@ for spec in "$@"; do
   step 500 "gen $tag" "$bin/memra" gen --preset "$preset" --dtype "$dtype" --quiet -o "$m" > "$out/gen-$tag.log" 2>&1 ||
     { tail -3 "$out/gen-$tag.log"; rm -f "$m"; continue; }
   echo "gen $tag: $(du -h "$m" | cut -f1) $(tail -1 "$out/gen-$tag.log")"
-  step 90 "run $tag" "$bin/memra" run -m "$m" -p "The capital of France is" -n 16 --temp 0 \
-    --kernel-cache /tmp/memra-cache > "$out/run-$tag.txt" 2> "$out/run-$tag.err"
+  step 90 "run $tag" "$bin/memra" run -m "$m" --chat -p "What is the capital of France?" -n 16 --temp 0 \
+    > "$out/run-$tag.txt" 2> "$out/run-$tag.err"
   echo "run $tag: $(head -c 300 "$out/run-$tag.txt" | tr '\n' ' ')"
   grep -iE "error|tok/s|t/s" "$out/run-$tag.err" | tail -3
   step 200 "bench $tag" "$bin/memra" bench "$m" -p 4096 -n 128 -r 2 --kernel-cache /tmp/memra-cache \

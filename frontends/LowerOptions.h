@@ -35,6 +35,11 @@ struct LowerOptions {
   // window); a request with more is sampled on the host from its logits.
   int64_t sampler_penalties = 64;
   KvCacheTypes cache_types;
+  // Rows one @prefill / @decode call appends at most (what runtime::Session and memra bench split
+  // prompts into, runtime/PrefillSchedule.h kMaxPrefillChunk). Sizes the sliding-window rings: a
+  // layer with window W keeps W + max_call_rows - 1 rows when that is less than the context.
+  int64_t max_call_rows = kMaxCallRows;
+  static constexpr int64_t kMaxCallRows = 4096;
   static constexpr int64_t kDefaultContext = 4096;
   static constexpr int64_t kKvBlock = 64;
   static constexpr int64_t kMaxSlots = 256;

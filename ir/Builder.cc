@@ -126,8 +126,10 @@ Op* OpBuilder::AdvancePositions(Value* counter, Value* like) {
   return last_op_;
 }
 
-Op* OpBuilder::KvAppend(Value* k, Value* v, Value* k_cache, Value* v_cache, Value* pos) {
-  Build(OpKind::kKvAppend, {k, v, k_cache, v_cache, pos});
+Op* OpBuilder::KvAppend(Value* k, Value* v, Value* k_cache, Value* v_cache, Value* pos, int64_t ring) {
+  AttrDict a;
+  if (ring > 0) a.Set("ring", ring);
+  Build(OpKind::kKvAppend, {k, v, k_cache, v_cache, pos}, std::move(a));
   return last_op_;
 }
 

@@ -83,12 +83,17 @@ class OpBuilder {
   Value* MulWeight(Value* x, Value* w) { return Build1(OpKind::kMulWeight, {x, w}); }
   Value* Positions(Value* counter, Value* like) { return Build1(OpKind::kPositions, {counter, like}); }
   Op* AdvancePositions(Value* counter, Value* like);
-  Op* KvAppend(Value* k, Value* v, Value* k_cache, Value* v_cache, Value* pos);
-  // window > 0: a sliding window (the attribute is written only then).
-  Value* Attention(Value* q, Value* k_cache, Value* v_cache, Value* pos, double scale, int64_t window = 0) {
-    if (window > 0)
-      return Build1(OpKind::kAttention, {q, k_cache, v_cache, pos}, {{"scale", scale}, {"window", window}});
-    return Build1(OpKind::kAttention, {q, k_cache, v_cache, pos}, {{"scale", scale}});
+  // ring > 0: the caches are rings for a sliding window of `ring` keys (ir/Ops.def).
+  Op* KvAppend(Value* k, Value* v, Value* k_cache, Value* v_cache, Value* pos, int64_t ring = 0);
+  // window > 0: a sliding window; ring: the caches are kv_append's rings (attributes written only
+  // when set).
+  Value* Attention(Value* q, Value* k_cache, Value* v_cache, Value* pos, double scale, int64_t window = 0,
+                   int64_t ring = 0) {
+    AttrDict a;
+    a.Set("scale", scale);
+    if (window > 0) a.Set("window", window);
+    if (ring > 0) a.Set("ring", ring);
+    return Build1(OpKind::kAttention, {q, k_cache, v_cache, pos}, std::move(a));
   }
   Value* Conv1dCausal(Value* x, Value* w, Value* state) { return Build1(OpKind::kConv1dCausal, {x, w, state}); }
   // Returns (beta, g).

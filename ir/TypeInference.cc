@@ -150,6 +150,20 @@ absl::Status CheckRopeAttrs(const Ctx& c, const AttrDict& attrs, const Dim& d) {
   return absl::OkStatus();
 }
 
+// A sliding-window ring (kv_append / attention 'ring'): W > 0 rows of window in a cache of `rows`
+// >= W; on attention it is the window itself.
+absl::Status CheckRing(const Ctx& c, const AttrDict& attrs, const Dim& rows, bool attention) {
+  if (!attrs.Has("ring")) return absl::OkStatus();
+  const int64_t ring = c.I("ring");
+  if (ring <= 0) return Err("attribute 'ring' must be > 0 (the window the ring holds)");
+  if (attention && c.I("window") != ring)
+    return Err(absl::StrCat("attribute 'ring' (", ring, ") must equal the attention's 'window' (", c.I("window"), ")"));
+  if (rows.IsConstant() && rows.value() < ring)
+    return Err(absl::StrCat("a ring for a window of ", ring, " keys needs at least ", ring, " cache rows, not ",
+                            rows.value()));
+  return absl::OkStatus();
+}
+
 // The quantized-row rule of a matrix operand: its last dim (K) whole blocks of its dtype.
 absl::Status CheckBlockRows(const Ctx& c, size_t i) {
   const Dim& k = c.S(i).back();
@@ -352,6 +366,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       }
       CHECK_OK(c.DTypeIs(4, DType::kI32));
       CHECK_OK(c.ShapeIs(4, Shape{c.S(0)[0]}, "one position per token of 'k'"));
+      CHECK_OK(CheckRing(c, attrs, c.S(2)[0], false));
       return Types{};
     }
     case OpKind::kAttention:
@@ -371,6 +386,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.DTypeIs(3, DType::kI32));
       CHECK_OK(c.ShapeIs(3, Shape{c.S(0)[0]}, "one position per token of 'q'"));
       if (kind == OpKind::kAttentionGated) CHECK_OK(c.SameType(0, 4));
+      CHECK_OK(CheckRing(c, attrs, c.S(1)[0], true));
       return Types{Like(c[0])};
     }
     case OpKind::kConv1dCausal:

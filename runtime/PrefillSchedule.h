@@ -12,14 +12,17 @@
 #include <utility>
 #include <vector>
 
+#include "frontends/LowerOptions.h"
+
 namespace memra::runtime {
 
 using TokenRange = std::pair<int64_t, int64_t>;  // [start, end)
 
 // Never emit a chunk shorter than this (except a prompt that is shorter).
 inline constexpr int64_t kMinPrefillChunk = 16;
-// The largest chunk a prefill call takes.
-inline constexpr int64_t kMaxPrefillChunk = 4096;
+// The largest chunk a prefill call takes (what the lowering sizes sliding-window rings for; a
+// module lowered with a smaller LowerOptions::max_call_rows records it as "max_call_rows").
+inline constexpr int64_t kMaxPrefillChunk = frontends::LowerOptions::kMaxCallRows;
 
 // Steps of `chunk` tokens. chunk <= 0 or t <= chunk: one range [0, t). A tail shorter than 16
 // tokens is merged into the previous chunk (ring_on = false), or, with ring_on, the previous

@@ -139,7 +139,9 @@ absl::StatusOr<std::vector<float>> Session::Prefill(absl::Span<const int32_t> to
     if (tokens[i] < 0 || tokens[i] >= n_vocab_)
       return absl::OutOfRangeError(absl::StrCat("token id ", tokens[i], " at prompt position ", i,
                                                 " is outside the vocabulary [0, ", n_vocab_, ")"));
-  const int64_t chunk = options_.chunk > 0 ? std::min(options_.chunk, kMaxPrefillChunk) : kMaxPrefillChunk;
+  // A module with sliding-window rings takes at most its max_call_rows per call.
+  const int64_t max_rows = std::min(kMaxPrefillChunk, module_->attrs().I64Or("max_call_rows", kMaxPrefillChunk));
+  const int64_t chunk = options_.chunk > 0 ? std::min(options_.chunk, max_rows) : max_rows;
   if (all != nullptr) all->clear();
   std::vector<float> last;
   std::vector<float> rows;

@@ -49,7 +49,9 @@ absl::StatusOr<StateBytes> StateBytesOf(const ir::Module& module) {
       case ir::StateKind::kKv:
         out.kv += bytes;
         // [C, Hkv, D], or a paged pool [NB, BS, Hkv, D] of NB * BS positions (all slots together).
-        out.context = s->rank() == 4 ? s->shape()[0].value() * s->shape()[1].value() : s->shape()[0].value();
+        // A sliding-window ring holds only its window: it does not say the context.
+        if (!s->attrs().Has("ring"))
+          out.context = s->rank() == 4 ? s->shape()[0].value() * s->shape()[1].value() : s->shape()[0].value();
         break;
       case ir::StateKind::kConv:
       case ir::StateKind::kDelta:

@@ -410,9 +410,11 @@ int RunBench() {
   };
   // A chunk of exactly a bucket's size runs its bucket function (captured segments), any other
   // size the generic @prefill (eager, padded to its bucket), as Session does.
+  // A module with sliding-window rings takes at most its max_call_rows per call.
+  const int64_t call_rows = std::min(kPrefillChunk, (*module)->attrs().I64Or("max_call_rows", kPrefillChunk));
   auto prefill = [&](int64_t n) -> absl::Status {
-    for (int64_t s = 0; s < n; s += kPrefillChunk) {
-      const int64_t len = std::min<int64_t>(kPrefillChunk, n - s);
+    for (int64_t s = 0; s < n; s += call_rows) {
+      const int64_t len = std::min<int64_t>(call_rows, n - s);
       const std::string bucket_fn = absl::StrCat("prefill_t", len);
       std::vector<runtime::HostTensor> args;
       args.push_back(runtime::HostTensor::FromI32(ids(len), {len}));

@@ -29,15 +29,17 @@ absl::Status DeclareAttentionWeights(const gguf::GgufFile& file, ir::Module& m, 
 }
 
 namespace {
-void DeclareCaches(ir::Module& m, int64_t layer, const Shape& shape, const KvCacheTypes& types) {
-  const ir::AttrDict attrs{{"layer", layer}};
+void DeclareCaches(ir::Module& m, int64_t layer, const Shape& shape, const KvCacheTypes& types, int64_t ring = 0) {
+  ir::AttrDict attrs{{"layer", layer}};
+  if (ring > 0) attrs.Set("ring", ring);
   m.AddState(ir::StateKind::kKv, LayerTensorName(layer, "k_cache"), ir::TensorType(types.k, shape), attrs);
   m.AddState(ir::StateKind::kKv, LayerTensorName(layer, "v_cache"), ir::TensorType(types.v, shape), attrs);
 }
 }  // namespace
 
-void DeclareKvCache(ir::Module& m, int64_t layer, int64_t n_ctx, const AttentionParams& p, const KvCacheTypes& types) {
-  DeclareCaches(m, layer, Shape{n_ctx, p.n_head_kv, p.head_dim}, types);
+void DeclareKvCache(ir::Module& m, int64_t layer, int64_t n_ctx, const AttentionParams& p, const KvCacheTypes& types,
+                    int64_t ring) {
+  DeclareCaches(m, layer, Shape{n_ctx, p.n_head_kv, p.head_dim}, types, ring);
 }
 
 void DeclarePagedKvCache(ir::Module& m, int64_t layer, int64_t n_blocks, int64_t block, const AttentionParams& p,

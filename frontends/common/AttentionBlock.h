@@ -46,9 +46,11 @@ struct AttentionParams {
 
 absl::Status DeclareAttentionWeights(const gguf::GgufFile& file, ir::Module& m, int64_t layer, int64_t n_embd,
                                      const AttentionParams& p);
-// Adds blk.N.k_cache and blk.N.v_cache, [n_ctx, Hkv, D] of the given element types.
+// Adds blk.N.k_cache and blk.N.v_cache, [n_ctx, Hkv, D] of the given element types. ring > 0:
+// they are sliding-window rings for that window (state attribute "ring"; n_ctx is then the
+// ring's rows, not the context).
 void DeclareKvCache(ir::Module& m, int64_t layer, int64_t n_ctx, const AttentionParams& p,
-                    const KvCacheTypes& types = {});
+                    const KvCacheTypes& types = {}, int64_t ring = 0);
 // The paged form (a module lowered with slots): [n_blocks, block, Hkv, D] K and V pools.
 void DeclarePagedKvCache(ir::Module& m, int64_t layer, int64_t n_blocks, int64_t block, const AttentionParams& p,
                          const KvCacheTypes& types = {});

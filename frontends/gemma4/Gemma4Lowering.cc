@@ -40,6 +40,8 @@ class Gemma4Lowering {
     m_ = std::make_unique<ir::Module>();
     n_ctx_ = ContextLength(opt_, h_.n_ctx_train);
     if (n_ctx_ <= 0) return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": context length must be > 0"));
+    if (opt_.max_call_rows <= 0)
+      return absl::InvalidArgumentError(absl::StrCat("max_call_rows = ", opt_.max_call_rows, " must be > 0"));
     MEMRA_ASSIGN_OR_RETURN(layout_, CheckSlotOptions(opt_, n_ctx_));
     MEMRA_RETURN_IF_ERROR(RejectUnsupportedTensors());
     MEMRA_RETURN_IF_ERROR(DeclareWeights());
@@ -140,8 +142,18 @@ class Gemma4Lowering {
     return Declare(il, "ffn_down_exps.scale", {X});
   }
 
-  // The KV-owning layers' caches, full length (the window is the attention's read range); with
-  // slots, per-slot positions, one block table and a paged pool per KV-owning layer.
+  // Rows of layer il's KV cache: the context, or for a sliding-window layer whose window and one
+  // call's rows fit in less, a ring of W + max_call_rows - 1 rows (ir/Ops.def kv_append ring).
+  int64_t KvRows(int64_t il) const {
+    if (!h_.IsSwa(il)) return n_ctx_;
+    return std::min(n_ctx_, h_.n_swa + opt_.max_call_rows - 1);
+  }
+  // The ring attribute of layer il's cache ops (the window), 0 for a full-length cache.
+  int64_t Ring(int64_t il) const { return KvRows(il) < n_ctx_ ? h_.n_swa : 0; }
+
+  // The KV-owning layers' caches (the window is the attention's read range; sliding-window layers
+  // keep a ring of the window when it is shorter than the context); with slots, per-slot
+  // positions, one block table and a paged pool per KV-owning layer.
   void DeclareState() {
     const int64_t S = opt_.slots;
     pos_ = m_->AddState(StateKind::kPosition, "pos", TensorType(DType::kI32, S > 0 ? Shape{S} : Shape{}));
@@ -154,7 +166,8 @@ class Gemma4Lowering {
       if (S > 0)
         DeclarePagedKvCache(*m_, il, layout_.kv_blocks, LowerOptions::kKvBlock, p, opt_.cache_types);
       else
-        DeclareKvCache(*m_, il, n_ctx_, p, opt_.cache_types);
+        DeclareKvCache(*m_, il, KvRows(il), p, opt_.cache_types, Ring(il));
+      if (S == 0 && Ring(il) > 0) m_->attrs().Set("max_call_rows", opt_.max_call_rows);
     }
   }
 
@@ -263,14 +276,14 @@ class Gemma4Lowering {
       if (c.seq)
         b.PagedKvAppend(k, v, c.S("k_cache"), c.S("v_cache"), c.seq->blocks, pos, c.seq->slot);
       else
-        b.KvAppend(k, v, c.S("k_cache"), c.S("v_cache"), pos);
+        b.KvAppend(k, v, c.S("k_cache"), c.S("v_cache"), pos, Ring(il));
     }
     const LayerContext kv{b, c.m, src, T};
     // Gemma 4 scales q by its norm weights alone: the softmax scale is 1.
     const int64_t window = h_.IsSwa(il) ? h_.n_swa : 0;
     Value* o = c.seq
                    ? b.PagedAttention(q, kv.S("k_cache"), kv.S("v_cache"), c.seq->blocks, pos, c.seq->slot, 1.0, window)
-                   : b.Attention(q, kv.S("k_cache"), kv.S("v_cache"), pos, 1.0, window);
+                   : b.Attention(q, kv.S("k_cache"), kv.S("v_cache"), pos, 1.0, window, Ring(src));
     o->Named(c.Node("kqv_out"));
     // 16-bit or quantized projections: their GPU products already round the activations to bf16,
     // so the attention may too (ir/Ops.def, precision: the tensor-core prefill); f32 models keep

@@ -61,7 +61,17 @@ absl::Status StoreKvElements(const float* src, int64_t n, KvRows cache, int64_t 
                            absl::MakeSpan(dst, static_cast<size_t>(n) * 2));
 }
 
-absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, int64_t capacity, KvRows cache) {
+absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, int64_t capacity, KvRows cache,
+                      int64_t ring) {
+  if (ring > 0) {
+    if (P < 0 || T < 0 || T > capacity - ring + 1)
+      return absl::OutOfRangeError(absl::StrCat("sliding-window ring of ", capacity, " rows (window ", ring,
+                                                "): a call appends at most ", capacity - ring + 1, " rows, not ", T));
+    // At most two runs: up to the ring's end, then from row 0.
+    const int64_t first = P % capacity, head = std::min(T, capacity - first);
+    if (absl::Status st = StoreKvElements(rows, head * width, cache, first * width); !st.ok()) return st;
+    return StoreKvElements(rows + head * width, (T - head) * width, cache, 0);
+  }
   if (P < 0 || T < 0 || P + T > capacity)
     return absl::OutOfRangeError(absl::StrCat("KV cache overflow: appending ", T, " positions at position ", P,
                                               " to a cache of ", capacity, " positions"));
@@ -104,7 +114,8 @@ int64_t FirstKey(int64_t p, int64_t window) { return window > 0 ? std::max<int64
 }  // namespace
 
 void CausalAttention(const float* q, int64_t T, int64_t P, ConstKvRows k_cache, ConstKvRows v_cache, int64_t n_head,
-                     int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool* pool, int64_t window) {
+                     int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool* pool, int64_t window,
+                     int64_t ring_rows) {
   const int64_t group = n_head / n_head_kv;
   const int64_t q_width = n_head * head_dim, kv_width = n_head_kv * head_dim;
   ParallelFor(pool, 0, T * n_head, 1, [&](int64_t lo, int64_t hi) {
@@ -113,9 +124,10 @@ void CausalAttention(const float* q, int64_t T, int64_t P, ConstKvRows k_cache, 
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t t = item / n_head, h = item % n_head, kvh = h / group;
       const int64_t off = kvh * head_dim, j0 = FirstKey(P + t, window);
+      auto row = [&](int64_t j) { return ring_rows > 0 ? (j0 + j) % ring_rows : j0 + j; };
       AttendRow(
-          q + t * q_width + h * head_dim, P + t + 1 - j0, [&](int64_t j) { return k_rows((j0 + j) * kv_width + off); },
-          [&](int64_t j) { return v_rows((j0 + j) * kv_width + off); }, head_dim, scale, p, acc,
+          q + t * q_width + h * head_dim, P + t + 1 - j0, [&](int64_t j) { return k_rows(row(j) * kv_width + off); },
+          [&](int64_t j) { return v_rows(row(j) * kv_width + off); }, head_dim, scale, p, acc,
           out + t * q_width + h * head_dim);
     }
   });

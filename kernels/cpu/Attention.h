@@ -42,7 +42,10 @@ absl::Status StoreKvElements(const float* src, int64_t n, KvRows cache, int64_t 
 
 // Copies rows [T][width] into cache rows P..P+T-1 of a [capacity][width] cache.
 // Errors: P < 0 or P + T > capacity (context overflow).
-absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, int64_t capacity, KvRows cache);
+// ring W > 0 (ir/Ops.def kv_append ring): the cache is a ring, position p in row p % capacity;
+// errors: T > capacity - W + 1 (the call would overwrite keys its own queries still see).
+absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, int64_t capacity, KvRows cache,
+                      int64_t ring = 0);
 
 // Causal grouped-query attention of T new tokens at positions P..P+T-1 over a cache already
 // holding their keys/values: k_cache, v_cache are [>= P+T][n_head_kv * head_dim].
@@ -52,10 +55,11 @@ absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, in
 //   out[t, h] = Σ_j p_j · v[j, kvh]
 // q and out are [T][n_head * head_dim]. Threads split (token, head) pairs. n_head must be a
 // multiple of n_head_kv. window W > 0: only keys j > P+t-W (a sliding window), with the same
-// arithmetic over the keys it keeps.
+// arithmetic over the keys it keeps. ring_rows > 0: the caches are rings of that many rows, key j
+// in row j % ring_rows.
 void CausalAttention(const float* q, int64_t T, int64_t P, ConstKvRows k_cache, ConstKvRows v_cache, int64_t n_head,
                      int64_t n_head_kv, int64_t head_dim, float scale, float* out, ThreadPool* pool = nullptr,
-                     int64_t window = 0);
+                     int64_t window = 0, int64_t ring_rows = 0);
 
 // Paged attention of T rows of several sequences (ir/Ops.def paged_attention): row t with
 // slot[t] >= 0 attends keys 0..pos[t] of its slot, key j at block blocks[slot * max_blocks + j /

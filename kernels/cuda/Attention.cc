@@ -36,17 +36,22 @@ int64_t SplitHeads(int64_t group, int64_t d) {
   return gh;
 }
 
+// The rows of the op's caches when they are sliding-window rings (ir/Ops.def ring), else 0.
+int64_t RingRows(const SelectContext& c) { return c.op.attrs().I64Or("ring", 0) > 0 ? c.shapes.in[1][0] : 0; }
+
 struct Dims {
   int64_t tokens, hq, hkv, d;
 };
 Dims DimsOf(const OpShapes& s) { return {s.in[0][0], s.in[0][1], s.in[1][1], s.in[0][2]}; }
 
+// ring_rows > 0: the caches are sliding-window rings of that many rows (RingRows).
 Launch AttentionLaunch(const OpShapes& s, std::pair<int, int> kv_codes, int64_t warps, Defines extra, const char* entry,
-                       int64_t grid) {
+                       int64_t grid, int64_t ring_rows) {
   const Dims d = DimsOf(s);
   Defines defs = {Def("ATT_HQ", d.hq),           Def("ATT_HKV", d.hkv),   Def("ATT_D", d.d),
                   Def("ATT_BUCKET", s.bucket),   Def("ATT_WARPS", warps), Def("ATT_KT", kv_codes.first),
                   Def("ATT_VT", kv_codes.second)};
+  if (ring_rows > 0) defs.push_back(Def("ATT_RING", ring_rows));
   defs.insert(defs.end(), extra.begin(), extra.end());
   Launch l;
   l.kernel.module.file = "Attention.cu";
@@ -109,7 +114,7 @@ class AttentionSplitImpl : public GpuOpImpl {
     const int64_t splits = AttentionSplits(c.target, head_blocks);
     OpSelection s;
     Launch split = AttentionLaunch(c.shapes, codes, 4, {Def("ATT_SPLITS", splits), Def("ATT_GH", gh)},
-                                   "attention_split", head_blocks * splits);
+                                   "attention_split", head_blocks * splits, RingRows(c));
     Launch combine = split;
     combine.kernel.entry = "attention_combine";
     combine.block = 128;  // Attention.cu ATT_CW warps
@@ -142,7 +147,7 @@ class AttentionGroupImpl : public GpuOpImpl {
     if (smem > c.target.smem_per_block) return std::optional<OpSelection>();
     MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 1, 2));
     OpSelection s;
-    s.launches.push_back(AttentionLaunch(c.shapes, codes, 4, {}, "attention_group", d.tokens * d.hkv));
+    s.launches.push_back(AttentionLaunch(c.shapes, codes, 4, {}, "attention_group", d.tokens * d.hkv, RingRows(c)));
     AddGate(c, s);
     return std::optional<OpSelection>(std::move(s));
   }
@@ -158,7 +163,7 @@ class AttentionImpl : public GpuOpImpl {
     MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 1, 2));
     OpSelection s;
     s.launches.push_back(
-        AttentionLaunch(c.shapes, codes, c.shapes.bucket == 1 ? 8 : 4, {}, "attention", d.tokens * d.hq));
+        AttentionLaunch(c.shapes, codes, c.shapes.bucket == 1 ? 8 : 4, {}, "attention", d.tokens * d.hq, RingRows(c)));
     AddGate(c, s);
     return std::optional<OpSelection>(std::move(s));
   }

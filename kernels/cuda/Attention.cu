@@ -16,6 +16,12 @@
 #ifndef ATT_VT
 #define ATT_VT 0
 #endif
+// ATT_RING > 0: the caches are sliding-window rings of that many rows, key j in row j % ATT_RING
+// (ir/Ops.def kv_append ring).
+#ifndef ATT_RING
+#define ATT_RING 0
+#endif
+__device__ __forceinline__ i64 att_row(int j) { return ATT_RING > 0 ? (i64)(j % ATT_RING) : (i64)j; }
 #define ATT_PER_LANE ((ATT_D + 31) / 32)
 #define ATT_GROUP (ATT_HQ / ATT_HKV)
 
@@ -37,7 +43,7 @@ __device__ __forceinline__ void attention_body(const float* q, const void* k_cac
   // Keys first..pos[t]: all of them, or the last `window` in a sliding window.
   const int n_keys = pos[t] + 1, first = window > 0 ? max(0, n_keys - window) : 0;
   for (int j = first + warp; j < n_keys; j += ATT_WARPS) {
-    const i64 row = ((i64)j * ATT_HKV + kvh) * ATT_D;
+    const i64 row = (att_row(j) * ATT_HKV + kvh) * ATT_D;
     float s = 0.0f;
 #pragma unroll
     for (int k = 0; k < ATT_PER_LANE; ++k) {
@@ -130,7 +136,7 @@ __device__ __forceinline__ void attention_split_body(const float* q, const void*
     PackedElems<ATT_VT, ATT_DL> vr[ATT_UNROLL];
 #pragma unroll
     for (int u = 0; u < ATT_UNROLL; ++u) {
-      const i64 row = ((i64)min(j0 + u, hi - 1) * ATT_HKV + kvh) * ATT_D + lane * ATT_DL;
+      const i64 row = (att_row(min(j0 + u, hi - 1)) * ATT_HKV + kvh) * ATT_D + lane * ATT_DL;
       kr[u].load(k_cache, row);
       vr[u].load(v_cache, row);
     }
@@ -269,7 +275,7 @@ __device__ __forceinline__ void attention_group_body(const float* q, const void*
   }
   const int n_keys = pos[t] + 1, first = window > 0 ? max(0, n_keys - window) : 0;
   for (int j = first + warp; j < n_keys; j += ATT_WARPS) {
-    const i64 row = ((i64)j * ATT_HKV + kvh) * ATT_D;
+    const i64 row = (att_row(j) * ATT_HKV + kvh) * ATT_D;
     float kv[ATT_PER_LANE], vv[ATT_PER_LANE];
 #pragma unroll
     for (int k = 0; k < ATT_PER_LANE; ++k) {

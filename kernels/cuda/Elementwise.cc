@@ -206,10 +206,10 @@ class KvAppendImpl : public GpuOpImpl {
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     const auto& k = c.shapes.in[0];
     MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 2, 3));
+    Defines defs = {Def("KV_WIDTH", k[1] * k[2]), Def("KV_KT", codes.first), Def("KV_VT", codes.second)};
+    if (c.op.attrs().I64Or("ring", 0) > 0) defs.push_back(Def("KV_RING", c.shapes.in[2][0]));  // a ring's rows
     OpSelection s;
-    s.launches.push_back(
-        GridStrideLaunch(c.target, kFile, "kv_append", Numel(k),
-                         {Def("KV_WIDTH", k[1] * k[2]), Def("KV_KT", codes.first), Def("KV_VT", codes.second)}));
+    s.launches.push_back(GridStrideLaunch(c.target, kFile, "kv_append", Numel(k), std::move(defs)));
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {

@@ -174,6 +174,9 @@ extern "C" __global__ void embed(const EmbedParams p) {
 #endif
 
 #ifdef KV_WIDTH
+#ifndef KV_RING
+#define KV_RING 0
+#endif
 // k_cache[pos[t]] = k[t], v_cache[pos[t]] = v[t]; rows of KV_WIDTH (= Hkv * D) elements of the
 // caches' storage types KV_KT / KV_VT (Common.cuh codes; 16-bit rounded to nearest-even).
 extern "C" __global__ void kv_append(const KvAppendParams p) {
@@ -185,7 +188,9 @@ extern "C" __global__ void kv_append(const KvAppendParams p) {
   const i64 n = (i64)n_tok * KV_WIDTH;
   MEMRA_GRID_STRIDE(i, n) {
     const i64 t = i / KV_WIDTH, c = i % KV_WIDTH;
-    const i64 dst = (i64)pos[t] * KV_WIDTH + c;
+    // KV_RING > 0: a sliding-window ring of that many rows (ir/Ops.def kv_append ring).
+    const i64 row = KV_RING > 0 ? (i64)(pos[t] % KV_RING) : (i64)pos[t];
+    const i64 dst = row * KV_WIDTH + c;
     store_from_f32<KV_KT>(k_cache, dst, k[i]);
     store_from_f32<KV_VT>(v_cache, dst, v[i]);
   }

@@ -75,9 +75,12 @@ class FlashAttentionImpl : public GpuOpImpl {
     MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 1, 2));
     Launch l;
     l.kernel.module.file = "FlashAttention.cu";
-    l.kernel.module.defines = MakeDefines({Def("FA_HQ", g->hq), Def("FA_HKV", g->hkv), Def("FA_D", g->d),
-                                           Def("FA_DV", g->dv), Def("FA_WARPS", g->warps), Def("FA_STAGES", g->stages),
-                                           Def("FA_KT", codes.first), Def("FA_VT", codes.second)});
+    Defines defs = {Def("FA_HQ", g->hq),       Def("FA_HKV", g->hkv),     Def("FA_D", g->d),
+                    Def("FA_DV", g->dv),       Def("FA_WARPS", g->warps), Def("FA_STAGES", g->stages),
+                    Def("FA_KT", codes.first), Def("FA_VT", codes.second)};
+    // A sliding-window ring (ir/Ops.def ring): key j in row j % rows.
+    if (c.op.attrs().I64Or("ring", 0) > 0) defs.push_back(Def("FA_RING", c.shapes.in[1][0]));
+    l.kernel.module.defines = MakeDefines(std::move(defs));
     OpSelection s;
     // 1. flash_kv_bf16: the bf16 copy of the cache rows the call's keys span (a fixed grid), for
     //    the caches that are not bf16 already.

@@ -54,6 +54,13 @@ __device__ __forceinline__ float fa_quad_sum(float v) {
 // The first key a query at position p sees (kernels/cpu/Attention.cc's FirstKey).
 __device__ __forceinline__ int fa_first_key(int p, int window) { return window > 0 ? max(0, p - window + 1) : 0; }
 
+// The cache row of key j: j, or j % FA_RING in a sliding-window ring of FA_RING rows (ir/Ops.def
+// kv_append ring; the call's keys span at most FA_RING rows, so none alias).
+#ifndef FA_RING
+#define FA_RING 0
+#endif
+__device__ __forceinline__ i64 fa_row(int j) { return FA_RING > 0 ? (i64)(j % FA_RING) : (i64)j; }
+
 // Rows [j0, j0 + FA_BC) of kv head kvh, columns [c0, c0 + W), from a bf16 copy [rows,
 // Hkv, D] into a [FA_BC][S] tile by 16-byte cp.async; rows at or past j_end are zeroed directly.
 template <int W, int S>
@@ -62,7 +69,7 @@ __device__ __forceinline__ void fa_stage_kv16(u16* dst, const u16* kv, int kvh, 
   for (int i = threadIdx.x; i < FA_BC * kPerRow; i += FA_WARPS * 32) {
     const int r = i / kPerRow, c = (i % kPerRow) * 8, j = j0 + r;
     if (j < j_end)
-      mma_cp_async16(dst + r * S + c, kv + ((i64)j * FA_HKV + kvh) * FA_D + c0 + c);
+      mma_cp_async16(dst + r * S + c, kv + (fa_row(j) * FA_HKV + kvh) * FA_D + c0 + c);
     else
       *reinterpret_cast<uint4*>(dst + r * S + c) = make_uint4(0u, 0u, 0u, 0u);
   }
@@ -110,10 +117,13 @@ extern "C" __global__ void __launch_bounds__(256) flash_kv_bf16(const FlashAtten
   int lo, hi;
   fa_call_range(p, &lo, &hi);
   if (hi < 0) return;
-  const i64 row = (i64)FA_HKV * FA_D, first = (i64)lo * row, n = (i64)(hi + 1) * row - first;
+  // Keys lo..hi; a ring's rows keep their places in the copy (8 elements never cross a row: D is a
+  // multiple of 16).
+  const i64 row = (i64)FA_HKV * FA_D, n = (i64)(hi + 1 - lo) * row;
   for (i64 e = ((i64)blockIdx.x * blockDim.x + threadIdx.x) * 8; e < n; e += (i64)gridDim.x * blockDim.x * 8) {
-    if (FA_KT != 2) fa_copy8_bf16<FA_KT>(p.k_cache, p.k16, first + e);
-    if (FA_VT != 2) fa_copy8_bf16<FA_VT>(p.v_cache, p.v16, first + e);
+    const i64 at = fa_row(lo + (int)(e / row)) * row + e % row;
+    if (FA_KT != 2) fa_copy8_bf16<FA_KT>(p.k_cache, p.k16, at);
+    if (FA_VT != 2) fa_copy8_bf16<FA_VT>(p.v_cache, p.v16, at);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "runtime/cpu/CpuExecutor.h"
 
+#include "runtime/KvCapacity.h"
 #include "runtime/StateMemory.h"
 
 #include "runtime/ArgumentBinding.h"
@@ -196,8 +197,8 @@ absl::Status CpuExecutor::AllocateState() {
     state_[s] = HostTensor::Zeros(dt, shape);
     if (s->state_kind() == ir::StateKind::kPosition && (position_state_ == nullptr || s->name() == "pos"))
       position_state_ = s;
-    if (s->state_kind() == ir::StateKind::kKv) kv_capacity_ = std::min(kv_capacity_, shape[0]);
   }
+  kv_capacity_ = KvContextCapacity(module_);
   return absl::OkStatus();
 }
 
@@ -408,11 +409,7 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
   // Context overflow: refuse before any state changes.
   for (const Op* op : p->kv_appends) {
     MEMRA_ASSIGN_OR_RETURN(auto kshape, Concrete(op->operand(0)->shape(), bindings));
-    const int64_t cap = op->operand(2)->shape()[0].value();
-    if (position() + kshape[0] > cap)
-      return absl::OutOfRangeError(absl::StrCat("context overflow: ", kshape[0], " more tokens at position ",
-                                                position(), " exceed the context length of ", cap,
-                                                " (the KV cache size; raise it with --ctx-size)"));
+    MEMRA_RETURN_IF_ERROR(CheckKvAppendFits(*op, position(), kshape[0]));
   }
 
   std::vector<HostTensor> slots(p->num_slots);
@@ -622,8 +619,9 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         const int64_t T = k.dim(0), width = k.dim(1) * k.dim(2);
         HostTensor& kc_ = St(2);
         HostTensor& vc_ = St(3);
-        MEMRA_RETURN_IF_ERROR(kc::KvAppend(k.f32(), T, width, P, kc_.dim(0), KvOf(kc_)));
-        MEMRA_RETURN_IF_ERROR(kc::KvAppend(In(1).f32(), T, width, P, vc_.dim(0), KvOf(vc_)));
+        const int64_t ring = at.I64Or("ring", 0);
+        MEMRA_RETURN_IF_ERROR(kc::KvAppend(k.f32(), T, width, P, kc_.dim(0), KvOf(kc_), ring));
+        MEMRA_RETURN_IF_ERROR(kc::KvAppend(In(1).f32(), T, width, P, vc_.dim(0), KvOf(vc_), ring));
         break;
       }
       case OpKind::kAttention:
@@ -633,10 +631,12 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         const HostTensor& q = In(0);
         const HostTensor& kc_ = St(1);
         const int64_t T = q.dim(0);
-        if (P + T > kc_.dim(0)) return OpError(op, "attention past the KV cache");
+        const bool ring = at.I64Or("ring", 0) > 0;
+        if (!ring && P + T > kc_.dim(0)) return OpError(op, "attention past the KV cache");
         HostTensor y = HostTensor::Zeros(DType::kF32, q.shape());
         kc::CausalAttention(q.f32(), T, P, KvOf(kc_), KvOf(St(2)), q.dim(1), kc_.dim(1), q.dim(2),
-                            static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool, at.I64Or("window", 0));
+                            static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool, at.I64Or("window", 0),
+                            ring ? kc_.dim(0) : 0);
         if (op.is(OpKind::kAttentionGated)) {
           // attention * sigmoid(gate), as sigmoid then mul compute it (bit-identical).
           MEMRA_RETURN_IF_ERROR(F32In(4));

@@ -2,6 +2,7 @@
 
 #include "runtime/ArgumentBinding.h"
 #include "runtime/DeviceMemory.h"
+#include "runtime/KvCapacity.h"
 #include "runtime/StateMemory.h"
 
 #include <algorithm>
@@ -222,8 +223,8 @@ absl::Status CudaExecutor::AllocateState() {
     state_[s] = std::make_unique<cuda::DeviceBuffer>(std::move(b));
     if (s->state_kind() == ir::StateKind::kPosition && (position_state_ == nullptr || s->name() == "pos"))
       position_state_ = s;
-    if (s->state_kind() == ir::StateKind::kKv) kv_capacity_ = std::min(kv_capacity_, s->shape()[0].value());
   }
+  kv_capacity_ = KvContextCapacity(module_);
   return ResetState();
 }
 
@@ -537,11 +538,7 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
   // Context overflow and token ids: refuse before anything runs.
   for (const Op* op : p->kv_appends) {
     MEMRA_ASSIGN_OR_RETURN(auto kshape, concrete(op->operand(0)));
-    const int64_t cap = op->operand(2)->shape()[0].value();
-    if (position_ + kshape[0] > cap)
-      return absl::OutOfRangeError(absl::StrCat("context overflow: ", kshape[0], " more tokens at position ", position_,
-                                                " exceed the context length of ", cap,
-                                                " (the KV cache size; raise it with --ctx-size)"));
+    MEMRA_RETURN_IF_ERROR(CheckKvAppendFits(*op, position_, kshape[0]));
   }
   for (const Step& s : p->steps) {
     if (!s.op->is(OpKind::kEmbed)) continue;

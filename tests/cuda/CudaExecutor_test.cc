@@ -73,7 +73,8 @@ class CudaExecutorTest : public ::testing::Test {
   };
   static absl::StatusOr<Model> Load(const std::string& path,
                                     kernels::cuda::WeightMode weights = kernels::cuda::WeightMode::kBlocks,
-                                    frontends::KvCacheTypes cache_types = {}) {
+                                    frontends::KvCacheTypes cache_types = {},
+                                    int64_t max_call_rows = frontends::LowerOptions::kMaxCallRows) {
     Model m;
     auto f = gguf::GgufFile::Open(path);
     if (!f.ok()) return f.status();
@@ -81,6 +82,7 @@ class CudaExecutorTest : public ::testing::Test {
     frontends::LowerOptions lo;
     lo.prefill_all_logits = true;
     lo.cache_types = cache_types;
+    lo.max_call_rows = max_call_rows;
     auto mod = frontends::LowerModel(*m.file, lo);
     if (!mod.ok()) return mod.status();
     m.module = std::move(*mod);
@@ -375,6 +377,50 @@ TEST_F(CudaExecutorTest, Gemma4Q8MatchesCpu) {
     EXPECT_LE(d->mean, 2e-2);
     EXPECT_LE(d->worst, 0.3);
     EXPECT_GE(d->step_agree, 28);
+  }
+}
+
+// Sliding-window rings (ir/Ops.def kv_append ring) on the device: lowered with at most 8 rows per
+// call, the sliding layers keep 23-row rings; prefill in chunks of 8 (each ring wraps twice over the
+// 48-token prompt, the flash / CUDA-core prefill kernels reading across the wrap) and 16 decode
+// steps (attention_split) give the full-length caches' logits bit for bit, and the CPU's within the
+// q8_0 bound; a 9-row call is refused before it runs.
+TEST_F(CudaExecutorTest, SlidingWindowRingsEqualFullCaches) {
+  for (const char* name : {"gemma4-tiny-q8_0", "gemma4e-tiny-q8_0"}) {
+    SCOPED_TRACE(name);
+    const std::string model = CudaTestDataPath(std::string("models/") + name + ".gguf");
+    if (!FileExists(model)) GTEST_SKIP() << "fixture not found: " << model;
+    auto full = Load(model);
+    auto ring = Load(model, kernels::cuda::WeightMode::kBlocks, {}, 8);
+    ASSERT_TRUE(full.ok() && ring.ok()) << full.status() << ring.status();
+    double worst = 0;
+    int32_t next = 0;
+    for (size_t s = 0; s < kPrompt.size(); s += 8) {
+      const std::vector<int32_t> chunk(kPrompt.begin() + s, kPrompt.begin() + s + 8);
+      auto a = full->gpu->Run("prefill", Ids(chunk));
+      auto b = ring->gpu->Run("prefill", Ids(chunk));
+      auto c = ring->cpu->Run("prefill", Ids(chunk));
+      ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << a.status() << b.status() << c.status();
+      ASSERT_EQ(Floats((*b)[0]), Floats((*a)[0])) << "prefill chunk at " << s;
+      worst = std::max(worst, Compare((*b)[0].f32(), (*c)[0].f32(), (*c)[0].numel()).nmse);
+      next = kernels::cpu::Argmax((*b)[0].f32() + (*b)[0].numel() - kVocab, kVocab);
+    }
+    for (int step = 0; step < 16; ++step) {
+      auto a = full->gpu->Run("decode", Ids({next}));
+      auto b = ring->gpu->Run("decode", Ids({next}));
+      auto c = ring->cpu->Run("decode", Ids({next}));
+      ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << a.status() << b.status() << c.status();
+      ASSERT_EQ(Floats((*b)[0]), Floats((*a)[0])) << "decode step " << step;
+      worst = std::max(worst, Compare((*b)[0].f32(), (*c)[0].f32(), kVocab).nmse);
+      next = kernels::cpu::Argmax((*c)[0].f32(), kVocab);
+    }
+    std::printf("  %s with 23-row rings: GPU = full-cache GPU bit for bit; vs CPU worst row-block nmse %.3e\n", name,
+                worst);
+    EXPECT_LE(worst, 2e-2);
+    auto refused = ring->gpu->Run("prefill", Ids(std::vector<int32_t>(kPrompt.begin(), kPrompt.begin() + 9)));
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(std::string(refused.status().message()).find("at most 8 rows per call"), std::string::npos)
+        << refused.status();
   }
 }
 

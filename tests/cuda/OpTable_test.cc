@@ -732,6 +732,30 @@ TEST_F(OpTableTest, Gemma4Pieces) {
           return std::vector<Value*>{o};
         },
         2);
+  // Sliding-window rings (ir/Ops.def kv_append / attention ring): the least rows a call of T needs,
+  // 16 + T - 1, so the second call's keys wrap around the ring; f32 (CUDA-core prefill, split-KV
+  // decode) and bf16 precision (the tensor-core prefill, through the bf16 copy).
+  for (const char* precision : {"f32", "bf16"}) {
+    const bool f32 = std::string(precision) == "f32";
+    FOR_T Check(
+        "attention", absl::StrFormat("%s 4q/2kv d64 w16 ring", precision), T, f32 ? 1e-9 : AttentionBound(T),
+        [&](Harness& h) {
+          const int64_t rows = 16 + T - 1;
+          Value* q = h.Arg("q", {-1, 4, 64});
+          Value* k = h.Arg("k", {-1, 2, 64});
+          Value* v = h.Arg("v", {-1, 2, 64});
+          Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {});
+          Value* kc = h.State(ir::StateKind::kKv, "k_cache", DType::kF32, {rows, 2, 64});
+          Value* vc = h.State(ir::StateKind::kKv, "v_cache", DType::kF32, {rows, 2, 64});
+          Value* pos = h.b->Positions(ctr, q);
+          h.b->KvAppend(k, v, kc, vc, pos, 16);
+          Value* o = h.b->Attention(q, kc, vc, pos, 1.0, 16, 16);
+          o->def()->attrs().Set("precision", std::string(precision));
+          h.b->AdvancePositions(ctr, q);
+          return std::vector<Value*>{o};
+        },
+        2);
+  }
   FOR_T Check(
       "rope", "freq_factors", T, 1e-9,
       [](Harness& h) {

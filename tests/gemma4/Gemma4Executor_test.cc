@@ -209,6 +209,49 @@ TEST(Gemma4ExecutorTest, ChunkingAndDecodeAreInvariant) {
   EXPECT_LE(Compare(*last, want).max_abs, 1e-5);
 }
 
+// Sliding-window rings (ir/Ops.def kv_append ring): lowered with at most 8 rows per call, every
+// sliding layer keeps 16 + 8 - 1 = 23 rows instead of the context's 4096 (the shared layers read
+// their owners' rings). Chunked prefill that wraps each ring twice, then 16 decode steps, gives
+// the full-length caches' logits bit for bit; a call of 9 rows is refused by name.
+TEST(Gemma4ExecutorTest, SlidingWindowRingsEqualFullCaches) {
+  for (const std::string name : {"gemma4-tiny-f32", "gemma4moe-tiny-q8_0", "gemma4e-tiny-q8_0"}) {
+    const std::string model = ModelPath(name);
+    SKIP_UNLESS(model);
+    frontends::LowerOptions lo;
+    lo.prefill_all_logits = true;
+    auto full = memra::testing::LoadModel(model, lo);
+    lo.max_call_rows = 8;
+    auto ring = memra::testing::LoadModel(model, lo);
+    ASSERT_TRUE(full.ok() && ring.ok()) << full.status() << ring.status();
+    EXPECT_EQ(ring->module->attrs().I64Or("max_call_rows", 0), 8);
+    EXPECT_FALSE(full->module->attrs().Has("max_call_rows"));
+    int rings = 0;
+    for (const auto& st : ring->module->states()) {
+      if (st->name().find("k_cache") == std::string::npos) continue;
+      const int64_t rows = st->shape().dims()[0].value();
+      EXPECT_TRUE(rows == 23 || rows == 4096) << name << " @" << st->name() << ": " << rows << " rows";
+      rings += rows == 23;
+    }
+    EXPECT_GE(rings, 2) << name;
+    auto want = full->PrefillChunked(kPrompt, 8);
+    auto got = ring->PrefillChunked(kPrompt, 8);
+    ASSERT_TRUE(want.ok() && got.ok()) << want.status() << got.status();
+    EXPECT_EQ(*got, *want) << name;
+    int32_t next = kernels::cpu::Argmax(got->data() + got->size() - kVocab, kVocab);
+    for (int step = 0; step < 16; ++step) {
+      auto a = full->Decode(next);
+      auto b = ring->Decode(next);
+      ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+      ASSERT_EQ(*b, *a) << name << " decode step " << step;
+      next = kernels::cpu::Argmax(a->data(), kVocab);
+    }
+    ring->exec->ResetState();
+    auto too_long = ring->Prefill(absl::MakeConstSpan(kPrompt).subspan(0, 9));
+    ASSERT_FALSE(too_long.ok()) << name;
+    EXPECT_NE(too_long.status().message().find("at most 8 rows"), std::string::npos) << too_long.status();
+  }
+}
+
 // -ctk / -ctv f16: against llama.cpp's run with an f16 cache (README §9.5: kvf16_fa, max |d| 5e-2).
 TEST(Gemma4ExecutorTest, F16KvCacheMatchesLlamaCppF16Cache) {
   const std::string model = ModelPath("gemma4-tiny-f32");

@@ -78,6 +78,52 @@ TEST(Gemma4LoweringTest, ModuleLayout) {
   EXPECT_EQ(ir::ToText(**again), text);
 }
 
+// A context longer than the window plus one call's rows: the sliding layers keep rings of
+// W + max_call_rows - 1 rows (state and op attribute "ring", module "max_call_rows"), the full
+// layers the whole context; the ring round-trips through the printed IR. At the default context
+// (4096 < 16 + 4095) nothing is a ring.
+TEST(Gemma4LoweringTest, SlidingLayersKeepRingsOfTheWindow) {
+  if (!FileExists(kDense)) GTEST_SKIP() << kDense << " not found";
+  auto f = OpenDense();
+  LowerOptions lo;
+  lo.n_ctx = 65536;
+  auto m = LowerGemma4(*f, lo);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ir::Module& mod = **m;
+  std::vector<std::string> kv;
+  for (const auto& st : mod.states())
+    if (st->state_kind() == ir::StateKind::kKv && absl::StrContains(st->name(), "k_cache"))
+      kv.push_back(st->name() + " " + st->type().ToString() + " ring " + std::to_string(st->attrs().I64Or("ring", 0)));
+  EXPECT_EQ(kv, (std::vector<std::string>{
+                    "blk.0.k_cache f32[4111, 2, 32] ring 16", "blk.1.k_cache f32[4111, 2, 32] ring 16",
+                    "blk.2.k_cache f32[4111, 2, 32] ring 16", "blk.3.k_cache f32[65536, 1, 64] ring 0"}));
+  EXPECT_EQ(mod.attrs().I64Or("max_call_rows", 0), 4096);
+  std::vector<std::string> ops;
+  for (const ir::Op* op : mod.function("decode")->Ops())
+    if (op->is(ir::OpKind::kKvAppend) || op->is(ir::OpKind::kAttention))
+      ops.push_back(std::string(op->info().mnemonic) + " " +
+                    op->operand(op->is(ir::OpKind::kKvAppend) ? 2 : 1)->name() + " ring " +
+                    std::to_string(op->attrs().I64Or("ring", 0)));
+  EXPECT_EQ(ops, (std::vector<std::string>{"kv_append blk.0.k_cache ring 16", "attention blk.0.k_cache ring 16",
+                                           "kv_append blk.1.k_cache ring 16", "attention blk.1.k_cache ring 16",
+                                           "kv_append blk.2.k_cache ring 16", "attention blk.2.k_cache ring 16",
+                                           "kv_append blk.3.k_cache ring 0", "attention blk.3.k_cache ring 0",
+                                           "attention blk.2.k_cache ring 16", "attention blk.3.k_cache ring 0"}));
+  const std::string text = ir::ToText(mod);
+  auto again = ir::ParseModule(text);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(ir::ToText(**again), text);
+  // The default context: no ring.
+  auto plain = LowerGemma4(*f);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE((*plain)->attrs().Has("max_call_rows"));
+  // max_call_rows must be positive.
+  lo.max_call_rows = 0;
+  auto bad = LowerGemma4(*f, lo);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "max_call_rows")) << bad.status();
+}
+
 struct BadCase {
   const char* what;
   GgufEdits edits;

@@ -28,6 +28,9 @@ namespace att_emu {
 #ifndef ATT_EMU_ROWS
 #define ATT_EMU_ROWS 900
 #endif
+#ifndef ATT_RING
+#define ATT_RING 0
+#endif
 #ifndef ATT_EMU_WINDOW
 #define ATT_EMU_WINDOW 0
 #endif
@@ -40,21 +43,29 @@ int main() {
   for (float& x : q) x = N(rng);
   for (float& x : k) x = N(rng);
   for (float& x : v) x = 2.0f * N(rng);
-  // The caches as kv_append writes them, and the values the kernels then read.
-  std::vector<unsigned char> kc(k.size() * (ATT_KT == 0 ? 4 : 2)), vc(v.size() * (ATT_VT == 0 ? 4 : 2));
+  // The caches as kv_append writes them, and the values the kernels then read. ATT_RING > 0: a
+  // sliding-window ring of ATT_RING rows (key j in row j % ATT_RING), refilled for each position
+  // with the keys it holds then.
+  constexpr int SROWS = ATT_RING > 0 ? ATT_RING : ROWS, W = HKV * D;
+  std::vector<unsigned char> kc(SROWS * W * (ATT_KT == 0 ? 4 : 2)), vc(SROWS * W * (ATT_VT == 0 ? 4 : 2));
   std::vector<double> kr(k.size()), vr(v.size());
-  for (size_t i = 0; i < k.size(); ++i) {
-    store_from_f32<ATT_KT>(kc.data(), (i64)i, k[i]);
-    store_from_f32<ATT_VT>(vc.data(), (i64)i, v[i]);
-    kr[i] = load_as_f32<ATT_KT>(kc.data(), (i64)i);
-    vr[i] = load_as_f32<ATT_VT>(vc.data(), (i64)i);
-  }
+  auto fill_ring = [&](int last) {  // rows last - SROWS + 1 .. last
+    for (int j = std::max(0, last - SROWS + 1); j <= last; ++j)
+      for (int e = 0; e < W; ++e) {
+        const i64 at = (i64)(j % SROWS) * W + e, i = (i64)j * W + e;
+        store_from_f32<ATT_KT>(kc.data(), at, k[i]);
+        store_from_f32<ATT_VT>(vc.data(), at, v[i]);
+        kr[i] = load_as_f32<ATT_KT>(kc.data(), at);
+        vr[i] = load_as_f32<ATT_VT>(vc.data(), at);
+      }
+  };
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const int min_chunk = ATT_WARPS * ((ATT_KT == 0 || ATT_VT == 0) ? 2 : 4) * 2;  // ATT_MIN_CHUNK
   const int positions[] = {min_chunk * ATT_SPLITS / 3, min_chunk * ATT_SPLITS + 37, ROWS - 1};
   int fail = 0;
   for (int pos : positions) {
     if (pos >= ROWS) continue;
+    fill_ring(pos);
     std::vector<float> part(HQ * ATT_SPLITS * (D + 4), std::nanf("")), o(HQ * D, std::nanf(""));
     AttentionParams p;
     p.q = q.data();
@@ -97,8 +108,8 @@ int main() {
       }
     }
     const double nmse = err / ref;
-    std::printf("attention_split HQ %d HKV %d D %d GH %d splits %d kt %d vt %d window %d pos %d: nmse %.3g%s\n", HQ,
-                HKV, D, ATT_GH, ATT_SPLITS, ATT_KT, ATT_VT, ATT_EMU_WINDOW, pos, nmse,
+    std::printf("attention_split HQ %d HKV %d D %d GH %d splits %d kt %d vt %d window %d ring %d pos %d: nmse %.3g%s\n",
+                HQ, HKV, D, ATT_GH, ATT_SPLITS, ATT_KT, ATT_VT, ATT_EMU_WINDOW, ATT_RING, pos, nmse,
                 bad ? " (unwritten outputs)" : "");
     if (bad || !(nmse < 1e-10)) fail = 1;
   }

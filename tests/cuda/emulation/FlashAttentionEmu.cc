@@ -54,6 +54,9 @@ namespace fa_emu {
 #ifndef FA_EMU_WINDOW
 #define FA_EMU_WINDOW 0
 #endif
+#ifndef FA_RING
+#define FA_RING 0
+#endif
 #ifndef FA_EMU_GATE
 #define FA_EMU_GATE 0
 #endif
@@ -74,12 +77,18 @@ int main() {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
 
   // The caches in their element types; kc / vc then hold the values the kernel reads from them.
-  std::vector<unsigned char> kst(kc.size() * (FA_KT == 0 ? 4 : 2)), vst(vc.size() * (FA_VT == 0 ? 4 : 2));
-  for (size_t i = 0; i < kc.size(); ++i) {
-    store_from_f32<FA_KT>(kst.data(), (i64)i, kc[i]);
-    store_from_f32<FA_VT>(vst.data(), (i64)i, vc[i]);
-    kc[i] = load_as_f32<FA_KT>(kst.data(), (i64)i);
-    vc[i] = load_as_f32<FA_VT>(vst.data(), (i64)i);
+  // FA_RING > 0: a sliding-window ring of FA_RING rows holding the last FA_RING keys, key j in row
+  // j % FA_RING (the older keys are overwritten, as kv_append's ring does).
+  constexpr int srows = FA_RING > 0 ? FA_RING : rows, width = HKV * D;
+  std::vector<unsigned char> kst(srows * width * (FA_KT == 0 ? 4 : 2)), vst(srows * width * (FA_VT == 0 ? 4 : 2));
+  for (int j = 0; j < rows; ++j) {
+    for (int e = 0; e < width; ++e) {
+      const i64 at = (i64)(j % srows) * width + e, i = (i64)j * width + e;
+      store_from_f32<FA_KT>(kst.data(), at, kc[i]);
+      store_from_f32<FA_VT>(vst.data(), at, vc[i]);
+      kc[i] = load_as_f32<FA_KT>(kst.data(), at);
+      vc[i] = load_as_f32<FA_VT>(vst.data(), at);
+    }
   }
   FlashAttentionParams p;
   p.q = q.data();
@@ -91,10 +100,10 @@ int main() {
   p.n_tok = T;
   p.scale = scale;
   p.window = FA_EMU_WINDOW;
-  std::vector<unsigned short> kv16(2 * rows * HKV * D, 0xffff);  // NaN-poisoned bf16 copies
+  std::vector<unsigned short> kv16(2 * srows * HKV * D, 0xffff);  // NaN-poisoned bf16 copies
   p.k16 = FA_KT == 2 ? reinterpret_cast<unsigned short*>(kst.data()) : kv16.data();
-  p.v16 = FA_VT == 2 ? reinterpret_cast<unsigned short*>(vst.data()) : kv16.data() + rows * HKV * D;
-  p.kv_rows = rows;
+  p.v16 = FA_VT == 2 ? reinterpret_cast<unsigned short*>(vst.data()) : kv16.data() + srows * HKV * D;
+  p.kv_rows = srows;
   if (FA_KT != 2 || FA_VT != 2)
     emu_launch([](const void* a) { fa_emu::flash_kv_bf16(*static_cast<const FlashAttentionParams*>(a)); }, 3, 256, &p);
   // The bucket is larger than the call (the grid covers 16 more tokens than T).
@@ -135,9 +144,10 @@ int main() {
     }
   const double nmse = err / ref;
   std::printf(
-      "flash_attention emu HQ=%d HKV=%d D=%d DV=%d warps=%d stages=%d T=%d P0=%d window=%d gate=%d kt=%d vt=%d: "
+      "flash_attention emu HQ=%d HKV=%d D=%d DV=%d warps=%d stages=%d T=%d P0=%d window=%d ring=%d gate=%d kt=%d "
+      "vt=%d: "
       "nmse %.3g max|d| %.3g%s\n",
-      HQ, HKV, D, FA_DV, FA_WARPS, FA_STAGES, T, P0, FA_EMU_WINDOW, FA_EMU_GATE, FA_KT, FA_VT, nmse, worst,
+      HQ, HKV, D, FA_DV, FA_WARPS, FA_STAGES, T, P0, FA_EMU_WINDOW, FA_RING, FA_EMU_GATE, FA_KT, FA_VT, nmse, worst,
       bad ? " UNWRITTEN/NON-FINITE" : "");
   // P is rounded to bf16 before P V (the reference keeps it exact): ~1e-6 expected.
   return bad == 0 && nmse < 2e-5 ? 0 : 1;
