@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
@@ -12,10 +13,96 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
+// A block syntax: its markers and the parser of what is between them.
+struct BlockSyntax {
+  std::string_view open, close;
+  std::optional<ToolCall> (*parse)(absl::string_view body);
+};
 
-// The call in one block's body, or nullopt when it is neither form.
-std::optional<ToolCall> ParseBlock(absl::string_view body) {
+// Gemma 4's argument syntax (its template's format_argument), read into JSON; advances `s` past
+// the value. nullopt where it is not that syntax.
+constexpr absl::string_view kGemmaQuote = "<|\"|>";
+std::optional<json> GemmaValue(absl::string_view& s, int depth);
+
+std::optional<std::string> GemmaKey(absl::string_view& s) {
+  if (absl::ConsumePrefix(&s, kGemmaQuote)) {
+    const size_t end = s.find(kGemmaQuote);
+    if (end == absl::string_view::npos) return std::nullopt;
+    std::string k(s.substr(0, end));
+    s.remove_prefix(end + kGemmaQuote.size());
+    return k;
+  }
+  const size_t end = s.find(':');
+  if (end == absl::string_view::npos || end == 0) return std::nullopt;
+  std::string k(absl::StripAsciiWhitespace(s.substr(0, end)));
+  s.remove_prefix(end);
+  return k;
+}
+
+// `{` key:value (, key:value)* `}` with `s` at the `{`.
+std::optional<json> GemmaObject(absl::string_view& s, int depth) {
+  if (!absl::ConsumePrefix(&s, "{")) return std::nullopt;
+  json obj = json::object();
+  if (absl::ConsumePrefix(&s, "}")) return obj;
+  while (true) {
+    std::optional<std::string> key = GemmaKey(s);
+    if (!key || !absl::ConsumePrefix(&s, ":")) return std::nullopt;
+    std::optional<json> v = GemmaValue(s, depth + 1);
+    if (!v) return std::nullopt;
+    obj[*key] = std::move(*v);
+    if (absl::ConsumePrefix(&s, "}")) return obj;
+    if (!absl::ConsumePrefix(&s, ",")) return std::nullopt;
+  }
+}
+
+std::optional<json> GemmaValue(absl::string_view& s, int depth) {
+  if (depth > 64) return std::nullopt;  // bounded nesting: hostile replies cannot recurse deep
+  if (absl::ConsumePrefix(&s, kGemmaQuote)) {
+    const size_t end = s.find(kGemmaQuote);
+    if (end == absl::string_view::npos) return std::nullopt;
+    json v = std::string(s.substr(0, end));
+    s.remove_prefix(end + kGemmaQuote.size());
+    return v;
+  }
+  if (!s.empty() && s.front() == '{') return GemmaObject(s, depth);
+  if (absl::ConsumePrefix(&s, "[")) {
+    json arr = json::array();
+    if (absl::ConsumePrefix(&s, "]")) return arr;
+    while (true) {
+      std::optional<json> v = GemmaValue(s, depth + 1);
+      if (!v) return std::nullopt;
+      arr.push_back(std::move(*v));
+      if (absl::ConsumePrefix(&s, "]")) return arr;
+      if (!absl::ConsumePrefix(&s, ",")) return std::nullopt;
+    }
+  }
+  // A bare scalar: up to the next , } or ]; JSON's number / true / false / null, else its text.
+  const size_t end = s.find_first_of(",}]");
+  if (end == 0 || end == absl::string_view::npos) return std::nullopt;
+  const absl::string_view word = absl::StripAsciiWhitespace(s.substr(0, end));
+  s.remove_prefix(end);
+  json v = json::parse(word.begin(), word.end(), nullptr, false);
+  if (v.is_discarded() || v.is_object() || v.is_array() || v.is_string()) return json(std::string(word));
+  return v;
+}
+
+// `call:NAME{args}`.
+std::optional<ToolCall> ParseGemmaBlock(absl::string_view body) {
+  body = absl::StripAsciiWhitespace(body);
+  if (!absl::ConsumePrefix(&body, "call:")) return std::nullopt;
+  const size_t brace = body.find('{');
+  if (brace == absl::string_view::npos || brace == 0) return std::nullopt;
+  ToolCall c;
+  c.name = std::string(absl::StripAsciiWhitespace(body.substr(0, brace)));
+  body.remove_prefix(brace);
+  std::optional<json> args = GemmaObject(body, 0);
+  if (!args || !absl::StripAsciiWhitespace(body).empty() || c.name.empty()) return std::nullopt;
+  c.arguments = args->dump();
+  return c;
+}
+
+// The call in one Qwen block's body, or nullopt when it is neither form.
+std::optional<ToolCall> ParseQwenBlock(absl::string_view body) {
   body = absl::StripAsciiWhitespace(body);
   if (absl::ConsumePrefix(&body, "<function=")) {
     const size_t end = body.find('>');
@@ -55,11 +142,30 @@ std::optional<ToolCall> ParseBlock(absl::string_view body) {
   return c;
 }
 
-// Length of the longest suffix of `s` that is a proper prefix of kOpen (text that may become one).
+constexpr BlockSyntax kSyntaxes[] = {{"<tool_call>", "</tool_call>", ParseQwenBlock},
+                                     {"<|tool_call>", "<tool_call|>", ParseGemmaBlock}};
+
+// Length of the longest suffix of `s` that is a proper prefix of an opening marker (text that may
+// become one).
 size_t PartialOpen(std::string_view s) {
-  for (size_t n = std::min(s.size(), kOpen.size() - 1); n > 0; --n)
-    if (kOpen.substr(0, n) == s.substr(s.size() - n)) return n;
-  return 0;
+  size_t best = 0;
+  for (const BlockSyntax& b : kSyntaxes)
+    for (size_t n = std::min(s.size(), b.open.size() - 1); n > best; --n)
+      if (b.open.substr(0, n) == s.substr(s.size() - n)) {
+        best = n;
+        break;
+      }
+  return best;
+}
+
+// The first opening marker in `s`: its position and syntax (npos when none).
+std::pair<size_t, const BlockSyntax*> FirstOpen(std::string_view s) {
+  std::pair<size_t, const BlockSyntax*> first{std::string::npos, nullptr};
+  for (const BlockSyntax& b : kSyntaxes) {
+    const size_t at = s.find(b.open);
+    if (at < first.first) first = {at, &b};
+  }
+  return first;
 }
 
 }  // namespace
@@ -85,7 +191,7 @@ ToolCallFilter::Out ToolCallFilter::Push(absl::string_view text) {
     after_call_ = false;
   }
   while (true) {
-    const size_t open = held_.find(kOpen);
+    const auto [open, syntax] = FirstOpen(held_);
     if (open == std::string::npos) {
       // No block starts: everything but a possible start of one goes out.
       const size_t keep = PartialOpen(held_);
@@ -95,16 +201,16 @@ ToolCallFilter::Out ToolCallFilter::Push(absl::string_view text) {
     }
     out.content += held_.substr(0, open);
     held_.erase(0, open);
-    const size_t close = held_.find(kClose);
+    const size_t close = held_.find(syntax->close, syntax->open.size());
     if (close == std::string::npos) return out;  // inside a block: wait for its end
-    const absl::string_view body = absl::string_view(held_).substr(kOpen.size(), close - kOpen.size());
-    if (std::optional<ToolCall> c = ParseBlock(body)) {
+    const absl::string_view body = absl::string_view(held_).substr(syntax->open.size(), close - syntax->open.size());
+    if (std::optional<ToolCall> c = syntax->parse(body)) {
       out.calls.push_back(std::move(*c));
       ++calls_;
     } else {
-      out.content += held_.substr(0, close + kClose.size());
+      out.content += held_.substr(0, close + syntax->close.size());
     }
-    held_.erase(0, close + kClose.size());
+    held_.erase(0, close + syntax->close.size());
     if (calls_ > 0) {
       const size_t n = held_.find_first_not_of(" \t\r\n");
       held_.erase(0, n == std::string::npos ? held_.size() : n);

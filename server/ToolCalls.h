@@ -1,7 +1,11 @@
-// Tool calls in a Qwen model's reply: `<tool_call>...</tool_call>` blocks holding either the JSON
-// form Qwen3's template asks for ({"name": ..., "arguments": {...}}) or the XML form of Qwen3.5 /
-// Qwen3-Coder (<function=NAME><parameter=P>value</parameter>...</function>), turned into OpenAI
-// `tool_calls`; the text outside the blocks stays content. A block that does not parse stays text.
+// Tool calls in a model's reply, turned into OpenAI `tool_calls`; the text outside the blocks
+// stays content, and a block that does not parse stays text. Two block syntaxes:
+//  * Qwen: `<tool_call>...</tool_call>` holding either the JSON form Qwen3's template asks for
+//    ({"name": ..., "arguments": {...}}) or the XML form of Qwen3.5 / Qwen3-Coder
+//    (<function=NAME><parameter=P>value</parameter>...</function>);
+//  * Gemma 4: `<|tool_call>call:NAME{key:value,...}<tool_call|>`, values in its template's
+//    argument syntax (strings between <|"|> marks, numbers, true / false / null, {...} objects
+//    whose keys may be bare or marked, [...] lists).
 //
 // ToolCallFilter does the same on a stream: text that is or may become a block is held back, and
 // each block comes out as one call when it closes.

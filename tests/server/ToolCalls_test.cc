@@ -1,4 +1,4 @@
-// Tool calls in Qwen replies (server/ToolCalls.h): both block forms, text around them, blocks that
+// Tool calls in Qwen and Gemma 4 replies (server/ToolCalls.h): the block forms, text around them, blocks that
 // do not parse staying text, and the streaming filter giving the same split however the text is
 // cut into tokens (every cut point of the reply), holding back only what may become a block.
 #include "server/ToolCalls.h"
@@ -69,6 +69,54 @@ TEST(ToolCallsTest, StreamingSplitsLikeTheWhole) {
     EXPECT_EQ(calls[0].arguments, whole.calls[0].arguments);
     EXPECT_EQ(calls[1].name, "b");
     EXPECT_EQ(f.calls_so_far(), 2);
+  }
+}
+
+// Gemma 4's form, as its template writes a call back (format_argument with bare keys, strings
+// between <|"|> marks), nested objects and lists, marked keys, scalars.
+TEST(ToolCallsTest, Gemma4Form) {
+  const std::string text =
+      "Checking.<|tool_call>call:get_weather{city:<|\"|>Paris, France<|\"|>,days:2,metric:true,"
+      "opts:{<|\"|>unit<|\"|>:<|\"|>C<|\"|>,hours:[6,12.5,null]},tags:[<|\"|>a}b<|\"|>]}<tool_call|>"
+      "<|tool_call>call:noop{}<tool_call|>";
+  AssistantReply r = ParseToolCalls(text);
+  EXPECT_EQ(r.content, "Checking.");
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(json::parse(r.calls[0].arguments), json::parse(R"({"city": "Paris, France", "days": 2, "metric": true,
+                            "opts": {"unit": "C", "hours": [6, 12.5, null]}, "tags": ["a}b"]})"));
+  EXPECT_EQ(r.calls[1].name, "noop");
+  EXPECT_EQ(r.calls[1].arguments, "{}");
+  // Malformed Gemma blocks stay text; so does an unclosed one.
+  for (const char* bad : {"<|tool_call>get_weather{}<tool_call|>", "<|tool_call>call:f{a:<|\"|>x}<tool_call|>",
+                          "<|tool_call>call:f{a:1,}<tool_call|>", "<|tool_call>call:{a:1}<tool_call|>",
+                          "<|tool_call>call:f{a:1} trailing<tool_call|>", "open <|tool_call>call:f{a:1}"}) {
+    AssistantReply b = ParseToolCalls(bad);
+    EXPECT_TRUE(b.calls.empty()) << bad;
+    EXPECT_EQ(b.content, bad);
+  }
+  // Nesting is bounded: a hostile reply of 10,000 open lists parses to text, not a crash.
+  const std::string deep = "<|tool_call>call:f{a:" + std::string(10000, '[') + "<tool_call|>";
+  EXPECT_TRUE(ParseToolCalls(deep).calls.empty());
+  // Streamed at every cut, the same split.
+  const std::string both =
+      "a <|tool_call>call:f{x:<|\"|><|tool<|\"|>}<tool_call|> b <tool_call>{\"name\": \"g\"}</tool_call>";
+  const AssistantReply whole = ParseToolCalls(both);
+  ASSERT_EQ(whole.calls.size(), 2u);
+  EXPECT_EQ(json::parse(whole.calls[0].arguments), json({{"x", "<|tool"}}));
+  for (size_t step : {1, 2, 3, 7}) {
+    ToolCallFilter f;
+    std::string content;
+    int calls = 0;
+    for (size_t i = 0; i < both.size(); i += step) {
+      ToolCallFilter::Out o = f.Push(both.substr(i, step));
+      content += o.content;
+      calls += static_cast<int>(o.calls.size());
+      EXPECT_EQ(content.find("tool_call"), std::string::npos) << "step " << step << " at " << i;
+    }
+    content += f.Flush().content;
+    EXPECT_EQ(content, whole.content) << "step " << step;
+    EXPECT_EQ(calls, 2) << "step " << step;
   }
 }
 
