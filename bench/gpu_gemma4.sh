@@ -5,12 +5,19 @@
 # where a decode step's time goes. Each step runs under what is left of BUDGET_S seconds, so the
 # call ends with its table even when a step runs long.
 #
-#   bash bench/gpu_gemma4.sh BUNDLE BUDGET_S PRESET:DTYPE [PRESET:DTYPE ...]
+# With LLAMACPP_SRC (bench/llamacpp_source.sh's tarball) as a third argument, llama.cpp builds in
+# the background while the models generate, and llama-bench runs on each GGUF right after memra
+# bench (the same file, the same run).
+#
+#   bash bench/gpu_gemma4.sh BUNDLE BUDGET_S [LLAMACPP_SRC] PRESET:DTYPE [PRESET:DTYPE ...]
 #   e.g. bash bench/gpu_gemma4.sh build-gpu/gpu-bundle.tar.xz 560 gemma4-26b-a4b:q4_k_m gemma4-31b:q8_0
 set -uo pipefail
-bundle=${1:?usage: gpu_gemma4.sh BUNDLE BUDGET_S PRESET:DTYPE...}
-budget=${2:?usage: gpu_gemma4.sh BUNDLE BUDGET_S PRESET:DTYPE...}
+bundle=${1:?usage: gpu_gemma4.sh BUNDLE BUDGET_S [LLAMACPP_SRC] PRESET:DTYPE...}
+budget=${2:?usage: gpu_gemma4.sh BUNDLE BUDGET_S [LLAMACPP_SRC] PRESET:DTYPE...}
 shift 2
+llama_src=""
+case ${1:-} in *.tar.xz) llama_src=$1; shift ;; esac
+here=$(cd "$(dirname "$0")" && pwd)
 start=$(date +%s)
 out=${OUT:-/tmp/memra-gemma4}
 bin=/tmp/memra-gemma4-bin
@@ -19,6 +26,10 @@ mkdir -p "$out" "$bin" "$models"
 tar xJf "$bundle" -C "$bin" || { echo "cannot unpack $bundle"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
 left() { echo $((budget - ($(date +%s) - start))); }
+if [ -n "$llama_src" ]; then
+  bash "$here/gpu_llamacpp.sh" build "$llama_src" > "$out/llamacpp-build.log" 2>&1 &
+  llama_pid=$!
+fi
 summary=()
 # One step under what is left of the budget (at most $1 seconds); its rc and seconds.
 step() {
@@ -54,6 +65,12 @@ for spec in "$@"; do
     > "$out/bench-$tag.md" 2> "$out/bench-$tag.err"
   cat "$out/bench-$tag.md"
   grep -i "error" "$out/bench-$tag.err" | head -3
+  if [ -n "$llama_src" ]; then
+    while kill -0 "$llama_pid" 2> /dev/null && [ "$(left)" -gt 60 ]; do sleep 5; done
+    cat "$out/llamacpp-build.log"
+    step 200 "llama-bench $tag" bash "$here/gpu_llamacpp.sh" bench "$m" > "$out/llama-bench-$tag.md" 2>&1
+    cat "$out/llama-bench-$tag.md"
+  fi
   step 60 "profile $tag" "$bin/memra" bench "$m" -p 0 -n 8 -r 1 --profile --kernel-cache /tmp/memra-cache \
     > /dev/null 2> "$out/profile-$tag.txt"
   echo "--- profile $tag tg8 ---"
@@ -62,4 +79,4 @@ for spec in "$@"; do
 done
 echo "=== gemma4 suite ($(($(date +%s) - start)) s of $budget) ==="
 for s in "${summary[@]}"; do echo "$s"; done
-for f in "$out"/bench-*.md; do [ -f "$f" ] && grep -E "pp|tg" "$f" | sed "s|^|$(basename "$f" .md) |"; done
+for f in "$out"/bench-*.md "$out"/llama-bench-*.md; do [ -f "$f" ] && grep -E "pp|tg" "$f" | sed "s|^|$(basename "$f" .md) |"; done
