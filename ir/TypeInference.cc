@@ -268,6 +268,8 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
     case OpKind::kMatMulSwiglu: {
       CHECK_OK(c.Float(0));
       CHECK_OK(c.RankAtLeast(0, 1));
+      if (auto act = attrs.GetString("activation"); act && *act != "silu" && *act != "gelu")
+        return Err(absl::StrCat("matmul_swiglu activation '", *act, "' is not \"silu\" or \"gelu\""));
       for (size_t i : {1, 2}) {
         CHECK_OK(c.Rank(i, 2));
         CHECK_OK(c.DimEq(i, 1, c.S(0).back(), "K, the last dim of 'x'"));

@@ -57,6 +57,11 @@ extern "C" __global__ void swiglu_f32(const PairParams p) {
   memra_grid_dependency();
   MEMRA_GRID_STRIDE(i, p.n) p.y[i] = siluf_(p.a[i]) * p.b[i];
 }
+// GeGLU's gating (matmul_swiglu activation gelu): gelu(a) * b.
+extern "C" __global__ void geglu_f32(const PairParams p) {
+  memra_grid_dependency();
+  MEMRA_GRID_STRIDE(i, p.n) p.y[i] = geluf_(p.a[i]) * p.b[i];
+}
 // attention_gated's output gate: y = a * sigmoid(g) (sigmoid as sigmoid_f32 computes it).
 extern "C" __global__ void mul_sigmoid_f32(const PairParams p) {
   memra_grid_dependency();

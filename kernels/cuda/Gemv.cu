@@ -128,7 +128,11 @@ __device__ __forceinline__ void gemv_body(const void* __restrict__ w, const floa
   if ((threadIdx.x & 31) == 0) y[row] = v;
 }
 
-// The FFN's fused gate/up product: y[n] = silu(Wg x)[n] * (Wu x)[n], both rows read by one warp.
+// The FFN's fused gate/up product: y[n] = silu(Wg x)[n] * (Wu x)[n] (GEMV_GELU: gelu, GeGLU), both
+// rows read by one warp.
+#ifndef GEMV_GELU
+#define GEMV_GELU 0
+#endif
 __device__ __forceinline__ void gemv_swiglu_body(const void* __restrict__ wg, const float* __restrict__ sg,
                                                  const void* __restrict__ wu, const float* __restrict__ su,
                                                  const float* __restrict__ x, float* __restrict__ y, int n_rows) {
@@ -138,7 +142,7 @@ __device__ __forceinline__ void gemv_swiglu_body(const void* __restrict__ wg, co
   if (row >= n_rows) return;
   const float g = row_dot(wg, sg, row, xv);
   const float u = row_dot(wu, su, row, xv);
-  if ((threadIdx.x & 31) == 0) y[row] = siluf_(g) * u;
+  if ((threadIdx.x & 31) == 0) y[row] = (GEMV_GELU ? geluf_(g) : siluf_(g)) * u;
 }
 
 // A matmul_group's products (up to 4 weights of one storage sharing x) in one launch: global row

@@ -168,10 +168,19 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
     if (tiles == 0) return std::nullopt;
     Launch l;
     l.kernel.module.file = "GemvQuant.cu";
-    l.kernel.module.defines =
-        MakeDefines({Def("GQ_FMT", info.ggml_id), Def("GQ_K", K), Def("GQ_T", T), Def("GQ_R", rows),
-                     Def("GQ_WARPS", warps), Def("GQ_ST", stages), Def("GQ_XQ", static_cast<int>(x)),
-                     Def("GQ_CW", copy), Def("GQ_SWIGLU", swiglu ? 1 : 0), Def("GQ_MINB", min_blocks)});
+    Defines defs = {Def("GQ_FMT", info.ggml_id),
+                    Def("GQ_K", K),
+                    Def("GQ_T", T),
+                    Def("GQ_R", rows),
+                    Def("GQ_WARPS", warps),
+                    Def("GQ_ST", stages),
+                    Def("GQ_XQ", static_cast<int>(x)),
+                    Def("GQ_CW", copy),
+                    Def("GQ_SWIGLU", swiglu ? 1 : 0),
+                    Def("GQ_MINB", min_blocks)};
+    // GeGLU (matmul_swiglu activation gelu): the gate's activation by define; SwiGLU keeps its key.
+    if (swiglu && op.attrs().GetString("activation").value_or("silu") == "gelu") defs.push_back(Def("GQ_GELU", 1));
+    l.kernel.module.defines = MakeDefines(std::move(defs));
     l.kernel.entry = swiglu ? "gemv_q_swiglu" : "gemv_q";
     l.block = static_cast<uint32_t>(warps * 32);
     int64_t cap = options.max_blocks > 0 ? options.max_blocks : int64_t{target.sm_count} * kBlocksPerSmCap;

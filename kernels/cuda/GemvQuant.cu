@@ -94,7 +94,7 @@
 #define GQ_CW 16  // bytes per copy piece (16, 8, 4: cp.async; 2, 1: plain copies)
 #endif
 #ifndef GQ_GELU
-#define GQ_GELU 0  // gemv_q_moe_swiglu's gate activation: 0 silu, 1 gelu (Gemma 4's experts)
+#define GQ_GELU 0  // the swiglu forms' gate activation: 0 silu, 1 gelu (Gemma 4's MLPs and experts)
 #endif
 #ifndef GQ_SWIGLU
 #define GQ_SWIGLU 0  // the module's product entry: 0 gemv_q, 1 gemv_q_swiglu (rings of 2 GQ_R rows)

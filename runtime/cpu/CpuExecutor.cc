@@ -537,7 +537,8 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         break;
       }
       case OpKind::kMatMulSwiglu: {
-        // The two products and the gating exactly as matmul, matmul, swiglu (bit-identical).
+        // The two products and the gating exactly as matmul, matmul, swiglu (or gelu, mul) compute
+        // them (bit-identical).
         MEMRA_RETURN_IF_ERROR(F32In(0));
         const HostTensor& x = In(0);
         const int64_t K = x.dim(-1), rows = x.numel() / std::max<int64_t>(K, 1);
@@ -549,7 +550,13 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         MEMRA_RETURN_IF_ERROR(kc::Matmul(x.f32(), rows, wg, g.f32(), pool));
         MEMRA_RETURN_IF_ERROR(kc::Matmul(x.f32(), rows, wu, u.f32(), pool));
         HostTensor y = HostTensor::Zeros(DType::kF32, g.shape());
-        kc::Swiglu(g.f32(), u.f32(), g.numel(), y.f32());
+        if (at.GetString("activation").value_or("silu") == "gelu") {
+          // GeGLU: as gelu then mul compute it.
+          kc::Gelu(g.f32(), g.numel(), g.f32());
+          kc::Mul(g.f32(), u.f32(), g.numel(), y.f32());
+        } else {
+          kc::Swiglu(g.f32(), u.f32(), g.numel(), y.f32());
+        }
         out.push_back(y);
         break;
       }

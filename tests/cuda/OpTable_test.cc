@@ -756,6 +756,22 @@ TEST_F(OpTableTest, Gemma4Pieces) {
         },
         2);
   }
+  // GeGLU (matmul_swiglu activation gelu: fuse-swiglu's form of Gemma's MLPs): f32 / bf16 weights
+  // (gemv_swiglu, the GEMM + geglu_f32) and q8_0 / q4_K blocks (gemv_q_swiglu with GQ_GELU).
+  auto geglu = [](GgmlType t) {
+    return [t](Harness& h) {
+      Value* x = h.Arg("x", {-1, 1024});
+      return std::vector<Value*>{
+          h.b->Build1(ir::OpKind::kMatMulSwiglu,
+                      {x, h.Weight("wg", t, {1024, 768}, -0.05f, 0.05f), h.Weight("wu", t, {1024, 768}, -0.05f, 0.05f)},
+                      {{"activation", std::string("gelu")}})};
+    };
+  };
+  for (auto [t, bound] : {std::pair<GgmlType, double>{GgmlType::kF32, 1e-10}, {GgmlType::kBF16, 5e-5}})
+    FOR_T Check("matmul_swiglu", absl::StrCat(formats::GgmlTypeName(t), " gelu"), T, bound, geglu(t));
+  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_K})
+    FOR_T Check("matmul_swiglu", absl::StrCat(formats::GgmlTypeName(t), " gelu"), T,
+                BlockProductBound(T, WeightMode::kBlocks), geglu(t));
   FOR_T Check(
       "rope", "freq_factors", T, 1e-9,
       [](Harness& h) {
