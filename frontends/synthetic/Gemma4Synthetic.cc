@@ -226,16 +226,10 @@ absl::StatusOr<SyntheticStats> WriteSyntheticGemma4(const Gemma4Shape& s, const 
   MEMRA_RETURN_IF_ERROR(Validate(s));
   MEMRA_ASSIGN_OR_RETURN(QuantMix mix, LookupQuantMix(opt.dtype));
   MEMRA_ASSIGN_OR_RETURN(std::vector<TensorSpec> specs, TypedTensors(s, mix));
-  MEMRA_RETURN_IF_ERROR(CheckQuantizable(mix, specs));
-  MEMRA_RETURN_IF_ERROR(gguf::CheckWritableDestination(path));  // before generating anything
   const std::string a = "gemma4.";
   gguf::GgufWriter w;
-  w.Set("general.architecture", Value::String("gemma4"));
-  w.Set("general.name", Value::String(absl::StrCat("memra synthetic ", s.name)));
-  w.Set("general.description",
-        Value::String(absl::StrCat("random weights (seed ", opt.seed, "), written by memra gen")));
-  w.Set("general.file_type", Value::U32(mix.file_type));
-  if (mix.base_type != GgmlType::kF32) w.Set("general.quantization_version", Value::U32(2));
+  MEMRA_RETURN_IF_ERROR(
+      BeginSyntheticFile(w, "gemma4", absl::StrCat("memra synthetic ", s.name), mix, specs, opt, path));
   // Keys as llama.cpp's converter (conversion/gemma.py, Gemma4Model) writes them.
   w.Set(a + "context_length", Value::U32(s.context_length));
   w.Set(a + "embedding_length", Value::U32(s.n_embd));

@@ -245,16 +245,10 @@ absl::StatusOr<SyntheticStats> WriteSyntheticQwen35(const Qwen35Shape& s, const 
                                                     const std::string& path) {
   MEMRA_ASSIGN_OR_RETURN(QuantMix mix, LookupQuantMix(opt.dtype));
   MEMRA_ASSIGN_OR_RETURN(std::vector<TensorSpec> specs, TypedTensors(s, mix));
-  MEMRA_RETURN_IF_ERROR(CheckQuantizable(mix, specs));
-  MEMRA_RETURN_IF_ERROR(gguf::CheckWritableDestination(path));  // before generating anything
   const std::string a = s.arch() + ".";
   gguf::GgufWriter w;
-  w.Set("general.architecture", Value::String(s.arch()));
-  w.Set("general.name", Value::String(absl::StrCat("memra synthetic ", s.arch(), " ", s.name)));
-  w.Set("general.description",
-        Value::String(absl::StrCat("random weights (seed ", opt.seed, "), written by memra gen")));
-  w.Set("general.file_type", Value::U32(mix.file_type));  // llama.cpp's LLAMA_FTYPE of the mix
-  if (mix.base_type != GgmlType::kF32) w.Set("general.quantization_version", Value::U32(2));
+  MEMRA_RETURN_IF_ERROR(
+      BeginSyntheticFile(w, s.arch(), absl::StrCat("memra synthetic ", s.arch(), " ", s.name), mix, specs, opt, path));
   w.Set(a + "context_length", Value::U32(s.context_length));
   w.Set(a + "embedding_length", Value::U32(s.n_embd));
   w.Set(a + "block_count", Value::U32(s.n_layer));

@@ -155,6 +155,21 @@ std::vector<SyntheticTensorType> TypesOf(absl::Span<const TensorSpec> specs) {
   return out;
 }
 
+absl::Status BeginSyntheticFile(gguf::GgufWriter& w, const std::string& arch, const std::string& name,
+                                const QuantMix& mix, absl::Span<const TensorSpec> specs, const SyntheticOptions& opt,
+                                const std::string& path) {
+  MEMRA_RETURN_IF_ERROR(CheckQuantizable(mix, specs));
+  MEMRA_RETURN_IF_ERROR(gguf::CheckWritableDestination(path));
+  using gguf::Value;
+  w.Set("general.architecture", Value::String(arch));
+  w.Set("general.name", Value::String(name));
+  w.Set("general.description",
+        Value::String(absl::StrCat("random weights (seed ", opt.seed, "), written by memra gen")));
+  w.Set("general.file_type", Value::U32(mix.file_type));  // llama.cpp's LLAMA_FTYPE of the mix
+  if (mix.base_type != GgmlType::kF32) w.Set("general.quantization_version", Value::U32(2));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SyntheticStats> WriteSynthetic(gguf::GgufWriter& w, absl::Span<const TensorSpec> specs,
                                               const SyntheticOptions& opt, const std::string& path) {
   const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());

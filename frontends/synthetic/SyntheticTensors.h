@@ -70,6 +70,13 @@ absl::Status ApplyMix(const QuantMix& mix, const MixModel& model, std::vector<Te
 absl::Status CheckQuantizable(const QuantMix& mix, absl::Span<const TensorSpec> specs);
 std::vector<SyntheticTensorType> TypesOf(absl::Span<const TensorSpec> specs);
 
+// Before anything is drawn: an error when a tensor's type of `mix` has no quantizer or `path`
+// cannot be written; then the general.* keys every generated file carries (architecture, name,
+// the seed in the description, llama.cpp's file type of the mix).
+absl::Status BeginSyntheticFile(gguf::GgufWriter& w, const std::string& arch, const std::string& name,
+                                const QuantMix& mix, absl::Span<const TensorSpec> specs,
+                                const SyntheticOptions& options, const std::string& path);
+
 // Adds the tensors to `w` (their data drawn while writing) and writes `path`, with a progress bar
 // when options.progress.
 absl::StatusOr<SyntheticStats> WriteSynthetic(gguf::GgufWriter& w, absl::Span<const TensorSpec> specs,
