@@ -9,7 +9,9 @@
 namespace memra::runtime {
 
 int64_t KvContextCapacity(const ir::Module& module) {
-  int64_t cap = std::numeric_limits<int64_t>::max();
+  // The lowering's context bounds it too, so a module whose caches are all rings still has one.
+  int64_t cap =
+      module.attrs().I64Or("n_ctx", 0) > 0 ? module.attrs().I64Or("n_ctx", 0) : std::numeric_limits<int64_t>::max();
   for (const auto& s : module.states())
     if (s->state_kind() == ir::StateKind::kKv && !s->attrs().Has("ring") && s->shape().rank() == 3)
       cap = std::min(cap, s->shape()[0].value());

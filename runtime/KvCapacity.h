@@ -12,7 +12,8 @@
 
 namespace memra::runtime {
 
-// The rows of the smallest KV cache that is not a ring (INT64_MAX when there is none).
+// The context: the rows of the smallest KV cache that is not a ring, and at most the module's
+// "n_ctx" (INT64_MAX when neither says).
 int64_t KvContextCapacity(const ir::Module& module);
 
 // A kv_append of `rows` rows at `position`: OutOfRange when it passes a full-length cache (context
