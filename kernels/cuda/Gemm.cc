@@ -133,9 +133,8 @@ class GemmSwigluImpl : public GpuOpImpl {
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kMatMulSwiglu; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     OpSelection s = GemmSelection(c);
-    const bool gelu = c.op.attrs().GetString("activation").value_or("silu") == "gelu";
-    s.launches.push_back(
-        GridStrideLaunch(c.target, "Elementwise.cu", gelu ? "geglu_f32" : "swiglu_f32", Numel(c.shapes.out[0])));
+    s.launches.push_back(GridStrideLaunch(c.target, "Elementwise.cu", GeluGate(c.op) ? "geglu_f32" : "swiglu_f32",
+                                          Numel(c.shapes.out[0])));
     s.scratch_bytes += Numel(c.shapes.out[0]) * 4;  // the f32 gate product, after the cast copy
     return std::optional<OpSelection>(std::move(s));
   }

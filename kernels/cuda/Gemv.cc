@@ -75,11 +75,7 @@ class GemvSwigluImpl : public GpuOpImpl {
     const auto storage = GemvStorages(c);
     if (!storage || storage->size() != 2 || !OneStorage(*storage)) return std::optional<OpSelection>();
     Launch l = GemvLaunch("gemv_swiglu", c.shapes.in[0].back(), (*storage)[0], c.shapes.out[0].back());
-    if (c.op.attrs().GetString("activation").value_or("silu") == "gelu") {  // GeGLU: a define, SwiGLU's key kept
-      Defines d = l.kernel.module.defines;
-      d.emplace_back("GEMV_GELU", "1");
-      l.kernel.module.defines = MakeDefines(std::move(d));
-    }
+    AddFlagDefine(l, "GEMV_GELU", GeluGate(c.op));  // GeGLU
     return std::optional<OpSelection>(GemvSelection(std::move(l)));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {

@@ -179,7 +179,7 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
                     Def("GQ_SWIGLU", swiglu ? 1 : 0),
                     Def("GQ_MINB", min_blocks)};
     // GeGLU (matmul_swiglu activation gelu): the gate's activation by define; SwiGLU keeps its key.
-    if (swiglu && op.attrs().GetString("activation").value_or("silu") == "gelu") defs.push_back(Def("GQ_GELU", 1));
+    if (swiglu && GeluGate(op)) defs.push_back(Def("GQ_GELU", 1));
     l.kernel.module.defines = MakeDefines(std::move(defs));
     l.kernel.entry = swiglu ? "gemv_q_swiglu" : "gemv_q";
     l.block = static_cast<uint32_t>(warps * 32);

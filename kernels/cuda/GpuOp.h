@@ -181,6 +181,12 @@ class GpuOpImpl {
 // Helpers the units share.
 int64_t Numel(const std::vector<int64_t>& shape);
 int64_t Numel(llvm::ArrayRef<int64_t> shape);
+// Whether a gated product's gate activation is GELU (matmul_swiglu / moe_experts `activation =
+// "gelu"`: Gemma's MLPs and experts) rather than SiLU.
+bool GeluGate(const ir::Op& op);
+// `name=1` added to the launch's defines when `on` (a variant's define, so the other variant keeps
+// its module and cache key).
+void AddFlagDefine(Launch& l, const char* name, bool on = true);
 // A grid-stride launch over n elements (at most 16 blocks per SM of the target).
 uint32_t GridFor(const Target& t, int64_t n, uint32_t block = 256);
 // An Elementwise.cu-style launch (256 threads, grid-stride over n) of `entry` in `file`.

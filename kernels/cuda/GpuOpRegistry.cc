@@ -26,6 +26,15 @@ int64_t Numel(llvm::ArrayRef<int64_t> s) {
   return n;
 }
 
+bool GeluGate(const ir::Op& op) { return op.attrs().GetString("activation").value_or("silu") == "gelu"; }
+
+void AddFlagDefine(Launch& l, const char* name, bool on) {
+  if (!on) return;
+  Defines d = l.kernel.module.defines;
+  d.emplace_back(name, "1");
+  l.kernel.module.defines = MakeDefines(std::move(d));
+}
+
 uint32_t GridFor(const Target& t, int64_t n, uint32_t block) {
   const int64_t blocks = (n + block - 1) / block;
   return static_cast<uint32_t>(std::clamp<int64_t>(blocks, 1, int64_t{t.sm_count} * 16));

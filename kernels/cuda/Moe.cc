@@ -48,18 +48,12 @@ int64_t Align256(int64_t b) { return (b + 255) / 256 * 256; }
 
 // The experts' gate activation: GELU experts (Gemma 4) set `gelu_define` (GQ_GELU / MG_GELU) on
 // the gate-up launch; SiLU ones keep the module as it was (no define, the same cache key).
-bool GeluExperts(const ir::Op& op) { return op.attrs().GetString("activation").value_or("silu") == "gelu"; }
-void AddGeluDefine(Launch& l, const char* gelu_define) {
-  Defines d = l.kernel.module.defines;
-  d.emplace_back(gelu_define, "1");
-  l.kernel.module.defines = MakeDefines(std::move(d));
-}
 std::optional<Launch> WithGelu(std::optional<Launch> l, bool gelu, const char* gelu_define) {
-  if (l && gelu) AddGeluDefine(*l, gelu_define);
+  if (l) AddFlagDefine(*l, gelu_define, gelu);
   return l;
 }
 absl::StatusOr<Launch> WithGelu(absl::StatusOr<Launch> l, bool gelu, const char* gelu_define) {
-  if (l.ok() && gelu) AddGeluDefine(*l, gelu_define);
+  if (l.ok()) AddFlagDefine(*l, gelu_define, gelu);
   return l;
 }
 
@@ -323,7 +317,7 @@ absl::StatusOr<std::optional<DecodePlan>> PlanDecode(const ir::Op& op, const OpS
   const int64_t gu_sh_rows = o.shared() && !p.shared_gu_apart ? d.T : 0;
   MEMRA_ASSIGN_OR_RETURN(p.l_gu, add([&](const Target& t) {
                            return WithGelu(GemvQuantMoeLaunch(t, gate_t, d.K, d.T, true, p.S, d.F, gu_sh_rows, d.Fs),
-                                           GeluExperts(op), "GQ_GELU");
+                                           GeluGate(op), "GQ_GELU");
                          }));
   if (p.shared_gu_apart) {
     MEMRA_ASSIGN_OR_RETURN(p.l_gu_sh, add([&](const Target& t) {
@@ -552,7 +546,7 @@ absl::StatusOr<std::optional<GroupedPlan>> PlanGrouped(const ir::Op& op, const O
   const ir::DType gate_t = op.operand(o.gate)->dtype(), down_t = op.operand(o.down)->dtype();
   MEMRA_ASSIGN_OR_RETURN(p.l_sort, add([&](const Target& t) { return MoeSortLaunch(t, d.E, p.S); }));
   MEMRA_ASSIGN_OR_RETURN(p.l_gu, add([&](const Target& t) {
-                           return WithGelu(MoeGemmLaunch(t, gate_t, d.K, d.F, d.E, p.S, true, true), GeluExperts(op),
+                           return WithGelu(MoeGemmLaunch(t, gate_t, d.K, d.F, d.E, p.S, true, true), GeluGate(op),
                                            "MG_GELU");
                          }));
   if (o.shared()) {
