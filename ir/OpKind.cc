@@ -32,7 +32,7 @@ constexpr RawOp kRawOps[] = {
 // Every `name:role` of Ops.def names a known role: checked at compile time, so a misspelt role
 // cannot silently become an activation.
 constexpr bool IsKnownRole(std::string_view role) {
-  return role == "act" || role == "weight" || role == "matrix" || role == "state";
+  return role == "act" || role == "weight" || role == "matrix" || role == "state" || role == "value";
 }
 constexpr bool RolesAreKnown(std::string_view operands) {
   while (!operands.empty()) {
@@ -52,7 +52,7 @@ constexpr bool AllRolesAreKnown() {
     if (!RolesAreKnown(raw.operands)) return false;
   return true;
 }
-static_assert(AllRolesAreKnown(), "ir/Ops.def: an operand role is not act, weight, matrix or state");
+static_assert(AllRolesAreKnown(), "ir/Ops.def: an operand role is not act, weight, matrix, state or value");
 
 std::vector<std::string> SplitList(absl::string_view s) {
   std::vector<std::string> out;
@@ -92,6 +92,8 @@ std::vector<OpInfo> BuildTable() {
           op.role = OperandRole::kMatrix;
         else if (parts[1] == "state")
           op.role = OperandRole::kState;
+        else if (parts[1] == "value")
+          op.role = OperandRole::kValue;
       }
       info.operands.push_back(op);
     }
@@ -131,6 +133,8 @@ absl::string_view OperandRoleName(OperandRole r) {
       return "matrix weight";
     case OperandRole::kState:
       return "state";
+    case OperandRole::kValue:
+      return "activation or weight";
   }
   return "?";
 }

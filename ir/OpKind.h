@@ -32,9 +32,11 @@ inline constexpr uint32_t kUnary = 1u << 7;  // y = f(x) elementwise, x a float 
 
 // What an operand is (Ops.def's `name:role`): kAct an op result or a function argument; kWeight a
 // module weight read as values (norm weights, biases, conv kernels); kMatrix a module weight read
-// as a matrix (a GEMM operand, an embedding table); kState a module state.
-enum class OperandRole : uint8_t { kAct, kWeight, kMatrix, kState };
-absl::string_view OperandRoleName(OperandRole r);  // "activation", "weight", "matrix weight", "state"
+// as a matrix (a GEMM operand, an embedding table); kState a module state; kValue either an
+// activation or a weight read as values (fused_rows' inputs).
+enum class OperandRole : uint8_t { kAct, kWeight, kMatrix, kState, kValue };
+// "activation", "weight", "matrix weight", "state", "activation or weight"
+absl::string_view OperandRoleName(OperandRole r);
 // kWeight or kMatrix: the operand is a module weight `@name`.
 inline bool IsWeightRole(OperandRole r) { return r == OperandRole::kWeight || r == OperandRole::kMatrix; }
 

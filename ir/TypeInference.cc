@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ir/RowProgram.h"
 #include "ir/StatusMacros.h"
 
 namespace memra::ir {
@@ -210,6 +211,48 @@ absl::Status CheckMoeExperts(const Ctx& c, size_t first) {
   return absl::OkStatus();
 }
 
+// fused_rows: the program parses over these operands; its rows (every activation operand) share
+// one f32 type [..., N]; each weight is what its instructions read ([N], mul_weight's also [1]);
+// one result of the row type per yield.
+absl::StatusOr<Types> InferFusedRows(const Ctx& c, const AttrDict& attrs) {
+  std::optional<std::string> text = attrs.GetString("program");
+  if (!text) return Err("missing attribute 'program' (str)");
+  MEMRA_ASSIGN_OR_RETURN(RowProgram prog, RowProgram::Parse(*text, static_cast<int>(c.size())));
+  int row = -1;
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (c[i]->kind() == Value::Kind::kWeight) continue;
+    if (row < 0) {
+      row = static_cast<int>(i);
+      CHECK_OK(c.DTypeIs(i, DType::kF32));
+      CHECK_OK(c.RankAtLeast(i, 1));
+    } else {
+      CHECK_OK(c.SameType(i, row));
+    }
+  }
+  if (row < 0) return Err("fused_rows needs at least one activation operand (its rows)");
+  const Dim& n = c.S(row).back();
+  auto is_weight = [&](const RowRef& r) {
+    return r.kind == RowRef::kInput && c[r.index]->kind() == Value::Kind::kWeight;
+  };
+  for (size_t k = 0; k < prog.instrs.size(); ++k) {
+    const RowInstr& in = prog.instrs[k];
+    const std::string where = absl::StrCat("instruction t", k, " (", RowOpcodeName(in.opcode), ")");
+    if (is_weight(in.a)) return Err(absl::StrCat(where, ": its first argument must be a row, not a weight"));
+    const bool weighted = in.opcode == RowOpcode::kRmsNorm || in.opcode == RowOpcode::kMulWeight;
+    if (in.opcode == RowOpcode::kAdd || in.opcode == RowOpcode::kMul) {
+      if (is_weight(in.b)) return Err(absl::StrCat(where, ": its second argument must be a row, not a weight"));
+    } else if (weighted && in.b.kind == RowRef::kInput) {
+      if (!is_weight(in.b)) return Err(absl::StrCat(where, ": its weight must be a weight operand"));
+      const Shape& w = c.S(in.b.index);
+      const bool scalar = in.opcode == RowOpcode::kMulWeight && w == Shape{Dim(1)};
+      if (!scalar) CHECK_OK(c.ShapeIs(in.b.index, Shape{n}, absl::StrCat(where, "'s weight, the row width")));
+    }
+  }
+  for (const RowRef& y : prog.yields)
+    if (is_weight(y)) return Err("fused_rows yields a weight");
+  return Types(prog.yields.size(), Like(c[static_cast<size_t>(row)]));
+}
+
 absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, llvm::ArrayRef<TensorType> declared) {
   if (InfoOf(kind).HasFlag(op_flags::kUnary)) {  // y = f(x) elementwise
     CHECK_OK(c.Float(0));
@@ -236,6 +279,8 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.ShapeIs(2, Shape{c.S(0).back()}, "the last dim of 'x'"));
       return Types{Like(c[0])};
     }
+    case OpKind::kFusedRows:
+      return InferFusedRows(c, attrs);
     case OpKind::kAddRmsNorm: {
       CHECK_OK(c.Float(0));
       CHECK_OK(c.RankAtLeast(0, 1));
@@ -667,7 +712,8 @@ absl::Status CheckSignature(OpKind kind, llvm::ArrayRef<Value*> operands, const 
                        : v->kind() == Value::Kind::kState ? OperandRole::kState
                                                           : OperandRole::kAct;
     // A matrix is a weight as a value; the role only says how the op reads it.
-    if (role != (spec->role == OperandRole::kMatrix ? OperandRole::kWeight : spec->role))
+    const bool value_ok = spec->role == OperandRole::kValue && role != OperandRole::kState;
+    if (!value_ok && role != (spec->role == OperandRole::kMatrix ? OperandRole::kWeight : spec->role))
       return Err(absl::StrCat("operand '", spec->name, "' must be ", spec->role == OperandRole::kAct ? "an " : "a ",
                               OperandRoleName(spec->role), ", got ", OperandRoleName(role), " ", Desc(v)));
     if (role == OperandRole::kState) {

@@ -17,6 +17,7 @@ CaptureVerdict ByKind(OpKind kind) {
     case OpKind::kAdd:
     case OpKind::kMul:
     case OpKind::kScale:
+    case OpKind::kMulWeight:
     case OpKind::kSigmoid:
     case OpKind::kSilu:
     case OpKind::kSoftplus:
@@ -34,6 +35,7 @@ CaptureVerdict ByKind(OpKind kind) {
     case OpKind::kGatedDeltaScan:
     case OpKind::kGatedRmsNorm:
     case OpKind::kAddRmsNorm:
+    case OpKind::kFusedRows:
     case OpKind::kMatMulSwiglu:
     case OpKind::kQkNormRope:
     case OpKind::kTakeLastRow:

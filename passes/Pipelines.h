@@ -11,6 +11,7 @@
 //   fuse-delta-net-inputs        silu(conv1d_causal), l2_norm q/k -> attributes of conv / scan
 //   fuse-add-rmsnorm             rms_norm(add)                    -> add_rms_norm
 //   fuse-matmul-group            matmuls of one input             -> matmul_group
+//   fuse-rows                    runs of row ops (norms, adds, scales) -> fused_rows
 //   dce                          drop what fusion left unused
 //   bucket-shapes                @prefill -> @prefill_t16 ... @prefill_t4096 (static shapes)
 //   select-kernels               (CUDA only) kernels, launch geometry and scratch_bytes per op
@@ -38,7 +39,7 @@ namespace memra::passes {
 inline constexpr absl::string_view kDefaultPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-moe-ffn,fuse-gated-rmsnorm,fuse-"
     "delta-net-inputs,"
-    "fuse-add-rmsnorm,fuse-matmul-group,dce,bucket-shapes,plan-memory,partition-segments";
+    "fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,dce,bucket-shapes,plan-memory,partition-segments";
 
 // The CUDA backend's pipeline: kDefaultPipeline with fuse-delta-net-inputs once more after
 // bucket-shapes (the prefill buckets of 64 tokens or more, whose chunked scans take their q/k
@@ -46,7 +47,8 @@ inline constexpr absl::string_view kDefaultPipeline =
 inline constexpr absl::string_view kCudaPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-moe-ffn,fuse-gated-rmsnorm,fuse-"
     "delta-net-inputs,"
-    "fuse-add-rmsnorm,fuse-matmul-group,dce,bucket-shapes,fuse-delta-net-inputs,select-kernels,plan-memory,partition-"
+    "fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,dce,bucket-shapes,fuse-delta-net-inputs,select-kernels,plan-memory,"
+    "partition-"
     "segments";
 
 // The pipeline for a target arch (as `--arch` takes it): "cpu" -> kDefaultPipeline; "sm_NN" ->
@@ -70,7 +72,7 @@ std::string StepPipeline(absl::string_view pipeline, absl::string_view ladder);
 inline constexpr absl::string_view kFusionPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-moe-ffn,fuse-gated-rmsnorm,fuse-"
     "delta-net-inputs,"
-    "fuse-add-rmsnorm,fuse-matmul-group,dce";
+    "fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,dce";
 
 // `pipeline` with the bucket ladder set on its bucket-shapes pass (`buckets` in the form of the
 // --buckets flag: "16,32,64", "16..4096"; empty: unchanged).

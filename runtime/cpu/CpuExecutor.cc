@@ -22,6 +22,7 @@
 #include "kernels/cpu/Attention.h"
 #include "kernels/cpu/DeltaNet.h"
 #include "kernels/cpu/Elementwise.h"
+#include "kernels/cpu/FusedRows.h"
 #include "kernels/cpu/Matmul.h"
 #include "kernels/cpu/Moe.h"
 #include "kernels/cpu/Norm.h"
@@ -741,6 +742,30 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         kc::GatedRmsNorm(x.f32(), Wt(2).values, In(1).f32(), rows, cols, static_cast<float>(at.F64Or("eps", 0)),
                          y.f32(), pool);
         out.push_back(y);
+        break;
+      }
+      case OpKind::kFusedRows: {
+        MEMRA_ASSIGN_OR_RETURN(ir::RowProgram prog, ir::RowProgram::Parse(at.GetString("program").value_or(""),
+                                                                          static_cast<int>(op.num_operands())));
+        const HostTensor* rows_of = nullptr;
+        llvm::SmallVector<kc::RowOperand, 8> ins;
+        for (size_t i = 0; i < op.num_operands(); ++i) {
+          if (s.in[i].kind == Operand::kWeight) {
+            ins.push_back({Wt(i).values, op.operand(i)->shape().NumElements().value_or(0), true});
+            continue;
+          }
+          MEMRA_RETURN_IF_ERROR(F32In(i));
+          if (rows_of == nullptr) rows_of = &In(i);
+          ins.push_back({In(i).f32(), In(i).numel(), false});
+        }
+        if (rows_of == nullptr) return OpError(op, "no activation operand");
+        const int64_t cols = rows_of->dim(-1), rows = rows_of->numel() / std::max<int64_t>(cols, 1);
+        llvm::SmallVector<float*, 4> ys;
+        for (size_t i = 0; i < prog.yields.size(); ++i) {
+          out.push_back(HostTensor::Zeros(DType::kF32, rows_of->shape()));
+          ys.push_back(out.back().f32());
+        }
+        MEMRA_RETURN_IF_ERROR(kc::FusedRows(prog, ins, rows, cols, ys, pool));
         break;
       }
       case OpKind::kAddRmsNorm: {

@@ -714,6 +714,50 @@ TEST_F(OpTableTest, KvCacheTypes) {
 // Gemma 4's pieces on CUDA: sliding windows in the f32-precision attention (the CUDA-core prefill
 // kernels and split-KV decode; two calls, the window shorter than the second's context), rope with
 // freq_factors, mul_weight by [1] and [N], moe_route with per-expert scales.
+// fused_rows (fuse-rows): the programs fuse-rows makes of Gemma 4's layers (the layer end with its
+// scalar layer scale, the router prologue beside two norms), at the tiny model's width, the 26B's
+// 2,816, the 31B's 5,376 and the widest a block holds (16,384); the pointwise logit soft cap.
+TEST_F(OpTableTest, FusedRows) {
+  const std::string layer_end =
+      "t0 = rms_norm(a0, a1, 1e-06); t1 = add(a2, t0); t2 = rms_norm(t1, a3, 1e-06); t3 = add(t2, a4); "
+      "t4 = mul_weight(t3, a5); t5 = rms_norm(t4, a6, 1e-06); yield t4, t5";
+  for (int64_t n : {int64_t{256}, int64_t{2816}, int64_t{5376}, int64_t{16384}})
+    FOR_T Check("fused_rows", absl::StrCat("layer end n=", n), T, kF32Bound, [&](Harness& h) {
+      llvm::SmallVector<Value*, 2> y =
+          h.b->Build(ir::OpKind::kFusedRows,
+                     {h.Arg("down", {-1, n}), h.Weight("w0", GgmlType::kF32, {n}, 0.5f, 1.5f), h.Arg("mlp", {-1, n}),
+                      h.Weight("w1", GgmlType::kF32, {n}, 0.5f, 1.5f), h.Arg("res", {-1, n}),
+                      h.Weight("s", GgmlType::kF32, {1}, 0.5f, 1.5f), h.Weight("w2", GgmlType::kF32, {n}, 0.5f, 1.5f)},
+                     {{"program", layer_end}});
+      return std::vector<Value*>(y.begin(), y.end());
+    });
+  const std::string router =
+      "t0 = rms_norm(a0, a1, 1e-06); t1 = rms_norm(a2, a3, 1e-06); t2 = rms_norm(a2, _, 1e-06); "
+      "t3 = scale(t2, 0.0625); t4 = mul_weight(t3, a4); yield t0, t1, t4";
+  FOR_T Check("fused_rows", "router prologue n=2816", T, kF32Bound, [&](Harness& h) {
+    llvm::SmallVector<Value*, 3> y = h.b->Build(
+        ir::OpKind::kFusedRows,
+        {h.Arg("down", {-1, 2816}), h.Weight("w0", GgmlType::kF32, {2816}, 0.5f, 1.5f), h.Arg("res", {-1, 2816}),
+         h.Weight("w1", GgmlType::kF32, {2816}, 0.5f, 1.5f), h.Weight("g", GgmlType::kF32, {2816}, 0.5f, 1.5f)},
+        {{"program", router}});
+    return std::vector<Value*>(y.begin(), y.end());
+  });
+  // Per-head rows [T, 8, 256] (the V norm's shape), and the soft cap with no norm: pointwise.
+  FOR_T Check("fused_rows", "heads 8x256", T, kF32Bound, [&](Harness& h) {
+    llvm::SmallVector<Value*, 2> y = h.b->Build(
+        ir::OpKind::kFusedRows, {h.Arg("x", {-1, 8, 256}), h.Weight("w", GgmlType::kF32, {256})},
+        {{"program", std::string("t0 = rms_norm(a0, a1, 1e-06); t1 = rms_norm(a0, _, 1e-06); yield t0, t1")}});
+    return std::vector<Value*>(y.begin(), y.end());
+  });
+  FOR_T Check("fused_rows", "soft cap n=4099", T, kF32Bound, [&](Harness& h) {
+    llvm::SmallVector<Value*, 1> y = h.b->Build(
+        ir::OpKind::kFusedRows, {h.Arg("x", {-1, 4099})},
+        {{"program",
+          std::string("t0 = scale(a0, 0.03333333333333333); t1 = tanh(t0); t2 = scale(t1, 30.0); yield t2")}});
+    return std::vector<Value*>(y.begin(), y.end());
+  });
+}
+
 TEST_F(OpTableTest, Gemma4Pieces) {
   for (auto [hq, hkv, d] : {std::array<int64_t, 3>{4, 2, 64}, {4, 1, 64}, {16, 4, 256}})
     FOR_T Check(
