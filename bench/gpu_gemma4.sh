@@ -7,9 +7,11 @@
 #
 # With LLAMACPP_SRC (bench/llamacpp_source.sh's tarball) as a third argument, llama.cpp builds in
 # the background while the models generate, and llama-bench runs on each GGUF right after memra
-# bench (the same file, the same run).
+# bench (the same file, the same run). With --ncu=SKIP:COUNT, Nsight Compute times COUNT decode
+# kernels after the first SKIP (one per launch, graphs replayed node by node) and prints the
+# per-kernel summary: what each kernel of a layer takes, without the profile's events.
 #
-#   bash bench/gpu_gemma4.sh BUNDLE BUDGET_S [LLAMACPP_SRC] PRESET:DTYPE [PRESET:DTYPE ...]
+#   bash bench/gpu_gemma4.sh BUNDLE BUDGET_S [LLAMACPP_SRC] [--ncu=SKIP:COUNT] PRESET:DTYPE [PRESET:DTYPE ...]
 #   e.g. bash bench/gpu_gemma4.sh build-gpu/gpu-bundle.tar.xz 560 gemma4-26b-a4b:q4_k_m gemma4-31b:q8_0
 set -uo pipefail
 bundle=${1:?usage: gpu_gemma4.sh BUNDLE BUDGET_S [LLAMACPP_SRC] PRESET:DTYPE...}
@@ -17,6 +19,8 @@ budget=${2:?usage: gpu_gemma4.sh BUNDLE BUDGET_S [LLAMACPP_SRC] PRESET:DTYPE...}
 shift 2
 llama_src=""
 case ${1:-} in *.tar.xz) llama_src=$1; shift ;; esac
+ncu_range=""
+case ${1:-} in --ncu=*) ncu_range=${1#--ncu=}; shift ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 start=$(date +%s)
 out=${OUT:-/tmp/memra-gemma4}
@@ -75,6 +79,13 @@ for spec in "$@"; do
     > /dev/null 2> "$out/profile-$tag.txt"
   echo "--- profile $tag tg8 ---"
   grep -v "upload weights" "$out/profile-$tag.txt" | head -24
+  if [ -n "$ncu_range" ] && command -v ncu > /dev/null; then
+    step 120 "ncu $tag" ncu --metrics gpu__time_duration.sum --launch-skip "${ncu_range%%:*}" \
+      --launch-count "${ncu_range##*:}" --print-summary per-kernel "$bin/memra" bench "$m" -p 0 -n 4 -r 1 \
+      --kernel-cache /tmp/memra-cache > "$out/ncu-$tag.txt" 2>&1
+    echo "--- ncu $tag (decode kernels ${ncu_range}) ---"
+    grep -E "^  [a-z_0-9]+|gpu__time_duration|Invocations" "$out/ncu-$tag.txt" | head -90
+  fi
   rm -f "$m"
 done
 echo "=== gemma4 suite ($(($(date +%s) - start)) s of $budget) ==="
