@@ -85,6 +85,12 @@ for spec in "$@"; do
       --kernel-cache /tmp/memra-cache > "$out/ncu-$tag.txt" 2>&1
     echo "--- ncu $tag (decode kernels ${ncu_range}) ---"
     grep -E "^  [a-z_0-9]+|gpu__time_duration|Invocations" "$out/ncu-$tag.txt" | head -90
+    # The expert products' occupancy, registers and throughput (one decode step's first two each).
+    step 60 "ncu-moe $tag" ncu -k regex:gemv_q_moe --launch-skip 8 --launch-count 4 --section LaunchStats \
+      --section Occupancy --section SpeedOfLight "$bin/memra" bench "$m" -p 0 -n 2 -r 1 \
+      --kernel-cache /tmp/memra-cache > "$out/ncu-moe-$tag.txt" 2>&1
+    grep -E "^  gemv|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Limit|Memory Throughput|Duration|Waves Per" \
+      "$out/ncu-moe-$tag.txt" | head -60
   fi
   rm -f "$m"
 done

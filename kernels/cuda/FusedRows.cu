@@ -14,7 +14,9 @@
 // Each instruction computes what the CPU's op kernel computes, in the same order; rms_norm sums
 // squares in f32 per thread and then over the block (the CPU in double: agreement to f32
 // rounding, as Norm.cu). Every operand of a row is read before the first store, so results may
-// share memory with operands (in place).
+// share memory with operands (in place). The row kernel reads its weights (the same columns for
+// every row) before it waits for the previous kernel: with programmatic dependent launch their
+// latency hides behind it, and the row's only dependent loads are its activations.
 #include "Common.cuh"
 #include "FusedRowsParams.h"
 
@@ -41,7 +43,8 @@ __host__ __device__ constexpr int fr_slot(int code) { return code >= 64 ? FR_NIN
 // Instruction K. c0 + k * stride is value k's column; `valid` masks the columns past the row
 // (they hold 0 and every instruction keeps them 0, so the norms' sums stay exact).
 template <int K, int CODE, unsigned CBITS>
-__device__ __forceinline__ void fr_step(float (&v)[FR_NV][FR_PT], const FusedRowsParams& p, int c0, int stride) {
+__device__ __forceinline__ void fr_step(float (&v)[FR_NV][FR_PT], const float (&wv)[FR_NIN][FR_PT], int c0,
+                                        int stride) {
   constexpr int op = CODE >> 16;
   constexpr int a = fr_slot((CODE >> 8) & 255);
   constexpr int rb = CODE & 255;
@@ -59,20 +62,18 @@ __device__ __forceinline__ void fr_step(float (&v)[FR_NV][FR_PT], const FusedRow
       const int c = c0 + k * stride;
       const bool valid = c < FR_COLS;
       float w = valid ? 1.0f : 0.0f;
-      if constexpr (rb != 0) w = valid ? p.x[b][c] : 0.0f;
+      if constexpr (rb != 0) w = wv[b][k];
       v[d][k] = (v[a][k] * s) * w;
     }
   } else {
 #pragma unroll
     for (int k = 0; k < FR_PT; ++k) {
-      const int c = c0 + k * stride;
       if constexpr (op == FR_ADD) {
         v[d][k] = v[a][k] + v[b][k];
       } else if constexpr (op == FR_MUL) {
         v[d][k] = v[a][k] * v[b][k];
       } else if constexpr (op == FR_MUL_WEIGHT) {
-        const float w = ((FR_SCALAR >> b) & 1) ? p.x[b][0] : (c < FR_COLS ? p.x[b][c] : 0.0f);
-        v[d][k] = v[a][k] * w;
+        v[d][k] = v[a][k] * wv[b][k];
       } else if constexpr (op == FR_SCALE) {
         v[d][k] = v[a][k] * cst;
       } else {
@@ -82,10 +83,26 @@ __device__ __forceinline__ void fr_step(float (&v)[FR_NV][FR_PT], const FusedRow
   }
 }
 
-#define FR_RUN_STEP(K) fr_step<K, FR_I##K, FR_C##K>(v, p, c0, stride)
+#define FR_RUN_STEP(K) fr_step<K, FR_I##K, FR_C##K>(v, wv, c0, stride)
+
+// The weights' values at this thread's columns (0 past the row; a [1] weight's one value in each).
+__device__ __forceinline__ void fr_load_weights(float (&wv)[FR_NIN][FR_PT], const FusedRowsParams& p, int c0,
+                                                int stride) {
+#pragma unroll
+  for (int i = 0; i < FR_NIN; ++i) {
+    if (!((FR_ACT >> i) & 1)) {
+#pragma unroll
+      for (int k = 0; k < FR_PT; ++k) {
+        const int c = c0 + k * stride;
+        wv[i][k] = ((FR_SCALAR >> i) & 1) ? p.x[i][0] : c < FR_COLS ? p.x[i][c] : 0.0f;
+      }
+    }
+  }
+}
 
 // The program over one row's values (loaded into v by the caller).
-__device__ __forceinline__ void fr_program(float (&v)[FR_NV][FR_PT], const FusedRowsParams& p, int c0, int stride) {
+__device__ __forceinline__ void fr_program(float (&v)[FR_NV][FR_PT], const float (&wv)[FR_NIN][FR_PT], int c0,
+                                           int stride) {
 #ifdef FR_I0
   FR_RUN_STEP(0);
 #endif
@@ -217,12 +234,14 @@ __device__ __forceinline__ void fr_load(float (&v)[FR_NV][FR_PT], const FusedRow
 #ifndef FR_POINTWISE
 // One block per row (grid-stride over rows).
 extern "C" __global__ void __launch_bounds__(FR_BLOCK) fused_rows(FusedRowsParams p) {
+  float wv[FR_NIN][FR_PT];
+  fr_load_weights(wv, p, threadIdx.x, FR_BLOCK);  // weights: before the wait
   memra_grid_dependency();
   for (i64 r = blockIdx.x; r < p.n_rows; r += gridDim.x) {
     float v[FR_NV][FR_PT];
     const i64 base = r * FR_COLS;
     fr_load(v, p, base, threadIdx.x, FR_BLOCK);
-    fr_program(v, p, threadIdx.x, FR_BLOCK);
+    fr_program(v, wv, threadIdx.x, FR_BLOCK);
     fr_stores(v, p, base, threadIdx.x, FR_BLOCK);
   }
 }
@@ -235,8 +254,10 @@ extern "C" __global__ void fused_rows_pointwise(FusedRowsParams p) {
     float v[FR_NV][FR_PT];
     const i64 base = i - i % FR_COLS;
     const int c0 = (int)(i % FR_COLS);
+    float wv[FR_NIN][FR_PT];
+    fr_load_weights(wv, p, c0, 0);
     fr_load(v, p, base, c0, 0);
-    fr_program(v, p, c0, 0);
+    fr_program(v, wv, c0, 0);
     fr_stores(v, p, base, c0, 0);
   }
 }

@@ -18,6 +18,24 @@
 namespace memra::kernels::cuda {
 namespace {
 
+// How GemvQuant.cu copies a row's chunk into its ring: always 16-byte cp.async pieces; rows whose
+// bytes are not a multiple of 16 (q6_K's 210-byte blocks, q8_0 rows of an odd block count) from
+// the 16-byte boundary below each chunk (GQ_REALIGN), their slot (kCHP) 16 bytes longer.
+struct RingCopy {
+  bool realign = false;
+  int64_t slot = 0;  // kCHP
+};
+RingCopy RingCopyFor(int64_t chunk, int64_t row_bytes) {
+  RingCopy r;
+  r.realign = row_bytes % 16 != 0 || chunk % 16 != 0;
+  r.slot = (chunk + 15) / 16 * 16 + (r.realign ? 32 : 16);
+  return r;
+}
+void AddCopyDefines(Defines& defs, const RingCopy& rc) {
+  defs.push_back(Def("GQ_CW", 16));
+  if (rc.realign) defs.push_back(Def("GQ_REALIGN", 1));
+}
+
 // GemvQuant.cu's formats: ggml id (GQ_FMT) and lanes per block (its LPB; QK and block bytes
 // come from ir::InfoOf).
 struct QuantFormat {
@@ -126,8 +144,9 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
     const QuantFormat& f = *FormatOf(g.dtype);
     const ir::DTypeInfo& info = ir::InfoOf(g.dtype);
     const int64_t chunk = (32 / f.lanes_per_block) * info.block_bytes;  // GemvQuant.cu kCHB
-    const int64_t slot = (chunk + 15) / 16 * 16 + 16;                   // kCHP
     const int64_t row_bytes = K / info.block_elems * info.block_bytes;
+    const RingCopy rc = RingCopyFor(chunk, row_bytes);
+    const int64_t slot = rc.slot;  // kCHP
     const int max_rows = swiglu ? 2 : 4;
     const int default_rows = swiglu ? 1 : 2;
     GemvQuantX x = wanted;
@@ -160,8 +179,6 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
       if (warps * stages * stage > target.smem_per_block) return std::nullopt;
       min_blocks = 1;
     }
-    int copy = 16;
-    while (copy > 1 && (row_bytes % copy != 0 || chunk % copy != 0)) copy /= 2;
     int64_t tiles = 0;
     for (unsigned i : g.operands) tiles += (shapes.in[i][0] + rows - 1) / rows;
     if (swiglu) tiles = (shapes.in[g.operands[0]][0] + rows - 1) / rows;
@@ -175,9 +192,9 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
                     Def("GQ_WARPS", warps),
                     Def("GQ_ST", stages),
                     Def("GQ_XQ", static_cast<int>(x)),
-                    Def("GQ_CW", copy),
                     Def("GQ_SWIGLU", swiglu ? 1 : 0),
                     Def("GQ_MINB", min_blocks)};
+    AddCopyDefines(defs, rc);
     // GeGLU (matmul_swiglu activation gelu): the gate's activation by define; SwiGLU keeps its key.
     if (swiglu && GeluGate(op)) defs.push_back(Def("GQ_GELU", 1));
     l.kernel.module.defines = MakeDefines(std::move(defs));
@@ -221,23 +238,31 @@ std::optional<Launch> GemvQuantMoeLaunch(const Target& target, ir::DType dtype, 
   if (K % info.block_elems != 0) return std::nullopt;
   // The dense units' geometry (one row per swiglu tile, two per plain one; the ring's budget).
   const int64_t chunk = (32 / f->lanes_per_block) * info.block_bytes;
-  const int64_t slot = (chunk + 15) / 16 * 16 + 16;
   const int64_t row_bytes = K / info.block_elems * info.block_bytes;
+  const RingCopy rc = RingCopyFor(chunk, row_bytes);
+  const int64_t slot = rc.slot;
   const int rows = swiglu ? 1 : 2;
   const int64_t stage = (swiglu ? 2 : 1) * rows * slot;
   int warps = kWarps;
   int stages = static_cast<int>(std::clamp<int64_t>(kRingBytesPerWarp / stage, 2, 4));
   while (warps * stages * stage > target.smem_per_block && warps > 1) --warps;
   if (warps * stages * stage > target.smem_per_block) return std::nullopt;
-  int copy = 16;
-  while (copy > 1 && (row_bytes % copy != 0 || chunk % copy != 0)) copy /= 2;
   const int64_t tiles = slots * ((n + rows - 1) / rows) + shared_rows * ((ns + rows - 1) / rows);
   Launch l;
   l.kernel.module.file = "GemvQuant.cu";
-  l.kernel.module.defines =
-      MakeDefines({Def("GQ_FMT", info.ggml_id), Def("GQ_K", K), Def("GQ_T", 1), Def("GQ_XROWS", x_rows),
-                   Def("GQ_R", rows), Def("GQ_WARPS", warps), Def("GQ_ST", stages), Def("GQ_XQ", 1), Def("GQ_CW", copy),
-                   Def("GQ_SWIGLU", swiglu ? 1 : 0), Def("GQ_MOE", 1), Def("GQ_MINB", 1)});
+  Defines defs = {Def("GQ_FMT", info.ggml_id),
+                  Def("GQ_K", K),
+                  Def("GQ_T", 1),
+                  Def("GQ_XROWS", x_rows),
+                  Def("GQ_R", rows),
+                  Def("GQ_WARPS", warps),
+                  Def("GQ_ST", stages),
+                  Def("GQ_XQ", 1),
+                  Def("GQ_SWIGLU", swiglu ? 1 : 0),
+                  Def("GQ_MOE", 1),
+                  Def("GQ_MINB", 1)};
+  AddCopyDefines(defs, rc);
+  l.kernel.module.defines = MakeDefines(std::move(defs));
   l.kernel.entry = swiglu ? "gemv_q_moe_swiglu" : "gemv_q_moe";
   l.block = static_cast<uint32_t>(warps * 32);
   l.grid =
@@ -281,7 +306,8 @@ absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w) {
     const uint32_t li = static_cast<uint32_t>(g + (q8 ? 1 : 0));
     const Launch& l = s.launches[li];
     const int64_t fmt = DefineOf(l, "GQ_FMT").value_or(-1);
-    const int64_t copy = DefineOf(l, "GQ_CW").value_or(16);
+    // Realigned copies need only the blocks' own (2-byte) alignment.
+    const int64_t copy = DefineOf(l, "GQ_REALIGN").value_or(0) ? 2 : DefineOf(l, "GQ_CW").value_or(16);
     if (fmt != ir::InfoOf(groups[g].dtype).ggml_id || DefineOf(l, "GQ_K").value_or(0) != K)
       return BindError(op, "gemv_q: stale selection (format or K)");
     GemvQuantParams p{};

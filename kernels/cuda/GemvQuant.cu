@@ -93,6 +93,16 @@
 #ifndef GQ_CW
 #define GQ_CW 16  // bytes per copy piece (16, 8, 4: cp.async; 2, 1: plain copies)
 #endif
+#ifndef GQ_REALIGN
+// 1: rows whose bytes are not a multiple of 16 (q6_K's 210-byte blocks, q8_0 rows of an odd block
+// count) are still copied in 16-byte cp.async pieces, from the 16-byte boundary below each chunk;
+// the readers add the chunk's offset from it (`shift`: a multiple of the alignment every block
+// start of the row already has, which the readers handle, down to mxfp4's 17-byte blocks at any
+// byte). The last piece of a
+// matrix reads up to 15 bytes past it (the executor allocates block matrices with 16 spare bytes).
+// 2- and 4-byte copies of such rows streamed the 26B-A4B's q6_K head at 0.7 TB/s.
+#define GQ_REALIGN 0
+#endif
 #ifndef GQ_GELU
 #define GQ_GELU 0  // the swiglu forms' gate activation: 0 silu, 1 gelu (Gemma 4's MLPs and experts)
 #endif
@@ -225,13 +235,16 @@ constexpr int kBPC = 32 / GQ_LPB;                  // blocks per chunk (one per 
 constexpr int kCHB = kBPC * GQ_BB;                 // chunk bytes of one row
 constexpr int kNC = (kNB + kBPC - 1) / kBPC;       // chunks per row
 constexpr int kTail = kNB - (kNC - 1) * kBPC;      // blocks in the last chunk
-constexpr int kCHP = (kCHB + 15) / 16 * 16 + 16;   // a row's slot in a stage (+16: readers' overrun)
-constexpr int kPieces = kCHB / GQ_CW;              // copy pieces per full chunk of a row
+// A row's slot in a stage (+16: readers' overrun; realigned: +16 more for the shift).
+constexpr int kCHP = (kCHB + 15) / 16 * 16 + (GQ_REALIGN ? 32 : 16);
+// Copy pieces per full chunk of a row (realigned: the shift's piece too).
+constexpr int kPieces = GQ_REALIGN ? (kCHB + 14 + 15) / 16 : kCHB / GQ_CW;
 #if GQ_XQ
 constexpr bool kOffsetTerm = GQ_HASMIN || GQ_VOFF != 0;  // the q8 paths need the x sums
 #endif
 static_assert(GQ_K % GQ_QK == 0, "GQ_K must be a multiple of the block size");
-static_assert(kCHB % GQ_CW == 0 && kRB % GQ_CW == 0, "GQ_CW must divide the chunk and row bytes");
+static_assert(GQ_REALIGN ? GQ_CW == 16 : (kCHB % GQ_CW == 0 && kRB % GQ_CW == 0),
+              "GQ_CW must divide the chunk and row bytes (or be 16 with GQ_REALIGN)");
 static_assert(GQ_T >= 1 && GQ_T <= 8 && GQ_R >= 1 && GQ_R <= 4, "GQ_T in 1..8, GQ_R in 1..4");
 static_assert(GQ_XROWS >= GQ_T, "the q8 x layout holds at least GQ_T rows");
 static_assert(!GQ_MOE || (GQ_T == 1 && GQ_XQ != 2), "MoE tiles read one x row each, from global memory");
@@ -780,9 +793,15 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
     for (int i = lane; i < kSlots * kPieces; i += 32) {
       const int s = i / kPieces, pc = i - s * kPieces;
       const int r = s % GQ_R;
-      if (r < t.nr && pc * GQ_CW < cb) {
+      if (r < t.nr) {
         const unsigned char* w = (kSwiglu && s >= GQ_R) ? t.w1 : t.w0;
-        copy_piece(dst + s * kCHP + pc * GQ_CW, w + (long long)(t.r0 + r) * kRB + (long long)c * kCHB + pc * GQ_CW);
+        const unsigned char* src = w + (long long)(t.r0 + r) * kRB + (long long)c * kCHB;
+#if GQ_REALIGN
+        const int shift = (int)(reinterpret_cast<unsigned long long>(src) & 15);
+        if (pc * 16 < shift + cb) copy_piece(dst + s * kCHP + pc * 16, src - shift + pc * 16);
+#else
+        if (pc * GQ_CW < cb) copy_piece(dst + s * kCHP + pc * GQ_CW, src + pc * GQ_CW);
+#endif
       }
     }
   };
@@ -825,16 +844,32 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
     const int q = item / kNC, c = item - q * kNC, m = q / n_sub, j = q - m * n_sub;
     const unsigned char* st = ring[warp][item % GQ_ST];
     const int b = lane / GQ_LPB, sub = lane % GQ_LPB;
+#if GQ_MOE || GQ_REALIGN
+    const Tile rt = find_tile<kSwiglu>(p, gw + m * n_warps, j);
+#endif
 #if GQ_MOE
-    const int xrow = find_tile<kSwiglu>(p, gw + m * n_warps, j).xrow;
+    const int xrow = rt.xrow;
 #else
     constexpr int xrow = 0;
 #endif
+    // Where each slot's chunk starts in its slot (realigned: its offset from the 16-byte boundary).
+    int shift[kSlots];
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s) {
+#if GQ_REALIGN
+      const unsigned char* w = (kSwiglu && s >= GQ_R) ? rt.w1 : rt.w0;
+      shift[s] = (int)((reinterpret_cast<unsigned long long>(w) + (unsigned long long)(rt.r0 + s % GQ_R) * kRB +
+                        (unsigned long long)c * kCHB) &
+                       15);
+#else
+      shift[s] = 0;
+#endif
+    }
     if (b < (c == kNC - 1 ? kTail : kBPC)) {
       const int k0 = (c * kBPC + b) * GQ_QK;
       Run r[kSlots][GQ_NR];
 #pragma unroll
-      for (int s = 0; s < kSlots; ++s) read_block(st, s * kCHP + b * GQ_BB, sub, r[s]);
+      for (int s = 0; s < kSlots; ++s) read_block(st, s * kCHP + shift[s] + b * GQ_BB, sub, r[s]);
 #pragma unroll
       for (int j = 0; j < GQ_NR; ++j) {
         const int k = k0 + run_k(j, sub);

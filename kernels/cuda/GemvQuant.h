@@ -13,6 +13,10 @@
 
 namespace memra::kernels::cuda {
 
+// Spare bytes after a block matrix on the device: GemvQuant.cu's realigned 16-byte copies
+// (GQ_REALIGN) read up to 15 bytes past a matrix's last row.
+inline constexpr size_t kGemvQuantMatrixTailBytes = 16;
+
 // Whether GemvQuant.cu reads matrices stored as `dtype`: q8_0, q4_0, q4_1, q5_0, q5_1, q2_K,
 // q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, mxfp4.
 bool GemvQuantReads(ir::DType dtype);

@@ -21,6 +21,7 @@
 #include "ir/support/ProgressBar.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/Weight.h"
+#include "kernels/cuda/GemvQuant.h"
 #include "kernels/formats/Quant.h"
 #include "passes/Capture.h"
 #include "runtime/cuda/CublasLt.h"
@@ -171,8 +172,12 @@ absl::Status CudaExecutor::UploadWeights() {
       }
       const uint8_t* src = as_is ? reinterpret_cast<const uint8_t*>(t->data.data()) : repacked.data.data();
       const size_t bytes = as_is ? t->data.size() : repacked.data.size();
-      MEMRA_ASSIGN_OR_RETURN(dw->matrix, dev_->Alloc(bytes, absl::StrCat("weight ", w->name())));
+      // Spare bytes, zeroed: GemvQuant.cu's realigned copies read past a matrix's last row.
+      static const uint8_t kZeros[kcu::kGemvQuantMatrixTailBytes] = {};
+      MEMRA_ASSIGN_OR_RETURN(dw->matrix,
+                             dev_->Alloc(bytes + kcu::kGemvQuantMatrixTailBytes, absl::StrCat("weight ", w->name())));
       MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->matrix.ptr(), src, bytes));
+      MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->matrix.ptr() + bytes, kZeros, kcu::kGemvQuantMatrixTailBytes));
       if (!repacked.scales.empty()) {
         MEMRA_ASSIGN_OR_RETURN(dw->scales,
                                dev_->Alloc(repacked.scales.size(), absl::StrCat("weight ", w->name(), " (scales)")));

@@ -180,7 +180,9 @@ TEST(GemvQuantSelect, GeometryAndScratch) {
     EXPECT_EQ(s->launches[0].kernel.entry, "gemv_q_quantize_x");
     EXPECT_EQ(s->launches[1].kernel.entry, "gemv_q_swiglu");
     EXPECT_EQ(s->launches[0].kernel.module.Key(), s->launches[1].kernel.module.Key());
-    EXPECT_NE(s->launches[1].kernel.module.Key().find("GQ_CW=8,"), std::string::npos);  // 4200-byte rows
+    // 4,200-byte rows (not a multiple of 16): 16-byte copies from the boundary below each chunk.
+    EXPECT_NE(s->launches[1].kernel.module.Key().find("GQ_CW=16,"), std::string::npos);
+    EXPECT_NE(s->launches[1].kernel.module.Key().find("GQ_REALIGN=1,"), std::string::npos);
     EXPECT_EQ(s->scratch_bytes, (8 * 5120 + 8 * 160 * 4 + 8 * 320 * 4 + 255) / 256 * 256);
     EXPECT_EQ(s->launches[1].grid, 12288u / 4);  // 1 gate + 1 up row per tile, one tile per warp
   }

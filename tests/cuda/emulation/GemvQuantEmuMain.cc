@@ -135,6 +135,11 @@ int main(int argc, char** argv) {
     o.max_blocks = 0;
     cases.push_back(
         {Kind::kGroup, {DType::kQ4_K, DType::kQ6_K, DType::kQ4_K, DType::kQ8_0}, {16, 12, 8, 4}, 1024, 2, 2, o});
+    // Gemma 4 26B-A4B's widths: the q6_K head's rows (2,816: 2,310 bytes, realigned 16-byte copies)
+    // and q8_0 rows of 704 (748 bytes), with the default geometry.
+    GemvQuantOptions d;
+    cases.push_back({Kind::kMatMul, {DType::kQ6_K}, {37}, 2816, 1, 1, d});
+    cases.push_back({Kind::kMatMul, {DType::kQ8_0}, {37}, 704, 1, 1, d});
   }
   // GQ_EMU_FORMATS=iq4_nl,iq4_xs: only the cases whose weights are all of these formats.
   if (const char* only = std::getenv("GQ_EMU_FORMATS")) {
