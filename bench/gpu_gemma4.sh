@@ -31,7 +31,8 @@ tar xJf "$bundle" -C "$bin" || { echo "cannot unpack $bundle"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
 left() { echo $((budget - ($(date +%s) - start))); }
 if [ -n "$llama_src" ]; then
-  bash "$here/gpu_llamacpp.sh" build "$llama_src" > "$out/llamacpp-build.log" 2>&1 &
+  # Niced: the models' generation (all cores) comes first, the build takes what is left.
+  nice -n 19 bash "$here/gpu_llamacpp.sh" build "$llama_src" > "$out/llamacpp-build.log" 2>&1 &
   llama_pid=$!
 fi
 summary=()
@@ -69,12 +70,6 @@ for spec in "$@"; do
     > "$out/bench-$tag.md" 2> "$out/bench-$tag.err"
   cat "$out/bench-$tag.md"
   grep -i "error" "$out/bench-$tag.err" | head -3
-  if [ -n "$llama_src" ]; then
-    while kill -0 "$llama_pid" 2> /dev/null && [ "$(left)" -gt 60 ]; do sleep 5; done
-    cat "$out/llamacpp-build.log"
-    step 200 "llama-bench $tag" bash "$here/gpu_llamacpp.sh" bench "$m" > "$out/llama-bench-$tag.md" 2>&1
-    cat "$out/llama-bench-$tag.md"
-  fi
   step 60 "profile $tag" "$bin/memra" bench "$m" -p 0 -n 8 -r 1 --profile --kernel-cache /tmp/memra-cache \
     > /dev/null 2> "$out/profile-$tag.txt"
   echo "--- profile $tag tg8 ---"
@@ -91,6 +86,13 @@ for spec in "$@"; do
       --kernel-cache /tmp/memra-cache > "$out/ncu-moe-$tag.txt" 2>&1
     grep -E "^  gemv|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Limit|Memory Throughput|Duration|Waves Per" \
       "$out/ncu-moe-$tag.txt" | head -60
+  fi
+  # llama.cpp last (its build may still run): memra's own numbers come first whatever is left.
+  if [ -n "$llama_src" ]; then
+    while kill -0 "$llama_pid" 2> /dev/null && [ "$(left)" -gt 60 ]; do sleep 5; done
+    cat "$out/llamacpp-build.log"
+    step 200 "llama-bench $tag" bash "$here/gpu_llamacpp.sh" bench "$m" > "$out/llama-bench-$tag.md" 2>&1
+    cat "$out/llama-bench-$tag.md"
   fi
   rm -f "$m"
 done
