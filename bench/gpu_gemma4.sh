@@ -6,8 +6,8 @@
 # call ends with its table even when a step runs long.
 #
 # With LLAMACPP_SRC (bench/llamacpp_source.sh's tarball) as a third argument, llama.cpp builds in
-# the background while the models generate, and llama-bench runs on each GGUF right after memra
-# bench (the same file, the same run). With --ncu=SKIP:COUNT, Nsight Compute times COUNT decode
+# the background while the models generate, and llama-bench runs on each GGUF after memra's bench and
+# profiles (the same file, the same run). With --ncu=SKIP:COUNT, Nsight Compute times COUNT decode
 # kernels after the first SKIP (one per launch, graphs replayed node by node) and prints the
 # per-kernel summary: what each kernel of a layer takes, without the profile's events.
 #
