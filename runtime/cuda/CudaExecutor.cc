@@ -176,6 +176,7 @@ absl::Status CudaExecutor::UploadWeights() {
       static const uint8_t kZeros[kcu::kGemvQuantMatrixTailBytes] = {};
       MEMRA_ASSIGN_OR_RETURN(dw->matrix,
                              dev_->Alloc(bytes + kcu::kGemvQuantMatrixTailBytes, absl::StrCat("weight ", w->name())));
+      dw->matrix_bytes = static_cast<int64_t>(bytes);
       MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->matrix.ptr(), src, bytes));
       MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->matrix.ptr() + bytes, kZeros, kcu::kGemvQuantMatrixTailBytes));
       if (!repacked.scales.empty()) {
@@ -183,7 +184,7 @@ absl::Status CudaExecutor::UploadWeights() {
                                dev_->Alloc(repacked.scales.size(), absl::StrCat("weight ", w->name(), " (scales)")));
         MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->scales.ptr(), repacked.scales.data(), repacked.scales.size()));
       }
-      weight_bytes_ += dw->matrix.bytes() + dw->scales.bytes();
+      weight_bytes_ += dw->matrix_bytes + dw->scales.bytes();
     }
     if (plan.value_bytes > 0) {
       const int64_t n = t->NumElements();

@@ -39,6 +39,7 @@ struct CudaExecutor::DeviceWeight {
   // Matrix operands (GEMMs, embedding tables): the layout of kernels/cuda/WeightLayout.h.
   const kcu::WeightLayout* layout = nullptr;
   cuda::DeviceBuffer matrix, scales;
+  int64_t matrix_bytes = 0;  // the layout's bytes in `matrix` (its allocation has spare bytes after)
   int64_t rows = 0, cols = 0;
   cuda::DeviceBuffer values;  // f32 values for element consumers (norms, conv, biases)
   kcu::DeviceMatrix AsMatrix() const {
@@ -48,7 +49,7 @@ struct CudaExecutor::DeviceWeight {
             cols,
             weight->dtype(),
             layout,
-            static_cast<int64_t>(matrix.bytes() + scales.bytes())};
+            static_cast<int64_t>(matrix_bytes + scales.bytes())};
   }
 };
 
