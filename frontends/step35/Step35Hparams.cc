@@ -140,7 +140,9 @@ absl::StatusOr<Step35Hparams> ReadStep35Hparams(const gguf::GgufFile& f) {
     h.gated_layer.push_back(HasTensor(f, il, "attn_gate.weight"));
     any_moe |= moe;
     if (moe) {
-      for (const char* t : {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"})
+      // Step 3.5 adds a shared expert on every MoE layer (llama.cpp builds it unconditionally).
+      for (const char* t : {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight",
+                            "ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight"})
         if (!HasTensor(f, il, t))
           return Inconsistent(f, absl::StrCat("layer ", il, " has ffn_gate_inp (a MoE layer) but no blk.", il, ".", t));
     } else if (!HasTensor(f, il, "ffn_gate.weight") || !HasTensor(f, il, "ffn_up.weight") ||
@@ -161,6 +163,9 @@ absl::StatusOr<Step35Hparams> ReadStep35Hparams(const gguf::GgufFile& f) {
       return Inconsistent(
           f, absl::StrCat(r.Key("expert_used_count"), " (", h.n_expert_used, ") must be in [1, ", r.Key("expert_count"),
                           " (", h.n_expert, ")] and ", r.Key("expert_feed_forward_length"), " (", h.n_ff_exp, ") > 0"));
+    if (h.n_ff_shexp <= 0)
+      return Inconsistent(f, absl::StrCat(r.Key("expert_shared_feed_forward_length"),
+                                          " must be > 0: every MoE layer has a shared expert"));
   }
   MEMRA_ASSIGN_OR_RETURN(h.gating, r.Optional("expert_gating_func", 2));
   if (h.gating == 0) h.gating = 2;  // llama.cpp: none -> Step's sigmoid
@@ -174,15 +179,13 @@ absl::StatusOr<Step35Hparams> ReadStep35Hparams(const gguf::GgufFile& f) {
   MEMRA_ASSIGN_OR_RETURN(h.expert_weights_norm, f.GetBoolOr(r.Key("expert_weights_norm"), false));
   MEMRA_ASSIGN_OR_RETURN(h.clamp_exp, PerLayerF32(f, r, "swiglu_clamp_exp", h.n_layer, 0.0));
   MEMRA_ASSIGN_OR_RETURN(h.clamp_shexp, PerLayerF32(f, r, "swiglu_clamp_shexp", h.n_layer, 0.0));
-  for (int64_t il = 0; il < h.n_layer; ++il) {
-    // A clamp names the experts it applies to: a layer without them is an inconsistent file.
+  // swiglu_clamp_exp clamps routed experts: on a layer without them it is an inconsistent file.
+  // swiglu_clamp_shexp is what llama.cpp's build_ffn clamps with on every layer: the shared expert
+  // of a MoE layer, the dense FFN of a dense one.
+  for (int64_t il = 0; il < h.n_layer; ++il)
     if (h.clamp_exp[il] > 0 && !h.moe_layer[il])
       return Inconsistent(f, absl::StrCat(r.Key("swiglu_clamp_exp"), "[", il, "] = ", h.clamp_exp[il],
                                           " clamps routed experts, but layer ", il, " has no ffn_gate_inp"));
-    if (h.clamp_shexp[il] > 0 && !HasTensor(f, il, "ffn_gate_shexp.weight"))
-      return Inconsistent(f, absl::StrCat(r.Key("swiglu_clamp_shexp"), "[", il, "] = ", h.clamp_shexp[il],
-                                          " clamps a shared expert, but layer ", il, " has no ffn_gate_shexp"));
-  }
   return h;
 }
 

@@ -1,8 +1,8 @@
 // The step35 hyperparameters as llama.cpp's loader reads them: the fixture's values (shared
 // fixtures README §10.1), and the bad input, each an error naming the key (and the layer)
 // before anything is lowered: per-layer arrays of the wrong length, heads that do not divide, a
-// window of 0, rotary dims past the head, a clamp without the experts it applies to, a MoE layer
-// without its experts, an unknown gating function.
+// window of 0, rotary dims past the head, a routed-expert clamp on a layer without experts, a MoE
+// layer without its routed or shared experts, an unknown gating function.
 #include <string>
 #include <vector>
 
@@ -106,8 +106,6 @@ TEST(Step35HparamsTest, BadInputIsNamed) {
        absl::StatusCode::kInvalidArgument, "step35.swiglu_clamp_shexp[2] = -1 must be finite and >= 0"},
       {"a clamp on the dense layer", SetKey("step35.swiglu_clamp_exp", F32Array({1, 1.5f, 1.5f, 1.5f, 1.5f})),
        absl::StatusCode::kInvalidArgument, "step35.swiglu_clamp_exp[0] = 1 clamps routed experts, but layer 0"},
-      {"a shared clamp without a shared expert", SetKey("step35.swiglu_clamp_shexp", F32Array({3, 2, 2, 2, 2})),
-       absl::StatusCode::kInvalidArgument, "clamps a shared expert, but layer 0 has no ffn_gate_shexp"},
       {"pattern shorter than the layers",
        SetKey("step35.attention.sliding_window_pattern",
               gguf::Value::Array(gguf::ValueType::kBool, {gguf::Value::Bool(true)})),
@@ -140,16 +138,24 @@ TEST(Step35HparamsTest, BadInputIsNamed) {
     EXPECT_EQ(h.status().code(), c.code) << h.status();
     EXPECT_TRUE(absl::StrContains(h.status().message(), c.message)) << h.status();
   }
-  // A MoE layer without its experts names the tensor.
-  GgufEdits no_down;
-  no_down.tensor = [](const std::string& name, std::vector<int64_t>&, std::vector<uint8_t>&) {
-    return name != "blk.2.ffn_down_exps.weight";
-  };
-  auto nd = EditedGguf(*OpenTiny(), no_down);
-  ASSERT_NE(nd, nullptr);
-  auto h = ReadStep35Hparams(*nd);
-  ASSERT_FALSE(h.ok());
-  EXPECT_TRUE(absl::StrContains(h.status().message(), "blk.2.ffn_down_exps.weight")) << h.status();
+  // A MoE layer without its routed or shared experts names the tensor.
+  for (const std::string missing : {"blk.2.ffn_down_exps.weight", "blk.3.ffn_up_shexp.weight"}) {
+    GgufEdits drop;
+    drop.tensor = [missing](const std::string& name, std::vector<int64_t>&, std::vector<uint8_t>&) {
+      return name != missing;
+    };
+    auto nd = EditedGguf(*OpenTiny(), drop);
+    ASSERT_NE(nd, nullptr);
+    auto h = ReadStep35Hparams(*nd);
+    ASSERT_FALSE(h.ok());
+    EXPECT_TRUE(absl::StrContains(h.status().message(), missing)) << h.status();
+  }
+  // A shared-expert clamp on the dense layer is llama.cpp's clamp of its dense FFN: accepted.
+  auto dense_clamp = EditedGguf(*OpenTiny(), SetKey("step35.swiglu_clamp_shexp", F32Array({3, 2, 2, 2, 2})));
+  ASSERT_NE(dense_clamp, nullptr);
+  auto dc = ReadStep35Hparams(*dense_clamp);
+  ASSERT_TRUE(dc.ok()) << dc.status();
+  EXPECT_EQ(dc->clamp_shexp[0], 3.0);
 }
 
 }  // namespace
