@@ -9,6 +9,8 @@
 #include "frontends/qwen35/Qwen35Lowering.h"
 #include "frontends/qwen35moe/Qwen35MoeHparams.h"
 #include "frontends/qwen35moe/Qwen35MoeLowering.h"
+#include "frontends/step35/Step35Hparams.h"
+#include "frontends/step35/Step35Lowering.h"
 #include "ir/StatusMacros.h"
 
 namespace memra::frontends {

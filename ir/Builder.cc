@@ -108,12 +108,25 @@ std::pair<Value*, Value*> OpBuilder::MoeRoute(Value* logits, int64_t k, Value* e
   return {r[0], r.size() > 1 ? r[1] : r[0]};
 }
 
+std::pair<Value*, Value*> OpBuilder::MoeRouteSigmoid(Value* logits, int64_t k, Value* bias, bool norm, double scale) {
+  llvm::SmallVector<Value*, 2> operands{logits};
+  if (bias != nullptr) operands.push_back(bias);
+  AttrDict a;
+  a.Set("k", k);
+  if (norm) a.Set("norm", int64_t{1});
+  if (scale != 0 && scale != 1) a.Set("scale", scale);
+  auto r = Build(OpKind::kMoeRouteSigmoid, operands, std::move(a));
+  return {r[0], r.size() > 1 ? r[1] : r[0]};
+}
+
 Value* OpBuilder::MoeExperts(Value* x, Value* weights, Value* ids, Value* w_down, llvm::ArrayRef<Value*> w_gate_up,
-                             const std::string& activation) {
+                             const std::string& activation, double clamp) {
   llvm::SmallVector<Value*, 6> operands{x, weights, ids, w_down};
   operands.append(w_gate_up.begin(), w_gate_up.end());
-  if (activation != "silu") return Build1(OpKind::kMoeExperts, operands, {{"activation", activation}});
-  return Build1(OpKind::kMoeExperts, operands);
+  AttrDict a;
+  if (activation != "silu") a.Set("activation", activation);
+  if (clamp > 0) a.Set("clamp", clamp);
+  return Build1(OpKind::kMoeExperts, operands, std::move(a));
 }
 
 Value* OpBuilder::Reshape(Value* x, Shape shape) {

@@ -62,6 +62,7 @@ class OpBuilder {
   Value* L2Norm(Value* x, double eps) { return Build1(OpKind::kL2Norm, {x}, {{"eps", eps}}); }
   Value* Add(Value* a, Value* b) { return Build1(OpKind::kAdd, {a, b}); }
   Value* Mul(Value* a, Value* b) { return Build1(OpKind::kMul, {a, b}); }
+  Value* MulRows(Value* x, Value* s) { return Build1(OpKind::kMulRows, {x, s}); }
   Value* Scale(Value* x, double factor) { return Build1(OpKind::kScale, {x}, {{"factor", factor}}); }
   Value* Sigmoid(Value* x) { return Build1(OpKind::kSigmoid, {x}); }
   Value* Silu(Value* x) { return Build1(OpKind::kSilu, {x}); }
@@ -69,7 +70,11 @@ class OpBuilder {
   Value* Tanh(Value* x) { return Build1(OpKind::kTanh, {x}); }
   Value* Softplus(Value* x) { return Build1(OpKind::kSoftplus, {x}); }
   Value* Exp(Value* x) { return Build1(OpKind::kExp, {x}); }
-  Value* Swiglu(Value* g, Value* u) { return Build1(OpKind::kSwiglu, {g, u}); }
+  // clamp > 0: the clamped SwiGLU (ir/Ops.def; the attribute written only when set).
+  Value* Swiglu(Value* g, Value* u, double clamp = 0) {
+    if (clamp > 0) return Build1(OpKind::kSwiglu, {g, u}, {{"clamp", clamp}});
+    return Build1(OpKind::kSwiglu, {g, u});
+  }
   Value* Softmax(Value* x) { return Build1(OpKind::kSoftmax, {x}); }
   Value* MatMul(Value* x, Value* w) { return Build1(OpKind::kMatMul, {x, w}); }
   llvm::SmallVector<Value*, 2> MatMulGroup(Value* x, llvm::ArrayRef<Value*> ws);
@@ -109,10 +114,13 @@ class OpBuilder {
   // Returns (weights, ids).
   // expert_scale: an f32 weight [E] or null.
   std::pair<Value*, Value*> MoeRoute(Value* logits, int64_t k, Value* expert_scale = nullptr);
+  // Sigmoid routing (moe_route_sigmoid): bias an f32 weight [E] or null; norm and scale written
+  // only when set (scale 0 or 1: none).
+  std::pair<Value*, Value*> MoeRouteSigmoid(Value* logits, int64_t k, Value* bias, bool norm, double scale);
   // w_gate_up: one fused [E, 2F, K] matrix or {w_gate, w_up}.
-  // activation "silu" (not written: the default) or "gelu".
+  // activation "silu" (not written: the default) or "gelu"; clamp > 0: the clamped SwiGLU.
   Value* MoeExperts(Value* x, Value* weights, Value* ids, Value* w_down, llvm::ArrayRef<Value*> w_gate_up,
-                    const std::string& activation = "silu");
+                    const std::string& activation = "silu", double clamp = 0);
   Value* GatedAdd(Value* a, Value* b, Value* g) { return Build1(OpKind::kGatedAdd, {a, b, g}); }
   Value* TakeLastRow(Value* x) { return Build1(OpKind::kTakeLastRow, {x}); }
   // Returns (values, indices).

@@ -1,5 +1,8 @@
 #include "ir/TypeInference.h"
 
+#include <cmath>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ir/RowProgram.h"
@@ -175,6 +178,18 @@ absl::Status CheckBlockRows(const Ctx& c, size_t i) {
   return absl::OkStatus();
 }
 
+// The clamped SwiGLU's limit (swiglu, matmul_swiglu, moe_experts): positive and finite, and only
+// with the silu gate (llama.cpp clamps SwiGLU only).
+absl::Status CheckGluClamp(const AttrDict& attrs) {
+  std::optional<double> clamp = attrs.GetF64("clamp");
+  if (!clamp) return absl::OkStatus();
+  if (!(*clamp > 0) || !std::isfinite(*clamp))
+    return Err(absl::StrCat("attribute 'clamp' (", *clamp, ") must be positive and finite"));
+  if (attrs.GetString("activation").value_or("silu") != "silu")
+    return Err("attribute 'clamp' applies to the silu gate only");
+  return absl::OkStatus();
+}
+
 // moe_experts' operands from `first` on: x [T, K] at 0, weights and ids [T, k] at 1 and 2, then
 // w_down [E, K, F] at `first` and w_gate_up (one [E, 2F, K] or two [E, F, K]) after it.
 absl::Status CheckMoeExperts(const Ctx& c, size_t first) {
@@ -306,15 +321,23 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       if (!ok) return Err(absl::StrCat(c.N(1), " must have the shape of ", c.N(0), " or of a trailing part of it"));
       return Types{Like(c[0])};
     }
+    case OpKind::kMulRows:
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.RankAtLeast(0, 1));
+      CHECK_OK(c.SameDType(0, 1));
+      CHECK_OK(c.ShapeIs(1, c.S(0).WithDim(c.S(0).rank() - 1, 1), "one factor per row of 'x'"));
+      return Types{Like(c[0])};
     case OpKind::kSwiglu:
       CHECK_OK(c.Float(0));
       CHECK_OK(c.SameType(0, 1));
+      CHECK_OK(CheckGluClamp(attrs));
       return Types{Like(c[0])};
     case OpKind::kMatMulSwiglu: {
       CHECK_OK(c.Float(0));
       CHECK_OK(c.RankAtLeast(0, 1));
       if (auto act = attrs.GetString("activation"); act && *act != "silu" && *act != "gelu")
         return Err(absl::StrCat("matmul_swiglu activation '", *act, "' is not \"silu\" or \"gelu\""));
+      CHECK_OK(CheckGluClamp(attrs));
       for (size_t i : {1, 2}) {
         CHECK_OK(c.Rank(i, 2));
         CHECK_OK(c.DimEq(i, 1, c.S(0).back(), "K, the last dim of 'x'"));
@@ -494,7 +517,8 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       if (auto eps = attrs.GetF64("qk_l2_eps"); eps && !(*eps >= 0)) return Err("attribute 'qk_l2_eps' must be >= 0");
       return Types{Like(c[2])};
     }
-    case OpKind::kMoeRoute: {
+    case OpKind::kMoeRoute:
+    case OpKind::kMoeRouteSigmoid: {
       CHECK_OK(c.Float(0));
       CHECK_OK(c.Rank(0, 2));
       CHECK_OK(c.PositiveAttr("k"));
@@ -504,7 +528,9 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
         return Err(absl::StrCat("attribute 'k' (", k, ") exceeds the expert count ", e.value(), " of ", c.N(0)));
       if (c.size() > 1) {
         CHECK_OK(c.DTypeIs(1, DType::kF32));
-        CHECK_OK(c.ShapeIs(1, Shape{e}, "one scale per expert (the last dim of 'logits')"));
+        CHECK_OK(c.ShapeIs(1, Shape{e},
+                           kind == OpKind::kMoeRoute ? "one scale per expert (the last dim of 'logits')"
+                                                     : "one bias per expert (the last dim of 'logits')"));
       }
       return Types{WithLast(c[0], k, c.D(0)), WithLast(c[0], k, DType::kI32)};
     }
@@ -512,6 +538,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(CheckMoeExperts(c, 3));
       if (auto act = attrs.GetString("activation"); act && *act != "silu" && *act != "gelu")
         return Err(absl::StrCat("activation '", *act, "' is not supported (\"silu\" or \"gelu\")"));
+      CHECK_OK(CheckGluClamp(attrs));
       return Types{Like(c[0])};
     case OpKind::kGatedAdd: {
       CHECK_OK(c.Float(0));

@@ -18,6 +18,7 @@ CaptureVerdict ByKind(OpKind kind) {
     case OpKind::kMul:
     case OpKind::kScale:
     case OpKind::kMulWeight:
+    case OpKind::kMulRows:
     case OpKind::kSigmoid:
     case OpKind::kSilu:
     case OpKind::kSoftplus:
@@ -41,6 +42,7 @@ CaptureVerdict ByKind(OpKind kind) {
     case OpKind::kTakeLastRow:
     case OpKind::kTopK:
     case OpKind::kMoeRoute:
+    case OpKind::kMoeRouteSigmoid:
     case OpKind::kMoeExperts:
     case OpKind::kGatedAdd:
     case OpKind::kMoeFfn:

@@ -43,14 +43,16 @@ class MoeFfnPattern : public RewritePattern<MoeFfnMatch> {
   MatchResult<MoeFfnMatch> Match(Op& add, const PatternRewriter&) override {
     Op* experts = DefOf(add.operand(0), OpKind::kMoeExperts);
     if (experts == nullptr) return NoMatch();
-    // moe_ffn's experts are SwiGLU's.
+    // moe_ffn's experts are SwiGLU's, unclamped (it has no clamp attribute).
     if (experts->attrs().GetString("activation").value_or("silu") != "silu") return NoMatch();
+    if (experts->attrs().GetF64("clamp")) return Skip(skipped_clamped_);
     Op* down = DefOf(add.operand(1), OpKind::kMatMul);
     Op* swiglu = down ? DefOf(down->operand(0), OpKind::kMatMulSwiglu) : nullptr;
     Op* gate = DefOf(add.operand(2), OpKind::kMatMul);
     if (down == nullptr || swiglu == nullptr || gate == nullptr) return Skip(skipped_form_);
     const ir::Value* x = experts->operand(0);
     if (swiglu->operand(0) != x || gate->operand(0) != x) return Skip(skipped_inputs_);
+    if (swiglu->attrs().GetF64("clamp")) return Skip(skipped_clamped_);
     for (const Op* op : {experts, down, swiglu, gate})
       if (!HasSingleUse(op->result(0))) return Skip(skipped_uses_);
     return MoeFfnMatch{&add, experts, swiglu, down, gate};
@@ -73,6 +75,7 @@ class MoeFfnPattern : public RewritePattern<MoeFfnMatch> {
                           "gated_adds of experts whose shared expert is not matmul(matmul_swiglu) + a gate matmul"};
   Statistic skipped_inputs_{pass(), "skipped-inputs", "experts and shared expert reading different inputs"};
   Statistic skipped_uses_{pass(), "skipped-uses", "parts with other users"};
+  Statistic skipped_clamped_{pass(), "skipped-clamped", "clamped SwiGLU experts or shared expert"};
 };
 
 class FuseMoeFfnPass : public PatternPass {

@@ -49,8 +49,12 @@ class SwigluPattern : public RewritePattern<SwigluMatch> {
   }
 
   absl::Status Rewrite(const SwigluMatch& m, PatternRewriter& rw) override {
-    MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(m.swiglu, OpKind::kMatMulSwiglu,
-                                                 {m.gate->operand(0), m.gate->operand(1), m.up->operand(1)}));
+    // The clamped SwiGLU keeps its limit (ir/Ops.def).
+    ir::AttrDict attrs;
+    if (auto clamp = m.swiglu->attrs().GetF64("clamp")) attrs.Set("clamp", *clamp);
+    MEMRA_ASSIGN_OR_RETURN(Op * fused,
+                           rw.Create(m.swiglu, OpKind::kMatMulSwiglu,
+                                     {m.gate->operand(0), m.gate->operand(1), m.up->operand(1)}, std::move(attrs)));
     rw.Replace(m.swiglu->result(0), fused->result(0));
     for (Op* op : {m.swiglu, m.gate, m.up}) rw.Erase(op);
     return absl::OkStatus();

@@ -11,11 +11,11 @@ absl::Status DeclareSwigluFfn(const gguf::GgufFile& file, ir::Module& m, int64_t
   return DeclareWeight(file, m, LayerTensorName(layer, "ffn_down.weight"), {n_ff, n_embd});
 }
 
-ir::Value* BuildSwigluFfn(const LayerContext& c, ir::Value* y) {
+ir::Value* BuildSwigluFfn(const LayerContext& c, ir::Value* y, double clamp) {
   ir::OpBuilder& b = c.b;
   ir::Value* g = b.MatMul(y, c.W("ffn_gate.weight"))->Named(c.Node("ffn_gate"));
   ir::Value* u = b.MatMul(y, c.W("ffn_up.weight"))->Named(c.Node("ffn_up"));
-  ir::Value* a = b.Swiglu(g, u)->Named(c.Node("ffn_swiglu"));
+  ir::Value* a = b.Swiglu(g, u, clamp)->Named(c.Node("ffn_swiglu"));
   return b.MatMul(a, c.W("ffn_down.weight"))->Named(c.Node("ffn_out"));
 }
 

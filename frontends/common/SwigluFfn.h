@@ -16,6 +16,7 @@ class GgufFile;
 namespace memra::frontends {
 
 absl::Status DeclareSwigluFfn(const gguf::GgufFile& file, ir::Module& m, int64_t layer, int64_t n_embd, int64_t n_ff);
-ir::Value* BuildSwigluFfn(const LayerContext& c, ir::Value* y);
+// clamp > 0: the clamped SwiGLU (ir/Ops.def swiglu; Step 3.5's swiglu_clamp_shexp on a dense layer).
+ir::Value* BuildSwigluFfn(const LayerContext& c, ir::Value* y, double clamp = 0);
 
 }  // namespace memra::frontends

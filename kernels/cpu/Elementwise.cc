@@ -69,8 +69,17 @@ UnaryKernelFn UnaryKernelFor(ir::OpKind kind) {
   }
 }
 
-void Swiglu(const float* gate, const float* up, int64_t n, float* out) {
+void Swiglu(const float* gate, const float* up, int64_t n, float* out, float clamp) {
+  if (clamp > 0.0f) {
+    for (int64_t i = 0; i < n; ++i) out[i] = GluProduct(SiluScalar(gate[i]), up[i], clamp);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) out[i] = SiluScalar(gate[i]) * up[i];
+}
+
+void ScaleRows(const float* x, const float* s, int64_t rows, int64_t width, float* out) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t n = 0; n < width; ++n) out[r * width + n] = x[r * width + n] * s[r];
 }
 
 void CopyColumns(const float* x, int64_t rows, int64_t cols, int64_t col0, int64_t width, float* out) {

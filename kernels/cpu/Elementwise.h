@@ -31,8 +31,18 @@ void Tanh(const float* x, int64_t n, float* out);
 // CPU executor runs every kUnary op through this table.
 using UnaryKernelFn = void (*)(const float* x, int64_t n, float* out);
 UnaryKernelFn UnaryKernelFor(ir::OpKind kind);
-// out[i] = silu(gate[i]) * up[i]  (SwiGLU with separate gate and up halves).
-void Swiglu(const float* gate, const float* up, int64_t n, float* out);
+// out[i] = silu(gate[i]) * up[i]  (SwiGLU with separate gate and up halves). clamp > 0: the
+// clamped SwiGLU, min(silu(gate[i]), clamp) * min(max(up[i], -clamp), clamp) (Step 3.5).
+void Swiglu(const float* gate, const float* up, int64_t n, float* out, float clamp = 0.0f);
+// The clamped SwiGLU's product for one element (clamp <= 0: act * up).
+inline float GluProduct(float act, float up, float clamp) {
+  if (clamp <= 0.0f) return act * up;
+  const float a = act < clamp ? act : clamp;
+  const float u = up < clamp ? up : clamp;
+  return a * (u > -clamp ? u : -clamp);
+}
+// out[r][n] = x[r][n] * s[r]: one factor per row of `width` (the mul_rows op).
+void ScaleRows(const float* x, const float* s, int64_t rows, int64_t width, float* out);
 
 // Scalar forms of the functions above (same formulas).
 float SigmoidScalar(float x);

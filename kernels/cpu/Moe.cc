@@ -35,6 +35,32 @@ void MoeRoute(const float* logits, int64_t T, int64_t E, int64_t k, float* weigh
   }
 }
 
+void MoeRouteSigmoid(const float* logits, int64_t T, int64_t E, int64_t k, const float* bias, bool norm, float scale,
+                     float* weights, int32_t* ids) {
+  std::vector<float> p(static_cast<size_t>(E)), sel(static_cast<size_t>(E));
+  std::vector<int32_t> order(static_cast<size_t>(E));
+  for (int64_t t = 0; t < T; ++t) {
+    Sigmoid(logits + t * E, E, p.data());
+    for (int64_t e = 0; e < E; ++e) sel[e] = bias != nullptr ? p[e] + bias[e] : p[e];
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int32_t a, int32_t b) { return sel[a] > sel[b] || (sel[a] == sel[b] && a < b); });
+    float* w = weights + t * k;
+    for (int64_t i = 0; i < k; ++i) {
+      ids[t * k + i] = order[i];
+      w[i] = p[order[i]];
+    }
+    if (norm) {
+      float sum = 0.0f;
+      for (int64_t i = 0; i < k; ++i) sum += w[i];
+      sum = std::max(sum, 6.103515625e-5f);
+      for (int64_t i = 0; i < k; ++i) w[i] /= sum;
+    }
+    if (scale != 0.0f && scale != 1.0f)
+      for (int64_t i = 0; i < k; ++i) w[i] *= scale;
+  }
+}
+
 absl::Status MoeExperts(const float* x, int64_t T, int64_t K, const float* weights, const int32_t* ids, int64_t k,
                         const MoeExpertWeights& w, float* y, ThreadPool* pool) {
   const int64_t E = w.n_expert, F = w.n_ff;
@@ -87,7 +113,7 @@ absl::Status MoeExperts(const float* x, int64_t T, int64_t K, const float* weigh
         const int64_t s = slots[q];
         const float* xt = x + (s / k) * K;
         const float a = Dot(xt, *g, K);
-        h[s * F + n] = (w.gelu ? GeluScalar(a) : SiluScalar(a)) * Dot(xt, *u, K);
+        h[s * F + n] = GluProduct(w.gelu ? GeluScalar(a) : SiluScalar(a), Dot(xt, *u, K), w.clamp);
       }
     }
   });

@@ -18,6 +18,12 @@ namespace memra::kernels::cpu {
 void MoeRoute(const float* logits, int64_t T, int64_t E, int64_t k, float* weights, int32_t* ids,
               const float* expert_scale = nullptr);
 
+// Per token t of logits [T][E] (ir/Ops.def moe_route_sigmoid): p = sigmoid(logits) (as Sigmoid),
+// ids[t][0..k) the k largest p + bias descending (ties: lower id; bias may be null), weights =
+// p[ids]; norm: divided by max(their sum, 6.103515625e-5); then times scale unless it is 0 or 1.
+void MoeRouteSigmoid(const float* logits, int64_t T, int64_t E, int64_t k, const float* bias, bool norm, float scale,
+                     float* weights, int32_t* ids);
+
 // The expert matrices of one layer, each a stack (WeightView::FromStack) of n_expert matrices.
 struct MoeExpertWeights {
   int64_t n_expert = 0;  // E
@@ -26,7 +32,8 @@ struct MoeExpertWeights {
   WeightView gate;       // E stacks of [F][K], or of [2F][K] gate-then-up rows when `fused`
   WeightView up;         // E stacks of [F][K] (unused when fused)
   bool fused = false;
-  bool gelu = false;  // GELU (tanh form) experts instead of SiLU (Gemma 4)
+  bool gelu = false;   // GELU (tanh form) experts instead of SiLU (Gemma 4)
+  float clamp = 0.0f;  // > 0: the clamped SwiGLU (Step 3.5's swiglu_clamp_exp)
 };
 
 // y[t] = sum_{i<k} weights[t][i] * down_e . (silu(gate_e . x[t]) * (up_e . x[t])), e = ids[t][i],

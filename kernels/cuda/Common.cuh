@@ -133,6 +133,18 @@ __device__ __forceinline__ float geluf_(float x) {
   return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * x * (1.0f + 0.044715f * x * x)));
 }
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+// The gated products of the SwiGLU forms: act(gate) * up, or with a clamped op's limit L (ir/Ops.def
+// swiglu clamp; its f32 bits as MEMRA_GLU_LIMIT_BITS, AddGluClampDefine) min(act, L) * clamp(up, -L, L).
+#ifndef MEMRA_GLU_LIMIT_BITS
+#define MEMRA_GLU_LIMIT_BITS 0
+#endif
+__device__ __forceinline__ float glu_(float act, float up) {
+  if (MEMRA_GLU_LIMIT_BITS == 0) return act * up;
+  const float lim = __int_as_float(MEMRA_GLU_LIMIT_BITS);
+  const float a = act < lim ? act : lim;
+  const float u = up < lim ? up : lim;
+  return a * (u > -lim ? u : -lim);
+}
 
 #define MEMRA_NEG_INF __int_as_float(0xff800000)
 

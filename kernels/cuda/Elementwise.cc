@@ -102,6 +102,26 @@ class BroadcastImpl : public GpuOpImpl {
   }
 };
 
+// mul_rows: x [..., N] times one factor per row (BroadcastParams' nb is the row width N).
+class MulRowsImpl : public OneLaunchImpl {
+ public:
+  MulRowsImpl() : OneLaunchImpl("mul_rows", ir::OpKind::kMulRows, "mul_rows_f32") {}
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
+    MEMRA_ASSIGN_OR_RETURN(auto s, c.InShape(1));
+    const int64_t n = Numel(x), width = x.empty() ? 1 : x.back();
+    if (width <= 0 || Numel(s) * width != n) return BindError(c.op(), "the factors are not one per row of x");
+    BroadcastParams p;
+    p.a = c.In(0);
+    p.b = c.In(1);
+    p.y = c.Out(0);
+    p.n = n;
+    p.nb = width;
+    w.Kernel(0, p);
+    return absl::OkStatus();
+  }
+};
+
 class ScaleImpl : public OneLaunchImpl {
  public:
   ScaleImpl() : OneLaunchImpl("scale", ir::OpKind::kScale, "scale_f32") {}
@@ -120,6 +140,11 @@ class ScaleImpl : public OneLaunchImpl {
 class SwigluImpl : public OneLaunchImpl {
  public:
   SwigluImpl() : OneLaunchImpl("swiglu", ir::OpKind::kSwiglu, "swiglu_f32") {}
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    MEMRA_ASSIGN_OR_RETURN(std::optional<OpSelection> s, OneLaunchImpl::Select(c));
+    AddGluClampDefine(s->launches[0], c.op);
+    return s;
+  }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
     MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
     PairParams p;
@@ -449,6 +474,7 @@ class HostOnlyImpl : public GpuOpImpl {
 std::unique_ptr<GpuOpImpl> CreateUnary() { return std::make_unique<UnaryImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateBroadcast() { return std::make_unique<BroadcastImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateScale() { return std::make_unique<ScaleImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateMulRows() { return std::make_unique<MulRowsImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateSwiglu() { return std::make_unique<SwigluImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateEmbed() { return std::make_unique<EmbedImpl>(); }
 std::unique_ptr<GpuOpImpl> CreatePositions() { return std::make_unique<PositionsImpl>(); }

@@ -12,6 +12,11 @@ extern "C" __global__ void mul_f32(const BroadcastParams p) {
   memra_grid_dependency();
   MEMRA_GRID_STRIDE(i, p.n) p.y[i] = p.a[i] * p.b[p.nb == p.n ? i : i % p.nb];
 }
+// mul_rows: one factor per row of p.nb values (Step 3.5's head-wise attention gate).
+extern "C" __global__ void mul_rows_f32(const BroadcastParams p) {
+  memra_grid_dependency();
+  MEMRA_GRID_STRIDE(i, p.n) p.y[i] = p.a[i] * p.b[i / p.nb];
+}
 extern "C" __global__ void scale_f32(const ScaleParams p) {
   memra_grid_dependency();
   MEMRA_GRID_STRIDE(i, p.n) p.y[i] = p.x[i] * p.factor;
@@ -55,7 +60,7 @@ extern "C" __global__ void exp_f32(const UnaryParams p) {
 }
 extern "C" __global__ void swiglu_f32(const PairParams p) {
   memra_grid_dependency();
-  MEMRA_GRID_STRIDE(i, p.n) p.y[i] = siluf_(p.a[i]) * p.b[i];
+  MEMRA_GRID_STRIDE(i, p.n) p.y[i] = glu_(siluf_(p.a[i]), p.b[i]);
 }
 // GeGLU's gating (matmul_swiglu activation gelu): gelu(a) * b.
 extern "C" __global__ void geglu_f32(const PairParams p) {

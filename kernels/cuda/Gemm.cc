@@ -135,6 +135,7 @@ class GemmSwigluImpl : public GpuOpImpl {
     OpSelection s = GemmSelection(c);
     s.launches.push_back(GridStrideLaunch(c.target, "Elementwise.cu", GeluGate(c.op) ? "geglu_f32" : "swiglu_f32",
                                           Numel(c.shapes.out[0])));
+    AddGluClampDefine(s.launches.back(), c.op);
     s.scratch_bytes += Numel(c.shapes.out[0]) * 4;  // the f32 gate product, after the cast copy
     return std::optional<OpSelection>(std::move(s));
   }

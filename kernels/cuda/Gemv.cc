@@ -76,6 +76,7 @@ class GemvSwigluImpl : public GpuOpImpl {
     if (!storage || storage->size() != 2 || !OneStorage(*storage)) return std::optional<OpSelection>();
     Launch l = GemvLaunch("gemv_swiglu", c.shapes.in[0].back(), (*storage)[0], c.shapes.out[0].back());
     AddFlagDefine(l, "GEMV_GELU", GeluGate(c.op));  // GeGLU
+    AddGluClampDefine(l, c.op);
     return std::optional<OpSelection>(GemvSelection(std::move(l)));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {

@@ -142,7 +142,7 @@ __device__ __forceinline__ void gemv_swiglu_body(const void* __restrict__ wg, co
   if (row >= n_rows) return;
   const float g = row_dot(wg, sg, row, xv);
   const float u = row_dot(wu, su, row, xv);
-  if ((threadIdx.x & 31) == 0) y[row] = (GEMV_GELU ? geluf_(g) : siluf_(g)) * u;
+  if ((threadIdx.x & 31) == 0) y[row] = glu_(GEMV_GELU ? geluf_(g) : siluf_(g), u);
 }
 
 // A matmul_group's products (up to 4 weights of one storage sharing x) in one launch: global row

@@ -198,6 +198,7 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
     // GeGLU (matmul_swiglu activation gelu): the gate's activation by define; SwiGLU keeps its key.
     if (swiglu && GeluGate(op)) defs.push_back(Def("GQ_GELU", 1));
     l.kernel.module.defines = MakeDefines(std::move(defs));
+    if (swiglu) AddGluClampDefine(l, op);
     l.kernel.entry = swiglu ? "gemv_q_swiglu" : "gemv_q";
     l.block = static_cast<uint32_t>(warps * 32);
     int64_t cap = options.max_blocks > 0 ? options.max_blocks : int64_t{target.sm_count} * kBlocksPerSmCap;

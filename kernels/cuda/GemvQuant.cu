@@ -967,7 +967,7 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
         const float up = __shfl_sync(0xffffffffu, total, ((idx + GQ_R * GQ_T) << kShift) & 31);
         const int row = idx / GQ_T, tok = idx % GQ_T;
         if (writer && idx < GQ_R * GQ_T && row < t.nr && tok < n_tok)
-          t.y[(long long)tok * t.n + t.r0 + row] = (GQ_GELU ? geluf_(total) : siluf_(total)) * up;
+          t.y[(long long)tok * t.n + t.r0 + row] = glu_(GQ_GELU ? geluf_(total) : siluf_(total), up);
       } else {
         const int row = idx / GQ_T, tok = idx % GQ_T;
         if (writer && idx < kV && row < t.nr && tok < n_tok) t.y[(long long)tok * t.n + t.r0 + row] = total;

@@ -187,6 +187,10 @@ bool GeluGate(const ir::Op& op);
 // `name=1` added to the launch's defines when `on` (a variant's define, so the other variant keeps
 // its module and cache key).
 void AddFlagDefine(Launch& l, const char* name, bool on = true);
+// A clamped SwiGLU op's limit (ir/Ops.def swiglu / matmul_swiglu / moe_experts clamp) on the launch
+// that computes its gated products: MEMRA_GLU_LIMIT_BITS, the f32 bits Common.cuh's glu_ reads.
+// Nothing without a clamp (the module keeps its cache key).
+void AddGluClampDefine(Launch& l, const ir::Op& op);
 // A grid-stride launch over n elements (at most 16 blocks per SM of the target).
 uint32_t GridFor(const Target& t, int64_t n, uint32_t block = 256);
 // An Elementwise.cu-style launch (256 threads, grid-stride over n) of `entry` in `file`.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "absl/base/casts.h"
 #include "absl/strings/str_cat.h"
 #include "ir/Function.h"
 #include "ir/Module.h"
@@ -32,6 +33,14 @@ void AddFlagDefine(Launch& l, const char* name, bool on) {
   if (!on) return;
   Defines d = l.kernel.module.defines;
   d.emplace_back(name, "1");
+  l.kernel.module.defines = MakeDefines(std::move(d));
+}
+
+void AddGluClampDefine(Launch& l, const ir::Op& op) {
+  const double clamp = op.attrs().F64Or("clamp", 0.0);
+  if (!(clamp > 0)) return;
+  Defines d = l.kernel.module.defines;
+  d.emplace_back("MEMRA_GLU_LIMIT_BITS", std::to_string(absl::bit_cast<uint32_t>(static_cast<float>(clamp))));
   l.kernel.module.defines = MakeDefines(std::move(d));
 }
 

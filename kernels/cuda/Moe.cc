@@ -46,21 +46,31 @@ int64_t Align256(int64_t b) { return (b + 255) / 256 * 256; }
 
 // ---- moe_route ----
 
-// The experts' gate activation: GELU experts (Gemma 4) set `gelu_define` (GQ_GELU / MG_GELU) on
-// the gate-up launch; SiLU ones keep the module as it was (no define, the same cache key).
-std::optional<Launch> WithGelu(std::optional<Launch> l, bool gelu, const char* gelu_define) {
-  if (l) AddFlagDefine(*l, gelu_define, gelu);
+// The experts' gate activation on the gate-up launch: GELU experts (Gemma 4) set `gelu_define`
+// (GQ_GELU / MG_GELU), clamped SwiGLU experts (Step 3.5) their limit; plain SiLU ones keep the
+// module as it was (no define, the same cache key).
+std::optional<Launch> WithGateActivation(std::optional<Launch> l, const ir::Op& op, const char* gelu_define) {
+  if (l) {
+    AddFlagDefine(*l, gelu_define, GeluGate(op));
+    AddGluClampDefine(*l, op);
+  }
   return l;
 }
-absl::StatusOr<Launch> WithGelu(absl::StatusOr<Launch> l, bool gelu, const char* gelu_define) {
-  if (l.ok()) AddFlagDefine(*l, gelu_define, gelu);
+absl::StatusOr<Launch> WithGateActivation(absl::StatusOr<Launch> l, const ir::Op& op, const char* gelu_define) {
+  if (l.ok()) {
+    AddFlagDefine(*l, gelu_define, GeluGate(op));
+    AddGluClampDefine(*l, op);
+  }
   return l;
 }
 
 class MoeRouteImpl : public GpuOpImpl {
  public:
   absl::string_view name() const override { return "moe_route"; }
-  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kMoeRoute; }
+  // Softmax routing (moe_route) and Step 3.5's sigmoid routing (moe_route_sigmoid): one module each.
+  bool Implements(ir::OpKind k) const override {
+    return k == ir::OpKind::kMoeRoute || k == ir::OpKind::kMoeRouteSigmoid;
+  }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     const std::vector<int64_t>& l = c.shapes.in[0];
     const int64_t E = l.back(), T = Numel(l) / std::max<int64_t>(E, 1);
@@ -70,11 +80,13 @@ class MoeRouteImpl : public GpuOpImpl {
       return Unsupported(c.op, absl::StrCat("moe_route takes 1..", kMaxRouteExperts, " experts, not ", E));
     if (k < 1 || k > std::min<int64_t>(E, 32))
       return Unsupported(c.op, absl::StrCat("moe_route takes k in 1..min(E, 32), not ", k));
+    const bool sigmoid = c.op.is(ir::OpKind::kMoeRouteSigmoid);
     OpSelection s;
     Launch l0;
     l0.kernel.module.file = kFile;
     l0.kernel.module.defines = MakeDefines({Def("MR_E", E), Def("MR_K", k)});
-    l0.kernel.entry = "moe_route";
+    l0.kernel.entry = sigmoid ? "moe_route_sigmoid" : "moe_route";
+    AddFlagDefine(l0, "MR_NORM", sigmoid && c.op.attrs().I64Or("norm", 0) != 0);
     l0.block = 256;
     l0.grid = static_cast<uint32_t>(std::clamp<int64_t>((T + 7) / 8, 1, int64_t{c.target.sm_count} * 8));
     s.launches.push_back(std::move(l0));
@@ -88,6 +100,8 @@ class MoeRouteImpl : public GpuOpImpl {
     p.ids = c.Out(1);
     p.expert_scale = c.op().num_operands() > 1 ? c.In(1) : 0;
     p.n_tok = static_cast<int>(Numel(l) / l.back());
+    const double scale = c.op().attrs().F64Or("scale", 0.0);
+    p.scale = c.op().is(ir::OpKind::kMoeRouteSigmoid) && scale != 0.0 ? static_cast<float>(scale) : 1.0f;
     w.Kernel(0, p);
     return absl::OkStatus();
   }
@@ -316,8 +330,9 @@ absl::StatusOr<std::optional<DecodePlan>> PlanDecode(const ir::Op& op, const OpS
                          add([&](const Target& t) { return std::optional<Launch>(GemvQuantXLaunch(t, d.K, d.T)); }));
   const int64_t gu_sh_rows = o.shared() && !p.shared_gu_apart ? d.T : 0;
   MEMRA_ASSIGN_OR_RETURN(p.l_gu, add([&](const Target& t) {
-                           return WithGelu(GemvQuantMoeLaunch(t, gate_t, d.K, d.T, true, p.S, d.F, gu_sh_rows, d.Fs),
-                                           GeluGate(op), "GQ_GELU");
+                           return WithGateActivation(
+                               GemvQuantMoeLaunch(t, gate_t, d.K, d.T, true, p.S, d.F, gu_sh_rows, d.Fs), op,
+                               "GQ_GELU");
                          }));
   if (p.shared_gu_apart) {
     MEMRA_ASSIGN_OR_RETURN(p.l_gu_sh, add([&](const Target& t) {
@@ -546,8 +561,8 @@ absl::StatusOr<std::optional<GroupedPlan>> PlanGrouped(const ir::Op& op, const O
   const ir::DType gate_t = op.operand(o.gate)->dtype(), down_t = op.operand(o.down)->dtype();
   MEMRA_ASSIGN_OR_RETURN(p.l_sort, add([&](const Target& t) { return MoeSortLaunch(t, d.E, p.S); }));
   MEMRA_ASSIGN_OR_RETURN(p.l_gu, add([&](const Target& t) {
-                           return WithGelu(MoeGemmLaunch(t, gate_t, d.K, d.F, d.E, p.S, true, true), GeluGate(op),
-                                           "MG_GELU");
+                           return WithGateActivation(MoeGemmLaunch(t, gate_t, d.K, d.F, d.E, p.S, true, true), op,
+                                                     "MG_GELU");
                          }));
   if (o.shared()) {
     const ir::DType sg = op.operand(o.sh_gate)->dtype();

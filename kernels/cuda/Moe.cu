@@ -77,6 +77,62 @@ extern "C" __global__ void __launch_bounds__(256) moe_route(const MoeRouteParams
   }
 }
 
+#ifndef MR_NORM
+#define MR_NORM 0  // moe_route_sigmoid: the chosen weights renormalized (ir/Ops.def norm)
+#endif
+
+// Step 3.5's router, one warp per token: p = sigmoid(logits) (sigmoid_f32's), the selection score
+// p + bias (when p.expert_scale is set), MR_K rounds of a warp arg-max over the scores that
+// retire the winner and fetch its unbiased p; MR_NORM: divided by the chosen p's sum (in choice
+// order, clamped at 2^-14); then times p.scale (ir/Ops.def moe_route_sigmoid).
+extern "C" __global__ void __launch_bounds__(256) moe_route_sigmoid(const MoeRouteParams p) {
+  memra_grid_dependency();
+  constexpr int kPer = (MR_E + 31) / 32;
+  const int lane = threadIdx.x & 31;
+  const int warps = (int)(gridDim.x * (blockDim.x >> 5));
+  for (int t = (int)(blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)); t < p.n_tok; t += warps) {
+    const float* l = p.logits + (i64)t * MR_E;
+    float prob[kPer], score[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int e = lane + 32 * i;
+      prob[i] = e < MR_E ? sigmoidf_(l[e]) : 0.0f;
+      score[i] = e < MR_E ? (p.expert_scale != nullptr ? prob[i] + p.expert_scale[e] : prob[i]) : MEMRA_NEG_INF;
+    }
+    float chosen_v = 0.0f, total = 0.0f;
+    int chosen_i = 0;
+#pragma unroll 1
+    for (int j = 0; j < MR_K; ++j) {
+      float bv = MEMRA_NEG_INF;
+      int bi = 0x7fffffff;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i)
+        if (lane + 32 * i < MR_E && route_better(score[i], lane + 32 * i, bv, bi)) bv = score[i], bi = lane + 32 * i;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (route_better(ov, oi, bv, bi)) bv = ov, bi = oi;
+      }
+      float mine = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i)
+        if (lane + 32 * i == bi) mine = prob[i], score[i] = MEMRA_NEG_INF, prob[i] = 0.0f;  // retired
+      float pv = __shfl_sync(0xffffffffu, mine, bi & 31);
+      if (bi >= MR_E) bi = j, pv = __int_as_float(0x7fc00000);  // NaN scores: a valid id, a NaN weight
+      total += pv;
+      if (lane == j) chosen_v = pv, chosen_i = bi;
+    }
+    if (lane < MR_K) {
+      float wgt = chosen_v;
+      if (MR_NORM) wgt = chosen_v / fmaxf(total, 6.103515625e-5f);
+      if (p.scale != 1.0f) wgt *= p.scale;
+      p.ids[(i64)t * MR_K + lane] = chosen_i;
+      p.weights[(i64)t * MR_K + lane] = wgt;
+    }
+  }
+}
+
 // Blocks of 256 threads, block b: token b / chunks, columns 1024 (b % chunks) + [0, 1024). With a shared
 // expert each block first reduces x[t] . g (K = n values; every block of the token does it: n
 // multiply-adds, cheaper than a launch).

@@ -441,7 +441,7 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS, 2) moe_gemm(const MoeGe
 #pragma unroll
       for (int j = 0; j < MG_NJ / 2; ++j) {
         const i64 n = n0 + wn * (MG_WN / 2) + j * 8 + mg_acc_col(lane, q);
-        if (n < N) yrow[n] = (MG_GELU ? geluf_(acc[i][j][q]) : siluf_(acc[i][j][q])) * acc[i][j + MG_NJ / 2][q];
+        if (n < N) yrow[n] = glu_(MG_GELU ? geluf_(acc[i][j][q]) : siluf_(acc[i][j][q]), acc[i][j + MG_NJ / 2][q]);
       }
 #else
 #pragma unroll

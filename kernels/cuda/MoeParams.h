@@ -9,9 +9,10 @@ struct MoeRouteParams {
   MEMRA_DPTR(const float) logits;
   MEMRA_DPTR(float) weights;
   MEMRA_DPTR(int) ids;
-  MEMRA_DPTR(const float) expert_scale;  // [E] or 0 (ir/Ops.def moe_route)
+  // moe_route: the per-expert output scales [E] or 0; moe_route_sigmoid: the selection bias [E] or 0.
+  MEMRA_DPTR(const float) expert_scale;
   int n_tok;
-  int unused;
+  float scale;  // moe_route_sigmoid: the weights' scale (1: none)
 };
 MEMRA_PARAMS_SIZE(MoeRouteParams, 40);
 MEMRA_PARAMS_OFFSET(MoeRouteParams, ids, 16);

@@ -371,6 +371,7 @@ kc::MoeExpertWeights ExpertWeights(const Op& op, size_t first, WeightOf wt) {
   w.fused = op.num_operands() == first + 2;
   if (!w.fused) w.up = wt(first + 2);
   w.gelu = op.attrs().GetString("activation").value_or("silu") == "gelu";
+  w.clamp = static_cast<float>(op.attrs().F64Or("clamp", 0.0));
   return w;
 }
 
@@ -498,6 +499,17 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         out.push_back(y);
         break;
       }
+      case OpKind::kMulRows: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        MEMRA_RETURN_IF_ERROR(F32In(1));
+        const HostTensor& x = In(0);
+        const int64_t width = x.dim(-1);
+        if (In(1).numel() * width != x.numel()) return OpError(op, "the factors are not one per row of x");
+        HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
+        kc::ScaleRows(x.f32(), In(1).f32(), x.numel() / std::max<int64_t>(width, 1), width, y.f32());
+        out.push_back(y);
+        break;
+      }
       case OpKind::kScale: {
         MEMRA_RETURN_IF_ERROR(F32In(0));
         const HostTensor& x = In(0);
@@ -510,7 +522,7 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
       case OpKind::kSwiglu: {
         MEMRA_RETURN_IF_ERROR(F32In(0));
         HostTensor y = HostTensor::Zeros(DType::kF32, In(0).shape());
-        kc::Swiglu(In(0).f32(), In(1).f32(), In(0).numel(), y.f32());
+        kc::Swiglu(In(0).f32(), In(1).f32(), In(0).numel(), y.f32(), static_cast<float>(at.F64Or("clamp", 0.0)));
         out.push_back(y);
         break;
       }
@@ -556,7 +568,7 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
           kc::Gelu(g.f32(), g.numel(), g.f32());
           kc::Mul(g.f32(), u.f32(), g.numel(), y.f32());
         } else {
-          kc::Swiglu(g.f32(), u.f32(), g.numel(), y.f32());
+          kc::Swiglu(g.f32(), u.f32(), g.numel(), y.f32(), static_cast<float>(at.F64Or("clamp", 0.0)));
         }
         out.push_back(y);
         break;
@@ -788,6 +800,19 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         HostTensor w = HostTensor::Zeros(DType::kF32, {T, k});
         HostTensor ids = HostTensor::Zeros(DType::kI32, {T, k});
         kc::MoeRoute(l.f32(), T, E, k, w.f32(), ids.i32(), op.num_operands() > 1 ? Wt(1).values : nullptr);
+        out.push_back(w);
+        out.push_back(ids);
+        break;
+      }
+      case OpKind::kMoeRouteSigmoid: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& l = In(0);
+        const int64_t T = l.dim(0), E = l.dim(1), k = at.I64Or("k", 0);
+        if (k <= 0 || k > E) return OpError(op, "k must be in [1, E]");
+        HostTensor w = HostTensor::Zeros(DType::kF32, {T, k});
+        HostTensor ids = HostTensor::Zeros(DType::kI32, {T, k});
+        kc::MoeRouteSigmoid(l.f32(), T, E, k, op.num_operands() > 1 ? Wt(1).values : nullptr, at.I64Or("norm", 0) != 0,
+                            static_cast<float>(at.F64Or("scale", 0.0)), w.f32(), ids.i32());
         out.push_back(w);
         out.push_back(ids);
         break;

@@ -837,6 +837,59 @@ TEST_F(OpTableTest, Gemma4Pieces) {
   });
 }
 
+// Step 3.5's pieces: the head-wise gate (mul_rows), the sigmoid router with its selection bias at
+// the tiny and the published expert counts (ids compared exactly through the nmse), and the
+// clamped SwiGLU in every form that computes gated products: swiglu, matmul_swiglu (gemv_swiglu /
+// GEMM + swiglu_f32 on f32 and bf16, gemv_q_swiglu on q8_0) and the routed experts (decode GEMVs,
+// MoeGemm.cu). Limits are chosen inside the values' range so both clamps bite.
+TEST_F(OpTableTest, Step35Pieces) {
+  FOR_T Check("mul_rows", "f32 [T,8,64] x [T,8,1]", T, 0, [](Harness& h) {
+    return std::vector<Value*>{h.b->MulRows(h.Arg("x", {-1, 8, 64}), h.Arg("s", {-1, 8, 1}))};
+  });
+  for (auto [E, k] : {std::pair<int64_t, int64_t>{8, 3}, {288, 8}})
+    for (const bool bias : {false, true})
+      FOR_T Check("moe_route_sigmoid", absl::StrCat("f32 E=", E, " k=", k, bias ? " bias norm x2" : ""), T, 1e-12,
+                  [&](Harness& h) {
+                    Value* b = bias ? h.Weight("b", GgmlType::kF32, {E}, -0.1f, 0.1f) : nullptr;
+                    auto [w, ids] = h.b->MoeRouteSigmoid(h.Arg("logits", {-1, E}), k, b, bias, bias ? 2.0 : 0.0);
+                    return std::vector<Value*>{w, ids};
+                  });
+  FOR_T Check("swiglu", "f32 clamp 0.5", T, 1e-12, [](Harness& h) {
+    return std::vector<Value*>{h.b->Swiglu(h.Arg("g", {-1, 300}), h.Arg("u", {-1, 300}), 0.5)};
+  });
+  auto clamped = [](GgmlType t) {
+    return [t](Harness& h) {
+      Value* x = h.Arg("x", {-1, 1024});
+      return std::vector<Value*>{
+          h.b->Build1(ir::OpKind::kMatMulSwiglu,
+                      {x, h.Weight("wg", t, {1024, 768}, -0.05f, 0.05f), h.Weight("wu", t, {1024, 768}, -0.05f, 0.05f)},
+                      {{"clamp", 0.5}})};
+    };
+  };
+  for (auto [t, bound] : {std::pair<GgmlType, double>{GgmlType::kF32, 1e-10}, {GgmlType::kBF16, 5e-5}})
+    FOR_T Check("matmul_swiglu", absl::StrCat(formats::GgmlTypeName(t), " clamp 0.5"), T, bound, clamped(t));
+  FOR_T Check("matmul_swiglu", "q8_0 clamp 0.5", T, BlockProductBound(T, WeightMode::kBlocks),
+              clamped(GgmlType::kQ8_0));
+  constexpr int64_t E = 8, k = 3, K = 256, F = 128;
+  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kBF16})
+    for (int64_t T : kBlockTs) {
+      const bool blocks = t == GgmlType::kQ8_0;
+      Check(
+          "moe_experts", absl::StrCat(formats::GgmlTypeName(t), " clamp 1.0"), T,
+          blocks && T <= 8 ? kQ8ActivationBound : kBf16Bound,
+          [&](Harness& h) {
+            Value* x = h.Arg("x", {-1, K});
+            Value* w = h.Arg("w", {-1, k});
+            Value* ids = h.Arg("ids", {-1, k}, DType::kI32);
+            Value* down = h.Weight("down", t, {F, K, E}, -0.2f, 0.2f);
+            Value* g = h.Weight("gate", t, {K, F, E}, -0.2f, 0.2f);
+            Value* u = h.Weight("up", t, {K, F, E}, -0.2f, 0.2f);
+            return std::vector<Value*>{h.b->MoeExperts(x, w, ids, down, {g, u}, "silu", 1.0)};
+          },
+          1, E);
+    }
+}
+
 // The fused ops of the default pipeline (passes/): matmul_swiglu and matmul_group per float weight
 // type (the block formats: BlockFormats), qk_norm_rope and attention_gated at the 9B's attention
 // shapes.

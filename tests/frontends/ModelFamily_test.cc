@@ -1,5 +1,6 @@
-// The model-family registry (frontends/ModelFamily.h): the table, the errors for planned and
-// unknown architectures, and that LowerModel is the family's lowering (same module text).
+// The model-family registry (frontends/ModelFamily.h): the table, the error for an unknown
+// architecture, every family's fixtures lowering through it, and that LowerModel is the family's
+// lowering (same module text).
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,8 +35,8 @@ std::unique_ptr<gguf::GgufFile> FileOfArchitecture(const std::string& arch) {
   return f.ok() ? std::move(*f) : nullptr;
 }
 
-TEST(ModelFamilyTest, TableListsSupportedAndPlannedFamilies) {
-  EXPECT_EQ(SupportedArchitectures(), (std::vector<std::string>{"qwen35", "qwen35moe", "gemma4"}));
+TEST(ModelFamilyTest, TableListsTheSupportedFamilies) {
+  EXPECT_EQ(SupportedArchitectures(), (std::vector<std::string>{"qwen35", "qwen35moe", "gemma4", "step35"}));
   const ModelFamily* qwen35 = FindModelFamily("qwen35");
   ASSERT_NE(qwen35, nullptr);
   EXPECT_TRUE(qwen35->supported());
@@ -43,11 +44,7 @@ TEST(ModelFamilyTest, TableListsSupportedAndPlannedFamilies) {
   EXPECT_FALSE(qwen35->description.empty());
   EXPECT_TRUE(FindModelFamily("qwen35moe")->supported());
   EXPECT_TRUE(FindModelFamily("gemma4")->supported());
-  for (const char* planned : {"step35"}) {
-    const ModelFamily* f = FindModelFamily(planned);
-    ASSERT_NE(f, nullptr) << planned;
-    EXPECT_FALSE(f->supported()) << planned;
-  }
+  EXPECT_TRUE(FindModelFamily("step35")->supported());
   EXPECT_EQ(FindModelFamily("llama"), nullptr);
   for (const ModelFamily& f : ModelFamilies()) EXPECT_EQ(FindModelFamily(f.architecture), &f);
 }
@@ -59,7 +56,7 @@ TEST(ModelFamilyTest, UnknownArchitectureListsTheSupportedOnes) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(m.status().message(),
-            "llama.gguf: unsupported architecture 'llama': memra supports qwen35, qwen35moe, gemma4");
+            "llama.gguf: unsupported architecture 'llama': memra supports qwen35, qwen35moe, gemma4, step35");
   EXPECT_EQ(ReadHparams(*f).status(), m.status());
 }
 
@@ -110,23 +107,28 @@ TEST(ModelFamilyTest, Gemma4FixturesLower) {
   }
 }
 
-TEST(ModelFamilyTest, PlannedFamiliesOfTheSharedFixturesAreNotSupportedYet) {
-  for (const char* arch : {"step35"}) {
-    const std::string path = SharedPath(absl::StrCat("fixtures/models/", arch, "-tiny-f32.gguf"));
-    std::unique_ptr<gguf::GgufFile> f;
-    if (FileExists(path)) {
-      auto opened = gguf::GgufFile::Open(path);
-      ASSERT_TRUE(opened.ok()) << opened.status();
-      f = std::move(*opened);
-    } else {
-      f = FileOfArchitecture(arch);
-    }
-    ASSERT_NE(f, nullptr);
-    auto m = LowerModel(*f);
-    ASSERT_FALSE(m.ok()) << arch;
-    EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
-    EXPECT_TRUE(absl::StrContains(m.status().message(), absl::StrCat(arch, " not supported yet"))) << m.status();
+// Step 3.5's fixtures lower, one sequence and a step over several; an architecture-only file
+// fails on its first key, naming it.
+TEST(ModelFamilyTest, Step35FixturesLower) {
+  for (const char* file : {"step35-tiny-f32", "step35-tiny-q8_0"}) {
+    const std::string path = SharedPath(absl::StrCat("fixtures/models/", file, ".gguf"));
+    if (!FileExists(path)) GTEST_SKIP() << path << " not found";
+    auto f = gguf::GgufFile::Open(path);
+    ASSERT_TRUE(f.ok()) << f.status();
+    auto m = LowerModel(**f);
+    ASSERT_TRUE(m.ok()) << file << ": " << m.status();
+    EXPECT_EQ((*m)->attrs().GetString("arch").value_or(""), "step35");
+    frontends::LowerOptions slots;
+    slots.slots = 2;
+    auto step = LowerModel(**f, slots);
+    ASSERT_TRUE(step.ok()) << file << ": " << step.status();
+    EXPECT_NE((*step)->function("step"), nullptr);
   }
+  auto bare = FileOfArchitecture("step35");
+  ASSERT_NE(bare, nullptr);
+  auto e = LowerModel(*bare);
+  ASSERT_FALSE(e.ok());
+  EXPECT_TRUE(absl::StrContains(e.status().message(), "step35.")) << e.status();
 }
 
 TEST(ModelFamilyTest, MissingArchitectureKeyIsNamed) {

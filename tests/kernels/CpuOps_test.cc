@@ -81,6 +81,32 @@ TEST(ElementwiseTest, RowHelpers) {
   MulRows(&m[0][0], w, 2, 4, &mr[0][0]);
   EXPECT_EQ(mr[1][2], -7);
   EXPECT_EQ(mr[1][3], 16);
+  const float s2[2] = {0.5f, -2};
+  float sr[2][4];
+  ScaleRows(&m[0][0], s2, 2, 4, &sr[0][0]);
+  EXPECT_EQ(sr[0][0], 0.5f);
+  EXPECT_EQ(sr[0][3], 2);
+  EXPECT_EQ(sr[1][0], -10);
+  EXPECT_EQ(sr[1][3], -16);
+}
+
+// Step 3.5's clamped SwiGLU, limit 1.5: min(silu(g), 1.5) * clamp(u, -1.5, 1.5); without a limit
+// the plain SwiGLU bit for bit.
+TEST(ElementwiseTest, ClampedSwiglu) {
+  const float g[5] = {4, 4, -1, 0.5f, 1};
+  const float u[5] = {1, -3, 2, 0.25f, 1.5f};
+  float y[5], plain[5], zero[5];
+  Swiglu(g, u, 5, y, 1.5f);
+  Swiglu(g, u, 5, plain);
+  Swiglu(g, u, 5, zero, 0.0f);
+  const double silu4 = 4.0 / (1.0 + std::exp(-4.0));  // 3.93: clamped to 1.5
+  ASSERT_GT(silu4, 1.5);
+  EXPECT_FLOAT_EQ(y[0], 1.5f * 1.0f);
+  EXPECT_FLOAT_EQ(y[1], 1.5f * -1.5f);                          // both clamped
+  EXPECT_NEAR(y[2], -1.0 / (1.0 + std::exp(1.0)) * 1.5, 1e-6);  // silu < 0 kept, up clamped
+  EXPECT_EQ(y[3], SiluScalar(0.5f) * 0.25f);                    // inside: unchanged
+  EXPECT_EQ(y[4], SiluScalar(1.0f) * 1.5f);                     // at the limit
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(zero[i], plain[i]) << i;
 }
 
 TEST(NormTest, RmsNormHand) {
