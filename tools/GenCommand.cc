@@ -1,4 +1,4 @@
-// `memra gen`: writes a synthetic-weight qwen35 / qwen35moe / gemma4 model (preset shapes, chosen
+// `memra gen`: writes a synthetic-weight qwen35 / qwen35moe / gemma4 / step35 model (preset shapes, chosen
 // dtype, seeded).
 #include <functional>
 #include <limits>
@@ -8,6 +8,7 @@
 #include "frontends/gguf/ModelSummary.h"
 #include "frontends/synthetic/Gemma4Synthetic.h"
 #include "frontends/synthetic/Qwen35Synthetic.h"
+#include "frontends/synthetic/Step35Synthetic.h"
 #include "ir/StatusMacros.h"
 #include "kernels/formats/GgmlType.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -21,11 +22,13 @@ namespace {
 
 cl::SubCommand kGen("gen",
                     "Write a synthetic-weight model (qwen35: tiny, 0.8b, 2b, 4b, 9b, 27b; qwen35moe: moe-tiny, "
-                    "35b-a3b; gemma4: gemma4-tiny, gemma4-e2b, gemma4-e4b, gemma4-26b-a4b, gemma4-31b)");
+                    "35b-a3b; gemma4: gemma4-tiny, gemma4-e2b, gemma4-e4b, gemma4-26b-a4b, gemma4-31b; step35: "
+                    "step35-tiny, step35-flash-8l, step35-flash)");
 cl::opt<std::string> GenPreset("preset",
                                cl::desc("Model shape preset: tiny, 0.8b, 2b, 4b, 9b, 27b, moe-tiny, 35b-a3b, "
-                                        "gemma4-tiny, gemma4-e2b, gemma4-e4b, gemma4-26b-a4b, gemma4-31b "
-                                        "(default: tiny)"),
+                                        "gemma4-tiny, gemma4-e2b, gemma4-e4b, gemma4-26b-a4b, gemma4-31b, "
+                                        "step35-tiny, step35-flash-8l (Step 3.5 Flash in 8 layers), "
+                                        "step35-flash (default: tiny)"),
                                cl::init("tiny"), cl::sub(kGen));
 // llama.cpp file types: each matrix gets the type llama-quantize gives it in that file type
 // (frontends/synthetic/QuantMix.h); the list is synthetic::QuantMixNames().
@@ -42,7 +45,7 @@ memra::tools::IntOption<int> GenThreads("threads", {0, memra::tools::HardwareThr
                                         "Worker threads, 0 = all hardware threads", cl::init(0), cl::sub(kGen));
 cl::alias GenThreadsLong("t", cl::desc("Alias for --threads"), cl::NotHidden, cl::aliasopt(GenThreads));
 cl::opt<std::string> GenOut("o",
-                            cl::desc("Output path (default: <arch>-<preset>-<dtype>.gguf; gemma4: "
+                            cl::desc("Output path (default: <arch>-<preset>-<dtype>.gguf; gemma4, step35: "
                                      "<preset>-<dtype>.gguf)"),
                             cl::init(""), cl::sub(kGen));
 cl::opt<bool> GenQuiet("quiet", cl::desc("No progress bar (default: false)"), cl::init(false), cl::sub(kGen));
@@ -61,6 +64,12 @@ absl::StatusOr<Generator> GeneratorFor(const std::string& preset) {
     MEMRA_ASSIGN_OR_RETURN(Gemma4Shape shape, Gemma4Preset(preset));
     return Generator{preset, "gemma4", [shape](const SyntheticOptions& o, const std::string& path) {
                        return WriteSyntheticGemma4(shape, o, path);
+                     }};
+  }
+  if (absl::StartsWith(preset, "step35")) {
+    MEMRA_ASSIGN_OR_RETURN(Step35Shape shape, Step35Preset(preset));
+    return Generator{preset, "step35", [shape](const SyntheticOptions& o, const std::string& path) {
+                       return WriteSyntheticStep35(shape, o, path);
                      }};
   }
   MEMRA_ASSIGN_OR_RETURN(Qwen35Shape shape, Qwen35Preset(preset));

@@ -3,10 +3,10 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "frontends/gguf/GgufWriter.h"
 #include "frontends/synthetic/QuantMix.h"
+#include "frontends/synthetic/SyntheticVocab.h"
 #include "ir/StatusMacros.h"
 
 namespace memra::synthetic {
@@ -76,62 +76,6 @@ std::vector<TensorSpec> Qwen35Tensors(const Qwen35Shape& s, GgmlType dtype) {
   v.push_back(norm("output_norm.weight", E));
   if (!s.tied_output) v.push_back(mat("output.weight", E, s.n_vocab));
   return v;
-}
-
-constexpr char kChatMlTemplate[] =
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
-    "'<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
-
-void AddTokenizer(const Qwen35Shape& s, gguf::GgufWriter& w) {
-  std::vector<std::string> tokens;
-  std::vector<int32_t> types;
-  std::vector<float> scores;
-  if (s.n_vocab == 259) {
-    // SentencePiece-style byte vocabulary, as in the shared fixtures: <unk>, <s>, </s>, <0x00>..<0xFF>.
-    tokens = {"<unk>", "<s>", "</s>"};
-    types = {2, 3, 3};
-    for (int b = 0; b < 256; ++b) {
-      tokens.push_back(absl::StrFormat("<0x%02X>", b));
-      types.push_back(6);
-    }
-    scores.assign(tokens.size(), 0.0f);
-    w.Set("tokenizer.ggml.model", Value::String("llama"));
-    w.Set("tokenizer.ggml.tokens", Value::StringArray(tokens));
-    w.Set("tokenizer.ggml.scores", Value::F32Array(scores));
-    w.Set("tokenizer.ggml.token_type", Value::I32Array(types));
-    w.Set("tokenizer.ggml.unknown_token_id", Value::U32(0));
-    w.Set("tokenizer.ggml.bos_token_id", Value::U32(1));
-    w.Set("tokenizer.ggml.eos_token_id", Value::U32(2));
-    w.Set("tokenizer.ggml.add_bos_token", Value::Bool(true));
-    w.Set("tokenizer.ggml.add_eos_token", Value::Bool(false));
-    return;
-  }
-  // Byte-level BPE (gpt2 model, qwen2 pre-tokenizer) over the 256 byte symbols, Qwen's special
-  // tokens, and reserved filler tokens up to the embedding size.
-  for (int b = 0; b < 256; ++b) {
-    tokens.push_back(ByteLevelToken(b));
-    types.push_back(1);
-  }
-  const uint32_t endoftext = tokens.size();
-  for (const char* sp : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
-    tokens.push_back(sp);
-    types.push_back(3);
-  }
-  while (tokens.size() < s.n_vocab) {
-    tokens.push_back(absl::StrCat("<|reserved_", tokens.size(), "|>"));
-    types.push_back(3);
-  }
-  w.Set("tokenizer.ggml.model", Value::String("gpt2"));
-  w.Set("tokenizer.ggml.pre", Value::String("qwen2"));
-  w.Set("tokenizer.ggml.tokens", Value::StringArray(tokens));
-  w.Set("tokenizer.ggml.token_type", Value::I32Array(types));
-  w.Set("tokenizer.ggml.merges", Value::StringArray({}));
-  w.Set("tokenizer.ggml.eos_token_id", Value::U32(endoftext));
-  w.Set("tokenizer.ggml.eot_token_id", Value::U32(endoftext + 2));
-  w.Set("tokenizer.ggml.padding_token_id", Value::U32(endoftext));
-  w.Set("tokenizer.ggml.bos_token_id", Value::U32(endoftext));
-  w.Set("tokenizer.ggml.add_bos_token", Value::Bool(false));
-  w.Set("tokenizer.chat_template", Value::String(kChatMlTemplate));
 }
 
 // The tensors of `dtype`'s file: the matrices drawn as bf16, then typed as llama-quantize would.
@@ -275,7 +219,7 @@ absl::StatusOr<SyntheticStats> WriteSyntheticQwen35(const Qwen35Shape& s, const 
     w.Set(a + "expert_feed_forward_length", Value::U32(s.n_ff_exp));
     w.Set(a + "expert_shared_feed_forward_length", Value::U32(s.n_ff_shexp));
   }
-  AddTokenizer(s, w);
+  AddSyntheticVocab(s.n_vocab, w);
 
   return WriteSynthetic(w, specs, opt, path);
 }

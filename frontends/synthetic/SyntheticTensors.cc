@@ -77,6 +77,9 @@ void FillChunk(const Init& init, uint64_t seed, int64_t begin, float* out, int64
       case Init::kStep:
         out[i] = static_cast<float>(begin + i < init.split ? init.a : init.b);
         break;
+      case Init::kValues:
+        out[i] = static_cast<float>(init.values[begin + i]);
+        break;
     }
   }
 }
@@ -84,6 +87,9 @@ void FillChunk(const Init& init, uint64_t seed, int64_t begin, float* out, int64
 absl::Status FillTensor(const TensorSpec& t, uint64_t seed, int threads, absl::Span<uint8_t> out) {
   int64_t n = 1;
   for (int64_t d : t.ne) n *= d;
+  if (t.init.kind == Init::kValues && static_cast<int64_t>(t.init.values.size()) != n)
+    return absl::InternalError(
+        absl::StrCat("synthetic tensor ", t.name, ": ", t.init.values.size(), " initial values for ", n, " elements"));
   const int64_t n_chunks = (n + kChunk - 1) / kChunk;
   const uint64_t base = seed * 0x9E3779B97F4A7C15ull ^ HashName(t.name);
   const auto& traits = formats::TraitsOf(t.type);

@@ -45,11 +45,13 @@ struct SyntheticTensorType {
 
 // How a tensor's values are drawn.
 struct Init {
-  enum Kind { kNormal, kUniform, kNegExpUniform, kConstant, kStep } kind = kNormal;
+  enum Kind { kNormal, kUniform, kNegExpUniform, kConstant, kStep, kValues } kind = kNormal;
   // normal: mean a, std b; uniform: [a, b); neg-exp-uniform: -exp(U(a, b)); constant: a;
-  // step: a for the first `split` elements, b after (e.g. rope_freqs' rotated / unrotated pairs).
+  // step: a for the first `split` elements, b after (e.g. rope_freqs' rotated / unrotated pairs);
+  // values: element i is values[i] (a small f32 table such as llama3 rope factors).
   double a = 0, b = 1;
   int64_t split = 0;
+  std::vector<double> values;
 };
 
 struct TensorSpec {

@@ -64,11 +64,13 @@ class FlashAttentionImpl : public GpuOpImpl {
       return Unsupported(c.op, "attention precision must be \"f32\" or \"bf16\"");
     if (precision != "bf16") return std::optional<OpSelection>();
     // Long prompts: 8 warps (128 rows) per block halve the K/V tile traffic per FLOP; shorter
-    // ones keep 4 so more blocks fill the SMs. Two K/V buffers (the next tile in flight) where the
-    // shared memory holds them.
+    // ones keep 4 so more blocks fill the SMs. Groups that divide neither (Step 3.5's 96 query
+    // heads over 8 kv heads: 12) take 12 or 6 warps (192 / 96 rows). Two K/V buffers (the next tile
+    // in flight) where the shared memory holds them.
     std::optional<Geometry> g;
-    for (auto [warps, stages] : {std::pair<int64_t, int64_t>{8, 2}, {8, 1}, {4, 2}, {4, 1}}) {
-      if (warps == 8 && c.shapes.bucket < 1024) continue;
+    for (auto [warps, stages] :
+         {std::pair<int64_t, int64_t>{8, 2}, {8, 1}, {4, 2}, {4, 1}, {12, 2}, {12, 1}, {6, 2}, {6, 1}}) {
+      if ((warps == 8 || warps == 12) && c.shapes.bucket < 1024) continue;
       if ((g = GeometryFor(c.shapes, c.target, warps, stages))) break;
     }
     if (!g) return std::optional<OpSelection>();

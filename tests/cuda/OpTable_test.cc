@@ -634,40 +634,47 @@ TEST_F(OpTableTest, AttentionPieces) {
 }
 
 // Attention at precision "bf16" (tensor-core prefill, FlashAttention.cu; split-KV decode): the
-// 9B's shape and beyond, head dims 64-512, GQA groups 1-8, causal and sliding windows (shorter than
+// 9B's shape and beyond, head dims 64-512, GQA groups 1-12, causal and sliding windows (shorter than
 // the second call's context, so the window cuts keys of both calls), the output gate fused. Two
 // calls each.
 TEST_F(OpTableTest, AttentionGeometries) {
   struct Geo {
     int64_t hq, hkv, d, window;
     bool gated;
+    bool long_prompt = false;  // also T = 1100: the 8- and 12-warp blocks of prompts >= 1024
   };
-  const Geo geos[] = {{16, 4, 256, 0, true}, {8, 8, 64, 0, false},   {16, 8, 128, 0, false}, {16, 2, 128, 100, false},
-                      {8, 2, 512, 0, true},  {8, 4, 256, 128, true}, {4, 4, 64, 7, false}};
+  // Groups of 12 (Step 3.5's sliding layers: 96 query heads over 8 kv heads) take 6 / 12 warps.
+  const Geo geos[] = {{16, 4, 256, 0, true, true}, {8, 8, 64, 0, false},           {16, 8, 128, 0, false},
+                      {16, 2, 128, 100, false},    {8, 2, 512, 0, true},           {8, 4, 256, 128, true},
+                      {4, 4, 64, 7, false},        {24, 2, 128, 100, false, true}, {12, 1, 128, 0, true, true}};
   for (const Geo& g : geos) {
     const std::string label = absl::StrFormat("%dq/%dkv d%d%s", g.hq, g.hkv, g.d,
                                               g.window > 0 ? absl::StrFormat(" w%d", g.window) : std::string());
-    FOR_T Check(
-        g.gated ? "attention_gated" : "attention", label, T, AttentionBound(T),
-        [&](Harness& h) {
-          Value* q = h.Arg("q", {-1, g.hq, g.d});
-          Value* k = h.Arg("k", {-1, g.hkv, g.d});
-          Value* v = h.Arg("v", {-1, g.hkv, g.d});
-          Value* gate = g.gated ? h.Arg("gate", {-1, g.hq, g.d}) : nullptr;
-          Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {});
-          Value* kc = h.State(ir::StateKind::kKv, "k_cache", DType::kF32, {2048, g.hkv, g.d});
-          Value* vc = h.State(ir::StateKind::kKv, "v_cache", DType::kF32, {2048, g.hkv, g.d});
-          Value* pos = h.b->Positions(ctr, q);
-          h.b->KvAppend(k, v, kc, vc, pos);
-          ir::AttrDict attrs = {{"scale", 1.0 / std::sqrt(static_cast<double>(g.d))},
-                                {"precision", std::string("bf16")}};
-          if (g.window > 0) attrs.Set("window", g.window);
-          Value* o = g.gated ? h.b->Build1(ir::OpKind::kAttentionGated, {q, kc, vc, pos, gate}, attrs)
-                             : h.b->Build1(ir::OpKind::kAttention, {q, kc, vc, pos}, attrs);
-          h.b->AdvancePositions(ctr, q);
-          return std::vector<Value*>{o};
-        },
-        2);
+    for (int64_t T : {int64_t{1}, int64_t{13}, int64_t{77}, int64_t{520}, int64_t{1100}}) {
+      if (T == 1100 && !g.long_prompt) continue;
+      Check(
+          g.gated ? "attention_gated" : "attention", label, T, AttentionBound(T),
+          [&](Harness& h) {
+            Value* q = h.Arg("q", {-1, g.hq, g.d});
+            Value* k = h.Arg("k", {-1, g.hkv, g.d});
+            Value* v = h.Arg("v", {-1, g.hkv, g.d});
+            Value* gate = g.gated ? h.Arg("gate", {-1, g.hq, g.d}) : nullptr;
+            Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {});
+            const int64_t rows = std::max<int64_t>(2048, 2 * T);  // two calls' keys
+            Value* kc = h.State(ir::StateKind::kKv, "k_cache", DType::kF32, {rows, g.hkv, g.d});
+            Value* vc = h.State(ir::StateKind::kKv, "v_cache", DType::kF32, {rows, g.hkv, g.d});
+            Value* pos = h.b->Positions(ctr, q);
+            h.b->KvAppend(k, v, kc, vc, pos);
+            ir::AttrDict attrs = {{"scale", 1.0 / std::sqrt(static_cast<double>(g.d))},
+                                  {"precision", std::string("bf16")}};
+            if (g.window > 0) attrs.Set("window", g.window);
+            Value* o = g.gated ? h.b->Build1(ir::OpKind::kAttentionGated, {q, kc, vc, pos, gate}, attrs)
+                               : h.b->Build1(ir::OpKind::kAttention, {q, kc, vc, pos}, attrs);
+            h.b->AdvancePositions(ctr, q);
+            return std::vector<Value*>{o};
+          },
+          2);
+    }
   }
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue 18's Gemma 4 benchmarks in one device call: for each PRESET:DTYPE, `memra gen` writes the
-# synthetic-weight model at the published shape (timed), `memra run` greedy-decodes a chat prompt
-# (finite logits, text out), `memra bench` measures pp4096 and tg128, and a profiled tg8 shows
+# The model presets' benchmarks in one device call (Gemma 4 of issue 18, Step 3.5 of issue 19):
+# for each PRESET:DTYPE, `memra gen` writes the synthetic-weight model at the published shape
+# (timed), `memra run` greedy-decodes a chat prompt (finite logits, text out), `memra bench` measures pp4096 and tg128, and a profiled tg8 shows
 # where a decode step's time goes. Each step runs under what is left of BUDGET_S seconds, so the
 # call ends with its table even when a step runs long.
 #
@@ -11,11 +11,13 @@
 # kernels after the first SKIP (one per launch, graphs replayed node by node) and prints the
 # per-kernel summary: what each kernel of a layer takes, without the profile's events.
 #
-#   bash bench/gpu_gemma4.sh BUNDLE BUDGET_S [LLAMACPP_SRC] [--ncu=SKIP:COUNT] PRESET:DTYPE [PRESET:DTYPE ...]
-#   e.g. bash bench/gpu_gemma4.sh build-gpu/gpu-bundle.tar.xz 560 gemma4-26b-a4b:q4_k_m gemma4-31b:q8_0
+#   bash bench/gpu_presets.sh BUNDLE BUDGET_S [LLAMACPP_SRC] [--ncu=SKIP:COUNT] PRESET:DTYPE [PRESET:DTYPE ...]
+#   e.g. bash bench/gpu_presets.sh build-gpu/gpu-bundle.tar.xz 560 gemma4-26b-a4b:q4_k_m gemma4-31b:q8_0
+#        bash bench/gpu_presets.sh build-gpu/gpu-bundle.tar.xz 570 build-llamacpp/llamacpp-src.tar.xz \
+#          step35-flash-8l:q4_k_m
 set -uo pipefail
-bundle=${1:?usage: gpu_gemma4.sh BUNDLE BUDGET_S [LLAMACPP_SRC] PRESET:DTYPE...}
-budget=${2:?usage: gpu_gemma4.sh BUNDLE BUDGET_S [LLAMACPP_SRC] PRESET:DTYPE...}
+bundle=${1:?usage: gpu_presets.sh BUNDLE BUDGET_S [LLAMACPP_SRC] PRESET:DTYPE...}
+budget=${2:?usage: gpu_presets.sh BUNDLE BUDGET_S [LLAMACPP_SRC] PRESET:DTYPE...}
 shift 2
 llama_src=""
 case ${1:-} in *.tar.xz) llama_src=$1; shift ;; esac
@@ -23,8 +25,8 @@ ncu_range=""
 case ${1:-} in --ncu=*) ncu_range=${1#--ncu=}; shift ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 start=$(date +%s)
-out=${OUT:-/tmp/memra-gemma4}
-bin=/tmp/memra-gemma4-bin
+out=${OUT:-/tmp/memra-presets}
+bin=/tmp/memra-presets-bin
 models=/tmp/memra-models
 mkdir -p "$out" "$bin" "$models"
 tar xJf "$bundle" -C "$bin" || { echo "cannot unpack $bundle"; exit 1; }
@@ -96,6 +98,6 @@ for spec in "$@"; do
   fi
   rm -f "$m"
 done
-echo "=== gemma4 suite ($(($(date +%s) - start)) s of $budget) ==="
+echo "=== preset suite ($(($(date +%s) - start)) s of $budget) ==="
 for s in "${summary[@]}"; do echo "$s"; done
 for f in "$out"/bench-*.md "$out"/llama-bench-*.md; do [ -f "$f" ] && grep -E "pp|tg" "$f" | sed "s|^|$(basename "$f" .md) |"; done
