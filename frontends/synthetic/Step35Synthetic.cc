@@ -172,7 +172,8 @@ absl::StatusOr<Step35Shape> Step35Preset(absl::string_view name) {
     s.context_length = 262144;
     s.n_vocab = 128896;
   } else if (name == "step35-tiny") {
-    // ../shared/fixtures' step35-tiny (README §10.1).
+    // ../shared/fixtures' step35-tiny (README §10.1), with a byte-level BPE vocabulary of 1024 and
+    // a ChatML template, so it chats.
     s.n_embd = 128;
     s.n_layer = 5;
     s.head_dim = 32;
@@ -192,7 +193,7 @@ absl::StatusOr<Step35Shape> Step35Preset(absl::string_view name) {
     s.clamp_exp = {0.0f, 1.5f, 1.5f, 1.5f, 1.5f};
     s.clamp_shexp = {0.0f, 2.0f, 2.0f, 2.0f, 2.0f};
     s.context_length = 4096;
-    s.n_vocab = 259;
+    s.n_vocab = 1024;
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown step35 preset '", name, "' (known: ", absl::StrJoin(Step35PresetNames(), ", "), ")"));

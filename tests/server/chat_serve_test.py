@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""memra serve on a gemma4 model (issue 18 item 5): a synthetic gemma4-tiny from `memra gen`, its
-Gemma 4 vocabulary and turn template, driven by the official OpenAI client on 127.0.0.1.
+"""memra serve on a model family's chat (issues 18 and 19): a synthetic tiny model from `memra gen`
+(gemma4-tiny: Gemma 4's vocabulary and turn template; step35-tiny: a byte-level BPE vocabulary and
+ChatML), driven by the official OpenAI client on 127.0.0.1.
 
 Multi-turn chat with a system prompt (greedy: one-shot and streamed agree), the prompt token count
-the server reports is the turn render's, and the reply stops on Gemma's end of turn or the limit.
+the server reports is the template render's, and the reply stops on the end of turn or the limit.
 
-Usage: gemma4_chat_test.py MEMRA MODEL
+Usage: chat_serve_test.py MEMRA MODEL NAME ONE_WORD_PROMPT_TOKENS
+  (ONE_WORD_PROMPT_TOKENS: the tokens of the render of one user message "Hello")
 """
 import os
 import socket
@@ -16,7 +18,7 @@ import urllib.request
 
 import openai
 
-MEMRA, MODEL = sys.argv[1], sys.argv[2]
+MEMRA, MODEL, NAME, ONE_WORD_TOKENS = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
 
 def free_port():
@@ -32,7 +34,7 @@ def check(cond, what):
 
 def main():
     port = free_port()
-    log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"memra-serve-gemma4-{port}.log"), "w+")
+    log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"memra-serve-{NAME}-{port}.log"), "w+")
     proc = subprocess.Popen([MEMRA, "serve", MODEL, "--backend", "cpu", "-t", "2", "--port", str(port), "-np", "2",
                              "-c", "512"], stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -59,12 +61,11 @@ def main():
         streamed = "".join(ch.choices[0].delta.content or "" for ch in client.chat.completions.create(
             model="x", messages=msgs, max_tokens=12, temperature=0, stream=True) if ch.choices)
         check(streamed == reply, f"streamed {streamed!r} != {reply!r}")
-        # The prompt the server counts is the Gemma 4 turn render of the conversation.
+        # The prompt the server counts is the template's render of the conversation.
         one = client.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hello"}], max_tokens=1,
                                              temperature=0)
-        # <bos> <|turn> user \n Hello <turn|> \n <|turn> model \n <|channel> thought \n <channel|>
-        check(one.usage.prompt_tokens == 14, f"prompt tokens of a one-word chat: {one.usage}")
-        print(f"gemma4 chat ok: reply {reply!r}, prompt {r.usage.prompt_tokens} tokens")
+        check(one.usage.prompt_tokens == ONE_WORD_TOKENS, f"prompt tokens of a one-word chat: {one.usage}")
+        print(f"{NAME} chat ok: reply {reply!r}, prompt {r.usage.prompt_tokens} tokens")
     finally:
         proc.terminate()
         proc.wait(timeout=30)
