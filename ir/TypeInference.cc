@@ -455,7 +455,11 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
         return Err(absl::StrCat("query heads (", hq.value(), ") must be a multiple of KV heads (", hkv.value(), ")"));
       CHECK_OK(c.DTypeIs(3, DType::kI32));
       CHECK_OK(c.ShapeIs(3, Shape{c.S(0)[0]}, "one position per token of 'q'"));
-      if (kind == OpKind::kAttentionGated) CHECK_OK(c.SameType(0, 4));
+      if (kind == OpKind::kAttentionGated) {
+        // One gate per element (q's shape) or per head ([T, Hq, 1]).
+        CHECK_OK(c.DTypeIs(4, c.D(0)));
+        if (c.S(4) != c.S(0)) CHECK_OK(c.ShapeIs(4, Shape{c.S(0)[0], c.S(0)[1], Dim(1)}, "q's shape or one per head"));
+      }
       CHECK_OK(CheckRing(c, attrs, c.S(1)[0], true));
       return Types{Like(c[0])};
     }

@@ -1,5 +1,6 @@
 // Units of kernels/cuda/Attention.cu (attention and attention_gated; the gate, o * sigmoid(g),
-// is Elementwise.cu's mul_sigmoid_f32 in place as the last launch):
+// is Elementwise.cu's mul_sigmoid_f32, or mul_sigmoid_rows_f32 for a gate per head, in place as
+// the last launch):
 //   attention_split  decode (one token): split-KV, one block per (kv head, query heads of its
 //                    group, range of the live keys), ranges cut on the device (so one graph
 //                    serves every KV length; a sliding window cuts its last keys), partials in
@@ -16,6 +17,7 @@
 #include "kernels/cuda/AttentionParams.h"
 #include "kernels/cuda/ElementwiseParams.h"
 #include "kernels/cuda/GpuOp.h"
+#include "llvm/ADT/ArrayRef.h"
 
 namespace memra::kernels::cuda {
 
@@ -62,20 +64,38 @@ Launch AttentionLaunch(const OpShapes& s, std::pair<int, int> kv_codes, int64_t 
   return l;
 }
 
+// A gate per head ([T, Hq, 1], Step 3.5's) rather than per element (ir/Ops.def attention_gated).
+bool HeadGate(llvm::ArrayRef<int64_t> q, llvm::ArrayRef<int64_t> gate) {
+  return gate.size() == 3 && gate[2] == 1 && q.size() == 3 && q[2] != 1;
+}
+
 void AddGate(const SelectContext& c, OpSelection& s) {
-  if (c.op.is(ir::OpKind::kAttentionGated))
-    s.launches.push_back(GridStrideLaunch(c.target, "Elementwise.cu", "mul_sigmoid_f32", Numel(c.shapes.in[0])));
+  if (!c.op.is(ir::OpKind::kAttentionGated)) return;
+  const char* entry = HeadGate(c.shapes.in[0], c.shapes.in[4]) ? "mul_sigmoid_rows_f32" : "mul_sigmoid_f32";
+  s.launches.push_back(GridStrideLaunch(c.target, "Elementwise.cu", entry, Numel(c.shapes.in[0])));
 }
 
 absl::Status BindGate(const BindContext& c, DeviceWork& w) {
   if (!c.op().is(ir::OpKind::kAttentionGated)) return absl::OkStatus();
   MEMRA_ASSIGN_OR_RETURN(auto q, c.InShape(0));
+  MEMRA_ASSIGN_OR_RETURN(auto gate, c.InShape(4));
+  const uint32_t launch = static_cast<uint32_t>(c.selection().launches.size() - 1);
+  if (HeadGate(q, gate)) {
+    BroadcastParams g;
+    g.a = c.Out(0);
+    g.b = c.In(4);
+    g.y = c.Out(0);
+    g.n = Numel(q);
+    g.nb = q[2];
+    w.Kernel(launch, g);
+    return absl::OkStatus();
+  }
   PairParams g;
   g.a = c.Out(0);
   g.b = c.In(4);
   g.y = c.Out(0);
   g.n = Numel(q);
-  w.Kernel(static_cast<uint32_t>(c.selection().launches.size() - 1), g);
+  w.Kernel(launch, g);
   return absl::OkStatus();
 }
 

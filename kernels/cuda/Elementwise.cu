@@ -72,6 +72,11 @@ extern "C" __global__ void mul_sigmoid_f32(const PairParams p) {
   memra_grid_dependency();
   MEMRA_GRID_STRIDE(i, p.n) p.y[i] = p.a[i] * sigmoidf_(p.b[i]);
 }
+// attention_gated's head-wise gate: y = a * sigmoid(g) with one g per row of p.nb values (a head).
+extern "C" __global__ void mul_sigmoid_rows_f32(const BroadcastParams p) {
+  memra_grid_dependency();
+  MEMRA_GRID_STRIDE(i, p.n) p.y[i] = p.a[i] * sigmoidf_(p.b[i / p.nb]);
+}
 extern "C" __global__ void fill_f32(const FillParams p) {
   memra_grid_dependency();
   MEMRA_GRID_STRIDE(i, p.n) static_cast<float*>(p.y)[i] = p.f32_value;

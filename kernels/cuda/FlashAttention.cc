@@ -82,6 +82,9 @@ class FlashAttentionImpl : public GpuOpImpl {
                     Def("FA_KT", codes.first), Def("FA_VT", codes.second)};
     // A sliding-window ring (ir/Ops.def ring): key j in row j % rows.
     if (c.op.attrs().I64Or("ring", 0) > 0) defs.push_back(Def("FA_RING", c.shapes.in[1][0]));
+    // attention_gated's gate per head ([T, Hq, 1]) rather than per element.
+    if (c.op.is(ir::OpKind::kAttentionGated) && c.shapes.in[4].size() == 3 && c.shapes.in[4][2] == 1 && g->d != 1)
+      defs.push_back(Def("FA_HEAD_GATE", 1));
     l.kernel.module.defines = MakeDefines(std::move(defs));
     OpSelection s;
     // 1. flash_kv_bf16: the bf16 copy of the cache rows the call's keys span (a fixed grid), for

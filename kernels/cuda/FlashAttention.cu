@@ -1,5 +1,6 @@
 // Prefill attention on tensor cores (FlashAttention-2's schedule with mma.sync m16n8k16 bf16, f32
-// accumulation and an online softmax in f32): causal or sliding-window, GQA, the output gate fused.
+// accumulation and an online softmax in f32): causal or sliding-window, GQA, the output gate fused
+// (per element, or per head with FA_HEAD_GATE).
 //
 // One block of FA_WARPS warps owns FA_BR = 16 * FA_WARPS query rows of one kv head: FA_TB tokens
 // x the FA_G query heads of the group (row r = token r / FA_G, head r % FA_G), so every key / value
@@ -25,6 +26,9 @@
 #endif
 #ifndef FA_DV
 #define FA_DV FA_D
+#endif
+#ifndef FA_HEAD_GATE
+#define FA_HEAD_GATE 0  // 1: attention_gated's gate is one per head ([n_tok, Hq, 1])
 #endif
 #define FA_G (FA_HQ / FA_HKV)
 #define FA_BR (16 * FA_WARPS)
@@ -317,16 +321,28 @@ extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention(cons
     if (posA >= 0) {
       float2 v = make_float2(acc[n][0] * invA, acc[n][1] * invA);
       if (p.gate != nullptr) {
+#if FA_HEAD_GATE
+        const float sg = sigmoidf_(p.gate[rowA / FA_D]);
+        v.x *= sg;
+        v.y *= sg;
+#else
         v.x *= sigmoidf_(p.gate[rowA + d]);
         v.y *= sigmoidf_(p.gate[rowA + d + 1]);
+#endif
       }
       *reinterpret_cast<float2*>(p.o + rowA + d) = v;
     }
     if (posB >= 0) {
       float2 v = make_float2(acc[n][2] * invB, acc[n][3] * invB);
       if (p.gate != nullptr) {
+#if FA_HEAD_GATE
+        const float sg = sigmoidf_(p.gate[rowB / FA_D]);
+        v.x *= sg;
+        v.y *= sg;
+#else
         v.x *= sigmoidf_(p.gate[rowB + d]);
         v.y *= sigmoidf_(p.gate[rowB + d + 1]);
+#endif
       }
       *reinterpret_cast<float2*>(p.o + rowB + d) = v;
     }

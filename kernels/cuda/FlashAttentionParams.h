@@ -5,8 +5,8 @@
 MEMRA_PARAMS_BEGIN
 
 // flash_kv_bf16 and flash_attention: q [n_tok, Hq, D], the caches [kv_rows, Hkv, D] (FA_KT /
-// FA_VT elements), pos [n_tok], o [n_tok, Hq, D]; gate (attention_gated, [n_tok, Hq, D]) or 0;
-// window 0 (causal) or the sliding window in keys; k16 / v16: the bf16 keys and values the
+// FA_VT elements), pos [n_tok], o [n_tok, Hq, D]; gate (attention_gated, [n_tok, Hq, D], or [n_tok, Hq, 1] with
+// FA_HEAD_GATE) or 0; window 0 (causal) or the sliding window in keys; k16 / v16: the bf16 keys and values the
 // attention reads (a bf16 cache itself, or its copy in the step's scratch).
 struct FlashAttentionParams {
   MEMRA_DPTR(const float) q;

@@ -658,13 +658,19 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
                             static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool, at.I64Or("window", 0),
                             ring ? kc_.dim(0) : 0);
         if (op.is(OpKind::kAttentionGated)) {
-          // attention * sigmoid(gate), as sigmoid then mul compute it (bit-identical).
+          // attention * sigmoid(gate), as sigmoid then mul (a gate per element) or mul_rows (a gate
+          // per head) compute it (bit-identical).
           MEMRA_RETURN_IF_ERROR(F32In(4));
-          const int64_t n = y.numel();
-          HostTensor sg = HostTensor::Zeros(DType::kF32, q.shape());
-          kc::Sigmoid(In(4).f32(), n, sg.f32());
+          const HostTensor& gate = In(4);
+          const int64_t n = y.numel(), ng = gate.numel();
+          HostTensor sg = HostTensor::Zeros(DType::kF32, gate.shape());
+          kc::Sigmoid(gate.f32(), ng, sg.f32());
           HostTensor o = HostTensor::Zeros(DType::kF32, q.shape());
-          kc::Mul(y.f32(), sg.f32(), n, o.f32());
+          if (ng == n) {
+            kc::Mul(y.f32(), sg.f32(), n, o.f32());
+          } else {
+            kc::ScaleRows(y.f32(), sg.f32(), ng, q.dim(2), o.f32());
+          }
           y = o;
         }
         out.push_back(y);

@@ -198,6 +198,9 @@ class OpTableTest : public ::testing::Test {
     if (!skip_.empty()) GTEST_SKIP() << "no GPU: " << skip_;
   }
 
+  // AttentionGeometries' table at T <= 520, or (long_prompts) its long-prompt rows at T = 1100.
+  void CheckAttentionGeometries(bool long_prompts);
+
   // Builds with `build`, then runs `calls` calls of T tokens on both executors and compares
   // every result and every f32 state. `states_ok` false: states are not compared.
   void Check(const std::string& op, const std::string& dtype, int64_t T, double bound,
@@ -635,30 +638,36 @@ TEST_F(OpTableTest, AttentionPieces) {
 
 // Attention at precision "bf16" (tensor-core prefill, FlashAttention.cu; split-KV decode): the
 // 9B's shape and beyond, head dims 64-512, GQA groups 1-12, causal and sliding windows (shorter than
-// the second call's context, so the window cuts keys of both calls), the output gate fused. Two
-// calls each.
-TEST_F(OpTableTest, AttentionGeometries) {
+// the second call's context, so the window cuts keys of both calls), the output gate fused (per
+// element or per head). Two calls each. The long-prompt rows (T = 1100: 8- and 12-warp blocks) are
+// a test of their own, so the GPU suite's compute-sanitizer runs keep the short ones.
+void OpTableTest::CheckAttentionGeometries(bool long_prompts) {
   struct Geo {
     int64_t hq, hkv, d, window;
     bool gated;
     bool long_prompt = false;  // also T = 1100: the 8- and 12-warp blocks of prompts >= 1024
+    bool head_gate = false;    // gated with one gate per head ([T, Hq, 1], Step 3.5's)
   };
-  // Groups of 12 (Step 3.5's sliding layers: 96 query heads over 8 kv heads) take 6 / 12 warps.
-  const Geo geos[] = {{16, 4, 256, 0, true, true}, {8, 8, 64, 0, false},           {16, 8, 128, 0, false},
-                      {16, 2, 128, 100, false},    {8, 2, 512, 0, true},           {8, 4, 256, 128, true},
-                      {4, 4, 64, 7, false},        {24, 2, 128, 100, false, true}, {12, 1, 128, 0, true, true}};
+  // Groups of 12 (Step 3.5's sliding layers: 96 query heads over 8 kv heads) take 6 / 12 warps;
+  // Step 3.5's head-wise gate.
+  const Geo geos[] = {
+      {16, 4, 256, 0, true, true}, {8, 8, 64, 0, false},   {16, 8, 128, 0, false}, {16, 2, 128, 100, false},
+      {8, 2, 512, 0, true},        {8, 4, 256, 128, true}, {4, 4, 64, 7, false},   {24, 2, 128, 100, true, true, true},
+      {12, 1, 128, 0, true, true}};
   for (const Geo& g : geos) {
-    const std::string label = absl::StrFormat("%dq/%dkv d%d%s", g.hq, g.hkv, g.d,
-                                              g.window > 0 ? absl::StrFormat(" w%d", g.window) : std::string());
-    for (int64_t T : {int64_t{1}, int64_t{13}, int64_t{77}, int64_t{520}, int64_t{1100}}) {
-      if (T == 1100 && !g.long_prompt) continue;
+    const std::string label = absl::StrFormat("%dq/%dkv d%d%s%s", g.hq, g.hkv, g.d,
+                                              g.window > 0 ? absl::StrFormat(" w%d", g.window) : std::string(),
+                                              g.head_gate ? " head gate" : "");
+    if (long_prompts && !g.long_prompt) continue;
+    const std::vector<int64_t> ts = long_prompts ? std::vector<int64_t>{1100} : std::vector<int64_t>{1, 13, 77, 520};
+    for (int64_t T : ts) {
       Check(
           g.gated ? "attention_gated" : "attention", label, T, AttentionBound(T),
           [&](Harness& h) {
             Value* q = h.Arg("q", {-1, g.hq, g.d});
             Value* k = h.Arg("k", {-1, g.hkv, g.d});
             Value* v = h.Arg("v", {-1, g.hkv, g.d});
-            Value* gate = g.gated ? h.Arg("gate", {-1, g.hq, g.d}) : nullptr;
+            Value* gate = g.gated ? h.Arg("gate", {-1, g.hq, g.head_gate ? 1 : g.d}) : nullptr;
             Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {});
             const int64_t rows = std::max<int64_t>(2048, 2 * T);  // two calls' keys
             Value* kc = h.State(ir::StateKind::kKv, "k_cache", DType::kF32, {rows, g.hkv, g.d});
@@ -677,6 +686,9 @@ TEST_F(OpTableTest, AttentionGeometries) {
     }
   }
 }
+
+TEST_F(OpTableTest, AttentionGeometries) { CheckAttentionGeometries(false); }
+TEST_F(OpTableTest, AttentionLongPrompts) { CheckAttentionGeometries(true); }
 
 // KV caches of f16 / bf16 elements (-ctk / -ctv): kv_append rounds the rows, attention reads them
 // widened (precision f32: split-KV decode and the CUDA-core prefill) or as bf16 (precision bf16:

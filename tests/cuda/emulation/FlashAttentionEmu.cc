@@ -131,7 +131,11 @@ int main() {
         double acc = 0;
         for (int j = first; j <= pos[t]; ++j) acc += std::exp(s[j] - m) * r16(vc[(j * HKV + kvh) * D + c]);
         double want = acc / l;
-        if (FA_EMU_GATE) want *= 1.0 / (1.0 + std::exp(-static_cast<double>(gate[(t * HQ + h) * D + c])));
+        if (FA_EMU_GATE) {
+          // FA_HEAD_GATE: one gate per head, at [t, h, 0] of a [T, HQ, 1] gate.
+          const int gi = FA_HEAD_GATE ? t * HQ + h : (t * HQ + h) * D + c;
+          want *= 1.0 / (1.0 + std::exp(-static_cast<double>(gate[gi])));
+        }
         const double got = o[(t * HQ + h) * D + c];
         if (!std::isfinite(got)) {
           ++bad;
