@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "frontends/common/AttentionBlock.h"
+#include "frontends/common/DecoderFunctions.h"
 #include "frontends/common/Embedding.h"
 #include "frontends/common/LayerContext.h"
 #include "frontends/common/ModelWeights.h"
@@ -51,10 +52,10 @@ class Gemma4Lowering {
     m_->attrs().Set("prefill_logits", opt_.prefill_all_logits ? "all" : "last");
     RecordSlotAttributes(m_->attrs(), opt_, layout_);
     if (opt_.slots > 0) {
-      MEMRA_RETURN_IF_ERROR(BuildStepFunction());
+      MEMRA_RETURN_IF_ERROR(BuildDecoderStep(*m_, Hooks(), opt_, blocks_));
     } else {
-      MEMRA_RETURN_IF_ERROR(BuildFunction("prefill", Dim::Symbol("T"), opt_.prefill_all_logits));
-      MEMRA_RETURN_IF_ERROR(BuildFunction("decode", Dim(1), /*all_logits=*/true));
+      MEMRA_RETURN_IF_ERROR(BuildDecoderFunction(*m_, Hooks(), "prefill", Dim::Symbol("T"), opt_.prefill_all_logits));
+      MEMRA_RETURN_IF_ERROR(BuildDecoderFunction(*m_, Hooks(), "decode", Dim(1), /*all_logits=*/true));
     }
     MEMRA_RETURN_IF_ERROR(CheckValueWeightsAreF32(f_, *m_));
     MEMRA_RETURN_IF_ERROR(ir::VerifyModule(*m_));
@@ -180,57 +181,25 @@ class Gemma4Lowering {
     return b.Scale(b.Tanh(z), h_.softcap)->Named("result_output");
   }
 
-  // @step(tokens, tok_seq, seq_slot, seq_start, sampling, penalties) -> (logits [S, V], picks [S]):
-  // the rows of up to S sequences in one call (ir/Ops.def, "sequences"), as qwen35's.
-  absl::Status BuildStepFunction() {
-    const Dim T = Dim::Symbol("T");
-    ir::Function* fn = m_->AddFunction("step");
-    const auto [tokens, tok_seq, seq_slot, seq_start, sampling, penalties] = AddStepArguments(fn, opt_);
-    OpBuilder b(fn);
-    Value* x =
-        b.Scale(BuildTokenEmbedding(b, *m_, tokens), std::sqrt(static_cast<double>(h_.n_embd)))->Named("inp_scaled");
-    auto ps = b.SeqPositions(pos_, tok_seq, seq_slot, seq_start);
-    if (!b.ok() || ps.size() != 2)
-      return absl::Status(b.status().code(), absl::StrCat("lowering @step: ", b.status().message()));
-    Value* pos = ps[0]->Named("pos");
-    SeqBatch seq{seq_slot, seq_start, ps[1]->Named("slot"), blocks_};
-    const std::vector<Value*> per_layer = PerLayerInputs(b, T, tokens, x);
-    for (int64_t il = 0; il < h_.n_layer; ++il) {
-      x = Layer(LayerContext{b, *m_, il, T, &seq}, x, pos, per_layer.empty() ? nullptr : per_layer[il]);
-      if (!b.ok())
-        return absl::Status(b.status().code(), absl::StrCat("lowering @step layer ", il, ": ", b.status().message()));
-    }
-    OutputHeadParams head{h_.rms_eps, h_.tied_output, /*all_logits=*/false};
-    head.seq_start = seq_start;
-    Value* logits = SoftCap(b, BuildOutputHead(b, *m_, x, head));
-    Value* ids = b.Sample(logits, sampling, penalties)->Named("picks");
-    b.SeqAdvancePositions(pos_, seq_slot, seq_start);
-    b.Return({logits, ids});
-    if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("lowering @step: ", b.status().message()));
-    fn->set_result_types({logits->type(), ids->type()});
-    return absl::OkStatus();
-  }
-
-  absl::Status BuildFunction(absl::string_view name, Dim T, bool all_logits) {
-    ir::Function* fn = m_->AddFunction(name);
-    Value* tokens = fn->AddArgument("tokens", TensorType(DType::kI32, Shape{T}));
-    OpBuilder b(fn);
-    Value* x =
-        b.Scale(BuildTokenEmbedding(b, *m_, tokens), std::sqrt(static_cast<double>(h_.n_embd)))->Named("inp_scaled");
-    Value* pos = b.Positions(pos_, tokens)->Named("pos");
-    const std::vector<Value*> per_layer = PerLayerInputs(b, T, tokens, x);
-    for (int64_t il = 0; il < h_.n_layer; ++il) {
-      x = Layer(LayerContext{b, *m_, il, T}, x, pos, per_layer.empty() ? nullptr : per_layer[il]);
-      if (!b.ok())
-        return absl::Status(b.status().code(),
-                            absl::StrCat("lowering @", name, " layer ", il, ": ", b.status().message()));
-    }
-    Value* logits = SoftCap(b, BuildOutputHead(b, *m_, x, {h_.rms_eps, h_.tied_output, all_logits}));
-    b.AdvancePositions(pos_, tokens);
-    b.Return({logits});
-    if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("lowering @", name, ": ", b.status().message()));
-    fn->set_result_types({logits->type()});
-    return absl::OkStatus();
+  // As qwen35's functions, with the embedding scaled by sqrt(E), the E-variants' per-layer inputs
+  // and the soft-capped logits.
+  DecoderHooks Hooks() {
+    DecoderHooks h;
+    h.n_layer = h_.n_layer;
+    h.head = {h_.rms_eps, h_.tied_output};
+    h.pos = pos_;
+    h.embed = [this](OpBuilder& b, Value* tokens) {
+      return b.Scale(BuildTokenEmbedding(b, *m_, tokens), std::sqrt(static_cast<double>(h_.n_embd)))
+          ->Named("inp_scaled");
+    };
+    h.before_layers = [this](OpBuilder& b, const Dim& T, Value* tokens, Value* x) {
+      per_layer_ = PerLayerInputs(b, T, tokens, x);
+    };
+    h.layer = [this](const LayerContext& c, Value* x, Value* pos) {
+      return Layer(c, x, pos, per_layer_.empty() ? nullptr : per_layer_[c.layer]);
+    };
+    h.after_head = [this](OpBuilder& b, Value* logits) { return SoftCap(b, logits); };
+    return h;
   }
 
   // E-variants: each layer's input of P values per token, from the token's row of
@@ -350,6 +319,7 @@ class Gemma4Lowering {
   const LowerOptions& opt_;
   std::unique_ptr<ir::Module> m_;
   ir::StateVar* pos_ = nullptr;
+  std::vector<Value*> per_layer_;   // the E-variants' per-layer inputs of the function being built
   ir::StateVar* blocks_ = nullptr;  // the paged KV cache's block table (slots > 0)
   int64_t n_ctx_ = 0;
   PagedKvLayout layout_;  // slots > 0

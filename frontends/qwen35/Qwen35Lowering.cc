@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "frontends/common/AttentionBlock.h"
+#include "frontends/common/DecoderFunctions.h"
 #include "frontends/common/DeltaNetBlock.h"
 #include "frontends/common/Embedding.h"
 #include "frontends/common/LayerContext.h"
@@ -82,10 +83,10 @@ class Qwen35Lowering {
     DeclareState();
     RecordAttributes();
     if (opt_.slots > 0) {
-      MEMRA_RETURN_IF_ERROR(BuildStepFunction());
+      MEMRA_RETURN_IF_ERROR(BuildDecoderStep(*m_, Hooks(), opt_, blocks_));
     } else {
-      MEMRA_RETURN_IF_ERROR(BuildFunction("prefill", Dim::Symbol("T"), opt_.prefill_all_logits));
-      MEMRA_RETURN_IF_ERROR(BuildFunction("decode", Dim(1), /*all_logits=*/true));
+      MEMRA_RETURN_IF_ERROR(BuildDecoderFunction(*m_, Hooks(), "prefill", Dim::Symbol("T"), opt_.prefill_all_logits));
+      MEMRA_RETURN_IF_ERROR(BuildDecoderFunction(*m_, Hooks(), "decode", Dim(1), /*all_logits=*/true));
     }
     MEMRA_RETURN_IF_ERROR(CheckValueWeightsAreF32(f_, *m_));
     MEMRA_RETURN_IF_ERROR(ir::VerifyModule(*m_));
@@ -144,57 +145,13 @@ class Qwen35Lowering {
     RecordSlotAttributes(a, opt_, layout_);
   }
 
-  // @step(tokens: i32[T], tok_seq: i32[T], seq_slot: i32[S], seq_start: i32[S+1],
-  //       sampling: f32[S, 8], penalties: i32[S, 2P]) -> (f32[S, V], i32[S]):
-  // the rows of up to S sequences in one call (ir/Ops.def, "sequences"); entry b's logits are
-  // those of its last row (0 for an unused entry), and its pick by the device sampler with row b's
-  // parameters (`sample`; -1 when the row holds a NaN or inf), so a step need not bring the
-  // logits to the host.
-  absl::Status BuildStepFunction() {
-    const Dim T = Dim::Symbol("T");
-    ir::Function* fn = m_->AddFunction("step");
-    const auto [tokens, tok_seq, seq_slot, seq_start, sampling, penalties] = AddStepArguments(fn, opt_);
-    OpBuilder b(fn);
-    Value* x = BuildTokenEmbedding(b, *m_, tokens);
-    auto ps = b.SeqPositions(pos_, tok_seq, seq_slot, seq_start);
-    if (!b.ok() || ps.size() != 2)
-      return absl::Status(b.status().code(), absl::StrCat("lowering @step: ", b.status().message()));
-    Value* pos = ps[0]->Named("pos");
-    SeqBatch seq{seq_slot, seq_start, ps[1]->Named("slot"), blocks_};
-    for (int64_t il = 0; il < h_.n_layer; ++il) {
-      x = Layer(LayerContext{b, *m_, il, T, &seq}, x, pos);
-      if (!b.ok())
-        return absl::Status(b.status().code(), absl::StrCat("lowering @step layer ", il, ": ", b.status().message()));
-    }
-    OutputHeadParams head{h_.rms_eps, h_.tied_output, /*all_logits=*/false};
-    head.seq_start = seq_start;
-    Value* logits = BuildOutputHead(b, *m_, x, head);
-    Value* ids = b.Sample(logits, sampling, penalties)->Named("picks");
-    b.SeqAdvancePositions(pos_, seq_slot, seq_start);
-    b.Return({logits, ids});
-    if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("lowering @step: ", b.status().message()));
-    fn->set_result_types({logits->type(), ids->type()});
-    return absl::OkStatus();
-  }
-
-  absl::Status BuildFunction(absl::string_view name, Dim T, bool all_logits) {
-    ir::Function* fn = m_->AddFunction(name);
-    Value* tokens = fn->AddArgument("tokens", TensorType(DType::kI32, Shape{T}));
-    OpBuilder b(fn);
-    Value* x = BuildTokenEmbedding(b, *m_, tokens);
-    Value* pos = b.Positions(pos_, tokens)->Named("pos");
-    for (int64_t il = 0; il < h_.n_layer; ++il) {
-      x = Layer(LayerContext{b, *m_, il, T}, x, pos);
-      if (!b.ok())
-        return absl::Status(b.status().code(),
-                            absl::StrCat("lowering @", name, " layer ", il, ": ", b.status().message()));
-    }
-    Value* logits = BuildOutputHead(b, *m_, x, {h_.rms_eps, h_.tied_output, all_logits});
-    b.AdvancePositions(pos_, tokens);
-    b.Return({logits});
-    if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("lowering @", name, ": ", b.status().message()));
-    fn->set_result_types({logits->type()});
-    return absl::OkStatus();
+  DecoderHooks Hooks() {
+    DecoderHooks h;
+    h.n_layer = h_.n_layer;
+    h.head = {h_.rms_eps, h_.tied_output};
+    h.pos = pos_;
+    h.layer = [this](const LayerContext& c, Value* x, Value* pos) { return Layer(c, x, pos); };
+    return h;
   }
 
   // Pre-norm residual layer: mixer (Gated DeltaNet or gated attention), then the family's FFN.

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "frontends/common/AttentionBlock.h"
+#include "frontends/common/DecoderFunctions.h"
 #include "frontends/common/Embedding.h"
 #include "frontends/common/LayerContext.h"
 #include "frontends/common/ModelWeights.h"
@@ -57,10 +58,10 @@ class Step35Lowering {
     m_->attrs().Set("prefill_logits", opt_.prefill_all_logits ? "all" : "last");
     RecordSlotAttributes(m_->attrs(), opt_, layout_);
     if (opt_.slots > 0) {
-      MEMRA_RETURN_IF_ERROR(BuildStepFunction());
+      MEMRA_RETURN_IF_ERROR(BuildDecoderStep(*m_, Hooks(), opt_, blocks_));
     } else {
-      MEMRA_RETURN_IF_ERROR(BuildFunction("prefill", Dim::Symbol("T"), opt_.prefill_all_logits));
-      MEMRA_RETURN_IF_ERROR(BuildFunction("decode", Dim(1), /*all_logits=*/true));
+      MEMRA_RETURN_IF_ERROR(BuildDecoderFunction(*m_, Hooks(), "prefill", Dim::Symbol("T"), opt_.prefill_all_logits));
+      MEMRA_RETURN_IF_ERROR(BuildDecoderFunction(*m_, Hooks(), "decode", Dim(1), /*all_logits=*/true));
     }
     MEMRA_RETURN_IF_ERROR(CheckValueWeightsAreF32(f_, *m_));
     MEMRA_RETURN_IF_ERROR(ir::VerifyModule(*m_));
@@ -161,53 +162,13 @@ class Step35Lowering {
     }
   }
 
-  // @step(tokens, tok_seq, seq_slot, seq_start, sampling, penalties) -> (logits [S, V], picks [S]):
-  // the rows of up to S sequences in one call (ir/Ops.def, "sequences").
-  absl::Status BuildStepFunction() {
-    const Dim T = Dim::Symbol("T");
-    ir::Function* fn = m_->AddFunction("step");
-    const auto [tokens, tok_seq, seq_slot, seq_start, sampling, penalties] = AddStepArguments(fn, opt_);
-    OpBuilder b(fn);
-    Value* x = BuildTokenEmbedding(b, *m_, tokens);
-    auto ps = b.SeqPositions(pos_, tok_seq, seq_slot, seq_start);
-    if (!b.ok() || ps.size() != 2)
-      return absl::Status(b.status().code(), absl::StrCat("lowering @step: ", b.status().message()));
-    Value* pos = ps[0]->Named("pos");
-    SeqBatch seq{seq_slot, seq_start, ps[1]->Named("slot"), blocks_};
-    for (int64_t il = 0; il < h_.n_layer; ++il) {
-      x = Layer(LayerContext{b, *m_, il, T, &seq}, x, pos);
-      if (!b.ok())
-        return absl::Status(b.status().code(), absl::StrCat("lowering @step layer ", il, ": ", b.status().message()));
-    }
-    OutputHeadParams head{h_.rms_eps, h_.tied_output, /*all_logits=*/false};
-    head.seq_start = seq_start;
-    Value* logits = BuildOutputHead(b, *m_, x, head);
-    Value* ids = b.Sample(logits, sampling, penalties)->Named("picks");
-    b.SeqAdvancePositions(pos_, seq_slot, seq_start);
-    b.Return({logits, ids});
-    if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("lowering @step: ", b.status().message()));
-    fn->set_result_types({logits->type(), ids->type()});
-    return absl::OkStatus();
-  }
-
-  absl::Status BuildFunction(absl::string_view name, Dim T, bool all_logits) {
-    ir::Function* fn = m_->AddFunction(name);
-    Value* tokens = fn->AddArgument("tokens", TensorType(DType::kI32, Shape{T}));
-    OpBuilder b(fn);
-    Value* x = BuildTokenEmbedding(b, *m_, tokens);
-    Value* pos = b.Positions(pos_, tokens)->Named("pos");
-    for (int64_t il = 0; il < h_.n_layer; ++il) {
-      x = Layer(LayerContext{b, *m_, il, T}, x, pos);
-      if (!b.ok())
-        return absl::Status(b.status().code(),
-                            absl::StrCat("lowering @", name, " layer ", il, ": ", b.status().message()));
-    }
-    Value* logits = BuildOutputHead(b, *m_, x, {h_.rms_eps, h_.tied_output, all_logits});
-    b.AdvancePositions(pos_, tokens);
-    b.Return({logits});
-    if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("lowering @", name, ": ", b.status().message()));
-    fn->set_result_types({logits->type()});
-    return absl::OkStatus();
+  DecoderHooks Hooks() {
+    DecoderHooks h;
+    h.n_layer = h_.n_layer;
+    h.head = {h_.rms_eps, h_.tied_output};
+    h.pos = pos_;
+    h.layer = [this](const LayerContext& c, Value* x, Value* pos) { return Layer(c, x, pos); };
+    return h;
   }
 
   // q/k: the optional per-head rms_norm, then NeoX rope with the layer's rotated dims and base
