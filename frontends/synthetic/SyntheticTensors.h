@@ -51,7 +51,7 @@ struct Init {
   // values: element i is values[i] (a small f32 table such as llama3 rope factors).
   double a = 0, b = 1;
   int64_t split = 0;
-  std::vector<double> values;
+  std::vector<double> values = {};
 };
 
 struct TensorSpec {
