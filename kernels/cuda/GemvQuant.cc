@@ -18,9 +18,9 @@
 namespace memra::kernels::cuda {
 namespace {
 
-// How GemvQuant.cu copies a row's chunk into its ring: always 16-byte cp.async pieces; rows whose
-// bytes are not a multiple of 16 (q6_K's 210-byte blocks, q8_0 rows of an odd block count) from
-// the 16-byte boundary below each chunk (GQ_REALIGN), their slot (kCHP) 16 bytes longer.
+// How GemvQuant.cu copies a row's chunk into its ring: one bulk copy of 16-byte multiples; rows
+// whose bytes are not a multiple of 16 (q6_K's 210-byte blocks, q8_0 rows of an odd block count)
+// from the 16-byte boundary below each chunk (GQ_REALIGN), their slot (kCHP) 16 bytes longer.
 struct RingCopy {
   bool realign = false;
   int64_t slot = 0;  // kCHP
@@ -32,7 +32,6 @@ RingCopy RingCopyFor(int64_t chunk, int64_t row_bytes) {
   return r;
 }
 void AddCopyDefines(Defines& defs, const RingCopy& rc) {
-  defs.push_back(Def("GQ_CW", 16));
   if (rc.realign) defs.push_back(Def("GQ_REALIGN", 1));
 }
 
@@ -45,7 +44,7 @@ struct QuantFormat {
 constexpr QuantFormat kFormats[] = {
     {ir::DType::kQ8_0, 1},   {ir::DType::kQ4_0, 1},  {ir::DType::kQ4_1, 1}, {ir::DType::kQ5_0, 1},
     {ir::DType::kQ5_1, 1},   {ir::DType::kMXFP4, 1}, {ir::DType::kQ2_K, 4}, {ir::DType::kQ3_K, 4},
-    {ir::DType::kQ4_K, 8},   {ir::DType::kQ5_K, 8},  {ir::DType::kQ6_K, 4}, {ir::DType::kIQ4_NL, 1},
+    {ir::DType::kQ4_K, 4},   {ir::DType::kQ5_K, 4},  {ir::DType::kQ6_K, 4}, {ir::DType::kIQ4_NL, 1},
     {ir::DType::kIQ4_XS, 8},
 };
 
@@ -220,9 +219,11 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
 Launch GemvQuantXLaunch(const Target& target, int64_t K, int64_t rows) {
   Launch q;
   q.kernel.module.file = "GemvQuant.cu";
-  // GQ_FMT and GQ_CW only have to admit K (the quantization works per 32 values): q8_0, 2-byte pieces.
+  // GQ_FMT and GQ_REALIGN only have to admit K (the quantization works per 32 values): q8_0 rows
+  // of any block count.
   q.kernel.module.defines = MakeDefines({Def("GQ_FMT", ir::InfoOf(ir::DType::kQ8_0).ggml_id), Def("GQ_K", K),
-                                         Def("GQ_T", 1), Def("GQ_XROWS", rows), Def("GQ_XQ", 1), Def("GQ_CW", 2)});
+                                         Def("GQ_T", 1), Def("GQ_XROWS", rows), Def("GQ_XQ", 1),
+                                         Def("GQ_REALIGN", 1)});
   q.kernel.entry = "gemv_q_quantize_x";
   q.block = 256;
   q.grid = GridFor(target, rows * K, 256);
@@ -307,8 +308,9 @@ absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w) {
     const uint32_t li = static_cast<uint32_t>(g + (q8 ? 1 : 0));
     const Launch& l = s.launches[li];
     const int64_t fmt = DefineOf(l, "GQ_FMT").value_or(-1);
-    // Realigned copies need only the blocks' own (2-byte) alignment.
-    const int64_t copy = DefineOf(l, "GQ_REALIGN").value_or(0) ? 2 : DefineOf(l, "GQ_CW").value_or(16);
+    // Realigned copies need only the blocks' own (2-byte) alignment; the others copy from 16-byte
+    // boundaries.
+    const int64_t copy = DefineOf(l, "GQ_REALIGN").value_or(0) ? 2 : 16;
     if (fmt != ir::InfoOf(groups[g].dtype).ggml_id || DefineOf(l, "GQ_K").value_or(0) != K)
       return BindError(op, "gemv_q: stale selection (format or K)");
     GemvQuantParams p{};

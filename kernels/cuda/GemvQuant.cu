@@ -8,10 +8,11 @@
 // Geometry. A warp owns tiles of GQ_R consecutive rows (gemv_q_swiglu: GQ_R gate rows and the same
 // GQ_R up rows); warps are independent (no block barrier) and loop over tiles (gw, gw + warps, ...)
 // so the grid can be capped. A warp streams its tile's rows chunk by chunk: a chunk is 32 / LPB
-// blocks of every row of the tile (LPB = lanes per block), copied global -> shared with cp.async
-// (16-byte pieces, coalesced; 8- or 4-byte pieces when the row bytes are not a multiple of 16,
-// plain copies below 4) into a GQ_ST-stage ring per warp, so GQ_ST - 1 chunks of every warp are in
-// flight while it decodes one: the bytes in flight per SM come from the ring, not from registers.
+// blocks of every row of the tile (LPB = lanes per block), copied global -> shared by one bulk copy
+// per row (cp.async.bulk on an mbarrier) into a GQ_ST-stage ring per warp, so GQ_ST - 1 chunks of
+// every warp are in flight while it decodes one: the bytes in flight per SM come from the ring, not
+// from registers, and the copies cost the warp a few instructions a chunk (16-byte cp.async pieces
+// cost ~20 instructions each: a third of the q4_K loop).
 // Lane l decodes block l / LPB, part l % LPB of every row of the chunk from shared memory into
 // "runs" of 16 elements (4 words of 4 byte-sized values + a, c), reads x for those 16 elements
 // once and applies it to every row of the tile and every token; a recursive-halving warp
@@ -35,8 +36,8 @@
 //   mxfp4 17 B: u8 e (E8M0) | qs[16] (E2M1 codes, table of doubled values). LPB 1 (byte aligned)
 //   q2_K  84 B: scales[16] | qs[64] | f16 d, dmin. LPB 4: 16 qs bytes = 64 elements, 4 scales
 //   q3_K 110 B: hmask[32] | qs[64] | scales[12] (6-bit, packed) | f16 d. LPB 4 (2-byte aligned)
-//   q4_K 144 B: f16 d, dmin | scales[12] | qs[128]. LPB 8: header (16 B) + 16 qs bytes = 32 elements
-//   q5_K 176 B: f16 d, dmin | scales[12] | qh[32] | qs[128]. LPB 8: header + 16 qh + 16 qs bytes
+//   q4_K 144 B: f16 d, dmin | scales[12] | qs[128]. LPB 4: header (16 B) + 32 qs bytes = 64 elements
+//   q5_K 176 B: f16 d, dmin | scales[12] | qh[32] | qs[128]. LPB 4: header + 32 qh + 32 qs bytes
 //   q6_K 210 B: ql[128] | qh[64] | i8 scales[16] | f16 d. LPB 4: 3 x 16 bytes + 4 scales (2-byte aligned)
 //   iq4_nl 18 B: f16 d | qs[16] (4-bit indices into the 16 int8 levels of kvalues_iq4nl, j lo, j+16
 //              hi; the levels looked up with __byte_perm, SIGNED). LPB 1 (2-byte aligned)
@@ -90,17 +91,14 @@
 #ifndef GQ_MINB
 #define GQ_MINB 1  // __launch_bounds__' minimum resident blocks per SM
 #endif
-#ifndef GQ_CW
-#define GQ_CW 16  // bytes per copy piece (16, 8, 4: cp.async; 2, 1: plain copies)
-#endif
 #ifndef GQ_REALIGN
-// 1: rows whose bytes are not a multiple of 16 (q6_K's 210-byte blocks, q8_0 rows of an odd block
-// count) are still copied in 16-byte cp.async pieces, from the 16-byte boundary below each chunk;
-// the readers add the chunk's offset from it (`shift`: a multiple of the alignment every block
-// start of the row already has, which the readers handle, down to mxfp4's 17-byte blocks at any
-// byte). The last piece of a
-// matrix reads up to 15 bytes past it (the executor allocates block matrices with 16 spare bytes).
-// 2- and 4-byte copies of such rows streamed the 26B-A4B's q6_K head at 0.7 TB/s.
+// 0: every chunk of a row starts on a 16-byte boundary (row and chunk bytes multiples of 16) and
+// is copied as it is. 1: rows whose bytes are not a multiple of 16 (q6_K's 210-byte blocks, q8_0
+// rows of an odd block count): each chunk is copied from the 16-byte boundary below it, its length
+// rounded up to 16; the readers add the chunk's offset from it (`shift`: a multiple of the
+// alignment every block start of the row already has, which the readers handle, down to mxfp4's
+// 17-byte blocks at any byte). The last copy of a matrix reads up to 15 bytes past it (the
+// executor allocates block matrices with 16 spare bytes).
 #define GQ_REALIGN 0
 #endif
 #ifndef GQ_GELU
@@ -188,16 +186,16 @@
 #elif GQ_FMT == 12
 #define GQ_QK 256
 #define GQ_BB 144
-#define GQ_LPB 8
-#define GQ_NR 2
+#define GQ_LPB 4
+#define GQ_NR 4
 #define GQ_SIGNED 0
 #define GQ_VOFF 0
 #define GQ_HASMIN 1
 #elif GQ_FMT == 13
 #define GQ_QK 256
 #define GQ_BB 176
-#define GQ_LPB 8
-#define GQ_NR 2
+#define GQ_LPB 4
+#define GQ_NR 4
 #define GQ_SIGNED 0
 #define GQ_VOFF 0
 #define GQ_HASMIN 1
@@ -237,14 +235,11 @@ constexpr int kNC = (kNB + kBPC - 1) / kBPC;       // chunks per row
 constexpr int kTail = kNB - (kNC - 1) * kBPC;      // blocks in the last chunk
 // A row's slot in a stage (+16: readers' overrun; realigned: +16 more for the shift).
 constexpr int kCHP = (kCHB + 15) / 16 * 16 + (GQ_REALIGN ? 32 : 16);
-// Copy pieces per full chunk of a row (realigned: the shift's piece too).
-constexpr int kPieces = GQ_REALIGN ? (kCHB + 14 + 15) / 16 : kCHB / GQ_CW;
 #if GQ_XQ
 constexpr bool kOffsetTerm = GQ_HASMIN || GQ_VOFF != 0;  // the q8 paths need the x sums
 #endif
 static_assert(GQ_K % GQ_QK == 0, "GQ_K must be a multiple of the block size");
-static_assert(GQ_REALIGN ? GQ_CW == 16 : (kCHB % GQ_CW == 0 && kRB % GQ_CW == 0),
-              "GQ_CW must divide the chunk and row bytes (or be 16 with GQ_REALIGN)");
+static_assert(GQ_REALIGN || (kCHB % 16 == 0 && kRB % 16 == 0), "rows of 16-byte chunks, or GQ_REALIGN");
 static_assert(GQ_T >= 1 && GQ_T <= 8 && GQ_R >= 1 && GQ_R <= 4, "GQ_T in 1..8, GQ_R in 1..4");
 static_assert(GQ_XROWS >= GQ_T, "the q8 x layout holds at least GQ_T rows");
 static_assert(!GQ_MOE || (GQ_T == 1 && GQ_XQ != 2), "MoE tiles read one x row each, from global memory");
@@ -425,48 +420,40 @@ __device__ __forceinline__ void read_block(const unsigned char* s, int o, int su
   }
 }
 #elif GQ_FMT == 12 || GQ_FMT == 13  // q4_K, q5_K
-// part sub: chunk c = sub / 2 of 64 elements, h = sub % 2; run 0: elements 64 c + 16 h + [0, 16)
-// (low nibbles, scale pair 2c), run 1: 64 c + 32 + 16 h + [0, 16) (high nibbles, pair 2c + 1).
-__device__ __forceinline__ int run_k(int j, int sub) { return 64 * (sub >> 1) + 32 * j + 16 * (sub & 1); }
-// Scale bytes 2u, 2u + 1 of the 12 packed bytes (words w1..w3).
-__device__ __forceinline__ unsigned scale16(const uint4& h, int u) {
-  const unsigned w = u < 2 ? h.y : (u < 4 ? h.z : h.w);
-  return (u & 1) ? (w >> 16) : (w & 0xffffu);
-}
+// part sub = the block's 64-element group g: runs 0, 1 are elements 64 g + [0, 32) (the low nibbles
+// of qs[32 g, 32 g + 32), scale pair 2 g), runs 2, 3 are 64 g + 32 + [0, 32) (the high nibbles,
+// pair 2 g + 1); q5_K's fifth bits are bits 2 g, 2 g + 1 of qh[0, 32).
+__device__ __forceinline__ int run_k(int j, int sub) { return 64 * sub + 16 * j; }
 __device__ __forceinline__ void read_block(const unsigned char* s, int o, int sub, Run (&r)[GQ_NR]) {
-  const int c = sub >> 1;
   const uint4 h = lds128(s, o);
 #if GQ_FMT == 12
-  const uint4 qv = lds128(s, o + 16 + 16 * sub);
+  const uint4 qa = lds128(s, o + 16 + 32 * sub), qb = lds128(s, o + 32 + 32 * sub);
 #else
-  const uint4 qv = lds128(s, o + 48 + 16 * sub);
-  const uint4 hv = lds128(s, o + 16 + 16 * (sub & 1));
-  const unsigned qh[4] = {hv.x, hv.y, hv.z, hv.w};
+  const uint4 qa = lds128(s, o + 48 + 32 * sub), qb = lds128(s, o + 64 + 32 * sub);
+  const uint4 ha = lds128(s, o + 16), hb = lds128(s, o + 32);
+  const unsigned qh[2][4] = {{ha.x, ha.y, ha.z, ha.w}, {hb.x, hb.y, hb.z, hb.w}};
 #endif
-  const unsigned qs[4] = {qv.x, qv.y, qv.z, qv.w};
-  // ggml's get_scale_min_k4 for pairs 2c and 2c + 1, two at a time (llama.cpp's vec_dot_q4_K).
-  unsigned sc, m;
-  if (c < 2) {
-    sc = scale16(h, c) & 0x3f3fu;
-    m = scale16(h, c + 2) & 0x3f3fu;
-  } else {
-    sc = (scale16(h, c + 2) & 0x0f0fu) | ((scale16(h, c - 2) & 0xc0c0u) >> 2);
-    m = ((scale16(h, c + 2) >> 4) & 0x0f0fu) | ((scale16(h, c) & 0xc0c0u) >> 2);
-  }
+  const unsigned qs[2][4] = {{qa.x, qa.y, qa.z, qa.w}, {qb.x, qb.y, qb.z, qb.w}};
+  // ggml's get_scale_min_k4 for pairs 2 g and 2 g + 1 at once, without branches: the 12 packed
+  // bytes as three groups of 4 (h.y, h.z, h.w), of which pairs g % 2 are the ones this part needs.
+  const unsigned sh = 16u * (unsigned)(sub & 1);
+  const unsigned b0 = (h.y >> sh) & 0xffffu, b1 = (h.z >> sh) & 0xffffu, b2 = (h.w >> sh) & 0xffffu;
+  const bool high = sub >= 2;
+  const unsigned sc = high ? (b2 & 0x0f0fu) | ((b0 & 0xc0c0u) >> 2) : b0 & 0x3f3fu;
+  const unsigned m = high ? ((b2 >> 4) & 0x0f0fu) | ((b1 & 0xc0c0u) >> 2) : b1 & 0x3f3fu;
   const float d = half_lo(h.x), dmin = half_hi(h.x);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    r[0].q[i] = qs[i] & 0x0f0f0f0fu;
-    r[1].q[i] = (qs[i] >> 4) & 0x0f0f0f0fu;
+  for (int j = 0; j < 4; ++j) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      r[j].q[i] = (qs[j & 1][i] >> (4 * (j >> 1))) & 0x0f0f0f0fu;
 #if GQ_FMT == 13
-    r[0].q[i] |= ((qh[i] >> (2 * c)) & 0x01010101u) << 4;
-    r[1].q[i] |= ((qh[i] >> (2 * c + 1)) & 0x01010101u) << 4;
+      r[j].q[i] |= ((qh[j & 1][i] >> (2 * sub + (j >> 1))) & 0x01010101u) << 4;
 #endif
+    }
+    r[j].a = d * (float)((sc >> (8 * (j >> 1))) & 0xffu);
+    r[j].c = -(dmin * (float)((m >> (8 * (j >> 1))) & 0xffu));
   }
-  r[0].a = d * (float)(sc & 0xffu);
-  r[0].c = -(dmin * (float)(m & 0xffu));
-  r[1].a = d * (float)(sc >> 8);
-  r[1].c = -(dmin * (float)(m >> 8));
 }
 #elif GQ_FMT == 14  // q6_K
 // part sub: half = sub / 2 (128 elements), g = sub % 2; run j: elements 128 half + 32 j + 16 g +
@@ -524,39 +511,69 @@ __device__ __forceinline__ void read_block(const unsigned char* s, int o, int su
 #endif
 
 // ---- copies into the ring ----
+// A stage is filled by one bulk copy per row slot (cp.async.bulk: the copy engine moves the whole
+// chunk, so a warp issues a few instructions per chunk, not one per 16 bytes), completing on the
+// stage's mbarrier: the slots' lanes add their bytes to its expected count, lane 0 arrives once,
+// and the stage's phase completes when the bytes have landed. Stage i % GQ_ST holds item i, so the
+// wait for item i is on phase parity (i / GQ_ST) & 1.
 
 #if defined(GQ_HOST_EMULATION)
-// A host emulation of these kernels (a development aid; it supplies the three gq_emu_* calls).
-__device__ __forceinline__ void copy_piece(unsigned char* dst, const unsigned char* src) {
-  gq_emu_copy(dst, src, GQ_CW);
+// A host emulation of these kernels (a development aid; it supplies the three gq_emu_* calls): a
+// stage's copies are one group of deferred copies, performed by the wait that covers the group.
+struct StageBars {
+  int issued = 0;  // items whose copies were committed (in item order)
+};
+__device__ __forceinline__ void stage_bars_init(StageBars&, int) {}
+__device__ __forceinline__ void stage_expect_copy(StageBars&, int, unsigned char* dst, const unsigned char* src, int n) {
+  gq_emu_copy(dst, src, n);
 }
-__device__ __forceinline__ void copy_commit() { gq_emu_commit(); }
-template <int N>
-__device__ __forceinline__ void copy_wait() {
-  gq_emu_wait(N);
+__device__ __forceinline__ void stage_arrive(StageBars& b, int) {
+  gq_emu_commit();
+  ++b.issued;
 }
+__device__ __forceinline__ void stage_wait(StageBars& b, int item) { gq_emu_wait(b.issued - item - 1); }
+__device__ __forceinline__ void stages_drain() { gq_emu_wait(0); }
 #else
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
-  unsigned r;
-  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
-  return r;
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
-__device__ __forceinline__ void copy_piece(unsigned char* dst, const unsigned char* src) {
-#if GQ_CW == 16
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
-#elif GQ_CW == 8 || GQ_CW == 4
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(smem_addr(dst)), "l"(src), "n"(GQ_CW));
-#elif GQ_CW == 2
-  *reinterpret_cast<u16*>(dst) = *reinterpret_cast<const u16*>(src);
-#else
-  *dst = *src;
-#endif
+struct StageBars {
+  unsigned base;  // the warp's GQ_ST mbarriers (shared addresses, 8 bytes apart)
+};
+__device__ __forceinline__ void stage_bars_init(StageBars& b, int lane) {
+  if (lane == 0)
+#pragma unroll
+    for (int i = 0; i < GQ_ST; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b.base + 8 * i));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  __syncwarp();
 }
-__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void copy_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+// n bytes (a multiple of 16, both addresses 16-byte aligned) from global src into shared dst,
+// counted on stage `st`'s barrier.
+__device__ __forceinline__ void stage_expect_copy(StageBars& b, int st, unsigned char* dst, const unsigned char* src,
+                                                  int n) {
+  const unsigned bar = b.base + 8 * st;
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(n) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(n), "r"(bar)
+               : "memory");
 }
+// After every lane's stage_expect_copy for the stage (a __syncwarp between): lane 0 arrives.
+__device__ __forceinline__ void stage_arrive(StageBars& b, int st) {
+  if ((threadIdx.x & 31) == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(b.base + 8 * st) : "memory");
+}
+__device__ __forceinline__ void stage_wait(StageBars& b, int item) {
+  const unsigned bar = b.base + 8 * (item % GQ_ST), parity = (unsigned)(item / GQ_ST) & 1u;
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void stages_drain() {}  // every issued stage was waited for
 #endif
 
 // ---- the reduction: V (a power of two <= 32) values summed over the warp ----
@@ -620,9 +637,13 @@ __device__ __forceinline__ void stage_x(const float* __restrict__ x, int n_tok, 
 #if GQ_XQ == 1
 __device__ __forceinline__ int4 ld_xq(const signed char* p) { return __ldg(reinterpret_cast<const int4*>(p)); }
 __device__ __forceinline__ float ld_xf(const float* p) { return __ldg(p); }
+__device__ __forceinline__ float2 ld_xf2(const float* p) { return __ldg(reinterpret_cast<const float2*>(p)); }
+__device__ __forceinline__ float4 ld_xf4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
 #else
 __device__ __forceinline__ int4 ld_xq(const signed char* p) { return *reinterpret_cast<const int4*>(p); }
 __device__ __forceinline__ float ld_xf(const float* p) { return *p; }
+__device__ __forceinline__ float2 ld_xf2(const float* p) { return *reinterpret_cast<const float2*>(p); }
+__device__ __forceinline__ float4 ld_xf4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 #endif
 
 // ---- the body ----
@@ -783,27 +804,33 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
   const int n_tok = tile_tokens(p);
   float out = 0.0f;  // gemv_q_moe_down: the weighted sum of a tile's sub-tiles (writer lanes)
 
-  // Item i = chunk i % kNC of the warp's tile i / kNC, into stage i % GQ_ST.
-  // Item i = chunk i % kNC of sub-tile (i / kNC) % n_sub of the warp's tile i / (kNC n_sub).
-  auto issue = [&](int item) {
-    const int q = item / kNC, c = item - q * kNC, m = q / n_sub, j = q - m * n_sub;
-    const Tile t = find_tile<kSwiglu>(p, gw + m * n_warps, j);
-    const int cb = c == kNC - 1 ? kTail * GQ_BB : kCHB;
-    unsigned char* dst = ring[warp][item % GQ_ST];
-    for (int i = lane; i < kSlots * kPieces; i += 32) {
-      const int s = i / kPieces, pc = i - s * kPieces;
-      const int r = s % GQ_R;
-      if (r < t.nr) {
-        const unsigned char* w = (kSwiglu && s >= GQ_R) ? t.w1 : t.w0;
-        const unsigned char* src = w + (long long)(t.r0 + r) * kRB + (long long)c * kCHB;
-#if GQ_REALIGN
-        const int shift = (int)(reinterpret_cast<unsigned long long>(src) & 15);
-        if (pc * 16 < shift + cb) copy_piece(dst + s * kCHP + pc * 16, src - shift + pc * 16);
-#else
-        if (pc * GQ_CW < cb) copy_piece(dst + s * kCHP + pc * GQ_CW, src + pc * GQ_CW);
+  // Item i = chunk i % kNC of sub-tile (i / kNC) % n_sub of the warp's tile i / (kNC n_sub), into
+  // stage i % GQ_ST. Lane s < kSlots copies slot s of every chunk; its row is found once per tile
+  // (at the tile's first chunk).
+  __shared__ __align__(8) unsigned long long bars[GQ_WARPS][GQ_ST];
+  StageBars sb{};
+#if !defined(GQ_HOST_EMULATION)
+  sb.base = smem_addr(&bars[warp][0]);
 #endif
-      }
+  stage_bars_init(sb, lane);
+  const unsigned char* crow = nullptr;  // lane s < kSlots: its slot's row in the tile being copied
+  auto issue = [&](int item) {
+    const int q = item / kNC, c = item - q * kNC, st = item % GQ_ST;
+    if (c == 0) {
+      const int m = q / n_sub, j = q - m * n_sub;
+      const Tile t = find_tile<kSwiglu>(p, gw + m * n_warps, j);
+      const int r = lane % GQ_R;
+      const unsigned char* w = (kSwiglu && lane >= GQ_R) ? t.w1 : t.w0;
+      crow = lane < kSlots && r < t.nr ? w + (long long)(t.r0 + r) * kRB : nullptr;
     }
+    if (crow != nullptr) {
+      const int cb = c == kNC - 1 ? kTail * GQ_BB : kCHB;
+      const unsigned char* src = crow + (long long)c * kCHB;
+      const int shift = GQ_REALIGN ? (int)(reinterpret_cast<unsigned long long>(src) & 15) : 0;
+      stage_expect_copy(sb, st, ring[warp][st] + lane * kCHP, src - shift, (shift + cb + 15) & ~15);
+    }
+    __syncwarp();
+    stage_arrive(sb, st);
   };
 
   float acc[kSlots][GQ_T];
@@ -813,10 +840,7 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
     for (int t = 0; t < GQ_T; ++t) acc[s][t] = 0.0f;
 
 #pragma unroll
-  for (int i = 0; i < GQ_ST - 1; ++i) {
-    if (i < items) issue(i);
-    copy_commit();
-  }
+  for (int i = 0; i < GQ_ST - 1 && i < items; ++i) issue(i);
 #if !GQ_MOE
   // The weight copies above do not depend on earlier kernels: they are in flight while this waits.
   memra_grid_dependency();
@@ -835,18 +859,16 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
   const float* xd = sxd;
   const float* xs = sxs;
 #endif
+  Tile rt{};  // the tile being read (found at its first chunk)
   for (int item = 0; item < items; ++item) {
     if (item + GQ_ST - 1 < items) issue(item + GQ_ST - 1);
-    copy_commit();
-    copy_wait<GQ_ST - 1>();
+    stage_wait(sb, item);
     __syncwarp();
 
     const int q = item / kNC, c = item - q * kNC, m = q / n_sub, j = q - m * n_sub;
     const unsigned char* st = ring[warp][item % GQ_ST];
     const int b = lane / GQ_LPB, sub = lane % GQ_LPB;
-#if GQ_MOE || GQ_REALIGN
-    const Tile rt = find_tile<kSwiglu>(p, gw + m * n_warps, j);
-#endif
+    if (c == 0) rt = find_tile<kSwiglu>(p, gw + m * n_warps, j);
 #if GQ_MOE
     const int xrow = rt.xrow;
 #else
@@ -870,32 +892,49 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
       Run r[kSlots][GQ_NR];
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) read_block(st, s * kCHP + shift[s] + b * GQ_BB, sub, r[s]);
-#pragma unroll
-      for (int j = 0; j < GQ_NR; ++j) {
-        const int k = k0 + run_k(j, sub);
 #if GQ_XQ
-        float ceff[kSlots];
+      // Per token, the runs in order (each (row, token) sum adds its runs in j order, as the
+      // exact path does). q4_K / q5_K parts are 64 consecutive elements: their 2 x scales and 4
+      // per-16 sums are one 8- and one 16-byte load (K is a multiple of 256, so both are aligned).
+      constexpr bool kXVec = GQ_FMT == 12 || GQ_FMT == 13;
 #pragma unroll
-        for (int s = 0; s < kSlots; ++s) ceff[s] = r[s][j].c - r[s][j].a * (float)GQ_VOFF;
+      for (int t = 0; t < GQ_T; ++t) {
+        if (t < n_tok) {
+          const int xt = GQ_XQ == 2 ? t : xrow + t;  // staged x holds the call's rows only
+          const int kb = k0 + run_k(0, sub);
+          float dxv[GQ_NR], sxv[GQ_NR];
+          if constexpr (kXVec) {
+            const float2 d2 = ld_xf2(xd + xt * (GQ_K / 32) + (kb >> 5));
+            const float4 s4 = ld_xf4(xs + xt * (GQ_K / 16) + (kb >> 4));
+            dxv[0] = dxv[1] = d2.x, dxv[2] = dxv[3] = d2.y;
+            sxv[0] = s4.x, sxv[1] = s4.y, sxv[2] = s4.z, sxv[3] = s4.w;
+          } else {
 #pragma unroll
-        for (int t = 0; t < GQ_T; ++t) {
-          if (t < n_tok) {
-            const int xt = GQ_XQ == 2 ? t : xrow + t;  // staged x holds the call's rows only
-            const int4 xw = ld_xq(xq + xt * GQ_K + k);
-            const float dx = ld_xf(xd + xt * (GQ_K / 32) + (k >> 5));
-            const float sx = kOffsetTerm ? ld_xf(xs + xt * (GQ_K / 16) + (k >> 4)) : 0.0f;
+            for (int j = 0; j < GQ_NR; ++j) {
+              const int k = k0 + run_k(j, sub);
+              dxv[j] = ld_xf(xd + xt * (GQ_K / 32) + (k >> 5));
+              sxv[j] = kOffsetTerm ? ld_xf(xs + xt * (GQ_K / 16) + (k >> 4)) : 0.0f;
+            }
+          }
+#pragma unroll
+          for (int j = 0; j < GQ_NR; ++j) {
+            const int4 xw = ld_xq(xq + xt * GQ_K + k0 + run_k(j, sub));
 #pragma unroll
             for (int s = 0; s < kSlots; ++s) {
               int si = __dp4a((int)r[s][j].q[0], xw.x, 0);
               si = __dp4a((int)r[s][j].q[1], xw.y, si);
               si = __dp4a((int)r[s][j].q[2], xw.z, si);
               si = __dp4a((int)r[s][j].q[3], xw.w, si);
-              acc[s][t] = fmaf(r[s][j].a * dx, (float)si, acc[s][t]);
-              if (kOffsetTerm) acc[s][t] = fmaf(ceff[s], sx, acc[s][t]);
+              acc[s][t] = fmaf(r[s][j].a * dxv[j], (float)si, acc[s][t]);
+              if (kOffsetTerm) acc[s][t] = fmaf(r[s][j].c - r[s][j].a * (float)GQ_VOFF, sxv[j], acc[s][t]);
             }
           }
         }
+      }
 #else
+#pragma unroll
+      for (int j = 0; j < GQ_NR; ++j) {
+        const int k = k0 + run_k(j, sub);
         // Exact values: byte b -> 2^23 + b (b in the mantissa), minus 2^23 (+128 for int8, which
         // were biased by the xor) + the format's integer offset.
         constexpr float kConv = 8388608.0f + (GQ_SIGNED ? 128.0f : 0.0f) + (float)GQ_VOFF;
@@ -938,8 +977,8 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
             }
           }
         }
-#endif
       }
+#endif
     }
 
     if (c == kNC - 1) {  // the tile's last chunk: reduce over the warp and write
@@ -949,7 +988,7 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
       reduce_step<kVP, 16>(v, lane);
       const float total = v[0];
       const int idx = lane >> kShift;
-      const Tile t = find_tile<kSwiglu>(p, gw + m * n_warps, j);
+      const Tile& t = rt;
       const bool writer = (lane & ((1 << kShift) - 1)) == 0;
 #if GQ_MOE == 2
       {
@@ -980,7 +1019,7 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
     }
     __syncwarp();  // every lane is done with this stage before it is refilled
   }
-  copy_wait<0>();
+  stages_drain();
 }
 
 #if GQ_MOE == 2

@@ -142,7 +142,7 @@ TEST(GemvQuantSelect, GeometryAndScratch) {
     EXPECT_EQ(l.kernel.entry, "gemv_q");
     EXPECT_EQ(
         l.kernel.module.Key(),
-        "GemvQuant.cu<GQ_CW=16,GQ_FMT=12,GQ_K=4096,GQ_MINB=1,GQ_R=2,GQ_ST=4,GQ_SWIGLU=0,GQ_T=1,GQ_WARPS=4,GQ_XQ=0>");
+        "GemvQuant.cu<GQ_FMT=12,GQ_K=4096,GQ_MINB=1,GQ_R=2,GQ_ST=4,GQ_SWIGLU=0,GQ_T=1,GQ_WARPS=4,GQ_XQ=0>");
     EXPECT_EQ(l.block, 128u);
     EXPECT_EQ(l.grid, 512u);  // 2048 tiles of 2 rows, 4 warps per block
   }
@@ -150,11 +150,11 @@ TEST(GemvQuantSelect, GeometryAndScratch) {
     // iq4_xs: 8 lanes per super-block (one 32-element sub-block each), 4 blocks = 544 bytes a chunk;
     // iq4_nl as the other 32-element formats (one lane per block).
     for (auto [d, key] : {std::pair<DType, const char*>{DType::kIQ4_XS,
-                                                        "GemvQuant.cu<GQ_CW=16,GQ_FMT=23,GQ_K=4096,"
+                                                        "GemvQuant.cu<GQ_FMT=23,GQ_K=4096,"
                                                         "GQ_MINB=1,GQ_R=2,GQ_ST=4,GQ_SWIGLU=0,GQ_T=1,"
                                                         "GQ_WARPS=4,GQ_XQ=0>"},
                           std::pair<DType, const char*>{DType::kIQ4_NL,
-                                                        "GemvQuant.cu<GQ_CW=16,GQ_FMT=20,GQ_K=4096,"
+                                                        "GemvQuant.cu<GQ_FMT=20,GQ_K=4096,"
                                                         "GQ_MINB=1,GQ_R=2,GQ_ST=4,GQ_SWIGLU=0,GQ_T=1,"
                                                         "GQ_WARPS=4,GQ_XQ=0>"}}) {
       Case c{Kind::kMatMul, {d}, {4096}, 4096, 1, 1, {}};
@@ -180,8 +180,7 @@ TEST(GemvQuantSelect, GeometryAndScratch) {
     EXPECT_EQ(s->launches[0].kernel.entry, "gemv_q_quantize_x");
     EXPECT_EQ(s->launches[1].kernel.entry, "gemv_q_swiglu");
     EXPECT_EQ(s->launches[0].kernel.module.Key(), s->launches[1].kernel.module.Key());
-    // 4,200-byte rows (not a multiple of 16): 16-byte copies from the boundary below each chunk.
-    EXPECT_NE(s->launches[1].kernel.module.Key().find("GQ_CW=16,"), std::string::npos);
+    // 4,200-byte rows (not a multiple of 16): copies from the 16-byte boundary below each chunk.
     EXPECT_NE(s->launches[1].kernel.module.Key().find("GQ_REALIGN=1,"), std::string::npos);
     EXPECT_EQ(s->scratch_bytes, (8 * 5120 + 8 * 160 * 4 + 8 * 320 * 4 + 255) / 256 * 256);
     EXPECT_EQ(s->launches[1].grid, 12288u / 4);  // 1 gate + 1 up row per tile, one tile per warp
