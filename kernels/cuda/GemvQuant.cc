@@ -31,6 +31,9 @@ RingCopy RingCopyFor(int64_t chunk, int64_t row_bytes) {
   r.slot = (chunk + 15) / 16 * 16 + (r.realign ? 32 : 16);
   return r;
 }
+// Shared memory of a block's rings: every warp's stages, each with its mbarrier (8 bytes).
+constexpr int64_t kStageBarrier = 8;
+int64_t RingBytes(int64_t warps, int64_t stages, int64_t stage) { return warps * stages * (stage + kStageBarrier); }
 void AddCopyDefines(Defines& defs, const RingCopy& rc) {
   if (rc.realign) defs.push_back(Def("GQ_REALIGN", 1));
 }
@@ -99,12 +102,33 @@ std::optional<int64_t> DefineOf(const Launch& l, const std::string& name) {
   return std::nullopt;
 }
 
-int64_t ScratchBytes(int64_t T, int64_t K) {
-  const int64_t b = T * K + T * (K / 32) * 4 + T * (K / 16) * 4;  // GemvQuant.cu's q8 x
-  return (b + 255) / 256 * 256;
+// GemvQuant.cu's q8 x of T rows: int8 values, a scale per 32 and a sum per 16.
+int64_t ScratchBytesUnpadded(int64_t T, int64_t K) { return T * K + T * (K / 32) * 4 + T * (K / 16) * 4; }
+int64_t ScratchBytes(int64_t T, int64_t K) { return (ScratchBytesUnpadded(T, K) + 255) / 256 * 256; }
+
+// Defines that do not fit a selection's budget: the launch is refused rather than failing to compile.
+bool FitsSharedMemory(const Launch& l, const Target& target) {
+  const int64_t bytes = GemvQuantSmemBytes(l);
+  return bytes >= 0 && bytes <= target.smem_per_block;
 }
 
 }  // namespace
+
+int64_t GemvQuantSmemBytes(const Launch& l) {
+  if (l.kernel.module.file != "GemvQuant.cu") return -1;
+  auto def = [&](const char* name, int64_t fallback) { return DefineOf(l, name).value_or(fallback); };
+  const int64_t fmt = def("GQ_FMT", -1), K = def("GQ_K", 0);
+  const QuantFormat* f = nullptr;
+  for (const QuantFormat& q : kFormats)
+    if (ir::InfoOf(q.dtype).ggml_id == fmt) f = &q;
+  if (f == nullptr || K <= 0) return -1;
+  const int64_t chunk = (32 / f->lanes_per_block) * ir::InfoOf(f->dtype).block_bytes;  // kCHB
+  const int64_t slot = (chunk + 15) / 16 * 16 + (def("GQ_REALIGN", 0) ? 32 : 16);    // kCHP
+  const int64_t rows = def("GQ_R", 2), slots = def("GQ_SWIGLU", 0) ? 2 * rows : rows;
+  int64_t bytes = RingBytes(def("GQ_WARPS", 4), def("GQ_ST", 3), slots * slot);
+  if (def("GQ_XQ", 0) == 2) bytes += ScratchBytesUnpadded(def("GQ_T", 1), K);
+  return bytes;
+}
 
 bool GemvQuantReads(ir::DType dtype) { return FormatOf(dtype) != nullptr; }
 
@@ -136,7 +160,7 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
   if (op.kind() == ir::OpKind::kMatMul && groups.size() != 1) return std::nullopt;
 
   const GemvQuantX wanted = options.x.value_or(DefaultGemvQuantX(groups[0].dtype));
-  const int64_t x_bytes = T * K + T * (K / 32) * 4 + T * (K / 16) * 4;  // q8 x (GemvQuant.cu)
+  const int64_t x_bytes = ScratchBytesUnpadded(T, K);  // q8 x staged per block (GQ_XQ = 2)
   OpSelection s;
   s.gemv = true;
   for (const WeightGroup& g : groups) {
@@ -158,8 +182,9 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
       for (int r : {options.rows > 0 ? options.rows : default_rows, 1}) {
         r = std::clamp(r, 1, max_rows);
         const int64_t stage = (swiglu ? 2 : 1) * r * slot;
-        const int64_t st = options.stages > 0 ? options.stages : std::min<int64_t>(ring / (warps * stage), 4);
-        if (st >= 2 && warps * st * stage <= ring) {
+        const int64_t st =
+            options.stages > 0 ? options.stages : std::min<int64_t>(ring / (warps * (stage + kStageBarrier)), 4);
+        if (st >= 2 && RingBytes(warps, st, stage) <= ring) {
           rows = r, stages = static_cast<int>(st);
           break;
         }
@@ -173,9 +198,9 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
       warps = options.warps > 0 ? options.warps : kWarps;
       stages =
           options.stages > 0 ? options.stages : static_cast<int>(std::clamp<int64_t>(kRingBytesPerWarp / stage, 2, 4));
-      while (warps * stages * stage > target.smem_per_block && stages > 2) --stages;
-      while (warps * stages * stage > target.smem_per_block && warps > 1) --warps;
-      if (warps * stages * stage > target.smem_per_block) return std::nullopt;
+      while (RingBytes(warps, stages, stage) > target.smem_per_block && stages > 2) --stages;
+      while (RingBytes(warps, stages, stage) > target.smem_per_block && warps > 1) --warps;
+      if (RingBytes(warps, stages, stage) > target.smem_per_block) return std::nullopt;
       min_blocks = 1;
     }
     int64_t tiles = 0;
@@ -211,6 +236,7 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
       s.launches.insert(s.launches.begin(), q);
       s.scratch_bytes = ScratchBytes(T, K);
     }
+    if (!FitsSharedMemory(l, target)) return std::nullopt;
     s.launches.push_back(std::move(l));
   }
   return s;
@@ -247,8 +273,8 @@ std::optional<Launch> GemvQuantMoeLaunch(const Target& target, ir::DType dtype, 
   const int64_t stage = (swiglu ? 2 : 1) * rows * slot;
   int warps = kWarps;
   int stages = static_cast<int>(std::clamp<int64_t>(kRingBytesPerWarp / stage, 2, 4));
-  while (warps * stages * stage > target.smem_per_block && warps > 1) --warps;
-  if (warps * stages * stage > target.smem_per_block) return std::nullopt;
+  while (RingBytes(warps, stages, stage) > target.smem_per_block && warps > 1) --warps;
+  if (RingBytes(warps, stages, stage) > target.smem_per_block) return std::nullopt;
   const int64_t tiles = slots * ((n + rows - 1) / rows) + shared_rows * ((ns + rows - 1) / rows);
   Launch l;
   l.kernel.module.file = "GemvQuant.cu";
@@ -269,6 +295,7 @@ std::optional<Launch> GemvQuantMoeLaunch(const Target& target, ir::DType dtype, 
   l.block = static_cast<uint32_t>(warps * 32);
   l.grid =
       static_cast<uint32_t>(std::min<int64_t>((tiles + warps - 1) / warps, int64_t{target.sm_count} * kBlocksPerSmCap));
+  if (!FitsSharedMemory(l, target)) return std::nullopt;
   return l;
 }
 

@@ -54,6 +54,12 @@ struct GemvQuantOptions {
 std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& shapes, const Target& target,
                                            const GemvQuantOptions& options = {});
 
+// The static shared memory a GemvQuant.cu product launch (gemv_q, gemv_q_swiglu, the MoE forms)
+// declares, from its defines: every warp's ring stages with their mbarriers, and x staged per block
+// (GQ_XQ = 2). Equal to ptxas's count (checked on every module the host emulation builds); every
+// selection keeps it within the target's smem_per_block. -1 when the launch is not one.
+int64_t GemvQuantSmemBytes(const Launch& launch);
+
 // The MoE forms (kernels/cuda/Moe.cc's decode unit builds on them). gemv_q_quantize_x for up to
 // `rows` rows of K values (its output: GemvQuantXBytes(rows, K) bytes of scratch, 256-aligned).
 Launch GemvQuantXLaunch(const Target& target, int64_t K, int64_t rows);

@@ -225,6 +225,51 @@ TEST(GemvQuantSelect, GeometryAndScratch) {
   }
 }
 
+// Every selection's shared memory (the rings, their mbarriers, x staged per block) fits the target
+// at every format, K, T and activation path: a module over the budget fails in ptxas on the device
+// (the mbarriers, 8 bytes a stage, once did at q5_0 K = 1440 staged). The MoE forms too.
+TEST(GemvQuantSelect, SharedMemoryFitsEverySelection) {
+  const Target t = *TargetPreset("sm_90");
+  int checked = 0;
+  for (DType d : kFormats)
+    for (int64_t K : {256, 704, 1280, 1440, 2816, 4096, 5120, 12288, 17408})
+      for (int64_t T : {1, 2, 5, 8})
+        for (Kind kind : {Kind::kMatMul, Kind::kSwiglu})
+          for (GemvQuantX x : {GemvQuantX::kF32, GemvQuantX::kQ8, GemvQuantX::kQ8Block}) {
+            if (K % ir::InfoOf(d).block_elems != 0) continue;
+            Case c{kind, {d, d}, {64, 64}, K, T, T, {}};
+            if (kind == Kind::kMatMul) c.dtypes.resize(1), c.rows.resize(1);
+            c.options.x = x;
+            auto m = ir::ParseModule(ModuleText(c));
+            ASSERT_TRUE(m.ok()) << m.status();
+            auto s = SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), T, WeightMode::kBlocks), t, c.options);
+            ASSERT_TRUE(s.has_value()) << c.Name();
+            for (const Launch& l : s->launches) {
+              if (l.kernel.entry == "gemv_q_quantize_x") continue;
+              const int64_t bytes = GemvQuantSmemBytes(l);
+              EXPECT_GT(bytes, 0) << c.Name();
+              EXPECT_LE(bytes, t.smem_per_block) << c.Name() << " " << l.kernel.module.Key();
+              ++checked;
+            }
+          }
+  for (DType d : kFormats)
+    for (int64_t K : {704, 1280, 2816, 4096})
+      for (bool swiglu : {false, true}) {
+        if (K % ir::InfoOf(d).block_elems != 0) continue;
+        auto l = GemvQuantMoeLaunch(t, d, K, 9, swiglu, 8, 1280, 1, 1280);
+        ASSERT_TRUE(l.has_value()) << ir::DTypeName(d) << " K=" << K;
+        EXPECT_LE(GemvQuantSmemBytes(*l), t.smem_per_block) << l->kernel.module.Key();
+        auto down = GemvQuantMoeDownLaunch(t, d, K, 9, 1, 4096);
+        ASSERT_TRUE(down.has_value()) << ir::DTypeName(d) << " K=" << K;
+        EXPECT_LE(GemvQuantSmemBytes(*down), t.smem_per_block) << down->kernel.module.Key();
+        checked += 2;
+      }
+  EXPECT_GT(checked, 1000);
+  Launch other;
+  other.kernel.module.file = "Gemv.cu";
+  EXPECT_EQ(GemvQuantSmemBytes(other), -1);
+}
+
 TEST(GemvQuantSelect, Refusals) {
   const Target t = *TargetPreset("sm_90");
   auto select = [&](const Case& c) {
