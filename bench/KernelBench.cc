@@ -175,25 +175,33 @@ struct QuantVariant {
   kc::GemvQuantOptions o;
   bool product_only;  // q8 x: the products only (x quantized once beforehand)
 };
-// f32 x and q8 x as the units select them (+ q8 products only), and with --sweep every rows x
-// stages geometry.
-std::vector<QuantVariant> QuantVariants(ir::DType fmt, bool sweep) {
+// f32 x and q8 x as the units select them (+ q8 products only), and with --sweep q8 x at every
+// rows x stages x grid geometry (grid: the units' one, or capped at 4 or 8 blocks per SM so each
+// warp streams many tiles through one ring).
+std::vector<QuantVariant> QuantVariants(ir::DType fmt, bool sweep, int sm_count) {
   const std::string dn(ir::DTypeName(fmt));
   std::vector<QuantVariant> variants;
   for (kc::GemvQuantX xp : {kc::GemvQuantX::kF32, kc::GemvQuantX::kQ8, kc::GemvQuantX::kQ8Block}) {
     const char* xn = xp == kc::GemvQuantX::kF32 ? "f32-x" : xp == kc::GemvQuantX::kQ8 ? "q8-x" : "q8-x-block";
-    std::vector<std::pair<int, int>> geoms = {{0, 0}};
-    if (sweep)
+    struct Geometry {
+      int rows, stages, blocks_per_sm;
+    };
+    std::vector<Geometry> geoms = {{0, 0, 0}};
+    if (sweep && xp == kc::GemvQuantX::kQ8)
       for (int r : {1, 2, 4})
-        for (int st : {2, 3, 4}) geoms.push_back({r, st});
-    for (auto [r, st] : geoms) {
+        for (int st : {2, 3, 4})
+          for (int b : {0, 4, 8}) geoms.push_back({r, st, b});
+    for (const Geometry& g : geoms) {
       kc::GemvQuantOptions o;
       o.x = xp;
-      o.rows = r;
-      o.stages = st;
-      const std::string g = r ? absl::StrCat(" R=", r, " ST=", st) : "";
-      variants.push_back({absl::StrCat(dn, " ", xn, g), o, false});
-      if (xp == kc::GemvQuantX::kQ8 && !r) variants.push_back({absl::StrCat(dn, " q8-x products only"), o, true});
+      o.rows = g.rows;
+      o.stages = g.stages;
+      o.max_blocks = g.blocks_per_sm * sm_count;
+      const std::string gn = g.rows ? absl::StrCat(" R=", g.rows, " ST=", g.stages,
+                                                   g.blocks_per_sm ? absl::StrCat(" grid=", g.blocks_per_sm, "/SM") : "")
+                                    : "";
+      variants.push_back({absl::StrCat(dn, " ", xn, gn), o, false});
+      if (xp == kc::GemvQuantX::kQ8 && !g.rows) variants.push_back({absl::StrCat(dn, " q8-x products only"), o, true});
     }
   }
   return variants;
@@ -219,7 +227,7 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
         const ir::Op& op = *(*m)->function("f")->Ops().front();
         auto shapes = kc::ShapesAt(op, T, kc::WeightMode::kBlocks);
         if (!shapes.ok()) return Fail(shapes.status());
-        for (const QuantVariant& v : QuantVariants(fmt, sweep))
+        for (const QuantVariant& v : QuantVariants(fmt, sweep, target.sm_count))
           if (auto sel = kc::SelectGemvQuant(op, *shapes, target, v.o))
             for (const kc::Launch& l : sel->launches) mods.push_back(l.kernel.module);
       }
@@ -282,7 +290,7 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
         w.push_back(std::move(*c));
       }
       const size_t nc = w[0].size();
-      const std::vector<QuantVariant> variants = QuantVariants(fmt, sweep);
+      const std::vector<QuantVariant> variants = QuantVariants(fmt, sweep, target.sm_count);
       const double bytes = static_cast<double>(wbytes) * nw;
       std::vector<double> times(variants.size(), 0.0);  // 0: not selected
       for (size_t vi = 0; vi < variants.size(); ++vi) {
