@@ -65,6 +65,20 @@ constexpr int kStagedBlocksPerSm = 2;         // kQ8Block: resident blocks per S
 constexpr int kBlocksPerSmCap = 256;          // grid cap (warps then loop over tiles): blocks of 1 tile per
                                               // warp balance best (the block scheduler is dynamic)
 
+// q4_K / q5_K / q6_K (the Q4_K_M mix): 4 rows per plain tile at T = 1 (x loads and the tile's fixed
+// work over twice the rows) and at most 4 blocks per SM, each warp then streaming many tiles
+// through its ring. Measured with `memra-kernel-bench --section quant --sweep 1` on the H200
+// (bench/RESULTS.md, session 15): q4_K head 72 -> 84 %, 12288 x 4096 44 -> 53 %, 27B down
+// 42 -> 58 %; q6_K head 79 -> 88 % (q8 x). The other formats keep 2 rows and the dynamic grid.
+struct FormatGeometry {
+  int plain_rows;     // rows per gemv_q / gemv_q_group tile at T = 1
+  int blocks_per_sm;  // grid cap per SM
+};
+FormatGeometry GeometryOf(ir::DType t) {
+  if (t == ir::DType::kQ4_K || t == ir::DType::kQ5_K || t == ir::DType::kQ6_K) return {4, 4};
+  return {2, kBlocksPerSmCap};
+}
+
 // The weights of one product launch: one format, <= MEMRA_GEMV_QUANT_MAX weights (operand
 // indices), in operand order.
 struct WeightGroup {
@@ -171,7 +185,9 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
     const RingCopy rc = RingCopyFor(chunk, row_bytes);
     const int64_t slot = rc.slot;  // kCHP
     const int max_rows = swiglu ? 2 : 4;
-    const int default_rows = swiglu ? 1 : 2;
+    // Measured for q8 x (the default); the exact and staged paths keep the first geometry.
+    const FormatGeometry geometry = wanted == GemvQuantX::kQ8 ? GeometryOf(g.dtype) : FormatGeometry{2, kBlocksPerSmCap};
+    const int default_rows = swiglu ? 1 : (T == 1 ? geometry.plain_rows : 2);
     GemvQuantX x = wanted;
     int rows = 0, warps = 0, stages = 0, min_blocks = 1;
     if (x == GemvQuantX::kQ8Block) {
@@ -225,7 +241,7 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
     if (swiglu) AddGluClampDefine(l, op);
     l.kernel.entry = swiglu ? "gemv_q_swiglu" : "gemv_q";
     l.block = static_cast<uint32_t>(warps * 32);
-    int64_t cap = options.max_blocks > 0 ? options.max_blocks : int64_t{target.sm_count} * kBlocksPerSmCap;
+    int64_t cap = options.max_blocks > 0 ? options.max_blocks : int64_t{target.sm_count} * geometry.blocks_per_sm;
     if (x == GemvQuantX::kQ8Block && options.max_blocks <= 0) cap = int64_t{target.sm_count} * min_blocks;
     l.grid = static_cast<uint32_t>(std::min<int64_t>((tiles + warps - 1) / warps, cap));
     if (x == GemvQuantX::kQ8 && s.scratch_bytes == 0) {

@@ -169,6 +169,22 @@ TEST(GemvQuantSelect, GeometryAndScratch) {
     }
   }
   {
+    // q4_K / q5_K / q6_K with q8 x at T = 1: 4 rows a tile, at most 4 blocks per SM (the kernel
+    // bench's sweep); q8_0 keeps 2 rows and a block per 4 tiles; T = 2 keeps 2 rows.
+    for (auto [d, T, rows, grid] : {std::tuple<DType, int64_t, const char*, uint32_t>{DType::kQ4_K, 1, "GQ_R=4,", 528},
+                                    {DType::kQ6_K, 1, "GQ_R=4,", 528},
+                                    {DType::kQ4_K, 2, "GQ_R=2,", 528},
+                                    {DType::kQ8_0, 1, "GQ_R=2,", 1536}}) {
+      Case c{Kind::kMatMul, {d}, {12288}, 4096, T, T, {}};
+      auto m = ir::ParseModule(ModuleText(c));
+      ASSERT_TRUE(m.ok()) << m.status();
+      auto s = SelectGemvQuant(TheOp(**m), *ShapesAt(TheOp(**m), T, WeightMode::kBlocks), t);
+      ASSERT_TRUE(s.has_value()) << c.Name();
+      EXPECT_NE(s->launches.back().kernel.module.Key().find(rows), std::string::npos) << c.Name();
+      EXPECT_EQ(s->launches.back().grid, grid) << c.Name();
+    }
+  }
+  {
     // q8 activations: the quantization first (same module), scratch for T x K int8 + scales + sums.
     Case c{Kind::kSwiglu, {DType::kQ6_K, DType::kQ6_K}, {12288, 12288}, 5120, 8, 8, {}};
     c.options.x = GemvQuantX::kQ8;
@@ -183,7 +199,7 @@ TEST(GemvQuantSelect, GeometryAndScratch) {
     // 4,200-byte rows (not a multiple of 16): copies from the 16-byte boundary below each chunk.
     EXPECT_NE(s->launches[1].kernel.module.Key().find("GQ_REALIGN=1,"), std::string::npos);
     EXPECT_EQ(s->scratch_bytes, (8 * 5120 + 8 * 160 * 4 + 8 * 320 * 4 + 255) / 256 * 256);
-    EXPECT_EQ(s->launches[1].grid, 12288u / 4);  // 1 gate + 1 up row per tile, one tile per warp
+    EXPECT_EQ(s->launches[1].grid, 132u * 4);  // q6_K: at most 4 blocks per SM (warps loop over tiles)
   }
   {
     // A group of mixed formats (the default q8 activations): x quantized once, then one launch per
