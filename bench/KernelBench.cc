@@ -197,9 +197,10 @@ std::vector<QuantVariant> QuantVariants(ir::DType fmt, bool sweep, int sm_count)
       o.rows = g.rows;
       o.stages = g.stages;
       o.max_blocks = g.blocks_per_sm * sm_count;
-      const std::string gn = g.rows ? absl::StrCat(" R=", g.rows, " ST=", g.stages,
-                                                   g.blocks_per_sm ? absl::StrCat(" grid=", g.blocks_per_sm, "/SM") : "")
-                                    : "";
+      const std::string gn = g.rows
+                                 ? absl::StrCat(" R=", g.rows, " ST=", g.stages,
+                                                g.blocks_per_sm ? absl::StrCat(" grid=", g.blocks_per_sm, "/SM") : "")
+                                 : "";
       variants.push_back({absl::StrCat(dn, " ", xn, gn), o, false});
       if (xp == kc::GemvQuantX::kQ8 && !g.rows) variants.push_back({absl::StrCat(dn, " q8-x products only"), o, true});
     }

@@ -137,7 +137,7 @@ int64_t GemvQuantSmemBytes(const Launch& l) {
     if (ir::InfoOf(q.dtype).ggml_id == fmt) f = &q;
   if (f == nullptr || K <= 0) return -1;
   const int64_t chunk = (32 / f->lanes_per_block) * ir::InfoOf(f->dtype).block_bytes;  // kCHB
-  const int64_t slot = (chunk + 15) / 16 * 16 + (def("GQ_REALIGN", 0) ? 32 : 16);    // kCHP
+  const int64_t slot = (chunk + 15) / 16 * 16 + (def("GQ_REALIGN", 0) ? 32 : 16);      // kCHP
   const int64_t rows = def("GQ_R", 2), slots = def("GQ_SWIGLU", 0) ? 2 * rows : rows;
   int64_t bytes = RingBytes(def("GQ_WARPS", 4), def("GQ_ST", 3), slots * slot);
   if (def("GQ_XQ", 0) == 2) bytes += ScratchBytesUnpadded(def("GQ_T", 1), K);
@@ -186,7 +186,8 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
     const int64_t slot = rc.slot;  // kCHP
     const int max_rows = swiglu ? 2 : 4;
     // Measured for q8 x (the default); the exact and staged paths keep the first geometry.
-    const FormatGeometry geometry = wanted == GemvQuantX::kQ8 ? GeometryOf(g.dtype) : FormatGeometry{2, kBlocksPerSmCap};
+    const FormatGeometry geometry =
+        wanted == GemvQuantX::kQ8 ? GeometryOf(g.dtype) : FormatGeometry{2, kBlocksPerSmCap};
     const int default_rows = swiglu ? 1 : (T == 1 ? geometry.plain_rows : 2);
     GemvQuantX x = wanted;
     int rows = 0, warps = 0, stages = 0, min_blocks = 1;
@@ -264,8 +265,7 @@ Launch GemvQuantXLaunch(const Target& target, int64_t K, int64_t rows) {
   // GQ_FMT and GQ_REALIGN only have to admit K (the quantization works per 32 values): q8_0 rows
   // of any block count.
   q.kernel.module.defines = MakeDefines({Def("GQ_FMT", ir::InfoOf(ir::DType::kQ8_0).ggml_id), Def("GQ_K", K),
-                                         Def("GQ_T", 1), Def("GQ_XROWS", rows), Def("GQ_XQ", 1),
-                                         Def("GQ_REALIGN", 1)});
+                                         Def("GQ_T", 1), Def("GQ_XROWS", rows), Def("GQ_XQ", 1), Def("GQ_REALIGN", 1)});
   q.kernel.entry = "gemv_q_quantize_x";
   q.block = 256;
   q.grid = GridFor(target, rows * K, 256);

@@ -524,7 +524,8 @@ struct StageBars {
   int issued = 0;  // items whose copies were committed (in item order)
 };
 __device__ __forceinline__ void stage_bars_init(StageBars&, int) {}
-__device__ __forceinline__ void stage_expect_copy(StageBars&, int, unsigned char* dst, const unsigned char* src, int n) {
+__device__ __forceinline__ void stage_expect_copy(StageBars&, int, unsigned char* dst, const unsigned char* src,
+                                                  int n) {
   gq_emu_copy(dst, src, n);
 }
 __device__ __forceinline__ void stage_arrive(StageBars& b, int) {
@@ -553,24 +554,24 @@ __device__ __forceinline__ void stage_expect_copy(StageBars& b, int st, unsigned
                                                   int n) {
   const unsigned bar = b.base + 8 * st;
   asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(n) : "memory");
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   smem_addr(dst)),
-               "l"(src), "r"(n), "r"(bar)
-               : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_addr(dst)),
+      "l"(src), "r"(n), "r"(bar)
+      : "memory");
 }
 // After every lane's stage_expect_copy for the stage (a __syncwarp between): lane 0 arrives.
 __device__ __forceinline__ void stage_arrive(StageBars& b, int st) {
-  if ((threadIdx.x & 31) == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(b.base + 8 * st) : "memory");
+  if ((threadIdx.x & 31) == 0)
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(b.base + 8 * st) : "memory");
 }
 __device__ __forceinline__ void stage_wait(StageBars& b, int item) {
   const unsigned bar = b.base + 8 * (item % GQ_ST), parity = (unsigned)(item / GQ_ST) & 1u;
   unsigned done = 0;
   do {
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
   } while (!done);
 }
 __device__ __forceinline__ void stages_drain() {}  // every issued stage was waited for

@@ -140,9 +140,8 @@ TEST(GemvQuantSelect, GeometryAndScratch) {
     EXPECT_EQ(s->scratch_bytes, 0);
     const Launch& l = s->launches[0];
     EXPECT_EQ(l.kernel.entry, "gemv_q");
-    EXPECT_EQ(
-        l.kernel.module.Key(),
-        "GemvQuant.cu<GQ_FMT=12,GQ_K=4096,GQ_MINB=1,GQ_R=2,GQ_ST=4,GQ_SWIGLU=0,GQ_T=1,GQ_WARPS=4,GQ_XQ=0>");
+    EXPECT_EQ(l.kernel.module.Key(),
+              "GemvQuant.cu<GQ_FMT=12,GQ_K=4096,GQ_MINB=1,GQ_R=2,GQ_ST=4,GQ_SWIGLU=0,GQ_T=1,GQ_WARPS=4,GQ_XQ=0>");
     EXPECT_EQ(l.block, 128u);
     EXPECT_EQ(l.grid, 512u);  // 2048 tiles of 2 rows, 4 warps per block
   }

@@ -127,8 +127,9 @@ TEST(Selection, WrittenRecordsReadBackAndDriveSelectionsOf) {
   EXPECT_EQ(fresh[0].impl, "row_norm");
   EXPECT_EQ(fresh[1].impl, "gemv");
   EXPECT_EQ(fresh[2].impl, "gemv");
-  EXPECT_EQ(fresh[2].launches[0].kernel.module.Key(), "Gemv.cu<GEMV_K=64,GEMV_W=2,GEMV_WARPS=1>");  // 64 rows: a block each
-  EXPECT_FALSE(fn.Ops().back()->attrs().Has("impl"));  // return: an alias, not recorded
+  EXPECT_EQ(fresh[2].launches[0].kernel.module.Key(),
+            "Gemv.cu<GEMV_K=64,GEMV_W=2,GEMV_WARPS=1>");  // 64 rows: a block each
+  EXPECT_FALSE(fn.Ops().back()->attrs().Has("impl"));     // return: an alias, not recorded
   auto read = SelectionsOf(fn, 1, t, WeightMode::kBf16, /*use_records=*/true);
   ASSERT_TRUE(read.ok()) << read.status();
   ASSERT_EQ(read->size(), fresh.size());
