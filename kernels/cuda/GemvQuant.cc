@@ -25,10 +25,13 @@ struct RingCopy {
   bool realign = false;
   int64_t slot = 0;  // kCHP
 };
+// A row's slot in a stage (GemvQuant.cu kCHP): the chunk rounded up to 16, +16 for the readers'
+// overrun, +16 more for a realigned chunk's shift.
+int64_t SlotBytes(int64_t chunk, bool realign) { return (chunk + 15) / 16 * 16 + (realign ? 32 : 16); }
 RingCopy RingCopyFor(int64_t chunk, int64_t row_bytes) {
   RingCopy r;
   r.realign = row_bytes % 16 != 0 || chunk % 16 != 0;
-  r.slot = (chunk + 15) / 16 * 16 + (r.realign ? 32 : 16);
+  r.slot = SlotBytes(chunk, r.realign);
   return r;
 }
 // Shared memory of a block's rings: every warp's stages, each with its mbarrier (8 bytes).
@@ -137,7 +140,7 @@ int64_t GemvQuantSmemBytes(const Launch& l) {
     if (ir::InfoOf(q.dtype).ggml_id == fmt) f = &q;
   if (f == nullptr || K <= 0) return -1;
   const int64_t chunk = (32 / f->lanes_per_block) * ir::InfoOf(f->dtype).block_bytes;  // kCHB
-  const int64_t slot = (chunk + 15) / 16 * 16 + (def("GQ_REALIGN", 0) ? 32 : 16);      // kCHP
+  const int64_t slot = SlotBytes(chunk, def("GQ_REALIGN", 0) != 0);
   const int64_t rows = def("GQ_R", 2), slots = def("GQ_SWIGLU", 0) ? 2 * rows : rows;
   int64_t bytes = RingBytes(def("GQ_WARPS", 4), def("GQ_ST", 3), slots * slot);
   if (def("GQ_XQ", 0) == 2) bytes += ScratchBytesUnpadded(def("GQ_T", 1), K);

@@ -1,7 +1,7 @@
 // A host emulation of the CUDA features kernels/cuda/GemvQuant.cu uses, for checking the kernels'
 // logic without a GPU (tests/cuda/emulation/run.sh): one block at a time, one std::thread per CUDA
 // thread, warps synchronized by barriers for shuffles / votes / __syncwarp, __shared__ as function
-// statics (blocks run one after another), cp.async copies queued per thread and performed by the
+// statics (blocks run one after another), cp.async and bulk copies queued per thread and performed by the
 // wait that covers their group (so a read before its wait sees stale data, as it could on the GPU).
 // Include it, then the kernel headers with __CUDACC__ defined, then the .cu (GemvQuantEmuConfig.cc).
 #pragma once
@@ -112,7 +112,7 @@ using std::min;
 
 float emu_half(unsigned short h);  // formats::HalfToFloat
 
-// cp.async: copies queued per thread, performed by the wait that covers their group.
+// cp.async and bulk copies: queued per thread, performed by the wait that covers their group.
 struct EmuCopy {
   void* d;
   const void* s;
