@@ -19,6 +19,7 @@
 #include "boost/asio/write.hpp"
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
+#include "llvm/Support/raw_ostream.h"
 
 namespace memra::server {
 
@@ -92,8 +93,31 @@ bool Send(tcp::socket& socket, unsigned version, bool keep_alive, int status, st
   return !ec;
 }
 
+// A server-side failure: clients get a generic message (ErrorJson), the log the whole status.
+void LogFailure(const absl::Status& st) {
+  const int http = HttpStatusOf(st);
+  if (http < 500 || http == 503) return;
+  static std::mutex log_mu;
+  std::lock_guard<std::mutex> l(log_mu);
+  llvm::errs() << "memra serve: a request failed (HTTP " << http << "): " << st.ToString() << "\n";
+}
+
 bool SendError(tcp::socket& socket, unsigned version, bool keep_alive, const absl::Status& st) {
+  LogFailure(st);
   return Send(socket, version, keep_alive, HttpStatusOf(st), ErrorJson(st));
+}
+
+// Whether `authorization` is "Bearer <key>", in time that depends only on the key's length (not on
+// how many leading bytes a guess gets right).
+bool BearerMatches(absl::string_view authorization, const std::string& key) {
+  const std::string expected = absl::StrCat("Bearer ", key);
+  unsigned char diff = authorization.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const unsigned char got = i < authorization.size() ? static_cast<unsigned char>(authorization[i]) : 0;
+    diff |= static_cast<unsigned char>(got ^ static_cast<unsigned char>(expected[i]));
+  }
+  // Keep the compiler from ending the loop at the first difference.
+  return *static_cast<volatile unsigned char*>(&diff) == 0;
 }
 
 // The client closed its side (or reset the connection) while its request runs. A pipelined next
@@ -188,7 +212,7 @@ bool HttpServer::Impl::Handle(tcp::socket& socket, const http::request<http::str
   if (const size_t q = path.find('?'); q != std::string::npos) path.resize(q);
   if (!options.api_key.empty() && absl::StartsWith(path, "/v1/")) {
     const auto auth = req[http::field::authorization];
-    if (auth != absl::StrCat("Bearer ", options.api_key))
+    if (!BearerMatches(absl::string_view(auth.data(), auth.size()), options.api_key))
       return SendError(socket, v, keep,
                        absl::UnauthenticatedError("a valid API key is required (Authorization: Bearer KEY)")) &&
              keep;
@@ -245,6 +269,7 @@ bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http:
   http::write_header(socket, sr, ec);
   bool alive = !ec;
   while (alive && !reply.done() && (*stream)->Next(e)) {
+    if (e.last && e.reason == runtime::FinishReason::kError) LogFailure(e.error);
     const std::string frame = reply.Chunk(e);
     if (frame.empty()) continue;
     alive = WriteChunk(socket, frame);
@@ -270,7 +295,9 @@ std::string HttpServer::Impl::Metrics() {
   metric("requests_total", "counter", "Requests accepted by the engine.", s.requests);
   metric("requests_finished_total", "counter", "Requests that ended (any reason).", s.finished);
   metric("requests_errors_total", "counter", "Requests that ended with an error.", s.errors);
-  metric("requests_cancelled_total", "counter", "Requests cancelled (client gone).", s.cancelled);
+  metric("requests_cancelled_total", "counter", "Requests cancelled (client gone, or past --request-time-limit).",
+         s.cancelled);
+  metric("requests_timed_out_total", "counter", "Requests ended by --request-time-limit.", s.timed_out);
   metric("requests_refused_total", "counter", "Requests refused with 503 (queue full).", s.refused);
   metric("prompt_tokens_total", "counter", "Prompt tokens of accepted requests.", s.prompt_tokens);
   metric("generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens);

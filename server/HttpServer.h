@@ -9,7 +9,9 @@
 //
 // Errors are OpenAI error objects: 400 (malformed JSON or HTTP, bad fields, a prompt over the
 // context), 401 (--api-key set, no or another bearer token), 404, 413 (a body over max_body),
-// 503 (the engine's queue is full, or too many connections). A streaming client that goes away
+// 503 (the engine's queue is full, or too many connections); a failure on the server's side (500)
+// tells the client only that it failed (its message could name files or devices), the server's
+// log says why. The API key is compared in time that does not depend on the guess. A streaming client that goes away
 // cancels its request (its slot is freed at once), streamed or not; a request that has not fully
 // arrived within idle_timeout_s gets 408 and its connection is closed (an idle keep-alive
 // connection just closes), so slow clients cannot hold threads.

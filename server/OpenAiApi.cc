@@ -292,7 +292,12 @@ std::string ErrorJson(const absl::Status& s, int http) {
                      : http == 503 ? "server_overloaded"
                      : http < 500  ? "invalid_request_error"
                                    : "server_error";
-  return json{{"error", {{"message", std::string(s.message())}, {"type", type}, {"code", http}}}}.dump();
+  // A server-side failure's message can name files, devices or kernels: clients get a generic one,
+  // the server's log has the whole status.
+  const std::string message = http >= 500 && http != 503
+                                  ? "the server failed on this request (its log says why)"
+                                  : std::string(s.message());
+  return json{{"error", {{"message", message}, {"type", type}, {"code", http}}}}.dump();
 }
 
 ReplyBuilder::ReplyBuilder(const ApiJob& job, std::string id, int64_t created)

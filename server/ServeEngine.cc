@@ -2,6 +2,7 @@
 
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "llvm/Support/raw_ostream.h"
@@ -31,6 +32,9 @@ ServeEngine::ServeEngine(runtime::BatchBackend& backend, ServeEngineOptions opti
 
 absl::StatusOr<std::unique_ptr<ServeEngine>> ServeEngine::Start(runtime::BatchBackend& backend,
                                                                 ServeEngineOptions options) {
+  if (!(options.max_request_seconds >= 0))
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_request_seconds must be >= 0 (got ", options.max_request_seconds, ")"));
   if (options.max_queue < 1)
     return absl::InvalidArgumentError(absl::StrCat("max_queue must be >= 1 (got ", options.max_queue, ")"));
   std::unique_ptr<ServeEngine> e(new ServeEngine(backend, std::move(options)));
@@ -63,6 +67,7 @@ void ServeEngine::Run(Command& c) {
   auto id = scheduler_->Submit(std::move(c.request), [this, stream](const runtime::TokenEvent& e) {
     if (e.last) {
       live_.erase(e.id);
+      deadlines_.erase(e.id);
       std::lock_guard<std::mutex> l(mu_);
       --in_flight_;
       ++stats_.finished;
@@ -80,12 +85,35 @@ void ServeEngine::Run(Command& c) {
   }
   stream->id_ = *id;
   live_.insert(*id);
+  if (options_.max_request_seconds > 0)
+    deadlines_[*id] = std::chrono::steady_clock::now() +
+                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                          std::chrono::duration<double>(options_.max_request_seconds));
   {
     std::lock_guard<std::mutex> l(mu_);
     ++stats_.requests;
     stats_.prompt_tokens += prompt;
   }
   c.accepted.set_value(absl::OkStatus());
+}
+
+void ServeEngine::EndOverdue() {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<runtime::RequestId> overdue;
+  for (const auto& [id, deadline] : deadlines_)
+    if (deadline <= now) overdue.push_back(id);
+  for (runtime::RequestId id : overdue) {
+    deadlines_.erase(id);
+    // Counted before the cancel, whose last event a reader may act on at once.
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++stats_.timed_out;
+    }
+    if (absl::IsNotFound(scheduler_->Cancel(id))) {  // it had just finished
+      std::lock_guard<std::mutex> l(mu_);
+      --stats_.timed_out;
+    }
+  }
 }
 
 void ServeEngine::Loop() {
@@ -115,6 +143,7 @@ void ServeEngine::Loop() {
       stopped_ = true;
       return;
     }
+    EndOverdue();
     if (!scheduler_->idle()) {
       // A failed step already ended its requests with the error; the engine keeps serving.
       if (absl::Status st = scheduler_->Step(); !st.ok()) llvm::errs() << "memra serve: " << st.ToString() << "\n";

@@ -10,10 +10,12 @@
 //   engine->Cancel(**stream);                               // a client that went away
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -46,10 +48,14 @@ struct ServeEngineOptions {
   runtime::SchedulerOptions scheduler;
   // Requests queued or running at most; more are refused (HTTP 503) instead of waiting unbounded.
   int max_queue = 256;
+  // Wall time a request may take from its submission (queued or running), in seconds; past it the
+  // request ends as cancelled (finish reason "length" with what it generated). 0: no limit.
+  double max_request_seconds = 0;
 };
 
 struct ServeStats {
   int64_t requests = 0, finished = 0, errors = 0, cancelled = 0, refused = 0;
+  int64_t timed_out = 0;  // ended by max_request_seconds (also counted as cancelled)
   int64_t prompt_tokens = 0, generated_tokens = 0, steps = 0;
   int queued = 0, running = 0, slots = 0;
   runtime::BackendMemory memory;      // after the last step
@@ -81,11 +87,14 @@ class ServeEngine {
   ServeEngine(runtime::BatchBackend& backend, ServeEngineOptions options);
   void Loop();
   void Run(Command& c);  // on the engine thread
+  void EndOverdue();     // on the engine thread: cancels requests past max_request_seconds
 
   runtime::BatchBackend& backend_;
   ServeEngineOptions options_;
   std::unique_ptr<runtime::Scheduler> scheduler_;  // the engine thread's alone
   std::set<runtime::RequestId> live_;              // submitted, not finished (engine thread)
+  // Each live request's deadline (engine thread; only with max_request_seconds).
+  std::map<runtime::RequestId, std::chrono::steady_clock::time_point> deadlines_;
   std::mutex mu_;                                  // guards inbox_, stop_, busy_, stats_
   std::condition_variable work_;
   std::deque<std::unique_ptr<Command>> inbox_;

@@ -49,6 +49,11 @@ cl::opt<std::string> ServeAlias("alias", cl::desc("Model id in /v1/models and re
 memra::tools::IntOption<int> ServeMaxQueue("max-queue", {1, 1 << 20},
                                            "Requests queued or running at most; more get HTTP 503", cl::init(256),
                                            cl::sub(kServe));
+memra::tools::IntOption<int> ServeRequestTimeLimit(
+    "request-time-limit", {0, 7 * 86400},
+    "Seconds a request may take from its arrival (queued or generating); past it, it ends with what it generated "
+    "(finish reason length). 0 = no limit",
+    cl::init(600), cl::sub(kServe));
 memra::tools::IntOption<int64_t> ServeBatch("batch-size", {1, memra::tools::kMaxContext},
                                             "Rows per scheduler step (decode rows first, prompt chunks in the rest)",
                                             cl::init(512), cl::sub(kServe));
@@ -170,6 +175,7 @@ int RunServe() {
 
   server::ServeEngineOptions eo;
   eo.max_queue = ServeMaxQueue;
+  eo.max_request_seconds = ServeRequestTimeLimit;
   eo.scheduler.step_tokens = std::max<int64_t>(std::min<int64_t>(ServeBatch, slots.max_step_rows()),
                                                runtime::MinStepTokens(slots.slots(), eo.scheduler.prefill_align));
   eo.scheduler.detokenizer = runtime::TokenizerDetokenizer(tok);

@@ -1,7 +1,8 @@
 // server/HttpServer.h before the model is loaded: it already listens, /health answers 503
 // {"status": "loading"} and every other route 503 with an OpenAI error object, and it stops
-// cleanly without ever having been Ready(). (The routes after Ready() are tested end to end by
-// tests/cli/serve_openai.sh against memra serve.)
+// cleanly without ever having been Ready(). After Ready(), on the counting backend
+// (tests/server/CountingBackend.h): the API key check, and a server-side failure's message kept
+// from the client. (The routes are tested end to end by tests/cli/serve_openai.sh.)
 #include "server/HttpServer.h"
 
 #include <arpa/inet.h>
@@ -9,10 +10,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <memory>
 #include <string>
 #include <thread>
 
+#include "frontends/gguf/GgufFile.h"
+#include "frontends/tokenizer/Tokenizer.h"
 #include "gtest/gtest.h"
+#include "server/ServeEngine.h"
+#include "tests/server/CountingBackend.h"
 
 namespace memra::server {
 namespace {
@@ -63,6 +69,85 @@ TEST(HttpServer, AnswersLoadingUntilReady) {
   (*server)->Stop();
   run.join();
   server->reset();
+}
+
+// A served model: the Qwen3 vocabulary and chat template (tests/data/tokenizer) over the counting
+// backend, so a greedy completion's ids are known.
+struct Served {
+  Served() {
+    auto file = gguf::GgufFile::Open(MEMRA_TEST_DATA_DIR "/tokenizer/qwen3-vocab.gguf");
+    EXPECT_TRUE(file.ok()) << file.status();
+    auto t = tokenizer::Tokenizer::FromGguf(**file);
+    EXPECT_TRUE(t.ok()) << t.status();
+    tok = std::move(*t);
+    backend = std::make_unique<CountingBackend>(2, 64, tok->n_vocab());
+    auto e = ServeEngine::Start(*backend);
+    EXPECT_TRUE(e.ok()) << e.status();
+    engine = std::move(*e);
+  }
+  ApiContext api() const { return ApiContext{tok.get(), nullptr, "counting", 64}; }
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  std::unique_ptr<CountingBackend> backend;
+  std::unique_ptr<ServeEngine> engine;
+};
+
+std::string Post(int port, const std::string& path, const std::string& body, const std::string& extra_headers = "") {
+  return Exchange(port, "POST " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + extra_headers +
+                            "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+                            "\r\n\r\n" + body);
+}
+
+TEST(HttpServer, ApiKeyGuardsTheV1Routes) {
+  Served m;
+  HttpServerOptions o;
+  o.port = 0;
+  o.api_key = "s3cret-key";
+  auto server = HttpServer::Listen(o, m.api(), *m.engine);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::thread run([&] { (*server)->Run(); });
+  const int port = (*server)->port();
+  const std::string body = R"({"prompt": [100, 200], "max_tokens": 3, "temperature": 0})";
+  // No key, a wrong key of the same length, a prefix of the key, the key with more after it.
+  for (const std::string& auth : {std::string(), std::string("Authorization: Bearer s3cret-kez\r\n"),
+                                  std::string("Authorization: Bearer s3cret\r\n"),
+                                  std::string("Authorization: Bearer s3cret-key2\r\n"),
+                                  std::string("Authorization: s3cret-key\r\n")}) {
+    const std::string r = Post(port, "/v1/completions", body, auth);
+    EXPECT_NE(r.find("HTTP/1.1 401"), std::string::npos) << auth << r;
+    EXPECT_NE(r.find("authentication_error"), std::string::npos) << r;
+  }
+  const std::string ok = Post(port, "/v1/completions", body, "Authorization: Bearer s3cret-key\r\n");
+  EXPECT_NE(ok.find("HTTP/1.1 200"), std::string::npos) << ok;
+  EXPECT_NE(ok.find("\"completion_tokens\":3"), std::string::npos) << ok;
+  // /health needs no key (load balancers probe it).
+  EXPECT_NE(Exchange(port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").find("HTTP/1.1 200"),
+            std::string::npos);
+  (*server)->Stop();
+  run.join();
+}
+
+TEST(HttpServer, AServerFailureTellsTheClientNoDetails) {
+  Served m;
+  m.backend->FailSteps(absl::InternalError("cuLaunchKernel failed for /home/someone/.cache/memra/ab12.cubin"));
+  HttpServerOptions o;
+  o.port = 0;
+  auto server = HttpServer::Listen(o, m.api(), *m.engine);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::thread run([&] { (*server)->Run(); });
+  const int port = (*server)->port();
+  for (const char* body : {R"({"prompt": [100, 200], "max_tokens": 3})",
+                           R"({"prompt": [100, 200], "max_tokens": 3, "stream": true})"}) {
+    const std::string r = Post(port, "/v1/completions", body);
+    EXPECT_EQ(r.find("/home/someone"), std::string::npos) << r;
+    EXPECT_EQ(r.find("cubin"), std::string::npos) << r;
+    EXPECT_NE(r.find("the server failed on this request"), std::string::npos) << r;
+  }
+  // Healed, the same server answers again.
+  m.backend->FailSteps(absl::OkStatus());
+  const std::string r = Post(port, "/v1/completions", R"({"prompt": [100, 200], "max_tokens": 2})");
+  EXPECT_NE(r.find("HTTP/1.1 200"), std::string::npos) << r;
+  (*server)->Stop();
+  run.join();
 }
 
 }  // namespace
