@@ -294,9 +294,8 @@ std::string ErrorJson(const absl::Status& s, int http) {
                                    : "server_error";
   // A server-side failure's message can name files, devices or kernels: clients get a generic one,
   // the server's log has the whole status.
-  const std::string message = http >= 500 && http != 503
-                                  ? "the server failed on this request (its log says why)"
-                                  : std::string(s.message());
+  const std::string message =
+      http >= 500 && http != 503 ? "the server failed on this request (its log says why)" : std::string(s.message());
   return json{{"error", {{"message", message}, {"type", type}, {"code", http}}}}.dump();
 }
 

@@ -86,9 +86,9 @@ void ServeEngine::Run(Command& c) {
   stream->id_ = *id;
   live_.insert(*id);
   if (options_.max_request_seconds > 0)
-    deadlines_[*id] = std::chrono::steady_clock::now() +
-                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                          std::chrono::duration<double>(options_.max_request_seconds));
+    deadlines_[*id] =
+        std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                               std::chrono::duration<double>(options_.max_request_seconds));
   {
     std::lock_guard<std::mutex> l(mu_);
     ++stats_.requests;

@@ -95,7 +95,7 @@ class ServeEngine {
   std::set<runtime::RequestId> live_;              // submitted, not finished (engine thread)
   // Each live request's deadline (engine thread; only with max_request_seconds).
   std::map<runtime::RequestId, std::chrono::steady_clock::time_point> deadlines_;
-  std::mutex mu_;                                  // guards inbox_, stop_, busy_, stats_
+  std::mutex mu_;  // guards inbox_, stop_, busy_, stats_
   std::condition_variable work_;
   std::deque<std::unique_ptr<Command>> inbox_;
   bool stop_ = false, stopped_ = false;

@@ -41,8 +41,8 @@ class CountingBackend : public runtime::BatchBackend {
       if (e.slot < 0 || e.slot >= slots()) return absl::OutOfRangeError(absl::StrCat("no slot ", e.slot));
       int64_t& pos = pos_[static_cast<size_t>(e.slot)];
       if (e.first_pos != pos || e.tokens.empty() || pos + static_cast<int64_t>(e.tokens.size()) > ctx_)
-        return absl::InternalError(absl::StrCat("slot ", e.slot, " at ", pos, ": an entry at ", e.first_pos,
-                                                " of ", e.tokens.size(), " tokens"));
+        return absl::InternalError(absl::StrCat("slot ", e.slot, " at ", pos, ": an entry at ", e.first_pos, " of ",
+                                                e.tokens.size(), " tokens"));
       pos += static_cast<int64_t>(e.tokens.size());
       if (!e.sampled()) continue;
       out[i].logits.assign(static_cast<size_t>(vocab_), 0.0f);

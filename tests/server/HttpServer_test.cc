@@ -108,10 +108,10 @@ TEST(HttpServer, ApiKeyGuardsTheV1Routes) {
   const int port = (*server)->port();
   const std::string body = R"({"prompt": [100, 200], "max_tokens": 3, "temperature": 0})";
   // No key, a wrong key of the same length, a prefix of the key, the key with more after it.
-  for (const std::string& auth : {std::string(), std::string("Authorization: Bearer s3cret-kez\r\n"),
-                                  std::string("Authorization: Bearer s3cret\r\n"),
-                                  std::string("Authorization: Bearer s3cret-key2\r\n"),
-                                  std::string("Authorization: s3cret-key\r\n")}) {
+  for (const std::string& auth :
+       {std::string(), std::string("Authorization: Bearer s3cret-kez\r\n"),
+        std::string("Authorization: Bearer s3cret\r\n"), std::string("Authorization: Bearer s3cret-key2\r\n"),
+        std::string("Authorization: s3cret-key\r\n")}) {
     const std::string r = Post(port, "/v1/completions", body, auth);
     EXPECT_NE(r.find("HTTP/1.1 401"), std::string::npos) << auth << r;
     EXPECT_NE(r.find("authentication_error"), std::string::npos) << r;
@@ -135,8 +135,8 @@ TEST(HttpServer, AServerFailureTellsTheClientNoDetails) {
   ASSERT_TRUE(server.ok()) << server.status();
   std::thread run([&] { (*server)->Run(); });
   const int port = (*server)->port();
-  for (const char* body : {R"({"prompt": [100, 200], "max_tokens": 3})",
-                           R"({"prompt": [100, 200], "max_tokens": 3, "stream": true})"}) {
+  for (const char* body :
+       {R"({"prompt": [100, 200], "max_tokens": 3})", R"({"prompt": [100, 200], "max_tokens": 3, "stream": true})"}) {
     const std::string r = Post(port, "/v1/completions", body);
     EXPECT_EQ(r.find("/home/someone"), std::string::npos) << r;
     EXPECT_EQ(r.find("cubin"), std::string::npos) << r;
