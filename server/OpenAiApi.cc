@@ -11,6 +11,7 @@
 #include "frontends/tokenizer/Tokenizer.h"
 #include "ir/StatusMacros.h"
 #include "nlohmann/json.hpp"
+#include "server/JsonText.h"
 
 namespace memra::server {
 namespace {
@@ -225,7 +226,7 @@ absl::StatusOr<ApiJob> ParseChatRequest(absl::string_view body, const ApiContext
     }
     *c = text;
   }
-  auto to_json = [](const json& v) { return tokenizer::Json::Parse(v.dump()); };
+  auto to_json = [](const json& v) { return tokenizer::Json::Parse(JsonText(v)); };
   auto msgs = to_json(messages);
   if (!msgs.ok()) return absl::InternalError(std::string(msgs.status().message()));
   in.messages = std::move(*msgs);
@@ -259,7 +260,7 @@ absl::StatusOr<ApiJob> ParseChatRequest(absl::string_view body, const ApiContext
 
 std::string ModelsJson(const ApiContext& ctx, int64_t created) {
   json m = {{"id", ctx.model}, {"object", "model"}, {"created", created}, {"owned_by", "memra"}};
-  return json{{"object", "list"}, {"data", json::array({m})}}.dump();
+  return JsonText(json{{"object", "list"}, {"data", json::array({m})}});
 }
 
 int HttpStatusOf(const absl::Status& s) {
@@ -296,7 +297,7 @@ std::string ErrorJson(const absl::Status& s, int http) {
   // the server's log has the whole status.
   const std::string message =
       http >= 500 && http != 503 ? "the server failed on this request (its log says why)" : std::string(s.message());
-  return json{{"error", {{"message", message}, {"type", type}, {"code", http}}}}.dump();
+  return JsonText(json{{"error", {{"message", message}, {"type", type}, {"code", http}}}});
 }
 
 ReplyBuilder::ReplyBuilder(const ApiJob& job, std::string id, int64_t created)
@@ -328,7 +329,7 @@ std::string ReplyBuilder::Chunk(const runtime::TokenEvent& e) {
               {"model", job_.model},
               {"choices", choice.is_null() ? json::array() : json::array({choice})}};
     if (usage != nullptr) c["usage"] = *usage;
-    absl::StrAppend(&out, "data: ", c.dump(), "\n\n");
+    absl::StrAppend(&out, "data: ", JsonText(c), "\n\n");
   };
   if (e.reason == runtime::FinishReason::kError) {
     error_ = e.error;
@@ -469,7 +470,7 @@ std::string ReplyBuilder::Json() const {
                 {"model", job_.model},
                 {"choices", json::array({choice})},
                 {"usage", UsageJson(usage_)}};
-  return reply.dump();
+  return JsonText(reply);
 }
 
 }  // namespace memra::server

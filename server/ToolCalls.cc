@@ -7,6 +7,7 @@
 
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
+#include "server/JsonText.h"
 
 namespace memra::server {
 namespace {
@@ -130,7 +131,7 @@ std::optional<ToolCall> ParseQwenBlock(absl::string_view body) {
     }
     body = absl::StripAsciiWhitespace(body);
     if (body != "</function>" || c.name.empty()) return std::nullopt;
-    c.arguments = args.dump();
+    c.arguments = JsonText(args);
     return c;
   }
   json j = json::parse(body.begin(), body.end(), nullptr, false);
@@ -138,7 +139,7 @@ std::optional<ToolCall> ParseQwenBlock(absl::string_view body) {
   ToolCall c;
   c.name = j["name"].get<std::string>();
   const json args = j.value("arguments", json::object());
-  c.arguments = args.is_string() ? args.get<std::string>() : args.dump();
+  c.arguments = args.is_string() ? args.get<std::string>() : JsonText(args);
   return c;
 }
 

@@ -126,6 +126,26 @@ TEST(HttpServer, ApiKeyGuardsTheV1Routes) {
   run.join();
 }
 
+// Found by tests/fuzz/HttpServer_fuzz: a request target that is not UTF-8 went into the 404's
+// message, and serializing it threw on the connection's thread (the process ended).
+TEST(HttpServer, ARouteThatIsNotUtf8GetsA404) {
+  Served m;
+  HttpServerOptions o;
+  o.port = 0;
+  auto server = HttpServer::Listen(o, m.api(), *m.engine);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::thread run([&] { (*server)->Run(); });
+  const int port = (*server)->port();
+  const std::string r = Post(port, "/v1/com\xd2pletions", R"({"prompt": "hi"})");
+  EXPECT_NE(r.find("HTTP/1.1 404"), std::string::npos) << r;
+  EXPECT_NE(r.find("no route for POST /v1/com\xef\xbf\xbdpletions"), std::string::npos) << r;
+  // The server still answers.
+  EXPECT_NE(Post(port, "/v1/completions", R"({"prompt": [1], "max_tokens": 1})").find("HTTP/1.1 200"),
+            std::string::npos);
+  (*server)->Stop();
+  run.join();
+}
+
 TEST(HttpServer, AServerFailureTellsTheClientNoDetails) {
   Served m;
   m.backend->FailSteps(absl::InternalError("cuLaunchKernel failed for /home/someone/.cache/memra/ab12.cubin"));
