@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "codegen/KernelSources.h"
 #include "codegen/Nvrtc.h"
 #include "ir/StatusMacros.h"
+#include "ir/support/AtomicFile.h"
 #include "llvm/Support/xxhash.h"
 
 namespace memra::codegen {
@@ -88,11 +90,39 @@ absl::StatusOr<std::string> KernelCompiler::CacheKey(const ModuleSpec& m) const 
 }
 
 namespace {
-bool ReadAll(const std::string& path, std::vector<uint8_t>* out) {
+// A cache entry is the cubin, then 8 bytes of magic and its xxHash64 (little-endian): an entry cut
+// short (a full disk, a crash in an older version) or changed on disk is a miss, compiled again and
+// rewritten, never loaded.
+constexpr char kEntryMagic[8] = {'m', 'e', 'm', 'r', 'a', 'c', 'u', '1'};
+constexpr size_t kEntryTrailer = sizeof(kEntryMagic) + 8;
+
+uint64_t EntryHash(const std::vector<uint8_t>& cubin) { return llvm::xxHash64(llvm::ArrayRef<uint8_t>(cubin)); }
+
+// The entry's cubin, or false when it is missing or does not check.
+bool ReadEntry(const std::string& path, std::vector<uint8_t>* out) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return false;
   out->assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  return !out->empty();
+  if (out->size() <= kEntryTrailer) return false;
+  const size_t n = out->size() - kEntryTrailer;
+  if (std::memcmp(out->data() + n, kEntryMagic, sizeof(kEntryMagic)) != 0) return false;
+  uint64_t stored = 0;
+  for (int i = 7; i >= 0; --i) stored = (stored << 8) | (*out)[n + sizeof(kEntryMagic) + static_cast<size_t>(i)];
+  out->resize(n);
+  return EntryHash(*out) == stored;
+}
+
+void WriteEntry(const std::string& path, const std::vector<uint8_t>& cubin) {
+  uint8_t trailer[kEntryTrailer];
+  std::memcpy(trailer, kEntryMagic, sizeof(kEntryMagic));
+  const uint64_t h = EntryHash(cubin);
+  for (int i = 0; i < 8; ++i)
+    trailer[sizeof(kEntryMagic) + static_cast<size_t>(i)] = static_cast<uint8_t>(h >> (8 * i));
+  // A temporary renamed into place: concurrent processes never see a partial file, and a full
+  // disk leaves no entry (the cache is best effort: the cubin is used either way).
+  auto file = AtomicFile::Create(path);
+  if (file.ok() && (*file)->Write(cubin.data(), cubin.size()).ok() && (*file)->Write(trailer, sizeof(trailer)).ok())
+    (void)(*file)->Commit();
 }
 }  // namespace
 
@@ -107,7 +137,7 @@ absl::StatusOr<std::shared_ptr<const std::vector<uint8_t>>> KernelCompiler::Comp
   const std::string path = absl::StrCat(dir, "/", key, ".cubin");
   if (use_disk) {
     auto bytes = std::make_shared<std::vector<uint8_t>>();
-    if (ReadAll(path, bytes.get())) {
+    if (ReadEntry(path, bytes.get())) {
       *disk_hit = true;
       return std::shared_ptr<const std::vector<uint8_t>>(bytes);
     }
@@ -120,17 +150,7 @@ absl::StatusOr<std::shared_ptr<const std::vector<uint8_t>>> KernelCompiler::Comp
   if (use_disk) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    if (!ec) {
-      // Write to a unique temporary name, then rename: concurrent processes never see a partial file.
-      std::ostringstream tmp;
-      tmp << path << ".tmp." << std::this_thread::get_id() << "." << reinterpret_cast<uintptr_t>(&cubin);
-      {
-        std::ofstream f(tmp.str(), std::ios::binary);
-        f.write(reinterpret_cast<const char*>(cubin.data()), static_cast<std::streamsize>(cubin.size()));
-      }
-      std::filesystem::rename(tmp.str(), path, ec);
-      if (ec) std::filesystem::remove(tmp.str(), ec);
-    }
+    if (!ec) WriteEntry(path, cubin);
   }
   return std::make_shared<const std::vector<uint8_t>>(std::move(cubin));
 }

@@ -8,7 +8,8 @@
 //
 // KernelCompiler compiles modules with NVRTC for one architecture (sm_90 on the H200; sm_90a
 // where a template uses wgmma), keeps an on-disk cubin cache keyed by a hash of source, headers,
-// options, arch and NVRTC version (default ~/.cache/memra, overridable by options), compiles
+// options, arch and NVRTC version (default ~/.cache/memra, overridable by options; each entry
+// carries its xxHash64, so a truncated or altered one is compiled again, never loaded), compiles
 // the misses in parallel on all cores, and counts hits, compiles and compile time. Cubins
 // compiled ahead of time (a plan's kernel table) can be seeded with AddPrecompiled: CompileAll
 // takes them before the disk cache and NVRTC.

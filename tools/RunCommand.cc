@@ -21,6 +21,7 @@
 #include "frontends/tokenizer/ChatTemplate.h"
 #include "frontends/tokenizer/Tokenizer.h"
 #include "ir/Printer.h"
+#include "ir/support/AtomicFile.h"
 #include "llvm/Support/raw_ostream.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
@@ -686,10 +687,11 @@ int RunRun() {
   console.EndLine();
   if (!stats.ok()) return Fail(stats.status());
   if (!RunLogitsOut.empty()) {
-    std::ofstream out(std::string(RunLogitsOut), std::ios::binary);
-    out.write(reinterpret_cast<const char*>(prompt_logits.data()),
-              static_cast<std::streamsize>(prompt_logits.size() * sizeof(float)));
-    if (!out) return Fail(absl::PermissionDeniedError(absl::StrCat("cannot write ", std::string(RunLogitsOut))));
+    auto out = memra::AtomicFile::Create(RunLogitsOut);
+    if (!out.ok()) return Fail(out.status());
+    if (absl::Status st = (*out)->Write(prompt_logits.data(), prompt_logits.size() * sizeof(float)); !st.ok())
+      return Fail(st);
+    if (absl::Status st = (*out)->Commit(); !st.ok()) return Fail(st);
     llvm::errs() << absl::StrFormat("memra run: wrote %s (f32 [%d, %d])\n", std::string(RunLogitsOut), prompt.size(),
                                     s.n_vocab());
   }

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "frontends/gguf/GgufFile.h"
 #include "ir/StatusMacros.h"
+#include "ir/support/AtomicFile.h"
 
 namespace memra::gguf {
 
@@ -157,25 +158,13 @@ class detail::GgufSink {
 
 namespace {
 
-class FdSink : public detail::GgufSink {
+class FileSink : public detail::GgufSink {
  public:
-  FdSink(int fd, const std::string& path) : fd_(fd), path_(path) {}
-  absl::Status Append(const uint8_t* data, size_t n) override {
-    while (n > 0) {
-      ssize_t w = ::write(fd_, data, std::min<size_t>(n, size_t{1} << 30));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return absl::InternalError(absl::StrCat(path_, ": write failed: ", std::strerror(errno)));
-      }
-      data += w;
-      n -= static_cast<size_t>(w);
-    }
-    return absl::OkStatus();
-  }
+  explicit FileSink(AtomicFile& file) : file_(file) {}
+  absl::Status Append(const uint8_t* data, size_t n) override { return file_.Write(data, n); }
 
  private:
-  int fd_;
-  const std::string& path_;
+  AtomicFile& file_;
 };
 
 class BytesSink : public detail::GgufSink {
@@ -354,16 +343,10 @@ absl::Status CheckWritableDestination(const std::string& path) {
 
 absl::Status GgufWriter::Write(const std::string& path, const Progress& progress) const {
   MEMRA_RETURN_IF_ERROR(CheckWritableDestination(path));
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
-  FdSink sink(fd, tmp);
-  absl::Status s = WriteTo(sink, progress);
-  if (::close(fd) != 0 && s.ok()) s = absl::InternalError(absl::StrCat(tmp, ": close failed: ", std::strerror(errno)));
-  if (s.ok() && std::rename(tmp.c_str(), path.c_str()) != 0)
-    s = absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(errno)));
-  if (!s.ok()) ::unlink(tmp.c_str());
-  return s;
+  MEMRA_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFile> file, AtomicFile::Create(path));
+  FileSink sink(*file);
+  MEMRA_RETURN_IF_ERROR(WriteTo(sink, progress));
+  return file->Commit();
 }
 
 absl::StatusOr<std::vector<uint8_t>> GgufWriter::WriteToBytes() const {

@@ -18,6 +18,7 @@
 #include "ir/Printer.h"
 #include "ir/StatusMacros.h"
 #include "ir/Verifier.h"
+#include "ir/support/AtomicFile.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/SHA256.h"
@@ -518,12 +519,10 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view bytes, absl::string_view source
 }
 
 absl::Status WritePlan(const Plan& plan, const std::string& path) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
   const std::string bytes = SerializePlan(plan);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write the plan ", path));
-  return absl::OkStatus();
+  MEMRA_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFile> file, AtomicFile::Create(path));
+  MEMRA_RETURN_IF_ERROR(file->Write(bytes.data(), bytes.size()));
+  return file->Commit();
 }
 
 absl::StatusOr<Plan> ReadPlan(const std::string& path) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "codegen/KernelCompiler.h"
@@ -169,6 +170,64 @@ TEST(NvrtcCompileTest, TinyModelPlanCompilesForSm90) {
   EXPECT_EQ((*again)->stats().compiled, 0);
   ASSERT_TRUE((*again)->CompileAll(mods).ok());
   EXPECT_EQ((*again)->stats().memory_hits, static_cast<int64_t>(mods.size()));
+  std::filesystem::remove_all(dir);
+}
+
+// A cache entry cut short or changed on disk (a full disk, a bad sector, a hand edit) is a miss:
+// compiled again, identical to the first compile, and rewritten, so the next process hits it.
+TEST(NvrtcCompileTest, DamagedCacheEntriesAreCompiledAgain) {
+  auto nvrtc = Nvrtc::Load();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available here: " << nvrtc.status();
+  ModuleSpec m;
+  m.file = "Gemv.cu";
+  m.defines = MakeDefines({Def("GEMV_K", 256), Def("GEMV_W", 1), Def("GEMV_WARPS", 4), Def("GEMV_STAGE_X", 0)});
+  const std::string dir = ::testing::TempDir() + "/memra-nvrtc-damaged-cache";
+  std::filesystem::remove_all(dir);
+  CompileOptions o;
+  o.arch = 90;
+  o.cache_dir = dir;
+  auto first = KernelCompiler::Create(o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto cubins = (*first)->CompileAll({m});
+  ASSERT_TRUE(cubins.ok()) << cubins.status();
+  const std::vector<uint8_t> good = *(*cubins)[0];
+  std::vector<std::filesystem::path> entries;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) entries.push_back(e.path());
+  ASSERT_EQ(entries.size(), 1u) << "one entry, no temporary left behind";
+  const std::filesystem::path entry = entries[0];
+  const auto size = std::filesystem::file_size(entry);
+
+  auto damage = [&](const char* how) {
+    if (std::string(how) == "truncated") {
+      std::filesystem::resize_file(entry, size / 2);
+    } else if (std::string(how) == "bit flipped") {
+      std::fstream f(entry, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(static_cast<std::streamoff>(size / 3));
+      char c = 0;
+      f.read(&c, 1);
+      c = static_cast<char>(c ^ 0x10);
+      f.seekp(static_cast<std::streamoff>(size / 3));
+      f.write(&c, 1);
+    } else {  // the bare cubin, as caches before the checksum held it
+      std::filesystem::resize_file(entry, good.size());
+    }
+  };
+  for (const char* how : {"truncated", "bit flipped", "without its checksum"}) {
+    damage(how);
+    auto again = KernelCompiler::Create(o);
+    ASSERT_TRUE(again.ok());
+    auto c = (*again)->CompileAll({m});
+    ASSERT_TRUE(c.ok()) << how << ": " << c.status();
+    EXPECT_EQ((*again)->stats().disk_hits, 0) << how;
+    EXPECT_EQ((*again)->stats().compiled, 1) << how;
+    EXPECT_EQ(*(*c)[0], good) << how;
+    EXPECT_EQ(std::filesystem::file_size(entry), size) << how << ": the entry was rewritten";
+    auto next = KernelCompiler::Create(o);
+    ASSERT_TRUE(next.ok());
+    ASSERT_TRUE((*next)->CompileAll({m}).ok());
+    EXPECT_EQ((*next)->stats().disk_hits, 1) << how;
+  }
   std::filesystem::remove_all(dir);
 }
 

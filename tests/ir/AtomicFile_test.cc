@@ -1,0 +1,76 @@
+// ir/support/AtomicFile.h: a committed file holds exactly what was written and nothing else is
+// left beside it; an uncommitted one leaves nothing; errors name the file.
+#include "ir/support/AtomicFile.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace memra {
+namespace {
+
+std::string ReadFile(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+size_t FilesIn(const std::filesystem::path& dir) {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++n;
+  return n;
+}
+
+class AtomicFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("atomic-file-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(AtomicFileTest, CommitReplacesTheFileWhole) {
+  const std::string path = (dir_ / "out.bin").string();
+  { std::ofstream(path) << "old contents"; }
+  auto f = AtomicFile::Create(path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_TRUE((*f)->Write("new ", 4).ok());
+  EXPECT_EQ(ReadFile(path), "old contents") << "the old file stays until the commit";
+  EXPECT_EQ(FilesIn(dir_), 2u) << "the old file and the temporary";
+  ASSERT_TRUE((*f)->Write("bytes", 5).ok());
+  ASSERT_TRUE((*f)->Commit().ok());
+  EXPECT_EQ(ReadFile(path), "new bytes");
+  EXPECT_EQ(FilesIn(dir_), 1u);
+  const absl::Status again = (*f)->Commit();
+  EXPECT_FALSE(again.ok());
+  EXPECT_NE(again.message().find("out.bin"), std::string::npos) << again;
+  EXPECT_FALSE((*f)->Write("x", 1).ok());
+}
+
+TEST_F(AtomicFileTest, UncommittedLeavesNothing) {
+  const std::string path = (dir_ / "never.bin").string();
+  {
+    auto f = AtomicFile::Create(path);
+    ASSERT_TRUE(f.ok()) << f.status();
+    ASSERT_TRUE((*f)->Write("partial", 7).ok());
+  }
+  EXPECT_EQ(FilesIn(dir_), 0u);
+}
+
+TEST_F(AtomicFileTest, AMissingFolderIsNamed) {
+  const std::string path = (dir_ / "no-such-folder" / "x.plan").string();
+  auto f = AtomicFile::Create(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find(path), std::string::npos) << f.status();
+}
+
+}  // namespace
+}  // namespace memra
