@@ -4,7 +4,11 @@
 # GPU machine (tests read tests/data/ relative to it):
 #
 #   bash bench/gpu_suite.sh build-gpu/gpu-bundle.tar.xz [all|--tests-only|--bench-only] [PRESETS...]
+#   bash bench/gpu_suite.sh build-gpu/gpu-bundle.tar.xz --sanitize [BUDGET_S] [TOOLS...]
 #
+# --sanitize: compute-sanitizer (memcheck with leak checking, racecheck, initcheck, synccheck) over
+# the GPU tests and one prefill + decode per model family, a table of error counts last
+# (bench/gpu_sanitize.sh; BUDGET_S default 480).
 # PRESETS: the `memra gen` presets to benchmark (default: 0.8b 9b). When .device/demo-f32-bf16r.gguf.xz
 # is carried (tools/convert_hf_to_gguf.py --type f32 --round-bf16 of the demo checkpoint, xz'ed),
 # the demo model's greedy text on the GPU is checked against PyTorch's (tools/train_demo/check_greedy.py).
@@ -17,13 +21,22 @@ set -uo pipefail
 bundle=${1:?usage: gpu_suite.sh BUNDLE.tar.xz [--tests-only|--bench-only]}
 mode=${2:-all}
 shift $(( $# < 2 ? $# : 2 ))
-presets=${*:-0.8b 9b}
+presets=${*:-}
+[ "$mode" = "--sanitize" ] || presets=${presets:-0.8b 9b}
 out=${OUT:-/tmp/memra-gpu-out}
 bin=/tmp/memra-gpu
 mkdir -p "$out" "$bin"
 tar xJf "$bundle" -C "$bin" || { echo "cannot unpack $bundle"; exit 1; }
 export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader | tee "$out/gpu.txt"
+if [ "$mode" = "--sanitize" ]; then
+  set -- $presets
+  budget=480
+  case ${1:-} in ''|*[!0-9]*) ;; *) budget=$1; shift ;; esac
+  bash bench/gpu_sanitize.sh "$bin" "$out" "$budget" "$@"
+  (cd "$out" && tar czf sanitize-logs.tgz sanitize && rm -rf sanitize)
+  exit 0
+fi
 summary=()
 if [ "$mode" != "--bench-only" ]; then
   for t in $(cd "$bin" && ls *_test); do

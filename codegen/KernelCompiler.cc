@@ -143,6 +143,9 @@ absl::StatusOr<std::shared_ptr<const std::vector<uint8_t>>> KernelCompiler::Comp
     }
   }
   MEMRA_ASSIGN_OR_RETURN(absl::string_view src, KernelSource(m.file));
+  if (options_.fail_compile_at > 0 && ++compiles_started_ == options_.fail_compile_at)
+    return absl::InternalError(
+        absl::StrCat("NVRTC compile of ", m.Key(), ": an injected fault (compile ", options_.fail_compile_at, ")"));
   const auto t0 = std::chrono::steady_clock::now();
   MEMRA_ASSIGN_OR_RETURN(std::vector<uint8_t> cubin,
                          nvrtc_->CompileToCubin(src, m.file, OptionsFor(m), KernelHeaders()));

@@ -15,6 +15,7 @@
 // takes them before the disk cache and NVRTC.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -50,6 +51,9 @@ struct CompileOptions {
   int jobs = 0;               // parallel compiles; 0: all cores
   std::string nvrtc_library;  // empty: default search
   std::vector<std::string> extra_options;
+  // Fault injection (CudaExecutorOptions::fail_compile): the nth NVRTC compile (1-based) fails as
+  // a compiler error would; 0: none.
+  int fail_compile_at = 0;
 };
 
 struct CompileStats {
@@ -97,6 +101,7 @@ class KernelCompiler {
   std::map<std::string, std::shared_ptr<const std::vector<uint8_t>>> memory_;
   PrecompiledCubins precompiled_;
   CompileStats stats_;
+  std::atomic<int> compiles_started_{0};  // for options_.fail_compile_at
 };
 
 }  // namespace memra::codegen

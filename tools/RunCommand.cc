@@ -164,6 +164,11 @@ cl::opt<bool> RunPdl("pdl",
                      cl::desc("CUDA: programmatic dependent launch on sm_90+ (each kernel starts while the one before "
                               "it finishes); false = plain stream order (default: true)"),
                      cl::init(true), cl::sub(kRun));
+cl::opt<std::string> RunInjectFault(
+    "inject-fault",
+    cl::desc("Testing: make the Nth CUDA device allocation (device-alloc:N) or NVRTC compile (nvrtc:N) fail, as a "
+             "refusal by the driver or compiler would (default: none)"),
+    cl::init(""), cl::value_desc("kind:N"), cl::sub(kRun));
 memra::tools::IntOption<int64_t> RunDecodeChunk(
     "decode-chunk", {0, 4096},
     "Greedy decoding: decode steps per device loop call (CUDA: one graph launch per step, one sync per chunk); "
@@ -512,6 +517,19 @@ int RunRun() {
   so.cuda.sync_each_op = RunCudaSync;
   so.cuda.cuda_graphs = RunCudaGraphs;
   so.cuda.pdl = RunPdl;
+  if (!RunInjectFault.empty()) {
+    const std::string spec = RunInjectFault;
+    const size_t colon = spec.find(':');
+    const std::string kind = spec.substr(0, colon);
+    int n = 0;
+    if (colon == std::string::npos || !absl::SimpleAtoi(spec.substr(colon + 1), &n) || n < 1 ||
+        (kind != "device-alloc" && kind != "nvrtc"))
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--inject-fault=", spec, ": expected device-alloc:N or nvrtc:N with N >= 1")));
+    if (backend != runtime::Backend::kCuda)
+      return Fail(absl::InvalidArgumentError("--inject-fault applies to --backend cuda"));
+    (kind == "nvrtc" ? so.cuda.fail_compile : so.cuda.fail_device_alloc) = n;
+  }
   so.decode_chunk = RunDecodeChunk;
   so.cuda.progress = false;
   std::string weights_error;

@@ -95,6 +95,10 @@ absl::Status CudaDevice::MakeCurrent() const { return CuCheck(d_->cuCtxSetCurren
 absl::StatusOr<DeviceBuffer> CudaDevice::Alloc(size_t bytes, absl::string_view what) const {
   CUdeviceptr p = 0;
   const size_t n = bytes == 0 ? 256 : bytes;
+  if (fail_alloc_at_ > 0 && ++allocs_ == fail_alloc_at_)
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cuMemAlloc of %.1f MiB for %s: an injected fault (device allocation %d)", n / 1048576.0, what,
+                        fail_alloc_at_));
   const CUresult r = d_->cuMemAlloc(&p, n);
   if (r != 0) {
     size_t free_b = 0, total_b = 0;

@@ -2,6 +2,7 @@
 // buffers, and loaded cubin modules. Errors are absl::Status naming the call.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -61,6 +62,13 @@ class CudaDevice {
   absl::Status CopyDevice(CUdeviceptr dst, CUdeviceptr src, size_t bytes) const;  // async, on the stream
   absl::Status Synchronize(absl::string_view what) const;
 
+  // Fault injection (CudaExecutorOptions::fail_device_alloc): the nth Alloc from now on (1-based)
+  // fails as the driver's refusal would, naming what it was for; 0: none.
+  void FailAllocAt(int nth) {
+    fail_alloc_at_ = nth;
+    allocs_ = 0;
+  }
+
  private:
   CudaDevice() = default;
   const CudaDriver* d_ = nullptr;
@@ -71,6 +79,8 @@ class CudaDevice {
   int cc_major_ = 0, cc_minor_ = 0, sm_count_ = 0;
   size_t total_mem_ = 0;
   std::string name_;
+  int fail_alloc_at_ = 0;
+  mutable std::atomic<int> allocs_{0};
 };
 
 // A loaded cubin (unloaded on destruction).

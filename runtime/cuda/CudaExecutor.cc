@@ -60,12 +60,14 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ir::Mod
   MEMRA_RETURN_IF_ERROR(kcu::CheckGpuUnitsImplement(module));
   std::unique_ptr<CudaExecutor> e(new CudaExecutor(module, file, options));
   MEMRA_ASSIGN_OR_RETURN(e->dev_, cuda::CudaDevice::Open(options.device));
+  e->dev_->FailAllocAt(options.fail_device_alloc);
   e->target_ = e->dev_->target();
   e->programmatic_launch_ = e->options_.pdl && e->target_.arch >= 90;
   codegen::CompileOptions co;
   co.arch = e->dev_->arch();
   co.cache_dir = options.kernel_cache_dir;
   co.jobs = options.compile_jobs;
+  co.fail_compile_at = options.fail_compile;
   MEMRA_ASSIGN_OR_RETURN(e->compiler_, codegen::KernelCompiler::Create(co));
   if (options.precompiled) e->compiler_->AddPrecompiled(*options.precompiled);
   MEMRA_ASSIGN_OR_RETURN(e->blas_, cuda::CublasLt::Create());

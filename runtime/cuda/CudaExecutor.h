@@ -82,6 +82,11 @@ struct CudaExecutorOptions {
   // Module key -> cubin (a plan's kernel table, runtime::PrecompiledKernels): seeded into the
   // kernel compiler, which then compiles only what the plan lacks.
   std::shared_ptr<const codegen::PrecompiledCubins> precompiled;
+  // Fault injection (tests; memra run `--inject-fault`): the nth device allocation / NVRTC compile
+  // of this executor (1-based, counted from Create) fails as a refusal by the driver or the
+  // compiler would. 0: none.
+  int fail_device_alloc = 0;
+  int fail_compile = 0;
 };
 
 // Counters of graph use since the executor was created.

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# compute-sanitizer over the GPU tests and one end-to-end prefill + decode per model family (issue
+# 20): every (target, tool) pair under memcheck (with --leak-check full), racecheck, initcheck and
+# synccheck, each with its own timeout, and a table of error counts last. Called by
+# `bash bench/gpu_suite.sh BUNDLE --sanitize [BUDGET_S] [TOOLS...]`; alone:
+#
+#   bash bench/gpu_sanitize.sh BIN_DIR OUT_DIR BUDGET_S [TOOLS...]
+#
+# Targets, cheapest first: `memra run --backend cuda` on each tiny q8_0 fixture (qwen35, qwen35moe,
+# gemma4, gemma4e, step35; prefill of 16 tokens, 8 greedy steps through the graphs and the device
+# loop), the kernel tests, then the op table one TEST at a time. A pair past its timeout (120 s) is
+# "timeout"; pairs left when BUDGET_S runs out are "not run": the table never counts either as
+# clean. Run from the repository root (the fixtures are tests/data/models/).
+set -uo pipefail
+bin=${1:?usage: gpu_sanitize.sh BIN_DIR OUT_DIR BUDGET_S [TOOLS...]}
+out=${2:?}
+budget=${3:-480}
+shift $(( $# < 3 ? $# : 3 ))
+tools=${*:-memcheck racecheck initcheck synccheck}
+per_pair=120
+cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+[ -n "$cs" ] || { echo "gpu_sanitize: compute-sanitizer not found"; exit 1; }
+mkdir -p "$out/sanitize"
+deadline=$(( $(date +%s) + budget ))
+
+targets=()
+for m in qwen35-tiny-q8_0 qwen35moe-tiny-q8_0 gemma4-tiny-q8_0 gemma4e-tiny-q8_0 step35-tiny-q8_0; do
+  [ -f "tests/data/models/$m.gguf" ] && targets+=("run:$m")
+done
+for t in Dequant_test GemvQuant_test MoeGemm_test CudaGraph_test CudaExecutor_test BatchedEngine_test PlanKernels_test; do
+  [ -x "$bin/$t" ] && targets+=("test:$t")
+done
+if [ -x "$bin/OpTable_test" ]; then
+  for c in $("$bin/OpTable_test" --gtest_list_tests | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do targets+=("optable:$c"); done
+fi
+
+declare -A cell
+run_pair() {  # run_pair TARGET TOOL LOG
+  local target=$1 tool=$2 log=$3 extra=()
+  [ "$tool" = memcheck ] && extra=(--leak-check full)
+  case $target in
+    run:*)
+      timeout $per_pair "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 20 \
+        "$bin/memra" run "tests/data/models/${target#run:}.gguf" --backend cuda --temp 0 --ignore-eos -n 8 \
+        --tokens 1,87,107,104,35,116,120,108,102,110,35,101,117,114,122,113 --no-echo >"$log" 2>&1 ;;
+    test:*)
+      timeout $per_pair "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 20 \
+        "$bin/${target#test:}" >"$log" 2>&1 ;;
+    optable:*)
+      timeout $per_pair "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 20 \
+        "$bin/OpTable_test" --gtest_filter="${target#optable:}" >"$log" 2>&1 ;;
+  esac
+}
+for target in "${targets[@]}"; do
+  for tool in $tools; do
+    key="$target|$tool"
+    if [ "$(date +%s)" -ge "$deadline" ]; then cell[$key]="not run"; continue; fi
+    log="$out/sanitize/${tool}-$(echo "${target}" | tr ':/.' '___').log"
+    run_pair "$target" "$tool" "$log"
+    rc=$?
+    errors=$(sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$log" | tail -1)
+    hazards=$(sed -n 's/^========= RACECHECK SUMMARY: \([0-9]*\) hazard.*/\1/p' "$log" | tail -1)
+    failed=$(grep -c '^\[  FAILED  \] [A-Za-z]' "$log")
+    if [ $rc -eq 124 ]; then cell[$key]="timeout"
+    elif [ -n "$hazards" ]; then cell[$key]="$hazards hazards"
+    elif [ -n "$errors" ]; then cell[$key]="$errors"
+    else cell[$key]="rc=$rc"; fi
+    # A test that fails under the tool (not a sanitizer error) is flagged too.
+    if [ "$failed" -gt 0 ] || { [ $rc -ne 0 ] && [ $rc -ne 99 ] && [ $rc -ne 124 ]; }; then cell[$key]="${cell[$key]} (rc=$rc, $failed failed)"; fi
+  done
+done
+
+{
+  echo "=== compute-sanitizer (errors; racecheck: hazards) ==="
+  printf '%-44s' "target"
+  for tool in $tools; do printf ' %-12s' "$tool"; done
+  echo
+  clean=0 dirty=0 missing=0
+  for target in "${targets[@]}"; do
+    printf '%-44s' "$target"
+    for tool in $tools; do
+      v=${cell["$target|$tool"]}
+      printf ' %-12s' "$v"
+      case $v in 0|"0 hazards") clean=$((clean + 1)) ;; "not run"|timeout) missing=$((missing + 1)) ;; *) dirty=$((dirty + 1)) ;; esac
+    done
+    echo
+  done
+  echo "sanitize: $clean pairs clean, $dirty with errors or failures, $missing timed out or not run (of $(( ${#targets[@]} * $(echo $tools | wc -w) )))"
+} | tee "$out/sanitize.txt"
