@@ -68,6 +68,7 @@ absl::Status Session::Init() {
   eo.cpu.threads = options_.threads;
   eo.cpu.weight_mode = options_.weight_mode;
   eo.cpu.profile = options_.profile;
+  eo.cpu.memory_budget = options_.host_memory_budget;
   eo.cuda = options_.cuda;
   eo.cuda.profile = options_.profile;
   MEMRA_ASSIGN_OR_RETURN(exec_, CreateExecutor(options_.backend, *module_, *file_, eo));

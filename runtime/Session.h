@@ -53,7 +53,8 @@ struct SessionOptions {
   // 0 = the host samples every step from the downloaded logits.
   int64_t decode_chunk = 16;
   Backend backend = Backend::kCpu;
-  CudaExecutorOptions cuda;  // backend kCuda (its profile flag follows `profile`)
+  CudaExecutorOptions cuda;         // backend kCuda (its profile flag follows `profile`)
+  uint64_t host_memory_budget = 0;  // backend kCpu: CpuExecutorOptions::memory_budget
   // Runs on the lowered module before the executor is built (memra run: the compile pipeline,
   // passes/Pipelines.h). Not called for a module given to Open (a plan's, already compiled).
   std::function<absl::Status(ir::Module&)> compile;

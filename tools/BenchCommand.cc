@@ -41,6 +41,7 @@ memra::tools::IntListOption BenchP("n-prompt", {0, memra::tools::kMaxContext},
                                    cl::sub(kBench));
 cl::alias BenchPShort("p", cl::desc("Alias for --n-prompt"), cl::NotHidden, cl::aliasopt(BenchP));
 memra::tools::CacheTypeOptions BenchCacheTypes(kBench);
+memra::tools::MemoryBudgetOptions BenchMemory(kBench);
 memra::tools::IntOption<int64_t> BenchN("n-gen", {0, memra::tools::kMaxContext}, "Tokens to decode (tg test), 0 = none",
                                         cl::init(128), cl::sub(kBench));
 cl::alias BenchNShort("n", cl::desc("Alias for --n-gen"), cl::NotHidden, cl::aliasopt(BenchN));
@@ -171,6 +172,7 @@ int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat forma
   // --profile: device time per op kind over every step of every test (events around each op, so
   // the steps run eagerly: shares, not the table's times).
   bo.exec.cuda.profile = bo.exec.cpu.profile = BenchProfile;
+  BenchMemory.Apply(bo.exec);
   const auto t_load = Clock::now();
   auto backend = runtime::BatchedSlots::Open(model_path, bo);
   if (!backend.ok()) return Fail(backend.status());
@@ -392,6 +394,7 @@ int RunBench() {
   eo.cpu.profile = BenchProfile;
   eo.cpu.weight_mode = weights == "dequant" ? runtime::WeightMode::kDequantizeAtLoad : runtime::WeightMode::kPerRow;
   eo.cuda.weights = weights == "bf16" ? kernels::cuda::WeightMode::kBf16 : kernels::cuda::WeightMode::kBlocks;
+  BenchMemory.Apply(eo);
   auto exec_or = runtime::CreateExecutor(*backend, **module, **file, eo);
   if (!exec_or.ok()) return Fail(exec_or.status());
   runtime::Executor& exec = **exec_or;

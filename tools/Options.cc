@@ -117,6 +117,16 @@ CacheTypeOptions::CacheTypeOptions(cl::SubCommand& sub)
       k_short_("ctk", cl::desc("Alias for --cache-type-k"), cl::NotHidden, cl::aliasopt(k_)),
       v_short_("ctv", cl::desc("Alias for --cache-type-v"), cl::NotHidden, cl::aliasopt(v_)) {}
 
+MemoryBudgetOptions::MemoryBudgetOptions(cl::SubCommand& sub)
+    : host_("max-host-memory", {0, int64_t{1} << 30},
+            "MiB of host memory the cpu executor's KV cache and state may take, checked before allocating; 0 = what "
+            "the machine has available",
+            cl::init(0), cl::sub(sub)),
+      device_("max-device-memory", {0, int64_t{1} << 30},
+              "MiB of device memory the cuda executor may take (weights, KV cache, state, workspace), checked before "
+              "uploading; 0 = what the GPU has free",
+              cl::init(0), cl::sub(sub)) {}
+
 frontends::KvCacheTypes CacheTypeOptions::Types() const {
   auto type = [](const std::string& w) {
     return w == "f16" ? ir::DType::kF16 : w == "bf16" ? ir::DType::kBF16 : ir::DType::kF32;

@@ -219,4 +219,23 @@ class CacheTypeOptions {
   cl::alias k_short_, v_short_;
 };
 
+// --max-host-memory / --max-device-memory (MiB, 0 = what the machine has): budgets for the
+// executor's allocations, checked before anything is allocated (runtime/StateMemory.h,
+// runtime/DeviceMemory.h), so a server sharing a machine stays within its share.
+class MemoryBudgetOptions {
+ public:
+  explicit MemoryBudgetOptions(cl::SubCommand& sub);
+  MemoryBudgetOptions(const MemoryBudgetOptions&) = delete;
+  MemoryBudgetOptions& operator=(const MemoryBudgetOptions&) = delete;
+  uint64_t host_bytes() const { return static_cast<uint64_t>(host_.getValue()) << 20; }
+  uint64_t device_bytes() const { return static_cast<uint64_t>(device_.getValue()) << 20; }
+  void Apply(runtime::ExecutorOptions& o) const {
+    o.cpu.memory_budget = host_bytes();
+    o.cuda.memory_budget = device_bytes();
+  }
+
+ private:
+  IntOption<int64_t> host_, device_;
+};
+
 }  // namespace memra::tools

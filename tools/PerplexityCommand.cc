@@ -37,6 +37,7 @@ memra::tools::IntOption<int64_t> PplCtx("ctx-size", {3, memra::tools::kMaxContex
 cl::alias PplCtxLong("c", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(PplCtx));
 cl::alias PplCtxOld("ctx", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(PplCtx));
 memra::tools::CacheTypeOptions PplCacheTypes(kPerplexity);
+memra::tools::MemoryBudgetOptions PplMemory(kPerplexity);
 memra::tools::IntOption<int64_t> PplMaxWindows(
     "chunks", {-1, std::numeric_limits<int32_t>::max()},
     "Score at most this many chunks (llama-perplexity's --chunks), 0 or -1 = all", cl::init(0), cl::sub(kPerplexity));
@@ -88,6 +89,8 @@ int RunPerplexity() {
   so.chunk = PplCtx;
   so.prompt_logits = true;
   so.backend = backend;
+  so.host_memory_budget = PplMemory.host_bytes();
+  so.cuda.memory_budget = PplMemory.device_bytes();
   auto session = runtime::Session::Open(model_path, so);
   if (!session.ok()) return Fail(session.status());
   runtime::Session& s = **session;

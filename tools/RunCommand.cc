@@ -135,6 +135,7 @@ memra::tools::IntOption<int64_t> RunCtx("ctx-size", {0, memra::tools::kMaxContex
                                         cl::sub(kRun));
 cl::alias RunCtxLong("c", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(RunCtx));
 memra::tools::CacheTypeOptions RunCacheTypes(kRun);
+memra::tools::MemoryBudgetOptions RunMemory(kRun);
 memra::tools::IntOption<int64_t> RunChunk("batch-size", {0, memra::tools::kMaxContext},
                                           "Prefill chunk (batch) size in tokens, 0 = the whole prompt in one call",
                                           cl::init(512), cl::sub(kRun));
@@ -342,6 +343,7 @@ int RunPromptsFileMode(const std::string& model_path, const memra::runtime::Sess
   bo.backend = so.backend;
   bo.exec.cpu.threads = so.threads;
   bo.exec.cpu.weight_mode = so.weight_mode;
+  bo.exec.cpu.memory_budget = so.host_memory_budget;
   bo.exec.cuda = so.cuda;
   const auto t_load = Clock::now();
   auto backend = runtime::BatchedSlots::Open(model_path, bo);
@@ -517,6 +519,8 @@ int RunRun() {
   so.cuda.sync_each_op = RunCudaSync;
   so.cuda.cuda_graphs = RunCudaGraphs;
   so.cuda.pdl = RunPdl;
+  so.host_memory_budget = RunMemory.host_bytes();
+  so.cuda.memory_budget = RunMemory.device_bytes();
   if (!RunInjectFault.empty()) {
     const std::string spec = RunInjectFault;
     const size_t colon = spec.find(':');

@@ -41,6 +41,7 @@ memra::tools::IntOption<int64_t> ServeCtx("ctx-size", {0, memra::tools::kMaxCont
                                           cl::init(0), cl::sub(kServe));
 cl::alias ServeCtxShort("c", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl::aliasopt(ServeCtx));
 memra::tools::CacheTypeOptions ServeCacheTypes(kServe);
+memra::tools::MemoryBudgetOptions ServeMemory(kServe);
 cl::opt<std::string> ServeApiKey("api-key",
                                  cl::desc("Require 'Authorization: Bearer KEY' on /v1/ routes (default: none)"),
                                  cl::init(""), cl::sub(kServe));
@@ -151,6 +152,7 @@ int RunServe() {
   bo.backend = *backend_kind;
   bo.exec.cpu.threads = ServeThreads;
   bo.exec.cuda.kernel_cache_dir = ServeCache;
+  ServeMemory.Apply(bo.exec);
   bo.snapshot_bytes = int64_t{ServeCacheRam} << 20;
   const auto t0 = std::chrono::steady_clock::now();
   auto engine_backend = runtime::BatchedSlots::Open(model_path, bo);

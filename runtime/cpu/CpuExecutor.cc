@@ -182,7 +182,10 @@ absl::Status CpuExecutor::BindWeights() {
 absl::Status CpuExecutor::AllocateState() {
   // Refuse an impossible context before allocating any of it.
   MEMRA_ASSIGN_OR_RETURN(const StateBytes need, StateBytesOf(module_));
-  MEMRA_RETURN_IF_ERROR(CheckStateFits(need, AvailableHostMemory(), "host memory"));
+  const uint64_t available = AvailableHostMemory();
+  const bool capped = options_.memory_budget > 0 && options_.memory_budget < available;
+  MEMRA_RETURN_IF_ERROR(CheckStateFits(need, capped ? options_.memory_budget : available,
+                                       capped ? "host memory (--max-host-memory)" : "host memory"));
   for (const auto& sp : module_.states()) {
     const ir::StateVar* s = sp.get();
     if (!s->shape().IsStatic())

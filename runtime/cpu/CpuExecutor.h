@@ -51,6 +51,9 @@ struct CpuExecutorOptions {
   // planned offset of one arena per function (NaN-poisoned when allocated), so a wrong plan
   // (two live values sharing memory) changes the results. Off: a fresh buffer per result.
   bool use_memory_plan = true;
+  // Host memory the state (KV cache, recurrent state) may take, checked before it is allocated
+  // (--max-host-memory); 0: what the machine has available.
+  uint64_t memory_budget = 0;
 };
 
 // Called after every op for each of its named results (trace hooks, per-node comparisons).

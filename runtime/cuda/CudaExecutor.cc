@@ -136,8 +136,12 @@ absl::Status CudaExecutor::PlanDeviceMemory() {
   const int64_t workspace = static_cast<int64_t>(need.workspace);
   size_t free_b = 0, total_b = 0;
   dev_->driver().cuMemGetInfo(&free_b, &total_b);
-  MEMRA_RETURN_IF_ERROR(CheckStateFits(state, free_b, "device memory"));
-  MEMRA_RETURN_IF_ERROR(CheckDeviceMemoryFits(need, free_b, dev_->name()));
+  const bool capped = options_.memory_budget > 0 && options_.memory_budget < free_b;
+  if (capped) free_b = options_.memory_budget;
+  MEMRA_RETURN_IF_ERROR(
+      CheckStateFits(state, free_b, capped ? "device memory (--max-device-memory)" : "device memory"));
+  MEMRA_RETURN_IF_ERROR(CheckDeviceMemoryFits(
+      need, free_b, capped ? absl::StrCat(dev_->name(), " within --max-device-memory") : dev_->name()));
   if (workspace > 0) {
     MEMRA_ASSIGN_OR_RETURN(cuda::DeviceBuffer b,
                            dev_->Alloc(static_cast<size_t>(workspace), "the dequantization workspace"));

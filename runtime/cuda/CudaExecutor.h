@@ -87,6 +87,9 @@ struct CudaExecutorOptions {
   // compiler would. 0: none.
   int fail_device_alloc = 0;
   int fail_compile = 0;
+  // Device memory this executor may take in all (weights, state, workspace, arenas), checked
+  // before anything is uploaded (--max-device-memory); 0: what the device has free.
+  uint64_t memory_budget = 0;
 };
 
 // Counters of graph use since the executor was created.

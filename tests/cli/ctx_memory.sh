@@ -34,6 +34,13 @@ expect "perplexity --ctx $max" "lower --ctx-size" -- \
 expect "bench -d $max" "lower --ctx-size" -- limited "$memra" bench "$model" --backend cpu -p 16 -n 1 -r 1 -d $max
 "$memra" compile "$model" --arch cpu -c $max -o "$tmp/big.plan" 2>"$tmp/err.txt" || { cat "$tmp/err.txt"; fail "compile -c $max"; }
 expect "run big.plan" "lower --ctx-size" -- limited "$memra" run "$tmp/big.plan" --backend cpu --tokens 1,2,3 -n 1
+# A host-memory budget (--max-host-memory, MiB) is checked the same way, before allocating.
+expect "run --max-host-memory 1" "more than the 1.0 MiB of host memory (--max-host-memory) available" -- \
+  "$memra" run "$model" --backend cpu --tokens 1,2,3 -n 1 -c 4096 --max-host-memory 1
+expect "serve --max-host-memory 1" "of host memory (--max-host-memory) available" -- \
+  "$memra" serve "$model" --backend cpu --port 0 -np 4 -c 4096 --max-host-memory 1
+"$memra" run "$model" --backend cpu --tokens 1,2 -n 1 -c 256 --max-host-memory 1 >/dev/null 2>"$tmp/err.txt" ||
+  { cat "$tmp/err.txt"; fail "run -c 256 within a 1 MiB budget"; }
 # The figure is printed at load.
 "$memra" run "$model" --backend cpu --tokens 1,2 -n 1 -c 256 2>"$tmp/err.txt" >/dev/null || fail "run -c 256"
 grep -q "context 256 (KV cache 0.2 MiB + recurrent state" "$tmp/err.txt" || { cat "$tmp/err.txt"; fail "no state figure at load"; }

@@ -124,5 +124,23 @@ TEST_F(FaultInjectionTest, NvrtcCompilesFailingInTurn) {
   }
 }
 
+// --max-device-memory: a budget below what the model needs is refused before anything is uploaded
+// (naming the flag), one above it loads.
+TEST_F(FaultInjectionTest, DeviceMemoryBudgetIsCheckedBeforeUpload) {
+  const size_t baseline = FreeBytes();
+  CudaExecutorOptions o;
+  o.memory_budget = 1 << 20;
+  o.kernel_cache_dir = cache_;
+  o.progress = false;
+  auto refused = CudaExecutor::Create(*module_, *file_, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("--max-device-memory"), std::string::npos) << refused.status();
+  EXPECT_LE(baseline - std::min(baseline, FreeBytes()), size_t{2} << 20);
+  o.memory_budget = uint64_t{4} << 30;
+  auto loaded = CudaExecutor::Create(*module_, *file_, o);
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+}
+
 }  // namespace
 }  // namespace memra::runtime
