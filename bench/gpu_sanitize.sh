@@ -24,6 +24,9 @@ mkdir -p "$out/sanitize"
 deadline=$(( $(date +%s) + budget ))
 
 targets=()
+# run8: an 8-token prompt, whose products all run on memra's own GEMV kernels (T <= 8); run: 16
+# tokens, whose prefill products run on cuBLASLt.
+[ -f tests/data/models/qwen35-tiny-q8_0.gguf ] && targets+=("run8:qwen35-tiny-q8_0")
 for m in qwen35-tiny-q8_0 qwen35moe-tiny-q8_0 gemma4-tiny-q8_0 gemma4e-tiny-q8_0 step35-tiny-q8_0; do
   [ -f "tests/data/models/$m.gguf" ] && targets+=("run:$m")
 done
@@ -38,36 +41,51 @@ declare -A cell
 run_pair() {  # run_pair TARGET TOOL LOG
   local target=$1 tool=$2 log=$3 extra=()
   [ "$tool" = memcheck ] && extra=(--leak-check full)
+  # initcheck: every error printed, so the table can say which kernels read what.
+  local limit=20
+  [ "$tool" = initcheck ] && limit=100000 && extra=(--show-backtrace no)
   case $target in
+    run8:*)
+      timeout $per_pair "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit $limit \
+        "$bin/memra" run "tests/data/models/${target#run8:}.gguf" --backend cuda --temp 0 --ignore-eos -n 8 \
+        --tokens 1,87,107,104,35,116,120,108 --no-echo >"$log" 2>&1 ;;
     run:*)
-      timeout $per_pair "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 20 \
+      timeout $per_pair "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit $limit \
         "$bin/memra" run "tests/data/models/${target#run:}.gguf" --backend cuda --temp 0 --ignore-eos -n 8 \
         --tokens 1,87,107,104,35,116,120,108,102,110,35,101,117,114,122,113 --no-echo >"$log" 2>&1 ;;
     test:*)
-      timeout $per_pair "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 20 \
+      timeout $per_pair "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit $limit \
         "$bin/${target#test:}" >"$log" 2>&1 ;;
     optable:*)
-      timeout $per_pair "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 20 \
+      timeout $per_pair "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit $limit \
         "$bin/OpTable_test" --gtest_filter="${target#optable:}" >"$log" 2>&1 ;;
   esac
 }
-for target in "${targets[@]}"; do
-  for tool in $tools; do
-    key="$target|$tool"
-    if [ "$(date +%s)" -ge "$deadline" ]; then cell[$key]="not run"; continue; fi
+# One lane per tool, in parallel (the GPU is far from busy under a sanitizer): each walks the
+# targets in order until the budget ends; its results go to a file per lane.
+lane() {  # lane TOOL
+  local tool=$1 target log rc errors hazards failed v
+  for target in "${targets[@]}"; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then echo "$target|not run"; continue; fi
     log="$out/sanitize/${tool}-$(echo "${target}" | tr ':/.' '___').log"
     run_pair "$target" "$tool" "$log"
     rc=$?
-    errors=$(sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$log" | tail -1)
-    hazards=$(sed -n 's/^========= RACECHECK SUMMARY: \([0-9]*\) hazard.*/\1/p' "$log" | tail -1)
+    errors=$(sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$log" | head -1)
+    hazards=$(sed -n 's/^========= RACECHECK SUMMARY: \([0-9]*\) hazard.*/\1/p' "$log" | head -1)
     failed=$(grep -c '^\[  FAILED  \] [A-Za-z]' "$log")
-    if [ $rc -eq 124 ]; then cell[$key]="timeout"
-    elif [ -n "$hazards" ]; then cell[$key]="$hazards hazards"
-    elif [ -n "$errors" ]; then cell[$key]="$errors"
-    else cell[$key]="rc=$rc"; fi
+    if [ $rc -eq 124 ]; then v="timeout"
+    elif [ -n "$hazards" ]; then v="$hazards hazards"
+    elif [ -n "$errors" ]; then v="$errors"
+    else v="rc=$rc"; fi
     # A test that fails under the tool (not a sanitizer error) is flagged too.
-    if [ "$failed" -gt 0 ] || { [ $rc -ne 0 ] && [ $rc -ne 99 ] && [ $rc -ne 124 ]; }; then cell[$key]="${cell[$key]} (rc=$rc, $failed failed)"; fi
-  done
+    if [ "$failed" -gt 0 ] || { [ $rc -ne 0 ] && [ $rc -ne 99 ] && [ $rc -ne 124 ]; }; then v="$v (rc=$rc, $failed failed)"; fi
+    echo "$target|$v"
+  done > "$out/sanitize/lane-$tool.txt"
+}
+for tool in $tools; do lane "$tool" & done
+wait
+for tool in $tools; do
+  while IFS='|' read -r target v; do cell["$target|$tool"]=$v; done < "$out/sanitize/lane-$tool.txt"
 done
 
 {
@@ -86,4 +104,11 @@ done
     echo
   done
   echo "sanitize: $clean pairs clean, $dirty with errors or failures, $missing timed out or not run (of $(( ${#targets[@]} * $(echo $tools | wc -w) )))"
+  # Where initcheck's reports are: the kernel that read, per target (the first 6).
+  for log in "$out"/sanitize/initcheck-*.log; do
+    [ -f "$log" ] || continue
+    kernels=$(grep -A1 'Uninitialized' "$log" | sed -n 's/^=========  *at \([A-Za-z0-9_]*\).*/\1/p' | sort | uniq -c | sort -rn |
+      head -6 | awk '{printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1}')
+    [ -n "$kernels" ] && echo "initcheck $(basename "$log" .log | sed 's/^initcheck-//'): $kernels"
+  done
 } | tee "$out/sanitize.txt"
