@@ -439,6 +439,11 @@ void RefuseBusy(tcp::socket& socket, int limit) {
 
 int HttpServer::port() const { return impl_->acceptor.local_endpoint().port(); }
 
+int HttpServer::connections() const {
+  std::lock_guard<std::mutex> l(impl_->mu);
+  return impl_->connections;
+}
+
 void HttpServer::Run() {
   Impl& s = *impl_;
   while (!s.stopping) {

@@ -49,6 +49,8 @@ class HttpServer {
   void Ready(ApiContext api, ServeEngine& engine);
   ~HttpServer();
   int port() const;
+  // Connections being served now (their threads still running).
+  int connections() const;
   // Accepts until Stop(); returns when the listener is closed.
   void Run();
   // Closes the listener (Run returns); connections in flight finish their current request.
