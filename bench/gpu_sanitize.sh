@@ -30,7 +30,7 @@ targets=()
 for m in qwen35-tiny-q8_0 qwen35moe-tiny-q8_0 gemma4-tiny-q8_0 gemma4e-tiny-q8_0 step35-tiny-q8_0; do
   [ -f "tests/data/models/$m.gguf" ] && targets+=("run:$m")
 done
-for t in Dequant_test GemvQuant_test MoeGemm_test CudaGraph_test CudaExecutor_test BatchedEngine_test PlanKernels_test; do
+for t in CublasLtWrites_test Dequant_test GemvQuant_test MoeGemm_test CudaGraph_test CudaExecutor_test BatchedEngine_test PlanKernels_test; do
   [ -x "$bin/$t" ] && targets+=("test:$t")
 done
 if [ -x "$bin/OpTable_test" ]; then

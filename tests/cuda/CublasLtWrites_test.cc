@@ -1,0 +1,65 @@
+// cuBLASLt's output covers y: a bf16 GEMM at a prefill shape (16 x 256 x 256) into y poisoned with
+// NaN gives every element, equal to the host's product; the same GEMM into a y never written
+// before, then downloaded, is what bench/gpu_sanitize.sh runs under initcheck: a report there
+// means the tool did not see cuBLASLt's stores (its kernels on sm_90 store through the tensor
+// memory accelerator), not that memra reads memory nothing wrote. Skips without a GPU.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/cuda/CublasLt.h"
+#include "runtime/cuda/CudaDevice.h"
+
+namespace memra::runtime::cuda {
+namespace {
+
+uint16_t Bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+float FromBf16(uint16_t h) {
+  const uint32_t u = uint32_t{h} << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+TEST(CublasLtWrites, EveryOutputElementIsWritten) {
+  auto dev = CudaDevice::Open(0);
+  if (!dev.ok()) GTEST_SKIP() << "no GPU: " << dev.status().message();
+  auto blas = CublasLt::Create();
+  if (!blas.ok()) GTEST_SKIP() << "no cuBLASLt: " << blas.status().message();
+  constexpr int64_t M = 16, N = 256, K = 256;
+  std::vector<uint16_t> x(M * K), w(N * K);
+  for (int64_t i = 0; i < M * K; ++i) x[i] = Bf16(std::sin(0.37f * static_cast<float>(i)));
+  for (int64_t i = 0; i < N * K; ++i) w[i] = Bf16(std::cos(0.11f * static_cast<float>(i)) * 0.1f);
+  std::vector<float> want(M * N);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += double(FromBf16(x[m * K + k])) * FromBf16(w[n * K + k]);
+      want[m * N + n] = static_cast<float>(s);
+    }
+  auto dx = (*dev)->Alloc(x.size() * 2, "x");
+  auto dw = (*dev)->Alloc(w.size() * 2, "w");
+  auto poisoned = (*dev)->Alloc(M * N * 4, "y poisoned");
+  auto fresh = (*dev)->Alloc(M * N * 4, "y never written");
+  ASSERT_TRUE(dx.ok() && dw.ok() && poisoned.ok() && fresh.ok());
+  ASSERT_TRUE((*dev)->Upload(dx->ptr(), x.data(), x.size() * 2).ok());
+  ASSERT_TRUE((*dev)->Upload(dw->ptr(), w.data(), w.size() * 2).ok());
+  ASSERT_EQ((*dev)->driver().cuMemsetD8Async(poisoned->ptr(), 0xff, M * N * 4, (*dev)->stream()), 0);
+  for (CUdeviceptr y : {poisoned->ptr(), fresh->ptr()}) {
+    ASSERT_TRUE((*blas)->Matmul(dx->ptr(), dw->ptr(), y, M, N, K, ir::DType::kBF16, (*dev)->stream()).ok());
+    std::vector<float> got(M * N);
+    ASSERT_TRUE((*dev)->Download(got.data(), y, got.size() * 4).ok());
+    int wrong = 0;
+    for (int64_t i = 0; i < M * N; ++i) wrong += !(std::fabs(got[i] - want[i]) <= 1e-3f * (1.0f + std::fabs(want[i])));
+    EXPECT_EQ(wrong, 0) << (y == poisoned->ptr() ? "poisoned" : "fresh") << " y: elements unwritten or wrong";
+  }
+}
+
+}  // namespace
+}  // namespace memra::runtime::cuda
