@@ -19,9 +19,9 @@ std::vector<NumericOptionInfo>& NumericOptions() {
   return *options;
 }
 
-void RegisterNumericOption(const cl::Option& opt, const char* kind) {
+void RegisterNumericOption(const cl::Option& opt, const char* kind, std::function<bool()> valid) {
   for (const cl::SubCommand* sub : opt.Subs)
-    NumericOptions().push_back({std::string(sub->getName()), std::string(opt.ArgStr), kind});
+    NumericOptions().push_back({std::string(sub->getName()), std::string(opt.ArgStr), kind, valid});
 }
 
 std::string RangeText(int64_t lo, int64_t hi) {
@@ -64,7 +64,11 @@ std::string CheckFloat(llvm::StringRef arg, FloatRange range, float& out) {
     return absl::StrCat("'", text, "' is not a finite number: expected ", limits);
   if (v < range.lo || v > range.hi || (range.lo_open && v == range.lo))
     return absl::StrCat(text, " is out of range: expected ", limits);
-  out = static_cast<float>(v);
+  // The value is kept as a float: one that rounds onto an open bound (1e-50 -> 0) is refused too.
+  const float f = static_cast<float>(v);
+  if (f < range.lo || f > range.hi || (range.lo_open && f == range.lo))
+    return absl::StrCat(text, " is out of range as a 32-bit float (", f, "): expected ", limits);
+  out = f;
   return "";
 }
 

@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <string>
@@ -44,9 +45,12 @@ struct NumericOptionInfo {
   std::string subcommand;
   std::string name;
   std::string kind;  // "int", "float" or "int-list"
+  // Whether the option's current value is one its declaration allows (the command-line fuzzer's
+  // check after every accepted command line: defaults included).
+  std::function<bool()> valid;
 };
 std::vector<NumericOptionInfo>& NumericOptions();
-void RegisterNumericOption(const cl::Option& opt, const char* kind);
+void RegisterNumericOption(const cl::Option& opt, const char* kind, std::function<bool()> valid);
 
 // Text shared by the checks.
 std::string RangeText(int64_t lo, int64_t hi);
@@ -81,7 +85,10 @@ class IntOption : public cl::opt<T> {
     this->setDescription(help_);
     this->setValueStr("N");
     this->setNumOccurrencesFlag(cl::ZeroOrMore);  // given twice, the last wins (as in llama.cpp)
-    RegisterNumericOption(*this, "int");
+    RegisterNumericOption(*this, "int", [this] {
+      const auto v = static_cast<int64_t>(this->getValue());
+      return v >= range_.lo && v <= range_.hi;
+    });
   }
 
  private:
@@ -105,7 +112,10 @@ class FloatOption : public cl::opt<float> {
     setDescription(help_);
     setValueStr("X");
     setNumOccurrencesFlag(cl::ZeroOrMore);
-    RegisterNumericOption(*this, "float");
+    RegisterNumericOption(*this, "float", [this] {
+      const float v = getValue();
+      return std::isfinite(v) && v >= range_.lo && v <= range_.hi && !(range_.lo_open && v == range_.lo);
+    });
   }
 
  private:
@@ -130,7 +140,10 @@ class IntListOption : public cl::opt<std::string> {
     setDescription(help_);
     setValueStr("N[,N...]");
     setNumOccurrencesFlag(cl::ZeroOrMore);
-    RegisterNumericOption(*this, "int-list");
+    // Its default may be a word ("none") that no command line can give.
+    RegisterNumericOption(*this, "int-list", [this, def = getValue()] {
+      return getValue() == def || CheckIntList(getValue(), range_).empty();
+    });
   }
   std::vector<int64_t> values() const { return SplitIntList(getValue()); }
 

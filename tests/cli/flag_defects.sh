@@ -28,6 +28,7 @@ refused "min-p option: 'inf' is not a finite number" -- "${run[@]}" --min-p inf
 refused "repeat-penalty option: 0 is out of range: expected above 0" -- "${run[@]}" --repeat-penalty 0
 refused "n-predict option: 'ten' is not an integer" -- "${run[@]}" -n ten
 refused "backend option: 'tpu' is not one of cpu, cuda" -- "${run[@]}" --backend tpu
+refused "repeat-penalty option: 1e-50 is out of range as a 32-bit float (0): expected above 0" -- "${run[@]}" --repeat-penalty 1e-50
 refused "inject-fault=disk:3: expected device-alloc:N or nvrtc:N" -- "${run[@]}" --inject-fault disk:3
 refused "inject-fault=nvrtc:0: expected device-alloc:N or nvrtc:N with N >= 1" -- "${run[@]}" --inject-fault nvrtc:0
 refused "inject-fault applies to --backend cuda" -- "${run[@]}" --inject-fault device-alloc:2

@@ -1,8 +1,8 @@
 // cuBLASLt's output covers y: a bf16 GEMM at a prefill shape (16 x 256 x 256) into y poisoned with
 // NaN gives every element, equal to the host's product; the same GEMM into a y never written
 // before, then downloaded, is what bench/gpu_sanitize.sh runs under initcheck: a report there
-// means the tool did not see cuBLASLt's stores (its kernels on sm_90 store through the tensor
-// memory accelerator), not that memra reads memory nothing wrote. Skips without a GPU.
+// means the tool did not see cuBLASLt's stores, not that memra reads memory nothing wrote (on the
+// H200 with CUDA 13.0 it reports the whole y: bench/RESULTS.md, session 16). Skips without a GPU.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
