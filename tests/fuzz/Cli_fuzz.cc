@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,17 +36,29 @@ void Check(bool cond, const char* what, const std::string& detail = "") {
   }
 }
 
+// Every option name of every subcommand.
+const std::set<std::string>& OptionNames() {
+  static const std::set<std::string>* names = [] {
+    auto* n = new std::set<std::string>();
+    for (llvm::cl::SubCommand* sub : llvm::cl::getRegisteredSubcommands())
+      for (const auto& entry : sub->OptionsMap) n->insert(entry.getKey().str());
+    return n;
+  }();
+  return *names;
+}
+
 bool Skipped(const std::string& arg) {
   if (!arg.empty() && arg[0] == '@') return true;
-  // -h is LLVM cl's alias of --help: "--hWHATEVER" and single-dash groups such as "-ih" reach it.
-  if (arg.size() > 1 && arg[0] == '-') {
-    const bool dashes = arg[1] == '-';
-    const std::string name = arg.substr(
-        dashes ? 2 : 1, arg.find('=') == std::string::npos ? std::string::npos : arg.find('=') - (dashes ? 2 : 1));
-    if (dashes ? (!name.empty() && name[0] == 'h') : name.find('h') != std::string::npos) return true;
-  }
   for (const char* word : {"help", "version", "print-options", "print-all-options"})
     if (arg.find(word) != std::string::npos) return true;
+  // -h is LLVM cl's alias of --help, and a name that is no option is read as a group of
+  // single-letter ones ("--ih" is -i -h): skip those that could reach it.
+  if (arg.size() > 1 && arg[0] == '-') {
+    const size_t from = arg[1] == '-' ? 2 : 1;
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(from, eq == std::string::npos ? std::string::npos : eq - from);
+    if (name == "h" || (name.find('h') != std::string::npos && OptionNames().count(name) == 0)) return true;
+  }
   return false;
 }
 
