@@ -12,13 +12,6 @@
 #include "tools/Command.h"
 #include "tools/Options.h"
 
-namespace memra::tools {
-std::vector<Command>& CommandRegistry() {
-  static std::vector<Command> registry;
-  return registry;
-}
-}  // namespace memra::tools
-
 namespace {
 
 llvm::cl::opt<bool> ListNumericOptions("list-numeric-options",

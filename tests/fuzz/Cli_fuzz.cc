@@ -20,13 +20,6 @@
 #include "tools/Command.h"
 #include "tools/Options.h"
 
-namespace memra::tools {
-std::vector<Command>& CommandRegistry() {
-  static std::vector<Command> registry;
-  return registry;
-}
-}  // namespace memra::tools
-
 namespace {
 
 void Check(bool cond, const char* what, const std::string& detail = "") {

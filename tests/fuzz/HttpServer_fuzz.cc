@@ -31,6 +31,7 @@
 #include "nlohmann/json.hpp"
 #include "server/HttpServer.h"
 #include "server/ServeEngine.h"
+#include "tests/fuzz/ReplyChecks.h"
 #include "tests/server/CountingBackend.h"
 
 #ifndef MEMRA_TEST_DATA_DIR
@@ -39,6 +40,8 @@
 
 namespace {
 
+using memra::fuzz::FramesAreJson;
+using memra::fuzz::IsJson;
 using namespace memra;
 namespace http = boost::beast::http;
 
@@ -49,25 +52,10 @@ void Check(bool cond, const char* what, const std::string& detail = "") {
   }
 }
 
-bool IsJson(const std::string& s) { return !nlohmann::json::parse(s, nullptr, false).is_discarded(); }
-
 bool IsErrorObject(const std::string& s) {
   const nlohmann::json j = nlohmann::json::parse(s, nullptr, false);
   return j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].contains("message") &&
          j["error"]["message"].is_string() && !j["error"]["message"].get<std::string>().empty();
-}
-
-// Every "data: ..." frame of an event stream is JSON or [DONE].
-bool FramesAreJson(const std::string& body) {
-  size_t at = 0;
-  while ((at = body.find("data: ", at)) != std::string::npos) {
-    const size_t end = body.find("\n\n", at);
-    if (end == std::string::npos) return false;
-    const std::string payload = body.substr(at + 6, end - at - 6);
-    if (payload != "[DONE]" && !IsJson(payload)) return false;
-    at = end + 2;
-  }
-  return true;
 }
 
 struct Served {

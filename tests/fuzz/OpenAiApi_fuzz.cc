@@ -18,6 +18,7 @@
 #include "frontends/tokenizer/Tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "server/OpenAiApi.h"
+#include "tests/fuzz/ReplyChecks.h"
 
 #ifndef MEMRA_TEST_DATA_DIR
 #define MEMRA_TEST_DATA_DIR "tests/data"
@@ -25,6 +26,8 @@
 
 namespace {
 
+using memra::fuzz::FramesAreJson;
+using memra::fuzz::IsJson;
 using namespace memra;
 
 void Check(bool cond, const char* what) {
@@ -32,21 +35,6 @@ void Check(bool cond, const char* what) {
     std::fprintf(stderr, "OpenAiApi_fuzz: %s\n", what);
     std::abort();
   }
-}
-
-bool IsJson(const std::string& s) { return !nlohmann::json::parse(s, nullptr, false).is_discarded(); }
-
-// Every "data: ..." frame of an SSE chunk is JSON or [DONE].
-bool FramesAreJson(const std::string& chunk) {
-  size_t at = 0;
-  while ((at = chunk.find("data: ", at)) != std::string::npos) {
-    const size_t end = chunk.find("\n\n", at);
-    if (end == std::string::npos) return false;
-    const std::string payload = chunk.substr(at + 6, end - at - 6);
-    if (payload != "[DONE]" && !IsJson(payload)) return false;
-    at = end + 2;
-  }
-  return true;
 }
 
 tokenizer::Tokenizer* g_tok = nullptr;

@@ -85,10 +85,27 @@ struct Served {
     EXPECT_TRUE(e.ok()) << e.status();
     engine = std::move(*e);
   }
+  ~Served() {
+    if (http == nullptr) return;
+    http->Stop();
+    run.join();
+  }
   ApiContext api() const { return ApiContext{tok.get(), nullptr, "counting", 64}; }
+  // Listens on a free port of 127.0.0.1 with `o` (its port is ignored), ready; returns the port.
+  int Serve(HttpServerOptions o = {}) {
+    o.port = 0;
+    auto server = HttpServer::Listen(o, api(), *engine);
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (!server.ok()) return 0;
+    http = std::move(*server);
+    run = std::thread([this] { http->Run(); });
+    return http->port();
+  }
   std::unique_ptr<tokenizer::Tokenizer> tok;
   std::unique_ptr<CountingBackend> backend;
   std::unique_ptr<ServeEngine> engine;
+  std::unique_ptr<HttpServer> http;
+  std::thread run;
 };
 
 std::string Post(int port, const std::string& path, const std::string& body, const std::string& extra_headers = "") {
@@ -100,12 +117,9 @@ std::string Post(int port, const std::string& path, const std::string& body, con
 TEST(HttpServer, ApiKeyGuardsTheV1Routes) {
   Served m;
   HttpServerOptions o;
-  o.port = 0;
   o.api_key = "s3cret-key";
-  auto server = HttpServer::Listen(o, m.api(), *m.engine);
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::thread run([&] { (*server)->Run(); });
-  const int port = (*server)->port();
+  const int port = m.Serve(o);
+  ASSERT_GT(port, 0);
   const std::string body = R"({"prompt": [100, 200], "max_tokens": 3, "temperature": 0})";
   // No key, a wrong key of the same length, a prefix of the key, the key with more after it.
   for (const std::string& auth :
@@ -122,39 +136,27 @@ TEST(HttpServer, ApiKeyGuardsTheV1Routes) {
   // /health needs no key (load balancers probe it).
   EXPECT_NE(Exchange(port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").find("HTTP/1.1 200"),
             std::string::npos);
-  (*server)->Stop();
-  run.join();
 }
 
 // Found by tests/fuzz/HttpServer_fuzz: a request target that is not UTF-8 went into the 404's
 // message, and serializing it threw on the connection's thread (the process ended).
 TEST(HttpServer, ARouteThatIsNotUtf8GetsA404) {
   Served m;
-  HttpServerOptions o;
-  o.port = 0;
-  auto server = HttpServer::Listen(o, m.api(), *m.engine);
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::thread run([&] { (*server)->Run(); });
-  const int port = (*server)->port();
+  const int port = m.Serve();
+  ASSERT_GT(port, 0);
   const std::string r = Post(port, "/v1/com\xd2pletions", R"({"prompt": "hi"})");
   EXPECT_NE(r.find("HTTP/1.1 404"), std::string::npos) << r;
   EXPECT_NE(r.find("no route for POST /v1/com\xef\xbf\xbdpletions"), std::string::npos) << r;
   // The server still answers.
   EXPECT_NE(Post(port, "/v1/completions", R"({"prompt": [1], "max_tokens": 1})").find("HTTP/1.1 200"),
             std::string::npos);
-  (*server)->Stop();
-  run.join();
 }
 
 TEST(HttpServer, AServerFailureTellsTheClientNoDetails) {
   Served m;
   m.backend->FailSteps(absl::InternalError("cuLaunchKernel failed for /home/someone/.cache/memra/ab12.cubin"));
-  HttpServerOptions o;
-  o.port = 0;
-  auto server = HttpServer::Listen(o, m.api(), *m.engine);
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::thread run([&] { (*server)->Run(); });
-  const int port = (*server)->port();
+  const int port = m.Serve();
+  ASSERT_GT(port, 0);
   for (const char* body :
        {R"({"prompt": [100, 200], "max_tokens": 3})", R"({"prompt": [100, 200], "max_tokens": 3, "stream": true})"}) {
     const std::string r = Post(port, "/v1/completions", body);
@@ -166,8 +168,6 @@ TEST(HttpServer, AServerFailureTellsTheClientNoDetails) {
   m.backend->FailSteps(absl::OkStatus());
   const std::string r = Post(port, "/v1/completions", R"({"prompt": [100, 200], "max_tokens": 2})");
   EXPECT_NE(r.find("HTTP/1.1 200"), std::string::npos) << r;
-  (*server)->Stop();
-  run.join();
 }
 
 }  // namespace
