@@ -29,28 +29,28 @@ void Check(bool cond, const char* what, const std::string& detail = "") {
   }
 }
 
-// Every option name of every subcommand.
-const std::set<std::string>& OptionNames() {
-  static const std::set<std::string>* names = [] {
-    auto* n = new std::set<std::string>();
-    for (llvm::cl::SubCommand* sub : llvm::cl::getRegisteredSubcommands())
-      for (const auto& entry : sub->OptionsMap) n->insert(entry.getKey().str());
-    return n;
-  }();
-  return *names;
+// The option names a command line may use: the top level's and its subcommand's (argv[1] when it
+// names one).
+std::set<std::string> OptionNames(const std::string& first) {
+  std::set<std::string> names;
+  for (llvm::cl::SubCommand* sub : llvm::cl::getRegisteredSubcommands())
+    if (sub->getName().empty() || sub->getName() == first)
+      for (const auto& entry : sub->OptionsMap) names.insert(entry.getKey().str());
+  return names;
 }
 
-bool Skipped(const std::string& arg) {
+bool Skipped(const std::string& arg, const std::set<std::string>& names) {
   if (!arg.empty() && arg[0] == '@') return true;
   for (const char* word : {"help", "version", "print-options", "print-all-options"})
     if (arg.find(word) != std::string::npos) return true;
-  // -h is LLVM cl's alias of --help, and a name that is no option is read as a group of
-  // single-letter ones ("--ih" is -i -h): skip those that could reach it.
+  // -h is LLVM cl's alias of --help, and a name the subcommand does not have is read as a group
+  // of single-letter options ("--ih" is -i -h, and so is "--host" outside serve): skip those that
+  // could reach it.
   if (arg.size() > 1 && arg[0] == '-') {
     const size_t from = arg[1] == '-' ? 2 : 1;
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(from, eq == std::string::npos ? std::string::npos : eq - from);
-    if (name == "h" || (name.find('h') != std::string::npos && OptionNames().count(name) == 0)) return true;
+    if (name == "h" || (name.find('h') != std::string::npos && names.count(name) == 0)) return true;
   }
   return false;
 }
@@ -71,8 +71,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   args.push_back(cur);
   if (args.size() > 32) return 0;
+  const std::set<std::string> names = OptionNames(args.size() > 1 ? args[1] : "");
   for (const std::string& a : args)
-    if (Skipped(a)) return 0;
+    if (Skipped(a, names)) return 0;
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
 
