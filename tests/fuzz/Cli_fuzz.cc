@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -31,10 +32,16 @@ void Check(bool cond, const char* what, const std::string& detail = "") {
 
 // The option names a command line may use: the top level's and its subcommand's (argv[1] when it
 // names one).
-std::set<std::string> OptionNames(const std::string& first) {
-  std::set<std::string> names;
+const std::set<std::string>& OptionNames(const std::string& first) {
+  // Built once per subcommand name (the table does not change while the fuzzer runs).
+  static auto* cache = new std::map<std::string, std::set<std::string>>();
+  std::string key;  // the subcommand's name, or "" (the top level): the cache stays bounded
   for (llvm::cl::SubCommand* sub : llvm::cl::getRegisteredSubcommands())
-    if (sub->getName().empty() || sub->getName() == first)
+    if (!sub->getName().empty() && sub->getName() == first) key = first;
+  if (auto it = cache->find(key); it != cache->end()) return it->second;
+  std::set<std::string>& names = (*cache)[key];
+  for (llvm::cl::SubCommand* sub : llvm::cl::getRegisteredSubcommands())
+    if (sub->getName().empty() || sub->getName() == key)
       for (const auto& entry : sub->OptionsMap) names.insert(entry.getKey().str());
   return names;
 }
@@ -71,7 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   args.push_back(cur);
   if (args.size() > 32) return 0;
-  const std::set<std::string> names = OptionNames(args.size() > 1 ? args[1] : "");
+  const std::set<std::string>& names = OptionNames(args.size() > 1 ? args[1] : "");
   for (const std::string& a : args)
     if (Skipped(a, names)) return 0;
   std::vector<const char*> argv;
