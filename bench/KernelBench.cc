@@ -9,10 +9,14 @@
 // quantized random rows (repeated), rotated over copies >= 4x the L2 so no call finds its weights
 // cached, and each row is timed as a CUDA graph of --iters calls (decode runs as one graph).
 //
-//   memra-kernel-bench [--iters 50] [--peak-gbs 4600] [--section all|gemv|quant]
-//                      [--formats q8_0,q4_K,...] [--tokens T] [--sweep 1]
+//   memra-kernel-bench [--iters 50] [--peak-gbs 4600] [--section all|gemv|quant|deltanet]
+//                      [--formats q8_0,q4_K,...] [--tokens T] [--sweep 1] [--lengths 4096,16384]
 // --formats takes every format GemvQuant.cu reads (GemvQuantReads: q8_0 ... q6_K, mxfp4, iq4_nl,
 // iq4_xs); the default is all of them.
+//
+// The deltanet section: the chunked gated-delta prefill scan (kernels/cuda/DeltaNetChunked.cu) at
+// the 9B's and the 0.8B's delta-net shapes for each --lengths T, its two launches timed alone and
+// as the pair the executor runs.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +30,7 @@
 
 #include "kernels/cuda/GemvParams.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -34,6 +39,7 @@
 #include "ir/Function.h"
 #include "ir/Module.h"
 #include "ir/Parser.h"
+#include "ir/StatusMacros.h"
 #include "kernels/cuda/FixedBindContext.h"
 #include "kernels/cuda/GemvQuant.h"
 #include "kernels/cuda/GpuOpRegistry.h"
@@ -391,6 +397,127 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
   return 0;
 }
 
+
+// ---- the deltanet section: kernels/cuda/DeltaNetChunked.cu ----
+
+// The gated-delta prefill scan (gated_delta_scan with its q / k l2 norms, as fuse-delta-net-inputs
+// leaves it) at Qwen3.5's delta-net shapes, through the unit the executor selects
+// (gated_delta_scan_chunked): each launch timed alone and the pair, against issue 17's goal
+// (<= 0.15 ms per layer at T = 4,096 and <= 0.45 ms at 16,384 on the 9B shape). Inputs are
+// constants (q = k rows of 0.05, v = 1, g = -0.05, beta = 0.5): the time does not depend on them.
+struct ScanShape {
+  const char* what;
+  int64_t hk, hv, d;
+};
+constexpr ScanShape kScanShapes[] = {{"9B (16 k / 32 v heads x 128)", 16, 32, 128},
+                                     {"0.8B (16 k / 16 v heads x 128)", 16, 16, 128}};
+
+int RunDeltaNetSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, int iters,
+                       const std::vector<int64_t>& lengths) {
+  const auto& d = dev.driver();
+  const auto stream = dev.stream();
+  const kc::Target target = dev.target();
+  const kc::GpuOpImpl* unit = kc::FindGpuOpImpl("gated_delta_scan_chunked");
+  if (unit == nullptr) return Fail(absl::InternalError("no unit gated_delta_scan_chunked"));
+  std::printf("\nDeltaNetChunked.cu (gated_delta_scan_chunked, precision bf16 unless named), CUDA graphs of %d calls\n",
+              iters);
+  std::printf("%-32s %-5s %6s | %10s %10s %10s | %9s %s\n", "shape", "prec", "T", "prep ms", "scan ms", "pair ms",
+              "TFLOP/s", "goal (9B)");
+  for (const ScanShape& sh : kScanShapes)
+    for (const char* precision : {"bf16", "f32"})
+      for (int64_t T : lengths) {
+        const std::string text = absl::StrFormat(
+            "state delta @delta : f32[%d, %d, %d]\n"
+            "func @f(%%q: f32[%d, %d, %d], %%k: f32[%d, %d, %d], %%v: f32[%d, %d, %d], %%g: f32[%d, %d], "
+            "%%beta: f32[%d, %d]) -> (f32[%d, %d, %d]) {\n"
+            "  %%o = gated_delta_scan(%%q, %%k, %%v, %%g, %%beta, @delta) {precision = \"%s\", qk_l2_eps = 1e-06, "
+            "scale = 0.0883883} : f32[%d, %d, %d]\n  return %%o\n}\n",
+            sh.hv, sh.d, sh.d, T, sh.hk, sh.d, T, sh.hk, sh.d, T, sh.hv, sh.d, T, sh.hv, T, sh.hv, T, sh.hv, sh.d,
+            precision, T, sh.hv, sh.d);
+        auto m = ir::ParseModule(text);
+        if (!m.ok()) return Fail(m.status());
+        const ir::Op& op = *(*m)->function("f")->Ops().front();
+        auto shapes = kc::ShapesAt(op, T, kc::WeightMode::kBlocks);
+        if (!shapes.ok()) return Fail(shapes.status());
+        auto sel = unit->Select(kc::SelectContext{op, *shapes, target});
+        if (!sel.ok()) return Fail(sel.status());
+        if (!sel->has_value()) {
+          std::printf("%-32s %-5s %6ld | not selected\n", sh.what, precision, static_cast<long>(T));
+          continue;
+        }
+        const kc::OpSelection& s = **sel;
+        std::vector<kc::ModuleSpec> mods;
+        for (const kc::Launch& l : s.launches) mods.push_back(l.kernel.module);
+        mods.erase(std::unique(mods.begin(), mods.end(),
+                               [](const kc::ModuleSpec& a, const kc::ModuleSpec& b) { return a.Key() == b.Key(); }),
+                   mods.end());
+        auto cubins = compiler.CompileAll(mods);
+        if (!cubins.ok()) return Fail(cubins.status());
+        std::map<std::string, std::unique_ptr<LoadedModule>> loaded;
+        for (size_t i = 0; i < mods.size(); ++i) {
+          auto l = LoadedModule::Load(dev, *(*cubins)[i], mods[i].Key());
+          if (!l.ok()) return Fail(l.status());
+          loaded[mods[i].Key()] = std::move(*l);
+        }
+        const int64_t nq = T * sh.hk * sh.d, nv = T * sh.hv * sh.d, ng = T * sh.hv, ns = sh.hv * sh.d * sh.d;
+        std::vector<DeviceBuffer> bufs;
+        for (int64_t n : {nq, nq, nv, ng, ng, ns, nv, std::max<int64_t>(s.scratch_bytes / 4, 1)}) {
+          auto b = dev.Alloc(static_cast<size_t>(n * 4), "deltanet operand");
+          if (!b.ok()) return Fail(b.status());
+          bufs.push_back(std::move(*b));
+        }
+        const uint32_t fill[] = {0x3d4ccccdu, 0x3d4ccccdu, 0x3f800000u, 0xbd4ccccdu, 0x3f000000u, 0u, 0u, 0u};
+        for (size_t i = 0; i < bufs.size(); ++i)
+          d.cuMemsetD32Async(bufs[i].ptr(), fill[i], bufs[i].bytes() / 4, stream);
+        std::vector<kc::DeviceMatrix> operands;
+        for (int i = 1; i < 6; ++i) {
+          kc::DeviceMatrix dm;
+          dm.data = bufs[static_cast<size_t>(i)].ptr();
+          operands.push_back(dm);
+        }
+        kc::FixedBindContext ctx(op, s, *shapes, bufs[0].ptr(), -1, operands, {bufs[6].ptr()}, bufs[7].ptr());
+        kc::DeviceWork work;
+        if (absl::Status st = unit->Bind(ctx, work); !st.ok()) return Fail(st);
+        struct Call {
+          runtime::cuda::CUfunction fn;
+          const kc::Launch* l;
+          kc::ParamBlock params;
+        };
+        std::vector<Call> calls;
+        for (const kc::DeviceAction& a : work.actions()) {
+          const auto& k = std::get<kc::KernelCall>(a);
+          const kc::Launch& l = s.launches[k.launch];
+          auto fn = loaded.at(l.kernel.module.Key())->Function(l.kernel.entry, l.smem);
+          if (!fn.ok()) return Fail(fn.status());
+          calls.push_back({*fn, &l, k.params});
+        }
+        // Time launch `only` (or every launch for -1).
+        auto time = [&](int only) {
+          return TimeCalls(dev, iters, [&](int) -> absl::Status {
+            for (size_t ci = 0; ci < calls.size(); ++ci) {
+              if (only >= 0 && static_cast<int>(ci) != only) continue;
+              Call& c = calls[ci];
+              void* args[] = {c.params.bytes.data()};
+              MEMRA_RETURN_IF_ERROR(CuCheck(
+                  d.cuLaunchKernel(c.fn, c.l->grid, 1, 1, c.l->block, 1, 1, c.l->smem, stream, args, nullptr),
+                  c.l->kernel.ToString()));
+            }
+            return absl::OkStatus();
+          });
+        };
+        std::vector<double> ms;
+        for (int only : {0, 1, -1}) {
+          auto us = only < static_cast<int>(calls.size()) ? time(only) : absl::StatusOr<double>(0.0);
+          if (!us.ok()) return Fail(us.status());
+          ms.push_back(*us / 1000.0);
+        }
+        const double tflops = work.flops() / (ms[2] * 1e-3) / 1e12;
+        const char* goal = sh.hv != 32 ? "" : T == 4096 ? "<= 0.15 ms" : T == 16384 ? "<= 0.45 ms" : "";
+        std::printf("%-32s %-5s %6ld | %10.3f %10.3f %10.3f | %9.1f %s\n", sh.what, precision, static_cast<long>(T),
+                    ms[0], ms[1], ms[2], tflops, goal);
+      }
+  return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -403,6 +530,7 @@ int main(int argc, char** argv) {
                                     ir::DType::kIQ4_XS};
   int64_t tokens = 1;
   bool sweep = false;
+  std::vector<int64_t> lengths = {4096, 16384};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--iters") == 0) {
       iters = std::atoi(argv[i + 1]);
@@ -414,6 +542,14 @@ int main(int argc, char** argv) {
       tokens = std::clamp<int64_t>(std::atoi(argv[i + 1]), 1, 8);
     } else if (std::strcmp(argv[i], "--sweep") == 0) {
       sweep = std::atoi(argv[i + 1]) != 0;
+    } else if (std::strcmp(argv[i], "--lengths") == 0) {
+      lengths.clear();
+      for (absl::string_view l : absl::StrSplit(argv[i + 1], ',')) {
+        int64_t t = 0;
+        if (!absl::SimpleAtoi(l, &t) || t < 1 || t > (1 << 20))
+          return Fail(absl::InvalidArgumentError(absl::StrCat("--lengths: '", l, "' is not a length in 1..1048576")));
+        lengths.push_back(t);
+      }
     } else if (std::strcmp(argv[i], "--formats") == 0) {
       formats.clear();
       for (absl::string_view f : absl::StrSplit(argv[i + 1], ',')) {
@@ -437,6 +573,7 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {{"attn/ssm out 4096x4096", 4096, 4096}, {"ffn gate|up 12288x4096", 12288, 4096},
                           {"ffn down 4096x12288", 4096, 12288},   {"ssm qkv 8192x4096", 8192, 4096},
                           {"ssm beta 32x4096", 32, 4096},         {"head 248320x4096", 248320, 4096}};
+  if (section == "deltanet") return RunDeltaNetSection(**dev, **compiler, iters, lengths);
   if (section == "quant") return RunQuantSection(**dev, **compiler, **blas, iters, peak_gbs, formats, tokens, sweep);
   std::printf("%s, %d iterations per row, roofline %.0f GB/s\n", (*dev)->Describe().c_str(), iters, peak_gbs);
   std::printf("%-24s %-22s %10s %10s %8s\n", "shape", "kernel", "us", "GB/s", "% roof");

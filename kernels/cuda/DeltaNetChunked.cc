@@ -32,11 +32,14 @@ class GatedDeltaScanChunkedImpl : public GpuOpImpl {
     // bf16: the state pass on tensor cores, 32 state columns per block (GDN_NC). f32: CUDA cores,
     // 16 columns per block, 2 blocks per SM at the 9B's 32 heads x 128 columns (that pass is
     // latency-bound).
-    const bool bf16 = precision == "bf16" && Dv % 32 == 0;
+    const bool bf16 = precision == "bf16" && Dv % 32 == 0 && Dk % 32 == 0;
     const int64_t cols = bf16 ? 32 : 16;
-    // DeltaNetChunked.cu's GDN_PREP_SMEM_FLOATS, GDN_SCAN_SMEM_FLOATS / GDN_SCAN_SMEM_BYTES and
+    // DeltaNetChunked.cu's GDN_PREP_SMEM_FLOATS / GDN_PREP16_SMEM_BYTES, GDN_SCAN_SMEM_FLOATS /
+    // GDN_SCAN_SMEM_BYTES and
     // GDN_SCR / GDN_SCR16.
-    const int64_t prep_smem = (2 * kChunk * (Dk + 1) + kChunk * (kChunk + 1) + 4 * kChunk) * 4;
+    const int64_t prep_smem =
+        bf16 ? kChunk * (2 * (Dk + 8) + (Dv + 8)) * 2 + (kChunk * (kChunk + 1) + 3 * 256 + 2 * kChunk) * 4
+             : (2 * kChunk * (Dk + 1) + kChunk * (kChunk + 1) + 4 * kChunk) * 4;
     const int64_t stage_u16 = 3 * kChunk * (Dk + 8) + kChunk * (kChunk + 8) + 2 * kChunk * (cols + 4) + 8;
     const int64_t scan_smem =
         bf16

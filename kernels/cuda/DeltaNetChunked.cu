@@ -5,8 +5,9 @@
 //   gdn_chunk_prep  one block per (value head, chunk), all chunks at once: gamma (the cumulative
 //                   log decay), the l2 norms, A = beta_t e^(gamma_t - gamma_s) k_t.k_s (s < t) and
 //                   M = e^(gamma_t - gamma_s) q_t.k_s (s <= t), then [W | Y] = (I + A)^-1 [beta e^gamma K
-//                   | beta V] by forward substitution (one thread per column, the column in registers).
-//                   Writes W, Y, M, gamma and the inverse norms to the scratch.
+//                   | beta V]: in f32 by forward substitution (one thread per column) for GDN_BF16 = 0;
+//                   for GDN_BF16 = 1 the inverse is formed once (blocked, f32) and applied on tensor
+//                   cores with split-bf16 operands. Writes W, Y, M (and the decayed rows) to the scratch.
 //   gdn_chunk_scan  one block per (value head, GDN_COLS state columns), sequential over the chunks,
 //                   the state tile in registers: U = Y - W S, O = scale (e^gamma Q S + M U),
 //                   S = e^gamma_n S + (e^(gamma_n - gamma) K)^T U.
@@ -62,9 +63,11 @@
 #define GDN_SMEM_DECL(n) extern __shared__ __align__(16) float gdn_smem[]
 #endif
 
-// ---- gdn_chunk_prep: 256 threads. Shared memory: k, q [C][KP], A [C][C + 1], gamma, 1/|k|, 1/|q|,
-// beta.
 #define GDN_PREP_THREADS 256
+
+#if !GDN_BF16
+// ---- gdn_chunk_prep (f32): 256 threads. Shared memory: k, q [C][KP], A [C][C + 1], gamma, 1/|k|,
+// 1/|q|, beta.
 #define GDN_PREP_SMEM_FLOATS (2 * GDN_C * GDN_KP + GDN_C * (GDN_C + 1) + 4 * GDN_C)
 
 extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(const GdnChunkParams p) {
@@ -126,48 +129,6 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(co
       }
   }
   __syncthreads();
-#if GDN_BF16
-  // A (strictly lower) and M (lower with the diagonal) on tensor cores: K K^T and Q K^T with bf16
-  // operands packed from the f32 rows, warp w computing rows 16 (w / 2).., columns 32 (w % 2)...
-  {
-    const int g = lane >> 2, tq = lane & 3, mt = warp >> 1, nb = (warp & 1) * 32;
-    float kk[4][4], qk[4][4];
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) kk[nt][e] = qk[nt][e] = 0.0f;
-    if (nb <= mt * 16 + 15) {  // a tile wholly above the diagonal stays 0
-#pragma unroll 2
-      for (int k0 = 0; k0 < GDN_DK; k0 += 16) {
-        const int r = mt * 16 + g, c = k0 + 2 * tq;
-        u32 ak[4], aq[4];
-#pragma unroll
-        for (int f = 0; f < 4; ++f) {
-          const int rr = r + (f & 1) * 8, cc = c + (f >> 1) * 8;
-          ak[f] = mma_pack_bf16(sk[rr * GDN_KP + cc], sk[rr * GDN_KP + cc + 1]);
-          aq[f] = mma_pack_bf16(sq[rr * GDN_KP + cc], sq[rr * GDN_KP + cc + 1]);
-        }
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          const int sr = nb + nt * 8 + g;
-          const u32 b0 = mma_pack_bf16(sk[sr * GDN_KP + c], sk[sr * GDN_KP + c + 1]);
-          const u32 b1 = mma_pack_bf16(sk[sr * GDN_KP + c + 8], sk[sr * GDN_KP + c + 9]);
-          mma_bf16(kk[nt], ak, b0, b1);
-          mma_bf16(qk[nt], aq, b0, b1);
-        }
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int t = mt * 16 + g + (e >> 1) * 8, s = nb + nt * 8 + 2 * tq + (e & 1);
-        const float decay = s <= t ? expf(sgam[t] - sgam[s]) : 0.0f;
-        sA[t * (GDN_C + 1) + s] = s < t ? sbeta[t] * decay * kk[nt][e] : 0.0f;
-        reinterpret_cast<u16*>(scr + GDN_S16_M)[t * GDN_C + s] = f32_to_bf16(qk[nt][e] * decay);
-      }
-  }
-#else
   // A (strictly lower) and M (lower with the diagonal) in f32: thread (s, t-group), 16 rows t each.
   {
     const int s = tid % GDN_C, tg = tid / GDN_C;
@@ -187,22 +148,11 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(co
       scr[GDN_SCR_M + t * GDN_C + s] = s <= t ? m : 0.0f;
     }
   }
-#endif
-#if GDN_BF16
-  // The state pass's decayed rows: Q~ = e^gamma q^, K~ = e^(gamma_n - gamma) k^ (zeros past n).
-  for (int e = tid; e < GDN_C * GDN_DK; e += GDN_PREP_THREADS) {
-    const int t = e / GDN_DK, i = e % GDN_DK;
-    reinterpret_cast<u16*>(scr + GDN_S16_Q)[e] = f32_to_bf16(expf(sgam[t]) * sq[t * GDN_KP + i]);
-    reinterpret_cast<u16*>(scr + GDN_S16_K)[e] = f32_to_bf16(expf(sgam[GDN_C - 1] - sgam[t]) * sk[t * GDN_KP + i]);
-  }
-  if (tid == 0) scr[GDN_S16_EN] = expf(sgam[GDN_C - 1]);
-#else
   if (tid < GDN_C) {
     scr[GDN_SCR_GAM + tid] = sgam[tid];
     scr[GDN_SCR_IK + tid] = sik[tid];
     scr[GDN_SCR_IQ + tid] = siq[tid];
   }
-#endif
   __syncthreads();
   // [W | Y] = (I + A)^-1 B by forward substitution, one column per thread: x_t = b_t - sum_{s<t}
   // A[t][s] x_s with b = beta e^gamma k (W's columns) or beta v (Y's).
@@ -229,24 +179,293 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(co
     if (col < GDN_DK) {
 #pragma unroll
       for (int t = 0; t < GDN_C; ++t) {
-#if GDN_BF16
-        reinterpret_cast<u16*>(scr + GDN_S16_W)[t * GDN_DK + col] = f32_to_bf16(x[t]);
-#else
         scr[GDN_SCR_W + t * GDN_DK + col] = x[t];
-#endif
       }
     } else {
 #pragma unroll
       for (int t = 0; t < GDN_C; ++t) {
-#if GDN_BF16
-        scr[GDN_S16_Y + t * GDN_DV + (col - GDN_DK)] = x[t];
-#else
         scr[GDN_SCR_Y + t * GDN_DV + (col - GDN_DK)] = x[t];
-#endif
       }
     }
   }
 }
+
+#endif  // !GDN_BF16
+
+#if GDN_BF16
+// ---- gdn_chunk_prep (bf16): 256 threads per (value head, chunk). The inverse T = (I + A)^-1 is
+// formed once in f32 (blocked: the four 16 x 16 diagonal blocks by forward substitution, then
+// T_ij = -T_ii sum_k A_ik T_kj block row by block row), and W = T diag(beta e^gamma) K^, Y = T
+// diag(beta) V run on tensor cores with T split into bf16 high and low halves (K^ and V are bf16
+// operands, as in every bf16 product), so T adds no rounding of its own; before, a forward
+// substitution per output column (256 of them) made the prep 70 % of the scan's time (bench:
+// memra-kernel-bench --section deltanet). Emulated nmse against float64 (deltanet_chunked_run.sh):
+// 1.4e-5 with V rounded, 1.2e-5 with V split too (three products), 1.6e-5 with T not split.
+// Shared memory: k^, q^ as bf16 [C][AS]; v as bf16 [C][VS]; A, then T in place, f32 [C][C + 1];
+// a 768-float product buffer (later the column factors); gamma; beta.
+#define GDN_AS (GDN_DK + 8)  // bf16 row strides (ldmatrix rows in distinct bank groups)
+#define GDN_VS (GDN_DV + 8)
+#define GDN_PREP16_SMEM_BYTES \
+  (GDN_C * (2 * GDN_AS + GDN_VS) * 2 + (GDN_C * (GDN_C + 1) + 3 * 256 + 2 * GDN_C) * 4)
+
+// x = hi + lo with hi, lo bf16: the two halves of an f32 operand.
+__device__ __forceinline__ void gdn_split(float x, u16& hi, u16& lo) {
+  hi = f32_to_bf16(x);
+  lo = f32_to_bf16(x - bf16_to_f32(hi));
+}
+
+extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS, 3) gdn_chunk_prep(const GdnChunkParams p) {
+  memra_grid_dependency();
+  GDN_SMEM_DECL(GDN_PREP16_SMEM_BYTES / 4);
+  u16* sKb = reinterpret_cast<u16*>(gdn_smem);
+  u16* sQb = sKb + GDN_C * GDN_AS;
+  u16* sVb = sQb + GDN_C * GDN_AS;
+  float* sA = reinterpret_cast<float*>(sVb + GDN_C * GDN_VS);
+  float* sP = sA + GDN_C * (GDN_C + 1);
+  float* sgam = sP + 3 * 256;
+  float* sbeta = sgam + GDN_C;  // 0 past n
+  const int h = blockIdx.x % GDN_HV, c = blockIdx.x / GDN_HV, kh = h % GDN_HK;
+  const int t0 = c * GDN_C;
+  if (t0 >= p.n_tok) return;
+  const int n = min(GDN_C, p.n_tok - t0);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  float* scr = p.scratch + ((i64)c * GDN_HV + h) * GDN_SCR16;
+  u16* scrW = reinterpret_cast<u16*>(scr + GDN_S16_W);
+  u16* scrQ = reinterpret_cast<u16*>(scr + GDN_S16_Q);
+  u16* scrK = reinterpret_cast<u16*>(scr + GDN_S16_K);
+  u16* scrM = reinterpret_cast<u16*>(scr + GDN_S16_M);
+
+  // v rows: every load issued first (zeros past n), stored as bf16 once gamma is under way.
+  constexpr int kV4 = (GDN_C * GDN_DV / 4 + GDN_PREP_THREADS - 1) / GDN_PREP_THREADS;
+  float vr[kV4][4];
+#pragma unroll
+  for (int a = 0; a < kV4; ++a) {
+    const int e = tid + a * GDN_PREP_THREADS, t = e / (GDN_DV / 4), j4 = e % (GDN_DV / 4) * 4;
+    const bool in = e < GDN_C * GDN_DV / 4 && t < n;
+    const float* src = p.v + ((i64)(t0 + t) * GDN_HV + h) * GDN_DV + j4;
+#pragma unroll
+    for (int x = 0; x < 4; ++x) vr[a][x] = in ? src[x] : 0.0f;
+  }
+  if (tid < GDN_C) sbeta[tid] = tid < n ? p.beta[(i64)(t0 + tid) * GDN_HV + h] : 0.0f;
+  // gamma: the cumulative log decay by a warp scan (padding rows add 0). The order of the additions
+  // differs from the f32 path's left-to-right sum by rounding only.
+  if (warp == 0) {
+    float g0 = lane < n ? p.g[(i64)(t0 + lane) * GDN_HV + h] : 0.0f;
+    float g1 = lane + 32 < n ? p.g[(i64)(t0 + lane + 32) * GDN_HV + h] : 0.0f;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float y0 = __shfl_up_sync(0xffffffffu, g0, o), y1 = __shfl_up_sync(0xffffffffu, g1, o);
+      if (lane >= o) {
+        g0 += y0;
+        g1 += y1;
+      }
+    }
+    sgam[lane] = g0;
+    sgam[lane + 32] = g1 + __shfl_sync(0xffffffffu, g0, 31);
+  }
+#pragma unroll
+  for (int a = 0; a < kV4; ++a) {
+    const int e = tid + a * GDN_PREP_THREADS, t = e / (GDN_DV / 4), j4 = e % (GDN_DV / 4) * 4;
+    if (e < GDN_C * GDN_DV / 4) {
+      u32* dst = reinterpret_cast<u32*>(sVb + t * GDN_VS + j4);
+      dst[0] = mma_pack_bf16(vr[a][0], vr[a][1]);
+      dst[1] = mma_pack_bf16(vr[a][2], vr[a][3]);
+    }
+  }
+  __syncthreads();
+  // k and q rows, warp w taking rows w, w + 8, ... in batches whose loads are all issued before
+  // any is used: the l2 norms, k^ and q^ as bf16 for the products, and the state pass's decayed
+  // rows Q~ = e^gamma q^, K~ = e^(gamma_n - gamma) k^ (rounded once, from f32).
+  {
+    constexpr int kPer = (GDN_DK + 31) / 32, kBatch = 4, kWarps = GDN_PREP_THREADS / 32;
+    const float gam_n = sgam[GDN_C - 1];
+#pragma unroll 1
+    for (int b0 = 0; b0 < GDN_C / kWarps; b0 += kBatch) {
+      float kv[kBatch][kPer], qv[kBatch][kPer];
+#pragma unroll
+      for (int r = 0; r < kBatch; ++r) {
+        const int t = warp + kWarps * (b0 + r);
+#pragma unroll
+        for (int a = 0; a < kPer; ++a) {
+          const bool in = t < n && lane + 32 * a < GDN_DK;
+          const i64 at = ((i64)(t0 + t) * GDN_HK + kh) * GDN_DK + lane + 32 * a;
+          kv[r][a] = in ? p.k[at] : 0.0f;
+          qv[r][a] = in ? p.q[at] : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kBatch; ++r) {
+        const int t = warp + kWarps * (b0 + r);
+        float kk = 0.0f, qq = 0.0f;
+#pragma unroll
+        for (int a = 0; a < kPer; ++a) {
+          kk += kv[r][a] * kv[r][a];
+          qq += qv[r][a] * qv[r][a];
+        }
+        kk = warp_sum(kk);
+        qq = warp_sum(qq);
+        const float ik = GDN_L2 ? 1.0f / fmaxf(sqrtf(kk), p.qk_eps) : 1.0f;
+        const float iq = GDN_L2 ? 1.0f / fmaxf(sqrtf(qq), p.qk_eps) : 1.0f;
+        const float eq = expf(sgam[t]), ek = expf(gam_n - sgam[t]);
+#pragma unroll
+        for (int a = 0; a < kPer; ++a) {
+          const int i = lane + 32 * a;
+          if (i >= GDN_DK) break;
+          const float kn = kv[r][a] * ik, qn = qv[r][a] * iq;
+          sKb[t * GDN_AS + i] = f32_to_bf16(kn);
+          sQb[t * GDN_AS + i] = f32_to_bf16(qn);
+          scrQ[t * GDN_DK + i] = f32_to_bf16(eq * qn);
+          scrK[t * GDN_DK + i] = f32_to_bf16(ek * kn);
+        }
+      }
+    }
+  }
+  if (tid == 0) scr[GDN_S16_EN] = expf(sgam[GDN_C - 1]);
+  __syncthreads();
+  // A (strictly lower, f32) and M (lower with the diagonal, bf16 to the scratch): K^ K^T and Q^ K^T
+  // on tensor cores, warp w computing rows 16 (w / 2).., columns 32 (w % 2)...
+  {
+    const int mt = warp >> 1, nb = (warp & 1) * 32;
+    float kk[4][4], qk[4][4];
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) kk[nt][e] = qk[nt][e] = 0.0f;
+    if (nb <= mt * 16 + 15) {  // a tile wholly above the diagonal stays 0
+#pragma unroll 2
+      for (int k0 = 0; k0 < GDN_DK; k0 += 16) {
+        u32 ak[4], aq[4];
+        mma_ldmatrix_x4(ak, sKb + (mt * 16 + (lane & 15)) * GDN_AS + k0 + (lane >> 4) * 8);
+        mma_ldmatrix_x4(aq, sQb + (mt * 16 + (lane & 15)) * GDN_AS + k0 + (lane >> 4) * 8);
+#pragma unroll
+        for (int np = 0; np < 2; ++np) {
+          u32 b[4];
+          mma_ldmatrix_x4(b, sKb + (nb + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * GDN_AS + k0 + ((lane >> 3) & 1) * 8);
+          mma_bf16(kk[2 * np], ak, b[0], b[1]);
+          mma_bf16(kk[2 * np + 1], ak, b[2], b[3]);
+          mma_bf16(qk[2 * np], aq, b[0], b[1]);
+          mma_bf16(qk[2 * np + 1], aq, b[2], b[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int t = mt * 16 + g + (e >> 1) * 8, s = nb + nt * 8 + 2 * tq + (e & 1);
+        const float decay = s <= t ? expf(sgam[t] - sgam[s]) : 0.0f;
+        sA[t * (GDN_C + 1) + s] = s < t ? sbeta[t] * decay * kk[nt][e] : 0.0f;
+        scrM[t * GDN_C + s] = f32_to_bf16(qk[nt][e] * decay);
+      }
+  }
+  __syncthreads();
+  // T = (I + A)^-1 in place of A. The diagonal blocks: thread (b, j) solves column j of block b
+  // in registers (x_r = delta_rj - sum_{s<r} A_rs x_s), written back once every thread has read A.
+  {
+    float x[16];
+    const int b = tid >> 4, j = tid & 15;
+    if (tid < GDN_C) {
+      const float* ab = sA + 16 * b * (GDN_C + 1) + 16 * b;
+#pragma unroll
+      for (int r = 0; r < 16; ++r) {
+        float acc = r == j ? 1.0f : 0.0f;
+#pragma unroll
+        for (int s2 = 0; s2 < r; ++s2) acc -= ab[r * (GDN_C + 1) + s2] * x[s2];
+        x[r] = acc;
+      }
+    }
+    __syncthreads();
+    if (tid < GDN_C)
+#pragma unroll
+      for (int r = 0; r < 16; ++r) sA[(16 * b + r) * (GDN_C + 1) + 16 * b + j] = x[r];
+    __syncthreads();
+  }
+  // Block rows 1..3: P_j = sum_{x in [16 j, 16 i)} A[16 i + r][x] T[x][16 j + c], then
+  // T_ij = -T_ii P_j (T rows above i are final; A's row block i is read before it is replaced).
+#pragma unroll 1
+  for (int i = 1; i < GDN_C / 16; ++i) {
+    for (int e = tid; e < i * 256; e += GDN_PREP_THREADS) {
+      const int j = e >> 8, r = (e >> 4) & 15, cc = e & 15;
+      float acc = 0.0f;
+      for (int x = 16 * j; x < 16 * i; ++x) acc += sA[(16 * i + r) * (GDN_C + 1) + x] * sA[x * (GDN_C + 1) + 16 * j + cc];
+      sP[e] = acc;
+    }
+    __syncthreads();
+    for (int e = tid; e < i * 256; e += GDN_PREP_THREADS) {
+      const int j = e >> 8, r = (e >> 4) & 15, cc = e & 15;
+      float acc = 0.0f;
+      for (int m = 0; m <= r; ++m) acc += sA[(16 * i + r) * (GDN_C + 1) + 16 * i + m] * sP[j * 256 + m * 16 + cc];
+      sA[(16 * i + r) * (GDN_C + 1) + 16 * j + cc] = -acc;
+    }
+    __syncthreads();
+  }
+  // Column factors of T: beta e^gamma for W, beta for Y.
+  float* sfk = sP;
+  if (tid < GDN_C) sfk[tid] = sbeta[tid] * expf(sgam[tid]);
+  __syncthreads();
+  // [W | Y] = T diag(f) [K^ | V]. Warp w: W (w even) or Y (w odd), half (w / 2) % 2 of the columns,
+  // row tiles {0, 3} (w < 4) or {1, 2}: T is lower triangular, so a row tile mt needs mt + 1
+  // k-steps and each warp does five. T's fragments (f32, scaled by the column factors, split
+  // hi / lo) are built once per row tile.
+  {
+    const bool is_y = warp & 1;
+    const float* f = is_y ? sbeta : sfk;
+    const int width = is_y ? GDN_DV : GDN_DK, c_lo = ((warp >> 1) & 1) * (width / 2), c_hi = c_lo + width / 2;
+#pragma unroll 1
+    for (int pass = 0; pass < 2; ++pass) {
+      const int mt = warp < 4 ? (pass ? 3 : 0) : (pass ? 2 : 1);
+      u32 ahi[GDN_C / 16][4], alo[GDN_C / 16][4];
+#pragma unroll
+      for (int ks = 0; ks < GDN_C / 16; ++ks)
+#pragma unroll
+        for (int fr = 0; fr < 4; ++fr) {
+          const int row = mt * 16 + g + (fr & 1) * 8, col = ks * 16 + 2 * tq + (fr >> 1) * 8;
+          u16 h0, l0, h1, l1;
+          gdn_split(sA[row * (GDN_C + 1) + col] * f[col], h0, l0);
+          gdn_split(sA[row * (GDN_C + 1) + col + 1] * f[col + 1], h1, l1);
+          ahi[ks][fr] = (u32)h0 | ((u32)h1 << 16);
+          alo[ks][fr] = (u32)l0 | ((u32)l1 << 16);
+        }
+#pragma unroll 1
+      for (int n0 = c_lo; n0 < c_hi; n0 += 64) {
+        float acc[8][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < GDN_C / 16; ++ks) {
+          if (ks > mt) break;
+#pragma unroll
+          for (int np = 0; np < 4; ++np) {
+            if (n0 + np * 16 >= c_hi) break;
+            u32 b[4];
+            const int br = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), bc = n0 + np * 16 + (lane >> 4) * 8;
+            mma_ldmatrix_x4_trans(b, is_y ? sVb + br * GDN_VS + bc : sKb + br * GDN_AS + bc);
+            mma_bf16(acc[2 * np], ahi[ks], b[0], b[1]);
+            mma_bf16(acc[2 * np + 1], ahi[ks], b[2], b[3]);
+            mma_bf16(acc[2 * np], alo[ks], b[0], b[1]);
+            mma_bf16(acc[2 * np + 1], alo[ks], b[2], b[3]);
+          }
+        }
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int row = mt * 16 + g + hh * 8, col = n0 + nt * 8 + 2 * tq;
+            if (col >= c_hi) continue;
+            if (is_y) {
+              *reinterpret_cast<float2*>(scr + GDN_S16_Y + row * GDN_DV + col) =
+                  make_float2(acc[nt][2 * hh], acc[nt][2 * hh + 1]);
+            } else {
+              *reinterpret_cast<u32*>(scrW + row * GDN_DK + col) = mma_pack_bf16(acc[nt][2 * hh], acc[nt][2 * hh + 1]);
+            }
+          }
+      }
+    }
+  }
+}
+#endif  // GDN_BF16
 
 #if !GDN_BF16
 // ---- gdn_chunk_scan: 256 threads per (head, GDN_COLS columns). Shared memory per chunk: W, the
@@ -419,7 +638,6 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
 //                      columns, f32 accumulators kept across chunks; S as bf16 in sS for the products.
 #define GDN_NC 32
 #define GDN_SCAN_THREADS 256
-#define GDN_AS (GDN_DK + 8)  // bf16 row strides (ldmatrix rows in distinct bank groups)
 #define GDN_MS (GDN_C + 8)
 #define GDN_NS (GDN_NC + 8)
 #define GDN_YS (GDN_NC + 4)              // f32

@@ -76,6 +76,11 @@ template <class T>
 T __shfl_sync(unsigned, T v, int src) {
   return emu_shfl(v, src);
 }
+// Lanes below `o` keep their own value, as on the device.
+template <class T>
+T __shfl_up_sync(unsigned, T v, int o) {
+  return emu_shfl(v, emu_lane >= o ? emu_lane - o : emu_lane);
+}
 inline int __any_sync(unsigned, int p) {
   emu_warp->slot[emu_lane] = p ? 1 : 0;
   emu_warp->bar.arrive_and_wait();
