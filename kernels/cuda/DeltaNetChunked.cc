@@ -35,18 +35,17 @@ class GatedDeltaScanChunkedImpl : public GpuOpImpl {
     const bool bf16 = precision == "bf16" && Dv % 32 == 0 && Dk % 32 == 0;
     const int64_t cols = bf16 ? 32 : 16;
     // DeltaNetChunked.cu's GDN_PREP_SMEM_FLOATS / GDN_PREP16_SMEM_BYTES, GDN_SCAN_SMEM_FLOATS /
-    // GDN_SCAN_SMEM_BYTES and
-    // GDN_SCR / GDN_SCR16.
+    // GDN_SCAN_SMEM_BYTES and GDN_SCR / GDN_SCR16.
     const int64_t prep_smem =
         bf16 ? kChunk * (2 * (Dk + 8) + (Dv + 8)) * 2 + (kChunk * (kChunk + 1) + 3 * 256 + 2 * kChunk) * 4
              : (2 * kChunk * (Dk + 1) + kChunk * (kChunk + 1) + 4 * kChunk) * 4;
-    const int64_t stage_u16 = 3 * kChunk * (Dk + 8) + kChunk * (kChunk + 8) + 2 * kChunk * (cols + 4) + 8;
+    const int64_t stage_u16 = 3 * kChunk * Dk + kChunk * kChunk + 8 + 2 * kChunk * cols;
     const int64_t scan_smem =
         bf16
-            ? 2 * (2 * stage_u16 + Dk * (cols + 8) + kChunk * (cols + 8))
+            ? 2 * (2 * stage_u16 + Dk * (cols + 8) + kChunk * (cols + 8)) + 16
             : (3 * kChunk * (Dk + 1) + kChunk * (kChunk + 1) + 2 * kChunk * (cols + 1) + Dk * (cols + 1) + 2 * kChunk) *
                   4;
-    const int64_t scratch_floats = bf16 ? 3 * kChunk * Dk / 2 + kChunk * kChunk / 2 + kChunk * Dv + 4
+    const int64_t scratch_floats = bf16 ? (3 * kChunk * Dk + kChunk * kChunk + 8) / 2 + Dv * kChunk
                                         : kChunk * Dk + kChunk * kChunk + kChunk * Dv + 3 * kChunk;
     if (std::max(prep_smem, scan_smem) > std::max(c.target.smem_per_block, c.target.smem_per_block_optin))
       return std::optional<OpSelection>();

@@ -42,15 +42,29 @@
 #ifndef GDN_BF16
 #define GDN_BF16 0
 #endif
-// GDN_BF16's scratch, in floats: bf16 W, Q~, K~ [C][DK] and M [C][C], then f32 Y [C][DV] and
-// e^gamma_n (padded to 16 bytes), every part 16-byte aligned for cp.async.
+// GDN_BF16's scratch per (chunk, head) is laid out as the state pass's shared-memory stage, so a
+// block fetches a chunk with two bulk copies: bf16 W, Q~, K~ [C][DK] and M [C][C] (rows swizzled
+// for ldmatrix: gdn_sw), e^gamma_n (16 bytes), then f32 Y as DV / NC column tiles [C][NC] (a
+// block's tile contiguous). Rows are whole 32-byte sectors, written by full-sector stores. Offsets
+// in u16 units (GDN_S16_*) and floats (GDN_S16_YF, GDN_SCR16).
+#define GDN_NC 32  // state columns per block of the bf16 state pass
 #define GDN_S16_W 0
-#define GDN_S16_Q (GDN_S16_W + GDN_C * GDN_DK / 2)
-#define GDN_S16_K (GDN_S16_Q + GDN_C * GDN_DK / 2)
-#define GDN_S16_M (GDN_S16_K + GDN_C * GDN_DK / 2)
-#define GDN_S16_Y (GDN_S16_M + GDN_C * GDN_C / 2)
-#define GDN_S16_EN (GDN_S16_Y + GDN_C * GDN_DV)
-#define GDN_SCR16 (GDN_S16_EN + 4)
+#define GDN_S16_Q (GDN_C * GDN_DK)
+#define GDN_S16_K (2 * GDN_C * GDN_DK)
+#define GDN_S16_M (3 * GDN_C * GDN_DK)
+#define GDN_S16_EN (GDN_S16_M + GDN_C * GDN_C)
+#define GDN_S16_SHARED (GDN_S16_EN + 8)  // W, Q~, K~, M, e^gamma_n: what every column tile reads
+#define GDN_S16_YF (GDN_S16_SHARED / 2)
+#define GDN_SCR16 (GDN_S16_YF + GDN_DV * GDN_C)
+
+// Element (r, col) of a bf16 matrix of width W stored with the 16-byte chunks of row r permuted
+// (chunk k at k ^ (r & m), m = min(8, W / 8) - 1): rows stay contiguous and unpadded, and the
+// eight rows an ldmatrix reads at one column fall in distinct bank groups.
+template <int W>
+__device__ __forceinline__ int gdn_sw(int r, int col) {
+  constexpr int m = (W / 8 < 8 ? W / 8 : 8) - 1;
+  return r * W + (((col >> 3) ^ (r & m)) << 3) + (col & 7);
+}
 #if GDN_BF16
 #define GDN_SCR_PER GDN_SCR16
 #else
@@ -203,7 +217,7 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(co
 // 1.4e-5 with V rounded, 1.2e-5 with V split too (three products), 1.6e-5 with T not split.
 // Shared memory: k^, q^ as bf16 [C][AS]; v as bf16 [C][VS]; A, then T in place, f32 [C][C + 1];
 // a 768-float product buffer (later the column factors); gamma; beta.
-#define GDN_AS (GDN_DK + 8)  // bf16 row strides (ldmatrix rows in distinct bank groups)
+#define GDN_AS (GDN_DK + 8)  // bf16 row strides of k^, q^ (ldmatrix rows in distinct bank groups)
 #define GDN_VS (GDN_DV + 8)
 #define GDN_PREP16_SMEM_BYTES \
   (GDN_C * (2 * GDN_AS + GDN_VS) * 2 + (GDN_C * (GDN_C + 1) + 3 * 256 + 2 * GDN_C) * 4)
@@ -230,10 +244,11 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS, 3) gdn_chunk_prep
   const int n = min(GDN_C, p.n_tok - t0);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   float* scr = p.scratch + ((i64)c * GDN_HV + h) * GDN_SCR16;
-  u16* scrW = reinterpret_cast<u16*>(scr + GDN_S16_W);
-  u16* scrQ = reinterpret_cast<u16*>(scr + GDN_S16_Q);
-  u16* scrK = reinterpret_cast<u16*>(scr + GDN_S16_K);
-  u16* scrM = reinterpret_cast<u16*>(scr + GDN_S16_M);
+  u16* scr16 = reinterpret_cast<u16*>(scr);
+  u16* scrW = scr16 + GDN_S16_W;
+  u16* scrQ = scr16 + GDN_S16_Q;
+  u16* scrK = scr16 + GDN_S16_K;
+  u16* scrM = scr16 + GDN_S16_M;
 
   // v rows: every load issued first (zeros past n), stored as bf16 once gamma is under way.
   constexpr int kV4 = (GDN_C * GDN_DV / 4 + GDN_PREP_THREADS - 1) / GDN_PREP_THREADS;
@@ -314,13 +329,13 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS, 3) gdn_chunk_prep
           const float kn = kv[r][a] * ik, qn = qv[r][a] * iq;
           sKb[t * GDN_AS + i] = f32_to_bf16(kn);
           sQb[t * GDN_AS + i] = f32_to_bf16(qn);
-          scrQ[t * GDN_DK + i] = f32_to_bf16(eq * qn);
-          scrK[t * GDN_DK + i] = f32_to_bf16(ek * kn);
+          scrQ[gdn_sw<GDN_DK>(t, i)] = f32_to_bf16(eq * qn);
+          scrK[gdn_sw<GDN_DK>(t, i)] = f32_to_bf16(ek * kn);
         }
       }
     }
   }
-  if (tid == 0) scr[GDN_S16_EN] = expf(sgam[GDN_C - 1]);
+  if (tid < 4) scr[GDN_S16_EN / 2 + tid] = tid == 0 ? expf(sgam[GDN_C - 1]) : 0.0f;
   __syncthreads();
   // A (strictly lower, f32) and M (lower with the diagonal, bf16 to the scratch): K^ K^T and Q^ K^T
   // on tensor cores, warp w computing rows 16 (w / 2).., columns 32 (w % 2)...
@@ -355,7 +370,7 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS, 3) gdn_chunk_prep
         const int t = mt * 16 + g + (e >> 1) * 8, s = nb + nt * 8 + 2 * tq + (e & 1);
         const float decay = s <= t ? expf(sgam[t] - sgam[s]) : 0.0f;
         sA[t * (GDN_C + 1) + s] = s < t ? sbeta[t] * decay * kk[nt][e] : 0.0f;
-        scrM[t * GDN_C + s] = f32_to_bf16(qk[nt][e] * decay);
+        scrM[gdn_sw<GDN_C>(t, s)] = f32_to_bf16(qk[nt][e] * decay);
       }
   }
   __syncthreads();
@@ -455,10 +470,11 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS, 3) gdn_chunk_prep
             const int row = mt * 16 + g + hh * 8, col = n0 + nt * 8 + 2 * tq;
             if (col >= c_hi) continue;
             if (is_y) {
-              *reinterpret_cast<float2*>(scr + GDN_S16_Y + row * GDN_DV + col) =
+              *reinterpret_cast<float2*>(scr + GDN_S16_YF + ((col / GDN_NC) * GDN_C + row) * GDN_NC + col % GDN_NC) =
                   make_float2(acc[nt][2 * hh], acc[nt][2 * hh + 1]);
             } else {
-              *reinterpret_cast<u32*>(scrW + row * GDN_DK + col) = mma_pack_bf16(acc[nt][2 * hh], acc[nt][2 * hh + 1]);
+              *reinterpret_cast<u32*>(scrW + gdn_sw<GDN_DK>(row, col)) =
+                  mma_pack_bf16(acc[nt][2 * hh], acc[nt][2 * hh + 1]);
             }
           }
       }
@@ -636,34 +652,21 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
 //   O = Q~ S + M U     the same tile; stored * scale for rows < n
 //   S = e^gamma_n S + K~^T U   warp w: state rows 16 w.. (and 16 (w + 8).. for DK > 128), all 32
 //                      columns, f32 accumulators kept across chunks; S as bf16 in sS for the products.
-#define GDN_NC 32
 #define GDN_SCAN_THREADS 256
-#define GDN_MS (GDN_C + 8)
 #define GDN_NS (GDN_NC + 8)
-#define GDN_YS (GDN_NC + 4)              // f32
 #define GDN_SMT ((GDN_DK / 16 + 7) / 8)  // state m-tiles per warp
-// One stage (u16 units): W, Q~, K~ [C][AS], M [C][MS], Y [C][YS] f32, e^gamma_n (16 bytes).
-#define GDN_STAGE_U16 (3 * GDN_C * GDN_AS + GDN_C * GDN_MS + 2 * GDN_C * GDN_YS + 8)
-#define GDN_SCAN_SMEM_BYTES (2 * (2 * GDN_STAGE_U16 + GDN_DK * GDN_NS + GDN_C * GDN_NS))
+// One stage (u16 units): the scratch's shared part (W, Q~, K~, M, e^gamma_n), then this block's Y
+// tile [C][YS] f32.
+#define GDN_STAGE_U16 (GDN_S16_SHARED + 2 * GDN_C * GDN_NC)
+#define GDN_SCAN_SMEM_BYTES (2 * (2 * GDN_STAGE_U16 + GDN_DK * GDN_NS + GDN_C * GDN_NS) + 16)  // + 2 mbarriers
 
-// Issues chunk c's inputs into stage `st` (16-byte cp.async pieces).
-__device__ __forceinline__ void gdn_stage(u16* st, const float* scr, int j0) {
-  const u16* src16 = reinterpret_cast<const u16*>(scr);
-  for (int e = threadIdx.x; e < 3 * GDN_C * (GDN_DK / 8); e += GDN_SCAN_THREADS) {
-    const int part = e / (GDN_C * (GDN_DK / 8)), r = e / (GDN_DK / 8) % GDN_C, c8 = e % (GDN_DK / 8) * 8;
-    mma_cp_async16(st + (part * GDN_C + r) * GDN_AS + c8, src16 + 2 * GDN_S16_W + (part * GDN_C + r) * GDN_DK + c8);
-  }
-  u16* sm = st + 3 * GDN_C * GDN_AS;
-  for (int e = threadIdx.x; e < GDN_C * (GDN_C / 8); e += GDN_SCAN_THREADS) {
-    const int r = e / (GDN_C / 8), c8 = e % (GDN_C / 8) * 8;
-    mma_cp_async16(sm + r * GDN_MS + c8, src16 + 2 * GDN_S16_M + r * GDN_C + c8);
-  }
-  float* sy = reinterpret_cast<float*>(sm + GDN_C * GDN_MS);
-  for (int e = threadIdx.x; e < GDN_C * (GDN_NC / 4); e += GDN_SCAN_THREADS) {
-    const int r = e / (GDN_NC / 4), c4 = e % (GDN_NC / 4) * 4;
-    mma_cp_async16(sy + r * GDN_YS + c4, scr + GDN_S16_Y + r * GDN_DV + j0 + c4);
-  }
-  if (threadIdx.x == 0) mma_cp_async16(sy + GDN_C * GDN_YS, scr + GDN_S16_EN);
+// Issues chunk c's inputs into stage `st` (one thread): two bulk copies, the shared part and the
+// block's Y tile, completing on the stage's mbarrier.
+__device__ __forceinline__ void gdn_stage(u16* st, u32* bar, const float* scr, int tile) {
+  mma_bar_arrive_expect(bar, GDN_STAGE_U16 * 2);
+  mma_bulk_copy(st, scr, GDN_S16_SHARED * 2, bar);
+  mma_bulk_copy(st + GDN_S16_SHARED, scr + GDN_S16_YF + tile * GDN_C * GDN_NC, GDN_C * GDN_NC * 4, bar);
+  mma_bulk_commit();
 }
 
 // Calls f(q, nt, e, i, j, in) for each element of this thread's state tile in the accumulator
@@ -682,14 +685,14 @@ __device__ __forceinline__ void gdn_state_tile(int warp, int g, int tq, F f) {
       }
 }
 
-// acc[0..1] (two 16 x 8 tiles) += A (16 rows x K, row stride SA) x B (K x 16, row-major with row
-// stride SB: the fragments by ldmatrix.trans).
-template <int K, int SA, int SB>
-__device__ __forceinline__ void gdn_mma_rows(float (*acc)[4], const u16* a, const u16* b, int lane) {
+// acc[0..1] (two 16 x 8 tiles) += A (rows a_row0.. of a swizzled [.][K] matrix: gdn_sw) x B (K x 16,
+// row-major with row stride SB: the fragments by ldmatrix.trans).
+template <int K, int SB>
+__device__ __forceinline__ void gdn_mma_rows(float (*acc)[4], const u16* a, int a_row0, const u16* b, int lane) {
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {
     u32 af[4], bf[4];
-    mma_ldmatrix_x4(af, a + (lane & 15) * SA + kk * 16 + (lane >> 4) * 8);
+    mma_ldmatrix_x4(af, a + gdn_sw<K>(a_row0 + (lane & 15), kk * 16 + (lane >> 4) * 8));
     mma_ldmatrix_x4_trans(bf, b + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * SB + (lane >> 4) * 8);
     mma_bf16(acc[0], af, bf[0], bf[1]);
     mma_bf16(acc[1], af, bf[2], bf[3]);
@@ -702,13 +705,19 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
   u16* stages = reinterpret_cast<u16*>(gdn_smem);
   u16* sS = stages + 2 * GDN_STAGE_U16;  // [DK][NS] the state tile as bf16
   u16* sU = sS + GDN_DK * GDN_NS;        // [C][NS]
+  u32* bars = reinterpret_cast<u32*>(sU + GDN_C * GDN_NS);  // stage s's mbarrier: bars + 2 s
   const int tiles = GDN_DV / GDN_NC;
   const int h = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * GDN_NC;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
   float* st = p.state + (i64)h * GDN_DV * GDN_DK;
   const int n_chunks = (p.n_tok + GDN_C - 1) / GDN_C;
-  if (n_chunks > 0) gdn_stage(stages, p.scratch + (i64)h * GDN_SCR16, j0);
-  mma_cp_commit();
+  if (threadIdx.x == 0) {
+    mma_bar_init(bars, 1);
+    mma_bar_init(bars + 2, 1);
+  }
+  __syncthreads();
+  const bool issuer = threadIdx.x == 0;  // issues the stages' copies and waits for them
+  if (issuer && n_chunks > 0) gdn_stage(stages, bars, p.scratch + (i64)h * GDN_SCR16, j0 / GDN_NC);
 
   // The state tile in the accumulator layout (gdn_state_tile), f32 across the chunks.
   float S[GDN_SMT][GDN_NC / 8][4];
@@ -719,36 +728,39 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
 
   const int mt_u = warp >> 1, nt_u = (warp & 1) * 2;  // the U / O tile of this warp
   for (int c = 0; c < n_chunks; ++c) {
-    if (c + 1 < n_chunks)
-      gdn_stage(stages + ((c + 1) & 1) * GDN_STAGE_U16, p.scratch + ((i64)(c + 1) * GDN_HV + h) * GDN_SCR16, j0);
-    mma_cp_commit();
-    mma_cp_wait<1>();
+    if (issuer) {
+      if (c + 1 < n_chunks)
+        gdn_stage(stages + ((c + 1) & 1) * GDN_STAGE_U16, bars + 2 * ((c + 1) & 1),
+                  p.scratch + ((i64)(c + 1) * GDN_HV + h) * GDN_SCR16, j0 / GDN_NC);
+      mma_bulk_wait(bars + 2 * (c & 1), (unsigned)(c >> 1) & 1u, c + 1 < n_chunks ? 1 : 0);
+    }
     __syncthreads();  // chunk c's stage and the previous chunk's sS are visible to every warp
     const u16* sW = stages + (c & 1) * GDN_STAGE_U16;
-    const u16* sQ = sW + GDN_C * GDN_AS;
-    const u16* sK = sQ + GDN_C * GDN_AS;
-    const u16* sM = sK + GDN_C * GDN_AS;
-    const float* sY = reinterpret_cast<const float*>(sM + GDN_C * GDN_MS);
-    const float en = sY[GDN_C * GDN_YS];
+    const u16* sQ = sW + GDN_S16_Q;
+    const u16* sK = sW + GDN_S16_K;
+    const u16* sM = sW + GDN_S16_M;
+    const float en = *reinterpret_cast<const float*>(sW + GDN_S16_EN);
+    const float* sY = reinterpret_cast<const float*>(sW + GDN_S16_SHARED);
     const int t0 = c * GDN_C, n = min(GDN_C, p.n_tok - t0);
 
     // U = Y - W S.
     float u[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-    gdn_mma_rows<GDN_DK, GDN_AS, GDN_NS>(u, sW + mt_u * 16 * GDN_AS, sS + nt_u * 8, lane);
+    gdn_mma_rows<GDN_DK, GDN_NS>(u, sW, mt_u * 16, sS + nt_u * 8, lane);
 #pragma unroll
     for (int n2 = 0; n2 < 2; ++n2)
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const int r = mt_u * 16 + g + hh * 8, j = (nt_u + n2) * 8 + 2 * tq;
-        const float y0 = sY[r * GDN_YS + j] - u[n2][2 * hh], y1 = sY[r * GDN_YS + j + 1] - u[n2][2 * hh + 1];
+        const float2 y = *reinterpret_cast<const float2*>(sY + r * GDN_NC + j);
+        const float y0 = y.x - u[n2][2 * hh], y1 = y.y - u[n2][2 * hh + 1];
         *reinterpret_cast<u32*>(sU + r * GDN_NS + j) = mma_pack_bf16(y0, y1);
       }
     __syncthreads();  // U complete
 
     // O = Q~ S + M U.
     float o[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-    gdn_mma_rows<GDN_DK, GDN_AS, GDN_NS>(o, sQ + mt_u * 16 * GDN_AS, sS + nt_u * 8, lane);
-    gdn_mma_rows<GDN_C, GDN_MS, GDN_NS>(o, sM + mt_u * 16 * GDN_MS, sU + nt_u * 8, lane);
+    gdn_mma_rows<GDN_DK, GDN_NS>(o, sQ, mt_u * 16, sS + nt_u * 8, lane);
+    gdn_mma_rows<GDN_C, GDN_NS>(o, sM, mt_u * 16, sU + nt_u * 8, lane);
 #pragma unroll
     for (int n2 = 0; n2 < 2; ++n2)
 #pragma unroll
@@ -772,7 +784,7 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
       for (int kk = 0; kk < GDN_C / 16; ++kk) {
         u32 a[4];
         mma_ldmatrix_x4_trans(
-            a, sK + (kk * 16 + (lane & 7) + ((lane >> 4) << 3)) * GDN_AS + mt * 16 + ((lane >> 3) & 1) * 8);
+            a, sK + gdn_sw<GDN_DK>(kk * 16 + (lane & 7) + ((lane >> 4) << 3), mt * 16 + ((lane >> 3) & 1) * 8));
 #pragma unroll
         for (int nn = 0; nn < GDN_NC / 16; ++nn) {
           u32 b[4];
@@ -797,7 +809,6 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
         }
     }
   }
-  mma_cp_wait<0>();
   gdn_state_tile(warp, g, tq, [&](int q, int nt, int e, int i, int j, bool in) {
     if (in) st[(i64)(j0 + j) * GDN_DK + i] = S[q][nt][e];
   });

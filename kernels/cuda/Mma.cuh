@@ -53,6 +53,50 @@ __device__ __forceinline__ void mma_cp_wait() {
 }
 #endif
 
+// Bulk copies (cp.async.bulk: the copy engine moves a whole row, so a lane issues one instruction
+// per row, not one per 16 bytes) completing on an mbarrier. The issuing thread's
+// mma_bar_arrive_expect(bar, bytes) announces the stage's bytes (init count 1); mma_bar_wait waits
+// for the phase of the given parity. Under the host emulation a bulk copy is a deferred copy of
+// the issuing thread (committed by mma_bulk_commit, performed by its mma_bulk_wait), so a read
+// before the wait sees stale data there too.
+#if defined(MEMRA_MMA_HOST_EMULATION)
+__device__ __forceinline__ void mma_bar_init(u32*, unsigned) {}
+__device__ __forceinline__ void mma_bar_arrive_expect(u32*, unsigned) {}
+__device__ __forceinline__ void mma_bulk_copy(void* dst, const void* src, unsigned bytes, u32*) {
+  gq_emu_copy(dst, src, (int)bytes);
+}
+__device__ __forceinline__ void mma_bulk_commit() { gq_emu_commit(); }
+// pending: the stages this thread committed after the one waited for.
+__device__ __forceinline__ void mma_bulk_wait(u32*, unsigned, int pending) { gq_emu_wait(pending); }
+#else
+__device__ __forceinline__ void mma_bar_init(u32* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(mma_smem_addr(bar)), "r"(count));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mma_bar_arrive_expect(u32* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mma_smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+// bytes: a multiple of 16; both addresses 16-byte aligned.
+__device__ __forceinline__ void mma_bulk_copy(void* dst, const void* src, unsigned bytes, u32* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          mma_smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(mma_smem_addr(bar))
+      : "memory");
+}
+__device__ __forceinline__ void mma_bulk_commit() {}
+__device__ __forceinline__ void mma_bulk_wait(u32* bar, unsigned parity, int) {
+  unsigned done = 0;
+  do {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(mma_smem_addr(bar)), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+#endif
+
 // Two floats as bf16 (nearest even), the first in the low half (the mma fragments' order).
 __device__ __forceinline__ u32 mma_pack_bf16(float lo, float hi) {
   return (u32)f32_to_bf16(lo) | ((u32)f32_to_bf16(hi) << 16);
