@@ -289,23 +289,26 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS, 3) gdn_chunk_prep
   }
   __syncthreads();
   // k and q rows, warp w taking rows w, w + 8, ... in batches whose loads are all issued before
-  // any is used: the l2 norms, k^ and q^ as bf16 for the products, and the state pass's decayed
-  // rows Q~ = e^gamma q^, K~ = e^(gamma_n - gamma) k^ (rounded once, from f32).
+  // any is used, four consecutive elements a lane (16-byte loads, 8-byte stores): the l2 norms, k^
+  // and q^ as bf16 for the products, and the state pass's decayed rows Q~ = e^gamma q^,
+  // K~ = e^(gamma_n - gamma) k^ (rounded once, from f32).
   {
-    constexpr int kPer = (GDN_DK + 31) / 32, kBatch = 4, kWarps = GDN_PREP_THREADS / 32;
+    constexpr int kPer = (GDN_DK + 127) / 128, kBatch = 4, kWarps = GDN_PREP_THREADS / 32;
     const float gam_n = sgam[GDN_C - 1];
 #pragma unroll 1
     for (int b0 = 0; b0 < GDN_C / kWarps; b0 += kBatch) {
-      float kv[kBatch][kPer], qv[kBatch][kPer];
+      float4 kv[kBatch][kPer], qv[kBatch][kPer];
 #pragma unroll
       for (int r = 0; r < kBatch; ++r) {
         const int t = warp + kWarps * (b0 + r);
 #pragma unroll
         for (int a = 0; a < kPer; ++a) {
-          const bool in = t < n && lane + 32 * a < GDN_DK;
-          const i64 at = ((i64)(t0 + t) * GDN_HK + kh) * GDN_DK + lane + 32 * a;
-          kv[r][a] = in ? p.k[at] : 0.0f;
-          qv[r][a] = in ? p.q[at] : 0.0f;
+          const int i = 4 * lane + 128 * a;
+          const i64 at = ((i64)(t0 + t) * GDN_HK + kh) * GDN_DK + i;
+          const bool in = t < n && i < GDN_DK;
+          const float4 z = {0.0f, 0.0f, 0.0f, 0.0f};
+          kv[r][a] = in ? *reinterpret_cast<const float4*>(p.k + at) : z;
+          qv[r][a] = in ? *reinterpret_cast<const float4*>(p.q + at) : z;
         }
       }
 #pragma unroll
@@ -314,8 +317,9 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS, 3) gdn_chunk_prep
         float kk = 0.0f, qq = 0.0f;
 #pragma unroll
         for (int a = 0; a < kPer; ++a) {
-          kk += kv[r][a] * kv[r][a];
-          qq += qv[r][a] * qv[r][a];
+          const float4 k4 = kv[r][a], q4 = qv[r][a];
+          kk += k4.x * k4.x + k4.y * k4.y + k4.z * k4.z + k4.w * k4.w;
+          qq += q4.x * q4.x + q4.y * q4.y + q4.z * q4.z + q4.w * q4.w;
         }
         kk = warp_sum(kk);
         qq = warp_sum(qq);
@@ -324,13 +328,17 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS, 3) gdn_chunk_prep
         const float eq = expf(sgam[t]), ek = expf(gam_n - sgam[t]);
 #pragma unroll
         for (int a = 0; a < kPer; ++a) {
-          const int i = lane + 32 * a;
+          const int i = 4 * lane + 128 * a;
           if (i >= GDN_DK) break;
-          const float kn = kv[r][a] * ik, qn = qv[r][a] * iq;
-          sKb[t * GDN_AS + i] = f32_to_bf16(kn);
-          sQb[t * GDN_AS + i] = f32_to_bf16(qn);
-          scrQ[gdn_sw<GDN_DK>(t, i)] = f32_to_bf16(eq * qn);
-          scrK[gdn_sw<GDN_DK>(t, i)] = f32_to_bf16(ek * kn);
+          const float4 k4 = kv[r][a], q4 = qv[r][a];
+          const float k0 = k4.x * ik, k1 = k4.y * ik, k2 = k4.z * ik, k3 = k4.w * ik;
+          const float q0 = q4.x * iq, q1 = q4.y * iq, q2 = q4.z * iq, q3 = q4.w * iq;
+          *reinterpret_cast<uint2*>(sKb + t * GDN_AS + i) = uint2{mma_pack_bf16(k0, k1), mma_pack_bf16(k2, k3)};
+          *reinterpret_cast<uint2*>(sQb + t * GDN_AS + i) = uint2{mma_pack_bf16(q0, q1), mma_pack_bf16(q2, q3)};
+          *reinterpret_cast<uint2*>(scrQ + gdn_sw<GDN_DK>(t, i)) =
+              uint2{mma_pack_bf16(eq * q0, eq * q1), mma_pack_bf16(eq * q2, eq * q3)};
+          *reinterpret_cast<uint2*>(scrK + gdn_sw<GDN_DK>(t, i)) =
+              uint2{mma_pack_bf16(ek * k0, ek * k1), mma_pack_bf16(ek * k2, ek * k3)};
         }
       }
     }
@@ -366,11 +374,13 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS, 3) gdn_chunk_prep
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int t = mt * 16 + g + (e >> 1) * 8, s = nb + nt * 8 + 2 * tq + (e & 1);
-        const float decay = s <= t ? expf(sgam[t] - sgam[s]) : 0.0f;
-        sA[t * (GDN_C + 1) + s] = s < t ? sbeta[t] * decay * kk[nt][e] : 0.0f;
-        scrM[gdn_sw<GDN_C>(t, s)] = f32_to_bf16(qk[nt][e] * decay);
+      for (int hh = 0; hh < 2; ++hh) {
+        const int t = mt * 16 + g + hh * 8, s = nb + nt * 8 + 2 * tq;
+        const float d0 = s <= t ? expf(sgam[t] - sgam[s]) : 0.0f;
+        const float d1 = s + 1 <= t ? expf(sgam[t] - sgam[s + 1]) : 0.0f;
+        sA[t * (GDN_C + 1) + s] = s < t ? sbeta[t] * d0 * kk[nt][2 * hh] : 0.0f;
+        sA[t * (GDN_C + 1) + s + 1] = s + 1 < t ? sbeta[t] * d1 * kk[nt][2 * hh + 1] : 0.0f;
+        *reinterpret_cast<u32*>(scrM + gdn_sw<GDN_C>(t, s)) = mma_pack_bf16(qk[nt][2 * hh] * d0, qk[nt][2 * hh + 1] * d1);
       }
   }
   __syncthreads();
