@@ -361,9 +361,26 @@ class SplitViewImpl : public GpuOpImpl {
   absl::string_view name() const override { return "split_view"; }
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kSplit || k == ir::OpKind::kView; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const auto& x = c.shapes.in[0];
+    int64_t axis = c.op.attrs().I64Or("axis", 0);
+    if (axis < 0) axis += static_cast<int64_t>(x.size());
+    int64_t inner = 1;
+    for (int64_t i = axis + 1; i < static_cast<int64_t>(x.size()); ++i) inner *= x[static_cast<size_t>(i)];
+    const bool split = c.op.is(ir::OpKind::kSplit);
+    const std::vector<int64_t> sizes = split ? c.op.attrs().GetI64Array("sizes").value_or(std::vector<int64_t>{})
+                                             : std::vector<int64_t>{c.op.attrs().I64Or("size", 0)};
+    int64_t off = split ? 0 : c.op.attrs().I64Or("offset", 0);
+    const bool rows16 = axis >= 0 && axis < static_cast<int64_t>(x.size()) && x[static_cast<size_t>(axis)] * inner % 4 == 0;
     OpSelection s;
-    for (const auto& out : c.shapes.out)
-      s.launches.push_back(GridStrideLaunch(c.target, kFile, "copy_axis_32", Numel(out)));
+    for (size_t i = 0; i < c.shapes.out.size(); ++i) {
+      const int64_t size = i < sizes.size() ? sizes[i] : 0;
+      // Rows of the slice, and its starts in both tensors, in whole 16-byte pieces (copy_axis_128).
+      const bool wide = rows16 && size * inner % 4 == 0 && off * inner % 4 == 0;
+      const int64_t n = Numel(c.shapes.out[i]);
+      s.launches.push_back(wide ? GridStrideLaunch(c.target, kFile, "copy_axis_128", n / 4)
+                                : GridStrideLaunch(c.target, kFile, "copy_axis_32", n));
+      off += size;
+    }
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -392,6 +409,8 @@ class SplitViewImpl : public GpuOpImpl {
       p.dst_off = 0;
       p.len = sizes[i];
       p.inner = v.inner;
+      if (c.selection().launches[i].kernel.entry == "copy_axis_128" && ((p.src.addr | p.dst.addr) & 15) != 0)
+        return BindError(c.op(), "copy_axis_128 needs 16-byte aligned tensors");
       w.Kernel(static_cast<uint32_t>(i), p);
       off += sizes[i];
     }

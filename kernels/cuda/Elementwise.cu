@@ -128,6 +128,31 @@ extern "C" __global__ void copy_axis_32(const CopyAxisParams p) {
   }
 }
 
+// copy_axis_32 in 16-byte pieces, for slices whose rows (len * inner elements) and row starts are
+// multiples of four elements and whose tensors are 16-byte aligned (the unit checks both): one
+// index division per four elements instead of two per element (a 4096 x 8192 split ran at a third
+// of the bandwidth).
+extern "C" __global__ void copy_axis_128(const CopyAxisParams p) {
+  memra_grid_dependency();
+  const float4* src = reinterpret_cast<const float4*>(p.src);
+  float4* dst = reinterpret_cast<float4*>(p.dst);
+  const i64 w = p.len * p.inner / 4, n = p.outer * w;
+  const i64 sd = p.src_dim * p.inner / 4, so = p.src_off * p.inner / 4;
+  const i64 dd = p.dst_dim * p.inner / 4, dof = p.dst_off * p.inner / 4;
+  if (n < 0x7fffffff) {  // 32-bit index arithmetic
+    const unsigned wu = (unsigned)w;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < (unsigned)n; i += gridDim.x * blockDim.x) {
+      const unsigned o = i / wu, c = i - o * wu;
+      dst[(i64)o * dd + dof + c] = src[(i64)o * sd + so + c];
+    }
+  } else {
+    MEMRA_GRID_STRIDE(i, n) {
+      const i64 o = i / w, c = i - o * w;
+      dst[o * dd + dof + c] = src[o * sd + so + c];
+    }
+  }
+}
+
 // pos[t] = counter + t (t < n_tok); advance: counter += n_tok.
 extern "C" __global__ void positions(const PositionsParams p) {
   memra_grid_dependency();

@@ -23,6 +23,18 @@ Launch RowLaunch(const std::string& entry, int64_t rows, int64_t cols, int64_t m
   return l;
 }
 
+Launch NormRowLaunch(const std::string& entry, int64_t rows, int64_t cols) {
+  if (cols > kWarpRowMaxCols) return RowLaunch(entry, rows, cols, 256);
+  constexpr int64_t kBlock = 256, kRowsPerBlock = kBlock / 32;
+  Launch l;
+  l.kernel.module.file = "Norm.cu";
+  l.kernel.module.defines = MakeDefines({Def("NORM_COLS", cols), Def("NORM_BLOCK", kBlock), Def("NORM_WARP_ROWS", 1)});
+  l.kernel.entry = entry;
+  l.block = kBlock;
+  l.grid = static_cast<uint32_t>(std::clamp<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, 1, 1 << 20));
+  return l;
+}
+
 namespace {
 
 // Rows of the last dimension.
@@ -48,7 +60,10 @@ class RowNormImpl : public GpuOpImpl {
            k == ir::OpKind::kAddRmsNorm;
   }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
-    return RowSelection(c, Entry(c.op.kind()), 256);
+    const auto& x = c.shapes.in[0];
+    OpSelection s;
+    s.launches.push_back(NormRowLaunch(Entry(c.op.kind()), Rows(x), x.empty() ? 1 : x.back()));
+    return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
     MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));

@@ -10,7 +10,23 @@
 #ifndef NORM_BLOCK
 #define NORM_BLOCK 256
 #endif
-#define PER_THREAD ((NORM_COLS + NORM_BLOCK - 1) / NORM_BLOCK)
+// The normalizations' row mapping. NORM_WARP_ROWS: one warp per row, NORM_BLOCK / 32 rows a block
+// (short rows: a per-head norm of 128 or 256 columns as one block per row spent its time in block
+// barriers and launch granularity, 27 % of the bandwidth); else one block per row.
+#ifdef NORM_WARP_ROWS
+#define ROW_T ((int)threadIdx.x & 31)
+#define ROW_N 32
+#define ROW_FIRST ((i64)blockIdx.x * (NORM_BLOCK / 32) + (threadIdx.x >> 5))
+#define ROW_STEP ((i64)gridDim.x * (NORM_BLOCK / 32))
+#define row_sum warp_sum
+#else
+#define ROW_T ((int)threadIdx.x)
+#define ROW_N NORM_BLOCK
+#define ROW_FIRST ((i64)blockIdx.x)
+#define ROW_STEP ((i64)gridDim.x)
+#define row_sum block_sum
+#endif
+#define PER_THREAD ((NORM_COLS + ROW_N - 1) / ROW_N)
 
 // Every body reads all it needs of a row into registers (x, the second input, the weights)
 // before its first store: with plain pointers the compiler must assume a store may alias a later
@@ -20,7 +36,7 @@ __device__ __forceinline__ float load_row(const float* xr, float* v) {
   float ss = 0.0f;
 #pragma unroll
   for (int k = 0; k < PER_THREAD; ++k) {
-    const int c = threadIdx.x + k * NORM_BLOCK;
+    const int c = ROW_T + k * ROW_N;
     v[k] = c < NORM_COLS ? xr[c] : 0.0f;
     ss += v[k] * v[k];
   }
@@ -30,7 +46,7 @@ __device__ __forceinline__ float load_row(const float* xr, float* v) {
 __device__ __forceinline__ void load_weights(const float* w, float* wv) {
 #pragma unroll
   for (int k = 0; k < PER_THREAD; ++k) {
-    const int c = threadIdx.x + k * NORM_BLOCK;
+    const int c = ROW_T + k * ROW_N;
     wv[k] = c < NORM_COLS ? (w ? w[c] : 1.0f) : 0.0f;  // no weight (rms_norm without w): 1, exact
   }
 }
@@ -39,13 +55,13 @@ __device__ __forceinline__ void load_weights(const float* w, float* wv) {
 __device__ __forceinline__ void rms_norm_body(const float* x, const float* w, float* y, i64 n_rows, float eps) {
   float wv[PER_THREAD];
   load_weights(w, wv);
-  for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
+  for (i64 r = ROW_FIRST; r < n_rows; r += ROW_STEP) {
     float v[PER_THREAD];
-    const float ss = block_sum(load_row(x + r * NORM_COLS, v));
+    const float ss = row_sum(load_row(x + r * NORM_COLS, v));
     const float s = 1.0f / sqrtf(ss / (float)NORM_COLS + eps);
 #pragma unroll
     for (int k = 0; k < PER_THREAD; ++k) {
-      const int c = threadIdx.x + k * NORM_BLOCK;
+      const int c = ROW_T + k * ROW_N;
       if (c < NORM_COLS) y[r * NORM_COLS + c] = (v[k] * s) * wv[k];
     }
   }
@@ -53,13 +69,13 @@ __device__ __forceinline__ void rms_norm_body(const float* x, const float* w, fl
 
 // y = x / max(||x||, eps)
 __device__ __forceinline__ void l2_norm_body(const float* x, float* y, i64 n_rows, float eps) {
-  for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
+  for (i64 r = ROW_FIRST; r < n_rows; r += ROW_STEP) {
     float v[PER_THREAD];
-    const float ss = block_sum(load_row(x + r * NORM_COLS, v));
+    const float ss = row_sum(load_row(x + r * NORM_COLS, v));
     const float s = 1.0f / fmaxf(sqrtf(ss), eps);
 #pragma unroll
     for (int k = 0; k < PER_THREAD; ++k) {
-      const int c = threadIdx.x + k * NORM_BLOCK;
+      const int c = ROW_T + k * ROW_N;
       if (c < NORM_COLS) y[r * NORM_COLS + c] = v[k] * s;
     }
   }
@@ -70,19 +86,19 @@ __device__ __forceinline__ void gated_rms_norm_body(const float* x, const float*
                                                     i64 n_rows, float eps) {
   float wv[PER_THREAD];
   load_weights(w, wv);
-  for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
+  for (i64 r = ROW_FIRST; r < n_rows; r += ROW_STEP) {
     float v[PER_THREAD], zv[PER_THREAD];
     const float ss_local = load_row(x + r * NORM_COLS, v);
 #pragma unroll
     for (int k = 0; k < PER_THREAD; ++k) {
-      const int c = threadIdx.x + k * NORM_BLOCK;
+      const int c = ROW_T + k * ROW_N;
       zv[k] = c < NORM_COLS ? z[r * NORM_COLS + c] : 0.0f;
     }
-    const float ss = block_sum(ss_local);
+    const float ss = row_sum(ss_local);
     const float s = 1.0f / sqrtf(ss / (float)NORM_COLS + eps);
 #pragma unroll
     for (int k = 0; k < PER_THREAD; ++k) {
-      const int c = threadIdx.x + k * NORM_BLOCK;
+      const int c = ROW_T + k * ROW_N;
       if (c < NORM_COLS) y[r * NORM_COLS + c] = ((v[k] * s) * wv[k]) * siluf_(zv[k]);
     }
   }
@@ -93,20 +109,20 @@ __device__ __forceinline__ void add_rms_norm_body(const float* a, const float* b
                                                   i64 n_rows, float eps) {
   float wv[PER_THREAD];
   load_weights(w, wv);
-  for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
+  for (i64 r = ROW_FIRST; r < n_rows; r += ROW_STEP) {
     float v[PER_THREAD];
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < PER_THREAD; ++k) {
-      const int c = threadIdx.x + k * NORM_BLOCK;
+      const int c = ROW_T + k * ROW_N;
       v[k] = c < NORM_COLS ? a[r * NORM_COLS + c] + b[r * NORM_COLS + c] : 0.0f;
       ss += v[k] * v[k];
     }
-    ss = block_sum(ss);  // its barriers also order this row's loads before the stores below
+    ss = row_sum(ss);
     const float s = 1.0f / sqrtf(ss / (float)NORM_COLS + eps);
 #pragma unroll
     for (int k = 0; k < PER_THREAD; ++k) {
-      const int c = threadIdx.x + k * NORM_BLOCK;
+      const int c = ROW_T + k * ROW_N;
       if (c < NORM_COLS) {
         sum[r * NORM_COLS + c] = v[k];
         y[r * NORM_COLS + c] = (v[k] * s) * wv[k];

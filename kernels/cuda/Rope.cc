@@ -67,7 +67,7 @@ class QkNormRopeImpl : public GpuOpImpl {
     MEMRA_RETURN_IF_ERROR(CheckNeox(c.op));
     OpSelection s;
     for (const auto* x : {&q, &k}) {
-      s.launches.push_back(RowLaunch("rms_norm", (*x)[0] * (*x)[1], (*x)[2], 256));
+      s.launches.push_back(NormRowLaunch("rms_norm", (*x)[0] * (*x)[1], (*x)[2]));
       s.launches.push_back(RopeLaunch(c.target, c.op, *x));
     }
     s.scratch_bytes = std::max(Numel(q), Numel(k)) * 4;
