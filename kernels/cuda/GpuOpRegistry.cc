@@ -182,17 +182,21 @@ bool WriteSelection(const OpSelection& s, ir::Op& op) {
   bool changed = SetAttr(op, "impl", ir::Attr(s.impl));
   if (!s.launches.empty()) {
     std::vector<std::string> names;
-    std::vector<int64_t> grid, block, smem;
+    std::vector<int64_t> grid, block, smem, cluster;
+    bool clustered = false;
     for (const Launch& l : s.launches) {
       names.push_back(l.kernel.ToString());
       grid.push_back(l.grid);
       block.push_back(l.block);
       smem.push_back(l.smem);
+      cluster.push_back(l.cluster);
+      clustered |= l.cluster > 1;
     }
     changed |= SetAttr(op, "kernels", ir::Attr(std::move(names)));
     changed |= SetAttr(op, "grid", ir::Attr(std::move(grid)));
     changed |= SetAttr(op, "block", ir::Attr(std::move(block)));
     changed |= SetAttr(op, "smem", ir::Attr(std::move(smem)));
+    if (clustered) changed |= SetAttr(op, "cluster", ir::Attr(std::move(cluster)));
   }
   if (s.gemm) changed |= SetAttr(op, "gemm", ir::Attr(int64_t{1}));
   if (s.gemv) changed |= SetAttr(op, "gemv", ir::Attr(int64_t{1}));
@@ -215,8 +219,11 @@ absl::StatusOr<std::optional<OpSelection>> ReadSelection(const ir::Op& op) {
   const std::vector<int64_t> grid = at.GetI64Array("grid").value_or(std::vector<int64_t>{});
   const std::vector<int64_t> block = at.GetI64Array("block").value_or(std::vector<int64_t>{});
   const std::vector<int64_t> smem = at.GetI64Array("smem").value_or(std::vector<int64_t>{});
-  if (grid.size() != names.size() || block.size() != names.size() || smem.size() != names.size())
-    return bad("kernels, grid, block and smem differ in length");
+  const std::vector<int64_t> cluster =
+      at.GetI64Array("cluster").value_or(std::vector<int64_t>(names.size(), int64_t{1}));
+  if (grid.size() != names.size() || block.size() != names.size() || smem.size() != names.size() ||
+      cluster.size() != names.size())
+    return bad("kernels, grid, block, smem and cluster differ in length");
   for (size_t i = 0; i < names.size(); ++i) {
     Launch l;
     auto k = ParseKernelName(names[i]);
@@ -224,9 +231,12 @@ absl::StatusOr<std::optional<OpSelection>> ReadSelection(const ir::Op& op) {
     l.kernel = *std::move(k);
     if (grid[i] < 1 || grid[i] > 0x7fffffff || block[i] < 1 || block[i] > 1024 || smem[i] < 0 || smem[i] > (1 << 30))
       return bad(absl::StrCat("launch ", i, " has an impossible geometry"));
+    if (cluster[i] < 1 || cluster[i] > 16 || grid[i] % cluster[i] != 0)
+      return bad(absl::StrCat("launch ", i, " has a cluster size that does not divide its grid"));
     l.grid = static_cast<uint32_t>(grid[i]);
     l.block = static_cast<uint32_t>(block[i]);
     l.smem = static_cast<uint32_t>(smem[i]);
+    l.cluster = static_cast<uint32_t>(cluster[i]);
     s.launches.push_back(std::move(l));
   }
   s.gemm = at.I64Or("gemm", 0) != 0;

@@ -41,12 +41,14 @@ std::pair<std::string, std::string> Def(const std::string& name, T value) {
   return {name, std::to_string(value)};
 }
 
-// One kernel launch of an op: the instance and its 1-D geometry.
+// One kernel launch of an op: the instance and its 1-D geometry; `cluster` > 1: thread-block
+// clusters of that many blocks along the grid (sm_90; the grid a multiple of it).
 struct Launch {
   KernelSpec kernel;
   uint32_t grid = 1;
   uint32_t block = 1;
   uint32_t smem = 0;
+  uint32_t cluster = 1;
 };
 
 }  // namespace memra::kernels::cuda

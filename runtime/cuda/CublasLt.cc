@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -56,7 +57,7 @@ struct CublasLt::Api {
 struct CublasLt::Plan {
   Desc desc = nullptr;
   Layout a = nullptr, b = nullptr, c = nullptr;
-  HeuristicResult algo{};
+  std::vector<HeuristicResult> algos;  // the heuristic's, best first; Matmul runs algos[0]
 };
 
 namespace {
@@ -135,19 +136,17 @@ CublasLt::~CublasLt() {
 
 const std::string& CublasLt::library() const { return api_->library; }
 
-absl::Status CublasLt::Matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int64_t M, int64_t N, int64_t K,
-                              ir::DType wtype, CUstream stream) {
-  if (M == 0) return absl::OkStatus();
+absl::StatusOr<CublasLt::Plan*> CublasLt::PlanFor(int64_t M, int64_t N, int64_t K, ir::DType wtype,
+                                                    int candidates) {
   const int t = wtype == ir::DType::kF32    ? kR32F
                 : wtype == ir::DType::kF16  ? kR16F
                 : wtype == ir::DType::kBF16 ? kR16BF
                                             : -1;
   if (t < 0) return absl::InvalidArgumentError(absl::StrCat("cuBLASLt matmul: weight type ", ir::DTypeName(wtype)));
   const Api* a = api_;
-  Plan* plan = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto& slot = plans_[{M, N, K, t}];
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = plans_[{M, N, K, t}];
+  if (!slot || static_cast<int>(slot->algos.size()) < candidates) {
     if (!slot) {
       auto p = std::make_unique<Plan>();
       // Column-major view: C^T[N, M] = op(A) . B with A = W (K x N col-major, transposed),
@@ -159,26 +158,49 @@ absl::Status CublasLt::Matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int64
       MEMRA_RETURN_IF_ERROR(LtCheck(a, a->LayoutCreate(&p->a, t, K, N, K), "layout A"));
       MEMRA_RETURN_IF_ERROR(LtCheck(a, a->LayoutCreate(&p->b, t, K, M, K), "layout B"));
       MEMRA_RETURN_IF_ERROR(LtCheck(a, a->LayoutCreate(&p->c, kR32F, N, M, N), "layout C"));
-      Pref pref = nullptr;
-      MEMRA_RETURN_IF_ERROR(LtCheck(a, a->PrefCreate(&pref), "preference"));
-      const uint64_t ws = workspace_bytes_;
-      a->PrefSetAttribute(pref, kPrefMaxWorkspace, &ws, sizeof(ws));
-      int found = 0;
-      Status s = a->GetHeuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref, 1, &p->algo, &found);
-      a->PrefDestroy(pref);
-      if (s != 0 || found == 0)
-        return absl::InternalError(absl::StrCat("cuBLASLt found no algorithm for M=", M, " N=", N, " K=", K, " ",
-                                                ir::DTypeName(wtype), " (status ", s, ")"));
       slot = std::move(p);
     }
-    plan = slot.get();
+    Pref pref = nullptr;
+    MEMRA_RETURN_IF_ERROR(LtCheck(a, a->PrefCreate(&pref), "preference"));
+    const uint64_t ws = workspace_bytes_;
+    a->PrefSetAttribute(pref, kPrefMaxWorkspace, &ws, sizeof(ws));
+    std::vector<HeuristicResult> found_algos(static_cast<size_t>(std::max(candidates, 1)));
+    int found = 0;
+    Status s = a->GetHeuristic(handle_, slot->desc, slot->a, slot->b, slot->c, slot->c, pref,
+                               static_cast<int>(found_algos.size()), found_algos.data(), &found);
+    a->PrefDestroy(pref);
+    if (s != 0 || found == 0)
+      return absl::InternalError(absl::StrCat("cuBLASLt found no algorithm for M=", M, " N=", N, " K=", K, " ",
+                                              ir::DTypeName(wtype), " (status ", s, ")"));
+    found_algos.resize(static_cast<size_t>(found));
+    slot->algos = std::move(found_algos);
   }
+  return slot.get();
+}
+
+absl::Status CublasLt::Matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int64_t M, int64_t N, int64_t K,
+                              ir::DType wtype, CUstream stream) {
+  return MatmulWith(0, x, w, y, M, N, K, wtype, stream);
+}
+
+absl::StatusOr<int> CublasLt::Candidates(int64_t M, int64_t N, int64_t K, ir::DType wtype, int max) {
+  MEMRA_ASSIGN_OR_RETURN(Plan * plan, PlanFor(M, N, K, wtype, max));
+  return static_cast<int>(plan->algos.size());
+}
+
+absl::Status CublasLt::MatmulWith(int candidate, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int64_t M, int64_t N,
+                                  int64_t K, ir::DType wtype, CUstream stream) {
+  if (M == 0) return absl::OkStatus();
+  MEMRA_ASSIGN_OR_RETURN(Plan * plan, PlanFor(M, N, K, wtype, 1));
+  if (candidate < 0 || candidate >= static_cast<int>(plan->algos.size()))
+    return absl::InvalidArgumentError(absl::StrCat("cuBLASLt matmul: no candidate ", candidate));
+  const Api* a = api_;
   const float alpha = 1.0f, beta = 0.0f;
   return LtCheck(a,
                  a->Matmul(handle_, plan->desc, &alpha, reinterpret_cast<const void*>(w), plan->a,
                            reinterpret_cast<const void*>(x), plan->b, &beta, reinterpret_cast<const void*>(y), plan->c,
-                           reinterpret_cast<void*>(y), plan->c, &plan->algo.algo, reinterpret_cast<void*>(workspace_),
-                           workspace_bytes_, stream),
+                           reinterpret_cast<void*>(y), plan->c, &plan->algos[static_cast<size_t>(candidate)].algo,
+                           reinterpret_cast<void*>(workspace_), workspace_bytes_, stream),
                  absl::StrCat("matmul M=", M, " N=", N, " K=", K));
 }
 

@@ -26,6 +26,11 @@ class CublasLt {
   // y = x . w^T with x [M, K] (row-major, `wtype`), w [N, K] (row-major, `wtype`), y [M, N] f32.
   absl::Status Matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int64_t M, int64_t N, int64_t K, ir::DType wtype,
                       CUstream stream);
+  // The heuristic's first `max` algorithms for a shape, best first (memra-kernel-bench --section
+  // gemm times each): how many it returned, >= 1. Matmul runs candidate 0; MatmulWith any of them.
+  absl::StatusOr<int> Candidates(int64_t M, int64_t N, int64_t K, ir::DType wtype, int max);
+  absl::Status MatmulWith(int candidate, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int64_t M, int64_t N, int64_t K,
+                          ir::DType wtype, CUstream stream);
   const std::string& library() const;
   size_t workspace_bytes() const { return workspace_bytes_; }
 
@@ -40,6 +45,7 @@ class CublasLt {
   size_t workspace_bytes_ = 0;
   std::mutex mu_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int>, std::unique_ptr<Plan>> plans_;
+  absl::StatusOr<Plan*> PlanFor(int64_t M, int64_t N, int64_t K, ir::DType wtype, int candidates);
 };
 
 }  // namespace memra::runtime::cuda

@@ -74,18 +74,26 @@ std::string CudaDriver::ErrorText(CUresult r) const {
 }
 
 CUresult LaunchKernel(const CudaDriver& d, CUfunction fn, unsigned grid, unsigned block, unsigned smem_bytes,
-                      CUstream stream, void** args, bool programmatic) {
-  if (!programmatic) return d.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, smem_bytes, stream, args, nullptr);
-  CuLaunchAttribute attr;
-  attr.id = kCuLaunchAttributeProgrammaticStreamSerialization;
-  attr.value.programmatic_stream_serialization_allowed = 1;
+                      CUstream stream, void** args, bool programmatic, unsigned cluster) {
+  if (!programmatic && cluster <= 1)
+    return d.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, smem_bytes, stream, args, nullptr);
+  CuLaunchAttribute attrs[2];
+  unsigned n = 0;
+  if (programmatic) {
+    attrs[n].id = kCuLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n++].value.programmatic_stream_serialization_allowed = 1;
+  }
+  if (cluster > 1) {
+    attrs[n].id = kCuLaunchAttributeClusterDimension;
+    attrs[n++].value.cluster_dim = {cluster, 1, 1};
+  }
   CuLaunchConfig config;
   config.grid_x = grid;
   config.block_x = block;
   config.smem_bytes = smem_bytes;
   config.stream = stream;
-  config.attrs = &attr;
-  config.num_attrs = 1;
+  config.attrs = attrs;
+  config.num_attrs = n;
   return d.cuLaunchKernelEx(&config, fn, args, nullptr);
 }
 

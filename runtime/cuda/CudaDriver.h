@@ -55,6 +55,9 @@ struct CuLaunchAttribute {
   union {
     char bytes[64];
     int programmatic_stream_serialization_allowed;
+    struct {
+      unsigned x, y, z;
+    } cluster_dim;
   } value = {};
 };
 struct CuLaunchConfig {
@@ -68,6 +71,8 @@ struct CuLaunchConfig {
 // The kernel may start before the previous kernel in the stream completes; it orders itself with
 // griddepcontrol.wait (kernels/cuda/Common.cuh memra_grid_dependency).
 inline constexpr int kCuLaunchAttributeProgrammaticStreamSerialization = 6;
+// Thread-block clusters of value.cluster_dim blocks.
+inline constexpr int kCuLaunchAttributeClusterDimension = 4;
 
 #define MEMRA_CUDA_DRIVER_FUNCTIONS(X)                                                                            \
   X(cuInit, "cuInit", CUresult, (unsigned))                                                                       \
@@ -133,8 +138,9 @@ struct CudaDriver {
 // Launches `fn` over a 1-D grid. `programmatic`: with the programmatic stream serialization
 // attribute (sm_90+; the kernel must order itself with memra_grid_dependency, as every memra
 // kernel does), so it can become resident while the previous kernel of the stream still runs.
+// `cluster` > 1: in thread-block clusters of that many blocks (the grid a multiple of it).
 CUresult LaunchKernel(const CudaDriver& d, CUfunction fn, unsigned grid, unsigned block, unsigned smem_bytes,
-                      CUstream stream, void** args, bool programmatic);
+                      CUstream stream, void** args, bool programmatic, unsigned cluster = 1);
 
 // A Status for a failed driver call: "<what>: CUDA_ERROR_... (description)"; Ok for success.
 absl::Status CuCheck(CUresult r, absl::string_view what);

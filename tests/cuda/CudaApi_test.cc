@@ -36,7 +36,9 @@ TEST(CudaApiTest, DeclaredValuesMatchTheHeaders) {
   static_assert(sizeof(unsigned long long) == sizeof(cuuint64_t));
   static_assert(kCuLaunchAttributeProgrammaticStreamSerialization ==
                 CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+  static_assert(kCuLaunchAttributeClusterDimension == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
   static_assert(sizeof(CuLaunchAttribute) == sizeof(CUlaunchAttribute));
+  static_assert(offsetof(CuLaunchAttribute, value.cluster_dim.z) == offsetof(CUlaunchAttribute, value.clusterDim.z));
   static_assert(offsetof(CuLaunchAttribute, value) == offsetof(CUlaunchAttribute, value));
   static_assert(sizeof(CuLaunchConfig) == sizeof(CUlaunchConfig));
   static_assert(offsetof(CuLaunchConfig, smem_bytes) == offsetof(CUlaunchConfig, sharedMemBytes));

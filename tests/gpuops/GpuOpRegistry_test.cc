@@ -162,6 +162,27 @@ TEST(Selection, MalformedAndMissingRecordsAreRefused) {
   EXPECT_FALSE(ReadSelection(*norm).ok());
   norm->attrs().Set("block", std::vector<int64_t>{64});
   EXPECT_TRUE(ReadSelection(*norm).ok());
+  // Thread-block clusters: one size per launch, dividing its grid.
+  norm->attrs().Set("cluster", std::vector<int64_t>{3});
+  EXPECT_FALSE(ReadSelection(*norm).ok());  // 3 does not divide the grid of 1
+  norm->attrs().Set("cluster", std::vector<int64_t>{1, 1});
+  EXPECT_FALSE(ReadSelection(*norm).ok());  // not parallel to kernels
+  norm->attrs().Set("grid", std::vector<int64_t>{8});
+  norm->attrs().Set("cluster", std::vector<int64_t>{4});
+  auto clustered = ReadSelection(*norm);
+  ASSERT_TRUE(clustered.ok() && clustered->has_value()) << clustered.status();
+  EXPECT_EQ((*clustered)->launches[0].cluster, 4u);
+  // Written back, the record keeps the size; a selection without clusters writes none.
+  EXPECT_FALSE(WriteSelection(**clustered, *norm));  // unchanged
+  OpSelection plain = **clustered;
+  plain.launches[0].cluster = 1;
+  auto m2 = ir::ParseModule(kModule);
+  ASSERT_TRUE(m2.ok()) << m2.status();
+  ir::Op* other = (*m2)->function("decode")->Ops()[0];
+  EXPECT_TRUE(WriteSelection(plain, *other));
+  EXPECT_FALSE(other->attrs().Has("cluster"));
+  norm->attrs().Erase("cluster");
+  norm->attrs().Set("grid", std::vector<int64_t>{1});
   // The matmuls carry no record although the function is read as selected: stale, refused.
   auto read = SelectionsOf(fn, 1, *TargetPreset("sm_90"), WeightMode::kBlocks, /*use_records=*/true);
   ASSERT_FALSE(read.ok());
