@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 17's prefill kernels on the GPU in one call: the op table's attention and delta-net rows
 # (tensor-core flash attention, the chunked delta rule) against the CPU executor, the end-to-end
-# executor tests, compute-sanitizer memcheck and racecheck over the new kernels' rows, then
-# `memra bench` prefill (pp512, pp4096) and a --profile of pp4096 per preset. Run from the
+# executor tests, compute-sanitizer memcheck and racecheck over the new kernels' rows, the kernel
+# bench's deltanet and gemm sections, then `memra bench` prefill (pp512, pp4096) and a --profile
+# of pp4096 per preset. Run from the
 # repository root on the GPU machine:
 #
 #   bash bench/gpu_prefill.sh build-gpu/gpu-bundle.tar.xz [--bench-only] [PRESET...]   (default: 0.8b 9b)
@@ -41,6 +42,14 @@ if [ "$bench_only" = 0 ]; then
     done
   fi
 fi
+# The chunked delta rule's two launches at the 9B / 0.8B shapes, and cuBLASLt's candidates for the
+# 9B's prefill products (memra-kernel-bench sections deltanet and gemm).
+"$bin/memra-kernel-bench" --section deltanet --iters 20 > "$out/kernels-deltanet.txt" 2>&1
+summary+=("kernel bench deltanet: rc=$?")
+grep -E "bf16" "$out/kernels-deltanet.txt"
+"$bin/memra-kernel-bench" --section gemm --iters 10 --lengths 4096,512 --candidates 12 > "$out/kernels-gemm.txt" 2>&1
+summary+=("kernel bench gemm: rc=$?")
+tail -13 "$out/kernels-gemm.txt"
 for preset in $presets; do
   m=$models/qwen35-$preset-bf16.gguf
   [ -f "$m" ] || "$bin/memra" gen --preset "$preset" --dtype bf16 --quiet -o "$m" > /dev/null 2>&1

@@ -223,6 +223,19 @@ extern "C" __global__ void q_gate_split(const QGateSplitParams p) {
   float* gate = p.gate;
   const int n_tok = p.n_tok;
   const i64 n = (i64)n_tok * QG_HEADS * QG_DIM;
+#if QG_DIM % 4 == 0
+  if (aligned16(qg, q, gate)) {  // four elements a thread (a head's halves are whole 16-byte pieces)
+    const float4* qg4 = reinterpret_cast<const float4*>(qg);
+    float4* q4 = reinterpret_cast<float4*>(q);
+    float4* g4 = reinterpret_cast<float4*>(gate);
+    MEMRA_GRID_STRIDE(i, n / 4) {
+      const i64 d = i % (QG_DIM / 4), th = i / (QG_DIM / 4);
+      q4[i] = qg4[th * 2 * (QG_DIM / 4) + d];
+      g4[i] = qg4[th * 2 * (QG_DIM / 4) + QG_DIM / 4 + d];
+    }
+    return;
+  }
+#endif
   MEMRA_GRID_STRIDE(i, n) {
     const i64 d = i % QG_DIM, th = i / QG_DIM;
     q[i] = qg[th * 2 * QG_DIM + d];

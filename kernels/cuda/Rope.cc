@@ -1,5 +1,6 @@
 // Units of kernels/cuda/Rope.cu: NeoX rotary embedding, and qk_norm_rope (per-head rms_norm of
 // Norm.cu into the step's scratch, then the rotation into the result; q, then k).
+#include <algorithm>
 #include <cmath>
 
 #include "ir/StatusMacros.h"
@@ -55,17 +56,33 @@ class RopeImpl : public GpuOpImpl {
   }
 };
 
-// Launches: rms_norm(q), rope(q), rms_norm(k), rope(k); scratch: the normed q or k (f32).
+// Launches: qk_norm_rope_rows(q), qk_norm_rope_rows(k) where the head dim is a multiple of 32 of
+// at most 512 and n_rot / 2 a multiple of 32 (one warp per head row, Rope.cu); else rms_norm(q),
+// rope(q), rms_norm(k), rope(k) with the normed q or k in the scratch (f32).
 class QkNormRopeImpl : public GpuOpImpl {
  public:
   absl::string_view name() const override { return "qk_norm_rope"; }
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kQkNormRope; }
+  static bool Fused(const ir::Op& op, const std::vector<int64_t>& q, const std::vector<int64_t>& k) {
+    const int64_t d = q[2], n_rot = op.attrs().I64Or("n_rot", d);
+    return d == k[2] && d % 32 == 0 && d <= kWarpRowMaxCols && n_rot <= d && n_rot % 64 == 0;
+  }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     const auto& q = c.shapes.in[0];
     const auto& k = c.shapes.in[1];
     if (q.size() != 3 || k.size() != 3) return Unsupported(c.op, "qk_norm_rope expects q, k: [T, H, D]");
     MEMRA_RETURN_IF_ERROR(CheckNeox(c.op));
     OpSelection s;
+    if (Fused(c.op, q, k)) {
+      for (const auto* x : {&q, &k}) {
+        Launch l = RopeLaunch(c.target, c.op, *x);
+        l.kernel.entry = "qk_norm_rope_rows";
+        l.block = 256;
+        l.grid = static_cast<uint32_t>(std::clamp<int64_t>(((*x)[0] * (*x)[1] + 7) / 8, 1, 1 << 20));
+        s.launches.push_back(std::move(l));
+      }
+      return std::optional<OpSelection>(std::move(s));
+    }
     for (const auto* x : {&q, &k}) {
       s.launches.push_back(NormRowLaunch("rms_norm", (*x)[0] * (*x)[1], (*x)[2]));
       s.launches.push_back(RopeLaunch(c.target, c.op, *x));
@@ -76,6 +93,21 @@ class QkNormRopeImpl : public GpuOpImpl {
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
     const uint64_t tmp = c.Scratch();
     const float eps = static_cast<float>(c.op().attrs().F64Or("eps", 0));
+    if (c.selection().launches.size() == 2) {  // qk_norm_rope_rows
+      for (unsigned i = 0; i < 2; ++i) {
+        MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(i));
+        QkNormRopeParams f;
+        f.x = c.In(i);
+        f.w = c.In(2 + i);
+        f.y = c.Out(i);
+        f.pos = c.In(4);
+        f.n_rows = x[0] * x[1];
+        f.eps = eps;
+        f.theta_scale = ThetaScale(c.op());
+        w.Kernel(i, f);
+      }
+      return absl::OkStatus();
+    }
     for (unsigned i = 0; i < 2; ++i) {
       MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(i));
       NormParams n;

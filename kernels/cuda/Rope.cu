@@ -32,3 +32,47 @@ extern "C" __global__ void rope_neox(const RopeParams p) {
   memra_grid_dependency();
   rope_neox_body(p.x, p.y, p.pos, p.freq_factors, p.n_tok, p.theta_scale);
 }
+
+#if defined(ROPE_DIM) && ROPE_DIM % 32 == 0 && (ROPE_NROT / 2) % 32 == 0
+// qk_norm_rope in one pass, one warp per head row (eight a block): Norm.cu's rms_norm (warp rows,
+// the same sums), then the rotation of pairs (i, i + n_rot / 2), which lie in one lane because
+// n_rot / 2 is a multiple of 32; theta formed per pair as rope_neox forms it, so the results
+// equal the two-launch path's. Each row is read once and written once (that path wrote and read
+// the normed rows through the scratch and formed theta per element: 25 % of the bandwidth).
+extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_rows(const QkNormRopeParams p) {
+  memra_grid_dependency();
+  constexpr int kPer = ROPE_DIM / 32, kPairs = ROPE_NROT / 64;  // per lane: elements, rotated pairs
+  const int lane = threadIdx.x & 31;
+  float wv[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) wv[k] = p.w[lane + 32 * k];
+  for (i64 r = (i64)blockIdx.x * 8 + (threadIdx.x >> 5); r < p.n_rows; r += (i64)gridDim.x * 8) {
+    const float* xr = p.x + r * ROPE_DIM;
+    float v[kPer];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      v[k] = xr[lane + 32 * k];
+      ss += v[k] * v[k];
+    }
+    ss = warp_sum(ss);
+    const float s = 1.0f / sqrtf(ss / (float)ROPE_DIM + p.eps);
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) v[k] = (v[k] * s) * wv[k];
+    const float P = (float)p.pos[r / ROPE_HEADS];
+#pragma unroll
+    for (int m = 0; m < kPairs; ++m) {
+      const int i = lane + 32 * m;
+      float theta = P;
+      for (int k = 0; k < i; ++k) theta *= p.theta_scale;
+      const float c = cosf(theta), sn = sinf(theta);
+      const float x0 = v[m], x1 = v[m + kPairs];
+      v[m] = x0 * c - x1 * sn;
+      v[m + kPairs] = x0 * sn + x1 * c;
+    }
+    float* yr = p.y + r * ROPE_DIM;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) yr[lane + 32 * k] = v[k];
+  }
+}
+#endif

@@ -18,4 +18,21 @@ MEMRA_PARAMS_OFFSET(RopeParams, freq_factors, 24);
 MEMRA_PARAMS_OFFSET(RopeParams, n_tok, 32);
 MEMRA_PARAMS_OFFSET(RopeParams, theta_scale, 36);
 
+// qk_norm_rope_rows: y = rope(rms_norm(x) * w) over n_rows = n_tok * ROPE_HEADS rows.
+struct QkNormRopeParams {
+  MEMRA_DPTR(const float) x;
+  MEMRA_DPTR(const float) w;
+  MEMRA_DPTR(float) y;
+  MEMRA_DPTR(const int) pos;
+  long long n_rows;
+  float eps;
+  float theta_scale;
+};
+MEMRA_PARAMS_SIZE(QkNormRopeParams, 48);
+MEMRA_PARAMS_OFFSET(QkNormRopeParams, y, 16);
+MEMRA_PARAMS_OFFSET(QkNormRopeParams, pos, 24);
+MEMRA_PARAMS_OFFSET(QkNormRopeParams, n_rows, 32);
+MEMRA_PARAMS_OFFSET(QkNormRopeParams, eps, 40);
+MEMRA_PARAMS_OFFSET(QkNormRopeParams, theta_scale, 44);
+
 MEMRA_PARAMS_END
