@@ -401,7 +401,6 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
   return 0;
 }
 
-
 // ---- the deltanet section: kernels/cuda/DeltaNetChunked.cu ----
 
 // The gated-delta prefill scan (gated_delta_scan with its q / k l2 norms, as fuse-delta-net-inputs
@@ -502,10 +501,9 @@ int RunDeltaNetSection(const CudaDevice& dev, codegen::KernelCompiler& compiler,
               if (only >= 0 && static_cast<int>(ci) != only) continue;
               Call& c = calls[ci];
               void* args[] = {c.params.bytes.data()};
-              MEMRA_RETURN_IF_ERROR(CuCheck(
-                  runtime::cuda::LaunchKernel(d, c.fn, c.l->grid, c.l->block, c.l->smem, stream, args, false,
-                                              c.l->cluster),
-                  c.l->kernel.ToString()));
+              MEMRA_RETURN_IF_ERROR(CuCheck(runtime::cuda::LaunchKernel(d, c.fn, c.l->grid, c.l->block, c.l->smem,
+                                                                        stream, args, false, c.l->cluster),
+                                            c.l->kernel.ToString()));
             }
             return absl::OkStatus();
           });
@@ -532,12 +530,9 @@ struct GemmShape {
   const char* what;
   int64_t n, k;
 };
-constexpr GemmShape kGemmShapes[] = {{"ffn gate / up 12288x4096", 12288, 4096},
-                                     {"ffn down 4096x12288", 4096, 12288},
-                                     {"attn / ssm out 4096x4096", 4096, 4096},
-                                     {"ssm qkv 8192x4096", 8192, 4096},
-                                     {"attn q+gate 8192x4096", 8192, 4096},
-                                     {"attn k or v 1024x4096", 1024, 4096}};
+constexpr GemmShape kGemmShapes[] = {{"ffn gate / up 12288x4096", 12288, 4096}, {"ffn down 4096x12288", 4096, 12288},
+                                     {"attn / ssm out 4096x4096", 4096, 4096},  {"ssm qkv 8192x4096", 8192, 4096},
+                                     {"attn q+gate 8192x4096", 8192, 4096},     {"attn k or v 1024x4096", 1024, 4096}};
 
 int RunGemmSection(const CudaDevice& dev, runtime::cuda::CublasLt& blas, int iters, int candidates,
                    const std::vector<int64_t>& tokens_list) {

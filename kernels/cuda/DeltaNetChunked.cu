@@ -219,8 +219,7 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS) gdn_chunk_prep(co
 // a 768-float product buffer (later the column factors); gamma; beta.
 #define GDN_AS (GDN_DK + 8)  // bf16 row strides of k^, q^ (ldmatrix rows in distinct bank groups)
 #define GDN_VS (GDN_DV + 8)
-#define GDN_PREP16_SMEM_BYTES \
-  (GDN_C * (2 * GDN_AS + GDN_VS) * 2 + (GDN_C * (GDN_C + 1) + 3 * 256 + 2 * GDN_C) * 4)
+#define GDN_PREP16_SMEM_BYTES (GDN_C * (2 * GDN_AS + GDN_VS) * 2 + (GDN_C * (GDN_C + 1) + 3 * 256 + 2 * GDN_C) * 4)
 
 // x = hi + lo with hi, lo bf16: the two halves of an f32 operand.
 __device__ __forceinline__ void gdn_split(float x, u16& hi, u16& lo) {
@@ -363,7 +362,8 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS, 3) gdn_chunk_prep
 #pragma unroll
         for (int np = 0; np < 2; ++np) {
           u32 b[4];
-          mma_ldmatrix_x4(b, sKb + (nb + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * GDN_AS + k0 + ((lane >> 3) & 1) * 8);
+          mma_ldmatrix_x4(b,
+                          sKb + (nb + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * GDN_AS + k0 + ((lane >> 3) & 1) * 8);
           mma_bf16(kk[2 * np], ak, b[0], b[1]);
           mma_bf16(kk[2 * np + 1], ak, b[2], b[3]);
           mma_bf16(qk[2 * np], aq, b[0], b[1]);
@@ -380,7 +380,8 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS, 3) gdn_chunk_prep
         const float d1 = s + 1 <= t ? expf(sgam[t] - sgam[s + 1]) : 0.0f;
         sA[t * (GDN_C + 1) + s] = s < t ? sbeta[t] * d0 * kk[nt][2 * hh] : 0.0f;
         sA[t * (GDN_C + 1) + s + 1] = s + 1 < t ? sbeta[t] * d1 * kk[nt][2 * hh + 1] : 0.0f;
-        *reinterpret_cast<u32*>(scrM + gdn_sw<GDN_C>(t, s)) = mma_pack_bf16(qk[nt][2 * hh] * d0, qk[nt][2 * hh + 1] * d1);
+        *reinterpret_cast<u32*>(scrM + gdn_sw<GDN_C>(t, s)) =
+            mma_pack_bf16(qk[nt][2 * hh] * d0, qk[nt][2 * hh + 1] * d1);
       }
   }
   __syncthreads();
@@ -412,7 +413,8 @@ extern "C" __global__ void __launch_bounds__(GDN_PREP_THREADS, 3) gdn_chunk_prep
     for (int e = tid; e < i * 256; e += GDN_PREP_THREADS) {
       const int j = e >> 8, r = (e >> 4) & 15, cc = e & 15;
       float acc = 0.0f;
-      for (int x = 16 * j; x < 16 * i; ++x) acc += sA[(16 * i + r) * (GDN_C + 1) + x] * sA[x * (GDN_C + 1) + 16 * j + cc];
+      for (int x = 16 * j; x < 16 * i; ++x)
+        acc += sA[(16 * i + r) * (GDN_C + 1) + x] * sA[x * (GDN_C + 1) + 16 * j + cc];
       sP[e] = acc;
     }
     __syncthreads();
@@ -713,8 +715,8 @@ extern "C" __global__ void __launch_bounds__(GDN_SCAN_THREADS) gdn_chunk_scan(co
   memra_grid_dependency();
   GDN_SMEM_DECL(GDN_SCAN_SMEM_BYTES / 4);
   u16* stages = reinterpret_cast<u16*>(gdn_smem);
-  u16* sS = stages + 2 * GDN_STAGE_U16;  // [DK][NS] the state tile as bf16
-  u16* sU = sS + GDN_DK * GDN_NS;        // [C][NS]
+  u16* sS = stages + 2 * GDN_STAGE_U16;                     // [DK][NS] the state tile as bf16
+  u16* sU = sS + GDN_DK * GDN_NS;                           // [C][NS]
   u32* bars = reinterpret_cast<u32*>(sU + GDN_C * GDN_NS);  // stage s's mbarrier: bars + 2 s
   const int tiles = GDN_DV / GDN_NC;
   const int h = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * GDN_NC;

@@ -370,7 +370,8 @@ class SplitViewImpl : public GpuOpImpl {
     const std::vector<int64_t> sizes = split ? c.op.attrs().GetI64Array("sizes").value_or(std::vector<int64_t>{})
                                              : std::vector<int64_t>{c.op.attrs().I64Or("size", 0)};
     int64_t off = split ? 0 : c.op.attrs().I64Or("offset", 0);
-    const bool rows16 = axis >= 0 && axis < static_cast<int64_t>(x.size()) && x[static_cast<size_t>(axis)] * inner % 4 == 0;
+    const bool rows16 =
+        axis >= 0 && axis < static_cast<int64_t>(x.size()) && x[static_cast<size_t>(axis)] * inner % 4 == 0;
     OpSelection s;
     for (size_t i = 0; i < c.shapes.out.size(); ++i) {
       const int64_t size = i < sizes.size() ? sizes[i] : 0;

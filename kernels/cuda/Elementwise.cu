@@ -83,8 +83,8 @@ __device__ __forceinline__ void glu_body(const PairParams& p) {
     float4* y4 = reinterpret_cast<float4*>(static_cast<float*>(p.y));
     MEMRA_GRID_STRIDE(i, p.n / 4) {
       const float4 a = a4[i], b = b4[i];
-      y4[i] = make_float4(gate_<kGelu>(a.x, b.x), gate_<kGelu>(a.y, b.y), gate_<kGelu>(a.z, b.z),
-                          gate_<kGelu>(a.w, b.w));
+      y4[i] =
+          make_float4(gate_<kGelu>(a.x, b.x), gate_<kGelu>(a.y, b.y), gate_<kGelu>(a.z, b.z), gate_<kGelu>(a.w, b.w));
     }
     head = p.n / 4 * 4;
   }

@@ -79,11 +79,10 @@ __device__ __forceinline__ void mma_bar_arrive_expect(u32* bar, unsigned bytes) 
 }
 // bytes: a multiple of 16; both addresses 16-byte aligned.
 __device__ __forceinline__ void mma_bulk_copy(void* dst, const void* src, unsigned bytes, u32* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          mma_smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(mma_smem_addr(bar))
-      : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   mma_smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(mma_smem_addr(bar))
+               : "memory");
 }
 __device__ __forceinline__ void mma_bulk_commit() {}
 __device__ __forceinline__ void mma_bulk_wait(u32* bar, unsigned parity, int) {

@@ -136,8 +136,7 @@ CublasLt::~CublasLt() {
 
 const std::string& CublasLt::library() const { return api_->library; }
 
-absl::StatusOr<CublasLt::Plan*> CublasLt::PlanFor(int64_t M, int64_t N, int64_t K, ir::DType wtype,
-                                                    int candidates) {
+absl::StatusOr<CublasLt::Plan*> CublasLt::PlanFor(int64_t M, int64_t N, int64_t K, ir::DType wtype, int candidates) {
   const int t = wtype == ir::DType::kF32    ? kR32F
                 : wtype == ir::DType::kF16  ? kR16F
                 : wtype == ir::DType::kBF16 ? kR16BF

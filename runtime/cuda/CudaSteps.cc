@@ -105,9 +105,8 @@ absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::
                        absl::StrCat("unit ", s.impl->name(), " issued launch ", k->launch, " of ", s.launches.size()));
       const ResolvedLaunch& l = s.launches[k->launch];
       void* args[] = {const_cast<unsigned char*>(k->params.bytes.data())};
-      const cuda::CUresult r =
-          cuda::LaunchKernel(d, l.fn, l.spec.grid, l.spec.block, l.spec.smem, stream, args, programmatic_launch_,
-                             l.spec.cluster);
+      const cuda::CUresult r = cuda::LaunchKernel(d, l.fn, l.spec.grid, l.spec.block, l.spec.smem, stream, args,
+                                                  programmatic_launch_, l.spec.cluster);
       if (r != 0)
         return absl::InternalError(absl::StrCat("cuda executor: ", op.Summary(), ": launch of ",
                                                 l.spec.kernel.ToString(), " (grid ", l.spec.grid, ", block ",
