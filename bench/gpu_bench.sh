@@ -10,8 +10,9 @@ presets=${*:-0.8b 9b}
 models=${MEMRA_BENCH_MODELS:-/tmp/memra-models}
 mkdir -p "$models"
 : > "$out/bench.txt"
-# Kernel microbenchmarks (no model): the decode GEMV variants vs cuBLASLt at the 9B's shapes; only
-# when `kernels` is among the presets (they take minutes of device time).
+# Kernel microbenchmarks (no model): the decode GEMV variants vs cuBLASLt at the 9B's shapes, the
+# chunked delta rule's launches, cuBLASLt's candidates for the prefill products; only when
+# `kernels` is among the presets (they take minutes of device time).
 want_kernels=0
 want_batch=0
 rest=()
@@ -20,7 +21,9 @@ for spec in $presets; do
 done
 presets="${rest[*]}"
 if [ "$want_kernels" = 1 ] && [ -x "$bin/memra-kernel-bench" ]; then
-  "$bin/memra-kernel-bench" > "$out/kernel-bench.txt" 2>&1
+  { "$bin/memra-kernel-bench"
+    "$bin/memra-kernel-bench" --section deltanet --iters 20
+    "$bin/memra-kernel-bench" --section gemm --iters 10 --lengths 4096,512 --candidates 12; } > "$out/kernel-bench.txt" 2>&1
   cat "$out/kernel-bench.txt"
   { echo; echo '```'; cat "$out/kernel-bench.txt"; echo '```'; echo; } >> "$out/bench.txt"
 fi
