@@ -14,9 +14,10 @@
 //
 // GDN_BF16 = 0: f32 throughout (CUDA cores); the results agree with the sequential scan to f32
 // rounding. GDN_BF16 = 1 (the op's precision "bf16"): the prep writes its products' operands in
-// bf16 (W, e^gamma q^, e^(gamma_n - gamma) k^, M; Y and e^gamma_n in f32) and the state pass runs
-// them on tensor cores (mma.sync m16n8k16, f32 accumulation, the state tile f32 in registers and
-// rounded to bf16 only as an operand), its inputs double-buffered with cp.async. Chunks start at
+// bf16 (W, e^gamma q^, e^(gamma_n - gamma) k^, M; Y and e^gamma_n in f32), laid out as the
+// state pass's shared-memory stage, and the pass runs them on tensor cores (mma.sync m16n8k16,
+// f32 accumulation, the state tile f32 in registers and rounded to bf16 only as an operand), a
+// chunk's inputs fetched by two bulk copies while the previous chunk computes. Chunks start at
 // the call's first token (the grid law: a call split at a multiple of 64 gives the same bits as
 // one call).
 #include "Common.cuh"
