@@ -191,15 +191,20 @@ absl::Status CublasLt::MatmulWith(int candidate, CUdeviceptr x, CUdeviceptr w, C
                                   int64_t K, ir::DType wtype, CUstream stream) {
   if (M == 0) return absl::OkStatus();
   MEMRA_ASSIGN_OR_RETURN(Plan * plan, PlanFor(M, N, K, wtype, 1));
-  if (candidate < 0 || candidate >= static_cast<int>(plan->algos.size()))
-    return absl::InvalidArgumentError(absl::StrCat("cuBLASLt matmul: no candidate ", candidate));
+  Algo algo;  // a copy: Candidates may replace the plan's list while this call runs
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (candidate < 0 || candidate >= static_cast<int>(plan->algos.size()))
+      return absl::InvalidArgumentError(absl::StrCat("cuBLASLt matmul: no candidate ", candidate));
+    algo = plan->algos[static_cast<size_t>(candidate)].algo;
+  }
   const Api* a = api_;
   const float alpha = 1.0f, beta = 0.0f;
   return LtCheck(a,
                  a->Matmul(handle_, plan->desc, &alpha, reinterpret_cast<const void*>(w), plan->a,
                            reinterpret_cast<const void*>(x), plan->b, &beta, reinterpret_cast<const void*>(y), plan->c,
-                           reinterpret_cast<void*>(y), plan->c, &plan->algos[static_cast<size_t>(candidate)].algo,
-                           reinterpret_cast<void*>(workspace_), workspace_bytes_, stream),
+                           reinterpret_cast<void*>(y), plan->c, &algo, reinterpret_cast<void*>(workspace_),
+                           workspace_bytes_, stream),
                  absl::StrCat("matmul M=", M, " N=", N, " K=", K));
 }
 

@@ -1260,6 +1260,11 @@ TEST_F(OpTableTest, DataMovement) {
       auto p = h.b->Split(h.Arg("x", {-1, 160}), 1, {64, 64, 32});
       return std::vector<Value*>{p[0], p[1], p[2]};
     });
+    // Sizes that are not whole 16-byte pieces: the element-wise copy (copy_axis_32).
+    Check("split", "f32 odd", T, 0, [](Harness& h) {
+      auto p = h.b->Split(h.Arg("x", {-1, 160}), 1, {7, 9, 144});
+      return std::vector<Value*>{p[0], p[1], p[2]};
+    });
     Check("view", "f32", T, 0, [](Harness& h) {
       return std::vector<Value*>{h.b->View(h.Arg("x", {-1, 160}), 1, 40, 80)};
     });
