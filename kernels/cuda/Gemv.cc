@@ -80,6 +80,10 @@ class GemvSwigluImpl : public GpuOpImpl {
     const auto storage = GemvStorages(c);
     if (!storage || storage->size() != 2 || !OneStorage(*storage)) return std::optional<OpSelection>();
     Launch l = GemvLaunch(c.target, "gemv_swiglu", c.shapes.in[0].back(), (*storage)[0], c.shapes.out[0].back());
+    // Two rows a warp: half the pieces of each in flight before the wait (the registers of one).
+    Defines d = l.kernel.module.defines;
+    d.push_back(Def("GEMV_PREFETCH", 8));
+    l.kernel.module.defines = MakeDefines(std::move(d));
     AddFlagDefine(l, "GEMV_GELU", GeluGate(c.op));  // GeGLU
     AddGluClampDefine(l, c.op);
     return std::optional<OpSelection>(GemvSelection(std::move(l)));

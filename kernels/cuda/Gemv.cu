@@ -7,6 +7,10 @@
 // before the stream starts; any K); 1 = x staged in shared memory per block (K <= 12288). Measured
 // with bench/KernelBench.cc on the H200: 0 reaches 78-100 % of the HBM roofline at the 9B shapes,
 // 1 only 52-91 % (bench/RESULTS.md).
+// GEMV_PREFETCH: the 16-byte weight loads per lane (per row) issued before the grid dependency
+// wait (Common.cuh memra_grid_dependency): weights do not depend on the kernel before, so under
+// programmatic dependent launch a block resident during that kernel's tail already has its row in
+// flight, and the first-byte latency of every product overlaps the work before it.
 // GEMV_W, the weight storage: 1 f16, 2 bf16, 3 q8 (Q8_0 repacked at upload: int8 values row-major
 // [N, K] and one f32 scale per 32 values [N, K / 32], so loads stay 16-byte aligned; the ggml
 // block is 34 bytes), 4 f32 (the MoE router, f32 in every GGUF: cuBLASLt's M = 1 f32 GEMM took a
@@ -35,6 +39,34 @@
 #define GEMV_PER_LANE 8  // f16 / bf16 per 16-byte load
 #endif
 #define GEMV_STEPS ((GEMV_K + 32 * GEMV_PER_LANE - 1) / (32 * GEMV_PER_LANE))
+#ifndef GEMV_PREFETCH
+#define GEMV_PREFETCH 16
+#endif
+#define GEMV_PRE (GEMV_STEPS < GEMV_PREFETCH ? GEMV_STEPS : GEMV_PREFETCH)
+#if GEMV_W == 3
+#define GEMV_ELEM_BYTES 1
+#elif GEMV_W == 4
+#define GEMV_ELEM_BYTES 4
+#else
+#define GEMV_ELEM_BYTES 2
+#endif
+
+// The first GEMV_PRE 16-byte pieces of a lane's share of one weight row (zeros past GEMV_K).
+struct RowPrefetch {
+  uint4 q[GEMV_PRE];
+};
+__device__ __forceinline__ const unsigned char* row_bytes(const void* w, i64 row) {
+  return static_cast<const unsigned char*>(w) + row * (i64)(GEMV_K * GEMV_ELEM_BYTES);
+}
+__device__ __forceinline__ uint4 row_piece(const unsigned char* wr, int s) {
+  const int k = (s * 32 + (threadIdx.x & 31)) * GEMV_PER_LANE;
+  return k < GEMV_K ? __ldg(reinterpret_cast<const uint4*>(wr + k * GEMV_ELEM_BYTES)) : make_uint4(0, 0, 0, 0);
+}
+__device__ __forceinline__ void row_prefetch(const void* __restrict__ w, i64 row, RowPrefetch& pf) {
+  const unsigned char* wr = row_bytes(w, row);
+#pragma unroll
+  for (int s = 0; s < GEMV_PRE; ++s) pf.q[s] = row_piece(wr, s);
+}
 
 #if GEMV_STAGE_X
 #define GEMV_X_DECL __shared__ __align__(16) float xs[GEMV_K];
@@ -62,20 +94,23 @@ __device__ __forceinline__ void int8x4_to_f32(unsigned w, float f[4]) {
   f[3] = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7653)) - 8388736.0f;
 }
 
-// The dot product of row `row` with the staged x, summed over the warp (every lane gets it).
+// The dot product of row `row` with the staged x, summed over the warp (every lane gets it): the
+// prefetched pieces first, the rest of the row loaded here.
 __device__ __forceinline__ float row_dot(const void* __restrict__ w, const float* __restrict__ scale, i64 row,
-                                         const float* xs) {
+                                         const float* xs, const RowPrefetch& pf) {
   const int lane = threadIdx.x & 31;
+  const unsigned char* wr = row_bytes(w, row);
   float acc = 0.0f;
 #if GEMV_W == 3
-  const signed char* wr = static_cast<const signed char*>(w) + row * GEMV_K;
   const float* sr = scale + row * (GEMV_K / 32);
+#endif
 #pragma unroll
   for (int s = 0; s < GEMV_STEPS; ++s) {
     const int k = (s * 32 + lane) * GEMV_PER_LANE;
     if (k < GEMV_K) {
-      const int4 q = *reinterpret_cast<const int4*>(wr + k);
-      const unsigned qw[4] = {(unsigned)q.x, (unsigned)q.y, (unsigned)q.z, (unsigned)q.w};
+      const uint4 q = s < GEMV_PRE ? pf.q[s < GEMV_PRE ? s : 0] : row_piece(wr, s);
+#if GEMV_W == 3
+      const unsigned qw[4] = {q.x, q.y, q.z, q.w};
       float part = 0.0f;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -85,46 +120,35 @@ __device__ __forceinline__ float row_dot(const void* __restrict__ w, const float
         part += qf[0] * xv.x + qf[1] * xv.y + qf[2] * xv.z + qf[3] * xv.w;
       }
       acc += part * sr[k / 32];
-    }
-  }
 #elif GEMV_W == 4
-  const float* wr = static_cast<const float*>(w) + row * GEMV_K;
-#pragma unroll
-  for (int s = 0; s < GEMV_STEPS; ++s) {
-    const int k = (s * 32 + lane) * GEMV_PER_LANE;
-    if (k < GEMV_K) {
-      const float4 q = __ldg(reinterpret_cast<const float4*>(wr + k));
       const float4 xv = load_x4(xs, k);
-      acc += q.x * xv.x + q.y * xv.y + q.z * xv.z + q.w * xv.w;
-    }
-  }
+      acc += __uint_as_float(q.x) * xv.x + __uint_as_float(q.y) * xv.y + __uint_as_float(q.z) * xv.z +
+             __uint_as_float(q.w) * xv.w;
 #else
-  const u16* wr = static_cast<const u16*>(w) + row * GEMV_K;
-#pragma unroll
-  for (int s = 0; s < GEMV_STEPS; ++s) {
-    const int k = (s * 32 + lane) * GEMV_PER_LANE;
-    if (k < GEMV_K) {
-      const uint4 q = *reinterpret_cast<const uint4*>(wr + k);
       const u16* h = reinterpret_cast<const u16*>(&q);
       const float4 x0 = load_x4(xs, k);
       const float4 x1 = load_x4(xs, k + 4);
       const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc += load_as_f32<GEMV_W>(h, j) * xv[j];
+#endif
     }
   }
-#endif
   return warp_sum(acc);
 }
 
-// y[N] = W x. scale: the q8 scales (unused for f16 / bf16).
+// y[N] = W x. scale: the q8 scales (unused for f16 / bf16). Each body prefetches its rows, then
+// waits for the kernels before (memra_grid_dependency, in every block), then reads x.
 __device__ __forceinline__ void gemv_body(const void* __restrict__ w, const float* __restrict__ scale,
                                           const float* __restrict__ x, float* __restrict__ y, int n_rows) {
+  const i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+  RowPrefetch pf;
+  if (row < n_rows) row_prefetch(w, row, pf);
+  memra_grid_dependency();
   GEMV_X_DECL
   const float* xv = stage_x(x, xs);
-  const i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
   if (row >= n_rows) return;
-  const float v = row_dot(w, scale, row, xv);
+  const float v = row_dot(w, scale, row, xv, pf);
   if ((threadIdx.x & 31) == 0) y[row] = v;
 }
 
@@ -136,12 +160,18 @@ __device__ __forceinline__ void gemv_body(const void* __restrict__ w, const floa
 __device__ __forceinline__ void gemv_swiglu_body(const void* __restrict__ wg, const float* __restrict__ sg,
                                                  const void* __restrict__ wu, const float* __restrict__ su,
                                                  const float* __restrict__ x, float* __restrict__ y, int n_rows) {
+  const i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+  RowPrefetch pg, pu;
+  if (row < n_rows) {
+    row_prefetch(wg, row, pg);
+    row_prefetch(wu, row, pu);
+  }
+  memra_grid_dependency();
   GEMV_X_DECL
   const float* xv = stage_x(x, xs);
-  const i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
   if (row >= n_rows) return;
-  const float g = row_dot(wg, sg, row, xv);
-  const float u = row_dot(wu, su, row, xv);
+  const float g = row_dot(wg, sg, row, xv, pg);
+  const float u = row_dot(wu, su, row, xv, pu);
   if ((threadIdx.x & 31) == 0) y[row] = glu_(GEMV_GELU ? geluf_(g) : siluf_(g), u);
 }
 
@@ -155,12 +185,10 @@ __device__ __forceinline__ void gemv_group_body(const void* __restrict__ w0, con
                                                 float* __restrict__ y2, const void* __restrict__ w3,
                                                 const float* __restrict__ s3, float* __restrict__ y3,
                                                 const float* __restrict__ x, int n0, int n1, int n2, int n3) {
-  GEMV_X_DECL
-  const float* xv = stage_x(x, xs);
   i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
-  const void* w;
-  const float* s;
-  float* y;
+  const void* w = nullptr;
+  const float* s = nullptr;
+  float* y = nullptr;
   if (row < n0) {
     w = w0, s = s0, y = y0;
   } else if ((row -= n0) < n1) {
@@ -169,25 +197,27 @@ __device__ __forceinline__ void gemv_group_body(const void* __restrict__ w0, con
     w = w2, s = s2, y = y2;
   } else if ((row -= n2) < n3) {
     w = w3, s = s3, y = y3;
-  } else {
-    return;
   }
-  const float v = row_dot(w, s, row, xv);
+  RowPrefetch pf;
+  if (w != nullptr) row_prefetch(w, row, pf);
+  memra_grid_dependency();
+  GEMV_X_DECL
+  const float* xv = stage_x(x, xs);
+  if (w == nullptr) return;
+  const float v = row_dot(w, s, row, xv, pf);
   if ((threadIdx.x & 31) == 0) y[row] = v;
 }
 
 // Entry points: one parameter struct each (GemvParams.h), unpacked into the bodies above (their
-// __restrict__ parameters survive inlining).
+// __restrict__ parameters survive inlining). The bodies call memra_grid_dependency() once their
+// weights are in flight.
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv(const GemvParams p) {
-  memra_grid_dependency();
   gemv_body(p.w.w, p.w.scale, p.x, p.y, p.n_rows);
 }
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_swiglu(const GemvSwigluParams p) {
-  memra_grid_dependency();
   gemv_swiglu_body(p.gate.w, p.gate.scale, p.up.w, p.up.scale, p.x, p.y, p.n_rows);
 }
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_group(const GemvGroupParams p) {
-  memra_grid_dependency();
   gemv_group_body(p.w[0].w, p.w[0].scale, p.y[0], p.w[1].w, p.w[1].scale, p.y[1], p.w[2].w, p.w[2].scale, p.y[2],
                   p.w[3].w, p.w[3].scale, p.y[3], p.x, p.n_rows[0], p.n_rows[1], p.n_rows[2], p.n_rows[3]);
 }
