@@ -40,6 +40,8 @@ std::optional<StateKind> ExpectedStateKind(OpKind kind, absl::string_view operan
       return StateKind::kConv;
     case OpKind::kGatedDeltaScan:
       return StateKind::kDelta;
+    case OpKind::kDeltaNetStep:
+      return operand == "conv_state" ? StateKind::kConv : StateKind::kDelta;
     case OpKind::kPositions:
     case OpKind::kAdvancePositions:
       return StateKind::kPosition;
@@ -520,6 +522,42 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       if (!IsFloat(c.D(5))) return Err(absl::StrCat(c.N(5), " must be a float state"));
       if (auto eps = attrs.GetF64("qk_l2_eps"); eps && !(*eps >= 0)) return Err("attribute 'qk_l2_eps' must be >= 0");
       return Types{Like(c[2])};
+    }
+    case OpKind::kDeltaNetStep: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.Rank(0, 2));
+      CHECK_OK(c.Rank(6, 3));
+      CHECK_OK(c.SameDType(0, 6));
+      CHECK_OK(c.Rank(9, 3));
+      const Dim& t = c.S(0)[0];
+      const Dim& hv = c.S(6)[1];
+      const Dim& dv = c.S(6)[2];
+      CHECK_OK(c.DimEq(6, 0, t, "tokens of 'x'"));
+      CHECK_OK(c.ShapeIs(9, Shape{hv, dv, c.S(9)[2]}, "[Hv, Dv, Dk] (Hv, Dv from 'z')"));
+      CHECK_OK(c.Rank(1, 2));
+      CHECK_OK(c.DimEq(1, 0, c.S(0)[1], "channels of 'x'"));
+      const Dim& k = c.S(1)[1];
+      if (!k.IsConstant() || k.value() < 1) return Err(absl::StrCat(c.N(1), " must have a constant kernel size >= 1"));
+      CHECK_OK(c.ShapeIs(8, Shape{c.S(0)[1], k.value() - 1}, "[channels, kernel - 1]"));
+      for (size_t i : {2u, 3u}) {
+        CHECK_OK(c.SameDType(0, i));
+        CHECK_OK(c.ShapeIs(i, Shape{t, hv}, "[T, Hv]"));
+      }
+      CHECK_OK(c.ShapeIs(4, Shape{hv}, "one per value head"));
+      CHECK_OK(c.ShapeIs(5, Shape{hv}, "one per value head"));
+      CHECK_OK(c.ShapeIs(7, Shape{dv}, "[Dv]"));
+      for (size_t i : {8u, 9u})
+        if (!IsFloat(c.D(i))) return Err(absl::StrCat(c.N(i), " must be a float state"));
+      const Dim& ch = c.S(0)[1];
+      const Dim& dk = c.S(9)[2];
+      if (ch.IsConstant() && hv.IsConstant() && dv.IsConstant() && dk.IsConstant()) {
+        const int64_t qk = ch.value() - hv.value() * dv.value();  // 2 Hk Dk
+        if (dk.value() < 1 || qk <= 0 || qk % (2 * dk.value()) != 0 || hv.value() % (qk / (2 * dk.value())) != 0)
+          return Err(absl::StrCat("channels of 'x' (", ch.value(), ") must be 2 Hk Dk + Hv Dv with Hv (", hv.value(),
+                                  ") a multiple of Hk (Dk = ", dk.value(), ", Dv = ", dv.value(), ")"));
+      }
+      if (!(c.F("eps") >= 0) || !(c.F("qk_l2_eps") >= 0)) return Err("attributes 'eps' and 'qk_l2_eps' must be >= 0");
+      return Types{Like(c[6])};
     }
     case OpKind::kMoeRoute:
     case OpKind::kMoeRouteSigmoid: {

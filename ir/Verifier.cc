@@ -115,6 +115,9 @@ class FunctionVerifier {
       case OpKind::kGatedDeltaScan:
         writes = {op.operand(5)};
         break;
+      case OpKind::kDeltaNetStep:
+        writes = {op.operand(8), op.operand(9)};
+        break;
       case OpKind::kAdvancePositions:
       case OpKind::kSeqAdvancePositions:
         writes = {op.operand(0)};

@@ -34,6 +34,7 @@ CaptureVerdict ByKind(OpKind kind) {
     case OpKind::kConv1dCausal:
     case OpKind::kDeltaNetGates:
     case OpKind::kGatedDeltaScan:
+    case OpKind::kDeltaNetStep:
     case OpKind::kGatedRmsNorm:
     case OpKind::kAddRmsNorm:
     case OpKind::kFusedRows:

@@ -173,11 +173,63 @@ class GatedDeltaScanImpl : public GpuOpImpl {
   }
 };
 
+// delta_net_step, one token (fuse-delta-net-step): one block of 512 threads per value head, the
+// Hv / Hk blocks of a key head one cluster (DeltaNet.cu: they share the key head's conv rows).
+class DeltaNetStepImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "delta_net_step"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kDeltaNetStep; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const auto& in = c.shapes.in;
+    const int64_t T = in[0][0], C = in[0][1], K = in[1][1], Hv = in[6][1], Dv = in[6][2], Dk = in[9][2];
+    if (T != 1) return Unsupported(c.op, "one token only (the pass forms it for decode)");
+    const int64_t Hk = (C - Hv * Dv) / (2 * Dk);
+    constexpr int64_t kThreads = 512, kLanes = 8;  // DeltaNet.cu DNS_THREADS, DNS_LANES
+    const int64_t passes = (Dv + kThreads / kLanes - 1) / (kThreads / kLanes);
+    if (Dk % 32 != 0 || Dk > 256) return Unsupported(c.op, "key head dim must be a multiple of 32, <= 256");
+    if (passes * Dk / 32 > 16) return Unsupported(c.op, "a head's state past 64 registers a thread");
+    const int64_t cluster = Hv / Hk;
+    if (cluster > 8) return Unsupported(c.op, "more than 8 value heads per key head (the portable cluster size)");
+    Launch l;
+    l.kernel.module.file = "DeltaNet.cu";
+    l.kernel.module.defines = MakeDefines(
+        {Def("DNS_HK", Hk), Def("DNS_HV", Hv), Def("DNS_DK", Dk), Def("DNS_DV", Dv), Def("CONV_K", K)});
+    l.kernel.entry = "delta_net_step";
+    l.block = kThreads;
+    l.grid = static_cast<uint32_t>(Hv);
+    l.cluster = static_cast<uint32_t>(cluster);
+    OpSelection s;
+    s.launches.push_back(std::move(l));
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    DeltaNetStepParams p;
+    p.x = c.In(0);
+    p.conv_w = c.In(1);
+    p.b = c.In(2);
+    p.a = c.In(3);
+    p.dt_bias = c.In(4);
+    p.ssm_a = c.In(5);
+    p.z = c.In(6);
+    p.norm_w = c.In(7);
+    p.conv_state = c.In(8);
+    p.delta_state = c.In(9);
+    p.y = c.Out(0);
+    const ir::AttrDict& at = c.op().attrs();
+    p.scale = static_cast<float>(at.F64Or("scale", 1.0));
+    p.qk_eps = static_cast<float>(at.F64Or("qk_l2_eps", 0.0));
+    p.eps = static_cast<float>(at.F64Or("eps", 0.0));
+    w.Kernel(0, p);
+    return absl::OkStatus();
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<GpuOpImpl> CreateConv1dStep() { return std::make_unique<Conv1dStepImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateConv1dTokens() { return std::make_unique<Conv1dTokensImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateGatedDeltaScan() { return std::make_unique<GatedDeltaScanImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateDeltaNetStep() { return std::make_unique<DeltaNetStepImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateSeqConv1d() { return std::make_unique<SeqConv1dImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateSeqGatedDeltaScan() { return std::make_unique<SeqGatedDeltaScanImpl>(); }
 

@@ -270,3 +270,166 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) seq_gated_delta_scan(c
                         p.qk_eps);
 }
 #endif
+
+#ifdef DNS_DK
+// delta_net_step: one token of a delta-net layer (ir/Ops.def delta_net_step), one block per value
+// head h; the DNS_HV / DNS_HK blocks of one key head form a thread-block cluster (its blocks are
+// consecutive: blockIdx.x = kh * R + r, h = kh + r * DNS_HK).
+//   1. the conv of the block's channels (its key head's q and k, its own v), silu, into shared
+//      memory; each v channel's ring row written back by its block, each q / k row by the r = 0
+//      block of the cluster after a cluster barrier (every block of the cluster has read it then);
+//   2. the gates of head h, and the q / k l2 norms (every warp sums them, no barrier);
+//   3. the delta rule: DNS_LANES lanes own a state column S[:, j] (float4 pieces i = 4 lane + 32 m),
+//      a warp DNS_COLS columns, the block all DV columns in DNS_PASSES passes, the state read once
+//      into registers up front so its loads are all in flight together;
+//   4. the gated rms norm over the head's DV outputs (every warp sums the squares, no barrier).
+// Arithmetic as the CPU kernels it replaces (kernels/cpu): q / k normalized before the products,
+// the decay, the update and the output per column in that order, rms scale then weight then gate.
+#define DNS_R (DNS_HV / DNS_HK)
+#define DNS_LANES 8
+#define DNS_THREADS 512
+#define DNS_COLS (32 / DNS_LANES)
+#define DNS_PASSES ((DNS_DV + DNS_COLS * (DNS_THREADS / 32) - 1) / (DNS_COLS * (DNS_THREADS / 32)))
+#define DNS_PIECES (DNS_DK / (4 * DNS_LANES))
+#define DNS_CH (2 * DNS_DK + DNS_DV)  // the block's conv channels
+#define DNS_C (2 * DNS_HK * DNS_DK + DNS_HV * DNS_DV)
+
+__device__ __forceinline__ void dns_cluster_sync() {
+#if DNS_R > 1
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+  __syncthreads();
+#endif
+}
+
+// The block's t-th conv channel: q of key head kh, then k of it, then v of value head h.
+__device__ __forceinline__ int dns_channel(int t, int kh, int h) {
+  return t < DNS_DK ? kh * DNS_DK + t
+                    : t < 2 * DNS_DK ? DNS_HK * DNS_DK + kh * DNS_DK + (t - DNS_DK)
+                                     : 2 * DNS_HK * DNS_DK + h * DNS_DV + (t - 2 * DNS_DK);
+}
+
+extern "C" __global__ void __launch_bounds__(DNS_THREADS) delta_net_step(const DeltaNetStepParams p) {
+  const int kh = blockIdx.x / DNS_R, r = blockIdx.x % DNS_R, h = kh + r * DNS_HK;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __shared__ __align__(16) float sq[DNS_DK], sk[DNS_DK], sv[DNS_DV], so[DNS_DV];
+  memra_grid_dependency();
+  // The state first, so its loads (64 KB a head at 128 x 128) are in flight while the conv runs.
+  // Lane group g8 = lane / DNS_LANES owns column j of pass ps; its lane p8 holds S[i][j] for
+  // i = 4 p8 + 32 m + 0..3.
+  const int g8 = lane / DNS_LANES, p8 = lane % DNS_LANES;
+  float4 S[DNS_PASSES][DNS_PIECES];
+  float* st = p.delta_state + (i64)h * DNS_DV * DNS_DK;
+#pragma unroll
+  for (int ps = 0; ps < DNS_PASSES; ++ps) {
+    const int j = (ps * (DNS_THREADS / 32) + warp) * DNS_COLS + g8;
+#pragma unroll
+    for (int m = 0; m < DNS_PIECES; ++m)
+      S[ps][m] = j < DNS_DV ? *reinterpret_cast<const float4*>(st + (i64)j * DNS_DK + 4 * p8 + 32 * m)
+                            : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+
+  // 1. The conv: a thread per channel (a loop past DNS_THREADS channels). The windows of the q / k
+  // channels stay in registers until the cluster barrier (at most two a thread).
+#define DNS_CH_PER_THREAD ((DNS_CH + DNS_THREADS - 1) / DNS_THREADS)
+  float keep[DNS_CH_PER_THREAD][CONV_K - 1];
+#pragma unroll
+  for (int e = 0; e < DNS_CH_PER_THREAD; ++e) {
+    const int t = threadIdx.x + e * DNS_THREADS;
+    if (t >= DNS_CH) break;
+    const int c = dns_channel(t, kh, h);
+    float win[CONV_K];
+#pragma unroll
+    for (int i = 0; i < CONV_K - 1; ++i) win[i] = p.conv_state[(i64)c * (CONV_K - 1) + i];
+    win[CONV_K - 1] = p.x[c];
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < CONV_K; ++i) s += win[i] * p.conv_w[(i64)c * CONV_K + i];
+    const float out = siluf_(s);
+    if (t < DNS_DK) sq[t] = out;
+    else if (t < 2 * DNS_DK) sk[t - DNS_DK] = out;
+    else sv[t - 2 * DNS_DK] = out;
+#pragma unroll
+    for (int i = 0; i < CONV_K - 1; ++i) keep[e][i] = win[i + 1];
+    if (t >= 2 * DNS_DK) {  // v: this block's own channel
+#pragma unroll
+      for (int i = 0; i < CONV_K - 1; ++i) p.conv_state[(i64)c * (CONV_K - 1) + i] = keep[e][i];
+    }
+  }
+  dns_cluster_sync();  // every block of the key head has read its q / k rows (and the block sees sq, sk, sv)
+  if (r == 0) {
+#pragma unroll
+    for (int e = 0; e < DNS_CH_PER_THREAD; ++e) {
+      const int t = threadIdx.x + e * DNS_THREADS;
+      if (t >= 2 * DNS_DK) break;
+      const int c = dns_channel(t, kh, h);
+#pragma unroll
+      for (int i = 0; i < CONV_K - 1; ++i) p.conv_state[(i64)c * (CONV_K - 1) + i] = keep[e][i];
+    }
+  }
+
+  // 2. Gates and norms (every thread: a few loads from shared memory and two warp sums).
+  const float beta = sigmoidf_(p.b[h]);
+  const float decay = expf(softplusf_(p.a[h] + p.dt_bias[h]) * p.ssm_a[h]);
+  float kk = 0.0f, qq = 0.0f;
+  for (int i = lane; i < DNS_DK; i += 32) kk += sk[i] * sk[i], qq += sq[i] * sq[i];
+  kk = warp_sum(kk);
+  qq = warp_sum(qq);
+  const float inv_k = 1.0f / fmaxf(sqrtf(kk), p.qk_eps);
+  const float inv_q = 1.0f / fmaxf(sqrtf(qq), p.qk_eps);
+
+  // 3. The delta rule (the state went into registers above).
+  float kn[DNS_PIECES][4], qn[DNS_PIECES][4];
+#pragma unroll
+  for (int m = 0; m < DNS_PIECES; ++m)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      kn[m][e] = sk[4 * p8 + 32 * m + e] * inv_k;
+      qn[m][e] = sq[4 * p8 + 32 * m + e] * inv_q;
+    }
+#pragma unroll
+  for (int ps = 0; ps < DNS_PASSES; ++ps) {
+    const int j = (ps * (DNS_THREADS / 32) + warp) * DNS_COLS + g8;
+    float dot = 0.0f;
+#pragma unroll
+    for (int m = 0; m < DNS_PIECES; ++m) {
+      float* sv4 = reinterpret_cast<float*>(&S[ps][m]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        sv4[e] *= decay;
+        dot += sv4[e] * kn[m][e];
+      }
+    }
+#pragma unroll
+    for (int o = 1; o < DNS_LANES; o <<= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    const float d = ((j < DNS_DV ? sv[j] : 0.0f) - dot) * beta;
+    float out = 0.0f;
+#pragma unroll
+    for (int m = 0; m < DNS_PIECES; ++m) {
+      float* sv4 = reinterpret_cast<float*>(&S[ps][m]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        sv4[e] += kn[m][e] * d;
+        out += sv4[e] * qn[m][e];
+      }
+    }
+#pragma unroll
+    for (int o = 1; o < DNS_LANES; o <<= 1) out += __shfl_xor_sync(0xffffffffu, out, o);
+    if (j < DNS_DV) {
+#pragma unroll
+      for (int m = 0; m < DNS_PIECES; ++m)
+        *reinterpret_cast<float4*>(st + (i64)j * DNS_DK + 4 * p8 + 32 * m) = S[ps][m];
+      if (p8 == 0) so[j] = out * p.scale;
+    }
+  }
+  __syncthreads();
+
+  // 4. The gated rms norm of head h's outputs.
+  float ss = 0.0f;
+  for (int i = lane; i < DNS_DV; i += 32) ss += so[i] * so[i];
+  ss = warp_sum(ss);
+  const float rs = 1.0f / sqrtf(ss / (float)DNS_DV + p.eps);
+  for (int j = threadIdx.x; j < DNS_DV; j += DNS_THREADS)
+    p.y[(i64)h * DNS_DV + j] = ((so[j] * rs) * p.norm_w[j]) * siluf_(p.z[(i64)h * DNS_DV + j]);
+}
+#endif

@@ -37,6 +37,29 @@ MEMRA_PARAMS_OFFSET(GatedDeltaScanParams, n_tok, 56);
 MEMRA_PARAMS_OFFSET(GatedDeltaScanParams, scale, 60);
 MEMRA_PARAMS_OFFSET(GatedDeltaScanParams, qk_eps, 64);
 
+// delta_net_step (one token: conv + silu, q/k l2 norms, gates, the delta rule, gated rms norm).
+struct DeltaNetStepParams {
+  MEMRA_DPTR(const float) x;       // [C] the conv input, C = 2 HK DK + HV DV
+  MEMRA_DPTR(const float) conv_w;  // [C, K]
+  MEMRA_DPTR(const float) b;       // [HV]
+  MEMRA_DPTR(const float) a;       // [HV]
+  MEMRA_DPTR(const float) dt_bias;  // [HV]
+  MEMRA_DPTR(const float) ssm_a;    // [HV]
+  MEMRA_DPTR(const float) z;        // [HV, DV]
+  MEMRA_DPTR(const float) norm_w;   // [DV]
+  MEMRA_DPTR(float) conv_state;     // [C, K-1]
+  MEMRA_DPTR(float) delta_state;    // [HV, DV, DK]
+  MEMRA_DPTR(float) y;              // [HV, DV]
+  float scale;
+  float qk_eps;
+  float eps;
+};
+MEMRA_PARAMS_SIZE(DeltaNetStepParams, 104);
+MEMRA_PARAMS_OFFSET(DeltaNetStepParams, conv_state, 64);
+MEMRA_PARAMS_OFFSET(DeltaNetStepParams, y, 80);
+MEMRA_PARAMS_OFFSET(DeltaNetStepParams, scale, 88);
+MEMRA_PARAMS_OFFSET(DeltaNetStepParams, eps, 96);
+
 // seq_conv1d_causal: per entry b < n_seq, rows seq_start[b] .. seq_start[b+1]-1 with the ring of
 // slot seq_slot[b] (state [S, C, K-1]); rows seq_start[n_seq] .. n_tok-1 get zeros.
 struct SeqConv1dParams {

@@ -755,6 +755,44 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         out.push_back(o);
         break;
       }
+      case OpKind::kDeltaNetStep: {
+        // The five ops it replaced (ir/Ops.def), by the same kernels in the same order.
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& x = In(0);
+        const HostTensor& z = In(6);
+        HostTensor& conv_state = St(8);
+        HostTensor& delta_state = St(9);
+        const int64_t T = x.dim(0), C = x.dim(1), K = conv_state.dim(1) + 1;
+        const int64_t Hv = z.dim(1), Dv = z.dim(2), Dk = delta_state.dim(2);
+        const int64_t Hk = (C - Hv * Dv) / (2 * Dk);
+        HostTensor c = HostTensor::Zeros(DType::kF32, x.shape());
+        kc::Conv1dCausal(x.f32(), T, C, Wt(1).values, K, conv_state.f32(), c.f32(), /*silu=*/true, pool);
+        const float eps_qk = static_cast<float>(at.F64Or("qk_l2_eps", 0));
+        HostTensor q = HostTensor::Zeros(DType::kF32, {T, Hk, Dk});
+        HostTensor k = HostTensor::Zeros(DType::kF32, {T, Hk, Dk});
+        HostTensor v = HostTensor::Zeros(DType::kF32, {T, Hv, Dv});
+        for (int64_t t = 0; t < T; ++t) {
+          const float* row = c.f32() + t * C;
+          std::copy(row, row + Hk * Dk, q.f32() + t * Hk * Dk);
+          std::copy(row + Hk * Dk, row + 2 * Hk * Dk, k.f32() + t * Hk * Dk);
+          std::copy(row + 2 * Hk * Dk, row + C, v.f32() + t * Hv * Dv);
+        }
+        HostTensor qn = HostTensor::Zeros(DType::kF32, q.shape());
+        HostTensor kn = HostTensor::Zeros(DType::kF32, q.shape());
+        kc::L2Norm(q.f32(), T * Hk, Dk, eps_qk, qn.f32(), pool);
+        kc::L2Norm(k.f32(), T * Hk, Dk, eps_qk, kn.f32(), pool);
+        HostTensor beta = HostTensor::Zeros(DType::kF32, {T, Hv});
+        HostTensor g = HostTensor::Zeros(DType::kF32, {T, Hv});
+        kc::DeltaNetGates(In(2).f32(), In(3).f32(), T, Hv, Wt(4).values, Wt(5).values, beta.f32(), g.f32());
+        HostTensor o = HostTensor::Zeros(DType::kF32, z.shape());
+        kc::GatedDeltaScan(qn.f32(), kn.f32(), v.f32(), g.f32(), beta.f32(), T, Hk, Hv, Dk, Dv,
+                           static_cast<float>(at.F64Or("scale", 1.0)), delta_state.f32(), o.f32(), pool);
+        HostTensor y = HostTensor::Zeros(DType::kF32, z.shape());
+        kc::GatedRmsNorm(o.f32(), Wt(7).values, z.f32(), T * Hv, Dv, static_cast<float>(at.F64Or("eps", 0)), y.f32(),
+                         pool);
+        out.push_back(y);
+        break;
+      }
       case OpKind::kGatedRmsNorm: {
         MEMRA_RETURN_IF_ERROR(F32In(0));
         const HostTensor& x = In(0);

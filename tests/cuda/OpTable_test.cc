@@ -1033,6 +1033,26 @@ TEST_F(OpTableTest, DeltaNet) {
   FOR_T Check(
       "gated_delta_scan+l2", "bf16", T, T >= 64 ? 5e-5 : 1e-8,
       [](Harness& h) { return std::vector<Value*>{ScanWithNorms(h, "bf16")}; }, 2);
+  // delta_net_step (fuse-delta-net-step, one token): the 9B's heads (16 key / 32 value heads of
+  // 128, two blocks a cluster) and the 0.8B's (16 / 16), three calls carrying both states.
+  for (int64_t hv : {32, 16})
+    Check(
+        "delta_net_step", absl::StrCat("f32 hv", hv), 1, 1e-8,
+        [hv](Harness& h) {
+          const int64_t hk = 16, d = 128, c = 2 * hk * d + hv * d;
+          Value* x = h.Arg("x", {-1, c});
+          Value* z = h.Arg("z", {-1, hv, d});
+          Value* cs = h.State(ir::StateKind::kConv, "conv", DType::kF32, {c, 3});
+          Value* ds = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {hv, d, d});
+          ir::AttrDict attrs = {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}, {"eps", 1e-6}};
+          return std::vector<Value*>{h.b->Build1(
+              ir::OpKind::kDeltaNetStep,
+              {x, h.Weight("w", GgmlType::kF32, {4, c}), h.Arg("b", {-1, hv}), h.Arg("a", {-1, hv}),
+               h.Weight("dt", GgmlType::kF32, {hv}), h.Weight("ssm_a", GgmlType::kF32, {hv}, -2, -0.1f), z,
+               h.Weight("nw", GgmlType::kF32, {d}), cs, ds},
+              attrs)};
+        },
+        3);
   // The chunked rule (DeltaNetChunked.cu, T >= 64) over 18 chunks, the last one partial.
   for (const char* precision : {"f32", "bf16"})
     Check(
