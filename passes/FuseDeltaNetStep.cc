@@ -71,8 +71,7 @@ class DeltaNetStepPattern : public RewritePattern<StepMatch> {
     if (axis < 0) axis += static_cast<int64_t>(cs.rank());
     if (cs.rank() != 2 || axis != 1) return Skip(skipped_form_);
     m.conv = DefOf(m.split->operand(0), OpKind::kConv1dCausal);
-    if (m.conv == nullptr || m.conv->attrs().GetString("activation").value_or("") != "silu")
-      return Skip(skipped_form_);
+    if (m.conv == nullptr || m.conv->attrs().GetString("activation").value_or("") != "silu") return Skip(skipped_form_);
     if (!HasSingleUse(m.conv->result(0))) return Skip(skipped_uses_);
     // z as the norm reads it: the [1, Hv, Dv] shape of the scan's output.
     if (norm.operand(1)->shape() != m.scan->result(0)->shape()) return Skip(skipped_form_);
@@ -84,13 +83,12 @@ class DeltaNetStepPattern : public RewritePattern<StepMatch> {
     attrs.Set("scale", m.scan->attrs().F64Or("scale", 1.0));
     attrs.Set("qk_l2_eps", m.scan->attrs().F64Or("qk_l2_eps", 0.0));
     attrs.Set("eps", m.norm->attrs().F64Or("eps", 0.0));
-    MEMRA_ASSIGN_OR_RETURN(
-        Op * fused,
-        rw.Create(m.norm, OpKind::kDeltaNetStep,
-                  {m.conv->operand(0), m.conv->operand(1), m.gates->operand(0), m.gates->operand(1),
-                   m.gates->operand(2), m.gates->operand(3), m.norm->operand(1), m.norm->operand(2),
-                   m.conv->operand(2), m.scan->operand(5)},
-                  std::move(attrs)));
+    MEMRA_ASSIGN_OR_RETURN(Op * fused,
+                           rw.Create(m.norm, OpKind::kDeltaNetStep,
+                                     {m.conv->operand(0), m.conv->operand(1), m.gates->operand(0), m.gates->operand(1),
+                                      m.gates->operand(2), m.gates->operand(3), m.norm->operand(1), m.norm->operand(2),
+                                      m.conv->operand(2), m.scan->operand(5)},
+                                     std::move(attrs)));
     rw.Replace(m.norm->result(0), fused->result(0));
     rw.Erase(m.norm);
     rw.Erase(m.scan);

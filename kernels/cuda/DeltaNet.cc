@@ -192,8 +192,8 @@ class DeltaNetStepImpl : public GpuOpImpl {
     if (cluster > 8) return Unsupported(c.op, "more than 8 value heads per key head (the portable cluster size)");
     Launch l;
     l.kernel.module.file = "DeltaNet.cu";
-    l.kernel.module.defines = MakeDefines(
-        {Def("DNS_HK", Hk), Def("DNS_HV", Hv), Def("DNS_DK", Dk), Def("DNS_DV", Dv), Def("CONV_K", K)});
+    l.kernel.module.defines =
+        MakeDefines({Def("DNS_HK", Hk), Def("DNS_HV", Hv), Def("DNS_DK", Dk), Def("DNS_DV", Dv), Def("CONV_K", K)});
     l.kernel.entry = "delta_net_step";
     l.block = kThreads;
     l.grid = static_cast<uint32_t>(Hv);

@@ -304,9 +304,9 @@ __device__ __forceinline__ void dns_cluster_sync() {
 
 // The block's t-th conv channel: q of key head kh, then k of it, then v of value head h.
 __device__ __forceinline__ int dns_channel(int t, int kh, int h) {
-  return t < DNS_DK ? kh * DNS_DK + t
-                    : t < 2 * DNS_DK ? DNS_HK * DNS_DK + kh * DNS_DK + (t - DNS_DK)
-                                     : 2 * DNS_HK * DNS_DK + h * DNS_DV + (t - 2 * DNS_DK);
+  return t < DNS_DK       ? kh * DNS_DK + t
+         : t < 2 * DNS_DK ? DNS_HK * DNS_DK + kh * DNS_DK + (t - DNS_DK)
+                          : 2 * DNS_HK * DNS_DK + h * DNS_DV + (t - 2 * DNS_DK);
 }
 
 extern "C" __global__ void __launch_bounds__(DNS_THREADS) delta_net_step(const DeltaNetStepParams p) {
@@ -346,9 +346,12 @@ extern "C" __global__ void __launch_bounds__(DNS_THREADS) delta_net_step(const D
 #pragma unroll
     for (int i = 0; i < CONV_K; ++i) s += win[i] * p.conv_w[(i64)c * CONV_K + i];
     const float out = siluf_(s);
-    if (t < DNS_DK) sq[t] = out;
-    else if (t < 2 * DNS_DK) sk[t - DNS_DK] = out;
-    else sv[t - 2 * DNS_DK] = out;
+    if (t < DNS_DK)
+      sq[t] = out;
+    else if (t < 2 * DNS_DK)
+      sk[t - DNS_DK] = out;
+    else
+      sv[t - 2 * DNS_DK] = out;
 #pragma unroll
     for (int i = 0; i < CONV_K - 1; ++i) keep[e][i] = win[i + 1];
     if (t >= 2 * DNS_DK) {  // v: this block's own channel

@@ -39,10 +39,10 @@ MEMRA_PARAMS_OFFSET(GatedDeltaScanParams, qk_eps, 64);
 
 // delta_net_step (one token: conv + silu, q/k l2 norms, gates, the delta rule, gated rms norm).
 struct DeltaNetStepParams {
-  MEMRA_DPTR(const float) x;       // [C] the conv input, C = 2 HK DK + HV DV
-  MEMRA_DPTR(const float) conv_w;  // [C, K]
-  MEMRA_DPTR(const float) b;       // [HV]
-  MEMRA_DPTR(const float) a;       // [HV]
+  MEMRA_DPTR(const float) x;        // [C] the conv input, C = 2 HK DK + HV DV
+  MEMRA_DPTR(const float) conv_w;   // [C, K]
+  MEMRA_DPTR(const float) b;        // [HV]
+  MEMRA_DPTR(const float) a;        // [HV]
   MEMRA_DPTR(const float) dt_bias;  // [HV]
   MEMRA_DPTR(const float) ssm_a;    // [HV]
   MEMRA_DPTR(const float) z;        // [HV, DV]

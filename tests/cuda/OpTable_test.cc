@@ -1045,12 +1045,12 @@ TEST_F(OpTableTest, DeltaNet) {
           Value* cs = h.State(ir::StateKind::kConv, "conv", DType::kF32, {c, 3});
           Value* ds = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {hv, d, d});
           ir::AttrDict attrs = {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}, {"eps", 1e-6}};
-          return std::vector<Value*>{h.b->Build1(
-              ir::OpKind::kDeltaNetStep,
-              {x, h.Weight("w", GgmlType::kF32, {4, c}), h.Arg("b", {-1, hv}), h.Arg("a", {-1, hv}),
-               h.Weight("dt", GgmlType::kF32, {hv}), h.Weight("ssm_a", GgmlType::kF32, {hv}, -2, -0.1f), z,
-               h.Weight("nw", GgmlType::kF32, {d}), cs, ds},
-              attrs)};
+          return std::vector<Value*>{
+              h.b->Build1(ir::OpKind::kDeltaNetStep,
+                          {x, h.Weight("w", GgmlType::kF32, {4, c}), h.Arg("b", {-1, hv}), h.Arg("a", {-1, hv}),
+                           h.Weight("dt", GgmlType::kF32, {hv}), h.Weight("ssm_a", GgmlType::kF32, {hv}, -2, -0.1f), z,
+                           h.Weight("nw", GgmlType::kF32, {d}), cs, ds},
+                          attrs)};
         },
         3);
   // The chunked rule (DeltaNetChunked.cu, T >= 64) over 18 chunks, the last one partial.
