@@ -305,6 +305,34 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.ShapeIs(2, Shape{c.S(0).back()}, "the last dim of 'a'"));
       return Types{Like(c[0]), Like(c[0])};
     }
+    case OpKind::kAddRmsNormMatMul: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.RankAtLeast(0, 1));
+      CHECK_OK(c.SameType(0, 1));
+      CHECK_OK(c.ShapeIs(2, Shape{c.S(0).back()}, "the last dim of 'a'"));
+      const std::optional<std::string> glu = attrs.GetString("glu");
+      if (glu && *glu != "silu" && *glu != "gelu")
+        return Err(absl::StrCat("add_rms_norm_matmul glu '", *glu, "' is not \"silu\" or \"gelu\""));
+      if (glu && c.size() != 5) return Err("add_rms_norm_matmul with glu takes exactly two matrices (gate, up)");
+      if (!glu && attrs.Has("clamp")) return Err("add_rms_norm_matmul: clamp applies only with glu");
+      CHECK_OK(CheckGluClamp(attrs));
+      Types out{Like(c[0])};
+      for (size_t i = 3; i < c.size(); ++i) {
+        CHECK_OK(c.Rank(i, 2));
+        CHECK_OK(c.DimEq(i, 1, c.S(0).back(), "K, the last dim of 'a'"));
+        const Dim& k = c.S(i)[1];
+        int64_t block = InfoOf(c.D(i)).block_elems;
+        if (block > 1 && k.IsConstant() && k.value() % block != 0)
+          return Err(absl::StrCat(c.N(i), ": K = ", k.value(), " is not a multiple of the ", DTypeName(c.D(i)),
+                                  " block size ", block));
+        if (!glu) out.push_back(WithLast(c[0], c.S(i)[0], c.D(0)));
+      }
+      if (glu) {
+        CHECK_OK(c.DimEq(4, 0, c.S(3)[0], "N of the gate matrix"));
+        out.push_back(WithLast(c[0], c.S(3)[0], c.D(0)));
+      }
+      return out;
+    }
     case OpKind::kL2Norm:
     case OpKind::kSoftmax:
       CHECK_OK(c.Float(0));

@@ -37,6 +37,7 @@ CaptureVerdict ByKind(OpKind kind) {
     case OpKind::kDeltaNetStep:
     case OpKind::kGatedRmsNorm:
     case OpKind::kAddRmsNorm:
+    case OpKind::kAddRmsNormMatMul:
     case OpKind::kFusedRows:
     case OpKind::kMatMulSwiglu:
     case OpKind::kQkNormRope:

@@ -17,12 +17,13 @@ constexpr int64_t kMaxWarps = 8;  // rows per block
 // The weights' GEMV storages when the op is a one-token product every weight can run on; else
 // nullopt (not M = 1, K not a multiple of 32, or a weight whose layout has no Gemv.cu storage:
 // block formats held as blocks, whose GEMVs are their own units).
-std::optional<std::vector<int>> GemvStorages(const SelectContext& c) {
+// `first`: the first matrix operand (add_rms_norm_matmul's are after a, b and the norm weight).
+std::optional<std::vector<int>> GemvStorages(const SelectContext& c, unsigned first = 1) {
   const auto& x = c.shapes.in;
   if (x.empty() || x[0].empty() || Numel(x[0]) != x[0].back()) return std::nullopt;  // M != 1
   if (x[0].back() % 32 != 0) return std::nullopt;
   std::vector<int> storage;
-  for (unsigned i = 1; i < c.op.num_operands(); ++i) {
+  for (unsigned i = first; i < c.op.num_operands(); ++i) {
     const WeightLayout* l = c.shapes.layout(i);
     const int code = l != nullptr ? l->gemv_storage : 0;
     if (code == 0) return std::nullopt;
@@ -160,10 +161,84 @@ class GemvImpl : public GpuOpImpl {
   }
 };
 
+// add_rms_norm_matmul (fuse-add-rmsnorm-matmul, decode): gemv_norm / gemv_group_norm /
+// gemv_swiglu_norm, the products of Gemv.cu with the norm as their prologue (every warp sums the
+// squares of a + b while its row streams; block 0 writes the sum).
+class GemvNormImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "gemv_norm"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kAddRmsNormMatMul; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const auto storage = GemvStorages(c, 3);
+    if (!storage || !OneStorage(*storage) || storage->size() > MEMRA_GEMV_GROUP_MAX)
+      return Unsupported(c.op,
+                         "the norm prologue needs one Gemv.cu storage for <= 4 matrices and one row of K % 32 == 0");
+    const int64_t K = c.shapes.in[0].back();
+    const bool glu = c.op.attrs().GetString("glu").has_value();
+    int64_t rows = 0;
+    for (size_t i = 1; i < c.shapes.out.size(); ++i) rows += c.shapes.out[i].back();
+    const char* entry = glu ? "gemv_swiglu_norm" : storage->size() == 1 ? "gemv_norm" : "gemv_group_norm";
+    Launch l = GemvLaunch(c.target, entry, K, (*storage)[0], rows);
+    if (glu) {
+      AddFlagDefine(l, "GEMV_GELU", c.op.attrs().GetString("glu").value_or("silu") == "gelu");
+      AddGluClampDefine(l, c.op);
+      Defines d = l.kernel.module.defines;
+      d.push_back(Def("GEMV_PREFETCH", 8));  // two rows a warp, as gemv_swiglu
+      l.kernel.module.defines = MakeDefines(std::move(d));
+    }
+    return std::optional<OpSelection>(GemvSelection(std::move(l)));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(auto a, c.InShape(0));
+    const int64_t K = a.back();
+    GemvNorm n;
+    n.b = c.In(1);
+    n.w = c.In(2);
+    n.sum = c.Out(0);
+    n.eps = static_cast<float>(c.op().attrs().F64Or("eps", 0.0));
+    const unsigned matrices = c.op().num_operands() - 3;
+    if (c.op().attrs().GetString("glu").has_value()) {
+      if (matrices != 2) return BindError(c.op(), "glu takes two matrices");
+      MEMRA_ASSIGN_OR_RETURN(DeviceMatrix g, CountedMatrix(c, 3, K, w));
+      MEMRA_ASSIGN_OR_RETURN(DeviceMatrix u, CountedMatrix(c, 4, K, w));
+      GemvSwigluNormParams p;
+      p.g.gate = WeightOf(g);
+      p.g.up = WeightOf(u);
+      p.g.x = c.In(0);
+      p.g.y = c.Out(1);
+      p.g.n_rows = static_cast<int>(g.rows);
+      p.norm = n;
+      w.Kernel(0, p);
+    } else if (matrices == 1) {
+      MEMRA_ASSIGN_OR_RETURN(DeviceMatrix m, CountedMatrix(c, 3, K, w));
+      GemvNormParams p;
+      p.g.w = WeightOf(m);
+      p.g.x = c.In(0);
+      p.g.y = c.Out(1);
+      p.g.n_rows = static_cast<int>(m.rows);
+      p.norm = n;
+      w.Kernel(0, p);
+    } else {
+      GemvGroupNormParams p{};
+      for (unsigned i = 0; i < matrices; ++i) {
+        MEMRA_ASSIGN_OR_RETURN(DeviceMatrix m, CountedMatrix(c, 3 + i, K, w));
+        p.g.w[i] = WeightOf(m);
+        p.g.y[i] = c.Out(1 + i);
+        p.g.n_rows[i] = static_cast<int>(m.rows);
+      }
+      p.g.x = c.In(0);
+      p.norm = n;
+      w.Kernel(0, p);
+    }
+    return absl::OkStatus();
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<GpuOpImpl> CreateGemvSwiglu() { return std::make_unique<GemvSwigluImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateGemvGroup() { return std::make_unique<GemvGroupImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateGemv() { return std::make_unique<GemvImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateGemvNorm() { return std::make_unique<GemvNormImpl>(); }
 
 }  // namespace memra::kernels::cuda

@@ -69,7 +69,7 @@ __device__ __forceinline__ void row_prefetch(const void* __restrict__ w, i64 row
 }
 
 #if GEMV_STAGE_X
-#define GEMV_X_DECL __shared__ __align__(16) float xs[GEMV_K];
+#define GEMV_X_DECL __shared__ __align__(16) float xs_smem[GEMV_K];
 __device__ __forceinline__ const float* stage_x(const float* __restrict__ x, float* xs) {
   for (int i = threadIdx.x; i < GEMV_K; i += blockDim.x) xs[i] = x[i];
   __syncthreads();
@@ -77,12 +77,45 @@ __device__ __forceinline__ const float* stage_x(const float* __restrict__ x, flo
 }
 __device__ __forceinline__ float4 load_x4(const float* xs, int k) { return *reinterpret_cast<const float4*>(xs + k); }
 #else
-#define GEMV_X_DECL float* xs = nullptr;
+#define GEMV_X_DECL float* xs_smem = nullptr;
 __device__ __forceinline__ const float* stage_x(const float* __restrict__ x, float*) { return x; }
 __device__ __forceinline__ float4 load_x4(const float* x, int k) {
   return __ldg(reinterpret_cast<const float4*>(x + k));
 }
 #endif
+
+// Where the products read x: XPlain, x itself (staged first when GEMV_STAGE_X); XAddNorm, the
+// add_rms_norm prologue (add_rms_norm_matmul): x = (a + b) * norm_w elementwise, the warp summing
+// the squares of a + b on the way, and the row's sum scaled by 1 / rms at the end, which is
+// rms_norm(a + b) * norm_w . w up to f32 rounding. Each row_dot starts its own sum (begin).
+struct XPlain {
+  const float* x;
+  __device__ __forceinline__ void begin() {}
+  __device__ __forceinline__ float4 load(int k) const { return load_x4(x, k); }
+  __device__ __forceinline__ float finish(float acc) const { return warp_sum(acc); }
+};
+struct XAddNorm {
+  const float* a;
+  const float* b;
+  const float* w;
+  float eps;
+  float ss;
+  __device__ __forceinline__ void begin() { ss = 0.0f; }
+  __device__ __forceinline__ float4 load(int k) {
+    const float4 va = __ldg(reinterpret_cast<const float4*>(a + k));
+    const float4 vb = __ldg(reinterpret_cast<const float4*>(b + k));
+    const float4 vw = __ldg(reinterpret_cast<const float4*>(w + k));
+    const float4 s = make_float4(va.x + vb.x, va.y + vb.y, va.z + vb.z, va.w + vb.w);
+    ss += s.x * s.x + s.y * s.y + s.z * s.z + s.w * s.w;
+    return make_float4(s.x * vw.x, s.y * vw.y, s.z * vw.z, s.w * vw.w);
+  }
+  __device__ __forceinline__ float finish(float acc) const {
+    return warp_sum(acc) * (1.0f / sqrtf(warp_sum(ss) / (float)GEMV_K + eps));
+  }
+};
+// After the grid dependency wait: stage x (GEMV_STAGE_X) for the plain source.
+__device__ __forceinline__ void prepare_x(XPlain& xs, float* smem) { xs.x = stage_x(xs.x, smem); }
+__device__ __forceinline__ void prepare_x(XAddNorm&, float*) {}  // the _norm entries exist without GEMV_STAGE_X
 
 // Four int8 (one 32-bit word) to f32 exactly without the quarter-rate I2F conversion: each biased
 // byte goes into the low mantissa of 2^23 (byte_perm), and one subtraction removes 2^23 + 128.
@@ -96,11 +129,13 @@ __device__ __forceinline__ void int8x4_to_f32(unsigned w, float f[4]) {
 
 // The dot product of row `row` with the staged x, summed over the warp (every lane gets it): the
 // prefetched pieces first, the rest of the row loaded here.
-__device__ __forceinline__ float row_dot(const void* __restrict__ w, const float* __restrict__ scale, i64 row,
-                                         const float* xs, const RowPrefetch& pf) {
+template <typename XS>
+__device__ __forceinline__ float row_dot(const void* __restrict__ w, const float* __restrict__ scale, i64 row, XS& xs,
+                                         const RowPrefetch& pf) {
   const int lane = threadIdx.x & 31;
   const unsigned char* wr = row_bytes(w, row);
   float acc = 0.0f;
+  xs.begin();
 #if GEMV_W == 3
   const float* sr = scale + row * (GEMV_K / 32);
 #endif
@@ -114,41 +149,42 @@ __device__ __forceinline__ float row_dot(const void* __restrict__ w, const float
       float part = 0.0f;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const float4 xv = load_x4(xs, k + 4 * j);
+        const float4 xv = xs.load(k + 4 * j);
         float qf[4];
         int8x4_to_f32(qw[j], qf);
         part += qf[0] * xv.x + qf[1] * xv.y + qf[2] * xv.z + qf[3] * xv.w;
       }
       acc += part * sr[k / 32];
 #elif GEMV_W == 4
-      const float4 xv = load_x4(xs, k);
+      const float4 xv = xs.load(k);
       acc += __uint_as_float(q.x) * xv.x + __uint_as_float(q.y) * xv.y + __uint_as_float(q.z) * xv.z +
              __uint_as_float(q.w) * xv.w;
 #else
       const u16* h = reinterpret_cast<const u16*>(&q);
-      const float4 x0 = load_x4(xs, k);
-      const float4 x1 = load_x4(xs, k + 4);
+      const float4 x0 = xs.load(k);
+      const float4 x1 = xs.load(k + 4);
       const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc += load_as_f32<GEMV_W>(h, j) * xv[j];
 #endif
     }
   }
-  return warp_sum(acc);
+  return xs.finish(acc);
 }
 
 // y[N] = W x. scale: the q8 scales (unused for f16 / bf16). Each body prefetches its rows, then
 // waits for the kernels before (memra_grid_dependency, in every block), then reads x.
-__device__ __forceinline__ void gemv_body(const void* __restrict__ w, const float* __restrict__ scale,
-                                          const float* __restrict__ x, float* __restrict__ y, int n_rows) {
+template <typename XS>
+__device__ __forceinline__ void gemv_body(const void* __restrict__ w, const float* __restrict__ scale, XS xs,
+                                          float* __restrict__ y, int n_rows) {
   const i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
   RowPrefetch pf;
   if (row < n_rows) row_prefetch(w, row, pf);
   memra_grid_dependency();
   GEMV_X_DECL
-  const float* xv = stage_x(x, xs);
+  prepare_x(xs, xs_smem);
   if (row >= n_rows) return;
-  const float v = row_dot(w, scale, row, xv, pf);
+  const float v = row_dot(w, scale, row, xs, pf);
   if ((threadIdx.x & 31) == 0) y[row] = v;
 }
 
@@ -157,9 +193,10 @@ __device__ __forceinline__ void gemv_body(const void* __restrict__ w, const floa
 #ifndef GEMV_GELU
 #define GEMV_GELU 0
 #endif
+template <typename XS>
 __device__ __forceinline__ void gemv_swiglu_body(const void* __restrict__ wg, const float* __restrict__ sg,
-                                                 const void* __restrict__ wu, const float* __restrict__ su,
-                                                 const float* __restrict__ x, float* __restrict__ y, int n_rows) {
+                                                 const void* __restrict__ wu, const float* __restrict__ su, XS xs,
+                                                 float* __restrict__ y, int n_rows) {
   const i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
   RowPrefetch pg, pu;
   if (row < n_rows) {
@@ -168,56 +205,86 @@ __device__ __forceinline__ void gemv_swiglu_body(const void* __restrict__ wg, co
   }
   memra_grid_dependency();
   GEMV_X_DECL
-  const float* xv = stage_x(x, xs);
+  prepare_x(xs, xs_smem);
   if (row >= n_rows) return;
-  const float g = row_dot(wg, sg, row, xv, pg);
-  const float u = row_dot(wu, su, row, xv, pu);
+  const float g = row_dot(wg, sg, row, xs, pg);
+  const float u = row_dot(wu, su, row, xs, pu);
   if ((threadIdx.x & 31) == 0) y[row] = glu_(GEMV_GELU ? geluf_(g) : siluf_(g), u);
 }
 
 // A matmul_group's products (up to 4 weights of one storage sharing x) in one launch: global row
 // g runs against the weight whose row range holds it. Small projections (the delta-net beta /
 // alpha, 32 rows) then cost no launch of their own.
-__device__ __forceinline__ void gemv_group_body(const void* __restrict__ w0, const float* __restrict__ s0,
-                                                float* __restrict__ y0, const void* __restrict__ w1,
-                                                const float* __restrict__ s1, float* __restrict__ y1,
-                                                const void* __restrict__ w2, const float* __restrict__ s2,
-                                                float* __restrict__ y2, const void* __restrict__ w3,
-                                                const float* __restrict__ s3, float* __restrict__ y3,
-                                                const float* __restrict__ x, int n0, int n1, int n2, int n3) {
+template <typename XS>
+__device__ __forceinline__ void gemv_group_body(const GemvWeight* __restrict__ ws, float* const* ys, const int* n_rows,
+                                                XS xs) {
   i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
-  const void* w = nullptr;
-  const float* s = nullptr;
-  float* y = nullptr;
-  if (row < n0) {
-    w = w0, s = s0, y = y0;
-  } else if ((row -= n0) < n1) {
-    w = w1, s = s1, y = y1;
-  } else if ((row -= n1) < n2) {
-    w = w2, s = s2, y = y2;
-  } else if ((row -= n2) < n3) {
-    w = w3, s = s3, y = y3;
+  int which = -1;
+#pragma unroll
+  for (int i = 0; i < MEMRA_GEMV_GROUP_MAX; ++i) {
+    if (which < 0) {
+      if (row < n_rows[i])
+        which = i;
+      else
+        row -= n_rows[i];
+    }
   }
+  // Constant indices only (a parameter array indexed at run time goes through the stack).
+  const void* w = nullptr;
+  const float* sc = nullptr;
+  float* y = nullptr;
+#pragma unroll
+  for (int i = 0; i < MEMRA_GEMV_GROUP_MAX; ++i)
+    if (i == which) w = ws[i].w, sc = ws[i].scale, y = ys[i];
   RowPrefetch pf;
   if (w != nullptr) row_prefetch(w, row, pf);
   memra_grid_dependency();
   GEMV_X_DECL
-  const float* xv = stage_x(x, xs);
+  prepare_x(xs, xs_smem);
   if (w == nullptr) return;
-  const float v = row_dot(w, s, row, xv, pf);
+  const float v = row_dot(w, sc, row, xs, pf);
   if ((threadIdx.x & 31) == 0) y[row] = v;
+}
+
+// add_rms_norm_matmul's sum = a + b: written by the first block (every block reads a and b; the
+// memory plan never places an op's result over its operands).
+__device__ __forceinline__ void write_norm_sum(const GemvNorm& n, const float* a) {
+  if (blockIdx.x != 0) return;
+  for (int k = threadIdx.x; k < GEMV_K; k += blockDim.x) n.sum[k] = a[k] + n.b[k];
+}
+__device__ __forceinline__ XAddNorm add_norm_x(const float* a, const GemvNorm& n) {
+  XAddNorm x;
+  x.a = a;
+  x.b = n.b;
+  x.w = n.w;
+  x.eps = n.eps;
+  x.ss = 0.0f;
+  return x;
 }
 
 // Entry points: one parameter struct each (GemvParams.h), unpacked into the bodies above (their
 // __restrict__ parameters survive inlining). The bodies call memra_grid_dependency() once their
-// weights are in flight.
+// weights are in flight; the _norm entries are add_rms_norm_matmul's (x is the prologue's a).
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv(const GemvParams p) {
-  gemv_body(p.w.w, p.w.scale, p.x, p.y, p.n_rows);
+  gemv_body(p.w.w, p.w.scale, XPlain{p.x}, p.y, p.n_rows);
 }
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_swiglu(const GemvSwigluParams p) {
-  gemv_swiglu_body(p.gate.w, p.gate.scale, p.up.w, p.up.scale, p.x, p.y, p.n_rows);
+  gemv_swiglu_body(p.gate.w, p.gate.scale, p.up.w, p.up.scale, XPlain{p.x}, p.y, p.n_rows);
 }
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_group(const GemvGroupParams p) {
-  gemv_group_body(p.w[0].w, p.w[0].scale, p.y[0], p.w[1].w, p.w[1].scale, p.y[1], p.w[2].w, p.w[2].scale, p.y[2],
-                  p.w[3].w, p.w[3].scale, p.y[3], p.x, p.n_rows[0], p.n_rows[1], p.n_rows[2], p.n_rows[3]);
+  gemv_group_body(p.w, p.y, p.n_rows, XPlain{p.x});
 }
+#if !GEMV_STAGE_X  // the prologue reads a, b and w through the read-only cache
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_norm(const GemvNormParams p) {
+  gemv_body(p.g.w.w, p.g.w.scale, add_norm_x(p.g.x, p.norm), p.g.y, p.g.n_rows);
+  write_norm_sum(p.norm, p.g.x);
+}
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_swiglu_norm(const GemvSwigluNormParams p) {
+  gemv_swiglu_body(p.g.gate.w, p.g.gate.scale, p.g.up.w, p.g.up.scale, add_norm_x(p.g.x, p.norm), p.g.y, p.g.n_rows);
+  write_norm_sum(p.norm, p.g.x);
+}
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_group_norm(const GemvGroupNormParams p) {
+  gemv_group_body(p.g.w, p.g.y, p.g.n_rows, add_norm_x(p.g.x, p.norm));
+  write_norm_sum(p.norm, p.g.x);
+}
+#endif

@@ -50,4 +50,36 @@ MEMRA_PARAMS_OFFSET(GemvGroupParams, y, 64);
 MEMRA_PARAMS_OFFSET(GemvGroupParams, x, 96);
 MEMRA_PARAMS_OFFSET(GemvGroupParams, n_rows, 104);
 
+// add_rms_norm_matmul's prologue (the kernel's x is its a): sum = a + b (written by block 0),
+// the products read rms_norm(sum) * w.
+struct GemvNorm {
+  MEMRA_DPTR(const float) b;
+  MEMRA_DPTR(const float) w;
+  MEMRA_DPTR(float) sum;
+  float eps;
+};
+MEMRA_PARAMS_SIZE(GemvNorm, 32);
+MEMRA_PARAMS_OFFSET(GemvNorm, eps, 24);
+
+struct GemvNormParams {
+  GemvParams g;
+  GemvNorm norm;
+};
+MEMRA_PARAMS_SIZE(GemvNormParams, 72);
+MEMRA_PARAMS_OFFSET(GemvNormParams, norm, 40);
+
+struct GemvSwigluNormParams {
+  GemvSwigluParams g;
+  GemvNorm norm;
+};
+MEMRA_PARAMS_SIZE(GemvSwigluNormParams, 88);
+MEMRA_PARAMS_OFFSET(GemvSwigluNormParams, norm, 56);
+
+struct GemvGroupNormParams {
+  GemvGroupParams g;
+  GemvNorm norm;
+};
+MEMRA_PARAMS_SIZE(GemvGroupNormParams, 152);
+MEMRA_PARAMS_OFFSET(GemvGroupNormParams, norm, 120);
+
 MEMRA_PARAMS_END

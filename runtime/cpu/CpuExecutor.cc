@@ -839,6 +839,41 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         out.push_back(y);
         break;
       }
+      case OpKind::kAddRmsNormMatMul: {
+        // add_rms_norm, then the products as matmul (one per matrix) or matmul_swiglu compute them.
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& a = In(0);
+        const int64_t K = a.dim(-1), rows = a.numel() / std::max<int64_t>(K, 1);
+        HostTensor sum = HostTensor::Zeros(DType::kF32, a.shape());
+        HostTensor n = HostTensor::Zeros(DType::kF32, a.shape());
+        kc::Add(a.f32(), In(1).f32(), a.numel(), sum.f32());
+        kc::RmsNorm(sum.f32(), Wt(2).values, rows, K, static_cast<float>(at.F64Or("eps", 0)), n.f32(), pool);
+        out.push_back(sum);
+        std::vector<HostTensor> products;
+        for (size_t i = 3; i < s.in.size(); ++i) {
+          const kc::WeightView& w = Wt(i).view;
+          if (w.cols != K) return OpError(op, "K mismatch");
+          HostTensor y = HostTensor::Zeros(DType::kF32, WithLast(a.shape(), w.rows));
+          MEMRA_RETURN_IF_ERROR(kc::Matmul(n.f32(), rows, w, y.f32(), pool));
+          products.push_back(std::move(y));
+        }
+        if (const std::optional<std::string> glu = at.GetString("glu")) {
+          if (products.size() != 2 || products[0].numel() != products[1].numel())
+            return OpError(op, "glu takes two products of one shape");
+          HostTensor y = HostTensor::Zeros(DType::kF32, products[0].shape());
+          HostTensor& g = products[0];
+          if (*glu == "gelu") {
+            kc::Gelu(g.f32(), g.numel(), g.f32());
+            kc::Mul(g.f32(), products[1].f32(), g.numel(), y.f32());
+          } else {
+            kc::Swiglu(g.f32(), products[1].f32(), g.numel(), y.f32(), static_cast<float>(at.F64Or("clamp", 0.0)));
+          }
+          out.push_back(y);
+        } else {
+          for (HostTensor& y : products) out.push_back(std::move(y));
+        }
+        break;
+      }
       case OpKind::kMoeRoute: {
         MEMRA_RETURN_IF_ERROR(F32In(0));
         const HostTensor& l = In(0);
