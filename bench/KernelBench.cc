@@ -627,7 +627,8 @@ int main(int argc, char** argv) {
   if (!blas.ok()) return Fail(blas.status());
   const Shape shapes[] = {{"attn/ssm out 4096x4096", 4096, 4096}, {"ffn gate|up 12288x4096", 12288, 4096},
                           {"ffn down 4096x12288", 4096, 12288},   {"ssm qkv 8192x4096", 8192, 4096},
-                          {"ssm beta 32x4096", 32, 4096},         {"head 248320x4096", 248320, 4096}};
+                          {"ssm beta 32x4096", 32, 4096},         {"head 248320x4096", 248320, 4096},
+                          {"0.8b ssm qkv 6144x1024", 6144, 1024}, {"0.8b ffn down 1024x3584", 1024, 3584}};
   if (section == "deltanet") return RunDeltaNetSection(**dev, **compiler, iters, lengths);
   if (section == "quant") return RunQuantSection(**dev, **compiler, **blas, iters, peak_gbs, formats, tokens, sweep);
   if (section == "gemm") return RunGemmSection(**dev, **blas, iters, candidates, lengths);
@@ -652,11 +653,11 @@ int main(int argc, char** argv) {
     struct Variant {
       std::string name;
       int storage, stage;  // storage 0: cuBLASLt bf16
+      int prefetch = 4;    // GEMV_PREFETCH: 16-byte pieces a lane loads before the grid dependency wait
     };
-    std::vector<Variant> variants = {{"gemv bf16 x-in-smem", 2, 1},
-                                     {"gemv bf16 x-via-ldg", 2, 0},
-                                     {"gemv q8 x-in-smem", 3, 1},
-                                     {"gemv q8 x-via-ldg", 3, 0},
+    std::vector<Variant> variants = {{"gemv bf16 x-in-smem", 2, 1},     {"gemv bf16 x-via-ldg", 2, 0},
+                                     {"gemv bf16 prefetch 1", 2, 0, 1}, {"gemv bf16 prefetch 16", 2, 0, 16},
+                                     {"gemv q8 x-in-smem", 3, 1},       {"gemv q8 x-via-ldg", 3, 0},
                                      {"cuBLASLt bf16 M=1", 0, 0}};
     for (const Variant& v : variants) {
       runtime::cuda::CUfunction fn = nullptr;
@@ -666,7 +667,8 @@ int main(int argc, char** argv) {
         m.file = "Gemv.cu";
         m.defines = kernels::cuda::MakeDefines(
             {kernels::cuda::Def("GEMV_K", s.k), kernels::cuda::Def("GEMV_W", v.storage),
-             kernels::cuda::Def("GEMV_WARPS", 8), kernels::cuda::Def("GEMV_STAGE_X", v.stage)});
+             kernels::cuda::Def("GEMV_WARPS", 8), kernels::cuda::Def("GEMV_STAGE_X", v.stage),
+             kernels::cuda::Def("GEMV_PREFETCH", v.prefetch)});
         auto cubin = (*compiler)->CompileAll({m});
         if (!cubin.ok()) return Fail(cubin.status());
         auto loaded = runtime::cuda::LoadedModule::Load(**dev, *(*cubin)[0], m.Key());

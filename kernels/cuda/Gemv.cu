@@ -40,7 +40,7 @@
 #endif
 #define GEMV_STEPS ((GEMV_K + 32 * GEMV_PER_LANE - 1) / (32 * GEMV_PER_LANE))
 #ifndef GEMV_PREFETCH
-#define GEMV_PREFETCH 16
+#define GEMV_PREFETCH 4  // 16 per row held 82 registers (3 blocks an SM): slower alone (ncu)
 #endif
 #define GEMV_PRE (GEMV_STEPS < GEMV_PREFETCH ? GEMV_STEPS : GEMV_PREFETCH)
 #if GEMV_W == 3
@@ -85,12 +85,11 @@ __device__ __forceinline__ float4 load_x4(const float* x, int k) {
 #endif
 
 // Where the products read x: XPlain, x itself (staged first when GEMV_STAGE_X); XAddNorm, the
-// add_rms_norm prologue (add_rms_norm_matmul): x = (a + b) * norm_w elementwise, the warp summing
-// the squares of a + b on the way, and the row's sum scaled by 1 / rms at the end, which is
-// rms_norm(a + b) * norm_w . w up to f32 rounding. Each row_dot starts its own sum (begin).
+// add_rms_norm prologue (add_rms_norm_matmul): the block stages x = (a + b) * norm_w in shared
+// memory once, summing the squares of a + b on the way, and each row's sum is scaled by the
+// norm's 1 / rms at the end: rms_norm(a + b) * norm_w . w up to f32 rounding.
 struct XPlain {
   const float* x;
-  __device__ __forceinline__ void begin() {}
   __device__ __forceinline__ float4 load(int k) const { return load_x4(x, k); }
   __device__ __forceinline__ float finish(float acc) const { return warp_sum(acc); }
 };
@@ -99,23 +98,32 @@ struct XAddNorm {
   const float* b;
   const float* w;
   float eps;
-  float ss;
-  __device__ __forceinline__ void begin() { ss = 0.0f; }
-  __device__ __forceinline__ float4 load(int k) {
-    const float4 va = __ldg(reinterpret_cast<const float4*>(a + k));
-    const float4 vb = __ldg(reinterpret_cast<const float4*>(b + k));
-    const float4 vw = __ldg(reinterpret_cast<const float4*>(w + k));
-    const float4 s = make_float4(va.x + vb.x, va.y + vb.y, va.z + vb.z, va.w + vb.w);
-    ss += s.x * s.x + s.y * s.y + s.z * s.z + s.w * s.w;
-    return make_float4(s.x * vw.x, s.y * vw.y, s.z * vw.z, s.w * vw.w);
-  }
-  __device__ __forceinline__ float finish(float acc) const {
-    return warp_sum(acc) * (1.0f / sqrtf(warp_sum(ss) / (float)GEMV_K + eps));
-  }
+  const float* xs;  // the staged x (prepare_x)
+  float rs;         // 1 / rms (prepare_x)
+  __device__ __forceinline__ float4 load(int k) const { return *reinterpret_cast<const float4*>(xs + k); }
+  __device__ __forceinline__ float finish(float acc) const { return warp_sum(acc) * rs; }
 };
-// After the grid dependency wait: stage x (GEMV_STAGE_X) for the plain source.
+// After the grid dependency wait: stage x (GEMV_STAGE_X) for the plain source; the prologue's x
+// and its 1 / rms for the norm (GEMV_K <= GEMV_NORM_MAX_K floats of shared memory).
+#define GEMV_NORM_MAX_K 8192
 __device__ __forceinline__ void prepare_x(XPlain& xs, float* smem) { xs.x = stage_x(xs.x, smem); }
-__device__ __forceinline__ void prepare_x(XAddNorm&, float*) {}  // the _norm entries exist without GEMV_STAGE_X
+#if !GEMV_STAGE_X && GEMV_K <= GEMV_NORM_MAX_K
+__device__ __forceinline__ void prepare_x(XAddNorm& x, float*) {
+  __shared__ __align__(16) float xn[GEMV_K];
+  float ss = 0.0f;
+  for (int k = threadIdx.x * 4; k < GEMV_K; k += blockDim.x * 4) {
+    const float4 va = __ldg(reinterpret_cast<const float4*>(x.a + k));
+    const float4 vb = __ldg(reinterpret_cast<const float4*>(x.b + k));
+    const float4 vw = __ldg(reinterpret_cast<const float4*>(x.w + k));
+    const float4 v = make_float4(va.x + vb.x, va.y + vb.y, va.z + vb.z, va.w + vb.w);
+    ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    *reinterpret_cast<float4*>(xn + k) = make_float4(v.x * vw.x, v.y * vw.y, v.z * vw.z, v.w * vw.w);
+  }
+  ss = block_sum(ss);  // its barriers also publish xn
+  x.rs = 1.0f / sqrtf(ss / (float)GEMV_K + x.eps);
+  x.xs = xn;
+}
+#endif
 
 // Four int8 (one 32-bit word) to f32 exactly without the quarter-rate I2F conversion: each biased
 // byte goes into the low mantissa of 2^23 (byte_perm), and one subtraction removes 2^23 + 128.
@@ -129,51 +137,66 @@ __device__ __forceinline__ void int8x4_to_f32(unsigned w, float f[4]) {
 
 // The dot product of row `row` with the staged x, summed over the warp (every lane gets it): the
 // prefetched pieces first, the rest of the row loaded here.
-template <typename XS>
-__device__ __forceinline__ float row_dot(const void* __restrict__ w, const float* __restrict__ scale, i64 row, XS& xs,
-                                         const RowPrefetch& pf) {
+template <typename XS, int R>
+__device__ __forceinline__ void rows_dot(const void* const (&w)[R], const float* const (&scale)[R], i64 row,
+                                         const XS& xs, const RowPrefetch (&pf)[R], float (&out)[R]) {
   const int lane = threadIdx.x & 31;
-  const unsigned char* wr = row_bytes(w, row);
-  float acc = 0.0f;
-  xs.begin();
-#if GEMV_W == 3
-  const float* sr = scale + row * (GEMV_K / 32);
-#endif
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
 #pragma unroll
   for (int s = 0; s < GEMV_STEPS; ++s) {
     const int k = (s * 32 + lane) * GEMV_PER_LANE;
     if (k < GEMV_K) {
-      const uint4 q = s < GEMV_PRE ? pf.q[s < GEMV_PRE ? s : 0] : row_piece(wr, s);
 #if GEMV_W == 3
-      const unsigned qw[4] = {q.x, q.y, q.z, q.w};
-      float part = 0.0f;
+      float4 xv[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float4 xv = xs.load(k + 4 * j);
-        float qf[4];
-        int8x4_to_f32(qw[j], qf);
-        part += qf[0] * xv.x + qf[1] * xv.y + qf[2] * xv.z + qf[3] * xv.w;
-      }
-      acc += part * sr[k / 32];
+      for (int j = 0; j < 4; ++j) xv[j] = xs.load(k + 4 * j);
 #elif GEMV_W == 4
       const float4 xv = xs.load(k);
-      acc += __uint_as_float(q.x) * xv.x + __uint_as_float(q.y) * xv.y + __uint_as_float(q.z) * xv.z +
-             __uint_as_float(q.w) * xv.w;
 #else
-      const u16* h = reinterpret_cast<const u16*>(&q);
       const float4 x0 = xs.load(k);
       const float4 x1 = xs.load(k + 4);
       const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc += load_as_f32<GEMV_W>(h, j) * xv[j];
 #endif
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const uint4 q = s < GEMV_PRE ? pf[r].q[s < GEMV_PRE ? s : 0] : row_piece(row_bytes(w[r], row), s);
+#if GEMV_W == 3
+        const unsigned qw[4] = {q.x, q.y, q.z, q.w};
+        float part = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          float qf[4];
+          int8x4_to_f32(qw[j], qf);
+          part += qf[0] * xv[j].x + qf[1] * xv[j].y + qf[2] * xv[j].z + qf[3] * xv[j].w;
+        }
+        acc[r] += part * scale[r][row * (GEMV_K / 32) + k / 32];
+#elif GEMV_W == 4
+        acc[r] += __uint_as_float(q.x) * xv.x + __uint_as_float(q.y) * xv.y + __uint_as_float(q.z) * xv.z +
+                  __uint_as_float(q.w) * xv.w;
+#else
+        const u16* h = reinterpret_cast<const u16*>(&q);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[r] += load_as_f32<GEMV_W>(h, j) * xv[j];
+#endif
+      }
     }
   }
-  return xs.finish(acc);
+#pragma unroll
+  for (int r = 0; r < R; ++r) out[r] = xs.finish(acc[r]);
 }
-
-// y[N] = W x. scale: the q8 scales (unused for f16 / bf16). Each body prefetches its rows, then
-// waits for the kernels before (memra_grid_dependency, in every block), then reads x.
+// One row (every lane gets the sum).
+template <typename XS>
+__device__ __forceinline__ float row_dot(const void* __restrict__ w, const float* __restrict__ scale, i64 row,
+                                         const XS& xs, const RowPrefetch& pf) {
+  const void* const ws[1] = {w};
+  const float* const ss[1] = {scale};
+  const RowPrefetch pfs[1] = {pf};
+  float out[1];
+  rows_dot<XS, 1>(ws, ss, row, xs, pfs, out);
+  return out[0];
+}
 template <typename XS>
 __device__ __forceinline__ void gemv_body(const void* __restrict__ w, const float* __restrict__ scale, XS xs,
                                           float* __restrict__ y, int n_rows) {
@@ -207,9 +230,13 @@ __device__ __forceinline__ void gemv_swiglu_body(const void* __restrict__ wg, co
   GEMV_X_DECL
   prepare_x(xs, xs_smem);
   if (row >= n_rows) return;
-  const float g = row_dot(wg, sg, row, xs, pg);
-  const float u = row_dot(wu, su, row, xs, pu);
-  if ((threadIdx.x & 31) == 0) y[row] = glu_(GEMV_GELU ? geluf_(g) : siluf_(g), u);
+  // Both rows in one pass over x (one x load a piece for the two weight pieces).
+  const void* const ws[2] = {wg, wu};
+  const float* const ss[2] = {sg, su};
+  const RowPrefetch pfs[2] = {pg, pu};
+  float gu[2];
+  rows_dot<XS, 2>(ws, ss, row, xs, pfs, gu);
+  if ((threadIdx.x & 31) == 0) y[row] = glu_(GEMV_GELU ? geluf_(gu[0]) : siluf_(gu[0]), gu[1]);
 }
 
 // A matmul_group's products (up to 4 weights of one storage sharing x) in one launch: global row
@@ -258,7 +285,8 @@ __device__ __forceinline__ XAddNorm add_norm_x(const float* a, const GemvNorm& n
   x.b = n.b;
   x.w = n.w;
   x.eps = n.eps;
-  x.ss = 0.0f;
+  x.xs = nullptr;
+  x.rs = 1.0f;
   return x;
 }
 
@@ -274,7 +302,7 @@ extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_swiglu(const 
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_group(const GemvGroupParams p) {
   gemv_group_body(p.w, p.y, p.n_rows, XPlain{p.x});
 }
-#if !GEMV_STAGE_X  // the prologue reads a, b and w through the read-only cache
+#if !GEMV_STAGE_X && GEMV_K <= GEMV_NORM_MAX_K  // the prologue's x staged in shared memory
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_norm(const GemvNormParams p) {
   gemv_body(p.g.w.w, p.g.w.scale, add_norm_x(p.g.x, p.norm), p.g.y, p.g.n_rows);
   write_norm_sum(p.norm, p.g.x);
