@@ -40,7 +40,7 @@
 #endif
 #define GEMV_STEPS ((GEMV_K + 32 * GEMV_PER_LANE - 1) / (32 * GEMV_PER_LANE))
 #ifndef GEMV_PREFETCH
-#define GEMV_PREFETCH 4  // 16 per row held 82 registers (3 blocks an SM): slower alone (ncu)
+#define GEMV_PREFETCH 16  // session 18: 4 a row was faster alone (ncu) but slower in the decode graph
 #endif
 #define GEMV_PRE (GEMV_STEPS < GEMV_PREFETCH ? GEMV_STEPS : GEMV_PREFETCH)
 #if GEMV_W == 3
@@ -85,12 +85,15 @@ __device__ __forceinline__ float4 load_x4(const float* x, int k) {
 #endif
 
 // Where the products read x: XPlain, x itself (staged first when GEMV_STAGE_X); XAddNorm, the
-// add_rms_norm prologue (add_rms_norm_matmul): the block stages x = (a + b) * norm_w in shared
-// memory once, summing the squares of a + b on the way, and each row's sum is scaled by the
-// norm's 1 / rms at the end: rms_norm(a + b) * norm_w . w up to f32 rounding.
+// add_rms_norm prologue (add_rms_norm_matmul): each warp reads x = (a + b) * norm_w as it goes,
+// summing the squares of a + b on the way, and scales each row's sum by the norm's 1 / rms at the
+// end: rms_norm(a + b) * norm_w . w up to f32 rounding. No block barrier: a block staging x in
+// shared memory first (measured, session 18) paid that latency once per wave of blocks, as much as
+// the separate norm launch it replaced. a, b and w come from L1 after the block's first warp.
 struct XPlain {
   const float* x;
-  __device__ __forceinline__ float4 load(int k) const { return load_x4(x, k); }
+  __device__ __forceinline__ void begin() {}
+  __device__ __forceinline__ float4 load(int k) { return load_x4(x, k); }
   __device__ __forceinline__ float finish(float acc) const { return warp_sum(acc); }
 };
 struct XAddNorm {
@@ -98,32 +101,23 @@ struct XAddNorm {
   const float* b;
   const float* w;
   float eps;
-  const float* xs;  // the staged x (prepare_x)
-  float rs;         // 1 / rms (prepare_x)
-  __device__ __forceinline__ float4 load(int k) const { return *reinterpret_cast<const float4*>(xs + k); }
-  __device__ __forceinline__ float finish(float acc) const { return warp_sum(acc) * rs; }
-};
-// After the grid dependency wait: stage x (GEMV_STAGE_X) for the plain source; the prologue's x
-// and its 1 / rms for the norm (GEMV_K <= GEMV_NORM_MAX_K floats of shared memory).
-#define GEMV_NORM_MAX_K 8192
-__device__ __forceinline__ void prepare_x(XPlain& xs, float* smem) { xs.x = stage_x(xs.x, smem); }
-#if !GEMV_STAGE_X && GEMV_K <= GEMV_NORM_MAX_K
-__device__ __forceinline__ void prepare_x(XAddNorm& x, float*) {
-  __shared__ __align__(16) float xn[GEMV_K];
-  float ss = 0.0f;
-  for (int k = threadIdx.x * 4; k < GEMV_K; k += blockDim.x * 4) {
-    const float4 va = __ldg(reinterpret_cast<const float4*>(x.a + k));
-    const float4 vb = __ldg(reinterpret_cast<const float4*>(x.b + k));
-    const float4 vw = __ldg(reinterpret_cast<const float4*>(x.w + k));
+  float ss;  // this lane's share of sum((a + b)^2) over the row (begin resets it)
+  __device__ __forceinline__ void begin() { ss = 0.0f; }
+  __device__ __forceinline__ float4 load(int k) {
+    const float4 va = __ldg(reinterpret_cast<const float4*>(a + k));
+    const float4 vb = __ldg(reinterpret_cast<const float4*>(b + k));
+    const float4 vw = __ldg(reinterpret_cast<const float4*>(w + k));
     const float4 v = make_float4(va.x + vb.x, va.y + vb.y, va.z + vb.z, va.w + vb.w);
     ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    *reinterpret_cast<float4*>(xn + k) = make_float4(v.x * vw.x, v.y * vw.y, v.z * vw.z, v.w * vw.w);
+    return make_float4(v.x * vw.x, v.y * vw.y, v.z * vw.z, v.w * vw.w);
   }
-  ss = block_sum(ss);  // its barriers also publish xn
-  x.rs = 1.0f / sqrtf(ss / (float)GEMV_K + x.eps);
-  x.xs = xn;
-}
-#endif
+  __device__ __forceinline__ float finish(float acc) const {
+    return warp_sum(acc) * (1.0f / sqrtf(warp_sum(ss) / (float)GEMV_K + eps));
+  }
+};
+// After the grid dependency wait: stage x (GEMV_STAGE_X) for the plain source.
+__device__ __forceinline__ void prepare_x(XPlain& xs, float* smem) { xs.x = stage_x(xs.x, smem); }
+__device__ __forceinline__ void prepare_x(XAddNorm&, float*) {}
 
 // Four int8 (one 32-bit word) to f32 exactly without the quarter-rate I2F conversion: each biased
 // byte goes into the low mantissa of 2^23 (byte_perm), and one subtraction removes 2^23 + 128.
@@ -138,9 +132,10 @@ __device__ __forceinline__ void int8x4_to_f32(unsigned w, float f[4]) {
 // The dot product of row `row` with the staged x, summed over the warp (every lane gets it): the
 // prefetched pieces first, the rest of the row loaded here.
 template <typename XS, int R>
-__device__ __forceinline__ void rows_dot(const void* const (&w)[R], const float* const (&scale)[R], i64 row,
-                                         const XS& xs, const RowPrefetch (&pf)[R], float (&out)[R]) {
+__device__ __forceinline__ void rows_dot(const void* const (&w)[R], const float* const (&scale)[R], i64 row, XS& xs,
+                                         const RowPrefetch (&pf)[R], float (&out)[R]) {
   const int lane = threadIdx.x & 31;
+  xs.begin();
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
@@ -188,8 +183,8 @@ __device__ __forceinline__ void rows_dot(const void* const (&w)[R], const float*
 }
 // One row (every lane gets the sum).
 template <typename XS>
-__device__ __forceinline__ float row_dot(const void* __restrict__ w, const float* __restrict__ scale, i64 row,
-                                         const XS& xs, const RowPrefetch& pf) {
+__device__ __forceinline__ float row_dot(const void* __restrict__ w, const float* __restrict__ scale, i64 row, XS& xs,
+                                         const RowPrefetch& pf) {
   const void* const ws[1] = {w};
   const float* const ss[1] = {scale};
   const RowPrefetch pfs[1] = {pf};
@@ -285,8 +280,7 @@ __device__ __forceinline__ XAddNorm add_norm_x(const float* a, const GemvNorm& n
   x.b = n.b;
   x.w = n.w;
   x.eps = n.eps;
-  x.xs = nullptr;
-  x.rs = 1.0f;
+  x.ss = 0.0f;
   return x;
 }
 
@@ -302,7 +296,7 @@ extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_swiglu(const 
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_group(const GemvGroupParams p) {
   gemv_group_body(p.w, p.y, p.n_rows, XPlain{p.x});
 }
-#if !GEMV_STAGE_X && GEMV_K <= GEMV_NORM_MAX_K  // the prologue's x staged in shared memory
+#if !GEMV_STAGE_X  // the prologue reads a, b and w through the read-only cache
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_norm(const GemvNormParams p) {
   gemv_body(p.g.w.w, p.g.w.scale, add_norm_x(p.g.x, p.norm), p.g.y, p.g.n_rows);
   write_norm_sum(p.norm, p.g.x);
