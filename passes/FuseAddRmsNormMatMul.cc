@@ -8,13 +8,17 @@
 //   %y = matmul_swiglu(%n, @wg, @wu)            ->   %s, %y = add_rms_norm_matmul(%a, %b, @nw, @wg, @wu)
 //                                                              {eps, glu = "silu"}
 //
-// (and a plain matmul: the head's output norm). In a decode step every layer ran two such norms
-// as launches of their own between two products (2.7-4.7 us each on the H200, bench/RESULTS.md
-// session 18); the CUDA GEMV computes the norm per warp from a and b while its weights stream.
+// (and a plain matmul: the head's output norm). In a decode step every layer runs two such norms
+// as launches of their own between two products (2.7-4.7 us each alone on the H200); the CUDA
+// GEMV can compute the norm per warp from a and b while its weights stream.
 // Fuses when the rows are one token (a static leading dim of 1), y's only user is the product's
 // x, and every matrix is of a storage in `types` (':'-separated dtype names; default f32:f16:bf16,
 // the GEMV storages that take the prologue) with K a multiple of 32 (the GEMV's row granule).
-// Runs after bucket-shapes in the CUDA pipeline; the fused op sits where the norm was.
+// The fused op sits where the norm was. Not in the default pipelines: on the H200 the fused GEMVs
+// decoded slower than a norm launch followed by the plain GEMVs, whose weight prefetch before the
+// grid dependency wait already hides that launch (bench/RESULTS.md, session 18: 0.8B tg128 989 vs
+// 1,226 tok/s with the prologue per warp, 1,154 vs 1,230 with x staged per block). Opt in with
+// `--passes` (after bucket-shapes, before select-kernels).
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"

@@ -25,7 +25,7 @@ if ! "$memra" compile "$model" -o "$tmp/gpu.plan" --arch sm_90 --buckets 16 --re
   cat "$tmp/gpu.txt"; fail "compile --arch sm_90 failed"
 fi
 cat "$tmp/gpu.txt"
-grep -a "^pipeline = " "$tmp/gpu.plan" | grep -q "bucket-shapes{[^}]*},fuse-delta-net-inputs,fuse-add-rmsnorm-matmul,select-kernels,plan-memory" \
+grep -a "^pipeline = " "$tmp/gpu.plan" | grep -q "bucket-shapes{[^}]*},fuse-delta-net-inputs,select-kernels,plan-memory" \
   || fail "sm_90 pipeline lacks fuse-delta-net-inputs and select-kernels between bucket-shapes and plan-memory"
 # Rows: function bucket ops-before ops-after segments captured eager launches modules cubins ...
 row() { grep "^@$1 " "$tmp/gpu.txt" || fail "no @$1 row"; }

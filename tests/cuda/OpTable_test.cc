@@ -932,28 +932,6 @@ TEST_F(OpTableTest, FusedOps) {
                       h.Weight("wc", t, {1024, 32}, -0.05f, 0.05f), h.Weight("wd", t, {1024, 32}, -0.05f, 0.05f)});
       return std::vector<Value*>(r.begin(), r.end());
     });
-  // add_rms_norm_matmul (fuse-add-rmsnorm-matmul, one token): the norm as the GEMVs' prologue,
-  // each form (one product, a group of four, SwiGLU and GeGLU) per float weight type.
-  for (auto [t, bound] : types)
-    for (const char* form : {"one", "group", "silu", "gelu"})
-      Check("add_rms_norm_matmul", absl::StrCat(formats::GgmlTypeName(t), " ", form), 1, bound, [&](Harness& h) {
-        std::vector<Value*> operands{h.Arg("a", {-1, 1024}), h.Arg("b", {-1, 1024}),
-                                     h.Weight("nw", GgmlType::kF32, {1024}, 0.5f, 1.5f)};
-        ir::AttrDict attrs = {{"eps", 1e-6}};
-        const std::string f = form;
-        if (f == "one") {
-          operands.push_back(h.Weight("w", t, {1024, 512}, -0.05f, 0.05f));
-        } else if (f == "group") {
-          for (auto [name, n] : {std::pair<const char*, int64_t>{"wa", 640}, {"wb", 256}, {"wc", 32}, {"wd", 32}})
-            operands.push_back(h.Weight(name, t, {1024, n}, -0.05f, 0.05f));
-        } else {
-          operands.push_back(h.Weight("wg", t, {1024, 768}, -0.05f, 0.05f));
-          operands.push_back(h.Weight("wu", t, {1024, 768}, -0.05f, 0.05f));
-          attrs.Set("glu", f);
-        }
-        auto r = h.b->Build(ir::OpKind::kAddRmsNormMatMul, operands, attrs);
-        return std::vector<Value*>(r.begin(), r.end());
-      });
   FOR_T Check("matmul_group", "bf16+f16", T, 5e-5, [&](Harness& h) {
     Value* x = h.Arg("x", {-1, 1024});
     auto r = h.b->Build(ir::OpKind::kMatMulGroup, {x, h.Weight("wa", GgmlType::kBF16, {1024, 256}, -0.05f, 0.05f),
@@ -1055,6 +1033,39 @@ TEST_F(OpTableTest, DeltaNet) {
   FOR_T Check(
       "gated_delta_scan+l2", "bf16", T, T >= 64 ? 5e-5 : 1e-8,
       [](Harness& h) { return std::vector<Value*>{ScanWithNorms(h, "bf16")}; }, 2);
+  // The chunked rule (DeltaNetChunked.cu, T >= 64) over 18 chunks, the last one partial.
+  for (const char* precision : {"f32", "bf16"})
+    Check(
+        "gated_delta_scan+l2", std::string(precision) + " chunked", 1100, precision[0] == 'f' ? 1e-8 : 5e-5,
+        [&](Harness& h) { return std::vector<Value*>{ScanWithNorms(h, precision)}; }, 2);
+}
+
+// The decode fusions (session 18), one token each: add_rms_norm_matmul's norm prologue on the
+// GEMVs and delta_net_step (its own test, so compute-sanitizer can run it alone).
+TEST_F(OpTableTest, DecodeFusions) {
+  const std::pair<GgmlType, double> types[] = {{GgmlType::kF32, 1e-10}, {GgmlType::kBF16, 5e-5}};
+  // add_rms_norm_matmul (fuse-add-rmsnorm-matmul, one token): the norm as the GEMVs' prologue,
+  // each form (one product, a group of four, SwiGLU and GeGLU) per float weight type.
+  for (auto [t, bound] : types)
+    for (const char* form : {"one", "group", "silu", "gelu"})
+      Check("add_rms_norm_matmul", absl::StrCat(formats::GgmlTypeName(t), " ", form), 1, bound, [&](Harness& h) {
+        std::vector<Value*> operands{h.Arg("a", {-1, 1024}), h.Arg("b", {-1, 1024}),
+                                     h.Weight("nw", GgmlType::kF32, {1024}, 0.5f, 1.5f)};
+        ir::AttrDict attrs = {{"eps", 1e-6}};
+        const std::string f = form;
+        if (f == "one") {
+          operands.push_back(h.Weight("w", t, {1024, 512}, -0.05f, 0.05f));
+        } else if (f == "group") {
+          for (auto [name, n] : {std::pair<const char*, int64_t>{"wa", 640}, {"wb", 256}, {"wc", 32}, {"wd", 32}})
+            operands.push_back(h.Weight(name, t, {1024, n}, -0.05f, 0.05f));
+        } else {
+          operands.push_back(h.Weight("wg", t, {1024, 768}, -0.05f, 0.05f));
+          operands.push_back(h.Weight("wu", t, {1024, 768}, -0.05f, 0.05f));
+          attrs.Set("glu", f);
+        }
+        auto r = h.b->Build(ir::OpKind::kAddRmsNormMatMul, operands, attrs);
+        return std::vector<Value*>(r.begin(), r.end());
+      });
   // delta_net_step (fuse-delta-net-step, one token): the 9B's heads (16 key / 32 value heads of
   // 128, two blocks a cluster) and the 0.8B's (16 / 16), three calls carrying both states.
   for (int64_t hv : {32, 16})
@@ -1075,11 +1086,6 @@ TEST_F(OpTableTest, DeltaNet) {
                           attrs)};
         },
         3);
-  // The chunked rule (DeltaNetChunked.cu, T >= 64) over 18 chunks, the last one partial.
-  for (const char* precision : {"f32", "bf16"})
-    Check(
-        "gated_delta_scan+l2", std::string(precision) + " chunked", 1100, precision[0] == 'f' ? 1e-8 : 5e-5,
-        [&](Harness& h) { return std::vector<Value*>{ScanWithNorms(h, precision)}; }, 2);
 }
 
 // The chunked delta rule's grid law on the device: one call of 256 tokens and two calls of 128
