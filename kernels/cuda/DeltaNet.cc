@@ -187,6 +187,7 @@ class DeltaNetStepImpl : public GpuOpImpl {
     constexpr int64_t kThreads = 512, kLanes = 8;  // DeltaNet.cu DNS_THREADS, DNS_LANES
     const int64_t passes = (Dv + kThreads / kLanes - 1) / (kThreads / kLanes);
     if (Dk % 32 != 0 || Dk > 256) return Unsupported(c.op, "key head dim must be a multiple of 32, <= 256");
+    if (Dv > kThreads) return Unsupported(c.op, "value head dim must be <= 512 (a thread per output)");
     if (passes * Dk / 32 > 16) return Unsupported(c.op, "a head's state past 64 registers a thread");
     const int64_t cluster = Hv / Hk;
     if (cluster > 8) return Unsupported(c.op, "more than 8 value heads per key head (the portable cluster size)");

@@ -293,6 +293,9 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) seq_gated_delta_scan(c
 #define DNS_PIECES (DNS_DK / (4 * DNS_LANES))
 #define DNS_CH (2 * DNS_DK + DNS_DV)  // the block's conv channels
 #define DNS_C (2 * DNS_HK * DNS_DK + DNS_HV * DNS_DV)
+#if DNS_DV > DNS_THREADS
+#error "delta_net_step: a value head's outputs take one thread each (DNS_DV <= DNS_THREADS)"
+#endif
 
 __device__ __forceinline__ void dns_cluster_sync() {
 #if DNS_R > 1
@@ -313,8 +316,23 @@ extern "C" __global__ void __launch_bounds__(DNS_THREADS) delta_net_step(const D
   const int kh = blockIdx.x / DNS_R, r = blockIdx.x % DNS_R, h = kh + r * DNS_HK;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __shared__ __align__(16) float sq[DNS_DK], sk[DNS_DK], sv[DNS_DV], so[DNS_DV];
+#define DNS_CH_PER_THREAD ((DNS_CH + DNS_THREADS - 1) / DNS_THREADS)
+  // Weights before the grid dependency wait (they do not depend on the kernels before); after it,
+  // every activation and state load is issued at once (each dependent round trip is ~1 us).
+  float wc[DNS_CH_PER_THREAD][CONV_K];
+#pragma unroll
+  for (int e = 0; e < DNS_CH_PER_THREAD; ++e) {
+    const int t = threadIdx.x + e * DNS_THREADS;
+    const int c = dns_channel(t < DNS_CH ? t : 0, kh, h);
+#pragma unroll
+    for (int i = 0; i < CONV_K; ++i) wc[e][i] = p.conv_w[(i64)c * CONV_K + i];
+  }
+  const float dt_bias = p.dt_bias[h], ssm_a = p.ssm_a[h];
+  const float nw = threadIdx.x < DNS_DV ? p.norm_w[threadIdx.x] : 0.0f;
   memra_grid_dependency();
-  // The state first, so its loads (64 KB a head at 128 x 128) are in flight while the conv runs.
+  const float zj = threadIdx.x < DNS_DV ? p.z[(i64)h * DNS_DV + threadIdx.x] : 0.0f;
+  const float bh = p.b[h], ah = p.a[h];
+  // The state, so its loads (64 KB a head at 128 x 128) are in flight while the conv runs.
   // Lane group g8 = lane / DNS_LANES owns column j of pass ps; its lane p8 holds S[i][j] for
   // i = 4 p8 + 32 m + 0..3.
   const int g8 = lane / DNS_LANES, p8 = lane % DNS_LANES;
@@ -331,7 +349,6 @@ extern "C" __global__ void __launch_bounds__(DNS_THREADS) delta_net_step(const D
 
   // 1. The conv: a thread per channel (a loop past DNS_THREADS channels). The windows of the q / k
   // channels stay in registers until the cluster barrier (at most two a thread).
-#define DNS_CH_PER_THREAD ((DNS_CH + DNS_THREADS - 1) / DNS_THREADS)
   float keep[DNS_CH_PER_THREAD][CONV_K - 1];
 #pragma unroll
   for (int e = 0; e < DNS_CH_PER_THREAD; ++e) {
@@ -344,7 +361,7 @@ extern "C" __global__ void __launch_bounds__(DNS_THREADS) delta_net_step(const D
     win[CONV_K - 1] = p.x[c];
     float s = 0.0f;
 #pragma unroll
-    for (int i = 0; i < CONV_K; ++i) s += win[i] * p.conv_w[(i64)c * CONV_K + i];
+    for (int i = 0; i < CONV_K; ++i) s += win[i] * wc[e][i];
     const float out = siluf_(s);
     if (t < DNS_DK)
       sq[t] = out;
@@ -372,8 +389,8 @@ extern "C" __global__ void __launch_bounds__(DNS_THREADS) delta_net_step(const D
   }
 
   // 2. Gates and norms (every thread: a few loads from shared memory and two warp sums).
-  const float beta = sigmoidf_(p.b[h]);
-  const float decay = expf(softplusf_(p.a[h] + p.dt_bias[h]) * p.ssm_a[h]);
+  const float beta = sigmoidf_(bh);
+  const float decay = expf(softplusf_(ah + dt_bias) * ssm_a);
   float kk = 0.0f, qq = 0.0f;
   for (int i = lane; i < DNS_DK; i += 32) kk += sk[i] * sk[i], qq += sq[i] * sq[i];
   kk = warp_sum(kk);
@@ -432,7 +449,6 @@ extern "C" __global__ void __launch_bounds__(DNS_THREADS) delta_net_step(const D
   for (int i = lane; i < DNS_DV; i += 32) ss += so[i] * so[i];
   ss = warp_sum(ss);
   const float rs = 1.0f / sqrtf(ss / (float)DNS_DV + p.eps);
-  for (int j = threadIdx.x; j < DNS_DV; j += DNS_THREADS)
-    p.y[(i64)h * DNS_DV + j] = ((so[j] * rs) * p.norm_w[j]) * siluf_(p.z[(i64)h * DNS_DV + j]);
+  if (threadIdx.x < DNS_DV) p.y[(i64)h * DNS_DV + threadIdx.x] = ((so[threadIdx.x] * rs) * nw) * siluf_(zj);
 }
 #endif
