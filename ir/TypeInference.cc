@@ -320,11 +320,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       for (size_t i = 3; i < c.size(); ++i) {
         CHECK_OK(c.Rank(i, 2));
         CHECK_OK(c.DimEq(i, 1, c.S(0).back(), "K, the last dim of 'a'"));
-        const Dim& k = c.S(i)[1];
-        int64_t block = InfoOf(c.D(i)).block_elems;
-        if (block > 1 && k.IsConstant() && k.value() % block != 0)
-          return Err(absl::StrCat(c.N(i), ": K = ", k.value(), " is not a multiple of the ", DTypeName(c.D(i)),
-                                  " block size ", block));
+        CHECK_OK(CheckBlockRows(c, i));
         if (!glu) out.push_back(WithLast(c[0], c.S(i)[0], c.D(0)));
       }
       if (glu) {
@@ -371,11 +367,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       for (size_t i : {1, 2}) {
         CHECK_OK(c.Rank(i, 2));
         CHECK_OK(c.DimEq(i, 1, c.S(0).back(), "K, the last dim of 'x'"));
-        const Dim& k = c.S(i)[1];
-        int64_t block = InfoOf(c.D(i)).block_elems;
-        if (block > 1 && k.IsConstant() && k.value() % block != 0)
-          return Err(absl::StrCat(c.N(i), ": K = ", k.value(), " is not a multiple of the ", DTypeName(c.D(i)),
-                                  " block size ", block));
+        CHECK_OK(CheckBlockRows(c, i));
       }
       CHECK_OK(c.DimEq(2, 0, c.S(1)[0], "N of 'w_gate'"));
       return Types{WithLast(c[0], c.S(1)[0], c.D(0))};
@@ -388,11 +380,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       for (size_t i = 1; i < c.size(); ++i) {
         CHECK_OK(c.Rank(i, 2));
         CHECK_OK(c.DimEq(i, 1, c.S(0).back(), "K, the last dim of 'x'"));
-        const Dim& k = c.S(i)[1];
-        int64_t block = InfoOf(c.D(i)).block_elems;
-        if (block > 1 && k.IsConstant() && k.value() % block != 0)
-          return Err(absl::StrCat(c.N(i), ": K = ", k.value(), " is not a multiple of the ", DTypeName(c.D(i)),
-                                  " block size ", block));
+        CHECK_OK(CheckBlockRows(c, i));
         out.push_back(WithLast(c[0], c.S(i)[0], c.D(0)));
       }
       return out;
