@@ -152,7 +152,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   auto chat = tokenizer::ChatTemplate::FromTokenizer(*g->tok);
   Check(chat.ok(), "the vocabulary has no usable chat template");
   g->chat = std::move(*chat);
-  g->backend = std::make_unique<server::CountingBackend>(2, kCtx, g->tok->n_vocab());
+  // Background logits of -100: one weighted candidate a sampled token (CountingBackend.h).
+  g->backend =
+      std::make_unique<server::CountingBackend>(2, kCtx, g->tok->n_vocab(), std::chrono::microseconds(0), -100.0f);
   server::ServeEngineOptions eo;
   eo.max_queue = 8;
   eo.max_request_seconds = 5;
