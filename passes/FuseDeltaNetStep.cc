@@ -10,13 +10,14 @@
 //   %y = gated_rms_norm(%o, %z, @nw) {eps}
 //
 // after fuse-delta-net-inputs (which forms the conv's silu and the scan's qk_l2_eps). A decode
-// step ran these as five launches of 2-5 us each (bench/RESULTS.md, session 18); the CUDA unit
-// is one. Only where the scan is over one token (a static T = 1: the decode function), every
+// step ran these as four launches of 2.6-5.9 us each (bench/RESULTS.md, session 18); the CUDA
+// unit is one. Only where the scan is over one token (a static T = 1: the decode function), every
 // intermediate has the one use shown, q / k / v are the split's parts in that order as [1, H, D]
 // views, and the scan is a single-sequence one (the batched step's seq_ ops are not matched).
-// The fused op sits where the norm was; the conv's state write moves there with it (no other op
-// touches that state in between). Numerics: the CPU executor runs the same kernels in the same
-// order (runtime/cpu/CpuExecutor.cc).
+// The fused op sits where the norm was; the states' writes move there with it. No other op of the
+// function touches those states in between: the verifier allows one write of a state per
+// function, and only the conv and the scan read a conv or a delta state. Numerics: the CPU executor runs the same
+// kernels in the same order (runtime/cpu/CpuExecutor.cc).
 #include "ir/StatusMacros.h"
 #include "passes/PassRegistry.h"
 #include "passes/PassUtil.h"
