@@ -362,6 +362,30 @@ llvm::SmallVector<int64_t, 4> WithLast(llvm::ArrayRef<int64_t> s, int64_t last) 
   return out;
 }
 
+// y = x . w^T over the rows of x (matmul's product; matmul_group, matmul_swiglu and
+// add_rms_norm_matmul run theirs through it).
+absl::StatusOr<HostTensor> Product(const Op& op, const float* x, llvm::ArrayRef<int64_t> x_shape,
+                                   const kc::WeightView& w, kc::ThreadPool* pool) {
+  const int64_t K = x_shape.back(), rows = Prod(x_shape) / std::max<int64_t>(K, 1);
+  if (w.cols != K) return OpError(op, "K mismatch");
+  HostTensor y = HostTensor::Zeros(DType::kF32, WithLast(x_shape, w.rows));
+  MEMRA_RETURN_IF_ERROR(kc::Matmul(x, rows, w, y.f32(), pool));
+  return y;
+}
+
+// The gating of two products (matmul_swiglu, add_rms_norm_matmul {glu}): "gelu" as gelu then mul
+// compute it (GeGLU; g is overwritten), else swiglu with its clamp (0: none).
+HostTensor GatedProducts(HostTensor& g, const HostTensor& u, bool gelu, float clamp) {
+  HostTensor y = HostTensor::Zeros(DType::kF32, g.shape());
+  if (gelu) {
+    kc::Gelu(g.f32(), g.numel(), g.f32());
+    kc::Mul(g.f32(), u.f32(), g.numel(), y.f32());
+  } else {
+    kc::Swiglu(g.f32(), u.f32(), g.numel(), y.f32(), clamp);
+  }
+  return y;
+}
+
 // moe_experts' / moe_ffn's expert matrices: w_down at operand `first`, w_gate_up after it.
 template <typename WeightOf>
 kc::MoeExpertWeights ExpertWeights(const Op& op, size_t first, WeightOf wt) {
@@ -542,13 +566,9 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
       case OpKind::kMatMulGroup: {
         MEMRA_RETURN_IF_ERROR(F32In(0));
         const HostTensor& x = In(0);
-        const int64_t K = x.dim(-1), rows = x.numel() / std::max<int64_t>(K, 1);
         for (size_t i = 1; i < s.in.size(); ++i) {
-          const kc::WeightView& w = Wt(i).view;
-          if (w.cols != K) return OpError(op, "K mismatch");
-          HostTensor y = HostTensor::Zeros(DType::kF32, WithLast(x.shape(), w.rows));
-          MEMRA_RETURN_IF_ERROR(kc::Matmul(x.f32(), rows, w, y.f32(), pool));
-          out.push_back(y);
+          MEMRA_ASSIGN_OR_RETURN(HostTensor y, Product(op, x.f32(), x.shape(), Wt(i).view, pool));
+          out.push_back(std::move(y));
         }
         break;
       }
@@ -557,23 +577,11 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         // them (bit-identical).
         MEMRA_RETURN_IF_ERROR(F32In(0));
         const HostTensor& x = In(0);
-        const int64_t K = x.dim(-1), rows = x.numel() / std::max<int64_t>(K, 1);
-        const kc::WeightView& wg = Wt(1).view;
-        const kc::WeightView& wu = Wt(2).view;
-        if (wg.cols != K || wu.cols != K || wg.rows != wu.rows) return OpError(op, "weight shape mismatch");
-        HostTensor g = HostTensor::Zeros(DType::kF32, WithLast(x.shape(), wg.rows));
-        HostTensor u = HostTensor::Zeros(DType::kF32, WithLast(x.shape(), wu.rows));
-        MEMRA_RETURN_IF_ERROR(kc::Matmul(x.f32(), rows, wg, g.f32(), pool));
-        MEMRA_RETURN_IF_ERROR(kc::Matmul(x.f32(), rows, wu, u.f32(), pool));
-        HostTensor y = HostTensor::Zeros(DType::kF32, g.shape());
-        if (at.GetString("activation").value_or("silu") == "gelu") {
-          // GeGLU: as gelu then mul compute it.
-          kc::Gelu(g.f32(), g.numel(), g.f32());
-          kc::Mul(g.f32(), u.f32(), g.numel(), y.f32());
-        } else {
-          kc::Swiglu(g.f32(), u.f32(), g.numel(), y.f32(), static_cast<float>(at.F64Or("clamp", 0.0)));
-        }
-        out.push_back(y);
+        if (Wt(1).view.rows != Wt(2).view.rows) return OpError(op, "weight shape mismatch");
+        MEMRA_ASSIGN_OR_RETURN(HostTensor g, Product(op, x.f32(), x.shape(), Wt(1).view, pool));
+        MEMRA_ASSIGN_OR_RETURN(HostTensor u, Product(op, x.f32(), x.shape(), Wt(2).view, pool));
+        out.push_back(GatedProducts(g, u, at.GetString("activation").value_or("silu") == "gelu",
+                                    static_cast<float>(at.F64Or("clamp", 0.0))));
         break;
       }
       case OpKind::kQkNormRope: {
@@ -756,7 +764,8 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         break;
       }
       case OpKind::kDeltaNetStep: {
-        // The five ops it replaced (ir/Ops.def), by the same kernels in the same order.
+        // The ops it replaced (ir/Ops.def: conv, split, l2 norms, gates, scan, gated norm), by the
+        // same kernels in the same order.
         MEMRA_RETURN_IF_ERROR(F32In(0));
         const HostTensor& x = In(0);
         const HostTensor& z = In(6);
@@ -851,24 +860,14 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         out.push_back(sum);
         std::vector<HostTensor> products;
         for (size_t i = 3; i < s.in.size(); ++i) {
-          const kc::WeightView& w = Wt(i).view;
-          if (w.cols != K) return OpError(op, "K mismatch");
-          HostTensor y = HostTensor::Zeros(DType::kF32, WithLast(a.shape(), w.rows));
-          MEMRA_RETURN_IF_ERROR(kc::Matmul(n.f32(), rows, w, y.f32(), pool));
+          MEMRA_ASSIGN_OR_RETURN(HostTensor y, Product(op, n.f32(), n.shape(), Wt(i).view, pool));
           products.push_back(std::move(y));
         }
         if (const std::optional<std::string> glu = at.GetString("glu")) {
           if (products.size() != 2 || products[0].numel() != products[1].numel())
             return OpError(op, "glu takes two products of one shape");
-          HostTensor y = HostTensor::Zeros(DType::kF32, products[0].shape());
-          HostTensor& g = products[0];
-          if (*glu == "gelu") {
-            kc::Gelu(g.f32(), g.numel(), g.f32());
-            kc::Mul(g.f32(), products[1].f32(), g.numel(), y.f32());
-          } else {
-            kc::Swiglu(g.f32(), products[1].f32(), g.numel(), y.f32(), static_cast<float>(at.F64Or("clamp", 0.0)));
-          }
-          out.push_back(y);
+          out.push_back(
+              GatedProducts(products[0], products[1], *glu == "gelu", static_cast<float>(at.F64Or("clamp", 0.0))));
         } else {
           for (HostTensor& y : products) out.push_back(std::move(y));
         }
