@@ -51,6 +51,14 @@ Launch GemvLaunch(const Target& target, const char* entry, int64_t K, int storag
   return l;
 }
 
+// A two-row warp (gate and up): 8 pieces of each row in flight before the wait, the registers of
+// one 16-piece row.
+void TwoRowPrefetch(Launch& l) {
+  Defines d = l.kernel.module.defines;
+  d.push_back(Def("GEMV_PREFETCH", 8));
+  l.kernel.module.defines = MakeDefines(std::move(d));
+}
+
 OpSelection GemvSelection(Launch l) {
   OpSelection s;
   s.gemv = true;
@@ -81,10 +89,7 @@ class GemvSwigluImpl : public GpuOpImpl {
     const auto storage = GemvStorages(c);
     if (!storage || storage->size() != 2 || !OneStorage(*storage)) return std::optional<OpSelection>();
     Launch l = GemvLaunch(c.target, "gemv_swiglu", c.shapes.in[0].back(), (*storage)[0], c.shapes.out[0].back());
-    // Two rows a warp: half the pieces of each in flight before the wait (the registers of one).
-    Defines d = l.kernel.module.defines;
-    d.push_back(Def("GEMV_PREFETCH", 8));
-    l.kernel.module.defines = MakeDefines(std::move(d));
+    TwoRowPrefetch(l);
     AddFlagDefine(l, "GEMV_GELU", GeluGate(c.op));  // GeGLU
     AddGluClampDefine(l, c.op);
     return std::optional<OpSelection>(GemvSelection(std::move(l)));
@@ -182,9 +187,7 @@ class GemvNormImpl : public GpuOpImpl {
     if (glu) {
       AddFlagDefine(l, "GEMV_GELU", c.op.attrs().GetString("glu").value_or("silu") == "gelu");
       AddGluClampDefine(l, c.op);
-      Defines d = l.kernel.module.defines;
-      d.push_back(Def("GEMV_PREFETCH", 8));  // two rows a warp, as gemv_swiglu
-      l.kernel.module.defines = MakeDefines(std::move(d));
+      TwoRowPrefetch(l);
     }
     return std::optional<OpSelection>(GemvSelection(std::move(l)));
   }

@@ -129,8 +129,9 @@ __device__ __forceinline__ void int8x4_to_f32(unsigned w, float f[4]) {
   f[3] = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7653)) - 8388736.0f;
 }
 
-// The dot product of row `row` with the staged x, summed over the warp (every lane gets it): the
-// prefetched pieces first, the rest of the row loaded here.
+// The dot products of R weight rows (one warp: the same row index in each of w[0..R)) with x,
+// each summed over the warp (every lane gets them): one x load a piece serves the R rows, the
+// prefetched pieces first, the rest of each row loaded here.
 template <typename XS, int R>
 __device__ __forceinline__ void rows_dot(const void* const (&w)[R], const float* const (&scale)[R], i64 row, XS& xs,
                                          const RowPrefetch (&pf)[R], float (&out)[R]) {
