@@ -35,6 +35,7 @@ std::optional<StateKind> ExpectedStateKind(OpKind kind, absl::string_view operan
     case OpKind::kKvAppend:
     case OpKind::kAttention:
     case OpKind::kAttentionGated:
+    case OpKind::kGatedAttentionStep:
       return StateKind::kKv;
     case OpKind::kConv1dCausal:
       return StateKind::kConv;
@@ -538,6 +539,40 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       if (!IsFloat(c.D(5))) return Err(absl::StrCat(c.N(5), " must be a float state"));
       if (auto eps = attrs.GetF64("qk_l2_eps"); eps && !(*eps >= 0)) return Err("attribute 'qk_l2_eps' must be >= 0");
       return Types{Like(c[2])};
+    }
+    case OpKind::kGatedAttentionStep: {
+      // kv_append's operands and rules, then q_gate_split's and qk_norm_rope's, then attention's.
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.Rank(0, 3));
+      CHECK_OK(c.SameType(0, 1));
+      const Dim& t = c.S(0)[0];
+      const Dim& hkv = c.S(0)[1];
+      const Dim& d = c.S(0)[2];
+      for (size_t i : {2, 3}) {
+        CHECK_OK(c.Rank(i, 3));
+        if (!IsFloat(c.D(i))) return Err(absl::StrCat(c.N(i), " must be a float KV cache"));
+        CHECK_OK(c.DimEq(i, 1, hkv, "Hkv of 'k'"));
+        CHECK_OK(c.DimEq(i, 2, d, "head dim of 'k'"));
+      }
+      if (c.S(2) != c.S(3)) return Err(absl::StrCat(c.N(2), " and ", c.N(3), " must have the same shape"));
+      CHECK_OK(c.DTypeIs(4, DType::kI32));
+      CHECK_OK(c.ShapeIs(4, Shape{t}, "one position per token of 'k'"));
+      CHECK_OK(c.SameDType(0, 5));
+      CHECK_OK(c.Rank(5, 2));
+      CHECK_OK(c.DimEq(5, 0, t, "tokens of 'k'"));
+      CHECK_OK(c.PositiveAttr("n_head"));
+      CHECK_OK(c.PositiveAttr("head_dim"));
+      const int64_t h = c.I("n_head"), hd = c.I("head_dim");
+      CHECK_OK(c.DimEq(0, 2, Dim(hd), "head_dim"));
+      CHECK_OK(c.DimEq(5, 1, Dim(2 * h * hd), "2 * n_head * head_dim"));
+      if (hkv.IsConstant() && (hkv.value() == 0 || h % hkv.value() != 0))
+        return Err(absl::StrCat("query heads (", h, ") must be a multiple of KV heads (", hkv.value(), ")"));
+      CHECK_OK(c.ShapeIs(6, Shape{d}, "the head dim of 'k'"));
+      CHECK_OK(c.ShapeIs(7, Shape{d}, "the head dim of 'k'"));
+      CHECK_OK(CheckRopeAttrs(c, attrs, d));
+      if (!(c.F("eps") >= 0)) return Err("attribute 'eps' must be >= 0");
+      CHECK_OK(CheckRing(c, attrs, c.S(2)[0], true));
+      return Types{TensorType(c.D(0), Shape{t, h, hd})};
     }
     case OpKind::kDeltaNetStep: {
       CHECK_OK(c.Float(0));

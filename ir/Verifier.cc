@@ -107,6 +107,7 @@ class FunctionVerifier {
     llvm::SmallVector<Value*, 2> writes;
     switch (op.kind()) {
       case OpKind::kKvAppend:
+      case OpKind::kGatedAttentionStep:  // appends, then reads what it appended
         writes = {op.operand(2), op.operand(3)};
         break;
       case OpKind::kConv1dCausal:

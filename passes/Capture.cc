@@ -78,6 +78,8 @@ CaptureVerdict ByKind(OpKind kind) {
       return {};
     case OpKind::kAttention:
     case OpKind::kAttentionGated:
+    // Its append, like kv_append's, is checked against the context on the host before the launch.
+    case OpKind::kGatedAttentionStep:
       return {true, "", /*kv_rung=*/true};
     case OpKind::kReturn:
       return {false, "host sync: the results are copied to the host"};

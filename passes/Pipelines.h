@@ -10,6 +10,8 @@
 //   fuse-gated-rmsnorm           rms_norm * silu                  -> gated_rms_norm
 //   fuse-delta-net-inputs        silu(conv1d_causal), l2_norm q/k -> attributes of conv / scan
 //   fuse-delta-net-step          one token's conv, gates, scan, gated norm -> delta_net_step
+//   fuse-gated-attention-step    one token's q/gate split, q/k norm + rope, KV append, gated
+//                                attention -> gated_attention_step
 //   fuse-add-rmsnorm             rms_norm(add)                    -> add_rms_norm
 //   fuse-matmul-group            matmuls of one input             -> matmul_group
 //   fuse-rows                    runs of row ops (norms, adds, scales) -> fused_rows
@@ -40,7 +42,7 @@ namespace memra::passes {
 
 inline constexpr absl::string_view kDefaultPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-moe-ffn,fuse-gated-rmsnorm,fuse-"
-    "delta-net-inputs,fuse-delta-net-step,"
+    "delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,"
     "fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,dce,bucket-shapes,plan-memory,partition-segments";
 
 // The CUDA backend's pipeline: kDefaultPipeline with fuse-delta-net-inputs once more after
@@ -50,7 +52,7 @@ inline constexpr absl::string_view kDefaultPipeline =
 // the separate norm launch being hidden by the GEMVs' prefetch under programmatic dependent launch.
 inline constexpr absl::string_view kCudaPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-moe-ffn,fuse-gated-rmsnorm,fuse-"
-    "delta-net-inputs,fuse-delta-net-step,"
+    "delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,"
     "fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,dce,bucket-shapes,fuse-delta-net-inputs,select-kernels,plan-memory,"
     "partition-"
     "segments";
@@ -75,7 +77,7 @@ std::string StepPipeline(absl::string_view pipeline, absl::string_view ladder);
 // symbolic shapes runs.
 inline constexpr absl::string_view kFusionPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-moe-ffn,fuse-gated-rmsnorm,fuse-"
-    "delta-net-inputs,fuse-delta-net-step,"
+    "delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,"
     "fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,dce";
 
 // `pipeline` with the bucket ladder set on its bucket-shapes pass (`buckets` in the form of the

@@ -1,6 +1,6 @@
 // Units of kernels/cuda/Attention.cu (attention and attention_gated; the gate, o * sigmoid(g),
 // is Elementwise.cu's mul_sigmoid_f32, or mul_sigmoid_rows_f32 for a gate per head, in place as
-// the last launch):
+// the last launch; and gated_attention_step, whose combine applies the gate):
 //   attention_split  decode (one token): split-KV, one block per (kv head, query heads of its
 //                    group, range of the live keys), ranges cut on the device (so one graph
 //                    serves every KV length; a sliding window cuts its last keys), partials in
@@ -12,6 +12,7 @@
 // FlashAttention.cc takes runs there on tensor cores instead (GpuOps.def tries it first; precision
 // bf16 only, so f32 models keep these exact f32 kernels).
 #include <algorithm>
+#include <cmath>
 
 #include "ir/StatusMacros.h"
 #include "kernels/cuda/AttentionParams.h"
@@ -149,8 +150,83 @@ class AttentionSplitImpl : public GpuOpImpl {
     AttentionCombineParams m;
     m.part = c.Scratch();
     m.o = c.Out(0);
+    m.gate = 0;
+    m.gate_stride = 0;
+    m.pad_ = 0;
     w.Kernel(1, m);
     return BindGate(c, w);
+  }
+};
+
+// gated_attention_step (one token): attention_step_split (the split-KV blocks, each normalizing
+// and rotating its query heads from the projection; the last range's blocks the new key, which
+// the first head chunk appends to the caches), then attention_combine with the gate read from
+// the projection. Two launches for what q_gate_split, qk_norm_rope (2), kv_append and the gated
+// split-KV attention (3) took seven.
+class GatedAttentionStepImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "gated_attention_step"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kGatedAttentionStep; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const auto& k = c.shapes.in[0];
+    const ir::AttrDict& at = c.op.attrs();
+    const int64_t hq = at.I64Or("n_head", 0), hkv = k[1], d = k[2], n_rot = at.I64Or("n_rot", d);
+    if (c.shapes.bucket != 1 || k[0] != 1) return Unsupported(c.op, "one token only (the pass forms it for decode)");
+    if (d % 64 != 0 || d > 1024) return Unsupported(c.op, "head dim must be a multiple of 64, at most 1024");
+    if (hkv <= 0 || hq % hkv != 0) return Unsupported(c.op, "query heads must be a multiple of KV heads");
+    if (at.GetString("mode").value_or("neox") != "neox") return Unsupported(c.op, "only neox rope");
+    MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 2, 3));
+    const int64_t gh = SplitHeads(hq / hkv, d), head_blocks = hq / gh;
+    const int64_t splits = AttentionSplits(c.target, head_blocks);
+    Defines defs = {Def("ATT_HQ", hq),           Def("ATT_HKV", hkv),   Def("ATT_D", d),
+                    Def("ATT_BUCKET", 1),         Def("ATT_WARPS", 4),   Def("ATT_KT", codes.first),
+                    Def("ATT_VT", codes.second),  Def("ATT_SPLITS", splits), Def("ATT_GH", gh),
+                    Def("ATT_STEP", 1),           Def("ATT_NROT", n_rot)};
+    if (at.I64Or("ring", 0) > 0) defs.push_back(Def("ATT_RING", c.shapes.in[2][0]));
+    Launch split;
+    split.kernel.module.file = "Attention.cu";
+    split.kernel.module.defines = MakeDefines(std::move(defs));
+    split.kernel.entry = "attention_step_split";
+    split.block = 128;  // ATT_WARPS warps
+    split.grid = static_cast<uint32_t>(head_blocks * splits);
+    Launch combine = split;
+    combine.kernel.entry = "attention_combine";
+    combine.block = 128;  // Attention.cu ATT_CW warps
+    combine.grid = static_cast<uint32_t>(hq);
+    OpSelection s;
+    s.launches = {split, combine};
+    s.scratch_bytes = hq * splits * (d + 4) * 4;  // per (head, range): max, sum, 2 pad, acc[D]
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(auto k, c.InShape(0));
+    const ir::AttrDict& at = c.op().attrs();
+    const int64_t d = k[2];
+    AttentionStepParams p;
+    p.qg = c.In(5);
+    p.k = c.In(0);
+    p.v = c.In(1);
+    p.q_w = c.In(6);  // value weights: their f32 values
+    p.k_w = c.In(7);
+    p.k_cache = c.In(2);
+    p.v_cache = c.In(3);
+    p.pos = c.In(4);
+    p.part = c.Scratch();
+    p.scale = static_cast<float>(at.F64Or("scale", 1.0));
+    p.window = static_cast<int>(at.I64Or("window", 0));
+    p.eps = static_cast<float>(at.F64Or("eps", 0.0));
+    // theta_{i+1} = theta_i * base^(-2 / n_rot), formed in f32 as ggml does (Rope.cc's ThetaScale).
+    p.theta_scale = std::pow(static_cast<float>(at.F64Or("base", 10000.0)),
+                             -2.0f / static_cast<float>(at.I64Or("n_rot", d)));
+    w.Kernel(0, p);
+    AttentionCombineParams m;
+    m.part = c.Scratch();
+    m.o = c.Out(0);
+    m.gate = c.In(5) + static_cast<uint64_t>(d) * 4;  // each head's row of qg: [q | gate]
+    m.gate_stride = static_cast<int>(2 * d);
+    m.pad_ = 0;
+    w.Kernel(1, m);
+    return absl::OkStatus();
   }
 };
 
@@ -193,6 +269,7 @@ class AttentionImpl : public GpuOpImpl {
 }  // namespace
 
 std::unique_ptr<GpuOpImpl> CreateAttentionSplit() { return std::make_unique<AttentionSplitImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateGatedAttentionStep() { return std::make_unique<GatedAttentionStepImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateAttentionGroup() { return std::make_unique<AttentionGroupImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateAttention() { return std::make_unique<AttentionImpl>(); }
 

@@ -111,44 +111,45 @@ __device__ __forceinline__ void attention_body(const float* q, const void* k_cac
 #define ATT_PART (ATT_D + 4)  // per (head, range): m, l, 2 pad, acc[D] (16-byte aligned)
 #define ATT_LOG2E 1.4426950408889634f
 
-__device__ __forceinline__ void attention_split_body(const float* q, const void* k_cache, const void* v_cache,
-                                                     const int* pos, float* part, float scale, int window) {
-  const int split = blockIdx.x % ATT_SPLITS, hg = blockIdx.x / ATT_SPLITS;  // hg: (kv head, head chunk)
-  const int h0 = hg * ATT_GH, kvh = h0 / ATT_GROUP;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int first = window > 0 ? max(0, pos[0] - window + 1) : 0, n_keys = pos[0] + 1 - first;
+// The range [lo, hi) of live keys a split-KV block reads: the keys first..pos (all of them, or
+// the window's last), cut into ATT_SPLITS chunks of at least ATT_MIN_CHUNK keys.
+struct KeyRange {
+  int lo, hi;
+};
+__device__ __forceinline__ KeyRange split_range(int p, int window, int split) {
+  const int first = window > 0 ? max(0, p - window + 1) : 0, n_keys = p + 1 - first;
   const int chunk = max((n_keys + ATT_SPLITS - 1) / ATT_SPLITS, ATT_MIN_CHUNK);
-  const int lo = first + min(split * chunk, n_keys), hi = min(lo + chunk, first + n_keys);
+  const int lo = first + min(split * chunk, n_keys);
+  return {lo, min(lo + chunk, first + n_keys)};
+}
+
+// A block's online softmax per query head: lane-owned q (pre-scaled, log2 domain), acc, max, sum.
+struct SplitHeads {
   float qr[ATT_GH][ATT_DL], acc[ATT_GH][ATT_DL], m[ATT_GH], l[ATT_GH];
-#pragma unroll
-  for (int g = 0; g < ATT_GH; ++g) {
-    const float* qv = q + (i64)(h0 + g) * ATT_D + lane * ATT_DL;
-#pragma unroll
-    for (int k = 0; k < ATT_DL; ++k) {
-      qr[g][k] = qv[k] * (scale * ATT_LOG2E);
-      acc[g][k] = 0.0f;
-    }
-    m[g] = MEMRA_NEG_INF;
-    l[g] = 0.0f;
-  }
-  for (int j0 = lo + warp * ATT_UNROLL; j0 < hi; j0 += ATT_WARPS * ATT_UNROLL) {
-    PackedElems<ATT_KT, ATT_DL> kr[ATT_UNROLL];
-    PackedElems<ATT_VT, ATT_DL> vr[ATT_UNROLL];
-#pragma unroll
-    for (int u = 0; u < ATT_UNROLL; ++u) {
-      const i64 row = (att_row(min(j0 + u, hi - 1)) * ATT_HKV + kvh) * ATT_D + lane * ATT_DL;
-      kr[u].load(k_cache, row);
-      vr[u].load(v_cache, row);
-    }
+  __device__ __forceinline__ void init(const float* q0, float qscale, int lane) {
 #pragma unroll
     for (int g = 0; g < ATT_GH; ++g) {
-      float s[ATT_UNROLL], m_new = m[g];
 #pragma unroll
-      for (int u = 0; u < ATT_UNROLL; ++u) {
+      for (int k = 0; k < ATT_DL; ++k) {
+        qr[g][k] = q0[(i64)g * ATT_D + lane * ATT_DL + k] * qscale;
+        acc[g][k] = 0.0f;
+      }
+      m[g] = MEMRA_NEG_INF;
+      l[g] = 0.0f;
+    }
+  }
+  // Keys j0..j0+n-1 (n <= kN; the rest masked), their rows already loaded.
+  template <int kN, class KRow, class VRow>
+  __device__ __forceinline__ void add_keys(const KRow* kr, const VRow* vr, int n) {
+#pragma unroll
+    for (int g = 0; g < ATT_GH; ++g) {
+      float s[kN], m_new = m[g];
+#pragma unroll
+      for (int u = 0; u < kN; ++u) {
         float d = 0.0f;
 #pragma unroll
         for (int k = 0; k < ATT_DL; ++k) d += qr[g][k] * kr[u].get(k);
-        s[u] = j0 + u < hi ? warp_sum(d) : MEMRA_NEG_INF;
+        s[u] = u < n ? warp_sum(d) : MEMRA_NEG_INF;
         m_new = fmaxf(m_new, s[u]);
       }
       const float corr = exp2f(m[g] - m_new);
@@ -156,8 +157,8 @@ __device__ __forceinline__ void attention_split_body(const float* q, const void*
 #pragma unroll
       for (int k = 0; k < ATT_DL; ++k) acc[g][k] *= corr;
 #pragma unroll
-      for (int u = 0; u < ATT_UNROLL; ++u) {
-        const float p = exp2f(s[u] - m_new);  // 0 past hi
+      for (int u = 0; u < kN; ++u) {
+        const float p = exp2f(s[u] - m_new);  // 0 past n
         l[g] += p;
 #pragma unroll
         for (int k = 0; k < ATT_DL; ++k) acc[g][k] += p * vr[u].get(k);
@@ -165,46 +166,79 @@ __device__ __forceinline__ void attention_split_body(const float* q, const void*
       m[g] = m_new;
     }
   }
-  __shared__ float sm[ATT_WARPS][ATT_GH], sl[ATT_WARPS][ATT_GH];
-  __shared__ __align__(16) float sacc[ATT_WARPS][ATT_GH][ATT_D];
+  // The cache rows of keys lo..hi-1 of kv head kvh, ATT_UNROLL a warp at a time.
+  __device__ __forceinline__ void add_cache_keys(const void* k_cache, const void* v_cache, int kvh, int lo, int hi,
+                                                 int warp, int lane) {
+    for (int j0 = lo + warp * ATT_UNROLL; j0 < hi; j0 += ATT_WARPS * ATT_UNROLL) {
+      PackedElems<ATT_KT, ATT_DL> kr[ATT_UNROLL];
+      PackedElems<ATT_VT, ATT_DL> vr[ATT_UNROLL];
 #pragma unroll
-  for (int g = 0; g < ATT_GH; ++g) {
-    if (lane == 0) {
-      sm[warp][g] = m[g];
-      sl[warp][g] = l[g];
+      for (int u = 0; u < ATT_UNROLL; ++u) {
+        const i64 row = (att_row(min(j0 + u, hi - 1)) * ATT_HKV + kvh) * ATT_D + lane * ATT_DL;
+        kr[u].load(k_cache, row);
+        vr[u].load(v_cache, row);
+      }
+      add_keys<ATT_UNROLL>(kr, vr, hi - j0);
     }
-#pragma unroll
-    for (int k = 0; k < ATT_DL; ++k) sacc[warp][g][lane * ATT_DL + k] = acc[g][k];
   }
-  __syncthreads();
-  for (int g = warp; g < ATT_GH; g += ATT_WARPS) {
-    float M = MEMRA_NEG_INF;
-    for (int w = 0; w < ATT_WARPS; ++w)
-      if (sl[w][g] > 0.0f) M = fmaxf(M, sm[w][g]);
-    float L = 0.0f, out[ATT_DL];
+  // The warps' partials merged through shared memory into this range's (m, l, acc) per head.
+  __device__ __forceinline__ void write_partials(float* part, int h0, int split, int warp, int lane) {
+    __shared__ float sm[ATT_WARPS][ATT_GH], sl[ATT_WARPS][ATT_GH];
+    __shared__ __align__(16) float sacc[ATT_WARPS][ATT_GH][ATT_D];
 #pragma unroll
-    for (int k = 0; k < ATT_DL; ++k) out[k] = 0.0f;
-    for (int w = 0; w < ATT_WARPS; ++w) {
-      if (sl[w][g] == 0.0f) continue;  // a warp that saw no key
-      const float c = exp2f(sm[w][g] - M);
-      L += sl[w][g] * c;
+    for (int g = 0; g < ATT_GH; ++g) {
+      if (lane == 0) {
+        sm[warp][g] = m[g];
+        sl[warp][g] = l[g];
+      }
 #pragma unroll
-      for (int k = 0; k < ATT_DL; ++k) out[k] += sacc[w][g][lane * ATT_DL + k] * c;
+      for (int k = 0; k < ATT_DL; ++k) sacc[warp][g][lane * ATT_DL + k] = acc[g][k];
     }
-    float* pv = part + ((i64)(h0 + g) * ATT_SPLITS + split) * ATT_PART;
-    if (lane == 0) {
-      pv[0] = M;
-      pv[1] = L;  // 0: this range held no key
-    }
+    __syncthreads();
+    for (int g = warp; g < ATT_GH; g += ATT_WARPS) {
+      float M = MEMRA_NEG_INF;
+      for (int w = 0; w < ATT_WARPS; ++w)
+        if (sl[w][g] > 0.0f) M = fmaxf(M, sm[w][g]);
+      float L = 0.0f, out[ATT_DL];
 #pragma unroll
-    for (int k = 0; k < ATT_DL; ++k) pv[4 + lane * ATT_DL + k] = out[k];
+      for (int k = 0; k < ATT_DL; ++k) out[k] = 0.0f;
+      for (int w = 0; w < ATT_WARPS; ++w) {
+        if (sl[w][g] == 0.0f) continue;  // a warp that saw no key
+        const float c = exp2f(sm[w][g] - M);
+        L += sl[w][g] * c;
+#pragma unroll
+        for (int k = 0; k < ATT_DL; ++k) out[k] += sacc[w][g][lane * ATT_DL + k] * c;
+      }
+      float* pv = part + ((i64)(h0 + g) * ATT_SPLITS + split) * ATT_PART;
+      if (lane == 0) {
+        pv[0] = M;
+        pv[1] = L;  // 0: this range held no key
+      }
+#pragma unroll
+      for (int k = 0; k < ATT_DL; ++k) pv[4 + lane * ATT_DL + k] = out[k];
+    }
   }
+};
+
+__device__ __forceinline__ void attention_split_body(const float* q, const void* k_cache, const void* v_cache,
+                                                     const int* pos, float* part, float scale, int window) {
+  const int split = blockIdx.x % ATT_SPLITS, hg = blockIdx.x / ATT_SPLITS;  // hg: (kv head, head chunk)
+  const int h0 = hg * ATT_GH, kvh = h0 / ATT_GROUP;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const KeyRange r = split_range(pos[0], window, split);
+  SplitHeads st;
+  st.init(q + (i64)h0 * ATT_D, scale * ATT_LOG2E, lane);
+  st.add_cache_keys(k_cache, v_cache, kvh, r.lo, r.hi, warp, lane);
+  st.write_partials(part, h0, split, warp, lane);
 }
 
 // o[h] = sum over ranges of acc * 2^(m - M) / sum of l * 2^(m - M): one block of ATT_CW warps per
-// query head, the warps striding the ranges, then one merge across the warps.
+// query head, the warps striding the ranges, then one merge across the warps. With a gate (not
+// null): o[h, d] *= sigmoid(gate[h * gate_stride + d]) (attention_gated's output gate, as sigmoid
+// then mul compute it).
 #define ATT_CW 4
-__device__ __forceinline__ void attention_combine_body(const float* part, float* o) {
+__device__ __forceinline__ void attention_combine_body(const float* part, float* o, const float* gate,
+                                                       int gate_stride) {
   const int h = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const float* ph = part + (i64)h * ATT_SPLITS * ATT_PART;
   __shared__ float s_max[ATT_CW], s_l[ATT_CW];
@@ -239,9 +273,130 @@ __device__ __forceinline__ void attention_combine_body(const float* part, float*
   for (int d = threadIdx.x; d < ATT_D; d += ATT_CW * 32) {
     float v = 0.0f;
     for (int w = 0; w < ATT_CW; ++w) v += s_out[w][d];
-    o[(i64)h * ATT_D + d] = v * inv;
+    v *= inv;
+    if (gate != nullptr) v *= sigmoidf_(gate[(i64)h * gate_stride + d]);
+    o[(i64)h * ATT_D + d] = v;
   }
 }
+
+#ifdef ATT_STEP
+// gated_attention_step (one token; ir/Ops.def): attention_split's blocks with the layer's
+// prologue folded in, so the decode step's q_gate_split, qk_norm_rope (q and k) and kv_append
+// launches disappear. Each block RMS-normalizes and rotates its own query heads straight from the
+// projection qg (the q half of each head's [q | gate] row) into shared memory; the block whose
+// range holds the new key (the last one) normalizes and rotates that key too, rounds the key and
+// value to the caches' storage types, uses them from shared memory for its last key, and (the
+// first head chunk of the kv head) writes them into the caches. No block reads the new row from
+// the caches, so there is no ordering between blocks. attention_combine applies the gate, read
+// from qg (the gate half of each head's row).
+#ifndef ATT_NROT
+#define ATT_NROT ATT_D
+#endif
+
+template <int kType>
+__device__ __forceinline__ float round_to_storage(float v) {
+  if (kType == 1) return f16_to_f32(f32_to_f16(v));
+  if (kType == 2) return bf16_to_f32(f32_to_bf16(v));
+  return v;
+}
+
+// One head row of ATT_D: rms_norm (weight w) then NeoX rope at position P, as qk_norm_rope_rows
+// and rope_neox compute them (the same sums; theta_i formed by repeated products), by one warp
+// from global `src` into shared `dst`.
+__device__ __forceinline__ void norm_rope_row(const float* src, const float* w, float* dst, float P, float eps,
+                                              float theta_scale, int lane) {
+  constexpr int kPer = ATT_D / 32, kHalf = ATT_NROT / 2;
+  float v[kPer];
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    v[k] = src[lane + 32 * k];
+    ss += v[k] * v[k];
+  }
+  ss = warp_sum(ss);
+  const float s = 1.0f / sqrtf(ss / (float)ATT_D + eps);
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) dst[lane + 32 * k] = (v[k] * s) * w[lane + 32 * k];
+  __syncwarp();
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int d = lane + 32 * k;
+    float y = dst[d];
+    if (d < ATT_NROT) {
+      const int i = d < kHalf ? d : d - kHalf;
+      float theta = P;
+      for (int j = 0; j < i; ++j) theta *= theta_scale;
+      const float c = cosf(theta), sn = sinf(theta);
+      const float x0 = dst[i], x1 = dst[i + kHalf];
+      y = d < kHalf ? x0 * c - x1 * sn : x0 * sn + x1 * c;
+    }
+    v[k] = y;
+  }
+  __syncwarp();
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) dst[lane + 32 * k] = v[k];
+}
+
+// The new key's row as add_keys reads it (ATT_DL floats of a lane from shared memory).
+struct SharedRow {
+  const float* r;
+  __device__ __forceinline__ float get(int k) const { return r[k]; }
+};
+
+__device__ __forceinline__ void attention_step_split_body(const AttentionStepParams& p) {
+  __shared__ float s_qw[ATT_D], s_kw[ATT_D];
+  for (int d = threadIdx.x; d < ATT_D; d += ATT_WARPS * 32) {  // weights: before the dependency wait
+    s_qw[d] = p.q_w[d];
+    s_kw[d] = p.k_w[d];
+  }
+  memra_grid_dependency();
+  const int split = blockIdx.x % ATT_SPLITS, hg = blockIdx.x / ATT_SPLITS;  // hg: (kv head, head chunk)
+  const int h0 = hg * ATT_GH, kvh = h0 / ATT_GROUP;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int P = p.pos[0];
+  const KeyRange r = split_range(P, p.window, split);
+  if (r.lo >= r.hi) {  // no key here (a short context): l = 0 tells attention_combine
+    if (threadIdx.x < ATT_GH) {
+      float* pv = p.part + ((i64)(h0 + threadIdx.x) * ATT_SPLITS + split) * ATT_PART;
+      pv[0] = MEMRA_NEG_INF;
+      pv[1] = 0.0f;
+    }
+    return;
+  }
+  const bool last = r.hi == P + 1;  // this range ends with the new key
+  __shared__ __align__(16) float s_q[ATT_GH][ATT_D];
+  __shared__ __align__(16) float s_k[ATT_D], s_v[ATT_D];
+  __syncthreads();  // s_qw, s_kw
+  for (int g = warp; g < ATT_GH; g += ATT_WARPS)
+    norm_rope_row(p.qg + (i64)(h0 + g) * 2 * ATT_D, s_qw, s_q[g], (float)P, p.eps, p.theta_scale, lane);
+  if (last && warp == ATT_WARPS - 1) {
+    norm_rope_row(p.k + (i64)kvh * ATT_D, s_kw, s_k, (float)P, p.eps, p.theta_scale, lane);
+    __syncwarp();
+    // The first head chunk of the kv head appends the row (kv_append's rounding); every last
+    // block uses the rounded values it would read back.
+    const bool append = hg % (ATT_GROUP / ATT_GH) == 0;
+    const i64 row = (att_row(P) * ATT_HKV + kvh) * ATT_D;
+    for (int d = lane; d < ATT_D; d += 32) {
+      const float kv = s_k[d], vv = p.v[(i64)kvh * ATT_D + d];
+      if (append) {
+        store_from_f32<ATT_KT>(p.k_cache, row + d, kv);
+        store_from_f32<ATT_VT>(p.v_cache, row + d, vv);
+      }
+      s_k[d] = round_to_storage<ATT_KT>(kv);
+      s_v[d] = round_to_storage<ATT_VT>(vv);
+    }
+  }
+  __syncthreads();
+  SplitHeads st;
+  st.init(&s_q[0][0], p.scale * ATT_LOG2E, lane);
+  st.add_cache_keys(p.k_cache, p.v_cache, kvh, r.lo, last ? r.hi - 1 : r.hi, warp, lane);
+  if (last && warp == 0) {
+    const SharedRow kr{s_k + lane * ATT_DL}, vr{s_v + lane * ATT_DL};
+    st.add_keys<1>(&kr, &vr, 1);
+  }
+  st.write_partials(p.part, h0, split, warp, lane);
+}
+#endif  // ATT_STEP
 #endif  // ATT_SPLITS
 
 // Prefill with GQA grouping: one block of ATT_WARPS warps per (token, kv head) computes all
@@ -346,8 +501,13 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_split(con
 }
 extern "C" __global__ void __launch_bounds__(ATT_CW * 32) attention_combine(const AttentionCombineParams p) {
   memra_grid_dependency();
-  attention_combine_body(p.part, p.o);
+  attention_combine_body(p.part, p.o, p.gate, p.gate_stride);
 }
+#ifdef ATT_STEP
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_step_split(const AttentionStepParams p) {
+  attention_step_split_body(p);  // its weight loads come before the dependency wait
+}
+#endif
 #endif
 #if ATT_GROUP_SMEM <= 49152
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_group(const AttentionParams p) {

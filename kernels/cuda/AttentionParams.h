@@ -25,12 +25,43 @@ MEMRA_PARAMS_OFFSET(AttentionParams, n_tok, 40);
 MEMRA_PARAMS_OFFSET(AttentionParams, scale, 44);
 MEMRA_PARAMS_OFFSET(AttentionParams, window, 48);
 
-// attention_combine: merges attention_split's partials into o [Hq, D].
+// attention_combine: merges attention_split's partials into o [Hq, D]; with a gate (not null),
+// o[h, d] *= sigmoid(gate[h * gate_stride + d]).
 struct AttentionCombineParams {
   MEMRA_DPTR(const float) part;
   MEMRA_DPTR(float) o;
+  MEMRA_DPTR(const float) gate;
+  int gate_stride;
+  int pad_;
 };
-MEMRA_PARAMS_SIZE(AttentionCombineParams, 16);
+MEMRA_PARAMS_SIZE(AttentionCombineParams, 32);
 MEMRA_PARAMS_OFFSET(AttentionCombineParams, o, 8);
+MEMRA_PARAMS_OFFSET(AttentionCombineParams, gate, 16);
+MEMRA_PARAMS_OFFSET(AttentionCombineParams, gate_stride, 24);
+
+// attention_step_split (gated_attention_step, one token): the op's operands, the per-range
+// partials (attention_split's layout), and qk_norm_rope's eps and theta step.
+struct AttentionStepParams {
+  MEMRA_DPTR(const float) qg;
+  MEMRA_DPTR(const float) k;
+  MEMRA_DPTR(const float) v;
+  MEMRA_DPTR(const float) q_w;
+  MEMRA_DPTR(const float) k_w;
+  MEMRA_DPTR(void) k_cache;
+  MEMRA_DPTR(void) v_cache;
+  MEMRA_DPTR(const int) pos;
+  MEMRA_DPTR(float) part;
+  float scale;
+  int window;  // 0 (causal) or the sliding window in keys
+  float eps;
+  float theta_scale;  // base^(-2 / n_rot)
+};
+MEMRA_PARAMS_SIZE(AttentionStepParams, 88);
+MEMRA_PARAMS_OFFSET(AttentionStepParams, pos, 56);
+MEMRA_PARAMS_OFFSET(AttentionStepParams, part, 64);
+MEMRA_PARAMS_OFFSET(AttentionStepParams, scale, 72);
+MEMRA_PARAMS_OFFSET(AttentionStepParams, window, 76);
+MEMRA_PARAMS_OFFSET(AttentionStepParams, eps, 80);
+MEMRA_PARAMS_OFFSET(AttentionStepParams, theta_scale, 84);
 
 MEMRA_PARAMS_END

@@ -323,7 +323,8 @@ absl::StatusOr<const CpuExecutor::Program*> CpuExecutor::Prepare(absl::string_vi
             absl::StrCat("cpu executor: @", name, ": ", op->Summary(), ": the memory plan gives no offset per result"));
       s.out_offsets.assign(offs.begin(), offs.end());
     }
-    if (op->is(OpKind::kKvAppend)) p->kv_appends.push_back(op);
+    // gated_attention_step appends too (its first operands are kv_append's).
+    if (op->is(OpKind::kKvAppend) || op->is(OpKind::kGatedAttentionStep)) p->kv_appends.push_back(op);
     p->steps.push_back(std::move(s));
   }
   last_use.assign(p->num_slots, -1);
@@ -384,6 +385,21 @@ HostTensor GatedProducts(HostTensor& g, const HostTensor& u, bool gelu, float cl
     kc::Swiglu(g.f32(), u.f32(), g.numel(), y.f32(), clamp);
   }
   return y;
+}
+
+// attention * sigmoid(gate) as sigmoid then mul (a gate per element) or mul_rows (a gate per
+// head) compute it (bit-identical): attention_gated's and gated_attention_step's output gate.
+HostTensor OutputGate(const HostTensor& y, const HostTensor& gate, int64_t head_dim) {
+  const int64_t n = y.numel(), ng = gate.numel();
+  HostTensor sg = HostTensor::Zeros(DType::kF32, gate.shape());
+  kc::Sigmoid(gate.f32(), ng, sg.f32());
+  HostTensor o = HostTensor::Zeros(DType::kF32, y.shape());
+  if (ng == n) {
+    kc::Mul(y.f32(), sg.f32(), n, o.f32());
+  } else {
+    kc::ScaleRows(y.f32(), sg.f32(), ng, head_dim, o.f32());
+  }
+  return o;
 }
 
 // moe_experts' / moe_ffn's expert matrices: w_down at operand `first`, w_gate_up after it.
@@ -669,22 +685,43 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
                             static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool, at.I64Or("window", 0),
                             ring ? kc_.dim(0) : 0);
         if (op.is(OpKind::kAttentionGated)) {
-          // attention * sigmoid(gate), as sigmoid then mul (a gate per element) or mul_rows (a gate
-          // per head) compute it (bit-identical).
           MEMRA_RETURN_IF_ERROR(F32In(4));
-          const HostTensor& gate = In(4);
-          const int64_t n = y.numel(), ng = gate.numel();
-          HostTensor sg = HostTensor::Zeros(DType::kF32, gate.shape());
-          kc::Sigmoid(gate.f32(), ng, sg.f32());
-          HostTensor o = HostTensor::Zeros(DType::kF32, q.shape());
-          if (ng == n) {
-            kc::Mul(y.f32(), sg.f32(), n, o.f32());
-          } else {
-            kc::ScaleRows(y.f32(), sg.f32(), ng, q.dim(2), o.f32());
-          }
-          y = o;
+          y = OutputGate(y, In(4), q.dim(2));
         }
         out.push_back(y);
+        break;
+      }
+      case OpKind::kGatedAttentionStep: {
+        // The four ops it replaced (ir/Ops.def), by the same kernels in the same order.
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        MEMRA_RETURN_IF_ERROR(F32In(5));
+        MEMRA_ASSIGN_OR_RETURN(int64_t P, ContiguousStart(op, In(4)));
+        const HostTensor& k = In(0);
+        const HostTensor& qg = In(5);
+        HostTensor& kc_ = St(2);
+        HostTensor& vc_ = St(3);
+        const int64_t T = k.dim(0), Hkv = k.dim(1), D = k.dim(2), H = at.I64Or("n_head", 0);
+        HostTensor q = HostTensor::Zeros(DType::kF32, {T, H, D});
+        HostTensor gate = HostTensor::Zeros(DType::kF32, {T, H, D});
+        kc::QGateSplit(qg.f32(), T, H, D, q.f32(), gate.f32());
+        const float eps = static_cast<float>(at.F64Or("eps", 0));
+        const int64_t n_rot = at.I64Or("n_rot", 0);
+        const float base = static_cast<float>(at.F64Or("base", 10000.0));
+        HostTensor qr = HostTensor::Zeros(DType::kF32, q.shape());
+        HostTensor kr = HostTensor::Zeros(DType::kF32, k.shape());
+        kc::RmsNorm(q.f32(), Wt(6).values, T * H, D, eps, qr.f32(), pool);
+        kc::RopeNeox(qr.f32(), T, H, D, n_rot, base, In(4).i32());
+        kc::RmsNorm(k.f32(), Wt(7).values, T * Hkv, D, eps, kr.f32(), pool);
+        kc::RopeNeox(kr.f32(), T, Hkv, D, n_rot, base, In(4).i32());
+        const int64_t ring = at.I64Or("ring", 0);
+        MEMRA_RETURN_IF_ERROR(kc::KvAppend(kr.f32(), T, Hkv * D, P, kc_.dim(0), KvOf(kc_), ring));
+        MEMRA_RETURN_IF_ERROR(kc::KvAppend(In(1).f32(), T, Hkv * D, P, vc_.dim(0), KvOf(vc_), ring));
+        if (ring == 0 && P + T > kc_.dim(0)) return OpError(op, "attention past the KV cache");
+        HostTensor y = HostTensor::Zeros(DType::kF32, q.shape());
+        kc::CausalAttention(qr.f32(), T, P, KvOf(kc_), KvOf(vc_), H, Hkv, D,
+                            static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool, at.I64Or("window", 0),
+                            ring > 0 ? kc_.dim(0) : 0);
+        out.push_back(OutputGate(y, gate, D));
         break;
       }
       case OpKind::kConv1dCausal:

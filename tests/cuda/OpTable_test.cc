@@ -12,6 +12,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "ir/Builder.h"
 #include "ir/Function.h"
+#include "ir/StatusMacros.h"
 #include "ir/Verifier.h"
 #include "kernels/cuda/Target.h"
 #include "kernels/cuda/WeightLayout.h"
@@ -1040,8 +1042,9 @@ TEST_F(OpTableTest, DeltaNet) {
         [&](Harness& h) { return std::vector<Value*>{ScanWithNorms(h, precision)}; }, 2);
 }
 
-// The decode fusions (session 18), one token each: add_rms_norm_matmul's norm prologue on the
-// GEMVs and delta_net_step (its own test, so compute-sanitizer can run it alone).
+// The decode fusions (sessions 18-19), one token each: add_rms_norm_matmul's norm prologue on the
+// GEMVs, delta_net_step and gated_attention_step (their own test, so compute-sanitizer can run
+// them alone).
 TEST_F(OpTableTest, DecodeFusions) {
   const std::pair<GgmlType, double> types[] = {{GgmlType::kF32, 1e-10}, {GgmlType::kBF16, 5e-5}};
   // add_rms_norm_matmul (fuse-add-rmsnorm-matmul, one token): the norm as the GEMVs' prologue,
@@ -1084,6 +1087,57 @@ TEST_F(OpTableTest, DecodeFusions) {
                            h.Weight("dt", GgmlType::kF32, {hv}), h.Weight("ssm_a", GgmlType::kF32, {hv}, -2, -0.1f), z,
                            h.Weight("nw", GgmlType::kF32, {d}), cs, ds},
                           attrs)};
+        },
+        3);
+  // gated_attention_step (fuse-gated-attention-step, one token): the 0.8B's heads (8 query / 2 KV
+  // of 256) and the 9B's (16 / 4), rope over 64 dims, three calls. "deep": the caches hold 1,500
+  // random keys before the first call (the position counter starts there), so every split-KV range
+  // is live and the new key's range is not the first; bf16 caches from position 0 (the appended
+  // row rounded as kv_append rounds it).
+  struct StepGeo {
+    int64_t hq, hkv;
+    DType cache;
+    int64_t start;  // the first call's position
+  };
+  for (const StepGeo& g : {StepGeo{8, 2, DType::kF32, 1500}, StepGeo{16, 4, DType::kF32, 1500},
+                           StepGeo{8, 2, DType::kBF16, 0}, StepGeo{16, 4, DType::kF32, 0}})
+    Check(
+        "gated_attention_step",
+        absl::StrCat(g.hq, "q/", g.hkv, "kv ", ir::DTypeName(g.cache), g.start > 0 ? " deep" : ""), 1,
+        g.cache == DType::kF32 ? 1e-9 : 1e-6,
+        [g](Harness& h) {
+          constexpr int64_t d = 256, rows = 2048;
+          Value* k = h.Arg("k", {-1, g.hkv, d});
+          Value* v = h.Arg("v", {-1, g.hkv, d});
+          Value* qg = h.Arg("qg", {-1, 2 * g.hq * d});
+          Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {});
+          Value* kc = h.State(ir::StateKind::kKv, "k_cache", g.cache, {rows, g.hkv, d});
+          Value* vc = h.State(ir::StateKind::kKv, "v_cache", g.cache, {rows, g.hkv, d});
+          Value* pos = h.b->Positions(ctr, k);
+          ir::AttrDict attrs = {{"n_head", g.hq}, {"head_dim", d},        {"eps", 1e-6},
+                                {"n_rot", 64},    {"base", 10000000.0}, {"scale", 1.0 / 16.0}};
+          Value* o = h.b->Build1(ir::OpKind::kGatedAttentionStep,
+                                 {k, v, kc, vc, pos, qg, h.Weight("qw", GgmlType::kF32, {d}, 0.5f, 1.5f),
+                                  h.Weight("kw", GgmlType::kF32, {d}, 0.5f, 1.5f)},
+                                 attrs);
+          h.b->AdvancePositions(ctr, k);
+          if (g.start > 0) {
+            const int64_t n = g.start * g.hkv * d;
+            auto fill = std::make_shared<std::vector<float>>(2 * n);
+            for (float& x : *fill) x = h.U(-2, 2);
+            const int32_t start = static_cast<int32_t>(g.start);
+            h.prepare = [fill, n, start](CpuExecutor& cpu, CudaExecutor& gpu) -> absl::Status {
+              for (int i = 0; i < 2; ++i) {
+                const char* name = i == 0 ? "k_cache" : "v_cache";
+                const float* src = fill->data() + i * n;
+                MEMRA_RETURN_IF_ERROR(cpu.WriteState(name, 0, src, n * 4));
+                MEMRA_RETURN_IF_ERROR(gpu.WriteState(name, 0, src, n * 4));
+              }
+              MEMRA_RETURN_IF_ERROR(cpu.WriteState("pos", 0, &start, 4));
+              return gpu.WriteState("pos", 0, &start, 4);
+            };
+          }
+          return std::vector<Value*>{o};
         },
         3);
 }

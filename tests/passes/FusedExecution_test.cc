@@ -185,11 +185,13 @@ TEST(FusedExecution, FusionsFirePerLayerAndPlansAreValid) {
     SCOPED_TRACE(f->name());
     EXPECT_EQ(count["matmul_swiglu"], n_layer);
     EXPECT_EQ(count["add_rms_norm"], 2 * n_layer);  // post-attention norm, next layer / output norm
-    EXPECT_EQ(count["qk_norm_rope"], n_attn);
-    EXPECT_EQ(count["attention_gated"], n_attn);
     EXPECT_EQ(count["matmul_group"], n_layer);  // q/k/v, or qkv/gate/beta/alpha
-    // A one-token step's delta-net layers are one delta_net_step each (fuse-delta-net-step).
+    // A one-token step's delta-net layers are one delta_net_step each (fuse-delta-net-step), its
+    // attention layers one gated_attention_step each (fuse-gated-attention-step).
     const bool one_token = f->name() == "decode";
+    EXPECT_EQ(count["qk_norm_rope"], one_token ? 0 : n_attn);
+    EXPECT_EQ(count["attention_gated"], one_token ? 0 : n_attn);
+    EXPECT_EQ(count["gated_attention_step"], one_token ? n_attn : 0);
     EXPECT_EQ(count["gated_rms_norm"], one_token ? 0 : n_layer - n_attn);
     EXPECT_EQ(count["delta_net_step"], one_token ? n_layer - n_attn : 0);
     EXPECT_EQ(count["swiglu"] + count["rms_norm"] + count["rope"] + count["sigmoid"] + count["add"], 1)
