@@ -1042,9 +1042,9 @@ TEST_F(OpTableTest, DeltaNet) {
         [&](Harness& h) { return std::vector<Value*>{ScanWithNorms(h, precision)}; }, 2);
 }
 
-// The decode fusions (sessions 18-19), one token each: add_rms_norm_matmul's norm prologue on the
-// GEMVs, delta_net_step and gated_attention_step (their own test, so compute-sanitizer can run
-// them alone).
+// The decode fusions (session 18), one token each: add_rms_norm_matmul's norm prologue on the
+// GEMVs and delta_net_step (its own test, so compute-sanitizer can run it alone); below,
+// gated_attention_step (session 19; its own test too).
 TEST_F(OpTableTest, DecodeFusions) {
   const std::pair<GgmlType, double> types[] = {{GgmlType::kF32, 1e-10}, {GgmlType::kBF16, 5e-5}};
   // add_rms_norm_matmul (fuse-add-rmsnorm-matmul, one token): the norm as the GEMVs' prologue,
@@ -1089,6 +1089,9 @@ TEST_F(OpTableTest, DecodeFusions) {
                           attrs)};
         },
         3);
+}
+
+TEST_F(OpTableTest, GatedAttentionStep) {
   // gated_attention_step (fuse-gated-attention-step, one token): the 0.8B's heads (8 query / 2 KV
   // of 256) and the 9B's (16 / 4), rope over 64 dims, three calls. "deep": the caches hold 1,500
   // random keys before the first call (the position counter starts there), so every split-KV range
