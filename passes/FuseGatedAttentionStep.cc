@@ -65,11 +65,13 @@ class GatedAttentionStepPattern : public RewritePattern<StepMatch> {
         m.append->operand(4) != pos || m.norm_rope->operand(4) != pos ||
         m.append->attrs().I64Or("ring", 0) != attention.attrs().I64Or("ring", 0))
       return Skip(skipped_form_);
-    // Nothing else reads or writes the caches between the append and the attention.
+    // Nothing else of this function reads or writes the caches between the append and the
+    // attention (the caches are module states: other functions use them too).
     const int64_t from = rw.Order(m.append), to = rw.Order(&attention);
     if (from < 0 || to < 0 || from > to) return Skip(skipped_form_);
     for (const ir::Value* cache : {attention.operand(1), attention.operand(2)})
       for (const ir::Use& u : cache->uses()) {
+        if (u.user->function() != &rw.function()) continue;
         const int64_t at = rw.Order(u.user);
         if (u.user != m.append && u.user != &attention && (at < 0 || (at > from && at < to)))
           return Skip(skipped_form_);
