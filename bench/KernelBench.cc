@@ -1,7 +1,9 @@
-// memra-kernel-bench: the one-token GEMV of decode (kernels/cuda/Gemv.cu) at the 9B preset's
-// matrix shapes, per weight storage and x-staging variant, next to cuBLASLt's M = 1 product, as a
-// table of time, bandwidth and % of the HBM roofline. Weights are filled with constants: the time
-// of a memory-bound kernel does not depend on the values (correctness is tests/cuda/OpTable_test).
+// memra-kernel-bench: the one-token GEMV of decode (kernels/cuda/Gemv.cu) at the 9B and 0.8B
+// presets' matrix shapes, per weight storage, block size, prefetch depth and x-staging variant,
+// next to cuBLASLt's M = 1 product, as a table of time, bandwidth and % of the HBM roofline. As in
+// decode: launched with programmatic dependent launch, each call on another copy of the weights
+// (more than the L2 cache holds). Weights are filled with constants: the time of a memory-bound
+// kernel does not depend on the values (correctness is tests/cuda/OpTable_test).
 //
 // The quant section: the decode GEMV on GGUF blocks (kernels/cuda/GemvQuant.cu, selected and bound
 // by its units) per format at the 9B and 27B shapes, f32 x and q8 x (with and without the x
@@ -638,26 +640,43 @@ int main(int argc, char** argv) {
   d.cuEventCreate(&e0, 0);
   d.cuEventCreate(&e1, 0);
   for (const Shape& s : shapes) {
-    auto w = (*dev)->Alloc(s.n * s.k * 2, "w");  // bf16 (also holds the q8 values)
+    // Copies of the weights cycled through so the working set exceeds the L2 cache several times
+    // over (decode reads each weight once a token: a product that re-reads a 32 MB matrix from a
+    // 50 MB L2 would measure the cache).
+    const int64_t bytes_w = s.n * s.k * 2;
+    const int copies = static_cast<int>(std::clamp<int64_t>((256ll << 20) / bytes_w + 1, 1, 64));
+    std::vector<runtime::cuda::DeviceBuffer> ws;
+    for (int c = 0; c < copies; ++c) {
+      auto w = (*dev)->Alloc(bytes_w, "w");  // bf16 (also holds the q8 values)
+      if (!w.ok()) return Fail(w.status());
+      // bf16 1.0 pairs / q8 values 0x01: finite sums, no denormals.
+      d.cuMemsetD32Async(w->ptr(), 0x3f803f80u, s.n * s.k / 2, stream);
+      ws.push_back(std::move(*w));
+    }
     auto sc = (*dev)->Alloc(s.n * s.k / 32 * 4, "scales");
     auto x = (*dev)->Alloc(s.k * 4, "x");
     auto xb = (*dev)->Alloc(s.k * 2, "x bf16");
     auto y = (*dev)->Alloc(s.n * 4, "y");
-    for (auto* b : {&w, &sc, &x, &xb, &y})
+    for (auto* b : {&sc, &x, &xb, &y})
       if (!b->ok()) return Fail(b->status());
-    // bf16 1.0 pairs / f32 1.0 / q8 values 0x01: finite sums, no denormals.
-    d.cuMemsetD32Async(w->ptr(), 0x3f803f80u, s.n * s.k / 2, stream);
     d.cuMemsetD32Async(sc->ptr(), 0x3c000000u, s.n * s.k / 32, stream);
     d.cuMemsetD32Async(x->ptr(), 0x3f800000u, s.k, stream);
     d.cuMemsetD32Async(xb->ptr(), 0x3f803f80u, s.k / 2, stream);
+    // Launched as the decode graph launches them: with programmatic dependent launch, so a
+    // product's weight prefetch overlaps the tail of the one before.
     struct Variant {
       std::string name;
       int storage, stage;  // storage 0: cuBLASLt bf16
-      int prefetch = 4;    // GEMV_PREFETCH: 16-byte pieces a lane loads before the grid dependency wait
+      int prefetch = 16;   // GEMV_PREFETCH: 16-byte pieces a lane loads before the grid dependency wait
+      int warps = 8;       // GEMV_WARPS: rows (warps) per block
     };
-    std::vector<Variant> variants = {{"gemv bf16 x-in-smem", 2, 1},     {"gemv bf16 x-via-ldg", 2, 0},
-                                     {"gemv bf16 prefetch 1", 2, 0, 1}, {"gemv bf16 prefetch 16", 2, 0, 16},
-                                     {"gemv q8 x-in-smem", 3, 1},       {"gemv q8 x-via-ldg", 3, 0},
+    std::vector<Variant> variants = {{"gemv bf16 8 warps", 2, 0},
+                                     {"gemv bf16 4 warps", 2, 0, 16, 4},
+                                     {"gemv bf16 2 warps", 2, 0, 16, 2},
+                                     {"gemv bf16 8w prefetch 8", 2, 0, 8},
+                                     {"gemv bf16 4w prefetch 8", 2, 0, 8, 4},
+                                     {"gemv bf16 x-in-smem", 2, 1},
+                                     {"gemv q8 8 warps", 3, 0},
                                      {"cuBLASLt bf16 M=1", 0, 0}};
     for (const Variant& v : variants) {
       runtime::cuda::CUfunction fn = nullptr;
@@ -667,7 +686,7 @@ int main(int argc, char** argv) {
         m.file = "Gemv.cu";
         m.defines = kernels::cuda::MakeDefines(
             {kernels::cuda::Def("GEMV_K", s.k), kernels::cuda::Def("GEMV_W", v.storage),
-             kernels::cuda::Def("GEMV_WARPS", 8), kernels::cuda::Def("GEMV_STAGE_X", v.stage),
+             kernels::cuda::Def("GEMV_WARPS", v.warps), kernels::cuda::Def("GEMV_STAGE_X", v.stage),
              kernels::cuda::Def("GEMV_PREFETCH", v.prefetch)});
         auto cubin = (*compiler)->CompileAll({m});
         if (!cubin.ok()) return Fail(cubin.status());
@@ -678,21 +697,24 @@ int main(int argc, char** argv) {
         if (!f.ok()) return Fail(f.status());
         fn = *f;
       }
-      kernels::cuda::GemvParams gp;
-      gp.w.w = w->ptr();
-      gp.w.scale = sc->ptr();
-      gp.x = x->ptr();
-      gp.y = y->ptr();
-      gp.n_rows = static_cast<int>(s.n);
-      void* args[] = {&gp};
+      int call = 0;
       auto run = [&]() -> absl::Status {
+        const runtime::cuda::DeviceBuffer& w = ws[call++ % copies];
         if (v.storage == 0)
-          return (*blas)->Matmul(xb->ptr(), w->ptr(), y->ptr(), 1, s.n, s.k, ir::DType::kBF16, stream);
-        return CuCheck(
-            d.cuLaunchKernel(fn, static_cast<unsigned>((s.n + 7) / 8), 1, 1, 256, 1, 1, 0, stream, args, nullptr),
-            "gemv launch");
+          return (*blas)->Matmul(xb->ptr(), w.ptr(), y->ptr(), 1, s.n, s.k, ir::DType::kBF16, stream);
+        kernels::cuda::GemvParams gp;
+        gp.w.w = w.ptr();
+        gp.w.scale = sc->ptr();
+        gp.x = x->ptr();
+        gp.y = y->ptr();
+        gp.n_rows = static_cast<int>(s.n);
+        void* args[] = {&gp};
+        return CuCheck(runtime::cuda::LaunchKernel(d, fn, static_cast<unsigned>((s.n + v.warps - 1) / v.warps),
+                                                   static_cast<unsigned>(32 * v.warps), 0, stream, args,
+                                                   /*programmatic=*/true, /*cluster=*/1),
+                       "gemv launch");
       };
-      for (int i = 0; i < 5; ++i)
+      for (int i = 0; i < copies + 4; ++i)
         if (absl::Status st = run(); !st.ok()) return Fail(st);
       d.cuEventRecord(e0, stream);
       for (int i = 0; i < iters; ++i)
