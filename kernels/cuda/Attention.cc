@@ -24,13 +24,10 @@ namespace memra::kernels::cuda {
 
 namespace {
 
-// Ranges per (kv head, head chunk): one wave of blocks at a long context (a short one fills fewer:
-// attention_split's chunks have a minimum length), at most 256. Resident blocks per SM of the
-// split kernel (4 warps, double-buffered cache rows; sm_90 ptxas): ~222 registers a thread with
-// 16-bit caches (4 rows a warp in each buffer) leave two, ~156 with f32 caches (2 rows) three.
-int64_t AttentionSplits(const Target& t, int64_t head_blocks, std::pair<int, int> kv_codes) {
-  const int64_t per_sm = kv_codes.first == 0 || kv_codes.second == 0 ? 3 : 2;
-  return std::clamp<int64_t>(per_sm * int64_t{t.sm_count} / std::max<int64_t>(head_blocks, 1), 1, 256);
+// Ranges per (kv head, head chunk): about three blocks per SM (the 16-bit kernel's residency) at a long context (a
+// short one fills fewer: attention_split's chunks have a minimum length), at most 256.
+int64_t AttentionSplits(const Target& t, int64_t head_blocks) {
+  return std::clamp<int64_t>(3 * int64_t{t.sm_count} / std::max<int64_t>(head_blocks, 1), 1, 256);
 }
 
 // Query heads per attention_split block: the largest divisor of the group whose q and acc
@@ -135,7 +132,7 @@ class AttentionSplitImpl : public GpuOpImpl {
     if (d.d % 64 != 0 || d.d > 1024 || d.hkv <= 0 || d.hq % d.hkv != 0) return std::optional<OpSelection>();
     MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 1, 2));
     const int64_t gh = SplitHeads(d.hq / d.hkv, d.d), head_blocks = d.hq / gh;
-    const int64_t splits = AttentionSplits(c.target, head_blocks, codes);
+    const int64_t splits = AttentionSplits(c.target, head_blocks);
     OpSelection s;
     Launch split = AttentionLaunch(c.shapes, codes, 4, {Def("ATT_SPLITS", splits), Def("ATT_GH", gh)},
                                    "attention_split", head_blocks * splits, RingRows(c));
@@ -180,7 +177,7 @@ class GatedAttentionStepImpl : public GpuOpImpl {
     if (at.GetString("mode").value_or("neox") != "neox") return Unsupported(c.op, "only neox rope");
     MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 2, 3));
     const int64_t gh = SplitHeads(hq / hkv, d), head_blocks = hq / gh;
-    const int64_t splits = AttentionSplits(c.target, head_blocks, codes);
+    const int64_t splits = AttentionSplits(c.target, head_blocks);
     Defines defs = {Def("ATT_HQ", hq),           Def("ATT_HKV", hkv),   Def("ATT_D", d),
                     Def("ATT_BUCKET", 1),         Def("ATT_WARPS", 4),   Def("ATT_KT", codes.first),
                     Def("ATT_VT", codes.second),  Def("ATT_SPLITS", splits), Def("ATT_GH", gh),

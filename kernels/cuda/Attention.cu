@@ -101,9 +101,8 @@ __device__ __forceinline__ void attention_body(const float* q, const void* k_cac
 // few ranges (the others write l = 0), a long one all of them, and the grid never depends on the
 // length, so one captured decode graph serves every KV length. Lanes own ATT_DL contiguous
 // elements of a row (the unit asks D % 64 == 0, so 16-bit rows load as whole words); a warp takes
-// ATT_UNROLL keys at a time, every K and V row's load issued before the first is used, and the
-// next ATT_UNROLL keys' rows loading while these are scored, so each warp keeps up to twice that
-// many rows in flight (the bandwidth a long context needs). Scores are in the
+// ATT_UNROLL keys at a time, every K and V row's load issued before the first is used, so each
+// warp keeps that many rows in flight (the bandwidth a long context needs). Scores are in the
 // log2 domain (q pre-scaled by log2 e; exp2 throughout), and attention_combine merges the ranges.
 #ifdef ATT_SPLITS
 #define ATT_DL (ATT_D / 32)
@@ -167,37 +166,19 @@ struct SplitHeads {
       m[g] = m_new;
     }
   }
-  // The cache rows of keys lo..hi-1 of kv head kvh, ATT_UNROLL a warp at a time, double-buffered:
-  // the next ATT_UNROLL rows are in flight while these are scored (a long context is a stream of
-  // cache rows; one buffer left each warp idle between its loads).
-  struct Rows {
-    PackedElems<ATT_KT, ATT_DL> k[ATT_UNROLL];
-    PackedElems<ATT_VT, ATT_DL> v[ATT_UNROLL];
-    __device__ __forceinline__ void load(const void* k_cache, const void* v_cache, int kvh, int j0, int hi, int lane) {
+  // The cache rows of keys lo..hi-1 of kv head kvh, ATT_UNROLL a warp at a time.
+  __device__ __forceinline__ void add_cache_keys(const void* k_cache, const void* v_cache, int kvh, int lo, int hi,
+                                                 int warp, int lane) {
+    for (int j0 = lo + warp * ATT_UNROLL; j0 < hi; j0 += ATT_WARPS * ATT_UNROLL) {
+      PackedElems<ATT_KT, ATT_DL> kr[ATT_UNROLL];
+      PackedElems<ATT_VT, ATT_DL> vr[ATT_UNROLL];
 #pragma unroll
       for (int u = 0; u < ATT_UNROLL; ++u) {
         const i64 row = (att_row(min(j0 + u, hi - 1)) * ATT_HKV + kvh) * ATT_D + lane * ATT_DL;
-        k[u].load(k_cache, row);
-        v[u].load(v_cache, row);
+        kr[u].load(k_cache, row);
+        vr[u].load(v_cache, row);
       }
-    }
-  };
-  __device__ __forceinline__ void add_cache_keys(const void* k_cache, const void* v_cache, int kvh, int lo, int hi,
-                                                 int warp, int lane) {
-    constexpr int kStep = ATT_WARPS * ATT_UNROLL;
-    int j0 = lo + warp * ATT_UNROLL;
-    if (j0 >= hi) return;
-    Rows a, b;
-    a.load(k_cache, v_cache, kvh, j0, hi, lane);
-    for (;;) {  // unrolled by two so the buffers never move
-      if (j0 + kStep < hi) b.load(k_cache, v_cache, kvh, j0 + kStep, hi, lane);
-      add_keys<ATT_UNROLL>(a.k, a.v, hi - j0);
-      j0 += kStep;
-      if (j0 >= hi) return;
-      if (j0 + kStep < hi) a.load(k_cache, v_cache, kvh, j0 + kStep, hi, lane);
-      add_keys<ATT_UNROLL>(b.k, b.v, hi - j0);
-      j0 += kStep;
-      if (j0 >= hi) return;
+      add_keys<ATT_UNROLL>(kr, vr, hi - j0);
     }
   }
   // The warps' partials merged through shared memory into this range's (m, l, acc) per head.
