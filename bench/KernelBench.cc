@@ -669,25 +669,16 @@ int main(int argc, char** argv) {
       int storage, stage;  // storage 0: cuBLASLt bf16
       int prefetch = 16;   // GEMV_PREFETCH: 16-byte pieces a lane loads before the grid dependency wait
       int warps = 8;       // GEMV_WARPS: rows (warps) per block
-      int balanced = 0;    // GEMV_BALANCED (gemv_balanced's pieces a batch), 0: gemv
-      int bal_blocks = 0;  // GEMV_BAL_BLOCKS: its blocks an SM (the grid is that many a SM)
     };
     std::vector<Variant> variants = {{"gemv bf16 8 warps", 2, 0},
                                      {"gemv bf16 4 warps", 2, 0, 16, 4},
                                      {"gemv bf16 2 warps", 2, 0, 16, 2},
                                      {"gemv bf16 8w prefetch 8", 2, 0, 8},
                                      {"gemv bf16 4w prefetch 8", 2, 0, 8, 4},
-                                     {"balanced 8 pieces, 2/SM", 2, 0, 16, 8, 8, 2},
-                                     {"balanced 4 pieces, 4/SM", 2, 0, 16, 8, 4, 4},
-                                     {"balanced 16 pieces, 1/SM", 2, 0, 16, 8, 16, 1},
                                      {"gemv bf16 x-in-smem", 2, 1},
                                      {"gemv q8 8 warps", 3, 0},
                                      {"cuBLASLt bf16 M=1", 0, 0}};
     for (const Variant& v : variants) {
-      if (v.balanced > 0) {  // gemv_balanced holds at most GEMV_BAL_ROWS (64) rows a block
-        const int64_t g = std::min<int64_t>(s.n, int64_t{v.bal_blocks} * (*dev)->sm_count());
-        if ((s.n + g - 1) / g > 64) continue;
-      }
       runtime::cuda::CUfunction fn = nullptr;
       std::unique_ptr<runtime::cuda::LoadedModule> mod;
       if (v.storage != 0) {
@@ -696,14 +687,13 @@ int main(int argc, char** argv) {
         m.defines = kernels::cuda::MakeDefines(
             {kernels::cuda::Def("GEMV_K", s.k), kernels::cuda::Def("GEMV_W", v.storage),
              kernels::cuda::Def("GEMV_WARPS", v.warps), kernels::cuda::Def("GEMV_STAGE_X", v.stage),
-             kernels::cuda::Def("GEMV_PREFETCH", v.prefetch), kernels::cuda::Def("GEMV_BALANCED", v.balanced),
-             kernels::cuda::Def("GEMV_BAL_BLOCKS", std::max(v.bal_blocks, 1))});
+             kernels::cuda::Def("GEMV_PREFETCH", v.prefetch)});
         auto cubin = (*compiler)->CompileAll({m});
         if (!cubin.ok()) return Fail(cubin.status());
         auto loaded = runtime::cuda::LoadedModule::Load(**dev, *(*cubin)[0], m.Key());
         if (!loaded.ok()) return Fail(loaded.status());
         mod = std::move(*loaded);
-        auto f = mod->Function(v.balanced > 0 ? "gemv_balanced" : "gemv");
+        auto f = mod->Function("gemv");
         if (!f.ok()) return Fail(f.status());
         fn = *f;
       }
@@ -719,9 +709,7 @@ int main(int argc, char** argv) {
         gp.y = y->ptr();
         gp.n_rows = static_cast<int>(s.n);
         void* args[] = {&gp};
-        const int64_t grid =
-            v.balanced > 0 ? std::min<int64_t>(s.n, int64_t{v.bal_blocks} * (*dev)->sm_count()) : (s.n + v.warps - 1) / v.warps;
-        return CuCheck(runtime::cuda::LaunchKernel(d, fn, static_cast<unsigned>(grid),
+        return CuCheck(runtime::cuda::LaunchKernel(d, fn, static_cast<unsigned>((s.n + v.warps - 1) / v.warps),
                                                    static_cast<unsigned>(32 * v.warps), 0, stream, args,
                                                    /*programmatic=*/true, /*cluster=*/1),
                        "gemv launch");

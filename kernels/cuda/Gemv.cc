@@ -51,27 +51,6 @@ Launch GemvLaunch(const Target& target, const char* entry, int64_t K, int storag
   return l;
 }
 
-// gemv_balanced (Gemv.cu): one wave of blocks, each owning an equal share of the rows streamed
-// as equal runs of 16-byte pieces by its warps. kBalancedBatch pieces a lane in flight per buffer
-// (two buffers) at kBalancedBlocksPerSm blocks an SM (sm_90 ptxas: 60 registers a thread).
-// Where the rows fit (at most 64 a block, Gemv.cu GEMV_BAL_ROWS) and K is whole pieces of a warp.
-constexpr int64_t kBalancedBatch = 4, kBalancedBlocksPerSm = 4, kBalancedMaxRows = 64;
-std::optional<Launch> BalancedGemvLaunch(const Target& target, int64_t K, int storage, int64_t rows) {
-  const int64_t per_lane = storage == 4 ? 4 : 8;  // elements a 16-byte piece holds
-  if (storage == 3 || K % (32 * per_lane) != 0 || rows < 1) return std::nullopt;
-  const int64_t grid = std::min<int64_t>(rows, kBalancedBlocksPerSm * target.sm_count);
-  if ((rows + grid - 1) / grid > kBalancedMaxRows) return std::nullopt;
-  Launch l;
-  l.kernel.module.file = "Gemv.cu";
-  l.kernel.module.defines =
-      MakeDefines({Def("GEMV_K", K), Def("GEMV_W", storage), Def("GEMV_WARPS", kMaxWarps),
-                   Def("GEMV_BALANCED", kBalancedBatch), Def("GEMV_BAL_BLOCKS", kBalancedBlocksPerSm)});
-  l.kernel.entry = "gemv_balanced";
-  l.block = static_cast<uint32_t>(kMaxWarps * 32);
-  l.grid = static_cast<uint32_t>(grid);
-  return l;
-}
-
 // A two-row warp (gate and up): 8 pieces of each row in flight before the wait, the registers of
 // one 16-piece row.
 void TwoRowPrefetch(Launch& l) {
@@ -158,8 +137,7 @@ class GemvGroupImpl : public GpuOpImpl {
   }
 };
 
-// One launch per weight (a matmul, or a matmul_group of mixed storages or > 4 weights):
-// gemv_balanced where it applies, else gemv.
+// One launch per weight (a matmul, or a matmul_group of mixed storages or > 4 weights).
 class GemvImpl : public GpuOpImpl {
  public:
   absl::string_view name() const override { return "gemv"; }
@@ -169,12 +147,8 @@ class GemvImpl : public GpuOpImpl {
     if (!storage) return std::optional<OpSelection>();
     OpSelection s;
     s.gemv = true;
-    const int64_t K = c.shapes.in[0].back();
-    for (size_t i = 0; i < storage->size(); ++i) {
-      const int64_t rows = c.shapes.out[i].back();
-      std::optional<Launch> balanced = BalancedGemvLaunch(c.target, K, (*storage)[i], rows);
-      s.launches.push_back(balanced ? *balanced : GemvLaunch(c.target, "gemv", K, (*storage)[i], rows));
-    }
+    for (size_t i = 0; i < storage->size(); ++i)
+      s.launches.push_back(GemvLaunch(c.target, "gemv", c.shapes.in[0].back(), (*storage)[i], c.shapes.out[i].back()));
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {

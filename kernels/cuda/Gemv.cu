@@ -30,9 +30,6 @@
 #ifndef GEMV_STAGE_X
 #define GEMV_STAGE_X 0
 #endif
-#ifndef GEMV_BALANCED
-#define GEMV_BALANCED 0
-#endif
 
 #if GEMV_W == 3
 #define GEMV_PER_LANE 16  // int8 per 16-byte load
@@ -271,100 +268,6 @@ __device__ __forceinline__ void gemv_group_body(const GemvWeight* __restrict__ w
   const float v = row_dot(w, sc, row, xs, pf);
   if ((threadIdx.x & 31) == 0) y[row] = v;
 }
-
-#if GEMV_BALANCED > 0 && GEMV_W != 3
-// One wave of blocks sharing the work evenly (GEMV_BALANCED: 16-byte pieces a lane per batch).
-// A warp per row leaves a product of few rows with a last, partial wave of blocks (the 9B's 4,096
-// rows of 8 KB fill 1.29 waves of 3 blocks of 8 rows an SM) and every warp idle between its
-// row's one batch of loads and the block's end. Here the grid is the resident blocks: block b
-// owns the rows [b n / G, (b + 1) n / G), cut into 16-byte pieces a lane ("units" of 512 bytes a
-// warp) in row order, and its warps stream equal runs of those units, each run double-buffered
-// (the next GEMV_BALANCED pieces in flight while these are summed). A run crosses row boundaries:
-// each warp's sum for a row goes to shared memory, and after one barrier a thread per row adds
-// the eight warps' sums in warp order (fixed: the result does not depend on timing). At most
-// GEMV_BAL_ROWS rows a block (the unit checks).
-#ifndef GEMV_BAL_ROWS
-#define GEMV_BAL_ROWS 64
-#endif
-#define GEMV_UNITS GEMV_STEPS  // pieces of a row (GEMV_K % (32 * GEMV_PER_LANE) == 0)
-struct UnitBatch {
-  uint4 q[GEMV_BALANCED];
-};
-// Pieces u0 + j .. of the block's unit run (zeros past u1); `first` the block's first row.
-__device__ __forceinline__ void load_units(const void* __restrict__ w, i64 first, int u0, int u1, UnitBatch& b) {
-#pragma unroll
-  for (int j = 0; j < GEMV_BALANCED; ++j) {
-    const int u = u0 + j;
-    b.q[j] = u < u1 ? row_piece(row_bytes(w, first + u / GEMV_UNITS), u % GEMV_UNITS) : make_uint4(0, 0, 0, 0);
-  }
-}
-// Adds pieces u0 .. of a batch to the current row's sum, handing a finished row's sum to part[].
-__device__ __forceinline__ void sum_units(const UnitBatch& b, int u0, int u1, const float* __restrict__ x,
-                                          int& row, float& acc, float (*part)[GEMV_WARPS]) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int j = 0; j < GEMV_BALANCED; ++j) {
-    const int u = u0 + j;
-    if (u >= u1) break;
-    const int r = u / GEMV_UNITS, k = ((u % GEMV_UNITS) * 32 + lane) * GEMV_PER_LANE;
-    if (r != row) {  // warp-uniform
-      const float s = warp_sum(acc);
-      if (lane == 0 && row >= 0) part[row][warp] = s;
-      row = r;
-      acc = 0.0f;
-    }
-    const uint4 q = b.q[j];
-#if GEMV_W == 4
-    const float4 xv = load_x4(x, k);
-    acc += __uint_as_float(q.x) * xv.x + __uint_as_float(q.y) * xv.y + __uint_as_float(q.z) * xv.z +
-           __uint_as_float(q.w) * xv.w;
-#else
-    const float4 x0 = load_x4(x, k);
-    const float4 x1 = load_x4(x, k + 4);
-    const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-    const u16* h = reinterpret_cast<const u16*>(&q);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc += load_as_f32<GEMV_W>(h, e) * xv[e];
-#endif
-  }
-}
-// GEMV_BAL_BLOCKS: the blocks an SM the grid is cut for (the unit's launch), so registers stay
-// within what that residency leaves.
-#ifndef GEMV_BAL_BLOCKS
-#define GEMV_BAL_BLOCKS 2
-#endif
-extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32, GEMV_BAL_BLOCKS) gemv_balanced(const GemvParams p) {
-  __shared__ float part[GEMV_BAL_ROWS][GEMV_WARPS];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const i64 first = (i64)blockIdx.x * p.n_rows / gridDim.x, last = (i64)(blockIdx.x + 1) * p.n_rows / gridDim.x;
-  const int rows = (int)(last - first), units = rows * GEMV_UNITS;
-  const int u0 = (int)((i64)warp * units / GEMV_WARPS), u1 = (int)((i64)(warp + 1) * units / GEMV_WARPS);
-  for (int i = threadIdx.x; i < rows * GEMV_WARPS; i += blockDim.x) part[i / GEMV_WARPS][i % GEMV_WARPS] = 0.0f;
-  UnitBatch a, b;
-  load_units(p.w.w, first, u0, u1, a);  // weights: before the dependency wait
-  memra_grid_dependency();
-  __syncthreads();  // part[] zeroed
-  const float* x = p.x;
-  int row = -1;
-  float acc = 0.0f;
-  for (int u = u0; u < u1; u += 2 * GEMV_BALANCED) {  // unrolled by two so the buffers never move
-    if (u + GEMV_BALANCED < u1) load_units(p.w.w, first, u + GEMV_BALANCED, u1, b);
-    sum_units(a, u, u1, x, row, acc, part);
-    if (u + GEMV_BALANCED >= u1) break;
-    if (u + 2 * GEMV_BALANCED < u1) load_units(p.w.w, first, u + 2 * GEMV_BALANCED, u1, a);
-    sum_units(b, u + GEMV_BALANCED, u1, x, row, acc, part);
-  }
-  const float s = warp_sum(acc);
-  if (lane == 0 && row >= 0) part[row][warp] = s;
-  __syncthreads();
-  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-    float y = 0.0f;
-#pragma unroll
-    for (int w = 0; w < GEMV_WARPS; ++w) y += part[r][w];
-    p.y[first + r] = y;
-  }
-}
-#endif
 
 // add_rms_norm_matmul's sum = a + b: written by the first block (every block reads a and b; the
 // memory plan never places an op's result over its operands).
