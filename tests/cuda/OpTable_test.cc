@@ -512,6 +512,22 @@ TEST_F(OpTableTest, SixteenBitProducts) {
     }
 }
 
+// The one-token gemv at the decode graph's shapes and around them: rows that fill blocks unevenly,
+// fewer rows than a wave, short rows (K = 1,024: four pieces a lane), long rows (K = 12,288), f32 /
+// f16 / bf16 weights.
+TEST_F(OpTableTest, DecodeGemvShapes) {
+  struct Shape2 {
+    int64_t rows, k;
+    GgmlType t;
+  };
+  for (const Shape2& g : {Shape2{766, 1024, GgmlType::kBF16}, Shape2{4096, 4096, GgmlType::kBF16},
+                          Shape2{33, 4096, GgmlType::kBF16}, Shape2{1000, 12288, GgmlType::kBF16},
+                          Shape2{2500, 2048, GgmlType::kF16}, Shape2{300, 512, GgmlType::kF32}})
+    Check("matmul", absl::StrCat(formats::GgmlTypeName(g.t), " ", g.rows, "x", g.k), 1, 1e-9, [&](Harness& h) {
+      return std::vector<Value*>{h.b->MatMul(h.Arg("x", {-1, g.k}), h.Weight("w", g.t, {g.k, g.rows}, -0.05f, 0.05f))};
+    });
+}
+
 // The three product ops on every format the GPU reads as blocks (quantized by the reference
 // quantizers: every one of these formats has one), at every token count from decode to prefill:
 // dequantized into the workspace + bf16 cuBLASLt (until the per-format GEMVs take T <= 8); and
