@@ -124,7 +124,7 @@ __device__ __forceinline__ KeyRange split_range(int p, int window, int split) {
 }
 
 // A block's online softmax per query head: lane-owned q (pre-scaled, log2 domain), acc, max, sum.
-struct SplitHeads {
+struct SplitSoftmax {
   float qr[ATT_GH][ATT_DL], acc[ATT_GH][ATT_DL], m[ATT_GH], l[ATT_GH];
   __device__ __forceinline__ void init(const float* q0, float qscale, int lane) {
 #pragma unroll
@@ -226,7 +226,7 @@ __device__ __forceinline__ void attention_split_body(const float* q, const void*
   const int h0 = hg * ATT_GH, kvh = h0 / ATT_GROUP;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const KeyRange r = split_range(pos[0], window, split);
-  SplitHeads st;
+  SplitSoftmax st;
   st.init(q + (i64)h0 * ATT_D, scale * ATT_LOG2E, lane);
   st.add_cache_keys(k_cache, v_cache, kvh, r.lo, r.hi, warp, lane);
   st.write_partials(part, h0, split, warp, lane);
@@ -387,7 +387,7 @@ __device__ __forceinline__ void attention_step_split_body(const AttentionStepPar
     }
   }
   __syncthreads();
-  SplitHeads st;
+  SplitSoftmax st;
   st.init(&s_q[0][0], p.scale * ATT_LOG2E, lane);
   st.add_cache_keys(p.k_cache, p.v_cache, kvh, r.lo, last ? r.hi - 1 : r.hi, warp, lane);
   if (last && warp == 0) {
