@@ -700,8 +700,7 @@ int main(int argc, char** argv) {
       int call = 0;
       auto run = [&]() -> absl::Status {
         const runtime::cuda::DeviceBuffer& w = ws[call++ % copies];
-        if (v.storage == 0)
-          return (*blas)->Matmul(xb->ptr(), w.ptr(), y->ptr(), 1, s.n, s.k, ir::DType::kBF16, stream);
+        if (v.storage == 0) return (*blas)->Matmul(xb->ptr(), w.ptr(), y->ptr(), 1, s.n, s.k, ir::DType::kBF16, stream);
         kernels::cuda::GemvParams gp;
         gp.w.w = w.ptr();
         gp.w.scale = sc->ptr();

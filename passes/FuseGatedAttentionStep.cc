@@ -91,12 +91,11 @@ class GatedAttentionStepPattern : public RewritePattern<StepMatch> {
     for (const char* a : {"window", "ring"})
       if (auto v = m.attention->attrs().GetI64(a)) attrs.Set(a, *v);
     if (auto p = m.attention->attrs().GetString("precision")) attrs.Set("precision", std::string(*p));
-    MEMRA_ASSIGN_OR_RETURN(
-        Op * fused, rw.Create(m.attention, OpKind::kGatedAttentionStep,
-                              {m.norm_rope->operand(1), m.append->operand(1), m.append->operand(2),
-                               m.append->operand(3), m.append->operand(4), m.split->operand(0),
-                               m.norm_rope->operand(2), m.norm_rope->operand(3)},
-                              std::move(attrs)));
+    MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(m.attention, OpKind::kGatedAttentionStep,
+                                                 {m.norm_rope->operand(1), m.append->operand(1), m.append->operand(2),
+                                                  m.append->operand(3), m.append->operand(4), m.split->operand(0),
+                                                  m.norm_rope->operand(2), m.norm_rope->operand(3)},
+                                                 std::move(attrs)));
     rw.Replace(m.attention->result(0), fused->result(0));
     rw.Erase(m.attention);
     rw.Erase(m.append);

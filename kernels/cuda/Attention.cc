@@ -178,10 +178,10 @@ class GatedAttentionStepImpl : public GpuOpImpl {
     MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 2, 3));
     const int64_t gh = SplitHeads(hq / hkv, d), head_blocks = hq / gh;
     const int64_t splits = AttentionSplits(c.target, head_blocks);
-    Defines defs = {Def("ATT_HQ", hq),           Def("ATT_HKV", hkv),   Def("ATT_D", d),
-                    Def("ATT_BUCKET", 1),         Def("ATT_WARPS", 4),   Def("ATT_KT", codes.first),
-                    Def("ATT_VT", codes.second),  Def("ATT_SPLITS", splits), Def("ATT_GH", gh),
-                    Def("ATT_STEP", 1),           Def("ATT_NROT", n_rot)};
+    Defines defs = {Def("ATT_HQ", hq),           Def("ATT_HKV", hkv),       Def("ATT_D", d),
+                    Def("ATT_BUCKET", 1),        Def("ATT_WARPS", 4),       Def("ATT_KT", codes.first),
+                    Def("ATT_VT", codes.second), Def("ATT_SPLITS", splits), Def("ATT_GH", gh),
+                    Def("ATT_STEP", 1),          Def("ATT_NROT", n_rot)};
     if (at.I64Or("ring", 0) > 0) defs.push_back(Def("ATT_RING", c.shapes.in[2][0]));
     Launch split;
     split.kernel.module.file = "Attention.cu";
@@ -216,8 +216,8 @@ class GatedAttentionStepImpl : public GpuOpImpl {
     p.window = static_cast<int>(at.I64Or("window", 0));
     p.eps = static_cast<float>(at.F64Or("eps", 0.0));
     // theta_{i+1} = theta_i * base^(-2 / n_rot), formed in f32 as ggml does (Rope.cc's ThetaScale).
-    p.theta_scale = std::pow(static_cast<float>(at.F64Or("base", 10000.0)),
-                             -2.0f / static_cast<float>(at.I64Or("n_rot", d)));
+    p.theta_scale =
+        std::pow(static_cast<float>(at.F64Or("base", 10000.0)), -2.0f / static_cast<float>(at.I64Or("n_rot", d)));
     w.Kernel(0, p);
     AttentionCombineParams m;
     m.part = c.Scratch();

@@ -718,9 +718,8 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         MEMRA_RETURN_IF_ERROR(kc::KvAppend(In(1).f32(), T, Hkv * D, P, vc_.dim(0), KvOf(vc_), ring));
         if (ring == 0 && P + T > kc_.dim(0)) return OpError(op, "attention past the KV cache");
         HostTensor y = HostTensor::Zeros(DType::kF32, q.shape());
-        kc::CausalAttention(qr.f32(), T, P, KvOf(kc_), KvOf(vc_), H, Hkv, D,
-                            static_cast<float>(at.F64Or("scale", 1.0)), y.f32(), pool, at.I64Or("window", 0),
-                            ring > 0 ? kc_.dim(0) : 0);
+        kc::CausalAttention(qr.f32(), T, P, KvOf(kc_), KvOf(vc_), H, Hkv, D, static_cast<float>(at.F64Or("scale", 1.0)),
+                            y.f32(), pool, at.I64Or("window", 0), ring > 0 ? kc_.dim(0) : 0);
         out.push_back(OutputGate(y, gate, D));
         break;
       }

@@ -10,9 +10,9 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
-#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -520,9 +520,9 @@ TEST_F(OpTableTest, DecodeGemvShapes) {
     int64_t rows, k;
     GgmlType t;
   };
-  for (const Shape2& g : {Shape2{766, 1024, GgmlType::kBF16}, Shape2{4096, 4096, GgmlType::kBF16},
-                          Shape2{33, 4096, GgmlType::kBF16}, Shape2{1000, 12288, GgmlType::kBF16},
-                          Shape2{2500, 2048, GgmlType::kF16}, Shape2{300, 512, GgmlType::kF32}})
+  for (const Shape2& g :
+       {Shape2{766, 1024, GgmlType::kBF16}, Shape2{4096, 4096, GgmlType::kBF16}, Shape2{33, 4096, GgmlType::kBF16},
+        Shape2{1000, 12288, GgmlType::kBF16}, Shape2{2500, 2048, GgmlType::kF16}, Shape2{300, 512, GgmlType::kF32}})
     Check("matmul", absl::StrCat(formats::GgmlTypeName(g.t), " ", g.rows, "x", g.k), 1, 1e-9, [&](Harness& h) {
       return std::vector<Value*>{h.b->MatMul(h.Arg("x", {-1, g.k}), h.Weight("w", g.t, {g.k, g.rows}, -0.05f, 0.05f))};
     });
@@ -1133,7 +1133,7 @@ TEST_F(OpTableTest, GatedAttentionStep) {
           Value* kc = h.State(ir::StateKind::kKv, "k_cache", g.cache, {rows, g.hkv, d});
           Value* vc = h.State(ir::StateKind::kKv, "v_cache", g.cache, {rows, g.hkv, d});
           Value* pos = h.b->Positions(ctr, k);
-          ir::AttrDict attrs = {{"n_head", g.hq}, {"head_dim", d},        {"eps", 1e-6},
+          ir::AttrDict attrs = {{"n_head", g.hq}, {"head_dim", d},      {"eps", 1e-6},
                                 {"n_rot", 64},    {"base", 10000000.0}, {"scale", 1.0 / 16.0}};
           Value* o = h.b->Build1(ir::OpKind::kGatedAttentionStep,
                                  {k, v, kc, vc, pos, qg, h.Weight("qw", GgmlType::kF32, {d}, 0.5f, 1.5f),

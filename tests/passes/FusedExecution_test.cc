@@ -185,7 +185,7 @@ TEST(FusedExecution, FusionsFirePerLayerAndPlansAreValid) {
     SCOPED_TRACE(f->name());
     EXPECT_EQ(count["matmul_swiglu"], n_layer);
     EXPECT_EQ(count["add_rms_norm"], 2 * n_layer);  // post-attention norm, next layer / output norm
-    EXPECT_EQ(count["matmul_group"], n_layer);  // q/k/v, or qkv/gate/beta/alpha
+    EXPECT_EQ(count["matmul_group"], n_layer);      // q/k/v, or qkv/gate/beta/alpha
     // A one-token step's delta-net layers are one delta_net_step each (fuse-delta-net-step), its
     // attention layers one gated_attention_step each (fuse-gated-attention-step).
     const bool one_token = f->name() == "decode";
