@@ -307,14 +307,7 @@ __device__ __forceinline__ void norm_rope_row(const float* src, const float* w, 
                                               float theta_scale, int lane) {
   constexpr int kPer = ATT_D / 32, kHalf = ATT_NROT / 2;
   float v[kPer];
-  float ss = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    v[k] = src[lane + 32 * k];
-    ss += v[k] * v[k];
-  }
-  ss = warp_sum(ss);
-  const float s = 1.0f / sqrtf(ss / (float)ATT_D + eps);
+  const float s = warp_row_rms_scale(src, v, eps);
 #pragma unroll
   for (int k = 0; k < kPer; ++k) dst[lane + 32 * k] = (v[k] * s) * w[lane + 32 * k];
   __syncwarp();
@@ -324,8 +317,7 @@ __device__ __forceinline__ void norm_rope_row(const float* src, const float* w, 
     float y = dst[d];
     if (d < ATT_NROT) {
       const int i = d < kHalf ? d : d - kHalf;
-      float theta = P;
-      for (int j = 0; j < i; ++j) theta *= theta_scale;
+      const float theta = rope_theta(P, i, theta_scale);
       const float c = cosf(theta), sn = sinf(theta);
       const float x0 = dst[i], x1 = dst[i + kHalf];
       y = d < kHalf ? x0 * c - x1 * sn : x0 * sn + x1 * c;

@@ -126,6 +126,28 @@ __device__ __forceinline__ float block_sum(float v) {
   return total;
 }
 
+// A head row of N = 32 kPer elements spread over a warp (element lane + 32 k in v[k]), loaded
+// from `src`: v, and the row's RMSNorm scale 1 / sqrt(mean(v^2) + eps) (every lane gets it). The
+// per-head norms of qk_norm_rope_rows (Rope.cu) and attention_step_split (Attention.cu).
+template <int kPer>
+__device__ __forceinline__ float warp_row_rms_scale(const float* src, float (&v)[kPer], float eps) {
+  const int lane = threadIdx.x & 31;
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    v[k] = src[lane + 32 * k];
+    ss += v[k] * v[k];
+  }
+  return 1.0f / sqrtf(warp_sum(ss) / (float)(32 * kPer) + eps);
+}
+// NeoX rope's angle of pair i at position P: theta_0 = P, theta_{i+1} = theta_i * theta_scale in
+// f32, as ggml and the CPU reference form it (not pow: the products' rounding is the reference).
+__device__ __forceinline__ float rope_theta(float P, int i, float theta_scale) {
+  float theta = P;
+  for (int k = 0; k < i; ++k) theta *= theta_scale;
+  return theta;
+}
+
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float siluf_(float x) { return x / (1.0f + expf(-x)); }
 // GELU, tanh form, as kernels/cpu/Elementwise.cc's GeluScalar computes it.

@@ -47,24 +47,14 @@ extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_rows(const QkNorm
 #pragma unroll
   for (int k = 0; k < kPer; ++k) wv[k] = p.w[lane + 32 * k];
   for (i64 r = (i64)blockIdx.x * 8 + (threadIdx.x >> 5); r < p.n_rows; r += (i64)gridDim.x * 8) {
-    const float* xr = p.x + r * ROPE_DIM;
     float v[kPer];
-    float ss = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      v[k] = xr[lane + 32 * k];
-      ss += v[k] * v[k];
-    }
-    ss = warp_sum(ss);
-    const float s = 1.0f / sqrtf(ss / (float)ROPE_DIM + p.eps);
+    const float s = warp_row_rms_scale(p.x + r * ROPE_DIM, v, p.eps);
 #pragma unroll
     for (int k = 0; k < kPer; ++k) v[k] = (v[k] * s) * wv[k];
     const float P = (float)p.pos[r / ROPE_HEADS];
 #pragma unroll
     for (int m = 0; m < kPairs; ++m) {
-      const int i = lane + 32 * m;
-      float theta = P;
-      for (int k = 0; k < i; ++k) theta *= p.theta_scale;
+      const float theta = rope_theta(P, lane + 32 * m, p.theta_scale);
       const float c = cosf(theta), sn = sinf(theta);
       const float x0 = v[m], x1 = v[m + kPairs];
       v[m] = x0 * c - x1 * sn;
