@@ -80,13 +80,23 @@ std::string Exchange(const std::string& request) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(g->port));
   ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  // errno says which failure it was (session 18: one "cannot connect" while CI loaded both cores,
-  // not reproduced alone).
-  Check(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0, "cannot connect to the server",
-        std::strerror(errno));
+  // libFuzzer's timer signal (-timeout) interrupts system calls: EINTR is retried everywhere below.
+  // An interrupted connect goes on in the background: wait until the socket is writable and read
+  // its outcome (sessions 18-19: "cannot connect ... Interrupted system call" was the harness's).
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    Check(errno == EINTR, "cannot connect to the server", std::strerror(errno));
+    pollfd p{fd, POLLOUT, 0};
+    while (::poll(&p, 1, 30000) < 0 && errno == EINTR) {
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    Check(::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0, "cannot connect to the server",
+          std::strerror(err));
+  }
   size_t sent = 0;
   while (sent < request.size()) {
     const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // the server answered and closed before reading it all
     sent += static_cast<size_t>(n);
   }
@@ -101,6 +111,7 @@ std::string Exchange(const std::string& request) {
     if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
     char buf[16384];
     const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     out.append(buf, static_cast<size_t>(n));
   }
