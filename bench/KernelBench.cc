@@ -669,12 +669,14 @@ int main(int argc, char** argv) {
       int storage, stage;  // storage 0: cuBLASLt bf16
       int prefetch = 16;   // GEMV_PREFETCH: 16-byte pieces a lane loads before the grid dependency wait
       int warps = 8;       // GEMV_WARPS: rows (warps) per block
+      bool split = false;  // gemv_splitk: two warps a row (warps / 2 rows a block)
     };
     std::vector<Variant> variants = {{"gemv bf16 8 warps", 2, 0},
                                      {"gemv bf16 4 warps", 2, 0, 16, 4},
                                      {"gemv bf16 2 warps", 2, 0, 16, 2},
                                      {"gemv bf16 8w prefetch 8", 2, 0, 8},
                                      {"gemv bf16 4w prefetch 8", 2, 0, 8, 4},
+                                     {"gemv bf16 split-K 2", 2, 0, 16, 8, true},
                                      {"gemv bf16 x-in-smem", 2, 1},
                                      {"gemv q8 8 warps", 3, 0},
                                      {"cuBLASLt bf16 M=1", 0, 0}};
@@ -687,13 +689,13 @@ int main(int argc, char** argv) {
         m.defines = kernels::cuda::MakeDefines(
             {kernels::cuda::Def("GEMV_K", s.k), kernels::cuda::Def("GEMV_W", v.storage),
              kernels::cuda::Def("GEMV_WARPS", v.warps), kernels::cuda::Def("GEMV_STAGE_X", v.stage),
-             kernels::cuda::Def("GEMV_PREFETCH", v.prefetch)});
+             kernels::cuda::Def("GEMV_PREFETCH", v.prefetch), kernels::cuda::Def("GEMV_SPLITK", v.split ? 2 : 0)});
         auto cubin = (*compiler)->CompileAll({m});
         if (!cubin.ok()) return Fail(cubin.status());
         auto loaded = runtime::cuda::LoadedModule::Load(**dev, *(*cubin)[0], m.Key());
         if (!loaded.ok()) return Fail(loaded.status());
         mod = std::move(*loaded);
-        auto f = mod->Function("gemv");
+        auto f = mod->Function(v.split ? "gemv_splitk" : "gemv");
         if (!f.ok()) return Fail(f.status());
         fn = *f;
       }
@@ -708,10 +710,12 @@ int main(int argc, char** argv) {
         gp.y = y->ptr();
         gp.n_rows = static_cast<int>(s.n);
         void* args[] = {&gp};
-        return CuCheck(runtime::cuda::LaunchKernel(d, fn, static_cast<unsigned>((s.n + v.warps - 1) / v.warps),
-                                                   static_cast<unsigned>(32 * v.warps), 0, stream, args,
-                                                   /*programmatic=*/true, /*cluster=*/1),
-                       "gemv launch");
+        const int64_t rows_per_block = v.split ? v.warps / 2 : v.warps;
+        return CuCheck(
+            runtime::cuda::LaunchKernel(d, fn, static_cast<unsigned>((s.n + rows_per_block - 1) / rows_per_block),
+                                        static_cast<unsigned>(32 * v.warps), 0, stream, args,
+                                        /*programmatic=*/true, /*cluster=*/1),
+            "gemv launch");
       };
       for (int i = 0; i < copies + 4; ++i)
         if (absl::Status st = run(); !st.ok()) return Fail(st);

@@ -51,6 +51,25 @@ Launch GemvLaunch(const Target& target, const char* entry, int64_t K, int storag
   return l;
 }
 
+// gemv_splitk (Gemv.cu: two warps a row, each over half of K) for the products whose warp-per-row
+// blocks would not fill two waves (3 blocks of 8 rows an SM): their last partial wave is most of
+// their time. Rows of whole 16-byte pieces a lane in two equal halves, K <= 4096 (the 9B's down
+// product, K = 12,288, streams better whole: bench/RESULTS.md, session 19).
+std::optional<Launch> SplitKGemvLaunch(const Target& target, int64_t K, int storage, int64_t rows) {
+  const int64_t per_lane = storage == 4 ? 4 : 8;  // elements a 16-byte piece holds
+  const int64_t pieces = K / (32 * per_lane);
+  if (storage == 3 || K % (32 * per_lane) != 0 || pieces % 2 != 0 || K > 4096) return std::nullopt;
+  if (rows >= 2 * 3 * kMaxWarps * target.sm_count) return std::nullopt;
+  Launch l;
+  l.kernel.module.file = "Gemv.cu";
+  l.kernel.module.defines =
+      MakeDefines({Def("GEMV_K", K), Def("GEMV_W", storage), Def("GEMV_WARPS", kMaxWarps), Def("GEMV_SPLITK", 2)});
+  l.kernel.entry = "gemv_splitk";
+  l.block = static_cast<uint32_t>(kMaxWarps * 32);
+  l.grid = static_cast<uint32_t>((rows + kMaxWarps / 2 - 1) / (kMaxWarps / 2));
+  return l;
+}
+
 // A two-row warp (gate and up): 8 pieces of each row in flight before the wait, the registers of
 // one 16-piece row.
 void TwoRowPrefetch(Launch& l) {
@@ -137,7 +156,8 @@ class GemvGroupImpl : public GpuOpImpl {
   }
 };
 
-// One launch per weight (a matmul, or a matmul_group of mixed storages or > 4 weights).
+// One launch per weight (a matmul, or a matmul_group of mixed storages or > 4 weights):
+// gemv_splitk for few short rows, else gemv.
 class GemvImpl : public GpuOpImpl {
  public:
   absl::string_view name() const override { return "gemv"; }
@@ -147,8 +167,12 @@ class GemvImpl : public GpuOpImpl {
     if (!storage) return std::optional<OpSelection>();
     OpSelection s;
     s.gemv = true;
-    for (size_t i = 0; i < storage->size(); ++i)
-      s.launches.push_back(GemvLaunch(c.target, "gemv", c.shapes.in[0].back(), (*storage)[i], c.shapes.out[i].back()));
+    const int64_t K = c.shapes.in[0].back();
+    for (size_t i = 0; i < storage->size(); ++i) {
+      const int64_t rows = c.shapes.out[i].back();
+      std::optional<Launch> split = SplitKGemvLaunch(c.target, K, (*storage)[i], rows);
+      s.launches.push_back(split ? *split : GemvLaunch(c.target, "gemv", K, (*storage)[i], rows));
+    }
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {

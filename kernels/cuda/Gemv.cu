@@ -30,6 +30,9 @@
 #ifndef GEMV_STAGE_X
 #define GEMV_STAGE_X 0
 #endif
+#ifndef GEMV_SPLITK
+#define GEMV_SPLITK 0
+#endif
 
 #if GEMV_W == 3
 #define GEMV_PER_LANE 16  // int8 per 16-byte load
@@ -268,6 +271,51 @@ __device__ __forceinline__ void gemv_group_body(const GemvWeight* __restrict__ w
   const float v = row_dot(w, sc, row, xs, pf);
   if ((threadIdx.x & 31) == 0) y[row] = v;
 }
+
+#if GEMV_SPLITK == 2 && GEMV_W != 3 && GEMV_STEPS % 2 == 0
+// A product of few rows (fewer than two waves of warp-per-row blocks: the 9B's 4096 x 4096, the
+// 0.8B's 1024-row products) with two warps a row, each over half of K: twice the blocks, each half
+// as long, so the last partial wave is half as long, and blocks still retire one by one (the next
+// product's blocks take their place and prefetch). The second half's sum goes through shared
+// memory to the first's warp, which adds it (a fixed order: deterministic).
+#define GEMV_HALF (GEMV_STEPS / 2)
+#define GEMV_HALF_PRE (GEMV_HALF < GEMV_PREFETCH ? GEMV_HALF : GEMV_PREFETCH)
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk(const GemvParams p) {
+  __shared__ float second[GEMV_WARPS / 2];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, half = warp & 1;
+  const i64 row = (i64)blockIdx.x * (GEMV_WARPS / 2) + (warp >> 1);
+  const bool live = row < p.n_rows;
+  const unsigned char* wr = row_bytes(p.w.w, live ? row : 0);
+  uint4 pf[GEMV_HALF_PRE];
+#pragma unroll
+  for (int s = 0; s < GEMV_HALF_PRE; ++s) pf[s] = live ? row_piece(wr, half * GEMV_HALF + s) : make_uint4(0, 0, 0, 0);
+  memra_grid_dependency();
+  float acc = 0.0f;
+  if (live) {
+#pragma unroll
+    for (int s = 0; s < GEMV_HALF; ++s) {
+      const int piece = half * GEMV_HALF + s, k = (piece * 32 + lane) * GEMV_PER_LANE;
+      const uint4 q = s < GEMV_HALF_PRE ? pf[s < GEMV_HALF_PRE ? s : 0] : row_piece(wr, piece);
+#if GEMV_W == 4
+      const float4 xv = load_x4(p.x, k);
+      acc += __uint_as_float(q.x) * xv.x + __uint_as_float(q.y) * xv.y + __uint_as_float(q.z) * xv.z +
+             __uint_as_float(q.w) * xv.w;
+#else
+      const float4 x0 = load_x4(p.x, k);
+      const float4 x1 = load_x4(p.x, k + 4);
+      const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+      const u16* h = reinterpret_cast<const u16*>(&q);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc += load_as_f32<GEMV_W>(h, e) * xv[e];
+#endif
+    }
+  }
+  acc = warp_sum(acc);
+  if (half == 1 && lane == 0) second[warp >> 1] = acc;
+  __syncthreads();
+  if (live && half == 0 && lane == 0) p.y[row] = acc + second[warp >> 1];
+}
+#endif
 
 // add_rms_norm_matmul's sum = a + b: written by the first block (every block reads a and b; the
 // memory plan never places an op's result over its operands).
