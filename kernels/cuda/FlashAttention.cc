@@ -1,8 +1,9 @@
-// The unit of kernels/cuda/FlashAttention.cu: attention and attention_gated over more than one
-// token (prefill) on tensor cores, causal or with a sliding window, the gate fused. Applies when
-// the op allows bf16 operands (precision = "bf16"), the GQA group divides the block's rows, the
-// head dim is a multiple of 16 up to 512 and the target has bf16 mma (sm_80+) and the shared
-// memory; otherwise Attention.cc's units run. Two launches: the bf16 copy of the cache rows the
+// The unit of kernels/cuda/FlashAttention.cu and FlashAttentionWgmma.cu: attention and
+// attention_gated over more than one token (prefill) on tensor cores, causal or with a sliding
+// window, the gate fused. Applies when the op allows bf16 operands (precision = "bf16"), the GQA
+// group divides the block's rows, the head dim is a multiple of 16 up to 512 and the target has
+// bf16 mma (sm_80+) and the shared memory; otherwise Attention.cc's units run. On sm_90 with head
+// dims in panels of 64 the attention itself is the warpgroup-MMA kernel (wgmma, sm_90a). Two launches: the bf16 copy of the cache rows the
 // call's keys span into the step's scratch (fewer bytes for every block to stream than an f32
 // cache, and 16-byte cp.async into double buffers), then the attention; a bf16 KV cache
 // (--cache-type-k/-v bf16) is read in place, without the copy.
@@ -49,6 +50,30 @@ std::optional<Geometry> GeometryFor(const OpShapes& s, const Target& t, int64_t 
   return g;
 }
 
+// FlashAttentionWgmma.cu (sm_90a): `wg` warpgroups of 64 query rows, `stages` K/V buffers, the
+// panels of 64 columns its swizzled layout needs (head dims 64, 128, 256, 512).
+struct WgmmaGeometry {
+  int64_t wg, stages, tb, smem;
+};
+constexpr int64_t kWgmmaRegisters = 65536;  // per SM (sm_90): the O accumulator bounds the rows a block holds
+
+std::optional<WgmmaGeometry> WgmmaGeometryFor(const Geometry& g, const Target& t, int64_t wg, int64_t stages) {
+  if (t.arch != 90 || g.d % 64 != 0 || g.dv % 64 != 0) return std::nullopt;
+  const int64_t rows = 64 * wg, group = g.hq / g.hkv;
+  if (rows % group != 0) return std::nullopt;
+  // Registers a thread: O (dv / 2) + S (32) + P (16) + ~50 of addressing and softmax state
+  // (ptxas: 253 at dv 256, 167 at dv 128).
+  if (128 * wg * (g.dv / 2 + 100) > kWgmmaRegisters) return std::nullopt;
+  WgmmaGeometry w;
+  w.wg = wg;
+  w.stages = stages;
+  w.tb = rows / group;
+  // FW_SMEM_BYTES (with 1 KB to align the start), beside 1 KB of static shared memory.
+  w.smem = rows * g.d * 2 + stages * kKeyTile * (g.d + g.dv) * 2 + 1024;
+  if (w.smem + 1024 > std::max(t.smem_per_block, t.smem_per_block_optin)) return std::nullopt;
+  return w;
+}
+
 class FlashAttentionImpl : public GpuOpImpl {
  public:
   absl::string_view name() const override { return "flash_attention"; }
@@ -74,6 +99,14 @@ class FlashAttentionImpl : public GpuOpImpl {
       if ((g = GeometryFor(c.shapes, c.target, warps, stages))) break;
     }
     if (!g) return std::optional<OpSelection>();
+    // On Hopper, the warpgroup-MMA kernel: two warpgroups (128 rows) for long prompts, one for
+    // shorter ones (more blocks), three where the GQA group needs 192 rows (12 or 6 heads).
+    std::optional<WgmmaGeometry> wgmma;
+    const bool long_prompt = c.shapes.bucket >= 1024;
+    for (auto [wg, stages] : std::initializer_list<std::pair<int64_t, int64_t>>{
+             {long_prompt ? 2 : 1, 2}, {long_prompt ? 2 : 1, 1}, {3, 2}, {3, 1}, {long_prompt ? 1 : 2, 2},
+             {long_prompt ? 1 : 2, 1}})
+      if ((wgmma = WgmmaGeometryFor(*g, c.target, wg, stages))) break;
     MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 1, 2));
     Launch l;
     l.kernel.module.file = "FlashAttention.cu";
@@ -97,11 +130,26 @@ class FlashAttentionImpl : public GpuOpImpl {
       copy.grid = static_cast<uint32_t>(2 * c.target.sm_count);
       s.launches.push_back(copy);
     }
-    // 2. flash_attention over the bf16 rows.
-    l.kernel.entry = "flash_attention";
-    l.block = static_cast<uint32_t>(g->warps * 32);
-    l.grid = static_cast<uint32_t>((g->tokens + g->tb - 1) / g->tb * g->hkv * g->splits);
-    l.smem = static_cast<uint32_t>(g->smem);
+    // 2. flash_attention (or flash_attention_wgmma) over the bf16 rows.
+    if (wgmma) {
+      Defines wdefs = {Def("FA_HQ", g->hq),       Def("FA_HKV", g->hkv),          Def("FA_D", g->d),
+                       Def("FA_DV", g->dv),       Def("FA_WG", wgmma->wg),        Def("FA_STAGES", wgmma->stages),
+                       Def("FA_KT", codes.first), Def("FA_VT", codes.second)};
+      for (const auto& d : l.kernel.module.defines)
+        if (d.first == "FA_RING" || d.first == "FA_HEAD_GATE") wdefs.push_back(d);
+      l.kernel.module.file = "FlashAttentionWgmma.cu";
+      l.kernel.module.sm_90a = true;
+      l.kernel.module.defines = MakeDefines(std::move(wdefs));
+      l.kernel.entry = "flash_attention_wgmma";
+      l.block = static_cast<uint32_t>(wgmma->wg * 128);
+      l.grid = static_cast<uint32_t>((g->tokens + wgmma->tb - 1) / wgmma->tb * g->hkv * g->splits);
+      l.smem = static_cast<uint32_t>(wgmma->smem);
+    } else {
+      l.kernel.entry = "flash_attention";
+      l.block = static_cast<uint32_t>(g->warps * 32);
+      l.grid = static_cast<uint32_t>((g->tokens + g->tb - 1) / g->tb * g->hkv * g->splits);
+      l.smem = static_cast<uint32_t>(g->smem);
+    }
     s.launches.push_back(l);
     s.scratch_bytes = copies * g->rows * g->hkv * g->d * 2;  // the bf16 copies
     return std::optional<OpSelection>(std::move(s));

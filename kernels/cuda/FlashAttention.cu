@@ -15,6 +15,7 @@
 // columns over blocks (each recomputes S) so the O accumulator stays within registers. Token
 // blocks run the longest key ranges first.
 #include "Common.cuh"
+#include "FlashAttention.cuh"
 #include "FlashAttentionParams.h"
 #include "Mma.cuh"
 
@@ -45,25 +46,6 @@
 #else
 #define FA_SMEM_DECL extern __shared__ __align__(16) unsigned char fa_smem[]
 #endif
-
-__device__ __forceinline__ float fa_quad_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ __forceinline__ float fa_quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-
-// The first key a query at position p sees (kernels/cpu/Attention.cc's FirstKey).
-__device__ __forceinline__ int fa_first_key(int p, int window) { return window > 0 ? max(0, p - window + 1) : 0; }
-
-// The cache row of key j: j, or j % FA_RING in a sliding-window ring of FA_RING rows (ir/Ops.def
-// kv_append ring; the call's keys span at most FA_RING rows, so none alias).
-#ifndef FA_RING
-#define FA_RING 0
-#endif
-__device__ __forceinline__ i64 fa_row(int j) { return FA_RING > 0 ? (i64)(j % FA_RING) : (i64)j; }
 
 // Rows [j0, j0 + FA_BC) of kv head kvh, columns [c0, c0 + W), from a bf16 copy [rows,
 // Hkv, D] into a [FA_BC][S] tile by 16-byte cp.async; rows at or past j_end are zeroed directly.

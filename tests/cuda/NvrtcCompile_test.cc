@@ -65,7 +65,7 @@ TEST(NvrtcCompileTest, EmbeddedSourcesPresent) {
   for (const EmbeddedSource& s : EmbeddedKernelSources()) names.insert(s.name);
   for (const char* f :
        {"Common.cuh", "Elementwise.cu", "Norm.cu", "Rope.cu", "Attention.cu", "DeltaNet.cu", "FlashAttention.cu",
-        "Dequant.cu", "DequantParams.h", "Sample.cu", "SampleMath.cuh", "SampleParams.h"})
+        "FlashAttentionWgmma.cu", "Wgmma.cuh", "Dequant.cu", "DequantParams.h", "Sample.cu", "SampleMath.cuh", "SampleParams.h"})
     EXPECT_TRUE(names.count(f)) << f;
   EXPECT_FALSE(KernelSource("nope.cu").ok());
 }
@@ -144,6 +144,19 @@ TEST(NvrtcCompileTest, TinyModelPlanCompilesForSm90) {
     m.defines = MakeDefines({Def("FA_HQ", hq), Def("FA_HKV", hkv), Def("FA_D", d), Def("FA_DV", dv),
                              Def("FA_WARPS", warps), Def("FA_STAGES", stages)});
     if (seen.insert(m.Key()).second) mods.push_back(m);
+  }
+  // FlashAttentionWgmma.cu (sm_90a) at the geometries its unit selects: one, two and three
+  // warpgroups, Gemma 4's 512 split in two, one and two buffers.
+  for (auto [hq, hkv, d, dv, wg, stages] : {std::array<int, 6>{8, 8, 64, 64, 1, 2},
+                                            {16, 4, 256, 256, 2, 2},
+                                            {24, 2, 128, 128, 3, 2},
+                                            {8, 2, 512, 256, 2, 1}}) {
+    ModuleSpec m;
+    m.file = "FlashAttentionWgmma.cu";
+    m.sm_90a = true;
+    m.defines = MakeDefines({Def("FA_HQ", hq), Def("FA_HKV", hkv), Def("FA_D", d), Def("FA_DV", dv), Def("FA_WG", wg),
+                             Def("FA_STAGES", stages)});
+    mods.push_back(m);
   }
   const std::string dir = ::testing::TempDir() + "/memra-nvrtc-test-cache";
   std::filesystem::remove_all(dir);

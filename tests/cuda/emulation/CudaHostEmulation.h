@@ -55,6 +55,7 @@ struct EmuWarp {
 inline thread_local EmuWarp* emu_warp = nullptr;
 inline thread_local int emu_lane = 0;
 inline thread_local std::barrier<>* emu_block_bar = nullptr;
+inline thread_local std::barrier<>* emu_wg_bar = nullptr;  // the thread's warpgroup (wgmma)
 
 template <class T>
 T emu_shfl(T v, int src) {
@@ -145,6 +146,9 @@ inline void emu_launch(const std::function<void(const void*)>& fn, unsigned grid
     std::vector<std::unique_ptr<EmuWarp>> warps;
     for (unsigned w = 0; w < block / 32; ++w) warps.push_back(std::make_unique<EmuWarp>());
     std::barrier<> bar(block);
+    std::vector<std::unique_ptr<std::barrier<>>> groups;
+    for (unsigned g = 0; g < (block + 127) / 128; ++g)
+      groups.push_back(std::make_unique<std::barrier<>>(std::min<unsigned>(128, block - 128 * g)));
     std::vector<std::thread> th;
     for (unsigned t = 0; t < block; ++t)
       th.emplace_back([&, t] {
@@ -153,6 +157,7 @@ inline void emu_launch(const std::function<void(const void*)>& fn, unsigned grid
         emu_warp = warps[t / 32].get();
         emu_lane = (int)(t % 32);
         emu_block_bar = &bar;
+        emu_wg_bar = groups[t / 128].get();
         emu_open.clear();
         emu_groups.clear();
         fn(params);

@@ -39,10 +39,19 @@ inline int atomicMax(int* p, int v) {
 float emu_half(unsigned short h) { return f16_to_f32(h); }
 void emu_register(const char*, void (*)(const void*)) {}
 
+#ifndef FA_EMU_WGMMA
+#define FA_EMU_WGMMA 0  // 1: FlashAttentionWgmma.cu's kernel (FA_WG warpgroups) instead of FlashAttention.cu's
+#endif
+#ifndef FA_WG
+#define FA_WG 2
+#endif
 #define MEMRA_MMA_HOST_EMULATION 1
 #define f32_to_bf16 emu_bf16
 namespace fa_emu {
 #include "kernels/cuda/FlashAttention.cu"
+#if FA_EMU_WGMMA
+#include "kernels/cuda/FlashAttentionWgmma.cu"
+#endif
 }
 
 #ifndef FA_EMU_TOKENS
@@ -107,9 +116,15 @@ int main() {
   if (FA_KT != 2 || FA_VT != 2)
     emu_launch([](const void* a) { fa_emu::flash_kv_bf16(*static_cast<const FlashAttentionParams*>(a)); }, 3, 256, &p);
   // The bucket is larger than the call (the grid covers 16 more tokens than T).
+#if FA_EMU_WGMMA
+  const int tb = FW_TB, blocks = (T + 16 + tb - 1) / tb * HKV * (D / FA_DV);
+  emu_launch([](const void* a) { fa_emu::flash_attention_wgmma(*static_cast<const FlashAttentionParams*>(a)); },
+             blocks, FW_THREADS, &p);
+#else
   const int tb = FA_BR / G, blocks = (T + 16 + tb - 1) / tb * HKV * (D / FA_DV);
   emu_launch([](const void* a) { fa_emu::flash_attention(*static_cast<const FlashAttentionParams*>(a)); }, blocks,
              FA_WARPS * 32, &p);
+#endif
 
   auto r16 = [](float x) { return static_cast<double>(emu_bf16_value(emu_bf16(x), 0)); };
   double err = 0, ref = 0, worst = 0;
@@ -148,10 +163,11 @@ int main() {
     }
   const double nmse = err / ref;
   std::printf(
-      "flash_attention emu HQ=%d HKV=%d D=%d DV=%d warps=%d stages=%d T=%d P0=%d window=%d ring=%d gate=%d kt=%d "
+      "%s emu HQ=%d HKV=%d D=%d DV=%d warps=%d stages=%d T=%d P0=%d window=%d ring=%d gate=%d kt=%d "
       "vt=%d: "
       "nmse %.3g max|d| %.3g%s\n",
-      HQ, HKV, D, FA_DV, FA_WARPS, FA_STAGES, T, P0, FA_EMU_WINDOW, FA_RING, FA_EMU_GATE, FA_KT, FA_VT, nmse, worst,
+      FA_EMU_WGMMA ? "flash_attention_wgmma" : "flash_attention", HQ, HKV, D, FA_DV, FA_EMU_WGMMA ? 4 * FA_WG : FA_WARPS,
+      FA_STAGES, T, P0, FA_EMU_WINDOW, FA_RING, FA_EMU_GATE, FA_KT, FA_VT, nmse, worst,
       bad ? " UNWRITTEN/NON-FINITE" : "");
   // P is rounded to bf16 before P V (the reference keeps it exact): ~1e-6 expected.
   return bad == 0 && nmse < 2e-5 ? 0 : 1;

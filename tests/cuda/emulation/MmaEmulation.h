@@ -74,3 +74,63 @@ inline void emu_mma_bf16(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) 
   }
   __syncwarp();
 }
+
+// wgmma.mma_async (m64nNk16, bf16 in, f32 accumulation) by the PTX ISA's shared-memory matrix
+// layouts with 128-byte swizzling ("Shared Memory Matrix Layout", kernels/cuda/Wgmma.cuh): a
+// descriptor's start address, LBO and SBO (bits 0-13, 16-29, 32-45, each >> 4) locate element
+// (row, k) of a K-major operand at start + (row / 8) SBO + (row % 8) 128 + 2k, and element (k, n)
+// of an N-major B at start + (n / 64) LBO + 2 (n % 64) + (k / 8) SBO + (k % 8) 128; the swizzle
+// then XORs address bits 4-6 with bits 7-9. Shared addresses are offsets from the kernel's aligned
+// shared memory (emu_wg_set_base). The product is performed at once (the emulation has no async
+// proxy), each thread computing its own accumulator fragment (mma.sync's per warp of the group).
+inline unsigned char* emu_wg_base = nullptr;
+inline unsigned char* emu_wg_set_base(unsigned char* p) {
+  emu_wg_base = p;
+  return p;
+}
+inline uint32_t emu_wg_addr(const void* p) {
+  return static_cast<uint32_t>(static_cast<const unsigned char*>(p) - emu_wg_base);
+}
+struct EmuWgGroup {
+  uint32_t a[128][4];
+};
+inline EmuWgGroup emu_wg_groups[8];
+inline float emu_wg_load(uint32_t addr) {
+  addr ^= ((addr >> 7) & 7u) << 4;
+  uint16_t h;
+  std::memcpy(&h, emu_wg_base + addr, 2);
+  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
+inline void emu_wgmma(float* d, int N, uint64_t desc_a, const uint32_t* a_regs, uint64_t desc_b, bool b_n_major,
+                      int scale_d) {
+  auto field = [](uint64_t desc, int shift) { return static_cast<uint32_t>((desc >> shift) & 0x3fffu) << 4; };
+  if ((desc_b >> 62) != 1 || (a_regs == nullptr && (desc_a >> 62) != 1)) std::abort();  // 128-byte swizzle only
+  const int tid = static_cast<int>(threadIdx.x % 128), warp = tid / 32;
+  EmuWgGroup& grp = emu_wg_groups[threadIdx.x / 128];
+  if (a_regs != nullptr)
+    for (int i = 0; i < 4; ++i) grp.a[tid][i] = a_regs[i];
+  emu_wg_bar->arrive_and_wait();
+  auto A = [&](int m, int k) -> float {
+    if (a_regs == nullptr)
+      return emu_wg_load(field(desc_a, 0) + (m / 8) * field(desc_a, 32) + (m % 8) * 128 + 2 * k);
+    // The register fragment of warp m / 16: a0 (g, 2t..), a1 (g + 8, 2t..), a2 (g, 2t + 8..), a3
+    // (g + 8, 2t + 8..).
+    const int w = m / 16, r = m % 16, g = r % 8, t = (k % 8) / 2;
+    const int reg = (r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0);
+    return emu_bf16_value(grp.a[32 * w + 4 * g + t][reg], k % 2);
+  };
+  auto B = [&](int k, int n) -> float {
+    const uint32_t start = field(desc_b, 0), lbo = field(desc_b, 16), sbo = field(desc_b, 32);
+    if (!b_n_major) return emu_wg_load(start + (n / 8) * sbo + (n % 8) * 128 + 2 * k);
+    return emu_wg_load(start + (n / 64) * lbo + 2 * (n % 64) + (k / 8) * sbo + (k % 8) * 128);
+  };
+  const int g = emu_lane / 4, t = emu_lane % 4;
+  for (int i = 0; i < N / 8; ++i)
+    for (int e = 0; e < 4; ++e) {
+      const int m = 16 * warp + g + (e >> 1) * 8, n = 8 * i + 2 * t + (e & 1);
+      double s = 0;
+      for (int k = 0; k < 16; ++k) s += static_cast<double>(A(m, k)) * B(k, n);
+      d[4 * i + e] = static_cast<float>((scale_d ? d[4 * i + e] : 0.0f) + s);
+    }
+  emu_wg_bar->arrive_and_wait();
+}

@@ -1,0 +1,274 @@
+// Prefill attention on Hopper's warpgroup MMA (wgmma.mma_async, sm_90a): FlashAttention.cu's
+// schedule (GQA rows, causal / sliding-window masks, the online softmax in f32, the output gate)
+// with each warpgroup of 4 warps owning 64 query rows and issuing 64-row products: S = Q K^T
+// (m64n64k16, Q and K in shared memory) and O += P V (m64nNk16, P from S's accumulators in
+// registers, V read N-major). The operands sit in shared memory in the 128-byte swizzled layout
+// the descriptors name (Wgmma.cuh): Q rounded to bf16 as it is staged, K and V rows from the bf16
+// copy (flash_kv_bf16 of FlashAttention.cu, or a bf16 cache in place) by 16-byte cp.async into
+// FA_STAGES buffers, the next tile in flight while the current one computes.
+//
+// A block of FA_WG warpgroups owns FW_BR = 64 * FA_WG rows of one kv head: FW_TB tokens x the
+// FA_G query heads of the group (row r = token r / FA_G, head r % FA_G), so every key / value tile
+// serves the whole group. The grid is token blocks x Hkv x D / FA_DV (head dims above 256 split
+// the output columns over blocks, each recomputing S); token blocks run the longest key ranges
+// first. A warpgroup none of whose rows sees a tile skips its products (wgmma is warpgroup-wide, so
+// the test is over the group's 64 rows).
+#include "Common.cuh"
+#include "FlashAttention.cuh"
+#include "FlashAttentionParams.h"
+#include "Mma.cuh"
+#include "Wgmma.cuh"
+
+#ifndef FA_WG
+#define FA_WG 2
+#endif
+#ifndef FA_STAGES
+#define FA_STAGES 2
+#endif
+#ifndef FA_DV
+#define FA_DV FA_D
+#endif
+#ifndef FA_HEAD_GATE
+#define FA_HEAD_GATE 0  // 1: attention_gated's gate is one per head ([n_tok, Hq, 1])
+#endif
+#define FA_G (FA_HQ / FA_HKV)
+#define FW_THREADS (128 * FA_WG)
+#define FW_BR (64 * FA_WG)
+#define FW_TB (FW_BR / FA_G)
+#define FW_BC 64
+#define FW_PANEL_K (FW_BC * 128)  // a 64-column panel of a K or V tile: 64 rows of 128 bytes
+#define FW_Q_BYTES (FW_BR * FA_D * 2)
+#define FW_K_BYTES (FW_BC * FA_D * 2)
+#define FW_V_BYTES (FW_BC * FA_DV * 2)
+#define FW_STAGE_BYTES (FW_K_BYTES + FW_V_BYTES)
+// + 1 KB: the start is rounded up to the swizzle atom.
+#define FW_SMEM_BYTES (FW_Q_BYTES + FA_STAGES * FW_STAGE_BYTES + 1024)
+
+#if defined(MEMRA_MMA_HOST_EMULATION)
+#define FW_SMEM_DECL static __align__(1024) unsigned char fw_smem[FW_SMEM_BYTES]
+#else
+#define FW_SMEM_DECL extern __shared__ __align__(1024) unsigned char fw_smem[]
+#endif
+
+// Rows [j0, j0 + FW_BC) of kv head kvh, columns [c0, c0 + W), of a bf16 copy [rows, Hkv, D] into
+// a swizzled tile (W / 64 panels) by 16-byte cp.async; rows at or past j_end are zeroed directly.
+template <int W>
+__device__ __forceinline__ void fw_stage_kv(unsigned char* dst, const u16* kv, int kvh, int j0, int j_end, int c0) {
+  constexpr int kChunks = W / 8;
+  for (int i = threadIdx.x; i < FW_BC * kChunks; i += FW_THREADS) {
+    const int r = i / kChunks, c = i % kChunks, j = j0 + r;
+    unsigned char* at = dst + (c >> 3) * FW_PANEL_K + wg_swizzle(r, c & 7);
+    if (j < j_end)
+      mma_cp_async16(at, kv + (fa_row(j) * FA_HKV + kvh) * FA_D + c0 + c * 8);
+    else
+      *reinterpret_cast<uint4*>(at) = make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(const FlashAttentionParams p) {
+  memra_grid_dependency();
+  FW_SMEM_DECL;
+  unsigned char* Qs = wg_align_smem(fw_smem);  // FA_D / 64 panels of FW_BR rows
+  unsigned char* stage0 = Qs + FW_Q_BYTES;     // stage s: K at stage0 + s * FW_STAGE_BYTES, V after it
+  __shared__ int s_lo, s_hi;
+
+  // blockIdx.x = (token block from the last, kv head, column split), the split fastest.
+  const int split = blockIdx.x % (FA_D / FA_DV), kvh = blockIdx.x / (FA_D / FA_DV) % FA_HKV;
+  const int n_tb = gridDim.x / (FA_HKV * (FA_D / FA_DV));
+  const int t0 = (n_tb - 1 - (int)(blockIdx.x / (FA_HKV * (FA_D / FA_DV)))) * FW_TB, c0 = split * FA_DV;
+  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2,
+            tq = lane & 3;
+
+  // The block's key range: from the smallest first key to the largest position of its tokens.
+  if (threadIdx.x == 0) {
+    int lo = 0x7fffffff, hi = -1;
+    for (int i = 0; i < FW_TB && t0 + i < p.n_tok; ++i) {
+      const int P = p.pos[t0 + i];
+      hi = max(hi, P);
+      lo = min(lo, fa_first_key(P, p.window));
+    }
+    s_lo = lo;
+    s_hi = hi;
+  }
+  // Q rows (token, head) of the group, rounded to bf16, 4 columns a thread; rows past n_tok are zeros.
+  for (int i = threadIdx.x; i < FW_BR * (FA_D / 4); i += FW_THREADS) {
+    const int r = i / (FA_D / 4), c = (i % (FA_D / 4)) * 4, t = t0 + r / FA_G;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (t < p.n_tok) v = *reinterpret_cast<const float4*>(p.q + ((i64)t * FA_HQ + kvh * FA_G + r % FA_G) * FA_D + c);
+    uint2 w;
+    w.x = mma_pack_bf16(v.x, v.y);
+    w.y = mma_pack_bf16(v.z, v.w);
+    *reinterpret_cast<uint2*>(Qs + (c >> 6) * (FW_BR * 128) + wg_swizzle(r, (c & 63) >> 3) + (c & 4) * 2) = w;
+  }
+
+  // This thread's two rows (g and g + 8 of its warp's 16): their bounds; -1 marks a row past n_tok
+  // (every key masked, nothing stored).
+  const int rA = wg * 64 + warp * 16 + g, rB = rA + 8;
+  const int tA = t0 + rA / FA_G, tB = t0 + rB / FA_G;
+  const int posA = tA < p.n_tok ? p.pos[tA] : -1, posB = tB < p.n_tok ? p.pos[tB] : -1;
+  const int firstA = fa_first_key(posA, p.window), firstB = fa_first_key(posB, p.window);
+  // The warpgroup's bounds (over its tokens): tiles inside them need no mask, tiles outside them
+  // no products. min_pos counts a row past n_tok as -1, so such a group always masks.
+  int g_min_pos = 0x7fffffff, g_max_pos = -1, g_min_first = 0x7fffffff, g_max_first = 0;
+  for (int t = t0 + (wg * 64) / FA_G; t <= t0 + (wg * 64 + 63) / FA_G; ++t) {
+    const int P = t < p.n_tok ? p.pos[t] : -1;
+    g_min_pos = min(g_min_pos, P);
+    g_max_pos = max(g_max_pos, P);
+    if (P >= 0) {
+      g_min_first = min(g_min_first, fa_first_key(P, p.window));
+      g_max_first = max(g_max_first, fa_first_key(P, p.window));
+    }
+  }
+
+  float acc[FA_DV / 2];
+#pragma unroll
+  for (int n = 0; n < FA_DV / 2; ++n) acc[n] = 0.0f;
+  float mA = MEMRA_NEG_INF, mB = MEMRA_NEG_INF, lA = 0.0f, lB = 0.0f;
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+  const u32 q_addr = wg_smem_addr(Qs) + wg * 64 * 128;
+
+  __syncthreads();
+  const int lo = s_lo, hi = s_hi;
+  const u16* k16 = p.k16;
+  const u16* v16 = p.v16;
+  if (lo <= hi) {
+    fw_stage_kv<FA_D>(stage0, k16, kvh, lo, hi + 1, 0);
+    fw_stage_kv<FA_DV>(stage0 + FW_K_BYTES, v16, kvh, lo, hi + 1, c0);
+  }
+  mma_cp_commit();
+  for (int j0 = lo, it = 0; j0 <= hi; j0 += FW_BC, ++it) {
+    // The next tile streams into the other buffer while this one computes.
+    unsigned char* Ks = stage0 + (it % FA_STAGES) * FW_STAGE_BYTES;
+    unsigned char* Vs = Ks + FW_K_BYTES;
+    if (FA_STAGES > 1) {
+      if (j0 + FW_BC <= hi) {
+        unsigned char* nk = stage0 + ((it + 1) % FA_STAGES) * FW_STAGE_BYTES;
+        fw_stage_kv<FA_D>(nk, k16, kvh, j0 + FW_BC, hi + 1, 0);
+        fw_stage_kv<FA_DV>(nk + FW_K_BYTES, v16, kvh, j0 + FW_BC, hi + 1, c0);
+      }
+      mma_cp_commit();
+      mma_cp_wait<1>();
+    } else {
+      mma_cp_wait<0>();
+    }
+    wg_fence_proxy_async();  // this thread's copies and zero rows, visible to the tensor cores
+    __syncthreads();         // and every thread's
+    if (j0 <= g_max_pos && j0 + FW_BC - 1 >= g_min_first) {
+      // S = Q K^T: the group's 64 rows x 64 keys, D / 16 steps of k16.
+      float s[FW_BC / 2];
+#pragma unroll
+      for (int n = 0; n < FW_BC / 2; ++n) s[n] = 0.0f;
+      const u32 k_addr = wg_smem_addr(Ks);
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < FA_D / 16; ++kk) {
+        const u32 off = (kk & 3) * 32u;
+        wg_mma_ss_n64(s, wg_desc(q_addr + (kk >> 2) * (FW_BR * 128) + off, 16, 1024),
+                      wg_desc(k_addr + (kk >> 2) * FW_PANEL_K + off, 16, 1024), kk > 0);
+      }
+      wg_commit();
+      wg_wait<0>();
+
+      // Mask, then the online softmax in base 2 (rows A: s[4n + 0..1], rows B: s[4n + 2..3]).
+      const bool masked = j0 + FW_BC - 1 > g_min_pos || j0 < g_max_first;
+      float mxA = mA, mxB = mB;
+#pragma unroll
+      for (int n = 0; n < FW_BC / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x = s[4 * n + e] * scale_log2;
+          if (masked) {
+            const int j = j0 + n * 8 + 2 * tq + (e & 1);
+            const bool ok = e < 2 ? (j <= posA && j >= firstA) : (j <= posB && j >= firstB);
+            if (!ok) x = MEMRA_NEG_INF;
+          }
+          s[4 * n + e] = x;
+          if (e < 2)
+            mxA = fmaxf(mxA, x);
+          else
+            mxB = fmaxf(mxB, x);
+        }
+      mxA = fa_quad_max(mxA);
+      mxB = fa_quad_max(mxB);
+      // A row that has seen no key yet keeps base 0 (so -inf - -inf never appears).
+      const float baseA = mxA == MEMRA_NEG_INF ? 0.0f : mxA, baseB = mxB == MEMRA_NEG_INF ? 0.0f : mxB;
+      const float corrA = exp2f(mA - baseA), corrB = exp2f(mB - baseB);
+      mA = mxA;
+      mB = mxB;
+      float sumA = 0.0f, sumB = 0.0f;
+#pragma unroll
+      for (int n = 0; n < FW_BC / 8; ++n) {
+        s[4 * n + 0] = exp2f(s[4 * n + 0] - baseA);
+        s[4 * n + 1] = exp2f(s[4 * n + 1] - baseA);
+        s[4 * n + 2] = exp2f(s[4 * n + 2] - baseB);
+        s[4 * n + 3] = exp2f(s[4 * n + 3] - baseB);
+        sumA += s[4 * n + 0] + s[4 * n + 1];
+        sumB += s[4 * n + 2] + s[4 * n + 3];
+      }
+      lA = lA * corrA + sumA;  // this thread's columns; the quad's partial sums add up at the end
+      lB = lB * corrB + sumB;
+#pragma unroll
+      for (int n = 0; n < FA_DV / 8; ++n) {
+        acc[4 * n + 0] *= corrA;
+        acc[4 * n + 1] *= corrA;
+        acc[4 * n + 2] *= corrB;
+        acc[4 * n + 3] *= corrB;
+      }
+
+      // O += P V: P's accumulator n-blocks 2kk, 2kk + 1 are the A fragment of keys 16kk..16kk + 15;
+      // V's step kk is its rows 16kk.. (N-major: LBO steps the 64-column panels).
+      const u32 v_addr = wg_smem_addr(Vs);
+      u32 a[FW_BC / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < FW_BC / 16; ++kk) {
+        a[kk][0] = mma_pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
+        a[kk][1] = mma_pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+        a[kk][2] = mma_pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+        a[kk][3] = mma_pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < FW_BC / 16; ++kk)
+        wg_mma_rs<FA_DV>(acc, a[kk], wg_desc(v_addr + kk * 16 * 128, FW_PANEL_K, 1024), 1);
+      wg_commit();
+      wg_wait<0>();
+    }                 // the group's products on this tile
+    __syncthreads();  // every warp is done with this buffer before it is refilled
+    if (FA_STAGES == 1 && j0 + FW_BC <= hi) {
+      fw_stage_kv<FA_D>(Ks, k16, kvh, j0 + FW_BC, hi + 1, 0);
+      fw_stage_kv<FA_DV>(Vs, v16, kvh, j0 + FW_BC, hi + 1, c0);
+      mma_cp_commit();
+    }
+  }
+  mma_cp_wait<0>();
+
+  // Normalize, gate, store (rows past n_tok are not written).
+  lA = fa_quad_sum(lA);
+  lB = fa_quad_sum(lB);
+  const float invA = lA > 0.0f ? 1.0f / lA : 0.0f, invB = lB > 0.0f ? 1.0f / lB : 0.0f;
+  const i64 rowA = ((i64)tA * FA_HQ + kvh * FA_G + rA % FA_G) * FA_D;
+  const i64 rowB = ((i64)tB * FA_HQ + kvh * FA_G + rB % FA_G) * FA_D;
+#pragma unroll
+  for (int n = 0; n < FA_DV / 8; ++n) {
+    const int d = c0 + n * 8 + 2 * tq;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const bool valid = h == 0 ? posA >= 0 : posB >= 0;
+      if (!valid) continue;
+      const i64 row = h == 0 ? rowA : rowB;
+      const float inv = h == 0 ? invA : invB;
+      float2 v = make_float2(acc[4 * n + 2 * h] * inv, acc[4 * n + 2 * h + 1] * inv);
+      if (p.gate != nullptr) {
+#if FA_HEAD_GATE
+        const float sg = sigmoidf_(p.gate[row / FA_D]);
+        v.x *= sg;
+        v.y *= sg;
+#else
+        v.x *= sigmoidf_(p.gate[row + d]);
+        v.y *= sigmoidf_(p.gate[row + d + 1]);
+#endif
+      }
+      *reinterpret_cast<float2*>(p.o + row + d) = v;
+    }
+  }
+}
