@@ -11,7 +11,7 @@
 // quantized random rows (repeated), rotated over copies >= 4x the L2 so no call finds its weights
 // cached, and each row is timed as a CUDA graph of --iters calls (decode runs as one graph).
 //
-//   memra-kernel-bench [--iters 50] [--peak-gbs 4600] [--section all|gemv|quant|deltanet|gemm]
+//   memra-kernel-bench [--iters 50] [--peak-gbs 4600] [--section all|gemv|quant|deltanet|gemm|attention]
 //                      [--formats q8_0,q4_K,...] [--tokens T] [--sweep 1] [--lengths 4096,16384]
 //                      [--candidates 16]
 // --formats takes every format GemvQuant.cu reads (GemvQuantReads: q8_0 ... q6_K, mxfp4, iq4_nl,
@@ -23,7 +23,12 @@
 //
 // The gemm section: cuBLASLt's first --candidates algorithms for the 9B's prefill products at M =
 // each --lengths value, each timed, against the heuristic's first (the one memra runs).
+//
+// The attention section: causal gated prefill attention at the 9B's, Gemma 4 31B's full-attention
+// and Step 3.5's shapes for each --lengths T: the wgmma kernel the unit selects on Hopper beside
+// the mma.sync kernel it selects elsewhere, TFLOP/s and the two outputs' nmse.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -524,6 +529,140 @@ int RunDeltaNetSection(const CudaDevice& dev, codegen::KernelCompiler& compiler,
   return 0;
 }
 
+// ---- the attention section: kernels/cuda/FlashAttention.cu and FlashAttentionWgmma.cu ----
+
+// Causal gated prefill attention (attention_gated at precision bf16 over bf16 caches, read in
+// place) at the shapes issue 17 names, through the flash_attention unit: as it selects for the
+// device (the wgmma kernel on Hopper) and as it selects for a pre-Hopper target (FlashAttention.cu's
+// mma.sync kernel, compiled for this device), each a CUDA graph of --iters calls; TFLOP/s counts
+// the causal half (4 T (T + 1) / 2 Hq D). The two outputs are compared (nmse), so a fast wrong
+// kernel shows.
+struct AttentionShape {
+  const char* what;
+  int64_t hq, hkv, d;
+};
+constexpr AttentionShape kAttentionShapes[] = {{"9B (16 q / 4 kv heads x 256)", 16, 4, 256},
+                                               {"Gemma 4 31B full (32 / 4 x 512)", 32, 4, 512},
+                                               {"Step 3.5 (64 / 8 x 128)", 64, 8, 128}};
+
+int RunAttentionSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, int iters,
+                        const std::vector<int64_t>& lengths) {
+  const auto& d = dev.driver();
+  const auto stream = dev.stream();
+  const kc::GpuOpImpl* unit = kc::FindGpuOpImpl("flash_attention");
+  if (unit == nullptr) return Fail(absl::InternalError("no unit flash_attention"));
+  std::printf("\nattention_gated, precision bf16, bf16 caches, causal from position 0; CUDA graphs of %d calls\n",
+              iters);
+  std::printf("%-32s %6s | %-22s %10s %9s | %-22s %10s %9s | %8s\n", "shape", "T", "kernel", "ms", "TFLOP/s", "kernel",
+              "ms", "TFLOP/s", "nmse");
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+  for (const AttentionShape& sh : kAttentionShapes)
+    for (int64_t T : lengths) {
+      const std::string text = absl::StrFormat(
+          "state kv @kc : bf16[%d, %d, %d]\nstate kv @vc : bf16[%d, %d, %d]\n"
+          "func @f(%%q: f32[%d, %d, %d], %%pos: i32[%d], %%gate: f32[%d, %d, %d]) -> (f32[%d, %d, %d]) {\n"
+          "  %%o = attention_gated(%%q, @kc, @vc, %%pos, %%gate) {precision = \"bf16\", scale = %g} : "
+          "f32[%d, %d, %d]\n  return %%o\n}\n",
+          T, sh.hkv, sh.d, T, sh.hkv, sh.d, T, sh.hq, sh.d, T, T, sh.hq, sh.d, T, sh.hq, sh.d,
+          1.0 / std::sqrt(static_cast<double>(sh.d)), T, sh.hq, sh.d);
+      auto m = ir::ParseModule(text);
+      if (!m.ok()) return Fail(m.status());
+      const ir::Op& op = *(*m)->function("f")->Ops().front();
+      auto shapes = kc::ShapesAt(op, T, kc::WeightMode::kBlocks);
+      if (!shapes.ok()) return Fail(shapes.status());
+      const int64_t nq = T * sh.hq * sh.d, nkv = T * sh.hkv * sh.d;
+      std::vector<float> hq(static_cast<size_t>(nq)), hgate(static_cast<size_t>(nq));
+      std::vector<uint16_t> hkv(static_cast<size_t>(2 * nkv));
+      std::vector<int32_t> hpos(static_cast<size_t>(T));
+      for (float& x : hq) x = U(rng);
+      for (float& x : hgate) x = U(rng);
+      for (uint16_t& x : hkv) {
+        const float f = U(rng);
+        uint32_t u;
+        std::memcpy(&u, &f, 4);
+        x = static_cast<uint16_t>(u >> 16);
+      }
+      for (int64_t t = 0; t < T; ++t) hpos[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+      std::vector<DeviceBuffer> bufs;  // q, k, v, pos, gate, o (x2), scratch
+      for (int64_t bytes : {nq * 4, nkv * 2, nkv * 2, T * 4, nq * 4, nq * 4, nq * 4, int64_t{256}}) {
+        auto b = dev.Alloc(static_cast<size_t>(bytes), "attention operand");
+        if (!b.ok()) return Fail(b.status());
+        bufs.push_back(std::move(*b));
+      }
+      absl::Status up = dev.Upload(bufs[0].ptr(), hq.data(), hq.size() * 4);
+      if (up.ok()) up = dev.Upload(bufs[1].ptr(), hkv.data(), static_cast<size_t>(nkv) * 2);
+      if (up.ok()) up = dev.Upload(bufs[2].ptr(), hkv.data() + nkv, static_cast<size_t>(nkv) * 2);
+      if (up.ok()) up = dev.Upload(bufs[3].ptr(), hpos.data(), hpos.size() * 4);
+      if (up.ok()) up = dev.Upload(bufs[4].ptr(), hgate.data(), hgate.size() * 4);
+      if (!up.ok()) return Fail(up);
+      std::string cells[2];
+      std::vector<float> outs[2];
+      for (int variant = 0; variant < 2; ++variant) {
+        kc::Target target = dev.target();
+        if (variant == 1) target.arch = 89;  // the selection a pre-Hopper target gets: mma.sync
+        auto sel = unit->Select(kc::SelectContext{op, *shapes, target});
+        if (!sel.ok()) return Fail(sel.status());
+        if (!sel->has_value()) {
+          cells[variant] = absl::StrFormat("%-22s %10s %9s", "not selected", "", "");
+          continue;
+        }
+        const kc::OpSelection& s = **sel;
+        std::vector<kc::ModuleSpec> mods;
+        for (const kc::Launch& l : s.launches) mods.push_back(l.kernel.module);
+        auto cubins = compiler.CompileAll(mods);
+        if (!cubins.ok()) return Fail(cubins.status());
+        std::vector<std::unique_ptr<LoadedModule>> loaded;
+        for (size_t i = 0; i < mods.size(); ++i) {
+          auto l = LoadedModule::Load(dev, *(*cubins)[i], mods[i].Key());
+          if (!l.ok()) return Fail(l.status());
+          loaded.push_back(std::move(*l));
+        }
+        std::vector<kc::DeviceMatrix> operands;
+        for (int i = 1; i < 5; ++i) {
+          kc::DeviceMatrix dm;
+          dm.data = bufs[static_cast<size_t>(i)].ptr();
+          operands.push_back(dm);
+        }
+        const auto& obuf = bufs[static_cast<size_t>(5 + variant)];
+        d.cuMemsetD32Async(obuf.ptr(), 0x7fc00000u, static_cast<size_t>(nq), stream);  // NaN: unwritten shows
+        kc::FixedBindContext ctx(op, s, *shapes, bufs[0].ptr(), -1, operands, {obuf.ptr()}, bufs[7].ptr());
+        kc::DeviceWork work;
+        if (absl::Status st = unit->Bind(ctx, work); !st.ok()) return Fail(st);
+        const auto& k = std::get<kc::KernelCall>(work.actions().back());
+        const kc::Launch& l = s.launches[k.launch];
+        auto fn = loaded.back()->Function(l.kernel.entry, l.smem);
+        if (!fn.ok()) return Fail(fn.status());
+        kc::ParamBlock params = k.params;
+        auto us = TimeCalls(dev, iters, [&](int) -> absl::Status {
+          void* args[] = {params.bytes.data()};
+          return CuCheck(runtime::cuda::LaunchKernel(d, *fn, l.grid, l.block, l.smem, stream, args, false, l.cluster),
+                         l.kernel.ToString());
+        });
+        if (!us.ok()) return Fail(us.status());
+        outs[variant].resize(static_cast<size_t>(nq));
+        if (absl::Status st = dev.Download(outs[variant].data(), obuf.ptr(), outs[variant].size() * 4); !st.ok())
+          return Fail(st);
+        const double ms = *us / 1000.0;
+        cells[variant] = absl::StrFormat("%-22s %10.3f %9.1f", std::string(l.kernel.entry).substr(0, 22), ms,
+                                         work.flops() / (ms * 1e-3) / 1e12);
+      }
+      double err = 0, ref = 0;
+      bool finite = true;
+      if (!outs[0].empty() && !outs[1].empty())
+        for (size_t i = 0; i < outs[0].size(); ++i) {
+          finite = finite && std::isfinite(outs[0][i]) && std::isfinite(outs[1][i]);
+          err += (outs[0][i] - outs[1][i]) * static_cast<double>(outs[0][i] - outs[1][i]);
+          ref += outs[1][i] * static_cast<double>(outs[1][i]);
+        }
+      std::printf("%-32s %6ld | %s | %s | %8s\n", sh.what, static_cast<long>(T), cells[0].c_str(), cells[1].c_str(),
+                  !finite   ? "NON-FINITE"
+                  : ref > 0 ? absl::StrFormat("%.2g", err / ref).c_str()
+                            : "-");
+    }
+  return 0;
+}
+
 // ---- the gemm section: cuBLASLt's candidates for the prefill products ----
 
 // The 9B's prefill products (bf16 weights, M tokens): each of the heuristic's first --candidates
@@ -634,6 +773,7 @@ int main(int argc, char** argv) {
   if (section == "deltanet") return RunDeltaNetSection(**dev, **compiler, iters, lengths);
   if (section == "quant") return RunQuantSection(**dev, **compiler, **blas, iters, peak_gbs, formats, tokens, sweep);
   if (section == "gemm") return RunGemmSection(**dev, **blas, iters, candidates, lengths);
+  if (section == "attention") return RunAttentionSection(**dev, **compiler, iters, lengths);
   std::printf("%s, %d iterations per row, roofline %.0f GB/s\n", (*dev)->Describe().c_str(), iters, peak_gbs);
   std::printf("%-24s %-22s %10s %10s %8s\n", "shape", "kernel", "us", "GB/s", "% roof");
   runtime::cuda::CUevent e0 = nullptr, e1 = nullptr;

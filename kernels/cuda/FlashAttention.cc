@@ -3,9 +3,9 @@
 // window, the gate fused. Applies when the op allows bf16 operands (precision = "bf16"), the GQA
 // group divides the block's rows, the head dim is a multiple of 16 up to 512 and the target has
 // bf16 mma (sm_80+) and the shared memory; otherwise Attention.cc's units run. On sm_90 with head
-// dims in panels of 64 the attention itself is the warpgroup-MMA kernel (wgmma, sm_90a). Two launches: the bf16 copy of the cache rows the
-// call's keys span into the step's scratch (fewer bytes for every block to stream than an f32
-// cache, and 16-byte cp.async into double buffers), then the attention; a bf16 KV cache
+// dims in panels of 64 the attention itself is the warpgroup-MMA kernel (wgmma, sm_90a). Two launches: the bf16 copy of
+// the cache rows the call's keys span into the step's scratch (fewer bytes for every block to stream than an f32 cache,
+// and 16-byte cp.async into double buffers), then the attention; a bf16 KV cache
 // (--cache-type-k/-v bf16) is read in place, without the copy.
 #include <algorithm>
 #include <string>
@@ -103,9 +103,12 @@ class FlashAttentionImpl : public GpuOpImpl {
     // shorter ones (more blocks), three where the GQA group needs 192 rows (12 or 6 heads).
     std::optional<WgmmaGeometry> wgmma;
     const bool long_prompt = c.shapes.bucket >= 1024;
-    for (auto [wg, stages] : std::initializer_list<std::pair<int64_t, int64_t>>{
-             {long_prompt ? 2 : 1, 2}, {long_prompt ? 2 : 1, 1}, {3, 2}, {3, 1}, {long_prompt ? 1 : 2, 2},
-             {long_prompt ? 1 : 2, 1}})
+    for (auto [wg, stages] : std::initializer_list<std::pair<int64_t, int64_t>>{{long_prompt ? 2 : 1, 2},
+                                                                                {long_prompt ? 2 : 1, 1},
+                                                                                {3, 2},
+                                                                                {3, 1},
+                                                                                {long_prompt ? 1 : 2, 2},
+                                                                                {long_prompt ? 1 : 2, 1}})
       if ((wgmma = WgmmaGeometryFor(*g, c.target, wg, stages))) break;
     MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 1, 2));
     Launch l;
@@ -132,8 +135,8 @@ class FlashAttentionImpl : public GpuOpImpl {
     }
     // 2. flash_attention (or flash_attention_wgmma) over the bf16 rows.
     if (wgmma) {
-      Defines wdefs = {Def("FA_HQ", g->hq),       Def("FA_HKV", g->hkv),          Def("FA_D", g->d),
-                       Def("FA_DV", g->dv),       Def("FA_WG", wgmma->wg),        Def("FA_STAGES", wgmma->stages),
+      Defines wdefs = {Def("FA_HQ", g->hq),       Def("FA_HKV", g->hkv),     Def("FA_D", g->d),
+                       Def("FA_DV", g->dv),       Def("FA_WG", wgmma->wg),   Def("FA_STAGES", wgmma->stages),
                        Def("FA_KT", codes.first), Def("FA_VT", codes.second)};
       for (const auto& d : l.kernel.module.defines)
         if (d.first == "FA_RING" || d.first == "FA_HEAD_GATE") wdefs.push_back(d);

@@ -63,9 +63,9 @@ std::vector<ModuleSpec> TinyModelModules(const std::string& model, kernels::cuda
 TEST(NvrtcCompileTest, EmbeddedSourcesPresent) {
   std::set<std::string> names;
   for (const EmbeddedSource& s : EmbeddedKernelSources()) names.insert(s.name);
-  for (const char* f :
-       {"Common.cuh", "Elementwise.cu", "Norm.cu", "Rope.cu", "Attention.cu", "DeltaNet.cu", "FlashAttention.cu",
-        "FlashAttentionWgmma.cu", "Wgmma.cuh", "Dequant.cu", "DequantParams.h", "Sample.cu", "SampleMath.cuh", "SampleParams.h"})
+  for (const char* f : {"Common.cuh", "Elementwise.cu", "Norm.cu", "Rope.cu", "Attention.cu", "DeltaNet.cu",
+                        "FlashAttention.cu", "FlashAttentionWgmma.cu", "Wgmma.cuh", "Dequant.cu", "DequantParams.h",
+                        "Sample.cu", "SampleMath.cuh", "SampleParams.h"})
     EXPECT_TRUE(names.count(f)) << f;
   EXPECT_FALSE(KernelSource("nope.cu").ok());
 }

@@ -52,7 +52,7 @@ namespace fa_emu {
 #if FA_EMU_WGMMA
 #include "kernels/cuda/FlashAttentionWgmma.cu"
 #endif
-}
+}  // namespace fa_emu
 
 #ifndef FA_EMU_TOKENS
 #define FA_EMU_TOKENS 45
@@ -115,11 +115,11 @@ int main() {
   p.kv_rows = srows;
   if (FA_KT != 2 || FA_VT != 2)
     emu_launch([](const void* a) { fa_emu::flash_kv_bf16(*static_cast<const FlashAttentionParams*>(a)); }, 3, 256, &p);
-  // The bucket is larger than the call (the grid covers 16 more tokens than T).
+    // The bucket is larger than the call (the grid covers 16 more tokens than T).
 #if FA_EMU_WGMMA
   const int tb = FW_TB, blocks = (T + 16 + tb - 1) / tb * HKV * (D / FA_DV);
-  emu_launch([](const void* a) { fa_emu::flash_attention_wgmma(*static_cast<const FlashAttentionParams*>(a)); },
-             blocks, FW_THREADS, &p);
+  emu_launch([](const void* a) { fa_emu::flash_attention_wgmma(*static_cast<const FlashAttentionParams*>(a)); }, blocks,
+             FW_THREADS, &p);
 #else
   const int tb = FA_BR / G, blocks = (T + 16 + tb - 1) / tb * HKV * (D / FA_DV);
   emu_launch([](const void* a) { fa_emu::flash_attention(*static_cast<const FlashAttentionParams*>(a)); }, blocks,
@@ -166,9 +166,9 @@ int main() {
       "%s emu HQ=%d HKV=%d D=%d DV=%d warps=%d stages=%d T=%d P0=%d window=%d ring=%d gate=%d kt=%d "
       "vt=%d: "
       "nmse %.3g max|d| %.3g%s\n",
-      FA_EMU_WGMMA ? "flash_attention_wgmma" : "flash_attention", HQ, HKV, D, FA_DV, FA_EMU_WGMMA ? 4 * FA_WG : FA_WARPS,
-      FA_STAGES, T, P0, FA_EMU_WINDOW, FA_RING, FA_EMU_GATE, FA_KT, FA_VT, nmse, worst,
-      bad ? " UNWRITTEN/NON-FINITE" : "");
+      FA_EMU_WGMMA ? "flash_attention_wgmma" : "flash_attention", HQ, HKV, D, FA_DV,
+      FA_EMU_WGMMA ? 4 * FA_WG : FA_WARPS, FA_STAGES, T, P0, FA_EMU_WINDOW, FA_RING, FA_EMU_GATE, FA_KT, FA_VT, nmse,
+      worst, bad ? " UNWRITTEN/NON-FINITE" : "");
   // P is rounded to bf16 before P V (the reference keeps it exact): ~1e-6 expected.
   return bad == 0 && nmse < 2e-5 ? 0 : 1;
 }

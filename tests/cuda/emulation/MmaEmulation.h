@@ -111,8 +111,7 @@ inline void emu_wgmma(float* d, int N, uint64_t desc_a, const uint32_t* a_regs, 
     for (int i = 0; i < 4; ++i) grp.a[tid][i] = a_regs[i];
   emu_wg_bar->arrive_and_wait();
   auto A = [&](int m, int k) -> float {
-    if (a_regs == nullptr)
-      return emu_wg_load(field(desc_a, 0) + (m / 8) * field(desc_a, 32) + (m % 8) * 128 + 2 * k);
+    if (a_regs == nullptr) return emu_wg_load(field(desc_a, 0) + (m / 8) * field(desc_a, 32) + (m % 8) * 128 + 2 * k);
     // The register fragment of warp m / 16: a0 (g, 2t..), a1 (g + 8, 2t..), a2 (g, 2t + 8..), a3
     // (g + 8, 2t + 8..).
     const int w = m / 16, r = m % 16, g = r % 8, t = (k % 8) / 2;
