@@ -158,6 +158,7 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
 #pragma unroll
       for (int n = 0; n < FW_BC / 2; ++n) s[n] = 0.0f;
       const u32 k_addr = wg_smem_addr(Ks);
+      wg_fence_regs<FW_BC / 2>(s);
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < FA_D / 16; ++kk) {
@@ -167,6 +168,7 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
       }
       wg_commit();
       wg_wait<0>();
+      wg_fence_regs<FW_BC / 2>(s);
 
       // Mask, then the online softmax in base 2 (rows A: s[4n + 0..1], rows B: s[4n + 2..3]).
       const bool masked = j0 + FW_BC - 1 > g_min_pos || j0 < g_max_first;
@@ -225,12 +227,15 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
         a[kk][2] = mma_pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
         a[kk][3] = mma_pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
       }
+      wg_fence_regs<FA_DV / 2>(acc);
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < FW_BC / 16; ++kk)
         wg_mma_rs<FA_DV>(acc, a[kk], wg_desc(v_addr + kk * 16 * 128, FW_PANEL_K, 1024), 1);
       wg_commit();
       wg_wait<0>();
+      wg_fence_regs<FA_DV / 2>(acc);
+      wg_fence_regs<FW_BC / 4>(&a[0][0]);
     }                 // the group's products on this tile
     __syncthreads();  // every warp is done with this buffer before it is refilled
     if (FA_STAGES == 1 && j0 + FW_BC <= hi) {

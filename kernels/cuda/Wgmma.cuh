@@ -51,6 +51,25 @@ __device__ __forceinline__ void wg_fence_proxy_async() {
 }
 #endif
 
+// The products read their A registers and write their accumulators asynchronously, until
+// wg_wait: these empty statements pin the registers' values to that point, so the compiler
+// neither reads an accumulator early nor reuses an A register while a product is in flight
+// (CUTLASS's warpgroup_fence_operand). Call it before the products are issued and after the wait.
+template <int N>
+__device__ __forceinline__ void wg_fence_regs(float* r) {
+#if !defined(MEMRA_MMA_HOST_EMULATION)
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wg_fence_regs(u32* r) {
+#if !defined(MEMRA_MMA_HOST_EMULATION)
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
+#endif
+}
+
 // A descriptor of the 128-byte swizzled layout at shared address `addr` (16-byte aligned).
 __device__ __forceinline__ u64 wg_desc(u32 addr, u32 lbo, u32 sbo) {
   return (u64)((addr & 0x3ffffu) >> 4) | ((u64)((lbo & 0x3ffffu) >> 4) << 16) | ((u64)((sbo & 0x3ffffu) >> 4) << 32) |
