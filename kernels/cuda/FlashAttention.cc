@@ -50,26 +50,26 @@ std::optional<Geometry> GeometryFor(const OpShapes& s, const Target& t, int64_t 
   return g;
 }
 
-// FlashAttentionWgmma.cu (sm_90a): `wg` warpgroups of 64 query rows, `stages` K/V buffers, the
-// panels of 64 columns its swizzled layout needs (head dims 64, 128, 256, 512).
+// FlashAttentionWgmma.cu (sm_90a): `wg` warpgroups of 64 query rows, two K and two V buffers, the
+// panels of 64 columns its swizzled layout needs (head dims 64, 128 and 256: Gemma 4's 512 does
+// not fit its buffers and keeps the mma.sync kernel).
 struct WgmmaGeometry {
-  int64_t wg, stages, tb, smem;
+  int64_t wg, tb, smem;
 };
 constexpr int64_t kWgmmaRegisters = 65536;  // per SM (sm_90): the O accumulator bounds the rows a block holds
 
-std::optional<WgmmaGeometry> WgmmaGeometryFor(const Geometry& g, const Target& t, int64_t wg, int64_t stages) {
+std::optional<WgmmaGeometry> WgmmaGeometryFor(const Geometry& g, const Target& t, int64_t wg) {
   if (t.arch != 90 || g.d % 64 != 0 || g.dv % 64 != 0) return std::nullopt;
   const int64_t rows = 64 * wg, group = g.hq / g.hkv;
   if (rows % group != 0) return std::nullopt;
   // Registers a thread: O (dv / 2) + S (32) + P (16) + ~50 of addressing and softmax state
-  // (ptxas: 253 at dv 256, 167 at dv 128).
+  // (ptxas: 253 at dv 256, 168 at dv 128).
   if (128 * wg * (g.dv / 2 + 100) > kWgmmaRegisters) return std::nullopt;
   WgmmaGeometry w;
   w.wg = wg;
-  w.stages = stages;
   w.tb = rows / group;
   // FW_SMEM_BYTES (with 1 KB to align the start), beside 1 KB of static shared memory.
-  w.smem = rows * g.d * 2 + stages * kKeyTile * (g.d + g.dv) * 2 + 1024;
+  w.smem = rows * g.d * 2 + 2 * kKeyTile * (g.d + g.dv) * 2 + 1024;
   if (w.smem + 1024 > std::max(t.smem_per_block, t.smem_per_block_optin)) return std::nullopt;
   return w;
 }
@@ -103,13 +103,8 @@ class FlashAttentionImpl : public GpuOpImpl {
     // shorter ones (more blocks), three where the GQA group needs 192 rows (12 or 6 heads).
     std::optional<WgmmaGeometry> wgmma;
     const bool long_prompt = c.shapes.bucket >= 1024;
-    for (auto [wg, stages] : std::initializer_list<std::pair<int64_t, int64_t>>{{long_prompt ? 2 : 1, 2},
-                                                                                {long_prompt ? 2 : 1, 1},
-                                                                                {3, 2},
-                                                                                {3, 1},
-                                                                                {long_prompt ? 1 : 2, 2},
-                                                                                {long_prompt ? 1 : 2, 1}})
-      if ((wgmma = WgmmaGeometryFor(*g, c.target, wg, stages))) break;
+    for (int64_t wg : {long_prompt ? 2 : 1, 3, long_prompt ? 1 : 2})
+      if ((wgmma = WgmmaGeometryFor(*g, c.target, wg))) break;
     MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 1, 2));
     Launch l;
     l.kernel.module.file = "FlashAttention.cu";
@@ -135,9 +130,9 @@ class FlashAttentionImpl : public GpuOpImpl {
     }
     // 2. flash_attention (or flash_attention_wgmma) over the bf16 rows.
     if (wgmma) {
-      Defines wdefs = {Def("FA_HQ", g->hq),       Def("FA_HKV", g->hkv),     Def("FA_D", g->d),
-                       Def("FA_DV", g->dv),       Def("FA_WG", wgmma->wg),   Def("FA_STAGES", wgmma->stages),
-                       Def("FA_KT", codes.first), Def("FA_VT", codes.second)};
+      Defines wdefs = {Def("FA_HQ", g->hq),       Def("FA_HKV", g->hkv),   Def("FA_D", g->d),
+                       Def("FA_DV", g->dv),       Def("FA_WG", wgmma->wg), Def("FA_KT", codes.first),
+                       Def("FA_VT", codes.second)};
       for (const auto& d : l.kernel.module.defines)
         if (d.first == "FA_RING" || d.first == "FA_HEAD_GATE") wdefs.push_back(d);
       l.kernel.module.file = "FlashAttentionWgmma.cu";

@@ -2,10 +2,12 @@
 // schedule (GQA rows, causal / sliding-window masks, the online softmax in f32, the output gate)
 // with each warpgroup of 4 warps owning 64 query rows and issuing 64-row products: S = Q K^T
 // (m64n64k16, Q and K in shared memory) and O += P V (m64nNk16, P from S's accumulators in
-// registers, V read N-major). The operands sit in shared memory in the 128-byte swizzled layout
-// the descriptors name (Wgmma.cuh): Q rounded to bf16 as it is staged, K and V rows from the bf16
-// copy (flash_kv_bf16 of FlashAttention.cu, or a bf16 cache in place) by 16-byte cp.async into
-// FA_STAGES buffers, the next tile in flight while the current one computes.
+// registers, V read N-major), pipelined a key tile apart so the softmax of one tile runs while the
+// tensor cores multiply the previous tile's probabilities by its values. The operands sit in shared
+// memory in the 128-byte swizzled layout the descriptors name (Wgmma.cuh): Q rounded to bf16 as it
+// is staged, K and V rows from the bf16 copy (flash_kv_bf16 of FlashAttention.cu, or a bf16 cache
+// in place) by 16-byte cp.async into two buffers each, the next tile in flight while the current
+// one computes.
 //
 // A block of FA_WG warpgroups owns FW_BR = 64 * FA_WG rows of one kv head: FW_TB tokens x the
 // FA_G query heads of the group (row r = token r / FA_G, head r % FA_G), so every key / value tile
@@ -22,9 +24,6 @@
 #ifndef FA_WG
 #define FA_WG 2
 #endif
-#ifndef FA_STAGES
-#define FA_STAGES 2
-#endif
 #ifndef FA_DV
 #define FA_DV FA_D
 #endif
@@ -40,9 +39,8 @@
 #define FW_Q_BYTES (FW_BR * FA_D * 2)
 #define FW_K_BYTES (FW_BC * FA_D * 2)
 #define FW_V_BYTES (FW_BC * FA_DV * 2)
-#define FW_STAGE_BYTES (FW_K_BYTES + FW_V_BYTES)
-// + 1 KB: the start is rounded up to the swizzle atom.
-#define FW_SMEM_BYTES (FW_Q_BYTES + FA_STAGES * FW_STAGE_BYTES + 1024)
+// Q, two K and two V buffers; + 1 KB: the start is rounded up to the swizzle atom.
+#define FW_SMEM_BYTES (FW_Q_BYTES + 2 * (FW_K_BYTES + FW_V_BYTES) + 1024)
 
 #if defined(MEMRA_MMA_HOST_EMULATION)
 #define FW_SMEM_DECL static __align__(1024) unsigned char fw_smem[FW_SMEM_BYTES]
@@ -69,7 +67,6 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
   memra_grid_dependency();
   FW_SMEM_DECL;
   unsigned char* Qs = wg_align_smem(fw_smem);  // FA_D / 64 panels of FW_BR rows
-  unsigned char* stage0 = Qs + FW_Q_BYTES;     // stage s: K at stage0 + s * FW_STAGE_BYTES, V after it
   __shared__ int s_lo, s_hi;
 
   // blockIdx.x = (token block from the last, kv head, column split), the split fastest.
@@ -130,36 +127,41 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
   const int lo = s_lo, hi = s_hi;
   const u16* k16 = p.k16;
   const u16* v16 = p.v16;
-  if (lo <= hi) {
-    fw_stage_kv<FA_D>(stage0, k16, kvh, lo, hi + 1, 0);
-    fw_stage_kv<FA_DV>(stage0 + FW_K_BYTES, v16, kvh, lo, hi + 1, c0);
-  }
-  mma_cp_commit();
-  for (int j0 = lo, it = 0; j0 <= hi; j0 += FW_BC, ++it) {
-    // The next tile streams into the other buffer while this one computes.
-    unsigned char* Ks = stage0 + (it % FA_STAGES) * FW_STAGE_BYTES;
-    unsigned char* Vs = Ks + FW_K_BYTES;
-    if (FA_STAGES > 1) {
-      if (j0 + FW_BC <= hi) {
-        unsigned char* nk = stage0 + ((it + 1) % FA_STAGES) * FW_STAGE_BYTES;
-        fw_stage_kv<FA_D>(nk, k16, kvh, j0 + FW_BC, hi + 1, 0);
-        fw_stage_kv<FA_DV>(nk + FW_K_BYTES, v16, kvh, j0 + FW_BC, hi + 1, c0);
-      }
-      mma_cp_commit();
-      mma_cp_wait<1>();
-    } else {
-      mma_cp_wait<0>();
-    }
-    wg_fence_proxy_async();  // this thread's copies and zero rows, visible to the tensor cores
-    __syncthreads();         // and every thread's
-    if (j0 <= g_max_pos && j0 + FW_BC - 1 >= g_min_first) {
-      // S = Q K^T: the group's 64 rows x 64 keys, D / 16 steps of k16.
-      float s[FW_BC / 2];
+  const int n_tiles = lo <= hi ? (hi - lo) / FW_BC + 1 : 0;
+  // The products are pipelined a tile apart: step j issues S_j = Q K_j and O += P_{j-1} V_{j-1},
+  // and the softmax of S_j runs while P_{j-1} V_{j-1} is on the tensor cores. Copy group j brings
+  // K_j (into K buffer j % 2) and V_{j-1} (into V buffer (j - 1) % 2); group j + 1 streams in during
+  // step j, into buffers step j - 1 finished with.
+  unsigned char* Kb = Qs + FW_Q_BYTES;      // 2 K buffers
+  unsigned char* Vb = Kb + 2 * FW_K_BYTES;  // then 2 V buffers
+  auto copy_group = [&](int j) {
+    if (j < n_tiles) fw_stage_kv<FA_D>(Kb + (j & 1) * FW_K_BYTES, k16, kvh, lo + j * FW_BC, hi + 1, 0);
+    if (j >= 1 && j <= n_tiles)
+      fw_stage_kv<FA_DV>(Vb + ((j - 1) & 1) * FW_V_BYTES, v16, kvh, lo + (j - 1) * FW_BC, hi + 1, c0);
+    mma_cp_commit();
+  };
+  copy_group(0);
+  float s[FW_BC / 2];
+  u32 a[FW_BC / 16][4];  // P of the previous tile, the A fragments of its PV product
 #pragma unroll
-      for (int n = 0; n < FW_BC / 2; ++n) s[n] = 0.0f;
-      const u32 k_addr = wg_smem_addr(Ks);
-      wg_fence_regs<FW_BC / 2>(s);
-      wg_fence();
+  for (int n = 0; n < FW_BC / 2; ++n) s[n] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < FW_BC / 16; ++kk) a[kk][0] = a[kk][1] = a[kk][2] = a[kk][3] = 0u;
+  bool pending = false;  // a[] holds P_{j-1}, its product not yet issued
+  for (int j = 0; j <= n_tiles; ++j) {
+    mma_cp_wait<0>();        // group j: K_j, V_{j-1}
+    wg_fence_proxy_async();  // this thread's copies and zero rows, visible to the tensor cores
+    __syncthreads();         // and every thread's; every group is done with step j - 1
+    copy_group(j + 1);
+    const int j0 = lo + j * FW_BC;
+    const bool scores = j < n_tiles && j0 <= g_max_pos && j0 + FW_BC - 1 >= g_min_first;
+    wg_fence_regs<FW_BC / 2>(s);
+    wg_fence_regs<FA_DV / 2>(acc);
+    wg_fence_regs<FW_BC / 4>(&a[0][0]);
+    wg_fence();
+    if (scores) {
+      // S_j = Q K_j^T: the group's 64 rows x 64 keys, D / 16 steps of k16.
+      const u32 k_addr = wg_smem_addr(Kb + (j & 1) * FW_K_BYTES);
 #pragma unroll
       for (int kk = 0; kk < FA_D / 16; ++kk) {
         const u32 off = (kk & 3) * 32u;
@@ -167,9 +169,22 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
                       wg_desc(k_addr + (kk >> 2) * FW_PANEL_K + off, 16, 1024), kk > 0);
       }
       wg_commit();
-      wg_wait<0>();
+    }
+    if (pending) {
+      // O += P_{j-1} V_{j-1}: V's step kk is its rows 16kk.. (N-major: LBO steps the 64-column panels).
+      const u32 v_addr = wg_smem_addr(Vb + ((j - 1) & 1) * FW_V_BYTES);
+#pragma unroll
+      for (int kk = 0; kk < FW_BC / 16; ++kk)
+        wg_mma_rs<FA_DV>(acc, a[kk], wg_desc(v_addr + kk * 16 * 128, FW_PANEL_K, 1024), 1);
+      wg_commit();
+    }
+    float corrA = 1.0f, corrB = 1.0f;
+    if (scores) {
+      if (pending)
+        wg_wait<1>();
+      else
+        wg_wait<0>();
       wg_fence_regs<FW_BC / 2>(s);
-
       // Mask, then the online softmax in base 2 (rows A: s[4n + 0..1], rows B: s[4n + 2..3]).
       const bool masked = j0 + FW_BC - 1 > g_min_pos || j0 < g_max_first;
       float mxA = mA, mxB = mB;
@@ -179,8 +194,8 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
         for (int e = 0; e < 4; ++e) {
           float x = s[4 * n + e] * scale_log2;
           if (masked) {
-            const int j = j0 + n * 8 + 2 * tq + (e & 1);
-            const bool ok = e < 2 ? (j <= posA && j >= firstA) : (j <= posB && j >= firstB);
+            const int jj = j0 + n * 8 + 2 * tq + (e & 1);
+            const bool ok = e < 2 ? (jj <= posA && jj >= firstA) : (jj <= posB && jj >= firstB);
             if (!ok) x = MEMRA_NEG_INF;
           }
           s[4 * n + e] = x;
@@ -193,7 +208,8 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
       mxB = fa_quad_max(mxB);
       // A row that has seen no key yet keeps base 0 (so -inf - -inf never appears).
       const float baseA = mxA == MEMRA_NEG_INF ? 0.0f : mxA, baseB = mxB == MEMRA_NEG_INF ? 0.0f : mxB;
-      const float corrA = exp2f(mA - baseA), corrB = exp2f(mB - baseB);
+      corrA = exp2f(mA - baseA);
+      corrB = exp2f(mB - baseB);
       mA = mxA;
       mB = mxB;
       float sumA = 0.0f, sumB = 0.0f;
@@ -208,6 +224,14 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
       }
       lA = lA * corrA + sumA;  // this thread's columns; the quad's partial sums add up at the end
       lB = lB * corrB + sumB;
+    }
+    wg_wait<0>();  // P_{j-1} V_{j-1} is in O
+    wg_fence_regs<FA_DV / 2>(acc);
+    wg_fence_regs<FW_BC / 4>(&a[0][0]);
+    pending = scores;
+    if (scores) {
+      // O rebased to the new maxima; P_j's accumulator n-blocks 2kk, 2kk + 1 become the A fragment
+      // of keys 16kk..16kk + 15.
 #pragma unroll
       for (int n = 0; n < FA_DV / 8; ++n) {
         acc[4 * n + 0] *= corrA;
@@ -215,11 +239,6 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
         acc[4 * n + 2] *= corrB;
         acc[4 * n + 3] *= corrB;
       }
-
-      // O += P V: P's accumulator n-blocks 2kk, 2kk + 1 are the A fragment of keys 16kk..16kk + 15;
-      // V's step kk is its rows 16kk.. (N-major: LBO steps the 64-column panels).
-      const u32 v_addr = wg_smem_addr(Vs);
-      u32 a[FW_BC / 16][4];
 #pragma unroll
       for (int kk = 0; kk < FW_BC / 16; ++kk) {
         a[kk][0] = mma_pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
@@ -227,21 +246,6 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
         a[kk][2] = mma_pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
         a[kk][3] = mma_pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
       }
-      wg_fence_regs<FA_DV / 2>(acc);
-      wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < FW_BC / 16; ++kk)
-        wg_mma_rs<FA_DV>(acc, a[kk], wg_desc(v_addr + kk * 16 * 128, FW_PANEL_K, 1024), 1);
-      wg_commit();
-      wg_wait<0>();
-      wg_fence_regs<FA_DV / 2>(acc);
-      wg_fence_regs<FW_BC / 4>(&a[0][0]);
-    }                 // the group's products on this tile
-    __syncthreads();  // every warp is done with this buffer before it is refilled
-    if (FA_STAGES == 1 && j0 + FW_BC <= hi) {
-      fw_stage_kv<FA_D>(Ks, k16, kvh, j0 + FW_BC, hi + 1, 0);
-      fw_stage_kv<FA_DV>(Vs, v16, kvh, j0 + FW_BC, hi + 1, c0);
-      mma_cp_commit();
     }
   }
   mma_cp_wait<0>();
