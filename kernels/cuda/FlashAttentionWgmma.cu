@@ -50,14 +50,19 @@
 
 // Rows [j0, j0 + FW_BC) of kv head kvh, columns [c0, c0 + W), of a bf16 copy [rows, Hkv, D] into
 // a swizzled tile (W / 64 panels) by 16-byte cp.async; rows at or past j_end are zeroed directly.
+// A thread keeps one 16-byte column chunk and steps over rows, so the addresses are increments.
 template <int W>
 __device__ __forceinline__ void fw_stage_kv(unsigned char* dst, const u16* kv, int kvh, int j0, int j_end, int c0) {
-  constexpr int kChunks = W / 8;
-  for (int i = threadIdx.x; i < FW_BC * kChunks; i += FW_THREADS) {
-    const int r = i / kChunks, c = i % kChunks, j = j0 + r;
-    unsigned char* at = dst + (c >> 3) * FW_PANEL_K + wg_swizzle(r, c & 7);
+  constexpr int kChunks = W / 8, kRowsPerPass = FW_THREADS / kChunks;
+  const int c = threadIdx.x % kChunks, r0 = threadIdx.x / kChunks;
+  unsigned char* panel = dst + (c >> 3) * FW_PANEL_K;
+  const u16* src = kv + (i64)kvh * FA_D + c0 + c * 8;
+#pragma unroll
+  for (int r = r0; r < FW_BC; r += kRowsPerPass) {
+    unsigned char* at = panel + wg_swizzle(r, c & 7);
+    const int j = j0 + r;
     if (j < j_end)
-      mma_cp_async16(at, kv + (fa_row(j) * FA_HKV + kvh) * FA_D + c0 + c * 8);
+      mma_cp_async16(at, src + fa_row(j) * (FA_HKV * FA_D));
     else
       *reinterpret_cast<uint4*>(at) = make_uint4(0u, 0u, 0u, 0u);
   }
@@ -103,17 +108,13 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
   const int tA = t0 + rA / FA_G, tB = t0 + rB / FA_G;
   const int posA = tA < p.n_tok ? p.pos[tA] : -1, posB = tB < p.n_tok ? p.pos[tB] : -1;
   const int firstA = fa_first_key(posA, p.window), firstB = fa_first_key(posB, p.window);
-  // The warpgroup's bounds (over its tokens): tiles inside them need no mask, tiles outside them
-  // no products. min_pos counts a row past n_tok as -1, so such a group always masks.
-  int g_min_pos = 0x7fffffff, g_max_pos = -1, g_min_first = 0x7fffffff, g_max_first = 0;
+  // The warpgroup's bounds (over its tokens): tiles inside them need no mask. min_pos counts a row
+  // past n_tok as -1, so such a group always masks.
+  int g_min_pos = 0x7fffffff, g_max_first = 0;
   for (int t = t0 + (wg * 64) / FA_G; t <= t0 + (wg * 64 + 63) / FA_G; ++t) {
     const int P = t < p.n_tok ? p.pos[t] : -1;
     g_min_pos = min(g_min_pos, P);
-    g_max_pos = max(g_max_pos, P);
-    if (P >= 0) {
-      g_min_first = min(g_min_first, fa_first_key(P, p.window));
-      g_max_first = max(g_max_first, fa_first_key(P, p.window));
-    }
+    if (P >= 0) g_max_first = max(g_max_first, fa_first_key(P, p.window));
   }
 
   float acc[FA_DV / 2];
@@ -128,10 +129,6 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
   const u16* k16 = p.k16;
   const u16* v16 = p.v16;
   const int n_tiles = lo <= hi ? (hi - lo) / FW_BC + 1 : 0;
-  // The products are pipelined a tile apart: step j issues S_j = Q K_j and O += P_{j-1} V_{j-1},
-  // and the softmax of S_j runs while P_{j-1} V_{j-1} is on the tensor cores. Copy group j brings
-  // K_j (into K buffer j % 2) and V_{j-1} (into V buffer (j - 1) % 2); group j + 1 streams in during
-  // step j, into buffers step j - 1 finished with.
   unsigned char* Kb = Qs + FW_Q_BYTES;      // 2 K buffers
   unsigned char* Vb = Kb + 2 * FW_K_BYTES;  // then 2 V buffers
   auto copy_group = [&](int j) {
@@ -140,113 +137,142 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
       fw_stage_kv<FA_DV>(Vb + ((j - 1) & 1) * FW_V_BYTES, v16, kvh, lo + (j - 1) * FW_BC, hi + 1, c0);
     mma_cp_commit();
   };
-  copy_group(0);
+  // Group j landed for every thread, visible to the tensor cores; every group is done with step
+  // j - 1 (its buffers are free for group j + 1).
+  auto arrive = [&]() {
+    mma_cp_wait<0>();
+    wg_fence_proxy_async();
+    __syncthreads();
+  };
   float s[FW_BC / 2];
-  u32 a[FW_BC / 16][4];  // P of the previous tile, the A fragments of its PV product
+  u32 a[FW_BC / 16][4];  // P of the previous tile: the A fragments of its PV product
 #pragma unroll
   for (int n = 0; n < FW_BC / 2; ++n) s[n] = 0.0f;
+  // The descriptors of a tile's first k16 step; a step adds its byte offset / 16.
+  const u64 q_desc = wg_desc(q_addr, 16, 1024);
+  const u32 k_addr0 = wg_smem_addr(Kb), v_addr0 = wg_smem_addr(Vb);
+  // S_j = Q K_j^T: the group's 64 rows x 64 keys, D / 16 steps of k16.
+  auto issue_scores = [&](int j) {
+    const u64 k_desc = wg_desc(k_addr0 + (j & 1) * FW_K_BYTES, 16, 1024);
 #pragma unroll
-  for (int kk = 0; kk < FW_BC / 16; ++kk) a[kk][0] = a[kk][1] = a[kk][2] = a[kk][3] = 0u;
-  bool pending = false;  // a[] holds P_{j-1}, its product not yet issued
-  for (int j = 0; j <= n_tiles; ++j) {
-    mma_cp_wait<0>();        // group j: K_j, V_{j-1}
-    wg_fence_proxy_async();  // this thread's copies and zero rows, visible to the tensor cores
-    __syncthreads();         // and every thread's; every group is done with step j - 1
-    copy_group(j + 1);
+    for (int kk = 0; kk < FA_D / 16; ++kk)
+      wg_mma_ss_n64(s, q_desc + (((kk >> 2) * (FW_BR * 128) + (kk & 3) * 32) >> 4),
+                    k_desc + (((kk >> 2) * FW_PANEL_K + (kk & 3) * 32) >> 4), kk > 0);
+    wg_commit();
+  };
+  // O += P_j V_j: V's step kk is its rows 16kk.. (N-major: LBO steps the 64-column panels).
+  auto issue_values = [&](int j) {
+    const u64 v_desc = wg_desc(v_addr0 + (j & 1) * FW_V_BYTES, FW_PANEL_K, 1024);
+#pragma unroll
+    for (int kk = 0; kk < FW_BC / 16; ++kk) wg_mma_rs<FA_DV>(acc, a[kk], v_desc + ((kk * 16 * 128) >> 4), 1);
+    wg_commit();
+  };
+  // The online softmax of S_j in base 2 (rows A: s[4n + 0..1], rows B: s[4n + 2..3]), masked where
+  // the tile crosses a row's bounds (or the row is past n_tok): s becomes P_j, corr the factor O
+  // and l are rebased by.
+  auto softmax = [&](int j, float& corrA, float& corrB) {
     const int j0 = lo + j * FW_BC;
-    const bool scores = j < n_tiles && j0 <= g_max_pos && j0 + FW_BC - 1 >= g_min_first;
+    const bool masked = j0 + FW_BC - 1 > g_min_pos || j0 < g_max_first;
+    float mxA = mA, mxB = mB;
+#pragma unroll
+    for (int n = 0; n < FW_BC / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[4 * n + e] * scale_log2;
+        if (masked) {
+          const int jj = j0 + n * 8 + 2 * tq + (e & 1);
+          const bool ok = e < 2 ? (jj <= posA && jj >= firstA) : (jj <= posB && jj >= firstB);
+          if (!ok) x = MEMRA_NEG_INF;
+        }
+        s[4 * n + e] = x;
+        if (e < 2)
+          mxA = fmaxf(mxA, x);
+        else
+          mxB = fmaxf(mxB, x);
+      }
+    mxA = fa_quad_max(mxA);
+    mxB = fa_quad_max(mxB);
+    // A row that has seen no key yet keeps base 0 (so -inf - -inf never appears).
+    const float baseA = mxA == MEMRA_NEG_INF ? 0.0f : mxA, baseB = mxB == MEMRA_NEG_INF ? 0.0f : mxB;
+    corrA = exp2f(mA - baseA);
+    corrB = exp2f(mB - baseB);
+    mA = mxA;
+    mB = mxB;
+    float sumA = 0.0f, sumB = 0.0f;
+#pragma unroll
+    for (int n = 0; n < FW_BC / 8; ++n) {
+      s[4 * n + 0] = exp2f(s[4 * n + 0] - baseA);
+      s[4 * n + 1] = exp2f(s[4 * n + 1] - baseA);
+      s[4 * n + 2] = exp2f(s[4 * n + 2] - baseB);
+      s[4 * n + 3] = exp2f(s[4 * n + 3] - baseB);
+      sumA += s[4 * n + 0] + s[4 * n + 1];
+      sumB += s[4 * n + 2] + s[4 * n + 3];
+    }
+    lA = lA * corrA + sumA;  // this thread's columns; the quad's partial sums add up at the end
+    lB = lB * corrB + sumB;
+  };
+  // O rebased to the new maxima; P_j's accumulator n-blocks 2kk, 2kk + 1 become the A fragment of
+  // keys 16kk..16kk + 15.
+  auto rebase_and_pack = [&](float corrA, float corrB) {
+#pragma unroll
+    for (int n = 0; n < FA_DV / 8; ++n) {
+      acc[4 * n + 0] *= corrA;
+      acc[4 * n + 1] *= corrA;
+      acc[4 * n + 2] *= corrB;
+      acc[4 * n + 3] *= corrB;
+    }
+#pragma unroll
+    for (int kk = 0; kk < FW_BC / 16; ++kk) {
+      a[kk][0] = mma_pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
+      a[kk][1] = mma_pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+      a[kk][2] = mma_pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+      a[kk][3] = mma_pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+  };
+
+  // The products are pipelined a tile apart: step j issues S_j = Q K_j and O += P_{j-1} V_{j-1},
+  // and the softmax of S_j runs while P_{j-1} V_{j-1} is on the tensor cores. Copy group j brings
+  // K_j (into K buffer j % 2) and V_{j-1} (into V buffer (j - 1) % 2); group j + 1 streams in during
+  // step j. Every group of the block runs every tile of the block's range (a tile none of its rows
+  // sees is masked whole): the products are issued on no data-dependent branch, so the compiler
+  // keeps them asynchronous.
+  copy_group(0);
+  if (n_tiles > 0) {
+    float corrA, corrB;
+    arrive();
+    copy_group(1);
     wg_fence_regs<FW_BC / 2>(s);
+    wg_fence();
+    issue_scores(0);
+    wg_wait<0>();
+    wg_fence_regs<FW_BC / 2>(s);
+    softmax(0, corrA, corrB);
+    rebase_and_pack(corrA, corrB);
+    for (int j = 1; j < n_tiles; ++j) {
+      arrive();
+      copy_group(j + 1);
+      wg_fence_regs<FW_BC / 2>(s);
+      wg_fence_regs<FA_DV / 2>(acc);
+      wg_fence_regs<FW_BC / 4>(&a[0][0]);
+      wg_fence();
+      issue_scores(j);
+      issue_values(j - 1);
+      wg_wait<1>();
+      wg_fence_regs<FW_BC / 2>(s);
+      softmax(j, corrA, corrB);
+      wg_wait<0>();
+      wg_fence_regs<FA_DV / 2>(acc);
+      wg_fence_regs<FW_BC / 4>(&a[0][0]);
+      rebase_and_pack(corrA, corrB);
+    }
+    arrive();  // V of the last tile
     wg_fence_regs<FA_DV / 2>(acc);
     wg_fence_regs<FW_BC / 4>(&a[0][0]);
     wg_fence();
-    if (scores) {
-      // S_j = Q K_j^T: the group's 64 rows x 64 keys, D / 16 steps of k16.
-      const u32 k_addr = wg_smem_addr(Kb + (j & 1) * FW_K_BYTES);
-#pragma unroll
-      for (int kk = 0; kk < FA_D / 16; ++kk) {
-        const u32 off = (kk & 3) * 32u;
-        wg_mma_ss_n64(s, wg_desc(q_addr + (kk >> 2) * (FW_BR * 128) + off, 16, 1024),
-                      wg_desc(k_addr + (kk >> 2) * FW_PANEL_K + off, 16, 1024), kk > 0);
-      }
-      wg_commit();
-    }
-    if (pending) {
-      // O += P_{j-1} V_{j-1}: V's step kk is its rows 16kk.. (N-major: LBO steps the 64-column panels).
-      const u32 v_addr = wg_smem_addr(Vb + ((j - 1) & 1) * FW_V_BYTES);
-#pragma unroll
-      for (int kk = 0; kk < FW_BC / 16; ++kk)
-        wg_mma_rs<FA_DV>(acc, a[kk], wg_desc(v_addr + kk * 16 * 128, FW_PANEL_K, 1024), 1);
-      wg_commit();
-    }
-    float corrA = 1.0f, corrB = 1.0f;
-    if (scores) {
-      if (pending)
-        wg_wait<1>();
-      else
-        wg_wait<0>();
-      wg_fence_regs<FW_BC / 2>(s);
-      // Mask, then the online softmax in base 2 (rows A: s[4n + 0..1], rows B: s[4n + 2..3]).
-      const bool masked = j0 + FW_BC - 1 > g_min_pos || j0 < g_max_first;
-      float mxA = mA, mxB = mB;
-#pragma unroll
-      for (int n = 0; n < FW_BC / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = s[4 * n + e] * scale_log2;
-          if (masked) {
-            const int jj = j0 + n * 8 + 2 * tq + (e & 1);
-            const bool ok = e < 2 ? (jj <= posA && jj >= firstA) : (jj <= posB && jj >= firstB);
-            if (!ok) x = MEMRA_NEG_INF;
-          }
-          s[4 * n + e] = x;
-          if (e < 2)
-            mxA = fmaxf(mxA, x);
-          else
-            mxB = fmaxf(mxB, x);
-        }
-      mxA = fa_quad_max(mxA);
-      mxB = fa_quad_max(mxB);
-      // A row that has seen no key yet keeps base 0 (so -inf - -inf never appears).
-      const float baseA = mxA == MEMRA_NEG_INF ? 0.0f : mxA, baseB = mxB == MEMRA_NEG_INF ? 0.0f : mxB;
-      corrA = exp2f(mA - baseA);
-      corrB = exp2f(mB - baseB);
-      mA = mxA;
-      mB = mxB;
-      float sumA = 0.0f, sumB = 0.0f;
-#pragma unroll
-      for (int n = 0; n < FW_BC / 8; ++n) {
-        s[4 * n + 0] = exp2f(s[4 * n + 0] - baseA);
-        s[4 * n + 1] = exp2f(s[4 * n + 1] - baseA);
-        s[4 * n + 2] = exp2f(s[4 * n + 2] - baseB);
-        s[4 * n + 3] = exp2f(s[4 * n + 3] - baseB);
-        sumA += s[4 * n + 0] + s[4 * n + 1];
-        sumB += s[4 * n + 2] + s[4 * n + 3];
-      }
-      lA = lA * corrA + sumA;  // this thread's columns; the quad's partial sums add up at the end
-      lB = lB * corrB + sumB;
-    }
-    wg_wait<0>();  // P_{j-1} V_{j-1} is in O
+    issue_values(n_tiles - 1);
+    wg_wait<0>();
     wg_fence_regs<FA_DV / 2>(acc);
     wg_fence_regs<FW_BC / 4>(&a[0][0]);
-    pending = scores;
-    if (scores) {
-      // O rebased to the new maxima; P_j's accumulator n-blocks 2kk, 2kk + 1 become the A fragment
-      // of keys 16kk..16kk + 15.
-#pragma unroll
-      for (int n = 0; n < FA_DV / 8; ++n) {
-        acc[4 * n + 0] *= corrA;
-        acc[4 * n + 1] *= corrA;
-        acc[4 * n + 2] *= corrB;
-        acc[4 * n + 3] *= corrB;
-      }
-#pragma unroll
-      for (int kk = 0; kk < FW_BC / 16; ++kk) {
-        a[kk][0] = mma_pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
-        a[kk][1] = mma_pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
-        a[kk][2] = mma_pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
-        a[kk][3] = mma_pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
-      }
-    }
   }
   mma_cp_wait<0>();
 
