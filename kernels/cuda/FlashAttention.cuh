@@ -22,3 +22,15 @@ __device__ __forceinline__ int fa_first_key(int p, int window) { return window >
 #define FA_RING 0
 #endif
 __device__ __forceinline__ i64 fa_row(int j) { return FA_RING > 0 ? (i64)(j % FA_RING) : (i64)j; }
+
+// 2^x by the hardware's approximation (ex2.approx.ftz: 2 ulp, 2^-inf = 0), without exp2f's range
+// tests: the wgmma kernel's softmax, whose probabilities are rounded to bf16 next.
+__device__ __forceinline__ float fa_exp2(float x) {
+#if defined(MEMRA_HOST_EMULATION)
+  return exp2f(x);
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}

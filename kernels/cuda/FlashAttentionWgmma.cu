@@ -48,25 +48,54 @@
 #define FW_SMEM_DECL extern __shared__ __align__(1024) unsigned char fw_smem[]
 #endif
 
-// Rows [j0, j0 + FW_BC) of kv head kvh, columns [c0, c0 + W), of a bf16 copy [rows, Hkv, D] into
-// a swizzled tile (W / 64 panels) by 16-byte cp.async; rows at or past j_end are zeroed directly.
-// A thread keeps one 16-byte column chunk and steps over rows, so the addresses are increments.
-template <int W>
-__device__ __forceinline__ void fw_stage_kv(unsigned char* dst, const u16* kv, int kvh, int j0, int j_end, int c0) {
-  constexpr int kChunks = W / 8, kRowsPerPass = FW_THREADS / kChunks;
-  const int c = threadIdx.x % kChunks, r0 = threadIdx.x / kChunks;
-  unsigned char* panel = dst + (c >> 3) * FW_PANEL_K;
-  const u16* src = kv + (i64)kvh * FA_D + c0 + c * 8;
-#pragma unroll
-  for (int r = r0; r < FW_BC; r += kRowsPerPass) {
-    unsigned char* at = panel + wg_swizzle(r, c & 7);
-    const int j = j0 + r;
-    if (j < j_end)
-      mma_cp_async16(at, src + fa_row(j) * (FA_HKV * FA_D));
-    else
-      *reinterpret_cast<uint4*>(at) = make_uint4(0u, 0u, 0u, 0u);
-  }
+// cp.async of 16 bytes to a shared address (the kernel's offsets are kept as 32-bit shared
+// addresses, so no generic-to-shared conversion per copy).
+__device__ __forceinline__ void fw_cp_async16(u32 dst, const void* src) {
+#if defined(MEMRA_MMA_HOST_EMULATION)
+  gq_emu_copy(emu_wg_base + dst, src, 16);
+#else
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+#endif
 }
+
+// Rows [j0, j0 + FW_BC) of kv head kvh, columns [c0, c0 + W), of a bf16 copy [rows, Hkv, D] into
+// a swizzled tile at shared address `tile` (W / 64 panels) by 16-byte cp.async; rows at or past
+// j_end are zeroed directly. A thread keeps one 16-byte column chunk (c) and steps over rows from
+// r0 by whole swizzle atoms, so for a whole tile of a flat cache (the common case) its addresses
+// differ by constants: `dst` (its first row's chunk, from the tile's start) and `src` (its chunk
+// of row 0) are computed once.
+template <int W>
+struct FwCopy {
+  static constexpr int kChunks = W / 8, kRowsPerPass = FW_THREADS / kChunks;
+  // Whole tiles by constant steps: rows per pass in whole atoms (the swizzle repeats).
+  static constexpr bool kFast = FA_RING == 0 && FW_BC % kRowsPerPass == 0 && kRowsPerPass % 8 == 0;
+  int c, r0;
+  u32 dst;
+  i64 src;
+  __device__ __forceinline__ FwCopy(int kvh, int c0) {
+    c = threadIdx.x % kChunks;
+    r0 = threadIdx.x / kChunks;
+    dst = (c >> 3) * FW_PANEL_K + wg_swizzle(r0, c & 7);
+    src = (i64)kvh * FA_D + c0 + c * 8;
+  }
+  __device__ __forceinline__ void stage(u32 tile, unsigned char* tile_ptr, const u16* kv, int j0, int j_end) const {
+    if (kFast && j0 + FW_BC <= j_end) {
+      const u16* row = kv + src + (i64)(j0 + r0) * (FA_HKV * FA_D);
+#pragma unroll
+      for (int i = 0; i < FW_BC / kRowsPerPass; ++i)
+        fw_cp_async16(tile + dst + i * kRowsPerPass * 128, row + (i64)i * kRowsPerPass * (FA_HKV * FA_D));
+      return;
+    }
+    for (int r = r0; r < FW_BC; r += kRowsPerPass) {
+      const u32 at = (c >> 3) * FW_PANEL_K + wg_swizzle(r, c & 7);
+      const int j = j0 + r;
+      if (j < j_end)
+        fw_cp_async16(tile + at, kv + src + fa_row(j) * (FA_HKV * FA_D));
+      else
+        *reinterpret_cast<uint4*>(tile_ptr + at) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+};
 
 extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(const FlashAttentionParams p) {
   memra_grid_dependency();
@@ -78,7 +107,10 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
   const int split = blockIdx.x % (FA_D / FA_DV), kvh = blockIdx.x / (FA_D / FA_DV) % FA_HKV;
   const int n_tb = gridDim.x / (FA_HKV * (FA_D / FA_DV));
   const int t0 = (n_tb - 1 - (int)(blockIdx.x / (FA_HKV * (FA_D / FA_DV)))) * FW_TB, c0 = split * FA_DV;
-  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+  // The warpgroup index broadcast from lane 0: provably uniform, so the descriptors derived from it
+  // stay in uniform registers (a per-thread descriptor makes the compiler serialize the products).
+  const int wg = __shfl_sync(0xffffffffu, (int)(threadIdx.x >> 7), 0);
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
 
   // The block's key range: from the smallest first key to the largest position of its tokens.
   if (threadIdx.x == 0) {
@@ -131,10 +163,15 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
   const int n_tiles = lo <= hi ? (hi - lo) / FW_BC + 1 : 0;
   unsigned char* Kb = Qs + FW_Q_BYTES;      // 2 K buffers
   unsigned char* Vb = Kb + 2 * FW_K_BYTES;  // then 2 V buffers
+  const FwCopy<FA_D> k_copy(kvh, 0);
+  const FwCopy<FA_DV> v_copy(kvh, c0);
+  const u32 k_addr0 = wg_smem_addr(Kb), v_addr0 = wg_smem_addr(Vb);
   auto copy_group = [&](int j) {
-    if (j < n_tiles) fw_stage_kv<FA_D>(Kb + (j & 1) * FW_K_BYTES, k16, kvh, lo + j * FW_BC, hi + 1, 0);
+    if (j < n_tiles)
+      k_copy.stage(k_addr0 + (j & 1) * FW_K_BYTES, Kb + (j & 1) * FW_K_BYTES, k16, lo + j * FW_BC, hi + 1);
     if (j >= 1 && j <= n_tiles)
-      fw_stage_kv<FA_DV>(Vb + ((j - 1) & 1) * FW_V_BYTES, v16, kvh, lo + (j - 1) * FW_BC, hi + 1, c0);
+      v_copy.stage(v_addr0 + ((j - 1) & 1) * FW_V_BYTES, Vb + ((j - 1) & 1) * FW_V_BYTES, v16, lo + (j - 1) * FW_BC,
+                   hi + 1);
     mma_cp_commit();
   };
   // Group j landed for every thread, visible to the tensor cores; every group is done with step
@@ -150,7 +187,6 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
   for (int n = 0; n < FW_BC / 2; ++n) s[n] = 0.0f;
   // The descriptors of a tile's first k16 step; a step adds its byte offset / 16.
   const u64 q_desc = wg_desc(q_addr, 16, 1024);
-  const u32 k_addr0 = wg_smem_addr(Kb), v_addr0 = wg_smem_addr(Vb);
   // S_j = Q K_j^T: the group's 64 rows x 64 keys, D / 16 steps of k16.
   auto issue_scores = [&](int j) {
     const u64 k_desc = wg_desc(k_addr0 + (j & 1) * FW_K_BYTES, 16, 1024);
@@ -173,38 +209,43 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
   auto softmax = [&](int j, float& corrA, float& corrB) {
     const int j0 = lo + j * FW_BC;
     const bool masked = j0 + FW_BC - 1 > g_min_pos || j0 < g_max_first;
+#pragma unroll
+    for (int n = 0; n < FW_BC / 2; ++n) s[n] *= scale_log2;
+    if (masked) {
+      // The rows' bounds relative to this thread's first column, pinned after the wait so the
+      // compiler does not compute the mask for every tile ahead of the products.
+      int hiA = posA - j0 - 2 * tq, loA = firstA - j0 - 2 * tq, hiB = posB - j0 - 2 * tq, loB = firstB - j0 - 2 * tq;
+      asm volatile("" : "+r"(hiA), "+r"(loA), "+r"(hiB), "+r"(loB));
+#pragma unroll
+      for (int n = 0; n < FW_BC / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = n * 8 + (e & 1);
+          const bool ok = e < 2 ? (col <= hiA && col >= loA) : (col <= hiB && col >= loB);
+          if (!ok) s[4 * n + e] = MEMRA_NEG_INF;
+        }
+    }
     float mxA = mA, mxB = mB;
 #pragma unroll
-    for (int n = 0; n < FW_BC / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[4 * n + e] * scale_log2;
-        if (masked) {
-          const int jj = j0 + n * 8 + 2 * tq + (e & 1);
-          const bool ok = e < 2 ? (jj <= posA && jj >= firstA) : (jj <= posB && jj >= firstB);
-          if (!ok) x = MEMRA_NEG_INF;
-        }
-        s[4 * n + e] = x;
-        if (e < 2)
-          mxA = fmaxf(mxA, x);
-        else
-          mxB = fmaxf(mxB, x);
-      }
+    for (int n = 0; n < FW_BC / 8; ++n) {
+      mxA = fmaxf(mxA, fmaxf(s[4 * n + 0], s[4 * n + 1]));
+      mxB = fmaxf(mxB, fmaxf(s[4 * n + 2], s[4 * n + 3]));
+    }
     mxA = fa_quad_max(mxA);
     mxB = fa_quad_max(mxB);
     // A row that has seen no key yet keeps base 0 (so -inf - -inf never appears).
     const float baseA = mxA == MEMRA_NEG_INF ? 0.0f : mxA, baseB = mxB == MEMRA_NEG_INF ? 0.0f : mxB;
-    corrA = exp2f(mA - baseA);
-    corrB = exp2f(mB - baseB);
+    corrA = fa_exp2(mA - baseA);
+    corrB = fa_exp2(mB - baseB);
     mA = mxA;
     mB = mxB;
     float sumA = 0.0f, sumB = 0.0f;
 #pragma unroll
     for (int n = 0; n < FW_BC / 8; ++n) {
-      s[4 * n + 0] = exp2f(s[4 * n + 0] - baseA);
-      s[4 * n + 1] = exp2f(s[4 * n + 1] - baseA);
-      s[4 * n + 2] = exp2f(s[4 * n + 2] - baseB);
-      s[4 * n + 3] = exp2f(s[4 * n + 3] - baseB);
+      s[4 * n + 0] = fa_exp2(s[4 * n + 0] - baseA);
+      s[4 * n + 1] = fa_exp2(s[4 * n + 1] - baseA);
+      s[4 * n + 2] = fa_exp2(s[4 * n + 2] - baseB);
+      s[4 * n + 3] = fa_exp2(s[4 * n + 3] - baseB);
       sumA += s[4 * n + 0] + s[4 * n + 1];
       sumB += s[4 * n + 2] + s[4 * n + 3];
     }
@@ -232,31 +273,31 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
 
   // The products are pipelined a tile apart: step j issues S_j = Q K_j and O += P_{j-1} V_{j-1},
   // and the softmax of S_j runs while P_{j-1} V_{j-1} is on the tensor cores. Copy group j brings
-  // K_j (into K buffer j % 2) and V_{j-1} (into V buffer (j - 1) % 2); group j + 1 streams in during
-  // step j. Every group of the block runs every tile of the block's range (a tile none of its rows
-  // sees is masked whole): the products are issued on no data-dependent branch, so the compiler
+  // K_j (into K buffer j % 2) and V_{j-1} (into V buffer (j - 1) % 2); group j + 1 is issued behind
+  // step j's products and streams in during the step. Every group of the block runs every tile of the block's range (a
+  // tile none of its rows sees is masked whole): the products are issued on no data-dependent branch, so the compiler
   // keeps them asynchronous.
   copy_group(0);
   if (n_tiles > 0) {
     float corrA, corrB;
     arrive();
-    copy_group(1);
     wg_fence_regs<FW_BC / 2>(s);
     wg_fence();
     issue_scores(0);
+    copy_group(1);
     wg_wait<0>();
     wg_fence_regs<FW_BC / 2>(s);
     softmax(0, corrA, corrB);
     rebase_and_pack(corrA, corrB);
     for (int j = 1; j < n_tiles; ++j) {
       arrive();
-      copy_group(j + 1);
       wg_fence_regs<FW_BC / 2>(s);
       wg_fence_regs<FA_DV / 2>(acc);
       wg_fence_regs<FW_BC / 4>(&a[0][0]);
       wg_fence();
       issue_scores(j);
       issue_values(j - 1);
+      copy_group(j + 1);  // into the buffers these products do not read
       wg_wait<1>();
       wg_fence_regs<FW_BC / 2>(s);
       softmax(j, corrA, corrB);
