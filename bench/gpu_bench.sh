@@ -23,7 +23,8 @@ presets="${rest[*]}"
 if [ "$want_kernels" = 1 ] && [ -x "$bin/memra-kernel-bench" ]; then
   { "$bin/memra-kernel-bench"
     "$bin/memra-kernel-bench" --section deltanet --iters 20
-    "$bin/memra-kernel-bench" --section gemm --iters 10 --lengths 4096,512 --candidates 12; } > "$out/kernel-bench.txt" 2>&1
+    "$bin/memra-kernel-bench" --section gemm --iters 10 --lengths 4096,512 --candidates 12
+    "$bin/memra-kernel-bench" --section attention --iters 10 --lengths 1024,4096,16384; } > "$out/kernel-bench.txt" 2>&1
   cat "$out/kernel-bench.txt"
   { echo; echo '```'; cat "$out/kernel-bench.txt"; echo '```'; echo; } >> "$out/bench.txt"
 fi

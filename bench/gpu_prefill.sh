@@ -50,6 +50,10 @@ grep -E "bf16" "$out/kernels-deltanet.txt"
 "$bin/memra-kernel-bench" --section gemm --iters 10 --lengths 4096,512 --candidates 12 > "$out/kernels-gemm.txt" 2>&1
 summary+=("kernel bench gemm: rc=$?")
 tail -13 "$out/kernels-gemm.txt"
+# The prefill attention kernels side by side (wgmma on Hopper, mma.sync), issue 17 item 1's goal.
+"$bin/memra-kernel-bench" --section attention --iters 10 --lengths 1024,4096,16384 > "$out/kernels-attention.txt" 2>&1
+summary+=("kernel bench attention: rc=$?")
+tail -11 "$out/kernels-attention.txt"
 for preset in $presets; do
   m=$models/qwen35-$preset-bf16.gguf
   [ -f "$m" ] || "$bin/memra" gen --preset "$preset" --dtype bf16 --quiet -o "$m" > /dev/null 2>&1
