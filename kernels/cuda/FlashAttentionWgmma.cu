@@ -49,18 +49,24 @@
 #endif
 
 // cp.async of 16 bytes to a shared address (the kernel's offsets are kept as 32-bit shared
-// addresses, so no generic-to-shared conversion per copy).
-__device__ __forceinline__ void fw_cp_async16(u32 dst, const void* src) {
+// addresses, so no generic-to-shared conversion per copy); `bytes` < 16 reads that many and
+// zero-fills the rest (0: the row past the keys is zeros), so every write to a tile is a cp.async
+// that the slot's barrier tracks.
+__device__ __forceinline__ void fw_cp_async16(u32 dst, const void* src, int bytes = 16) {
 #if defined(MEMRA_MMA_HOST_EMULATION)
-  gq_emu_copy(emu_wg_base + dst, src, 16);
+  unsigned char zero[16] = {};
+  if (bytes == 16)
+    gq_emu_copy(emu_wg_base + dst, src, 16);
+  else
+    std::memcpy(emu_wg_base + dst, zero, 16);  // bytes is 16 or 0 here
 #else
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 #endif
 }
 
 // Rows [j0, j0 + FW_BC) of kv head kvh, columns [c0, c0 + W), of a bf16 copy [rows, Hkv, D] into
 // a swizzled tile at shared address `tile` (W / 64 panels) by 16-byte cp.async; rows at or past
-// j_end are zeroed directly. A thread keeps one 16-byte column chunk (c) and steps over rows from
+// j_end are zero-filled by the copy. A thread keeps one 16-byte column chunk (c) and steps over rows from
 // r0 by whole swizzle atoms, so for a whole tile of a flat cache (the common case) its addresses
 // differ by constants: `dst` (its first row's chunk, from the tile's start) and `src` (its chunk
 // of row 0) are computed once.
@@ -78,7 +84,7 @@ struct FwCopy {
     dst = (c >> 3) * FW_PANEL_K + wg_swizzle(r0, c & 7);
     src = (i64)kvh * FA_D + c0 + c * 8;
   }
-  __device__ __forceinline__ void stage(u32 tile, unsigned char* tile_ptr, const u16* kv, int j0, int j_end) const {
+  __device__ __forceinline__ void stage(u32 tile, const u16* kv, int j0, int j_end) const {
     if (kFast && j0 + FW_BC <= j_end) {
       const u16* row = kv + src + (i64)(j0 + r0) * (FA_HKV * FA_D);
 #pragma unroll
@@ -92,7 +98,7 @@ struct FwCopy {
       if (j < j_end)
         fw_cp_async16(tile + at, kv + src + fa_row(j) * (FA_HKV * FA_D));
       else
-        *reinterpret_cast<uint4*>(tile_ptr + at) = make_uint4(0u, 0u, 0u, 0u);
+        fw_cp_async16(tile + at, kv, 0);
     }
   }
 };
@@ -102,6 +108,9 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
   FW_SMEM_DECL;
   unsigned char* Qs = wg_align_smem(fw_smem);  // FA_D / 64 panels of FW_BR rows
   __shared__ int s_lo, s_hi;
+  // Copy group j (below) lives in slot j % 2: full[slot] completes when every thread's copies of
+  // the group have landed, empty[slot] when every thread's products reading it are done.
+  __shared__ __align__(8) u64 s_full[2], s_empty[2];
 
   // blockIdx.x = (token block from the last, kv head, column split), the split fastest.
   const int split = blockIdx.x % (FA_D / FA_DV), kvh = blockIdx.x / (FA_D / FA_DV) % FA_HKV;
@@ -122,6 +131,10 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
     }
     s_lo = lo;
     s_hi = hi;
+    for (int i = 0; i < 2; ++i) {
+      wg_mbar_init(&s_full[i], FW_THREADS);
+      wg_mbar_init(&s_empty[i], FW_THREADS);
+    }
   }
   // Q rows (token, head) of the group, rounded to bf16, 4 columns a thread; rows past n_tok are zeros.
   for (int i = threadIdx.x; i < FW_BR * (FA_D / 4); i += FW_THREADS) {
@@ -156,7 +169,8 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
   const float scale_log2 = p.scale * 1.4426950408889634f;
   const u32 q_addr = wg_smem_addr(Qs) + wg * 64 * 128;
 
-  __syncthreads();
+  wg_fence_proxy_async();  // Q's rows, visible to the tensor cores
+  __syncthreads();         // with the barriers' initialization
   const int lo = s_lo, hi = s_hi;
   const u16* k16 = p.k16;
   const u16* v16 = p.v16;
@@ -167,20 +181,17 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
   const FwCopy<FA_DV> v_copy(kvh, c0);
   const u32 k_addr0 = wg_smem_addr(Kb), v_addr0 = wg_smem_addr(Vb);
   auto copy_group = [&](int j) {
-    if (j < n_tiles)
-      k_copy.stage(k_addr0 + (j & 1) * FW_K_BYTES, Kb + (j & 1) * FW_K_BYTES, k16, lo + j * FW_BC, hi + 1);
-    if (j >= 1 && j <= n_tiles)
-      v_copy.stage(v_addr0 + ((j - 1) & 1) * FW_V_BYTES, Vb + ((j - 1) & 1) * FW_V_BYTES, v16, lo + (j - 1) * FW_BC,
-                   hi + 1);
-    mma_cp_commit();
+    if (j < n_tiles) k_copy.stage(k_addr0 + (j & 1) * FW_K_BYTES, k16, lo + j * FW_BC, hi + 1);
+    if (j >= 1 && j <= n_tiles) v_copy.stage(v_addr0 + ((j - 1) & 1) * FW_V_BYTES, v16, lo + (j - 1) * FW_BC, hi + 1);
+    wg_mbar_cp_async_arrive(&s_full[j & 1]);
   };
-  // Group j landed for every thread, visible to the tensor cores; every group is done with step
-  // j - 1 (its buffers are free for group j + 1).
-  auto arrive = [&]() {
-    mma_cp_wait<0>();
+  // Group j landed for every thread; then visible to this thread's products.
+  auto await_group = [&](int j) {
+    wg_mbar_wait(&s_full[j & 1], (j >> 1) & 1);
     wg_fence_proxy_async();
-    __syncthreads();
   };
+  // Group j's slot free again: every thread's products of the step that read it are done.
+  auto await_release = [&](int j) { wg_mbar_wait(&s_empty[j & 1], (j >> 1) & 1); };
   float s[FW_BC / 2];
   u32 a[FW_BC / 16][4];  // P of the previous tile: the A fragments of its PV product
 #pragma unroll
@@ -274,39 +285,43 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
   // The products are pipelined a tile apart: step j issues S_j = Q K_j and O += P_{j-1} V_{j-1},
   // and the softmax of S_j runs while P_{j-1} V_{j-1} is on the tensor cores. Copy group j brings
   // K_j (into K buffer j % 2) and V_{j-1} (into V buffer (j - 1) % 2); group j + 1 is issued behind
-  // step j's products and streams in during the step. Every group of the block runs every tile of the block's range (a
-  // tile none of its rows sees is masked whole): the products are issued on no data-dependent branch, so the compiler
-  // keeps them asynchronous.
-  copy_group(0);
+  // step j's products and streams in during the step. The warpgroups meet only at the slots'
+  // barriers (no block barrier a step), so one group's softmax can run beside the other's products. Every group of the
+  // block runs every tile of the block's range (a tile none of its rows sees is masked whole): the products are issued
+  // on no data-dependent branch, so the compiler keeps them asynchronous.
   if (n_tiles > 0) {
     float corrA, corrB;
-    arrive();
+    copy_group(0);
+    await_group(0);
     wg_fence_regs<FW_BC / 2>(s);
     wg_fence();
     issue_scores(0);
-    copy_group(1);
+    copy_group(1);  // slot 1: never used before
     wg_wait<0>();
+    wg_mbar_arrive(&s_empty[0]);
     wg_fence_regs<FW_BC / 2>(s);
     softmax(0, corrA, corrB);
     rebase_and_pack(corrA, corrB);
     for (int j = 1; j < n_tiles; ++j) {
-      arrive();
+      await_group(j);
       wg_fence_regs<FW_BC / 2>(s);
       wg_fence_regs<FA_DV / 2>(acc);
       wg_fence_regs<FW_BC / 4>(&a[0][0]);
       wg_fence();
       issue_scores(j);
       issue_values(j - 1);
-      copy_group(j + 1);  // into the buffers these products do not read
+      await_release(j - 1);  // group j + 1 takes group j - 1's slot
+      copy_group(j + 1);
       wg_wait<1>();
       wg_fence_regs<FW_BC / 2>(s);
       softmax(j, corrA, corrB);
       wg_wait<0>();
+      wg_mbar_arrive(&s_empty[j & 1]);
       wg_fence_regs<FA_DV / 2>(acc);
       wg_fence_regs<FW_BC / 4>(&a[0][0]);
       rebase_and_pack(corrA, corrB);
     }
-    arrive();  // V of the last tile
+    await_group(n_tiles);  // V of the last tile
     wg_fence_regs<FA_DV / 2>(acc);
     wg_fence_regs<FW_BC / 4>(&a[0][0]);
     wg_fence();
@@ -315,7 +330,6 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
     wg_fence_regs<FA_DV / 2>(acc);
     wg_fence_regs<FW_BC / 4>(&a[0][0]);
   }
-  mma_cp_wait<0>();
 
   // Normalize, gate, store (rows past n_tok are not written).
   lA = fa_quad_sum(lA);

@@ -70,6 +70,42 @@ __device__ __forceinline__ void wg_fence_regs(u32* r) {
 #endif
 }
 
+// Shared-memory barriers (mbarrier) between the warpgroups of a block: a phase completes when
+// `count` arrivals have been made; wg_mbar_wait(bar, parity) returns once the phase of that parity
+// has completed (a barrier's n-th phase has parity n % 2). wg_mbar_cp_async_arrive arrives when
+// all of the thread's earlier cp.async copies have landed (.noinc: the arrival is one of `count`).
+// Under the host emulation the barrier word holds arrivals (bits 0-31), the phase (bit 32) and the
+// count (bits 33-63), and a cp.async arrival performs the thread's queued copies first.
+#if defined(MEMRA_MMA_HOST_EMULATION)
+__device__ __forceinline__ void wg_mbar_init(u64* bar, u32 count) { *bar = (u64)count << 33; }
+__device__ __forceinline__ void wg_mbar_arrive(u64* bar) { emu_mbar_arrive(bar); }
+__device__ __forceinline__ void wg_mbar_cp_async_arrive(u64* bar) {
+  gq_emu_commit();
+  gq_emu_wait(0);
+  emu_mbar_arrive(bar);
+}
+__device__ __forceinline__ void wg_mbar_wait(u64* bar, u32 parity) { emu_mbar_wait(bar, parity); }
+#else
+__device__ __forceinline__ void wg_mbar_init(u64* bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(mma_smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void wg_mbar_arrive(u64* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(mma_smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void wg_mbar_cp_async_arrive(u64* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(mma_smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void wg_mbar_wait(u64* bar, u32 parity) {
+  u32 done = 0;
+  do {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(mma_smem_addr(bar)), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+#endif
+
 // A descriptor of the 128-byte swizzled layout at shared address `addr` (16-byte aligned).
 __device__ __forceinline__ u64 wg_desc(u32 addr, u32 lbo, u32 sbo) {
   return (u64)((addr & 0x3ffffu) >> 4) | ((u64)((lbo & 0x3ffffu) >> 4) << 16) | ((u64)((sbo & 0x3ffffu) >> 4) << 32) |

@@ -2,9 +2,11 @@
 // their PTX ISA definitions, over CudaHostEmulation.h (include that first): ldmatrix (plain and
 // transposed) and mma.sync m16n8k16 bf16 with f32 accumulation; and cvt.rn.bf16.f32.
 #pragma once
+#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 // cvt.rn.bf16.f32: round to nearest even (finite inputs).
 inline unsigned short emu_bf16(float f) {
@@ -132,4 +134,20 @@ inline void emu_wgmma(float* d, int N, uint64_t desc_a, const uint32_t* a_regs, 
       d[4 * i + e] = static_cast<float>((scale_d ? d[4 * i + e] : 0.0f) + s);
     }
   emu_wg_bar->arrive_and_wait();
+}
+
+// mbarrier (kernels/cuda/Wgmma.cuh wg_mbar_*): the 64-bit word holds arrivals (bits 0-31), the
+// phase parity (bit 32) and the expected count (bits 33-63).
+inline void emu_mbar_arrive(unsigned long long* bar) {
+  std::atomic_ref<unsigned long long> w(*bar);
+  unsigned long long cur = w.load();
+  for (;;) {
+    const unsigned long long count = cur >> 33, arrivals = (cur & 0xffffffffu) + 1;
+    const unsigned long long next = arrivals == count ? ((cur >> 32) ^ 1u) << 32 : (cur & ~0xffffffffull) | arrivals;
+    if (w.compare_exchange_weak(cur, next)) return;
+  }
+}
+inline void emu_mbar_wait(unsigned long long* bar, uint32_t parity) {
+  std::atomic_ref<unsigned long long> w(*bar);
+  while (((w.load() >> 32) & 1u) == parity) std::this_thread::yield();
 }
