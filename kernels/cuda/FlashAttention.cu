@@ -28,9 +28,6 @@
 #ifndef FA_DV
 #define FA_DV FA_D
 #endif
-#ifndef FA_HEAD_GATE
-#define FA_HEAD_GATE 0  // 1: attention_gated's gate is one per head ([n_tok, Hq, 1])
-#endif
 #define FA_G (FA_HQ / FA_HKV)
 #define FA_BR (16 * FA_WARPS)
 #define FA_TB (FA_BR / FA_G)
@@ -129,24 +126,12 @@ extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention(cons
 
   // The block's key range: from the smallest first key to the largest position of its tokens.
   if (threadIdx.x == 0) {
-    int lo = 0x7fffffff, hi = -1;
-    for (int i = 0; i < FA_TB && t0 + i < p.n_tok; ++i) {
-      const int P = p.pos[t0 + i];
-      hi = max(hi, P);
-      lo = min(lo, fa_first_key(P, p.window));
-    }
-    s_lo = lo;
-    s_hi = hi;
+    fa_block_range(p, t0, FA_TB, &s_lo, &s_hi);
   }
   // Q rows (token, head) of the group, rounded to bf16; rows past n_tok are zeros.
   for (int i = threadIdx.x; i < FA_BR * (FA_D / 4); i += FA_WARPS * 32) {
-    const int r = i / (FA_D / 4), c = (i % (FA_D / 4)) * 4, t = t0 + r / FA_G;
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (t < p.n_tok) v = *reinterpret_cast<const float4*>(p.q + ((i64)t * FA_HQ + kvh * FA_G + r % FA_G) * FA_D + c);
-    uint2 w;
-    w.x = mma_pack_bf16(v.x, v.y);
-    w.y = mma_pack_bf16(v.z, v.w);
-    *reinterpret_cast<uint2*>(Qs + r * FA_QS + c) = w;
+    const int r = i / (FA_D / 4), c = (i % (FA_D / 4)) * 4;
+    *reinterpret_cast<uint2*>(Qs + r * FA_QS + c) = fa_q4_bf16(p, t0 + r / FA_G, kvh * FA_G + r % FA_G, c);
   }
 
   // This thread's two rows (g and g + 8 of its warp's 16): their bounds; -1 marks a row past n_tok
@@ -300,33 +285,7 @@ extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention(cons
 #pragma unroll
   for (int n = 0; n < FA_DV / 8; ++n) {
     const int d = c0 + n * 8 + 2 * tq;
-    if (posA >= 0) {
-      float2 v = make_float2(acc[n][0] * invA, acc[n][1] * invA);
-      if (p.gate != nullptr) {
-#if FA_HEAD_GATE
-        const float sg = sigmoidf_(p.gate[rowA / FA_D]);
-        v.x *= sg;
-        v.y *= sg;
-#else
-        v.x *= sigmoidf_(p.gate[rowA + d]);
-        v.y *= sigmoidf_(p.gate[rowA + d + 1]);
-#endif
-      }
-      *reinterpret_cast<float2*>(p.o + rowA + d) = v;
-    }
-    if (posB >= 0) {
-      float2 v = make_float2(acc[n][2] * invB, acc[n][3] * invB);
-      if (p.gate != nullptr) {
-#if FA_HEAD_GATE
-        const float sg = sigmoidf_(p.gate[rowB / FA_D]);
-        v.x *= sg;
-        v.y *= sg;
-#else
-        v.x *= sigmoidf_(p.gate[rowB + d]);
-        v.y *= sigmoidf_(p.gate[rowB + d + 1]);
-#endif
-      }
-      *reinterpret_cast<float2*>(p.o + rowB + d) = v;
-    }
+    if (posA >= 0) fa_store2(p, rowA, d, acc[n][0] * invA, acc[n][1] * invA);
+    if (posB >= 0) fa_store2(p, rowB, d, acc[n][2] * invB, acc[n][3] * invB);
   }
 }

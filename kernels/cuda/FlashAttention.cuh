@@ -1,8 +1,15 @@
 // What the two prefill attention kernels share (FlashAttention.cu: mma.sync; FlashAttentionWgmma.cu:
-// Hopper wgmma): the quad reductions of the accumulator rows, a query's first key, and the cache
-// row of a key in a sliding-window ring.
+// Hopper wgmma): the quad reductions of the accumulator rows, a query's first key, the cache row of
+// a key in a sliding-window ring, a block's key range, a Q row's values as bf16 and the gated
+// store of the output. Rows of a block are (token, query head of the kv head's group) pairs.
 #pragma once
 #include "Common.cuh"
+#include "FlashAttentionParams.h"
+#include "Mma.cuh"
+
+#ifndef FA_HEAD_GATE
+#define FA_HEAD_GATE 0  // 1: attention_gated's gate is one per head ([n_tok, Hq, 1])
+#endif
 
 __device__ __forceinline__ float fa_quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
@@ -33,4 +40,43 @@ __device__ __forceinline__ float fa_exp2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 #endif
+}
+
+// The keys tokens [t0, t0 + tb) of the call see: [lo, hi], from the smallest first key to the
+// largest position (hi = -1: no token).
+__device__ __forceinline__ void fa_block_range(const FlashAttentionParams& p, int t0, int tb, int* lo, int* hi) {
+  int l = 0x7fffffff, h = -1;
+  for (int i = 0; i < tb && t0 + i < p.n_tok; ++i) {
+    const int P = p.pos[t0 + i];
+    h = max(h, P);
+    l = min(l, fa_first_key(P, p.window));
+  }
+  *lo = l;
+  *hi = h;
+}
+
+// Columns [c, c + 4) of query head `head` of token t as four bf16 (zeros for a token past n_tok).
+__device__ __forceinline__ uint2 fa_q4_bf16(const FlashAttentionParams& p, int t, int head, int c) {
+  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (t < p.n_tok) v = *reinterpret_cast<const float4*>(p.q + ((i64)t * FA_HQ + head) * FA_D + c);
+  uint2 w;
+  w.x = mma_pack_bf16(v.x, v.y);
+  w.y = mma_pack_bf16(v.z, v.w);
+  return w;
+}
+
+// Output columns d, d + 1 of the row at element offset `row` ((token * Hq + head) * D), gated
+// (attention_gated: per element, or per head with FA_HEAD_GATE).
+__device__ __forceinline__ void fa_store2(const FlashAttentionParams& p, i64 row, int d, float x, float y) {
+  if (p.gate != nullptr) {
+#if FA_HEAD_GATE
+    const float sg = sigmoidf_(p.gate[row / FA_D]);
+    x *= sg;
+    y *= sg;
+#else
+    x *= sigmoidf_(p.gate[row + d]);
+    y *= sigmoidf_(p.gate[row + d + 1]);
+#endif
+  }
+  *reinterpret_cast<float2*>(p.o + row + d) = make_float2(x, y);
 }

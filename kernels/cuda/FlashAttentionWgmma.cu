@@ -27,9 +27,6 @@
 #ifndef FA_DV
 #define FA_DV FA_D
 #endif
-#ifndef FA_HEAD_GATE
-#define FA_HEAD_GATE 0  // 1: attention_gated's gate is one per head ([n_tok, Hq, 1])
-#endif
 #define FA_G (FA_HQ / FA_HKV)
 #define FW_THREADS (128 * FA_WG)
 #define FW_BR (64 * FA_WG)
@@ -123,14 +120,7 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
 
   // The block's key range: from the smallest first key to the largest position of its tokens.
   if (threadIdx.x == 0) {
-    int lo = 0x7fffffff, hi = -1;
-    for (int i = 0; i < FW_TB && t0 + i < p.n_tok; ++i) {
-      const int P = p.pos[t0 + i];
-      hi = max(hi, P);
-      lo = min(lo, fa_first_key(P, p.window));
-    }
-    s_lo = lo;
-    s_hi = hi;
+    fa_block_range(p, t0, FW_TB, &s_lo, &s_hi);
     for (int i = 0; i < 2; ++i) {
       wg_mbar_init(&s_full[i], FW_THREADS);
       wg_mbar_init(&s_empty[i], FW_THREADS);
@@ -138,12 +128,8 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
   }
   // Q rows (token, head) of the group, rounded to bf16, 4 columns a thread; rows past n_tok are zeros.
   for (int i = threadIdx.x; i < FW_BR * (FA_D / 4); i += FW_THREADS) {
-    const int r = i / (FA_D / 4), c = (i % (FA_D / 4)) * 4, t = t0 + r / FA_G;
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (t < p.n_tok) v = *reinterpret_cast<const float4*>(p.q + ((i64)t * FA_HQ + kvh * FA_G + r % FA_G) * FA_D + c);
-    uint2 w;
-    w.x = mma_pack_bf16(v.x, v.y);
-    w.y = mma_pack_bf16(v.z, v.w);
+    const int r = i / (FA_D / 4), c = (i % (FA_D / 4)) * 4;
+    const uint2 w = fa_q4_bf16(p, t0 + r / FA_G, kvh * FA_G + r % FA_G, c);
     *reinterpret_cast<uint2*>(Qs + (c >> 6) * (FW_BR * 128) + wg_swizzle(r, (c & 63) >> 3) + (c & 4) * 2) = w;
   }
 
@@ -340,24 +326,7 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
 #pragma unroll
   for (int n = 0; n < FA_DV / 8; ++n) {
     const int d = c0 + n * 8 + 2 * tq;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const bool valid = h == 0 ? posA >= 0 : posB >= 0;
-      if (!valid) continue;
-      const i64 row = h == 0 ? rowA : rowB;
-      const float inv = h == 0 ? invA : invB;
-      float2 v = make_float2(acc[4 * n + 2 * h] * inv, acc[4 * n + 2 * h + 1] * inv);
-      if (p.gate != nullptr) {
-#if FA_HEAD_GATE
-        const float sg = sigmoidf_(p.gate[row / FA_D]);
-        v.x *= sg;
-        v.y *= sg;
-#else
-        v.x *= sigmoidf_(p.gate[row + d]);
-        v.y *= sigmoidf_(p.gate[row + d + 1]);
-#endif
-      }
-      *reinterpret_cast<float2*>(p.o + row + d) = v;
-    }
+    if (posA >= 0) fa_store2(p, rowA, d, acc[4 * n + 0] * invA, acc[4 * n + 1] * invA);
+    if (posB >= 0) fa_store2(p, rowB, d, acc[4 * n + 2] * invB, acc[4 * n + 3] * invB);
   }
 }

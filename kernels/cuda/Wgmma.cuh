@@ -55,19 +55,20 @@ __device__ __forceinline__ void wg_fence_proxy_async() {
 // wg_wait: these empty statements pin the registers' values to that point, so the compiler
 // neither reads an accumulator early nor reuses an A register while a product is in flight
 // (CUTLASS's warpgroup_fence_operand). Call it before the products are issued and after the wait.
-template <int N>
-__device__ __forceinline__ void wg_fence_regs(float* r) {
+__device__ __forceinline__ void wg_pin(float& r) {
 #if !defined(MEMRA_MMA_HOST_EMULATION)
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+  asm volatile("" : "+f"(r)::"memory");
 #endif
 }
-template <int N>
-__device__ __forceinline__ void wg_fence_regs(u32* r) {
+__device__ __forceinline__ void wg_pin(u32& r) {
 #if !defined(MEMRA_MMA_HOST_EMULATION)
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
+  asm volatile("" : "+r"(r)::"memory");
 #endif
+}
+template <int N, class T>
+__device__ __forceinline__ void wg_fence_regs(T* r) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) wg_pin(r[i]);
 }
 
 // Shared-memory barriers (mbarrier) between the warpgroups of a block: a phase completes when
@@ -86,9 +87,8 @@ __device__ __forceinline__ void wg_mbar_cp_async_arrive(u64* bar) {
 }
 __device__ __forceinline__ void wg_mbar_wait(u64* bar, u32 parity) { emu_mbar_wait(bar, parity); }
 #else
-__device__ __forceinline__ void wg_mbar_init(u64* bar, u32 count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(mma_smem_addr(bar)), "r"(count) : "memory");
-}
+// Mma.cuh's barrier helpers over a 64-bit barrier word.
+__device__ __forceinline__ void wg_mbar_init(u64* bar, u32 count) { mma_bar_init(reinterpret_cast<u32*>(bar), count); }
 __device__ __forceinline__ void wg_mbar_arrive(u64* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(mma_smem_addr(bar)) : "memory");
 }
@@ -96,13 +96,7 @@ __device__ __forceinline__ void wg_mbar_cp_async_arrive(u64* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(mma_smem_addr(bar)) : "memory");
 }
 __device__ __forceinline__ void wg_mbar_wait(u64* bar, u32 parity) {
-  u32 done = 0;
-  do {
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(mma_smem_addr(bar)), "r"(parity)
-                 : "memory");
-  } while (!done);
+  mma_bulk_wait(reinterpret_cast<u32*>(bar), parity, 0);
 }
 #endif
 
