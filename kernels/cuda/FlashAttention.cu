@@ -277,15 +277,6 @@ extern "C" __global__ void __launch_bounds__(FA_WARPS * 32) flash_attention(cons
   mma_cp_wait<0>();
 
   // Normalize, gate, store (rows past n_tok are not written).
-  lA = fa_quad_sum(lA);
-  lB = fa_quad_sum(lB);
-  const float invA = lA > 0.0f ? 1.0f / lA : 0.0f, invB = lB > 0.0f ? 1.0f / lB : 0.0f;
-  const i64 rowA = ((i64)tA * FA_HQ + kvh * FA_G + rA % FA_G) * FA_D;
-  const i64 rowB = ((i64)tB * FA_HQ + kvh * FA_G + rB % FA_G) * FA_D;
-#pragma unroll
-  for (int n = 0; n < FA_DV / 8; ++n) {
-    const int d = c0 + n * 8 + 2 * tq;
-    if (posA >= 0) fa_store2(p, rowA, d, acc[n][0] * invA, acc[n][1] * invA);
-    if (posB >= 0) fa_store2(p, rowB, d, acc[n][2] * invB, acc[n][3] * invB);
-  }
+  fa_store_rows<FA_DV>(p, &acc[0][0], lA, lB, tA, kvh * FA_G + rA % FA_G, posA, tB, kvh * FA_G + rB % FA_G, posB, c0,
+                       tq);
 }

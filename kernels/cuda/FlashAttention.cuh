@@ -80,3 +80,22 @@ __device__ __forceinline__ void fa_store2(const FlashAttentionParams& p, i64 row
   }
   *reinterpret_cast<float2*>(p.o + row + d) = make_float2(x, y);
 }
+
+// The epilogue of a thread's two accumulator rows A and B (tokens tA / tB, heads hA / hB; pos < 0:
+// a row past n_tok, not written): the quads' partial sums of l added, O normalized, gated and
+// stored. acc holds mma.sync's C fragments of n-blocks of 8 columns from c0 (4n..4n+3: row A
+// columns 2tq, 2tq + 1, then row B's).
+template <int kCols>
+__device__ __forceinline__ void fa_store_rows(const FlashAttentionParams& p, const float* acc, float lA, float lB,
+                                              int tA, int hA, int posA, int tB, int hB, int posB, int c0, int tq) {
+  lA = fa_quad_sum(lA);
+  lB = fa_quad_sum(lB);
+  const float invA = lA > 0.0f ? 1.0f / lA : 0.0f, invB = lB > 0.0f ? 1.0f / lB : 0.0f;
+  const i64 rowA = ((i64)tA * FA_HQ + hA) * FA_D, rowB = ((i64)tB * FA_HQ + hB) * FA_D;
+#pragma unroll
+  for (int n = 0; n < kCols / 8; ++n) {
+    const int d = c0 + n * 8 + 2 * tq;
+    if (posA >= 0) fa_store2(p, rowA, d, acc[4 * n + 0] * invA, acc[4 * n + 1] * invA);
+    if (posB >= 0) fa_store2(p, rowB, d, acc[4 * n + 2] * invB, acc[4 * n + 3] * invB);
+  }
+}
