@@ -50,28 +50,35 @@ std::optional<Geometry> GeometryFor(const OpShapes& s, const Target& t, int64_t 
   return g;
 }
 
-// FlashAttentionWgmma.cu (sm_90a): `wg` warpgroups of 64 query rows, two K and two V buffers, the
-// panels of 64 columns its swizzled layout needs (head dims 64, 128 and 256: Gemma 4's 512 does
-// not fit its buffers and keeps the mma.sync kernel).
+// FlashAttentionWgmma.cu (sm_90a): `wg` warpgroups of 64 query rows, two K and two V buffers of
+// `keys` rows (64, or 32 where 64 do not fit: head dim 512), the panels of 64 columns its swizzled
+// layout needs (head dims 64, 128, 256 and 512).
 struct WgmmaGeometry {
-  int64_t wg, tb, smem;
+  int64_t wg, keys, tb, smem;
 };
 constexpr int64_t kWgmmaRegisters = 65536;  // per SM (sm_90): the O accumulator bounds the rows a block holds
 
 std::optional<WgmmaGeometry> WgmmaGeometryFor(const Geometry& g, const Target& t, int64_t wg) {
   if (t.arch != 90 || g.d % 64 != 0 || g.dv % 64 != 0) return std::nullopt;
+  // Head dim 512 (32-key tiles) passes the host emulation; it is selected once its op-table rows
+  // have run on the device (docs/design/attention-next.md).
+  if (g.d > 256) return std::nullopt;
   const int64_t rows = 64 * wg, group = g.hq / g.hkv;
   if (rows % group != 0) return std::nullopt;
   // Registers a thread: O (dv / 2) + S (32) + P (16) + ~50 of addressing and softmax state
-  // (ptxas: 253 at dv 256, 168 at dv 128).
+  // (ptxas: 242 at dv 256, 158 at dv 128).
   if (128 * wg * (g.dv / 2 + 100) > kWgmmaRegisters) return std::nullopt;
-  WgmmaGeometry w;
-  w.wg = wg;
-  w.tb = rows / group;
-  // FW_SMEM_BYTES (with 1 KB to align the start), beside 1 KB of static shared memory.
-  w.smem = rows * g.d * 2 + 2 * kKeyTile * (g.d + g.dv) * 2 + 1024;
-  if (w.smem + 1024 > std::max(t.smem_per_block, t.smem_per_block_optin)) return std::nullopt;
-  return w;
+  const int64_t limit = std::max(t.smem_per_block, t.smem_per_block_optin);
+  for (int64_t keys : {int64_t{64}, int64_t{32}}) {
+    WgmmaGeometry w;
+    w.wg = wg;
+    w.keys = keys;
+    w.tb = rows / group;
+    // FW_SMEM_BYTES (with 1 KB to align the start), beside 1 KB of static shared memory.
+    w.smem = rows * g.d * 2 + 2 * keys * (g.d + g.dv) * 2 + 1024;
+    if (w.smem + 1024 <= limit) return w;
+  }
+  return std::nullopt;
 }
 
 class FlashAttentionImpl : public GpuOpImpl {
@@ -130,9 +137,9 @@ class FlashAttentionImpl : public GpuOpImpl {
     }
     // 2. flash_attention (or flash_attention_wgmma) over the bf16 rows.
     if (wgmma) {
-      Defines wdefs = {Def("FA_HQ", g->hq),       Def("FA_HKV", g->hkv),   Def("FA_D", g->d),
-                       Def("FA_DV", g->dv),       Def("FA_WG", wgmma->wg), Def("FA_KT", codes.first),
-                       Def("FA_VT", codes.second)};
+      Defines wdefs = {Def("FA_HQ", g->hq),       Def("FA_HKV", g->hkv),     Def("FA_D", g->d),
+                       Def("FA_DV", g->dv),       Def("FA_WG", wgmma->wg),   Def("FW_BC", wgmma->keys),
+                       Def("FA_KT", codes.first), Def("FA_VT", codes.second)};
       for (const auto& d : l.kernel.module.defines)
         if (d.first == "FA_RING" || d.first == "FA_HEAD_GATE") wdefs.push_back(d);
       l.kernel.module.file = "FlashAttentionWgmma.cu";

@@ -31,8 +31,10 @@
 #define FW_THREADS (128 * FA_WG)
 #define FW_BR (64 * FA_WG)
 #define FW_TB (FW_BR / FA_G)
-#define FW_BC 64
-#define FW_PANEL_K (FW_BC * 128)  // a 64-column panel of a K or V tile: 64 rows of 128 bytes
+#ifndef FW_BC
+#define FW_BC 64  // keys a tile: 64, or 32 where 64-key buffers do not fit (head dim 512)
+#endif
+#define FW_PANEL_K (FW_BC * 128)  // a 64-column panel of a K or V tile: FW_BC rows of 128 bytes
 #define FW_Q_BYTES (FW_BR * FA_D * 2)
 #define FW_K_BYTES (FW_BC * FA_D * 2)
 #define FW_V_BYTES (FW_BC * FA_DV * 2)
@@ -64,14 +66,14 @@ __device__ __forceinline__ void fw_cp_async16(u32 dst, const void* src, int byte
 // Rows [j0, j0 + FW_BC) of kv head kvh, columns [c0, c0 + W), of a bf16 copy [rows, Hkv, D] into
 // a swizzled tile at shared address `tile` (W / 64 panels) by 16-byte cp.async; rows at or past
 // j_end are zero-filled by the copy. A thread keeps one 16-byte column chunk (c) and steps over rows from
-// r0 by whole swizzle atoms, so for a whole tile of a flat cache (the common case) its addresses
-// differ by constants: `dst` (its first row's chunk, from the tile's start) and `src` (its chunk
-// of row 0) are computed once.
+// r0, so for a whole tile of a flat cache (the common case) its addresses differ by constants
+// (by whole swizzle atoms when it steps 8 rows or more): `dst` (its first row's chunk, from the
+// tile's start) and `src` (its chunk of row 0) are computed once.
 template <int W>
 struct FwCopy {
   static constexpr int kChunks = W / 8, kRowsPerPass = FW_THREADS / kChunks;
   // Whole tiles by constant steps: rows per pass in whole atoms (the swizzle repeats).
-  static constexpr bool kFast = FA_RING == 0 && FW_BC % kRowsPerPass == 0 && kRowsPerPass % 8 == 0;
+  static constexpr bool kFast = FA_RING == 0 && FW_BC % kRowsPerPass == 0;
   int c, r0;
   u32 dst;
   i64 src;
@@ -86,7 +88,9 @@ struct FwCopy {
       const u16* row = kv + src + (i64)(j0 + r0) * (FA_HKV * FA_D);
 #pragma unroll
       for (int i = 0; i < FW_BC / kRowsPerPass; ++i)
-        fw_cp_async16(tile + dst + i * kRowsPerPass * 128, row + (i64)i * kRowsPerPass * (FA_HKV * FA_D));
+        fw_cp_async16(tile + (kRowsPerPass % 8 == 0 ? dst + i * kRowsPerPass * 128
+                                                    : (c >> 3) * FW_PANEL_K + wg_swizzle(r0 + i * kRowsPerPass, c & 7)),
+                      row + (i64)i * kRowsPerPass * (FA_HKV * FA_D));
       return;
     }
     for (int r = r0; r < FW_BC; r += kRowsPerPass) {
@@ -189,8 +193,8 @@ extern "C" __global__ void __launch_bounds__(FW_THREADS) flash_attention_wgmma(c
     const u64 k_desc = wg_desc(k_addr0 + (j & 1) * FW_K_BYTES, 16, 1024);
 #pragma unroll
     for (int kk = 0; kk < FA_D / 16; ++kk)
-      wg_mma_ss_n64(s, q_desc + (((kk >> 2) * (FW_BR * 128) + (kk & 3) * 32) >> 4),
-                    k_desc + (((kk >> 2) * FW_PANEL_K + (kk & 3) * 32) >> 4), kk > 0);
+      wg_mma_ss<FW_BC>(s, q_desc + (((kk >> 2) * (FW_BR * 128) + (kk & 3) * 32) >> 4),
+                       k_desc + (((kk >> 2) * FW_PANEL_K + (kk & 3) * 32) >> 4), kk > 0);
     wg_commit();
   };
   // O += P_j V_j: V's step kk is its rows 16kk.. (N-major: LBO steps the 64-column panels).

@@ -1,6 +1,6 @@
 // Hopper warpgroup MMA (wgmma.mma_async, sm_90a) for FlashAttentionWgmma.cu: shared-memory matrix
 // descriptors of the 128-byte swizzled layout, the fence / commit / wait protocol, and the two
-// products the attention needs: S = Q K^T with both operands in shared memory (m64n64k16) and
+// products the attention needs: S = Q K^T with both operands in shared memory (m64nNk16, N = 32 or 64 keys) and
 // O += P V with P in registers and V read N-major (m64nNk16, N = 64, 128 or 256).
 //
 // The layout (PTX ISA, "Shared Memory Matrix Layout", 128B swizzling): a tile is stored as panels
@@ -107,8 +107,9 @@ __device__ __forceinline__ u64 wg_desc(u32 addr, u32 lbo, u32 sbo) {
 }
 
 #if defined(MEMRA_MMA_HOST_EMULATION)
-__device__ __forceinline__ void wg_mma_ss_n64(float* d, u64 da, u64 db, int scale_d) {
-  emu_wgmma(d, 64, da, nullptr, db, false, scale_d);
+template <int N>
+__device__ __forceinline__ void wg_mma_ss(float* d, u64 da, u64 db, int scale_d) {
+  emu_wgmma(d, N, da, nullptr, db, false, scale_d);
 }
 template <int N>
 __device__ __forceinline__ void wg_mma_rs(float* d, const u32* a, u64 db, int scale_d) {
@@ -122,9 +123,21 @@ __device__ __forceinline__ void wg_mma_rs(float* d, const u32* a, u64 db, int sc
 // d[N / 2] (+)= A (64 x 16, registers) * B (16 x N, shared, N-major); scale_d 0: d = A * B.
 template <int N>
 __device__ __forceinline__ void wg_mma_rs(float* d, const u32* a, u64 db, int scale_d);
-// d[32] (+)= A (64 x 16, shared, K-major) * B (16 x 64, shared, K-major: the rows of B^T);
-// scale_d 0: d = A * B.
-__device__ __forceinline__ void wg_mma_ss_n64(float* d, u64 da, u64 db, int scale_d) {
+// d[N / 2] (+)= A (64 x 16, shared, K-major) * B (16 x N, shared, K-major: the rows of B^T), N = 32
+// or 64; scale_d 0: d = A * B.
+template <int N>
+__device__ __forceinline__ void wg_mma_ss(float* d, u64 da, u64 db, int scale_d);
+template <>
+__device__ __forceinline__ void wg_mma_ss<32>(float* d, u64 da, u64 db, int scale_d) {
+  asm volatile(
+      "{ .reg .pred p; setp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+      "%13, %14, %15}, %16, %17, p, 1, 1, 0, 0; }\n"
+      : WG_D8(d, 0), WG_D8(d, 8)
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+template <>
+__device__ __forceinline__ void wg_mma_ss<64>(float* d, u64 da, u64 db, int scale_d) {
   asm volatile(
       "{ .reg .pred p; setp.ne.b32 p, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "

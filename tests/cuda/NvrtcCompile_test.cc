@@ -146,13 +146,17 @@ TEST(NvrtcCompileTest, TinyModelPlanCompilesForSm90) {
     if (seen.insert(m.Key()).second) mods.push_back(m);
   }
   // FlashAttentionWgmma.cu (sm_90a) at the geometries its unit selects: one, two and three
-  // warpgroups.
-  for (auto [hq, hkv, d, dv, wg] :
-       {std::array<int, 5>{8, 8, 64, 64, 1}, {16, 4, 256, 256, 2}, {24, 2, 128, 128, 3}, {16, 8, 128, 128, 2}}) {
+  // warpgroups; head dim 512 in 32-key tiles.
+  for (auto [hq, hkv, d, dv, wg, keys] : {std::array<int, 6>{8, 8, 64, 64, 1, 64},
+                                          {16, 4, 256, 256, 2, 64},
+                                          {24, 2, 128, 128, 3, 64},
+                                          {16, 8, 128, 128, 2, 64},
+                                          {32, 4, 512, 256, 2, 32}}) {
     ModuleSpec m;
     m.file = "FlashAttentionWgmma.cu";
     m.sm_90a = true;
-    m.defines = MakeDefines({Def("FA_HQ", hq), Def("FA_HKV", hkv), Def("FA_D", d), Def("FA_DV", dv), Def("FA_WG", wg)});
+    m.defines = MakeDefines(
+        {Def("FA_HQ", hq), Def("FA_HKV", hkv), Def("FA_D", d), Def("FA_DV", dv), Def("FA_WG", wg), Def("FW_BC", keys)});
     mods.push_back(m);
   }
   const std::string dir = ::testing::TempDir() + "/memra-nvrtc-test-cache";

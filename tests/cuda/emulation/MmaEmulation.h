@@ -5,6 +5,7 @@
 #include <atomic>
 #include <bit>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -90,8 +91,11 @@ inline unsigned char* emu_wg_set_base(unsigned char* p) {
   emu_wg_base = p;
   return p;
 }
+// A descriptor holds 18 bits of a shared address: an offset past them is a kernel's error.
 inline uint32_t emu_wg_addr(const void* p) {
-  return static_cast<uint32_t>(static_cast<const unsigned char*>(p) - emu_wg_base);
+  const auto a = static_cast<uint64_t>(static_cast<const unsigned char*>(p) - emu_wg_base);
+  if (a >= (1u << 18)) std::abort();
+  return static_cast<uint32_t>(a);
 }
 struct EmuWgGroup {
   uint32_t a[128][4];

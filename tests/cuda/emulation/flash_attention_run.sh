@@ -14,8 +14,9 @@ out=${1:-$root/build/flash-attention-emu}
 mkdir -p "$out"
 cxx=${CXX:-c++}
 flags="-I$root -O2 -std=c++20 -pthread -w -ffp-contract=off"
-# HQ HKV D DV WARPS TOKENS P0 WINDOW GATE STAGES KT VT [WG] (cache element types: 0 f32, 1 f16, 2 bf16;
-# WG > 0: FlashAttentionWgmma.cu's kernel with WG warpgroups, WARPS and STAGES unused)
+# HQ HKV D DV WARPS TOKENS P0 WINDOW GATE STAGES KT VT [WG [KEYS]] (cache element types: 0 f32, 1 f16,
+# 2 bf16; WG > 0: FlashAttentionWgmma.cu's kernel with WG warpgroups and KEYS-key tiles (default 64),
+# WARPS and STAGES unused)
 cases=(
   "16 4 256 256 4 45 30 0 1 2 0 0"
   "8 8 64 64 4 70 0 0 0 2 0 0"
@@ -36,14 +37,18 @@ cases=(
   "16 2 128 128 0 33 5 24 0 2 0 0 2"
   "8 2 128 128 0 3 0 0 0 2 0 0 1"
   "16 4 256 256 0 45 130 9 0 2 0 0 2"
+  "8 2 512 256 0 20 10 0 1 2 2 0 2 32"
+  "32 4 512 256 0 40 70 24 1 2 1 1 2 32"
+  "4 2 512 256 0 45 30 0 0 2 0 0 1 32"
 )
 fail=0
 for c in "${cases[@]}"; do
-  read -r hq hkv d dv w t p0 win gate stages kt vt wg <<<"$c"
+  read -r hq hkv d dv w t p0 win gate stages kt vt wg keys <<<"$c"
   wg=${wg:-0}
-  bin=$out/fa_${hq}_${hkv}_${d}_${dv}_${w}_${t}_${p0}_${win}_${gate}_${stages}_${kt}_${vt}_${wg}
+  keys=${keys:-64}
+  bin=$out/fa_${hq}_${hkv}_${d}_${dv}_${w}_${t}_${p0}_${win}_${gate}_${stages}_${kt}_${vt}_${wg}_${keys}
   extra=""
-  [ "$wg" -gt 0 ] && extra="-DFA_EMU_WGMMA=1 -DFA_WG=$wg" && w=4
+  [ "$wg" -gt 0 ] && extra="-DFA_EMU_WGMMA=1 -DFA_WG=$wg -DFW_BC=$keys" && w=4
   $cxx $flags $extra -DFA_HQ=$hq -DFA_HKV=$hkv -DFA_D=$d -DFA_DV=$dv -DFA_WARPS=$w -DFA_EMU_TOKENS=$t -DFA_EMU_P0=$p0 \
     -DFA_EMU_WINDOW=$win -DFA_EMU_GATE=$gate -DFA_STAGES=$stages -DFA_KT=$kt -DFA_VT=$vt \
     "$root/tests/cuda/emulation/FlashAttentionEmu.cc" -o "$bin"
