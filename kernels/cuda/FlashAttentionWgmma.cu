@@ -1,7 +1,7 @@
 // Prefill attention on Hopper's warpgroup MMA (wgmma.mma_async, sm_90a): FlashAttention.cu's
 // schedule (GQA rows, causal / sliding-window masks, the online softmax in f32, the output gate)
 // with each warpgroup of 4 warps owning 64 query rows and issuing 64-row products: S = Q K^T
-// (m64n64k16, Q and K in shared memory) and O += P V (m64nNk16, P from S's accumulators in
+// (m64nNk16 with N the tile's keys, Q and K in shared memory) and O += P V (m64nNk16, P from S's accumulators in
 // registers, V read N-major), pipelined a key tile apart so the softmax of one tile runs while the
 // tensor cores multiply the previous tile's probabilities by its values. The operands sit in shared
 // memory in the 128-byte swizzled layout the descriptors name (Wgmma.cuh): Q rounded to bf16 as it
@@ -13,8 +13,9 @@
 // FA_G query heads of the group (row r = token r / FA_G, head r % FA_G), so every key / value tile
 // serves the whole group. The grid is token blocks x Hkv x D / FA_DV (head dims above 256 split
 // the output columns over blocks, each recomputing S); token blocks run the longest key ranges
-// first. A warpgroup none of whose rows sees a tile skips its products (wgmma is warpgroup-wide, so
-// the test is over the group's 64 rows).
+// first. Every warpgroup runs all of its block's key tiles (one that none of its rows sees is
+// masked whole): products issued under a data-dependent branch would be serialized by ptxas.
+// Tiles are FW_BC keys (64; 32 for head dim 512, whose 64-key buffers do not fit).
 #include "Common.cuh"
 #include "FlashAttention.cuh"
 #include "FlashAttentionParams.h"
