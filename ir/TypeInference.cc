@@ -786,6 +786,18 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
         return Err(absl::StrCat("view [", off, ", ", off + size, ") exceeds dim ", axis, " of size ", d.value()));
       return Types{TensorType(c.D(0), c.S(0).WithDim(axis, size))};
     }
+    case OpKind::kAllReduce:
+      CHECK_OK(c.Float(0));
+      return Types{Like(c[0])};
+    case OpKind::kAllGather: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.RankAtLeast(0, 1));
+      CHECK_OK(c.PositiveAttr("parts"));
+      MEMRA_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(c.I("axis"), c.S(0).rank()));
+      const Dim& d = c.S(0)[axis];
+      if (!d.IsConstant()) return Err("all_gather's axis must have a static size");
+      return Types{TensorType(c.D(0), c.S(0).WithDim(axis, d.value() * c.I("parts")))};
+    }
     case OpKind::kCast: {
       CHECK_OK(c.Float(0));
       std::optional<DType> to = ParseDType(attrs.GetString("dtype").value_or(""));

@@ -4,6 +4,8 @@
 #include "runtime/StateMemory.h"
 
 #include "runtime/ArgumentBinding.h"
+#include "runtime/Communicator.h"
+#include "runtime/WeightShard.h"
 
 #include <algorithm>
 #include <chrono>
@@ -44,6 +46,7 @@ struct CpuExecutor::BoundWeight {
   std::optional<kc::DenseWeight> dense;  // dequantize-at-load copy of the matrix
   const float* values = nullptr;         // f32 values for element consumers (norms, conv, biases)
   std::vector<float> decoded_values;     // owned when the stored type is not f32
+  std::vector<uint8_t> shard_bytes;      // this rank's slice of a sharded weight (runtime/WeightShard.h)
 };
 
 namespace {
@@ -99,6 +102,12 @@ CpuExecutor::~CpuExecutor() = default;
 absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const ir::Module& module, const gguf::GgufFile& file,
                                                                  const CpuExecutorOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
+  const int64_t tp = module.attrs().I64Or("tp", 1);
+  const int ranks = options.communicator ? options.communicator->size() : 1;
+  if (tp != ranks)
+    return absl::InvalidArgumentError(
+        absl::StrCat("the module is partitioned for ", tp, " tensor-parallel ranks (its tp attribute); this executor ",
+                     options.communicator ? absl::StrCat("is one rank of ", ranks) : std::string("has no group of ranks")));
   std::unique_ptr<CpuExecutor> e(new CpuExecutor(module, file, options));
   e->pool_ = std::make_unique<kc::ThreadPool>(options.threads);
   MEMRA_RETURN_IF_ERROR(e->BindWeights());
@@ -117,6 +126,20 @@ absl::Status CpuExecutor::BindWeights() {
     if (t == nullptr)
       return absl::NotFoundError(
           absl::StrCat(file_.path(), ": tensor \"", w->name(), "\" (a weight of the module) not found"));
+    auto b = std::make_unique<BoundWeight>();
+    gguf::TensorInfo local;  // this rank's slice, when the weight is sharded
+    MEMRA_ASSIGN_OR_RETURN(std::optional<WeightShard> shard, ShardOf(*w));
+    if (shard) {
+      const int rank = options_.communicator ? options_.communicator->rank() : 0;
+      const int tp = options_.communicator ? options_.communicator->size() : 1;
+      MEMRA_ASSIGN_OR_RETURN(TensorSlice slice, SliceTensor(*t, *shard, rank, tp));
+      b->shard_bytes = std::move(slice.bytes);
+      local = *t;
+      local.ne = std::move(slice.ne);
+      local.nbytes = b->shard_bytes.size();
+      local.data = absl::MakeConstSpan(b->shard_bytes);
+      t = &local;
+    }
     if (!w->shape().IsStatic())
       return absl::InvalidArgumentError(absl::StrCat("weight @", w->name(), " has a symbolic shape"));
     std::vector<int64_t> ne;
@@ -143,7 +166,6 @@ absl::Status CpuExecutor::BindWeights() {
       else
         value_use = true;
     }
-    auto b = std::make_unique<BoundWeight>();
     b->weight = w;
     const int64_t n = t->NumElements();
     if (matrix_use) {
@@ -1055,6 +1077,39 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
           if (start[b + 1] <= start[b] || last < 0 || last >= rows) continue;
           std::memcpy(y.f32() + b * row, x.f32() + last * row, row * sizeof(float));
         }
+        out.push_back(y);
+        break;
+      }
+      case OpKind::kAllReduce:
+      case OpKind::kAllGather: {
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& x = In(0);
+        Communicator* comm = options_.communicator;
+        if (op.is(OpKind::kAllReduce)) {
+          HostTensor y = x.Clone();
+          if (comm) MEMRA_RETURN_IF_ERROR(comm->AllReduceSum(y.f32(), y.numel()));
+          out.push_back(y);
+          break;
+        }
+        const int64_t parts = at.I64Or("parts", 1), ranks = comm ? comm->size() : 1;
+        if (parts != ranks)
+          return OpError(op, absl::StrCat("gathers ", parts, " parts on a group of ", ranks, " ranks"));
+        int64_t axis = at.I64Or("axis", 0);
+        if (axis < 0) axis += x.rank();
+        const int64_t outer = Prod(x.shape(), 0, axis), block = x.numel() / std::max<int64_t>(outer, 1);
+        // Gathered as each rank's whole x in rank order, then interleaved along the axis.
+        std::vector<float> all(static_cast<size_t>(x.numel() * parts));
+        if (comm)
+          MEMRA_RETURN_IF_ERROR(comm->AllGather(x.f32(), x.numel(), all.data()));
+        else
+          std::memcpy(all.data(), x.f32(), static_cast<size_t>(x.numel()) * sizeof(float));
+        llvm::SmallVector<int64_t, 4> shape(x.shape().begin(), x.shape().end());
+        shape[axis] *= parts;
+        HostTensor y = HostTensor::Zeros(DType::kF32, shape);
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t r = 0; r < parts; ++r)
+            std::memcpy(y.f32() + (o * parts + r) * block, all.data() + r * x.numel() + o * block,
+                        static_cast<size_t>(block) * sizeof(float));
         out.push_back(y);
         break;
       }

@@ -35,6 +35,8 @@ class ThreadPool;
 
 namespace memra::runtime {
 
+class Communicator;
+
 enum class WeightMode {
   kDequantizeAtLoad,  // every matrix decoded to f32 once (4 bytes/param of memory)
   kPerRow,            // matrices kept as stored, rows decoded inside each matmul
@@ -54,6 +56,10 @@ struct CpuExecutorOptions {
   // Host memory the state (KV cache, recurrent state) may take, checked before it is allocated
   // (--max-host-memory); 0: what the machine has available.
   uint64_t memory_budget = 0;
+  // A module partitioned for tensor parallelism (its `tp` attribute > 1) runs as one rank of a
+  // group: this rank's collectives (all_reduce, all_gather) and, through its rank, the slices of
+  // the sharded weights it binds. Not owned. Null: a module of tp 1.
+  Communicator* communicator = nullptr;
 };
 
 // Called after every op for each of its named results (trace hooks, per-node comparisons).
