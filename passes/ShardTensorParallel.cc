@@ -136,9 +136,11 @@ class ShardTensorParallelPass : public Pass {
     Region r;
     Push(r, x, static_cast<int>(x->rank()) - 1);
     if (!Grow(r)) {
-      // Most products are column products tried as row ones: only a failed region counts.
-      if (!r.column.empty()) {
+      // Most products are column products tried as row ones (failing at once on the norm that
+      // feeds them): only a region that reached ops counts.
+      if (!r.column.empty() || !r.ops.empty()) {
         ++kept_;
+        mm->attrs().Set("tp_whole", r.failure);
         if (reasons_.size() < 4) reasons_.push_back(r.failure);
       }
       return absl::OkStatus();
@@ -148,6 +150,7 @@ class ShardTensorParallelPass : public Pass {
     std::map<Value*, Cut> cuts;
     if (!Resolve(r, cuts, why)) {
       ++kept_;
+      mm->attrs().Set("tp_whole", why);
       if (reasons_.size() < 4) reasons_.push_back(why);
       return absl::OkStatus();
     }
@@ -178,6 +181,7 @@ class ShardTensorParallelPass : public Pass {
         continue;
       }
       if (cut_.contains(v)) return Fail(r, absl::StrCat("%", v->name(), " belongs to another region"));
+      if (!v->is_global() && d == 0) return Fail(r, absl::StrCat("%", v->name(), " would be cut along its tokens"));
       if (d < 0 || d >= v->rank() || StaticDim(v, d) < 0)
         return Fail(r, absl::StrCat("%", v->name(), " has no static dim ", d));
       r.dim[v] = d;
@@ -391,8 +395,10 @@ class ShardTensorParallelPass : public Pass {
     const int rf = static_cast<int>(from->rank()), rt = static_cast<int>(to->rank());
     const auto outer = count(from, 0, d), rest = count(from, d, rf);
     if (!rest.second.empty()) return false;
-    for (int j = 0; j < rt; ++j) {
-      if (StaticDim(to, j) <= 1) continue;
+    // The outermost match past the tokens (dim 0 of every activation, static 1 in decode):
+    // [T, 64] -> [T, 1, 64] cuts the one head, not its elements.
+    for (int j = 1; j < rt; ++j) {
+      if (StaticDim(to, j) < 1) continue;
       if (count(to, 0, j) == outer && count(to, j, rt) == rest) {
         *e = j;
         return true;
@@ -653,9 +659,10 @@ class ShardTensorParallelPass : public Pass {
       for (unsigned i = 4; ok && i < op->num_operands(); ++i) ok = cut(op->operand(i), 1, {f});
     if (!ok) {
       ++kept_;
-      if (reasons_.size() < 4)
-        reasons_.push_back(absl::StrCat(op->Summary(), ": its experts' width ", f, " does not cut into ", tp_n_,
-                                        " parts of whole blocks"));
+      const std::string why = absl::StrCat("the experts' width ", f, " does not cut into ", tp_n_,
+                                           " parts of whole blocks, or their weights have other users");
+      for (Op* o : users) o->attrs().Set("tp_whole", why);
+      if (reasons_.size() < 4) reasons_.push_back(absl::StrCat(op->Summary(), ": ", why));
       return absl::OkStatus();
     }
     for (auto& [v, c] : cuts) cut_[v] = c;
