@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -24,6 +25,11 @@ std::string PipelineForTarget(absl::string_view arch, int sm_count, absl::string
   std::string opts = absl::StrCat("arch=", arch, " sm-count=", sm_count);
   if (!weights.empty() && weights != "blocks") absl::StrAppend(&opts, " weights=", weights);
   return absl::StrReplaceAll(kCudaPipeline, {{"select-kernels", absl::StrCat("select-kernels{", opts, "}")}});
+}
+
+std::string WithTensorParallel(absl::string_view pipeline, int64_t tp) {
+  if (tp <= 1 || absl::StrContains(pipeline, "shard-tensor-parallel")) return std::string(pipeline);
+  return absl::StrCat("shard-tensor-parallel{tp=", tp, "}", pipeline.empty() ? "" : ",", pipeline);
 }
 
 std::string WithBucketLadder(absl::string_view pipeline, absl::string_view buckets) {

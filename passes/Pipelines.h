@@ -84,4 +84,9 @@ inline constexpr absl::string_view kFusionPipeline =
 // --buckets flag: "16,32,64", "16..4096"; empty: unchanged).
 std::string WithBucketLadder(absl::string_view pipeline, absl::string_view buckets);
 
+// `pipeline` with shard-tensor-parallel{tp=N} in front (the partition runs on the lowered module,
+// before the fusions; docs/design/tensor-parallel.md): the module every one of N ranks runs. tp 1,
+// or a pipeline that already partitions: unchanged.
+std::string WithTensorParallel(absl::string_view pipeline, int64_t tp);
+
 }  // namespace memra::passes

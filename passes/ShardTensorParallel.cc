@@ -72,6 +72,13 @@ int64_t StaticDim(const Value* v, int d) {
   return x.IsConstant() ? x.value() : -1;
 }
 
+// "%name", or the op that defines an unnamed value, for messages.
+std::string Named(const Value* v) {
+  if (!v->name().empty()) return absl::StrCat(v->is_global() ? "@" : "%", v->name());
+  if (v->def() != nullptr) return absl::StrCat("the result of ", v->def()->mnemonic());
+  return "an argument";
+}
+
 bool IsHeadLocalUnary(OpKind k) {
   return ir::InfoOf(k).HasFlag(ir::op_flags::kUnary) || k == OpKind::kScale || k == OpKind::kCast;
 }
@@ -177,13 +184,13 @@ class ShardTensorParallelPass : public Pass {
       auto [v, d] = work_.back();
       work_.pop_back();
       if (auto it = r.dim.find(v); it != r.dim.end()) {
-        if (it->second != d) return Fail(r, absl::StrCat("%", v->name(), " would be cut along two dims"));
+        if (it->second != d) return Fail(r, absl::StrCat(Named(v), " would be cut along two dims"));
         continue;
       }
-      if (cut_.contains(v)) return Fail(r, absl::StrCat("%", v->name(), " belongs to another region"));
-      if (!v->is_global() && d == 0) return Fail(r, absl::StrCat("%", v->name(), " would be cut along its tokens"));
+      if (cut_.contains(v)) return Fail(r, absl::StrCat(Named(v), " belongs to another region"));
+      if (!v->is_global() && d == 0) return Fail(r, absl::StrCat(Named(v), " would be cut along its tokens"));
       if (d < 0 || d >= v->rank() || StaticDim(v, d) < 0)
-        return Fail(r, absl::StrCat("%", v->name(), " has no static dim ", d));
+        return Fail(r, absl::StrCat(Named(v), " has no static dim ", d));
       r.dim[v] = d;
       r.order.push_back(v);
       if (Op* def = v->def(); def != nullptr)
@@ -192,7 +199,7 @@ class ShardTensorParallelPass : public Pass {
         if (!Visit(r, u.user, u.operand_index, d)) return false;
     }
     for (Value* v : r.whole)
-      if (r.dim.contains(v)) return Fail(r, absl::StrCat("%", v->name(), " must stay whole"));
+      if (r.dim.contains(v)) return Fail(r, absl::StrCat(Named(v), " must stay whole"));
     return true;
   }
 
@@ -529,12 +536,12 @@ class ShardTensorParallelPass : public Pass {
             break;
           case Link::kScale:  // b = a * p / q
             for (int64_t c : a) {
-              if ((c * l.p) % l.q != 0) return why = absl::StrCat("a cut of %", l.a->name(), " falls inside a row"), false;
+              if ((c * l.p) % l.q != 0) return why = absl::StrCat("a cut of ", Named(l.a), " falls inside a row"), false;
               if (!add(l.b, c * l.p / l.q, changed)) return why = "a reshape moves a cut outside the dim", false;
             }
             for (int64_t c : b) {
               if ((c * l.q) % l.p != 0)
-                return why = absl::StrCat("a cut of %", l.b->name(), " falls inside a head of %", l.a->name()), false;
+                return why = absl::StrCat("a cut of ", Named(l.b), " falls inside a head of ", Named(l.a)), false;
               if (!add(l.a, c * l.q / l.p, changed)) return why = "a reshape moves a cut outside the dim", false;
             }
             break;
@@ -580,7 +587,7 @@ class ShardTensorParallelPass : public Pass {
         if (l.kind == Link::kGroup) continue;
         auto ia = parts.find(l.a), ib = parts.find(l.b);
         if (ia != parts.end() && ib != parts.end()) {
-          if (ia->second != ib->second) return why = absl::StrCat("%", l.a->name(), " is cut two ways"), false;
+          if (ia->second != ib->second) return why = absl::StrCat(Named(l.a), " is cut two ways"), false;
         } else if (ia != parts.end()) {
           parts[l.b] = ia->second;
           changed = true;
@@ -598,7 +605,7 @@ class ShardTensorParallelPass : public Pass {
       for (auto it = std::next(c.cuts.begin()); it != c.cuts.end(); ++it) {
         const int64_t len = *it - *std::prev(it);
         if (len % c.parts != 0)
-          return why = absl::StrCat(v->is_global() ? "@" : "%", v->name(), ": a segment of ", len,
+          return why = absl::StrCat(Named(v), ": a segment of ", len,
                                     " does not divide into ", c.parts),
                  false;
       }

@@ -1,5 +1,7 @@
 #include "runtime/Executor.h"
 
+#include "runtime/TensorParallelExecutor.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ir/StatusMacros.h"
@@ -124,6 +126,10 @@ Backend DefaultBackend() { return CudaAvailable().ok() ? Backend::kCuda : Backen
 
 absl::StatusOr<std::unique_ptr<Executor>> CreateExecutor(Backend backend, const ir::Module& module,
                                                          const gguf::GgufFile& file, const ExecutorOptions& options) {
+  // A partitioned module runs as its ranks (each rank's executor comes back here with its
+  // communicator set).
+  if (module.attrs().I64Or("tp", 1) > 1 && options.cpu.communicator == nullptr)
+    return CreateTensorParallelExecutor(backend, module, file, options);
   if (backend == Backend::kCpu) {
     MEMRA_ASSIGN_OR_RETURN(auto e, CpuExecutor::Create(module, file, options.cpu));
     return std::unique_ptr<Executor>(std::make_unique<CpuBackend>(std::move(e)));

@@ -75,6 +75,13 @@ void ThreadGroup::Abort(const std::string& why) {
   cv_.notify_all();
 }
 
+void ThreadGroup::Reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  aborted_ = false;
+  abort_reason_.clear();
+  arrived_ = 0;
+}
+
 bool ThreadGroup::Arrive() {
   std::unique_lock<std::mutex> lock(mu_);
   if (aborted_) return false;

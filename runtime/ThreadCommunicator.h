@@ -29,6 +29,8 @@ class ThreadGroup {
   // Rank r's communicator (owned by the group).
   Communicator* rank(int r) const { return ranks_[r].get(); }
   void Abort(const std::string& why);
+  // Makes an aborted group usable again. Only when no rank is inside a collective (between calls).
+  void Reset();
 
  private:
   friend class ThreadRank;

@@ -76,6 +76,9 @@ cl::opt<std::string> BenchPasses("passes",
                                  cl::init(""), cl::value_desc("pipeline"), cl::sub(kBench));
 memra::tools::ChoiceOption BenchWeights("weights", {"blocks", "bf16", "per-row", "dequant"}, memra::tools::kWeightsHelp,
                                         cl::init(""), cl::sub(kBench));
+memra::tools::IntOption<int> BenchTp("tp", {1, 64},
+                                     "Tensor-parallel ranks the model is split over (as memra run --tp)", cl::init(1),
+                                     cl::sub(kBench));
 memra::tools::IntOption<int> BenchThreads("threads", {0, memra::tools::HardwareThreads()},
                                           "CPU threads for the cpu backend, 0 = all hardware threads", cl::init(0),
                                           cl::sub(kBench));
@@ -378,6 +381,7 @@ int RunBench() {
       pm_opts.pipeline = passes::PipelineForTarget(target->ArchName(), target->sm_count, weights);
     }
   }
+  pm_opts.pipeline = passes::WithTensorParallel(pm_opts.pipeline, BenchTp);
   pm_opts.input_name = model_path;
   {
     auto pm = passes::PassManager::Create(pm_opts);

@@ -42,6 +42,10 @@ cl::opt<std::string> CompileBuckets("buckets",
                                     cl::desc("Prefill token buckets: 16,32,64 or 16..4096 (powers of two) "
                                              "(default: the pipeline's, 16..4096 capped at the context)"),
                                     cl::init(""), cl::sub(kCompile));
+memra::tools::IntOption<int> CompileTp("tp", {1, 64},
+                                       "Tensor-parallel ranks the plan is partitioned for (shard-tensor-parallel in "
+                                       "front of the pipeline; recorded as the module's tp)",
+                                       cl::init(1), cl::sub(kCompile));
 cl::opt<std::string> CompileArch(
     "arch", cl::desc("Target: a CUDA preset (sm_90 = H100/H200, sm_89 = L40S, sm_80 = A100) or cpu (default: sm_90)"),
     cl::init("sm_90"), cl::sub(kCompile));
@@ -109,6 +113,7 @@ int RunCompile() {
   passes::PassManagerOptions pm_opts = CompilePmFlags.Options();
   if (!CompilePmFlags.pipeline_given()) pm_opts.pipeline = passes::PipelineForArch(CompileArch, CompileWeights);
   pm_opts.pipeline = passes::WithBucketLadder(pm_opts.pipeline, CompileBuckets);
+  pm_opts.pipeline = passes::WithTensorParallel(pm_opts.pipeline, CompileTp);
   pm_opts.input_name = CompileModel;
   auto pm = passes::PassManager::Create(pm_opts);
   if (!pm.ok()) return Fail(pm.status());

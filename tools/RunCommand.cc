@@ -144,6 +144,11 @@ cl::alias RunChunkOld("chunk", cl::desc("Alias for --batch-size"), cl::NotHidden
 memra::tools::IntOption<int> RunThreads("threads", {0, memra::tools::HardwareThreads()},
                                         "CPU threads, 0 = all hardware threads", cl::init(0), cl::sub(kRun));
 cl::alias RunThreadsLong("t", cl::desc("Alias for --threads"), cl::NotHidden, cl::aliasopt(RunThreads));
+memra::tools::IntOption<int> RunTp("tp", {1, 64},
+                                   "Tensor-parallel ranks: the model's heads, channels and experts split over this many "
+                                   "ranks (shard-tensor-parallel), one executor each, meeting in all_reduce / "
+                                   "all_gather; on --backend cpu the ranks are threads of this process",
+                                   cl::init(1), cl::sub(kRun));
 memra::tools::ChoiceOption RunBackend("backend", {"cpu", "cuda"},
                                       "Executor; auto = cuda when a CUDA GPU is present, cpu otherwise", cl::init(""),
                                       cl::sub(kRun));
@@ -481,6 +486,9 @@ int RunRun() {
     return Fail(absl::InvalidArgumentError(
         "--parallel needs --prompts-file (it runs that file's prompts N at a time; one prompt runs alone)"));
   }
+  if (RunTp > 1 && prompts_file)
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--tp ", int(RunTp), ": --prompts-file runs the batched engine, which does not split a model yet")));
   runtime::Backend backend = runtime::Backend::kCpu;
   {
     // Before the model is read: a clear error, not a long load first.
@@ -571,6 +579,10 @@ int RunRun() {
     }
     auto module = runtime::LoadPlanModule(*plan);
     if (!module.ok()) return Fail(module.status());
+    if (const int64_t plan_tp = (*module)->attrs().I64Or("tp", 1); RunTp.getNumOccurrences() > 0 && RunTp != plan_tp)
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--tp ", int(RunTp), ": ", model_path,
+                                                          " is a plan compiled for ", plan_tp,
+                                                          " ranks; compile it with --tp ", int(RunTp))));
     if (backend == runtime::Backend::kCuda) {
       // The plan fixes how its block formats are held (its kernels were selected for it).
       auto planned = runtime::PlanWeights(*plan);
@@ -604,6 +616,7 @@ int RunRun() {
         pm_opts.pipeline = passes::PipelineForTarget(target->ArchName(), target->sm_count, weights);
       }
     }
+    pm_opts.pipeline = passes::WithTensorParallel(pm_opts.pipeline, RunTp);
     pm_opts.input_name = model_path;
     so.compile = [pm_opts](ir::Module& m) -> absl::Status {
       auto pm = passes::PassManager::Create(pm_opts);
