@@ -124,6 +124,13 @@ class ShardTensorParallelPass : public Pass {
         if (op->is(OpKind::kMoeExperts)) MEMRA_RETURN_IF_ERROR(TryExperts(op));
     }
     MEMRA_RETURN_IF_ERROR(ShardHeads(m));
+    // A product an early candidate could not cut may be cut by a later region: no stale reason.
+    for (Op* op : done_) op->attrs().Erase("tp_whole");
+    for (const auto& f : m.functions()) {
+      std::vector<Op*> ops;
+      f->body()->CollectOps(ops);
+      for (Op* op : ops) kept_ += op->attrs().Has("tp_whole");
+    }
     if (cut_.empty())
       return absl::FailedPreconditionError(absl::StrCat(
           "shard-tensor-parallel: nothing in the module can be cut into ", tp, " parts",
@@ -146,7 +153,6 @@ class ShardTensorParallelPass : public Pass {
       // Most products are column products tried as row ones (failing at once on the norm that
       // feeds them): only a region that reached ops counts.
       if (!r.column.empty() || !r.ops.empty()) {
-        ++kept_;
         mm->attrs().Set("tp_whole", r.failure);
         if (reasons_.size() < 4) reasons_.push_back(r.failure);
       }
@@ -156,7 +162,6 @@ class ShardTensorParallelPass : public Pass {
     std::string why;
     std::map<Value*, Cut> cuts;
     if (!Resolve(r, cuts, why)) {
-      ++kept_;
       mm->attrs().Set("tp_whole", why);
       if (reasons_.size() < 4) reasons_.push_back(why);
       return absl::OkStatus();
@@ -665,7 +670,6 @@ class ShardTensorParallelPass : public Pass {
     else
       for (unsigned i = 4; ok && i < op->num_operands(); ++i) ok = cut(op->operand(i), 1, {f});
     if (!ok) {
-      ++kept_;
       const std::string why = absl::StrCat("the experts' width ", f, " does not cut into ", tp_n_,
                                            " parts of whole blocks, or their weights have other users");
       for (Op* o : users) o->attrs().Set("tp_whole", why);
@@ -703,6 +707,9 @@ class ShardTensorParallelPass : public Pass {
           for (const ir::Use& u : w->uses()) only_products &= u.user->is(OpKind::kMatMul) && u.operand_index == 1;
           if (vocab <= 0 || vocab % tp_n_ != 0 || !only_products) {
             ++whole_heads_;
+            def->attrs().Set("tp_whole", !only_products ? std::string("its table is also read whole (a tied embedding)")
+                                                        : absl::StrCat("its ", vocab, " rows do not divide into ",
+                                                                       tp_n_));
             continue;
           }
           Cut c;
@@ -868,7 +875,7 @@ class ShardTensorParallelPass : public Pass {
   Statistic experts_{this, "experts", "routed expert ops cut within each expert"};
   Statistic heads_{this, "heads", "vocabulary heads cut by rows (all_gather)"};
   Statistic whole_heads_{this, "whole-heads", "heads left whole (tied to the embedding or rows not dividing)"};
-  Statistic kept_{this, "kept-whole", "products or expert ops left whole (no consistent cut)"};
+  Statistic kept_{this, "kept-whole", "products or expert ops left whole (tp_whole says why)"};
   Statistic all_reduces_{this, "all-reduces", "all_reduce ops inserted"};
   Statistic gathers_{this, "all-gathers", "all_gather ops inserted"};
 
