@@ -73,6 +73,9 @@ CaptureVerdict ByKind(OpKind kind) {
     case OpKind::kSeqConv1dCausal:
     case OpKind::kSeqGatedDeltaScan:
     case OpKind::kTakeSeqLastRows:
+    // NCCL's collectives are stream work a graph captures (docs/design/tensor-parallel.md).
+    case OpKind::kAllReduce:
+    case OpKind::kAllGather:
     // Its grid covers every position a slot can hold; rows past their length exit early.
     case OpKind::kPagedAttention:
       return {};

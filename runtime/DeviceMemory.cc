@@ -60,6 +60,23 @@ absl::StatusOr<std::vector<PlannedWeight>> PlanWeights(const ir::Module& module,
     PlannedWeight p;
     p.weight = w;
     p.tensor = t;
+    MEMRA_ASSIGN_OR_RETURN(p.shard, ShardOf(*w));
+    if (p.shard) {
+      // A rank's slice: its sizes from the module's (local) shape; the bytes are cut at upload.
+      int64_t rows = 1;
+      for (int64_t d = 0; d + 1 < w->rank(); ++d) rows *= w->shape()[d].value();
+      const int64_t cols = w->rank() > 0 ? w->shape()[w->rank() - 1].value() : 1;
+      if (matrix_use) {
+        MEMRA_ASSIGN_OR_RETURN(p.layout,
+                               kcu::MatrixLayoutFor(w->dtype(), weights, absl::StrCat("tensor \"", w->name(), "\"")));
+        p.rows = rows;
+        p.cols = cols;
+        p.matrix_bytes = static_cast<uint64_t>(kcu::LayoutBytes(*p.layout, w->dtype(), rows, cols));
+      }
+      if (value_use) p.value_bytes = static_cast<uint64_t>(rows * cols) * 4;
+      out.push_back(p);
+      continue;
+    }
     if (matrix_use) {
       // A 3-D stack of matrices (MoE experts, ggml ne {cols, rows, E}) lives as E * rows rows.
       MEMRA_ASSIGN_OR_RETURN(kc::WeightView view, t->ne.size() == 3 && t->ne[2] > 1

@@ -4,6 +4,10 @@
 // half way through the upload.
 #pragma once
 
+#include <optional>
+
+#include "runtime/WeightShard.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -51,6 +55,9 @@ struct PlannedWeight {
   int64_t rows = 0, cols = 0;
   uint64_t matrix_bytes = 0;  // the layout's bytes (as stored / blocks: the tensor bytes)
   uint64_t value_bytes = 0;   // a value use (norms, biases, conv kernels): the f32 copy
+  // A weight of a tensor-parallel module: the rank's slice of `tensor` is what is uploaded
+  // (runtime/WeightShard.h, cut at upload time); rows, cols and the bytes above are the slice's.
+  std::optional<WeightShard> shard;
 };
 // Every weight of `module` from `file` with its device layout under `weights`. Errors (before any
 // device work): a tensor missing or typed otherwise than the module says, and a matrix whose type

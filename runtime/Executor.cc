@@ -128,7 +128,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CreateExecutor(Backend backend, const 
                                                          const gguf::GgufFile& file, const ExecutorOptions& options) {
   // A partitioned module runs as its ranks (each rank's executor comes back here with its
   // communicator set).
-  if (module.attrs().I64Or("tp", 1) > 1 && options.cpu.communicator == nullptr)
+  if (module.attrs().I64Or("tp", 1) > 1 && options.tp_rank < 0)
     return CreateTensorParallelExecutor(backend, module, file, options);
   if (backend == Backend::kCpu) {
     MEMRA_ASSIGN_OR_RETURN(auto e, CpuExecutor::Create(module, file, options.cpu));

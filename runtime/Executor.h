@@ -87,6 +87,9 @@ class Executor {
 struct ExecutorOptions {
   CpuExecutorOptions cpu;
   CudaExecutorOptions cuda;
+  // >= 0: this executor is that rank of a tensor-parallel group (runtime/TensorParallelExecutor.h
+  // sets it); -1: a module of tp > 1 gets a TensorParallelExecutor driving all its ranks.
+  int tp_rank = -1;
 };
 
 // `module` and `file` must outlive the executor. Cuda without a usable GPU: FailedPrecondition

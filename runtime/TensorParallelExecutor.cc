@@ -1,12 +1,16 @@
 #include "runtime/TensorParallelExecutor.h"
 
+#include <chrono>
 #include <functional>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ir/StatusMacros.h"
 #include "kernels/cpu/ThreadPool.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/Nccl.h"
 
 namespace memra::runtime {
 namespace {
@@ -18,13 +22,30 @@ class TensorParallelExecutor final : public Executor {
   absl::Status Init(const ir::Module& module, const gguf::GgufFile& file, const ExecutorOptions& options) {
     const int tp = group_.size();
     ranks_.resize(tp);
-    return OnEveryRank([&](int r) -> absl::Status {
+    MEMRA_RETURN_IF_ERROR(OnEveryRank([&](int r) -> absl::Status {
       ExecutorOptions o = options;
-      // The machine's threads shared among the ranks.
+      o.tp_rank = r;
+      // The machine's threads shared among CPU ranks.
       const int threads = o.cpu.threads > 0 ? o.cpu.threads : kernels::cpu::ThreadPool::DefaultThreadCount();
       o.cpu.threads = std::max(1, threads / tp);
       o.cpu.communicator = group_.rank(r);
+      // Rank r on device (first + r).
+      o.cuda.device = options.cuda.device + r;
+      o.cuda.tp_rank = r;
+      o.cuda.tp_size = tp;
+      o.cuda.progress = options.cuda.progress && r == 0;
       MEMRA_ASSIGN_OR_RETURN(ranks_[r], CreateExecutor(backend_, module, file, o));
+      return absl::OkStatus();
+    }));
+    if (backend_ != Backend::kCuda) return absl::OkStatus();
+    // The standard bootstrap: rank 0's id, every rank joining on its thread with its device current.
+    MEMRA_ASSIGN_OR_RETURN(const cuda::Nccl* nccl, cuda::Nccl::Get());
+    MEMRA_ASSIGN_OR_RETURN(const cuda::NcclId id, nccl->UniqueId());
+    comms_.resize(tp);
+    return OnEveryRank([&](int r) -> absl::Status {
+      MEMRA_RETURN_IF_ERROR(ranks_[r]->cuda()->MakeCurrent());
+      MEMRA_ASSIGN_OR_RETURN(comms_[r], cuda::NcclCommunicator::Create(id, tp, r));
+      ranks_[r]->cuda()->set_communicator(comms_[r].get());
       return absl::OkStatus();
     });
   }
@@ -74,7 +95,13 @@ class TensorParallelExecutor final : public Executor {
     std::vector<absl::Status> status(tp);
     auto one = [&](int r) {
       status[r] = fn(r);
-      if (!status[r].ok()) group_.Abort(absl::StrCat("rank ", r, ": ", status[r].message()));
+      if (status[r].ok()) return;
+      group_.Abort(absl::StrCat("rank ", r, ": ", status[r].message()));
+      // GPU ranks may wait inside NCCL for the failed one: abort their communicators (the group
+      // cannot run again).
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      for (auto& c : comms_)
+        if (c) c->Abort();
     };
     std::vector<std::thread> threads;
     for (int r = 1; r < tp; ++r) threads.emplace_back(one, r);
@@ -92,7 +119,9 @@ class TensorParallelExecutor final : public Executor {
 
   Backend backend_;
   ThreadGroup group_;
+  std::vector<std::unique_ptr<cuda::NcclCommunicator>> comms_;  // CUDA ranks (destroyed after ranks_)
   std::vector<std::unique_ptr<Executor>> ranks_;
+  std::mutex abort_mu_;
   double load_seconds_ = 0;
 };
 
@@ -104,10 +133,15 @@ absl::StatusOr<std::unique_ptr<Executor>> CreateTensorParallelExecutor(Backend b
   const int64_t tp = module.attrs().I64Or("tp", 1);
   if (tp < 2 || tp > 1024)
     return absl::InvalidArgumentError(absl::StrCat("a tensor-parallel module needs tp in [2, 1024], it has ", tp));
-  if (backend == Backend::kCuda)
-    return absl::UnimplementedError(absl::StrCat(
-        "--tp ", tp, " on the CUDA backend needs NCCL between the GPUs, which memra does not drive yet "
-        "(docs/design/tensor-parallel.md); --backend cpu runs the split on the CPU"));
+  if (backend == Backend::kCuda) {
+    MEMRA_RETURN_IF_ERROR(CudaAvailable());
+    MEMRA_ASSIGN_OR_RETURN(const cuda::CudaDriver* d, cuda::CudaDriver::Get());
+    int n = 0;
+    d->cuDeviceGetCount(&n);
+    if (options.cuda.device + tp > n)
+      return absl::InvalidArgumentError(absl::StrCat("--tp ", tp, " runs rank r on GPU ", options.cuda.device,
+                                                     " + r; this machine has ", n, " GPU", n == 1 ? "" : "s"));
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto e = std::make_unique<TensorParallelExecutor>(backend, static_cast<int>(tp));
   MEMRA_RETURN_IF_ERROR(e->Init(module, file, options));

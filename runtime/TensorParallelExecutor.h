@@ -6,8 +6,10 @@
 // ranks: one tokenizer, scheduler and server, no bootstrap between processes.
 //
 // CPU ranks meet through runtime/ThreadCommunicator.h (exact, deterministic: the split math
-// checked against the unsplit module). CUDA ranks need NCCL between the GPUs: not built yet, a
-// clear error.
+// checked against the unsplit module). CUDA ranks: rank r on GPU (options.cuda.device + r), each
+// uploading its slices, meeting through NCCL communicators made by the standard bootstrap
+// (runtime/cuda/Nccl.h). A failing rank aborts the group (and the NCCL communicators: the
+// executor cannot run again), so no rank waits forever for it.
 #pragma once
 
 #include <memory>

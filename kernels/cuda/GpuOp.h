@@ -105,7 +105,15 @@ struct CopyCall {
   uint64_t dst = 0, src = 0;
   int64_t bytes = 0;
 };
-using DeviceAction = std::variant<KernelCall, GemmCall, CopyCall>;
+// A collective over the tensor-parallel ranks (ir/Ops.def all_reduce / all_gather), f32: the
+// executor issues it through its communicator (NCCL) on its stream; without one (a module of one
+// rank) all_reduce is a copy and all_gather of one part a copy.
+struct CollectiveCall {
+  enum Kind : uint8_t { kAllReduceSum, kAllGather } kind = kAllReduceSum;
+  uint64_t send = 0, recv = 0;
+  int64_t count = 0;  // f32 elements each rank sends
+};
+using DeviceAction = std::variant<KernelCall, GemmCall, CopyCall, CollectiveCall>;
 
 // The device work of one step, in order, plus its FLOPs and weight bytes (memra --profile).
 class DeviceWork {
@@ -116,6 +124,7 @@ class DeviceWork {
   }
   void Gemm(const GemmCall& g) { actions_.push_back(g); }
   void Copy(uint64_t dst, uint64_t src, int64_t bytes) { actions_.push_back(CopyCall{dst, src, bytes}); }
+  void Collective(const CollectiveCall& c) { actions_.push_back(c); }
   void Count(double flops, double weight_bytes) {
     flops_ += flops;
     bytes_ += weight_bytes;

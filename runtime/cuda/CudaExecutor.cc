@@ -150,6 +150,8 @@ absl::Status CudaExecutor::PlanDeviceMemory() {
   return absl::OkStatus();
 }
 
+absl::Status CudaExecutor::MakeCurrent() const { return dev_->MakeCurrent(); }
+
 absl::Status CudaExecutor::UploadWeights() {
   uint64_t total = 0;
   for (const PlannedWeight& p : weight_plans_) total += p.tensor->data.size();
@@ -159,6 +161,17 @@ absl::Status CudaExecutor::UploadWeights() {
   for (const PlannedWeight& plan : weight_plans_) {
     const ir::Weight* w = plan.weight;
     const gguf::TensorInfo* t = plan.tensor;
+    // A tensor-parallel rank uploads its slice, cut here so only one slice is on the host at once.
+    TensorSlice slice;
+    gguf::TensorInfo local;
+    if (plan.shard) {
+      MEMRA_ASSIGN_OR_RETURN(slice, SliceTensor(*t, *plan.shard, options_.tp_rank, options_.tp_size));
+      local = *t;
+      local.ne = slice.ne;
+      local.nbytes = slice.bytes.size();
+      local.data = absl::MakeConstSpan(slice.bytes);
+      t = &local;
+    }
     auto dw = std::make_unique<DeviceWeight>();
     dw->weight = w;
     if (plan.layout != nullptr) {
@@ -201,7 +214,7 @@ absl::Status CudaExecutor::UploadWeights() {
       MEMRA_RETURN_IF_ERROR(dev_->Upload(dw->values.ptr(), vals.data(), vals.size() * 4));
       weight_bytes_ += dw->values.bytes();
     }
-    done += t->data.size();
+    done += plan.tensor->data.size();
     if (bar) bar->Update(done);
     weights_[w] = std::move(dw);
   }

@@ -55,6 +55,7 @@ class GgufFile;
 namespace memra::runtime {
 
 namespace cuda {
+class NcclCommunicator;
 class CudaDevice;
 class CublasLt;
 class DeviceBuffer;
@@ -90,6 +91,11 @@ struct CudaExecutorOptions {
   // Device memory this executor may take in all (weights, state, workspace, arenas), checked
   // before anything is uploaded (--max-device-memory); 0: what the device has free.
   uint64_t memory_budget = 0;
+  // One rank of a tensor-parallel module (its tp attribute): the slices of the sharded weights
+  // this executor uploads (runtime/WeightShard.h). The collectives go through the communicator
+  // set_communicator attaches (NCCL); without one, all_reduce and a one-part all_gather copy.
+  int tp_rank = 0;
+  int tp_size = 1;
 };
 
 // Counters of graph use since the executor was created.
@@ -151,6 +157,11 @@ class CudaExecutor {
   absl::StatusOr<HostTensor> ReadState(absl::string_view name) const;
   // Called after every op for each named result (synchronizes and downloads: tests only).
   void set_observer(ValueObserver observer) { observer_ = std::move(observer); }
+  // Makes this executor's device context current on the calling thread (before work of another
+  // library on its device: NCCL's communicator).
+  absl::Status MakeCurrent() const;
+  // The rank's communicator for all_reduce / all_gather (not owned; made on this executor's device).
+  void set_communicator(cuda::NcclCommunicator* comm) { comm_ = comm; }
 
   const codegen::CompileStats& compile_stats() const;
   const GraphStats& graph_stats() const { return graph_stats_; }
@@ -220,6 +231,7 @@ class CudaExecutor {
   double load_seconds_ = 0;
   double last_run_ms_ = 0;
   ValueObserver observer_;
+  cuda::NcclCommunicator* comm_ = nullptr;
   GraphStats graph_stats_;
   // i32[kTokenRing] + the write index + the non-finite record (step, id, value bits)
   std::unique_ptr<cuda::DeviceBuffer> token_ring_;

@@ -11,6 +11,7 @@
 #include "ir/StatusMacros.h"
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/CudaExecutorImpl.h"
+#include "runtime/cuda/Nccl.h"
 
 namespace memra::runtime {
 namespace {
@@ -117,6 +118,19 @@ absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::
     } else if (const auto* c = std::get_if<kcu::CopyCall>(&action)) {
       MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemcpyDtoDAsync(c->dst, c->src, c->bytes, stream),
                                     absl::StrCat("cuda executor: ", op.Summary(), ": copy")));
+    } else if (const auto* col = std::get_if<kcu::CollectiveCall>(&action)) {
+      absl::Status st;
+      if (comm_ != nullptr) {
+        st = col->kind == kcu::CollectiveCall::kAllReduceSum
+                 ? comm_->AllReduceSum(col->send, col->recv, col->count, stream)
+                 : comm_->AllGather(col->send, col->recv, col->count, stream);
+      } else if (options_.tp_size > 1) {
+        st = absl::FailedPreconditionError("rank of a tensor-parallel group without a communicator");
+      } else {
+        // One rank: the sum of one part, the gather of one part.
+        st = CuCheck(d.cuMemcpyDtoDAsync(col->recv, col->send, col->count * 4, stream), "copy");
+      }
+      if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: ", op.Summary(), ": ", st.message()));
     }
   }
   work->first += step_work_.flops();
