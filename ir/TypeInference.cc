@@ -68,6 +68,7 @@ class Ctx {
   }
   size_t size() const { return operands_.size(); }
   int64_t I(absl::string_view a) const { return attrs_.I64Or(a, 0); }
+  int64_t IOr(absl::string_view a, int64_t dflt) const { return attrs_.I64Or(a, dflt); }
   double F(absl::string_view a) const { return attrs_.F64Or(a, 0); }
 
   absl::Status Float(size_t i) const {
@@ -222,10 +223,14 @@ absl::Status CheckMoeExperts(const Ctx& c, size_t first) {
                                : "F, the last dim of 'w_down'"));
     CHECK_OK(c.DimEq(i, 2, c.S(0)[1], "K, the last dim of 'x'"));
   }
+  // Expert parallelism: the stacks hold one of expert_parts parts of the router's experts.
+  const int64_t parts = c.IOr("expert_parts", 1);
+  if (parts < 1) return Err(absl::StrCat("attribute 'expert_parts' (", parts, ") must be positive"));
+  const int64_t routed = E.value() * parts;
   const Dim& k = c.S(1)[1];
-  if (!k.IsConstant() || k.value() <= 0 || k.value() > E.value())
+  if (!k.IsConstant() || k.value() <= 0 || k.value() > routed)
     return Err(
-        absl::StrCat(c.N(1), ": k (", k.ToString(), ") must be constant, > 0 and <= the expert count ", E.value()));
+        absl::StrCat(c.N(1), ": k (", k.ToString(), ") must be constant, > 0 and <= the expert count ", routed));
   return absl::OkStatus();
 }
 

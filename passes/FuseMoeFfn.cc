@@ -64,7 +64,12 @@ class MoeFfnPattern : public RewritePattern<MoeFfnMatch> {
                                                m.gate->operand(1), m.swiglu->operand(1), m.swiglu->operand(2),
                                                m.down->operand(1)};
     for (unsigned i = 3; i < e.num_operands(); ++i) operands.push_back(e.operand(i));
-    MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(m.add, OpKind::kMoeFfn, operands));
+    // The partition's record travels with the experts (shard-tensor-parallel).
+    ir::AttrDict attrs;
+    if (auto parts = e.attrs().GetI64("expert_parts")) attrs.Set("expert_parts", *parts);
+    MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(m.add, OpKind::kMoeFfn, operands, std::move(attrs)));
+    for (const char* a : {"tp_mode", "tp_bytes_tensor", "tp_bytes_expert"})
+      if (const ir::Attr* v = e.attrs().Get(a)) fused->attrs().Set(a, *v);
     rw.Replace(m.add->result(0), fused->result(0));
     for (Op* op : {m.add, m.experts, m.down, m.swiglu, m.gate}) rw.Erase(op);
     return absl::OkStatus();

@@ -108,6 +108,9 @@ class ShardTensorParallelPass : public Pass {
     if (m.attrs().I64Or("tp", 1) != 1)
       return absl::FailedPreconditionError("shard-tensor-parallel: the module is already partitioned (tp attribute)");
     if (tp == 1) return false;
+    if (*experts_mode_ != "auto" && *experts_mode_ != "tensor" && *experts_mode_ != "expert")
+      return absl::InvalidArgumentError(absl::StrCat("shard-tensor-parallel: experts=", *experts_mode_,
+                                                     ": expected auto, tensor or expert"));
     tp_n_ = tp;
     cut_.clear();
     partial_.clear();
@@ -629,61 +632,121 @@ class ShardTensorParallelPass : public Pass {
 
   // ---- the experts and the head -----------------------------------------------------------
 
-  // moe_experts cut within each expert: gate / up rows and down columns; its result a partial sum.
+  // moe_experts: cut within each expert (gate / up rows, down columns: "tensor") or across the
+  // experts (each rank a part of them: "expert"), per layer by the cost rule below; its result a
+  // partial sum either way.
   absl::Status TryExperts(Op* op) {
     if (done_.contains(op)) return absl::OkStatus();
     // Every function's expert op of this layer reads the same weights: cut them all or none.
     Value* down = op->operand(3);
     std::vector<Op*> users;
-    bool ok = true;
+    bool shared = true;
     for (const ir::Use& u : down->uses()) {
       Op* o = u.user;
-      ok &= o->is(OpKind::kMoeExperts) && u.operand_index == 3 && o->num_operands() == op->num_operands();
-      for (unsigned i = 3; ok && i < op->num_operands(); ++i) ok &= o->operand(i) == op->operand(i);
+      shared &= o->is(OpKind::kMoeExperts) && u.operand_index == 3 && o->num_operands() == op->num_operands();
+      for (unsigned i = 3; shared && i < op->num_operands(); ++i) shared &= o->operand(i) == op->operand(i);
       if (std::find(users.begin(), users.end(), o) == users.end()) users.push_back(o);
     }
-    std::map<Value*, Cut> cuts;
-    const int64_t f = StaticDim(down, 2);
-    auto cut = [&](Value* w, int dim, std::vector<int64_t> segs) -> bool {
-      if (cut_.contains(w) || cuts.contains(w)) return false;
-      for (const ir::Use& u : w->uses())
-        if (std::find(users.begin(), users.end(), u.user) == users.end()) return false;
-      Cut c;
-      c.dim = dim;
-      c.parts = tp_n_;
-      int64_t at = 0;
-      c.cuts.insert(0);
-      for (int64_t s : segs) {
-        if (s % tp_n_ != 0) return false;
-        c.cuts.insert(at += s);
-      }
-      if (dim == w->rank() - 1) {
-        for (int64_t s : segs)
-          if ((s / tp_n_) % ir::InfoOf(w->dtype()).block_elems != 0) return false;
-      }
-      cuts[w] = std::move(c);
-      return true;
-    };
-    ok = ok && f > 0 && cut(down, 2, {f});
-    if (op->num_operands() == 5)
-      ok = ok && cut(op->operand(4), 1, {f, f});  // fused gate_up [E, 2F, K]
-    else
-      for (unsigned i = 4; ok && i < op->num_operands(); ++i) ok = cut(op->operand(i), 1, {f});
-    if (!ok) {
-      const std::string why = absl::StrCat("the experts' width ", f, " does not cut into ", tp_n_,
-                                           " parts of whole blocks, or their weights have other users");
+    std::vector<Value*> stacks;
+    for (unsigned i = 3; i < op->num_operands(); ++i) stacks.push_back(op->operand(i));
+    for (Value* w : stacks) {
+      shared &= !cut_.contains(w);
+      for (const ir::Use& u : w->uses()) shared &= std::find(users.begin(), users.end(), u.user) != users.end();
+    }
+    auto keep = [&](const std::string& why) {
       for (Op* o : users) o->attrs().Set("tp_whole", why);
       if (reasons_.size() < 4) reasons_.push_back(absl::StrCat(op->Summary(), ": ", why));
       return absl::OkStatus();
+    };
+    if (!shared) return keep("the expert weights are read by other ops too");
+    const int64_t e = StaticDim(down, 0), f = StaticDim(down, 2);
+    const bool fused = op->num_operands() == 5;
+    const int64_t block = ir::InfoOf(down->dtype()).block_elems;
+    const bool tensor_ok = f > 0 && f % tp_n_ == 0 && (f / tp_n_) % block == 0;
+    const bool expert_ok = e > 0 && e % tp_n_ == 0;
+    // The cost rule: bytes the busiest rank streams for one token's k experts. Cut within the
+    // experts every rank reads 1 / tp of each; cut across them a rank reads its selected experts
+    // whole, and the routing decides how many land on the busiest rank (E[max] of k distinct
+    // experts drawn from tp equal parts). Per-call overheads are not in it yet.
+    const int64_t k = StaticDim(op->operand(2), 1);
+    double expert_bytes = 0;
+    for (Value* w : stacks) expert_bytes += WeightBytes(w) / std::max<int64_t>(e, 1);
+    const double tensor_cost = k * expert_bytes / tp_n_;
+    const double expert_cost = (expert_ok ? ExpectedBusiest(e, k, tp_n_) : k) * expert_bytes;
+    std::string mode;
+    if (*experts_mode_ == "tensor" || *experts_mode_ == "expert") {
+      mode = *experts_mode_;  // forced (benchmarks, tests); refused where it cannot cut
+      if (mode == "tensor" ? !tensor_ok : !expert_ok)
+        return keep(absl::StrCat("experts=", mode, ": ",
+                                 mode == "tensor" ? absl::StrCat("the experts' width ", f, " does not cut into ",
+                                                                 tp_n_, " parts of whole blocks")
+                                                  : absl::StrCat(e, " experts do not divide into ", tp_n_)));
+    } else if (tensor_ok && (!expert_ok || tensor_cost <= expert_cost))
+      mode = "tensor";
+    else if (expert_ok)
+      mode = "expert";
+    else
+      return keep(absl::StrCat("the experts' width ", f, " does not cut into ", tp_n_, " parts of whole ",
+                               ir::InfoOf(down->dtype()).name, " blocks, and their number ", e, " not into ",
+                               tp_n_, " parts"));
+    for (Value* w : stacks) {
+      Cut c;
+      c.parts = tp_n_;
+      if (mode == "expert") {
+        c.dim = 0;
+        c.cuts = {0, e};
+      } else if (w == down) {
+        c.dim = 2;
+        c.cuts = {0, f};
+      } else {
+        c.dim = 1;
+        c.cuts = fused ? std::set<int64_t>{0, f, 2 * f} : std::set<int64_t>{0, f};
+      }
+      cut_[w] = c;
     }
-    for (auto& [v, c] : cuts) cut_[v] = c;
     for (Op* o : users) {
-      o->attrs().Set("tp_mode", std::string("tensor"));
+      o->attrs().Set("tp_mode", mode);
+      o->attrs().Set("tp_bytes_tensor", static_cast<int64_t>(tensor_cost));
+      o->attrs().Set("tp_bytes_expert", static_cast<int64_t>(expert_cost));
+      if (mode == "expert") o->attrs().Set("expert_parts", tp_n_);
       done_.insert(o);
       partial_.push_back(o->result(0));
     }
-    ++experts_;
+    ++(mode == "expert" ? experts_across_ : experts_);
     return absl::OkStatus();
+  }
+
+  // Stored bytes of a weight (its global shape: before the cut).
+  static double WeightBytes(const Value* w) {
+    const ir::DTypeInfo& info = ir::InfoOf(w->dtype());
+    double n = 1;
+    for (int d = 0; d < w->rank(); ++d) n *= static_cast<double>(StaticDim(w, d));
+    return n / static_cast<double>(info.block_elems) * static_cast<double>(info.block_bytes);
+  }
+
+  // E[the most of k distinct experts, drawn uniformly from e, that fall in one of `parts` equal
+  // parts]: sum over m of P(max > m), P(max <= m) = [x^k] (sum_{j<=m} C(e/parts, j) x^j)^parts / C(e, k).
+  static double ExpectedBusiest(int64_t e, int64_t k, int64_t parts) {
+    const int64_t per = e / parts;
+    auto choose = [](int64_t n, int64_t r) {
+      double c = 1;
+      for (int64_t i = 1; i <= r; ++i) c = c * static_cast<double>(n - r + i) / static_cast<double>(i);
+      return c;
+    };
+    const double total = choose(e, k);
+    double expect = 0;
+    for (int64_t m = 0; m < k; ++m) {
+      std::vector<double> poly(static_cast<size_t>(k) + 1, 0.0);
+      poly[0] = 1;
+      for (int64_t p = 0; p < parts; ++p) {
+        std::vector<double> next(poly.size(), 0.0);
+        for (int64_t a = 0; a <= k; ++a)
+          for (int64_t j = 0; j <= std::min(m, per) && a + j <= k; ++j) next[a + j] += poly[a] * choose(per, j);
+        poly = std::move(next);
+      }
+      expect += 1.0 - poly[k] / total;
+    }
+    return expect;
   }
 
   // The vocabulary head: a product with a whole weight whose result reaches a function result
@@ -871,8 +934,13 @@ class ShardTensorParallelPass : public Pass {
   }
 
   Option<int64_t> tp_{this, "tp", "tensor-parallel ranks (1: no change)", 1};
+  Option<std::string> experts_mode_{this, "experts",
+                                    "routed experts: auto (the cost rule), tensor (within each expert) or expert "
+                                    "(across the experts)",
+                                    "auto"};
   Statistic regions_{this, "regions", "column / row regions cut"};
-  Statistic experts_{this, "experts", "routed expert ops cut within each expert"};
+  Statistic experts_{this, "experts", "routed expert ops cut within each expert (tp_mode = tensor)"};
+  Statistic experts_across_{this, "experts-across", "routed expert ops cut across the experts (tp_mode = expert)"};
   Statistic heads_{this, "heads", "vocabulary heads cut by rows (all_gather)"};
   Statistic whole_heads_{this, "whole-heads", "heads left whole (tied to the embedding or rows not dividing)"};
   Statistic kept_{this, "kept-whole", "products or expert ops left whole (tp_whole says why)"};

@@ -75,19 +75,25 @@ absl::Status MoeExperts(const float* x, int64_t T, int64_t K, const float* weigh
           absl::StrCat("moe experts: no dequantizer for ggml type ", formats::GgmlTypeName(v->type)));
   // Group the (token, slot) pairs by expert: slot s = t * k + i.
   const int64_t S = T * k;
+  const int64_t routed = w.n_routed > 0 ? w.n_routed : E;
+  // Each slot's expert in the stacks, -1 for another part's (expert parallelism: it adds 0).
+  std::vector<int32_t> local(static_cast<size_t>(S));
   std::vector<int64_t> count(static_cast<size_t>(E) + 1, 0);
   for (int64_t s = 0; s < S; ++s) {
-    if (ids[s] < 0 || ids[s] >= E)
+    if (ids[s] < 0 || ids[s] >= routed)
       return absl::OutOfRangeError(
-          absl::StrCat("moe experts: token ", s / k, " selects expert ", ids[s], ", outside [0, ", E, ")"));
-    ++count[ids[s] + 1];
+          absl::StrCat("moe experts: token ", s / k, " selects expert ", ids[s], ", outside [0, ", routed, ")"));
+    const int64_t e = ids[s] - w.first_expert;
+    local[s] = e >= 0 && e < E ? static_cast<int32_t>(e) : -1;
+    if (local[s] >= 0) ++count[local[s] + 1];
   }
   std::vector<int64_t> start(count.size(), 0);
   std::partial_sum(count.begin(), count.end(), start.begin());
-  std::vector<int64_t> slots(static_cast<size_t>(S));
+  std::vector<int64_t> slots(static_cast<size_t>(start[E]));
   {
     std::vector<int64_t> fill(start.begin(), start.end() - 1);
-    for (int64_t s = 0; s < S; ++s) slots[fill[ids[s]]++] = s;
+    for (int64_t s = 0; s < S; ++s)
+      if (local[s] >= 0) slots[fill[local[s]]++] = s;
   }
   std::vector<int32_t> active;
   for (int32_t e = 0; e < E; ++e)

@@ -34,6 +34,11 @@ struct MoeExpertWeights {
   bool fused = false;
   bool gelu = false;   // GELU (tanh form) experts instead of SiLU (Gemma 4)
   float clamp = 0.0f;  // > 0: the clamped SwiGLU (Step 3.5's swiglu_clamp_exp)
+  // Expert parallelism (ir/Ops.def moe_experts expert_parts): the stacks hold experts
+  // [first_expert, first_expert + n_expert) of the router's n_routed; a slot selecting another
+  // expert adds 0. n_routed 0: n_expert (all of them here).
+  int64_t first_expert = 0;
+  int64_t n_routed = 0;
 };
 
 // y[t] = sum_{i<k} weights[t][i] * down_e . (silu(gate_e . x[t]) * (up_e . x[t])), e = ids[t][i],

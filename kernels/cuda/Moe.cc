@@ -64,6 +64,15 @@ absl::StatusOr<Launch> WithGateActivation(absl::StatusOr<Launch> l, const ir::Op
   return l;
 }
 
+// Expert parallelism (moe_experts expert_parts, shard-tensor-parallel) needs the expert kernels to
+// skip other parts' experts: not on the GPU yet.
+absl::Status NoExpertParts(const ir::Op& op) {
+  if (op.attrs().I64Or("expert_parts", 1) > 1)
+    return Unsupported(op, "expert parallelism (expert_parts) runs on the CPU executor only for now; the GPU "
+                           "splits experts within each expert (docs/design/tensor-parallel.md)");
+  return absl::OkStatus();
+}
+
 class MoeRouteImpl : public GpuOpImpl {
  public:
   absl::string_view name() const override { return "moe_route"; }
@@ -374,6 +383,7 @@ class MoeDecodeImpl : public GpuOpImpl {
   absl::string_view name() const override { return name_; }
   bool Implements(ir::OpKind k) const override { return k == kind_; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    MEMRA_RETURN_IF_ERROR(NoExpertParts(c.op));
     MEMRA_ASSIGN_OR_RETURN(std::optional<DecodePlan> p, PlanDecode(c.op, c.shapes, &c.target));
     if (!p) return std::optional<OpSelection>();
     OpSelection s;
@@ -587,6 +597,7 @@ class MoeGroupedImpl : public GpuOpImpl {
   absl::string_view name() const override { return name_; }
   bool Implements(ir::OpKind k) const override { return k == kind_; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    MEMRA_RETURN_IF_ERROR(NoExpertParts(c.op));
     MEMRA_ASSIGN_OR_RETURN(std::optional<GroupedPlan> p, PlanGrouped(c.op, c.shapes, &c.target));
     if (!p) return std::optional<OpSelection>();
     OpSelection s;

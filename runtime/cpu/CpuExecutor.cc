@@ -965,8 +965,17 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         const HostTensor& x = In(0);
         const int64_t T = x.dim(0), K = x.dim(1), k = In(1).dim(1);
         const bool ffn = op.is(OpKind::kMoeFfn);
-        const kc::MoeExpertWeights ew =
+        kc::MoeExpertWeights ew =
             ExpertWeights(op, ffn ? 7 : 3, [&](size_t i) -> const kc::WeightView& { return Wt(i).view; });
+        if (const int64_t parts = at.I64Or("expert_parts", 1); parts > 1) {
+          // Expert parallelism: this rank's part of the experts (ir/Ops.def moe_experts).
+          Communicator* comm = options_.communicator;
+          const int64_t ranks = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
+          if (ranks % parts != 0 && parts % ranks != 0)
+            return OpError(op, absl::StrCat(parts, " expert parts on a group of ", ranks, " ranks"));
+          ew.first_expert = rank * parts / ranks * ew.n_expert;
+          ew.n_routed = ew.n_expert * parts;
+        }
         HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
         MEMRA_RETURN_IF_ERROR(kc::MoeExperts(x.f32(), T, K, In(1).f32(), In(2).i32(), k, ew, y.f32(), pool));
         if (ffn) {

@@ -34,12 +34,14 @@ struct RankRun {
   absl::Status status;
 };
 
-absl::StatusOr<std::unique_ptr<ir::Module>> Compile(const gguf::GgufFile& file, int tp) {
+absl::StatusOr<std::unique_ptr<ir::Module>> Compile(const gguf::GgufFile& file, int tp,
+                                                    const std::string& experts = "auto") {
   auto m = frontends::LowerModel(file);
   if (!m.ok()) return m.status();
   passes::PassManagerOptions po;
-  po.pipeline = absl::StrCat(tp > 1 ? absl::StrCat("shard-tensor-parallel{tp=", tp, "},") : std::string(),
-                             passes::kDefaultPipeline);
+  po.pipeline = absl::StrCat(
+      tp > 1 ? absl::StrCat("shard-tensor-parallel{tp=", tp, " experts=", experts, "},") : std::string(),
+      passes::kDefaultPipeline);
   auto pm = passes::PassManager::Create(po);
   if (!pm.ok()) return pm.status();
   absl::Status s = (*pm)->Run(**m);
@@ -117,6 +119,7 @@ double RelMaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
 struct Case {
   std::string model;  // a file of tests/data/models, else of ../shared/fixtures/models
   int tp;
+  std::string experts = "auto";  // shard-tensor-parallel's experts option
 };
 
 std::string ModelPath(const std::string& name) {
@@ -136,7 +139,7 @@ TEST_P(TensorParallelCpu, RanksMatchTheUnsplitModule) {
   ASSERT_TRUE(file.ok()) << file.status();
   auto whole = Compile(**file, 1);
   ASSERT_TRUE(whole.ok()) << whole.status();
-  auto split = Compile(**file, c.tp);
+  auto split = Compile(**file, c.tp, c.experts);
   ASSERT_TRUE(split.ok()) << split.status();
   EXPECT_EQ((*split)->attrs().I64Or("tp", 1), c.tp);
   // The partition cut something: some weight is sliced.
@@ -171,8 +174,8 @@ TEST_P(TensorParallelCpu, RanksMatchTheUnsplitModule) {
     EXPECT_LE(d, kBound) << "decode step " << i;
   }
   EXPECT_EQ(ranks[0].greedy, ref.greedy);
-  std::printf("%s tp=%d: %d sharded weights, max |delta| / max |logit| = %.2e\n", c.model.c_str(), c.tp, sharded,
-              worst);
+  std::printf("%s tp=%d experts=%s: %d sharded weights, max |delta| / max |logit| = %.2e\n", c.model.c_str(), c.tp,
+              c.experts.c_str(), sharded, worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelCpu,
@@ -180,11 +183,16 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelCpu,
                                            Case{"qwen35-tiny-q8_0.gguf", 4}, Case{"qwen35moe-tiny-q8_0.gguf", 2},
                                            Case{"step35-tiny-q8_0.gguf", 2}, Case{"step35-tiny-q8_0.gguf", 4},
                                            Case{"gemma4-tiny-q8_0.gguf", 2}, Case{"gemma4moe-tiny-q8_0.gguf", 2},
-                                           Case{"gemma4e-tiny-q8_0.gguf", 2}),
+                                           Case{"gemma4e-tiny-q8_0.gguf", 2},
+                                           // Expert parallelism, forced where the cost rule cuts within.
+                                           Case{"qwen35moe-tiny-q8_0.gguf", 2, "expert"},
+                                           Case{"qwen35moe-tiny-q8_0.gguf", 4, "expert"},
+                                           Case{"gemma4moe-tiny-q8_0.gguf", 2, "expert"}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            std::string n = info.param.model.substr(0, info.param.model.find(".gguf"));
                            std::replace(n.begin(), n.end(), '-', '_');
-                           return absl::StrCat(n, "_tp", info.param.tp);
+                           return absl::StrCat(n, "_tp", info.param.tp,
+                                               info.param.experts == "auto" ? "" : "_" + info.param.experts);
                          });
 
 // A rank whose module was partitioned for another group size is refused at load, naming tp.
