@@ -229,8 +229,7 @@ absl::Status CheckMoeExperts(const Ctx& c, size_t first) {
   const int64_t routed = E.value() * parts;
   const Dim& k = c.S(1)[1];
   if (!k.IsConstant() || k.value() <= 0 || k.value() > routed)
-    return Err(
-        absl::StrCat(c.N(1), ": k (", k.ToString(), ") must be constant, > 0 and <= the expert count ", routed));
+    return Err(absl::StrCat(c.N(1), ": k (", k.ToString(), ") must be constant, > 0 and <= the expert count ", routed));
   return absl::OkStatus();
 }
 

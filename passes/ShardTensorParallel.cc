@@ -109,8 +109,8 @@ class ShardTensorParallelPass : public Pass {
       return absl::FailedPreconditionError("shard-tensor-parallel: the module is already partitioned (tp attribute)");
     if (tp == 1) return false;
     if (*experts_mode_ != "auto" && *experts_mode_ != "tensor" && *experts_mode_ != "expert")
-      return absl::InvalidArgumentError(absl::StrCat("shard-tensor-parallel: experts=", *experts_mode_,
-                                                     ": expected auto, tensor or expert"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("shard-tensor-parallel: experts=", *experts_mode_, ": expected auto, tensor or expert"));
     tp_n_ = tp;
     cut_.clear();
     partial_.clear();
@@ -135,9 +135,9 @@ class ShardTensorParallelPass : public Pass {
       for (Op* op : ops) kept_ += op->attrs().Has("tp_whole");
     }
     if (cut_.empty())
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shard-tensor-parallel: nothing in the module can be cut into ", tp, " parts",
-          reasons_.empty() ? std::string() : absl::StrCat(" (", absl::StrJoin(reasons_, "; "), ")")));
+      return absl::FailedPreconditionError(
+          absl::StrCat("shard-tensor-parallel: nothing in the module can be cut into ", tp, " parts",
+                       reasons_.empty() ? std::string() : absl::StrCat(" (", absl::StrJoin(reasons_, "; "), ")")));
     MEMRA_RETURN_IF_ERROR(Apply(m));
     MEMRA_RETURN_IF_ERROR(InsertAllReduces(m));
     m.attrs().Set("tp", tp);
@@ -359,7 +359,7 @@ class ShardTensorParallelPass : public Pass {
         dims[2] = dims[3] = 0;
         dims[nops] = dims[nops + 1] = 1;
         return true;
-      case OpKind::kGatedDeltaScan:  // q, k, v, g, beta, state [Hv, Dv, Dk] -> o
+      case OpKind::kGatedDeltaScan:       // q, k, v, g, beta, state [Hv, Dv, Dk] -> o
       case OpKind::kSeqGatedDeltaScan: {  // ..., state [S, Hv, Dv, Dk], seq_slot, seq_start -> o
         const int sd = k == OpKind::kGatedDeltaScan ? 0 : 1;
         if ((pos == 5 && d != sd) || (pos != 5 && d != 1)) return why = "only its heads are cut", false;
@@ -544,7 +544,8 @@ class ShardTensorParallelPass : public Pass {
             break;
           case Link::kScale:  // b = a * p / q
             for (int64_t c : a) {
-              if ((c * l.p) % l.q != 0) return why = absl::StrCat("a cut of ", Named(l.a), " falls inside a row"), false;
+              if ((c * l.p) % l.q != 0)
+                return why = absl::StrCat("a cut of ", Named(l.a), " falls inside a row"), false;
               if (!add(l.b, c * l.p / l.q, changed)) return why = "a reshape moves a cut outside the dim", false;
             }
             for (int64_t c : b) {
@@ -613,9 +614,7 @@ class ShardTensorParallelPass : public Pass {
       for (auto it = std::next(c.cuts.begin()); it != c.cuts.end(); ++it) {
         const int64_t len = *it - *std::prev(it);
         if (len % c.parts != 0)
-          return why = absl::StrCat(Named(v), ": a segment of ", len,
-                                    " does not divide into ", c.parts),
-                 false;
+          return why = absl::StrCat(Named(v), ": a segment of ", len, " does not divide into ", c.parts), false;
       }
       // A weight cut inside its rows keeps whole quantization blocks.
       if (v->kind() == Value::Kind::kWeight && c.dim == v->rank() - 1) {
@@ -678,8 +677,8 @@ class ShardTensorParallelPass : public Pass {
       mode = *experts_mode_;  // forced (benchmarks, tests); refused where it cannot cut
       if (mode == "tensor" ? !tensor_ok : !expert_ok)
         return keep(absl::StrCat("experts=", mode, ": ",
-                                 mode == "tensor" ? absl::StrCat("the experts' width ", f, " does not cut into ",
-                                                                 tp_n_, " parts of whole blocks")
+                                 mode == "tensor" ? absl::StrCat("the experts' width ", f, " does not cut into ", tp_n_,
+                                                                 " parts of whole blocks")
                                                   : absl::StrCat(e, " experts do not divide into ", tp_n_)));
     } else if (tensor_ok && (!expert_ok || tensor_cost <= expert_cost))
       mode = "tensor";
@@ -687,8 +686,8 @@ class ShardTensorParallelPass : public Pass {
       mode = "expert";
     else
       return keep(absl::StrCat("the experts' width ", f, " does not cut into ", tp_n_, " parts of whole ",
-                               ir::InfoOf(down->dtype()).name, " blocks, and their number ", e, " not into ",
-                               tp_n_, " parts"));
+                               ir::InfoOf(down->dtype()).name, " blocks, and their number ", e, " not into ", tp_n_,
+                               " parts"));
     for (Value* w : stacks) {
       Cut c;
       c.parts = tp_n_;
@@ -770,9 +769,9 @@ class ShardTensorParallelPass : public Pass {
           for (const ir::Use& u : w->uses()) only_products &= u.user->is(OpKind::kMatMul) && u.operand_index == 1;
           if (vocab <= 0 || vocab % tp_n_ != 0 || !only_products) {
             ++whole_heads_;
-            def->attrs().Set("tp_whole", !only_products ? std::string("its table is also read whole (a tied embedding)")
-                                                        : absl::StrCat("its ", vocab, " rows do not divide into ",
-                                                                       tp_n_));
+            def->attrs().Set("tp_whole", !only_products
+                                             ? std::string("its table is also read whole (a tied embedding)")
+                                             : absl::StrCat("its ", vocab, " rows do not divide into ", tp_n_));
             continue;
           }
           Cut c;
@@ -872,8 +871,8 @@ class ShardTensorParallelPass : public Pass {
       Op* mm = y->def();
       ir::OpBuilder b(mm->parent_block(), std::next(ir::Block::iterator(*mm)));
       const Cut& c = cut_.at(y);
-      MEMRA_ASSIGN_OR_RETURN(Op * g, b.Create(OpKind::kAllGather, {y}, {{"axis", static_cast<int64_t>(c.dim)},
-                                                                        {"parts", tp_n_}}));
+      MEMRA_ASSIGN_OR_RETURN(
+          Op * g, b.Create(OpKind::kAllGather, {y}, {{"axis", static_cast<int64_t>(c.dim)}, {"parts", tp_n_}}));
       const std::string name = y->name();
       y->ReplaceAllUsesWith(g->result(0));
       g->SetOperand(0, y);

@@ -74,8 +74,7 @@ class TensorParallelExecutor final : public Executor {
   }
   absl::Status CopyStash(absl::string_view name, int64_t state_offset, int64_t stash_offset, int64_t bytes,
                          bool to_stash) override {
-    return OnEveryRank(
-        [&](int r) { return ranks_[r]->CopyStash(name, state_offset, stash_offset, bytes, to_stash); });
+    return OnEveryRank([&](int r) { return ranks_[r]->CopyStash(name, state_offset, stash_offset, bytes, to_stash); });
   }
   int64_t position() const override { return ranks_[0]->position(); }
   int64_t context_capacity() const override { return ranks_[0]->context_capacity(); }
@@ -111,8 +110,8 @@ class TensorParallelExecutor final : public Executor {
     absl::Status first;
     for (int r = 0; r < tp; ++r)
       if (!status[r].ok() && (first.ok() || (absl::IsAborted(first) && !absl::IsAborted(status[r]))))
-        first = tp > 1 ? absl::Status(status[r].code(), absl::StrCat("rank ", r, ": ", status[r].message()))
-                       : status[r];
+        first =
+            tp > 1 ? absl::Status(status[r].code(), absl::StrCat("rank ", r, ": ", status[r].message())) : status[r];
     if (!first.ok()) group_.Reset();
     return first;
   }

@@ -56,8 +56,8 @@ class ThreadRank : public Communicator {
 
   absl::Status Aborted(const char* what) {
     std::lock_guard<std::mutex> lock(group_->mu_);
-    return absl::AbortedError(absl::StrCat(what, " on rank ", rank_, ": the group was aborted (",
-                                           group_->abort_reason_, ")"));
+    return absl::AbortedError(
+        absl::StrCat(what, " on rank ", rank_, ": the group was aborted (", group_->abort_reason_, ")"));
   }
 
   ThreadGroup* group_;

@@ -76,9 +76,8 @@ cl::opt<std::string> BenchPasses("passes",
                                  cl::init(""), cl::value_desc("pipeline"), cl::sub(kBench));
 memra::tools::ChoiceOption BenchWeights("weights", {"blocks", "bf16", "per-row", "dequant"}, memra::tools::kWeightsHelp,
                                         cl::init(""), cl::sub(kBench));
-memra::tools::IntOption<int> BenchTp("tp", {1, 64},
-                                     "Tensor-parallel ranks the model is split over (as memra run --tp)", cl::init(1),
-                                     cl::sub(kBench));
+memra::tools::IntOption<int> BenchTp("tp", {1, 64}, "Tensor-parallel ranks the model is split over (as memra run --tp)",
+                                     cl::init(1), cl::sub(kBench));
 memra::tools::IntOption<int> BenchThreads("threads", {0, memra::tools::HardwareThreads()},
                                           "CPU threads for the cpu backend, 0 = all hardware threads", cl::init(0),
                                           cl::sub(kBench));

@@ -144,11 +144,12 @@ cl::alias RunChunkOld("chunk", cl::desc("Alias for --batch-size"), cl::NotHidden
 memra::tools::IntOption<int> RunThreads("threads", {0, memra::tools::HardwareThreads()},
                                         "CPU threads, 0 = all hardware threads", cl::init(0), cl::sub(kRun));
 cl::alias RunThreadsLong("t", cl::desc("Alias for --threads"), cl::NotHidden, cl::aliasopt(RunThreads));
-memra::tools::IntOption<int> RunTp("tp", {1, 64},
-                                   "Tensor-parallel ranks: the model's heads, channels and experts split over this many "
-                                   "ranks (shard-tensor-parallel), one executor each, meeting in all_reduce / "
-                                   "all_gather; on --backend cpu the ranks are threads of this process",
-                                   cl::init(1), cl::sub(kRun));
+memra::tools::IntOption<int> RunTp(
+    "tp", {1, 64},
+    "Tensor-parallel ranks: the model's heads, channels and experts split over this many "
+    "ranks (shard-tensor-parallel), one executor each, meeting in all_reduce / "
+    "all_gather; on --backend cpu the ranks are threads of this process",
+    cl::init(1), cl::sub(kRun));
 memra::tools::ChoiceOption RunBackend("backend", {"cpu", "cuda"},
                                       "Executor; auto = cuda when a CUDA GPU is present, cpu otherwise", cl::init(""),
                                       cl::sub(kRun));
@@ -580,9 +581,9 @@ int RunRun() {
     auto module = runtime::LoadPlanModule(*plan);
     if (!module.ok()) return Fail(module.status());
     if (const int64_t plan_tp = (*module)->attrs().I64Or("tp", 1); RunTp.getNumOccurrences() > 0 && RunTp != plan_tp)
-      return Fail(absl::InvalidArgumentError(absl::StrCat("--tp ", int(RunTp), ": ", model_path,
-                                                          " is a plan compiled for ", plan_tp,
-                                                          " ranks; compile it with --tp ", int(RunTp))));
+      return Fail(
+          absl::InvalidArgumentError(absl::StrCat("--tp ", int(RunTp), ": ", model_path, " is a plan compiled for ",
+                                                  plan_tp, " ranks; compile it with --tp ", int(RunTp))));
     if (backend == runtime::Backend::kCuda) {
       // The plan fixes how its block formats are held (its kernels were selected for it).
       auto planned = runtime::PlanWeights(*plan);

@@ -68,8 +68,9 @@ absl::StatusOr<Launch> WithGateActivation(absl::StatusOr<Launch> l, const ir::Op
 // skip other parts' experts: not on the GPU yet.
 absl::Status NoExpertParts(const ir::Op& op) {
   if (op.attrs().I64Or("expert_parts", 1) > 1)
-    return Unsupported(op, "expert parallelism (expert_parts) runs on the CPU executor only for now; the GPU "
-                           "splits experts within each expert (docs/design/tensor-parallel.md)");
+    return Unsupported(op,
+                       "expert parallelism (expert_parts) runs on the CPU executor only for now; the GPU "
+                       "splits experts within each expert (docs/design/tensor-parallel.md)");
   return absl::OkStatus();
 }
 

@@ -105,9 +105,9 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const ir::Modul
   const int64_t tp = module.attrs().I64Or("tp", 1);
   const int ranks = options.communicator ? options.communicator->size() : 1;
   if (tp != ranks)
-    return absl::InvalidArgumentError(
-        absl::StrCat("the module is partitioned for ", tp, " tensor-parallel ranks (its tp attribute); this executor ",
-                     options.communicator ? absl::StrCat("is one rank of ", ranks) : std::string("has no group of ranks")));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the module is partitioned for ", tp, " tensor-parallel ranks (its tp attribute); this executor ",
+        options.communicator ? absl::StrCat("is one rank of ", ranks) : std::string("has no group of ranks")));
   std::unique_ptr<CpuExecutor> e(new CpuExecutor(module, file, options));
   e->pool_ = std::make_unique<kc::ThreadPool>(options.threads);
   MEMRA_RETURN_IF_ERROR(e->BindWeights());

@@ -149,8 +149,8 @@ TEST_F(TensorParallelCuda, TwoGpusMatchOne) {
                  << GpuCount();
   if (auto n = cuda::Nccl::Get(); !n.ok()) GTEST_SKIP() << n.status().message();
   const std::vector<int32_t> prompt = testing::ByteTokenPrompt("The quick brown fox jumps over the lazy dog.");
-  for (const char* name : {"qwen35-tiny-q8_0.gguf", "qwen35moe-tiny-q8_0.gguf", "step35-tiny-q8_0.gguf",
-                           "gemma4-tiny-q8_0.gguf"}) {
+  for (const char* name :
+       {"qwen35-tiny-q8_0.gguf", "qwen35moe-tiny-q8_0.gguf", "step35-tiny-q8_0.gguf", "gemma4-tiny-q8_0.gguf"}) {
     const std::string path = testing::CudaTestDataPath(std::string("models/") + name);
     auto one = RunModel(path, 1, prompt, 8);
     ASSERT_TRUE(one.ok()) << name << ": " << one.status();

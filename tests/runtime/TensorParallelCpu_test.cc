@@ -39,9 +39,9 @@ absl::StatusOr<std::unique_ptr<ir::Module>> Compile(const gguf::GgufFile& file, 
   auto m = frontends::LowerModel(file);
   if (!m.ok()) return m.status();
   passes::PassManagerOptions po;
-  po.pipeline = absl::StrCat(
-      tp > 1 ? absl::StrCat("shard-tensor-parallel{tp=", tp, " experts=", experts, "},") : std::string(),
-      passes::kDefaultPipeline);
+  po.pipeline =
+      absl::StrCat(tp > 1 ? absl::StrCat("shard-tensor-parallel{tp=", tp, " experts=", experts, "},") : std::string(),
+                   passes::kDefaultPipeline);
   auto pm = passes::PassManager::Create(po);
   if (!pm.ok()) return pm.status();
   absl::Status s = (*pm)->Run(**m);

@@ -298,10 +298,15 @@ def main():
             code, text = srv.raw("/v1/completions", body)
             error_of((code, text), 503, "too many connections")
         held.close()
+        # The one connection thread frees a moment after each connection ends, so a second request
+        # right after a 200 can still meet a 503: the first 200 is the evidence.
         deadline = time.time() + 10
-        while time.time() < deadline and srv.raw("/v1/completions", body)[0] != 200:
-            time.sleep(0.2)
-        check(srv.raw("/v1/completions", body)[0] == 200, "serving after the held connection closed")
+        served = False
+        while time.time() < deadline and not served:
+            served = srv.raw("/v1/completions", body)[0] == 200
+            if not served:
+                time.sleep(0.2)
+        check(served, "serving after the held connection closed")
     finally:
         srv.stop()
 
