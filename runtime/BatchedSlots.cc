@@ -52,6 +52,7 @@ absl::Status BatchedSlots::Init(const BatchedSlotsOptions& options) {
     pm.pipeline = passes::StepPipeline(passes::PipelineForTarget(target.ArchName(), target.sm_count, weights),
                                        options.step_buckets);
   }
+  pm.pipeline = passes::WithTensorParallel(pm.pipeline, options.tp);
   MEMRA_ASSIGN_OR_RETURN(auto manager, passes::PassManager::Create(pm));
   MEMRA_RETURN_IF_ERROR(manager->Run(m));
 

@@ -54,6 +54,9 @@ struct BatchedSlotsOptions {
   // The prefix cache's store of recurrent-state snapshots (BatchBackend::snapshot_rows), in
   // bytes: as many rows as fit, at most 4 per slot; 0: no prefix reuse.
   int64_t snapshot_bytes = 0;
+  // Tensor-parallel ranks the model is split over (shard-tensor-parallel in front of the
+  // pipeline; runtime/TensorParallelExecutor.h runs them); sizes above are each rank's.
+  int tp = 1;
 };
 
 class BatchedSlots : public BatchBackend {

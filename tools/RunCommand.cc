@@ -344,6 +344,7 @@ int RunPromptsFileMode(const std::string& model_path, const memra::runtime::Sess
   const int slots = static_cast<int>(std::min<int64_t>(RunParallel, static_cast<int64_t>(prompts.size())));
   runtime::BatchedSlotsOptions bo;
   bo.slots = slots;
+  bo.tp = RunTp;
   bo.n_ctx = so.n_ctx;
   bo.cache_types = so.cache_types;
   bo.backend = so.backend;
@@ -487,9 +488,7 @@ int RunRun() {
     return Fail(absl::InvalidArgumentError(
         "--parallel needs --prompts-file (it runs that file's prompts N at a time; one prompt runs alone)"));
   }
-  if (RunTp > 1 && prompts_file)
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "--tp ", int(RunTp), ": --prompts-file runs the batched engine, which does not split a model yet")));
+
   runtime::Backend backend = runtime::Backend::kCpu;
   {
     // Before the model is read: a clear error, not a long load first.

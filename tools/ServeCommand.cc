@@ -59,6 +59,10 @@ memra::tools::IntOption<int64_t> ServeBatch("batch-size", {1, memra::tools::kMax
                                             "Rows per scheduler step (decode rows first, prompt chunks in the rest)",
                                             cl::init(512), cl::sub(kServe));
 cl::alias ServeBatchShort("b", cl::desc("Alias for --batch-size"), cl::NotHidden, cl::aliasopt(ServeBatch));
+memra::tools::IntOption<int> ServeTp("tp", {1, 64},
+                                     "Tensor-parallel ranks the model is split over (as memra run --tp; on --backend "
+                                     "cpu the ranks are threads of this process)",
+                                     cl::init(1), cl::sub(kServe));
 memra::tools::ChoiceOption ServeBackend("backend", {"cpu", "cuda"},
                                         "Executor; auto = cuda when a CUDA GPU is present, cpu otherwise", cl::init(""),
                                         cl::sub(kServe));
@@ -147,6 +151,7 @@ int RunServe() {
 
   runtime::BatchedSlotsOptions bo;
   bo.slots = ServeParallel;
+  bo.tp = ServeTp;
   bo.n_ctx = ServeCtx;
   bo.cache_types = ServeCacheTypes.Types();
   bo.backend = *backend_kind;

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# --tp (issue 21) on the CPU backend, where the ranks are threads of one process: memra run, the
+# batched engine (--prompts-file) and memra serve split the model over 2 ranks and generate what
+# the unsplit model generates (greedy); a plan compiled with --tp records it and runs split; a
+# plan's tp and a flag that disagree, and a tp nothing divides by, are errors naming the problem.
+# Args: MEMRA DATA_DIR SHARED_DIR.
+set -euo pipefail
+source "$(dirname "$0")/lib/common.sh"
+q8=$data/models/qwen35-tiny-q8_0.gguf
+
+ids() { grep '^generated ids:' "$1" | head -1; }
+
+# 1. memra run: the same greedy ids, and the load line says the ranks.
+for m in "$model" "$q8" "$data/models/qwen35moe-tiny-q8_0.gguf" "$data/models/step35-tiny-q8_0.gguf"; do
+  for tp in 1 2; do
+    "$memra" run "$m" --backend cpu --tp $tp -p "The quick brown fox" -n 12 --temp 0 --print-token-ids \
+      >"$tmp/r$tp.txt" 2>"$tmp/r$tp.err" || { cat "$tmp/r$tp.err"; fail "run --tp $tp on $m"; }
+  done
+  [ -n "$(ids "$tmp/r1.txt")" ] || fail "no ids printed"
+  [ "$(ids "$tmp/r1.txt")" = "$(ids "$tmp/r2.txt")" ] ||
+    fail "$m: --tp 2 generated $(ids "$tmp/r2.txt"), unsplit $(ids "$tmp/r1.txt")"
+  grep -q "2 tensor-parallel ranks, each a cpu executor" "$tmp/r2.err" || { cat "$tmp/r2.err"; fail "load line"; }
+done
+
+# 2. The batched engine: every prompt's continuation as unsplit.
+printf 'Hello there\nThe quick brown fox\nOnce upon a time\n' > "$tmp/p.txt"
+for tp in 1 2; do
+  "$memra" run "$q8" --backend cpu --tp $tp --prompts-file "$tmp/p.txt" -np 2 -n 8 --temp 0 >"$tmp/b$tp.out" \
+    2>"$tmp/b$tp.err" || { cat "$tmp/b$tp.err"; fail "--prompts-file --tp $tp"; }
+done
+cmp -s "$tmp/b1.out" "$tmp/b2.out" || { diff "$tmp/b1.out" "$tmp/b2.out"; fail "--prompts-file: tp 2 differs"; }
+
+# 3. A plan compiled for 2 ranks runs split; another --tp is refused naming both.
+"$memra" compile "$q8" --arch cpu --tp 2 -o "$tmp/t2.plan" >/dev/null 2>"$tmp/c.txt" || { cat "$tmp/c.txt"; fail "compile"; }
+grep -aq "tp = 2" "$tmp/t2.plan" || fail "the plan does not record tp = 2"
+"$memra" run "$tmp/t2.plan" --backend cpu -p "The quick brown fox" -n 12 --temp 0 --print-token-ids \
+  >"$tmp/p2.txt" 2>"$tmp/p2.err" || { cat "$tmp/p2.err"; fail "run the tp 2 plan"; }
+"$memra" run "$q8" --backend cpu -p "The quick brown fox" -n 12 --temp 0 --print-token-ids >"$tmp/p1.txt" 2>/dev/null
+[ "$(ids "$tmp/p1.txt")" = "$(ids "$tmp/p2.txt")" ] || fail "the tp 2 plan generated $(ids "$tmp/p2.txt")"
+if "$memra" run "$tmp/t2.plan" --backend cpu --tp 4 -p "Hi" -n 1 2>"$tmp/e.txt"; then fail "accepted --tp 4 on a tp 2 plan"; fi
+grep -q "is a plan compiled for 2 ranks; compile it with --tp 4" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "plan message"; }
+
+# 4. Nothing divides by 3: an error that says why.
+if "$memra" run "$q8" --backend cpu --tp 3 -p "Hi" -n 1 2>"$tmp/e.txt"; then fail "accepted --tp 3"; fi
+grep -q "nothing in the module can be cut into 3 parts" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "tp 3 message"; }
+
+# 5. memra serve --tp 2 answers a greedy completion as the unsplit server does.
+python3 - "$memra" "$q8" <<'PY' || fail "serve --tp"
+import json, os, socket, subprocess, sys, time, urllib.request
+memra, model = sys.argv[1], sys.argv[2]
+def port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+def reply(tp):
+    p = port()
+    log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"tp-serve-{p}.log"), "w+")
+    proc = subprocess.Popen([memra, "serve", model, "--backend", "cpu", "-t", "2", "-np", "2", "--tp", str(tp),
+                             "--port", str(p)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{p}"
+        deadline = time.time() + 60
+        while True:
+            if proc.poll() is not None or time.time() > deadline:
+                log.seek(0)
+                raise SystemExit(f"serve --tp {tp} did not start:\n{log.read()}")
+            try:
+                urllib.request.urlopen(base + "/health", timeout=1).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        body = json.dumps({"prompt": "The quick brown fox", "max_tokens": 12, "temperature": 0}).encode()
+        req = urllib.request.Request(base + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+        return json.loads(urllib.request.urlopen(req, timeout=60).read())["choices"][0]["text"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+one, two = reply(1), reply(2)
+if one != two:
+    raise SystemExit(f"serve --tp 2 answered {two!r}, unsplit {one!r}")
+PY
+echo "tensor_parallel: ok"
