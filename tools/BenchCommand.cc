@@ -26,6 +26,7 @@
 #include "runtime/Executor.h"
 #include "runtime/Scheduler.h"
 #include "runtime/cuda/CudaExecutor.h"
+#include "kernels/cpu/ThreadPool.h"
 #include "tools/BenchReport.h"
 #include "tools/Command.h"
 #include "tools/Options.h"
@@ -450,6 +451,9 @@ int RunBench() {
   }
   base.n_batch = base.n_ubatch = kPrefillChunk;
   base.n_threads = exec.cpu() != nullptr ? exec.cpu()->num_threads() : 1;
+  base.tp = BenchTp;
+  if (BenchTp > 1 && *backend == runtime::Backend::kCpu)  // the ranks share the threads
+    base.n_threads = BenchThreads > 0 ? int(BenchThreads) : kernels::cpu::ThreadPool::DefaultThreadCount();
   base.type_k = std::string(ir::DTypeName(lo.cache_types.k));
   base.type_v = std::string(ir::DTypeName(lo.cache_types.v));
   base.n_gpu_layers = gpu != nullptr ? -1 : 0;  // -ngl is ignored: memra puts every layer on the GPU

@@ -199,6 +199,7 @@ std::string MarkdownValue(const std::string& column, const BenchRecord& r) {
   if (column == "backend") return r.backends;
   if (column == "ngl") return Int(r.n_gpu_layers);
   if (column == "threads") return Int(r.n_threads);
+  if (column == "tp") return Int(r.tp);
   if (column == "test") return r.TestName();
   return absl::StrFormat("%.2f ± %.2f", r.avg_ts(), r.stddev_ts());  // t/s
 }
@@ -212,6 +213,8 @@ std::string RenderMarkdown(absl::Span<const BenchRecord> records) {
   };
   std::vector<Column> cols = {{"model", -30}, {"size", 10}, {"params", 10}, {"backend", -10}};
   cols.push_back(cpu ? Column{"threads", 7} : Column{"ngl", 3});
+  if (std::any_of(records.begin(), records.end(), [](const BenchRecord& r) { return r.tp > 1; }))
+    cols.push_back({"tp", 2});
   cols.push_back({"test", 15});
   cols.push_back({"t/s", 20});
   std::vector<std::vector<std::string>> rows;

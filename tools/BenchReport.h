@@ -56,6 +56,7 @@ struct BenchRecord {
   int64_t n_batch = 0;
   int64_t n_ubatch = 0;
   int64_t n_threads = 0;
+  int64_t tp = 1;  // tensor-parallel ranks (--tp); the md table shows a tp column when any is > 1
   std::string type_k;
   std::string type_v;
   int64_t n_gpu_layers = 0;

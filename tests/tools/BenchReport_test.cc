@@ -145,6 +145,16 @@ TEST(BenchReport, MarkdownKeepsLlamaBenchWidthsWhenValuesFit) {
             " -------------------: |");
 }
 
+// A split run (--tp) adds a tp column after threads / ngl; unsplit tables keep llama-bench's.
+TEST(BenchReport, MarkdownShowsTheRanksOfASplitRun) {
+  std::vector<BenchRecord> records = Records("CPU");
+  for (BenchRecord& r : records) r.tp = 2;
+  const std::vector<std::string> lines = TableLines(RenderBench(BenchFormat::kMarkdown, records));
+  ASSERT_GE(lines.size(), 3u);
+  EXPECT_EQ(Cells(lines[0])[5], " tp ");
+  EXPECT_EQ(Cells(lines[2])[5], "  2 ");
+}
+
 TEST(BenchReport, CsvHeaderIsLlamaBenchsFieldList) {
   const std::string csv = RenderBench(BenchFormat::kCsv, Records("CUDA"));
   std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
