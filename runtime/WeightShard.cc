@@ -39,8 +39,11 @@ absl::StatusOr<TensorSlice> SliceTensor(const gguf::TensorInfo& t, const WeightS
     return absl::InvalidArgumentError(absl::StrCat("tensor \"", t.name, "\" ", gguf::ShapeString(t.ne), ": ", why));
   };
   if (tp < 1 || rank < 0 || rank >= tp) return bad(absl::StrCat("rank ", rank, " of ", tp));
-  if (tp % shard.parts != 0 && shard.parts % tp != 0)
-    return bad(absl::StrCat(shard.parts, " parts do not map onto ", tp, " ranks"));
+  // The partition makes tp parts, or fewer replicated over the ranks (KV heads): never more.
+  if (tp % shard.parts != 0)
+    return bad(absl::StrCat(
+        "cut into ", shard.parts, " parts, which do not map onto ", tp,
+        tp == 1 ? " rank (the module's tp attribute is 1: a partitioned module needs its group)" : " ranks"));
   const int64_t rank_n = static_cast<int64_t>(t.ne.size());
   const std::vector<int64_t> shape = t.RowMajorShape();  // IR order
   if (shard.axis >= rank_n) return bad(absl::StrCat("no axis ", shard.axis));

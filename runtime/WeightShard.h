@@ -33,7 +33,8 @@ struct WeightShard {
 absl::StatusOr<std::optional<WeightShard>> ShardOf(const ir::Weight& w);
 
 // Rank `rank`'s slice of the stored tensor `t`: its ggml ne and its bytes (rows of quantized types
-// cut on block boundaries; an error naming the tensor otherwise).
+// cut on block boundaries; an error naming the tensor otherwise, and when the parts do not divide
+// the ranks: a module cut for 2 run as 1 rank is refused, not run on half its weights).
 struct TensorSlice {
   std::vector<int64_t> ne;
   std::vector<uint8_t> bytes;

@@ -7,6 +7,7 @@
 // rank, not a hang.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -210,6 +211,46 @@ TEST(TensorParallelCpu, AModuleForTwoRanksNeedsAGroupOfTwo) {
   auto wrong = runtime::CpuExecutor::Create(**split, **file, eo);
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(wrong.status().message().find("one rank of 4"), std::string::npos) << wrong.status();
+}
+
+// A partitioned module whose tp attribute was edited away is refused at load: its sharded weights
+// would otherwise bind rank 0's slices and run half a model.
+TEST(TensorParallelCpu, ShardedWeightsOfAModuleOfOneRankAreRefused) {
+  auto file = gguf::GgufFile::Open(ModelPath("qwen35-tiny-q8_0.gguf"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto split = Compile(**file, 2);
+  ASSERT_TRUE(split.ok()) << split.status();
+  (*split)->attrs().Set("tp", int64_t{1});
+  auto exec = runtime::CpuExecutor::Create(**split, **file);
+  ASSERT_FALSE(exec.ok());
+  EXPECT_NE(exec.status().message().find("cut into 2 parts, which do not map onto 1 rank"), std::string::npos)
+      << exec.status();
+}
+
+// A slice of a q8_0 tensor along its rows keeps whole blocks, and is the stored bytes of those
+// columns; a cut inside a block is refused naming the tensor.
+TEST(TensorParallelCpu, SlicesAreTheStoredBytes) {
+  auto file = gguf::GgufFile::Open(ModelPath("qwen35-tiny-q8_0.gguf"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  const gguf::TensorInfo* t = (*file)->FindTensor("blk.0.ffn_down.weight");  // q8_0 [256, 512]
+  ASSERT_NE(t, nullptr);
+  runtime::WeightShard cols;
+  cols.axis = 1;
+  cols.segments = {512};
+  cols.parts = 2;
+  auto s1 = runtime::SliceTensor(*t, cols, 1, 2);
+  ASSERT_TRUE(s1.ok()) << s1.status();
+  EXPECT_EQ(s1->ne, (std::vector<int64_t>{256, 256}));
+  const size_t row = 512 / 32 * 34, half = row / 2;  // q8_0: 34 bytes a 32-element block
+  ASSERT_EQ(s1->bytes.size(), 256 * half);
+  for (size_t r : {size_t{0}, size_t{255}})
+    EXPECT_EQ(0, std::memcmp(s1->bytes.data() + r * half, t->data.data() + r * row + half, half)) << "row " << r;
+  runtime::WeightShard bad = cols;
+  bad.parts = 32;  // 16 columns: half a block
+  bad.segments = {512};
+  auto s2 = runtime::SliceTensor(*t, bad, 0, 32);
+  ASSERT_FALSE(s2.ok());
+  EXPECT_NE(s2.status().message().find("blk.0.ffn_down.weight"), std::string::npos) << s2.status();
 }
 
 // Ranks that call collectives of different sizes get an error each, not a hang.
