@@ -633,7 +633,9 @@ int RunRun() {
   llvm::errs() << absl::StrFormat("memra run: %s: %s, %d layers, n_vocab %d, context %d (%s), %s, loaded in %.2f s\n",
                                   model_path, s.module().attrs().GetString("arch").value_or("?"),
                                   s.module().attrs().I64Or("n_layer", 0), s.n_vocab(), s.context_length(),
-                                  state.ok() ? runtime::DescribeStateBytes(*state) : "state size unknown",
+                                  state.ok() ? absl::StrCat(runtime::DescribeStateBytes(*state),
+                                                            s.module().attrs().I64Or("tp", 1) > 1 ? " a rank" : "")
+                                             : "state size unknown",
                                   s.executor().Describe(), s.executor().load_seconds());
 
   runtime::GenerationParams gp;
