@@ -1,11 +1,10 @@
 #include "codegen/Nvrtc.h"
 
-#include <dlfcn.h>
-
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codegen/DynamicLibrary.h"
 
 namespace memra::codegen {
 
@@ -51,40 +50,26 @@ absl::StatusOr<const Nvrtc*> Nvrtc::Load(const std::string& path) {
       path.empty() ? CudaLibraryCandidates("libnvrtc.so.13", "cu13/lib") : std::vector<std::string>{path};
   if (path.empty())
     for (const std::string& p : CudaLibraryCandidates("libnvrtc.so.12", "cuda_nvrtc/lib")) candidates.push_back(p);
-  void* h = nullptr;
-  std::string from;
-  for (const std::string& c : candidates) {
-    h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (h != nullptr) {
-      from = c;
-      break;
-    }
+  absl::StatusOr<DynamicLibrary> lib =
+      DynamicLibrary::Open(candidates, "NVRTC", "install the CUDA toolkit's NVRTC to compile GPU kernels");
+  if (!lib.ok()) {
+    if (path.empty()) failure = lib.status();
+    return lib.status();
   }
-  if (h == nullptr) {
-    absl::Status s = absl::NotFoundError(absl::StrCat("NVRTC not found (tried ", absl::StrJoin(candidates, ", "),
-                                                      "); install the CUDA toolkit's NVRTC to compile GPU kernels"));
-    if (path.empty()) failure = s;
-    return s;
-  }
+  const std::string from = lib->path();
   auto* api = new Api();
-  bool ok = true;
-  auto sym = [&](auto& fn, const char* name) {
-    void* p = dlsym(h, name);
-    if (p == nullptr) ok = false;
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
-  };
-  sym(api->GetErrorString, "nvrtcGetErrorString");
-  sym(api->Version, "nvrtcVersion");
-  sym(api->CreateProgram, "nvrtcCreateProgram");
-  sym(api->DestroyProgram, "nvrtcDestroyProgram");
-  sym(api->CompileProgram, "nvrtcCompileProgram");
-  sym(api->GetProgramLogSize, "nvrtcGetProgramLogSize");
-  sym(api->GetProgramLog, "nvrtcGetProgramLog");
-  sym(api->GetCUBINSize, "nvrtcGetCUBINSize");
-  sym(api->GetCUBIN, "nvrtcGetCUBIN");
-  if (!ok) {
+  lib->Bind(api->GetErrorString, "nvrtcGetErrorString");
+  lib->Bind(api->Version, "nvrtcVersion");
+  lib->Bind(api->CreateProgram, "nvrtcCreateProgram");
+  lib->Bind(api->DestroyProgram, "nvrtcDestroyProgram");
+  lib->Bind(api->CompileProgram, "nvrtcCompileProgram");
+  lib->Bind(api->GetProgramLogSize, "nvrtcGetProgramLogSize");
+  lib->Bind(api->GetProgramLog, "nvrtcGetProgramLog");
+  lib->Bind(api->GetCUBINSize, "nvrtcGetCUBINSize");
+  lib->Bind(api->GetCUBIN, "nvrtcGetCUBIN");
+  if (absl::Status st = lib->Check(); !st.ok()) {
     delete api;
-    return absl::InternalError(absl::StrCat(from, ": missing NVRTC entry points"));
+    return st;
   }
   auto* n = new Nvrtc();
   n->api_ = api;

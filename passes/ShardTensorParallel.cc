@@ -868,18 +868,9 @@ class ShardTensorParallelPass : public Pass {
     }
     // The head's all_gather, right after the product.
     for (Value* y : gathered_) {
-      Op* mm = y->def();
-      ir::OpBuilder b(mm->parent_block(), std::next(ir::Block::iterator(*mm)));
       const Cut& c = cut_.at(y);
-      MEMRA_ASSIGN_OR_RETURN(
-          Op * g, b.Create(OpKind::kAllGather, {y}, {{"axis", static_cast<int64_t>(c.dim)}, {"parts", tp_n_}}));
-      const std::string name = y->name();
-      y->ReplaceAllUsesWith(g->result(0));
-      g->SetOperand(0, y);
-      if (!name.empty()) {
-        g->result(0)->set_name(name);
-        y->set_name(absl::StrCat(name, ".part"));
-      }
+      MEMRA_RETURN_IF_ERROR(
+          Collect(y, OpKind::kAllGather, {{"axis", static_cast<int64_t>(c.dim)}, {"parts", tp_n_}}, ".part"));
       ++gathers_;
     }
     return absl::OkStatus();
@@ -898,19 +889,26 @@ class ShardTensorParallelPass : public Pass {
         if (partial.insert(y).second) work.push_back(y);
         continue;
       }
-      Op* def = v->def();
-      ir::OpBuilder b(def->parent_block(), std::next(ir::Block::iterator(*def)));
-      MEMRA_ASSIGN_OR_RETURN(Op * ar, b.Create(OpKind::kAllReduce, {v}));
-      const std::string name = v->name();
-      v->ReplaceAllUsesWith(ar->result(0));
-      ar->SetOperand(0, v);
-      if (!name.empty()) {
-        ar->result(0)->set_name(name);
-        v->set_name(absl::StrCat(name, ".partial"));
-      }
+      MEMRA_RETURN_IF_ERROR(Collect(v, OpKind::kAllReduce, {}, ".partial"));
       ++all_reduces_;
     }
     (void)m;
+    return absl::OkStatus();
+  }
+
+  // A collective of `v` right after its definition takes over v's uses and its name (v keeps it
+  // with `suffix`: %attn.partial, %logits.part).
+  static absl::Status Collect(Value* v, OpKind kind, ir::AttrDict attrs, absl::string_view suffix) {
+    Op* def = v->def();
+    ir::OpBuilder b(def->parent_block(), std::next(ir::Block::iterator(*def)));
+    MEMRA_ASSIGN_OR_RETURN(Op * c, b.Create(kind, {v}, std::move(attrs)));
+    const std::string name = v->name();
+    v->ReplaceAllUsesWith(c->result(0));
+    c->SetOperand(0, v);
+    if (!name.empty()) {
+      c->result(0)->set_name(name);
+      v->set_name(absl::StrCat(name, suffix));
+    }
     return absl::OkStatus();
   }
 

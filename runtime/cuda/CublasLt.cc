@@ -1,12 +1,11 @@
 #include "runtime/cuda/CublasLt.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codegen/DynamicLibrary.h"
 #include "codegen/Nvrtc.h"
 #include "ir/StatusMacros.h"
 
@@ -68,36 +67,23 @@ absl::StatusOr<const CublasLt::Api*> LoadApi() {
   if (api != nullptr) return api;
   std::vector<std::string> cands = codegen::CudaLibraryCandidates("libcublasLt.so.13", "cu13/lib");
   for (const std::string& c : codegen::CudaLibraryCandidates("libcublasLt.so.13", "cublas/lib")) cands.push_back(c);
-  void* h = nullptr;
-  std::string from;
-  for (const std::string& c : cands)
-    if ((h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) {
-      from = c;
-      break;
-    }
-  if (h == nullptr)
-    return absl::NotFoundError(absl::StrCat("cuBLASLt not found (tried ", absl::StrJoin(cands, ", "), ")"));
+  MEMRA_ASSIGN_OR_RETURN(codegen::DynamicLibrary lib, codegen::DynamicLibrary::Open(cands, "cuBLASLt", ""));
   auto* a = new CublasLt::Api();
-  a->library = from;
-  std::vector<std::string> missing;
-  auto sym = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
-    if (fn == nullptr) missing.push_back(name);
-  };
-  sym(a->Create, "cublasLtCreate");
-  sym(a->Destroy, "cublasLtDestroy");
-  sym(a->DescCreate, "cublasLtMatmulDescCreate");
-  sym(a->DescDestroy, "cublasLtMatmulDescDestroy");
-  sym(a->DescSetAttribute, "cublasLtMatmulDescSetAttribute");
-  sym(a->LayoutCreate, "cublasLtMatrixLayoutCreate");
-  sym(a->LayoutDestroy, "cublasLtMatrixLayoutDestroy");
-  sym(a->PrefCreate, "cublasLtMatmulPreferenceCreate");
-  sym(a->PrefDestroy, "cublasLtMatmulPreferenceDestroy");
-  sym(a->PrefSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
-  sym(a->GetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
-  sym(a->Matmul, "cublasLtMatmul");
-  sym(a->GetStatusString, "cublasLtGetStatusString");
-  if (!missing.empty()) return absl::InternalError(absl::StrCat(from, " lacks ", absl::StrJoin(missing, ", ")));
+  a->library = lib.path();
+  lib.Bind(a->Create, "cublasLtCreate");
+  lib.Bind(a->Destroy, "cublasLtDestroy");
+  lib.Bind(a->DescCreate, "cublasLtMatmulDescCreate");
+  lib.Bind(a->DescDestroy, "cublasLtMatmulDescDestroy");
+  lib.Bind(a->DescSetAttribute, "cublasLtMatmulDescSetAttribute");
+  lib.Bind(a->LayoutCreate, "cublasLtMatrixLayoutCreate");
+  lib.Bind(a->LayoutDestroy, "cublasLtMatrixLayoutDestroy");
+  lib.Bind(a->PrefCreate, "cublasLtMatmulPreferenceCreate");
+  lib.Bind(a->PrefDestroy, "cublasLtMatmulPreferenceDestroy");
+  lib.Bind(a->PrefSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
+  lib.Bind(a->GetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
+  lib.Bind(a->Matmul, "cublasLtMatmul");
+  lib.Bind(a->GetStatusString, "cublasLtGetStatusString");
+  MEMRA_RETURN_IF_ERROR(lib.Check());
   api = a;
   return api;
 }

@@ -1,12 +1,11 @@
 #include "runtime/cuda/Nccl.h"
 
-#include <dlfcn.h>
-
 #include <mutex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codegen/DynamicLibrary.h"
 #include "codegen/Nvrtc.h"
 #include "ir/StatusMacros.h"
 
@@ -44,38 +43,28 @@ absl::StatusOr<const Nccl*> Nccl::Get() {
   std::lock_guard<std::mutex> lock(mu);
   if (loaded != nullptr) return loaded;
   if (!failure.ok()) return failure;
-  const std::vector<std::string> cands = codegen::CudaLibraryCandidates("libnccl.so.2", "nccl/lib");
-  void* h = nullptr;
-  std::string from;
-  for (const std::string& c : cands)
-    if ((h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) {
-      from = c;
-      break;
-    }
-  if (h == nullptr) {
-    failure = absl::NotFoundError(absl::StrCat("NCCL (libnccl.so.2) not found (tried ", absl::StrJoin(cands, ", "),
-                                               "); a tensor-parallel run on GPUs needs it"));
+  absl::StatusOr<codegen::DynamicLibrary> lib =
+      codegen::DynamicLibrary::Open(codegen::CudaLibraryCandidates("libnccl.so.2", "nccl/lib"), "NCCL (libnccl.so.2)",
+                                    "a tensor-parallel run on GPUs needs it");
+  if (!lib.ok()) {
+    failure = lib.status();
     return failure;
   }
   auto* a = new Api();
-  std::vector<std::string> missing;
-  auto sym = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
-    if (fn == nullptr) missing.push_back(name);
-  };
-  sym(a->GetVersion, "ncclGetVersion");
-  sym(a->GetUniqueId, "ncclGetUniqueId");
-  sym(a->CommInitRank, "ncclCommInitRank");
-  sym(a->CommDestroy, "ncclCommDestroy");
-  sym(a->CommAbort, "ncclCommAbort");
-  sym(a->AllReduce, "ncclAllReduce");
-  sym(a->AllGather, "ncclAllGather");
-  sym(a->GetErrorString, "ncclGetErrorString");
-  sym(a->GetLastError, "ncclGetLastError");
-  if (!missing.empty()) {
-    failure = absl::InternalError(absl::StrCat(from, " lacks ", absl::StrJoin(missing, ", ")));
+  lib->Bind(a->GetVersion, "ncclGetVersion");
+  lib->Bind(a->GetUniqueId, "ncclGetUniqueId");
+  lib->Bind(a->CommInitRank, "ncclCommInitRank");
+  lib->Bind(a->CommDestroy, "ncclCommDestroy");
+  lib->Bind(a->CommAbort, "ncclCommAbort");
+  lib->Bind(a->AllReduce, "ncclAllReduce");
+  lib->Bind(a->AllGather, "ncclAllGather");
+  lib->Bind(a->GetErrorString, "ncclGetErrorString");
+  lib->Bind(a->GetLastError, "ncclGetLastError");
+  if (absl::Status st = lib->Check(); !st.ok()) {
+    failure = st;
     return failure;
   }
+  const std::string from = lib->path();
   auto* n = new Nccl();
   n->api_ = a;
   n->library_ = from;
