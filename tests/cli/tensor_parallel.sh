@@ -44,8 +44,10 @@ grep -q "is a plan compiled for 2 ranks; compile it with --tp 4" "$tmp/e.txt" ||
 if "$memra" run "$q8" --backend cpu --tp 3 -p "Hi" -n 1 2>"$tmp/e.txt"; then fail "accepted --tp 3"; fi
 grep -q "nothing in the module can be cut into 3 parts" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "tp 3 message"; }
 
-# 5. memra serve --tp 2 answers a greedy completion as the unsplit server does.
-python3 - "$memra" "$q8" <<'PY' || fail "serve --tp"
+# 5. memra serve --tp 2 answers greedy completions as the unsplit server does, its prefix cache
+# included.
+root=$(cd "$(dirname "$0")/../.." && pwd)
+python3 - "$memra" "$root/models/demo/qwen35-demo-q8_0.gguf" <<'PY' || fail "serve --tp"
 import json, os, socket, subprocess, sys, time, urllib.request
 memra, model = sys.argv[1], sys.argv[2]
 def port():
@@ -56,7 +58,7 @@ def reply(tp):
     p = port()
     log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"tp-serve-{p}.log"), "w+")
     proc = subprocess.Popen([memra, "serve", model, "--backend", "cpu", "-t", "2", "-np", "2", "--tp", str(tp),
-                             "--port", str(p)], stdout=log, stderr=subprocess.STDOUT)
+                             "--cache-ram", "64", "--port", str(p)], stdout=log, stderr=subprocess.STDOUT)
     try:
         base = f"http://127.0.0.1:{p}"
         deadline = time.time() + 60
@@ -69,9 +71,32 @@ def reply(tp):
                 break
             except OSError:
                 time.sleep(0.1)
-        body = json.dumps({"prompt": "The quick brown fox", "max_tokens": 12, "temperature": 0}).encode()
-        req = urllib.request.Request(base + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
-        return json.loads(urllib.request.urlopen(req, timeout=60).read())["choices"][0]["text"]
+        def complete(prompt, **extra):
+            body = json.dumps({"prompt": prompt, "max_tokens": 12, "temperature": 0, **extra}).encode()
+            req = urllib.request.Request(base + "/v1/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+            return json.loads(urllib.request.urlopen(req, timeout=60).read())["choices"][0]["text"]
+        def hits():
+            text = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
+            return float(next(l.split()[1] for l in text.splitlines() if l.startswith("memra_prefix_cache_hits_total")))
+        short = complete("The quick brown fox")
+        # The prefix cache per rank: a chat's second turn resumes from the first's snapshot (each
+        # rank's own state shards) and says what it says without the cache.
+        def chat(messages, **extra):
+            body = json.dumps({"messages": messages, "max_tokens": 12, "temperature": 0, **extra}).encode()
+            req = urllib.request.Request(base + "/v1/chat/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+            return json.loads(urllib.request.urlopen(req, timeout=60).read())["choices"][0]["message"]["content"]
+        system = "You are a careful reader of old books. Answer in one short sentence, quote the text. " * 3
+        turn = [{"role": "system", "content": system}, {"role": "user", "content": "What was made first?"}]
+        turn += [{"role": "assistant", "content": chat(turn)}, {"role": "user", "content": "And after that?"}]
+        before = hits()
+        cached = chat(turn)
+        if hits() != before + 1:
+            raise SystemExit(f"tp {tp}: the second turn did not hit the prefix cache")
+        if cached != chat(turn, cache_prompt=False):
+            raise SystemExit(f"tp {tp}: the prefix cache changed the reply")
+        return short, cached
     finally:
         proc.terminate()
         proc.wait(timeout=30)
