@@ -22,13 +22,16 @@ for m in "$model" "$q8" "$data/models/qwen35moe-tiny-q8_0.gguf" "$data/models/st
   grep -q "2 tensor-parallel ranks, each a cpu executor" "$tmp/r2.err" || { cat "$tmp/r2.err"; fail "load line"; }
 done
 
-# 2. The batched engine: every prompt's continuation as unsplit.
+# 2. The batched engine (paged KV cache, per-slot states), every family: each prompt's continuation
+# as unsplit.
 printf 'Hello there\nThe quick brown fox\nOnce upon a time\n' > "$tmp/p.txt"
-for tp in 1 2; do
-  "$memra" run "$q8" --backend cpu --tp $tp --prompts-file "$tmp/p.txt" -np 2 -n 8 --temp 0 >"$tmp/b$tp.out" \
-    2>"$tmp/b$tp.err" || { cat "$tmp/b$tp.err"; fail "--prompts-file --tp $tp"; }
+for m in qwen35-tiny-q8_0 qwen35moe-tiny-q8_0 step35-tiny-q8_0 gemma4-tiny-q8_0 gemma4e-tiny-q8_0; do
+  for tp in 1 2; do
+    "$memra" run "$data/models/$m.gguf" --backend cpu --tp $tp --prompts-file "$tmp/p.txt" -np 2 -n 8 --temp 0 \
+      >"$tmp/b$tp.out" 2>"$tmp/b$tp.err" || { cat "$tmp/b$tp.err"; fail "$m --prompts-file --tp $tp"; }
+  done
+  cmp -s "$tmp/b1.out" "$tmp/b2.out" || { diff "$tmp/b1.out" "$tmp/b2.out"; fail "$m --prompts-file: tp 2 differs"; }
 done
-cmp -s "$tmp/b1.out" "$tmp/b2.out" || { diff "$tmp/b1.out" "$tmp/b2.out"; fail "--prompts-file: tp 2 differs"; }
 
 # 3. A plan compiled for 2 ranks runs split; another --tp is refused naming both.
 "$memra" compile "$q8" --arch cpu --tp 2 -o "$tmp/t2.plan" >/dev/null 2>"$tmp/c.txt" || { cat "$tmp/c.txt"; fail "compile"; }
