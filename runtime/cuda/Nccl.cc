@@ -1,5 +1,6 @@
 #include "runtime/cuda/Nccl.h"
 
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
@@ -43,9 +44,12 @@ absl::StatusOr<const Nccl*> Nccl::Get() {
   std::lock_guard<std::mutex> lock(mu);
   if (loaded != nullptr) return loaded;
   if (!failure.ok()) return failure;
+  // The toolkit's copy, or the nvidia-nccl wheel's (nvidia/nccl/lib; cu13 wheels may use cu13/lib).
+  std::vector<std::string> cands = codegen::CudaLibraryCandidates("libnccl.so.2", "nccl/lib");
+  for (const std::string& c : codegen::CudaLibraryCandidates("libnccl.so.2", "cu13/lib"))
+    if (std::find(cands.begin(), cands.end(), c) == cands.end()) cands.push_back(c);
   absl::StatusOr<codegen::DynamicLibrary> lib =
-      codegen::DynamicLibrary::Open(codegen::CudaLibraryCandidates("libnccl.so.2", "nccl/lib"), "NCCL (libnccl.so.2)",
-                                    "a tensor-parallel run on GPUs needs it");
+      codegen::DynamicLibrary::Open(cands, "NCCL (libnccl.so.2)", "a tensor-parallel run on GPUs needs it");
   if (!lib.ok()) {
     failure = lib.status();
     return failure;
