@@ -165,6 +165,7 @@ int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat forma
   bo.n_ctx = std::max<int64_t>(max_p + tg + 16, 256);
   bo.cache_types = BenchCacheTypes.Types();
   bo.backend = *backend_kind;
+  bo.tp = BenchTp;
   bo.exec.cpu.threads = BenchThreads;
   bo.exec.cpu.weight_mode =
       weights == "dequant" ? runtime::WeightMode::kDequantizeAtLoad : runtime::WeightMode::kPerRow;
