@@ -53,14 +53,27 @@ class TensorParallelExecutor final : public Executor {
   Backend backend() const override { return backend_; }
 
   absl::StatusOr<std::vector<HostTensor>> Run(absl::string_view name, std::vector<HostTensor> args) override {
-    std::vector<std::vector<HostTensor>> out(ranks_.size());
+    return RunOnRanks(name, args, nullptr);
+  }
+  absl::StatusOr<std::vector<HostTensor>> RunSelected(absl::string_view name, std::vector<HostTensor> args,
+                                                      const std::vector<bool>& want) override {
+    return RunOnRanks(name, args, &want);
+  }
+  // Every rank runs its own greedy loop (the device loop on CUDA ranks): the logits are gathered
+  // whole on every rank, so every rank picks the same token and feeds it to its next step without
+  // the host. The ranks' picks are compared, so a partition that left them apart is an error, not
+  // a silent divergence.
+  absl::StatusOr<std::vector<int32_t>> DecodeGreedy(int32_t token, int64_t n_steps, int64_t first_step) override {
+    std::vector<std::vector<int32_t>> ids(ranks_.size());
     MEMRA_RETURN_IF_ERROR(OnEveryRank([&](int r) -> absl::Status {
-      std::vector<HostTensor> mine;
-      for (const HostTensor& a : args) mine.push_back(a.Clone());
-      MEMRA_ASSIGN_OR_RETURN(out[r], ranks_[r]->Run(name, std::move(mine)));
+      MEMRA_ASSIGN_OR_RETURN(ids[r], ranks_[r]->DecodeGreedy(token, n_steps, first_step));
       return absl::OkStatus();
     }));
-    return std::move(out[0]);
+    for (size_t r = 1; r < ids.size(); ++r)
+      if (ids[r] != ids[0])
+        return absl::InternalError(absl::StrCat("tensor-parallel greedy decode: rank ", r,
+                                                " picked other tokens than rank 0 (the ranks' logits differ)"));
+    return std::move(ids[0]);
   }
   absl::Status ResetState() override {
     return OnEveryRank([&](int r) { return ranks_[r]->ResetState(); });
@@ -87,6 +100,20 @@ class TensorParallelExecutor final : public Executor {
   void set_load_seconds(double s) { load_seconds_ = s; }
 
  private:
+  // Results are rank 0's: the other ranks bring none back (on CUDA, no device-to-host copies).
+  absl::StatusOr<std::vector<HostTensor>> RunOnRanks(absl::string_view name, const std::vector<HostTensor>& args,
+                                                     const std::vector<bool>* want) {
+    std::vector<HostTensor> out;
+    MEMRA_RETURN_IF_ERROR(OnEveryRank([&](int r) -> absl::Status {
+      std::vector<HostTensor> mine;
+      for (const HostTensor& a : args) mine.push_back(a.Clone());
+      if (r > 0) return ranks_[r]->RunSelected(name, std::move(mine), {}).status();
+      MEMRA_ASSIGN_OR_RETURN(out, want != nullptr ? ranks_[0]->RunSelected(name, std::move(mine), *want)
+                                                  : ranks_[0]->Run(name, std::move(mine)));
+      return absl::OkStatus();
+    }));
+    return out;
+  }
   // fn(r) on every rank at once (rank 0 on this thread). A failing rank aborts the group so the
   // ranks waiting for it in a collective return; the first failure (lowest rank) is the result.
   absl::Status OnEveryRank(const std::function<absl::Status(int)>& fn) {

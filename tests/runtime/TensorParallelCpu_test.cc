@@ -19,6 +19,7 @@
 #include "kernels/cpu/Sampling.h"
 #include "passes/PassManager.h"
 #include "passes/Pipelines.h"
+#include "runtime/Executor.h"
 #include "runtime/ThreadCommunicator.h"
 #include "runtime/WeightShard.h"
 #include "runtime/cpu/CpuExecutor.h"
@@ -195,6 +196,44 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelCpu,
                            return absl::StrCat(n, "_tp", info.param.tp,
                                                info.param.experts == "auto" ? "" : "_" + info.param.experts);
                          });
+
+// The executor every driver holds (CreateExecutor: the ranks behind one Executor): Run and
+// RunSelected give rank 0's results, DecodeGreedy runs every rank's own greedy loop (the device
+// loop on CUDA ranks) and gives the unsplit module's picks.
+TEST(TensorParallelCpu, TheExecutorOfRanksDecodesAsOne) {
+  auto file = gguf::GgufFile::Open(ModelPath("qwen35-tiny-q8_0.gguf"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  const std::vector<int32_t> prompt = testing::ByteTokenPrompt("Tensor parallel ranks decode as one model.");
+  const int64_t T = static_cast<int64_t>(prompt.size());
+  std::vector<std::vector<int32_t>> picks;
+  std::vector<std::vector<float>> last_rows;
+  for (int tp : {1, 2}) {
+    auto m = Compile(**file, tp);
+    ASSERT_TRUE(m.ok()) << m.status();
+    runtime::ExecutorOptions eo;
+    eo.cpu.threads = 2;
+    auto exec = runtime::CreateExecutor(runtime::Backend::kCpu, **m, **file, eo);
+    ASSERT_TRUE(exec.ok()) << exec.status();
+    if (tp > 1) {
+      EXPECT_NE((*exec)->Describe().find("2 tensor-parallel ranks"), std::string::npos) << (*exec)->Describe();
+    }
+    std::vector<runtime::HostTensor> args;
+    args.push_back(runtime::HostTensor::FromI32(prompt, {T}));
+    auto out = (*exec)->RunSelected("prefill", std::move(args), {true});
+    ASSERT_TRUE(out.ok()) << out.status();
+    const runtime::HostTensor& logits = (*out)[0];
+    const int64_t vocab = (*m)->attrs().I64Or("n_vocab", 0);
+    ASSERT_EQ(logits.numel() % vocab, 0);
+    last_rows.emplace_back(logits.f32() + logits.numel() - vocab, logits.f32() + logits.numel());
+    const int32_t first = kernels::cpu::Argmax(last_rows.back().data(), vocab);
+    auto ids = (*exec)->DecodeGreedy(first, 10);
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    EXPECT_EQ((*exec)->position(), T + 10);
+    picks.push_back(*ids);
+  }
+  EXPECT_LE(RelMaxDiff(last_rows[1], last_rows[0]), 2e-5);
+  EXPECT_EQ(picks[1], picks[0]);
+}
 
 // A rank whose module was partitioned for another group size is refused at load, naming tp.
 TEST(TensorParallelCpu, AModuleForTwoRanksNeedsAGroupOfTwo) {
