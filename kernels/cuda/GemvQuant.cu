@@ -656,6 +656,7 @@ struct Tile {
   int r0, nr, n;  // first row, rows in this tile, the weight's rows (y's row stride)
   int xrow;       // the tile's first x row (MoE: its slot's row; dense: 0, tokens follow)
   int tok;        // gemv_q_moe_down: the tile's token
+  bool skip;      // MoE: the slot's expert is not among the weights (another rank's): no copies, no writes
 };
 
 // Tiles of a launch and the x rows (tokens) each tile dots.
@@ -700,10 +701,12 @@ __device__ __forceinline__ Tile find_tile(const GemvQuantMoeParams& p, int tile,
     const int per_tok = (p.n + GQ_R - 1) / GQ_R;
     t.tok = tile / per_tok;
     t.r0 = (tile - t.tok * per_tok) * GQ_R;
+    t.skip = false;
     if (j < p.k) {
       const int s = t.tok * p.k + j;
-      const int e = min(max(__ldg(p.ids + s), 0), p.n_experts - 1);
-      t.w0 = static_cast<const unsigned char*>(p.w0) + (long long)e * p.expert_bytes;
+      const int e = __ldg(p.ids + s) - p.first_expert;
+      t.skip = e < 0 || e >= p.n_experts;
+      t.w0 = static_cast<const unsigned char*>(p.w0) + (long long)min(max(e, 0), p.n_experts - 1) * p.expert_bytes;
       t.xrow = s;
     } else {
       t.w0 = static_cast<const unsigned char*>(p.s0);
@@ -717,12 +720,16 @@ __device__ __forceinline__ Tile find_tile(const GemvQuantMoeParams& p, int tile,
   }
 #endif
   t.tok = 0;
+  t.skip = false;
   const int per_slot = (p.n + GQ_R - 1) / GQ_R;
   const int routed = p.n_slots * per_slot;
   if (tile < routed) {
     const int s = tile / per_slot;
-    const int e = min(max(__ldg(p.ids + s), 0), p.n_experts - 1);  // a bad id reads some expert, never past the matrix
-    const long long off = (long long)e * p.expert_bytes;
+    // Another rank's expert (or a bad id): the tile copies and writes nothing; the address stays
+    // inside the matrix all the same.
+    const int e = __ldg(p.ids + s) - p.first_expert;
+    t.skip = e < 0 || e >= p.n_experts;
+    const long long off = (long long)min(max(e, 0), p.n_experts - 1) * p.expert_bytes;
     t.w0 = static_cast<const unsigned char*>(p.w0) + off;
     t.w1 = kSwiglu ? static_cast<const unsigned char*>(p.w1) + off : nullptr;
     t.y = p.y + (long long)s * p.n;
@@ -750,6 +757,7 @@ __device__ __forceinline__ Tile find_tile(const GemvQuantParams& p, int tile, in
   t.y = nullptr;
   t.r0 = t.nr = t.n = 0;
   t.xrow = t.tok = 0;
+  t.skip = false;
   if (kSwiglu) {
     t.w0 = static_cast<const unsigned char*>(p.w[0].w);
     t.w1 = static_cast<const unsigned char*>(p.w[1].w);
@@ -822,7 +830,7 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
       const Tile t = find_tile<kSwiglu>(p, gw + m * n_warps, j);
       const int r = lane % GQ_R;
       const unsigned char* w = (kSwiglu && lane >= GQ_R) ? t.w1 : t.w0;
-      crow = lane < kSlots && r < t.nr ? w + (long long)(t.r0 + r) * kRB : nullptr;
+      crow = lane < kSlots && r < t.nr && !t.skip ? w + (long long)(t.r0 + r) * kRB : nullptr;
     }
     if (crow != nullptr) {
       const int cb = c == kNC - 1 ? kTail * GQ_BB : kCHB;
@@ -994,11 +1002,15 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
 #if GQ_MOE == 2
       {
         float wj = j < p.k ? p.wts[(long long)t.tok * p.k + j] : p.gate[t.tok];
-        if (j < p.k) {  // an id outside [0, E) (not moe_route's): NaN, never a clamped expert's sum
+        bool drop = false;  // another rank's expert (expert parallelism): adds nothing, as on the CPU
+        if (j < p.k) {      // an id outside [0, n_routed) (not moe_route's): NaN, never a skipped slot's sum
           const int e = __ldg(p.ids + (long long)t.tok * p.k + j);
-          if (e < 0 || e >= p.n_experts) wj = __int_as_float(0x7fc00000);
+          if (e < 0 || e >= (p.n_routed > 0 ? p.n_routed : p.n_experts))
+            wj = __int_as_float(0x7fc00000);
+          else
+            drop = t.skip;
         }
-        out = j == 0 ? total * wj : out + total * wj;
+        out = drop ? (j == 0 ? 0.0f : out) : j == 0 ? total * wj : out + total * wj;
         const int row = idx;
         if (j == n_sub - 1 && writer && idx < kV && row < t.nr) t.y[t.r0 + row] = out;
       }
@@ -1006,11 +1018,12 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
       if (kSwiglu) {
         const float up = __shfl_sync(0xffffffffu, total, ((idx + GQ_R * GQ_T) << kShift) & 31);
         const int row = idx / GQ_T, tok = idx % GQ_T;
-        if (writer && idx < GQ_R * GQ_T && row < t.nr && tok < n_tok)
+        if (writer && !t.skip && idx < GQ_R * GQ_T && row < t.nr && tok < n_tok)
           t.y[(long long)tok * t.n + t.r0 + row] = glu_(GQ_GELU ? geluf_(total) : siluf_(total), up);
       } else {
         const int row = idx / GQ_T, tok = idx % GQ_T;
-        if (writer && idx < kV && row < t.nr && tok < n_tok) t.y[(long long)tok * t.n + t.r0 + row] = total;
+        if (writer && !t.skip && idx < kV && row < t.nr && tok < n_tok)
+          t.y[(long long)tok * t.n + t.r0 + row] = total;
       }
 #endif
 #pragma unroll

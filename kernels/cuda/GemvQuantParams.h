@@ -48,9 +48,11 @@ MEMRA_PARAMS_OFFSET(GemvQuantXParams, n_tok, 16);
 
 // gemv_q_moe / gemv_q_moe_swiglu (GQ_MOE = 1): the routed experts' products of a MoE layer for
 // n_slots (token, choice) slots plus, optionally, a dense "shared" weight over n_tok rows, in one
-// launch. Routed slot s uses expert ids[s] (clamped into [0, n_experts): the ids come from moe_route
-// on the device), its matrix [n, K] at w + ids[s] * expert_bytes, x row s / k, and writes y row s
-// ([n_slots, n]); shared row u < n_tok uses s0 (and s1), x row xs0 + u, and writes ys row u
+// launch. Routed slot s uses expert e = ids[s] - first_expert of the n_experts the weights hold,
+// its matrix [n, K] at w + e * expert_bytes, x row s / k, and writes y row s ([n_slots, n]); a
+// slot whose e is outside [0, n_experts) (another rank's expert under expert parallelism, or an id
+// not from moe_route) reads and writes nothing; shared row u < n_tok uses s0 (and s1), x row xs0 + u, and writes ys row
+// u
 // ([n_tok, ns]). swiglu: w0/s0 the gates, w1/s1 the ups; with g set it also writes gate[t] =
 // sigmoid(x[t] . g) (g: K f32 values, the shared expert's gate; x the f32 rows). x rows are q8 rows
 // (GQ_XQ = 1: xq in gemv_q_quantize_x's layout for GQ_XROWS rows) or f32 rows of x.
@@ -58,6 +60,8 @@ MEMRA_PARAMS_OFFSET(GemvQuantXParams, n_tok, 16);
 // (token t, GQ_R output rows) and runs over the token's k choices (expert ids[t k + j], x row
 // t k + j) and then, with s0, the shared down (x row xs0 + t), summing in that order: y[t] =
 // wts[t, 0] o_0, += wts[t, j] o_j, += gate[t] o_shared (the CPU's order); y [n_tok, n], ys unused.
+// A choice of another rank's expert (ids in [0, n_routed) outside this rank's) adds nothing; an id
+// outside [0, n_routed) makes the token's row NaN (n_routed 0: n_experts, no expert parallelism).
 struct GemvQuantMoeParams {
   MEMRA_DPTR(const void) w0;
   MEMRA_DPTR(const void) w1;
@@ -72,14 +76,16 @@ struct GemvQuantMoeParams {
   MEMRA_DPTR(float) gate;       // swiglu with g: written; GQ_MOE = 2 with s0: read ([n_tok])
   MEMRA_DPTR(const float) g;    // swiglu: the shared gate vector (K f32) or null
   long long expert_bytes;
-  int n, ns, n_slots, k, n_tok, n_experts, xs0, unused;
+  int n, ns, n_slots, k, n_tok, n_experts, xs0, first_expert;
+  int n_routed, unused;
 };
-MEMRA_PARAMS_SIZE(GemvQuantMoeParams, 136);
+MEMRA_PARAMS_SIZE(GemvQuantMoeParams, 144);
 MEMRA_PARAMS_OFFSET(GemvQuantMoeParams, ids, 64);
 MEMRA_PARAMS_OFFSET(GemvQuantMoeParams, wts, 72);
 MEMRA_PARAMS_OFFSET(GemvQuantMoeParams, g, 88);
 MEMRA_PARAMS_OFFSET(GemvQuantMoeParams, expert_bytes, 96);
 MEMRA_PARAMS_OFFSET(GemvQuantMoeParams, n, 104);
 MEMRA_PARAMS_OFFSET(GemvQuantMoeParams, xs0, 128);
+MEMRA_PARAMS_OFFSET(GemvQuantMoeParams, n_routed, 136);
 
 MEMRA_PARAMS_END

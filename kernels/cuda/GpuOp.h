@@ -167,6 +167,10 @@ class BindContext {
   virtual uint64_t Scratch() const = 0;
   // The executor's workspace (at least selection().workspace_bytes bytes; 0 when none was requested).
   virtual uint64_t Workspace() const = 0;
+  // The executor's place in a tensor-parallel group (runtime/TensorParallelExecutor.h): rank 0 of
+  // 1 when it runs alone. Expert parallelism picks this rank's experts from it.
+  virtual int tp_rank() const { return 0; }
+  virtual int tp_size() const { return 1; }
 
  private:
   const ir::Op& op_;

@@ -64,16 +64,6 @@ absl::StatusOr<Launch> WithGateActivation(absl::StatusOr<Launch> l, const ir::Op
   return l;
 }
 
-// Expert parallelism (moe_experts expert_parts, shard-tensor-parallel) needs the expert kernels to
-// skip other parts' experts: not on the GPU yet.
-absl::Status NoExpertParts(const ir::Op& op) {
-  if (op.attrs().I64Or("expert_parts", 1) > 1)
-    return Unsupported(op,
-                       "expert parallelism (expert_parts) runs on the CPU executor only for now; the GPU "
-                       "splits experts within each expert (docs/design/tensor-parallel.md)");
-  return absl::OkStatus();
-}
-
 class MoeRouteImpl : public GpuOpImpl {
  public:
   absl::string_view name() const override { return "moe_route"; }
@@ -173,12 +163,33 @@ struct MoeDims {
   int64_t T = 0, K = 0, E = 0, F = 0, k = 0, Fs = 0;
 };
 
+// Expert parallelism (ir/Ops.def moe_experts expert_parts, shard-tensor-parallel): the weights
+// hold this rank's E experts, [first, first + E) of the router's `routed` = E * parts (the CPU
+// executor's rule); the kernels skip the slots of other ranks' experts, so this rank's result is
+// its partial sum. Without parts: first 0, routed E.
+struct ExpertRange {
+  int64_t first = 0, routed = 0, parts = 1;
+};
+
+absl::StatusOr<ExpertRange> ExpertRangeOf(const BindContext& c, const MoeDims& d) {
+  ExpertRange r;
+  r.parts = c.op().attrs().I64Or("expert_parts", 1);
+  const int64_t ranks = c.tp_size(), rank = c.tp_rank();
+  if (r.parts < 1 || (r.parts > 1 && (ranks < 1 || (ranks % r.parts != 0 && r.parts % ranks != 0))))
+    return BindError(c.op(), absl::StrCat(r.parts, " expert parts on a group of ", ranks, " ranks"));
+  r.routed = d.E * r.parts;
+  if (r.parts > 1) r.first = rank * r.parts / ranks * d.E;
+  return r;
+}
+
 absl::StatusOr<MoeDims> DimsOf(const ir::Op& op, const MoeOperands& o, const std::vector<std::vector<int64_t>>& in) {
   MoeDims d;
   const std::vector<int64_t>& x = in[o.x];
   const std::vector<int64_t>& dn = in[o.down];
   if (x.empty() || dn.size() != 3 || in[o.weights].empty())
     return Unsupported(op, "expects x [T, K], w_down [E, K, F]");
+  if (in[o.weights].back() > 32)  // moe_combine's per-token choice mask
+    return Unsupported(op, absl::StrCat(in[o.weights].back(), " experts per token (at most 32)"));
   d.K = x.back();
   d.T = Numel(x) / std::max<int64_t>(d.K, 1);
   d.E = dn[0];
@@ -242,7 +253,7 @@ absl::StatusOr<int64_t> CallTokens(const BindContext& c, const MoeOperands& o, c
 
 // y = sum_i weights[t, i] o[t k + i] (+ os[t] sigmoid(x[t] . g)).
 void BindCombine(const BindContext& c, DeviceWork& w, int launch, const MoeOperands& o, const MoeDims& d,
-                 const ExpertMatrices& m, int64_t n_tok, uint64_t out, uint64_t os) {
+                 const ExpertRange& r, const ExpertMatrices& m, int64_t n_tok, uint64_t out, uint64_t os) {
   MoeCombineParams cp{};
   cp.o = out;
   cp.weights = c.In(o.weights);
@@ -252,6 +263,8 @@ void BindCombine(const BindContext& c, DeviceWork& w, int launch, const MoeOpera
   cp.k = static_cast<int>(d.k);
   cp.ids = c.In(o.ids);
   cp.n_experts = static_cast<int>(d.E);
+  cp.first_expert = static_cast<int>(r.first);
+  cp.n_routed = static_cast<int>(r.routed);
   if (o.shared()) {
     cp.ys = os;
     cp.x = c.In(o.x);
@@ -384,7 +397,6 @@ class MoeDecodeImpl : public GpuOpImpl {
   absl::string_view name() const override { return name_; }
   bool Implements(ir::OpKind k) const override { return k == kind_; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
-    MEMRA_RETURN_IF_ERROR(NoExpertParts(c.op));
     MEMRA_ASSIGN_OR_RETURN(std::optional<DecodePlan> p, PlanDecode(c.op, c.shapes, &c.target));
     if (!p) return std::optional<OpSelection>();
     OpSelection s;
@@ -405,6 +417,8 @@ class MoeDecodeImpl : public GpuOpImpl {
     const int64_t S = n_tok * p.d.k;
     const uint64_t scratch = c.Scratch();
     MEMRA_ASSIGN_OR_RETURN(const ExpertMatrices m, MatricesOf(c, o, p.d));
+    MEMRA_ASSIGN_OR_RETURN(const ExpertRange r, ExpertRangeOf(c, p.d));
+    const double mine = 1.0 / static_cast<double>(r.parts);  // the expected share of slots this rank runs
     const DeviceMatrix &down = m.down, &gate = m.gate, &sg = m.sh_gate, &su = m.sh_up, &sd = m.sh_down;
     const uint64_t up0 = m.up0;
     const int64_t gate_expert = m.gate_expert;
@@ -438,10 +452,12 @@ class MoeDecodeImpl : public GpuOpImpl {
       g.k = static_cast<int>(p.d.k);
       g.n_tok = static_cast<int>(n_tok);
       g.n_experts = static_cast<int>(p.d.E);
+      g.first_expert = static_cast<int>(r.first);
+      g.n_routed = static_cast<int>(r.routed);
       if (o.shared() && !p.shared_gu_apart) g.s0 = sg.data, g.s1 = su.data, g.ys = hs, g.ns = static_cast<int>(p.d.Fs);
       if (o.shared() && p.fused_down) g.g = m.sh_gate_inp.data, g.gate = scratch + p.gate;  // sigmoid(x . g)
       w.Kernel(static_cast<uint32_t>(p.l_gu), g);
-      w.Count(2.0 * 2 * S * p.d.F * p.d.K, 2.0 * p.d.F * gate.row_bytes() * S);
+      w.Count(2.0 * 2 * S * p.d.F * p.d.K * mine, 2.0 * p.d.F * gate.row_bytes() * S * mine);
       if (p.shared_gu_apart) {
         GemvQuantMoeParams gs = g;
         gs.n_slots = 0;
@@ -466,9 +482,11 @@ class MoeDecodeImpl : public GpuOpImpl {
       g.k = static_cast<int>(p.d.k);
       g.n_tok = static_cast<int>(n_tok);
       g.n_experts = static_cast<int>(p.d.E);
+      g.first_expert = static_cast<int>(r.first);
+      g.n_routed = static_cast<int>(r.routed);
       if (o.shared()) g.s0 = sd.data, g.gate = scratch + p.gate, g.xs0 = static_cast<int>(S);
       w.Kernel(static_cast<uint32_t>(p.l_dn), g);
-      w.Count(2.0 * S * p.d.F * p.d.K, static_cast<double>(p.d.K * down.row_bytes() * S));
+      w.Count(2.0 * S * p.d.F * p.d.K * mine, static_cast<double>(p.d.K * down.row_bytes() * S) * mine);
       if (o.shared()) w.Count(2.0 * n_tok * p.d.Fs * p.d.K, static_cast<double>(sd.bytes));
       return absl::OkStatus();
     }
@@ -485,15 +503,19 @@ class MoeDecodeImpl : public GpuOpImpl {
       g.k = 1;
       g.n_tok = static_cast<int>(n_tok);
       g.n_experts = static_cast<int>(p.d.E);
+      g.first_expert = static_cast<int>(r.first);
+      g.n_routed = static_cast<int>(r.routed);
       if (o.shared() && !p.shared_dn_apart)
         g.s0 = sd.data, g.ys = os, g.ns = static_cast<int>(p.d.K), g.xs0 = static_cast<int>(S);
       w.Kernel(static_cast<uint32_t>(p.l_dn), g);
-      w.Count(2.0 * S * p.d.F * p.d.K, static_cast<double>(p.d.K * down.row_bytes() * S));
+      w.Count(2.0 * S * p.d.F * p.d.K * mine, static_cast<double>(p.d.K * down.row_bytes() * S) * mine);
       if (p.shared_dn_apart) {
         GemvQuantMoeParams gs{};
         gs.w0 = down.data;
         gs.ids = c.In(o.ids);
         gs.n_experts = static_cast<int>(p.d.E);
+        gs.first_expert = static_cast<int>(r.first);
+        gs.n_routed = static_cast<int>(r.routed);
         gs.k = 1;
         gs.n_tok = static_cast<int>(n_tok);
         gs.s0 = sd.data;
@@ -506,7 +528,7 @@ class MoeDecodeImpl : public GpuOpImpl {
       }
       if (o.shared()) w.Count(2.0 * n_tok * p.d.Fs * p.d.K, static_cast<double>(sd.bytes));
     }
-    BindCombine(c, w, p.l_comb, o, p.d, m, n_tok, out, os);
+    BindCombine(c, w, p.l_comb, o, p.d, r, m, n_tok, out, os);
     return absl::OkStatus();
   }
 
@@ -598,7 +620,6 @@ class MoeGroupedImpl : public GpuOpImpl {
   absl::string_view name() const override { return name_; }
   bool Implements(ir::OpKind k) const override { return k == kind_; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
-    MEMRA_RETURN_IF_ERROR(NoExpertParts(c.op));
     MEMRA_ASSIGN_OR_RETURN(std::optional<GroupedPlan> p, PlanGrouped(c.op, c.shapes, &c.target));
     if (!p) return std::optional<OpSelection>();
     OpSelection s;
@@ -619,9 +640,10 @@ class MoeGroupedImpl : public GpuOpImpl {
     const int64_t S = n_tok * p.d.k;
     const uint64_t scratch = c.Scratch();
     MEMRA_ASSIGN_OR_RETURN(const ExpertMatrices m, MatricesOf(c, o, p.d));
+    MEMRA_ASSIGN_OR_RETURN(const ExpertRange r, ExpertRangeOf(c, p.d));
     const DeviceMatrix &down = m.down, &gate = m.gate;
     const uint64_t sort = scratch + p.sort, h = scratch + p.h, out = scratch + p.o;
-    BindMoeSort(w, static_cast<uint32_t>(p.l_sort), c.In(o.ids), S, p.d.E, p.S, sort);
+    BindMoeSort(w, static_cast<uint32_t>(p.l_sort), c.In(o.ids), S, p.d.E, p.S, sort, r.first);
     MoeGemmArgs gu;
     gu.a = c.In(o.x);
     gu.a_row_div = p.d.k;
@@ -675,7 +697,7 @@ class MoeGroupedImpl : public GpuOpImpl {
       s.K = p.d.Fs;
       BindMoeGemm(w, static_cast<uint32_t>(p.l_dn_sh), s);
     }
-    BindCombine(c, w, p.l_comb, o, p.d, m, n_tok, out, scratch + p.os);
+    BindCombine(c, w, p.l_comb, o, p.d, r, m, n_tok, out, scratch + p.os);
     return absl::OkStatus();
   }
 

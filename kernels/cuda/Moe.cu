@@ -148,18 +148,25 @@ extern "C" __global__ void __launch_bounds__(256) moe_combine(const MoeCombinePa
     for (int c = threadIdx.x; c < p.n; c += blockDim.x) s += xt[c] * load_as_f32<MC_G>(p.g, c);
     gate = sigmoidf_(block_sum(s));
   }
-  // An id outside [0, E) (ids not from moe_route): its slot's rows were skipped or clamped, so the
-  // token's row is NaN, which the logits check reports, never a silently wrong sum.
+  // An id outside [0, n_routed) (ids not from moe_route): its slot's rows were skipped, so the
+  // token's row is NaN, which the logits check reports, never a silently wrong sum. A choice of
+  // another rank's expert (expert parallelism) adds nothing: its rows were not written.
+  const int routed = p.n_routed > 0 ? p.n_routed : p.n_experts;
   bool bad = false;
+  unsigned mine = 0;  // bit i: choice i is one of this rank's experts (k <= 32)
   for (int i = 0; i < p.k; ++i) {
     const int e = p.ids[(i64)t * p.k + i];
-    bad |= e < 0 || e >= p.n_experts;
+    bad |= e < 0 || e >= routed;
+    const int local = e - p.first_expert;
+    if (local >= 0 && local < p.n_experts) mine |= 1u << i;
   }
   for (int c = chunk * 1024 + (int)threadIdx.x; c < min(p.n, (chunk + 1) * 1024); c += blockDim.x) {
     const float* o = p.o + (i64)t * p.k * p.n + c;
     const float* w = p.weights + (i64)t * p.k;
-    float acc = o[0] * w[0];
-    for (int i = 1; i < p.k; ++i) acc = acc + o[(i64)i * p.n] * w[i];
+    // The CPU's order: w_0 o_0, then + w_i o_i (another rank's choice: + 0, i.e. skipped).
+    float acc = (mine & 1u) ? o[0] * w[0] : 0.0f;
+    for (int i = 1; i < p.k; ++i)
+      if (mine & (1u << i)) acc = acc + o[(i64)i * p.n] * w[i];
     if (p.ys != nullptr) acc = acc + p.ys[(i64)t * p.n + c] * gate;
     p.y[(i64)t * p.n + c] = bad ? __int_as_float(0x7fc00000) : acc;
   }

@@ -133,7 +133,7 @@ absl::StatusOr<Launch> MoeGemmLaunch(const Target&, ir::DType w, int64_t K, int6
 }
 
 void BindMoeSort(DeviceWork& work, uint32_t launch, uint64_t ids, int64_t n_slots, int64_t E, int64_t max_slots,
-                 uint64_t scratch) {
+                 uint64_t scratch, int64_t first_expert) {
   const MoeSortScratchLayout l = MoeSortLayout(E, max_slots);
   MoeSortParams p;
   p.ids = ids;
@@ -142,7 +142,7 @@ void BindMoeSort(DeviceWork& work, uint32_t launch, uint64_t ids, int64_t n_slot
   p.tiles = scratch + l.tiles;
   p.order = scratch + l.order;
   p.n_slots = static_cast<int>(std::min(n_slots, max_slots));
-  p.unused = 0;
+  p.first_expert = static_cast<int>(first_expert);
   work.Kernel(launch, p);
 }
 

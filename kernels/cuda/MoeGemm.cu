@@ -3,9 +3,11 @@
 //
 // moe_sort (module defines MS_E = experts, MS_WARPS): one block groups the slots by expert, a
 // stable counting sort, and writes the m-tile list moe_gemm walks (MoeGemmParams.h has the
-// scratch layout). Ids outside [0, E) are skipped and counted in header[1]: the products then
-// never read or write their slot (its rows of y keep whatever they held), and no access goes out
-// of bounds. Nothing on the host waits for that count; a caller may read it after the step.
+// scratch layout). Slot s belongs to expert ids[s] - first_expert (expert parallelism: this rank
+// holds experts [first_expert, first_expert + E) of the router's; first_expert 0 otherwise); slots
+// outside [0, E) (another rank's experts, or invalid ids) are skipped and counted in header[1]:
+// the products then never read or write their slot (its rows of y keep whatever they held), and
+// no access goes out of bounds. Nothing on the host waits for that count; a caller may read it after the step.
 //
 // moe_gemm (MG_TYPE = the weights' ggml type id: a block format DequantBlocks.cuh decodes, or 0
 // f32 / 1 f16 / 30 bf16; MG_SWIGLU; the ring geometry MG_BN, MG_CK, MG_CW, MG_ST, which
@@ -87,7 +89,7 @@ extern "C" __global__ void __launch_bounds__(MS_WARPS * 32) moe_sort(const MoeSo
   const int s0 = min(n, warp * chunk), s1 = min(n, s0 + chunk);
   int my_bad = 0;
   for (int s = s0 + lane; s < s1; s += 32) {
-    const int e = p.ids[s];
+    const int e = p.ids[s] - p.first_expert;
     if ((unsigned)e < (unsigned)MS_E)
       atomicAdd(&cnt[warp][e], 1);
     else
@@ -138,7 +140,7 @@ extern "C" __global__ void __launch_bounds__(MS_WARPS * 32) moe_sort(const MoeSo
   // themselves by lane (= slot order) and the highest of them advances the warp's base.
   for (int base = s0; base < s1; base += 32) {
     const int s = base + lane;
-    const int e = s < s1 ? p.ids[s] : -1;
+    const int e = s < s1 ? p.ids[s] - p.first_expert : -1;
     const bool ok = (unsigned)e < (unsigned)MS_E;
     const unsigned peers = __match_any_sync(0xffffffffu, ok ? e : -1);
     const int here = ok ? cnt[warp][e] : 0;

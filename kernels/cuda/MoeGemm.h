@@ -24,7 +24,7 @@
 // Numerics: memra's dense prefill (weights dequantized exactly and rounded to bf16, activations
 // rounded to bf16, f32 accumulation). sort_scratch == 0: the identity grouping (y[s] = a[s /
 // a_row_div] . W_0 for s < n_slots), a dense product (the shared expert) through the same kernel.
-// Slots whose id is outside [0, E) are skipped (their rows of y are not written) and counted in
+// Slots whose id - first_expert is outside [0, E) are skipped (their rows of y are not written) and counted in
 // the scratch header's word 1 (MoeGemmParams.h), which nothing reads synchronously.
 //
 // Requirements (MoeGemmLaunch checks the static ones): K a multiple of 32 and of the format's
@@ -74,9 +74,11 @@ absl::StatusOr<Launch> MoeSortLaunch(const Target& t, int64_t E, int64_t max_slo
 absl::StatusOr<Launch> MoeGemmLaunch(const Target& t, ir::DType w, int64_t K, int64_t N, int64_t E, int64_t max_slots,
                                      bool swiglu, bool grouped);
 
-// The calls, appended to `work` as kernel `launch` of the selection.
+// The calls, appended to `work` as kernel `launch` of the selection. first_expert: expert
+// parallelism, the weights hold experts [first_expert, first_expert + E) of the router's (slot s
+// goes to expert ids[s] - first_expert; others are skipped).
 void BindMoeSort(DeviceWork& work, uint32_t launch, uint64_t ids, int64_t n_slots, int64_t E, int64_t max_slots,
-                 uint64_t scratch);
+                 uint64_t scratch, int64_t first_expert = 0);
 
 struct MoeGemmArgs {
   uint64_t a = 0;            // f32 [rows, K]

@@ -3,7 +3,8 @@
 // expert on the device, moe_gemm runs every expert's product over its slots.
 //
 // moe_sort's scratch (MoeGemm.h MoeSortScratchBytes lays it out; every part 16-byte aligned):
-//   header   int[4]:  total m-tiles, slots with an id outside [0, E) (skipped), valid slots, 0
+//   header   int[4]:  total m-tiles, slots skipped (an id - first_expert outside [0, E): another
+//                     rank's expert under expert parallelism, or an invalid id), valid slots, 0
 //   offsets  int[E + 1]: slots of expert e are order[offsets[e] .. offsets[e + 1])
 //   tiles    int4[max_tiles]: m-tile i = {expert, first row in order, rows (1..MG_BM), 0}, i < header[0]
 //   order    int[max_slots]: the valid slots sorted by expert, ascending slot within an expert
@@ -13,7 +14,8 @@
 
 MEMRA_PARAMS_BEGIN
 
-// moe_sort: ids[n_slots] (i32, slot s = token s / k, choice s % k) -> the scratch above. One block.
+// moe_sort: ids[n_slots] (i32, slot s = token s / k, choice s % k) -> the scratch above, slot s
+// grouped under expert ids[s] - first_expert of the E the weights hold. One block.
 struct MoeSortParams {
   MEMRA_DPTR(const int) ids;
   MEMRA_DPTR(int) header;
@@ -21,7 +23,7 @@ struct MoeSortParams {
   MEMRA_DPTR(int) tiles;  // int4 entries
   MEMRA_DPTR(int) order;
   int n_slots;
-  int unused;
+  int first_expert;  // expert parallelism: this rank's first expert (0: none)
 };
 MEMRA_PARAMS_SIZE(MoeSortParams, 48);
 MEMRA_PARAMS_OFFSET(MoeSortParams, header, 8);
@@ -29,6 +31,7 @@ MEMRA_PARAMS_OFFSET(MoeSortParams, offsets, 16);
 MEMRA_PARAMS_OFFSET(MoeSortParams, tiles, 24);
 MEMRA_PARAMS_OFFSET(MoeSortParams, order, 32);
 MEMRA_PARAMS_OFFSET(MoeSortParams, n_slots, 40);
+MEMRA_PARAMS_OFFSET(MoeSortParams, first_expert, 44);
 
 // moe_gemm: for every slot s of expert e (the sorted scratch) y[s, n] = a[s / a_row_div] . W_e[n]
 // for n < N; MG_SWIGLU: y[s, n] = silu(a[row] . G_e[n]) * (a[row] . U_e[n]). a is f32 [rows, K],

@@ -22,7 +22,9 @@ MEMRA_PARAMS_OFFSET(MoeRouteParams, n_tok, 32);
 // moe_combine: y[t, c] = sum_{i < k} weights[t, i] * o[t * k + i, c] (i ascending), then, when ys
 // is set, + ys[t, c] * sigmoid(x[t] . g) (g: n f32/f16/bf16 values, MC_G storage code).
 // o [n_tok * k, n], ys [n_tok, n], x [n_tok, n], y [n_tok, n], all f32. A token with an id outside
-// [0, n_experts) in ids [n_tok, k] gets a NaN row (its slot's products were skipped).
+// [0, n_routed) in ids [n_tok, k] gets a NaN row (its slot's products were skipped); a choice of
+// another rank's expert (expert parallelism: ids - first_expert outside [0, n_experts)) adds
+// nothing (its o rows were not written). n_routed 0: n_experts (no expert parallelism).
 struct MoeCombineParams {
   MEMRA_DPTR(const float) o;
   MEMRA_DPTR(const float) weights;
@@ -32,11 +34,13 @@ struct MoeCombineParams {
   MEMRA_DPTR(float) y;
   MEMRA_DPTR(const int) ids;
   int n_tok, n, k, n_experts;
+  int first_expert, n_routed;
 };
-MEMRA_PARAMS_SIZE(MoeCombineParams, 72);
+MEMRA_PARAMS_SIZE(MoeCombineParams, 80);
 MEMRA_PARAMS_OFFSET(MoeCombineParams, y, 40);
 MEMRA_PARAMS_OFFSET(MoeCombineParams, ids, 48);
 MEMRA_PARAMS_OFFSET(MoeCombineParams, n_tok, 56);
+MEMRA_PARAMS_OFFSET(MoeCombineParams, first_expert, 72);
 
 // gated_add_f32: y[r, c] = a[r, c] + b[r, c] * sigmoid(g[r]) over rows x n.
 struct GatedAddParams {

@@ -22,14 +22,16 @@ class StepBinder : public kcu::BindContext {
   using Weights = absl::flat_hash_map<const ir::Value*, std::unique_ptr<CudaExecutor::DeviceWeight>>;
   using States = absl::flat_hash_map<const ir::Value*, std::unique_ptr<cuda::DeviceBuffer>>;
   StepBinder(const CudaExecutor::Program& p, const Step& s, const Weights& weights, const States& states,
-             const ir::SymbolBindings& bindings, uint64_t workspace)
+             const ir::SymbolBindings& bindings, uint64_t workspace, int tp_rank, int tp_size)
       : BindContext(*s.op, s.selection, s.shapes),
         p_(p),
         s_(s),
         weights_(weights),
         states_(states),
         bindings_(bindings),
-        workspace_(workspace) {}
+        workspace_(workspace),
+        tp_rank_(tp_rank),
+        tp_size_(tp_size) {}
 
   absl::StatusOr<llvm::SmallVector<int64_t, 4>> Shape(const ir::Value* v) const override {
     return ConcreteShape(v, bindings_);
@@ -53,6 +55,8 @@ class StepBinder : public kcu::BindContext {
   uint64_t Out(unsigned i) const override { return p_.Ptr(op().result(i)); }
   uint64_t Scratch() const override { return s_.scratch_offset >= 0 ? p_.arena.ptr() + s_.scratch_offset : 0; }
   uint64_t Workspace() const override { return s_.selection.workspace_bytes > 0 ? workspace_ : 0; }
+  int tp_rank() const override { return tp_rank_; }
+  int tp_size() const override { return tp_size_; }
 
  private:
   const CudaExecutor::Program& p_;
@@ -61,6 +65,7 @@ class StepBinder : public kcu::BindContext {
   const States& states_;
   const ir::SymbolBindings& bindings_;
   uint64_t workspace_;
+  int tp_rank_, tp_size_;
 };
 
 // Bytes a step moves besides what its kernels count (weights of the products): every activation
@@ -97,8 +102,9 @@ absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::
   const Step& s = p.steps[step_index];
   const Op& op = *s.op;
   step_work_.Clear();
-  MEMRA_RETURN_IF_ERROR(
-      s.impl->Bind(StepBinder(p, s, weights_, state_, bindings, workspace_ ? workspace_->ptr() : 0), step_work_));
+  MEMRA_RETURN_IF_ERROR(s.impl->Bind(StepBinder(p, s, weights_, state_, bindings, workspace_ ? workspace_->ptr() : 0,
+                                                options_.tp_rank, options_.tp_size),
+                                     step_work_));
   for (const kcu::DeviceAction& action : step_work_.actions()) {
     if (const auto* k = std::get_if<kcu::KernelCall>(&action)) {
       if (k->launch >= s.launches.size())

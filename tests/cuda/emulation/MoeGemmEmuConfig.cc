@@ -26,10 +26,6 @@ inline int __clz(unsigned x) { return std::countl_zero(x); }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
-template <class T>
-T __shfl_up_sync(unsigned, T v, int d) {
-  return emu_shfl(v, emu_lane >= d ? emu_lane - d : emu_lane);
-}
 inline unsigned __match_any_sync(unsigned, int v) {
   emu_warp->slot[emu_lane] = static_cast<uint32_t>(v);
   emu_warp->bar.arrive_and_wait();

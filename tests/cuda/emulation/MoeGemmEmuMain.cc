@@ -4,7 +4,8 @@
 // sort byte for byte; outputs NaN-poisoned with a guard, nmse against the f64 reference of the
 // bf16-rounded inputs) on small shapes: every storage the emulation has, plain / swiglu (fused and
 // two tensors), experts with no slot and with several m-tiles, ragged N, ids outside [0, E), the
-// identity grouping. `--list` prints the module keys the cases launch instead (moegemm_run.sh
+// identity grouping, expert parallelism (this rank's E of the router's E * parts: other ranks'
+// slots skipped, never written). `--list` prints the module keys the cases launch instead (moegemm_run.sh
 // compiles one MoeGemmEmuConfig.cc per key).
 #include <algorithm>
 #include <cmath>
@@ -123,24 +124,26 @@ Stack MakeStack(DType d, int64_t E, int64_t rows, int64_t K, uint32_t seed) {
   return s;
 }
 
-void SortCase(int64_t T, int64_t k, int64_t E, bool bad) {
+// first > 0 or parts > 1: expert parallelism, ids over the router's E * parts experts, this rank's
+// [first, first + E).
+void SortCase(int64_t T, int64_t k, int64_t E, bool bad, int64_t first = 0, int64_t parts = 1) {
   const kc::Target t = *kc::TargetPreset("sm_90");
-  std::vector<int> ids = MakeIds(T, k, E, static_cast<uint32_t>(T + E));
-  if (bad) ids[0] = -1, ids[ids.size() / 2] = static_cast<int>(E), ids.back() = 1 << 30;
+  std::vector<int> ids = MakeIds(T, k, E * parts, static_cast<uint32_t>(T + E));
+  if (bad) ids[0] = -1, ids[ids.size() / 2] = static_cast<int>(E * parts), ids.back() = 1 << 30;
   const int64_t n = static_cast<int64_t>(ids.size());
   const kc::MoeSortScratchLayout lay = kc::MoeSortLayout(E, n);
   std::vector<uint32_t> scratch(lay.bytes / 4, kPoison);
   std::vector<kc::Launch> launches = {*kc::MoeSortLaunch(t, E, n)};
   if (Listed(launches)) return;
   kc::DeviceWork work;
-  kc::BindMoeSort(work, 0, Addr(ids.data()), n, E, n, Addr(scratch.data()));
+  kc::BindMoeSort(work, 0, Addr(ids.data()), n, E, n, Addr(scratch.data()), first);
   Issue(launches, work);
   const int* h = reinterpret_cast<const int*>(scratch.data());
   std::vector<std::vector<int>> by(E);
-  int n_bad = 0;
+  int n_bad = 0;  // skipped: another rank's expert or an invalid id
   for (int64_t s = 0; s < n; ++s)
-    if (ids[s] >= 0 && ids[s] < E)
-      by[ids[s]].push_back(static_cast<int>(s));
+    if (ids[s] - first >= 0 && ids[s] - first < E)
+      by[ids[s] - first].push_back(static_cast<int>(s));
     else
       ++n_bad;
   std::vector<int> order, offsets = {0}, tiles;
@@ -151,7 +154,9 @@ void SortCase(int64_t T, int64_t k, int64_t E, bool bad) {
     order.insert(order.end(), by[e].begin(), by[e].end());
     offsets.push_back(static_cast<int>(order.size()));
   }
-  const std::string name = absl::StrCat("moe_sort T=", T, " k=", k, " E=", E, bad ? " bad ids" : "");
+  const std::string name =
+      absl::StrCat("moe_sort T=", T, " k=", k, " E=", E, bad ? " bad ids" : "",
+                   parts > 1 ? absl::StrCat(" experts [", first, ", ", first + E, ") of ", E * parts) : std::string());
   const int before = failures;
   CHECK(h[0] == static_cast<int>(tiles.size() / 4), name, " tiles ", h[0]);
   CHECK(h[1] == n_bad, name, " bad ", h[1]);
@@ -168,14 +173,15 @@ struct Gemm {
   bool swiglu = false, fused = false, grouped = true, a_per_token = true;
   int64_t T, k = 1, N, K = 256, E = 1;
   bool bad = false;
+  int64_t first = 0, parts = 1;  // expert parallelism: this rank's [first, first + E) of E * parts
 };
 
 void GemmCase(const Gemm& c, uint32_t seed) {
   const kc::Target t = *kc::TargetPreset("sm_90");
   std::vector<int> ids;
   if (c.grouped) {
-    ids = MakeIds(c.T, c.k, c.E, seed);
-    if (c.bad) ids[3] = -7, ids[ids.size() - 2] = static_cast<int>(c.E);
+    ids = MakeIds(c.T, c.k, c.E * c.parts, seed);
+    if (c.bad) ids[3] = -7, ids[ids.size() - 2] = static_cast<int>(c.E * c.parts);
   }
   const int64_t n_slots = c.grouped ? static_cast<int64_t>(ids.size()) : c.T;
   const int64_t a_rows = c.a_per_token ? c.T : n_slots;
@@ -191,7 +197,7 @@ void GemmCase(const Gemm& c, uint32_t seed) {
   kc::DeviceWork work;
   if (c.grouped) {
     launches.push_back(*kc::MoeSortLaunch(t, c.E, n_slots));
-    kc::BindMoeSort(work, 0, Addr(ids.data()), n_slots, c.E, n_slots, Addr(scratch.data()));
+    kc::BindMoeSort(work, 0, Addr(ids.data()), n_slots, c.E, n_slots, Addr(scratch.data()), c.first);
   }
   auto lg = kc::MoeGemmLaunch(t, c.d, K, N, c.E, n_slots, c.swiglu, c.grouped);
   CHECK(lg.ok(), lg.status().ToString());
@@ -216,8 +222,8 @@ void GemmCase(const Gemm& c, uint32_t seed) {
   int unwritten = 0, overwritten = 0;
   double num = 0, den = 0;
   for (int64_t s = 0; s < n_slots; ++s) {
-    const int e = c.grouped ? ids[s] : 0;
-    const bool valid = e >= 0 && e < c.E;
+    const int e = c.grouped ? ids[s] - static_cast<int>(c.first) : 0;
+    const bool valid = e >= 0 && e < c.E;  // else another rank's expert or an invalid id: never written
     std::vector<float> x(K);
     for (int64_t kk = 0; kk < K; ++kk) x[kk] = Bf16Round(a[(s / a_div) * K + kk]);
     for (int64_t n = 0; n < N; ++n) {
@@ -268,12 +274,17 @@ int main(int argc, char** argv) {
     SortCase(1, 1, 8, false);
     SortCase(64, 8, 256, true);
     SortCase(300, 8, 256, false);
+    // Expert parallelism: rank 1 of 2 and rank 2 of 4 (with invalid ids beside the other ranks').
+    SortCase(77, 2, 8, false, 8, 2);
+    SortCase(64, 8, 64, true, 128, 4);
   }
   std::vector<Gemm> cases;
   auto add = [&](Gemm g) {
-    g.name = absl::StrCat(memra::ir::DTypeName(g.d), g.grouped ? "" : " identity",
-                          g.swiglu ? (g.fused ? " swiglu(fused)" : " swiglu(two)") : " plain", " T=", g.T, " k=", g.k,
-                          " E=", g.E, " N=", g.N, " K=", g.K, g.bad ? " bad ids" : "");
+    g.name = absl::StrCat(
+        memra::ir::DTypeName(g.d), g.grouped ? "" : " identity",
+        g.swiglu ? (g.fused ? " swiglu(fused)" : " swiglu(two)") : " plain", " T=", g.T, " k=", g.k, " E=", g.E,
+        " N=", g.N, " K=", g.K, g.bad ? " bad ids" : "",
+        g.parts > 1 ? absl::StrCat(" experts [", g.first, ", ", g.first + g.E, ") of ", g.E * g.parts) : std::string());
     cases.push_back(g);
   };
   // The main formats, both forms; an expert with > 64 slots (E = 4, T = 150, k = 2: ~75 each).
@@ -302,6 +313,16 @@ int main(int argc, char** argv) {
   add({"", DType::kQ5_K, true, true, true, true, 13, 2, 64, 256, 8});
   add({"", DType::kIQ4_NL, false, false, true, false, 13, 2, 64, 64, 8});
   add({"", DType::kMXFP4, true, true, true, true, 13, 2, 64, 64, 8});
+  // Expert parallelism: the slots of other ranks' experts skipped (rank 1 of 2; rank 3 of 4 with
+  // invalid ids too).
+  {
+    Gemm g{"", DType::kQ8_0, true, true, true, true, 77, 2, 128, 256, 8};
+    g.first = 8, g.parts = 2;
+    add(g);
+    Gemm d{"", DType::kQ4_K, false, false, true, false, 150, 4, 64, 256, 4, true};
+    d.first = 12, d.parts = 4;
+    add(d);
+  }
   uint32_t seed = 11;
   for (const Gemm& g : cases)
     if (want(g.name)) GemmCase(g, seed++);
