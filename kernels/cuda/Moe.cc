@@ -15,6 +15,12 @@
 //   moe_sort (the T k slots grouped by expert, on the device) -> moe_gemm swiglu (grouped) and the
 //   shared expert's (the identity grouping) -> moe_gemm down (grouped) and the shared one's ->
 //   moe_combine. Numerics: the dense prefill's (bf16 weights and activations, f32 accumulation).
+//
+// Expert parallelism (expert_parts P, shard-tensor-parallel): the stacks hold this rank's E of the
+// router's E P experts, from first = (rank P / ranks) E (BindContext's rank; the CPU executor's
+// rule). Every kernel above takes first / n_routed: a slot of another rank's expert copies no
+// weights and adds nothing (its rows are not written), so y is this rank's partial sum; an id
+// outside [0, E P) still makes its token's row NaN.
 #include <algorithm>
 #include <optional>
 #include <string>

@@ -28,6 +28,7 @@
 #include "kernels/cuda/Target.h"
 #include "kernels/cuda/WeightLayout.h"
 #include "kernels/formats/Quant.h"
+#include "runtime/ThreadCommunicator.h"
 #include "runtime/cpu/CpuExecutor.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaExecutor.h"
@@ -54,6 +55,10 @@ struct Harness {
   std::vector<std::vector<int64_t>> arg_dims;  // -1 = T
   std::vector<DType> arg_types;
   int64_t id_range = 0;
+  // > 1: both executors run as rank tp_rank of tp_size (the module's tp attribute; the CPU rank on a
+  // group it never calls, the GPU rank without a communicator): ops that pick their part by rank
+  // (expert parallelism) without collectives.
+  int tp_rank = 0, tp_size = 1;
   // > 0: the token dim (-1) is this static size instead of the symbol T, so the executor runs the
   // function as it stands (as the batched step's @step_tN buckets) rather than in a T bucket.
   int64_t static_t = 0;
@@ -216,13 +221,22 @@ class OpTableTest : public ::testing::Test {
     Row row{op, dtype, T, h.static_t > 0 ? T : codegen::TokenBucket(T), 0, bound, false, ""};
     absl::Status st = h.Finish(results);
     ASSERT_TRUE(st.ok()) << st;
-    auto cpu = CpuExecutor::Create(*h.m, *h.file);
+    runtime::ThreadGroup group(h.tp_size);
+    CpuExecutorOptions co;
+    if (h.tp_size > 1) {
+      h.m->attrs().Set("tp", int64_t{h.tp_size});
+      co.communicator = group.rank(h.tp_rank);
+      row.dtype += absl::StrCat(" rank ", h.tp_rank, "/", h.tp_size);
+    }
+    auto cpu = CpuExecutor::Create(*h.m, *h.file, co);
     ASSERT_TRUE(cpu.ok()) << cpu.status();
     CudaExecutorOptions o;
     o.poison_arena = true;
     o.progress = false;
     o.kernel_cache_dir = cache_dir();
     o.weights = weights;
+    o.tp_rank = h.tp_rank;
+    o.tp_size = h.tp_size;
     auto gpu = CudaExecutor::Create(*h.m, *h.file, o);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     if (h.prepare) {
@@ -1274,6 +1288,49 @@ TEST_F(OpTableTest, Moe) {
             return std::vector<Value*>{h.b->Build1(ir::OpKind::kMoeFfn, ops)};
           },
           1, E);
+    }
+  // Expert parallelism (expert_parts, shard-tensor-parallel): the stacks hold this rank's E of the
+  // router's 2E (rank 0) or 4E (rank 3 of 4); ids span the router's experts, so about half (three
+  // quarters) of the choices are other ranks' and add nothing. The decode GEMVs (fused down and,
+  // with a q4_0 + q8_0 shared expert, gemv_q_moe + moe_combine) and the grouped products.
+  struct EpCase {
+    std::string label;
+    GgmlType routed, shared;
+    bool with_shared;
+    int parts, rank;
+  };
+  for (const EpCase& ec : {EpCase{"q8_0 experts", GgmlType::kQ8_0, GgmlType::kQ8_0, false, 2, 1},
+                           EpCase{"q8_0 + q8_0 shared", GgmlType::kQ8_0, GgmlType::kQ8_0, true, 4, 3},
+                           EpCase{"q4_0 + q8_0 shared", GgmlType::kQ4_0, GgmlType::kQ8_0, true, 2, 0},
+                           EpCase{"bf16 experts", GgmlType::kBF16, GgmlType::kBF16, false, 2, 1}})
+    for (int64_t T : kBlockTs) {
+      const bool blocks = ec.routed != GgmlType::kBF16;
+      Check(
+          ec.with_shared ? "moe_ffn" : "moe_experts", absl::StrCat(ec.label, " expert_parts=", ec.parts), T,
+          blocks && T <= 8 ? kQ8ActivationBound : kBf16Bound,
+          [&](Harness& h) {
+            h.tp_rank = ec.rank;
+            h.tp_size = ec.parts;
+            Value* x = h.Arg("x", {-1, K});
+            Value* w = h.Arg("w", {-1, k});
+            Value* ids = h.Arg("ids", {-1, k}, DType::kI32);
+            Value* down = h.Weight("down", ec.routed, {F, K, E}, -0.2f, 0.2f);
+            Value* gate = h.Weight("gate", ec.routed, {K, F, E}, -0.2f, 0.2f);
+            Value* up = h.Weight("up", ec.routed, {K, F, E}, -0.2f, 0.2f);
+            Value* y = nullptr;
+            if (!ec.with_shared) {
+              y = h.b->MoeExperts(x, w, ids, down, {gate, up});
+            } else {
+              y = h.b->Build1(ir::OpKind::kMoeFfn,
+                              {x, w, ids, h.Weight("sh_gate_inp", GgmlType::kF32, {K, 1}, -0.2f, 0.2f),
+                               h.Weight("sh_gate", ec.shared, {K, F}, -0.2f, 0.2f),
+                               h.Weight("sh_up", ec.shared, {K, F}, -0.2f, 0.2f),
+                               h.Weight("sh_down", ec.shared, {F, K}, -0.2f, 0.2f), down, gate, up});
+            }
+            y->def()->attrs().Set("expert_parts", int64_t{ec.parts});
+            return std::vector<Value*>{y};
+          },
+          1, E * ec.parts);
     }
   // GELU experts (Gemma 4): q8_0 (decode GEMVs at T <= 8, MoeGemm.cu past it) and bf16 (grouped).
   for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kBF16})
