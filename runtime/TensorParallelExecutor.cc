@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "ir/StatusMacros.h"
 #include "kernels/cpu/ThreadPool.h"
+#include "runtime/RankThreads.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/Nccl.h"
 
@@ -17,7 +18,7 @@ namespace {
 
 class TensorParallelExecutor final : public Executor {
  public:
-  TensorParallelExecutor(Backend backend, int tp) : backend_(backend), group_(tp) {}
+  TensorParallelExecutor(Backend backend, int tp) : backend_(backend), group_(tp), threads_(tp) {}
 
   absl::Status Init(const ir::Module& module, const gguf::GgufFile& file, const ExecutorOptions& options) {
     const int tp = group_.size();
@@ -114,8 +115,9 @@ class TensorParallelExecutor final : public Executor {
     }));
     return out;
   }
-  // fn(r) on every rank at once (rank 0 on this thread). A failing rank aborts the group so the
-  // ranks waiting for it in a collective return; the first failure (lowest rank) is the result.
+  // fn(r) on every rank at once (rank 0 on this thread, rank r on its own: RankThreads). A failing
+  // rank aborts the group so the ranks waiting for it in a collective return; the first failure
+  // (lowest rank) is the result.
   absl::Status OnEveryRank(const std::function<absl::Status(int)>& fn) {
     const int tp = group_.size();
     std::vector<absl::Status> status(tp);
@@ -129,10 +131,7 @@ class TensorParallelExecutor final : public Executor {
       for (auto& c : comms_)
         if (c) c->Abort();
     };
-    std::vector<std::thread> threads;
-    for (int r = 1; r < tp; ++r) threads.emplace_back(one, r);
-    one(0);
-    for (std::thread& t : threads) t.join();
+    threads_.Run(one);
     // An abort answers the ranks that waited with "aborted": report the cause, not the echo.
     absl::Status first;
     for (int r = 0; r < tp; ++r)
@@ -147,6 +146,7 @@ class TensorParallelExecutor final : public Executor {
   ThreadGroup group_;
   std::vector<std::unique_ptr<cuda::NcclCommunicator>> comms_;  // CUDA ranks (destroyed after ranks_)
   std::vector<std::unique_ptr<Executor>> ranks_;
+  RankThreads threads_;  // after the ranks: its workers stop before the ranks are destroyed
   std::mutex abort_mu_;
   double load_seconds_ = 0;
 };
