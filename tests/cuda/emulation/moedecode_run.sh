@@ -21,15 +21,12 @@ flags="-I$root -isystem /usr/lib/llvm-14/include -O1 -std=c++20 -pthread -w -ffp
 cxx=${CXX:-c++}
 command -v ccache >/dev/null && cxx="ccache $cxx"
 jobs=${MD_EMU_JOBS:-$(nproc)}
-deps="$here/MoeDecodeEmuConfig.cc $here/CudaHostEmulation.h"
+deps="$here/CudaHostEmulation.h"
 for f in GemvQuant.cu GemvQuantParams.h Moe.cu MoeParams.h DequantBlocks.cuh Common.cuh KernelParams.h; do
   deps="$deps $root/kernels/cuda/$f"
 done
-# A test binary's link line (memra's libraries), with its object replaced by ours.
-link=$(ninja -C "$build" -t commands MoeGemm_test | tail -1 | sed 's/^: && //; s/ && :$//')
-link=${link/tests\/CMakeFiles\/MoeGemm_test.dir\/cuda\/MoeGemm_test.cc.o/}
-link=${link/-o tests\/MoeGemm_test/}
-link=${link//\/usr\/lib\/x86_64-linux-gnu\/libgtest_main.a/}
+source "$here/emu_modules.sh"
+link=$(emu_link MoeGemm_test)
 cd "$build"
 $cxx $flags -c "$here/MoeDecodeEmuMain.cc" -o "$out/main.o" &
 $cxx $flags -c "$here/MoeGemmEmuLaunch.cc" -o "$out/launch.o"
@@ -37,27 +34,18 @@ wait $!
 objs="$out/main.o $out/launch.o"
 ${link/-DNDEBUG/-DNDEBUG $objs} -pthread -o "$out/emu-list"
 "$out/emu-list" --list | sort -u > "$out/keys.txt"
-n=0
-pids=()
-for key in $(cat "$out/keys.txt"); do
-  case "$key" in
-    GemvQuant.cu\<*) file=-DMD_GEMVQ=1 ;;
-    Moe.cu\<*) file=-DMD_MOE=1 ;;
-    *) echo "moedecode-emu: no emulation for $key" >&2; exit 1 ;;
+# Which file the key's module is, and the key itself.
+key_flags() {
+  case "$1" in
+    GemvQuant.cu\<*) echo "-DMD_GEMVQ=1 -DMD_EMU_KEY=\"$1\"" ;;
+    Moe.cu\<*) echo "-DMD_MOE=1 -DMD_EMU_KEY=\"$1\"" ;;
   esac
-  defs=$(echo "$key" | sed 's/^[^<]*<//; s/>$//' | tr ',' '\n' | grep -v '^$' | sed 's/^/-D/' | tr '\n' ' ')
-  id=$(echo "$key $flags" | md5sum | cut -c1-12)
-  o=$out/cfg_$id.o
-  objs="$objs $o"
-  n=$((n + 1))
-  [ -f "$o" ] && [ -z "$(find $deps -newer "$o")" ] && continue
-  # Written under a temporary name, so a failed or interrupted compile leaves no object behind.
-  $cxx $flags $defs $file "-DMD_EMU_KEY=\"$key\"" -DEMU_ID=k$id -c "$here/MoeDecodeEmuConfig.cc" -o "$o.tmp" &&
-    mv "$o.tmp" "$o" &
-  pids+=($!)
-  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 0.2; done
-done
-for p in "${pids[@]}"; do wait "$p"; done
-${link/-DNDEBUG/-DNDEBUG $objs} -pthread -o "$out/emu"
-echo "moedecode-emu: $n modules"
+}
+if grep -v -E '^(GemvQuant|Moe)\.cu<' "$out/keys.txt"; then
+  echo "moedecode-emu: no emulation for the modules above" >&2
+  exit 1
+fi
+emu_compile_keys "$out/keys.txt" "$here/MoeDecodeEmuConfig.cc" "$deps" key_flags
+${link/-DNDEBUG/-DNDEBUG $objs $emu_objs} -pthread -o "$out/emu"
+echo "moedecode-emu: $emu_modules modules"
 "$out/emu" $filter

@@ -21,38 +21,21 @@ cxx=${CXX:-c++}
 command -v ccache >/dev/null && cxx="ccache $cxx"
 jobs=${MG_EMU_JOBS:-$(nproc)}
 # What a module object depends on besides its key (the flags go into its name).
-deps="$here/MoeGemmEmuConfig.cc $here/CudaHostEmulation.h"
+deps="$here/CudaHostEmulation.h"
 for f in MoeGemm.cu MoeGemmTile.cuh MoeGemmParams.h DequantBlocks.cuh Common.cuh KernelParams.h; do
   deps="$deps $root/kernels/cuda/$f"
 done
-# The test binary's link line, with its object replaced by ours.
-link=$(ninja -C "$build" -t commands MoeGemm_test | tail -1 | sed 's/^: && //; s/ && :$//')
-link=${link/tests\/CMakeFiles\/MoeGemm_test.dir\/cuda\/MoeGemm_test.cc.o/}
-link=${link/-o tests\/MoeGemm_test/}
-link=${link//\/usr\/lib\/x86_64-linux-gnu\/libgtest_main.a/}
+source "$here/emu_modules.sh"
+link=$(emu_link MoeGemm_test)
 cd "$build"
 $cxx $flags -c "$here/MoeGemmEmuMain.cc" -o "$out/main.o" &
 $cxx $flags -c "$here/MoeGemmEmuLaunch.cc" -o "$out/launch.o"
 wait $!
 objs="$out/main.o $out/launch.o"
 ${link/-DNDEBUG/-DNDEBUG $objs} -pthread -o "$out/emu-list"
-"$out/emu-list" --list | sort -u > "$out/keys.txt"
-n=0
-pids=()
-for key in $(grep '^MoeGemm\.cu<' "$out/keys.txt"); do
-  defs=$(echo "$key" | sed 's/^[^<]*<//; s/>$//' | tr ',' '\n' | sed 's/^/-D/' | tr '\n' ' ')
-  id=$(echo "$key $flags" | md5sum | cut -c1-12)
-  o=$out/cfg_$id.o
-  objs="$objs $o"
-  n=$((n + 1))
-  [ -f "$o" ] && [ -z "$(find $deps -newer "$o")" ] && continue
-  # Written under a temporary name, so a failed or interrupted compile leaves no object behind.
-  $cxx $flags $defs "-DMG_EMU_KEY=\"$key\"" -DEMU_ID=k$id -c "$here/MoeGemmEmuConfig.cc" -o "$o.tmp" &&
-    mv "$o.tmp" "$o" &
-  pids+=($!)
-  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 0.2; done
-done
-for p in "${pids[@]}"; do wait "$p"; done
-${link/-DNDEBUG/-DNDEBUG $objs} -pthread -o "$out/emu"
-echo "moegemm-emu: $n modules"
+"$out/emu-list" --list | grep '^MoeGemm\.cu<' | sort -u > "$out/keys.txt"
+key_flags() { echo "-DMG_EMU_KEY=\"$1\""; }
+emu_compile_keys "$out/keys.txt" "$here/MoeGemmEmuConfig.cc" "$deps" key_flags
+${link/-DNDEBUG/-DNDEBUG $objs $emu_objs} -pthread -o "$out/emu"
+echo "moegemm-emu: $emu_modules modules"
 "$out/emu" $filter
