@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "frontends/ModelFamily.h"
 #include "frontends/gguf/GgufFile.h"
@@ -77,8 +78,11 @@ cl::opt<std::string> BenchPasses("passes",
                                  cl::init(""), cl::value_desc("pipeline"), cl::sub(kBench));
 memra::tools::ChoiceOption BenchWeights("weights", {"blocks", "bf16", "per-row", "dequant"}, memra::tools::kWeightsHelp,
                                         cl::init(""), cl::sub(kBench));
-memra::tools::IntOption<int> BenchTp("tp", {1, 64}, "Tensor-parallel ranks the model is split over (as memra run --tp)",
-                                     cl::init(1), cl::sub(kBench));
+memra::tools::IntListOption BenchTp("tp", {1, 64},
+                                    "Tensor-parallel ranks the model is split over (as memra run --tp), "
+                                    "comma-separated: each value's tests, then (several values) their scaling "
+                                    "against the first; --batch takes one value",
+                                    cl::init("1"), cl::sub(kBench));
 memra::tools::IntOption<int> BenchThreads("threads", {0, memra::tools::HardwareThreads()},
                                           "CPU threads for the cpu backend, 0 = all hardware threads", cl::init(0),
                                           cl::sub(kBench));
@@ -119,6 +123,9 @@ constexpr int64_t kPrefillChunk = 4096;
 
 // The flags --batch cannot be combined with (checked before the model is read).
 absl::Status CheckBatchFlags() {
+  if (BenchTp.values().size() != 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch takes one --tp value (got ", std::string(BenchTp), "): run one --batch bench per split"));
   if (BenchD.getNumOccurrences() > 0)
     return absl::InvalidArgumentError(
         "--batch and -d/--n-depth cannot be used together (every --batch test starts from empty slots)");
@@ -165,7 +172,7 @@ int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat forma
   bo.n_ctx = std::max<int64_t>(max_p + tg + 16, 256);
   bo.cache_types = BenchCacheTypes.Types();
   bo.backend = *backend_kind;
-  bo.tp = BenchTp;
+  bo.tp = static_cast<int>(BenchTp.values().front());
   bo.exec.cpu.threads = BenchThreads;
   bo.exec.cpu.weight_mode =
       weights == "dequant" ? runtime::WeightMode::kDequantizeAtLoad : runtime::WeightMode::kPerRow;
@@ -335,59 +342,38 @@ int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat forma
   return 0;
 }
 
-int RunBench() {
+// One --tp value's tests: the model lowered, partitioned for `tp` ranks and compiled as memra run
+// does, then the pp and tg tests, appended to `results`.
+absl::Status BenchAtTp(int tp, const std::string& model_path, const memra::gguf::GgufFile& file,
+                       memra::runtime::Backend backend, const std::string& weights, const std::vector<int64_t>& P,
+                       const std::vector<int64_t>& D, std::vector<memra::tools::BenchRecord>& results) {
   using namespace memra;
-  // The options layer checks both already; kept here so the body never renders a wrong format or
-  // an empty statistic if a flag's declaration changes.
-  auto format = tools::ParseBenchFormat(std::string(BenchOut));
-  if (!format.ok()) return Fail(format.status());
-  if (BenchR < 1) return Fail(absl::InvalidArgumentError(absl::StrCat("-r must be >= 1 (got ", int(BenchR), ")")));
-  std::string model_path, model_error;
-  if (!BenchModelArg.Resolve(model_path, model_error)) return Fail(absl::InvalidArgumentError(model_error));
-  if (BenchBatch.getNumOccurrences() > 0) {
-    if (absl::Status st = CheckBatchFlags(); !st.ok()) return Fail(st);
-    return RunBatchBench(model_path, *format);
-  }
-  const std::vector<int64_t> P_list = BenchP.values(), D_list = BenchD.values();
-  const std::vector<int64_t>* P = &P_list;
-  const std::vector<int64_t>* D = &D_list;
-  if (BenchGpuLayers.getNumOccurrences() > 0 || BenchFlashAttn.getNumOccurrences() > 0)
-    llvm::errs() << "memra bench: -ngl / -fa ignored: every layer runs on the GPU with memra's fused attention\n";
-  auto file = gguf::GgufFile::Open(model_path);
-  if (!file.ok()) return Fail(file.status());
   int64_t max_p = 0, max_d = 0;
-  for (int64_t p : *P) max_p = std::max(max_p, p);
-  for (int64_t d : *D) max_d = std::max(max_d, d);
+  for (int64_t p : P) max_p = std::max(max_p, p);
+  for (int64_t d : D) max_d = std::max(max_d, d);
   frontends::LowerOptions lo;
   lo.n_ctx = std::max<int64_t>(std::max(max_p, max_d + BenchN) + 16, 256);
   lo.cache_types = BenchCacheTypes.Types();
-  auto module = frontends::LowerModel(**file, lo);
-  if (!module.ok()) return Fail(module.status());
+  auto module = frontends::LowerModel(file, lo);
+  if (!module.ok()) return module.status();
 
   // The same compile pipeline as memra run (fused ops, bucket functions, memory plan, segments).
-  std::string backend_name = BenchBackend;
-  if (backend_name.empty()) backend_name = std::string(runtime::BackendName(runtime::DefaultBackend()));
-  auto backend = runtime::ParseBackend(backend_name);
-  if (!backend.ok()) return Fail(backend.status());
-  std::string weights_error;
-  const std::string weights = memra::tools::WeightsForBackend(BenchWeights, backend_name, weights_error);
-  if (!weights_error.empty()) return Fail(absl::InvalidArgumentError(weights_error));
   passes::PassManagerOptions pm_opts;
   pm_opts.pipeline = std::string(BenchPasses);
   if (BenchPasses.empty()) {
     pm_opts.pipeline = passes::PipelineForArch("cpu");
-    if (*backend == runtime::Backend::kCuda) {  // selected for this GPU (kernels/cuda/Target.h)
+    if (backend == runtime::Backend::kCuda) {  // selected for this GPU (kernels/cuda/Target.h)
       auto target = runtime::CudaDeviceTarget(0);
-      if (!target.ok()) return Fail(target.status());
+      if (!target.ok()) return target.status();
       pm_opts.pipeline = passes::PipelineForTarget(target->ArchName(), target->sm_count, weights);
     }
   }
-  pm_opts.pipeline = passes::WithTensorParallel(pm_opts.pipeline, BenchTp);
+  pm_opts.pipeline = passes::WithTensorParallel(pm_opts.pipeline, tp);
   pm_opts.input_name = model_path;
   {
     auto pm = passes::PassManager::Create(pm_opts);
-    if (!pm.ok()) return Fail(pm.status());
-    if (absl::Status st = (*pm)->Run(**module); !st.ok()) return Fail(st);
+    if (!pm.ok()) return pm.status();
+    if (absl::Status st = (*pm)->Run(**module); !st.ok()) return st;
   }
 
   runtime::ExecutorOptions eo;
@@ -400,8 +386,8 @@ int RunBench() {
   eo.cpu.weight_mode = weights == "dequant" ? runtime::WeightMode::kDequantizeAtLoad : runtime::WeightMode::kPerRow;
   eo.cuda.weights = weights == "bf16" ? kernels::cuda::WeightMode::kBf16 : kernels::cuda::WeightMode::kBlocks;
   BenchMemory.Apply(eo);
-  auto exec_or = runtime::CreateExecutor(*backend, **module, **file, eo);
-  if (!exec_or.ok()) return Fail(exec_or.status());
+  auto exec_or = runtime::CreateExecutor(backend, **module, file, eo);
+  if (!exec_or.ok()) return exec_or.status();
   runtime::Executor& exec = **exec_or;
   runtime::CudaExecutor* gpu = exec.cuda();
   if (gpu != nullptr)
@@ -442,35 +428,41 @@ int RunBench() {
   tools::BenchRecord base;
   base.build_commit = absl::StrCat("memra ", MEMRA_VERSION);
   base.cpu_info = tools::HostCpuDescription();
-  base.gpu_info = gpu != nullptr ? gpu->DeviceDescription() : "";
-  base.backends = gpu != nullptr ? "CUDA" : "CPU";
+  // GPU ranks (tp > 1) are behind the tensor-parallel executor, which has no one CudaExecutor.
+  const bool on_gpu = backend == runtime::Backend::kCuda;
+  base.gpu_info = gpu != nullptr ? gpu->DeviceDescription() : on_gpu ? exec.Describe() : "";
+  base.backends = on_gpu ? "CUDA" : "CPU";
   base.model_filename = model_path;
-  base.model_type = tools::ModelTypeName(**file);
-  for (const auto& t : (*file)->tensors()) {
+  base.model_type = tools::ModelTypeName(file);
+  for (const auto& t : file.tensors()) {
     base.model_size += t.data.size();
     base.model_n_params += static_cast<uint64_t>(std::max<int64_t>(t.NumElements(), 0));
   }
   base.n_batch = base.n_ubatch = kPrefillChunk;
   base.n_threads = exec.cpu() != nullptr ? exec.cpu()->num_threads() : 1;
-  base.tp = BenchTp;
-  if (BenchTp > 1 && *backend == runtime::Backend::kCpu)  // the ranks share the threads
+  base.tp = tp;
+  if (tp > 1 && !on_gpu)  // the ranks share the threads
     base.n_threads = BenchThreads > 0 ? int(BenchThreads) : kernels::cpu::ThreadPool::DefaultThreadCount();
   base.type_k = std::string(ir::DTypeName(lo.cache_types.k));
   base.type_v = std::string(ir::DTypeName(lo.cache_types.v));
-  base.n_gpu_layers = gpu != nullptr ? -1 : 0;  // -ngl is ignored: memra puts every layer on the GPU
-  base.flash_attn = gpu != nullptr ? 1 : 0;
-  base.devices = gpu != nullptr ? "CUDA0" : "none";
-  std::vector<tools::BenchRecord> results;
-  for (int64_t p : *P) {
+  base.n_gpu_layers = on_gpu ? -1 : 0;  // -ngl is ignored: memra puts every layer on the GPU
+  base.flash_attn = on_gpu ? 1 : 0;
+  base.devices = "none";
+  if (on_gpu) {  // rank r on GPU r
+    std::vector<std::string> devices;
+    for (int r = 0; r < tp; ++r) devices.push_back(absl::StrCat("CUDA", r));
+    base.devices = absl::StrJoin(devices, "/");
+  }
+  for (int64_t p : P) {
     if (p == 0) continue;
     tools::BenchRecord r = base;
     r.n_prompt = p;
     r.test_time = tools::Rfc3339Now();
     for (int rep = -2; rep < BenchR; ++rep) {  // reps -2, -1: warm-up (compile, then capture)
-      if (absl::Status s = exec.ResetState(); !s.ok()) return Fail(s);
+      if (absl::Status s = exec.ResetState(); !s.ok()) return s;
       if (rep == 0) reset_profile();
       const auto t0 = Clock::now();
-      if (absl::Status s = prefill(p); !s.ok()) return Fail(s);
+      if (absl::Status s = prefill(p); !s.ok()) return s;
       if (rep >= 0) r.samples_ns.push_back(nanos(t0));
     }
     results.push_back(r);
@@ -483,20 +475,20 @@ int RunBench() {
   // Decode: greedy steps through Executor::DecodeGreedy (on CUDA the device loop: one graph launch
   // per step, one sync per test), as llama-bench's tg runs decode without host sampling.
   if (BenchN > 0)
-    for (int64_t d : *D) {
+    for (int64_t d : D) {
       tools::BenchRecord r = base;
       r.n_gen = BenchN;
       r.n_depth = d;
       r.test_time = tools::Rfc3339Now();
       for (int rep = -1; rep < BenchR; ++rep) {
-        if (absl::Status s = exec.ResetState(); !s.ok()) return Fail(s);
+        if (absl::Status s = exec.ResetState(); !s.ok()) return s;
         if (d > 0)
-          if (absl::Status s = prefill(d); !s.ok()) return Fail(s);
+          if (absl::Status s = prefill(d); !s.ok()) return s;
         if (rep == 0) reset_profile();
         const int64_t n = rep < 0 ? 4 : BenchN;
         const auto t0 = Clock::now();
         auto out = exec.DecodeGreedy(ids(1)[0], n);
-        if (!out.ok()) return Fail(out.status());
+        if (!out.ok()) return out.status();
         if (rep >= 0) r.samples_ns.push_back(nanos(t0));
       }
       results.push_back(r);
@@ -506,7 +498,6 @@ int RunBench() {
         reset_profile();
       }
     }
-  llvm::outs() << tools::RenderBench(*format, results);
   if (gpu) {
     const runtime::GraphStats& g = gpu->graph_stats();
     llvm::errs() << "memra bench: " << gpu->compile_stats().ToString()
@@ -515,6 +506,44 @@ int RunBench() {
     llvm::errs() << "memra bench: device memory after the tests: "
                  << runtime::DescribeDeviceMemory(gpu->device_memory()) << "\n";
   }
+  return absl::OkStatus();
+}
+
+int RunBench() {
+  using namespace memra;
+  // The options layer checks both already; kept here so the body never renders a wrong format or
+  // an empty statistic if a flag's declaration changes.
+  auto format = tools::ParseBenchFormat(std::string(BenchOut));
+  if (!format.ok()) return Fail(format.status());
+  if (BenchR < 1) return Fail(absl::InvalidArgumentError(absl::StrCat("-r must be >= 1 (got ", int(BenchR), ")")));
+  std::string model_path, model_error;
+  if (!BenchModelArg.Resolve(model_path, model_error)) return Fail(absl::InvalidArgumentError(model_error));
+  if (BenchBatch.getNumOccurrences() > 0) {
+    if (absl::Status st = CheckBatchFlags(); !st.ok()) return Fail(st);
+    return RunBatchBench(model_path, *format);
+  }
+  const std::vector<int64_t> P_list = BenchP.values(), D_list = BenchD.values();
+  const std::vector<int64_t>* P = &P_list;
+  const std::vector<int64_t>* D = &D_list;
+  if (BenchGpuLayers.getNumOccurrences() > 0 || BenchFlashAttn.getNumOccurrences() > 0)
+    llvm::errs() << "memra bench: -ngl / -fa ignored: every layer runs on the GPU with memra's fused attention\n";
+  auto file = gguf::GgufFile::Open(model_path);
+  if (!file.ok()) return Fail(file.status());
+  std::string backend_name = BenchBackend;
+  if (backend_name.empty()) backend_name = std::string(runtime::BackendName(runtime::DefaultBackend()));
+  auto backend = runtime::ParseBackend(backend_name);
+  if (!backend.ok()) return Fail(backend.status());
+  std::string weights_error;
+  const std::string weights = memra::tools::WeightsForBackend(BenchWeights, backend_name, weights_error);
+  if (!weights_error.empty()) return Fail(absl::InvalidArgumentError(weights_error));
+  std::vector<tools::BenchRecord> results;
+  const std::vector<int64_t> tps = BenchTp.values();
+  for (int64_t tp : tps)
+    if (absl::Status st = BenchAtTp(static_cast<int>(tp), model_path, **file, *backend, weights, *P, *D, results);
+        !st.ok())
+      return Fail(tps.size() > 1 ? absl::Status(st.code(), absl::StrCat("--tp ", tp, ": ", st.message())) : st);
+  llvm::outs() << tools::RenderBench(*format, results);
+  if (tps.size() > 1) llvm::errs() << "memra bench: tensor-parallel scaling\n" << tools::RenderTpScaling(results);
   return 0;
 }
 

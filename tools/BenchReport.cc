@@ -375,6 +375,28 @@ const std::vector<std::string>& BenchFieldNames() {
   return names;
 }
 
+std::string RenderTpScaling(absl::Span<const BenchRecord> records) {
+  if (records.empty()) return "";
+  const int64_t base_tp = records.front().tp;
+  std::string out =
+      absl::StrFormat("| %-20s | %3s | %14s | %8s | %10s |\n", "test", "tp", "t/s", "speedup", "efficiency");
+  absl::StrAppend(&out, "| -------------------- | --: | -------------: | -------: | ---------: |\n");
+  for (const BenchRecord& r : records) {
+    const BenchRecord* base = nullptr;
+    for (const BenchRecord& b : records)
+      if (b.tp == base_tp && b.TestName() == r.TestName()) {
+        base = &b;
+        break;
+      }
+    if (base == nullptr || base->avg_ts() <= 0) continue;
+    const double speedup = r.avg_ts() / base->avg_ts();
+    const double efficiency = speedup * static_cast<double>(base_tp) / static_cast<double>(r.tp);
+    absl::StrAppend(&out, absl::StrFormat("| %-20s | %3d | %14.2f | %7.2fx | %9.1f%% |\n", r.TestName(), r.tp,
+                                          r.avg_ts(), speedup, 100.0 * efficiency));
+  }
+  return out;
+}
+
 std::string RenderBench(BenchFormat format, absl::Span<const BenchRecord> records) {
   switch (format) {
     case BenchFormat::kJson:

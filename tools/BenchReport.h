@@ -90,6 +90,11 @@ const std::vector<std::string>& BenchFieldNames();
 // The whole report (all records; a header and footer where the format has them).
 std::string RenderBench(BenchFormat format, absl::Span<const BenchRecord> records);
 
+// memra bench --tp 1,2,4: each test at each split against the same test at the first split in
+// `records` (its baseline, normally tp 1): tok/s, speedup, and efficiency = speedup over the ranks'
+// ratio. A markdown table; tests without a baseline row are left out.
+std::string RenderTpScaling(absl::Span<const BenchRecord> records);
+
 // One row of `memra bench --batch` (llama-batched-bench's table, llama.cpp
 // tools/batched-bench/batched-bench.cpp, prompts not shared): B requests of pp prompt tokens each,
 // then tg decode steps each; t_pp the seconds until every request has its first token, t_tg the

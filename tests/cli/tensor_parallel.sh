@@ -47,6 +47,18 @@ grep -q "is a plan compiled for 2 ranks; compile it with --tp 4" "$tmp/e.txt" ||
 if "$memra" run "$q8" --backend cpu --tp 3 -p "Hi" -n 1 2>"$tmp/e.txt"; then fail "accepted --tp 3"; fi
 grep -q "nothing in the module can be cut into 3 parts" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "tp 3 message"; }
 
+# 4b. memra bench --tp 1,2: each split's tests in one table, then their scaling against tp 1; the
+# batched bench takes one split.
+"$memra" bench "$q8" --backend cpu -t 2 --tp 1,2 -p 16 -n 8 -r 1 >"$tmp/b.md" 2>"$tmp/b.err" ||
+  { cat "$tmp/b.err"; fail "bench --tp 1,2"; }
+[ "$(grep -c '| *[12] | *\(pp16\|tg8\) |' "$tmp/b.md")" = 4 ] || { cat "$tmp/b.md"; fail "bench rows per split"; }
+grep -q "tensor-parallel scaling" "$tmp/b.err" && grep -Eq '^\| tg8 +\|   2 \|.*x \|.*% \|$' "$tmp/b.err" ||
+  { cat "$tmp/b.err"; fail "bench scaling table"; }
+if "$memra" bench "$q8" --backend cpu --tp 1,2 --batch 2 -p 8 -n 4 2>"$tmp/e.txt" >/dev/null; then
+  fail "accepted --batch with two --tp values"
+fi
+grep -q -- "--batch takes one --tp value" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "batch tp message"; }
+
 # 5. memra serve --tp 2 answers greedy completions as the unsplit server does, its prefix cache
 # included.
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -155,6 +155,31 @@ TEST(BenchReport, MarkdownShowsTheRanksOfASplitRun) {
   EXPECT_EQ(Cells(lines[2])[5], "  2 ");
 }
 
+// memra bench --tp 1,2,4: each test against the same test at the first split; efficiency is the
+// speedup over the ranks' ratio; a test the baseline did not run is left out.
+TEST(BenchReport, TpScalingAgainstTheFirstSplit) {
+  std::vector<BenchRecord> records;
+  for (int64_t tp : {1, 2, 4}) {
+    BenchRecord r = Base("CUDA");
+    r.tp = tp;
+    r.n_gen = 128;
+    r.samples_ns = {static_cast<uint64_t>(1000000000 / (tp == 1 ? 1.0 : tp == 2 ? 1.6 : 3.2))};
+    records.push_back(r);
+  }
+  BenchRecord lone = Base("CUDA");
+  lone.tp = 2;
+  lone.n_prompt = 4096;
+  lone.samples_ns = {1000000000};
+  records.push_back(lone);
+  const std::vector<std::string> lines = TableLines(RenderTpScaling(records));
+  ASSERT_EQ(lines.size(), 5u) << RenderTpScaling(records);
+  EXPECT_EQ(lines[0], "| test                 |  tp |            t/s |  speedup | efficiency |");
+  EXPECT_EQ(lines[2], "| tg128                |   1 |         128.00 |    1.00x |     100.0% |");
+  EXPECT_EQ(lines[3], "| tg128                |   2 |         204.80 |    1.60x |      80.0% |");
+  EXPECT_EQ(lines[4], "| tg128                |   4 |         409.60 |    3.20x |      80.0% |");
+  EXPECT_EQ(RenderTpScaling({}), "");
+}
+
 TEST(BenchReport, CsvHeaderIsLlamaBenchsFieldList) {
   const std::string csv = RenderBench(BenchFormat::kCsv, Records("CUDA"));
   std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
