@@ -9,9 +9,13 @@
 # the background while the models generate, and llama-bench runs on each GGUF after memra's bench and
 # profiles (the same file, the same run). With --ncu=SKIP:COUNT, Nsight Compute times COUNT decode
 # kernels after the first SKIP (one per launch, graphs replayed node by node) and prints the
-# per-kernel summary: what each kernel of a layer takes, without the profile's events.
+# per-kernel summary: what each kernel of a layer takes, without the profile's events. With
+# --tp=LIST (the multi-GPU kinds, issue 21), memra bench runs the model split over each count of
+# GPUs in LIST (one table, then the scaling against the first: `memra bench --tp`), the batched
+# bench at B = 1 and 64 at the largest split, and llama-bench its split modes (-sm layer,row) over
+# all the GPUs; NCCL_NVLS_ENABLE=0 throughout (the device pages).
 #
-#   bash bench/gpu_presets.sh BUNDLE BUDGET_S [LLAMACPP_SRC] [--ncu=SKIP:COUNT] PRESET:DTYPE [PRESET:DTYPE ...]
+#   bash bench/gpu_presets.sh BUNDLE BUDGET_S [LLAMACPP_SRC] [--ncu=SKIP:COUNT] [--tp=LIST] PRESET:DTYPE [...]
 #   e.g. bash bench/gpu_presets.sh build-gpu/gpu-bundle.tar.xz 560 gemma4-26b-a4b:q4_k_m gemma4-31b:q8_0
 #        bash bench/gpu_presets.sh build-gpu/gpu-bundle.tar.xz 570 build-llamacpp/llamacpp-src.tar.xz \
 #          step35-flash-8l:q4_k_m
@@ -23,6 +27,9 @@ llama_src=""
 case ${1:-} in *.tar.xz) llama_src=$1; shift ;; esac
 ncu_range=""
 case ${1:-} in --ncu=*) ncu_range=${1#--ncu=}; shift ;; esac
+tp_list=""
+case ${1:-} in --tp=*) tp_list=${1#--tp=}; shift ;; esac
+export NCCL_NVLS_ENABLE=0
 here=$(cd "$(dirname "$0")" && pwd)
 start=$(date +%s)
 out=${OUT:-/tmp/memra-presets}
@@ -69,9 +76,16 @@ for spec in "$@"; do
   echo "run $tag: $(head -c 300 "$out/run-$tag.txt" | tr '\n' ' ')"
   grep -iE "error|tok/s|t/s" "$out/run-$tag.err" | tail -3
   step 200 "bench $tag" "$bin/memra" bench "$m" -p 4096 -n 128 -r 2 --kernel-cache /tmp/memra-cache \
-    > "$out/bench-$tag.md" 2> "$out/bench-$tag.err"
+    ${tp_list:+--tp "$tp_list"} > "$out/bench-$tag.md" 2> "$out/bench-$tag.err"
   cat "$out/bench-$tag.md"
   grep -i "error" "$out/bench-$tag.err" | head -3
+  if [ -n "$tp_list" ]; then
+    sed -n '/tensor-parallel scaling/,$p' "$out/bench-$tag.err" | head -12
+    step 200 "batch $tag" "$bin/memra" bench "$m" --batch 1,64 -p 512 -n 128 --tp "${tp_list##*,}" \
+      --kernel-cache /tmp/memra-cache > "$out/batch-$tag.md" 2> "$out/batch-$tag.err"
+    cat "$out/batch-$tag.md"
+    grep -i "error" "$out/batch-$tag.err" | head -3
+  fi
   step 60 "profile $tag" "$bin/memra" bench "$m" -p 0 -n 8 -r 1 --profile --kernel-cache /tmp/memra-cache \
     > /dev/null 2> "$out/profile-$tag.txt"
   echo "--- profile $tag tg8 ---"
@@ -93,7 +107,10 @@ for spec in "$@"; do
   if [ -n "$llama_src" ]; then
     while kill -0 "$llama_pid" 2> /dev/null && [ "$(left)" -gt 60 ]; do sleep 5; done
     cat "$out/llamacpp-build.log"
-    step 200 "llama-bench $tag" bash "$here/gpu_llamacpp.sh" bench "$m" > "$out/llama-bench-$tag.md" 2>&1
+    llama_args=()
+    [ -n "$tp_list" ] && llama_args=(-p 4096 -n 128 -r 2 -sm layer,row)
+    step 200 "llama-bench $tag" bash "$here/gpu_llamacpp.sh" bench "$m" "${llama_args[@]}" \
+      > "$out/llama-bench-$tag.md" 2>&1
     cat "$out/llama-bench-$tag.md"
   fi
   rm -f "$m"
