@@ -125,6 +125,9 @@ class TensorParallelExecutor final : public Executor {
       status[r] = fn(r);
       if (status[r].ok()) return;
       group_.Abort(absl::StrCat("rank ", r, ": ", status[r].message()));
+      // Non-finite logits (DataLoss) come from every rank alike at the same step, after its
+      // collectives: no rank waits for another, and the group stays usable.
+      if (absl::IsDataLoss(status[r])) return;
       // GPU ranks may wait inside NCCL for the failed one: abort their communicators (the group
       // cannot run again).
       std::lock_guard<std::mutex> lock(abort_mu_);
