@@ -1022,8 +1022,7 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
           t.y[(long long)tok * t.n + t.r0 + row] = glu_(GQ_GELU ? geluf_(total) : siluf_(total), up);
       } else {
         const int row = idx / GQ_T, tok = idx % GQ_T;
-        if (writer && !t.skip && idx < kV && row < t.nr && tok < n_tok)
-          t.y[(long long)tok * t.n + t.r0 + row] = total;
+        if (writer && !t.skip && idx < kV && row < t.nr && tok < n_tok) t.y[(long long)tok * t.n + t.r0 + row] = total;
       }
 #endif
 #pragma unroll
