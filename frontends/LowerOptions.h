@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -13,8 +14,10 @@
 namespace memra::frontends {
 
 // Element types of the KV cache (llama.cpp's -ctk / -ctv): f32, or f16 / bf16 rows, which halve
-// its memory and the bytes a decode step streams at depth. Keys and values are rounded once, when
-// kv_append writes them; attention reads them widened to f32 (or as bf16 on the tensor cores).
+// its memory and the bytes a decode step streams at depth, or q8_0 blocks (ggml's: 32 int8 and an
+// f16 scale, 8.5 bits an element; the head size a multiple of 32). Keys and values are rounded
+// (quantized) once, when kv_append writes them; attention reads them widened to f32 (or as bf16 on
+// the tensor cores).
 struct KvCacheTypes {
   ir::DType k = ir::DType::kF32;
   ir::DType v = ir::DType::kF32;
@@ -54,12 +57,25 @@ inline int64_t ContextLength(const LowerOptions& options, int64_t n_ctx_train) {
 
 namespace memra::frontends {
 
-// An error naming the flag when a cache type is not one the kernels store (f32, f16, bf16).
-inline absl::Status CheckKvCacheTypes(const KvCacheTypes& t) {
-  for (const auto& [flag, d] : {std::pair<const char*, ir::DType>{"--cache-type-k", t.k}, {"--cache-type-v", t.v}})
-    if (d != ir::DType::kF32 && d != ir::DType::kF16 && d != ir::DType::kBF16)
+// The element types a KV cache may have (KvCacheTypes).
+inline bool IsKvCacheType(ir::DType d) {
+  return d == ir::DType::kF32 || d == ir::DType::kF16 || d == ir::DType::kBF16 || d == ir::DType::kQ8_0;
+}
+
+// An error naming the flag when a cache type is not one the kernels store (f32, f16, bf16, q8_0),
+// or, given the model's head sizes (every attention layer's K and V rows), when q8_0 blocks would
+// not tile a head's row.
+inline absl::Status CheckKvCacheTypes(const KvCacheTypes& t, std::initializer_list<int64_t> head_sizes = {}) {
+  for (const auto& [flag, d] : {std::pair<const char*, ir::DType>{"--cache-type-k", t.k}, {"--cache-type-v", t.v}}) {
+    if (!IsKvCacheType(d))
       return absl::InvalidArgumentError(
-          absl::StrCat(flag, ": a KV cache of ", ir::DTypeName(d), " is not supported (f32, f16 or bf16)"));
+          absl::StrCat(flag, ": a KV cache of ", ir::DTypeName(d), " is not supported (f32, f16, bf16 or q8_0)"));
+    if (d == ir::DType::kQ8_0)
+      for (int64_t hd : head_sizes)
+        if (hd % 32 != 0)
+          return absl::InvalidArgumentError(absl::StrCat(flag, " q8_0: the model's head size ", hd,
+                                                         " is not a multiple of 32 (a q8_0 block); use f16 or bf16"));
+  }
   return absl::OkStatus();
 }
 

@@ -29,6 +29,7 @@ std::optional<DType> DTypeFromGgmlId(uint32_t ggml_id) {
 }
 
 bool IsFloat(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kF64; }
+bool IsKvCacheDType(DType t) { return IsFloat(t) || t == DType::kQ8_0; }
 
 bool IsInteger(DType t) {
   return t == DType::kI64 || t == DType::kI32 || t == DType::kI16 || t == DType::kI8 || t == DType::kU8;

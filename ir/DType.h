@@ -32,6 +32,9 @@ inline bool IsQuantized(DType t) { return InfoOf(t).quantized; }
 // f32, f16, bf16, f64: dtypes activations may have.
 bool IsFloat(DType t);
 bool IsInteger(DType t);  // i8..i64, u8
+// Element types a KV cache state may have: the float types, or q8_0 blocks (-ctk / -ctv q8_0;
+// each head's row whole blocks).
+bool IsKvCacheDType(DType t);
 // Bytes of `n` elements (n a multiple of the block size for quantized types), or nullopt.
 std::optional<int64_t> StorageBytes(DType t, int64_t n);
 

@@ -453,7 +453,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.SameType(0, 1));
       for (size_t i : {2, 3}) {
         CHECK_OK(c.Rank(i, 3));
-        if (!IsFloat(c.D(i))) return Err(absl::StrCat(c.N(i), " must be a float KV cache"));
+        if (!IsKvCacheDType(c.D(i))) return Err(absl::StrCat(c.N(i), " must be a float or q8_0 KV cache"));
         CHECK_OK(c.DimEq(i, 1, c.S(0)[1], "Hkv of 'k'"));
         CHECK_OK(c.DimEq(i, 2, c.S(0)[2], "head dim of 'k'"));
       }
@@ -468,7 +468,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.Rank(0, 3));
       for (size_t i : {1, 2}) {
         CHECK_OK(c.Rank(i, 3));
-        if (!IsFloat(c.D(i))) return Err(absl::StrCat(c.N(i), " must be a float KV cache"));
+        if (!IsKvCacheDType(c.D(i))) return Err(absl::StrCat(c.N(i), " must be a float or q8_0 KV cache"));
         CHECK_OK(c.DimEq(i, 2, c.S(0)[2], "head dim of 'q'"));
       }
       if (c.S(1) != c.S(2)) return Err(absl::StrCat(c.N(1), " and ", c.N(2), " must have the same shape"));
@@ -554,7 +554,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       const Dim& d = c.S(0)[2];
       for (size_t i : {2, 3}) {
         CHECK_OK(c.Rank(i, 3));
-        if (!IsFloat(c.D(i))) return Err(absl::StrCat(c.N(i), " must be a float KV cache"));
+        if (!IsKvCacheDType(c.D(i))) return Err(absl::StrCat(c.N(i), " must be a float or q8_0 KV cache"));
         CHECK_OK(c.DimEq(i, 1, hkv, "Hkv of 'k'"));
         CHECK_OK(c.DimEq(i, 2, d, "head dim of 'k'"));
       }
@@ -681,7 +681,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       if (app) CHECK_OK(c.SameType(0, 1));
       for (size_t i : {kc, kc + 1}) {
         CHECK_OK(c.Rank(i, 4));
-        if (!IsFloat(c.D(i))) return Err(absl::StrCat(c.N(i), " must be a float KV cache"));
+        if (!IsKvCacheDType(c.D(i))) return Err(absl::StrCat(c.N(i), " must be a float or q8_0 KV cache"));
         CHECK_OK(c.DimEq(i, 3, c.S(0)[2], "head dim"));
       }
       if (c.S(kc) != c.S(kc + 1)) return Err(absl::StrCat(c.N(kc), " and ", c.N(kc + 1), " must have the same shape"));

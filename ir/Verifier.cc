@@ -196,12 +196,16 @@ absl::Status VerifyDecls(const Module& m) {
     switch (s->state_kind()) {
       case StateKind::kKv:
         if (seq) {
-          if (s->rank() != 4 || !IsFloat(s->dtype())) return err("a paged kv state is float [NB, BS, Hkv, D]");
+          if (s->rank() != 4 || !IsKvCacheDType(s->dtype()))
+            return err("a paged kv state is float or q8_0 [NB, BS, Hkv, D]");
           if (s->shape()[1].value() != m.attrs().I64Or("kv_block", 0))
             return err("dim 1 of a paged kv state must be the module's kv_block");
-        } else if (s->rank() != 3 || !IsFloat(s->dtype())) {
-          return err("a kv state is float [C, Hkv, D]");
+        } else if (s->rank() != 3 || !IsKvCacheDType(s->dtype())) {
+          return err("a kv state is float or q8_0 [C, Hkv, D]");
         }
+        // q8_0 blocks of 32 tile each head's row.
+        if (s->dtype() == DType::kQ8_0 && s->shape().dims().back().value() % 32 != 0)
+          return err("a q8_0 kv state's head dim must be a multiple of 32");
         break;
       case StateKind::kConv:
         if (s->rank() != (seq ? 3 : 2) || !IsFloat(s->dtype()) || !lead_s())

@@ -44,7 +44,11 @@ absl::StatusOr<StateBytes> StateBytesOf(const ir::Module& module) {
     if (n > kLimit / elem)
       return absl::ResourceExhaustedError(
           absl::StrCat("state @", s->name(), " needs more than 2^62 bytes: lower --ctx-size"));
-    const uint64_t bytes = n * elem;
+    // A quantized state (a q8_0 KV cache) takes its blocks' bytes, fewer than 4 an element.
+    const uint64_t bytes =
+        ir::IsQuantized(s->dtype())
+            ? static_cast<uint64_t>(ir::StorageBytes(s->dtype(), static_cast<int64_t>(n)).value_or(n * 4))
+            : n * elem;
     switch (s->state_kind()) {
       case ir::StateKind::kKv:
         out.kv += bytes;

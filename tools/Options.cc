@@ -113,10 +113,11 @@ ModelArgument::ModelArgument(cl::SubCommand& sub, const char* what)
       flag_short_("m", cl::desc("Alias for --model"), cl::NotHidden, cl::aliasopt(flag_)) {}
 
 CacheTypeOptions::CacheTypeOptions(cl::SubCommand& sub)
-    : k_("cache-type-k", {"f32", "f16", "bf16"},
-         "KV cache type for K: f16 / bf16 halve the cache's memory and the bytes a long-context decode streams",
+    : k_("cache-type-k", {"f32", "f16", "bf16", "q8_0"},
+         "KV cache type for K: f16 / bf16 halve the cache's memory and the bytes a long-context decode streams, "
+         "q8_0 (blocks of 32 int8 and an f16 scale, as llama.cpp's) takes 8.5 bits an element",
          cl::init("f32"), cl::sub(sub)),
-      v_("cache-type-v", {"f32", "f16", "bf16"}, "KV cache type for V (as --cache-type-k)", cl::init("f32"),
+      v_("cache-type-v", {"f32", "f16", "bf16", "q8_0"}, "KV cache type for V (as --cache-type-k)", cl::init("f32"),
          cl::sub(sub)),
       k_short_("ctk", cl::desc("Alias for --cache-type-k"), cl::NotHidden, cl::aliasopt(k_)),
       v_short_("ctv", cl::desc("Alias for --cache-type-v"), cl::NotHidden, cl::aliasopt(v_)) {}
@@ -133,7 +134,10 @@ MemoryBudgetOptions::MemoryBudgetOptions(cl::SubCommand& sub)
 
 frontends::KvCacheTypes CacheTypeOptions::Types() const {
   auto type = [](const std::string& w) {
-    return w == "f16" ? ir::DType::kF16 : w == "bf16" ? ir::DType::kBF16 : ir::DType::kF32;
+    return w == "f16"    ? ir::DType::kF16
+           : w == "bf16" ? ir::DType::kBF16
+           : w == "q8_0" ? ir::DType::kQ8_0
+                         : ir::DType::kF32;
   };
   return {type(k_.getValue()), type(v_.getValue())};
 }

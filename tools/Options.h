@@ -218,7 +218,7 @@ class ModelArgument {
 absl::StatusOr<runtime::Backend> BackendFromFlag(const std::string& value);
 
 // --cache-type-k / -ctk and --cache-type-v / -ctv (llama.cpp's flags): the KV cache's element
-// types (frontends::KvCacheTypes), each f32 (the default), f16 or bf16.
+// types (frontends::KvCacheTypes), each f32 (the default), f16, bf16 or q8_0.
 class CacheTypeOptions {
  public:
   explicit CacheTypeOptions(cl::SubCommand& sub);

@@ -37,7 +37,7 @@ class Gemma4Lowering {
   Gemma4Lowering(const gguf::GgufFile& f, const Gemma4Hparams& h, const LowerOptions& o) : f_(f), h_(h), opt_(o) {}
 
   absl::StatusOr<std::unique_ptr<ir::Module>> Run() {
-    MEMRA_RETURN_IF_ERROR(CheckKvCacheTypes(opt_.cache_types));
+    MEMRA_RETURN_IF_ERROR(CheckKvCacheTypes(opt_.cache_types, {h_.head_dim, h_.head_dim_swa}));
     m_ = std::make_unique<ir::Module>();
     n_ctx_ = ContextLength(opt_, h_.n_ctx_train);
     if (n_ctx_ <= 0) return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": context length must be > 0"));

@@ -77,7 +77,7 @@ class Qwen35Lowering {
     n_ctx_ = ContextLength(opt_, h_.n_ctx_train);
     if (n_ctx_ <= 0) return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": context length must be > 0"));
     MEMRA_ASSIGN_OR_RETURN(layout_, CheckSlotOptions(opt_, n_ctx_));
-    MEMRA_RETURN_IF_ERROR(CheckKvCacheTypes(opt_.cache_types));
+    MEMRA_RETURN_IF_ERROR(CheckKvCacheTypes(opt_.cache_types, {h_.head_dim}));
     MEMRA_RETURN_IF_ERROR(RejectUnsupportedTensors());
     MEMRA_RETURN_IF_ERROR(DeclareWeights());
     DeclareState();

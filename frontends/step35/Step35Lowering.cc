@@ -42,7 +42,7 @@ class Step35Lowering {
   Step35Lowering(const gguf::GgufFile& f, const Step35Hparams& h, const LowerOptions& o) : f_(f), h_(h), opt_(o) {}
 
   absl::StatusOr<std::unique_ptr<ir::Module>> Run() {
-    MEMRA_RETURN_IF_ERROR(CheckKvCacheTypes(opt_.cache_types));
+    MEMRA_RETURN_IF_ERROR(CheckKvCacheTypes(opt_.cache_types, {h_.head_dim}));
     MEMRA_RETURN_IF_ERROR(CheckRouting());
     m_ = std::make_unique<ir::Module>();
     n_ctx_ = ContextLength(opt_, h_.n_ctx_train);

@@ -23,10 +23,16 @@ void QGateSplit(const float* qg, int64_t T, int64_t n_head, int64_t head_dim, fl
 
 namespace {
 
-bool Is16Bit(formats::GgmlType t) { return t == formats::GgmlType::kF16 || t == formats::GgmlType::kBF16; }
+bool IsStoredType(formats::GgmlType t) {
+  return t == formats::GgmlType::kF16 || t == formats::GgmlType::kBF16 || t == formats::GgmlType::kQ8_0;
+}
 
-// Rows of a cache as f32: an f32 cache's in place, a 16-bit cache's widened into a buffer (one
-// reader per row stream: the pointer stays valid until the next call).
+// Bytes of elements [0, n) of a cache of `t` (16-bit or q8_0; n a whole number of q8_0 blocks:
+// callers address whole rows, and a q8_0 cache's rows are whole blocks).
+int64_t BytesOf(formats::GgmlType t, int64_t n) { return t == formats::GgmlType::kQ8_0 ? n / 32 * 34 : n * 2; }
+
+// Rows of a cache as f32: an f32 cache's in place, a 16-bit or q8_0 cache's widened into a buffer
+// (one reader per row stream: the pointer stays valid until the next call).
 class RowReader {
  public:
   RowReader(ConstKvRows cache, int64_t n) : cache_(cache), n_(n) {
@@ -34,9 +40,11 @@ class RowReader {
   }
   const float* operator()(int64_t first) {
     if (cache_.type == formats::GgmlType::kF32) return static_cast<const float*>(cache_.data) + first;
-    const auto* src = static_cast<const uint8_t*>(cache_.data) + first * 2;
-    // Both 16-bit types convert every element; the status is always ok for them.
-    (void)formats::Dequantize(cache_.type, absl::MakeConstSpan(src, static_cast<size_t>(n_) * 2), absl::MakeSpan(buf_));
+    const auto* src = static_cast<const uint8_t*>(cache_.data) + BytesOf(cache_.type, first);
+    // Every stored type converts whole rows (head-size multiples of 32 for q8_0, checked at
+    // lowering); the status is always ok for them.
+    (void)formats::Dequantize(cache_.type, absl::MakeConstSpan(src, static_cast<size_t>(BytesOf(cache_.type, n_))),
+                              absl::MakeSpan(buf_));
     return buf_.data();
   }
 
@@ -53,16 +61,24 @@ absl::Status StoreKvElements(const float* src, int64_t n, KvRows cache, int64_t 
     std::memcpy(static_cast<float*>(cache.data) + first, src, static_cast<size_t>(n) * sizeof(float));
     return absl::OkStatus();
   }
-  if (!Is16Bit(cache.type))
+  if (!IsStoredType(cache.type))
     return absl::InvalidArgumentError(
-        absl::StrCat("KV cache of ", formats::GgmlTypeName(cache.type), ": only f32, f16 and bf16 are stored"));
-  auto* dst = static_cast<uint8_t*>(cache.data) + first * 2;
+        absl::StrCat("KV cache of ", formats::GgmlTypeName(cache.type), ": only f32, f16, bf16 and q8_0 are stored"));
+  if (cache.type == formats::GgmlType::kQ8_0 && (first % 32 != 0 || n % 32 != 0))
+    return absl::InvalidArgumentError(
+        absl::StrCat("q8_0 KV cache: elements ", first, "..", first + n - 1,
+                     " are not whole blocks of 32 (the head size must be a multiple of 32)"));
+  auto* dst = static_cast<uint8_t*>(cache.data) + BytesOf(cache.type, first);
   return formats::Quantize(cache.type, absl::MakeConstSpan(src, static_cast<size_t>(n)),
-                           absl::MakeSpan(dst, static_cast<size_t>(n) * 2));
+                           absl::MakeSpan(dst, static_cast<size_t>(BytesOf(cache.type, n))));
 }
 
 absl::Status KvAppend(const float* rows, int64_t T, int64_t width, int64_t P, int64_t capacity, KvRows cache,
                       int64_t ring) {
+  if (cache.type == formats::GgmlType::kQ8_0 && width % 32 != 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("q8_0 KV cache: rows of ", width,
+                     " elements are not whole blocks of 32 (the head size must be a multiple of 32)"));
   if (ring > 0) {
     if (P < 0 || T < 0 || T > capacity - ring + 1)
       return absl::OutOfRangeError(absl::StrCat("sliding-window ring of ", capacity, " rows (window ", ring,

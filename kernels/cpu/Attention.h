@@ -1,9 +1,10 @@
 // Gated full attention pieces: the q/gate split, the KV cache append, causal GQA attention.
 //
 // KV cache layout: one row per position, [capacity][n_head_kv * head_dim] for K and for V (K
-// stored after RoPE, V raw), rows 0..len-1 valid. Elements are f32, or f16 / bf16 (llama.cpp's
-// -ctk / -ctv): rows are rounded to nearest-even once, when appended, and widened to f32 when
-// attention reads them, so the arithmetic after the read is the f32 cache's.
+// stored after RoPE, V raw), rows 0..len-1 valid. Elements are f32, or f16 / bf16, or q8_0 blocks
+// (llama.cpp's -ctk / -ctv): rows are rounded to nearest-even (or quantized as ggml's
+// quantize_row_q8_0) once, when appended, and widened to f32 when attention reads them, so the
+// arithmetic after the read is the f32 cache's. A q8_0 cache's rows and heads are whole blocks.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,7 @@ namespace memra::kernels::cpu {
 // q [T][n_head * head_dim] and gate [T][n_head * head_dim] (no overlap with qg).
 void QGateSplit(const float* qg, int64_t T, int64_t n_head, int64_t head_dim, float* q, float* gate);
 
-// A KV cache (or pool) and its element type: kF32, kF16 or kBF16.
+// A KV cache (or pool) and its element type: kF32, kF16, kBF16 or kQ8_0.
 // A plain float pointer converts to an f32 cache.
 struct KvRows {
   void* data = nullptr;

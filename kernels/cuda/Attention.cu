@@ -1,5 +1,5 @@
 // Causal GQA attention over the KV cache (elements of storage type ATT_KT / ATT_VT: 0 f32, 1 f16,
-// 2 bf16, Common.cuh): query t of head h attends to cache rows
+// 2 bf16, 3 q8_0, Common.cuh): query t of head h attends to cache rows
 // 0..pos[t] of kv head h / (ATT_HQ / ATT_HKV). One block of ATT_WARPS warps per (token, head):
 // each warp walks a strided subset of the keys with an online softmax, lanes split the head dim;
 // the warps' partial (max, sum, acc) are merged at the end. Prefill and decode use the same
@@ -293,13 +293,6 @@ __device__ __forceinline__ void attention_combine_body(const float* part, float*
 #define ATT_NROT ATT_D
 #endif
 
-template <int kType>
-__device__ __forceinline__ float round_to_storage(float v) {
-  if (kType == 1) return f16_to_f32(f32_to_f16(v));
-  if (kType == 2) return bf16_to_f32(f32_to_bf16(v));
-  return v;
-}
-
 // One head row of ATT_D: rms_norm (weight w) then NeoX rope at position P, as qk_norm_rope_rows
 // and rope_neox compute them (the same sums; theta_i formed by repeated products), by one warp
 // from global `src` into shared `dst`.
@@ -368,14 +361,11 @@ __device__ __forceinline__ void attention_step_split_body(const AttentionStepPar
     // block uses the rounded values it would read back.
     const bool append = hg % (ATT_GROUP / ATT_GH) == 0;
     const i64 row = (att_row(P) * ATT_HKV + kvh) * ATT_D;
+    // The warp's lanes hold one 32-element block of the row an iteration (q8_0's quantization).
     for (int d = lane; d < ATT_D; d += 32) {
       const float kv = s_k[d], vv = p.v[(i64)kvh * ATT_D + d];
-      if (append) {
-        store_from_f32<ATT_KT>(p.k_cache, row + d, kv);
-        store_from_f32<ATT_VT>(p.v_cache, row + d, vv);
-      }
-      s_k[d] = round_to_storage<ATT_KT>(kv);
-      s_v[d] = round_to_storage<ATT_VT>(vv);
+      s_k[d] = kv_store_warp<ATT_KT>(p.k_cache, row + d, kv, append);
+      s_v[d] = kv_store_warp<ATT_VT>(p.v_cache, row + d, vv, append);
     }
   }
   __syncthreads();

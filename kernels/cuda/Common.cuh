@@ -44,17 +44,27 @@ __device__ __forceinline__ u16 f32_to_f16(float f) {
 }
 #endif
 
-// Storage type codes used as specialization constants: 0 f32, 1 f16, 2 bf16.
+// Storage type codes used as specialization constants: 0 f32, 1 f16, 2 bf16; KV caches also 3,
+// q8_0 (-ctk / -ctv q8_0): ggml's blocks of 32 elements, an f16 scale d then 32 int8 q, x = q d;
+// element i is byte 2 + i % 32 of block i / 32. A q8_0 element is stored a block at a time
+// (kv_store_warp); load_as_f32 and PackedElems read every code.
+#define MEMRA_Q8_0_BYTES 34
 template <int kType>
 __device__ __forceinline__ float load_as_f32(const void* p, i64 i) {
   if (kType == 0) return static_cast<const float*>(p)[i];
   if (kType == 1) return f16_to_f32(static_cast<const u16*>(p)[i]);
+  if (kType == 3) {
+    const unsigned char* b = static_cast<const unsigned char*>(p) + (i >> 5) * MEMRA_Q8_0_BYTES;
+    return static_cast<float>(static_cast<signed char>(b[2 + (i & 31)])) * f16_to_f32(*reinterpret_cast<const u16*>(b));
+  }
   return bf16_to_f32(static_cast<const u16*>(p)[i]);
 }
 
-// Stores v as element i of storage type kType (codes as above; 16-bit: rounded to nearest-even).
+// Stores v as element i of storage type kType (codes 0-2 as above; 16-bit: rounded to
+// nearest-even). q8_0 elements are stored by a whole warp (kv_store_warp).
 template <int kType>
 __device__ __forceinline__ void store_from_f32(void* p, i64 i, float v) {
+  static_assert(kType >= 0 && kType <= 2, "q8_0 is stored a block at a time: kv_store_warp");
   if (kType == 0)
     static_cast<float*>(p)[i] = v;
   else
@@ -99,6 +109,26 @@ struct PackedElems {
   }
 };
 
+// N consecutive q8_0 elements (N even and a divisor of 32, first a multiple of N: one block's
+// slice): the block's scale and N int8 held as 16-bit words (a block is 2-byte aligned only).
+template <int N>
+struct PackedElems<3, N> {
+  static_assert(N % 2 == 0 && 32 % N == 0, "a q8_0 slice is an even divisor of the block");
+  float d;
+  u16 w[N / 2];
+  __device__ __forceinline__ void load(const void* base, i64 first) {
+    const unsigned char* b = static_cast<const unsigned char*>(base) + (first >> 5) * MEMRA_Q8_0_BYTES;
+    d = f16_to_f32(*reinterpret_cast<const u16*>(b));
+    const u16* q = reinterpret_cast<const u16*>(b + 2 + (first & 31));
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) w[i] = q[i];
+  }
+  __device__ __forceinline__ float get(int i) const {
+    const signed char q = static_cast<signed char>((i & 1) ? w[i / 2] >> 8 : w[i / 2] & 0xffu);
+    return static_cast<float>(q) * d;
+  }
+};
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
@@ -106,6 +136,31 @@ __device__ __forceinline__ float warp_sum(float v) {
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
+}
+
+// v as element i of a KV cache of storage type kType reads back (16-bit: rounded to nearest-even;
+// q8_0: quantized with its block), stored there when `write`. Called by all 32 lanes of a warp
+// together, lane l holding element 32 b + l of a q8_0 cache (one whole block; any elements for the
+// other codes). q8_0 as ggml's quantize_row_q8_0 (kernels/formats/Quant.cc): d = amax / 127,
+// q = round-half-away(v / d), d kept as f16, so the CPU executor's bytes and these agree.
+template <int kType>
+__device__ __forceinline__ float kv_store_warp(void* p, i64 i, float v, bool write = true) {
+  if (kType != 3) {
+    if (write) store_from_f32<(kType == 3 ? 0 : kType)>(p, i, v);
+    if (kType == 1) return f16_to_f32(f32_to_f16(v));
+    if (kType == 2) return bf16_to_f32(f32_to_bf16(v));
+    return v;
+  }
+  const float amax = warp_max(fabsf(v));
+  const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  const signed char q = static_cast<signed char>(static_cast<int>(roundf(v * id)));
+  const u16 dh = f32_to_f16(d);
+  if (write) {
+    unsigned char* b = static_cast<unsigned char*>(p) + (i >> 5) * MEMRA_Q8_0_BYTES;
+    if ((i & 31) == 0) *reinterpret_cast<u16*>(b) = dh;
+    b[2 + (i & 31)] = static_cast<unsigned char>(q);
+  }
+  return static_cast<float>(q) * f16_to_f32(dh);
 }
 
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.

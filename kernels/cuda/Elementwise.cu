@@ -282,7 +282,9 @@ extern "C" __global__ void embed(const EmbedParams p) {
 #define KV_RING 0
 #endif
 // k_cache[pos[t]] = k[t], v_cache[pos[t]] = v[t]; rows of KV_WIDTH (= Hkv * D) elements of the
-// caches' storage types KV_KT / KV_VT (Common.cuh codes; 16-bit rounded to nearest-even).
+// caches' storage types KV_KT / KV_VT (Common.cuh codes; 16-bit rounded to nearest-even, q8_0
+// quantized a block a warp: KV_WIDTH is then a multiple of 32 and the grid's threads come in whole
+// warps, so a warp's 32 elements are one block of one row).
 extern "C" __global__ void kv_append(const KvAppendParams p) {
   memra_grid_dependency();
   const float *k = p.k, *v = p.v;
@@ -295,8 +297,8 @@ extern "C" __global__ void kv_append(const KvAppendParams p) {
     // KV_RING > 0: a sliding-window ring of that many rows (ir/Ops.def kv_append ring).
     const i64 row = KV_RING > 0 ? (i64)(pos[t] % KV_RING) : (i64)pos[t];
     const i64 dst = row * KV_WIDTH + c;
-    store_from_f32<KV_KT>(k_cache, dst, k[i]);
-    store_from_f32<KV_VT>(v_cache, dst, v[i]);
+    kv_store_warp<KV_KT>(k_cache, dst, k[i]);
+    kv_store_warp<KV_VT>(v_cache, dst, v[i]);
   }
 }
 #endif

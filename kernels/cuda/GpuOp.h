@@ -214,7 +214,10 @@ Launch GridStrideLaunch(const Target& t, const std::string& file, const std::str
 Launch DequantBf16Launch(const Target& t, ir::DType stored, int64_t rows, int64_t cols);
 absl::Status Unsupported(const ir::Op& op, absl::string_view why);
 absl::Status BindError(const ir::Op& op, absl::string_view why);
-// The storage codes (StorageCode) of a KV cache's K and V operands (indices k, v), or an error
+// The storage code of a KV cache's element type: StorageCode's, and 3 for q8_0 blocks (-ctk /
+// -ctv q8_0; Common.cuh kv_store_warp, load_as_f32, PackedElems); -1 for any other type.
+inline int KvStorageCode(ir::DType d) { return d == ir::DType::kQ8_0 ? 3 : StorageCode(d); }
+// The storage codes (KvStorageCode) of a KV cache's K and V operands (indices k, v), or an error
 // naming the op and the type the kernels do not store.
 absl::StatusOr<std::pair<int, int>> KvCacheCodes(const SelectContext& c, unsigned k, unsigned v);
 

@@ -65,10 +65,15 @@ absl::Status Unsupported(const ir::Op& op, absl::string_view why) {
 }
 
 absl::StatusOr<std::pair<int, int>> KvCacheCodes(const SelectContext& c, unsigned k, unsigned v) {
-  const int kc = StorageCode(c.shapes.in_dtypes.at(k)), vc = StorageCode(c.shapes.in_dtypes.at(v));
+  const int kc = KvStorageCode(c.shapes.in_dtypes.at(k)), vc = KvStorageCode(c.shapes.in_dtypes.at(v));
   if (kc < 0 || vc < 0)
     return Unsupported(c.op, absl::StrCat("a KV cache of ", ir::DTypeName(c.shapes.in_dtypes.at(kc < 0 ? k : v)),
-                                          " (the CUDA kernels store f32, f16 and bf16)"));
+                                          " (the CUDA kernels store f32, f16, bf16 and q8_0)"));
+  // q8_0 rows are whole blocks: the kernels quantize and read a block within one head's row.
+  for (unsigned i : {k, v})
+    if (KvStorageCode(c.shapes.in_dtypes.at(i)) == 3 &&
+        (c.shapes.in.at(i).empty() || c.shapes.in.at(i).back() % 32 != 0))
+      return Unsupported(c.op, "a q8_0 KV cache needs a head size that is a multiple of 32");
   return std::make_pair(kc, vc);
 }
 

@@ -54,8 +54,10 @@ extern "C" __global__ void paged_kv_append(const PagedKvAppendParams p) {
     if (s < 0) continue;
     const i64 row = paged_row(p.blocks, p.max_blocks, p.n_blocks, PG_BS, s, p.pos[t]);
     if (row < 0) continue;
-    store_from_f32<PG_KT>(p.k_cache, row * PG_WIDTH + c, p.k[i]);
-    store_from_f32<PG_VT>(p.v_cache, row * PG_WIDTH + c, p.v[i]);
+    // q8_0 caches: a warp's 32 elements are one block of one row (PG_WIDTH a multiple of 32), and
+    // s and row are the same for all of them, so whole warps store together.
+    kv_store_warp<PG_KT>(p.k_cache, row * PG_WIDTH + c, p.k[i]);
+    kv_store_warp<PG_VT>(p.v_cache, row * PG_WIDTH + c, p.v[i]);
   }
 }
 #endif

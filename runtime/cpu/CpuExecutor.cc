@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "frontends/LowerOptions.h"
 #include "frontends/gguf/GgufFile.h"
 #include "ir/Function.h"
 #include "ir/StatusMacros.h"
@@ -51,10 +52,11 @@ struct CpuExecutor::BoundWeight {
 
 namespace {
 
-// A KV cache state as the attention kernels take it (f32, f16 or bf16 elements).
+// A KV cache state as the attention kernels take it (f32, f16, bf16 elements or q8_0 blocks).
 kc::KvRows KvOf(HostTensor& t) {
   const formats::GgmlType type = t.dtype() == DType::kF16    ? formats::GgmlType::kF16
                                  : t.dtype() == DType::kBF16 ? formats::GgmlType::kBF16
+                                 : t.dtype() == DType::kQ8_0 ? formats::GgmlType::kQ8_0
                                                              : formats::GgmlType::kF32;
   return {t.mutable_data(), type};
 }
@@ -215,11 +217,12 @@ absl::Status CpuExecutor::AllocateState() {
     llvm::SmallVector<int64_t, 4> shape;
     for (const ir::Dim& d : s->shape().dims()) shape.push_back(d.value());
     DType dt = s->dtype();
-    const bool kv16 = s->state_kind() == ir::StateKind::kKv && (dt == DType::kF16 || dt == DType::kBF16);
-    if (dt != DType::kF32 && dt != DType::kI32 && dt != DType::kI64 && !kv16)
-      return absl::UnimplementedError(absl::StrCat(
-          "state @", s->name(), ": the CPU executor keeps f32, i32 and i64 state (and f16 / bf16 KV caches), not ",
-          ir::DTypeName(dt)));
+    const bool kv = s->state_kind() == ir::StateKind::kKv && frontends::IsKvCacheType(dt);
+    if (dt != DType::kF32 && dt != DType::kI32 && dt != DType::kI64 && !kv)
+      return absl::UnimplementedError(absl::StrCat("state @", s->name(),
+                                                   ": the CPU executor keeps f32, i32 and i64 state (and f16 / bf16 / "
+                                                   "q8_0 KV caches), not ",
+                                                   ir::DTypeName(dt)));
     state_[s] = HostTensor::Zeros(dt, shape);
     if (s->state_kind() == ir::StateKind::kPosition && (position_state_ == nullptr || s->name() == "pos"))
       position_state_ = s;

@@ -25,6 +25,8 @@ HostTensor HostTensor::Zeros(ir::DType dtype, llvm::ArrayRef<int64_t> shape) {
     t.storage_->i64.assign(n, 0);
   else if (dtype == ir::DType::kF16 || dtype == ir::DType::kBF16)
     t.storage_->u16.assign(n, 0);
+  else if (ir::IsQuantized(dtype))
+    t.storage_->blocks.assign(static_cast<size_t>(ir::StorageBytes(dtype, t.numel()).value_or(0)), 0);
   else
     t.storage_->f32.assign(n, 0.0f);
   return t;
@@ -62,6 +64,7 @@ const void* HostTensor::data() const {
   if (dtype_ == ir::DType::kI32) return i32();
   if (dtype_ == ir::DType::kI64) return i64();
   if (Is16Bit()) return storage_->u16.data();
+  if (ir::IsQuantized(dtype_)) return storage_->blocks.data();
   return f32();
 }
 
@@ -69,7 +72,10 @@ void* HostTensor::mutable_data() { return const_cast<void*>(static_cast<const Ho
 
 bool HostTensor::Is16Bit() const { return dtype_ == ir::DType::kF16 || dtype_ == ir::DType::kBF16; }
 
-int64_t HostTensor::nbytes() const { return numel() * (dtype_ == ir::DType::kI64 ? 8 : Is16Bit() ? 2 : 4); }
+int64_t HostTensor::nbytes() const {
+  if (ir::IsQuantized(dtype_)) return ir::StorageBytes(dtype_, numel()).value_or(0);
+  return numel() * (dtype_ == ir::DType::kI64 ? 8 : Is16Bit() ? 2 : 4);
+}
 
 HostTensor HostTensor::Clone() const {
   HostTensor t = Zeros(dtype_, shape_);

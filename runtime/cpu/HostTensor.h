@@ -58,7 +58,8 @@ class HostTensor {
     std::vector<float> f32;
     std::vector<int32_t> i32;
     std::vector<int64_t> i64;
-    std::vector<uint16_t> u16;  // f16 / bf16 bits
+    std::vector<uint16_t> u16;    // f16 / bf16 bits
+    std::vector<uint8_t> blocks;  // quantized blocks (a q8_0 KV cache)
   };
   ir::DType dtype_ = ir::DType::kF32;
   llvm::SmallVector<int64_t, 4> shape_;

@@ -44,11 +44,12 @@ refused "a plan fixes its context; compile it with --ctx-size" -- run "$tmp/m.pl
 refused "passes and the pass dumps apply when compiling" -- run "$tmp/m.plan" --tokens 1,2 -n 1 --passes=dce
 refused "a plan fixes its KV cache types; compile it with --cache-type-k/-v" -- run "$tmp/m.plan" --tokens 1,2 -n 1 -ctk f16
 
-# KV cache types (llama.cpp's -ctk / -ctv): f32, f16, bf16; anything else is refused by name, and a
-# 16-bit cache runs.
-refused "cache-type-k option: 'q4_0' is not one of f32, f16, bf16" -- "${run[@]}" -ctk q4_0
-refused "cache-type-v option: 'f64' is not one of f32, f16, bf16" -- "${run[@]}" --cache-type-v f64
+# KV cache types (llama.cpp's -ctk / -ctv): f32, f16, bf16, q8_0; anything else is refused by name,
+# and a 16-bit or q8_0 cache runs.
+refused "cache-type-k option: 'q4_0' is not one of f32, f16, bf16, q8_0" -- "${run[@]}" -ctk q4_0
+refused "cache-type-v option: 'f64' is not one of f32, f16, bf16, q8_0" -- "${run[@]}" --cache-type-v f64
 "$memra" "${run[@]}" -ctk f16 -ctv bf16 >/dev/null 2>"$tmp/err.txt" || { cat "$tmp/err.txt"; fail "a 16-bit KV cache run"; }
+"$memra" "${run[@]}" -ctk q8_0 -ctv f16 >/dev/null 2>"$tmp/err.txt" || { cat "$tmp/err.txt"; fail "a q8_0 K cache run"; }
 refused "--gguf and --arch apply to a plan" -- run "$model" --tokens 1,2 -n 1 --arch sm_90
 refused "no model: give it as the first argument or with -m PATH" -- run --tokens 1,2 -n 1
 refused "two models given" -- run "$model" -m "$tmp/other.gguf" --tokens 1,2 -n 1

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -265,18 +266,21 @@ TEST_F(CudaExecutorTest, TinyQ8MatchesCpu) {
   }
 }
 
-// A 16-bit KV cache (-ctk / -ctv f16 or bf16) on the GPU against the CPU executor with the same
-// cache: both round each appended row to nearest-even, so the caches agree but for the rare row
-// whose f32 value sits on a rounding boundary, and the logits stay at the f32-cache distance.
-// Prompt (flash / CUDA-core attention over the 16-bit rows), then 32 decode steps (split-KV).
-TEST_F(CudaExecutorTest, SixteenBitKvCacheMatchesCpu) {
+// A 16-bit or q8_0 KV cache (-ctk / -ctv f16, bf16 or q8_0) on the GPU against the CPU executor
+// with the same cache: both round each appended row to nearest-even (q8_0: quantize each block as
+// ggml's quantize_row_q8_0), so the caches agree but for the rare row (block) whose f32 values sit
+// on a rounding boundary, and the logits stay at the f32-cache distance (q8_0: a boundary element
+// moves one step, d = amax / 127, so a looser bound). Prompt (flash / CUDA-core attention over the
+// stored rows), then 32 decode steps (split-KV).
+TEST_F(CudaExecutorTest, StoredKvCacheMatchesCpu) {
   const std::string model = CudaTestDataPath("models/qwen35-tiny-f32.gguf");
   const std::string ref = CudaTestDataPath("ref/qwen35-tiny-f32/greedy_tokens.i32");
   if (!FileExists(model)) GTEST_SKIP() << "fixture not found: " << model;
   auto forced = memra::testing::ReadI32File(ref);
   ASSERT_TRUE(forced.ok()) << forced.status();
-  for (ir::DType t : {ir::DType::kF16, ir::DType::kBF16}) {
+  for (ir::DType t : {ir::DType::kF16, ir::DType::kBF16, ir::DType::kQ8_0}) {
     SCOPED_TRACE(ir::DTypeName(t));
+    const bool q8 = t == ir::DType::kQ8_0;
     auto m = Load(model, kernels::cuda::WeightMode::kBlocks, frontends::KvCacheTypes{t, t});
     ASSERT_TRUE(m.ok()) << m.status();
     auto c = m->cpu->Run("prefill", Ids(kPrompt));
@@ -288,25 +292,28 @@ TEST_F(CudaExecutorTest, SixteenBitKvCacheMatchesCpu) {
     const HostTensor* cs = m->cpu->state("blk.3.k_cache");
     ASSERT_EQ(gs->dtype(), t);
     ASSERT_EQ(gs->nbytes(), cs->nbytes());
-    const auto* gb = static_cast<const uint16_t*>(gs->data());
-    const auto* cb = static_cast<const uint16_t*>(cs->data());
+    // Units compared: 16-bit elements, or q8_0 blocks (scale and 32 int8); a written unit is non-zero.
+    const int64_t unit = q8 ? 34 : 2, units = gs->nbytes() / unit;
+    const auto* gb = static_cast<const uint8_t*>(gs->data());
+    const auto* cb = static_cast<const uint8_t*>(cs->data());
+    const std::vector<uint8_t> zero(static_cast<size_t>(unit), 0);
     int64_t differ = 0, written = 0;
-    for (int64_t i = 0; i < gs->numel(); ++i) {
-      differ += gb[i] != cb[i];
-      written += cb[i] != 0;
+    for (int64_t i = 0; i < units; ++i) {
+      differ += std::memcmp(gb + i * unit, cb + i * unit, static_cast<size_t>(unit)) != 0;
+      written += std::memcmp(cb + i * unit, zero.data(), static_cast<size_t>(unit)) != 0;
     }
     auto d = ForcedDecode(*m, *forced);
     ASSERT_TRUE(d.ok()) << d.status();
     std::printf(
-        "  %s KV cache: prefill logits vs CPU max|d| %.3e nmse %.3e; blk.3.k_cache %lld of %lld written elements "
+        "  %s KV cache: prefill logits vs CPU max|d| %.3e nmse %.3e; blk.3.k_cache %lld of %lld written %s "
         "differ; 32 decode steps: worst row nmse %.3e, argmax = CPU's at %d/32\n",
         std::string(ir::DTypeName(t)).c_str(), s.max_abs, s.nmse, static_cast<long long>(differ),
-        static_cast<long long>(written), d->worst, d->step_agree);
-    EXPECT_GT(written, 47 * gs->numel() / gs->dim(0));  // the prompt's 48 rows landed
+        static_cast<long long>(written), q8 ? "blocks" : "elements", d->worst, d->step_agree);
+    EXPECT_GT(written, 47 * units / gs->dim(0));  // the prompt's 48 rows landed
     EXPECT_LE(differ, written / 100 + 1);
     // Far below what the rounding itself moves (f16 ~1e-7, bf16 ~1e-5 nmse from an f32 cache).
-    EXPECT_LE(s.nmse, 1e-8);
-    EXPECT_LE(d->worst, 1e-8);
+    EXPECT_LE(s.nmse, q8 ? 1e-6 : 1e-8);
+    EXPECT_LE(d->worst, q8 ? 1e-6 : 1e-8);
     EXPECT_EQ(d->step_agree, 32);
   }
 }

@@ -92,10 +92,12 @@ TEST(NvrtcCompileTest, TinyModelPlanCompilesForSm90) {
     for (kernels::cuda::WeightMode w : {kernels::cuda::WeightMode::kBlocks, kernels::cuda::WeightMode::kBf16})
       for (const ModuleSpec& m : TinyModelModules(model, w))
         if (seen.insert(m.Key()).second) mods.push_back(m);
-    // 16-bit KV caches (-ctk / -ctv): the attention, kv_append and paged modules of each element
-    // type pair (f32 model: the CUDA-core prefill; q8_0: flash attention, a bf16 cache in place).
+    // 16-bit and q8_0 KV caches (-ctk / -ctv): the attention, kv_append and paged modules of each
+    // element type pair (f32 model: the CUDA-core prefill; q8_0: flash attention, a bf16 cache in
+    // place, a q8_0 one through the bf16 copy).
     for (frontends::KvCacheTypes kv : {frontends::KvCacheTypes{ir::DType::kF16, ir::DType::kF16},
-                                       frontends::KvCacheTypes{ir::DType::kBF16, ir::DType::kF32}})
+                                       frontends::KvCacheTypes{ir::DType::kBF16, ir::DType::kF32},
+                                       frontends::KvCacheTypes{ir::DType::kQ8_0, ir::DType::kQ8_0}})
       for (const ModuleSpec& m : TinyModelModules(model, kernels::cuda::WeightMode::kBlocks, kv))
         if (seen.insert(m.Key()).second) mods.push_back(m);
   }

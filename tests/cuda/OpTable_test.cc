@@ -722,14 +722,17 @@ void OpTableTest::CheckAttentionGeometries(bool long_prompts) {
 TEST_F(OpTableTest, AttentionGeometries) { CheckAttentionGeometries(false); }
 TEST_F(OpTableTest, AttentionLongPrompts) { CheckAttentionGeometries(true); }
 
-// KV caches of f16 / bf16 elements (-ctk / -ctv): kv_append rounds the rows, attention reads them
-// widened (precision f32: split-KV decode and the CUDA-core prefill) or as bf16 (precision bf16:
-// the tensor-core prefill reads a bf16 cache in place, copies the others). The CPU executor rounds
-// the same way, so the bounds are the f32 cache's. The 9B's shape and a 512-wide windowed one; a
-// paged f16 pool.
+// KV caches of f16 / bf16 elements or q8_0 blocks (-ctk / -ctv): kv_append rounds the rows (q8_0:
+// quantizes each block, a warp a block), attention reads them widened (precision f32: split-KV
+// decode and the CUDA-core prefill) or as bf16 (precision bf16: the tensor-core prefill reads a
+// bf16 cache in place, copies the others). The CPU executor rounds the same way, so the bounds are
+// the f32 cache's. The 9B's shape and a 512-wide windowed one; a paged f16 pool.
 TEST_F(OpTableTest, KvCacheTypes) {
-  const std::pair<DType, DType> types[] = {
-      {DType::kF16, DType::kF16}, {DType::kBF16, DType::kBF16}, {DType::kF16, DType::kF32}};
+  const std::pair<DType, DType> types[] = {{DType::kF16, DType::kF16},
+                                           {DType::kBF16, DType::kBF16},
+                                           {DType::kF16, DType::kF32},
+                                           {DType::kQ8_0, DType::kQ8_0},
+                                           {DType::kQ8_0, DType::kF16}};
   struct Geo {
     int64_t hq, hkv, d, window;
     const char* precision;
@@ -1132,12 +1135,17 @@ TEST_F(OpTableTest, GatedAttentionStep) {
     DType cache;
     int64_t start;  // the first call's position
   };
-  for (const StepGeo& g : {StepGeo{8, 2, DType::kF32, 1500}, StepGeo{16, 4, DType::kF32, 1500},
-                           StepGeo{8, 2, DType::kBF16, 0}, StepGeo{16, 4, DType::kF32, 0}})
+  // q8_0: the new key is normalized and rotated on each side before it is quantized, so an element
+  // at a rounding boundary may land one step (d = amax / 127) apart: a looser bound.
+  for (const StepGeo& g :
+       {StepGeo{8, 2, DType::kF32, 1500}, StepGeo{16, 4, DType::kF32, 1500}, StepGeo{8, 2, DType::kBF16, 0},
+        StepGeo{16, 4, DType::kF32, 0}, StepGeo{16, 4, DType::kQ8_0, 0}})
     Check(
         "gated_attention_step",
         absl::StrCat(g.hq, "q/", g.hkv, "kv ", ir::DTypeName(g.cache), g.start > 0 ? " deep" : ""), 1,
-        g.cache == DType::kF32 ? 1e-9 : 1e-6,
+        g.cache == DType::kF32    ? 1e-9
+        : g.cache == DType::kQ8_0 ? 1e-5
+                                  : 1e-6,
         [g](Harness& h) {
           constexpr int64_t d = 256, rows = 2048;
           Value* k = h.Arg("k", {-1, g.hkv, d});
@@ -1363,9 +1371,10 @@ TEST_F(OpTableTest, Sequences) {
     return {h.Arg("tok_seq", {-1}, DType::kI32), h.Arg("seq_slot", {kSlots}, DType::kI32),
             h.Arg("seq_start", {kSlots + 1}, DType::kI32)};
   };
-  // f32 and f16 pools (-ctk / -ctv f16: rounded on append, widened on read, as the CPU does), and
-  // a sliding window of 16 keys (Gemma 4's SWA layers).
-  for (auto [cache_t, window] : {std::pair<DType, int64_t>{DType::kF32, 0}, {DType::kF16, 0}, {DType::kF32, 16}})
+  // f32, f16 and q8_0 pools (-ctk / -ctv f16 / q8_0: rounded or quantized on append, widened on
+  // read, as the CPU does), and a sliding window of 16 keys (Gemma 4's SWA layers).
+  for (auto [cache_t, window] :
+       {std::pair<DType, int64_t>{DType::kF32, 0}, {DType::kF16, 0}, {DType::kQ8_0, 0}, {DType::kF32, 16}})
     FOR_T Check(
         "paged_attention", absl::StrCat(ir::DTypeName(cache_t), window > 0 ? " w16" : ""), T, 1e-9,
         [&](Harness& h) {

@@ -131,6 +131,42 @@ TEST(ModelFamilyTest, Step35FixturesLower) {
   EXPECT_TRUE(absl::StrContains(e.status().message(), "step35.")) << e.status();
 }
 
+// q8_0 KV caches (-ctk / -ctv q8_0) lower for every family, one sequence and a step over several,
+// every KV state in the asked type; a head size that q8_0 blocks do not tile is refused before
+// any lowering, naming the flag and the size.
+TEST(ModelFamilyTest, Q8_0KvCachesLowerForEveryFamily) {
+  for (const char* file :
+       {"qwen35-tiny-q8_0", "qwen35moe-tiny-q8_0", "gemma4-tiny-q8_0", "gemma4e-tiny-q8_0", "step35-tiny-q8_0"}) {
+    SCOPED_TRACE(file);
+    const std::string path = SharedPath(absl::StrCat("fixtures/models/", file, ".gguf"));
+    if (!FileExists(path)) GTEST_SKIP() << path << " not found";
+    auto f = gguf::GgufFile::Open(path);
+    ASSERT_TRUE(f.ok()) << f.status();
+    for (int64_t slots : {0, 2}) {
+      frontends::LowerOptions o;
+      o.slots = slots;
+      o.cache_types = {ir::DType::kQ8_0, ir::DType::kF16};
+      auto m = LowerModel(**f, o);
+      ASSERT_TRUE(m.ok()) << m.status();
+      int k = 0, v = 0;
+      for (const auto& st : (*m)->states()) {
+        if (st->state_kind() != ir::StateKind::kKv) continue;
+        const bool is_k = absl::StrContains(st->name(), "k_cache");
+        EXPECT_EQ(st->dtype(), is_k ? ir::DType::kQ8_0 : ir::DType::kF16) << st->name();
+        (is_k ? k : v) += 1;
+      }
+      EXPECT_GT(k, 0);
+      EXPECT_EQ(k, v);
+    }
+  }
+  const absl::Status odd = frontends::CheckKvCacheTypes({ir::DType::kF16, ir::DType::kQ8_0}, {64, 48});
+  EXPECT_EQ(odd.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(odd.message(), "--cache-type-v q8_0")) << odd;
+  EXPECT_TRUE(absl::StrContains(odd.message(), "head size 48")) << odd;
+  EXPECT_TRUE(frontends::CheckKvCacheTypes({ir::DType::kQ8_0, ir::DType::kQ8_0}, {64, 256, 512}).ok());
+  EXPECT_FALSE(frontends::CheckKvCacheTypes({ir::DType::kQ4_0, ir::DType::kF32}).ok());
+}
+
 TEST(ModelFamilyTest, MissingArchitectureKeyIsNamed) {
   gguf::GgufWriter w;
   w.Set("general.name", gguf::Value::String("nameless"));

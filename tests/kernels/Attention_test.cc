@@ -143,30 +143,39 @@ TEST(AttentionTest, SlidingWindow) {
                    .ok());
 }
 
-// 16-bit caches (-ctk / -ctv f16 / bf16): KvAppend rounds each element to nearest-even, attention
-// reads them widened, so its result is bit for bit the f32 cache's over the rounded rows; a
-// paged f16 pool gives the same bits; the rounding's cost against float64 over the unrounded
-// rows is printed (and bounded loosely: half-precision K and V).
-TEST(AttentionTest, SixteenBitCachesEqualF32OverRoundedRows) {
+// 16-bit and q8_0 caches (-ctk / -ctv f16 / bf16 / q8_0): KvAppend rounds each element to
+// nearest-even (q8_0: quantizes each row's blocks as ggml's quantize_row_q8_0), attention reads
+// them widened, so its result is bit for bit the f32 cache's over the rounded rows; a paged pool
+// gives the same bits; the rounding's cost against float64 over the unrounded rows is printed (and
+// bounded loosely: half-precision or 8-bit K and V).
+TEST(AttentionTest, StoredCachesEqualF32OverRoundedRows) {
   const int64_t H = 8, Hkv = 2, D = 128, P = 9, T = 6, cap = 16, W = Hkv * D;
   const float scale = 1.0f / std::sqrt(float(D));
   auto q = Random(T * H * D, 11);
   auto k = Random((P + T) * W, 12);
   auto v = Random((P + T) * W, 13, 3.0f);
-  for (formats::GgmlType type : {formats::GgmlType::kF16, formats::GgmlType::kBF16}) {
+  for (formats::GgmlType type : {formats::GgmlType::kF16, formats::GgmlType::kBF16, formats::GgmlType::kQ8_0}) {
     SCOPED_TRACE(formats::GgmlTypeName(type));
-    auto round = [&](float x) {
-      return type == formats::GgmlType::kF16 ? formats::HalfToFloat(formats::FloatToHalf(x))
-                                             : formats::Bf16ToFloat(formats::FloatToBf16(x));
+    const bool q8 = type == formats::GgmlType::kQ8_0;
+    auto bytes = [&](int64_t n) { return static_cast<size_t>(q8 ? n / 32 * 34 : n * 2); };
+    // The values a stored row reads back: element-wise rounding, or a q8_0 round trip of whole blocks.
+    auto rounded = [&](const std::vector<float>& x) {
+      std::vector<float> r(x.size());
+      if (q8) {
+        std::vector<uint8_t> blocks(bytes(static_cast<int64_t>(x.size())));
+        EXPECT_TRUE(formats::Quantize(type, x, absl::MakeSpan(blocks)).ok());
+        EXPECT_TRUE(formats::Dequantize(type, blocks, absl::MakeSpan(r)).ok());
+        return r;
+      }
+      for (size_t i = 0; i < x.size(); ++i)
+        r[i] = type == formats::GgmlType::kF16 ? formats::HalfToFloat(formats::FloatToHalf(x[i]))
+                                               : formats::Bf16ToFloat(formats::FloatToBf16(x[i]));
+      return r;
     };
-    std::vector<uint16_t> kc(cap * W, 0xffff), vc(cap * W, 0xffff);  // NaN past the rows written
+    std::vector<uint8_t> kc(bytes(cap * W), 0xff), vc(bytes(cap * W), 0xff);  // NaN past the rows written
     ASSERT_TRUE(KvAppend(k.data(), P + T, W, 0, cap, KvRows(kc.data(), type)).ok());
     ASSERT_TRUE(KvAppend(v.data(), P + T, W, 0, cap, KvRows(vc.data(), type)).ok());
-    std::vector<float> kr(k.size()), vr(v.size());
-    for (size_t i = 0; i < k.size(); ++i) {
-      kr[i] = round(k[i]);
-      vr[i] = round(v[i]);
-    }
+    const std::vector<float> kr = rounded(k), vr = rounded(v);
     std::vector<float> out16(T * H * D), out32(T * H * D);
     ThreadPool pool(2);
     CausalAttention(q.data(), T, P, ConstKvRows(kc.data(), type), ConstKvRows(vc.data(), type), H, Hkv, D, scale,
@@ -176,7 +185,7 @@ TEST(AttentionTest, SixteenBitCachesEqualF32OverRoundedRows) {
     // The same rows in a paged pool of two blocks of 8, in reverse order.
     const int64_t block = 8;
     const int32_t table[2] = {1, 0};
-    std::vector<uint16_t> kp(2 * block * W, 0xffff), vp(kp.size(), 0xffff);
+    std::vector<uint8_t> kp(bytes(2 * block * W), 0xff), vp(kp.size(), 0xff);
     for (int64_t j = 0; j < P + T; ++j) {
       const int64_t r = (table[j / block] * block + j % block) * W;
       ASSERT_TRUE(StoreKvElements(k.data() + j * W, W, KvRows(kp.data(), type), r).ok());
@@ -199,9 +208,13 @@ TEST(AttentionTest, SixteenBitCachesEqualF32OverRoundedRows) {
                 std::string(formats::GgmlTypeName(type)).c_str(), err / norm);
     EXPECT_LT(err / norm, type == formats::GgmlType::kF16 ? 1e-6 : 1e-4);
   }
-  // A cache type the kernels do not store is an error, not a silent f32 write.
-  std::vector<uint8_t> q8(cap * W);
-  EXPECT_FALSE(KvAppend(k.data(), 1, W, 0, cap, KvRows(q8.data(), formats::GgmlType::kQ8_0)).ok());
+  // A cache type the kernels do not store is an error, not a silent f32 write; so is a q8_0 row
+  // that is not whole blocks (a head size that is not a multiple of 32).
+  std::vector<uint8_t> q4(cap * W);
+  EXPECT_FALSE(KvAppend(k.data(), 1, W, 0, cap, KvRows(q4.data(), formats::GgmlType::kQ4_0)).ok());
+  const absl::Status partial = KvAppend(k.data(), 2, 48, 0, cap, KvRows(q4.data(), formats::GgmlType::kQ8_0));
+  EXPECT_FALSE(partial.ok());
+  EXPECT_NE(partial.message().find("multiple of 32"), std::string::npos) << partial;
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // kernels/cuda/Attention.cu's decode path without a GPU: attention_split + attention_combine of one
 // module (the ATT_* -D constants) on the host emulation (CudaHostEmulation.h), the caches stored
-// in the module's element types (ATT_KT / ATT_VT: f32, f16, bf16, written by Common.cuh's
-// store_from_f32 as kv_append does), at three live lengths: one that fills fewer ranges than
+// in the module's element types (ATT_KT / ATT_VT: f32, f16, bf16, q8_0, written by Common.cuh's
+// kv_store_warp as kv_append does), at three live lengths: one that fills fewer ranges than
 // ATT_SPLITS (the rest must write l = 0), one that fills them all, and the last row of the cache;
 // with ATT_EMU_WINDOW > 0 as a sliding window. Checked against a float64 reference over the
 // rounded rows; partials and outputs are NaN-poisoned first, so a range or a head the kernels do
@@ -17,6 +17,7 @@
 #include "kernels/cuda/Common.cuh"
 #include "kernels/cuda/KernelParams.h"
 #undef __CUDACC__
+#include "tests/cuda/emulation/KvStoreEmu.h"
 
 float emu_half(unsigned short h) { return f16_to_f32(h); }
 void emu_register(const char*, void (*)(const void*)) {}
@@ -47,17 +48,18 @@ int main() {
   // sliding-window ring of ATT_RING rows (key j in row j % ATT_RING), refilled for each position
   // with the keys it holds then.
   constexpr int SROWS = ATT_RING > 0 ? ATT_RING : ROWS, W = HKV * D;
-  std::vector<unsigned char> kc(SROWS * W * (ATT_KT == 0 ? 4 : 2)), vc(SROWS * W * (ATT_VT == 0 ? 4 : 2));
+  std::vector<unsigned char> kc(emu_kv_bytes<ATT_KT>(SROWS * W)), vc(emu_kv_bytes<ATT_VT>(SROWS * W));
   std::vector<double> kr(k.size()), vr(v.size());
-  auto fill_ring = [&](int last) {  // rows last - SROWS + 1 .. last
-    for (int j = std::max(0, last - SROWS + 1); j <= last; ++j)
-      for (int e = 0; e < W; ++e) {
-        const i64 at = (i64)(j % SROWS) * W + e, i = (i64)j * W + e;
-        store_from_f32<ATT_KT>(kc.data(), at, k[i]);
-        store_from_f32<ATT_VT>(vc.data(), at, v[i]);
-        kr[i] = load_as_f32<ATT_KT>(kc.data(), at);
-        vr[i] = load_as_f32<ATT_VT>(vc.data(), at);
-      }
+  auto fill_ring = [&](int last) {  // rows last - SROWS + 1 .. last, each ring row once
+    const int first = std::max(0, last - SROWS + 1);
+    const i64 n = (i64)(last + 1 - first) * W;
+    auto at = [&](long long i) { return (i64)((first + i / W) % SROWS) * W + i % W; };
+    const std::vector<float> kb = emu_store_kv<ATT_KT>(kc.data(), k.data() + (i64)first * W, n, at);
+    const std::vector<float> vb = emu_store_kv<ATT_VT>(vc.data(), v.data() + (i64)first * W, n, at);
+    for (i64 i = 0; i < n; ++i) {
+      kr[(i64)first * W + i] = kb[i];
+      vr[(i64)first * W + i] = vb[i];
+    }
   };
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const int min_chunk = ATT_WARPS * ((ATT_KT == 0 || ATT_VT == 0) ? 2 : 4) * 2;  // ATT_MIN_CHUNK
@@ -67,7 +69,7 @@ int main() {
     if (pos >= ROWS) continue;
     fill_ring(pos);
     std::vector<float> part(HQ * ATT_SPLITS * (D + 4), std::nanf("")), o(HQ * D, std::nanf(""));
-    AttentionParams p;
+    AttentionParams p{};
     p.q = q.data();
     p.k_cache = kc.data();
     p.v_cache = vc.data();
@@ -78,7 +80,7 @@ int main() {
     p.window = ATT_EMU_WINDOW;
     emu_launch([](const void* a) { att_emu::attention_split(*static_cast<const AttentionParams*>(a)); },
                HQ / ATT_GH * ATT_SPLITS, ATT_WARPS * 32, &p);
-    AttentionCombineParams c;
+    AttentionCombineParams c{};  // no gate (zeroed)
     c.part = part.data();
     c.o = o.data();
     emu_launch([](const void* a) { att_emu::attention_combine(*static_cast<const AttentionCombineParams*>(a)); }, HQ,

@@ -1,11 +1,12 @@
 // kernels/cuda/FlashAttention.cu without a GPU: one module (the FA_* -D constants of the compile,
 // flash_attention_run.sh) run on the host emulation (CudaHostEmulation.h + MmaEmulation.h) over a
 // call that continues a sequence (positions P0.., the cache holding P0 earlier keys), the caches
-// stored in the module's element types (FA_KT / FA_VT: f32, f16 or bf16, as kv_append writes
+// stored in the module's element types (FA_KT / FA_VT: f32, f16, bf16 or q8_0, as kv_append writes
 // them; a bf16 cache is read in place, the others through flash_kv_bf16's copy, as
 // FlashAttention.cc binds them), checked against a float64 reference on the same rounded Q, K and
 // V; outputs are poisoned with NaN first, so a row the kernel does not write fails. Prints the normalized MSE; exit
 // status 1 past the bound.
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <random>
@@ -18,6 +19,7 @@
 #include "kernels/cuda/FlashAttentionParams.h"
 #include "kernels/cuda/KernelParams.h"
 #undef __CUDACC__
+#include "tests/cuda/emulation/KvStoreEmu.h"
 
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 inline float2 make_float2(float x, float y) { return {x, y}; }
@@ -89,15 +91,14 @@ int main() {
   // FA_RING > 0: a sliding-window ring of FA_RING rows holding the last FA_RING keys, key j in row
   // j % FA_RING (the older keys are overwritten, as kv_append's ring does).
   constexpr int srows = FA_RING > 0 ? FA_RING : rows, width = HKV * D;
-  std::vector<unsigned char> kst(srows * width * (FA_KT == 0 ? 4 : 2)), vst(srows * width * (FA_VT == 0 ? 4 : 2));
+  std::vector<unsigned char> kst(emu_kv_bytes<FA_KT>(srows * width)), vst(emu_kv_bytes<FA_VT>(srows * width));
+  // Row by row, so a ring's later rows overwrite the earlier ones as kv_append's calls do.
   for (int j = 0; j < rows; ++j) {
-    for (int e = 0; e < width; ++e) {
-      const i64 at = (i64)(j % srows) * width + e, i = (i64)j * width + e;
-      store_from_f32<FA_KT>(kst.data(), at, kc[i]);
-      store_from_f32<FA_VT>(vst.data(), at, vc[i]);
-      kc[i] = load_as_f32<FA_KT>(kst.data(), at);
-      vc[i] = load_as_f32<FA_VT>(vst.data(), at);
-    }
+    auto at = [&](long long e) { return (i64)(j % srows) * width + e; };
+    const std::vector<float> k_back = emu_store_kv<FA_KT>(kst.data(), kc.data() + (i64)j * width, width, at);
+    const std::vector<float> v_back = emu_store_kv<FA_VT>(vst.data(), vc.data() + (i64)j * width, width, at);
+    std::copy(k_back.begin(), k_back.end(), kc.begin() + (i64)j * width);
+    std::copy(v_back.begin(), v_back.end(), vc.begin() + (i64)j * width);
   }
   FlashAttentionParams p;
   p.q = q.data();
