@@ -60,9 +60,7 @@ constexpr int64_t kWgmmaRegisters = 65536;  // per SM (sm_90): the O accumulator
 
 std::optional<WgmmaGeometry> WgmmaGeometryFor(const Geometry& g, const Target& t, int64_t wg) {
   if (t.arch != 90 || g.d % 64 != 0 || g.dv % 64 != 0) return std::nullopt;
-  // Head dim 512 (32-key tiles) passes the host emulation; it is selected once its op-table rows
-  // have run on the device (docs/design/attention-next.md).
-  if (g.d > 256) return std::nullopt;
+  // Head dim 512 takes 32-key tiles (the loop below): two K and two V buffers fit beside Q.
   const int64_t rows = 64 * wg, group = g.hq / g.hkv;
   if (rows % group != 0) return std::nullopt;
   // Registers a thread: O (dv / 2) + S (32) + P (16) + ~50 of addressing and softmax state
