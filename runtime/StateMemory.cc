@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "frontends/LowerOptions.h"
 #include "ir/DType.h"
 
 namespace memra::runtime {
@@ -111,6 +112,24 @@ uint64_t AddressSpaceLeft() {
 }
 
 }  // namespace
+
+absl::StatusOr<int64_t> StateStorageBytes(const ir::StateVar& s, absl::string_view executor) {
+  const ir::DType dt = s.dtype();
+  const bool kv = s.state_kind() == ir::StateKind::kKv && frontends::IsKvCacheType(dt);
+  if (dt != ir::DType::kF32 && dt != ir::DType::kI32 && dt != ir::DType::kI64 && !kv)
+    return absl::UnimplementedError(absl::StrCat("state @", s.name(), ": the ", executor,
+                                                 " executor keeps f32, i32 and i64 state (and f16 / bf16 / q8_0 KV "
+                                                 "caches), not ",
+                                                 ir::DTypeName(dt)));
+  const int64_t n = s.shape().NumElements().value_or(0);
+  const std::optional<int64_t> bytes = ir::StorageBytes(dt, n);
+  // A quantized cache is read and written a head's row at a time: each row whole blocks.
+  const int64_t row = s.rank() > 0 ? s.shape().dims().back().value() : 1;
+  if (!bytes || row % ir::InfoOf(dt).block_elems != 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("state @", s.name(), ": rows of ", row, " elements are not whole ", ir::DTypeName(dt), " blocks"));
+  return *bytes;
+}
 
 uint64_t AvailableHostMemory() { return std::min(MemAvailable(), AddressSpaceLeft()); }
 

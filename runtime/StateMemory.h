@@ -30,6 +30,11 @@ std::string DescribeStateBytes(const StateBytes& bytes);
 
 absl::Status CheckStateFits(const StateBytes& need, uint64_t available, absl::string_view where);
 
+// The bytes one state takes on an executor (f32, i32, i64; KV caches also f16, bf16 or q8_0
+// blocks), or Unimplemented naming the state, the executor ("CPU", "CUDA") and the type it does
+// not keep, or InvalidArgument when a quantized state is not whole blocks.
+absl::StatusOr<int64_t> StateStorageBytes(const ir::StateVar& state, absl::string_view executor);
+
 // Host memory available to this process: MemAvailable of /proc/meminfo (else physical pages),
 // capped by what an address-space limit (ulimit -v) leaves.
 uint64_t AvailableHostMemory();

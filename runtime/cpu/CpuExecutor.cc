@@ -18,7 +18,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "frontends/LowerOptions.h"
 #include "frontends/gguf/GgufFile.h"
 #include "ir/Function.h"
 #include "ir/StatusMacros.h"
@@ -216,14 +215,8 @@ absl::Status CpuExecutor::AllocateState() {
       return absl::InvalidArgumentError(absl::StrCat("state @", s->name(), " has a symbolic shape"));
     llvm::SmallVector<int64_t, 4> shape;
     for (const ir::Dim& d : s->shape().dims()) shape.push_back(d.value());
-    DType dt = s->dtype();
-    const bool kv = s->state_kind() == ir::StateKind::kKv && frontends::IsKvCacheType(dt);
-    if (dt != DType::kF32 && dt != DType::kI32 && dt != DType::kI64 && !kv)
-      return absl::UnimplementedError(absl::StrCat("state @", s->name(),
-                                                   ": the CPU executor keeps f32, i32 and i64 state (and f16 / bf16 / "
-                                                   "q8_0 KV caches), not ",
-                                                   ir::DTypeName(dt)));
-    state_[s] = HostTensor::Zeros(dt, shape);
+    MEMRA_RETURN_IF_ERROR(StateStorageBytes(*s, "CPU").status());
+    state_[s] = HostTensor::Zeros(s->dtype(), shape);
     if (s->state_kind() == ir::StateKind::kPosition && (position_state_ == nullptr || s->name() == "pos"))
       position_state_ = s;
   }

@@ -15,7 +15,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "codegen/KernelModules.h"
-#include "frontends/LowerOptions.h"
 #include "frontends/gguf/GgufFile.h"
 #include "ir/Function.h"
 #include "ir/StatusMacros.h"
@@ -236,20 +235,8 @@ absl::Status CudaExecutor::AllocateState() {
     const ir::StateVar* s = sp.get();
     if (!s->shape().IsStatic())
       return absl::InvalidArgumentError(absl::StrCat("state @", s->name(), " has a symbolic shape"));
-    int64_t n = 1;
-    for (const ir::Dim& d : s->shape().dims()) n *= d.value();
-    const DType dt = s->dtype();
     // KV caches may be 16-bit or q8_0 (-ctk / -ctv); the kernels read them through storage codes.
-    const bool kv = s->state_kind() == ir::StateKind::kKv && frontends::IsKvCacheType(dt);
-    if (dt != DType::kF32 && dt != DType::kI32 && dt != DType::kI64 && !kv)
-      return absl::UnimplementedError(absl::StrCat("state @", s->name(),
-                                                   ": the CUDA executor keeps f32, i32 and i64 state (and f16 / bf16 / "
-                                                   "q8_0 KV caches), not ",
-                                                   ir::DTypeName(dt)));
-    const int64_t bytes = ir::IsQuantized(dt) ? ir::StorageBytes(dt, n).value_or(-1) : n * ElemBytes(dt);
-    if (bytes < 0)
-      return absl::InvalidArgumentError(
-          absl::StrCat("state @", s->name(), ": ", n, " elements are not whole ", ir::DTypeName(dt), " blocks"));
+    MEMRA_ASSIGN_OR_RETURN(const int64_t bytes, StateStorageBytes(*s, "CUDA"));
     MEMRA_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, dev_->Alloc(bytes, absl::StrCat("state @", s->name())));
     state_[s] = std::make_unique<cuda::DeviceBuffer>(std::move(b));
     if (s->state_kind() == ir::StateKind::kPosition && (position_state_ == nullptr || s->name() == "pos"))
