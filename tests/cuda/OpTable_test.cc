@@ -153,11 +153,17 @@ std::vector<Row>& Table() {
   return rows;
 }
 
-// Element i widened to double: f32, i32, or the bits of a 16-bit KV cache.
+// Element i widened to double: f32, i32, or the bits of a 16-bit or q8_0 KV cache.
 double At(const HostTensor& t, int64_t i) {
   switch (t.dtype()) {
     case DType::kI32:
       return t.i32()[i];
+    case DType::kQ8_0: {  // ggml's block: f16 scale, 32 int8
+      const auto* b = static_cast<const uint8_t*>(t.data()) + i / 32 * 34;
+      uint16_t d;
+      std::memcpy(&d, b, 2);
+      return static_cast<int8_t>(b[2 + i % 32]) * static_cast<double>(formats::HalfToFloat(d));
+    }
     case DType::kF16:
       return formats::HalfToFloat(static_cast<const uint16_t*>(t.data())[i]);
     case DType::kBF16:

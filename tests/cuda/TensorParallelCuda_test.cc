@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/SelectKernelsPass.h"
 #include "frontends/ModelFamily.h"
 #include "frontends/gguf/GgufFile.h"
 #include "gtest/gtest.h"
@@ -41,6 +42,7 @@ int GpuCount() {
 
 // experts: shard-tensor-parallel's option (auto: the cost rule; expert: across the experts).
 absl::Status Compile(ir::Module& m, int tp, const std::string& experts = "auto") {
+  codegen::RegisterCodegenPasses();  // select-kernels lives in codegen (SelectKernelsPass.h)
   auto target = CudaDeviceTarget(0);
   if (!target.ok()) return target.status();
   passes::PassManagerOptions po;
@@ -73,7 +75,8 @@ func @f(%x: f32[4, 8]) -> (f32[4, 8], f32[4, 8], f32[4, 8]) {
 TEST_F(TensorParallelCuda, CollectivesOfOneRank) {
   auto m = ir::ParseModule(kCollectives);
   ASSERT_TRUE(m.ok()) << m.status();
-  ASSERT_TRUE(Compile(**m, 1).ok());
+  const absl::Status compiled = Compile(**m, 1);
+  ASSERT_TRUE(compiled.ok()) << compiled;
   auto file = gguf::GgufFile::Open(testing::CudaTestDataPath("models/qwen35-tiny-q8_0.gguf"));
   ASSERT_TRUE(file.ok()) << file.status();
   CudaExecutorOptions o;
