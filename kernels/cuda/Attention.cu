@@ -106,9 +106,7 @@ __device__ __forceinline__ void attention_body(const float* q, const void* k_cac
 // log2 domain (q pre-scaled by log2 e; exp2 throughout), and attention_combine merges the ranges.
 #ifdef ATT_SPLITS
 #define ATT_DL (ATT_D / 32)
-// Rows a warp keeps in flight: the bytes in flight are what a long context's bandwidth needs, so
-// q8_0 rows (17 / 32 of an f16 row) take twice as many.
-#define ATT_UNROLL ((ATT_KT == 0 || ATT_VT == 0) ? 2 : (ATT_KT == 3 && ATT_VT == 3) ? 8 : 4)
+#define ATT_UNROLL ((ATT_KT == 0 || ATT_VT == 0) ? 2 : 4)
 #define ATT_MIN_CHUNK (ATT_WARPS * ATT_UNROLL * 2)
 #define ATT_PART (ATT_D + 4)  // per (head, range): m, l, 2 pad, acc[D] (16-byte aligned)
 #define ATT_LOG2E 1.4426950408889634f

@@ -123,11 +123,9 @@ struct PackedElems<3, N> {
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) w[i] = q[i];
   }
-  // q widened without an int-to-float conversion (a quarter-rate instruction): the byte, its sign
-  // bit flipped, as the low mantissa bits of 2^23, minus 2^23 + 128 (exact).
   __device__ __forceinline__ float get(int i) const {
-    const unsigned biased = __byte_perm(static_cast<unsigned>(w[i / 2]) ^ 0x8080u, 0x4b000000u, 0x7650u | (i & 1));
-    return (__uint_as_float(biased) - 8388736.0f) * d;
+    const signed char q = static_cast<signed char>((i & 1) ? w[i / 2] >> 8 : w[i / 2] & 0xffu);
+    return static_cast<float>(q) * d;
   }
 };
 
