@@ -11,11 +11,16 @@
 // quantized random rows (repeated), rotated over copies >= 4x the L2 so no call finds its weights
 // cached, and each row is timed as a CUDA graph of --iters calls (decode runs as one graph).
 //
-//   memra-kernel-bench [--iters 50] [--peak-gbs 4600] [--section all|gemv|quant|deltanet|gemm|attention]
+//   memra-kernel-bench [--iters 50] [--peak-gbs 4600] [--section all|gemv|quant|moe|deltanet|gemm|attention]
 //                      [--formats q8_0,q4_K,...] [--tokens T] [--sweep 1] [--lengths 4096,16384]
-//                      [--candidates 16]
+//                      [--candidates 16] [--only SHAPE]
 // --formats takes every format GemvQuant.cu reads (GemvQuantReads: q8_0 ... q6_K, mxfp4, iq4_nl,
 // iq4_xs); the default is all of them.
+//
+// The moe section: the MoE decode forms of GemvQuant.cu (the routed experts' gate/up with the
+// shared expert, and the fused down with the weighted sum) at Step 3.5's, Qwen3.5-35B-A3B's and
+// Gemma 4 26B-A4B's expert shapes, per format, the units' geometry and with --sweep every rows x
+// stages x grid cap (--only: the shapes whose name contains SHAPE).
 //
 // The deltanet section: the chunked gated-delta prefill scan (kernels/cuda/DeltaNetChunked.cu) at
 // the 9B's and the 0.8B's delta-net shapes for each --lengths T, its two launches timed alone and
@@ -40,6 +45,7 @@
 #include <vector>
 
 #include "kernels/cuda/GemvParams.h"
+#include "kernels/cuda/GemvQuantParams.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -408,6 +414,209 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
   return 0;
 }
 
+// ---- the moe section: the routed experts' decode products (GemvQuant.cu's MoE forms) ----
+
+// A MoE layer's decode shape: hidden K, E experts of width F (k chosen per token), a shared expert
+// of width Fs (0: none).
+struct MoeShape {
+  const char* what;
+  int64_t K, F, E, k, Fs;
+};
+constexpr MoeShape kMoeShapes[] = {
+    {"Step 3.5 (4096; 288 x 1280, k 8; shared 1280)", 4096, 1280, 288, 8, 1280},
+    {"Qwen3.5-35B-A3B (2048; 256 x 512, k 8; shared 512)", 2048, 512, 256, 8, 512},
+    {"Gemma 4 26B-A4B (2816; 128 x 704, k 8)", 2816, 704, 128, 8, 0},
+};
+
+// The gate/up launch (gemv_q_moe_swiglu, with the shared expert's rows) and the down launch
+// (gemv_q_moe_down, the weighted sum over the choices and the shared down) of one token, as the
+// moe decode unit (Moe.cc) selects them and, with --sweep, at every rows x stages x grid geometry;
+// and the down unfused (gemv_q_moe: a row of o per slot, which moe_combine then sums: its launch is
+// not timed here); each timed alone as a CUDA graph of --iters calls whose choices rotate over 16 random sets (so the
+// experts' bytes come from HBM, not L2), x and h quantized once beforehand. GB/s counts the bytes
+// the call reads: the chosen experts' slices and the shared expert.
+int RunMoeSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, int iters, double peak_gbs,
+                  const std::vector<ir::DType>& formats, bool sweep, const std::string& only) {
+  const auto& d = dev.driver();
+  const auto stream = dev.stream();
+  const kc::Target target = dev.target();
+  struct Geometry {
+    int rows, stages, blocks_per_sm;
+    int pack = 0;  // the down form's GQ_PACK (0: the unit's choice)
+  };
+  std::vector<Geometry> geoms = {{0, 0, 0}, {0, 0, 0, 1}};
+  if (sweep)
+    for (int r : {1, 2, 4})
+      for (int st : {2, 3, 4})
+        for (int b : {0, 2, 4, 8}) geoms.push_back({r, st, b});
+  auto options_of = [&](const Geometry& g) {
+    kc::GemvQuantOptions o;
+    o.rows = g.rows;
+    o.stages = g.stages;
+    o.max_blocks = g.blocks_per_sm * target.sm_count;
+    o.pack = g.pack;
+    return o;
+  };
+  auto name_of = [](const Geometry& g) {
+    return g.rows ? absl::StrCat("R=", g.rows, " ST=", g.stages,
+                                 g.blocks_per_sm ? absl::StrCat(" grid=", g.blocks_per_sm, "/SM") : "")
+                  : std::string(g.pack == 1 ? "unit's, down unpacked" : "unit's choice");
+  };
+  std::printf("\nGemvQuant.cu MoE decode forms, T = 1, CUDA graphs of %d calls, roofline %.0f GB/s\n", iters, peak_gbs);
+  constexpr int kSets = 16;
+  std::mt19937 rng(7);
+  for (const MoeShape& sh : kMoeShapes)
+    for (ir::DType fmt : formats) {
+      if (!only.empty() && std::string(sh.what).find(only) == std::string::npos) continue;
+      const ir::DTypeInfo& info = ir::InfoOf(fmt);
+      if (sh.K % info.block_elems != 0 || sh.F % info.block_elems != 0 || (sh.Fs % info.block_elems) != 0) {
+        std::printf("%-52s %-6s (K, F or Fs not a multiple of %ld: skipped)\n", sh.what, std::string(info.name).c_str(),
+                    static_cast<long>(info.block_elems));
+        continue;
+      }
+      const bool shared = sh.Fs > 0;
+      const int64_t S = sh.k, h_rows = S + (shared ? 1 : 0);
+      const int64_t rb_k = *ir::StorageBytes(fmt, sh.K), rb_f = *ir::StorageBytes(fmt, sh.F);
+      // Weights: the gate, up and down stacks, the shared expert; one copy each (16 sets of k
+      // choices among E experts touch far more than the L2 holds).
+      auto gate = QuantCopies(dev, fmt, sh.E * sh.F, sh.K, 0);
+      auto up = QuantCopies(dev, fmt, sh.E * sh.F, sh.K, 0);
+      auto down = QuantCopies(dev, fmt, sh.E * sh.K, sh.F, 0);
+      if (!gate.ok() || !up.ok() || !down.ok())
+        return Fail(!gate.ok() ? gate.status() : !up.ok() ? up.status() : down.status());
+      std::vector<DeviceBuffer> sg, su, sd;
+      if (shared) {
+        auto a = QuantCopies(dev, fmt, sh.Fs, sh.K, 0);
+        auto b = QuantCopies(dev, fmt, sh.Fs, sh.K, 0);
+        auto c = QuantCopies(dev, fmt, sh.K, sh.Fs, 0);
+        if (!a.ok() || !b.ok() || !c.ok()) return Fail(!a.ok() ? a.status() : !b.ok() ? b.status() : c.status());
+        sg = std::move(*a), su = std::move(*b), sd = std::move(*c);
+      }
+      auto x = dev.Alloc(static_cast<size_t>(sh.K * 4), "x");
+      auto g = dev.Alloc(static_cast<size_t>(sh.K * 4), "shared gate");
+      auto xq = dev.Alloc(static_cast<size_t>(kc::GemvQuantXBytes(1, sh.K)), "xq");
+      auto h = dev.Alloc(static_cast<size_t>(h_rows * sh.F * 4), "h");
+      auto hq = dev.Alloc(static_cast<size_t>(kc::GemvQuantXBytes(h_rows, sh.F)), "hq");
+      auto y = dev.Alloc(static_cast<size_t>(sh.K * 4), "y");
+      auto gv = dev.Alloc(256, "gate value");
+      auto ids = dev.Alloc(static_cast<size_t>(kSets * S * 4), "ids");
+      auto wts = dev.Alloc(static_cast<size_t>(kSets * S * 4), "wts");
+      auto o = dev.Alloc(static_cast<size_t>(h_rows * sh.K * 4), "o");
+      for (auto* b : {&x, &g, &xq, &h, &hq, &y, &gv, &ids, &wts, &o})
+        if (!b->ok()) return Fail(b->status());
+      d.cuMemsetD32Async(x->ptr(), 0x3f800000u, sh.K, stream);
+      d.cuMemsetD32Async(g->ptr(), 0x3c000000u, sh.K, stream);
+      d.cuMemsetD32Async(h->ptr(), 0x3f000000u, h_rows * sh.F, stream);
+      d.cuMemsetD32Async(wts->ptr(), 0x3e000000u, kSets * S, stream);
+      std::vector<int32_t> chosen;
+      for (int s = 0; s < kSets; ++s) {
+        std::vector<int32_t> all(static_cast<size_t>(sh.E));
+        for (int32_t e = 0; e < sh.E; ++e) all[static_cast<size_t>(e)] = e;
+        std::shuffle(all.begin(), all.end(), rng);
+        chosen.insert(chosen.end(), all.begin(), all.begin() + S);
+      }
+      if (absl::Status st = dev.Upload(ids->ptr(), chosen.data(), chosen.size() * 4); !st.ok()) return Fail(st);
+
+      // Every launch of the table, compiled in one batch.
+      struct Pair {
+        Geometry g;
+        std::optional<kc::Launch> gu, dn, un;  // un: the down unfused (gemv_q_moe, then moe_combine)
+      };
+      std::vector<Pair> pairs;
+      for (const Geometry& geo : geoms)
+        pairs.push_back(
+            {geo, kc::GemvQuantMoeLaunch(target, fmt, sh.K, 1, true, S, sh.F, shared ? 1 : 0, sh.Fs, options_of(geo)),
+             kc::GemvQuantMoeDownLaunch(target, fmt, sh.F, h_rows, 1, sh.K, options_of(geo)),
+             kc::GemvQuantMoeLaunch(target, fmt, sh.F, h_rows, false, S, sh.K, shared ? 1 : 0, sh.K, options_of(geo))});
+      const kc::Launch lx = kc::GemvQuantXLaunch(target, sh.K, 1), lh = kc::GemvQuantXLaunch(target, sh.F, h_rows);
+      std::vector<kc::ModuleSpec> mods = {lx.kernel.module, lh.kernel.module};
+      for (const Pair& p : pairs)
+        for (const auto* l : {&p.gu, &p.dn, &p.un})
+          if (*l) mods.push_back((*l)->kernel.module);
+      std::sort(mods.begin(), mods.end());
+      mods.erase(std::unique(mods.begin(), mods.end(),
+                             [](const kc::ModuleSpec& a, const kc::ModuleSpec& b) { return a.Key() == b.Key(); }),
+                 mods.end());
+      auto cubins = compiler.CompileAll(mods);
+      if (!cubins.ok()) return Fail(cubins.status());
+      std::map<std::string, std::unique_ptr<LoadedModule>> modules;
+      for (size_t i = 0; i < mods.size(); ++i) {
+        auto l = LoadedModule::Load(dev, *(*cubins)[i], mods[i].Key());
+        if (!l.ok()) return Fail(l.status());
+        modules[mods[i].Key()] = std::move(*l);
+      }
+      auto launch = [&](const kc::Launch& l, const auto& params) -> absl::Status {
+        auto fn = modules.at(l.kernel.module.Key())->Function(l.kernel.entry);
+        if (!fn.ok()) return fn.status();
+        auto p = params;
+        void* args[] = {&p};
+        return CuCheck(runtime::cuda::LaunchKernel(d, *fn, l.grid, l.block, l.smem, stream, args, /*programmatic=*/true,
+                                                   /*cluster=*/1),
+                       l.kernel.ToString());
+      };
+      kc::GemvQuantXParams qx{};
+      qx.x = x->ptr(), qx.xq = xq->ptr(), qx.n_tok = 1;
+      kc::GemvQuantXParams qh{};
+      qh.x = h->ptr(), qh.xq = hq->ptr(), qh.n_tok = static_cast<int>(h_rows);
+      for (auto [l, q] : {std::pair{&lx, &qx}, std::pair{&lh, &qh}})
+        if (absl::Status st = launch(*l, *q); !st.ok()) return Fail(st);
+      kc::GemvQuantMoeParams gu{};
+      gu.w0 = (*gate)[0].ptr(), gu.w1 = (*up)[0].ptr(), gu.y = h->ptr(), gu.x = x->ptr(), gu.xq = xq->ptr();
+      gu.expert_bytes = sh.F * rb_k, gu.n = static_cast<int>(sh.F), gu.n_slots = static_cast<int>(S);
+      gu.k = static_cast<int>(sh.k), gu.n_tok = 1, gu.n_experts = gu.n_routed = static_cast<int>(sh.E);
+      if (shared) {
+        gu.s0 = sg[0].ptr(), gu.s1 = su[0].ptr(), gu.ys = h->ptr() + S * sh.F * 4, gu.ns = static_cast<int>(sh.Fs);
+        gu.g = g->ptr(), gu.gate = gv->ptr();
+      }
+      kc::GemvQuantMoeParams dn{};
+      dn.w0 = (*down)[0].ptr(), dn.y = y->ptr(), dn.x = h->ptr(), dn.xq = hq->ptr();
+      dn.expert_bytes = sh.K * rb_f, dn.n = static_cast<int>(sh.K), dn.n_slots = static_cast<int>(S);
+      dn.k = static_cast<int>(sh.k), dn.n_tok = 1, dn.n_experts = dn.n_routed = static_cast<int>(sh.E);
+      if (shared) dn.s0 = sd[0].ptr(), dn.gate = gv->ptr(), dn.xs0 = static_cast<int>(S);
+      kc::GemvQuantMoeParams un = dn;  // the unfused down: o rows per slot (x row = slot), the shared row below
+      un.y = o->ptr(), un.k = 1, un.gate = 0, un.wts = 0;
+      if (shared) un.ys = o->ptr() + S * sh.K * 4, un.ns = static_cast<int>(sh.K);
+      const double gu_bytes = static_cast<double>((2 * S * sh.F + 2 * sh.Fs) * rb_k);
+      const double dn_bytes =
+          static_cast<double>(S * sh.K * rb_f + (shared ? sh.K * *ir::StorageBytes(fmt, sh.Fs) : 0));
+      auto time_one = [&](const kc::Launch& l, kc::GemvQuantMoeParams p) -> absl::StatusOr<double> {
+        return TimeCalls(dev, iters, [&](int i) {
+          p.ids = ids->ptr() + static_cast<uint64_t>((i % kSets) * S * 4);
+          p.wts = wts->ptr() + static_cast<uint64_t>((i % kSets) * S * 4);
+          return launch(l, p);
+        });
+      };
+      auto cell = [&](double us, double bytes) {
+        return us > 0 ? absl::StrFormat("%8.2f us %6.0f GB/s %5.1f%%", us, bytes / (us * 1e3),
+                                        100 * bytes / (us * 1e3) / peak_gbs)
+                      : std::string("            n/a              ");
+      };
+      std::printf("%-52s %-6s gate/up %.1f MB, down %.1f MB a token\n", sh.what, std::string(info.name).c_str(),
+                  gu_bytes / 1e6, dn_bytes / 1e6);
+      double best_gu = 0, best_dn = 0, best_un = 0;
+      std::string best_gu_name, best_dn_name, best_un_name;
+      for (const Pair& p : pairs) {
+        double tg = 0, td = 0, tu = 0;
+        for (auto [l, params, out] :
+             {std::tuple{&p.gu, &gu, &tg}, std::tuple{&p.dn, &dn, &td}, std::tuple{&p.un, &un, &tu}})
+          if (*l) {
+            auto t = time_one(**l, *params);
+            if (!t.ok()) return Fail(t.status());
+            *out = *t;
+          }
+        if (tg > 0 && (best_gu == 0 || tg < best_gu)) best_gu = tg, best_gu_name = name_of(p.g);
+        if (td > 0 && (best_dn == 0 || td < best_dn)) best_dn = td, best_dn_name = name_of(p.g);
+        if (tu > 0 && (best_un == 0 || tu < best_un)) best_un = tu, best_un_name = name_of(p.g);
+        std::printf("    %-22s gate/up %s | down %s | unfused down %s\n", name_of(p.g).c_str(),
+                    cell(tg, gu_bytes).c_str(), cell(td, dn_bytes).c_str(), cell(tu, dn_bytes).c_str());
+      }
+      if (sweep)
+        std::printf("    best: gate/up %s (%.2f us), down %s (%.2f us), unfused down %s (%.2f us)\n",
+                    best_gu_name.c_str(), best_gu, best_dn_name.c_str(), best_dn, best_un_name.c_str(), best_un);
+    }
+  return 0;
+}
+
 // ---- the deltanet section: kernels/cuda/DeltaNetChunked.cu ----
 
 // The gated-delta prefill scan (gated_delta_scan with its q / k l2 norms, as fuse-delta-net-inputs
@@ -725,6 +934,7 @@ int main(int argc, char** argv) {
   bool sweep = false;
   std::vector<int64_t> lengths = {4096, 16384};
   int candidates = 16;
+  std::string only;  // the moe section: shapes whose name contains it
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--iters") == 0) {
       iters = std::atoi(argv[i + 1]);
@@ -734,6 +944,8 @@ int main(int argc, char** argv) {
       section = argv[i + 1];
     } else if (std::strcmp(argv[i], "--tokens") == 0) {
       tokens = std::clamp<int64_t>(std::atoi(argv[i + 1]), 1, 8);
+    } else if (std::strcmp(argv[i], "--only") == 0) {
+      only = argv[i + 1];
     } else if (std::strcmp(argv[i], "--sweep") == 0) {
       sweep = std::atoi(argv[i + 1]) != 0;
     } else if (std::strcmp(argv[i], "--candidates") == 0) {
@@ -772,6 +984,7 @@ int main(int argc, char** argv) {
                           {"0.8b ssm qkv 6144x1024", 6144, 1024}, {"0.8b ffn down 1024x3584", 1024, 3584}};
   if (section == "deltanet") return RunDeltaNetSection(**dev, **compiler, iters, lengths);
   if (section == "quant") return RunQuantSection(**dev, **compiler, **blas, iters, peak_gbs, formats, tokens, sweep);
+  if (section == "moe") return RunMoeSection(**dev, **compiler, iters, peak_gbs, formats, sweep, only);
   if (section == "gemm") return RunGemmSection(**dev, **blas, iters, candidates, lengths);
   if (section == "attention") return RunAttentionSection(**dev, **compiler, iters, lengths);
   std::printf("%s, %d iterations per row, roofline %.0f GB/s\n", (*dev)->Describe().c_str(), iters, peak_gbs);

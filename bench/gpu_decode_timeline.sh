@@ -4,7 +4,7 @@
 # launches), summed per kernel name. The step's time minus the kernels' sum is what launches,
 # dependencies and ramps cost between kernels: the share that fewer kernels per layer recovers.
 #
-#   bash bench/gpu_decode_timeline.sh BUNDLE [PRESETS...]     (default presets: 0.8b)
+#   bash bench/gpu_decode_timeline.sh BUNDLE [PRESET[:DTYPE]...]     (default: 0.8b; dtype bf16)
 set -uo pipefail
 bundle=${1:?usage: gpu_decode_timeline.sh BUNDLE [PRESETS...]}
 shift
@@ -16,12 +16,16 @@ mkdir -p "$out" "$bin" "$models"
 [ -x "$bin/memra" ] || tar xJf "$bundle" -C "$bin" || { echo "cannot unpack $bundle"; exit 1; }
 ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 summary=()
-for preset in $presets; do
-  m=$models/qwen35-$preset-bf16.gguf
-  [ -f "$m" ] || "$bin/memra" gen --preset "$preset" --dtype bf16 --quiet -o "$m" > /dev/null 2>&1
+for spec in $presets; do
+  preset=${spec%%:*}
+  dtype=bf16
+  [ "$spec" = "$preset" ] || dtype=${spec#*:}
+  m=$models/qwen35-$preset-$dtype.gguf
+  [ -f "$m" ] || "$bin/memra" gen --preset "$preset" --dtype "$dtype" --quiet -o "$m" > /dev/null 2>&1
+  preset=$preset-$dtype
   "$bin/memra" bench "$m" -p 0 -n 128 -r 3 --kernel-cache /tmp/memra-cache > "$out/tg-$preset.md" 2> "$out/tg-$preset.err"
   tg=$(grep -E "tg128" "$out/tg-$preset.md" | head -1)
-  summary+=("$preset bf16 $tg")
+  summary+=("$preset $tg")
   [ -n "$ncu" ] || { summary+=("$preset: no ncu"); continue; }
   # Eager (no graph) so ncu sees each launch; kernels as the graph holds them.
   timeout 240 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
@@ -39,7 +43,7 @@ for preset in $presets; do
       for (x in s) printf "%-34s %6d %10.1f %6.1f\n", x, c[x], s[x] / 1000, 100 * s[x] / total
       printf "%-34s %6d %10.1f\n", "sum of kernels", cnt, total / 1000
     }' "$out/ncu-$preset.csv" | sort -k3 -n -r > "$out/timeline-$preset.txt"
-  echo "--- $preset bf16: one decode step, kernel by kernel (ncu, eager) ---"
+  echo "--- $preset: one decode step, kernel by kernel (ncu, eager) ---"
   cat "$out/timeline-$preset.txt"
   summary+=("$preset $(grep 'sum of kernels' "$out/timeline-$preset.txt")")
 done

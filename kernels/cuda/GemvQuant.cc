@@ -139,9 +139,10 @@ int64_t GemvQuantSmemBytes(const Launch& l) {
   for (const QuantFormat& q : kFormats)
     if (ir::InfoOf(q.dtype).ggml_id == fmt) f = &q;
   if (f == nullptr || K <= 0) return -1;
-  const int64_t chunk = (32 / f->lanes_per_block) * ir::InfoOf(f->dtype).block_bytes;  // kCHB
+  const int64_t pack = def("GQ_PACK", 1);
+  const int64_t chunk = (32 / pack / f->lanes_per_block) * ir::InfoOf(f->dtype).block_bytes;  // kCHB
   const int64_t slot = SlotBytes(chunk, def("GQ_REALIGN", 0) != 0);
-  const int64_t rows = def("GQ_R", 2), slots = def("GQ_SWIGLU", 0) ? 2 * rows : rows;
+  const int64_t rows = def("GQ_R", 2), slots = pack * (def("GQ_SWIGLU", 0) ? 2 * rows : rows);
   int64_t bytes = RingBytes(def("GQ_WARPS", 4), def("GQ_ST", 3), slots * slot);
   if (def("GQ_XQ", 0) == 2) bytes += ScratchBytesUnpadded(def("GQ_T", 1), K);
   return bytes;
@@ -277,21 +278,37 @@ Launch GemvQuantXLaunch(const Target& target, int64_t K, int64_t rows) {
 
 int64_t GemvQuantXBytes(int64_t rows, int64_t K) { return ScratchBytes(rows, K); }
 
-std::optional<Launch> GemvQuantMoeLaunch(const Target& target, ir::DType dtype, int64_t K, int64_t x_rows, bool swiglu,
-                                         int64_t slots, int64_t n, int64_t shared_rows, int64_t ns) {
+namespace {
+
+// gemv_q_moe_down's sub-tiles a chunk holds side by side (GemvQuant.cu GQ_PACK): the most (a power
+// of 2, at most 8) whose rows of K columns fit the warp's lanes together; 1 when a row needs more
+// than half the warp.
+int64_t DownPack(const QuantFormat& f, int64_t K) {
+  const int64_t lanes = K / ir::InfoOf(f.dtype).block_elems * f.lanes_per_block;
+  int64_t pack = 1;
+  while (pack < 8 && lanes * pack * 2 <= 32) pack *= 2;
+  return pack;
+}
+
+// The MoE forms' launch; `pack` > 1 only for gemv_q_moe_down (GQ_MOE = 2).
+std::optional<Launch> MoeLaunch(const Target& target, ir::DType dtype, int64_t K, int64_t x_rows, bool swiglu,
+                                int64_t slots, int64_t n, int64_t shared_rows, int64_t ns,
+                                const GemvQuantOptions& options, int64_t pack) {
   const QuantFormat* f = FormatOf(dtype);
   if (f == nullptr || K <= 0 || x_rows < 1 || slots * n + shared_rows * ns < 1) return std::nullopt;
   const ir::DTypeInfo& info = ir::InfoOf(dtype);
   if (K % info.block_elems != 0) return std::nullopt;
   // The dense units' geometry (one row per swiglu tile, two per plain one; the ring's budget).
-  const int64_t chunk = (32 / f->lanes_per_block) * info.block_bytes;
+  const int64_t chunk = (32 / pack / f->lanes_per_block) * info.block_bytes;
   const int64_t row_bytes = K / info.block_elems * info.block_bytes;
   const RingCopy rc = RingCopyFor(chunk, row_bytes);
   const int64_t slot = rc.slot;
-  const int rows = swiglu ? 1 : 2;
-  const int64_t stage = (swiglu ? 2 : 1) * rows * slot;
-  int warps = kWarps;
-  int stages = static_cast<int>(std::clamp<int64_t>(kRingBytesPerWarp / stage, 2, 4));
+  const int rows = std::clamp(options.rows > 0 ? options.rows : (swiglu ? 1 : 2), 1, 4);
+  const int64_t stage = pack * (swiglu ? 2 : 1) * rows * slot;
+  int warps = options.warps > 0 ? options.warps : kWarps;
+  int stages =
+      options.stages > 0 ? options.stages : static_cast<int>(std::clamp<int64_t>(kRingBytesPerWarp / stage, 2, 4));
+  while (RingBytes(warps, stages, stage) > target.smem_per_block && stages > 2) --stages;
   while (RingBytes(warps, stages, stage) > target.smem_per_block && warps > 1) --warps;
   if (RingBytes(warps, stages, stage) > target.smem_per_block) return std::nullopt;
   const int64_t tiles = slots * ((n + rows - 1) / rows) + shared_rows * ((ns + rows - 1) / rows);
@@ -308,20 +325,33 @@ std::optional<Launch> GemvQuantMoeLaunch(const Target& target, ir::DType dtype, 
                   Def("GQ_SWIGLU", swiglu ? 1 : 0),
                   Def("GQ_MOE", 1),
                   Def("GQ_MINB", 1)};
+  if (pack > 1) defs.push_back(Def("GQ_PACK", pack));
   AddCopyDefines(defs, rc);
   l.kernel.module.defines = MakeDefines(std::move(defs));
   l.kernel.entry = swiglu ? "gemv_q_moe_swiglu" : "gemv_q_moe";
   l.block = static_cast<uint32_t>(warps * 32);
-  l.grid =
-      static_cast<uint32_t>(std::min<int64_t>((tiles + warps - 1) / warps, int64_t{target.sm_count} * kBlocksPerSmCap));
+  const int64_t cap = options.max_blocks > 0 ? options.max_blocks : int64_t{target.sm_count} * kBlocksPerSmCap;
+  l.grid = static_cast<uint32_t>(std::min<int64_t>((tiles + warps - 1) / warps, cap));
   if (!FitsSharedMemory(l, target)) return std::nullopt;
   return l;
 }
 
+}  // namespace
+
+std::optional<Launch> GemvQuantMoeLaunch(const Target& target, ir::DType dtype, int64_t K, int64_t x_rows, bool swiglu,
+                                         int64_t slots, int64_t n, int64_t shared_rows, int64_t ns,
+                                         const GemvQuantOptions& options) {
+  return MoeLaunch(target, dtype, K, x_rows, swiglu, slots, n, shared_rows, ns, options, 1);
+}
+
 std::optional<Launch> GemvQuantMoeDownLaunch(const Target& target, ir::DType dtype, int64_t K, int64_t x_rows,
-                                             int64_t tokens, int64_t n) {
-  // The plain form's geometry over n_tok tiles of n rows (each tile then runs k + 1 sub-tiles).
-  std::optional<Launch> l = GemvQuantMoeLaunch(target, dtype, K, x_rows, false, tokens, n, 0, 0);
+                                             int64_t tokens, int64_t n, const GemvQuantOptions& options) {
+  const QuantFormat* f = FormatOf(dtype);
+  if (f == nullptr) return std::nullopt;
+  // The plain form's geometry over n_tok tiles of n rows (each tile then runs its k + 1 sub-tiles,
+  // GQ_PACK of them at a time).
+  const int64_t pack = options.pack > 0 ? std::min(options.pack, DownPack(*f, K)) : DownPack(*f, K);
+  std::optional<Launch> l = MoeLaunch(target, dtype, K, x_rows, false, tokens, n, 0, 0, options, pack);
   if (!l) return l;
   for (auto& [name, value] : l->kernel.module.defines)
     if (name == "GQ_MOE") value = "2";

@@ -116,6 +116,12 @@
 #ifndef GQ_XROWS
 #define GQ_XROWS GQ_T  // rows of the q8 x layout (gemv_q_quantize_x's output; MoE: slots + shared rows)
 #endif
+#ifndef GQ_PACK
+// gemv_q_moe_down: sub-tiles (choices) a chunk holds side by side, each in 32 / GQ_PACK lanes, when a
+// row of the down (F columns) takes fewer lanes than a warp has: Qwen3.5-35B-A3B's F = 512 is 2
+// q4_K blocks (8 lanes), so 4 choices share a chunk instead of one using a quarter of the warp.
+#define GQ_PACK 1
+#endif
 
 // Format traits: QK elements and BB bytes per block, LPB lanes per block, NR runs of 16 elements
 // per lane, SIGNED (values are int8), VOFF (integer offset: v - VOFF), HASMIN (a float offset c).
@@ -229,7 +235,8 @@
 
 constexpr int kNB = GQ_K / GQ_QK;                  // blocks per row
 constexpr long long kRB = (long long)kNB * GQ_BB;  // row bytes
-constexpr int kBPC = 32 / GQ_LPB;                  // blocks per chunk (one per lane group)
+constexpr int kLPG = 32 / GQ_PACK;                 // lanes per packed sub-tile (all 32 unpacked)
+constexpr int kBPC = kLPG / GQ_LPB;                // blocks per chunk (one per lane group)
 constexpr int kCHB = kBPC * GQ_BB;                 // chunk bytes of one row
 constexpr int kNC = (kNB + kBPC - 1) / kBPC;       // chunks per row
 constexpr int kTail = kNB - (kNC - 1) * kBPC;      // blocks in the last chunk
@@ -243,6 +250,8 @@ static_assert(GQ_REALIGN || (kCHB % 16 == 0 && kRB % 16 == 0), "rows of 16-byte 
 static_assert(GQ_T >= 1 && GQ_T <= 8 && GQ_R >= 1 && GQ_R <= 4, "GQ_T in 1..8, GQ_R in 1..4");
 static_assert(GQ_XROWS >= GQ_T, "the q8 x layout holds at least GQ_T rows");
 static_assert(!GQ_MOE || (GQ_T == 1 && GQ_XQ != 2), "MoE tiles read one x row each, from global memory");
+static_assert(GQ_PACK == 1 || (GQ_MOE == 2 && kNC == 1 && (GQ_PACK & (GQ_PACK - 1)) == 0 && kBPC >= 1),
+              "packed sub-tiles: the down form, a row in one chunk of 32 / GQ_PACK lanes");
 
 // ---- shared-memory readers (offsets into a 16-byte aligned stage) ----
 
@@ -785,7 +794,7 @@ __device__ __forceinline__ Tile find_tile(const GemvQuantParams& p, int tile, in
 template <bool kSwiglu, typename P>
 __device__ __forceinline__ void gemv_q_body(const P& p) {
   constexpr int kSlots = kSwiglu ? 2 * GQ_R : GQ_R;
-  constexpr int kStage = kSlots * kCHP;
+  constexpr int kStage = GQ_PACK * kSlots * kCHP;  // GQ_PACK sub-tiles' kSlots rows
   constexpr int kV = kSlots * GQ_T;
   constexpr int kVP = kV <= 1 ? 1 : kV <= 2 ? 2 : kV <= 4 ? 4 : kV <= 8 ? 8 : kV <= 16 ? 16 : 32;
   constexpr int kShift = kVP == 1 ? 5 : kVP == 2 ? 4 : kVP == 4 ? 3 : kVP == 8 ? 2 : kVP == 16 ? 1 : 0;
@@ -809,28 +818,29 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
 #endif
   const int tiles = count_tiles<kSwiglu>(p);
   const int n_sub = subtiles(p);
-  const int items = gw < tiles ? ((tiles - 1 - gw) / n_warps + 1) * n_sub * kNC : 0;
+  const int n_grp = (n_sub + GQ_PACK - 1) / GQ_PACK;  // items of a tile's chunk: sub-tiles, packed
+  const int items = gw < tiles ? ((tiles - 1 - gw) / n_warps + 1) * n_grp * kNC : 0;
   const int n_tok = tile_tokens(p);
-  float out = 0.0f;  // gemv_q_moe_down: the weighted sum of a tile's sub-tiles (writer lanes)
 
-  // Item i = chunk i % kNC of sub-tile (i / kNC) % n_sub of the warp's tile i / (kNC n_sub), into
-  // stage i % GQ_ST. Lane s < kSlots copies slot s of every chunk; its row is found once per tile
-  // (at the tile's first chunk).
+  // Item i = chunk i % kNC of sub-tile group (i / kNC) % n_grp of the warp's tile i / (kNC n_grp),
+  // into stage i % GQ_ST; a group is GQ_PACK sub-tiles (one unpacked). Lane s < GQ_PACK kSlots
+  // copies slot s % kSlots of sub-tile s / kSlots of the group; its row is found once per tile (at
+  // the tile's first chunk).
   __shared__ __align__(8) unsigned long long bars[GQ_WARPS][GQ_ST];
   StageBars sb{};
 #if !defined(GQ_HOST_EMULATION)
   sb.base = smem_addr(&bars[warp][0]);
 #endif
   stage_bars_init(sb, lane);
-  const unsigned char* crow = nullptr;  // lane s < kSlots: its slot's row in the tile being copied
+  const unsigned char* crow = nullptr;  // copy lanes: their slot's row in the tile being copied
   auto issue = [&](int item) {
     const int q = item / kNC, c = item - q * kNC, st = item % GQ_ST;
     if (c == 0) {
-      const int m = q / n_sub, j = q - m * n_sub;
-      const Tile t = find_tile<kSwiglu>(p, gw + m * n_warps, j);
+      const int m = q / n_grp, j = (q - m * n_grp) * GQ_PACK + (GQ_PACK > 1 ? lane / kSlots : 0);
+      const Tile t = find_tile<kSwiglu>(p, gw + m * n_warps, min(j, n_sub - 1));
       const int r = lane % GQ_R;
-      const unsigned char* w = (kSwiglu && lane >= GQ_R) ? t.w1 : t.w0;
-      crow = lane < kSlots && r < t.nr && !t.skip ? w + (long long)(t.r0 + r) * kRB : nullptr;
+      const unsigned char* w = (kSwiglu && lane % kSlots >= GQ_R) ? t.w1 : t.w0;
+      crow = lane < GQ_PACK * kSlots && j < n_sub && r < t.nr && !t.skip ? w + (long long)(t.r0 + r) * kRB : nullptr;
     }
     if (crow != nullptr) {
       const int cb = c == kNC - 1 ? kTail * GQ_BB : kCHB;
@@ -874,10 +884,12 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
     stage_wait(sb, item);
     __syncwarp();
 
-    const int q = item / kNC, c = item - q * kNC, m = q / n_sub, j = q - m * n_sub;
-    const unsigned char* st = ring[warp][item % GQ_ST];
-    const int b = lane / GQ_LPB, sub = lane % GQ_LPB;
-    if (c == 0) rt = find_tile<kSwiglu>(p, gw + m * n_warps, j);
+    // This lane's sub-tile j (packed: of its lane group g) and its part of the chunk.
+    const int q = item / kNC, c = item - q * kNC, m = q / n_grp, jg = q - m * n_grp;
+    const int g = lane / kLPG, lg = lane % kLPG, j = jg * GQ_PACK + g;
+    const unsigned char* st = ring[warp][item % GQ_ST] + g * (kSlots * kCHP);
+    const int b = lg / GQ_LPB, sub = lg % GQ_LPB;
+    if (c == 0) rt = find_tile<kSwiglu>(p, gw + m * n_warps, min(j, n_sub - 1));
 #if GQ_MOE
     const int xrow = rt.xrow;
 #else
@@ -896,7 +908,19 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
       shift[s] = 0;
 #endif
     }
-    if (b < (c == kNC - 1 ? kTail : kBPC)) {
+#if GQ_MOE == 2
+    // The down form sums its sub-tiles weighted: each lane scales its partial sums of a chunk by its
+    // sub-tile's routing weight (part, below), and one warp reduction ends the tile.
+    float part[kSlots][GQ_T];
+#pragma unroll
+    for (int s = 0; s < kSlots; ++s)
+#pragma unroll
+      for (int t = 0; t < GQ_T; ++t) part[s][t] = 0.0f;
+    float(&dst)[kSlots][GQ_T] = part;
+#else
+    float(&dst)[kSlots][GQ_T] = acc;
+#endif
+    if (b < (c == kNC - 1 ? kTail : kBPC) && j < n_sub) {
       const int k0 = (c * kBPC + b) * GQ_QK;
       Run r[kSlots][GQ_NR];
 #pragma unroll
@@ -934,8 +958,8 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
               si = __dp4a((int)r[s][j].q[1], xw.y, si);
               si = __dp4a((int)r[s][j].q[2], xw.z, si);
               si = __dp4a((int)r[s][j].q[3], xw.w, si);
-              acc[s][t] = fmaf(r[s][j].a * dxv[j], (float)si, acc[s][t]);
-              if (kOffsetTerm) acc[s][t] = fmaf(r[s][j].c - r[s][j].a * (float)GQ_VOFF, sxv[j], acc[s][t]);
+              dst[s][t] = fmaf(r[s][j].a * dxv[j], (float)si, dst[s][t]);
+              if (kOffsetTerm) dst[s][t] = fmaf(r[s][j].c - r[s][j].a * (float)GQ_VOFF, sxv[j], dst[s][t]);
             }
           }
         }
@@ -981,8 +1005,8 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
                 s0 = fmaf(wf[s][e], xv[e], s0);
                 s1 = fmaf(wf[s][e + 1], xv[e + 1], s1);
               }
-              acc[s][t] = fmaf(r[s][j].a, s0 + s1, acc[s][t]);
-              if (GQ_HASMIN) acc[s][t] = fmaf(r[s][j].c, sx, acc[s][t]);
+              dst[s][t] = fmaf(r[s][j].a, s0 + s1, dst[s][t]);
+              if (GQ_HASMIN) dst[s][t] = fmaf(r[s][j].c, sx, dst[s][t]);
             }
           }
         }
@@ -990,7 +1014,27 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
 #endif
     }
 
+#if GQ_MOE == 2
+    if (j < n_sub) {  // this chunk's partial sums, weighted (acc: the tile's weighted sum so far)
+      float wj = j < p.k ? p.wts[(long long)rt.tok * p.k + j] : p.gate[rt.tok];
+      bool drop = false;  // another rank's expert (expert parallelism): adds nothing, as on the CPU
+      if (j < p.k) {      // an id outside [0, n_routed) (not moe_route's): NaN, never a skipped slot's sum
+        const int e = __ldg(p.ids + (long long)rt.tok * p.k + j);
+        if (e < 0 || e >= (p.n_routed > 0 ? p.n_routed : p.n_experts))
+          wj = __int_as_float(0x7fc00000);
+        else
+          drop = rt.skip;
+      }
+      if (!drop)
+#pragma unroll
+        for (int s = 0; s < kSlots; ++s)
+#pragma unroll
+          for (int t = 0; t < GQ_T; ++t) acc[s][t] = fmaf(wj, part[s][t], acc[s][t]);
+    }
+    if (c == kNC - 1 && jg == n_grp - 1) {  // the tile's last item: reduce over the warp and write
+#else
     if (c == kNC - 1) {  // the tile's last chunk: reduce over the warp and write
+#endif
       float v[kVP];
 #pragma unroll
       for (int i = 0; i < kVP; ++i) v[i] = i < kV ? acc[i / GQ_T][i % GQ_T] : 0.0f;
@@ -1000,20 +1044,7 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
       const Tile& t = rt;
       const bool writer = (lane & ((1 << kShift) - 1)) == 0;
 #if GQ_MOE == 2
-      {
-        float wj = j < p.k ? p.wts[(long long)t.tok * p.k + j] : p.gate[t.tok];
-        bool drop = false;  // another rank's expert (expert parallelism): adds nothing, as on the CPU
-        if (j < p.k) {      // an id outside [0, n_routed) (not moe_route's): NaN, never a skipped slot's sum
-          const int e = __ldg(p.ids + (long long)t.tok * p.k + j);
-          if (e < 0 || e >= (p.n_routed > 0 ? p.n_routed : p.n_experts))
-            wj = __int_as_float(0x7fc00000);
-          else
-            drop = t.skip;
-        }
-        out = drop ? (j == 0 ? 0.0f : out) : j == 0 ? total * wj : out + total * wj;
-        const int row = idx;
-        if (j == n_sub - 1 && writer && idx < kV && row < t.nr) t.y[t.r0 + row] = out;
-      }
+      if (writer && idx < kV && idx < t.nr) t.y[t.r0 + idx] = total;
 #else
       if (kSwiglu) {
         const float up = __shfl_sync(0xffffffffu, total, ((idx + GQ_R * GQ_T) << kShift) & 31);

@@ -43,6 +43,7 @@ struct GemvQuantOptions {
   int stages = 0;      // ring stages per warp (GQ_ST, 2..8)
   int warps = 0;       // warps per block (GQ_WARPS)
   int max_blocks = 0;  // grid cap (warps loop over the tiles past it)
+  int64_t pack = 0;    // gemv_q_moe_down: sub-tiles a chunk holds side by side (GQ_PACK), at most what fits
 };
 
 // The selection for `op` at `shapes` when it is a matmul (one weight), a matmul_group (any number:
@@ -70,9 +71,12 @@ int64_t GemvQuantXBytes(int64_t rows, int64_t K);
 // when GemvQuant.cu does not read `dtype` or K is not a multiple of its block.
 // gemv_q_moe_down (GQ_MOE = 2): for up to `tokens` tokens, each tile GQ_R of the n output rows
 // of one token, over its k choices and the shared down, the weighted sum written once.
+// `options` overrides the geometry (rows, stages, warps, grid cap; memra-kernel-bench --section moe
+// sweeps them); x is always q8 here.
 std::optional<Launch> GemvQuantMoeDownLaunch(const Target& target, ir::DType dtype, int64_t K, int64_t x_rows,
-                                             int64_t tokens, int64_t n);
+                                             int64_t tokens, int64_t n, const GemvQuantOptions& options = {});
 std::optional<Launch> GemvQuantMoeLaunch(const Target& target, ir::DType dtype, int64_t K, int64_t x_rows, bool swiglu,
-                                         int64_t slots, int64_t n, int64_t shared_rows, int64_t ns);
+                                         int64_t slots, int64_t n, int64_t shared_rows, int64_t ns,
+                                         const GemvQuantOptions& options = {});
 
 }  // namespace memra::kernels::cuda

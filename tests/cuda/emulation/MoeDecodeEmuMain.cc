@@ -353,6 +353,12 @@ int main(int argc, char** argv) {
   add({"q4_0 + q8_0 shared", DType::kQ4_0, false, true, DType::kQ8_0, 128, 3});
   add({"q4_0 + q8_0 shared", DType::kQ4_0, false, true, DType::kQ8_0, 128, 3, 2, 8, 256, 128, 2, 0, 2});
   add({"q4_0 + q8_0 shared Fs=256", DType::kQ4_0, false, true, DType::kQ8_0, 256, 1, 2, 8, 256, 128, 2, 1, 2});
+  // The most tokens a decode call takes (8), 9 choices each: 72 (token, choice) slots.
+  add({"q8_0 + q8_0 shared, 72 slots", DType::kQ8_0, false, true, DType::kQ8_0, 128, 8, 9, 16, 256, 128});
+  // The down form's packing: Qwen3.5-35B-A3B's rows (F = 512: 2 q4_K blocks, 8 lanes, so 4 of the 9
+  // sub-tiles a chunk), and rows of two chunks (F = 1280 q8_0: 40 blocks, unpacked).
+  add({"q4_K + q4_K shared F=512", DType::kQ4_K, false, true, DType::kQ4_K, 512, 1, 8, 16, 256, 512});
+  add({"q8_0 + q8_0 shared F=1280", DType::kQ8_0, false, true, DType::kQ8_0, 1280, 2, 3, 8, 256, 1280});
   // 256-element blocks (q4_K, F = 256), rank 1 of 2.
   add({"q4_K", DType::kQ4_K, false, false, DType::kQ4_K, 0, 2, 2, 4, 256, 256, 2, 1, 2});
   uint32_t seed = 5;
