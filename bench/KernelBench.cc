@@ -442,9 +442,10 @@ int RunMoeSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, int 
   const kc::Target target = dev.target();
   struct Geometry {
     int rows, stages, blocks_per_sm;
-    int pack = 0;  // the down form's GQ_PACK (0: the unit's choice)
+    int pack = 0;   // the down form's GQ_PACK (0: the unit's choice)
+    int split = 0;  // the down form's GQ_SPLIT: 1 off, 2 on (0: the unit's choice)
   };
-  std::vector<Geometry> geoms = {{0, 0, 0}, {0, 0, 0, 1}};
+  std::vector<Geometry> geoms = {{0, 0, 0}, {0, 0, 0, 1}, {0, 0, 0, 0, 1}, {0, 0, 0, 0, 2}};
   if (sweep)
     for (int r : {1, 2, 4})
       for (int st : {2, 3, 4})
@@ -455,12 +456,16 @@ int RunMoeSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, int 
     o.stages = g.stages;
     o.max_blocks = g.blocks_per_sm * target.sm_count;
     o.pack = g.pack;
+    o.split = g.split;
     return o;
   };
   auto name_of = [](const Geometry& g) {
     return g.rows ? absl::StrCat("R=", g.rows, " ST=", g.stages,
                                  g.blocks_per_sm ? absl::StrCat(" grid=", g.blocks_per_sm, "/SM") : "")
-                  : std::string(g.pack == 1 ? "unit's, down unpacked" : "unit's choice");
+                  : std::string(g.pack == 1    ? "unit's, down unpacked"
+                                : g.split == 1 ? "unit's, down not split"
+                                : g.split == 2 ? "unit's, down split"
+                                               : "unit's choice");
   };
   std::printf("\nGemvQuant.cu MoE decode forms, T = 1, CUDA graphs of %d calls, roofline %.0f GB/s\n", iters, peak_gbs);
   constexpr int kSets = 16;

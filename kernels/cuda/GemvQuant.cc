@@ -145,6 +145,7 @@ int64_t GemvQuantSmemBytes(const Launch& l) {
   const int64_t rows = def("GQ_R", 2), slots = pack * (def("GQ_SWIGLU", 0) ? 2 * rows : rows);
   int64_t bytes = RingBytes(def("GQ_WARPS", 4), def("GQ_ST", 3), slots * slot);
   if (def("GQ_XQ", 0) == 2) bytes += ScratchBytesUnpadded(def("GQ_T", 1), K);
+  if (def("GQ_SPLIT", 0)) bytes += def("GQ_WARPS", 4) * rows * 4;  // the warps' sums of a tile
   return bytes;
 }
 
@@ -290,10 +291,11 @@ int64_t DownPack(const QuantFormat& f, int64_t K) {
   return pack;
 }
 
-// The MoE forms' launch; `pack` > 1 only for gemv_q_moe_down (GQ_MOE = 2).
+// The MoE forms' launch; `pack` > 1 and `split` only for gemv_q_moe_down (GQ_MOE = 2; split: a
+// block a tile).
 std::optional<Launch> MoeLaunch(const Target& target, ir::DType dtype, int64_t K, int64_t x_rows, bool swiglu,
                                 int64_t slots, int64_t n, int64_t shared_rows, int64_t ns,
-                                const GemvQuantOptions& options, int64_t pack) {
+                                const GemvQuantOptions& options, int64_t pack, bool split) {
   const QuantFormat* f = FormatOf(dtype);
   if (f == nullptr || K <= 0 || x_rows < 1 || slots * n + shared_rows * ns < 1) return std::nullopt;
   const ir::DTypeInfo& info = ir::InfoOf(dtype);
@@ -326,12 +328,13 @@ std::optional<Launch> MoeLaunch(const Target& target, ir::DType dtype, int64_t K
                   Def("GQ_MOE", 1),
                   Def("GQ_MINB", 1)};
   if (pack > 1) defs.push_back(Def("GQ_PACK", pack));
+  if (split) defs.push_back(Def("GQ_SPLIT", 1));
   AddCopyDefines(defs, rc);
   l.kernel.module.defines = MakeDefines(std::move(defs));
   l.kernel.entry = swiglu ? "gemv_q_moe_swiglu" : "gemv_q_moe";
   l.block = static_cast<uint32_t>(warps * 32);
   const int64_t cap = options.max_blocks > 0 ? options.max_blocks : int64_t{target.sm_count} * kBlocksPerSmCap;
-  l.grid = static_cast<uint32_t>(std::min<int64_t>((tiles + warps - 1) / warps, cap));
+  l.grid = static_cast<uint32_t>(std::min<int64_t>(split ? tiles : (tiles + warps - 1) / warps, cap));
   if (!FitsSharedMemory(l, target)) return std::nullopt;
   return l;
 }
@@ -341,7 +344,7 @@ std::optional<Launch> MoeLaunch(const Target& target, ir::DType dtype, int64_t K
 std::optional<Launch> GemvQuantMoeLaunch(const Target& target, ir::DType dtype, int64_t K, int64_t x_rows, bool swiglu,
                                          int64_t slots, int64_t n, int64_t shared_rows, int64_t ns,
                                          const GemvQuantOptions& options) {
-  return MoeLaunch(target, dtype, K, x_rows, swiglu, slots, n, shared_rows, ns, options, 1);
+  return MoeLaunch(target, dtype, K, x_rows, swiglu, slots, n, shared_rows, ns, options, 1, false);
 }
 
 std::optional<Launch> GemvQuantMoeDownLaunch(const Target& target, ir::DType dtype, int64_t K, int64_t x_rows,
@@ -349,9 +352,11 @@ std::optional<Launch> GemvQuantMoeDownLaunch(const Target& target, ir::DType dty
   const QuantFormat* f = FormatOf(dtype);
   if (f == nullptr) return std::nullopt;
   // The plain form's geometry over n_tok tiles of n rows (each tile then runs its k + 1 sub-tiles,
-  // GQ_PACK of them at a time).
+  // GQ_PACK of them at a time). Unpacked rows split each tile's sub-tiles over the block's warps
+  // (GQ_SPLIT): one warp running all k + 1 in turn left the grid at ~0.4 waves.
   const int64_t pack = options.pack > 0 ? std::min(options.pack, DownPack(*f, K)) : DownPack(*f, K);
-  std::optional<Launch> l = MoeLaunch(target, dtype, K, x_rows, false, tokens, n, 0, 0, options, pack);
+  const bool split = options.split > 0 ? options.split == 2 : pack == 1;
+  std::optional<Launch> l = MoeLaunch(target, dtype, K, x_rows, false, tokens, n, 0, 0, options, pack, split);
   if (!l) return l;
   for (auto& [name, value] : l->kernel.module.defines)
     if (name == "GQ_MOE") value = "2";

@@ -116,6 +116,12 @@
 #ifndef GQ_XROWS
 #define GQ_XROWS GQ_T  // rows of the q8 x layout (gemv_q_quantize_x's output; MoE: slots + shared rows)
 #endif
+#ifndef GQ_SPLIT
+// gemv_q_moe_down: 1 = the block's warps share each tile (token, GQ_R output rows), warp w taking
+// the tile's sub-tile groups w, w + GQ_WARPS, ..., and the block adds the warps' sums in shared
+// memory: a tile's k + 1 sub-tiles run side by side rather than one after another in one warp.
+#define GQ_SPLIT 0
+#endif
 #ifndef GQ_PACK
 // gemv_q_moe_down: sub-tiles (choices) a chunk holds side by side, each in 32 / GQ_PACK lanes, when a
 // row of the down (F columns) takes fewer lanes than a warp has: Qwen3.5-35B-A3B's F = 512 is 2
@@ -250,6 +256,7 @@ static_assert(GQ_REALIGN || (kCHB % 16 == 0 && kRB % 16 == 0), "rows of 16-byte 
 static_assert(GQ_T >= 1 && GQ_T <= 8 && GQ_R >= 1 && GQ_R <= 4, "GQ_T in 1..8, GQ_R in 1..4");
 static_assert(GQ_XROWS >= GQ_T, "the q8 x layout holds at least GQ_T rows");
 static_assert(!GQ_MOE || (GQ_T == 1 && GQ_XQ != 2), "MoE tiles read one x row each, from global memory");
+static_assert(!GQ_SPLIT || GQ_MOE == 2, "split tiles: the down form only");
 static_assert(GQ_PACK == 1 || (GQ_MOE == 2 && kNC == 1 && (GQ_PACK & (GQ_PACK - 1)) == 0 && kBPC >= 1),
               "packed sub-tiles: the down form, a row in one chunk of 32 / GQ_PACK lanes");
 
@@ -818,15 +825,37 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
 #endif
   const int tiles = count_tiles<kSwiglu>(p);
   const int n_sub = subtiles(p);
-  const int n_grp = (n_sub + GQ_PACK - 1) / GQ_PACK;  // items of a tile's chunk: sub-tiles, packed
-  const int items = gw < tiles ? ((tiles - 1 - gw) / n_warps + 1) * n_grp * kNC : 0;
+  const int n_grp = (n_sub + GQ_PACK - 1) / GQ_PACK;  // a tile's sub-tile groups (GQ_PACK sub-tiles each)
+  // The warp's tiles (tile0, tile0 + tstride, ...) and how many of each tile's groups it runs
+  // (split: the block's tiles, groups warp, warp + GQ_WARPS, ...).
+  const int tile0 = GQ_SPLIT ? (int)blockIdx.x : gw, tstride = GQ_SPLIT ? (int)gridDim.x : n_warps;
+  const int n_mine = GQ_SPLIT ? (n_grp > warp ? (n_grp - 1 - warp) / GQ_WARPS + 1 : 0) : n_grp;
+  const int my_tiles = tile0 < tiles ? (tiles - 1 - tile0) / tstride + 1 : 0;
+  const int items = my_tiles * n_mine * kNC;
   const int n_tok = tile_tokens(p);
 
-  // Item i = chunk i % kNC of sub-tile group (i / kNC) % n_grp of the warp's tile i / (kNC n_grp),
-  // into stage i % GQ_ST; a group is GQ_PACK sub-tiles (one unpacked). Lane s < GQ_PACK kSlots
+  // Item i = chunk i % kNC of the warp's sub-tile group (i / kNC) % n_mine of its tile i / (kNC
+  // n_mine), into stage i % GQ_ST; a group is GQ_PACK sub-tiles (one unpacked). Lane s < GQ_PACK kSlots
   // copies slot s % kSlots of sub-tile s / kSlots of the group; its row is found once per tile (at
   // the tile's first chunk).
   __shared__ __align__(8) unsigned long long bars[GQ_WARPS][GQ_ST];
+#if GQ_SPLIT
+  // Each warp's sums of the tile's rows; a warp without groups keeps its zeros. At a tile's end
+  // every warp stores its sums, and warp 0 adds them in warp order and writes the rows.
+  __shared__ float red[GQ_WARPS][GQ_R];
+  if (lane < GQ_R) red[warp][lane] = 0.0f;
+  auto split_add = [&](int row, float total, const Tile& t) {
+    if (row >= 0) red[warp][row] = total;
+    __syncthreads();
+    if (warp == 0 && lane < GQ_R && lane < t.nr) {
+      float y = 0.0f;
+#pragma unroll
+      for (int w = 0; w < GQ_WARPS; ++w) y += red[w][lane];
+      t.y[t.r0 + lane] = y;
+    }
+    __syncthreads();
+  };
+#endif
   StageBars sb{};
 #if !defined(GQ_HOST_EMULATION)
   sb.base = smem_addr(&bars[warp][0]);
@@ -836,8 +865,9 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
   auto issue = [&](int item) {
     const int q = item / kNC, c = item - q * kNC, st = item % GQ_ST;
     if (c == 0) {
-      const int m = q / n_grp, j = (q - m * n_grp) * GQ_PACK + (GQ_PACK > 1 ? lane / kSlots : 0);
-      const Tile t = find_tile<kSwiglu>(p, gw + m * n_warps, min(j, n_sub - 1));
+      const int m = q / n_mine, jj = q - m * n_mine, jg = GQ_SPLIT ? warp + GQ_WARPS * jj : jj;
+      const int j = jg * GQ_PACK + (GQ_PACK > 1 ? lane / kSlots : 0);
+      const Tile t = find_tile<kSwiglu>(p, tile0 + m * tstride, min(j, n_sub - 1));
       const int r = lane % GQ_R;
       const unsigned char* w = (kSwiglu && lane % kSlots >= GQ_R) ? t.w1 : t.w0;
       crow = lane < GQ_PACK * kSlots && j < n_sub && r < t.nr && !t.skip ? w + (long long)(t.r0 + r) * kRB : nullptr;
@@ -885,11 +915,12 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
     __syncwarp();
 
     // This lane's sub-tile j (packed: of its lane group g) and its part of the chunk.
-    const int q = item / kNC, c = item - q * kNC, m = q / n_grp, jg = q - m * n_grp;
+    const int q = item / kNC, c = item - q * kNC, m = q / n_mine, jj = q - m * n_mine;
+    const int jg = GQ_SPLIT ? warp + GQ_WARPS * jj : jj;
     const int g = lane / kLPG, lg = lane % kLPG, j = jg * GQ_PACK + g;
     const unsigned char* st = ring[warp][item % GQ_ST] + g * (kSlots * kCHP);
     const int b = lg / GQ_LPB, sub = lg % GQ_LPB;
-    if (c == 0) rt = find_tile<kSwiglu>(p, gw + m * n_warps, min(j, n_sub - 1));
+    if (c == 0) rt = find_tile<kSwiglu>(p, tile0 + m * tstride, min(j, n_sub - 1));
 #if GQ_MOE
     const int xrow = rt.xrow;
 #else
@@ -1031,10 +1062,11 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
 #pragma unroll
           for (int t = 0; t < GQ_T; ++t) acc[s][t] = fmaf(wj, part[s][t], acc[s][t]);
     }
-    if (c == kNC - 1 && jg == n_grp - 1) {  // the tile's last item: reduce over the warp and write
+    const bool tile_end = c == kNC - 1 && jj == n_mine - 1;  // the warp's last item of the tile
 #else
-    if (c == kNC - 1) {  // the tile's last chunk: reduce over the warp and write
+    const bool tile_end = c == kNC - 1;  // the tile's last chunk
 #endif
+    if (tile_end) {  // reduce over the warp and write
       float v[kVP];
 #pragma unroll
       for (int i = 0; i < kVP; ++i) v[i] = i < kV ? acc[i / GQ_T][i % GQ_T] : 0.0f;
@@ -1043,18 +1075,20 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
       const int idx = lane >> kShift;
       const Tile& t = rt;
       const bool writer = (lane & ((1 << kShift) - 1)) == 0;
-#if GQ_MOE == 2
+#if GQ_MOE == 2 && GQ_SPLIT
+      split_add(writer && idx < kV ? idx : -1, total, t);
+#elif GQ_MOE == 2
       if (writer && idx < kV && idx < t.nr) t.y[t.r0 + idx] = total;
 #else
-      if (kSwiglu) {
-        const float up = __shfl_sync(0xffffffffu, total, ((idx + GQ_R * GQ_T) << kShift) & 31);
-        const int row = idx / GQ_T, tok = idx % GQ_T;
-        if (writer && !t.skip && idx < GQ_R * GQ_T && row < t.nr && tok < n_tok)
-          t.y[(long long)tok * t.n + t.r0 + row] = glu_(GQ_GELU ? geluf_(total) : siluf_(total), up);
-      } else {
-        const int row = idx / GQ_T, tok = idx % GQ_T;
-        if (writer && !t.skip && idx < kV && row < t.nr && tok < n_tok) t.y[(long long)tok * t.n + t.r0 + row] = total;
-      }
+    if (kSwiglu) {
+      const float up = __shfl_sync(0xffffffffu, total, ((idx + GQ_R * GQ_T) << kShift) & 31);
+      const int row = idx / GQ_T, tok = idx % GQ_T;
+      if (writer && !t.skip && idx < GQ_R * GQ_T && row < t.nr && tok < n_tok)
+        t.y[(long long)tok * t.n + t.r0 + row] = glu_(GQ_GELU ? geluf_(total) : siluf_(total), up);
+    } else {
+      const int row = idx / GQ_T, tok = idx % GQ_T;
+      if (writer && !t.skip && idx < kV && row < t.nr && tok < n_tok) t.y[(long long)tok * t.n + t.r0 + row] = total;
+    }
 #endif
 #pragma unroll
       for (int s = 0; s < kSlots; ++s)
@@ -1063,6 +1097,14 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
     }
     __syncwarp();  // every lane is done with this stage before it is refilled
   }
+#if GQ_SPLIT
+  // A warp without groups meets the block's two barriers of each of its tiles.
+  if (n_mine == 0)
+    for (int m = 0; m < my_tiles; ++m) {
+      __syncthreads();
+      __syncthreads();
+    }
+#endif
   stages_drain();
 }
 

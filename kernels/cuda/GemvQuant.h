@@ -44,6 +44,8 @@ struct GemvQuantOptions {
   int warps = 0;       // warps per block (GQ_WARPS)
   int max_blocks = 0;  // grid cap (warps loop over the tiles past it)
   int64_t pack = 0;    // gemv_q_moe_down: sub-tiles a chunk holds side by side (GQ_PACK), at most what fits
+  int split = 0;       // gemv_q_moe_down: 1 a warp a tile, 2 the block's warps share a tile (GQ_SPLIT); 0 the
+                       // units' choice
 };
 
 // The selection for `op` at `shapes` when it is a matmul (one weight), a matmul_group (any number:

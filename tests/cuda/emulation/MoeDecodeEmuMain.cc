@@ -359,6 +359,10 @@ int main(int argc, char** argv) {
   // sub-tiles a chunk), and rows of two chunks (F = 1280 q8_0: 40 blocks, unpacked).
   add({"q4_K + q4_K shared F=512", DType::kQ4_K, false, true, DType::kQ4_K, 512, 1, 8, 16, 256, 512});
   add({"q8_0 + q8_0 shared F=1280", DType::kQ8_0, false, true, DType::kQ8_0, 1280, 2, 3, 8, 256, 1280});
+  // Unpacked rows split each tile's sub-tiles over the block's 4 warps: 1 sub-tile (three warps
+  // idle), 10 (3, 3, 2, 2), and a 256-element format (q6_K: 5 blocks, 20 lanes a row).
+  add({"q8_0 F=1280 k=1", DType::kQ8_0, false, false, DType::kQ8_0, 0, 1, 1, 8, 256, 1280});
+  add({"q6_K + q6_K shared F=1280", DType::kQ6_K, false, true, DType::kQ6_K, 1280, 3, 9, 16, 256, 1280});
   // 256-element blocks (q4_K, F = 256), rank 1 of 2.
   add({"q4_K", DType::kQ4_K, false, false, DType::kQ4_K, 0, 2, 2, 4, 256, 256, 2, 1, 2});
   uint32_t seed = 5;
