@@ -143,6 +143,24 @@ absl::StatusOr<double> TimeCalls(const CudaDevice& dev, int iters, const std::fu
   return 1000.0 * ms / (kReps * iters);
 }
 
+using LoadedModules = std::map<std::string, std::unique_ptr<LoadedModule>>;
+
+// The distinct modules of `mods`, compiled in one parallel batch and loaded, by key.
+absl::StatusOr<LoadedModules> CompileAndLoad(const CudaDevice& dev, codegen::KernelCompiler& compiler,
+                                             std::vector<kc::ModuleSpec> mods) {
+  std::sort(mods.begin(), mods.end());
+  mods.erase(std::unique(mods.begin(), mods.end(),
+                         [](const kc::ModuleSpec& a, const kc::ModuleSpec& b) { return a.Key() == b.Key(); }),
+             mods.end());
+  MEMRA_ASSIGN_OR_RETURN(auto cubins, compiler.CompileAll(mods));
+  LoadedModules loaded;
+  for (size_t i = 0; i < mods.size(); ++i) {
+    MEMRA_ASSIGN_OR_RETURN(auto l, LoadedModule::Load(dev, *cubins[i], mods[i].Key()));
+    loaded[mods[i].Key()] = std::move(l);
+  }
+  return loaded;
+}
+
 // Copies of a [rows, cols] matrix of `dtype` (quantized random rows, repeated), enough of them
 // that the copies together are >= 4x the L2.
 absl::StatusOr<std::vector<DeviceBuffer>> QuantCopies(const CudaDevice& dev, ir::DType dtype, int64_t rows,
@@ -538,18 +556,9 @@ int RunMoeSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, int 
       for (const Pair& p : pairs)
         for (const auto* l : {&p.gu, &p.dn, &p.un})
           if (*l) mods.push_back((*l)->kernel.module);
-      std::sort(mods.begin(), mods.end());
-      mods.erase(std::unique(mods.begin(), mods.end(),
-                             [](const kc::ModuleSpec& a, const kc::ModuleSpec& b) { return a.Key() == b.Key(); }),
-                 mods.end());
-      auto cubins = compiler.CompileAll(mods);
-      if (!cubins.ok()) return Fail(cubins.status());
-      std::map<std::string, std::unique_ptr<LoadedModule>> modules;
-      for (size_t i = 0; i < mods.size(); ++i) {
-        auto l = LoadedModule::Load(dev, *(*cubins)[i], mods[i].Key());
-        if (!l.ok()) return Fail(l.status());
-        modules[mods[i].Key()] = std::move(*l);
-      }
+      auto loaded = CompileAndLoad(dev, compiler, std::move(mods));
+      if (!loaded.ok()) return Fail(loaded.status());
+      const LoadedModules& modules = *loaded;
       auto launch = [&](const kc::Launch& l, const auto& params) -> absl::Status {
         auto fn = modules.at(l.kernel.module.Key())->Function(l.kernel.entry);
         if (!fn.ok()) return fn.status();
@@ -672,17 +681,9 @@ int RunDeltaNetSection(const CudaDevice& dev, codegen::KernelCompiler& compiler,
         const kc::OpSelection& s = **sel;
         std::vector<kc::ModuleSpec> mods;
         for (const kc::Launch& l : s.launches) mods.push_back(l.kernel.module);
-        mods.erase(std::unique(mods.begin(), mods.end(),
-                               [](const kc::ModuleSpec& a, const kc::ModuleSpec& b) { return a.Key() == b.Key(); }),
-                   mods.end());
-        auto cubins = compiler.CompileAll(mods);
-        if (!cubins.ok()) return Fail(cubins.status());
-        std::map<std::string, std::unique_ptr<LoadedModule>> loaded;
-        for (size_t i = 0; i < mods.size(); ++i) {
-          auto l = LoadedModule::Load(dev, *(*cubins)[i], mods[i].Key());
-          if (!l.ok()) return Fail(l.status());
-          loaded[mods[i].Key()] = std::move(*l);
-        }
+        auto compiled = CompileAndLoad(dev, compiler, std::move(mods));
+        if (!compiled.ok()) return Fail(compiled.status());
+        const LoadedModules& loaded = *compiled;
         const int64_t nq = T * sh.hk * sh.d, nv = T * sh.hv * sh.d, ng = T * sh.hv, ns = sh.hv * sh.d * sh.d;
         std::vector<DeviceBuffer> bufs;
         for (int64_t n : {nq, nq, nv, ng, ng, ns, nv, std::max<int64_t>(s.scratch_bytes / 4, 1)}) {
