@@ -1080,15 +1080,15 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
 #elif GQ_MOE == 2
       if (writer && idx < kV && idx < t.nr) t.y[t.r0 + idx] = total;
 #else
-    if (kSwiglu) {
-      const float up = __shfl_sync(0xffffffffu, total, ((idx + GQ_R * GQ_T) << kShift) & 31);
-      const int row = idx / GQ_T, tok = idx % GQ_T;
-      if (writer && !t.skip && idx < GQ_R * GQ_T && row < t.nr && tok < n_tok)
-        t.y[(long long)tok * t.n + t.r0 + row] = glu_(GQ_GELU ? geluf_(total) : siluf_(total), up);
-    } else {
-      const int row = idx / GQ_T, tok = idx % GQ_T;
-      if (writer && !t.skip && idx < kV && row < t.nr && tok < n_tok) t.y[(long long)tok * t.n + t.r0 + row] = total;
-    }
+      if (kSwiglu) {
+        const float up = __shfl_sync(0xffffffffu, total, ((idx + GQ_R * GQ_T) << kShift) & 31);
+        const int row = idx / GQ_T, tok = idx % GQ_T;
+        if (writer && !t.skip && idx < GQ_R * GQ_T && row < t.nr && tok < n_tok)
+          t.y[(long long)tok * t.n + t.r0 + row] = glu_(GQ_GELU ? geluf_(total) : siluf_(total), up);
+      } else {
+        const int row = idx / GQ_T, tok = idx % GQ_T;
+        if (writer && !t.skip && idx < kV && row < t.nr && tok < n_tok) t.y[(long long)tok * t.n + t.r0 + row] = total;
+      }
 #endif
 #pragma unroll
       for (int s = 0; s < kSlots; ++s)
