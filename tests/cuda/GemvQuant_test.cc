@@ -268,7 +268,7 @@ TEST(GemvQuantSelect, SharedMemoryFitsEverySelection) {
             }
           }
   for (DType d : kFormats)
-    for (int64_t K : {704, 1280, 2816, 4096})
+    for (int64_t K : {256, 512, 704, 1280, 2816, 4096})
       for (bool swiglu : {false, true}) {
         if (K % ir::InfoOf(d).block_elems != 0) continue;
         auto l = GemvQuantMoeLaunch(t, d, K, 9, swiglu, 8, 1280, 1, 1280);
@@ -283,6 +283,51 @@ TEST(GemvQuantSelect, SharedMemoryFitsEverySelection) {
   Launch other;
   other.kernel.module.file = "Gemv.cu";
   EXPECT_EQ(GemvQuantSmemBytes(other), -1);
+}
+
+// gemv_q_moe_down's packing (choices side by side where a row takes at most half the warp) and
+// split (a block's warps share a tile; not for q6_K's unpacked rows), as bench/RESULTS.md session 24
+// measured them; the grid: a block a tile when split, a warp a tile otherwise.
+TEST(GemvQuantSelect, MoeDownPacksAndSplits) {
+  const Target t = *TargetPreset("sm_90");
+  auto define = [](const Launch& l, const std::string& name) {
+    for (const auto& [n, v] : l.kernel.module.defines)
+      if (n == name) return v;
+    return std::string("-");
+  };
+  struct Want {
+    DType d;
+    int64_t F;
+    const char* pack;
+    const char* split;
+  };
+  // Qwen3.5-35B-A3B (F = 512): q4_K / q6_K 2 blocks, 8 lanes -> 4 a chunk; q8_0 16 lanes -> 2.
+  // Step 3.5 (F = 1280): 20 lanes (q4_K, q6_K), 40 (q8_0: two chunks) -> unpacked; q6_K not split.
+  for (const Want& w :
+       {Want{DType::kQ4_K, 512, "4", "1"}, Want{DType::kQ6_K, 512, "4", "1"}, Want{DType::kQ8_0, 512, "2", "1"},
+        Want{DType::kQ4_K, 1280, "-", "1"}, Want{DType::kQ6_K, 1280, "-", "-"}, Want{DType::kQ8_0, 1280, "-", "1"},
+        Want{DType::kQ8_0, 704, "-", "1"}}) {
+    auto l = GemvQuantMoeDownLaunch(t, w.d, w.F, 9, 1, 4096);
+    ASSERT_TRUE(l.has_value()) << ir::DTypeName(w.d) << " F=" << w.F;
+    EXPECT_EQ(l->kernel.entry, "gemv_q_moe_down");
+    EXPECT_EQ(define(*l, "GQ_PACK"), w.pack) << ir::DTypeName(w.d) << " F=" << w.F;
+    EXPECT_EQ(define(*l, "GQ_SPLIT"), w.split) << ir::DTypeName(w.d) << " F=" << w.F;
+    EXPECT_EQ(l->grid, std::string(w.split) == "1" ? 2048u : 512u) << l->kernel.module.Key();  // 2048 tiles of 2 rows
+    EXPECT_LE(GemvQuantSmemBytes(*l), t.smem_per_block);
+  }
+  // The overrides memra-kernel-bench measures: unpacked, not split.
+  GemvQuantOptions o;
+  o.pack = 1;
+  o.split = 1;
+  auto l = GemvQuantMoeDownLaunch(t, DType::kQ4_K, 512, 9, 1, 4096, o);
+  ASSERT_TRUE(l.has_value());
+  EXPECT_EQ(define(*l, "GQ_PACK"), "-");
+  EXPECT_EQ(define(*l, "GQ_SPLIT"), "-");
+  // The gate/up form never packs or splits.
+  auto gu = GemvQuantMoeLaunch(t, DType::kQ4_K, 2048, 1, true, 8, 512, 1, 512);
+  ASSERT_TRUE(gu.has_value());
+  EXPECT_EQ(define(*gu, "GQ_PACK"), "-");
+  EXPECT_EQ(define(*gu, "GQ_SPLIT"), "-");
 }
 
 TEST(GemvQuantSelect, Refusals) {
