@@ -22,6 +22,7 @@ done
 presets="${rest[*]}"
 if [ "$want_kernels" = 1 ] && [ -x "$bin/memra-kernel-bench" ]; then
   { "$bin/memra-kernel-bench"
+    "$bin/memra-kernel-bench" --section moe --formats q4_K,q6_K,q8_0 --iters 20
     "$bin/memra-kernel-bench" --section deltanet --iters 20
     "$bin/memra-kernel-bench" --section gemm --iters 10 --lengths 4096,512 --candidates 12
     "$bin/memra-kernel-bench" --section attention --iters 10 --lengths 1024,4096,16384; } > "$out/kernel-bench.txt" 2>&1
