@@ -7,7 +7,9 @@
 //
 // Geometry. A warp owns tiles of GQ_R consecutive rows (gemv_q_swiglu: GQ_R gate rows and the same
 // GQ_R up rows); warps are independent (no block barrier) and loop over tiles (gw, gw + warps, ...)
-// so the grid can be capped. A warp streams its tile's rows chunk by chunk: a chunk is 32 / LPB
+// so the grid can be capped. (gemv_q_moe_down's GQ_SPLIT is the exception: a block shares each
+// tile, its warps meeting at two block barriers a tile; GQ_PACK puts several of its sub-tiles in
+// one chunk, each in 32 / GQ_PACK lanes.) A warp streams its tile's rows chunk by chunk: a chunk is 32 / LPB
 // blocks of every row of the tile (LPB = lanes per block), copied global -> shared by one bulk copy
 // per row (cp.async.bulk on an mbarrier) into a GQ_ST-stage ring per warp, so GQ_ST - 1 chunks of
 // every warp are in flight while it decodes one: the bytes in flight per SM come from the ring, not

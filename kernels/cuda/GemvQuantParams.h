@@ -58,8 +58,9 @@ MEMRA_PARAMS_OFFSET(GemvQuantXParams, n_tok, 16);
 // (GQ_XQ = 1: xq in gemv_q_quantize_x's layout for GQ_XROWS rows) or f32 rows of x.
 // gemv_q_moe_down (GQ_MOE = 2): the down products and the weighted sum in one launch: a tile is
 // (token t, GQ_R output rows) and runs over the token's k choices (expert ids[t k + j], x row
-// t k + j) and then, with s0, the shared down (x row xs0 + t), summing in that order: y[t] =
-// wts[t, 0] o_0, += wts[t, j] o_j, += gate[t] o_shared (the CPU's order); y [n_tok, n], ys unused.
+// t k + j) and then, with s0, the shared down (x row xs0 + t): y[t] = sum_j wts[t, j] o_j + gate[t]
+// o_shared, each lane's partial sums scaled by its choice's weight and reduced once (f32, not the
+// CPU's order of terms); y [n_tok, n], ys unused.
 // A choice of another rank's expert (ids in [0, n_routed) outside this rank's) adds nothing; an id
 // outside [0, n_routed) makes the token's row NaN (n_routed 0: n_experts, no expert parallelism).
 struct GemvQuantMoeParams {

@@ -1257,6 +1257,7 @@ TEST_F(OpTableTest, Moe) {
     GgmlType routed, shared;
     int64_t Fs;
     bool fused, with_shared;
+    int64_t width = F;  // the experts' width
   };
   std::vector<MoeCase> cases;
   for (DType d : kernels::cuda::GpuBlockFormats()) {
@@ -1267,6 +1268,12 @@ TEST_F(OpTableTest, Moe) {
   cases.push_back({"q8_0 fused gate_up", GgmlType::kQ8_0, GgmlType::kQ8_0, 256, true, true});
   cases.push_back({"q8_0 shared Fs=F", GgmlType::kQ8_0, GgmlType::kQ8_0, F, false, true});
   cases.push_back({"q4_0 + q8_0 shared", GgmlType::kQ4_0, GgmlType::kQ8_0, F, false, true});
+  // The fused down's forms (GemvQuant.cu GQ_PACK / GQ_SPLIT, chosen from the row's lanes): F = 512
+  // q4_K packs 4 choices a chunk; F = 1280 q8_0 rows take two chunks, split over the block's
+  // warps; F = 1280 q6_K (20 lanes, realigned 210-byte blocks) neither packed nor split.
+  cases.push_back({"q4_K shared Fs=F=512", GgmlType::kQ4_K, GgmlType::kQ4_K, 512, false, true, 512});
+  cases.push_back({"q8_0 shared Fs=F=1280", GgmlType::kQ8_0, GgmlType::kQ8_0, 1280, false, true, 1280});
+  cases.push_back({"q6_K shared Fs=F=1280", GgmlType::kQ6_K, GgmlType::kQ6_K, 1280, false, true, 1280});
   cases.push_back({"q8_0 experts only", GgmlType::kQ8_0, GgmlType::kQ8_0, 0, false, false});
   // 16/32-bit experts: the grouped products at every T (bf16 operands).
   for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16})
@@ -1278,16 +1285,17 @@ TEST_F(OpTableTest, Moe) {
       Check(
           mc.with_shared ? "moe_ffn" : "moe_experts", mc.label, T, blocks && T <= 8 ? kQ8ActivationBound : kBf16Bound,
           [&](Harness& h) {
+            const int64_t W = mc.width;
             Value* x = h.Arg("x", {-1, K});
             Value* w = h.Arg("w", {-1, k});
             Value* ids = h.Arg("ids", {-1, k}, DType::kI32);
-            Value* down = h.Weight("down", mc.routed, {F, K, E}, -0.2f, 0.2f);
+            Value* down = h.Weight("down", mc.routed, {W, K, E}, -0.2f, 0.2f);
             std::vector<Value*> gu;
             if (mc.fused) {
-              gu.push_back(h.Weight("gate_up", mc.routed, {K, 2 * F, E}, -0.2f, 0.2f));
+              gu.push_back(h.Weight("gate_up", mc.routed, {K, 2 * W, E}, -0.2f, 0.2f));
             } else {
-              gu.push_back(h.Weight("gate", mc.routed, {K, F, E}, -0.2f, 0.2f));
-              gu.push_back(h.Weight("up", mc.routed, {K, F, E}, -0.2f, 0.2f));
+              gu.push_back(h.Weight("gate", mc.routed, {K, W, E}, -0.2f, 0.2f));
+              gu.push_back(h.Weight("up", mc.routed, {K, W, E}, -0.2f, 0.2f));
             }
             if (!mc.with_shared) return std::vector<Value*>{h.b->MoeExperts(x, w, ids, down, gu)};
             std::vector<Value*> ops = {x,
