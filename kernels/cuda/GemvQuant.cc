@@ -356,7 +356,7 @@ std::optional<Launch> GemvQuantMoeDownLaunch(const Target& target, ir::DType dty
   // (GQ_SPLIT): one warp running all k + 1 in turn left the grid at ~0.4 waves. Measured on the
   // H100 (memra-kernel-bench --section moe, bench/RESULTS.md session 24): split 1.03-1.35x faster
   // at every expert shape and format but q6_K's unpacked rows (Step 3.5's F = 1280: 0.92x).
-  const int64_t pack = options.pack > 0 ? std::min(options.pack, DownPack(*f, K)) : DownPack(*f, K);
+  const int64_t pack = options.pack > 0 ? std::min<int64_t>(options.pack, DownPack(*f, K)) : DownPack(*f, K);
   const bool split = options.split > 0 ? options.split == 2 : !(dtype == ir::DType::kQ6_K && pack == 1);
   std::optional<Launch> l = MoeLaunch(target, dtype, K, x_rows, false, tokens, n, 0, 0, options, pack, split);
   if (!l) return l;

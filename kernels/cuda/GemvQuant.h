@@ -43,7 +43,7 @@ struct GemvQuantOptions {
   int stages = 0;      // ring stages per warp (GQ_ST, 2..8)
   int warps = 0;       // warps per block (GQ_WARPS)
   int max_blocks = 0;  // grid cap (warps loop over the tiles past it)
-  int64_t pack = 0;    // gemv_q_moe_down: sub-tiles a chunk holds side by side (GQ_PACK), at most what fits
+  int pack = 0;        // gemv_q_moe_down: sub-tiles a chunk holds side by side (GQ_PACK), at most what fits
   int split = 0;       // gemv_q_moe_down: 1 a warp a tile, 2 the block's warps share a tile (GQ_SPLIT); 0 the
                        // units' choice
 };

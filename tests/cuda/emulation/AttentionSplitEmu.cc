@@ -62,7 +62,7 @@ int main() {
     }
   };
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const int min_chunk = ATT_WARPS * ((ATT_KT == 0 || ATT_VT == 0) ? 2 : 4) * 2;  // ATT_MIN_CHUNK
+  const int min_chunk = ATT_MIN_CHUNK;
   const int positions[] = {min_chunk * ATT_SPLITS / 3, min_chunk * ATT_SPLITS + 37, ROWS - 1};
   int fail = 0;
   for (int pos : positions) {
