@@ -185,7 +185,8 @@ absl::StatusOr<std::vector<DeviceBuffer>> QuantCopies(const CudaDevice& dev, ir:
   }
   std::vector<DeviceBuffer> out;
   for (int64_t c = 0; c < copies; ++c) {
-    auto b = dev.Alloc(static_cast<size_t>(bytes), "weights");
+    // 16 spare bytes: GemvQuant.cu's realigned copies read up to 15 past a matrix (as the executor allocates).
+    auto b = dev.Alloc(static_cast<size_t>(bytes + 16), "weights");
     if (!b.ok()) return b.status();
     if (absl::Status st = dev.Upload(b->ptr(), blocks.data(), blocks.size()); !st.ok()) return st;
     for (int64_t have = seed_rows * rb; have < bytes; have *= 2)  // repeat the rows on the device
@@ -434,6 +435,25 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
 
 // ---- the moe section: the routed experts' decode products (GemvQuant.cu's MoE forms) ----
 
+// llama-quantize's type for rows of `cols` columns when they are not a multiple of the block
+// (frontends/synthetic/QuantMix.cc Fallback, as `memra gen` writes the presets).
+ir::DType RowFormat(ir::DType fmt, int64_t cols) {
+  if (cols % ir::InfoOf(fmt).block_elems == 0) return fmt;
+  switch (fmt) {
+    case ir::DType::kQ2_K:
+    case ir::DType::kQ3_K:
+      return ir::DType::kQ4_0;
+    case ir::DType::kQ4_K:
+      return ir::DType::kQ5_0;
+    case ir::DType::kQ5_K:
+      return ir::DType::kQ5_1;
+    case ir::DType::kQ6_K:
+      return ir::DType::kQ8_0;
+    default:
+      return fmt;
+  }
+}
+
 // A MoE layer's decode shape: hidden K, E experts of width F (k chosen per token), a shared expert
 // of width Fs (0: none).
 struct MoeShape {
@@ -460,14 +480,19 @@ int RunMoeSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, int 
   const kc::Target target = dev.target();
   struct Geometry {
     int rows, stages, blocks_per_sm;
-    int pack = 0;   // the down form's GQ_PACK (0: the unit's choice)
-    int split = 0;  // the down form's GQ_SPLIT: 1 off, 2 on (0: the unit's choice)
+    int pack = 0;        // the down form's GQ_PACK (0: the unit's choice)
+    int split = 0;       // the down form's GQ_SPLIT: 1 off, 2 on (0: the unit's choice)
+    int min_blocks = 0;  // GQ_MINB (0: the unit's choice)
   };
   std::vector<Geometry> geoms = {{0, 0, 0}, {0, 0, 0, 1}, {0, 0, 0, 0, 1}, {0, 0, 0, 0, 2}};
-  if (sweep)
+  if (sweep) {
     for (int r : {1, 2, 4})
       for (int st : {2, 3, 4})
         for (int b : {0, 2, 4, 8}) geoms.push_back({r, st, b});
+    // Registers capped for more resident blocks (the unit's stages: no more than a warp's items).
+    for (int r : {0, 1, 2, 4})
+      for (int mb : {4, 6, 8}) geoms.push_back({r, 0, 0, 0, 0, mb});
+  }
   auto options_of = [&](const Geometry& g) {
     kc::GemvQuantOptions o;
     o.rows = g.rows;
@@ -475,9 +500,12 @@ int RunMoeSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, int 
     o.max_blocks = g.blocks_per_sm * target.sm_count;
     o.pack = g.pack;
     o.split = g.split;
+    o.min_blocks = g.min_blocks;
     return o;
   };
   auto name_of = [](const Geometry& g) {
+    if (g.min_blocks > 0)
+      return absl::StrCat(g.rows ? absl::StrCat("R=", g.rows) : std::string("unit's R"), " minblocks=", g.min_blocks);
     return g.rows ? absl::StrCat("R=", g.rows, " ST=", g.stages,
                                  g.blocks_per_sm ? absl::StrCat(" grid=", g.blocks_per_sm, "/SM") : "")
                   : std::string(g.pack == 1    ? "unit's, down unpacked"
@@ -492,26 +520,30 @@ int RunMoeSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, int 
     for (ir::DType fmt : formats) {
       if (!only.empty() && std::string(sh.what).find(only) == std::string::npos) continue;
       const ir::DTypeInfo& info = ir::InfoOf(fmt);
-      if (sh.K % info.block_elems != 0 || sh.F % info.block_elems != 0 || (sh.Fs % info.block_elems) != 0) {
-        std::printf("%-52s %-6s (K, F or Fs not a multiple of %ld: skipped)\n", sh.what, std::string(info.name).c_str(),
-                    static_cast<long>(info.block_elems));
+      // The down rows (F columns) in llama-quantize's fallback format when F is not a multiple of
+      // the block (Gemma 4 26B-A4B's F = 704: a Q4_K_M file's q4_K downs are q5_0).
+      const ir::DType dfmt = RowFormat(fmt, sh.F);
+      const ir::DTypeInfo& dinfo = ir::InfoOf(dfmt);
+      if (sh.K % info.block_elems != 0 || sh.F % dinfo.block_elems != 0 || (sh.Fs % dinfo.block_elems) != 0) {
+        std::printf("%-52s %-6s (K, F or Fs not a multiple of the block: skipped)\n", sh.what,
+                    std::string(info.name).c_str());
         continue;
       }
       const bool shared = sh.Fs > 0;
       const int64_t S = sh.k, h_rows = S + (shared ? 1 : 0);
-      const int64_t rb_k = *ir::StorageBytes(fmt, sh.K), rb_f = *ir::StorageBytes(fmt, sh.F);
+      const int64_t rb_k = *ir::StorageBytes(fmt, sh.K), rb_f = *ir::StorageBytes(dfmt, sh.F);
       // Weights: the gate, up and down stacks, the shared expert; one copy each (16 sets of k
       // choices among E experts touch far more than the L2 holds).
       auto gate = QuantCopies(dev, fmt, sh.E * sh.F, sh.K, 0);
       auto up = QuantCopies(dev, fmt, sh.E * sh.F, sh.K, 0);
-      auto down = QuantCopies(dev, fmt, sh.E * sh.K, sh.F, 0);
+      auto down = QuantCopies(dev, dfmt, sh.E * sh.K, sh.F, 0);
       if (!gate.ok() || !up.ok() || !down.ok())
         return Fail(!gate.ok() ? gate.status() : !up.ok() ? up.status() : down.status());
       std::vector<DeviceBuffer> sg, su, sd;
       if (shared) {
         auto a = QuantCopies(dev, fmt, sh.Fs, sh.K, 0);
         auto b = QuantCopies(dev, fmt, sh.Fs, sh.K, 0);
-        auto c = QuantCopies(dev, fmt, sh.K, sh.Fs, 0);
+        auto c = QuantCopies(dev, dfmt, sh.K, sh.Fs, 0);
         if (!a.ok() || !b.ok() || !c.ok()) return Fail(!a.ok() ? a.status() : !b.ok() ? b.status() : c.status());
         sg = std::move(*a), su = std::move(*b), sd = std::move(*c);
       }
@@ -549,8 +581,9 @@ int RunMoeSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, int 
       for (const Geometry& geo : geoms)
         pairs.push_back(
             {geo, kc::GemvQuantMoeLaunch(target, fmt, sh.K, 1, true, S, sh.F, shared ? 1 : 0, sh.Fs, options_of(geo)),
-             kc::GemvQuantMoeDownLaunch(target, fmt, sh.F, h_rows, 1, sh.K, options_of(geo)),
-             kc::GemvQuantMoeLaunch(target, fmt, sh.F, h_rows, false, S, sh.K, shared ? 1 : 0, sh.K, options_of(geo))});
+             kc::GemvQuantMoeDownLaunch(target, dfmt, sh.F, h_rows, 1, sh.K, options_of(geo)),
+             kc::GemvQuantMoeLaunch(target, dfmt, sh.F, h_rows, false, S, sh.K, shared ? 1 : 0, sh.K,
+                                    options_of(geo))});
       const kc::Launch lx = kc::GemvQuantXLaunch(target, sh.K, 1), lh = kc::GemvQuantXLaunch(target, sh.F, h_rows);
       std::vector<kc::ModuleSpec> mods = {lx.kernel.module, lh.kernel.module};
       for (const Pair& p : pairs)
@@ -592,7 +625,7 @@ int RunMoeSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, int 
       if (shared) un.ys = o->ptr() + S * sh.K * 4, un.ns = static_cast<int>(sh.K);
       const double gu_bytes = static_cast<double>((2 * S * sh.F + 2 * sh.Fs) * rb_k);
       const double dn_bytes =
-          static_cast<double>(S * sh.K * rb_f + (shared ? sh.K * *ir::StorageBytes(fmt, sh.Fs) : 0));
+          static_cast<double>(S * sh.K * rb_f + (shared ? sh.K * *ir::StorageBytes(dfmt, sh.Fs) : 0));
       auto time_one = [&](const kc::Launch& l, kc::GemvQuantMoeParams p) -> absl::StatusOr<double> {
         return TimeCalls(dev, iters, [&](int i) {
           p.ids = ids->ptr() + static_cast<uint64_t>((i % kSets) * S * 4);
@@ -605,8 +638,8 @@ int RunMoeSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, int 
                                         100 * bytes / (us * 1e3) / peak_gbs)
                       : std::string("            n/a              ");
       };
-      std::printf("%-52s %-6s gate/up %.1f MB, down %.1f MB a token\n", sh.what, std::string(info.name).c_str(),
-                  gu_bytes / 1e6, dn_bytes / 1e6);
+      std::printf("%-52s %-6s gate/up %.1f MB, down (%s) %.1f MB a token\n", sh.what, std::string(info.name).c_str(),
+                  gu_bytes / 1e6, std::string(dinfo.name).c_str(), dn_bytes / 1e6);
       double best_gu = 0, best_dn = 0, best_un = 0;
       std::string best_gu_name, best_dn_name, best_un_name;
       for (const Pair& p : pairs) {

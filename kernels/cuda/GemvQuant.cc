@@ -291,11 +291,11 @@ int64_t DownPack(const QuantFormat& f, int64_t K) {
   return pack;
 }
 
-// The MoE forms' launch; `pack` > 1 and `split` only for gemv_q_moe_down (GQ_MOE = 2; split: a
-// block a tile).
+// The MoE forms' launch; `subtiles` > 1, `pack` > 1 and `split` only for gemv_q_moe_down (GQ_MOE =
+// 2: a tile's sub-tiles, the k choices and the shared down; split: a block a tile).
 std::optional<Launch> MoeLaunch(const Target& target, ir::DType dtype, int64_t K, int64_t x_rows, bool swiglu,
                                 int64_t slots, int64_t n, int64_t shared_rows, int64_t ns,
-                                const GemvQuantOptions& options, int64_t pack, bool split) {
+                                const GemvQuantOptions& options, int64_t subtiles, int64_t pack, bool split) {
   const QuantFormat* f = FormatOf(dtype);
   if (f == nullptr || K <= 0 || x_rows < 1 || slots * n + shared_rows * ns < 1) return std::nullopt;
   const ir::DTypeInfo& info = ir::InfoOf(dtype);
@@ -314,6 +314,18 @@ std::optional<Launch> MoeLaunch(const Target& target, ir::DType dtype, int64_t K
   while (RingBytes(warps, stages, stage) > target.smem_per_block && warps > 1) --warps;
   if (RingBytes(warps, stages, stage) > target.smem_per_block) return std::nullopt;
   const int64_t tiles = slots * ((n + rows - 1) / rows) + shared_rows * ((ns + rows - 1) / rows);
+  const int64_t cap = options.max_blocks > 0 ? options.max_blocks : int64_t{target.sm_count} * kBlocksPerSmCap;
+  const int64_t grid = std::min<int64_t>(split ? tiles : (tiles + warps - 1) / warps, cap);
+  if (options.stages <= 0) {
+    // No more stages than the items (chunks) a warp runs: a decode step's expert products give a
+    // warp one or two tiles, and ring stages it never fills only cost blocks per SM.
+    const int64_t chunks = (row_bytes + chunk - 1) / chunk;
+    const int64_t groups = (subtiles + pack - 1) / pack;  // a tile's sub-tile groups
+    const int64_t per_warp = split ? (groups + warps - 1) / warps * ((tiles + grid - 1) / grid)
+                                   : (tiles + grid * warps - 1) / (grid * warps) * groups;
+    stages = static_cast<int>(std::clamp<int64_t>(per_warp * chunks, 2, stages));
+  }
+  const int min_blocks = options.min_blocks > 0 ? options.min_blocks : 1;
   Launch l;
   l.kernel.module.file = "GemvQuant.cu";
   Defines defs = {Def("GQ_FMT", info.ggml_id),
@@ -326,15 +338,14 @@ std::optional<Launch> MoeLaunch(const Target& target, ir::DType dtype, int64_t K
                   Def("GQ_XQ", 1),
                   Def("GQ_SWIGLU", swiglu ? 1 : 0),
                   Def("GQ_MOE", 1),
-                  Def("GQ_MINB", 1)};
+                  Def("GQ_MINB", min_blocks)};
   if (pack > 1) defs.push_back(Def("GQ_PACK", pack));
   if (split) defs.push_back(Def("GQ_SPLIT", 1));
   AddCopyDefines(defs, rc);
   l.kernel.module.defines = MakeDefines(std::move(defs));
   l.kernel.entry = swiglu ? "gemv_q_moe_swiglu" : "gemv_q_moe";
   l.block = static_cast<uint32_t>(warps * 32);
-  const int64_t cap = options.max_blocks > 0 ? options.max_blocks : int64_t{target.sm_count} * kBlocksPerSmCap;
-  l.grid = static_cast<uint32_t>(std::min<int64_t>(split ? tiles : (tiles + warps - 1) / warps, cap));
+  l.grid = static_cast<uint32_t>(grid);
   if (!FitsSharedMemory(l, target)) return std::nullopt;
   return l;
 }
@@ -344,7 +355,7 @@ std::optional<Launch> MoeLaunch(const Target& target, ir::DType dtype, int64_t K
 std::optional<Launch> GemvQuantMoeLaunch(const Target& target, ir::DType dtype, int64_t K, int64_t x_rows, bool swiglu,
                                          int64_t slots, int64_t n, int64_t shared_rows, int64_t ns,
                                          const GemvQuantOptions& options) {
-  return MoeLaunch(target, dtype, K, x_rows, swiglu, slots, n, shared_rows, ns, options, 1, false);
+  return MoeLaunch(target, dtype, K, x_rows, swiglu, slots, n, shared_rows, ns, options, 1, 1, false);
 }
 
 std::optional<Launch> GemvQuantMoeDownLaunch(const Target& target, ir::DType dtype, int64_t K, int64_t x_rows,
@@ -358,7 +369,9 @@ std::optional<Launch> GemvQuantMoeDownLaunch(const Target& target, ir::DType dty
   // at every expert shape and format but q6_K's unpacked rows (Step 3.5's F = 1280: 0.92x).
   const int64_t pack = options.pack > 0 ? std::min<int64_t>(options.pack, DownPack(*f, K)) : DownPack(*f, K);
   const bool split = options.split > 0 ? options.split == 2 : !(dtype == ir::DType::kQ6_K && pack == 1);
-  std::optional<Launch> l = MoeLaunch(target, dtype, K, x_rows, false, tokens, n, 0, 0, options, pack, split);
+  // Sub-tiles a tile runs: at most the x rows a token has (its k slots and the shared row).
+  const int64_t subtiles = std::max<int64_t>(1, x_rows / std::max<int64_t>(tokens, 1));
+  std::optional<Launch> l = MoeLaunch(target, dtype, K, x_rows, false, tokens, n, 0, 0, options, subtiles, pack, split);
   if (!l) return l;
   for (auto& [name, value] : l->kernel.module.defines)
     if (name == "GQ_MOE") value = "2";

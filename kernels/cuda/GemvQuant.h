@@ -46,6 +46,8 @@ struct GemvQuantOptions {
   int pack = 0;        // gemv_q_moe_down: sub-tiles a chunk holds side by side (GQ_PACK), at most what fits
   int split = 0;       // gemv_q_moe_down: 1 a warp a tile, 2 the block's warps share a tile (GQ_SPLIT); 0 the
                        // units' choice
+  int min_blocks = 0;  // the MoE forms: __launch_bounds__' minimum resident blocks per SM (GQ_MINB: caps the
+                       // registers); 0 the units' choice
 };
 
 // The selection for `op` at `shapes` when it is a matmul (one weight), a matmul_group (any number:
