@@ -305,7 +305,13 @@ std::optional<Launch> MoeLaunch(const Target& target, ir::DType dtype, int64_t K
   const int64_t row_bytes = K / info.block_elems * info.block_bytes;
   const RingCopy rc = RingCopyFor(chunk, row_bytes);
   const int64_t slot = rc.slot;
-  const int rows = std::clamp(options.rows > 0 ? options.rows : (swiglu ? 1 : 2), 1, 4);
+  // Rows a tile (measured on the H100, memra-kernel-bench --section moe --sweep 1, bench/RESULTS.md
+  // session 25): the downs 4 (1.07-1.44x over 2 at every expert shape and format but Gemma 4's q8_0,
+  // 1.5 % slower); the gate/up 1, or 4 when a row's last chunk is partial (Gemma 4 26B-A4B's K =
+  // 2816: 1.09-1.11x; with whole chunks, Step 3.5's and Qwen3.5-35B-A3B's, 4 rows were up to 8 %
+  // slower).
+  const bool partial_chunk = K % ((32 / f->lanes_per_block) * info.block_elems) != 0;
+  const int rows = std::clamp(options.rows > 0 ? options.rows : (swiglu && !partial_chunk ? 1 : 4), 1, 4);
   const int64_t stage = pack * (swiglu ? 2 : 1) * rows * slot;
   int warps = options.warps > 0 ? options.warps : kWarps;
   int stages =

@@ -285,6 +285,48 @@ TEST(GemvQuantSelect, SharedMemoryFitsEverySelection) {
   EXPECT_EQ(GemvQuantSmemBytes(other), -1);
 }
 
+// The MoE gate/up's rows a tile (4 where a row's last chunk is partial, else 1: bench/RESULTS.md
+// session 25) and the ring's stages: no more than the chunks a warp runs (a decode step gives a warp
+// one tile), unless asked for.
+TEST(GemvQuantSelect, MoeGateUpRowsAndStages) {
+  const Target t = *TargetPreset("sm_90");
+  auto define = [](const Launch& l, const std::string& name) {
+    for (const auto& [n, v] : l.kernel.module.defines)
+      if (n == name) return v;
+    return std::string("-");
+  };
+  // Gemma 4 26B-A4B: K = 2816 is 11 q4_K blocks (8 a chunk: the second chunk partial); 8 slots x 704.
+  auto gemma = GemvQuantMoeLaunch(t, DType::kQ4_K, 2816, 1, true, 8, 704, 0, 0);
+  ASSERT_TRUE(gemma.has_value());
+  EXPECT_EQ(define(*gemma, "GQ_R"), "4");
+  const unsigned warps = static_cast<unsigned>(std::stoi(define(*gemma, "GQ_WARPS")));
+  EXPECT_EQ(gemma->grid, (8u * 704 / 4 + warps - 1) / warps);  // 1408 tiles, one a warp
+  EXPECT_EQ(define(*gemma, "GQ_ST"), "2");                     // a warp's one tile is 2 chunks
+  // Step 3.5: K = 4096 is 2 whole chunks of q4_K: a row a tile, 2 chunks a warp.
+  auto step = GemvQuantMoeLaunch(t, DType::kQ4_K, 4096, 1, true, 8, 1280, 1, 1280);
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(define(*step, "GQ_R"), "1");
+  EXPECT_EQ(define(*step, "GQ_ST"), "2");
+  // A capped grid gives each warp more tiles, so more stages fill (up to the ring's budget).
+  GemvQuantOptions capped;
+  capped.max_blocks = 132;
+  auto longer = GemvQuantMoeLaunch(t, DType::kQ4_K, 4096, 1, true, 8, 1280, 1, 1280, capped);
+  ASSERT_TRUE(longer.has_value());
+  EXPECT_EQ(longer->grid, 132u);
+  EXPECT_EQ(std::stoi(define(*longer, "GQ_ST")), 4);
+  // Asked-for geometry is kept.
+  GemvQuantOptions asked;
+  asked.rows = 1;
+  asked.stages = 3;
+  asked.min_blocks = 6;
+  auto kept = GemvQuantMoeLaunch(t, DType::kQ4_K, 2816, 1, true, 8, 704, 0, 0, asked);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(define(*kept, "GQ_R"), "1");
+  EXPECT_EQ(define(*kept, "GQ_ST"), "3");
+  EXPECT_EQ(define(*kept, "GQ_MINB"), "6");
+  EXPECT_LE(GemvQuantSmemBytes(*kept), t.smem_per_block);
+}
+
 // gemv_q_moe_down's packing (choices side by side where a row takes at most half the warp) and
 // split (a block's warps share a tile; not for q6_K's unpacked rows), as bench/RESULTS.md session 24
 // measured them; the grid: a block a tile when split, a warp a tile otherwise.
@@ -312,7 +354,11 @@ TEST(GemvQuantSelect, MoeDownPacksAndSplits) {
     EXPECT_EQ(l->kernel.entry, "gemv_q_moe_down");
     EXPECT_EQ(define(*l, "GQ_PACK"), w.pack) << ir::DTypeName(w.d) << " F=" << w.F;
     EXPECT_EQ(define(*l, "GQ_SPLIT"), w.split) << ir::DTypeName(w.d) << " F=" << w.F;
-    EXPECT_EQ(l->grid, std::string(w.split) == "1" ? 2048u : 512u) << l->kernel.module.Key();  // 2048 tiles of 2 rows
+    EXPECT_EQ(define(*l, "GQ_R"), "4") << l->kernel.module.Key();
+    // 1024 tiles of 4 rows: a block each when split, else a warp each (fewer warps where 4 rows'
+    // stages would pass the block's shared memory).
+    const unsigned warps = static_cast<unsigned>(std::stoi(define(*l, "GQ_WARPS")));
+    EXPECT_EQ(l->grid, std::string(w.split) == "1" ? 1024u : (1024u + warps - 1) / warps) << l->kernel.module.Key();
     EXPECT_LE(GemvQuantSmemBytes(*l), t.smem_per_block);
   }
   // The overrides memra-kernel-bench measures: unpacked, not split.

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Decode A/B of two memra binaries on the same generated models, in one device call: for each
+# PRESET:DTYPE, `memra gen` (by NEW) writes the model, then `memra bench -p 0 -n 128 -r 2` runs
+# ROUNDS times alternating OLD and NEW (each with its own kernel cache: their kernel sources
+# differ), and a table of every run comes last. The binaries may be xz'ed (carried that way to fit
+# the device call's 64 MiB).
+#
+#   bash bench/gpu_ab.sh OLD[.xz] NEW[.xz] BUDGET_S ROUNDS PRESET:DTYPE [...]
+#   e.g. bash bench/gpu_ab.sh build-gpu/memra-old.xz build-gpu/memra-new.xz 520 2 gemma4-26b-a4b:q4_k_m
+set -uo pipefail
+old=${1:?usage: gpu_ab.sh OLD NEW BUDGET_S ROUNDS PRESET:DTYPE...}
+new=${2:?usage: gpu_ab.sh OLD NEW BUDGET_S ROUNDS PRESET:DTYPE...}
+budget=${3:?usage: gpu_ab.sh OLD NEW BUDGET_S ROUNDS PRESET:DTYPE...}
+rounds=${4:?usage: gpu_ab.sh OLD NEW BUDGET_S ROUNDS PRESET:DTYPE...}
+shift 4
+start=$(date +%s)
+out=${OUT:-/tmp/memra-ab}
+bin=/tmp/memra-ab-bin
+models=/tmp/memra-models
+mkdir -p "$out" "$bin" "$models"
+for pair in "old:$old" "new:$new"; do
+  name=${pair%%:*} src=${pair#*:}
+  case $src in
+    *.xz) xz -dc "$src" > "$bin/memra-$name" ;;
+    *) cp "$src" "$bin/memra-$name" ;;
+  esac
+  chmod +x "$bin/memra-$name"
+done
+nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
+left() { echo $((budget - ($(date +%s) - start))); }
+rows=()
+for spec in "$@"; do
+  preset=${spec%%:*} dtype=${spec##*:}
+  m=$models/$preset-$dtype.gguf
+  [ "$(left)" -gt 30 ] || { rows+=("$spec: budget spent before gen"); continue; }
+  t0=$(date +%s)
+  timeout "$(left)" "$bin/memra-new" gen --preset "$preset" --dtype "$dtype" --quiet -o "$m" > "$out/gen-$preset-$dtype.log" 2>&1 ||
+    { rows+=("$spec: gen failed ($(tail -1 "$out/gen-$preset-$dtype.log"))"); rm -f "$m"; continue; }
+  echo "gen $spec: $(($(date +%s) - t0)) s"
+  for r in $(seq 1 "$rounds"); do
+    for b in old new; do
+      [ "$(left)" -gt 10 ] || break 2
+      line=$(timeout "$(left)" "$bin/memra-$b" bench "$m" -p 0 -n 128 -r 2 --kernel-cache "/tmp/memra-ab-cache-$b" \
+        2> "$out/bench-$preset-$dtype-$b-$r.err" | grep -E "tg128" | awk -F'|' '{print $(NF-1)}')
+      rows+=("$(printf '%-28s %-4s round %d  tg128 %s' "$spec" "$b" "$r" "${line:-failed}")")
+    done
+  done
+  rm -f "$m"
+done
+echo "=== A/B decode ($(($(date +%s) - start)) s of $budget) ==="
+for r in "${rows[@]}"; do echo "$r"; done
