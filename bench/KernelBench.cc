@@ -20,7 +20,9 @@
 // The moe section: the MoE decode forms of GemvQuant.cu (the routed experts' gate/up with the
 // shared expert, and the fused down with the weighted sum) at Step 3.5's, Qwen3.5-35B-A3B's and
 // Gemma 4 26B-A4B's expert shapes, per format, the units' geometry and with --sweep every rows x
-// stages x grid cap (--only: the shapes whose name contains SHAPE).
+// stages x grid cap (--only, here and in the quant section: the shapes whose name contains SHAPE).
+// Rows whose K is not a multiple of a K-quant's 256 take llama-quantize's fallback format (q4_K ->
+// q5_0, q6_K -> q8_0, ...), as `memra gen` writes them.
 //
 // The deltanet section: the chunked gated-delta prefill scan (kernels/cuda/DeltaNetChunked.cu) at
 // the 9B's and the 0.8B's delta-net shapes for each --lengths T, its two launches timed alone and
@@ -88,16 +90,45 @@ using runtime::cuda::CudaDevice;
 using runtime::cuda::DeviceBuffer;
 using runtime::cuda::LoadedModule;
 
+// llama-quantize's type for rows of `cols` columns when they are not a multiple of the block
+// (frontends/synthetic/QuantMix.cc Fallback, as `memra gen` writes the presets).
+ir::DType RowFormat(ir::DType fmt, int64_t cols) {
+  if (cols % ir::InfoOf(fmt).block_elems == 0) return fmt;
+  switch (fmt) {
+    case ir::DType::kQ2_K:
+    case ir::DType::kQ3_K:
+      return ir::DType::kQ4_0;
+    case ir::DType::kQ4_K:
+      return ir::DType::kQ5_0;
+    case ir::DType::kQ5_K:
+      return ir::DType::kQ5_1;
+    case ir::DType::kQ6_K:
+      return ir::DType::kQ8_0;
+    default:
+      return fmt;
+  }
+}
+
 struct QuantShape {
   const char* what;
   int64_t n, k;
   bool swiglu;  // gate + up, N rows each
 };
 constexpr QuantShape kQuantShapes[] = {
-    {"9B attn/ssm out 4096x4096", 4096, 4096, false},  {"9B ffn gate|up 12288x4096", 12288, 4096, false},
-    {"9B ffn swiglu 2x12288x4096", 12288, 4096, true}, {"9B ffn down 4096x12288", 4096, 12288, false},
-    {"9B head 248320x4096", 248320, 4096, false},      {"27B ffn gate|up 17408x5120", 17408, 5120, false},
+    {"9B attn/ssm out 4096x4096", 4096, 4096, false},
+    {"9B ffn gate|up 12288x4096", 12288, 4096, false},
+    {"9B ffn swiglu 2x12288x4096", 12288, 4096, true},
+    {"9B ffn down 4096x12288", 4096, 12288, false},
+    {"9B head 248320x4096", 248320, 4096, false},
+    {"27B ffn gate|up 17408x5120", 17408, 5120, false},
     {"27B ffn down 5120x17408", 5120, 17408, false},
+    // Gemma 4 26B-A4B's dense products (hidden 2816; 16 q / 8 kv heads x 256; the shared GeGLU of
+    // 2112): K = 2816 is 11 K-quant blocks (a partial chunk), the shared down's 2112 takes the
+    // fallback format.
+    {"G4 26B q|k|v 8192x2816", 8192, 2816, false},
+    {"G4 26B attn out 2816x4096", 2816, 4096, false},
+    {"G4 26B geglu 2x2112x2816", 2112, 2816, true},
+    {"G4 26B shared down 2816x2112", 2816, 2112, false},
 };
 
 // Microseconds per call of enqueue(i) (i = 0, 1, ...): a graph of `iters` calls, launched 3 times
@@ -251,7 +282,11 @@ std::vector<QuantVariant> QuantVariants(ir::DType fmt, bool sweep, int sm_count)
 }
 
 int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, runtime::cuda::CublasLt& blas, int iters,
-                    double peak_gbs, const std::vector<ir::DType>& formats, int64_t T, bool sweep) {
+                    double peak_gbs, const std::vector<ir::DType>& formats, int64_t T, bool sweep,
+                    const std::string& only = "") {
+  auto skipped = [&](const QuantShape& sh) {
+    return !only.empty() && std::string(sh.what).find(only) == std::string::npos;
+  };
   const auto& d = dev.driver();
   const auto stream = dev.stream();
   const kc::Target target = dev.target();
@@ -264,7 +299,9 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
   {  // every module of the table, compiled in one parallel batch
     std::vector<kc::ModuleSpec> mods;
     for (const QuantShape& sh : kQuantShapes)
-      for (ir::DType fmt : formats) {
+      for (ir::DType f : formats) {
+        if (skipped(sh)) continue;
+        const ir::DType fmt = RowFormat(f, sh.k);
         auto m = QuantOpModule(sh, fmt, T);
         if (!m.ok()) return Fail(m.status());
         const ir::Op& op = *(*m)->function("f")->Ops().front();
@@ -288,6 +325,7 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
     std::printf("(%zu kernel modules: %s)\n", mods.size(), compiler.stats().ToString().c_str());
   }
   for (const QuantShape& sh : kQuantShapes) {
+    if (skipped(sh)) continue;
     const int nw = sh.swiglu ? 2 : 1;
     auto x = dev.Alloc(static_cast<size_t>(T * sh.k * 4), "x");
     auto xb = dev.Alloc(static_cast<size_t>(T * sh.k * 2), "x bf16");
@@ -318,7 +356,8 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
       std::printf("%-28s %-6s %7.1f | cuBLASLt M=%ld: %.2f us, %.0f GB/s, %.1f%%\n", sh.what, "bf16", bytes / 1e6,
                   static_cast<long>(T), *us, bytes / (*us * 1e3), 100 * bytes / (*us * 1e3) / peak_gbs);
     }
-    for (ir::DType fmt : formats) {
+    for (ir::DType f : formats) {
+      const ir::DType fmt = RowFormat(f, sh.k);  // a K-quant's fallback where K is not a multiple of 256
       const std::string dn(ir::DTypeName(fmt));
       auto m = QuantOpModule(sh, fmt, T);
       if (!m.ok()) return Fail(m.status());
@@ -434,25 +473,6 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
 }
 
 // ---- the moe section: the routed experts' decode products (GemvQuant.cu's MoE forms) ----
-
-// llama-quantize's type for rows of `cols` columns when they are not a multiple of the block
-// (frontends/synthetic/QuantMix.cc Fallback, as `memra gen` writes the presets).
-ir::DType RowFormat(ir::DType fmt, int64_t cols) {
-  if (cols % ir::InfoOf(fmt).block_elems == 0) return fmt;
-  switch (fmt) {
-    case ir::DType::kQ2_K:
-    case ir::DType::kQ3_K:
-      return ir::DType::kQ4_0;
-    case ir::DType::kQ4_K:
-      return ir::DType::kQ5_0;
-    case ir::DType::kQ5_K:
-      return ir::DType::kQ5_1;
-    case ir::DType::kQ6_K:
-      return ir::DType::kQ8_0;
-    default:
-      return fmt;
-  }
-}
 
 // A MoE layer's decode shape: hidden K, E experts of width F (k chosen per token), a shared expert
 // of width Fs (0: none).
@@ -660,6 +680,22 @@ int RunMoeSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, int 
       if (sweep)
         std::printf("    best: gate/up %s (%.2f us), down %s (%.2f us), unfused down %s (%.2f us)\n",
                     best_gu_name.c_str(), best_gu, best_dn_name.c_str(), best_dn, best_un_name.c_str(), best_un);
+      // The layer's four launches in order (x q8, gate/up, h q8, down) at the unit's geometry, as the
+      // decode graph runs them (programmatic dependent launch between them).
+      if (pairs[0].gu && pairs[0].dn) {
+        auto layer = TimeCalls(dev, iters, [&](int i) -> absl::Status {
+          const uint64_t set = static_cast<uint64_t>((i % kSets) * S * 4);
+          kc::GemvQuantMoeParams a = gu, b = dn;
+          a.ids = b.ids = ids->ptr() + set;
+          b.wts = wts->ptr() + set;
+          if (absl::Status st = launch(lx, qx); !st.ok()) return st;
+          if (absl::Status st = launch(*pairs[0].gu, a); !st.ok()) return st;
+          if (absl::Status st = launch(lh, qh); !st.ok()) return st;
+          return launch(*pairs[0].dn, b);
+        });
+        if (!layer.ok()) return Fail(layer.status());
+        std::printf("    the layer's launches in order (x q8, gate/up, h q8, down): %.2f us\n", *layer);
+      }
     }
   return 0;
 }
@@ -973,7 +1009,7 @@ int main(int argc, char** argv) {
   bool sweep = false;
   std::vector<int64_t> lengths = {4096, 16384};
   int candidates = 16;
-  std::string only;  // the moe section: shapes whose name contains it
+  std::string only;  // the moe and quant sections: shapes whose name contains it
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--iters") == 0) {
       iters = std::atoi(argv[i + 1]);
@@ -1022,7 +1058,8 @@ int main(int argc, char** argv) {
                           {"ssm beta 32x4096", 32, 4096},         {"head 248320x4096", 248320, 4096},
                           {"0.8b ssm qkv 6144x1024", 6144, 1024}, {"0.8b ffn down 1024x3584", 1024, 3584}};
   if (section == "deltanet") return RunDeltaNetSection(**dev, **compiler, iters, lengths);
-  if (section == "quant") return RunQuantSection(**dev, **compiler, **blas, iters, peak_gbs, formats, tokens, sweep);
+  if (section == "quant")
+    return RunQuantSection(**dev, **compiler, **blas, iters, peak_gbs, formats, tokens, sweep, only);
   if (section == "moe") return RunMoeSection(**dev, **compiler, iters, peak_gbs, formats, sweep, only);
   if (section == "gemm") return RunGemmSection(**dev, **blas, iters, candidates, lengths);
   if (section == "attention") return RunAttentionSection(**dev, **compiler, iters, lengths);
