@@ -285,16 +285,18 @@ TEST(GemvQuantSelect, SharedMemoryFitsEverySelection) {
   EXPECT_EQ(GemvQuantSmemBytes(other), -1);
 }
 
+// A launch's define `name` ("-" when it has none).
+std::string define(const Launch& l, const std::string& name) {
+  for (const auto& [n, v] : l.kernel.module.defines)
+    if (n == name) return v;
+  return "-";
+}
+
 // The MoE gate/up's rows a tile (4 where a row's last chunk is partial, else 1: bench/RESULTS.md
 // session 25) and the ring's stages: no more than the chunks a warp runs (a decode step gives a warp
 // one tile), unless asked for.
 TEST(GemvQuantSelect, MoeGateUpRowsAndStages) {
   const Target t = *TargetPreset("sm_90");
-  auto define = [](const Launch& l, const std::string& name) {
-    for (const auto& [n, v] : l.kernel.module.defines)
-      if (n == name) return v;
-    return std::string("-");
-  };
   // Gemma 4 26B-A4B: K = 2816 is 11 q4_K blocks (8 a chunk: the second chunk partial); 8 slots x 704.
   auto gemma = GemvQuantMoeLaunch(t, DType::kQ4_K, 2816, 1, true, 8, 704, 0, 0);
   ASSERT_TRUE(gemma.has_value());
@@ -332,11 +334,6 @@ TEST(GemvQuantSelect, MoeGateUpRowsAndStages) {
 // measured them; the grid: a block a tile when split, a warp a tile otherwise.
 TEST(GemvQuantSelect, MoeDownPacksAndSplits) {
   const Target t = *TargetPreset("sm_90");
-  auto define = [](const Launch& l, const std::string& name) {
-    for (const auto& [n, v] : l.kernel.module.defines)
-      if (n == name) return v;
-    return std::string("-");
-  };
   struct Want {
     DType d;
     int64_t F;
