@@ -294,6 +294,46 @@ TEST(NvrtcCompileTest, GemvQuantModulesCompileForSm90) {
   std::printf("  GemvQuant.cu: %s\n", (*c)->stats().ToString().c_str());
 }
 
+// The MoE decode unit's launches (x and h quantized, the experts' gate/up, the fused down) at T = 1
+// and 8, without and with a shared expert of the routed width: every module compiles for sm_90.
+TEST(NvrtcCompileTest, MoeDecodeModulesCompileForSm90) {
+  auto nvrtc = Nvrtc::Load();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available here: " << nvrtc.status();
+  namespace kc = kernels::cuda;
+  auto m = ir::ParseModule(R"(weight @down : q4_K[8, 256, 512]
+weight @gate : q4_K[8, 512, 256]
+weight @up : q4_K[8, 512, 256]
+weight @sg : q4_K[512, 256]
+weight @su : q4_K[512, 256]
+weight @sd : q4_K[256, 512]
+weight @sgi : f32[1, 256]
+func @f(%x: f32[T, 256], %w: f32[T, 2], %ids: i32[T, 2]) -> (f32[T, 256], f32[T, 256]) {
+  %y = moe_experts(%x, %w, %ids, @down, @gate, @up) : f32[T, 256]
+  %z = moe_ffn(%x, %w, %ids, @sgi, @sg, @su, @sd, @down, @gate, @up) : f32[T, 256]
+  return %y, %z
+}
+)");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto target = kc::TargetPreset("sm_90");
+  ASSERT_TRUE(target.ok());
+  std::vector<ModuleSpec> mods;
+  for (int64_t T : {1, 8}) {
+    auto sel = kc::SelectionsOf(*(*m)->function("f"), T, *target, kc::WeightMode::kBlocks, /*use_records=*/false);
+    ASSERT_TRUE(sel.ok()) << sel.status();
+    for (const kc::OpSelection& s : *sel)
+      for (const kc::Launch& l : s.launches) mods.push_back(l.kernel.module);
+  }
+  EXPECT_GE(mods.size(), 8u);
+  CompileOptions o;
+  o.arch = 90;
+  o.cache_dir = "-";
+  auto c = KernelCompiler::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto cubins = (*c)->CompileAll(mods);
+  ASSERT_TRUE(cubins.ok()) << cubins.status();
+  for (const auto& cb : *cubins) EXPECT_EQ((*cb)[0], 0x7f);  // ELF
+}
+
 // MoeGemm.cu (the prefill expert products; no unit selects it yet): moe_sort at the expert counts
 // the launches accept (the per-warp table's size depends on E) and moe_gemm for every storage it
 // reads, plain and swiglu, grouped (the identity grouping is the same module).
