@@ -5,7 +5,10 @@
 # differ), and a table of every run comes last. The binaries may be xz'ed (carried that way to fit
 # the device call's 64 MiB).
 #
-#   bash bench/gpu_ab.sh OLD[.xz] NEW[.xz] BUDGET_S ROUNDS PRESET:DTYPE [...]
+# --fill=tiled: NEW generates with `memra gen --fill tiled` (each large tensor repeats its first
+# 1 Mi drawn values: the same bytes a weight, written several times faster; for speed only).
+#
+#   bash bench/gpu_ab.sh OLD[.xz] NEW[.xz] BUDGET_S ROUNDS [--fill=tiled] PRESET:DTYPE [...]
 #   e.g. bash bench/gpu_ab.sh build-gpu/memra-old.xz build-gpu/memra-new.xz 520 2 gemma4-26b-a4b:q4_k_m
 set -uo pipefail
 old=${1:?usage: gpu_ab.sh OLD NEW BUDGET_S ROUNDS PRESET:DTYPE...}
@@ -13,6 +16,8 @@ new=${2:?usage: gpu_ab.sh OLD NEW BUDGET_S ROUNDS PRESET:DTYPE...}
 budget=${3:?usage: gpu_ab.sh OLD NEW BUDGET_S ROUNDS PRESET:DTYPE...}
 rounds=${4:?usage: gpu_ab.sh OLD NEW BUDGET_S ROUNDS PRESET:DTYPE...}
 shift 4
+fill=()
+case ${1:-} in --fill=*) fill=("$1"); shift ;; esac
 start=$(date +%s)
 out=${OUT:-/tmp/memra-ab}
 bin=/tmp/memra-ab-bin
@@ -34,7 +39,7 @@ for spec in "$@"; do
   m=$models/$preset-$dtype.gguf
   [ "$(left)" -gt 30 ] || { rows+=("$spec: budget spent before gen"); continue; }
   t0=$(date +%s)
-  timeout "$(left)" "$bin/memra-new" gen --preset "$preset" --dtype "$dtype" --quiet -o "$m" > "$out/gen-$preset-$dtype.log" 2>&1 ||
+  timeout "$(left)" "$bin/memra-new" gen --preset "$preset" --dtype "$dtype" "${fill[@]}" --quiet -o "$m" > "$out/gen-$preset-$dtype.log" 2>&1 ||
     { rows+=("$spec: gen failed ($(tail -1 "$out/gen-$preset-$dtype.log"))"); rm -f "$m"; continue; }
   echo "gen $spec: $(($(date +%s) - t0)) s"
   for r in $(seq 1 "$rounds"); do

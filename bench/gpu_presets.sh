@@ -15,7 +15,7 @@
 # bench at B = 1 and 64 at the largest split, and llama-bench its split modes (-sm layer,row) over
 # all the GPUs; NCCL_NVLS_ENABLE=0 throughout (the device pages).
 #
-#   bash bench/gpu_presets.sh BUNDLE BUDGET_S [LLAMACPP_SRC] [--ncu=SKIP:COUNT] [--tp=LIST] PRESET:DTYPE [...]
+#   bash bench/gpu_presets.sh BUNDLE BUDGET_S [LLAMACPP_SRC] [--ncu=SKIP:COUNT] [--tp=LIST] [--fill=tiled] PRESET:DTYPE [...]
 #   e.g. bash bench/gpu_presets.sh build-gpu/gpu-bundle.tar.xz 560 gemma4-26b-a4b:q4_k_m gemma4-31b:q8_0
 #        bash bench/gpu_presets.sh build-gpu/gpu-bundle.tar.xz 570 build-llamacpp/llamacpp-src.tar.xz \
 #          step35-flash-8l:q4_k_m
@@ -29,6 +29,8 @@ ncu_range=""
 case ${1:-} in --ncu=*) ncu_range=${1#--ncu=}; shift ;; esac
 tp_list=""
 case ${1:-} in --tp=*) tp_list=${1#--tp=}; shift ;; esac
+fill=()  # --fill=tiled: `memra gen --fill tiled` (large tensors repeat their first 1 Mi drawn values)
+case ${1:-} in --fill=*) fill=("$1"); shift ;; esac
 export NCCL_NVLS_ENABLE=0
 here=$(cd "$(dirname "$0")" && pwd)
 start=$(date +%s)
@@ -68,7 +70,7 @@ for spec in "$@"; do
   dtype=${spec##*:}
   m=$models/$preset-$dtype.gguf
   tag=$preset-$dtype
-  step 500 "gen $tag" "$bin/memra" gen --preset "$preset" --dtype "$dtype" --quiet -o "$m" > "$out/gen-$tag.log" 2>&1 ||
+  step 500 "gen $tag" "$bin/memra" gen --preset "$preset" --dtype "$dtype" "${fill[@]}" --quiet -o "$m" > "$out/gen-$tag.log" 2>&1 ||
     { tail -3 "$out/gen-$tag.log"; rm -f "$m"; continue; }
   echo "gen $tag: $(du -h "$m" | cut -f1) $(tail -1 "$out/gen-$tag.log")"
   step 90 "run $tag" "$bin/memra" run -m "$m" --chat -p "What is the capital of France?" -n 16 --temp 0 \

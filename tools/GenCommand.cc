@@ -49,6 +49,11 @@ cl::opt<std::string> GenOut("o",
                                      "<preset>-<dtype>.gguf)"),
                             cl::init(""), cl::sub(kGen));
 cl::opt<bool> GenQuiet("quiet", cl::desc("No progress bar (default: false)"), cl::init(false), cl::sub(kGen));
+memra::tools::ChoiceOption GenFill("fill", {"drawn", "tiled"},
+                                   "How weights are drawn: drawn (every value) or tiled (each tensor of more than "
+                                   "1 Mi values draws its first 1 Mi and repeats their bytes: the same shapes, types "
+                                   "and bytes, several times faster to write; for speed benchmarks, not for numerics)",
+                                   cl::init("drawn"), cl::sub(kGen));
 
 // The family's generator for the preset: (file stem, arch, write).
 struct Generator {
@@ -90,6 +95,7 @@ int RunGen() {
   opt.seed = static_cast<uint64_t>(int64_t(GenSeed));
   opt.threads = GenThreads;
   opt.progress = !GenQuiet;
+  if (std::string(GenFill) == "tiled") opt.tile_elems = int64_t{1} << 20;
   std::string out = GenOut.empty() ? gen->stem + "-" + std::string(GenDtype) + ".gguf" : std::string(GenOut);
   auto stats = gen->write(opt, out);
   if (!stats.ok()) {

@@ -84,13 +84,18 @@ void FillChunk(const Init& init, uint64_t seed, int64_t begin, float* out, int64
   }
 }
 
-absl::Status FillTensor(const TensorSpec& t, uint64_t seed, int threads, absl::Span<uint8_t> out) {
+absl::Status FillTensor(const TensorSpec& t, uint64_t seed, int threads, int64_t tile_elems, absl::Span<uint8_t> out) {
   int64_t n = 1;
   for (int64_t d : t.ne) n *= d;
   if (t.init.kind == Init::kValues && static_cast<int64_t>(t.init.values.size()) != n)
     return absl::InternalError(
         absl::StrCat("synthetic tensor ", t.name, ": ", t.init.values.size(), " initial values for ", n, " elements"));
-  const int64_t n_chunks = (n + kChunk - 1) / kChunk;
+  const int64_t all_chunks = (n + kChunk - 1) / kChunk;
+  // Tiled: only the first tile_chunks streams are drawn; the chunks after them repeat their bytes
+  // (a chunk is whole blocks of every format, so each copy is whole blocks).
+  const bool tileable = t.init.kind == Init::kNormal || t.init.kind == Init::kUniform;
+  const int64_t tile_chunks = tile_elems > 0 && tileable ? (tile_elems + kChunk - 1) / kChunk : all_chunks;
+  const int64_t n_chunks = std::min(all_chunks, tile_chunks);
   const uint64_t base = seed * 0x9E3779B97F4A7C15ull ^ HashName(t.name);
   const auto& traits = formats::TraitsOf(t.type);
   std::vector<absl::Status> status(threads);
@@ -122,6 +127,20 @@ absl::Status FillTensor(const TensorSpec& t, uint64_t seed, int threads, absl::S
   work(0);
   for (auto& th : pool) th.join();
   for (const auto& s : status) MEMRA_RETURN_IF_ERROR(s);
+  if (n_chunks == all_chunks) return absl::OkStatus();
+  const uint64_t chunk_bytes = kChunk / traits.block_elems * traits.block_bytes;
+  const uint64_t total = static_cast<uint64_t>(n) / traits.block_elems * traits.block_bytes;
+  auto repeat = [&](int tid) {
+    for (int64_t c = n_chunks + tid; c < all_chunks; c += threads) {
+      const uint64_t at = static_cast<uint64_t>(c) * chunk_bytes;
+      std::memcpy(out.data() + at, out.data() + static_cast<uint64_t>(c % n_chunks) * chunk_bytes,
+                  std::min(chunk_bytes, total - at));
+    }
+  };
+  pool.clear();
+  for (int i = 1; i < threads; ++i) pool.emplace_back(repeat, i);
+  repeat(0);
+  for (auto& th : pool) th.join();
   return absl::OkStatus();
 }
 
@@ -170,7 +189,11 @@ absl::Status BeginSyntheticFile(gguf::GgufWriter& w, const std::string& arch, co
   w.Set("general.architecture", Value::String(arch));
   w.Set("general.name", Value::String(name));
   w.Set("general.description",
-        Value::String(absl::StrCat("random weights (seed ", opt.seed, "), written by memra gen")));
+        Value::String(absl::StrCat("random weights (seed ", opt.seed,
+                                   opt.tile_elems > 0 ? absl::StrCat(", each large tensor repeating its first ",
+                                                                     opt.tile_elems, " drawn values")
+                                                      : std::string(),
+                                   "), written by memra gen")));
   w.Set("general.file_type", Value::U32(mix.file_type));  // llama.cpp's LLAMA_FTYPE of the mix
   if (mix.base_type != GgmlType::kF32) w.Set("general.quantization_version", Value::U32(2));
   return absl::OkStatus();
@@ -187,8 +210,9 @@ absl::StatusOr<SyntheticStats> WriteSynthetic(gguf::GgufWriter& w, absl::Span<co
     ++stats.n_tensors;
     auto spec = std::make_shared<TensorSpec>(t);
     const uint64_t seed = opt.seed;
-    MEMRA_RETURN_IF_ERROR(w.AddTensor(t.name, t.type, t.ne, [spec, seed, threads](absl::Span<uint8_t> out) {
-      return FillTensor(*spec, seed, threads, out);
+    const int64_t tile = opt.tile_elems;
+    MEMRA_RETURN_IF_ERROR(w.AddTensor(t.name, t.type, t.ne, [spec, seed, threads, tile](absl::Span<uint8_t> out) {
+      return FillTensor(*spec, seed, threads, tile, out);
     }));
   }
   stats.data_bytes = w.TotalDataBytes();

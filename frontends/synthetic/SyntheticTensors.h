@@ -28,6 +28,11 @@ struct SyntheticOptions {
   uint64_t seed = 1;
   int threads = 0;  // 0 = hardware concurrency
   bool progress = true;
+  // 0: every element drawn. > 0: a tensor drawn from a normal or uniform law with more elements
+  // draws only its first tile_elems (rounded up to whole random streams of 65,536) and repeats
+  // their bytes to its end: the same shapes, types and bytes a weight, written several times faster, for
+  // speed benchmarks (`memra gen --fill tiled`); rows then repeat with that period.
+  int64_t tile_elems = 0;
 };
 
 struct SyntheticStats {

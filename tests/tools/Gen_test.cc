@@ -18,7 +18,7 @@ using formats::GgmlType;
 
 std::string TempPath(const std::string& name) { return memra::testing::UniqueTempPath(name); }
 
-std::string Write(const std::string& name, const char* dtype, uint64_t seed, int threads) {
+std::string Write(const std::string& name, const char* dtype, uint64_t seed, int threads, int64_t tile_elems = 0) {
   auto shape = synthetic::Qwen35Preset("tiny");
   EXPECT_TRUE(shape.ok());
   synthetic::SyntheticOptions opt;
@@ -26,6 +26,7 @@ std::string Write(const std::string& name, const char* dtype, uint64_t seed, int
   opt.seed = seed;
   opt.threads = threads;
   opt.progress = false;
+  opt.tile_elems = tile_elems;
   std::string path = TempPath(name);
   auto stats = synthetic::WriteSyntheticQwen35(*shape, opt, path);
   EXPECT_TRUE(stats.ok()) << stats.status();
@@ -64,6 +65,53 @@ TEST(GenTest, DeterministicAcrossThreadCounts) {
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_EQ(*a, *b);
   EXPECT_NE(*a, *c);
+}
+
+// --fill tiled: a tensor of more than the tile repeats the bytes of its first tile (whole random
+// streams of 65,536 values) to its end, the same on any thread count; smaller tensors and the f32
+// ones drawn from other laws are the drawn file's, byte for byte.
+TEST(GenTest, TiledFillRepeatsTheFirstStreams) {
+  constexpr int64_t kTile = 65536;
+  const std::string drawn = Write("gen-drawn.gguf", "q4_k_m", 5, 2);
+  const std::string tiled = Write("gen-tiled.gguf", "q4_k_m", 5, 3, kTile);
+  const std::string tiled1 = Write("gen-tiled1.gguf", "q4_k_m", 5, 1, kTile);
+  auto fd = gguf::GgufFile::Open(drawn);
+  auto ft = gguf::GgufFile::Open(tiled);
+  ASSERT_TRUE(fd.ok() && ft.ok());
+  auto a = testing::ReadFileBytes(tiled);
+  auto b = testing::ReadFileBytes(tiled1);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);
+  int repeated = 0, same = 0;
+  for (const gguf::TensorInfo& t : (*fd)->tensors()) {
+    const gguf::TensorInfo* u = (*ft)->FindTensor(t.name);
+    ASSERT_NE(u, nullptr) << t.name;
+    ASSERT_EQ(u->type, t.type) << t.name;
+    ASSERT_EQ(u->data.size(), t.data.size()) << t.name;
+    const auto& traits = formats::TraitsOf(t.type);
+    const size_t tile_bytes = kTile / traits.block_elems * traits.block_bytes;
+    if (t.NumElements() <= kTile) {
+      EXPECT_TRUE(std::equal(t.data.begin(), t.data.end(), u->data.begin())) << t.name;
+      ++same;
+      continue;
+    }
+    // The first tile is the drawn one; every later byte repeats it.
+    EXPECT_TRUE(std::equal(t.data.begin(), t.data.begin() + tile_bytes, u->data.begin())) << t.name;
+    bool periodic = true;
+    for (size_t i = tile_bytes; i < u->data.size() && periodic; ++i) periodic = u->data[i] == u->data[i % tile_bytes];
+    EXPECT_TRUE(periodic) << t.name;
+    ++repeated;
+  }
+  EXPECT_GT(repeated, 0);
+  EXPECT_GT(same, 0);
+  // A tile rounds up to whole streams: 100,000 values are 2 streams, all of a 256 x 512 matrix.
+  auto fr = gguf::GgufFile::Open(Write("gen-tiled-round.gguf", "q4_k_m", 5, 2, 100000));
+  ASSERT_TRUE(fr.ok());
+  const gguf::TensorInfo* up_drawn = (*fd)->FindTensor("blk.0.ffn_up.weight");
+  const gguf::TensorInfo* up_round = (*fr)->FindTensor("blk.0.ffn_up.weight");
+  ASSERT_TRUE(up_drawn != nullptr && up_round != nullptr);
+  ASSERT_EQ(up_drawn->NumElements(), 2 * kTile);
+  EXPECT_TRUE(std::equal(up_drawn->data.begin(), up_drawn->data.end(), up_round->data.begin()));
 }
 
 TEST(GenTest, WeightStatisticsFollowTheInitScheme) {
