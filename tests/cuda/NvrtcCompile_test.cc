@@ -28,6 +28,19 @@
 namespace memra::codegen {
 namespace {
 
+// `mods` compiled for sm_90 without a cache, each an ELF cubin; the compiler's counts printed.
+void ExpectCompilesForSm90(const std::vector<ModuleSpec>& mods, const char* what) {
+  CompileOptions o;
+  o.arch = 90;
+  o.cache_dir = "-";
+  auto c = KernelCompiler::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto cubins = (*c)->CompileAll(mods);
+  ASSERT_TRUE(cubins.ok()) << cubins.status();
+  for (const auto& cb : *cubins) EXPECT_EQ((*cb)[0], 0x7f);  // ELF
+  std::printf("  %s: %s\n", what, (*c)->stats().ToString().c_str());
+}
+
 std::vector<ModuleSpec> TinyModelModules(const std::string& model, kernels::cuda::WeightMode weights,
                                          frontends::KvCacheTypes cache_types = {}) {
   auto file = gguf::GgufFile::Open(model);
@@ -283,15 +296,7 @@ TEST(NvrtcCompileTest, GemvQuantModulesCompileForSm90) {
     }
   }
   ASSERT_EQ(mods.size(), 13u * 4);  // 13 formats; swiglu: the quantization + the product (one module)
-  CompileOptions o;
-  o.arch = 90;
-  o.cache_dir = "-";
-  auto c = KernelCompiler::Create(o);
-  ASSERT_TRUE(c.ok()) << c.status();
-  auto cubins = (*c)->CompileAll(mods);
-  ASSERT_TRUE(cubins.ok()) << cubins.status();
-  for (const auto& cb : *cubins) EXPECT_EQ((*cb)[0], 0x7f);  // ELF
-  std::printf("  GemvQuant.cu: %s\n", (*c)->stats().ToString().c_str());
+  ExpectCompilesForSm90(mods, "GemvQuant.cu");
 }
 
 // The MoE decode unit's launches (x and h quantized, the experts' gate/up, the fused down) at T = 1
@@ -324,14 +329,7 @@ func @f(%x: f32[T, 256], %w: f32[T, 2], %ids: i32[T, 2]) -> (f32[T, 256], f32[T,
       for (const kc::Launch& l : s.launches) mods.push_back(l.kernel.module);
   }
   EXPECT_GE(mods.size(), 8u);
-  CompileOptions o;
-  o.arch = 90;
-  o.cache_dir = "-";
-  auto c = KernelCompiler::Create(o);
-  ASSERT_TRUE(c.ok()) << c.status();
-  auto cubins = (*c)->CompileAll(mods);
-  ASSERT_TRUE(cubins.ok()) << cubins.status();
-  for (const auto& cb : *cubins) EXPECT_EQ((*cb)[0], 0x7f);  // ELF
+  ExpectCompilesForSm90(mods, "MoE decode");
 }
 
 // MoeGemm.cu (the prefill expert products; no unit selects it yet): moe_sort at the expert counts
@@ -364,15 +362,7 @@ TEST(NvrtcCompileTest, MoeGemmModulesCompileForSm90) {
   }
   EXPECT_EQ(storages, 16);  // 13 block formats + f32, f16, bf16
   ASSERT_GE(mods.size(), 5u + 2 * 16);
-  CompileOptions o;
-  o.arch = 90;
-  o.cache_dir = "-";
-  auto c = KernelCompiler::Create(o);
-  ASSERT_TRUE(c.ok()) << c.status();
-  auto cubins = (*c)->CompileAll(mods);
-  ASSERT_TRUE(cubins.ok()) << cubins.status();
-  for (const auto& cb : *cubins) EXPECT_EQ((*cb)[0], 0x7f);  // ELF
-  std::printf("  MoeGemm.cu: %s\n", (*c)->stats().ToString().c_str());
+  ExpectCompilesForSm90(mods, "MoeGemm.cu");
 }
 
 TEST(NvrtcCompileTest, CompileErrorsNameTheModule) {
