@@ -54,6 +54,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "codegen/KernelCompiler.h"
+#include "frontends/synthetic/QuantMix.h"
 #include "ir/DType.h"
 #include "ir/Function.h"
 #include "ir/Module.h"
@@ -90,23 +91,12 @@ using runtime::cuda::CudaDevice;
 using runtime::cuda::DeviceBuffer;
 using runtime::cuda::LoadedModule;
 
-// llama-quantize's type for rows of `cols` columns when they are not a multiple of the block
-// (frontends/synthetic/QuantMix.cc Fallback, as `memra gen` writes the presets).
+// The type llama-quantize writes for rows of `cols` columns of `fmt` (its fallback when they are
+// not a multiple of the block: Gemma 4's 704-wide q4_K downs are q5_0), as `memra gen` writes it.
 ir::DType RowFormat(ir::DType fmt, int64_t cols) {
-  if (cols % ir::InfoOf(fmt).block_elems == 0) return fmt;
-  switch (fmt) {
-    case ir::DType::kQ2_K:
-    case ir::DType::kQ3_K:
-      return ir::DType::kQ4_0;
-    case ir::DType::kQ4_K:
-      return ir::DType::kQ5_0;
-    case ir::DType::kQ5_K:
-      return ir::DType::kQ5_1;
-    case ir::DType::kQ6_K:
-      return ir::DType::kQ8_0;
-    default:
-      return fmt;
-  }
+  auto t = synthetic::FallbackType(static_cast<formats::GgmlType>(ir::InfoOf(fmt).ggml_id), cols);
+  if (!t.ok()) return fmt;
+  return ir::DTypeFromGgmlId(static_cast<uint32_t>(*t)).value_or(fmt);
 }
 
 struct QuantShape {

@@ -237,9 +237,9 @@ GgmlType MixRule(State& qs, GgmlType t, const MixTensor& tensor, uint32_t ftype,
   return t;  // attn_q, attn_k, ffn_gate, ffn_up: only IQ3 rules; other tensors: the base type
 }
 
-// tensor_type_fallback: a row length that is not a multiple of the block size.
-absl::StatusOr<GgmlType> Fallback(const MixTensor& tensor, GgmlType t) {
-  const int64_t ncols = tensor.ne[0];
+}  // namespace
+
+absl::StatusOr<GgmlType> FallbackType(GgmlType t, int64_t ncols) {
   if (ncols % BlockElems(t) == 0) return t;
   GgmlType r;
   switch (t) {
@@ -260,11 +260,19 @@ absl::StatusOr<GgmlType> Fallback(const MixTensor& tensor, GgmlType t) {
       r = GgmlType::kQ8_0;
       break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat(tensor.name, ": row length ", ncols, " is not a multiple of ",
-                                                     BlockElems(t), " and no fallback is defined for ",
-                                                     formats::GgmlTypeName(t)));
+      return absl::InvalidArgumentError(absl::StrCat("row length ", ncols, " is not a multiple of ", BlockElems(t),
+                                                     " and no fallback is defined for ", formats::GgmlTypeName(t)));
   }
   return ncols % BlockElems(r) == 0 ? r : GgmlType::kF16;
+}
+
+namespace {
+
+// tensor_type_fallback for one tensor (its row length ne[0]); the error names the tensor.
+absl::StatusOr<GgmlType> Fallback(const MixTensor& tensor, GgmlType t) {
+  absl::StatusOr<GgmlType> r = FallbackType(t, tensor.ne[0]);
+  if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat(tensor.name, ": ", r.status().message()));
+  return r;
 }
 
 }  // namespace

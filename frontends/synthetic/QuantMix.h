@@ -43,6 +43,11 @@ struct MixModel {
                           // exactly 8 bumps attn_v / attn_k to q8_0 and attn_output to q5_K (k-quants)
 };
 
+// tensor_type_fallback: the type llama-quantize writes instead of `t` for rows of `ncols` values
+// that are not a multiple of t's block (q4_K -> q5_0, q6_K -> q8_0, ...; f16 when the fallback's
+// block does not divide them either); `t` itself when they are. Error when no fallback is defined.
+absl::StatusOr<formats::GgmlType> FallbackType(formats::GgmlType t, int64_t ncols);
+
 // The type llama-quantize writes for each tensor (same order as `tensors`). Tensors it does not
 // quantize (1-D, norms, ssm_conv1d, names not ending in "weight") keep their source type. The
 // position counters of the attn_v / ffn_down rules run over the tensors in llama.cpp's order

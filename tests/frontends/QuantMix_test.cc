@@ -233,6 +233,19 @@ TEST(MixTable, TiedEmbeddingIsQuantizedLikeTheOutput) {
   EXPECT_EQ(types->front().type, GgmlType::kQ6_K);
 }
 
+// tensor_type_fallback alone: rows a K-quant's 256 does not divide.
+TEST(MixTable, FallbackTypes) {
+  EXPECT_EQ(*synthetic::FallbackType(GgmlType::kQ4_K, 704), GgmlType::kQ5_0);   // Gemma 4 26B-A4B's expert downs
+  EXPECT_EQ(*synthetic::FallbackType(GgmlType::kQ6_K, 2112), GgmlType::kQ8_0);  // its shared down
+  EXPECT_EQ(*synthetic::FallbackType(GgmlType::kQ5_K, 704), GgmlType::kQ5_1);
+  EXPECT_EQ(*synthetic::FallbackType(GgmlType::kQ3_K, 704), GgmlType::kQ4_0);
+  EXPECT_EQ(*synthetic::FallbackType(GgmlType::kQ4_K, 1280), GgmlType::kQ4_K);  // a multiple: kept
+  EXPECT_EQ(*synthetic::FallbackType(GgmlType::kQ4_K, 100), GgmlType::kF16);    // 100 % 32 != 0 either
+  auto none = synthetic::FallbackType(GgmlType::kQ8_0, 100);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(std::string(none.status().message()).find("no fallback"), std::string::npos) << none.status();
+}
+
 TEST(MixTable, UnknownDtype) {
   auto mix = synthetic::LookupQuantMix("q4_k_x");
   ASSERT_FALSE(mix.ok());
