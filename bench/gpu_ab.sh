@@ -8,7 +8,10 @@
 # --fill=tiled: NEW generates with `memra gen --fill tiled` (each large tensor repeats its first
 # 1 Mi drawn values: the same bytes a weight, written several times faster; for speed only).
 #
-#   bash bench/gpu_ab.sh OLD[.xz] NEW[.xz] BUDGET_S ROUNDS [--fill=tiled] PRESET:DTYPE [...]
+# --old-args=ARGS / --new-args=ARGS: more `memra bench` arguments for that side (one binary may
+# then be both: OLD = NEW, the sides differing by a compile option through --passes).
+#
+#   bash bench/gpu_ab.sh OLD[.xz] NEW[.xz] BUDGET_S ROUNDS [--fill=tiled] [--old-args=A] [--new-args=A] PRESET:DTYPE...
 #   e.g. bash bench/gpu_ab.sh build-gpu/memra-old.xz build-gpu/memra-new.xz 520 2 gemma4-26b-a4b:q4_k_m
 set -uo pipefail
 old=${1:?usage: gpu_ab.sh OLD NEW BUDGET_S ROUNDS PRESET:DTYPE...}
@@ -17,7 +20,15 @@ budget=${3:?usage: gpu_ab.sh OLD NEW BUDGET_S ROUNDS PRESET:DTYPE...}
 rounds=${4:?usage: gpu_ab.sh OLD NEW BUDGET_S ROUNDS PRESET:DTYPE...}
 shift 4
 fill=()
-case ${1:-} in --fill=*) fill=("$1"); shift ;; esac
+declare -A extra=([old]="" [new]="")
+while :; do
+  case ${1:-} in
+    --fill=*) fill=("$1"); shift ;;
+    --old-args=*) extra[old]=${1#--old-args=}; shift ;;
+    --new-args=*) extra[new]=${1#--new-args=}; shift ;;
+    *) break ;;
+  esac
+done
 start=$(date +%s)
 out=${OUT:-/tmp/memra-ab}
 bin=/tmp/memra-ab-bin
@@ -45,7 +56,8 @@ for spec in "$@"; do
   for r in $(seq 1 "$rounds"); do
     for b in old new; do
       [ "$(left)" -gt 10 ] || break 2
-      line=$(timeout "$(left)" "$bin/memra-$b" bench "$m" -p 0 -n 128 -r 2 --kernel-cache "/tmp/memra-ab-cache-$b" \
+      # shellcheck disable=SC2086 # the extra arguments split at spaces
+      line=$(timeout "$(left)" "$bin/memra-$b" bench "$m" -p 0 -n 128 -r 2 --kernel-cache "/tmp/memra-ab-cache-$b" ${extra[$b]} \
         2> "$out/bench-$preset-$dtype-$b-$r.err" | grep -E "tg128" | awk -F'|' '{print $(NF-1)}')
       rows+=("$(printf '%-28s %-4s round %d  tg128 %s' "$spec" "$b" "$r" "${line:-failed}")")
     done

@@ -13,6 +13,7 @@
 #include "ir/Op.h"
 #include "ir/StatusMacros.h"
 #include "kernels/cuda/GpuOpRegistry.h"
+#include "kernels/cuda/Q8Companion.h"
 #include "passes/PassRegistry.h"
 
 namespace memra::codegen {
@@ -48,23 +49,43 @@ class SelectKernelsPass : public passes::Pass {
       }
       ++functions_;
       const int64_t bucket = f->attrs().I64Or("bucket", 1);
+      auto where = [&](const absl::Status& st) {
+        return absl::Status(st.code(), absl::StrCat("select-kernels: @", f->name(), ": ", st.message()));
+      };
+      std::vector<ir::Op*> ops;
+      std::vector<kcu::OpShapes> shapes;
+      std::vector<kcu::OpSelection> selections;
       for (ir::Op* op : f->Ops()) {
         if (op->is(ir::OpKind::kSegment)) continue;
-        auto where = [&](const absl::Status& st) {
-          return absl::Status(st.code(), absl::StrCat("select-kernels: @", f->name(), ": ", st.message()));
-        };
-        auto shapes = kcu::ShapesAt(*op, bucket, *weights);
-        if (!shapes.ok()) return where(shapes.status());
-        auto sel = kcu::SelectGpuOp(*op, *shapes, *target);
+        // Pairings are made anew below (a re-run, or q8-companions=false, starts from none).
+        if (kcu::Q8CompanionOf(*op)) {
+          kcu::EraseQ8Companion(*op);
+          changed = true;
+        }
+        auto s = kcu::ShapesAt(*op, bucket, *weights);
+        if (!s.ok()) return where(s.status());
+        auto sel = kcu::SelectGpuOp(*op, *s, *target);
         if (!sel.ok()) return where(sel.status());
+        ops.push_back(op);
+        shapes.push_back(*std::move(s));
+        selections.push_back(*std::move(sel));
+      }
+      if (*q8_companions_) {
+        auto spared = kcu::PairQ8Companions(ops, shapes, selections, *target);
+        if (!spared.ok()) return where(spared.status());
+        q8_spared_ += *spared;
+      }
+      for (size_t i = 0; i < ops.size(); ++i) {
+        const kcu::OpSelection& sel = selections[i];
         ++ops_;
-        launches_ += static_cast<int64_t>(sel->launches.size());
-        for (const kcu::Launch& l : sel->launches) modules.insert(l.kernel.module.Key());
-        gemms_ += sel->gemm;
-        gemvs_ += sel->gemv;
-        scratch_ += sel->scratch_bytes > 0;
-        workspace_ += sel->workspace_bytes > 0;
-        changed |= kcu::WriteSelection(*sel, *op);
+        launches_ += static_cast<int64_t>(sel.launches.size());
+        for (const kcu::Launch& l : sel.launches) modules.insert(l.kernel.module.Key());
+        gemms_ += sel.gemm;
+        gemvs_ += sel.gemv;
+        scratch_ += sel.scratch_bytes > 0;
+        workspace_ += sel.workspace_bytes > 0;
+        q8_producers_ += kcu::Q8CompanionOf(*ops[i]).has_value();
+        changed |= kcu::WriteSelection(sel, *ops[i]);
       }
     }
     modules_ += static_cast<int64_t>(modules.size());
@@ -78,6 +99,11 @@ class SelectKernelsPass : public passes::Pass {
                                        "how block-format matrices are held: blocks (as the GGUF stores them) or bf16 "
                                        "(dequantized at upload)",
                                        "blocks"};
+  passes::Option<bool> q8_companions_{
+      this, "q8-companions",
+      "norms and fused rows write their result as q8 too where decode products read it so "
+      "(kernels/cuda/Q8Companion.h), sparing those products' gemv_q_quantize_x launches",
+      true};
   passes::Statistic functions_{this, "functions", "static functions annotated"};
   passes::Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes left alone"};
   passes::Statistic ops_{this, "ops", "ops selected"};
@@ -87,6 +113,8 @@ class SelectKernelsPass : public passes::Pass {
   passes::Statistic scratch_{this, "scratch-ops", "ops given scratch_bytes"};
   passes::Statistic workspace_{this, "workspace-ops", "ops given workspace_bytes (a matrix in blocks dequantized)"};
   passes::Statistic modules_{this, "modules", "distinct kernel modules (file + defines)"};
+  passes::Statistic q8_producers_{this, "q8-companions", "ops writing a q8 companion of a result"};
+  passes::Statistic q8_spared_{this, "q8-launches-spared", "gemv_q_quantize_x launches the companions spare"};
 };
 
 // Registers at static initialization when this object is linked (see the header).

@@ -11,7 +11,8 @@
 //
 // `arena` holds one offset per result (an alias: its root's offset plus its slice offset). An op carrying
 // `scratch_bytes = N` (set by a backend before plan-memory, e.g. for a GEMM's activation cast)
-// also gets N bytes live during its own step only, recorded as `scratch = offset`. Lifetimes are program-order
+// also gets N bytes live during its own step only, recorded as `scratch = offset`. A result with
+// a q8 companion (ir/ResultBuffer.h) gets its buffer's full bytes. Lifetimes are program-order
 // step intervals [definition, last use] (function results live to the end, arguments from the
 // start); an op's inputs and outputs are live together at its step, so no op writes over its own
 // inputs. Fixed offsets are what make CUDA-graph capture valid (the addresses baked into a graph

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "ir/Module.h"
+#include "ir/ResultBuffer.h"
 #include "ir/StatusMacros.h"
 #include "passes/FunctionPass.h"
 #include "passes/MemoryPlan.h"
@@ -71,7 +72,9 @@ absl::StatusOr<ArenaPlan> Liveness(const ir::Function& f, int64_t alignment) {
     b.first = b.last = step;
     b.alias_of = alias_of;
     b.alias_offset = alias_offset;
-    b.bytes = alias_of ? 0 : AlignUp(std::max<int64_t>(*n * ElementBytes(v->dtype()), 1), alignment);
+    const int64_t value_bytes = std::max<int64_t>(*n * ElementBytes(v->dtype()), 1);
+    const int64_t bytes = v->def() != nullptr ? ir::ResultBufferBytes(*v->def(), v->index(), value_bytes) : value_bytes;
+    b.bytes = alias_of ? 0 : AlignUp(bytes, alignment);
     index[v] = plan.buffers.size();
     plan.buffers.push_back(b);
     return absl::OkStatus();

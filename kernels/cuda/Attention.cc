@@ -18,6 +18,7 @@
 #include "kernels/cuda/AttentionParams.h"
 #include "kernels/cuda/ElementwiseParams.h"
 #include "kernels/cuda/GpuOp.h"
+#include "kernels/cuda/Q8Companion.h"
 #include "llvm/ADT/ArrayRef.h"
 
 namespace memra::kernels::cuda {
@@ -142,6 +143,11 @@ class AttentionSplitImpl : public GpuOpImpl {
     combine.grid = static_cast<uint32_t>(d.hq);
     s.launches = {split, combine};
     AddGate(c, s);
+    // The combine writes the last values (no output gate after it): it can write the q8 companion
+    // (select-kernels' pairing). Both launches carry the defines, so they stay one module.
+    const std::optional<Q8Companion> q8 = Q8CompanionOf(c.op);
+    if (q8 && q8->result == 0 && s.launches.size() == 2)
+      for (Launch& l : s.launches) AddQ8CompanionDefines(*q8, l);
     s.scratch_bytes = d.hq * splits * (d.d + 4) * 4;  // per (head, range): max, sum, 2 pad, acc[D]
     return std::optional<OpSelection>(std::move(s));
   }
@@ -153,6 +159,8 @@ class AttentionSplitImpl : public GpuOpImpl {
     m.gate = 0;
     m.gate_stride = 0;
     m.pad_ = 0;
+    MEMRA_ASSIGN_OR_RETURN(auto o, c.Shape(c.op().result(0)));
+    MEMRA_RETURN_IF_ERROR(CheckQ8CompanionBinding(c, Numel(o)));
     w.Kernel(1, m);
     return BindGate(c, w);
   }
@@ -195,6 +203,10 @@ class GatedAttentionStepImpl : public GpuOpImpl {
     combine.grid = static_cast<uint32_t>(hq);
     OpSelection s;
     s.launches = {split, combine};
+    // The combine (gate applied) writes the q8 companion when paired.
+    const std::optional<Q8Companion> q8 = Q8CompanionOf(c.op);
+    if (q8 && q8->result == 0)
+      for (Launch& l : s.launches) AddQ8CompanionDefines(*q8, l);
     s.scratch_bytes = hq * splits * (d + 4) * 4;  // per (head, range): max, sum, 2 pad, acc[D]
     return std::optional<OpSelection>(std::move(s));
   }
@@ -225,6 +237,8 @@ class GatedAttentionStepImpl : public GpuOpImpl {
     m.gate = c.In(5) + static_cast<uint64_t>(d) * 4;  // each head's row of qg: [q | gate]
     m.gate_stride = static_cast<int>(2 * d);
     m.pad_ = 0;
+    MEMRA_ASSIGN_OR_RETURN(auto o, c.Shape(c.op().result(0)));
+    MEMRA_RETURN_IF_ERROR(CheckQ8CompanionBinding(c, Numel(o)));
     w.Kernel(1, m);
     return absl::OkStatus();
   }

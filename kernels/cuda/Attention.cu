@@ -276,6 +276,9 @@ __device__ __forceinline__ void attention_combine_body(const float* part, float*
     v *= inv;
     if (gate != nullptr) v *= sigmoidf_(gate[(i64)h * gate_stride + d]);
     o[(i64)h * ATT_D + d] = v;
+#ifdef MEMRA_Q8X_OFF
+    q8x_store(o, (i64)h * ATT_D + d, v);  // a warp's d: one 32-aligned group (ATT_D % 64 == 0)
+#endif
   }
 }
 

@@ -138,6 +138,35 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// x as q8 for the decode products (GemvQuant.cu GQ_XQ 1 and 2): block b of 32 values, lane l
+// holding value 32 b + l -> xq[32 b + l] = round(x / d), xd[b] = d = amax / 127, xs[2 b + h] =
+// d * (sum of the 16 q of half h). A NaN anywhere in the block makes d NaN. All 32 lanes together.
+__device__ __forceinline__ void q8x_quantize_block(float x, int b, int lane, signed char* xq, float* xd, float* xs) {
+  const float amax = warp_max(fabsf(x));
+  float d = amax / 127.0f;
+  const int q = amax > 0.0f ? __float2int_rn(x / d) : 0;
+  if (__any_sync(0xffffffffu, x != x)) d = __int_as_float(0x7fc00000);
+  int sum = q;
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  xq[b * 32 + lane] = (signed char)q;
+  if (lane == 0) xd[b] = d;
+  if ((lane & 15) == 0) xs[2 * b + (lane >> 4)] = d * (float)sum;
+}
+
+#ifdef MEMRA_Q8X_OFF
+// The q8 companion of a producer's result y of MEMRA_Q8X_ELEMS values (kernels/cuda/Q8Companion.h):
+// gemv_q_quantize_x's layout at y + MEMRA_Q8X_OFF bytes, which depends only on the flat index (a
+// [T, H, D] result and its [T, H * D] view have the same one). v is y[i]; all 32 lanes of a warp
+// together, lane l holding an i with i % 32 == l of one 32-aligned group.
+__device__ __forceinline__ void q8x_store(float* y, i64 i, float v) {
+  signed char* xq = reinterpret_cast<signed char*>(y) + MEMRA_Q8X_OFF;
+  float* xd = reinterpret_cast<float*>(xq + (i64)MEMRA_Q8X_ELEMS);
+  float* xs = xd + (i64)MEMRA_Q8X_ELEMS / 32;
+  q8x_quantize_block(v, (int)(i / 32), (int)(i & 31), xq, xd, xs);
+}
+#endif
+
 // v as element i of a KV cache of storage type kType reads back (16-bit: rounded to nearest-even;
 // q8_0: quantized with its block), stored there when `write`. Called by all 32 lanes of a warp
 // together, lane l holding element 32 b + l of a q8_0 cache (one whole block; any elements for the

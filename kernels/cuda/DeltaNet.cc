@@ -5,6 +5,7 @@
 #include "kernels/cuda/DeltaNetBind.h"
 #include "kernels/cuda/DeltaNetParams.h"
 #include "kernels/cuda/GpuOp.h"
+#include "kernels/cuda/Q8Companion.h"
 
 namespace memra::kernels::cuda {
 namespace {
@@ -199,6 +200,9 @@ class DeltaNetStepImpl : public GpuOpImpl {
     l.block = kThreads;
     l.grid = static_cast<uint32_t>(Hv);
     l.cluster = static_cast<uint32_t>(cluster);
+    // The gated norm's outputs as q8 too (select-kernels' pairing): a warp's 32 of a head each.
+    const std::optional<Q8Companion> q8 = Q8CompanionOf(c.op);
+    if (q8 && q8->result == 0 && Dv % 32 == 0) AddQ8CompanionDefines(*q8, l);
     OpSelection s;
     s.launches.push_back(std::move(l));
     return std::optional<OpSelection>(std::move(s));
@@ -220,6 +224,8 @@ class DeltaNetStepImpl : public GpuOpImpl {
     p.scale = static_cast<float>(at.F64Or("scale", 1.0));
     p.qk_eps = static_cast<float>(at.F64Or("qk_l2_eps", 0.0));
     p.eps = static_cast<float>(at.F64Or("eps", 0.0));
+    MEMRA_ASSIGN_OR_RETURN(auto y, c.Shape(c.op().result(0)));
+    MEMRA_RETURN_IF_ERROR(CheckQ8CompanionBinding(c, Numel(y)));
     w.Kernel(0, p);
     return absl::OkStatus();
   }

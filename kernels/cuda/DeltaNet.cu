@@ -282,7 +282,8 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) seq_gated_delta_scan(c
 //   3. the delta rule: DNS_LANES lanes own a state column S[:, j] (float4 pieces i = 4 lane + 32 m),
 //      a warp DNS_COLS columns, the block all DV columns in DNS_PASSES passes, the state read once
 //      into registers up front so its loads are all in flight together;
-//   4. the gated rms norm over the head's DV outputs (every warp sums the squares, no barrier).
+//   4. the gated rms norm over the head's DV outputs (every warp sums the squares, no barrier), and
+//      with MEMRA_Q8X_OFF their q8 companion (kernels/cuda/Q8Companion.h).
 // Arithmetic as the CPU kernels it replaces (kernels/cpu): q / k normalized before the products,
 // the decay, the update and the output per column in that order, rms scale then weight then gate.
 #define DNS_R (DNS_HV / DNS_HK)
@@ -449,6 +450,12 @@ extern "C" __global__ void __launch_bounds__(DNS_THREADS) delta_net_step(const D
   for (int i = lane; i < DNS_DV; i += 32) ss += so[i] * so[i];
   ss = warp_sum(ss);
   const float rs = 1.0f / sqrtf(ss / (float)DNS_DV + p.eps);
-  if (threadIdx.x < DNS_DV) p.y[(i64)h * DNS_DV + threadIdx.x] = ((so[threadIdx.x] * rs) * nw) * siluf_(zj);
+  if (threadIdx.x < DNS_DV) {
+    const float y = ((so[threadIdx.x] * rs) * nw) * siluf_(zj);
+    p.y[(i64)h * DNS_DV + threadIdx.x] = y;
+#ifdef MEMRA_Q8X_OFF
+    q8x_store(p.y, (i64)h * DNS_DV + threadIdx.x, y);  // warp-uniform: DNS_DV % 32 == 0 (the unit)
+#endif
+  }
 }
 #endif

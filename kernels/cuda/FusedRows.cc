@@ -8,6 +8,7 @@
 #include "ir/StatusMacros.h"
 #include "kernels/cuda/FusedRowsParams.h"
 #include "kernels/cuda/GpuOp.h"
+#include "kernels/cuda/Q8Companion.h"
 
 namespace memra::kernels::cuda {
 namespace {
@@ -81,7 +82,11 @@ class FusedRowsImpl : public GpuOpImpl {
       l.block = 256;
       l.grid = GridFor(c.target, rows * cols);
     }
+    // A companion (select-kernels' pairing): written by the warps holding each group.
+    const std::optional<Q8Companion> q8 = Q8CompanionOf(c.op);
+    if (q8 && q8->cols == cols) defs.push_back(Def("FR_Q8Y", q8->result));
     l.kernel.module.defines = MakeDefines(std::move(defs));
+    if (q8 && q8->cols == cols) AddQ8CompanionDefines(*q8, l);
     OpSelection s;
     s.launches.push_back(std::move(l));
     return std::optional<OpSelection>(std::move(s));
@@ -97,6 +102,7 @@ class FusedRowsImpl : public GpuOpImpl {
     for (unsigned i = 0; i < c.op().num_operands(); ++i) p.x[i] = c.In(i);
     for (unsigned i = 0; i < c.op().num_results(); ++i) p.y[i] = c.Out(i);
     p.n_rows = Numel(y) / std::max<int64_t>(cols, 1);
+    MEMRA_RETURN_IF_ERROR(CheckQ8CompanionBinding(c, Numel(y)));
     w.Kernel(0, p);
     return absl::OkStatus();
   }

@@ -10,6 +10,8 @@
 //   FR_Y<k>                 yield k, coded as a / b
 //   FR_POINTWISE            no rms_norm: a grid-stride loop over all elements (any width), one
 //                           value a thread
+//   FR_Q8Y, MEMRA_Q8X_OFF   yield FR_Q8Y also written as q8 for the decode products (its companion,
+//                           kernels/cuda/Q8Companion.h), each 32-column group by the warp holding it
 //
 // Each instruction computes what the CPU's op kernel computes, in the same order; rms_norm sums
 // squares in f32 per thread and then over the block (the CPU in double: agreement to f32
@@ -217,6 +219,21 @@ __device__ __forceinline__ void fr_stores(const float (&v)[FR_NV][FR_PT], const 
 #endif
 }
 
+#ifdef MEMRA_Q8X_OFF
+#define FR_CAT2(a, b) a##b
+#define FR_CAT(a, b) FR_CAT2(a, b)
+// Yield FR_Q8Y's companion for row r (every lane of the block: a warp's columns at step k are
+// one 32-column group, or all past the row, since FR_COLS and FR_BLOCK are multiples of 32).
+__device__ __forceinline__ void fr_store_q8x(const float (&v)[FR_NV][FR_PT], const FusedRowsParams& p, i64 r, int c0,
+                                             int stride) {
+#pragma unroll
+  for (int k = 0; k < FR_PT; ++k) {
+    const int c = c0 + k * stride;
+    if (c < FR_COLS) q8x_store(p.y[FR_Q8Y], r * FR_COLS + c, v[fr_slot(FR_CAT(FR_Y, FR_Q8Y))][k]);
+  }
+}
+#endif
+
 __device__ __forceinline__ void fr_load(float (&v)[FR_NV][FR_PT], const FusedRowsParams& p, i64 base, int c0,
                                         int stride) {
 #pragma unroll
@@ -243,6 +260,9 @@ extern "C" __global__ void __launch_bounds__(FR_BLOCK) fused_rows(FusedRowsParam
     fr_load(v, p, base, threadIdx.x, FR_BLOCK);
     fr_program(v, wv, threadIdx.x, FR_BLOCK);
     fr_stores(v, p, base, threadIdx.x, FR_BLOCK);
+#ifdef MEMRA_Q8X_OFF
+    fr_store_q8x(v, p, r, threadIdx.x, FR_BLOCK);
+#endif
   }
 }
 #else
@@ -259,6 +279,10 @@ extern "C" __global__ void fused_rows_pointwise(FusedRowsParams p) {
     fr_load(v, p, base, c0, 0);
     fr_program(v, wv, c0, 0);
     fr_stores(v, p, base, c0, 0);
+#ifdef MEMRA_Q8X_OFF
+    // A warp's 32 elements are one group of one row (n and the grid's stride multiples of 32).
+    fr_store_q8x(v, p, i / FR_COLS, c0, 0);
+#endif
   }
 }
 #endif

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/StatusMacros.h"
 #include "kernels/cuda/GemvQuantParams.h"
+#include "kernels/cuda/Q8Companion.h"
 #include "kernels/cuda/WeightLayout.h"
 
 namespace memra::kernels::cuda {
@@ -180,6 +181,9 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
 
   const GemvQuantX wanted = options.x.value_or(DefaultGemvQuantX(groups[0].dtype));
   const int64_t x_bytes = ScratchBytesUnpadded(T, K);  // q8 x staged per block (GQ_XQ = 2)
+  // x's producer writes it as q8 too (Q8Companion.h): no quantizing launch of our own.
+  const std::optional<Q8Companion> companion = Q8CompanionOfValue(*op.operand(0));
+  const bool x_written = companion && companion->elems == T * K;
   OpSelection s;
   s.gemv = true;
   for (const WeightGroup& g : groups) {
@@ -250,7 +254,7 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
     int64_t cap = options.max_blocks > 0 ? options.max_blocks : int64_t{target.sm_count} * geometry.blocks_per_sm;
     if (x == GemvQuantX::kQ8Block && options.max_blocks <= 0) cap = int64_t{target.sm_count} * min_blocks;
     l.grid = static_cast<uint32_t>(std::min<int64_t>((tiles + warps - 1) / warps, cap));
-    if (x == GemvQuantX::kQ8 && s.scratch_bytes == 0) {
+    if (x == GemvQuantX::kQ8 && !x_written && s.scratch_bytes == 0) {
       Launch q = l;
       q.kernel.entry = "gemv_q_quantize_x";
       q.block = 256;
@@ -398,6 +402,14 @@ absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w) {
   if (s.launches.size() != groups.size() + (q8 ? 1 : 0)) return BindError(op, "gemv_q: stale selection (launches)");
   const int64_t T = DefineOf(s.launches.back(), "GQ_T").value_or(0);
   if (n_tok < 1 || n_tok > T) return BindError(op, absl::StrCat("gemv_q: ", n_tok, " tokens, selected for <= ", T));
+  // q8 x without a launch of ours: the producer's companion (the same layout, T rows of K).
+  uint64_t x_companion = 0;
+  if (!q8 && DefineOf(s.launches.back(), "GQ_XQ").value_or(0) == 1) {
+    const std::optional<Q8Companion> companion = Q8CompanionOfValue(*op.operand(0));
+    if (!companion || companion->elems != T * K)
+      return BindError(op, "gemv_q: stale selection (q8 x without a quantizing launch or a companion of its rows)");
+    x_companion = *Q8CompanionAddress(c, 0);
+  }
   if (q8) {
     if (s.scratch_bytes < ScratchBytes(T, K) || c.Scratch() == 0) return BindError(op, "gemv_q: no scratch for q8 x");
     GemvQuantXParams qp{};
@@ -417,7 +429,7 @@ absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w) {
       return BindError(op, "gemv_q: stale selection (format or K)");
     GemvQuantParams p{};
     p.x = c.In(0);
-    p.xq = q8 ? c.Scratch() : 0;
+    p.xq = q8 ? c.Scratch() : x_companion;
     p.n_tok = static_cast<int>(n_tok);
     p.n_w = static_cast<int>(groups[g].operands.size());
     for (size_t j = 0; j < groups[g].operands.size(); ++j) {

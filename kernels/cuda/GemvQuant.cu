@@ -617,21 +617,6 @@ __device__ __forceinline__ void reduce_step(float* v, int lane) {
 
 // ---- x as q8 (GQ_XQ 1 and 2) ----
 
-// x block b (32 elements: [n_tok, GQ_K] flattened; lane l holds element l) -> xq[32 b + l] =
-// round(x / d), xd[b] = d = amax / 127, xs[2 b + h] = d * (sum of the 16 q of half h).
-__device__ __forceinline__ void quantize_x_block(float x, int b, int lane, signed char* xq, float* xd, float* xs) {
-  const float amax = warp_max(fabsf(x));
-  float d = amax / 127.0f;
-  const int q = amax > 0.0f ? __float2int_rn(x / d) : 0;
-  if (__any_sync(0xffffffffu, x != x)) d = __int_as_float(0x7fc00000);
-  int sum = q;
-#pragma unroll
-  for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  xq[b * 32 + lane] = (signed char)q;
-  if (lane == 0) xd[b] = d;
-  if ((lane & 15) == 0) xs[2 * b + (lane >> 4)] = d * (float)sum;
-}
-
 #if GQ_XQ == 2
 // The block's warps quantize x into shared memory, 8 independent loads per lane in flight.
 __device__ __forceinline__ void stage_x(const float* __restrict__ x, int n_tok, signed char* xq, float* xd, float* xs) {
@@ -648,7 +633,7 @@ __device__ __forceinline__ void stage_x(const float* __restrict__ x, int n_tok, 
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int b = base + j * GQ_WARPS;
-      if (b < n) quantize_x_block(v[j], b, lane, xq, xd, xs);  // warp-uniform
+      if (b < n) q8x_quantize_block(v[j], b, lane, xq, xd, xs);  // warp-uniform
     }
   }
 }
@@ -1142,5 +1127,5 @@ extern "C" __global__ void __launch_bounds__(256) gemv_q_quantize_x(const GemvQu
   const int lane = threadIdx.x & 31;
   const int n = p.n_tok * (GQ_K / 32);
   for (int b = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5); b < n; b += (int)((gridDim.x * blockDim.x) >> 5))
-    quantize_x_block(p.x[b * 32 + lane], b, lane, xq, xd, xs);
+    q8x_quantize_block(p.x[b * 32 + lane], b, lane, xq, xd, xs);
 }

@@ -33,6 +33,7 @@
 #include "kernels/cuda/GpuOp.h"
 #include "kernels/cuda/MoeGemm.h"
 #include "kernels/cuda/MoeParams.h"
+#include "kernels/cuda/Q8Companion.h"
 
 namespace memra::kernels::cuda {
 namespace {
@@ -288,6 +289,7 @@ struct DecodePlan {
   bool shared_h_apart = false;   // the shared h in its own buffer (Fs != F)
   bool shared_dn_apart = false;  // the shared down in a launch of its own
   bool fused_down = false;       // gemv_q_moe_down (no moe_combine, no o scratch)
+  bool x_written = false;        // x's q8 companion is the gate/up's xq (no l_xq launch)
   int64_t h_rows = 0;            // rows of the h buffer (S, + T when the shared h sits below)
   // scratch offsets
   int64_t xq = 0, h = 0, hs = 0, hq = 0, hsq = 0, o = 0, gate = 0, bytes = 0;
@@ -334,7 +336,10 @@ absl::StatusOr<std::optional<DecodePlan>> PlanDecode(const ir::Op& op, const OpS
     at += Align256(b);
     return off;
   };
-  p.xq = take(GemvQuantXBytes(d.T, d.K));
+  // x's producer writes it as q8 too (Q8Companion.h): no quantizing launch, no scratch for it.
+  const std::optional<Q8Companion> companion = Q8CompanionOfValue(*op.operand(o.x));
+  p.x_written = companion && companion->elems == d.T * d.K;
+  if (!p.x_written) p.xq = take(GemvQuantXBytes(d.T, d.K));
   p.h = take(p.h_rows * d.F * 4);
   if (p.shared_h_apart) p.hs = take(d.T * d.Fs * 4);
   p.hq = take(GemvQuantXBytes(p.h_rows, d.F));
@@ -355,8 +360,10 @@ absl::StatusOr<std::optional<DecodePlan>> PlanDecode(const ir::Op& op, const OpS
     }
     return n_launches++;
   };
-  MEMRA_ASSIGN_OR_RETURN(p.l_xq,
-                         add([&](const Target& t) { return std::optional<Launch>(GemvQuantXLaunch(t, d.K, d.T)); }));
+  if (!p.x_written) {
+    MEMRA_ASSIGN_OR_RETURN(p.l_xq,
+                           add([&](const Target& t) { return std::optional<Launch>(GemvQuantXLaunch(t, d.K, d.T)); }));
+  }
   const int64_t gu_sh_rows = o.shared() && !p.shared_gu_apart ? d.T : 0;
   MEMRA_ASSIGN_OR_RETURN(p.l_gu, add([&](const Target& t) {
                            return WithGateActivation(
@@ -428,7 +435,9 @@ class MoeDecodeImpl : public GpuOpImpl {
     const DeviceMatrix &down = m.down, &gate = m.gate, &sg = m.sh_gate, &su = m.sh_up, &sd = m.sh_down;
     const uint64_t up0 = m.up0;
     const int64_t gate_expert = m.gate_expert;
-    const uint64_t xq = scratch + p.xq, h = scratch + p.h, hq = scratch + p.hq, out = scratch + p.o;
+    const uint64_t xq = p.x_written ? Q8CompanionAddress(c, static_cast<unsigned>(o.x)).value_or(0) : scratch + p.xq;
+    const uint64_t h = scratch + p.h, hq = scratch + p.hq, out = scratch + p.o;
+    if (xq == 0) return BindError(op, "moe decode: x has no q8 companion (a stale selection)");
     const uint64_t hs = o.shared() ? (p.shared_h_apart ? scratch + p.hs : h + S * p.d.F * 4) : 0;
     const uint64_t hsq = p.shared_h_apart ? scratch + p.hsq : 0;
     const uint64_t os = out + static_cast<uint64_t>(S * p.d.K * 4);
@@ -443,7 +452,7 @@ class MoeDecodeImpl : public GpuOpImpl {
     // The h rows the down launch quantizes: the routed slots, then (shared h below them) the shared rows.
     const int64_t h_rows = S + (o.shared() && !p.shared_h_apart ? n_tok : 0);
 
-    quantize(p.l_xq, c.In(o.x), xq, n_tok);
+    if (p.l_xq >= 0) quantize(p.l_xq, c.In(o.x), xq, n_tok);
     {
       GemvQuantMoeParams g{};
       g.w0 = gate.data;

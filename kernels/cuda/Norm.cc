@@ -7,6 +7,7 @@
 #include "kernels/cuda/GpuOp.h"
 #include "kernels/cuda/GpuOpRegistry.h"
 #include "kernels/cuda/NormParams.h"
+#include "kernels/cuda/Q8Companion.h"
 #include "kernels/cuda/RowLaunch.h"
 
 namespace memra::kernels::cuda {
@@ -63,6 +64,11 @@ class RowNormImpl : public GpuOpImpl {
     const auto& x = c.shapes.in[0];
     OpSelection s;
     s.launches.push_back(NormRowLaunch(Entry(c.op.kind()), Rows(x), x.empty() ? 1 : x.back()));
+    // A companion of the normalized rows (select-kernels' pairing): each warp quantizes the groups
+    // it stores. l2_norm and add_rms_norm's sum write none.
+    const std::optional<Q8Companion> q8 = Q8CompanionOf(c.op);
+    if (q8 && !c.op.is(ir::OpKind::kL2Norm) && q8->result == NormalizedResult(c.op.kind()))
+      AddQ8CompanionDefines(*q8, s.launches[0]);
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -85,11 +91,13 @@ class RowNormImpl : public GpuOpImpl {
         p.z = c.In(1), p.w = c.In(2), p.sum = c.Out(0), p.y = c.Out(1);
         break;  // add_rms_norm
     }
+    MEMRA_RETURN_IF_ERROR(CheckQ8CompanionBinding(c, Numel(x)));
     w.Kernel(0, p);
     return absl::OkStatus();
   }
 
  private:
+  static unsigned NormalizedResult(ir::OpKind k) { return k == ir::OpKind::kAddRmsNorm ? 1 : 0; }
   static const char* Entry(ir::OpKind k) {
     return k == ir::OpKind::kRmsNorm        ? "rms_norm"
            : k == ir::OpKind::kL2Norm       ? "l2_norm"

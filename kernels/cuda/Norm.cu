@@ -1,5 +1,7 @@
 // Row normalizations: one block per row of NORM_COLS elements (the per-head norms are the same
-// kernels over [rows * heads, head_dim]). Sums of squares accumulate in f32 per thread, then a
+// kernels over [rows * heads, head_dim]). With MEMRA_Q8X_OFF (kernels/cuda/Q8Companion.h) the
+// normalized rows also go out as q8 for the decode products, each warp quantizing the 32-column
+// groups it stores. Sums of squares accumulate in f32 per thread, then a
 // tree reduction (the CPU reference sums in double: agreement is to f32 rounding).
 #include "Common.cuh"
 #include "NormParams.h"
@@ -62,7 +64,11 @@ __device__ __forceinline__ void rms_norm_body(const float* x, const float* w, fl
 #pragma unroll
     for (int k = 0; k < PER_THREAD; ++k) {
       const int c = ROW_T + k * ROW_N;
-      if (c < NORM_COLS) y[r * NORM_COLS + c] = (v[k] * s) * wv[k];
+      const float out = (v[k] * s) * wv[k];
+      if (c < NORM_COLS) y[r * NORM_COLS + c] = out;
+#ifdef MEMRA_Q8X_OFF
+      if (c < NORM_COLS) q8x_store(y, r * NORM_COLS + c, out);  // warp-uniform: NORM_COLS % 32 == 0
+#endif
     }
   }
 }
@@ -99,7 +105,11 @@ __device__ __forceinline__ void gated_rms_norm_body(const float* x, const float*
 #pragma unroll
     for (int k = 0; k < PER_THREAD; ++k) {
       const int c = ROW_T + k * ROW_N;
-      if (c < NORM_COLS) y[r * NORM_COLS + c] = ((v[k] * s) * wv[k]) * siluf_(zv[k]);
+      const float out = ((v[k] * s) * wv[k]) * siluf_(zv[k]);
+      if (c < NORM_COLS) y[r * NORM_COLS + c] = out;
+#ifdef MEMRA_Q8X_OFF
+      if (c < NORM_COLS) q8x_store(y, r * NORM_COLS + c, out);
+#endif
     }
   }
 }
@@ -127,6 +137,9 @@ __device__ __forceinline__ void add_rms_norm_body(const float* a, const float* b
         sum[r * NORM_COLS + c] = v[k];
         y[r * NORM_COLS + c] = (v[k] * s) * wv[k];
       }
+#ifdef MEMRA_Q8X_OFF
+      if (c < NORM_COLS) q8x_store(y, r * NORM_COLS + c, (v[k] * s) * wv[k]);
+#endif
     }
   }
 }

@@ -17,6 +17,7 @@
 #include "codegen/KernelModules.h"
 #include "frontends/gguf/GgufFile.h"
 #include "ir/Function.h"
+#include "ir/ResultBuffer.h"
 #include "ir/StatusMacros.h"
 #include "ir/support/ProgressBar.h"
 #include "kernels/cpu/ThreadPool.h"
@@ -426,6 +427,7 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
         continue;
       }
       MEMRA_ASSIGN_OR_RETURN(int64_t b, bytes_of(r));
+      b = ir::ResultBufferBytes(op, i, b);  // a q8 companion after the values
       live[r] = {b, static_cast<int64_t>(si), static_cast<int64_t>(si)};
       order.push_back(r);
     }

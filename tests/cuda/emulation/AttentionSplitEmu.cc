@@ -5,7 +5,9 @@
 // ATT_SPLITS (the rest must write l = 0), one that fills them all, and the last row of the cache;
 // with ATT_EMU_WINDOW > 0 as a sliding window. Checked against a float64 reference over the
 // rounded rows; partials and outputs are NaN-poisoned first, so a range or a head the kernels do
-// not write fails. Prints the normalized MSE; exit status 1 past the bound.
+// not write fails. With MEMRA_Q8X_OFF (a q8 companion, kernels/cuda/Q8Companion.h) the combine's
+// companion after the outputs must equal gemv_q_quantize_x's bytes of them (Q8xReference.h).
+// Prints the normalized MSE; exit status 1 past the bound.
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -18,6 +20,7 @@
 #include "kernels/cuda/KernelParams.h"
 #undef __CUDACC__
 #include "tests/cuda/emulation/KvStoreEmu.h"
+#include "tests/cuda/emulation/Q8xReference.h"
 
 float emu_half(unsigned short h) { return f16_to_f32(h); }
 void emu_register(const char*, void (*)(const void*)) {}
@@ -68,7 +71,13 @@ int main() {
   for (int pos : positions) {
     if (pos >= ROWS) continue;
     fill_ring(pos);
-    std::vector<float> part(HQ * ATT_SPLITS * (D + 4), std::nanf("")), o(HQ * D, std::nanf(""));
+#ifdef MEMRA_Q8X_OFF
+    static_assert(MEMRA_Q8X_ELEMS == HQ * D && MEMRA_Q8X_OFF % 4 == 0 && MEMRA_Q8X_OFF >= HQ * D * 4);
+    constexpr size_t kO = MEMRA_Q8X_OFF / 4 + (EmuQ8xBytes(HQ * D) + 3) / 4 + 64;  // + a guard
+#else
+    constexpr size_t kO = HQ * D;
+#endif
+    std::vector<float> part(HQ * ATT_SPLITS * (D + 4), std::nanf("")), o(kO, std::nanf(""));
     AttentionParams p{};
     p.q = q.data();
     p.k_cache = kc.data();
@@ -109,6 +118,21 @@ int main() {
         ref += want * want;
       }
     }
+#ifdef MEMRA_Q8X_OFF
+    {
+      const unsigned char* got = reinterpret_cast<const unsigned char*>(o.data()) + MEMRA_Q8X_OFF;
+      const std::vector<float> poison(1, std::nanf(""));
+      std::vector<unsigned char> fresh(EmuQ8xBytes(HQ * D));  // every group is written
+      for (size_t i = 0; i < fresh.size(); i += 4)
+        std::memcpy(&fresh[i], &poison[0], std::min<size_t>(4, fresh.size() - i));
+      EmuQ8xReference(o.data(), HQ * D, HQ * D, fresh.data());
+      int diff = 0;
+      for (size_t i = 0; i < fresh.size(); ++i) diff += fresh[i] != got[i];
+      for (size_t i = (MEMRA_Q8X_OFF + fresh.size() + 3) / 4; i < o.size(); ++i) bad += !std::isnan(o[i]);
+      std::printf("  q8 companion: %d of %zu bytes differ\n", diff, fresh.size());
+      if (diff) fail = 1;
+    }
+#endif
     const double nmse = err / ref;
     std::printf("attention_split HQ %d HKV %d D %d GH %d splits %d kt %d vt %d window %d ring %d pos %d: nmse %.3g%s\n",
                 HQ, HKV, D, ATT_GH, ATT_SPLITS, ATT_KT, ATT_VT, ATT_EMU_WINDOW, ATT_RING, pos, nmse,
