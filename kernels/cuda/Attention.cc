@@ -137,16 +137,23 @@ class AttentionSplitImpl : public GpuOpImpl {
     OpSelection s;
     Launch split = AttentionLaunch(c.shapes, codes, 4, {Def("ATT_SPLITS", splits), Def("ATT_GH", gh)},
                                    "attention_split", head_blocks * splits, RingRows(c));
+    // attention_gated's output gate is applied by the combine (a head-wise gate, Step 3.5's, by
+    // ATT_GATE_HEAD): the same product v * sigmoid(g) a launch of its own would make, one launch fewer.
+    if (c.op.is(ir::OpKind::kAttentionGated) && HeadGate(c.shapes.in[0], c.shapes.in[4]))
+      split.kernel.module.defines = MakeDefines([&] {
+        Defines d = split.kernel.module.defines;
+        d.push_back(Def("ATT_GATE_HEAD", 1));
+        return d;
+      }());
     Launch combine = split;
     combine.kernel.entry = "attention_combine";
     combine.block = 128;  // Attention.cu ATT_CW warps
     combine.grid = static_cast<uint32_t>(d.hq);
     s.launches = {split, combine};
-    AddGate(c, s);
-    // The combine writes the last values (no output gate after it): it can write the q8 companion
-    // (select-kernels' pairing). Both launches carry the defines, so they stay one module.
+    // The combine writes the last values: it can write the q8 companion (select-kernels' pairing).
+    // Both launches carry the defines, so they stay one module.
     const std::optional<Q8Companion> q8 = Q8CompanionOf(c.op);
-    if (q8 && q8->result == 0 && s.launches.size() == 2)
+    if (q8 && q8->result == 0)
       for (Launch& l : s.launches) AddQ8CompanionDefines(*q8, l);
     s.scratch_bytes = d.hq * splits * (d.d + 4) * 4;  // per (head, range): max, sum, 2 pad, acc[D]
     return std::optional<OpSelection>(std::move(s));
@@ -160,9 +167,17 @@ class AttentionSplitImpl : public GpuOpImpl {
     m.gate_stride = 0;
     m.pad_ = 0;
     MEMRA_ASSIGN_OR_RETURN(auto o, c.Shape(c.op().result(0)));
+    if (c.op().is(ir::OpKind::kAttentionGated)) {  // [1, Hq, D] per element, or [1, Hq, 1] per head
+      MEMRA_ASSIGN_OR_RETURN(auto gate, c.InShape(4));
+      if (c.selection().launches.size() != 2 || gate.size() != 3 || gate[0] != 1 || gate[1] != o[1] ||
+          (gate[2] != o[2] && gate[2] != 1))
+        return BindError(c.op(), "attention_split: stale selection (the output gate)");
+      m.gate = c.In(4);
+      m.gate_stride = static_cast<int>(gate[2]);
+    }
     MEMRA_RETURN_IF_ERROR(CheckQ8CompanionBinding(c, Numel(o)));
     w.Kernel(1, m);
-    return BindGate(c, w);
+    return absl::OkStatus();
   }
 };
 

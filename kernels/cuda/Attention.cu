@@ -234,8 +234,8 @@ __device__ __forceinline__ void attention_split_body(const float* q, const void*
 
 // o[h] = sum over ranges of acc * 2^(m - M) / sum of l * 2^(m - M): one block of ATT_CW warps per
 // query head, the warps striding the ranges, then one merge across the warps. With a gate (not
-// null): o[h, d] *= sigmoid(gate[h * gate_stride + d]) (attention_gated's output gate, as sigmoid
-// then mul compute it).
+// null): o[h, d] *= sigmoid(gate[h * gate_stride + d]), or with ATT_GATE_HEAD one gate a head
+// sigmoid(gate[h * gate_stride]) (attention_gated's output gate, as sigmoid then mul compute it).
 #define ATT_CW 4
 __device__ __forceinline__ void attention_combine_body(const float* part, float* o, const float* gate,
                                                        int gate_stride) {
@@ -274,7 +274,11 @@ __device__ __forceinline__ void attention_combine_body(const float* part, float*
     float v = 0.0f;
     for (int w = 0; w < ATT_CW; ++w) v += s_out[w][d];
     v *= inv;
+#ifdef ATT_GATE_HEAD
+    if (gate != nullptr) v *= sigmoidf_(gate[(i64)h * gate_stride]);  // one gate a head (Step 3.5)
+#else
     if (gate != nullptr) v *= sigmoidf_(gate[(i64)h * gate_stride + d]);
+#endif
     o[(i64)h * ATT_D + d] = v;
 #ifdef MEMRA_Q8X_OFF
     q8x_store(o, (i64)h * ATT_D + d, v);  // a warp's d: one 32-aligned group (ATT_D % 64 == 0)

@@ -5,9 +5,9 @@
 // ATT_SPLITS (the rest must write l = 0), one that fills them all, and the last row of the cache;
 // with ATT_EMU_WINDOW > 0 as a sliding window. Checked against a float64 reference over the
 // rounded rows; partials and outputs are NaN-poisoned first, so a range or a head the kernels do
-// not write fails. With MEMRA_Q8X_OFF (a q8 companion, kernels/cuda/Q8Companion.h) the combine's
-// companion after the outputs must equal gemv_q_quantize_x's bytes of them (Q8xReference.h).
-// Prints the normalized MSE; exit status 1 past the bound.
+// not write fails. ATT_EMU_GATE: the combine applies an output gate (per element, or per head). With MEMRA_Q8X_OFF (a
+// q8 companion, kernels/cuda/Q8Companion.h) the combine's companion after the outputs must equal gemv_q_quantize_x's
+// bytes of them (Q8xReference.h). Prints the normalized MSE; exit status 1 past the bound.
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -37,6 +37,9 @@ namespace att_emu {
 #endif
 #ifndef ATT_EMU_WINDOW
 #define ATT_EMU_WINDOW 0
+#endif
+#ifndef ATT_EMU_GATE
+#define ATT_EMU_GATE 0  // 1: attention_gated's output gate in the combine (ATT_GATE_HEAD: one a head)
 #endif
 
 int main() {
@@ -92,6 +95,18 @@ int main() {
     AttentionCombineParams c{};  // no gate (zeroed)
     c.part = part.data();
     c.o = o.data();
+#if ATT_EMU_GATE
+    // attention_gated's output gate applied by the combine: per element, or (ATT_GATE_HEAD) a head.
+#ifdef ATT_GATE_HEAD
+    std::vector<float> gate(HQ);
+    c.gate_stride = 1;
+#else
+    std::vector<float> gate(HQ * D);
+    c.gate_stride = D;
+#endif
+    for (float& x : gate) x = 2.0f * N(rng);
+    c.gate = gate.data();
+#endif
     emu_launch([](const void* a) { att_emu::attention_combine(*static_cast<const AttentionCombineParams*>(a)); }, HQ,
                ATT_CW * 32, &c);
     double err = 0, ref = 0;
@@ -112,7 +127,15 @@ int main() {
       for (int c2 = 0; c2 < D; ++c2) {
         double acc = 0;
         for (int j = first; j <= pos; ++j) acc += std::exp(s[j] - m) * vr[(j * HKV + kvh) * D + c2];
-        const double want = acc / l, got = o[h * D + c2];
+        double want = acc / l;
+#if ATT_EMU_GATE
+#ifdef ATT_GATE_HEAD
+        want *= 1.0 / (1.0 + std::exp(-double(gate[h])));
+#else
+        want *= 1.0 / (1.0 + std::exp(-double(gate[h * D + c2])));
+#endif
+#endif
+        const double got = o[h * D + c2];
         if (!std::isfinite(got)) ++bad;
         err += (got - want) * (got - want);
         ref += want * want;
