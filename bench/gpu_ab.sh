@@ -8,8 +8,10 @@
 # --fill=tiled: NEW generates with `memra gen --fill tiled` (each large tensor repeats its first
 # 1 Mi drawn values: the same bytes a weight, written several times faster; for speed only).
 #
-# --old-args=ARGS / --new-args=ARGS: more `memra bench` arguments for that side (one binary may
-# then be both: OLD = NEW, the sides differing by a compile option through --passes).
+# --old-args=ARGS / --new-args=ARGS: more `memra bench` arguments for that side, split as a shell
+# would (quote a value with spaces): one binary may then be both sides (OLD = NEW), differing by a
+# compile option through --passes, e.g. --old-args='--passes="...,select-kernels{arch=sm_90
+# sm-count=132 q8-companions=false},..."'.
 #
 #   bash bench/gpu_ab.sh OLD[.xz] NEW[.xz] BUDGET_S ROUNDS [--fill=tiled] [--old-args=A] [--new-args=A] PRESET:DTYPE...
 #   e.g. bash bench/gpu_ab.sh build-gpu/memra-old.xz build-gpu/memra-new.xz 520 2 gemma4-26b-a4b:q4_k_m
@@ -56,8 +58,8 @@ for spec in "$@"; do
   for r in $(seq 1 "$rounds"); do
     for b in old new; do
       [ "$(left)" -gt 10 ] || break 2
-      # shellcheck disable=SC2086 # the extra arguments split at spaces
-      line=$(timeout "$(left)" "$bin/memra-$b" bench "$m" -p 0 -n 128 -r 2 --kernel-cache "/tmp/memra-ab-cache-$b" ${extra[$b]} \
+      eval "args=(${extra[$b]})"  # the side's extra arguments, split as a shell would (quotes kept)
+      line=$(timeout "$(left)" "$bin/memra-$b" bench "$m" -p 0 -n 128 -r 2 --kernel-cache "/tmp/memra-ab-cache-$b" "${args[@]}" \
         2> "$out/bench-$preset-$dtype-$b-$r.err" | grep -E "tg128" | awk -F'|' '{print $(NF-1)}')
       rows+=("$(printf '%-28s %-4s round %d  tg128 %s' "$spec" "$b" "$r" "${line:-failed}")")
     done
