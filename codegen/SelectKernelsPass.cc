@@ -58,7 +58,7 @@ class SelectKernelsPass : public passes::Pass {
       for (ir::Op* op : f->Ops()) {
         if (op->is(ir::OpKind::kSegment)) continue;
         // Pairings are made anew below (a re-run, or q8-companions=false, starts from none).
-        if (kcu::Q8CompanionOf(*op)) {
+        if (kcu::HasQ8CompanionRecord(*op)) {  // any part of one, well-formed or not
           kcu::EraseQ8Companion(*op);
           changed = true;
         }

@@ -1,6 +1,7 @@
 // Units of kernels/cuda/Attention.cu (attention and attention_gated; the gate, o * sigmoid(g),
-// is Elementwise.cu's mul_sigmoid_f32, or mul_sigmoid_rows_f32 for a gate per head, in place as
-// the last launch; and gated_attention_step, whose combine applies the gate):
+// is applied by attention_split's combine at decode, elsewhere by Elementwise.cu's
+// mul_sigmoid_f32, or mul_sigmoid_rows_f32 for a gate per head, in place as the last launch; and
+// gated_attention_step, whose combine applies the gate):
 //   attention_split  decode (one token): split-KV, one block per (kv head, query heads of its
 //                    group, range of the live keys), ranges cut on the device (so one graph
 //                    serves every KV length; a sliding window cuts its last keys), partials in

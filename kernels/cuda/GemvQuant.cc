@@ -404,7 +404,9 @@ absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w) {
   if (n_tok < 1 || n_tok > T) return BindError(op, absl::StrCat("gemv_q: ", n_tok, " tokens, selected for <= ", T));
   // q8 x without a launch of ours: the producer's companion (the same layout, T rows of K).
   uint64_t x_companion = 0;
-  if (!q8 && DefineOf(s.launches.back(), "GQ_XQ").value_or(0) == 1) {
+  const bool reads_q8 = std::any_of(s.launches.begin(), s.launches.end(),
+                                    [](const Launch& l) { return DefineOf(l, "GQ_XQ").value_or(0) == 1; });
+  if (!q8 && reads_q8) {  // (a group staging x itself, GQ_XQ = 2, may sit beside one reading it)
     const std::optional<Q8Companion> companion = Q8CompanionOfValue(*op.operand(0));
     if (!companion || companion->elems != T * K)
       return BindError(op, "gemv_q: stale selection (q8 x without a quantizing launch or a companion of its rows)");

@@ -201,12 +201,25 @@ bool WriteSelection(const OpSelection& s, ir::Op& op) {
     changed |= SetAttr(op, "grid", ir::Attr(std::move(grid)));
     changed |= SetAttr(op, "block", ir::Attr(std::move(block)));
     changed |= SetAttr(op, "smem", ir::Attr(std::move(smem)));
-    if (clustered) changed |= SetAttr(op, "cluster", ir::Attr(std::move(cluster)));
+    if (clustered) {
+      changed |= SetAttr(op, "cluster", ir::Attr(std::move(cluster)));
+    } else {
+      changed |= op.attrs().Erase("cluster");
+    }
   }
-  if (s.gemm) changed |= SetAttr(op, "gemm", ir::Attr(int64_t{1}));
-  if (s.gemv) changed |= SetAttr(op, "gemv", ir::Attr(int64_t{1}));
-  if (s.scratch_bytes > 0) changed |= SetAttr(op, "scratch_bytes", ir::Attr(s.scratch_bytes));
-  if (s.workspace_bytes > 0) changed |= SetAttr(op, "workspace_bytes", ir::Attr(s.workspace_bytes));
+  // A field the selection does not set is erased: a re-selection (another option, a q8 companion
+  // now sparing a launch and its scratch) must not leave an earlier record's value behind.
+  auto set_or_erase = [&](const char* name, bool present, int64_t value) {
+    if (present) {
+      changed |= SetAttr(op, name, ir::Attr(value));
+    } else {
+      changed |= op.attrs().Erase(name);
+    }
+  };
+  set_or_erase("gemm", s.gemm, 1);
+  set_or_erase("gemv", s.gemv, 1);
+  set_or_erase("scratch_bytes", s.scratch_bytes > 0, s.scratch_bytes);
+  set_or_erase("workspace_bytes", s.workspace_bytes > 0, s.workspace_bytes);
   return changed;
 }
 

@@ -70,6 +70,10 @@ void WriteQ8Companion(const Q8Companion& c, ir::Op& producer) {
   producer.attrs().Set(kBytes, c.bytes);
 }
 
+bool HasQ8CompanionRecord(const ir::Op& op) {
+  return op.attrs().Has(kResult) || op.attrs().Has(kAt) || op.attrs().Has(kBytes);
+}
+
 void EraseQ8Companion(ir::Op& producer) {
   producer.attrs().Erase(kResult);
   producer.attrs().Erase(kAt);

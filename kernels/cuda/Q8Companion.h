@@ -46,6 +46,8 @@ std::optional<Q8Companion> Q8CompanionOf(const ir::Op& producer);
 std::optional<Q8Companion> Q8CompanionOfValue(const ir::Value& v);
 void WriteQ8Companion(const Q8Companion& c, ir::Op& producer);
 void EraseQ8Companion(ir::Op& producer);
+// Whether `op` carries any of the record's attributes (a malformed record too).
+bool HasQ8CompanionRecord(const ir::Op& op);
 
 // The defines a producer's launch adds to write `c` (MEMRA_Q8X_OFF, MEMRA_Q8X_ELEMS) and whether a
 // launch carries them (the companion's offset).

@@ -3,7 +3,8 @@
 # Q8CompanionEmu.cc compiled once per case (Norm.cu's rms_norm / add_rms_norm / gated_rms_norm in
 # warp rows and block rows, FusedRows.cu's row and pointwise kernels; rows past the call; a grid
 # smaller than the work), each run on the host emulation against gemv_q_quantize_x's layout of
-# its own f32 rows, byte for byte. A development aid, not part of ctest (~1 minute).
+# its own f32 rows, byte for byte. A development aid (~10 s); ctest runs seven of these cases
+# (emulation/Q8CompanionEmu_*).
 #
 #   bash tests/cuda/emulation/q8companion_run.sh [OUT_DIR]
 set -euo pipefail
