@@ -56,9 +56,10 @@ class RopeImpl : public GpuOpImpl {
   }
 };
 
-// Launches: qk_norm_rope_rows(q), qk_norm_rope_rows(k) where the head dim is a multiple of 32 of
-// at most 512 and n_rot / 2 a multiple of 32 (one warp per head row, Rope.cu); else rms_norm(q),
-// rope(q), rms_norm(k), rope(k) with the normed q or k in the scratch (f32).
+// Launches: qk_norm_rope_pair (q's rows then k's, one warp per head row, Rope.cu) where the head
+// dim is a multiple of 32 of at most 512 and n_rot / 2 a multiple of 32; else rms_norm(q),
+// rope(q), rms_norm(k), rope(k) with the normed q or k in the scratch (f32). A record of the
+// earlier form, qk_norm_rope_rows(q) then (k), still binds.
 class QkNormRopeImpl : public GpuOpImpl {
  public:
   absl::string_view name() const override { return "qk_norm_rope"; }
@@ -74,13 +75,14 @@ class QkNormRopeImpl : public GpuOpImpl {
     MEMRA_RETURN_IF_ERROR(CheckNeox(c.op));
     OpSelection s;
     if (Fused(c.op, q, k)) {
-      for (const auto* x : {&q, &k}) {
-        Launch l = RopeLaunch(c.target, c.op, *x);
-        l.kernel.entry = "qk_norm_rope_rows";
-        l.block = 256;
-        l.grid = static_cast<uint32_t>(std::clamp<int64_t>(((*x)[0] * (*x)[1] + 7) / 8, 1, 1 << 20));
-        s.launches.push_back(std::move(l));
-      }
+      Launch l = RopeLaunch(c.target, c.op, q);
+      Defines d = l.kernel.module.defines;
+      d.push_back(Def("ROPE_HEADS_K", k[1]));
+      l.kernel.module.defines = MakeDefines(std::move(d));
+      l.kernel.entry = "qk_norm_rope_pair";
+      l.block = 256;  // eight rows a block
+      l.grid = static_cast<uint32_t>(std::clamp<int64_t>((q[0] * q[1] + k[0] * k[1] + 7) / 8, 1, 1 << 20));
+      s.launches.push_back(std::move(l));
       return std::optional<OpSelection>(std::move(s));
     }
     for (const auto* x : {&q, &k}) {
@@ -93,7 +95,26 @@ class QkNormRopeImpl : public GpuOpImpl {
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
     const uint64_t tmp = c.Scratch();
     const float eps = static_cast<float>(c.op().attrs().F64Or("eps", 0));
-    if (c.selection().launches.size() == 2) {  // qk_norm_rope_rows
+    const std::vector<Launch>& ls = c.selection().launches;
+    if (ls.size() == 1 && ls[0].kernel.entry == "qk_norm_rope_pair") {
+      MEMRA_ASSIGN_OR_RETURN(auto q, c.InShape(0));
+      MEMRA_ASSIGN_OR_RETURN(auto k, c.InShape(1));
+      QkNormRopePairParams f;
+      f.qx = c.In(0);
+      f.kx = c.In(1);
+      f.qw = c.In(2);
+      f.kw = c.In(3);
+      f.qy = c.Out(0);
+      f.ky = c.Out(1);
+      f.pos = c.In(4);
+      f.n_q = q[0] * q[1];
+      f.n_k = k[0] * k[1];
+      f.eps = eps;
+      f.theta_scale = ThetaScale(c.op());
+      w.Kernel(0, f);
+      return absl::OkStatus();
+    }
+    if (ls.size() == 2) {  // qk_norm_rope_rows (q), (k): a record of the earlier form
       for (unsigned i = 0; i < 2; ++i) {
         MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(i));
         QkNormRopeParams f;

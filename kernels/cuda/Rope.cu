@@ -39,30 +39,57 @@ extern "C" __global__ void rope_neox(const RopeParams p) {
 // n_rot / 2 is a multiple of 32; theta formed per pair as rope_neox forms it, so the results
 // equal the two-launch path's. Each row is read once and written once (that path wrote and read
 // the normed rows through the scratch and formed theta per element: 25 % of the bandwidth).
+// One head row r of x (heads a token): normed with the lane's weights wv, rotated, into y.
+template <int kPer>
+__device__ __forceinline__ void qk_norm_rope_row(const float* x, const float (&wv)[kPer], float* y, const int* pos,
+                                                 i64 r, int heads, float eps, float theta_scale, int lane) {
+  constexpr int kPairs = ROPE_NROT / 64;  // rotated pairs per lane
+  float v[kPer];
+  const float s = warp_row_rms_scale(x + r * ROPE_DIM, v, eps);
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) v[k] = (v[k] * s) * wv[k];
+  const float P = (float)pos[r / heads];
+#pragma unroll
+  for (int m = 0; m < kPairs; ++m) {
+    const float theta = rope_theta(P, lane + 32 * m, theta_scale);
+    const float c = cosf(theta), sn = sinf(theta);
+    const float x0 = v[m], x1 = v[m + kPairs];
+    v[m] = x0 * c - x1 * sn;
+    v[m + kPairs] = x0 * sn + x1 * c;
+  }
+  float* yr = y + r * ROPE_DIM;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) yr[lane + 32 * k] = v[k];
+}
+
 extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_rows(const QkNormRopeParams p) {
   memra_grid_dependency();
-  constexpr int kPer = ROPE_DIM / 32, kPairs = ROPE_NROT / 64;  // per lane: elements, rotated pairs
+  constexpr int kPer = ROPE_DIM / 32;  // per lane: elements
   const int lane = threadIdx.x & 31;
   float wv[kPer];
 #pragma unroll
   for (int k = 0; k < kPer; ++k) wv[k] = p.w[lane + 32 * k];
-  for (i64 r = (i64)blockIdx.x * 8 + (threadIdx.x >> 5); r < p.n_rows; r += (i64)gridDim.x * 8) {
-    float v[kPer];
-    const float s = warp_row_rms_scale(p.x + r * ROPE_DIM, v, p.eps);
+  for (i64 r = (i64)blockIdx.x * 8 + (threadIdx.x >> 5); r < p.n_rows; r += (i64)gridDim.x * 8)
+    qk_norm_rope_row(p.x, wv, p.y, p.pos, r, ROPE_HEADS, p.eps, p.theta_scale, lane);
+}
+
+#ifdef ROPE_HEADS_K
+// q's rows, then k's, in one launch (the decode step's qk_norm_rope was two launches of ~2 us):
+// each warp a row of either, the same arithmetic as qk_norm_rope_rows on each.
+extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_pair(const QkNormRopePairParams p) {
+  memra_grid_dependency();
+  constexpr int kPer = ROPE_DIM / 32;
+  const int lane = threadIdx.x & 31;
+  float wq[kPer], wk[kPer];
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) v[k] = (v[k] * s) * wv[k];
-    const float P = (float)p.pos[r / ROPE_HEADS];
-#pragma unroll
-    for (int m = 0; m < kPairs; ++m) {
-      const float theta = rope_theta(P, lane + 32 * m, p.theta_scale);
-      const float c = cosf(theta), sn = sinf(theta);
-      const float x0 = v[m], x1 = v[m + kPairs];
-      v[m] = x0 * c - x1 * sn;
-      v[m + kPairs] = x0 * sn + x1 * c;
+  for (int k = 0; k < kPer; ++k) wq[k] = p.qw[lane + 32 * k], wk[k] = p.kw[lane + 32 * k];
+  for (i64 r = (i64)blockIdx.x * 8 + (threadIdx.x >> 5); r < p.n_q + p.n_k; r += (i64)gridDim.x * 8) {
+    if (r < p.n_q) {
+      qk_norm_rope_row(p.qx, wq, p.qy, p.pos, r, ROPE_HEADS, p.eps, p.theta_scale, lane);
+    } else {
+      qk_norm_rope_row(p.kx, wk, p.ky, p.pos, r - p.n_q, ROPE_HEADS_K, p.eps, p.theta_scale, lane);
     }
-    float* yr = p.y + r * ROPE_DIM;
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) yr[lane + 32 * k] = v[k];
   }
 }
+#endif
 #endif

@@ -35,4 +35,26 @@ MEMRA_PARAMS_OFFSET(QkNormRopeParams, n_rows, 32);
 MEMRA_PARAMS_OFFSET(QkNormRopeParams, eps, 40);
 MEMRA_PARAMS_OFFSET(QkNormRopeParams, theta_scale, 44);
 
+// qk_norm_rope_pair: qk_norm_rope_rows over q's n_q rows (ROPE_HEADS a token), then k's n_k rows
+// (ROPE_HEADS_K a token), in one launch.
+struct QkNormRopePairParams {
+  MEMRA_DPTR(const float) qx;
+  MEMRA_DPTR(const float) kx;
+  MEMRA_DPTR(const float) qw;
+  MEMRA_DPTR(const float) kw;
+  MEMRA_DPTR(float) qy;
+  MEMRA_DPTR(float) ky;
+  MEMRA_DPTR(const int) pos;
+  long long n_q;
+  long long n_k;
+  float eps;
+  float theta_scale;
+};
+MEMRA_PARAMS_SIZE(QkNormRopePairParams, 80);
+MEMRA_PARAMS_OFFSET(QkNormRopePairParams, pos, 48);
+MEMRA_PARAMS_OFFSET(QkNormRopePairParams, n_q, 56);
+MEMRA_PARAMS_OFFSET(QkNormRopePairParams, n_k, 64);
+MEMRA_PARAMS_OFFSET(QkNormRopePairParams, eps, 72);
+MEMRA_PARAMS_OFFSET(QkNormRopePairParams, theta_scale, 76);
+
 MEMRA_PARAMS_END

@@ -332,6 +332,24 @@ func @f(%x: f32[T, 256], %w: f32[T, 2], %ids: i32[T, 2]) -> (f32[T, 256], f32[T,
   ExpectCompilesForSm90(mods, "MoE decode");
 }
 
+// qk_norm_rope_pair (Rope.cu: q's rows then k's in one launch) at the head geometries the models
+// take it for: Gemma 4's sliding heads (256), Step 3.5's (128, partial rope), Qwen3.5's prefill (256,
+// a quarter rotated), a 512-wide head.
+TEST(NvrtcCompileTest, QkNormRopePairCompilesForSm90) {
+  auto nvrtc = Nvrtc::Load();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available here: " << nvrtc.status();
+  std::vector<ModuleSpec> mods;
+  for (auto [hq, hk, d, nrot] :
+       std::vector<std::array<int64_t, 4>>{{16, 8, 256, 256}, {64, 8, 128, 64}, {16, 4, 256, 64}, {16, 2, 512, 512}}) {
+    ModuleSpec m;
+    m.file = "Rope.cu";
+    m.defines =
+        MakeDefines({Def("ROPE_HEADS", hq), Def("ROPE_HEADS_K", hk), Def("ROPE_DIM", d), Def("ROPE_NROT", nrot)});
+    mods.push_back(m);
+  }
+  ExpectCompilesForSm90(mods, "qk_norm_rope_pair");
+}
+
 // MoeGemm.cu (the prefill expert products; no unit selects it yet): moe_sort at the expert counts
 // the launches accept (the per-warp table's size depends on E) and moe_gemm for every storage it
 // reads, plain and swiglu, grouped (the identity grouping is the same module).
