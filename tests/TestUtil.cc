@@ -10,11 +10,23 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/SelectKernelsPass.h"
 #include "frontends/gguf/GgufFile.h"
 #include "gtest/gtest.h"
+#include "passes/PassManager.h"
 #include "tests/JsonLite.h"
 
 namespace memra::testing {
+
+absl::Status CompileModule(ir::Module& m, absl::string_view pipeline) {
+  codegen::RegisterCodegenPasses();
+  passes::PassManagerOptions o;
+  o.pipeline = std::string(pipeline);
+  o.verify_each = true;
+  auto pm = passes::PassManager::Create(o);
+  if (!pm.ok()) return pm.status();
+  return (*pm)->Run(m);
+}
 
 std::string UniqueTempPath(const std::string& name) {
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();

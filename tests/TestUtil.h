@@ -7,6 +7,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ir/Module.h"
 
 namespace memra::testing {
 
@@ -46,6 +48,10 @@ int64_t FirstFreshToken(const std::vector<int32_t>& tokens);
 // of output.weight makes one logit NaN at every step, one of token_embd.weight every logit of the
 // step that reads that token.
 absl::Status WriteWithNanRow(const std::string& src, const std::string& tensor, int64_t row, const std::string& dst);
+
+// Runs `pipeline` (a --passes string; the codegen passes registered) over `m`, verifying after
+// every pass.
+absl::Status CompileModule(ir::Module& m, absl::string_view pipeline);
 
 // n values drawn from N(0, scale^2) with a fixed seed (never all zeros: kernels are checked on
 // random data).

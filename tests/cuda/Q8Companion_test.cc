@@ -82,15 +82,7 @@ func @f(%x: f32[1, 64]) -> (f32[1, 64]) attributes {bucket = 1} {
   EXPECT_FALSE(norm.attrs().Has("q8_companion_at"));
 }
 
-absl::Status Compile(ir::Module& m, absl::string_view pipeline) {
-  codegen::RegisterCodegenPasses();
-  passes::PassManagerOptions o;
-  o.pipeline = std::string(pipeline);
-  o.verify_each = true;
-  auto pm = passes::PassManager::Create(o);
-  if (!pm.ok()) return pm.status();
-  return (*pm)->Run(m);
-}
+absl::Status Compile(ir::Module& m, absl::string_view pipeline) { return memra::testing::CompileModule(m, pipeline); }
 
 struct DecodeCounts {
   int quantize = 0;   // gemv_q_quantize_x launches (the MoE decode unit's included)

@@ -42,12 +42,7 @@ std::string Model() { return TestDataPath("models/qwen35-tiny-f32.gguf"); }
 std::string Ref(const std::string& f) { return TestDataPath("ref/qwen35-tiny-f32/" + f); }
 
 absl::Status Compile(ir::Module& m, absl::string_view pipeline = passes::kDefaultPipeline) {
-  passes::PassManagerOptions o;
-  o.pipeline = std::string(pipeline);
-  o.verify_each = true;
-  auto pm = passes::PassManager::Create(o);
-  if (!pm.ok()) return pm.status();
-  return (*pm)->Run(m);
+  return memra::testing::CompileModule(m, pipeline);
 }
 
 // The unfused module runs the 48 prompt tokens in one call; the compiled one in chunks of 16

@@ -34,15 +34,7 @@ using memra::testing::UniqueTempPath;
 
 std::string Model() { return TestDataPath("models/qwen35-tiny-f32.gguf"); }
 
-absl::Status Compile(ir::Module& m, absl::string_view pipeline) {
-  codegen::RegisterCodegenPasses();
-  passes::PassManagerOptions o;
-  o.pipeline = std::string(pipeline);
-  o.verify_each = true;
-  auto pm = passes::PassManager::Create(o);
-  if (!pm.ok()) return pm.status();
-  return (*pm)->Run(m);
-}
+absl::Status Compile(ir::Module& m, absl::string_view pipeline) { return memra::testing::CompileModule(m, pipeline); }
 
 // The tiny model lowered and compiled for `arch` with prefill bucket 16.
 absl::StatusOr<std::unique_ptr<ir::Module>> CompiledTiny(const gguf::GgufFile& file, absl::string_view arch) {
