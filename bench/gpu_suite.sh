@@ -13,7 +13,8 @@
 # is carried (tools/convert_hf_to_gguf.py --type f32 --round-bf16 of the demo checkpoint, xz'ed),
 # the demo model's greedy text on the GPU is checked against PyTorch's (tools/train_demo/check_greedy.py).
 #
-# Tests mode also runs GemvQuant_test, Dequant_test, MoeGemm_test and CudaExecutor_test under compute-sanitizer
+# Tests mode also runs GemvQuant_test, Dequant_test, MoeGemm_test, CudaExecutor_test and Q8Companion_test (the
+# compiled pipelines' decode with the q8 companions) under compute-sanitizer
 # memcheck (a row each in the table: its error count), and the tensor-core prefill kernels' op-table
 # rows under memcheck and racecheck. Logs go to $OUT (when set, else
 # /tmp/memra-gpu-out).
@@ -85,7 +86,7 @@ if [ "$mode" != "--bench-only" ]; then
   # The new-kernel tests and the end-to-end executor test once more under compute-sanitizer
   # memcheck (the op table's ~480 cases take too long under it for one call).
   cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-  for t in GemvQuant_test Dequant_test MoeGemm_test CudaExecutor_test; do
+  for t in GemvQuant_test Dequant_test MoeGemm_test CudaExecutor_test Q8Companion_test; do
     [ -x "$bin/$t" ] && [ -n "$cs" ] || continue
     start=$(date +%s%N)
     timeout 300 "$cs" --tool memcheck --error-exitcode 99 --print-limit 20 "$bin/$t" > "$out/memcheck-$t.log" 2>&1
