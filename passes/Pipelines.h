@@ -5,6 +5,7 @@
 //   canonicalize, cse            clean the lowered module
 //   fuse-attention-output-gate   attention * sigmoid(gate)        -> attention_gated
 //   fuse-qk-norm-rope            rope(rms_norm(q)), rope(rms_norm(k)) -> qk_norm_rope
+//   fuse-kv-append-norm          kv_append(k, rms_norm(v))        -> kv_append {v_norm_eps}
 //   fuse-swiglu                  swiglu(matmul, matmul)           -> matmul_swiglu
 //   fuse-moe-ffn                 gated_add(moe_experts, shared expert, gate) -> moe_ffn
 //   fuse-gated-rmsnorm           rms_norm * silu                  -> gated_rms_norm
@@ -41,8 +42,8 @@
 namespace memra::passes {
 
 inline constexpr absl::string_view kDefaultPipeline =
-    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-moe-ffn,fuse-gated-rmsnorm,fuse-"
-    "delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,"
+    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-kv-append-norm,fuse-swiglu,fuse-moe-ffn,"
+    "fuse-gated-rmsnorm,fuse-delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,"
     "fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,dce,bucket-shapes,plan-memory,partition-segments";
 
 // The CUDA backend's pipeline: kDefaultPipeline with fuse-delta-net-inputs once more after
@@ -51,11 +52,10 @@ inline constexpr absl::string_view kDefaultPipeline =
 // GEMVs' norm prologue) is not in it: measured slower on the H200 (bench/RESULTS.md, session 18),
 // the separate norm launch being hidden by the GEMVs' prefetch under programmatic dependent launch.
 inline constexpr absl::string_view kCudaPipeline =
-    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-moe-ffn,fuse-gated-rmsnorm,fuse-"
-    "delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,"
+    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-kv-append-norm,fuse-swiglu,fuse-moe-ffn,"
+    "fuse-gated-rmsnorm,fuse-delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,"
     "fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,dce,bucket-shapes,fuse-delta-net-inputs,select-kernels,plan-memory,"
-    "partition-"
-    "segments";
+    "partition-segments";
 
 // The pipeline for a target arch (as `--arch` takes it): "cpu" -> kDefaultPipeline; "sm_NN" ->
 // kCudaPipeline with select-kernels{arch=sm_NN} (the option written only when not sm_90) and
@@ -76,8 +76,8 @@ std::string StepPipeline(absl::string_view pipeline, absl::string_view ladder);
 // The fusion passes only (no buckets, no memory plan, no segments): what a backend that takes
 // symbolic shapes runs.
 inline constexpr absl::string_view kFusionPipeline =
-    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-swiglu,fuse-moe-ffn,fuse-gated-rmsnorm,fuse-"
-    "delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,"
+    "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-kv-append-norm,fuse-swiglu,fuse-moe-ffn,"
+    "fuse-gated-rmsnorm,fuse-delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,"
     "fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,dce";
 
 // `pipeline` with the bucket ladder set on its bucket-shapes pass (`buckets` in the form of the

@@ -5,12 +5,15 @@
 //
 // A new elementwise op: its kernel in Elementwise.cu, a row in kUnaryKernels (y = f(x)) or a unit
 // below, its entry in GpuOps.def when it is a new unit.
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "ir/StatusMacros.h"
 #include "kernels/cuda/ElementwiseParams.h"
 #include "kernels/cuda/GpuOp.h"
+#include "kernels/cuda/NormParams.h"
+#include "kernels/cuda/RowLaunch.h"
 
 namespace memra::kernels::cuda {
 namespace {
@@ -228,12 +231,28 @@ class KvAppendImpl : public GpuOpImpl {
  public:
   absl::string_view name() const override { return "kv_append"; }
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kKvAppend; }
+  // v_norm_eps (fuse-kv-append-norm): kv_append_vnorm, a warp a (token, head) row, where the head
+  // dim is a multiple of 32 of at most 512; else Norm.cu's rms_norm of v into the scratch, then
+  // kv_append from it.
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     const auto& k = c.shapes.in[0];
     MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 2, 3));
     Defines defs = {Def("KV_WIDTH", k[1] * k[2]), Def("KV_KT", codes.first), Def("KV_VT", codes.second)};
     if (c.op.attrs().I64Or("ring", 0) > 0) defs.push_back(Def("KV_RING", c.shapes.in[2][0]));  // a ring's rows
     OpSelection s;
+    if (c.op.attrs().Has("v_norm_eps")) {
+      const int64_t rows = k[0] * k[1], d = k[2];
+      if (d % 32 == 0 && d <= kWarpRowMaxCols) {
+        defs.push_back(Def("KV_HEAD_DIM", d));
+        Launch l = GridStrideLaunch(c.target, kFile, "kv_append_vnorm", rows, std::move(defs));
+        l.block = 256;  // eight rows a block
+        l.grid = static_cast<uint32_t>(std::clamp<int64_t>((rows + 7) / 8, 1, 1 << 20));
+        s.launches.push_back(std::move(l));
+        return std::optional<OpSelection>(std::move(s));
+      }
+      s.launches.push_back(NormRowLaunch("rms_norm", rows, d));
+      s.scratch_bytes = Numel(k) * 4;
+    }
     s.launches.push_back(GridStrideLaunch(c.target, kFile, "kv_append", Numel(k), std::move(defs)));
     return std::optional<OpSelection>(std::move(s));
   }
@@ -246,6 +265,24 @@ class KvAppendImpl : public GpuOpImpl {
     p.v_cache = c.In(3);
     p.pos = c.In(4);
     p.n_tok = static_cast<int>(k[0]);
+    p.v_norm_eps = static_cast<float>(c.op().attrs().F64Or("v_norm_eps", 0.0));
+    const std::vector<Launch>& ls = c.selection().launches;
+    const bool normed = c.op().attrs().Has("v_norm_eps");
+    if (ls.size() == 2) {  // rms_norm(v) into the scratch, then the append from it
+      if (!normed || c.Scratch() == 0) return BindError(c.op(), "kv_append: stale selection (v norm)");
+      NormParams n;
+      n.x = c.In(1);
+      n.w = 0;
+      n.y = c.Scratch();
+      n.n_rows = k[0] * k[1];
+      n.eps = p.v_norm_eps;
+      w.Kernel(0, n);
+      p.v = c.Scratch();
+      w.Kernel(1, p);
+      return absl::OkStatus();
+    }
+    if (ls.size() != 1 || normed != (ls[0].kernel.entry == "kv_append_vnorm"))
+      return BindError(c.op(), "kv_append: stale selection (v norm)");
     w.Kernel(0, p);
     return absl::OkStatus();
   }

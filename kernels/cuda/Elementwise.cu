@@ -301,4 +301,30 @@ extern "C" __global__ void kv_append(const KvAppendParams p) {
     kv_store_warp<KV_VT>(v_cache, dst, v[i]);
   }
 }
+
+#ifdef KV_HEAD_DIM
+// kv_append with v_norm_eps (fuse-kv-append-norm): each value head row of KV_HEAD_DIM (a multiple of
+// 32, at most 512) RMS-normalized without a weight before it is stored, by one warp a (token,
+// head) row, lane l holding columns l + 32 j: Norm.cu's rms_norm in warp rows (the same sums, the
+// same v * s), so the stored values equal the two-launch form's.
+extern "C" __global__ void __launch_bounds__(256) kv_append_vnorm(const KvAppendParams p) {
+  memra_grid_dependency();
+  constexpr int kPer = KV_HEAD_DIM / 32, kHeads = KV_WIDTH / KV_HEAD_DIM;
+  const int lane = threadIdx.x & 31;
+  const i64 rows = (i64)p.n_tok * kHeads;
+  for (i64 r = (i64)blockIdx.x * 8 + (threadIdx.x >> 5); r < rows; r += (i64)gridDim.x * 8) {
+    const i64 t = r / kHeads, h = r % kHeads;
+    const i64 row = KV_RING > 0 ? (i64)(p.pos[t] % KV_RING) : (i64)p.pos[t];
+    const float* kr = p.k + r * KV_HEAD_DIM;
+    float v[kPer];
+    const float s = warp_row_rms_scale(p.v + r * KV_HEAD_DIM, v, p.v_norm_eps);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const i64 dst = row * KV_WIDTH + h * KV_HEAD_DIM + lane + 32 * j;
+      kv_store_warp<KV_KT>(p.k_cache, dst, kr[lane + 32 * j]);
+      kv_store_warp<KV_VT>(p.v_cache, dst, (v[j] * s) * 1.0f);
+    }
+  }
+}
+#endif
 #endif

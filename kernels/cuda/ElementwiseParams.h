@@ -127,10 +127,12 @@ struct KvAppendParams {
   MEMRA_DPTR(void) v_cache;  // KV_VT elements
   MEMRA_DPTR(const int) pos;
   int n_tok;
+  float v_norm_eps;  // kv_append_vnorm only
 };
 MEMRA_PARAMS_SIZE(KvAppendParams, 48);
 MEMRA_PARAMS_OFFSET(KvAppendParams, v_cache, 24);
 MEMRA_PARAMS_OFFSET(KvAppendParams, pos, 32);
 MEMRA_PARAMS_OFFSET(KvAppendParams, n_tok, 40);
+MEMRA_PARAMS_OFFSET(KvAppendParams, v_norm_eps, 44);
 
 MEMRA_PARAMS_END

@@ -686,7 +686,16 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         HostTensor& vc_ = St(3);
         const int64_t ring = at.I64Or("ring", 0);
         MEMRA_RETURN_IF_ERROR(kc::KvAppend(k.f32(), T, width, P, kc_.dim(0), KvOf(kc_), ring));
-        MEMRA_RETURN_IF_ERROR(kc::KvAppend(In(1).f32(), T, width, P, vc_.dim(0), KvOf(vc_), ring));
+        const float* v = In(1).f32();
+        HostTensor vn;
+        if (const std::optional<double> eps = at.GetF64("v_norm_eps")) {  // fuse-kv-append-norm: rms_norm(v) first
+          MEMRA_RETURN_IF_ERROR(F32In(1));
+          const int64_t d = In(1).dim(-1);
+          vn = HostTensor::Zeros(DType::kF32, In(1).shape());
+          kc::RmsNorm(v, nullptr, In(1).numel() / std::max<int64_t>(d, 1), d, static_cast<float>(*eps), vn.f32(), pool);
+          v = vn.f32();
+        }
+        MEMRA_RETURN_IF_ERROR(kc::KvAppend(v, T, width, P, vc_.dim(0), KvOf(vc_), ring));
         break;
       }
       case OpKind::kAttention:

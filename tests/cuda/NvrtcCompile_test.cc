@@ -332,10 +332,11 @@ func @f(%x: f32[T, 256], %w: f32[T, 2], %ids: i32[T, 2]) -> (f32[T, 256], f32[T,
   ExpectCompilesForSm90(mods, "MoE decode");
 }
 
-// qk_norm_rope_pair (Rope.cu: q's rows then k's in one launch) at the head geometries the models
-// take it for: Gemma 4's sliding heads (256), Step 3.5's (128, partial rope), Qwen3.5's prefill (256,
-// a quarter rotated), a 512-wide head.
-TEST(NvrtcCompileTest, QkNormRopePairCompilesForSm90) {
+// The attention prologue's one-launch forms: qk_norm_rope_pair (Rope.cu: q's rows then k's) at the
+// head geometries the models take it for (Gemma 4's sliding heads of 256, Step 3.5's 128 with a
+// partial rope, Qwen3.5's prefill, a 512-wide head) and kv_append_vnorm (Elementwise.cu: the
+// values' norm in the append) for f32, 16-bit and q8_0 caches, with and without a ring.
+TEST(NvrtcCompileTest, AttentionPrologueModulesCompileForSm90) {
   auto nvrtc = Nvrtc::Load();
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available here: " << nvrtc.status();
   std::vector<ModuleSpec> mods;
@@ -347,7 +348,16 @@ TEST(NvrtcCompileTest, QkNormRopePairCompilesForSm90) {
         MakeDefines({Def("ROPE_HEADS", hq), Def("ROPE_HEADS_K", hk), Def("ROPE_DIM", d), Def("ROPE_NROT", nrot)});
     mods.push_back(m);
   }
-  ExpectCompilesForSm90(mods, "qk_norm_rope_pair");
+  for (auto [width, dim, kt, vt, ring] : std::vector<std::array<int64_t, 5>>{
+           {2048, 256, 0, 0, 0}, {2048, 256, 3, 1, 1024}, {1024, 512, 2, 2, 0}, {128, 64, 3, 3, 0}}) {
+    ModuleSpec m;
+    m.file = "Elementwise.cu";
+    Defines defs = {Def("KV_WIDTH", width), Def("KV_HEAD_DIM", dim), Def("KV_KT", kt), Def("KV_VT", vt)};
+    if (ring > 0) defs.push_back(Def("KV_RING", ring));
+    m.defines = MakeDefines(std::move(defs));
+    mods.push_back(m);
+  }
+  ExpectCompilesForSm90(mods, "qk_norm_rope_pair, kv_append_vnorm");
 }
 
 // MoeGemm.cu (the prefill expert products; no unit selects it yet): moe_sort at the expert counts
