@@ -168,6 +168,13 @@ class AttentionSplitImpl : public GpuOpImpl {
     m.gate_stride = 0;
     m.pad_ = 0;
     MEMRA_ASSIGN_OR_RETURN(auto o, c.Shape(c.op().result(0)));
+    // A record of the earlier form (a plan compiled before the gate moved into the combine): the
+    // gate's own launch last, after a combine without it.
+    if (c.op().is(ir::OpKind::kAttentionGated) && c.selection().launches.size() == 3 &&
+        !Q8CompanionOf(c.op()).has_value()) {
+      w.Kernel(1, m);
+      return BindGate(c, w);
+    }
     if (c.op().is(ir::OpKind::kAttentionGated)) {  // [1, Hq, D] per element, or [1, Hq, 1] per head
       MEMRA_ASSIGN_OR_RETURN(auto gate, c.InShape(4));
       if (c.selection().launches.size() != 2 || gate.size() != 3 || gate[0] != 1 || gate[1] != o[1] ||
