@@ -672,6 +672,27 @@ TEST_F(OpTableTest, AttentionPieces) {
         return std::vector<Value*>{o};
       },
       2);
+  // kv_append with the values' weightless RMS norm (fuse-kv-append-norm's v_norm_eps, Gemma 4's V
+  // norm) then attention over the cache: heads of 256 (kv_append_vnorm, a warp a row) and 1024 (the
+  // fallback: rms_norm into the scratch, then kv_append).
+  for (int64_t d : {256, 1024}) {
+    FOR_T Check(
+        "kv_append v_norm", absl::StrCat("f32 d", d), T, 1e-9,
+        [d](Harness& h) {
+          Value* q = h.Arg("q", {-1, 4, d});
+          Value* k = h.Arg("k", {-1, 2, d});
+          Value* v = h.Arg("v", {-1, 2, d});
+          Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {});
+          Value* kc = h.State(ir::StateKind::kKv, "k_cache", DType::kF32, {2048, 2, d});
+          Value* vc = h.State(ir::StateKind::kKv, "v_cache", DType::kF32, {2048, 2, d});
+          Value* pos = h.b->Positions(ctr, q);
+          h.b->KvAppend(k, v, kc, vc, pos)->attrs().Set("v_norm_eps", 1e-6);
+          Value* o = h.b->Attention(q, kc, vc, pos, 1.0 / 16.0);
+          h.b->AdvancePositions(ctr, q);
+          return std::vector<Value*>{o};
+        },
+        2);
+  }
 }
 
 // Attention at precision "bf16" (tensor-core prefill, FlashAttention.cu; split-KV decode): the
