@@ -658,6 +658,19 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.ShapeIs(6, Shape{K, c.S(4)[0]}, "[K, Fs]"));
       return Types{Like(c[0])};
     }
+    case OpKind::kMoeFfnUngated: {
+      CHECK_OK(CheckMoeExperts(c, 6));
+      CHECK_OK(CheckGluClamp(attrs));
+      const Dim& K = c.S(0)[1];
+      for (size_t i = 3; i < 6; ++i) {
+        CHECK_OK(c.Rank(i, 2));
+        CHECK_OK(CheckBlockRows(c, i));
+      }
+      CHECK_OK(c.DimEq(3, 1, K, "K, the last dim of 'x'"));
+      CHECK_OK(c.ShapeIs(4, c.S(3), "the shape of 'sh_gate'"));
+      CHECK_OK(c.ShapeIs(5, Shape{K, c.S(3)[0]}, "[K, Fs]"));
+      return Types{Like(c[0])};
+    }
     case OpKind::kSeqPositions:
     case OpKind::kSeqAdvancePositions: {
       // counter i32[S]; (positions:) tok_seq i32[T]; seq_slot i32[S]; seq_start i32[S+1].

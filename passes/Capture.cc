@@ -48,6 +48,7 @@ CaptureVerdict ByKind(OpKind kind) {
     case OpKind::kMoeExperts:
     case OpKind::kGatedAdd:
     case OpKind::kMoeFfn:
+    case OpKind::kMoeFfnUngated:
     case OpKind::kArgmax:
     // The draw u and the parameters are per-row inputs (uploaded with the step), not host state.
     case OpKind::kSample:

@@ -1034,7 +1034,8 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
 
 #if GQ_MOE == 2
     if (j < n_sub) {  // this chunk's partial sums, weighted (acc: the tile's weighted sum so far)
-      float wj = j < p.k ? p.wts[(long long)rt.tok * p.k + j] : p.gate[rt.tok];
+      // The shared down (j = k): sigmoid(x . g) from the gate/up launch, or 1 when ungated (no gate).
+      float wj = j < p.k ? p.wts[(long long)rt.tok * p.k + j] : p.gate != nullptr ? p.gate[rt.tok] : 1.0f;
       bool drop = false;  // another rank's expert (expert parallelism): adds nothing, as on the CPU
       if (j < p.k) {      // an id outside [0, n_routed) (not moe_route's): NaN, never a skipped slot's sum
         const int e = __ldg(p.ids + (long long)rt.tok * p.k + j);

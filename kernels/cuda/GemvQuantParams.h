@@ -59,10 +59,10 @@ MEMRA_PARAMS_OFFSET(GemvQuantXParams, n_tok, 16);
 // gemv_q_moe_down (GQ_MOE = 2): the down products and the weighted sum in one launch: a tile is
 // (token t, GQ_R output rows) and runs over the token's k choices (expert ids[t k + j], x row
 // t k + j) and then, with s0, the shared down (x row xs0 + t): y[t] = sum_j wts[t, j] o_j + gate[t]
-// o_shared, each lane's partial sums scaled by its choice's weight and reduced once (f32, not the
-// CPU's order of terms); y [n_tok, n], ys unused.
-// A choice of another rank's expert (ids in [0, n_routed) outside this rank's) adds nothing; an id
-// outside [0, n_routed) makes the token's row NaN (n_routed 0: n_experts, no expert parallelism).
+// o_shared (gate null: + o_shared, moe_ffn_ungated), each lane's partial sums scaled by its choice's weight and reduced
+// once (f32, not the CPU's order of terms); y [n_tok, n], ys unused. A choice of another rank's expert (ids in [0,
+// n_routed) outside this rank's) adds nothing; an id outside [0, n_routed) makes the token's row NaN (n_routed 0:
+// n_experts, no expert parallelism).
 struct GemvQuantMoeParams {
   MEMRA_DPTR(const void) w0;
   MEMRA_DPTR(const void) w1;
@@ -74,7 +74,7 @@ struct GemvQuantMoeParams {
   MEMRA_DPTR(const void) xq;
   MEMRA_DPTR(const int) ids;
   MEMRA_DPTR(const float) wts;  // GQ_MOE = 2: the routing weights [n_tok, k]
-  MEMRA_DPTR(float) gate;       // swiglu with g: written; GQ_MOE = 2 with s0: read ([n_tok])
+  MEMRA_DPTR(float) gate;       // swiglu with g: written; GQ_MOE = 2 with s0: read ([n_tok]) or null (weight 1)
   MEMRA_DPTR(const float) g;    // swiglu: the shared gate vector (K f32) or null
   long long expert_bytes;
   int n, ns, n_slots, k, n_tok, n_experts, xs0, first_expert;

@@ -1,5 +1,7 @@
-// Units of the MoE layer (ir/Ops.def moe_route, moe_experts, moe_ffn, gated_add): the routing and
-// the combine of kernels/cuda/Moe.cu around the expert products.
+// Units of the MoE layer (ir/Ops.def moe_route, moe_experts, moe_ffn, moe_ffn_ungated, gated_add):
+// the routing and the combine of kernels/cuda/Moe.cu around the expert products. moe_ffn_ungated
+// (Step 3.5's shared expert, no gate) runs the same launches as moe_ffn with the shared output's
+// weight 1 (no gate pointer: no sigmoid(x . g), no gate scratch).
 //
 // Decode (T <= 8 tokens, every expert matrix in GGUF blocks GemvQuant.cu reads): per layer
 //   gemv_q_quantize_x(x) -> gemv_q_moe_swiglu (the k chosen experts' gate/up of every token and the
@@ -143,13 +145,15 @@ class GatedAddImpl : public GpuOpImpl {
 
 // ---- the expert products ----
 
-// Operand indices of moe_ffn / moe_experts (ir/Ops.def); -1 where the op has none.
+// Operand indices of moe_ffn / moe_ffn_ungated / moe_experts (ir/Ops.def); -1 where the op has
+// none.
 struct MoeOperands {
   unsigned x = 0, weights = 1, ids = 2;
   int sh_gate_inp = -1, sh_gate = -1, sh_up = -1, sh_down = -1;
   unsigned down = 0, gate = 0;
   int up = -1;  // -1: gate is the fused [E, 2F, K] gate_up
-  bool shared() const { return sh_gate_inp >= 0; }
+  bool shared() const { return sh_gate >= 0; }
+  bool gated() const { return sh_gate_inp >= 0; }  // the shared output weighted by sigmoid(x . g)
 };
 
 MoeOperands OperandsOf(const ir::Op& op) {
@@ -158,6 +162,9 @@ MoeOperands OperandsOf(const ir::Op& op) {
   if (op.kind() == ir::OpKind::kMoeFfn) {
     o.sh_gate_inp = 3, o.sh_gate = 4, o.sh_up = 5, o.sh_down = 6;
     base = 7;
+  } else if (op.kind() == ir::OpKind::kMoeFfnUngated) {
+    o.sh_gate = 3, o.sh_up = 4, o.sh_down = 5;
+    base = 6;
   }
   o.down = base;
   o.gate = base + 1;
@@ -211,7 +218,7 @@ Launch CombineLaunch(const ir::Op& op, const MoeOperands& o, const MoeDims& d) {
   Launch comb;
   comb.kernel.module.file = kFile;
   comb.kernel.module.defines =
-      MakeDefines({Def("MC_G", o.shared() ? StorageCode(op.operand(o.sh_gate_inp)->dtype()) : 0)});
+      MakeDefines({Def("MC_G", o.gated() ? StorageCode(op.operand(o.sh_gate_inp)->dtype()) : 0)});
   comb.kernel.entry = "moe_combine";
   comb.block = 256;
   comb.grid = static_cast<uint32_t>((d.K + 1023) / 1024 * d.T);
@@ -244,6 +251,8 @@ absl::StatusOr<ExpertMatrices> MatricesOf(const BindContext& c, const MoeOperand
     MEMRA_ASSIGN_OR_RETURN(m.sh_gate, c.Matrix(static_cast<unsigned>(o.sh_gate)));
     MEMRA_ASSIGN_OR_RETURN(m.sh_up, c.Matrix(static_cast<unsigned>(o.sh_up)));
     MEMRA_ASSIGN_OR_RETURN(m.sh_down, c.Matrix(static_cast<unsigned>(o.sh_down)));
+  }
+  if (o.gated()) {
     MEMRA_ASSIGN_OR_RETURN(m.sh_gate_inp, c.Matrix(static_cast<unsigned>(o.sh_gate_inp)));
   }
   return m;
@@ -258,7 +267,7 @@ absl::StatusOr<int64_t> CallTokens(const BindContext& c, const MoeOperands& o, c
   return n_tok;
 }
 
-// y = sum_i weights[t, i] o[t k + i] (+ os[t] sigmoid(x[t] . g)).
+// y = sum_i weights[t, i] o[t k + i] (+ os[t] sigmoid(x[t] . g), or + os[t] ungated).
 void BindCombine(const BindContext& c, DeviceWork& w, int launch, const MoeOperands& o, const MoeDims& d,
                  const ExpertRange& r, const ExpertMatrices& m, int64_t n_tok, uint64_t out, uint64_t os) {
   MoeCombineParams cp{};
@@ -275,7 +284,7 @@ void BindCombine(const BindContext& c, DeviceWork& w, int launch, const MoeOpera
   if (o.shared()) {
     cp.ys = os;
     cp.x = c.In(o.x);
-    cp.g = m.sh_gate_inp.data;
+    if (o.gated()) cp.g = m.sh_gate_inp.data;  // else 0: the shared output's weight is 1
   }
   w.Kernel(static_cast<uint32_t>(launch), cp);
 }
@@ -312,7 +321,7 @@ absl::StatusOr<std::optional<DecodePlan>> PlanDecode(const ir::Op& op, const OpS
   const ir::DType gate_t = op.operand(o.gate)->dtype();
   if (o.up >= 0 && op.operand(o.up)->dtype() != gate_t) return std::optional<DecodePlan>();
   if (o.shared() && op.operand(o.sh_up)->dtype() != op.operand(o.sh_gate)->dtype()) return std::optional<DecodePlan>();
-  if (o.shared() && StorageCode(op.operand(o.sh_gate_inp)->dtype()) < 0)
+  if (o.gated() && StorageCode(op.operand(o.sh_gate_inp)->dtype()) < 0)
     return Unsupported(op, absl::StrCat("the shared expert's gate @", op.operand(o.sh_gate_inp)->name(), " is ",
                                         ir::DTypeName(op.operand(o.sh_gate_inp)->dtype()), " (f32, f16 or bf16 only)"));
 
@@ -328,7 +337,7 @@ absl::StatusOr<std::optional<DecodePlan>> PlanDecode(const ir::Op& op, const OpS
   const int64_t Tsh = o.shared() ? d.T : 0;
   p.h_rows = p.S + (o.shared() && !p.shared_h_apart ? d.T : 0);
   p.fused_down =
-      kFusedDown && !p.shared_dn_apart && (!o.shared() || op.operand(o.sh_gate_inp)->dtype() == ir::DType::kF32);
+      kFusedDown && !p.shared_dn_apart && (!o.gated() || op.operand(o.sh_gate_inp)->dtype() == ir::DType::kF32);
   // Scratch: xq | h (| hs) | hq (| hsq) | o (routed S rows, then the shared T rows).
   int64_t at = 0;
   auto take = [&](int64_t b) {
@@ -345,7 +354,7 @@ absl::StatusOr<std::optional<DecodePlan>> PlanDecode(const ir::Op& op, const OpS
   p.hq = take(GemvQuantXBytes(p.h_rows, d.F));
   if (p.shared_h_apart) p.hsq = take(GemvQuantXBytes(d.T, d.Fs));
   if (p.fused_down) {
-    p.gate = take(d.T * 4);
+    if (o.gated()) p.gate = take(d.T * 4);
   } else {
     p.o = take((p.S + Tsh) * d.K * 4);
   }
@@ -371,10 +380,12 @@ absl::StatusOr<std::optional<DecodePlan>> PlanDecode(const ir::Op& op, const OpS
                                "GQ_GELU");
                          }));
   if (p.shared_gu_apart) {
-    MEMRA_ASSIGN_OR_RETURN(p.l_gu_sh, add([&](const Target& t) {
-                             return GemvQuantMoeLaunch(t, op.operand(o.sh_gate)->dtype(), d.K, d.T, true, 0, d.F, d.T,
-                                                       d.Fs);
-                           }));
+    MEMRA_ASSIGN_OR_RETURN(
+        p.l_gu_sh, add([&](const Target& t) {
+          // moe_ffn_ungated's clamp is the shared expert's too.
+          return WithGateActivation(
+              GemvQuantMoeLaunch(t, op.operand(o.sh_gate)->dtype(), d.K, d.T, true, 0, d.F, d.T, d.Fs), op, "GQ_GELU");
+        }));
   }
   MEMRA_ASSIGN_OR_RETURN(
       p.l_hq, add([&](const Target& t) { return std::optional<Launch>(GemvQuantXLaunch(t, d.F, p.h_rows)); }));
@@ -470,7 +481,7 @@ class MoeDecodeImpl : public GpuOpImpl {
       g.first_expert = static_cast<int>(r.first);
       g.n_routed = static_cast<int>(r.routed);
       if (o.shared() && !p.shared_gu_apart) g.s0 = sg.data, g.s1 = su.data, g.ys = hs, g.ns = static_cast<int>(p.d.Fs);
-      if (o.shared() && p.fused_down) g.g = m.sh_gate_inp.data, g.gate = scratch + p.gate;  // sigmoid(x . g)
+      if (o.gated() && p.fused_down) g.g = m.sh_gate_inp.data, g.gate = scratch + p.gate;  // sigmoid(x . g)
       w.Kernel(static_cast<uint32_t>(p.l_gu), g);
       w.Count(2.0 * 2 * S * p.d.F * p.d.K * mine, 2.0 * p.d.F * gate.row_bytes() * S * mine);
       if (p.shared_gu_apart) {
@@ -499,7 +510,9 @@ class MoeDecodeImpl : public GpuOpImpl {
       g.n_experts = static_cast<int>(p.d.E);
       g.first_expert = static_cast<int>(r.first);
       g.n_routed = static_cast<int>(r.routed);
-      if (o.shared()) g.s0 = sd.data, g.gate = scratch + p.gate, g.xs0 = static_cast<int>(S);
+      // The shared down's weight: sigmoid(x . g) from the gate/up launch, or 1 (no gate pointer).
+      if (o.shared()) g.s0 = sd.data, g.xs0 = static_cast<int>(S);
+      if (o.gated()) g.gate = scratch + p.gate;
       w.Kernel(static_cast<uint32_t>(p.l_dn), g);
       w.Count(2.0 * S * p.d.F * p.d.K * mine, static_cast<double>(p.d.K * down.row_bytes() * S) * mine);
       if (o.shared()) w.Count(2.0 * n_tok * p.d.Fs * p.d.K, static_cast<double>(sd.bytes));
@@ -579,7 +592,7 @@ absl::StatusOr<std::optional<GroupedPlan>> PlanGrouped(const ir::Op& op, const O
   }
   if (o.up >= 0 && op.operand(o.up)->dtype() != op.operand(o.gate)->dtype()) return std::optional<GroupedPlan>();
   if (o.shared() && op.operand(o.sh_up)->dtype() != op.operand(o.sh_gate)->dtype()) return std::optional<GroupedPlan>();
-  if (o.shared() && StorageCode(op.operand(o.sh_gate_inp)->dtype()) < 0)
+  if (o.gated() && StorageCode(op.operand(o.sh_gate_inp)->dtype()) < 0)
     return Unsupported(op, absl::StrCat("the shared expert's gate @", op.operand(o.sh_gate_inp)->name(), " is ",
                                         ir::DTypeName(op.operand(o.sh_gate_inp)->dtype()), " (f32, f16 or bf16 only)"));
   GroupedPlan p;
@@ -614,8 +627,10 @@ absl::StatusOr<std::optional<GroupedPlan>> PlanGrouped(const ir::Op& op, const O
                          }));
   if (o.shared()) {
     const ir::DType sg = op.operand(o.sh_gate)->dtype();
-    MEMRA_ASSIGN_OR_RETURN(p.l_gu_sh,
-                           add([&](const Target& t) { return MoeGemmLaunch(t, sg, d.K, d.Fs, 1, d.T, true, false); }));
+    MEMRA_ASSIGN_OR_RETURN(p.l_gu_sh, add([&](const Target& t) {
+                             return WithGateActivation(MoeGemmLaunch(t, sg, d.K, d.Fs, 1, d.T, true, false), op,
+                                                       "MG_GELU");
+                           }));
   }
   MEMRA_ASSIGN_OR_RETURN(
       p.l_dn, add([&](const Target& t) { return MoeGemmLaunch(t, down_t, d.F, d.K, d.E, p.S, false, true); }));
@@ -728,11 +743,17 @@ std::unique_ptr<GpuOpImpl> CreateGatedAdd() { return std::make_unique<GatedAddIm
 std::unique_ptr<GpuOpImpl> CreateMoeFfnDecode() {
   return std::make_unique<MoeDecodeImpl>("moe_ffn_gemv_q", ir::OpKind::kMoeFfn);
 }
+std::unique_ptr<GpuOpImpl> CreateMoeFfnUngatedDecode() {
+  return std::make_unique<MoeDecodeImpl>("moe_ffn_ungated_gemv_q", ir::OpKind::kMoeFfnUngated);
+}
 std::unique_ptr<GpuOpImpl> CreateMoeExpertsDecode() {
   return std::make_unique<MoeDecodeImpl>("moe_experts_gemv_q", ir::OpKind::kMoeExperts);
 }
 std::unique_ptr<GpuOpImpl> CreateMoeFfnGrouped() {
   return std::make_unique<MoeGroupedImpl>("moe_ffn_grouped", ir::OpKind::kMoeFfn);
+}
+std::unique_ptr<GpuOpImpl> CreateMoeFfnUngatedGrouped() {
+  return std::make_unique<MoeGroupedImpl>("moe_ffn_ungated_grouped", ir::OpKind::kMoeFfnUngated);
 }
 std::unique_ptr<GpuOpImpl> CreateMoeExpertsGrouped() {
   return std::make_unique<MoeGroupedImpl>("moe_experts_grouped", ir::OpKind::kMoeExperts);

@@ -135,14 +135,14 @@ extern "C" __global__ void __launch_bounds__(256) moe_route_sigmoid(const MoeRou
 
 // Blocks of 256 threads, block b: token b / chunks, columns 1024 (b % chunks) + [0, 1024). With a shared
 // expert each block first reduces x[t] . g (K = n values; every block of the token does it: n
-// multiply-adds, cheaper than a launch).
+// multiply-adds, cheaper than a launch); an ungated one (g null) adds its output with weight 1.
 extern "C" __global__ void __launch_bounds__(256) moe_combine(const MoeCombineParams p) {
   memra_grid_dependency();
   const int chunks = (p.n + 1023) / 1024;
   const int t = (int)blockIdx.x / chunks, chunk = (int)blockIdx.x % chunks;
   if (t >= p.n_tok) return;
-  float gate = 0.0f;
-  if (p.ys != nullptr) {
+  float gate = 1.0f;  // an ungated shared expert (moe_ffn_ungated: no g) adds ys as it is
+  if (p.ys != nullptr && p.g != nullptr) {
     float s = 0.0f;
     const float* xt = p.x + (i64)t * p.n;
     for (int c = threadIdx.x; c < p.n; c += blockDim.x) s += xt[c] * load_as_f32<MC_G>(p.g, c);

@@ -20,7 +20,8 @@ MEMRA_PARAMS_OFFSET(MoeRouteParams, expert_scale, 24);
 MEMRA_PARAMS_OFFSET(MoeRouteParams, n_tok, 32);
 
 // moe_combine: y[t, c] = sum_{i < k} weights[t, i] * o[t * k + i, c] (i ascending), then, when ys
-// is set, + ys[t, c] * sigmoid(x[t] . g) (g: n f32/f16/bf16 values, MC_G storage code).
+// is set, + ys[t, c] * sigmoid(x[t] . g) (g: n f32/f16/bf16 values, MC_G storage code; g null: + ys[t, c],
+// moe_ffn_ungated's shared expert).
 // o [n_tok * k, n], ys [n_tok, n], x [n_tok, n], y [n_tok, n], all f32. A token with an id outside
 // [0, n_routed) in ids [n_tok, k] gets a NaN row (its slot's products were skipped); a choice of
 // another rank's expert (expert parallelism: ids - first_expert outside [0, n_experts)) adds

@@ -962,16 +962,21 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         break;
       }
       case OpKind::kMoeExperts:
-      case OpKind::kMoeFfn: {
-        // moe_ffn = gated_add(moe_experts, shared expert, shared gate), each part exactly as its
-        // op computes it (bit-identical to the unfused ops).
+      case OpKind::kMoeFfn:
+      case OpKind::kMoeFfnUngated: {
+        // moe_ffn = gated_add(moe_experts, shared expert, shared gate), moe_ffn_ungated =
+        // add(moe_experts, shared expert), each part exactly as its op computes it (bit-identical
+        // to the unfused ops).
         MEMRA_RETURN_IF_ERROR(F32In(0));
         MEMRA_RETURN_IF_ERROR(F32In(1));
         const HostTensor& x = In(0);
         const int64_t T = x.dim(0), K = x.dim(1), k = In(1).dim(1);
-        const bool ffn = op.is(OpKind::kMoeFfn);
-        kc::MoeExpertWeights ew =
-            ExpertWeights(op, ffn ? 7 : 3, [&](size_t i) -> const kc::WeightView& { return Wt(i).view; });
+        const bool ffn = op.is(OpKind::kMoeFfn), ungated = op.is(OpKind::kMoeFfnUngated);
+        kc::MoeExpertWeights ew = ExpertWeights(op,
+                                                ffn       ? 7
+                                                : ungated ? 6
+                                                          : 3,
+                                                [&](size_t i) -> const kc::WeightView& { return Wt(i).view; });
         if (const int64_t parts = at.I64Or("expert_parts", 1); parts > 1) {
           // Expert parallelism: this rank's part of the experts (ir/Ops.def moe_experts).
           Communicator* comm = options_.communicator;
@@ -998,6 +1003,15 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
           HostTensor gl = HostTensor::Zeros(DType::kF32, {T, 1});
           MEMRA_RETURN_IF_ERROR(kc::Matmul(x.f32(), T, gi, gl.f32(), pool));
           kc::GatedAdd(y.f32(), sh.f32(), gl.f32(), T, K, y.f32());
+        }
+        if (ungated) {
+          // The shared expert as matmul_swiglu {clamp} then matmul compute it; then the add.
+          if (Wt(3).view.rows != Wt(4).view.rows) return OpError(op, "shared expert weight shape mismatch");
+          MEMRA_ASSIGN_OR_RETURN(HostTensor g, Product(op, x.f32(), x.shape(), Wt(3).view, pool));
+          MEMRA_ASSIGN_OR_RETURN(HostTensor u, Product(op, x.f32(), x.shape(), Wt(4).view, pool));
+          HostTensor h = GatedProducts(g, u, false, static_cast<float>(at.F64Or("clamp", 0.0)));
+          MEMRA_ASSIGN_OR_RETURN(HostTensor sh, Product(op, h.f32(), h.shape(), Wt(5).view, pool));
+          kc::Add(y.f32(), sh.f32(), y.numel(), y.f32());
         }
         out.push_back(y);
         break;

@@ -1375,6 +1375,45 @@ TEST_F(OpTableTest, Moe) {
           },
           1, E * ec.parts);
     }
+  // Step 3.5's ungated shared expert (moe_ffn_ungated, weight 1): in the routed launches (q4_K, the
+  // fused down), clamped (routed and shared tiles alike), of another format (apart: moe_combine
+  // with no gate), bf16 (the grouped products), and rank 1 of 2 (expert parallelism).
+  struct UngatedCase {
+    std::string label;
+    GgmlType routed, shared;
+    double clamp;
+    int parts, rank;
+  };
+  for (const UngatedCase& uc :
+       {UngatedCase{"q4_K + q4_K shared", GgmlType::kQ4_K, GgmlType::kQ4_K, 0.0, 1, 0},
+        UngatedCase{"q8_0 + q8_0 shared clamp 1.5", GgmlType::kQ8_0, GgmlType::kQ8_0, 1.5, 1, 0},
+        UngatedCase{"q4_0 + q8_0 shared clamp 1.5", GgmlType::kQ4_0, GgmlType::kQ8_0, 1.5, 1, 0},
+        UngatedCase{"bf16 shared clamp 1.5", GgmlType::kBF16, GgmlType::kBF16, 1.5, 1, 0},
+        UngatedCase{"q8_0 + q8_0 shared expert_parts=2", GgmlType::kQ8_0, GgmlType::kQ8_0, 0.0, 2, 1}})
+    for (int64_t T : kBlockTs) {
+      const bool blocks = uc.routed != GgmlType::kBF16;
+      Check(
+          "moe_ffn_ungated", uc.label, T, blocks && T <= 8 ? kQ8ActivationBound : kBf16Bound,
+          [&](Harness& h) {
+            h.tp_rank = uc.rank;
+            h.tp_size = uc.parts;
+            const int64_t W = uc.routed == GgmlType::kQ4_K ? 256 : F;
+            Value* x = h.Arg("x", {-1, K});
+            Value* w = h.Arg("w", {-1, k});
+            Value* ids = h.Arg("ids", {-1, k}, DType::kI32);
+            Value* y =
+                h.b->Build1(ir::OpKind::kMoeFfnUngated, {x, w, ids, h.Weight("sh_gate", uc.shared, {K, W}, -0.2f, 0.2f),
+                                                         h.Weight("sh_up", uc.shared, {K, W}, -0.2f, 0.2f),
+                                                         h.Weight("sh_down", uc.shared, {W, K}, -0.2f, 0.2f),
+                                                         h.Weight("down", uc.routed, {W, K, E}, -0.2f, 0.2f),
+                                                         h.Weight("gate", uc.routed, {K, W, E}, -0.2f, 0.2f),
+                                                         h.Weight("up", uc.routed, {K, W, E}, -0.2f, 0.2f)});
+            if (uc.clamp > 0) y->def()->attrs().Set("clamp", uc.clamp);
+            if (uc.parts > 1) y->def()->attrs().Set("expert_parts", int64_t{uc.parts});
+            return std::vector<Value*>{y};
+          },
+          1, E * uc.parts);
+    }
   // GELU experts (Gemma 4): q8_0 (decode GEMVs at T <= 8, MoeGemm.cu past it) and bf16 (grouped).
   for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kBF16})
     for (int64_t T : kBlockTs) {

@@ -1,8 +1,11 @@
 // memra gen's step35 presets: the tiny preset has the shared step35-tiny fixture's config and
 // tensors (read back through memra's step35 reader), the published preset has Step 3.5 Flash's
 // parameter counts and llama-quantize's q4_k_m types, the Llama-3 RoPE factors are the
-// converter's, and a generated model lowers, runs on the CPU and chats through its template.
+// converter's, and a generated model lowers, runs on the CPU and chats through its template; the
+// compile pipeline folds an ungated shared expert into moe_ffn_ungated where the routed and shared
+// clamps agree, bit-identically.
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -13,7 +16,10 @@
 #include "frontends/tokenizer/ChatTemplate.h"
 #include "frontends/tokenizer/Tokenizer.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/Sampling.h"
 #include "kernels/formats/Quant.h"
+#include "passes/Pipelines.h"
+#include "runtime/Session.h"
 #include "tests/LoadedModel.h"
 #include "tests/TestUtil.h"
 
@@ -202,6 +208,65 @@ TEST(Step35SyntheticTest, GeneratedModelRunsOnTheCpuAndChats) {
   ASSERT_TRUE(greedy.ok()) << greedy.status();
   EXPECT_EQ(greedy->size(), 8u);
   EXPECT_TRUE((*tok)->Decode(*greedy).ok());
+  std::remove(path.c_str());
+}
+
+// fuse-moe-ffn on Step 3.5's shared expert (no gate): the tiny preset with its MoE layers' clamps
+// set so that layers 1-2 clamp nothing, layer 3 clamps both at 1.5 and layer 4 keeps the
+// fixture's 1.5 / 2.0. The default pipeline forms moe_ffn_ungated on layers 1-3 only, and the
+// compiled module's prefill (chunks of 16) and greedy decode logits equal the lowered module's
+// bit for bit.
+TEST(Step35SyntheticTest, PipelineFoldsTheUngatedSharedExpertBitIdentically) {
+  synthetic::Step35Shape shape = Preset("step35-tiny");
+  shape.clamp_exp = {0.0f, 0.0f, 0.0f, 1.5f, 1.5f};
+  shape.clamp_shexp = {0.0f, 0.0f, 0.0f, 1.5f, 2.0f};
+  const std::string path = Write(shape, "q8_0");
+  auto open = [&](bool compiled) {
+    runtime::SessionOptions so;
+    so.threads = 2;
+    so.chunk = compiled ? 16 : 0;
+    so.prompt_logits = true;
+    if (compiled) so.compile = [](ir::Module& m) { return testing::CompileModule(m, passes::kDefaultPipeline); };
+    return runtime::Session::Open(path, so);
+  };
+  auto plain = open(false);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  auto fused = open(true);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  for (const char* fn : {"decode", "prefill_t16"}) {
+    const ir::Function* f = (*fused)->module().function(fn);
+    ASSERT_NE(f, nullptr) << fn;
+    int ungated = 0, experts = 0, clamped = 0;
+    for (const ir::Op* op : f->Ops()) {
+      ungated += op->is(ir::OpKind::kMoeFfnUngated);
+      clamped += op->is(ir::OpKind::kMoeFfnUngated) && op->attrs().F64Or("clamp", 0.0) == 1.5;
+      experts += op->is(ir::OpKind::kMoeExperts);
+    }
+    EXPECT_EQ(ungated, 3) << fn;
+    EXPECT_EQ(clamped, 1) << fn;
+    EXPECT_EQ(experts, 1) << fn;  // layer 4: clamps 1.5 and 2.0
+  }
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back(static_cast<int32_t>((i * 37 + 11) % 1024));
+  auto run = [&](runtime::Session& s, std::vector<float>& prompt_logits, std::vector<float>& decode_logits) {
+    auto last = s.Prefill(prompt, &prompt_logits);
+    ASSERT_TRUE(last.ok()) << last.status();
+    std::vector<float> logits = *last;
+    for (int i = 0; i < 8; ++i) {
+      auto next = s.Decode(kernels::cpu::Argmax(logits.data(), 1024));
+      ASSERT_TRUE(next.ok()) << next.status();
+      logits = *next;
+      decode_logits.insert(decode_logits.end(), logits.begin(), logits.end());
+    }
+  };
+  std::vector<float> pa, da, pb, db;
+  run(**plain, pa, da);
+  run(**fused, pb, db);
+  ASSERT_EQ(pa.size(), pb.size());
+  ASSERT_EQ(da.size(), db.size());
+  ASSERT_EQ(da.size(), 8u * 1024u);
+  EXPECT_EQ(std::memcmp(pa.data(), pb.data(), pa.size() * sizeof(float)), 0) << "prompt logits differ";
+  EXPECT_EQ(std::memcmp(da.data(), db.data(), da.size() * sizeof(float)), 0) << "decode logits differ";
   std::remove(path.c_str());
 }
 

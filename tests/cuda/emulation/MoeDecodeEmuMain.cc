@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "ir/Function.h"
 #include "ir/Module.h"
 #include "ir/Parser.h"
@@ -141,11 +142,16 @@ struct Case {
   int64_t Fs = 0;
   int64_t T = 1, k = 2, E = 8, K = 256, F = 128;
   int64_t parts = 1, rank = 0, ranks = 1;  // expert parallelism: rank of ranks holding E of E * parts
+  bool ungated = false;                    // moe_ffn_ungated: the shared expert without a gate (weight 1)
+  double clamp = 0;                        // the SwiGLU clamp of the routed and shared experts (0: none)
 };
 
 std::string Name(const Case& c) {
   return absl::StrCat(
-      c.shared ? "moe_ffn " : "moe_experts ", c.label, " T=", c.T, " k=", c.k, " E=", c.E,
+      c.ungated  ? "moe_ffn_ungated "
+      : c.shared ? "moe_ffn "
+                 : "moe_experts ",
+      c.label, c.clamp > 0 ? absl::StrCat(" clamp ", c.clamp) : std::string(), " T=", c.T, " k=", c.k, " E=", c.E,
       c.parts > 1 ? absl::StrCat(" (rank ", c.rank, " of ", c.ranks, ", ", c.E * c.parts, " routed)") : std::string());
 }
 
@@ -158,16 +164,20 @@ std::string ModuleText(const Case& c) {
     absl::StrAppend(&s, "weight @gate : ", rt, "[", c.E, ", ", c.F, ", ", c.K, "]\n");
     absl::StrAppend(&s, "weight @up : ", rt, "[", c.E, ", ", c.F, ", ", c.K, "]\n");
   }
+  if (c.shared && !c.ungated) absl::StrAppend(&s, "weight @sh_gate_inp : f32[1, ", c.K, "]\n");
   if (c.shared)
-    absl::StrAppend(&s, "weight @sh_gate_inp : f32[1, ", c.K, "]\nweight @sh_gate : ", st, "[", c.Fs, ", ", c.K,
-                    "]\nweight @sh_up : ", st, "[", c.Fs, ", ", c.K, "]\nweight @sh_down : ", st, "[", c.K, ", ", c.Fs,
-                    "]\n");
+    absl::StrAppend(&s, "weight @sh_gate : ", st, "[", c.Fs, ", ", c.K, "]\nweight @sh_up : ", st, "[", c.Fs, ", ", c.K,
+                    "]\nweight @sh_down : ", st, "[", c.K, ", ", c.Fs, "]\n");
   const std::string experts = c.fused_gate_up ? "@down, @gate_up" : "@down, @gate, @up";
-  const std::string attrs = c.parts > 1 ? absl::StrCat(" {expert_parts = ", c.parts, "}") : std::string();
+  std::vector<std::string> attr_list;
+  if (c.clamp > 0) attr_list.push_back(absl::StrCat("clamp = ", c.clamp));
+  if (c.parts > 1) attr_list.push_back(absl::StrCat("expert_parts = ", c.parts));
+  const std::string attrs = attr_list.empty() ? std::string() : absl::StrCat(" {", absl::StrJoin(attr_list, ", "), "}");
   absl::StrAppend(&s, "func @f(%x: f32[", c.T, ", ", c.K, "], %w: f32[", c.T, ", ", c.k, "], %ids: i32[", c.T, ", ",
                   c.k, "]) -> (f32[", c.T, ", ", c.K, "]) {\n  %y = ",
-                  c.shared ? absl::StrCat("moe_ffn(%x, %w, %ids, @sh_gate_inp, @sh_gate, @sh_up, @sh_down, ", experts)
-                           : absl::StrCat("moe_experts(%x, %w, %ids, ", experts),
+                  c.ungated  ? absl::StrCat("moe_ffn_ungated(%x, %w, %ids, @sh_gate, @sh_up, @sh_down, ", experts)
+                  : c.shared ? absl::StrCat("moe_ffn(%x, %w, %ids, @sh_gate_inp, @sh_gate, @sh_up, @sh_down, ", experts)
+                             : absl::StrCat("moe_experts(%x, %w, %ids, ", experts),
                   ")", attrs, " : f32[", c.T, ", ", c.K, "]\n  return %y\n}\n");
   return s;
 }
@@ -185,7 +195,9 @@ void RunCase(const Case& c, uint32_t seed) {
   const ir::Op& op = *(*m)->function("f")->Ops().front();
   const Target tg = *TargetPreset("sm_90");
   auto shapes = ShapesAt(op, c.T, WeightMode::kBlocks);
-  const GpuOpImpl* unit = FindGpuOpImpl(c.shared ? "moe_ffn_gemv_q" : "moe_experts_gemv_q");
+  const GpuOpImpl* unit = FindGpuOpImpl(c.ungated  ? "moe_ffn_ungated_gemv_q"
+                                        : c.shared ? "moe_ffn_gemv_q"
+                                                   : "moe_experts_gemv_q");
   if (!shapes.ok() || unit == nullptr) {
     std::printf("FAIL %s: no shapes or unit\n", name.c_str());
     ++failures;
@@ -204,7 +216,7 @@ void RunCase(const Case& c, uint32_t seed) {
     return;
   }
 
-  // Operands: x, w, ids, [sh_gate_inp, sh_gate, sh_up, sh_down,] down, gate_up | gate, up.
+  // Operands: x, w, ids, [[sh_gate_inp,] sh_gate, sh_up, sh_down,] down, gate_up | gate, up.
   const int64_t T = c.T, K = c.K, F = c.F, E = c.E, k = c.k, routed = E * c.parts;
   const int64_t first = c.parts > 1 ? c.rank * c.parts / c.ranks * E : 0;
   std::mt19937 rng(seed);
@@ -238,8 +250,9 @@ void RunCase(const Case& c, uint32_t seed) {
     sg = MakeWeight(c.shared_dtype, c.Fs, K, seed * 5 + 2, 0.2f);
     su = MakeWeight(c.shared_dtype, c.Fs, K, seed * 5 + 3, 0.2f);
     sd = MakeWeight(c.shared_dtype, K, c.Fs, seed * 5 + 4, 0.2f);
-    mats[3] = sg_inp.Matrix(), mats[4] = sg.Matrix(), mats[5] = su.Matrix(), mats[6] = sd.Matrix();
-    base = 7;
+    if (!c.ungated) mats[base++] = sg_inp.Matrix();
+    mats[base] = sg.Matrix(), mats[base + 1] = su.Matrix(), mats[base + 2] = sd.Matrix();
+    base += 3;
   }
   mats[base] = down.Matrix();
   mats[base + 1] = gate.Matrix();
@@ -281,8 +294,11 @@ void RunCase(const Case& c, uint32_t seed) {
   auto ffn = [&](const float* xt, const float* gate_rows, const float* up_rows, const HostWeight& dn, int64_t dn_row0,
                  int64_t width, std::vector<double>& out) {
     std::vector<float> h(static_cast<size_t>(width));
-    for (int64_t n = 0; n < width; ++n)
-      h[n] = static_cast<float>(Silu(dot(xt, gate_rows + n * K, K)) * dot(xt, up_rows + n * K, K));
+    for (int64_t n = 0; n < width; ++n) {
+      double g = Silu(dot(xt, gate_rows + n * K, K)), u = dot(xt, up_rows + n * K, K);
+      if (c.clamp > 0) g = std::min(g, c.clamp), u = std::clamp(u, -c.clamp, c.clamp);
+      h[n] = static_cast<float>(g * u);
+    }
     const std::vector<float> hr = RoundLikeQ8(h);
     out.assign(static_cast<size_t>(K), 0.0);
     for (int64_t r = 0; r < K; ++r) out[r] = dot(hr.data(), dn.Row(dn_row0 + r), width);
@@ -304,7 +320,7 @@ void RunCase(const Case& c, uint32_t seed) {
       for (int64_t r = 0; r < K; ++r) want[r] += wts[t * k + j] * o[r];
     }
     if (c.shared) {
-      const double gl = 1.0 / (1.0 + std::exp(-dot(x.data() + t * K, sg_inp.Row(0), K)));
+      const double gl = c.ungated ? 1.0 : 1.0 / (1.0 + std::exp(-dot(x.data() + t * K, sg_inp.Row(0), K)));
       ffn(xt, sg.Row(0), su.Row(0), sd, 0, c.Fs, o);
       for (int64_t r = 0; r < K; ++r) want[r] += gl * o[r];
     }
@@ -363,6 +379,13 @@ int main(int argc, char** argv) {
   // idle), 10 (3, 3, 2, 2), and a 256-element format (q6_K: 5 blocks, 20 lanes a row).
   add({"q8_0 F=1280 k=1", DType::kQ8_0, false, false, DType::kQ8_0, 0, 1, 1, 8, 256, 1280});
   add({"q6_K + q6_K shared F=1280", DType::kQ6_K, false, true, DType::kQ6_K, 1280, 3, 9, 16, 256, 1280});
+  // Step 3.5's shared expert has no gate (moe_ffn_ungated: weight 1): in the routed launches (the
+  // fused down), clamped (the routed and shared tiles alike), apart (another format: moe_combine
+  // adds it), and at rank 1 of 2.
+  add({"q4_K + q4_K shared", DType::kQ4_K, false, true, DType::kQ4_K, 256, 1, 3, 8, 256, 256, 1, 0, 1, true});
+  add({"q8_0 + q8_0 shared", DType::kQ8_0, false, true, DType::kQ8_0, 128, 2, 2, 8, 256, 128, 1, 0, 1, true, 1.5});
+  add({"q4_0 + q8_0 shared", DType::kQ4_0, false, true, DType::kQ8_0, 128, 3, 2, 8, 256, 128, 1, 0, 1, true, 1.5});
+  add({"q8_0 + q8_0 shared", DType::kQ8_0, false, true, DType::kQ8_0, 128, 2, 2, 8, 256, 128, 2, 1, 2, true});
   // 256-element blocks (q4_K, F = 256), rank 1 of 2.
   add({"q4_K", DType::kQ4_K, false, false, DType::kQ4_K, 0, 2, 2, 4, 256, 256, 2, 1, 2});
   uint32_t seed = 5;
