@@ -25,7 +25,12 @@ Launch RowLaunch(const std::string& entry, int64_t rows, int64_t cols, int64_t m
 }
 
 Launch NormRowLaunch(const std::string& entry, int64_t rows, int64_t cols) {
-  if (cols > kWarpRowMaxCols) return RowLaunch(entry, rows, cols, 256);
+  // Few long rows (decode): a block of 1,024 a row. Its latency is each thread's share of the row
+  // in sequence, and with a q8 companion that share carries a warp's amax, division and sums per
+  // 32 values: a decode row of 4,096 in a block of 256 took 11.2 us a call with the companion
+  // against 6.8 without (session 27, H100, Step 3.5's add_rms_norm, eager).
+  constexpr int64_t kFewRows = 32;
+  if (cols > kWarpRowMaxCols) return RowLaunch(entry, rows, cols, rows <= kFewRows ? 1024 : 256);
   constexpr int64_t kBlock = 256, kRowsPerBlock = kBlock / 32;
   Launch l;
   l.kernel.module.file = "Norm.cu";

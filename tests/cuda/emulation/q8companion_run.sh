@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks the q8 companions the producers write (kernels/cuda/Q8Companion.h) without a GPU:
 # Q8CompanionEmu.cc compiled once per case (Norm.cu's rms_norm / add_rms_norm / gated_rms_norm in
-# warp rows and block rows, FusedRows.cu's row and pointwise kernels; rows past the call; a grid
+# warp rows and block rows (256 and 1,024 threads), FusedRows.cu's row and pointwise kernels; rows past the call; a grid
 # smaller than the work), each run on the host emulation against gemv_q_quantize_x's layout of
 # its own f32 rows, byte for byte. A development aid (~10 s); ctest runs seven of these cases
 # (emulation/Q8CompanionEmu_*).
@@ -21,6 +21,8 @@ cases=(
   "1 256 3 2 256 1 -DNORM_COLS=256 -DNORM_BLOCK=256 -DNORM_WARP_ROWS=1"
   "1 2816 2 2 256 2 -DNORM_COLS=2816 -DNORM_BLOCK=256"
   "2 4096 1 1 256 1 -DNORM_COLS=4096 -DNORM_BLOCK=256"
+  "2 4096 1 1 1024 1 -DNORM_COLS=4096 -DNORM_BLOCK=1024"
+  "1 2816 2 2 1024 2 -DNORM_COLS=2816 -DNORM_BLOCK=1024"
   "2 128 8 5 256 1 -DNORM_COLS=128 -DNORM_BLOCK=256 -DNORM_WARP_ROWS=1"
   "3 128 4 4 256 1 -DNORM_COLS=128 -DNORM_BLOCK=256 -DNORM_WARP_ROWS=1"
   "4 2816 1 1 1024 1 -DFR_COLS=2816 -DFR_BLOCK=1024 $fr_norm_add"
