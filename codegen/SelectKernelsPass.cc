@@ -102,8 +102,9 @@ class SelectKernelsPass : public passes::Pass {
   passes::Option<bool> q8_companions_{
       this, "q8-companions",
       "norms and fused rows write their result as q8 too where decode products read it so "
-      "(kernels/cuda/Q8Companion.h), sparing those products' gemv_q_quantize_x launches",
-      true};
+      "(kernels/cuda/Q8Companion.h), sparing those products' gemv_q_quantize_x launches (off: measured "
+      "slower on Step 3.5 and Gemma 4 decode, bench/RESULTS.md session 27)",
+      false};
   passes::Statistic functions_{this, "functions", "static functions annotated"};
   passes::Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes left alone"};
   passes::Statistic ops_{this, "ops", "ops selected"};

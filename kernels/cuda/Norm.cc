@@ -25,12 +25,7 @@ Launch RowLaunch(const std::string& entry, int64_t rows, int64_t cols, int64_t m
 }
 
 Launch NormRowLaunch(const std::string& entry, int64_t rows, int64_t cols) {
-  // Few long rows (decode): a block of 1,024 a row. Its latency is each thread's share of the row
-  // in sequence, and with a q8 companion that share carries a warp's amax, division and sums per
-  // 32 values: a decode row of 4,096 in a block of 256 took 11.2 us a call with the companion
-  // against 6.8 without (session 27, H100, Step 3.5's add_rms_norm, eager).
-  constexpr int64_t kFewRows = 32;
-  if (cols > kWarpRowMaxCols) return RowLaunch(entry, rows, cols, rows <= kFewRows ? 1024 : 256);
+  if (cols > kWarpRowMaxCols) return RowLaunch(entry, rows, cols, 256);
   constexpr int64_t kBlock = 256, kRowsPerBlock = kBlock / 32;
   Launch l;
   l.kernel.module.file = "Norm.cu";
@@ -72,8 +67,16 @@ class RowNormImpl : public GpuOpImpl {
     // A companion of the normalized rows (select-kernels' pairing): each warp quantizes the groups
     // it stores. l2_norm and add_rms_norm's sum write none.
     const std::optional<Q8Companion> q8 = Q8CompanionOf(c.op);
-    if (q8 && !c.op.is(ir::OpKind::kL2Norm) && q8->result == NormalizedResult(c.op.kind()))
+    if (q8 && !c.op.is(ir::OpKind::kL2Norm) && q8->result == NormalizedResult(c.op.kind())) {
+      // A long row's companion is a warp's amax, division and sums per 32 values in each thread's
+      // sequence through its share of the row: a decode row of 4,096 in a block of 256 took 11.2
+      // us a call with the companion against 6.8 without (session 27, H100, Step 3.5's
+      // add_rms_norm, eager). Few long rows then take 1,024 threads (not yet measured).
+      constexpr int64_t kFewRows = 32;
+      if (x.back() > kWarpRowMaxCols && Rows(x) <= kFewRows)
+        s.launches[0] = RowLaunch(Entry(c.op.kind()), Rows(x), x.back(), 1024);
       AddQ8CompanionDefines(*q8, s.launches[0]);
+    }
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {

@@ -100,8 +100,8 @@ DecodeCounts CountDecode(const std::string& path, bool companions, std::vector<M
   EXPECT_TRUE(m.ok()) << m.status();
   if (!m.ok()) return n;
   std::string pipeline = passes::WithBucketLadder(passes::PipelineForArch("sm_90"), "16");
-  if (!companions)
-    pipeline = absl::StrReplaceAll(pipeline, {{"select-kernels", "select-kernels{q8-companions=false}"}});
+  pipeline = absl::StrReplaceAll(pipeline, {{"select-kernels", companions ? "select-kernels{q8-companions=true}"
+                                                                          : "select-kernels{q8-companions=false}"}});
   const absl::Status st = Compile(**m, pipeline);
   EXPECT_TRUE(st.ok()) << path << ": " << st;
   if (!st.ok()) return n;
@@ -214,8 +214,8 @@ absl::StatusOr<std::vector<float>> GpuLogits(const gguf::GgufFile& file, bool co
   if (!target.ok()) return target.status();
   std::string pipeline =
       passes::WithBucketLadder(passes::PipelineForTarget(target->ArchName(), target->sm_count, "blocks"), "16");
-  if (!companions)
-    pipeline = absl::StrReplaceAll(pipeline, {{"select-kernels{", "select-kernels{q8-companions=false "}});
+  pipeline = absl::StrReplaceAll(pipeline, {{"select-kernels{", companions ? "select-kernels{q8-companions=true "
+                                                                           : "select-kernels{q8-companions=false "}});
   if (absl::Status st = Compile(**m, pipeline); !st.ok()) return st;
   runtime::CudaExecutorOptions o;
   o.poison_arena = true;
