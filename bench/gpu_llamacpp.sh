@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # llama.cpp beside memra on the GPU machine: builds the source bench/llamacpp_source.sh packed
 # (CUDA for sm_90 only, llama-bench only; ~5 min on 16 cores) and runs llama-bench on GGUFs with
-# the issues' settings (-fa 1, all layers on the GPU).
+# the issues' settings (-fa 1, all layers on the GPU). A build is kept while the machine stays warm.
 #
 #   bash bench/gpu_llamacpp.sh build SRC_TARBALL        -> /tmp/llamacpp/build/bin/llama-bench
 #   bash bench/gpu_llamacpp.sh bench GGUF [llama-bench args, default -p 4096 -n 128 -r 2]
@@ -11,6 +11,12 @@ dir=/tmp/llamacpp
 case $mode in
   build)
     src=${2:?usage: gpu_llamacpp.sh build SRC_TARBALL}
+    # A warm machine keeps /tmp between calls: a build of the same tarball is reused.
+    sum=$(md5sum < "$src" | cut -c1-32)
+    if [ -x "$dir/build/bin/llama-bench" ] && [ "$(cat "$dir/src.md5" 2> /dev/null)" = "$sum" ]; then
+      echo "llama.cpp already built from this source: $dir/build/bin/llama-bench"
+      exit 0
+    fi
     rm -rf "$dir" && mkdir -p "$dir/src"
     tar xJf "$src" -C "$dir/src" || { echo "cannot unpack $src"; exit 1; }
     start=$(date +%s)
@@ -19,6 +25,7 @@ case $mode in
       -DGGML_NATIVE=ON > "$dir/cmake.log" 2>&1 || { tail -20 "$dir/cmake.log"; exit 1; }
     cmake --build "$dir/build" --target llama-bench -j "$(nproc)" > "$dir/build.log" 2>&1 ||
       { grep -m5 -E "error|Error" "$dir/build.log"; exit 1; }
+    echo "$sum" > "$dir/src.md5"
     echo "llama.cpp built in $(($(date +%s) - start)) s: $dir/build/bin/llama-bench"
     ;;
   bench)
