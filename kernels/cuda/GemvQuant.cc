@@ -122,7 +122,34 @@ std::optional<int64_t> DefineOf(const Launch& l, const std::string& name) {
 
 // GemvQuant.cu's q8 x of T rows: int8 values, a scale per 32 and a sum per 16.
 int64_t ScratchBytesUnpadded(int64_t T, int64_t K) { return T * K + T * (K / 32) * 4 + T * (K / 16) * 4; }
-int64_t ScratchBytes(int64_t T, int64_t K) { return (ScratchBytesUnpadded(T, K) + 255) / 256 * 256; }
+int64_t Pad256(int64_t n) { return (n + 255) / 256 * 256; }
+int64_t ScratchBytes(int64_t T, int64_t K) { return Pad256(ScratchBytesUnpadded(T, K)); }
+
+// GQ_STREAM products (GemvQuant.cu): after the q8 x, the arrival counters (one per tile of the
+// op's largest streamed launch) and two records of 32 floats per warp of its widest one.
+constexpr int64_t kStreamRecordFloats = 32;
+struct StreamScratch {
+  int64_t counters = 0;  // tiles
+  int64_t warps = 0;
+  int64_t Bytes() const { return counters == 0 ? 0 : Pad256(counters * 4) + warps * 2 * kStreamRecordFloats * 4; }
+};
+
+// Whether a dense product's tiles leave SMs idle while others finish: the static schedule (warp w
+// takes tiles w, w + W, ...; block b on SM b mod sm_count, the blocks all resident) against an
+// even share per SM. The 31B's ffn down (1,344 tiles of 4 rows in 336 blocks) runs 3 blocks on 72
+// SMs and 2 on 60: 0.85.
+double StaticBalance(int64_t tiles, int64_t grid, int64_t warps, int64_t sm_count) {
+  const int64_t W = grid * warps;
+  int64_t busiest = 0;
+  for (int64_t sm = 0; sm < std::min(sm_count, grid); ++sm) {
+    int64_t work = 0;
+    for (int64_t b = sm; b < grid; b += sm_count)
+      for (int64_t w = b * warps; w < (b + 1) * warps; ++w) work += w < tiles ? (tiles - 1 - w) / W + 1 : 0;
+    busiest = std::max(busiest, work);
+  }
+  return busiest == 0 ? 1.0 : static_cast<double>(tiles) / static_cast<double>(sm_count) / static_cast<double>(busiest);
+}
+constexpr double kStreamBelowBalance = 0.93;  // the units' rule: stream below this balance
 
 // Defines that do not fit a selection's budget: the launch is refused rather than failing to compile.
 bool FitsSharedMemory(const Launch& l, const Target& target) {
@@ -186,6 +213,7 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
   const bool x_written = companion && companion->elems == T * K;
   OpSelection s;
   s.gemv = true;
+  StreamScratch streamed;
   for (const WeightGroup& g : groups) {
     const QuantFormat& f = *FormatOf(g.dtype);
     const ir::DTypeInfo& info = ir::InfoOf(g.dtype);
@@ -233,6 +261,22 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
     for (unsigned i : g.operands) tiles += (shapes.in[i][0] + rows - 1) / rows;
     if (swiglu) tiles = (shapes.in[g.operands[0]][0] + rows - 1) / rows;
     if (tiles == 0) return std::nullopt;
+    int64_t cap = options.max_blocks > 0 ? options.max_blocks : int64_t{target.sm_count} * geometry.blocks_per_sm;
+    if (x == GemvQuantX::kQ8Block && options.max_blocks <= 0) cap = int64_t{target.sm_count} * min_blocks;
+    int64_t grid = std::min<int64_t>((tiles + warps - 1) / warps, cap);
+    // Streamed (GQ_STREAM): x quantized by this op's launch (which zeroes the counters), a grid of
+    // `cap` blocks (every resident slot the geometry allows) and at least two chunks per warp.
+    const int64_t chunks = (K / info.block_elems + (chunk / info.block_bytes) - 1) / (chunk / info.block_bytes);
+    const bool can_stream =
+        x == GemvQuantX::kQ8 && !x_written && cap <= int64_t{target.sm_count} * 8 && tiles * chunks >= 2 * cap * warps;
+    const bool stream =
+        can_stream && options.stream >= 0 &&
+        (options.stream > 0 || StaticBalance(tiles, grid, warps, target.sm_count) < kStreamBelowBalance);
+    if (stream) {
+      grid = cap;
+      streamed.counters = std::max(streamed.counters, tiles);
+      streamed.warps = std::max(streamed.warps, cap * warps);
+    }
     Launch l;
     l.kernel.module.file = "GemvQuant.cu";
     Defines defs = {Def("GQ_FMT", info.ggml_id),
@@ -244,6 +288,7 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
                     Def("GQ_XQ", static_cast<int>(x)),
                     Def("GQ_SWIGLU", swiglu ? 1 : 0),
                     Def("GQ_MINB", min_blocks)};
+    if (stream) defs.push_back(Def("GQ_STREAM", 1));
     AddCopyDefines(defs, rc);
     // GeGLU (matmul_swiglu activation gelu): the gate's activation by define; SwiGLU keeps its key.
     if (swiglu && GeluGate(op)) defs.push_back(Def("GQ_GELU", 1));
@@ -251,9 +296,7 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
     if (swiglu) AddGluClampDefine(l, op);
     l.kernel.entry = swiglu ? "gemv_q_swiglu" : "gemv_q";
     l.block = static_cast<uint32_t>(warps * 32);
-    int64_t cap = options.max_blocks > 0 ? options.max_blocks : int64_t{target.sm_count} * geometry.blocks_per_sm;
-    if (x == GemvQuantX::kQ8Block && options.max_blocks <= 0) cap = int64_t{target.sm_count} * min_blocks;
-    l.grid = static_cast<uint32_t>(std::min<int64_t>((tiles + warps - 1) / warps, cap));
+    l.grid = static_cast<uint32_t>(grid);
     if (x == GemvQuantX::kQ8 && !x_written && s.scratch_bytes == 0) {
       Launch q = l;
       q.kernel.entry = "gemv_q_quantize_x";
@@ -265,6 +308,7 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
     if (!FitsSharedMemory(l, target)) return std::nullopt;
     s.launches.push_back(std::move(l));
   }
+  if (streamed.counters > 0) s.scratch_bytes += streamed.Bytes();
   return s;
 }
 
@@ -412,12 +456,35 @@ absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w) {
       return BindError(op, "gemv_q: stale selection (q8 x without a quantizing launch or a companion of its rows)");
     x_companion = *Q8CompanionAddress(c, 0);
   }
+  // The streamed launches' counters and records, after the q8 x (as SelectGemvQuant sized them).
+  StreamScratch streamed;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const Launch& l = s.launches[g + (q8 ? 1 : 0)];
+    if (DefineOf(l, "GQ_STREAM").value_or(0) == 0) continue;
+    const int64_t R = DefineOf(l, "GQ_R").value_or(1);
+    int64_t tiles = 0;
+    for (size_t j = 0; j < groups[g].operands.size(); ++j) {
+      MEMRA_ASSIGN_OR_RETURN(auto shape, c.InShape(groups[g].operands[j]));
+      if (shape.size() != 2) return BindError(op, "gemv_q: a matrix operand is not 2-D");
+      if (op.kind() != ir::OpKind::kMatMulSwiglu || j == 0) tiles += (shape[0] + R - 1) / R;
+    }
+    streamed.counters = std::max(streamed.counters, tiles);
+    streamed.warps = std::max<int64_t>(streamed.warps, int64_t{l.grid} * (l.block / 32));
+  }
+  if (streamed.counters > 0 && (!q8 || s.scratch_bytes < ScratchBytes(T, K) + streamed.Bytes()))
+    return BindError(op, "gemv_q: stale selection (streamed launches without their scratch)");
+  const uint64_t counters = c.Scratch() + static_cast<uint64_t>(ScratchBytes(T, K));
+  const uint64_t records = counters + static_cast<uint64_t>(Pad256(streamed.counters * 4));
   if (q8) {
     if (s.scratch_bytes < ScratchBytes(T, K) || c.Scratch() == 0) return BindError(op, "gemv_q: no scratch for q8 x");
     GemvQuantXParams qp{};
     qp.x = c.In(0);
     qp.xq = c.Scratch();
     qp.n_tok = static_cast<int>(n_tok);
+    if (streamed.counters > 0) {
+      qp.zero = counters;
+      qp.n_zero = static_cast<int>(streamed.counters);
+    }
     w.Kernel(0, qp);
   }
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -432,6 +499,10 @@ absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w) {
     GemvQuantParams p{};
     p.x = c.In(0);
     p.xq = q8 ? c.Scratch() : x_companion;
+    if (DefineOf(l, "GQ_STREAM").value_or(0) != 0) {
+      p.part = records;
+      p.count = counters;
+    }
     p.n_tok = static_cast<int>(n_tok);
     p.n_w = static_cast<int>(groups[g].operands.size());
     for (size_t j = 0; j < groups[g].operands.size(); ++j) {

@@ -28,6 +28,8 @@
 // GQ_XQ = 2 is the same arithmetic without the extra launch: every block quantizes x into its own
 // shared memory (after issuing its first weight copies, so they overlap) and the grid is capped at
 // GQ_MINB resident blocks per SM (__launch_bounds__ guarantees them), so x is read ~2x per SM.
+// At T = 1 a lane loads its q8 x for a chunk before it waits for the chunk's weights (the loads'
+// latency then overlaps the wait instead of stalling the dp4a chain).
 //
 // Layouts as read (offsets within a block; "part" = the lane's share):
 //   q8_0  34 B: f16 d | i8 qs[32].                 LPB 1: the block (2-byte aligned: 9 words + shifts)
@@ -123,6 +125,14 @@
 // the tile's sub-tile groups w, w + GQ_WARPS, ..., and the block adds the warps' sums in shared
 // memory: a tile's k + 1 sub-tiles run side by side rather than one after another in one warp.
 #define GQ_SPLIT 0
+#endif
+#ifndef GQ_STREAM
+// The dense products (gemv_q, gemv_q_swiglu): 1 = the launch's tiles x chunks spread evenly over
+// its warps (warp w: items [w I / W, (w + 1) I / W)), so a warp may start or end inside a tile;
+// such a tile's warps each store their partial sums and count their arrival, and the last to arrive
+// adds the parts in warp order (deterministic) and writes the rows. For launches whose tiles do not
+// divide evenly over the SMs (GemvQuant.cc decides). The launch needs I >= W (every warp has items).
+#define GQ_STREAM 0
 #endif
 #ifndef GQ_PACK
 // gemv_q_moe_down: sub-tiles (choices) a chunk holds side by side, each in 32 / GQ_PACK lanes, when a
@@ -259,6 +269,7 @@ static_assert(GQ_T >= 1 && GQ_T <= 8 && GQ_R >= 1 && GQ_R <= 4, "GQ_T in 1..8, G
 static_assert(GQ_XROWS >= GQ_T, "the q8 x layout holds at least GQ_T rows");
 static_assert(!GQ_MOE || (GQ_T == 1 && GQ_XQ != 2), "MoE tiles read one x row each, from global memory");
 static_assert(!GQ_SPLIT || GQ_MOE == 2, "split tiles: the down form only");
+static_assert(!GQ_STREAM || !GQ_MOE, "streamed items: the dense products only");
 static_assert(GQ_PACK == 1 || (GQ_MOE == 2 && kNC == 1 && (GQ_PACK & (GQ_PACK - 1)) == 0 && kBPC >= 1),
               "packed sub-tiles: the down form, a row in one chunk of 32 / GQ_PACK lanes");
 
@@ -650,6 +661,36 @@ __device__ __forceinline__ float2 ld_xf2(const float* p) { return *reinterpret_c
 __device__ __forceinline__ float4 ld_xf4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 #endif
 
+#if GQ_XQ
+// One token's x for a lane's part of a block: the q8 values of its GQ_NR runs, their per-32
+// scales and per-16 sums (xt: the row in the q8 layout; staged x holds the call's rows only).
+// q4_K / q5_K parts are 64 consecutive elements: their 2 scales and 4 sums are one 8- and one
+// 16-byte load (K is a multiple of 256, so both are aligned).
+struct XRun {
+  int4 w[GQ_NR];
+  float d[GQ_NR], s[GQ_NR];
+};
+__device__ __forceinline__ void load_x_runs(const signed char* xq, const float* xd, const float* xs, int xt, int k0,
+                                            int sub, XRun& x) {
+  if constexpr (GQ_FMT == 12 || GQ_FMT == 13) {
+    const int kb = k0 + run_k(0, sub);
+    const float2 d2 = ld_xf2(xd + xt * (GQ_K / 32) + (kb >> 5));
+    const float4 s4 = ld_xf4(xs + xt * (GQ_K / 16) + (kb >> 4));
+    x.d[0] = x.d[1] = d2.x, x.d[2] = x.d[3] = d2.y;
+    x.s[0] = s4.x, x.s[1] = s4.y, x.s[2] = s4.z, x.s[3] = s4.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < GQ_NR; ++j) {
+      const int k = k0 + run_k(j, sub);
+      x.d[j] = ld_xf(xd + xt * (GQ_K / 32) + (k >> 5));
+      x.s[j] = kOffsetTerm ? ld_xf(xs + xt * (GQ_K / 16) + (k >> 4)) : 0.0f;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < GQ_NR; ++j) x.w[j] = ld_xq(xq + xt * GQ_K + k0 + run_k(j, sub));
+}
+#endif
+
 // ---- the body ----
 
 struct Tile {
@@ -817,8 +858,28 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
   // (split: the block's tiles, groups warp, warp + GQ_WARPS, ...).
   const int tile0 = GQ_SPLIT ? (int)blockIdx.x : gw, tstride = GQ_SPLIT ? (int)gridDim.x : n_warps;
   const int n_mine = GQ_SPLIT ? (n_grp > warp ? (n_grp - 1 - warp) / GQ_WARPS + 1 : 0) : n_grp;
+#if GQ_STREAM
+  // The warp's items [lo, hi) of the launch's tiles x kNC chunks (n_mine = 1: no sub-tiles).
+  const long long n_items = (long long)tiles * kNC;
+  const long long lo = (long long)gw * n_items / n_warps, hi = (long long)(gw + 1) * n_items / n_warps;
+  const int items = (int)(hi - lo);
+#else
   const int my_tiles = tile0 < tiles ? (tiles - 1 - tile0) / tstride + 1 : 0;
   const int items = my_tiles * n_mine * kNC;
+#endif
+  // Item i of the warp: its tile's index in the launch, (sub-tile group) q and chunk c.
+  auto locate = [&](int item, int& tile, int& q, int& c) {
+#if GQ_STREAM
+    const long long gi = lo + item;
+    tile = (int)(gi / kNC);
+    c = (int)(gi - (long long)tile * kNC);
+    q = 0;
+#else
+    q = item / kNC;
+    c = item - q * kNC;
+    tile = tile0 + q / n_mine * tstride;
+#endif
+  };
   const int n_tok = tile_tokens(p);
 
   // Item i = chunk i % kNC of the warp's sub-tile group (i / kNC) % n_mine of its tile i / (kNC
@@ -850,11 +911,13 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
   stage_bars_init(sb, lane);
   const unsigned char* crow = nullptr;  // copy lanes: their slot's row in the tile being copied
   auto issue = [&](int item) {
-    const int q = item / kNC, c = item - q * kNC, st = item % GQ_ST;
-    if (c == 0) {
+    int tile, q, c;
+    locate(item, tile, q, c);
+    const int st = item % GQ_ST;
+    if (c == 0 || (GQ_STREAM && item == 0)) {  // a tile's first chunk (streamed: or the warp's first item)
       const int m = q / n_mine, jj = q - m * n_mine, jg = GQ_SPLIT ? warp + GQ_WARPS * jj : jj;
       const int j = jg * GQ_PACK + (GQ_PACK > 1 ? lane / kSlots : 0);
-      const Tile t = find_tile<kSwiglu>(p, tile0 + m * tstride, min(j, n_sub - 1));
+      const Tile t = find_tile<kSwiglu>(p, tile, min(j, n_sub - 1));
       const int r = lane % GQ_R;
       const unsigned char* w = (kSwiglu && lane % kSlots >= GQ_R) ? t.w1 : t.w0;
       crow = lane < GQ_PACK * kSlots && j < n_sub && r < t.nr && !t.skip ? w + (long long)(t.r0 + r) * kRB : nullptr;
@@ -898,21 +961,38 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
   Tile rt{};  // the tile being read (found at its first chunk)
   for (int item = 0; item < items; ++item) {
     if (item + GQ_ST - 1 < items) issue(item + GQ_ST - 1);
-    stage_wait(sb, item);
-    __syncwarp();
 
     // This lane's sub-tile j (packed: of its lane group g) and its part of the chunk.
-    const int q = item / kNC, c = item - q * kNC, m = q / n_mine, jj = q - m * n_mine;
+    int tile, q, c;
+    locate(item, tile, q, c);
+    const int m = q / n_mine, jj = q - m * n_mine;
     const int jg = GQ_SPLIT ? warp + GQ_WARPS * jj : jj;
     const int g = lane / kLPG, lg = lane % kLPG, j = jg * GQ_PACK + g;
     const unsigned char* st = ring[warp][item % GQ_ST] + g * (kSlots * kCHP);
     const int b = lg / GQ_LPB, sub = lg % GQ_LPB;
-    if (c == 0) rt = find_tile<kSwiglu>(p, tile0 + m * tstride, min(j, n_sub - 1));
+    if (c == 0 || (GQ_STREAM && item == 0)) rt = find_tile<kSwiglu>(p, tile, min(j, n_sub - 1));
 #if GQ_MOE
     const int xrow = rt.xrow;
 #else
     constexpr int xrow = 0;
 #endif
+    const bool reads = b < (c == kNC - 1 ? kTail : kBPC) && j < n_sub;
+    const int k0 = (c * kBPC + b) * GQ_QK;
+#if GQ_XQ
+    // The chunk's x (q8 values, per-32 scales, per-16 sums) is loaded before the wait for its
+    // weights: x does not depend on the ring, and its ~35-cycle L1 hits were half of the warps'
+    // stalls when loaded beside the dp4a that uses them (ncu, 31B q4_K products). One token only:
+    // for T = 2 the early loads took q4_K's tile from 110 to 139 registers (nvcc 13.0), past the 128
+    // that four blocks an SM allow; at T = 1 they took it from 127 to 96.
+    constexpr bool kXPre = GQ_T == 1;
+    XRun xpre[kXPre ? GQ_T : 1];
+    if (kXPre && reads)
+#pragma unroll
+      for (int t = 0; t < (kXPre ? GQ_T : 1); ++t)
+        if (t < n_tok) load_x_runs(xq, xd, xs, GQ_XQ == 2 ? t : xrow + t, k0, sub, xpre[t]);
+#endif
+    stage_wait(sb, item);
+    __syncwarp();
     // Where each slot's chunk starts in its slot (realigned: its offset from the 16-byte boundary).
     int shift[kSlots];
 #pragma unroll
@@ -938,46 +1018,30 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
 #else
     float(&dst)[kSlots][GQ_T] = acc;
 #endif
-    if (b < (c == kNC - 1 ? kTail : kBPC) && j < n_sub) {
-      const int k0 = (c * kBPC + b) * GQ_QK;
+    if (reads) {
       Run r[kSlots][GQ_NR];
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) read_block(st, s * kCHP + shift[s] + b * GQ_BB, sub, r[s]);
 #if GQ_XQ
-      // Per token, the runs in order (each (row, token) sum adds its runs in j order, as the
-      // exact path does). q4_K / q5_K parts are 64 consecutive elements: their 2 x scales and 4
-      // per-16 sums are one 8- and one 16-byte load (K is a multiple of 256, so both are aligned).
-      constexpr bool kXVec = GQ_FMT == 12 || GQ_FMT == 13;
+        // Per token, the runs in order (each (row, token) sum adds its runs in j order, as the
+        // exact path does).
 #pragma unroll
       for (int t = 0; t < GQ_T; ++t) {
         if (t < n_tok) {
-          const int xt = GQ_XQ == 2 ? t : xrow + t;  // staged x holds the call's rows only
-          const int kb = k0 + run_k(0, sub);
-          float dxv[GQ_NR], sxv[GQ_NR];
-          if constexpr (kXVec) {
-            const float2 d2 = ld_xf2(xd + xt * (GQ_K / 32) + (kb >> 5));
-            const float4 s4 = ld_xf4(xs + xt * (GQ_K / 16) + (kb >> 4));
-            dxv[0] = dxv[1] = d2.x, dxv[2] = dxv[3] = d2.y;
-            sxv[0] = s4.x, sxv[1] = s4.y, sxv[2] = s4.z, sxv[3] = s4.w;
-          } else {
-#pragma unroll
-            for (int j = 0; j < GQ_NR; ++j) {
-              const int k = k0 + run_k(j, sub);
-              dxv[j] = ld_xf(xd + xt * (GQ_K / 32) + (k >> 5));
-              sxv[j] = kOffsetTerm ? ld_xf(xs + xt * (GQ_K / 16) + (k >> 4)) : 0.0f;
-            }
-          }
+          XRun xl;
+          if (!kXPre) load_x_runs(xq, xd, xs, GQ_XQ == 2 ? t : xrow + t, k0, sub, xl);
+          const XRun& xr = kXPre ? xpre[kXPre ? t : 0] : xl;
 #pragma unroll
           for (int j = 0; j < GQ_NR; ++j) {
-            const int4 xw = ld_xq(xq + xt * GQ_K + k0 + run_k(j, sub));
+            const int4 xw = xr.w[j];
 #pragma unroll
             for (int s = 0; s < kSlots; ++s) {
               int si = __dp4a((int)r[s][j].q[0], xw.x, 0);
               si = __dp4a((int)r[s][j].q[1], xw.y, si);
               si = __dp4a((int)r[s][j].q[2], xw.z, si);
               si = __dp4a((int)r[s][j].q[3], xw.w, si);
-              dst[s][t] = fmaf(r[s][j].a * dxv[j], (float)si, dst[s][t]);
-              if (kOffsetTerm) dst[s][t] = fmaf(r[s][j].c - r[s][j].a * (float)GQ_VOFF, sxv[j], dst[s][t]);
+              dst[s][t] = fmaf(r[s][j].a * xr.d[j], (float)si, dst[s][t]);
+              if (kOffsetTerm) dst[s][t] = fmaf(r[s][j].c - r[s][j].a * (float)GQ_VOFF, xr.s[j], dst[s][t]);
             }
           }
         }
@@ -1052,17 +1116,47 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
     }
     const bool tile_end = c == kNC - 1 && jj == n_mine - 1;  // the warp's last item of the tile
 #else
-    const bool tile_end = c == kNC - 1;  // the tile's last chunk
+    const bool tile_end =
+        c == kNC - 1 || (GQ_STREAM && item == items - 1);  // the tile's (streamed: or the warp's) last
 #endif
     if (tile_end) {  // reduce over the warp and write
       float v[kVP];
 #pragma unroll
       for (int i = 0; i < kVP; ++i) v[i] = i < kV ? acc[i / GQ_T][i % GQ_T] : 0.0f;
       reduce_step<kVP, 16>(v, lane);
-      const float total = v[0];
+      float total = v[0];
       const int idx = lane >> kShift;
       const Tile& t = rt;
       const bool writer = (lane & ((1 << kShift) - 1)) == 0;
+#if GQ_STREAM
+      bool last = true;  // this warp writes the tile's rows (warp-uniform)
+      const long long t_lo = (long long)tile * kNC, t_hi = t_lo + kNC;
+      if (t_lo < lo || t_hi > hi) {
+        // A tile shared with other warps: store this warp's part (record 0: its first tile, 1: its
+        // last), count the arrival; the last to arrive adds the parts of warps w0..w1 in order.
+        const auto first_item = [&](long long w) { return w * n_items / n_warps; };
+        const auto owner = [&](long long i) { return ((i + 1) * n_warps - 1) / n_items; };
+        if (writer && idx < kV) p.part[((long long)gw * 2 + (tile == lo / kNC ? 0 : 1)) * 32 + idx] = total;
+        __threadfence();
+        __syncwarp();
+        unsigned before = 0;
+        if (lane == 0) before = atomicAdd(p.count + tile, 1u);
+        before = __shfl_sync(0xffffffffu, before, 0);
+        const long long w0 = owner(t_lo), w1 = owner(t_hi - 1);
+        last = before == (unsigned)(w1 - w0);
+        if (last) {
+          __threadfence();
+          float sum = 0.0f;
+          if (writer && idx < kV)
+            for (long long w = w0; w <= w1; ++w)
+              sum += __ldcg(p.part + (w * 2 + (tile == first_item(w) / kNC ? 0 : 1)) * 32 + idx);
+          total = sum;
+          if (lane == 0) p.count[tile] = 0;  // zero again for the next launch
+        }
+      }
+#else
+      constexpr bool last = true;
+#endif
 #if GQ_MOE == 2 && GQ_SPLIT
       split_add(writer && idx < kV ? idx : -1, total, t);
 #elif GQ_MOE == 2
@@ -1071,11 +1165,12 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
       if (kSwiglu) {
         const float up = __shfl_sync(0xffffffffu, total, ((idx + GQ_R * GQ_T) << kShift) & 31);
         const int row = idx / GQ_T, tok = idx % GQ_T;
-        if (writer && !t.skip && idx < GQ_R * GQ_T && row < t.nr && tok < n_tok)
+        if (last && writer && !t.skip && idx < GQ_R * GQ_T && row < t.nr && tok < n_tok)
           t.y[(long long)tok * t.n + t.r0 + row] = glu_(GQ_GELU ? geluf_(total) : siluf_(total), up);
       } else {
         const int row = idx / GQ_T, tok = idx % GQ_T;
-        if (writer && !t.skip && idx < kV && row < t.nr && tok < n_tok) t.y[(long long)tok * t.n + t.r0 + row] = total;
+        if (last && writer && !t.skip && idx < kV && row < t.nr && tok < n_tok)
+          t.y[(long long)tok * t.n + t.r0 + row] = total;
       }
 #endif
 #pragma unroll
@@ -1129,4 +1224,7 @@ extern "C" __global__ void __launch_bounds__(256) gemv_q_quantize_x(const GemvQu
   const int n = p.n_tok * (GQ_K / 32);
   for (int b = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5); b < n; b += (int)((gridDim.x * blockDim.x) >> 5))
     q8x_quantize_block(p.x[b * 32 + lane], b, lane, xq, xd, xs);
+  if (p.zero != nullptr)
+    for (int i = (int)(blockIdx.x * blockDim.x + threadIdx.x); i < p.n_zero; i += (int)(gridDim.x * blockDim.x))
+      p.zero[i] = 0u;
 }

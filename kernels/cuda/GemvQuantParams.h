@@ -19,7 +19,10 @@ MEMRA_PARAMS_OFFSET(GemvQuantWeight, n_rows, 16);
 
 // gemv_q: y_i = W_i x for the n_w weights (a matmul: 1; a matmul_group: up to 4 of one format);
 // gemv_q_swiglu: y = silu(W_gate x) * (W_up x). x [n_tok, K] f32 (n_tok <= GQ_T); xq: the q8
-// activations gemv_q_quantize_x wrote (GQ_XQ = 1), else unused.
+// activations gemv_q_quantize_x wrote (GQ_XQ = 1), else unused. GQ_STREAM = 1 (the chunks spread
+// evenly over the warps, a tile's parts summed by the last of its warps): part holds two records
+// of 32 floats per warp (its first and last tile's partial sums), count one arrival counter per
+// tile, zero before the launch (gemv_q_quantize_x zeroes them) and zero again after it; else unused.
 #define MEMRA_GEMV_QUANT_MAX 4
 struct GemvQuantParams {
   GemvQuantWeight w[MEMRA_GEMV_QUANT_MAX];
@@ -27,24 +30,32 @@ struct GemvQuantParams {
   MEMRA_DPTR(const void) xq;
   int n_tok;
   int n_w;
+  MEMRA_DPTR(float) part;
+  MEMRA_DPTR(unsigned) count;
 };
-MEMRA_PARAMS_SIZE(GemvQuantParams, 120);
+MEMRA_PARAMS_SIZE(GemvQuantParams, 136);
 MEMRA_PARAMS_OFFSET(GemvQuantParams, x, 96);
 MEMRA_PARAMS_OFFSET(GemvQuantParams, xq, 104);
 MEMRA_PARAMS_OFFSET(GemvQuantParams, n_tok, 112);
 MEMRA_PARAMS_OFFSET(GemvQuantParams, n_w, 116);
+MEMRA_PARAMS_OFFSET(GemvQuantParams, part, 120);
+MEMRA_PARAMS_OFFSET(GemvQuantParams, count, 128);
 
 // gemv_q_quantize_x: x [n_tok, K] f32 -> xq (GemvQuant.cu: int8 [GQ_XROWS, K], then f32 scales
-// [GQ_XROWS, K / 32], then f32 sums [GQ_XROWS, K / 16]; GQ_XROWS = GQ_T unless the module sets it).
+// [GQ_XROWS, K / 32], then f32 sums [GQ_XROWS, K / 16]; GQ_XROWS = GQ_T unless the module sets it);
+// and zero[0, n_zero) = 0 (the arrival counters of the GQ_STREAM products after it; null: none).
 struct GemvQuantXParams {
   MEMRA_DPTR(const float) x;
   MEMRA_DPTR(void) xq;
   int n_tok;
-  int unused;
+  int n_zero;
+  MEMRA_DPTR(unsigned) zero;
 };
-MEMRA_PARAMS_SIZE(GemvQuantXParams, 24);
+MEMRA_PARAMS_SIZE(GemvQuantXParams, 32);
 MEMRA_PARAMS_OFFSET(GemvQuantXParams, xq, 8);
 MEMRA_PARAMS_OFFSET(GemvQuantXParams, n_tok, 16);
+MEMRA_PARAMS_OFFSET(GemvQuantXParams, n_zero, 20);
+MEMRA_PARAMS_OFFSET(GemvQuantXParams, zero, 24);
 
 // gemv_q_moe / gemv_q_moe_swiglu (GQ_MOE = 1): the routed experts' products of a MoE layer for
 // n_slots (token, choice) slots plus, optionally, a dense "shared" weight over n_tok rows, in one

@@ -6,6 +6,7 @@
 // Include it, then the kernel headers with __CUDACC__ defined, then the .cu (GemvQuantEmuConfig.cc).
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <bit>
 #include <cmath>
@@ -113,6 +114,12 @@ template <class T>
 T __ldg(const T* p) {
   return *p;
 }
+template <class T>
+T __ldcg(const T* p) {
+  return std::atomic_ref<T>(*const_cast<T*>(p)).load(std::memory_order_acquire);
+}
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 using std::max;
 using std::min;
 
@@ -138,11 +145,15 @@ inline void gq_emu_wait(int n) {
   }
 }
 
-// Runs fn(params) over grid x block threads, one block at a time.
+// Runs fn(params) over grid x block threads, one block at a time, in block order or, with
+// emu_reverse_blocks, last block first (a kernel whose blocks meet through global memory must not
+// depend on the order the GPU happens to run them in).
+inline bool emu_reverse_blocks = false;
 inline void emu_launch(const std::function<void(const void*)>& fn, unsigned grid, unsigned block, const void* params) {
   gridDim.x = grid;
   blockDim.x = block;
-  for (unsigned b = 0; b < grid; ++b) {
+  for (unsigned i = 0; i < grid; ++i) {
+    const unsigned b = emu_reverse_blocks ? grid - 1 - i : i;
     std::vector<std::unique_ptr<EmuWarp>> warps;
     for (unsigned w = 0; w < block / 32; ++w) warps.push_back(std::make_unique<EmuWarp>());
     std::barrier<> bar(block);

@@ -22,8 +22,8 @@ std::string Key() {
   auto d = [](const char* n, long v) { return std::string(n) + "=" + std::to_string(v); };
   return "GemvQuant.cu<" + d("GQ_FMT", GQ_FMT) + "," + d("GQ_K", GQ_K) + "," + d("GQ_MINB", GQ_MINB) + "," +
          d("GQ_R", GQ_R) + "," + (GQ_REALIGN ? d("GQ_REALIGN", 1) + "," : "") + d("GQ_ST", GQ_ST) + "," +
-         d("GQ_SWIGLU", GQ_SWIGLU) + "," + d("GQ_T", GQ_T) + "," + d("GQ_WARPS", GQ_WARPS) + "," + d("GQ_XQ", GQ_XQ) +
-         ">";
+         (GQ_STREAM ? d("GQ_STREAM", 1) + "," : "") + d("GQ_SWIGLU", GQ_SWIGLU) + "," + d("GQ_T", GQ_T) + "," +
+         d("GQ_WARPS", GQ_WARPS) + "," + d("GQ_XQ", GQ_XQ) + ">";
 }
 void Main(const void* p) {
 #if GQ_SWIGLU

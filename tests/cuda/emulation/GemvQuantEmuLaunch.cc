@@ -4,3 +4,4 @@
 void emu_launch_fn(void (*fn)(const void*), unsigned grid, unsigned block, const void* params) {
   emu_launch(fn, grid, block, params);
 }
+void emu_set_reverse_blocks(bool reverse) { emu_reverse_blocks = reverse; }

@@ -3,6 +3,7 @@
 // as tests/cuda/GemvQuant_test.cc checks the GPU's: f64 reference of the dequantized blocks, NaN
 // poison, a guard past the outputs, x rows past the call's tokens NaN. `--list` prints the module
 // keys the cases need (run.sh compiles one GemvQuantEmuConfig.cc per key).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include "tests/cuda/GemvQuantReference.h"
 
 void emu_launch_fn(void (*fn)(const void*), unsigned grid, unsigned block, const void* params);
+void emu_set_reverse_blocks(bool reverse);
 std::map<std::string, void (*)(const void*)>& Registry() {
   static std::map<std::string, void (*)(const void*)> r;
   return r;
@@ -52,7 +54,7 @@ struct Case {
                         options.x == GemvQuantX::kQ8        ? " q8"
                         : options.x == GemvQuantX::kQ8Block ? " q8-block"
                                                             : " f32",
-                        " R=", options.rows, " ST=", options.stages);
+                        " R=", options.rows, " ST=", options.stages, options.stream > 0 ? " stream" : "");
   }
 };
 std::string ModuleText(const Case& c) {
@@ -140,6 +142,26 @@ int main(int argc, char** argv) {
     GemvQuantOptions d;
     cases.push_back({Kind::kMatMul, {DType::kQ6_K}, {37}, 2816, 1, 1, d});
     cases.push_back({Kind::kMatMul, {DType::kQ8_0}, {37}, 704, 1, 1, d});
+    // Streamed items (GQ_STREAM): grids small enough that warps start and end inside tiles (a tile
+    // of several chunks over two or more warps), the fix-up's order checked by running the blocks
+    // in both orders (the outputs must be equal bit for bit).
+    GemvQuantOptions st;
+    st.x = GemvQuantX::kQ8;
+    st.stream = 1;
+    st.max_blocks = 3;  // 12 warps over 10 tiles x 6 chunks
+    cases.push_back({Kind::kMatMul, {DType::kQ4_K}, {37}, 12288, 1, 1, st});
+    st.max_blocks = 5;  // 20 warps over 29 tiles x 6 chunks (gate and up of one row a tile)
+    cases.push_back({Kind::kSwiglu, {DType::kQ4_K, DType::kQ4_K}, {29, 29}, 12288, 1, 1, st});
+    st.max_blocks = 1;  // 4 warps over 8 tiles x 2 chunks, three weights
+    cases.push_back({Kind::kGroup, {DType::kQ4_K, DType::kQ4_K, DType::kQ4_K}, {20, 7, 3}, 4096, 1, 1, st});
+    cases.push_back({Kind::kMatMul, {DType::kQ6_K}, {23}, 5120, 1, 1, st});  // realigned 210-byte blocks
+    st.max_blocks = 2;
+    st.rows = 2;  // two tokens: 4 values a tile
+    cases.push_back({Kind::kMatMul, {DType::kQ4_K}, {37}, 4096, 2, 2, st});
+    cases.push_back({Kind::kMatMul, {DType::kQ4_K}, {37}, 4096, 2, 1, st});
+    st.rows = 1;
+    st.max_blocks = 2;  // warps inside one tile (12,288 q8_0 columns: 12 chunks; 8 warps, 3 tiles)
+    cases.push_back({Kind::kMatMul, {DType::kQ8_0}, {3}, 12288, 1, 1, st});
   }
   // GQ_EMU_FORMATS=iq4_nl,iq4_xs: only the cases whose weights are all of these formats.
   if (const char* only = std::getenv("GQ_EMU_FORMATS")) {
@@ -208,37 +230,72 @@ int main(int argc, char** argv) {
     auto x = Normal(T * K, ci, 1.0f);
     for (int64_t i = n_tok * K; i < T * K; ++i) x[i] = std::nanf("");
     const size_t outs = c.kind == Kind::kSwiglu ? 1 : c.dtypes.size();
-    std::vector<std::vector<uint32_t>> y(outs);
-    std::vector<uint64_t> yp;
-    for (size_t o = 0; o < outs; ++o) {
-      y[o].assign(T * c.rows[o] + 64, 0x7fc00000u);
-      yp.push_back((uint64_t)y[o].data());
-    }
-    std::vector<uint32_t> scr(sel->scratch_bytes / 4 + 4, 0x7fc00000u);
-    FixedBindContext ctx(op, *sel, *shapes, (uint64_t)x.data(), n_tok, mats, yp,
-                         sel->scratch_bytes ? (uint64_t)scr.data() : 0);
-    const char* unit = c.kind == Kind::kMatMul ? "gemv_q" : c.kind == Kind::kGroup ? "gemv_q_group" : "gemv_q_swiglu";
-    DeviceWork work;
-    auto st = FindGpuOpImpl(unit)->Bind(ctx, work);
-    if (!st.ok()) {
-      std::printf("FAIL bind %s: %s\n", c.Name().c_str(), std::string(st.message()).c_str());
+    const bool streamed = std::any_of(sel->launches.begin(), sel->launches.end(), [](const Launch& l) {
+      return l.kernel.module.Key().find("GQ_STREAM=1") != std::string::npos;
+    });
+    if (c.options.stream > 0 && !streamed) {
+      std::printf("FAIL not streamed: %s\n", c.Name().c_str());
       ++fails;
       continue;
     }
-    for (const DeviceAction& a : work.actions()) {
-      const auto& k = std::get<KernelCall>(a);
-      const Launch& l = sel->launches[k.launch];
-      emu_launch_fn(Registry().at(l.kernel.ToString()), l.grid, l.block, k.params.bytes.data());
+    std::vector<std::vector<uint32_t>> y_forward;
+    for (int pass = 0; pass < (streamed ? 2 : 1); ++pass) {
+      emu_set_reverse_blocks(pass == 1);
+      std::vector<std::vector<uint32_t>> y(outs);
+      std::vector<uint64_t> yp;
+      for (size_t o = 0; o < outs; ++o) {
+        y[o].assign(T * c.rows[o] + 64, 0x7fc00000u);
+        yp.push_back((uint64_t)y[o].data());
+      }
+      std::vector<uint32_t> scr(sel->scratch_bytes / 4 + 4, 0x7fc00000u);
+      FixedBindContext ctx(op, *sel, *shapes, (uint64_t)x.data(), n_tok, mats, yp,
+                           sel->scratch_bytes ? (uint64_t)scr.data() : 0);
+      const char* unit = c.kind == Kind::kMatMul ? "gemv_q" : c.kind == Kind::kGroup ? "gemv_q_group" : "gemv_q_swiglu";
+      DeviceWork work;
+      auto st = FindGpuOpImpl(unit)->Bind(ctx, work);
+      if (!st.ok()) {
+        std::printf("FAIL bind %s: %s\n", c.Name().c_str(), std::string(st.message()).c_str());
+        ++fails;
+        continue;
+      }
+      for (const DeviceAction& a : work.actions()) {
+        const auto& k = std::get<KernelCall>(a);
+        const Launch& l = sel->launches[k.launch];
+        emu_launch_fn(Registry().at(l.kernel.ToString()), l.grid, l.block, k.params.bytes.data());
+      }
+      emu_set_reverse_blocks(false);
+      if (streamed) {
+        // The counters (after the q8 x; one per tile, zeroed by quantize_x over a NaN poison) are zero
+        // again after the launch.
+        const std::string key = sel->launches.back().kernel.module.Key();
+        const size_t at = key.find("GQ_R=");
+        const int64_t R = at == std::string::npos ? 1 : std::atoll(key.c_str() + at + 5);
+        int64_t tiles = 0;
+        for (size_t i = 0; i < (c.kind == Kind::kSwiglu ? 1 : c.rows.size()); ++i) tiles += (c.rows[i] + R - 1) / R;
+        const size_t first = static_cast<size_t>((T * K + T * (K / 32) * 4 + T * (K / 16) * 4 + 255) / 256 * 256 / 4);
+        int64_t nonzero = 0;
+        for (int64_t i = 0; i < tiles; ++i) nonzero += scr[first + i] != 0;
+        if (pass == 0) y_forward = y;
+        if (pass == 1 && y != y_forward) {
+          std::printf("FAIL %s: the blocks in reverse order give other bits\n", c.Name().c_str());
+          ++fails;
+        }
+        if (nonzero != 0) {
+          std::printf("FAIL %s: %lld counters not zero after the launch\n", c.Name().c_str(), (long long)nonzero);
+          ++fails;
+        }
+      }
+      const bool q8 = c.options.x != GemvQuantX::kF32;
+      const auto xr = q8 ? RoundLikeQ8(x) : x;
+      const auto score =
+          gemv_quant_reference::ScoreOutputs(c.kind == Kind::kSwiglu, deq, c.rows, K, T, n_tok, x, xr, y);
+      const double e = score.nmse, er = score.nmse_r;
+      const int unw = score.unwritten, over = score.overwritten;
+      const bool ok = unw == 0 && over == 0 && e <= (q8 ? 3e-4 : 1e-9) && er <= 1e-9;
+      fails += !ok;
+      std::printf("%-4s %-70s nmse %9.2e  nmse(x~) %9.2e  unwritten %d overwritten %d%s\n", ok ? "ok" : "FAIL",
+                  c.Name().c_str(), e, er, unw, over, pass == 1 ? " (blocks reversed)" : "");
     }
-    const bool q8 = c.options.x != GemvQuantX::kF32;
-    const auto xr = q8 ? RoundLikeQ8(x) : x;
-    const auto score = gemv_quant_reference::ScoreOutputs(c.kind == Kind::kSwiglu, deq, c.rows, K, T, n_tok, x, xr, y);
-    const double e = score.nmse, er = score.nmse_r;
-    const int unw = score.unwritten, over = score.overwritten;
-    const bool ok = unw == 0 && over == 0 && e <= (q8 ? 3e-4 : 1e-9) && er <= 1e-9;
-    fails += !ok;
-    std::printf("%-4s %-70s nmse %9.2e  nmse(x~) %9.2e  unwritten %d overwritten %d\n", ok ? "ok" : "FAIL",
-                c.Name().c_str(), e, er, unw, over);
   }
   if (!list) std::printf("%zu cases, %d failed, %d skipped\n", cases.size(), fails, skipped);
   return fails ? 1 : 0;

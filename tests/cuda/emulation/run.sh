@@ -33,7 +33,8 @@ for key in $(cat "$out/keys.txt"); do
   id=$(echo "$key" | md5sum | cut -c1-12)
   o=$out/cfg_$id.o
   objs="$objs $o"
-  if [ ! -f "$o" ] || [ "$root/kernels/cuda/GemvQuant.cu" -nt "$o" ] || [ "$here/CudaHostEmulation.h" -nt "$o" ]; then
+  if [ ! -f "$o" ] || [ "$root/kernels/cuda/GemvQuant.cu" -nt "$o" ] || [ "$here/CudaHostEmulation.h" -nt "$o" ] ||
+    [ "$here/GemvQuantEmuConfig.cc" -nt "$o" ]; then
     $cxx $flags $defs -DEMU_ID=k$id -c "$here/GemvQuantEmuConfig.cc" -o "$o" &
     while [ "$(jobs -r | wc -l)" -ge "$jobs" ]; do sleep 0.2; done
   fi
