@@ -21,12 +21,10 @@
 
 float emu_half(unsigned short h) { return f16_to_f32(h); }
 void emu_register(const char*, void (*)(const void*)) {}
-// What Norm.cu's other entries use (greedy_next), never called here.
+// What Norm.cu's other entries use (greedy_next), never called here (__ldcg, atomicAdd and
+// __threadfence come from CudaHostEmulation.h).
 inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
 inline int __float_as_int(float f) { return std::bit_cast<int>(f); }
-inline int __ldcg(const int* p) { return *p; }
-inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
-inline void __threadfence() {}
 // What Elementwise.cu's other entries use (the vectorized casts and GLUs), never called here.
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }

@@ -29,12 +29,10 @@
 
 float emu_half(unsigned short) { return 0; }  // not used by these kernels
 void emu_register(const char*, void (*)(const void*)) {}
-// What Norm.cu's other entries use (greedy_next), never called here.
+// What Norm.cu's other entries use (greedy_next), never called here (__ldcg, atomicAdd and
+// __threadfence come from CudaHostEmulation.h).
 inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
 inline int __float_as_int(float f) { return std::bit_cast<int>(f); }
-inline int __ldcg(const int* p) { return *p; }
-inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 namespace q8e {
 #if Q8E_KIND <= 3
