@@ -119,6 +119,11 @@ constexpr QuantShape kQuantShapes[] = {
     {"G4 26B attn out 2816x4096", 2816, 4096, false},
     {"G4 26B geglu 2x2112x2816", 2112, 2816, true},
     {"G4 26B shared down 2816x2112", 2816, 2112, false},
+    // Gemma 4 31B (hidden 5376, ffn 21504): the down's 1,344 tiles of 4 rows fill 336 blocks, 3 an
+    // SM on 72 SMs and 2 on 60 (the streamed variant's case).
+    {"G4 31B attn out 5376x8192", 5376, 8192, false},
+    {"G4 31B ffn down 5376x21504", 5376, 21504, false},
+    {"G4 31B ffn swiglu 2x21504x5376", 21504, 5376, true},
 };
 
 // Microseconds per call of enqueue(i) (i = 0, 1, ...): a graph of `iters` calls, launched 3 times
@@ -267,6 +272,14 @@ std::vector<QuantVariant> QuantVariants(ir::DType fmt, bool sweep, int sm_count)
       variants.push_back({absl::StrCat(dn, " ", xn, gn), o, false});
       if (xp == kc::GemvQuantX::kQ8 && !g.rows) variants.push_back({absl::StrCat(dn, " q8-x products only"), o, true});
     }
+  }
+  // The units' q8-x geometry with the items streamed over every resident warp (GQ_STREAM; not the
+  // units' default): where it can run, and where the balance rule would pick it.
+  for (int stream : {2, 1}) {
+    kc::GemvQuantOptions o;
+    o.x = kc::GemvQuantX::kQ8;
+    o.stream = stream;
+    variants.push_back({absl::StrCat(dn, stream == 2 ? " q8-x streamed" : " q8-x streamed if uneven"), o, false});
   }
   return variants;
 }
@@ -450,12 +463,12 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
         if (times[vi] > 0 && !variants[vi].product_only && (best == 0 || times[vi] < best)) best = times[vi];
       std::vector<double> picked(4, 0.0);
       for (size_t vi = 0, j = 0; vi < variants.size() && j < 4; ++vi)
-        if (variants[vi].o.rows == 0) picked[j++] = times[vi];
+        if (variants[vi].o.rows == 0 && variants[vi].o.stream == 0) picked[j++] = times[vi];
       std::printf("%-28s %-6s %7.1f | %s | %s | %s | %s | %.2f\n", sh.what, dn.c_str(), bytes / 1e6,
                   cell(picked[0]).c_str(), cell(picked[1]).c_str(), cell(picked[2]).c_str(), cell(picked[3]).c_str(),
                   best > 0 ? bf16_us / best : 0.0);
       for (size_t vi = 0; vi < variants.size(); ++vi)
-        if (variants[vi].o.rows != 0)
+        if (variants[vi].o.rows != 0 || variants[vi].o.stream != 0)
           std::printf("%-28s   %-32s %s\n", "", variants[vi].name.c_str(), cell(times[vi]).c_str());
     }
   }

@@ -28,8 +28,6 @@
 // GQ_XQ = 2 is the same arithmetic without the extra launch: every block quantizes x into its own
 // shared memory (after issuing its first weight copies, so they overlap) and the grid is capped at
 // GQ_MINB resident blocks per SM (__launch_bounds__ guarantees them), so x is read ~2x per SM.
-// At T = 1 a lane loads its q8 x for a chunk before it waits for the chunk's weights (the loads'
-// latency then overlaps the wait instead of stalling the dp4a chain).
 //
 // Layouts as read (offsets within a block; "part" = the lane's share):
 //   q8_0  34 B: f16 d | i8 qs[32].                 LPB 1: the block (2-byte aligned: 9 words + shifts)
@@ -978,19 +976,6 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
 #endif
     const bool reads = b < (c == kNC - 1 ? kTail : kBPC) && j < n_sub;
     const int k0 = (c * kBPC + b) * GQ_QK;
-#if GQ_XQ
-    // The chunk's x (q8 values, per-32 scales, per-16 sums) is loaded before the wait for its
-    // weights: x does not depend on the ring, and its ~35-cycle L1 hits were half of the warps'
-    // stalls when loaded beside the dp4a that uses them (ncu, 31B q4_K products). One token only:
-    // for T = 2 the early loads took q4_K's tile from 110 to 139 registers (nvcc 13.0), past the 128
-    // that four blocks an SM allow; at T = 1 they took it from 127 to 96.
-    constexpr bool kXPre = GQ_T == 1;
-    XRun xpre[kXPre ? GQ_T : 1];
-    if (kXPre && reads)
-#pragma unroll
-      for (int t = 0; t < (kXPre ? GQ_T : 1); ++t)
-        if (t < n_tok) load_x_runs(xq, xd, xs, GQ_XQ == 2 ? t : xrow + t, k0, sub, xpre[t]);
-#endif
     stage_wait(sb, item);
     __syncwarp();
     // Where each slot's chunk starts in its slot (realigned: its offset from the 16-byte boundary).
@@ -1028,9 +1013,8 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
 #pragma unroll
       for (int t = 0; t < GQ_T; ++t) {
         if (t < n_tok) {
-          XRun xl;
-          if (!kXPre) load_x_runs(xq, xd, xs, GQ_XQ == 2 ? t : xrow + t, k0, sub, xl);
-          const XRun& xr = kXPre ? xpre[kXPre ? t : 0] : xl;
+          XRun xr;
+          load_x_runs(xq, xd, xs, GQ_XQ == 2 ? t : xrow + t, k0, sub, xr);
 #pragma unroll
           for (int j = 0; j < GQ_NR; ++j) {
             const int4 xw = xr.w[j];

@@ -48,9 +48,9 @@ struct GemvQuantOptions {
                        // units' choice
   int min_blocks = 0;  // the MoE forms: __launch_bounds__' minimum resident blocks per SM (GQ_MINB: caps the
                        // registers); 0 the units' choice
-  int stream = 0;      // the dense products with x quantized by their own launch: 1 = spread the chunks
-                       // evenly over the warps (GQ_STREAM) wherever it can run, -1 = never, 0 = the units'
-                       // rule (where the tiles do not divide evenly over the SMs)
+  int stream = 0;      // the dense products with x quantized by their own launch, chunks spread evenly over
+                       // the warps (GQ_STREAM): 0 never (the units' choice: measured slower, bench/RESULTS.md
+                       // session 28), 1 where the tiles do not divide evenly over the SMs, 2 wherever it can run
 };
 
 // The selection for `op` at `shapes` when it is a matmul (one weight), a matmul_group (any number:

@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
     // in both orders (the outputs must be equal bit for bit).
     GemvQuantOptions st;
     st.x = GemvQuantX::kQ8;
-    st.stream = 1;
+    st.stream = 2;
     st.max_blocks = 3;  // 12 warps over 10 tiles x 6 chunks
     cases.push_back({Kind::kMatMul, {DType::kQ4_K}, {37}, 12288, 1, 1, st});
     st.max_blocks = 5;  // 20 warps over 29 tiles x 6 chunks (gate and up of one row a tile)
