@@ -129,7 +129,8 @@
 // its warps (warp w: items [w I / W, (w + 1) I / W)), so a warp may start or end inside a tile;
 // such a tile's warps each store their partial sums and count their arrival, and the last to arrive
 // adds the parts in warp order (deterministic) and writes the rows. For launches whose tiles do not
-// divide evenly over the SMs (GemvQuant.cc decides). The launch needs I >= W (every warp has items).
+// divide evenly over the SMs (GemvQuantOptions::stream; off by default: measured slower end to end,
+// bench/RESULTS.md session 28). The launch needs I >= W (every warp has items).
 #define GQ_STREAM 0
 #endif
 #ifndef GQ_PACK
@@ -959,6 +960,8 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
   Tile rt{};  // the tile being read (found at its first chunk)
   for (int item = 0; item < items; ++item) {
     if (item + GQ_ST - 1 < items) issue(item + GQ_ST - 1);
+    stage_wait(sb, item);
+    __syncwarp();
 
     // This lane's sub-tile j (packed: of its lane group g) and its part of the chunk.
     int tile, q, c;
@@ -976,8 +979,6 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
 #endif
     const bool reads = b < (c == kNC - 1 ? kTail : kBPC) && j < n_sub;
     const int k0 = (c * kBPC + b) * GQ_QK;
-    stage_wait(sb, item);
-    __syncwarp();
     // Where each slot's chunk starts in its slot (realigned: its offset from the 16-byte boundary).
     int shift[kSlots];
 #pragma unroll
