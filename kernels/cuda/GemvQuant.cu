@@ -127,8 +127,9 @@
 #ifndef GQ_STREAM
 // The dense products (gemv_q, gemv_q_swiglu): 1 = the launch's tiles x chunks spread evenly over
 // its warps (warp w: items [w I / W, (w + 1) I / W)), so a warp may start or end inside a tile;
-// such a tile's warps each store their partial sums and count their arrival, and the last to arrive
-// adds the parts in warp order (deterministic) and writes the rows. For launches whose tiles do not
+// such a tile's warps each store their partial sums and, after their last item (one fence a warp),
+// count their arrival; the last to arrive adds the parts in warp order (deterministic) and writes
+// the rows. For launches whose tiles do not
 // divide evenly over the SMs (GemvQuantOptions::stream; off by default: measured slower end to end,
 // bench/RESULTS.md session 28). The launch needs I >= W (every warp has items).
 #define GQ_STREAM 0
@@ -957,6 +958,27 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
   const float* xd = sxd;
   const float* xs = sxs;
 #endif
+  // After a tile's warp reduction, lane l holds the total of value l >> kShift (row, token; swiglu:
+  // the gate's, then the up's); the first lane of each value writes it.
+  const int idx = lane >> kShift;
+  const bool writer = (lane & ((1 << kShift) - 1)) == 0;
+#if GQ_MOE != 2
+  // A tile's rows from its totals (every lane calls it: swiglu fetches the up total by shuffle).
+  auto write_rows = [&](float total, const Tile& t) {
+    if (kSwiglu) {
+      const float up = __shfl_sync(0xffffffffu, total, ((idx + GQ_R * GQ_T) << kShift) & 31);
+      const int row = idx / GQ_T, tok = idx % GQ_T;
+      if (writer && !t.skip && idx < GQ_R * GQ_T && row < t.nr && tok < n_tok)
+        t.y[(long long)tok * t.n + t.r0 + row] = glu_(GQ_GELU ? geluf_(total) : siluf_(total), up);
+    } else {
+      const int row = idx / GQ_T, tok = idx % GQ_T;
+      if (writer && !t.skip && idx < kV && row < t.nr && tok < n_tok) t.y[(long long)tok * t.n + t.r0 + row] = total;
+    }
+  };
+#endif
+#if GQ_STREAM
+  int pending0 = -1, pending1 = -1;  // the warp's shared first / last tile whose part it stored
+#endif
   Tile rt{};  // the tile being read (found at its first chunk)
   for (int item = 0; item < items; ++item) {
     if (item + GQ_ST - 1 < items) issue(item + GQ_ST - 1);
@@ -1109,54 +1131,26 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
 #pragma unroll
       for (int i = 0; i < kVP; ++i) v[i] = i < kV ? acc[i / GQ_T][i % GQ_T] : 0.0f;
       reduce_step<kVP, 16>(v, lane);
-      float total = v[0];
-      const int idx = lane >> kShift;
-      const Tile& t = rt;
-      const bool writer = (lane & ((1 << kShift) - 1)) == 0;
+      const float total = v[0];
+      [[maybe_unused]] const Tile& t = rt;
 #if GQ_STREAM
-      bool last = true;  // this warp writes the tile's rows (warp-uniform)
       const long long t_lo = (long long)tile * kNC, t_hi = t_lo + kNC;
       if (t_lo < lo || t_hi > hi) {
-        // A tile shared with other warps: store this warp's part (record 0: its first tile, 1: its
-        // last), count the arrival; the last to arrive adds the parts of warps w0..w1 in order.
-        const auto first_item = [&](long long w) { return w * n_items / n_warps; };
-        const auto owner = [&](long long i) { return ((i + 1) * n_warps - 1) / n_items; };
-        if (writer && idx < kV) p.part[((long long)gw * 2 + (tile == lo / kNC ? 0 : 1)) * 32 + idx] = total;
-        __threadfence();
-        __syncwarp();
-        unsigned before = 0;
-        if (lane == 0) before = atomicAdd(p.count + tile, 1u);
-        before = __shfl_sync(0xffffffffu, before, 0);
-        const long long w0 = owner(t_lo), w1 = owner(t_hi - 1);
-        last = before == (unsigned)(w1 - w0);
-        if (last) {
-          __threadfence();
-          float sum = 0.0f;
-          if (writer && idx < kV)
-            for (long long w = w0; w <= w1; ++w)
-              sum += __ldcg(p.part + (w * 2 + (tile == first_item(w) / kNC ? 0 : 1)) * 32 + idx);
-          total = sum;
-          if (lane == 0) p.count[tile] = 0;  // zero again for the next launch
-        }
+        // A tile shared with other warps: store this warp's part now (record 0: its first tile, 1:
+        // its last); its arrival is counted after the warp's last item (below), so the stream is
+        // not held up by a fence in the middle.
+        const int rec = tile == lo / kNC ? 0 : 1;
+        if (writer && idx < kV) p.part[((long long)gw * 2 + rec) * 32 + idx] = total;
+        (rec == 0 ? pending0 : pending1) = tile;
+      } else {
+        write_rows(total, rt);
       }
-#else
-      constexpr bool last = true;
-#endif
-#if GQ_MOE == 2 && GQ_SPLIT
+#elif GQ_MOE == 2 && GQ_SPLIT
       split_add(writer && idx < kV ? idx : -1, total, t);
 #elif GQ_MOE == 2
       if (writer && idx < kV && idx < t.nr) t.y[t.r0 + idx] = total;
 #else
-      if (kSwiglu) {
-        const float up = __shfl_sync(0xffffffffu, total, ((idx + GQ_R * GQ_T) << kShift) & 31);
-        const int row = idx / GQ_T, tok = idx % GQ_T;
-        if (last && writer && !t.skip && idx < GQ_R * GQ_T && row < t.nr && tok < n_tok)
-          t.y[(long long)tok * t.n + t.r0 + row] = glu_(GQ_GELU ? geluf_(total) : siluf_(total), up);
-      } else {
-        const int row = idx / GQ_T, tok = idx % GQ_T;
-        if (last && writer && !t.skip && idx < kV && row < t.nr && tok < n_tok)
-          t.y[(long long)tok * t.n + t.r0 + row] = total;
-      }
+      write_rows(total, t);
 #endif
 #pragma unroll
       for (int s = 0; s < kSlots; ++s)
@@ -1165,6 +1159,32 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
     }
     __syncwarp();  // every lane is done with this stage before it is refilled
   }
+#if GQ_STREAM
+  // The shared tiles' arrivals, after one fence for both parts; the last warp of a tile to arrive
+  // adds the parts of its warps w0..w1 in warp order, writes the rows and zeroes the counter.
+  if (pending0 >= 0 || pending1 >= 0) {
+    __threadfence();
+    __syncwarp();
+    const auto first_item = [&](long long w) { return w * n_items / n_warps; };
+    const auto owner = [&](long long i) { return ((i + 1) * n_warps - 1) / n_items; };
+    for (int rec = 0; rec < 2; ++rec) {
+      const int tile = rec == 0 ? pending0 : pending1;
+      if (tile < 0) continue;
+      unsigned before = 0;
+      if (lane == 0) before = atomicAdd(p.count + tile, 1u);
+      before = __shfl_sync(0xffffffffu, before, 0);
+      const long long t_lo = (long long)tile * kNC, w0 = owner(t_lo), w1 = owner(t_lo + kNC - 1);
+      if (before != (unsigned)(w1 - w0)) continue;
+      __threadfence();
+      float sum = 0.0f;
+      if (writer && idx < kV)
+        for (long long w = w0; w <= w1; ++w)
+          sum += __ldcg(p.part + (w * 2 + (tile == first_item(w) / kNC ? 0 : 1)) * 32 + idx);
+      write_rows(sum, find_tile<kSwiglu>(p, tile));
+      if (lane == 0) p.count[tile] = 0;  // zero again for the next launch
+    }
+  }
+#endif
 #if GQ_SPLIT
   // A warp without groups meets the block's two barriers of each of its tiles.
   if (n_mine == 0)
