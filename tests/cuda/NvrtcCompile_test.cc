@@ -299,6 +299,41 @@ TEST(NvrtcCompileTest, GemvQuantModulesCompileForSm90) {
   ExpectCompilesForSm90(mods, "GemvQuant.cu");
 }
 
+// The streamed schedule (GQ_STREAM, off by default) stays buildable: the plain product, swiglu at
+// T = 1 and a two-token product, in q4_K, q6_K (realigned copies) and q8_0, forced on.
+TEST(NvrtcCompileTest, GemvQuantStreamedModulesCompileForSm90) {
+  auto nvrtc = Nvrtc::Load();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available here: " << nvrtc.status();
+  namespace kc = kernels::cuda;
+  const kc::Target target = *kc::TargetPreset("sm_90");
+  std::vector<ModuleSpec> mods;
+  for (const char* d : {"q4_K", "q6_K", "q8_0"}) {
+    const std::string w(d);
+    const std::string text =
+        "weight @w : " + w + "[5376, 21504]\nweight @g : " + w + "[21504, 5376]\nweight @u : " + w +
+        "[21504, 5376]\nfunc @f(%x: f32[1, 21504], %x1: f32[1, 5376], %x2: f32[2, 21504]) -> " +
+        "(f32[1, 5376], f32[1, 21504], f32[2, 5376]) {\n  %y = matmul(%x, @w) : f32[1, 5376]\n  " +
+        "%z = matmul_swiglu(%x1, @g, @u) : f32[1, 21504]\n  %y2 = matmul(%x2, @w) : f32[2, 5376]\n" +
+        "  return %y, %z, %y2\n}\n";
+    auto m = ir::ParseModule(text);
+    ASSERT_TRUE(m.ok()) << m.status();
+    const auto ops = (*m)->function("f")->Ops();
+    for (int i = 0; i < 3; ++i) {
+      kc::GemvQuantOptions o;
+      o.x = kc::GemvQuantX::kQ8;
+      o.stream = 2;
+      o.max_blocks = 132 * 4;  // q8_0's grid is otherwise not capped to the resident slots
+      auto shapes = kc::ShapesAt(*ops[i], i == 2 ? 2 : 1, kc::WeightMode::kBlocks);
+      ASSERT_TRUE(shapes.ok()) << shapes.status();
+      auto s = kc::SelectGemvQuant(*ops[i], *shapes, target, o);
+      ASSERT_TRUE(s.has_value()) << d << " op " << i;
+      EXPECT_NE(s->launches.back().kernel.module.Key().find("GQ_STREAM=1"), std::string::npos) << d << " op " << i;
+      for (const kc::Launch& l : s->launches) mods.push_back(l.kernel.module);
+    }
+  }
+  ExpectCompilesForSm90(mods, "GemvQuant.cu streamed");
+}
+
 // The MoE decode unit's launches (x and h quantized, the experts' gate/up, the fused down) at T = 1
 // and 8, without and with a shared expert of the routed width: every module compiles for sm_90.
 TEST(NvrtcCompileTest, MoeDecodeModulesCompileForSm90) {
