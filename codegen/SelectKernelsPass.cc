@@ -39,8 +39,17 @@ class SelectKernelsPass : public passes::Pass {
     auto weights = kcu::ParseWeightMode(*weights_);
     if (!weights.ok())
       return absl::InvalidArgumentError(absl::StrCat("select-kernels: weights: ", weights.status().message()));
+    auto decode_class = kcu::ParseDecodeClass(*decode_class_);
+    if (!decode_class.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("select-kernels: decode-class: ", decode_class.status().message()));
+    // A companion is written by whichever norm precedes a product, with its own per-row arithmetic:
+    // the exact class keeps one quantization of x (gemv_q_quantize_x) for every decode row.
+    if (*decode_class == kcu::DecodeClass::kExact && *q8_companions_)
+      return absl::InvalidArgumentError("select-kernels: decode-class=exact does not take q8-companions=true");
     bool changed = kcu::WriteSelectionTarget(*target, m);
     changed |= kcu::WriteSelectionWeights(*weights, m);
+    changed |= kcu::WriteDecodeClass(*decode_class, m);
     std::set<std::string> modules;
     for (const auto& f : m.functions()) {
       if (!kcu::IsStaticFunction(*f)) {
@@ -64,7 +73,7 @@ class SelectKernelsPass : public passes::Pass {
         }
         auto s = kcu::ShapesAt(*op, bucket, *weights);
         if (!s.ok()) return where(s.status());
-        auto sel = kcu::SelectGpuOp(*op, *s, *target);
+        auto sel = kcu::SelectGpuOp(*op, *s, *target, *decode_class);
         if (!sel.ok()) return where(sel.status());
         ops.push_back(op);
         shapes.push_back(*std::move(s));
@@ -99,6 +108,12 @@ class SelectKernelsPass : public passes::Pass {
                                        "how block-format matrices are held: blocks (as the GGUF stores them) or bf16 "
                                        "(dequantized at upload)",
                                        "blocks"};
+  passes::Option<std::string> decode_class_{
+      this, "decode-class",
+      "numeric class of the batched engine's rows (kernels/cuda/DecodeClass.h): bucket (products follow each "
+      "step's row bucket) or exact (batch-invariant: no one-token 16-bit GEMVs, so every row's product is the "
+      "same kernel at any T of its class)",
+      "bucket"};
   passes::Option<bool> q8_companions_{
       this, "q8-companions",
       "norms and fused rows write their result as q8 too where decode products read it so "

@@ -10,20 +10,23 @@
 
 namespace memra::passes {
 
-std::string PipelineForArch(absl::string_view arch, absl::string_view weights) {
+std::string PipelineForArch(absl::string_view arch, absl::string_view weights, absl::string_view decode_class) {
   if (arch == "cpu" || arch.empty()) return std::string(kDefaultPipeline);
   std::vector<std::string> opts;
   if (arch != "sm_90") opts.push_back(absl::StrCat("arch=", arch));
   if (!weights.empty() && weights != "blocks") opts.push_back(absl::StrCat("weights=", weights));
+  if (!decode_class.empty() && decode_class != "bucket") opts.push_back(absl::StrCat("decode-class=", decode_class));
   if (opts.empty()) return std::string(kCudaPipeline);
   return absl::StrReplaceAll(kCudaPipeline,
                              {{"select-kernels", absl::StrCat("select-kernels{", absl::StrJoin(opts, " "), "}")}});
 }
 
-std::string PipelineForTarget(absl::string_view arch, int sm_count, absl::string_view weights) {
+std::string PipelineForTarget(absl::string_view arch, int sm_count, absl::string_view weights,
+                              absl::string_view decode_class) {
   if (arch == "cpu" || arch.empty()) return std::string(kDefaultPipeline);
   std::string opts = absl::StrCat("arch=", arch, " sm-count=", sm_count);
   if (!weights.empty() && weights != "blocks") absl::StrAppend(&opts, " weights=", weights);
+  if (!decode_class.empty() && decode_class != "bucket") absl::StrAppend(&opts, " decode-class=", decode_class);
   return absl::StrReplaceAll(kCudaPipeline, {{"select-kernels", absl::StrCat("select-kernels{", opts, "}")}});
 }
 

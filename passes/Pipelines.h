@@ -60,11 +60,15 @@ inline constexpr absl::string_view kCudaPipeline =
 // The pipeline for a target arch (as `--arch` takes it): "cpu" -> kDefaultPipeline; "sm_NN" ->
 // kCudaPipeline with select-kernels{arch=sm_NN} (the option written only when not sm_90) and
 // `weights` (select-kernels' weights option, "blocks" or "bf16": `--weights`; written only when
-// not the default blocks).
-std::string PipelineForArch(absl::string_view arch, absl::string_view weights = "blocks");
-// The CUDA pipeline for a device: select-kernels{arch=sm_NN sm-count=N [weights=bf16]} (memra run
-// / bench pass the device's target, so the recorded selection matches the GPU it runs on).
-std::string PipelineForTarget(absl::string_view arch, int sm_count, absl::string_view weights = "blocks");
+// not the default blocks) and `decode_class` (select-kernels' decode-class, kernels/cuda/
+// DecodeClass.h: written only when not the default bucket).
+std::string PipelineForArch(absl::string_view arch, absl::string_view weights = "blocks",
+                            absl::string_view decode_class = "bucket");
+// The CUDA pipeline for a device: select-kernels{arch=sm_NN sm-count=N [weights=bf16]
+// [decode-class=exact]} (memra run / bench / serve pass the device's target, so the recorded
+// selection matches the GPU it runs on).
+std::string PipelineForTarget(absl::string_view arch, int sm_count, absl::string_view weights = "blocks",
+                              absl::string_view decode_class = "bucket");
 
 // `pipeline` for a module lowered with slots on a backend that needs static shapes: its
 // bucket-shapes specializes @step (not @prefill) per row bucket of `ladder` ("1:2:4:...", a step

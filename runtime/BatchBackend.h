@@ -59,6 +59,14 @@ struct StepBatch {
   }
 };
 
+// How a backend's steps must be cut (docs/design/sequences.md §8): the exact decode class
+// (kernels/cuda/DecodeClass.h) keeps decode rows and prompt rows in steps of their own, and decode
+// steps within the rows whose products do not change kernels.
+struct StepRules {
+  bool separate_decode = false;  // a step holds decode entries or prompt chunks, never both
+  int64_t max_decode_rows = 0;   // decode entries a step holds at most; 0: no limit of its own
+};
+
 // What a backend's sequence state occupies (for a server's metrics).
 struct BackendMemory {
   int64_t kv_blocks = 0, kv_blocks_used = 0;  // paged KV blocks in the pool / held by slots
@@ -92,6 +100,7 @@ class BatchBackend {
   // smaller than one slot's context.
   virtual int64_t max_sequence_positions() const { return ctx_per_slot(); }
   virtual BackendMemory memory() const { return {}; }
+  virtual StepRules step_rules() const { return {}; }
   // Penalty entries a device_pick entry may carry; -1: the backend never picks (it returns logits).
   virtual int64_t device_sampler_penalties() const { return -1; }
 

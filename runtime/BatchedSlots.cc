@@ -49,7 +49,8 @@ absl::Status BatchedSlots::Init(const BatchedSlotsOptions& options) {
     codegen::RegisterCodegenPasses();  // select-kernels lives in codegen (SelectKernelsPass.h)
     MEMRA_ASSIGN_OR_RETURN(kernels::cuda::Target target, CudaDeviceTarget(options.exec.cuda.device));
     const char* weights = options.exec.cuda.weights == kernels::cuda::WeightMode::kBf16 ? "bf16" : "blocks";
-    pm.pipeline = passes::StepPipeline(passes::PipelineForTarget(target.ArchName(), target.sm_count, weights),
+    pm.pipeline = passes::StepPipeline(passes::PipelineForTarget(target.ArchName(), target.sm_count, weights,
+                                                                 kernels::cuda::DecodeClassName(options.decode_class)),
                                        options.step_buckets);
   }
   pm.pipeline = passes::WithTensorParallel(pm.pipeline, options.tp);
@@ -78,6 +79,30 @@ absl::Status BatchedSlots::Init(const BatchedSlotsOptions& options) {
   if (buckets_.empty() && m.function("step") == nullptr)
     return absl::InternalError("the compiled module has neither @step nor @step_tN buckets");
   max_rows_ = buckets_.empty() ? INT64_MAX : buckets_.back().first;
+  decode_class_ = options.decode_class;
+  if (options.backend == Backend::kCuda) {
+    MEMRA_ASSIGN_OR_RETURN(const kernels::cuda::DecodeClass selected, kernels::cuda::ReadDecodeClass(m));
+    if (selected != decode_class_)
+      return absl::InternalError(absl::StrCat("the module's kernels were selected for decode class ",
+                                              kernels::cuda::DecodeClassName(selected), ", not ",
+                                              kernels::cuda::DecodeClassName(decode_class_)));
+  }
+  if (decode_class_ == kernels::cuda::DecodeClass::kExact && !buckets_.empty()) {
+    // Prompt rows run in buckets past the decode GEMVs' rows, decode rows in buckets within them.
+    min_prompt_rows_ = kernels::cuda::kExactDecodeRows + 1;
+    const int64_t most_decode = std::min<int64_t>(slots_, kernels::cuda::kExactDecodeRows);
+    int64_t decode_bucket = INT64_MAX;  // the bucket a full decode step runs in
+    for (const auto& [n, name] : buckets_)
+      if (n >= most_decode) {
+        decode_bucket = n;
+        break;
+      }
+    if (max_rows_ < min_prompt_rows_ || decode_bucket > kernels::cuda::kExactDecodeRows)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "decode class exact needs a step bucket of ", most_decode, " to ", kernels::cuda::kExactDecodeRows,
+          " rows (decode steps) and one of more than ", kernels::cuda::kExactDecodeRows,
+          " (prompt steps); the step buckets run from ", buckets_.front().first, " to ", max_rows_));
+  }
   for (const auto& s : m.states())
     if (s->state_kind() == ir::StateKind::kConv || s->state_kind() == ir::StateKind::kDelta) {
       recurrent_states_.push_back(s->name());
@@ -232,6 +257,19 @@ absl::StatusOr<std::vector<EntryOutput>> BatchedSlots::Execute(const StepBatch& 
         return absl::InvalidArgumentError(
             absl::StrCat(where(), ": token id ", id, " is outside the vocabulary [0, ", n_vocab_, ")"));
   }
+  // The exact class's cut (step_rules): decode rows alone and few, prompt rows alone.
+  int64_t least_rows = rows;
+  if (decode_class_ == kernels::cuda::DecodeClass::kExact) {
+    int64_t decode = 0;
+    for (const StepEntry& e : batch.entries) decode += e.kind == EntryKind::kDecode;
+    if (decode > 0 && decode < n_entries)
+      return absl::InvalidArgumentError(absl::StrCat("decode class exact: a step of ", decode,
+                                                     " decode entries also holds prompt chunks (they run apart)"));
+    if (decode > kernels::cuda::kExactDecodeRows)
+      return absl::InvalidArgumentError(absl::StrCat("decode class exact: a step of ", decode,
+                                                     " decode entries exceeds ", kernels::cuda::kExactDecodeRows));
+    if (decode == 0) least_rows = std::max(rows, min_prompt_rows_);
+  }
   for (const StepEntry& e : batch.entries)
     MEMRA_RETURN_IF_ERROR(GrowBlocks(e.slot, e.first_pos + static_cast<int64_t>(e.tokens.size()) - 1));
 
@@ -239,7 +277,7 @@ absl::StatusOr<std::vector<EntryOutput>> BatchedSlots::Execute(const StepBatch& 
   std::string fn = "step";
   int64_t T = rows;
   for (const auto& [n, name] : buckets_)
-    if (n >= rows) {
+    if (n >= least_rows) {
       T = n;
       fn = name;
       break;
@@ -304,6 +342,11 @@ absl::StatusOr<std::vector<EntryOutput>> BatchedSlots::Execute(const StepBatch& 
     }
   }
   return out;
+}
+
+StepRules BatchedSlots::step_rules() const {
+  if (decode_class_ != kernels::cuda::DecodeClass::kExact) return {};
+  return {true, kernels::cuda::kExactDecodeRows};
 }
 
 void BatchedSlots::ReleaseBlocks(const std::vector<int32_t>& blocks) {

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "frontends/LowerOptions.h"
 #include "ir/Module.h"
+#include "kernels/cuda/DecodeClass.h"
 #include "runtime/BatchBackend.h"
 #include "runtime/Executor.h"
 
@@ -57,6 +58,11 @@ struct BatchedSlotsOptions {
   // Tensor-parallel ranks the model is split over (shard-tensor-parallel in front of the
   // pipeline; runtime/TensorParallelExecutor.h runs them); sizes above are each rank's.
   int tp = 1;
+  // The rows' numeric class (kernels/cuda/DecodeClass.h, select-kernels' decode-class): exact
+  // makes greedy requests batch-invariant on the GPU (step_rules() then keeps decode and prompt
+  // steps apart, decode steps of at most 8 rows, prompt steps padded to a bucket past 8). The CPU's
+  // kernels are row-wise in either class; exact cuts its steps the same way there.
+  kernels::cuda::DecodeClass decode_class = kernels::cuda::DecodeClass::kBucket;
 };
 
 class BatchedSlots : public BatchBackend {
@@ -74,6 +80,8 @@ class BatchedSlots : public BatchBackend {
   absl::StatusOr<bool> Reserve(int slot, int64_t positions) override;
   int64_t max_sequence_positions() const override { return std::min(n_ctx_, n_blocks_ * block_); }
   int64_t device_sampler_penalties() const override { return sampler_penalties_; }
+  StepRules step_rules() const override;
+  kernels::cuda::DecodeClass decode_class() const { return decode_class_; }
   BackendMemory memory() const override;
   int snapshot_rows() const override { return static_cast<int>(snap_pos_.size()); }
   int64_t snapshot_grid() const override { return block_; }
@@ -115,8 +123,10 @@ class BatchedSlots : public BatchBackend {
   int slots_ = 0;
   int64_t n_ctx_ = 0, n_vocab_ = 0, block_ = 0, max_blocks_ = 0, n_blocks_ = 0;
   int64_t max_rows_ = 0;
-  int64_t sampler_penalties_ = 0;                // @step's penalty entries per row (the module's sampler_penalties)
-  uint64_t kv_bytes_ = 0, recurrent_bytes_ = 0;  // StateBytesOf the module
+  kernels::cuda::DecodeClass decode_class_ = kernels::cuda::DecodeClass::kBucket;
+  int64_t min_prompt_rows_ = 1;    // exact class on the GPU: a prompt step's bucket has more rows than a decode one
+  int64_t sampler_penalties_ = 0;  // @step's penalty entries per row (the module's sampler_penalties)
+  uint64_t kv_bytes_ = 0, recurrent_bytes_ = 0;           // StateBytesOf the module
   std::vector<std::pair<int64_t, std::string>> buckets_;  // (rows, function), ascending; empty: @step
   std::vector<int64_t> pos_;                              // per slot: positions held
   std::vector<std::vector<int32_t>> slot_blocks_;         // per slot: its blocks in order

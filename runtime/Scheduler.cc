@@ -270,14 +270,36 @@ void Scheduler::PrepareSampling(Seq& s, StepEntry& e) {
 
 StepBatch Scheduler::BuildBatch() {
   StepBatch b;
-  // Every running request decodes every step: decode rows never wait behind prompts.
+  const StepRules rules = backend_.step_rules();
+  std::vector<Seq*> decoders;
+  bool prompts = false;
   for (RequestId id : running_) {
     Seq& s = *seqs_.at(id);
-    if (s.decoding()) {
+    if (s.decoding())
+      decoders.push_back(&s);
+    else
+      prompts = true;
+  }
+  // Separate steps (the exact class): a decode step, then a prompt step, while both wait.
+  const bool decode = !decoders.empty() && (!rules.separate_decode || !prompts || !last_step_decoded_);
+  if (decode) {
+    // Every running request decodes every step (decode rows never wait behind prompts), or, past
+    // the backend's decode rows, the next ones in turn.
+    const size_t n = decoders.size();
+    size_t take = n, first = 0;
+    if (rules.max_decode_rows > 0 && static_cast<int64_t>(n) > rules.max_decode_rows) {
+      take = static_cast<size_t>(rules.max_decode_rows);
+      first = decode_turn_ % n;
+      decode_turn_ = first + take;
+    }
+    for (size_t i = 0; i < take; ++i) {
+      Seq& s = *decoders[(first + i) % n];
       b.entries.push_back({s.slot, s.pos, EntryKind::kDecode, {s.history.back()}, s.id});
       PrepareSampling(s, b.entries.back());
     }
   }
+  last_step_decoded_ = decode;
+  if (decode && rules.separate_decode) return b;
   int64_t budget = options_.step_tokens - static_cast<int64_t>(b.entries.size());
   // Prompt chunks in admission order: the oldest prompt takes what it can, then the next.
   for (RequestId id : running_) {

@@ -99,6 +99,8 @@ memra::tools::IntListOption BenchFlashAttn("flash-attn", {0, 1},
                                            cl::init("1"), cl::sub(kBench));
 cl::alias BenchFlashAttnLong("fa", cl::desc("Alias for --flash-attn"), cl::NotHidden, cl::aliasopt(BenchFlashAttn));
 
+memra::tools::ChoiceOption BenchDecodeClass("decode-class", {"bucket", "exact"}, memra::tools::kDecodeClassHelp,
+                                            cl::init("bucket"), cl::sub(kBench));
 memra::tools::IntListOption BenchBatch(
     "batch", {1, 256},
     "Concurrent requests per test, comma-separated: llama-batched-bench's table (PP, TG, B, N_KV, times and "
@@ -173,6 +175,11 @@ int RunBatchBench(const std::string& model_path, memra::tools::BenchFormat forma
   bo.cache_types = BenchCacheTypes.Types();
   bo.backend = *backend_kind;
   bo.tp = static_cast<int>(BenchTp.values().front());
+  {
+    auto decode_class = memra::kernels::cuda::ParseDecodeClass(BenchDecodeClass);
+    if (!decode_class.ok()) return Fail(decode_class.status());
+    bo.decode_class = *decode_class;
+  }
   bo.exec.cpu.threads = BenchThreads;
   bo.exec.cpu.weight_mode =
       weights == "dequant" ? runtime::WeightMode::kDequantizeAtLoad : runtime::WeightMode::kPerRow;

@@ -194,6 +194,14 @@ inline constexpr const char* kWeightsHelp =
     "How the weights are held: cuda blocks (block formats stay in their GGUF blocks) or bf16 (dequantized "
     "to bf16 at upload); cpu per-row (decoded inside each matmul) or dequant (f32 at load); auto = blocks on "
     "cuda, per-row on cpu";
+// `--decode-class` (serve, bench --batch, run --prompts-file): the batched engine's numeric class
+// (kernels/cuda/DecodeClass.h). Declared as
+//   memra::tools::ChoiceOption D("decode-class", {"bucket", "exact"}, kDecodeClassHelp, cl::init("bucket"), ...)
+inline constexpr const char* kDecodeClassHelp =
+    "Numeric class of the batched engine's rows on cuda: bucket (products follow each step's row count: "
+    "fastest; a greedy reply may differ in the last bits under load) or exact (batch-invariant: a greedy "
+    "request gives the same tokens alone and in any mix; decode and prompt steps run apart, decode steps of "
+    "at most 8 rows; cpu rows are invariant in either)";
 // The word for `backend` ("cpu" / "cuda"): `value` itself, the backend's default when empty, or ""
 // with `error` set when the word belongs to the other backend.
 std::string WeightsForBackend(const std::string& value, absl::string_view backend, std::string& error);

@@ -73,6 +73,8 @@ cl::opt<std::string> RunPromptsFile(
              "(CPU), each output printed whole when it finishes, headed by its line number; blank lines skipped "
              "(default: off)"),
     cl::init(""), cl::value_desc("path"), cl::sub(kRun));
+memra::tools::ChoiceOption RunDecodeClass("decode-class", {"bucket", "exact"}, memra::tools::kDecodeClassHelp,
+                                          cl::init("bucket"), cl::sub(kRun));
 memra::tools::IntOption<int> RunParallel("parallel", {1, 256},
                                          "With --prompts-file: prompts decoded at once (scheduler slots; each slot "
                                          "is a CPU session with its own -c context)",
@@ -352,6 +354,11 @@ int RunPromptsFileMode(const std::string& model_path, const memra::runtime::Sess
   bo.exec.cpu.weight_mode = so.weight_mode;
   bo.exec.cpu.memory_budget = so.host_memory_budget;
   bo.exec.cuda = so.cuda;
+  {
+    auto decode_class = memra::kernels::cuda::ParseDecodeClass(RunDecodeClass);
+    if (!decode_class.ok()) return Fail(decode_class.status());
+    bo.decode_class = *decode_class;
+  }
   const auto t_load = Clock::now();
   auto backend = runtime::BatchedSlots::Open(model_path, bo);
   if (!backend.ok()) return Fail(backend.status());

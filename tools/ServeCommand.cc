@@ -33,6 +33,8 @@ cl::opt<std::string> ServeHost("host", cl::desc("Address to listen on (default: 
                                cl::sub(kServe));
 memra::tools::IntOption<int> ServePort("port", {0, 65535}, "Port to listen on, 0 = any free one (printed)",
                                        cl::init(8080), cl::sub(kServe));
+memra::tools::ChoiceOption ServeDecodeClass("decode-class", {"bucket", "exact"}, memra::tools::kDecodeClassHelp,
+                                            cl::init("bucket"), cl::sub(kServe));
 memra::tools::IntOption<int> ServeParallel("parallel", {1, 256}, "Requests decoded at once (sequence slots)",
                                            cl::init(4), cl::sub(kServe));
 cl::alias ServeParallelShort("np", cl::desc("Alias for --parallel"), cl::NotHidden, cl::aliasopt(ServeParallel));
@@ -101,17 +103,20 @@ std::string ModelId(const std::string& path) {
 
 int RunServe() {
   using namespace memra;
-  std::string model_path, model_error;
-  if (!ServeModelArg.Resolve(model_path, model_error)) return Fail(absl::InvalidArgumentError(model_error));
-  auto backend_kind = tools::BackendFromFlag(ServeBackend);
-  if (!backend_kind.ok()) return Fail(backend_kind.status());
-
-  // Signals go to the thread that waits for them (blocked in every thread started from here).
+  // Signals go to the thread that waits for them, blocked in every thread started from here on:
+  // first of all, since choosing the backend may initialize the CUDA driver, whose own threads
+  // would otherwise take a SIGTERM with its default action (the process killed, not stopped in
+  // order: the GPU soak's exit status -15).
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::string model_path, model_error;
+  if (!ServeModelArg.Resolve(model_path, model_error)) return Fail(absl::InvalidArgumentError(model_error));
+  auto backend_kind = tools::BackendFromFlag(ServeBackend);
+  if (!backend_kind.ok()) return Fail(backend_kind.status());
 
   // Listen first: a port in use fails at once, and /health answers 503 "loading" while the model
   // loads (load balancers wait instead of seeing a refused connection).
@@ -159,6 +164,11 @@ int RunServe() {
   bo.exec.cuda.kernel_cache_dir = ServeCache;
   ServeMemory.Apply(bo.exec);
   bo.snapshot_bytes = int64_t{ServeCacheRam} << 20;
+  {
+    auto decode_class = memra::kernels::cuda::ParseDecodeClass(ServeDecodeClass);
+    if (!decode_class.ok()) return Fail(decode_class.status());
+    bo.decode_class = *decode_class;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto engine_backend = runtime::BatchedSlots::Open(model_path, bo);
   if (!engine_backend.ok()) {

@@ -18,7 +18,10 @@ constexpr int64_t kMaxWarps = 8;  // rows per block
 // nullopt (not M = 1, K not a multiple of 32, or a weight whose layout has no Gemv.cu storage:
 // block formats held as blocks, whose GEMVs are their own units).
 // `first`: the first matrix operand (add_rms_norm_matmul's are after a, b and the norm weight).
+// None in the exact decode class (DecodeClass.h): these GEMVs take one token only, so a row's
+// product would change kernels with the number of rows beside it.
 std::optional<std::vector<int>> GemvStorages(const SelectContext& c, unsigned first = 1) {
+  if (c.decode_class == DecodeClass::kExact) return std::nullopt;
   const auto& x = c.shapes.in;
   if (x.empty() || x[0].empty() || Numel(x[0]) != x[0].back()) return std::nullopt;  // M != 1
   if (x[0].back() % 32 != 0) return std::nullopt;
@@ -201,7 +204,8 @@ class GemvNormImpl : public GpuOpImpl {
     const auto storage = GemvStorages(c, 3);
     if (!storage || !OneStorage(*storage) || storage->size() > MEMRA_GEMV_GROUP_MAX)
       return Unsupported(c.op,
-                         "the norm prologue needs one Gemv.cu storage for <= 4 matrices and one row of K % 32 == 0");
+                         "the norm prologue needs one Gemv.cu storage for <= 4 matrices and one row of K % 32 == 0, "
+                         "outside the exact decode class");
     const int64_t K = c.shapes.in[0].back();
     const bool glu = c.op.attrs().GetString("glu").has_value();
     int64_t rows = 0;

@@ -27,6 +27,7 @@
 #include "absl/strings/string_view.h"
 #include "ir/DType.h"
 #include "ir/Op.h"
+#include "kernels/cuda/DecodeClass.h"
 #include "kernels/cuda/KernelSpec.h"
 #include "kernels/cuda/Target.h"
 #include "kernels/cuda/WeightLayout.h"
@@ -72,6 +73,8 @@ struct SelectContext {
   const ir::Op& op;
   const OpShapes& shapes;
   const Target& target;
+  // The module's numeric class (DecodeClass.h): under kExact the one-token GEMVs decline.
+  DecodeClass decode_class = DecodeClass::kBucket;
 };
 
 // A kernel's parameter struct as bytes (cuLaunchKernel gets a pointer to them as its one

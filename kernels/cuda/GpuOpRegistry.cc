@@ -140,12 +140,13 @@ const GpuOpImpl* FindGpuOpImpl(absl::string_view name) {
   return nullptr;
 }
 
-absl::StatusOr<OpSelection> SelectGpuOp(const ir::Op& op, const OpShapes& shapes, const Target& target) {
+absl::StatusOr<OpSelection> SelectGpuOp(const ir::Op& op, const OpShapes& shapes, const Target& target,
+                                        DecodeClass decode_class) {
   bool implemented = false;
   for (const GpuOpImpl* u : GpuOpImpls()) {
     if (!u->Implements(op.kind())) continue;
     implemented = true;
-    MEMRA_ASSIGN_OR_RETURN(std::optional<OpSelection> s, u->Select({op, shapes, target}));
+    MEMRA_ASSIGN_OR_RETURN(std::optional<OpSelection> s, u->Select({op, shapes, target, decode_class}));
     if (s) {
       s->impl = std::string(u->name());
       return *std::move(s);
@@ -321,6 +322,10 @@ bool IsStaticFunction(const ir::Function& fn) {
 
 absl::StatusOr<std::vector<OpSelection>> SelectionsOf(const ir::Function& fn, int64_t bucket, const Target& target,
                                                       WeightMode weights, bool use_records) {
+  DecodeClass decode_class = DecodeClass::kBucket;
+  if (fn.module() != nullptr) {
+    MEMRA_ASSIGN_OR_RETURN(decode_class, ReadDecodeClass(*fn.module()));
+  }
   std::vector<OpSelection> out;
   for (const ir::Op* op : fn.Ops()) {
     if (op->is(ir::OpKind::kSegment)) continue;
@@ -332,7 +337,7 @@ absl::StatusOr<std::vector<OpSelection>> SelectionsOf(const ir::Function& fn, in
       }
     }
     MEMRA_ASSIGN_OR_RETURN(OpShapes s, ShapesAt(*op, bucket, weights));
-    MEMRA_ASSIGN_OR_RETURN(OpSelection sel, SelectGpuOp(*op, s, target));
+    MEMRA_ASSIGN_OR_RETURN(OpSelection sel, SelectGpuOp(*op, s, target, decode_class));
     if (use_records && FindGpuOpImpl(sel.impl)->DoesDeviceWork())
       return absl::FailedPreconditionError(absl::StrCat("@", fn.name(), ": ", op->Summary(),
                                                         " has no kernel selection record (impl = ...) although its "
@@ -344,6 +349,7 @@ absl::StatusOr<std::vector<OpSelection>> SelectionsOf(const ir::Function& fn, in
 
 absl::StatusOr<int64_t> WorkspaceBytesOf(const ir::Module& m, const Target& target, WeightMode weights,
                                          bool use_records) {
+  MEMRA_ASSIGN_OR_RETURN(const DecodeClass decode_class, ReadDecodeClass(m));
   int64_t most = 0;
   for (const auto& f : m.functions()) {
     const bool fixed = IsStaticFunction(*f);
@@ -361,7 +367,7 @@ absl::StatusOr<int64_t> WorkspaceBytesOf(const ir::Module& m, const Target& targ
       for (int64_t b : buckets) {
         MEMRA_ASSIGN_OR_RETURN(OpShapes s, ShapesAt(*op, b, weights));
         // An op no unit takes asks for nothing here; its program fails when it is built.
-        auto sel = SelectGpuOp(*op, s, target);
+        auto sel = SelectGpuOp(*op, s, target, decode_class);
         if (sel.ok()) most = std::max(most, sel->workspace_bytes);
       }
     }

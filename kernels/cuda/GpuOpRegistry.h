@@ -16,8 +16,10 @@ const std::vector<const GpuOpImpl*>& GpuOpImpls();
 const GpuOpImpl* FindGpuOpImpl(absl::string_view name);
 
 // The first unit of GpuOps.def that implements `op` at these shapes on `target`. Errors name the
-// op and say why (no unit for the kind, or the unit's refusal).
-absl::StatusOr<OpSelection> SelectGpuOp(const ir::Op& op, const OpShapes& shapes, const Target& target);
+// op and say why (no unit for the kind, or the unit's refusal). `decode_class`: the module's
+// (DecodeClass.h; ReadDecodeClass).
+absl::StatusOr<OpSelection> SelectGpuOp(const ir::Op& op, const OpShapes& shapes, const Target& target,
+                                        DecodeClass decode_class = DecodeClass::kBucket);
 
 // Every op kind of every function of `m` (segments aside) has a unit that implements it.
 // Unimplemented otherwise, naming the op and its kind ("no CUDA kernel for moe_route yet"): the
@@ -50,7 +52,7 @@ bool IsStaticFunction(const ir::Function& fn);
 
 // The selections of every op of a static function at `bucket`: the recorded ones when the
 // function carries them (every op that does device work must), else selected now for `target`
-// with matrices laid out for `weights`.
+// with matrices laid out for `weights` and the decode class of the function's module.
 absl::StatusOr<std::vector<OpSelection>> SelectionsOf(const ir::Function& fn, int64_t bucket, const Target& target,
                                                       WeightMode weights, bool use_records);
 

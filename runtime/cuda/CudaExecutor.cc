@@ -71,7 +71,9 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ir::Mod
   co.fail_compile_at = options.fail_compile;
   MEMRA_ASSIGN_OR_RETURN(e->compiler_, codegen::KernelCompiler::Create(co));
   if (options.precompiled) e->compiler_->AddPrecompiled(*options.precompiled);
-  MEMRA_ASSIGN_OR_RETURN(e->blas_, cuda::CublasLt::Create());
+  // The exact decode class pins one cuBLASLt algorithm per weight shape (kernels/cuda/DecodeClass.h).
+  MEMRA_ASSIGN_OR_RETURN(const kcu::DecodeClass decode_class, kcu::ReadDecodeClass(module));
+  MEMRA_ASSIGN_OR_RETURN(e->blas_, cuda::CublasLt::Create(32u << 20, decode_class == kcu::DecodeClass::kExact));
   MEMRA_RETURN_IF_ERROR(e->PlanDeviceMemory());
   MEMRA_RETURN_IF_ERROR(e->UploadWeights());
   MEMRA_RETURN_IF_ERROR(e->AllocateState());

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/Sampling.h"
+#include "kernels/cuda/DecodeClass.h"
 #include "runtime/BatchedSlots.h"
 #include "runtime/Scheduler.h"
 #include "runtime/cuda/CudaExecutor.h"
@@ -330,6 +332,97 @@ TEST_F(BatchedEngineTest, GreedyIsBatchInvariant) { CheckBatchInvariance(/*sampl
 // The same for sampled requests: the device sampler's picks depend only on the row, its
 // parameters and the request's draw, so a sampled request alone and among 8 gives the same tokens.
 TEST_F(BatchedEngineTest, SampledIsBatchInvariant) { CheckBatchInvariance(/*sampled=*/true); }
+
+// Returns logits for every sampled entry (no device picks) and keeps them per request, in order.
+class LogitsRecorder : public BatchBackend {
+ public:
+  explicit LogitsRecorder(BatchBackend& inner) : inner_(inner) {}
+  int slots() const override { return inner_.slots(); }
+  int64_t ctx_per_slot() const override { return inner_.ctx_per_slot(); }
+  int64_t n_vocab() const override { return inner_.n_vocab(); }
+  StepRules step_rules() const override { return inner_.step_rules(); }
+  absl::Status ResetSlot(int slot) override { return inner_.ResetSlot(slot); }
+  absl::StatusOr<std::vector<EntryOutput>> Execute(const StepBatch& batch) override {
+    auto out = inner_.Execute(batch);
+    if (!out.ok()) return out;
+    for (size_t i = 0; i < batch.entries.size(); ++i)
+      if (batch.entries[i].sampled()) logits[batch.entries[i].request].push_back((*out)[i].logits);
+    return out;
+  }
+  std::map<RequestId, std::vector<std::vector<float>>> logits;
+
+ private:
+  BatchBackend& inner_;
+};
+
+// Per prompt (in order), the logits rows of its greedy tokens through `backend`.
+std::vector<std::vector<std::vector<float>>> GreedyLogits(BatchBackend& backend,
+                                                          const std::vector<std::vector<int32_t>>& prompts, int64_t n,
+                                                          bool staggered) {
+  LogitsRecorder rec(backend);
+  SchedulerOptions so;
+  so.step_tokens = 72;
+  auto sched = Scheduler::Create(rec, so);
+  EXPECT_TRUE(sched.ok()) << sched.status();
+  if (!sched.ok()) return {};
+  std::vector<RequestId> ids;
+  for (const auto& p : prompts) {
+    Request r;
+    r.prompt = p;
+    r.max_tokens = n;
+    auto id = (*sched)->Submit(std::move(r), [](const TokenEvent&) {});
+    EXPECT_TRUE(id.ok()) << id.status();
+    ids.push_back(id.ok() ? *id : -1);
+    if (staggered) EXPECT_TRUE((*sched)->Step().ok());
+  }
+  absl::Status st = (*sched)->RunToCompletion();
+  EXPECT_TRUE(st.ok()) << st;
+  std::vector<std::vector<std::vector<float>>> out;
+  for (RequestId id : ids) out.push_back(rec.logits[id]);
+  return out;
+}
+
+// The exact decode class (kernels/cuda/DecodeClass.h): every logits row of a greedy request is
+// bit-identical alone, among 8 at once and staggered, on f32 weights (pinned cuBLASLt at every T),
+// q8_0 blocks (the block GEMVs for decode rows, dequantized bf16 products for prompt rows) and the
+// MoE path. The bucket class beside it is reported, not bound (its rows may differ in the last bits).
+TEST_F(BatchedEngineTest, ExactClassIsBitInvariant) {
+  auto prompts = Prompts();
+  prompts.push_back(memra::testing::ByteTokenPrompt("Hi"));  // 3 tokens: a prompt step padded past 8 rows
+  prompts.push_back(memra::testing::ByteTokenPrompt("Why not?"));
+  for (const char* name : {"qwen35-tiny-f32", "qwen35-tiny-q8_0", "qwen35moe-tiny-q8_0"}) {
+    const std::string m = CudaTestDataPath(absl::StrCat("models/", name, ".gguf"));
+    if (!FileExists(m)) GTEST_SKIP() << "fixture not found: " << m;
+    for (auto cls : {kernels::cuda::DecodeClass::kExact, kernels::cuda::DecodeClass::kBucket}) {
+      const bool exact = cls == kernels::cuda::DecodeClass::kExact;
+      BatchedSlotsOptions o = Opts(Backend::kCuda, 8);
+      o.decode_class = cls;
+      auto gpu = BatchedSlots::Open(m, o);
+      ASSERT_TRUE(gpu.ok()) << name << ": " << gpu.status();
+      std::vector<std::vector<std::vector<float>>> alone;
+      for (const auto& p : prompts) alone.push_back(GreedyLogits(**gpu, {p}, 12, false)[0]);
+      const auto together = GreedyLogits(**gpu, prompts, 12, false);
+      const auto staggered = GreedyLogits(**gpu, prompts, 12, true);
+      int64_t rows = 0, equal = 0;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        ASSERT_EQ(alone[i].size(), 12u) << name << " prompt " << i;
+        for (const auto* other : {&together, &staggered}) {
+          ASSERT_EQ((*other)[i].size(), 12u) << name << " prompt " << i;
+          for (size_t k = 0; k < 12; ++k) {
+            const auto& a = alone[i][k];
+            const auto& b = (*other)[i][k];
+            const bool same = a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+            ++rows;
+            equal += same;
+            if (exact) EXPECT_TRUE(same) << name << " prompt " << i << " token " << k << " differs from alone";
+          }
+        }
+      }
+      std::printf("  %s, decode class %s: %ld of %ld logits rows bit-identical to the request alone\n", name,
+                  exact ? "exact" : "bucket", long(equal), long(rows));
+    }
+  }
+}
 
 }  // namespace
 }  // namespace memra::runtime

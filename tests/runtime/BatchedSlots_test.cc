@@ -395,5 +395,46 @@ TEST(BatchedSlotsTest, RefusesBadOptions) {
   }
 }
 
+// The exact decode class (kernels/cuda/DecodeClass.h) on the CPU: the same tokens as the bucket
+// class (the CPU's rows are invariant in both), with the steps cut as step_rules() says (decode and
+// prompt steps apart, at most 8 decode entries); a batch that breaks the rules is refused.
+TEST(BatchedSlotsTest, ExactClassCutsStepsApartWithTheSameTokens) {
+  if (!FileExists(Dense())) GTEST_SKIP() << "fixture not found: " << Dense();
+  BatchedSlotsOptions o = BatchOpts(12);
+  o.decode_class = kernels::cuda::DecodeClass::kExact;
+  auto exact = BatchedSlots::Open(Dense(), o);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_TRUE((*exact)->step_rules().separate_decode);
+  EXPECT_EQ((*exact)->step_rules().max_decode_rows, kernels::cuda::kExactDecodeRows);
+  auto bucket = BatchedSlots::Open(Dense(), BatchOpts(12));
+  ASSERT_TRUE(bucket.ok()) << bucket.status();
+  EXPECT_FALSE((*bucket)->step_rules().separate_decode);
+  std::vector<std::vector<int32_t>> prompts = Prompts();
+  for (const auto& p : Prompts()) prompts.push_back(std::vector<int32_t>(p.begin(), p.begin() + p.size() / 2 + 1));
+  prompts.resize(12);
+  EXPECT_EQ(RunAll(**exact, prompts, 12, /*staggered=*/true, 128), RunAll(**bucket, prompts, 12, true, 128));
+  EXPECT_EQ(RunAll(**exact, prompts, 12, /*staggered=*/false, 128), RunAll(**bucket, prompts, 12, false, 128));
+
+  // A decode entry beside a prompt chunk, and 9 decode entries, are refused before anything runs.
+  BatchedSlots& bs = **exact;
+  StepBatch first;
+  for (int slot = 0; slot < 10; ++slot) first.entries.push_back(Entry(slot, 0, EntryKind::kLastPromptChunk, {5, 6}));
+  ASSERT_TRUE(bs.Execute(first).ok());
+  StepBatch mixed;
+  mixed.entries.push_back(Entry(0, 2, EntryKind::kDecode, {7}));
+  mixed.entries.push_back(Entry(10, 0, EntryKind::kLastPromptChunk, {5}));
+  auto m = bs.Execute(mixed);
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(absl::StrContains(m.status().message(), "also holds prompt chunks")) << m.status();
+  StepBatch nine;
+  for (int slot = 0; slot < 9; ++slot) nine.entries.push_back(Entry(slot, 2, EntryKind::kDecode, {7}));
+  auto n = bs.Execute(nine);
+  ASSERT_FALSE(n.ok());
+  EXPECT_TRUE(absl::StrContains(n.status().message(), "9 decode entries exceeds 8")) << n.status();
+  StepBatch eight;
+  for (int slot = 0; slot < 8; ++slot) eight.entries.push_back(Entry(slot, 2, EntryKind::kDecode, {7}));
+  EXPECT_TRUE(bs.Execute(eight).ok());
+}
+
 }  // namespace
 }  // namespace memra::runtime

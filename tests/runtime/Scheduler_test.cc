@@ -113,8 +113,10 @@ class Recording : public BatchBackend {
     batches.push_back(batch);
     return inner_.Execute(batch);
   }
+  StepRules step_rules() const override { return rules; }
   std::vector<StepBatch> batches;
   std::vector<int> resets;
+  StepRules rules;  // what the scheduler is told (the slots have none of their own)
 
  private:
   BatchBackend& inner_;
@@ -240,6 +242,48 @@ TEST_F(SchedulerTest, GreedyIsBatchInvariant) {
     ASSERT_TRUE((*sched)->RunToCompletion().ok());
     for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(sink.out[ids[i]].tokens, want[i]) << "staggered, prompt " << i;
   }
+}
+
+// A backend's StepRules (the exact decode class's): decode steps and prompt steps apart, at most 3
+// decode entries a step, every decoder in turn; the tokens are still Session::Generate's.
+TEST_F(SchedulerTest, StepRulesSeparateDecodeFromPrompts) {
+  const auto prompts = Prompts();
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& p : prompts) want.push_back(Reference(*ref_, p, kGen));
+  auto slots = Slots(8);
+  ASSERT_NE(slots, nullptr);
+  Recording rec(*slots);
+  rec.rules = {true, 3};
+  auto sched = Scheduler::Create(rec, SchedOpts(72));
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  Sink sink;
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ids.push_back(*(*sched)->Submit(Greedy(prompts[i], kGen), sink.sink()));
+    if (i % 3 == 2) ASSERT_TRUE((*sched)->Step().ok());
+  }
+  ASSERT_TRUE((*sched)->RunToCompletion().ok());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(sink.out[ids[i]].tokens, want[i]) << "prompt " << i;
+  int decode_steps = 0, prompt_steps = 0, full = 0;
+  bool alternated = false;
+  for (size_t k = 0; k < rec.batches.size(); ++k) {
+    int d = 0, p = 0;
+    for (const auto& e : rec.batches[k].entries) (e.kind == EntryKind::kDecode ? d : p)++;
+    EXPECT_FALSE(d > 0 && p > 0) << "step " << k << " mixes " << d << " decode entries with " << p << " prompt chunks";
+    EXPECT_LE(d, 3) << "step " << k;
+    decode_steps += d > 0;
+    prompt_steps += p > 0;
+    full += d == 3;
+    if (k > 0 && d > 0) {
+      int prev = 0;
+      for (const auto& e : rec.batches[k - 1].entries) prev += e.kind != EntryKind::kDecode;
+      alternated = alternated || prev > 0;
+    }
+  }
+  EXPECT_GT(decode_steps, 2 * kGen);  // 8 decoders, 3 a step
+  EXPECT_GT(prompt_steps, 3);
+  EXPECT_GT(full, kGen);
+  EXPECT_TRUE(alternated) << "a decode step should follow a prompt step while both wait";
 }
 
 // Seeded sampling (top-k, top-p, min-p, temperature, all three penalties): the tokens of

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A soak of `memra serve` (issue 20): a mixed load on 127.0.0.1 for a bounded time, sampled.
 
-Usage: soak.py MEMRA MODEL.gguf [--minutes M] [--clients N] [--backend cpu|cuda] [--json OUT]
+Usage: soak.py MEMRA MODEL.gguf [--minutes M] [--clients N] [--backend cpu|cuda] [--decode-class exact] [--json OUT]
 
 Starts memra serve (4 slots, a 512-token context, a queue of 12, a 120 s request time limit),
 records each greedy prompt's reply alone, then runs N clients for M minutes, each picking one of:
@@ -39,6 +39,7 @@ ap.add_argument("--backend", default="cpu")
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--rss-bound", type=float, default=64, help="MiB of RSS growth allowed after the warm-up")
 ap.add_argument("--json", default="")
+ap.add_argument("--decode-class", default="", help="memra serve --decode-class (bucket or exact; default: the server's)")
 args = ap.parse_args()
 
 CTX = 512
@@ -57,7 +58,9 @@ port = free_port()
 log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"memra-soak-{port}.log"), "w+")
 proc = subprocess.Popen([args.memra, "serve", args.model, "--backend", args.backend, "-t", str(args.threads),
                          "--port", str(port), "-np", "4", "-c", str(CTX), "--max-queue", "12",
-                         "--request-time-limit", "120", "--timeout", "10"], stdout=log, stderr=subprocess.STDOUT)
+                         "--request-time-limit", "120", "--timeout", "10"] +
+                        (["--decode-class", args.decode_class] if args.decode_class else []),
+                        stdout=log, stderr=subprocess.STDOUT)
 
 
 def server_log():
