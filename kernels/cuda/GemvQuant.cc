@@ -151,8 +151,9 @@ double StaticBalance(int64_t tiles, int64_t grid, int64_t warps, int64_t sm_coun
 }
 // GemvQuantOptions::stream = 1 streams below this balance. Not the units' default: on the H100 the
 // 31B Q4_K_M decoded at 100.1 tok/s with it against 108.8 without, Step 3.5 at 998 against 1,046
-// (session 28, with the x loads moved before the weight wait, since reverted: which of the two
-// cost it is not yet measured; memra-kernel-bench --section quant times both schedules).
+// (session 28, with the x loads moved before the weight wait, since reverted). Per kernel the
+// schedule itself loses (session 29, H100, memra-kernel-bench --section quant --only 31B): the
+// 31B's ffn down 39.8 us streamed vs 27.9, attn out 22.2 vs 13.0, swiglu 58.5 vs 49.6.
 constexpr double kStreamBelowBalance = 0.93;
 
 // Defines that do not fit a selection's budget: the launch is refused rather than failing to compile.
