@@ -21,6 +21,9 @@ per_pair=120
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 [ -n "$cs" ] || { echo "gpu_sanitize: compute-sanitizer not found"; exit 1; }
 mkdir -p "$out/sanitize"
+# initcheck learns cuBLASLt's stores from memra's NVTX marks (runtime/cuda/InitcheckMarks.h).
+nvtx=()
+"$cs" --help 2>&1 | grep -q -- '--nvtx' && nvtx=(--nvtx yes)
 deadline=$(( $(date +%s) + budget ))
 
 targets=()
@@ -43,7 +46,7 @@ run_pair() {  # run_pair TARGET TOOL LOG
   [ "$tool" = memcheck ] && extra=(--leak-check full)
   # initcheck: every error printed, so the table can say which kernels read what.
   local limit=20
-  [ "$tool" = initcheck ] && limit=100000 && extra=(--show-backtrace no)
+  [ "$tool" = initcheck ] && limit=100000 && extra=(--show-backtrace no "${nvtx[@]}")
   case $target in
     run8:*)
       timeout $per_pair "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit $limit \

@@ -8,6 +8,7 @@
 #include "codegen/DynamicLibrary.h"
 #include "codegen/Nvrtc.h"
 #include "ir/StatusMacros.h"
+#include "runtime/cuda/InitcheckMarks.h"
 
 namespace memra::runtime::cuda {
 
@@ -255,12 +256,17 @@ absl::Status CublasLt::MatmulWith(int candidate, CUdeviceptr x, CUdeviceptr w, C
   }
   const Api* a = api_;
   const float alpha = 1.0f, beta = 0.0f;
-  return LtCheck(a,
-                 a->Matmul(handle_, plan->desc, &alpha, reinterpret_cast<const void*>(w), plan->a,
-                           reinterpret_cast<const void*>(x), plan->b, &beta, reinterpret_cast<const void*>(y), plan->c,
-                           reinterpret_cast<void*>(y), plan->c, &algo, reinterpret_cast<void*>(workspace_),
-                           workspace_bytes_, stream),
-                 absl::StrCat("matmul M=", M, " N=", N, " K=", K));
+  MEMRA_RETURN_IF_ERROR(
+      LtCheck(a,
+              a->Matmul(handle_, plan->desc, &alpha, reinterpret_cast<const void*>(w), plan->a,
+                        reinterpret_cast<const void*>(x), plan->b, &beta, reinterpret_cast<const void*>(y), plan->c,
+                        reinterpret_cast<void*>(y), plan->c, &algo, reinterpret_cast<void*>(workspace_),
+                        workspace_bytes_, stream),
+              absl::StrCat("matmul M=", M, " N=", N, " K=", K)));
+  // y [M, N] f32, every element written: said so to compute-sanitizer's initcheck, which does not
+  // see cuBLASLt's stores.
+  MarkWrittenForInitcheck(y, static_cast<size_t>(M * N) * sizeof(float), reinterpret_cast<void*>(stream));
+  return absl::OkStatus();
 }
 
 }  // namespace memra::runtime::cuda
