@@ -111,8 +111,9 @@ class SelectKernelsPass : public passes::Pass {
   passes::Option<std::string> decode_class_{
       this, "decode-class",
       "numeric class of the batched engine's rows (kernels/cuda/DecodeClass.h): bucket (products follow each "
-      "step's row bucket) or exact (batch-invariant: no one-token 16-bit GEMVs, so every row's product is the "
-      "same kernel at any T of its class)",
+      "step's row bucket) or exact (batch-invariant: the 16-bit GEMVs take T <= 8 with each token's "
+      "arithmetic that of one, cuBLASLt runs one algorithm per weight shape, so a row's product does not "
+      "depend on the rows beside it)",
       "bucket"};
   passes::Option<bool> q8_companions_{
       this, "q8-companions",

@@ -22,7 +22,8 @@
 // block-format matrices are held, kernels/cuda/WeightLayout.h) is recorded as `kernel_weights`;
 // a matrix whose type has no layout in that mode is an error naming it (and --weights bf16).
 // Option `decode-class` (bucket, the default, or exact: kernels/cuda/DecodeClass.h) is recorded as
-// `decode_class`; exact drops the one-token 16-bit GEMVs and refuses q8-companions. The plan's kernel table
+// `decode_class`; exact runs the 16-bit GEMVs at every T <= 8 (GEMV_T, each token's arithmetic that
+// of one) and refuses q8-companions. The plan's kernel table
 // (runtime/plan/KernelTable.h) compiles the named modules.
 //
 // Why it lives here and not in passes/: memra_codegen depends on memra_passes (the kernel

@@ -10,9 +10,9 @@
 //           any mix. Decode rows run in steps of their own of at most kExactDecodeRows rows, where
 //           every product on blocks is a GEMV whose per-row arithmetic does not depend on T;
 //           prompt rows run in steps of their own padded past that limit; products on 16-bit or
-//           f32 weights run on cuBLASLt at every T (the one-token GEMVs decline), with one
-//           algorithm pinned per weight shape for every M (no split-K), so a row's result does not
-//           depend on the rows beside it.
+//           f32 weights run on Gemv.cu at T <= 8 with each token's arithmetic that of one
+//           (GEMV_T) and on cuBLASLt above, with one algorithm pinned per weight shape for every M
+//           (no split-K), so a row's result does not depend on the rows beside it.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
-// Units of kernels/cuda/Gemv.cu: one token (M = 1) through 16-bit (or q8) weights, a warp per
+// Units of kernels/cuda/Gemv.cu: one token (M = 1; in the exact decode class up to kExactDecodeRows,
+// each token's arithmetic that of one: GEMV_T) through 16-bit (or q8) weights, a warp per
 // row (decode reads every weight once; cuBLASLt's M = 1 path reached ~55 % of the bandwidth in
 // the model). gemv_swiglu fuses matmul_swiglu's gate/up; gemv_group runs a matmul_group of <= 4
 // weights of one storage in one launch; gemv is one launch per weight otherwise. f32 weights too
@@ -15,16 +16,19 @@ namespace {
 constexpr int64_t kMaxWarps = 8;  // rows per block
 
 // The weights' GEMV storages when the op is a one-token product every weight can run on; else
-// nullopt (not M = 1, K not a multiple of 32, or a weight whose layout has no Gemv.cu storage:
-// block formats held as blocks, whose GEMVs are their own units).
+// nullopt (M outside what the class takes, K not a multiple of 32, or a weight whose layout has no
+// Gemv.cu storage: block formats held as blocks, whose GEMVs are their own units).
 // `first`: the first matrix operand (add_rms_norm_matmul's are after a, b and the norm weight).
-// None in the exact decode class (DecodeClass.h): these GEMVs take one token only, so a row's
-// product would change kernels with the number of rows beside it.
-std::optional<std::vector<int>> GemvStorages(const SelectContext& c, unsigned first = 1) {
-  if (c.decode_class == DecodeClass::kExact) return std::nullopt;
+// M: 1, and in the exact decode class (DecodeClass.h) up to kExactDecodeRows, where a row's product
+// must not change kernels with the rows beside it (GEMV_T keeps each token's arithmetic that of one;
+// the bucket class keeps cuBLASLt past one token until the two are measured against each other).
+// `one_token`: the add_rms_norm prologue's form, M = 1 only.
+std::optional<std::vector<int>> GemvStorages(const SelectContext& c, unsigned first = 1, bool one_token = false) {
   const auto& x = c.shapes.in;
-  if (x.empty() || x[0].empty() || Numel(x[0]) != x[0].back()) return std::nullopt;  // M != 1
-  if (x[0].back() % 32 != 0) return std::nullopt;
+  if (x.empty() || x[0].empty() || x[0].back() % 32 != 0) return std::nullopt;
+  const int64_t M = Numel(x[0]) / x[0].back();
+  const int64_t most = c.decode_class == DecodeClass::kExact && !one_token ? kExactDecodeRows : 1;
+  if (M < 1 || M > most) return std::nullopt;
   std::vector<int> storage;
   for (unsigned i = first; i < c.op.num_operands(); ++i) {
     const WeightLayout* l = c.shapes.layout(i);
@@ -35,6 +39,9 @@ std::optional<std::vector<int>> GemvStorages(const SelectContext& c, unsigned fi
   return storage;
 }
 
+// The tokens (rows of x) of the op at these shapes.
+int64_t Tokens(const SelectContext& c) { return Numel(c.shapes.in[0]) / c.shapes.in[0].back(); }
+
 bool OneStorage(const std::vector<int>& s) {
   return std::all_of(s.begin(), s.end(), [&](int v) { return v == s[0]; });
 }
@@ -42,12 +49,18 @@ bool OneStorage(const std::vector<int>& s) {
 // A warp per row, up to 8 rows a block; fewer rows per block while that leaves SMs without a block:
 // a product of few long rows (the MoE router, 128-288 rows of 2,816-4,096 f32) streams from every
 // SM instead of a quarter of them (288 rows in 36 blocks ran at ~430 GB/s on the H200).
-Launch GemvLaunch(const Target& target, const char* entry, int64_t K, int storage, int64_t rows) {
+// `tokens` > 1: GEMV_T (a module of its own; one token keeps the modules of before).
+Defines WithTokens(Defines d, int64_t tokens) {
+  if (tokens > 1) d.push_back(Def("GEMV_T", tokens));
+  return d;
+}
+Launch GemvLaunch(const Target& target, const char* entry, int64_t K, int storage, int64_t rows, int64_t tokens) {
   int64_t warps = kMaxWarps;
   while (warps > 1 && (rows + warps - 1) / warps < target.sm_count) warps /= 2;
   Launch l;
   l.kernel.module.file = "Gemv.cu";
-  l.kernel.module.defines = MakeDefines({Def("GEMV_K", K), Def("GEMV_W", storage), Def("GEMV_WARPS", warps)});
+  l.kernel.module.defines =
+      MakeDefines(WithTokens({Def("GEMV_K", K), Def("GEMV_W", storage), Def("GEMV_WARPS", warps)}, tokens));
   l.kernel.entry = entry;
   l.block = static_cast<uint32_t>(warps * 32);
   l.grid = static_cast<uint32_t>((rows + warps - 1) / warps);
@@ -58,15 +71,15 @@ Launch GemvLaunch(const Target& target, const char* entry, int64_t K, int storag
 // blocks would not fill two waves (3 blocks of 8 rows an SM): their last partial wave is most of
 // their time. Rows of whole 16-byte pieces a lane in two equal halves, K <= 4096 (the 9B's down
 // product, K = 12,288, streams better whole: bench/RESULTS.md, session 19).
-std::optional<Launch> SplitKGemvLaunch(const Target& target, int64_t K, int storage, int64_t rows) {
+std::optional<Launch> SplitKGemvLaunch(const Target& target, int64_t K, int storage, int64_t rows, int64_t tokens) {
   const int64_t per_lane = storage == 4 ? 4 : 8;  // elements a 16-byte piece holds
   const int64_t pieces = K / (32 * per_lane);
   if (storage == 3 || K % (32 * per_lane) != 0 || pieces % 2 != 0 || K > 4096) return std::nullopt;
   if (rows >= 2 * 3 * kMaxWarps * target.sm_count) return std::nullopt;
   Launch l;
   l.kernel.module.file = "Gemv.cu";
-  l.kernel.module.defines =
-      MakeDefines({Def("GEMV_K", K), Def("GEMV_W", storage), Def("GEMV_WARPS", kMaxWarps), Def("GEMV_SPLITK", 2)});
+  l.kernel.module.defines = MakeDefines(WithTokens(
+      {Def("GEMV_K", K), Def("GEMV_W", storage), Def("GEMV_WARPS", kMaxWarps), Def("GEMV_SPLITK", 2)}, tokens));
   l.kernel.entry = "gemv_splitk";
   l.block = static_cast<uint32_t>(kMaxWarps * 32);
   l.grid = static_cast<uint32_t>((rows + kMaxWarps / 2 - 1) / (kMaxWarps / 2));
@@ -92,7 +105,9 @@ OpSelection GemvSelection(Launch l) {
 absl::StatusOr<DeviceMatrix> CountedMatrix(const BindContext& c, unsigned i, int64_t K, DeviceWork& w) {
   MEMRA_ASSIGN_OR_RETURN(DeviceMatrix m, c.Matrix(i));
   if (m.cols != K) return BindError(c.op(), "K mismatch");
-  w.Count(2.0 * m.rows * m.cols, static_cast<double>(m.bytes));
+  MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
+  const double tokens = static_cast<double>(Numel(x) / std::max<int64_t>(K, 1));
+  w.Count(2.0 * tokens * m.rows * m.cols, static_cast<double>(m.bytes));
   return m;
 }
 
@@ -110,7 +125,8 @@ class GemvSwigluImpl : public GpuOpImpl {
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     const auto storage = GemvStorages(c);
     if (!storage || storage->size() != 2 || !OneStorage(*storage)) return std::optional<OpSelection>();
-    Launch l = GemvLaunch(c.target, "gemv_swiglu", c.shapes.in[0].back(), (*storage)[0], c.shapes.out[0].back());
+    Launch l =
+        GemvLaunch(c.target, "gemv_swiglu", c.shapes.in[0].back(), (*storage)[0], c.shapes.out[0].back(), Tokens(c));
     TwoRowPrefetch(l);
     AddFlagDefine(l, "GEMV_GELU", GeluGate(c.op));  // GeGLU
     AddGluClampDefine(l, c.op);
@@ -142,7 +158,7 @@ class GemvGroupImpl : public GpuOpImpl {
     int64_t rows = 0;
     for (const auto& o : c.shapes.out) rows += o.back();
     return std::optional<OpSelection>(
-        GemvSelection(GemvLaunch(c.target, "gemv_group", c.shapes.in[0].back(), (*storage)[0], rows)));
+        GemvSelection(GemvLaunch(c.target, "gemv_group", c.shapes.in[0].back(), (*storage)[0], rows, Tokens(c))));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
     MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
@@ -173,8 +189,8 @@ class GemvImpl : public GpuOpImpl {
     const int64_t K = c.shapes.in[0].back();
     for (size_t i = 0; i < storage->size(); ++i) {
       const int64_t rows = c.shapes.out[i].back();
-      std::optional<Launch> split = SplitKGemvLaunch(c.target, K, (*storage)[i], rows);
-      s.launches.push_back(split ? *split : GemvLaunch(c.target, "gemv", K, (*storage)[i], rows));
+      std::optional<Launch> split = SplitKGemvLaunch(c.target, K, (*storage)[i], rows, Tokens(c));
+      s.launches.push_back(split ? *split : GemvLaunch(c.target, "gemv", K, (*storage)[i], rows, Tokens(c)));
     }
     return std::optional<OpSelection>(std::move(s));
   }
@@ -201,7 +217,7 @@ class GemvNormImpl : public GpuOpImpl {
   absl::string_view name() const override { return "gemv_norm"; }
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kAddRmsNormMatMul; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
-    const auto storage = GemvStorages(c, 3);
+    const auto storage = GemvStorages(c, 3, /*one_token=*/true);
     if (!storage || !OneStorage(*storage) || storage->size() > MEMRA_GEMV_GROUP_MAX)
       return Unsupported(c.op,
                          "the norm prologue needs one Gemv.cu storage for <= 4 matrices and one row of K % 32 == 0, "
@@ -211,7 +227,7 @@ class GemvNormImpl : public GpuOpImpl {
     int64_t rows = 0;
     for (size_t i = 1; i < c.shapes.out.size(); ++i) rows += c.shapes.out[i].back();
     const char* entry = glu ? "gemv_swiglu_norm" : storage->size() == 1 ? "gemv_norm" : "gemv_group_norm";
-    Launch l = GemvLaunch(c.target, entry, K, (*storage)[0], rows);
+    Launch l = GemvLaunch(c.target, entry, K, (*storage)[0], rows, 1);
     if (glu) {
       AddFlagDefine(l, "GEMV_GELU", c.op.attrs().GetString("glu").value_or("silu") == "gelu");
       AddGluClampDefine(l, c.op);

@@ -15,6 +15,11 @@
 // [N, K] and one f32 scale per 32 values [N, K / 32], so loads stay 16-byte aligned; the ggml
 // block is 34 bytes), 4 f32 (the MoE router, f32 in every GGUF: cuBLASLt's M = 1 f32 GEMM took a
 // launch of several µs per layer). GEMV_K is a multiple of 16 (q8: of 32). GEMV_WARPS rows per block.
+// GEMV_T: tokens per launch (x [GEMV_T, K], y [GEMV_T, N] row-major, 1..8): a warp reads its row
+// once for every token, and each token's arithmetic is the one-token kernel's in the same order
+// (the same products and sums per piece, the same warp reduction), so a row's result does not
+// depend on GEMV_T: the exact decode class (DecodeClass.h) relies on that. The add_rms_norm
+// prologue and x staged in shared memory take one token.
 #include "Common.cuh"
 #include "GemvParams.h"
 
@@ -33,6 +38,11 @@
 #ifndef GEMV_SPLITK
 #define GEMV_SPLITK 0
 #endif
+#ifndef GEMV_T
+#define GEMV_T 1
+#endif
+static_assert(GEMV_T >= 1 && GEMV_T <= 8, "GEMV_T in 1..8");
+static_assert(GEMV_T == 1 || !GEMV_STAGE_X, "x staged in shared memory holds one token");
 
 #if GEMV_W == 3
 #define GEMV_PER_LANE 16  // int8 per 16-byte load
@@ -96,7 +106,7 @@ __device__ __forceinline__ float4 load_x4(const float* x, int k) {
 struct XPlain {
   const float* x;
   __device__ __forceinline__ void begin() {}
-  __device__ __forceinline__ float4 load(int k) { return load_x4(x, k); }
+  __device__ __forceinline__ float4 load(int k, int t) { return load_x4(x + (i64)t * GEMV_K, k); }
   __device__ __forceinline__ float finish(float acc) const { return warp_sum(acc); }
 };
 struct XAddNorm {
@@ -106,7 +116,7 @@ struct XAddNorm {
   float eps;
   float ss;  // this lane's share of sum((a + b)^2) over the row (begin resets it)
   __device__ __forceinline__ void begin() { ss = 0.0f; }
-  __device__ __forceinline__ float4 load(int k) {
+  __device__ __forceinline__ float4 load(int k, int) {  // one token (GEMV_T == 1)
     const float4 va = __ldg(reinterpret_cast<const float4*>(a + k));
     const float4 vb = __ldg(reinterpret_cast<const float4*>(b + k));
     const float4 vw = __ldg(reinterpret_cast<const float4*>(w + k));
@@ -132,69 +142,95 @@ __device__ __forceinline__ void int8x4_to_f32(unsigned w, float f[4]) {
   f[3] = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7653)) - 8388736.0f;
 }
 
-// The dot products of R weight rows (one warp: the same row index in each of w[0..R)) with x,
-// each summed over the warp (every lane gets them): one x load a piece serves the R rows, the
-// prefetched pieces first, the rest of each row loaded here.
+// The dot products of R weight rows (one warp: the same row index in each of w[0..R)) with the
+// GEMV_T tokens of x, each summed over the warp (every lane gets them): one x load a piece serves
+// the R rows, the prefetched pieces first, the rest of each row loaded here. Per (row, token) the
+// products and sums are those of GEMV_T = 1, in the same order.
 template <typename XS, int R>
 __device__ __forceinline__ void rows_dot(const void* const (&w)[R], const float* const (&scale)[R], i64 row, XS& xs,
-                                         const RowPrefetch (&pf)[R], float (&out)[R]) {
+                                         const RowPrefetch (&pf)[R], float (&out)[R][GEMV_T]) {
   const int lane = threadIdx.x & 31;
   xs.begin();
-  float acc[R];
+  float acc[R][GEMV_T];
 #pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < GEMV_T; ++t) acc[r][t] = 0.0f;
 #pragma unroll
   for (int s = 0; s < GEMV_STEPS; ++s) {
     const int k = (s * 32 + lane) * GEMV_PER_LANE;
     if (k < GEMV_K) {
 #if GEMV_W == 3
-      float4 xv[4];
+      float4 xv[GEMV_T][4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) xv[j] = xs.load(k + 4 * j);
+      for (int t = 0; t < GEMV_T; ++t)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) xv[t][j] = xs.load(k + 4 * j, t);
 #elif GEMV_W == 4
-      const float4 xv = xs.load(k);
+      float4 xv[GEMV_T];
+#pragma unroll
+      for (int t = 0; t < GEMV_T; ++t) xv[t] = xs.load(k, t);
 #else
-      const float4 x0 = xs.load(k);
-      const float4 x1 = xs.load(k + 4);
-      const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+      float xv[GEMV_T][8];
+#pragma unroll
+      for (int t = 0; t < GEMV_T; ++t) {
+        const float4 x0 = xs.load(k, t);
+        const float4 x1 = xs.load(k + 4, t);
+        xv[t][0] = x0.x, xv[t][1] = x0.y, xv[t][2] = x0.z, xv[t][3] = x0.w;
+        xv[t][4] = x1.x, xv[t][5] = x1.y, xv[t][6] = x1.z, xv[t][7] = x1.w;
+      }
 #endif
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const uint4 q = s < GEMV_PRE ? pf[r].q[s < GEMV_PRE ? s : 0] : row_piece(row_bytes(w[r], row), s);
 #if GEMV_W == 3
         const unsigned qw[4] = {q.x, q.y, q.z, q.w};
-        float part = 0.0f;
+        float qf[4][4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          float qf[4];
-          int8x4_to_f32(qw[j], qf);
-          part += qf[0] * xv[j].x + qf[1] * xv[j].y + qf[2] * xv[j].z + qf[3] * xv[j].w;
+        for (int j = 0; j < 4; ++j) int8x4_to_f32(qw[j], qf[j]);
+        const float sc = scale[r][row * (GEMV_K / 32) + k / 32];
+#pragma unroll
+        for (int t = 0; t < GEMV_T; ++t) {
+          float part = 0.0f;
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            part += qf[j][0] * xv[t][j].x + qf[j][1] * xv[t][j].y + qf[j][2] * xv[t][j].z + qf[j][3] * xv[t][j].w;
+          acc[r][t] += part * sc;
         }
-        acc[r] += part * scale[r][row * (GEMV_K / 32) + k / 32];
 #elif GEMV_W == 4
-        acc[r] += __uint_as_float(q.x) * xv.x + __uint_as_float(q.y) * xv.y + __uint_as_float(q.z) * xv.z +
-                  __uint_as_float(q.w) * xv.w;
+#pragma unroll
+        for (int t = 0; t < GEMV_T; ++t)
+          acc[r][t] += __uint_as_float(q.x) * xv[t].x + __uint_as_float(q.y) * xv[t].y +
+                       __uint_as_float(q.z) * xv[t].z + __uint_as_float(q.w) * xv[t].w;
 #else
         const u16* h = reinterpret_cast<const u16*>(&q);
+        float wf[8];
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[r] += load_as_f32<GEMV_W>(h, j) * xv[j];
+        for (int j = 0; j < 8; ++j) wf[j] = load_as_f32<GEMV_W>(h, j);
+#pragma unroll
+        for (int t = 0; t < GEMV_T; ++t)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[r][t] += wf[j] * xv[t][j];
 #endif
       }
     }
   }
 #pragma unroll
-  for (int r = 0; r < R; ++r) out[r] = xs.finish(acc[r]);
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < GEMV_T; ++t) out[r][t] = xs.finish(acc[r][t]);
 }
-// One row (every lane gets the sum).
+// One row for every token (every lane gets the sums).
 template <typename XS>
-__device__ __forceinline__ float row_dot(const void* __restrict__ w, const float* __restrict__ scale, i64 row, XS& xs,
-                                         const RowPrefetch& pf) {
+__device__ __forceinline__ void row_dot(const void* __restrict__ w, const float* __restrict__ scale, i64 row, XS& xs,
+                                        const RowPrefetch& pf, float (&out)[GEMV_T]) {
   const void* const ws[1] = {w};
   const float* const ss[1] = {scale};
   const RowPrefetch pfs[1] = {pf};
-  float out[1];
-  rows_dot<XS, 1>(ws, ss, row, xs, pfs, out);
-  return out[0];
+  float o[1][GEMV_T];
+  rows_dot<XS, 1>(ws, ss, row, xs, pfs, o);
+#pragma unroll
+  for (int t = 0; t < GEMV_T; ++t) out[t] = o[0][t];
 }
 template <typename XS>
 __device__ __forceinline__ void gemv_body(const void* __restrict__ w, const float* __restrict__ scale, XS xs,
@@ -206,8 +242,11 @@ __device__ __forceinline__ void gemv_body(const void* __restrict__ w, const floa
   GEMV_X_DECL
   prepare_x(xs, xs_smem);
   if (row >= n_rows) return;
-  const float v = row_dot(w, scale, row, xs, pf);
-  if ((threadIdx.x & 31) == 0) y[row] = v;
+  float v[GEMV_T];
+  row_dot(w, scale, row, xs, pf, v);
+  if ((threadIdx.x & 31) == 0)
+#pragma unroll
+    for (int t = 0; t < GEMV_T; ++t) y[(i64)t * n_rows + row] = v[t];
 }
 
 // The FFN's fused gate/up product: y[n] = silu(Wg x)[n] * (Wu x)[n] (GEMV_GELU: gelu, GeGLU), both
@@ -233,9 +272,12 @@ __device__ __forceinline__ void gemv_swiglu_body(const void* __restrict__ wg, co
   const void* const ws[2] = {wg, wu};
   const float* const ss[2] = {sg, su};
   const RowPrefetch pfs[2] = {pg, pu};
-  float gu[2];
+  float gu[2][GEMV_T];
   rows_dot<XS, 2>(ws, ss, row, xs, pfs, gu);
-  if ((threadIdx.x & 31) == 0) y[row] = glu_(GEMV_GELU ? geluf_(gu[0]) : siluf_(gu[0]), gu[1]);
+  if ((threadIdx.x & 31) == 0)
+#pragma unroll
+    for (int t = 0; t < GEMV_T; ++t)
+      y[(i64)t * n_rows + row] = glu_(GEMV_GELU ? geluf_(gu[0][t]) : siluf_(gu[0][t]), gu[1][t]);
 }
 
 // A matmul_group's products (up to 4 weights of one storage sharing x) in one launch: global row
@@ -259,17 +301,21 @@ __device__ __forceinline__ void gemv_group_body(const GemvWeight* __restrict__ w
   const void* w = nullptr;
   const float* sc = nullptr;
   float* y = nullptr;
+  int n = 0;
 #pragma unroll
   for (int i = 0; i < MEMRA_GEMV_GROUP_MAX; ++i)
-    if (i == which) w = ws[i].w, sc = ws[i].scale, y = ys[i];
+    if (i == which) w = ws[i].w, sc = ws[i].scale, y = ys[i], n = n_rows[i];
   RowPrefetch pf;
   if (w != nullptr) row_prefetch(w, row, pf);
   memra_grid_dependency();
   GEMV_X_DECL
   prepare_x(xs, xs_smem);
   if (w == nullptr) return;
-  const float v = row_dot(w, sc, row, xs, pf);
-  if ((threadIdx.x & 31) == 0) y[row] = v;
+  float v[GEMV_T];
+  row_dot(w, sc, row, xs, pf, v);
+  if ((threadIdx.x & 31) == 0)
+#pragma unroll
+    for (int t = 0; t < GEMV_T; ++t) y[(i64)t * n + row] = v[t];
 }
 
 #if GEMV_SPLITK == 2 && GEMV_W != 3 && GEMV_STEPS % 2 == 0
@@ -281,7 +327,7 @@ __device__ __forceinline__ void gemv_group_body(const GemvWeight* __restrict__ w
 #define GEMV_HALF (GEMV_STEPS / 2)
 #define GEMV_HALF_PRE (GEMV_HALF < GEMV_PREFETCH ? GEMV_HALF : GEMV_PREFETCH)
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk(const GemvParams p) {
-  __shared__ float second[GEMV_WARPS / 2];
+  __shared__ float second[GEMV_WARPS / 2][GEMV_T];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, half = warp & 1;
   const i64 row = (i64)blockIdx.x * (GEMV_WARPS / 2) + (warp >> 1);
   const bool live = row < p.n_rows;
@@ -290,30 +336,46 @@ extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk(const 
 #pragma unroll
   for (int s = 0; s < GEMV_HALF_PRE; ++s) pf[s] = live ? row_piece(wr, half * GEMV_HALF + s) : make_uint4(0, 0, 0, 0);
   memra_grid_dependency();
-  float acc = 0.0f;
+  float acc[GEMV_T];
+#pragma unroll
+  for (int t = 0; t < GEMV_T; ++t) acc[t] = 0.0f;
   if (live) {
 #pragma unroll
     for (int s = 0; s < GEMV_HALF; ++s) {
       const int piece = half * GEMV_HALF + s, k = (piece * 32 + lane) * GEMV_PER_LANE;
       const uint4 q = s < GEMV_HALF_PRE ? pf[s < GEMV_HALF_PRE ? s : 0] : row_piece(wr, piece);
 #if GEMV_W == 4
-      const float4 xv = load_x4(p.x, k);
-      acc += __uint_as_float(q.x) * xv.x + __uint_as_float(q.y) * xv.y + __uint_as_float(q.z) * xv.z +
-             __uint_as_float(q.w) * xv.w;
-#else
-      const float4 x0 = load_x4(p.x, k);
-      const float4 x1 = load_x4(p.x, k + 4);
-      const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-      const u16* h = reinterpret_cast<const u16*>(&q);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc += load_as_f32<GEMV_W>(h, e) * xv[e];
+      for (int t = 0; t < GEMV_T; ++t) {
+        const float4 xv = load_x4(p.x + (i64)t * GEMV_K, k);
+        acc[t] += __uint_as_float(q.x) * xv.x + __uint_as_float(q.y) * xv.y + __uint_as_float(q.z) * xv.z +
+                  __uint_as_float(q.w) * xv.w;
+      }
+#else
+      const u16* h = reinterpret_cast<const u16*>(&q);
+      float wf[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) wf[e] = load_as_f32<GEMV_W>(h, e);
+#pragma unroll
+      for (int t = 0; t < GEMV_T; ++t) {
+        const float4 x0 = load_x4(p.x + (i64)t * GEMV_K, k);
+        const float4 x1 = load_x4(p.x + (i64)t * GEMV_K, k + 4);
+        const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[t] += wf[e] * xv[e];
+      }
 #endif
     }
   }
-  acc = warp_sum(acc);
-  if (half == 1 && lane == 0) second[warp >> 1] = acc;
+#pragma unroll
+  for (int t = 0; t < GEMV_T; ++t) acc[t] = warp_sum(acc[t]);
+  if (half == 1 && lane == 0)
+#pragma unroll
+    for (int t = 0; t < GEMV_T; ++t) second[warp >> 1][t] = acc[t];
   __syncthreads();
-  if (live && half == 0 && lane == 0) p.y[row] = acc + second[warp >> 1];
+  if (live && half == 0 && lane == 0)
+#pragma unroll
+    for (int t = 0; t < GEMV_T; ++t) p.y[(i64)t * p.n_rows + row] = acc[t] + second[warp >> 1][t];
 }
 #endif
 
@@ -345,7 +407,7 @@ extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_swiglu(const 
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_group(const GemvGroupParams p) {
   gemv_group_body(p.w, p.y, p.n_rows, XPlain{p.x});
 }
-#if !GEMV_STAGE_X  // the prologue reads a, b and w through the read-only cache
+#if !GEMV_STAGE_X && GEMV_T == 1  // the prologue reads a, b and w through the read-only cache; one token
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_norm(const GemvNormParams p) {
   gemv_body(p.g.w.w, p.g.w.scale, add_norm_x(p.g.x, p.norm), p.g.y, p.g.n_rows);
   write_norm_sum(p.norm, p.g.x);

@@ -334,6 +334,43 @@ TEST(NvrtcCompileTest, GemvQuantStreamedModulesCompileForSm90) {
   ExpectCompilesForSm90(mods, "GemvQuant.cu streamed");
 }
 
+// The exact decode class's 16-bit GEMVs of several tokens (Gemv.cu GEMV_T): plain, split-K,
+// swiglu and group forms over f16, bf16 and f32 weights at T = 2 and 8, selected by the units.
+TEST(NvrtcCompileTest, MultiTokenGemvModulesCompileForSm90) {
+  auto nvrtc = Nvrtc::Load();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available here: " << nvrtc.status();
+  namespace kc = kernels::cuda;
+  const kc::Target target = *kc::TargetPreset("sm_90");
+  std::vector<ModuleSpec> mods;
+  for (const char* d : {"f16", "bf16", "f32"})
+    for (int T : {2, 8}) {
+      const std::string w(d), t = std::to_string(T);
+      // 4096 x 4096: split-K (few rows); 12288 x 4096 (swiglu, group): a warp a row.
+      const std::string text = "weight @w : " + w + "[4096, 4096]\nweight @g : " + w +
+                               "[12288, 4096]\nweight @u : " + w + "[12288, 4096]\nweight @b : " + w +
+                               "[32, 4096]\nfunc @f(%x: f32[" + t + ", 4096]) -> (f32[" + t + ", 4096], f32[" + t +
+                               ", 12288], f32[" + t + ", 12288], f32[" + t + ", 32]) {\n  %y = matmul(%x, @w) : f32[" +
+                               t + ", 4096]\n  %z = matmul_swiglu(%x, @g, @u) : f32[" + t +
+                               ", 12288]\n  %a, %c = matmul_group(%x, @g, @b) : f32[" + t + ", 12288], f32[" + t +
+                               ", 32]\n  return %y, %z, %a, %c\n}\n";
+      auto m = ir::ParseModule(text);
+      ASSERT_TRUE(m.ok()) << m.status();
+      for (const ir::Op* op : (*m)->function("f")->Ops()) {
+        if (op->is(ir::OpKind::kReturn)) continue;
+        auto shapes = kc::ShapesAt(*op, T, kc::WeightMode::kBlocks);
+        ASSERT_TRUE(shapes.ok()) << shapes.status();
+        auto s = kc::SelectGpuOp(*op, *shapes, target, kc::DecodeClass::kExact);
+        ASSERT_TRUE(s.ok()) << s.status();
+        EXPECT_TRUE(s->gemv) << d << " T=" << T << ": " << op->Summary() << " -> " << s->impl;
+        for (const kc::Launch& l : s->launches) {
+          EXPECT_NE(l.kernel.module.Key().find("GEMV_T=" + t), std::string::npos) << l.kernel.module.Key();
+          mods.push_back(l.kernel.module);
+        }
+      }
+    }
+  ExpectCompilesForSm90(mods, "Gemv.cu multi-token");
+}
+
 // The MoE decode unit's launches (x and h quantized, the experts' gate/up, the fused down) at T = 1
 // and 8, without and with a shared expert of the routed width: every module compiles for sm_90.
 TEST(NvrtcCompileTest, MoeDecodeModulesCompileForSm90) {

@@ -48,6 +48,12 @@ struct uint2 {
 struct float2 {
   float x, y;
 };
+// CUDA's vector constructors (every emulated kernel file gets them here).
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
+inline float2 make_float2(float x, float y) { return {x, y}; }
 
 struct EmuWarp {
   std::barrier<> bar{32};

@@ -18,7 +18,6 @@
 float emu_half(unsigned short) { return 0; }  // not used by these kernels
 void emu_register(const char*, void (*)(const void*)) {}
 
-inline float2 make_float2(float x, float y) { return {x, y}; }
 #define MEMRA_MMA_HOST_EMULATION 1
 #define f32_to_bf16 emu_bf16
 namespace gdn_emu {

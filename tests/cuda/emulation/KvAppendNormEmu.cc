@@ -26,8 +26,6 @@ void emu_register(const char*, void (*)(const void*)) {}
 inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
 inline int __float_as_int(float f) { return std::bit_cast<int>(f); }
 // What Elementwise.cu's other entries use (the vectorized casts and GLUs), never called here.
-inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
-inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
 
 namespace kv_emu {
 #include "kernels/cuda/Elementwise.cu"

@@ -19,8 +19,6 @@
 #undef __CUDACC__
 #include "tests/cuda/emulation/MmaEmulation.h"
 
-inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
-inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 inline int __popc(unsigned x) { return std::popcount(x); }
 inline int __clz(unsigned x) { return std::countl_zero(x); }
 inline float __fmul_rn(float a, float b) { return a * b; }
