@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -21,6 +20,7 @@
 #include "kernels/cuda/FixedBindContext.h"
 #include "kernels/cuda/GpuOpRegistry.h"
 #include "kernels/formats/Quant.h"
+#include "tests/TestUtil.h"
 
 void emu_launch_fn(void (*fn)(const void*), unsigned grid, unsigned block, const void* params);
 std::map<std::string, void (*)(const void*)>& Registry() {
@@ -68,14 +68,6 @@ std::string ModuleText(const Case& c, int64_t T) {
   return s;
 }
 
-std::vector<float> Normal(size_t n, uint32_t seed, float sc) {
-  std::mt19937 r(seed);
-  std::normal_distribution<float> d(0, sc);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(r);
-  return v;
-}
-
 constexpr uint32_t kPoison = 0x7fc00000u;
 constexpr size_t kGuard = 64;
 
@@ -87,7 +79,7 @@ struct Weights {
 Weights MakeWeights(const Case& c, uint32_t seed) {
   Weights w;
   for (size_t i = 0; i < c.rows.size(); ++i) {
-    const std::vector<float> v = Normal(c.rows[i] * c.K, seed + 17 * i, 0.5f);
+    const std::vector<float> v = memra::testing::RandomNormal(c.rows[i] * c.K, seed + 17 * i, 0.5f);
     std::vector<uint8_t> b;
     std::vector<double> back(v.size());
     if (c.dtype == DType::kF32) {
@@ -192,7 +184,7 @@ int main(int argc, char** argv) {
   for (size_t ci = 0; ci < cases.size(); ++ci) {
     const Case& c = cases[ci];
     const Weights w = MakeWeights(c, 11 + static_cast<uint32_t>(ci) * 7);
-    const std::vector<float> x = Normal(c.T * c.K, 3 + static_cast<uint32_t>(ci), 1.0f);
+    const std::vector<float> x = memra::testing::RandomNormal(c.T * c.K, 3 + ci, 1.0f);
     std::string why;
     int unwritten = 0, overwritten = 0;
     const auto y = Run(c, c.T, w, x, list, why, unwritten, overwritten);
