@@ -5,6 +5,7 @@
 // weights of one storage in one launch; gemv is one launch per weight otherwise. f32 weights too
 // (the MoE router: f32 in every GGUF, [E, n_embd] per layer per token).
 #include <algorithm>
+#include <string_view>
 
 #include "ir/StatusMacros.h"
 #include "kernels/cuda/GemvParams.h"
@@ -49,21 +50,29 @@ bool OneStorage(const std::vector<int>& s) {
 // A warp per row, up to 8 rows a block; fewer rows per block while that leaves SMs without a block:
 // a product of few long rows (the MoE router, 128-288 rows of 2,816-4,096 f32) streams from every
 // SM instead of a quarter of them (288 rows in 36 blocks ran at ~430 GB/s on the H200).
-// `tokens` > 1: GEMV_T (a module of its own; one token keeps the modules of before).
-Defines WithTokens(Defines d, int64_t tokens) {
+// `tokens` > 1: GEMV_T, and for gemv / gemv_splitk GEMV_R = kRowsPerWarpOfTokens rows a warp (the
+// x loads of several tokens, not the weights, bound a warp of one row); modules of their own, so
+// one token keeps the modules and geometry of before. A row's arithmetic depends on neither.
+constexpr int64_t kRowsPerWarpOfTokens = 4;
+Defines WithTokens(Defines d, int64_t tokens, int64_t rows_per_warp) {
   if (tokens > 1) d.push_back(Def("GEMV_T", tokens));
+  if (rows_per_warp > 1) d.push_back(Def("GEMV_R", rows_per_warp));
   return d;
 }
+int64_t RowsPerWarp(const char* entry, int64_t tokens) {
+  return tokens > 1 && std::string_view(entry) == "gemv" ? kRowsPerWarpOfTokens : 1;
+}
 Launch GemvLaunch(const Target& target, const char* entry, int64_t K, int storage, int64_t rows, int64_t tokens) {
+  const int64_t R = RowsPerWarp(entry, tokens), units = (rows + R - 1) / R;  // a warp's rows
   int64_t warps = kMaxWarps;
-  while (warps > 1 && (rows + warps - 1) / warps < target.sm_count) warps /= 2;
+  while (warps > 1 && (units + warps - 1) / warps < target.sm_count) warps /= 2;
   Launch l;
   l.kernel.module.file = "Gemv.cu";
   l.kernel.module.defines =
-      MakeDefines(WithTokens({Def("GEMV_K", K), Def("GEMV_W", storage), Def("GEMV_WARPS", warps)}, tokens));
+      MakeDefines(WithTokens({Def("GEMV_K", K), Def("GEMV_W", storage), Def("GEMV_WARPS", warps)}, tokens, R));
   l.kernel.entry = entry;
   l.block = static_cast<uint32_t>(warps * 32);
-  l.grid = static_cast<uint32_t>((rows + warps - 1) / warps);
+  l.grid = static_cast<uint32_t>((units + warps - 1) / warps);
   return l;
 }
 
@@ -78,11 +87,12 @@ std::optional<Launch> SplitKGemvLaunch(const Target& target, int64_t K, int stor
   if (rows >= 2 * 3 * kMaxWarps * target.sm_count) return std::nullopt;
   Launch l;
   l.kernel.module.file = "Gemv.cu";
+  const int64_t R = tokens > 1 ? kRowsPerWarpOfTokens : 1, units = (rows + R - 1) / R;  // a warp pair's rows
   l.kernel.module.defines = MakeDefines(WithTokens(
-      {Def("GEMV_K", K), Def("GEMV_W", storage), Def("GEMV_WARPS", kMaxWarps), Def("GEMV_SPLITK", 2)}, tokens));
+      {Def("GEMV_K", K), Def("GEMV_W", storage), Def("GEMV_WARPS", kMaxWarps), Def("GEMV_SPLITK", 2)}, tokens, R));
   l.kernel.entry = "gemv_splitk";
   l.block = static_cast<uint32_t>(kMaxWarps * 32);
-  l.grid = static_cast<uint32_t>((rows + kMaxWarps / 2 - 1) / (kMaxWarps / 2));
+  l.grid = static_cast<uint32_t>((units + kMaxWarps / 2 - 1) / (kMaxWarps / 2));
   return l;
 }
 

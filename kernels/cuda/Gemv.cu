@@ -20,6 +20,9 @@
 // (the same products and sums per piece, the same warp reduction), so a row's result does not
 // depend on GEMV_T: the exact decode class (DecodeClass.h) relies on that. The add_rms_norm
 // prologue and x staged in shared memory take one token.
+// GEMV_R: rows a warp runs side by side in gemv and gemv_splitk (1, 2 or 4), each x load serving
+// them all: with several tokens the x loads (GEMV_T x 32 bytes per 16-byte weight piece), not the
+// weights, bound a warp of one row. A row's arithmetic does not depend on it.
 #include "Common.cuh"
 #include "GemvParams.h"
 
@@ -41,6 +44,10 @@
 #ifndef GEMV_T
 #define GEMV_T 1
 #endif
+#ifndef GEMV_R
+#define GEMV_R 1
+#endif
+static_assert(GEMV_R == 1 || GEMV_R == 2 || GEMV_R == 4, "GEMV_R in 1, 2, 4");
 static_assert(GEMV_T >= 1 && GEMV_T <= 8, "GEMV_T in 1..8");
 static_assert(GEMV_T == 1 || !GEMV_STAGE_X, "x staged in shared memory holds one token");
 
@@ -53,7 +60,8 @@ static_assert(GEMV_T == 1 || !GEMV_STAGE_X, "x staged in shared memory holds one
 #endif
 #define GEMV_STEPS ((GEMV_K + 32 * GEMV_PER_LANE - 1) / (32 * GEMV_PER_LANE))
 #ifndef GEMV_PREFETCH
-#define GEMV_PREFETCH 16  // session 18: 4 a row was faster alone (ncu) but slower in the decode graph
+// session 18: 4 a row was faster alone (ncu) but slower in the decode graph; GEMV_R rows share 16.
+#define GEMV_PREFETCH (16 / GEMV_R)
 #endif
 #define GEMV_PRE (GEMV_STEPS < GEMV_PREFETCH ? GEMV_STEPS : GEMV_PREFETCH)
 #if GEMV_W == 3
@@ -147,8 +155,9 @@ __device__ __forceinline__ void int8x4_to_f32(unsigned w, float f[4]) {
 // the R rows, the prefetched pieces first, the rest of each row loaded here. Per (row, token) the
 // products and sums are those of GEMV_T = 1, in the same order.
 template <typename XS, int R>
-__device__ __forceinline__ void rows_dot(const void* const (&w)[R], const float* const (&scale)[R], i64 row, XS& xs,
-                                         const RowPrefetch (&pf)[R], float (&out)[R][GEMV_T]) {
+__device__ __forceinline__ void rows_dot(const void* const (&w)[R], const float* const (&scale)[R],
+                                         const i64 (&row)[R], XS& xs, const RowPrefetch (&pf)[R],
+                                         float (&out)[R][GEMV_T]) {
   const int lane = threadIdx.x & 31;
   xs.begin();
   float acc[R][GEMV_T];
@@ -182,13 +191,13 @@ __device__ __forceinline__ void rows_dot(const void* const (&w)[R], const float*
 #endif
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        const uint4 q = s < GEMV_PRE ? pf[r].q[s < GEMV_PRE ? s : 0] : row_piece(row_bytes(w[r], row), s);
+        const uint4 q = s < GEMV_PRE ? pf[r].q[s < GEMV_PRE ? s : 0] : row_piece(row_bytes(w[r], row[r]), s);
 #if GEMV_W == 3
         const unsigned qw[4] = {q.x, q.y, q.z, q.w};
         float qf[4][4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) int8x4_to_f32(qw[j], qf[j]);
-        const float sc = scale[r][row * (GEMV_K / 32) + k / 32];
+        const float sc = scale[r][row[r] * (GEMV_K / 32) + k / 32];
 #pragma unroll
         for (int t = 0; t < GEMV_T; ++t) {
           float part = 0.0f;
@@ -227,26 +236,41 @@ __device__ __forceinline__ void row_dot(const void* __restrict__ w, const float*
   const void* const ws[1] = {w};
   const float* const ss[1] = {scale};
   const RowPrefetch pfs[1] = {pf};
+  const i64 rows[1] = {row};
   float o[1][GEMV_T];
-  rows_dot<XS, 1>(ws, ss, row, xs, pfs, o);
+  rows_dot<XS, 1>(ws, ss, rows, xs, pfs, o);
 #pragma unroll
   for (int t = 0; t < GEMV_T; ++t) out[t] = o[0][t];
 }
+// GEMV_R rows a warp (rows past the matrix read its last one and write nothing).
 template <typename XS>
 __device__ __forceinline__ void gemv_body(const void* __restrict__ w, const float* __restrict__ scale, XS xs,
                                           float* __restrict__ y, int n_rows) {
-  const i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
-  RowPrefetch pf;
-  if (row < n_rows) row_prefetch(w, row, pf);
+  const i64 first = ((i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * GEMV_R;
+  i64 rows[GEMV_R];
+  const void* ws[GEMV_R];
+  const float* ss[GEMV_R];
+#pragma unroll
+  for (int r = 0; r < GEMV_R; ++r) {
+    rows[r] = first + r < n_rows ? first + r : n_rows - 1;
+    ws[r] = w, ss[r] = scale;
+  }
+  RowPrefetch pf[GEMV_R];
+  if (first < n_rows)
+#pragma unroll
+    for (int r = 0; r < GEMV_R; ++r) row_prefetch(w, rows[r], pf[r]);
   memra_grid_dependency();
   GEMV_X_DECL
   prepare_x(xs, xs_smem);
-  if (row >= n_rows) return;
-  float v[GEMV_T];
-  row_dot(w, scale, row, xs, pf, v);
+  if (first >= n_rows) return;
+  float v[GEMV_R][GEMV_T];
+  rows_dot<XS, GEMV_R>(ws, ss, rows, xs, pf, v);
   if ((threadIdx.x & 31) == 0)
 #pragma unroll
-    for (int t = 0; t < GEMV_T; ++t) y[(i64)t * n_rows + row] = v[t];
+    for (int r = 0; r < GEMV_R; ++r)
+      if (first + r < n_rows)
+#pragma unroll
+        for (int t = 0; t < GEMV_T; ++t) y[(i64)t * n_rows + first + r] = v[r][t];
 }
 
 // The FFN's fused gate/up product: y[n] = silu(Wg x)[n] * (Wu x)[n] (GEMV_GELU: gelu, GeGLU), both
@@ -272,8 +296,9 @@ __device__ __forceinline__ void gemv_swiglu_body(const void* __restrict__ wg, co
   const void* const ws[2] = {wg, wu};
   const float* const ss[2] = {sg, su};
   const RowPrefetch pfs[2] = {pg, pu};
+  const i64 rows[2] = {row, row};
   float gu[2][GEMV_T];
-  rows_dot<XS, 2>(ws, ss, row, xs, pfs, gu);
+  rows_dot<XS, 2>(ws, ss, rows, xs, pfs, gu);
   if ((threadIdx.x & 31) == 0)
 #pragma unroll
     for (int t = 0; t < GEMV_T; ++t)
@@ -327,55 +352,81 @@ __device__ __forceinline__ void gemv_group_body(const GemvWeight* __restrict__ w
 #define GEMV_HALF (GEMV_STEPS / 2)
 #define GEMV_HALF_PRE (GEMV_HALF < GEMV_PREFETCH ? GEMV_HALF : GEMV_PREFETCH)
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk(const GemvParams p) {
-  __shared__ float second[GEMV_WARPS / 2][GEMV_T];
+  __shared__ float second[GEMV_WARPS / 2][GEMV_R][GEMV_T];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, half = warp & 1;
-  const i64 row = (i64)blockIdx.x * (GEMV_WARPS / 2) + (warp >> 1);
-  const bool live = row < p.n_rows;
-  const unsigned char* wr = row_bytes(p.w.w, live ? row : 0);
-  uint4 pf[GEMV_HALF_PRE];
+  // GEMV_R rows a warp pair (rows past the matrix read row 0 and write nothing).
+  const i64 first = ((i64)blockIdx.x * (GEMV_WARPS / 2) + (warp >> 1)) * GEMV_R;
+  const unsigned char* wr[GEMV_R];
+  uint4 pf[GEMV_R][GEMV_HALF_PRE];
 #pragma unroll
-  for (int s = 0; s < GEMV_HALF_PRE; ++s) pf[s] = live ? row_piece(wr, half * GEMV_HALF + s) : make_uint4(0, 0, 0, 0);
+  for (int r = 0; r < GEMV_R; ++r) {
+    const bool live = first + r < p.n_rows;
+    wr[r] = row_bytes(p.w.w, live ? first + r : 0);
+#pragma unroll
+    for (int s = 0; s < GEMV_HALF_PRE; ++s)
+      pf[r][s] = live ? row_piece(wr[r], half * GEMV_HALF + s) : make_uint4(0, 0, 0, 0);
+  }
   memra_grid_dependency();
-  float acc[GEMV_T];
+  float acc[GEMV_R][GEMV_T];
 #pragma unroll
-  for (int t = 0; t < GEMV_T; ++t) acc[t] = 0.0f;
-  if (live) {
+  for (int r = 0; r < GEMV_R; ++r)
+#pragma unroll
+    for (int t = 0; t < GEMV_T; ++t) acc[r][t] = 0.0f;
+  if (first < p.n_rows) {
 #pragma unroll
     for (int s = 0; s < GEMV_HALF; ++s) {
       const int piece = half * GEMV_HALF + s, k = (piece * 32 + lane) * GEMV_PER_LANE;
-      const uint4 q = s < GEMV_HALF_PRE ? pf[s < GEMV_HALF_PRE ? s : 0] : row_piece(wr, piece);
 #if GEMV_W == 4
+      float4 xv[GEMV_T];
 #pragma unroll
-      for (int t = 0; t < GEMV_T; ++t) {
-        const float4 xv = load_x4(p.x + (i64)t * GEMV_K, k);
-        acc[t] += __uint_as_float(q.x) * xv.x + __uint_as_float(q.y) * xv.y + __uint_as_float(q.z) * xv.z +
-                  __uint_as_float(q.w) * xv.w;
-      }
+      for (int t = 0; t < GEMV_T; ++t) xv[t] = load_x4(p.x + (i64)t * GEMV_K, k);
 #else
-      const u16* h = reinterpret_cast<const u16*>(&q);
-      float wf[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) wf[e] = load_as_f32<GEMV_W>(h, e);
+      float xv[GEMV_T][8];
 #pragma unroll
       for (int t = 0; t < GEMV_T; ++t) {
         const float4 x0 = load_x4(p.x + (i64)t * GEMV_K, k);
         const float4 x1 = load_x4(p.x + (i64)t * GEMV_K, k + 4);
-        const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[t] += wf[e] * xv[e];
+        xv[t][0] = x0.x, xv[t][1] = x0.y, xv[t][2] = x0.z, xv[t][3] = x0.w;
+        xv[t][4] = x1.x, xv[t][5] = x1.y, xv[t][6] = x1.z, xv[t][7] = x1.w;
       }
 #endif
+#pragma unroll
+      for (int r = 0; r < GEMV_R; ++r) {
+        const uint4 q = s < GEMV_HALF_PRE ? pf[r][s < GEMV_HALF_PRE ? s : 0] : row_piece(wr[r], piece);
+#if GEMV_W == 4
+#pragma unroll
+        for (int t = 0; t < GEMV_T; ++t)
+          acc[r][t] += __uint_as_float(q.x) * xv[t].x + __uint_as_float(q.y) * xv[t].y +
+                       __uint_as_float(q.z) * xv[t].z + __uint_as_float(q.w) * xv[t].w;
+#else
+        const u16* h = reinterpret_cast<const u16*>(&q);
+        float wf[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) wf[e] = load_as_f32<GEMV_W>(h, e);
+#pragma unroll
+        for (int t = 0; t < GEMV_T; ++t)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[r][t] += wf[e] * xv[t][e];
+#endif
+      }
     }
   }
 #pragma unroll
-  for (int t = 0; t < GEMV_T; ++t) acc[t] = warp_sum(acc[t]);
+  for (int r = 0; r < GEMV_R; ++r)
+#pragma unroll
+    for (int t = 0; t < GEMV_T; ++t) acc[r][t] = warp_sum(acc[r][t]);
   if (half == 1 && lane == 0)
 #pragma unroll
-    for (int t = 0; t < GEMV_T; ++t) second[warp >> 1][t] = acc[t];
-  __syncthreads();
-  if (live && half == 0 && lane == 0)
+    for (int r = 0; r < GEMV_R; ++r)
 #pragma unroll
-    for (int t = 0; t < GEMV_T; ++t) p.y[(i64)t * p.n_rows + row] = acc[t] + second[warp >> 1][t];
+      for (int t = 0; t < GEMV_T; ++t) second[warp >> 1][r][t] = acc[r][t];
+  __syncthreads();
+  if (half == 0 && lane == 0)
+#pragma unroll
+    for (int r = 0; r < GEMV_R; ++r)
+      if (first + r < p.n_rows)
+#pragma unroll
+        for (int t = 0; t < GEMV_T; ++t) p.y[(i64)t * p.n_rows + first + r] = acc[r][t] + second[warp >> 1][r][t];
 }
 #endif
 
