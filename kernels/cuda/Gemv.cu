@@ -155,9 +155,8 @@ __device__ __forceinline__ void int8x4_to_f32(unsigned w, float f[4]) {
 // the R rows, the prefetched pieces first, the rest of each row loaded here. Per (row, token) the
 // products and sums are those of GEMV_T = 1, in the same order.
 template <typename XS, int R>
-__device__ __forceinline__ void rows_dot(const void* const (&w)[R], const float* const (&scale)[R],
-                                         const i64 (&row)[R], XS& xs, const RowPrefetch (&pf)[R],
-                                         float (&out)[R][GEMV_T]) {
+__device__ __forceinline__ void rows_dot(const void* const (&w)[R], const float* const (&scale)[R], const i64 (&row)[R],
+                                         XS& xs, const RowPrefetch (&pf)[R], float (&out)[R][GEMV_T]) {
   const int lane = threadIdx.x & 31;
   xs.begin();
   float acc[R][GEMV_T];
