@@ -5,7 +5,6 @@
 // weights of one storage in one launch; gemv is one launch per weight otherwise. f32 weights too
 // (the MoE router: f32 in every GGUF, [E, n_embd] per layer per token).
 #include <algorithm>
-#include <string_view>
 
 #include "ir/StatusMacros.h"
 #include "kernels/cuda/GemvParams.h"
@@ -50,20 +49,19 @@ bool OneStorage(const std::vector<int>& s) {
 // A warp per row, up to 8 rows a block; fewer rows per block while that leaves SMs without a block:
 // a product of few long rows (the MoE router, 128-288 rows of 2,816-4,096 f32) streams from every
 // SM instead of a quarter of them (288 rows in 36 blocks ran at ~430 GB/s on the H200).
-// `tokens` > 1: GEMV_T, and for gemv / gemv_splitk GEMV_R = kRowsPerWarpOfTokens rows a warp (the
-// x loads of several tokens, not the weights, bound a warp of one row); modules of their own, so
-// one token keeps the modules and geometry of before. A row's arithmetic depends on neither.
-constexpr int64_t kRowsPerWarpOfTokens = 4;
+// `tokens` > 1: GEMV_T; `rows_per_warp` > 1: GEMV_R (gemv and gemv_splitk only). Modules of their
+// own, so one token keeps the modules and geometry of before. A row's arithmetic depends on neither.
 Defines WithTokens(Defines d, int64_t tokens, int64_t rows_per_warp) {
   if (tokens > 1) d.push_back(Def("GEMV_T", tokens));
   if (rows_per_warp > 1) d.push_back(Def("GEMV_R", rows_per_warp));
   return d;
 }
-int64_t RowsPerWarp(const char* entry, int64_t tokens) {
-  return tokens > 1 && std::string_view(entry) == "gemv" ? kRowsPerWarpOfTokens : 1;
-}
-Launch GemvLaunch(const Target& target, const char* entry, int64_t K, int storage, int64_t rows, int64_t tokens) {
-  const int64_t R = RowsPerWarp(entry, tokens), units = (rows + R - 1) / R;  // a warp's rows
+// gemv / gemv_splitk rows a warp (pair): with several tokens the x loads (GEMV_T x 32 bytes per
+// 16-byte weight piece), not the weights, bound a warp of one row, so four rows share each load.
+int64_t RowsPerWarpOf(int64_t tokens) { return tokens > 1 ? 4 : 1; }
+Launch GemvLaunch(const Target& target, const char* entry, int64_t K, int storage, int64_t rows, int64_t tokens,
+                  int64_t rows_per_warp = 1) {
+  const int64_t R = rows_per_warp, units = (rows + R - 1) / R;  // a warp's rows
   int64_t warps = kMaxWarps;
   while (warps > 1 && (units + warps - 1) / warps < target.sm_count) warps /= 2;
   Launch l;
@@ -87,7 +85,7 @@ std::optional<Launch> SplitKGemvLaunch(const Target& target, int64_t K, int stor
   if (rows >= 2 * 3 * kMaxWarps * target.sm_count) return std::nullopt;
   Launch l;
   l.kernel.module.file = "Gemv.cu";
-  const int64_t R = tokens > 1 ? kRowsPerWarpOfTokens : 1, units = (rows + R - 1) / R;  // a warp pair's rows
+  const int64_t R = RowsPerWarpOf(tokens), units = (rows + R - 1) / R;  // a warp pair's rows
   l.kernel.module.defines = MakeDefines(WithTokens(
       {Def("GEMV_K", K), Def("GEMV_W", storage), Def("GEMV_WARPS", kMaxWarps), Def("GEMV_SPLITK", 2)}, tokens, R));
   l.kernel.entry = "gemv_splitk";
@@ -200,7 +198,8 @@ class GemvImpl : public GpuOpImpl {
     for (size_t i = 0; i < storage->size(); ++i) {
       const int64_t rows = c.shapes.out[i].back();
       std::optional<Launch> split = SplitKGemvLaunch(c.target, K, (*storage)[i], rows, Tokens(c));
-      s.launches.push_back(split ? *split : GemvLaunch(c.target, "gemv", K, (*storage)[i], rows, Tokens(c)));
+      s.launches.push_back(
+          split ? *split : GemvLaunch(c.target, "gemv", K, (*storage)[i], rows, Tokens(c), RowsPerWarpOf(Tokens(c))));
     }
     return std::optional<OpSelection>(std::move(s));
   }

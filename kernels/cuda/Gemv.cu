@@ -251,7 +251,7 @@ __device__ __forceinline__ void gemv_body(const void* __restrict__ w, const floa
   const float* ss[GEMV_R];
 #pragma unroll
   for (int r = 0; r < GEMV_R; ++r) {
-    rows[r] = first + r < n_rows ? first + r : n_rows - 1;
+    rows[r] = GEMV_R == 1 || first + r < n_rows ? first + r : n_rows - 1;  // one row: live past the return
     ws[r] = w, ss[r] = scale;
   }
   RowPrefetch pf[GEMV_R];
@@ -267,7 +267,7 @@ __device__ __forceinline__ void gemv_body(const void* __restrict__ w, const floa
   if ((threadIdx.x & 31) == 0)
 #pragma unroll
     for (int r = 0; r < GEMV_R; ++r)
-      if (first + r < n_rows)
+      if (GEMV_R == 1 || first + r < n_rows)
 #pragma unroll
         for (int t = 0; t < GEMV_T; ++t) y[(i64)t * n_rows + first + r] = v[r][t];
 }

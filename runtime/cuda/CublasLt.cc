@@ -154,7 +154,7 @@ absl::StatusOr<CublasLt::Plan*> CublasLt::PlanFor(int64_t M, int64_t N, int64_t 
       auto& pin = pinned_[{N, K, t}];
       if (!pin) {
         MEMRA_ASSIGN_OR_RETURN(Plan * ref, DescribedPlan(kPinnedRows, N, K, t));
-        MEMRA_ASSIGN_OR_RETURN(std::vector<HeuristicResult> found, Heuristic(*ref, 32, M, N, K, wtype));
+        MEMRA_ASSIGN_OR_RETURN(std::vector<HeuristicResult> found, Heuristic(*ref, 32, kPinnedRows, N, K, wtype));
         auto unsplit = [&](const Algo& algo) {
           uint32_t split = 0, reduction = 0;
           size_t written = 0;
