@@ -23,6 +23,28 @@ std::string FunctionBody(const std::string& text, size_t at) {
   return "";
 }
 
+// `text` with its // and /* */ comments blanked out, so words in comments ("return") are not code.
+std::string WithoutComments(const std::string& text) {
+  std::string out = text;
+  for (size_t i = 0; i + 1 < out.size(); ++i) {
+    if (out[i] == '"') {  // skip string literals (an include path may hold "//")
+      for (++i; i < out.size() && out[i] != '"' && out[i] != '\n'; ++i) {
+      }
+      continue;
+    }
+    if (out[i] == '/' && out[i + 1] == '/') {
+      for (; i < out.size() && out[i] != '\n'; ++i) out[i] = ' ';
+    } else if (out[i] == '/' && out[i + 1] == '*') {
+      const size_t end = out.find("*/", i + 2);
+      const size_t stop = end == std::string::npos ? out.size() : end + 2;
+      for (; i < stop; ++i)
+        if (out[i] != '\n') out[i] = ' ';
+      --i;
+    }
+  }
+  return out;
+}
+
 // The body of a __device__ function named `name` in `text` (empty when there is none).
 std::string DeviceFunctionBody(const std::string& text, const std::string& name) {
   for (size_t at = text.find(name + "("); at != std::string::npos; at = text.find(name + "(", at + 1)) {
@@ -36,11 +58,13 @@ std::string DeviceFunctionBody(const std::string& text, const std::string& name)
 TEST(KernelSourcesPdlTest, EveryKernelWaitsForItsPredecessorsBeforeReturning) {
   int kernels = 0;
   for (const EmbeddedSource& src : EmbeddedKernelSources()) {
-    const std::string text = src.text;
+    const std::string text = WithoutComments(src.text);
     // Entry points are `extern "C" __global__` (their names are what the units launch).
     const std::string entry = "extern \"C\" __global__";
     for (size_t at = text.find(entry); at != std::string::npos; at = text.find(entry, at + 1)) {
-      const size_t paren = text.find('(', text.find("void", at));
+      // The name is the word before the parameter list, past any __launch_bounds__(...).
+      size_t paren = text.find('(', text.find("void", at));
+      if (text.compare(paren - 17, 17, "__launch_bounds__") == 0) paren = text.find('(', text.find(')', paren));
       const size_t name_start = text.rfind(' ', paren) + 1;
       const std::string name = text.substr(name_start, paren - name_start);
       std::string body = FunctionBody(text, at);
