@@ -33,6 +33,9 @@ struct Scheduler::Seq {
   std::vector<int64_t> snapshot_at;
   int decode_row = -1;
   uint64_t decode_serial = 0;
+  // When the decoders are more than a step takes (StepRules::max_decode_rows): the decode step
+  // that last took this one (-1: none yet; set to the current count when first seen decoding).
+  int64_t last_decode_step = -1;
 
   int64_t prompt_size() const { return static_cast<int64_t>(req.prompt.size()); }
   bool decoding() const { return slot >= 0 && prefilled == prompt_size(); }
@@ -284,18 +287,24 @@ StepBatch Scheduler::BuildBatch() {
   const bool decode = !decoders.empty() && (!rules.separate_decode || !prompts || !last_step_decoded_);
   if (decode) {
     // Every running request decodes every step (decode rows never wait behind prompts), or, past
-    // the backend's decode rows, the next ones in turn.
-    const size_t n = decoders.size();
-    size_t take = n, first = 0;
-    if (rules.max_decode_rows > 0 && static_cast<int64_t>(n) > rules.max_decode_rows) {
+    // the backend's decode rows, those that have waited longest since they last decoded (or since
+    // they began decoding), oldest admission first among equals: a decoder skipped now goes before
+    // every one taken now, whatever joins or leaves in between.
+    size_t take = decoders.size();
+    if (rules.max_decode_rows > 0 && static_cast<int64_t>(take) > rules.max_decode_rows) {
       take = static_cast<size_t>(rules.max_decode_rows);
-      first = decode_turn_ % n;
-      decode_turn_ = first + take;
+      for (Seq* s : decoders)
+        if (s->last_decode_step < 0) s->last_decode_step = decode_steps_;
+      std::stable_sort(decoders.begin(), decoders.end(),
+                       [](const Seq* a, const Seq* b) { return a->last_decode_step < b->last_decode_step; });
+      decoders.resize(take);
+      std::sort(decoders.begin(), decoders.end(), [&](const Seq* a, const Seq* b) { return a->id < b->id; });
     }
-    for (size_t i = 0; i < take; ++i) {
-      Seq& s = *decoders[(first + i) % n];
-      b.entries.push_back({s.slot, s.pos, EntryKind::kDecode, {s.history.back()}, s.id});
-      PrepareSampling(s, b.entries.back());
+    ++decode_steps_;
+    for (Seq* s : decoders) {
+      s->last_decode_step = decode_steps_;
+      b.entries.push_back({s->slot, s->pos, EntryKind::kDecode, {s->history.back()}, s->id});
+      PrepareSampling(*s, b.entries.back());
     }
   }
   last_step_decoded_ = decode;

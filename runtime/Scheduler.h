@@ -15,7 +15,8 @@
 // (kernels/cpu/Sampling.h SampleRow, the same on the device), so with a backend whose row results depend only on the
 // row and its slot (the CPU's kernels; the GPU's exact decode class, sequences.md §8) a request gives the same tokens
 // alone and in any mix. The backend's StepRules say how steps are cut for that: the exact class
-// alternates decode steps (at most max_decode_rows entries, taken in turn) with prompt steps.
+// alternates decode steps (at most max_decode_rows entries: those that have waited longest since
+// they last decoded) with prompt steps.
 //
 //   BatchedSlotsOptions o;  o.slots = 4;
 //   auto backend = BatchedSlots::Open("model.gguf", o);     // runtime/BatchedSlots.h
@@ -204,10 +205,10 @@ class Scheduler {
   std::vector<RequestId> running_;                  // holding a slot, in admission order
   std::vector<bool> slot_free_;
   std::vector<RequestId> deferred_cancels_;
-  // StepRules: whether the last step decoded (separate steps alternate), and where the next decode
-  // step starts when the decoders are more than a step takes.
+  // StepRules: whether the last step decoded (separate steps alternate), and the decode steps so
+  // far (each decoder's turn is kept against this count when they are more than a step takes).
   bool last_step_decoded_ = false;
-  size_t decode_turn_ = 0;
+  int64_t decode_steps_ = 0;
   bool in_step_ = false;
   absl::Status slot_error_;  // a failed ResetSlot (that slot is never reused)
   int64_t steps_ = 0;

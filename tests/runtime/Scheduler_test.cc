@@ -286,6 +286,47 @@ TEST_F(SchedulerTest, StepRulesSeparateDecodeFromPrompts) {
   EXPECT_TRUE(alternated) << "a decode step should follow a prompt step while both wait";
 }
 
+// Past the step's decode rows the decoders take turns by how long each has waited, also while
+// requests finish and new ones join (24 requests of 2-12 tokens through 8 slots, 3 decode rows a
+// step): once skipped, a decoder has only the others still ahead of it, so it waits at most
+// (8 - 1) / 3 = 2 decode steps in a row. (A turn kept by position skipped one request up to 7
+// times in a row.)
+TEST_F(SchedulerTest, DecodersPastTheStepRowsTakeFairTurns) {
+  const auto prompts = Prompts();
+  auto slots = Slots(8);
+  ASSERT_NE(slots, nullptr);
+  Recording rec(*slots);
+  rec.rules = {true, 3};
+  auto sched = Scheduler::Create(rec, SchedOpts(72));
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  Sink sink;
+  std::vector<RequestId> ids;
+  for (int i = 0; i < 24; ++i)
+    ids.push_back(*(*sched)->Submit(Greedy(prompts[i % prompts.size()], 2 + (i * 5) % 11), sink.sink()));
+  ASSERT_TRUE((*sched)->RunToCompletion().ok());
+  for (int i = 0; i < 24; ++i) EXPECT_EQ(sink.out[ids[i]].tokens.size(), 2u + (i * 5) % 11) << "request " << i;
+  // Per request: the decode steps (counted among decode steps only) from its last prompt chunk to
+  // its last decode entry, and the longest run of them that left it out.
+  std::map<int64_t, int> decoding_since, last_taken, longest_wait;
+  int decode_step = 0;
+  for (const auto& batch : rec.batches) {
+    bool decodes = false;
+    for (const auto& e : batch.entries) decodes |= e.kind == EntryKind::kDecode;
+    if (decodes) ++decode_step;
+    for (const auto& e : batch.entries) {
+      if (e.kind == EntryKind::kLastPromptChunk) decoding_since[e.request] = decode_step;
+      if (e.kind != EntryKind::kDecode) continue;
+      const int before = last_taken.count(e.request) ? last_taken[e.request] : decoding_since[e.request];
+      longest_wait[e.request] = std::max(longest_wait[e.request], decode_step - before - 1);
+      last_taken[e.request] = decode_step;
+    }
+  }
+  int worst = 0;
+  for (const auto& [id, w] : longest_wait) worst = std::max(worst, w);
+  EXPECT_LE(worst, 2) << "a decoder waited " << worst << " decode steps in a row";
+  EXPECT_EQ(longest_wait.size(), 24u);
+}
+
 // Seeded sampling (top-k, top-p, min-p, temperature, all three penalties): the tokens of
 // Session::Generate with the same seed, alone and among 7 other requests (greedy and sampled
 // with other seeds), so each request's RNG and history are its own.
