@@ -246,7 +246,7 @@ struct QuantVariant {
 // f32 x and q8 x as the units select them (+ q8 products only), and with --sweep q8 x at every
 // rows x stages x grid geometry (grid: the units' one, or capped at 4 or 8 blocks per SM so each
 // warp streams many tiles through one ring).
-std::vector<QuantVariant> QuantVariants(ir::DType fmt, bool sweep, int sm_count) {
+std::vector<QuantVariant> QuantVariants(ir::DType fmt, bool sweep, int sm_count, int64_t T) {
   const std::string dn(ir::DTypeName(fmt));
   std::vector<QuantVariant> variants;
   for (kc::GemvQuantX xp : {kc::GemvQuantX::kF32, kc::GemvQuantX::kQ8, kc::GemvQuantX::kQ8Block}) {
@@ -281,6 +281,15 @@ std::vector<QuantVariant> QuantVariants(ir::DType fmt, bool sweep, int sm_count)
     o.stream = stream;
     variants.push_back({absl::StrCat(dn, stream == 2 ? " q8-x streamed" : " q8-x streamed if uneven"), o, false});
   }
+  // q8 x loaded before each chunk's weight wait (GQ_XPRE, one token; not the units' default), with
+  // x quantized by its own launch and staged per block.
+  for (kc::GemvQuantX xp : {kc::GemvQuantX::kQ8, kc::GemvQuantX::kQ8Block}) {
+    if (T != 1) break;
+    kc::GemvQuantOptions o;
+    o.x = xp;
+    o.x_early = true;
+    variants.push_back({absl::StrCat(dn, xp == kc::GemvQuantX::kQ8 ? " q8-x early" : " q8-x-block early"), o, false});
+  }
   return variants;
 }
 
@@ -310,7 +319,7 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
         const ir::Op& op = *(*m)->function("f")->Ops().front();
         auto shapes = kc::ShapesAt(op, T, kc::WeightMode::kBlocks);
         if (!shapes.ok()) return Fail(shapes.status());
-        for (const QuantVariant& v : QuantVariants(fmt, sweep, target.sm_count))
+        for (const QuantVariant& v : QuantVariants(fmt, sweep, target.sm_count, T))
           if (auto sel = kc::SelectGemvQuant(op, *shapes, target, v.o))
             for (const kc::Launch& l : sel->launches) mods.push_back(l.kernel.module);
       }
@@ -375,7 +384,7 @@ int RunQuantSection(const CudaDevice& dev, codegen::KernelCompiler& compiler, ru
         w.push_back(std::move(*c));
       }
       const size_t nc = w[0].size();
-      const std::vector<QuantVariant> variants = QuantVariants(fmt, sweep, target.sm_count);
+      const std::vector<QuantVariant> variants = QuantVariants(fmt, sweep, target.sm_count, T);
       const double bytes = static_cast<double>(wbytes) * nw;
       std::vector<double> times(variants.size(), 0.0);  // 0: not selected
       for (size_t vi = 0; vi < variants.size(); ++vi) {

@@ -295,6 +295,7 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
                     Def("GQ_SWIGLU", swiglu ? 1 : 0),
                     Def("GQ_MINB", min_blocks)};
     if (stream) defs.push_back(Def("GQ_STREAM", 1));
+    if (options.x_early && T == 1 && x != GemvQuantX::kF32) defs.push_back(Def("GQ_XPRE", 1));
     AddCopyDefines(defs, rc);
     // GeGLU (matmul_swiglu activation gelu): the gate's activation by define; SwiGLU keeps its key.
     if (swiglu && GeluGate(op)) defs.push_back(Def("GQ_GELU", 1));

@@ -134,6 +134,15 @@
 // bench/RESULTS.md session 28). The launch needs I >= W (every warp has items).
 #define GQ_STREAM 0
 #endif
+#ifndef GQ_XPRE
+// 1 = at T = 1 with q8 x (GQ_XQ 1 or 2), a lane loads its x for a chunk before it waits for the
+// chunk's weights (GemvQuantOptions::x_early; off by default until measured on its own: session 28
+// measured it only together with GQ_STREAM, which was the loss, bench/RESULTS.md session 29).
+#define GQ_XPRE 0
+#endif
+#if GQ_XPRE && (GQ_T != 1 || GQ_XQ == 0)
+#error "GQ_XPRE needs one token and q8 x"
+#endif
 #ifndef GQ_PACK
 // gemv_q_moe_down: sub-tiles (choices) a chunk holds side by side, each in 32 / GQ_PACK lanes, when a
 // row of the down (F columns) takes fewer lanes than a warp has: Qwen3.5-35B-A3B's F = 512 is 2
@@ -982,8 +991,10 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
   Tile rt{};  // the tile being read (found at its first chunk)
   for (int item = 0; item < items; ++item) {
     if (item + GQ_ST - 1 < items) issue(item + GQ_ST - 1);
+#if !GQ_XPRE
     stage_wait(sb, item);
     __syncwarp();
+#endif
 
     // This lane's sub-tile j (packed: of its lane group g) and its part of the chunk.
     int tile, q, c;
@@ -1001,6 +1012,15 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
 #endif
     const bool reads = b < (c == kNC - 1 ? kTail : kBPC) && j < n_sub;
     const int k0 = (c * kBPC + b) * GQ_QK;
+#if GQ_XPRE
+    // The chunk's x (q8 values, per-32 scales, per-16 sums) loaded before the wait for its weights:
+    // x does not depend on the ring, so the loads' L1 latency overlaps the wait instead of stalling
+    // the dp4a chain (ncu, 31B q4_K: half the warps' stalls were those loads).
+    XRun xpre;
+    if (reads) load_x_runs(xq, xd, xs, GQ_XQ == 2 ? 0 : xrow, k0, sub, xpre);
+    stage_wait(sb, item);
+    __syncwarp();
+#endif
     // Where each slot's chunk starts in its slot (realigned: its offset from the 16-byte boundary).
     int shift[kSlots];
 #pragma unroll
@@ -1036,8 +1056,12 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
 #pragma unroll
       for (int t = 0; t < GQ_T; ++t) {
         if (t < n_tok) {
+#if GQ_XPRE
+          const XRun& xr = xpre;
+#else
           XRun xr;
           load_x_runs(xq, xd, xs, GQ_XQ == 2 ? t : xrow + t, k0, sub, xr);
+#endif
 #pragma unroll
           for (int j = 0; j < GQ_NR; ++j) {
             const int4 xw = xr.w[j];

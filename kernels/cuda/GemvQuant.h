@@ -39,18 +39,20 @@ GemvQuantX DefaultGemvQuantX(ir::DType dtype);
 // Overrides for memra-kernel-bench and the test (0 / nullopt: the units' choice).
 struct GemvQuantOptions {
   std::optional<GemvQuantX> x;
-  int rows = 0;        // rows per warp tile (GQ_R, 1..4)
-  int stages = 0;      // ring stages per warp (GQ_ST, 2..8)
-  int warps = 0;       // warps per block (GQ_WARPS)
-  int max_blocks = 0;  // grid cap (warps loop over the tiles past it)
-  int pack = 0;        // gemv_q_moe_down: sub-tiles a chunk holds side by side (GQ_PACK), at most what fits
-  int split = 0;       // gemv_q_moe_down: 1 a warp a tile, 2 the block's warps share a tile (GQ_SPLIT); 0 the
-                       // units' choice
-  int min_blocks = 0;  // the MoE forms: __launch_bounds__' minimum resident blocks per SM (GQ_MINB: caps the
-                       // registers); 0 the units' choice
-  int stream = 0;      // the dense products with x quantized by their own launch, chunks spread evenly over
-                       // the warps (GQ_STREAM): 0 never (the units' choice: measured slower, bench/RESULTS.md
-                       // session 28), 1 where the tiles do not divide evenly over the SMs, 2 wherever it can run
+  int rows = 0;          // rows per warp tile (GQ_R, 1..4)
+  int stages = 0;        // ring stages per warp (GQ_ST, 2..8)
+  int warps = 0;         // warps per block (GQ_WARPS)
+  int max_blocks = 0;    // grid cap (warps loop over the tiles past it)
+  int pack = 0;          // gemv_q_moe_down: sub-tiles a chunk holds side by side (GQ_PACK), at most what fits
+  int split = 0;         // gemv_q_moe_down: 1 a warp a tile, 2 the block's warps share a tile (GQ_SPLIT); 0 the
+                         // units' choice
+  int min_blocks = 0;    // the MoE forms: __launch_bounds__' minimum resident blocks per SM (GQ_MINB: caps the
+                         // registers); 0 the units' choice
+  int stream = 0;        // the dense products with x quantized by their own launch, chunks spread evenly over
+                         // the warps (GQ_STREAM): 0 never (the units' choice: measured slower, bench/RESULTS.md
+                         // session 28), 1 where the tiles do not divide evenly over the SMs, 2 wherever it can run
+  bool x_early = false;  // the dense products at T = 1 with q8 x: a chunk's x loaded before the wait for its
+                         // weights (GQ_XPRE; not the units' choice until measured alone)
 };
 
 // The selection for `op` at `shapes` when it is a matmul (one weight), a matmul_group (any number:

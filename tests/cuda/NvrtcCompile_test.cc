@@ -334,6 +334,46 @@ TEST(NvrtcCompileTest, GemvQuantStreamedModulesCompileForSm90) {
   ExpectCompilesForSm90(mods, "GemvQuant.cu streamed");
 }
 
+// x loaded before the weights' wait (GQ_XPRE, off by default) stays buildable for every format the
+// block GEMV reads: the plain product and swiglu with x quantized by its own launch, the plain
+// product with x staged per block.
+TEST(NvrtcCompileTest, GemvQuantEarlyXModulesCompileForSm90) {
+  auto nvrtc = Nvrtc::Load();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available here: " << nvrtc.status();
+  namespace kc = kernels::cuda;
+  const kc::Target target = *kc::TargetPreset("sm_90");
+  std::vector<ModuleSpec> mods;
+  const ir::DType all[] = {
+#define MEMRA_DTYPE(Id, ...) ir::DType::k##Id,
+#include "ir/DTypes.def"
+#undef MEMRA_DTYPE
+  };
+  for (ir::DType t : all) {
+    if (!kc::GemvQuantReads(t)) continue;
+    const std::string d(ir::DTypeName(t));
+    const std::string text = "weight @w : " + d + "[4096, 4096]\nweight @g : " + d + "[12288, 4096]\nweight @u : " + d +
+                             "[12288, 4096]\nfunc @f(%x: f32[1, 4096]) -> (f32[1, 4096], f32[1, 12288]) {\n  %y = "
+                             "matmul(%x, @w) : f32[1, 4096]\n  %z = matmul_swiglu(%x, @g, @u) : f32[1, 12288]\n  "
+                             "return %y, %z\n}\n";
+    auto m = ir::ParseModule(text);
+    ASSERT_TRUE(m.ok()) << m.status();
+    const auto ops = (*m)->function("f")->Ops();
+    for (int i = 0; i < 3; ++i) {  // matmul, swiglu: q8 x; matmul: q8 x staged per block
+      kc::GemvQuantOptions o;
+      o.x = i == 2 ? kc::GemvQuantX::kQ8Block : kc::GemvQuantX::kQ8;
+      o.x_early = true;
+      const ir::Op& op = *ops[i == 2 ? 0 : i];
+      auto shapes = kc::ShapesAt(op, 1, kc::WeightMode::kBlocks);
+      ASSERT_TRUE(shapes.ok()) << shapes.status();
+      auto s = kc::SelectGemvQuant(op, *shapes, target, o);
+      ASSERT_TRUE(s.has_value()) << d;
+      EXPECT_NE(s->launches.back().kernel.module.Key().find("GQ_XPRE=1"), std::string::npos) << d << " op " << i;
+      mods.push_back(s->launches.back().kernel.module);
+    }
+  }
+  ExpectCompilesForSm90(mods, "GemvQuant.cu early x");
+}
+
 // The exact decode class's 16-bit GEMVs of several tokens (Gemv.cu GEMV_T): plain, split-K,
 // swiglu and group forms over f16, bf16 and f32 weights at T = 2 and 8, selected by the units.
 TEST(NvrtcCompileTest, MultiTokenGemvModulesCompileForSm90) {

@@ -23,7 +23,7 @@ std::string Key() {
   return "GemvQuant.cu<" + d("GQ_FMT", GQ_FMT) + "," + d("GQ_K", GQ_K) + "," + d("GQ_MINB", GQ_MINB) + "," +
          d("GQ_R", GQ_R) + "," + (GQ_REALIGN ? d("GQ_REALIGN", 1) + "," : "") + d("GQ_ST", GQ_ST) + "," +
          (GQ_STREAM ? d("GQ_STREAM", 1) + "," : "") + d("GQ_SWIGLU", GQ_SWIGLU) + "," + d("GQ_T", GQ_T) + "," +
-         d("GQ_WARPS", GQ_WARPS) + "," + d("GQ_XQ", GQ_XQ) + ">";
+         d("GQ_WARPS", GQ_WARPS) + "," + (GQ_XPRE ? d("GQ_XPRE", 1) + "," : "") + d("GQ_XQ", GQ_XQ) + ">";
 }
 void Main(const void* p) {
 #if GQ_SWIGLU

@@ -54,7 +54,8 @@ struct Case {
                         options.x == GemvQuantX::kQ8        ? " q8"
                         : options.x == GemvQuantX::kQ8Block ? " q8-block"
                                                             : " f32",
-                        " R=", options.rows, " ST=", options.stages, options.stream > 0 ? " stream" : "");
+                        " R=", options.rows, " ST=", options.stages, options.stream > 0 ? " stream" : "",
+                        options.x_early ? " x-early" : "");
   }
 };
 std::string ModuleText(const Case& c) {
@@ -163,6 +164,19 @@ int main(int argc, char** argv) {
     st.max_blocks = 2;  // warps inside one tile (12,288 q8_0 columns: 12 chunks; 8 warps, 3 tiles)
     cases.push_back({Kind::kMatMul, {DType::kQ8_0}, {3}, 12288, 1, 1, st});
   }
+  // Last, so the cases above keep their data: x loaded before the weights' wait (GQ_XPRE, one token, q8 x): the
+  // formats' every alignment and lanes-per-block kind, the plain, group and fused forms.
+  for (DType d : {DType::kQ8_0, DType::kQ5_0, DType::kQ4_K, DType::kQ6_K, DType::kMXFP4, DType::kIQ4_XS})
+    for (GemvQuantX x : {GemvQuantX::kQ8, GemvQuantX::kQ8Block}) {
+      const int64_t k = ir::InfoOf(d).block_elems == 32 ? 1440 : 1280;
+      GemvQuantOptions o, early;
+      o.x = early.x = x;
+      early.x_early = true;
+      // Each early case right after its twin with x loaded after the wait: equal bit for bit.
+      for (const GemvQuantOptions& v : {o, early}) cases.push_back({Kind::kMatMul, {d}, {37}, k, 1, 1, v});
+      for (const GemvQuantOptions& v : {o, early}) cases.push_back({Kind::kGroup, {d, d, d}, {20, 7, 3}, k, 1, 1, v});
+      for (const GemvQuantOptions& v : {o, early}) cases.push_back({Kind::kSwiglu, {d, d}, {37, 37}, k, 1, 1, v});
+    }
   // GQ_EMU_FORMATS=iq4_nl,iq4_xs: only the cases whose weights are all of these formats.
   if (const char* only = std::getenv("GQ_EMU_FORMATS")) {
     const std::string list = absl::StrCat(",", only, ",");
@@ -175,6 +189,7 @@ int main(int argc, char** argv) {
     cases = std::move(kept);
   }
   int fails = 0, skipped = 0;
+  std::vector<std::vector<uint32_t>> y_previous;  // the previous case's outputs (an x_early case's twin)
   for (size_t ci = 0; ci < cases.size(); ++ci) {
     const Case& c = cases[ci];
     auto m = ir::ParseModule(ModuleText(c));
@@ -202,13 +217,14 @@ int main(int argc, char** argv) {
       continue;
     }
     const int64_t K = c.K, T = c.T, n_tok = c.n_tok;
+    const size_t seed = c.options.x_early ? ci - 1 : ci;  // an early case reads its twin's data
     std::vector<std::vector<uint8_t>> wb;
     std::vector<std::vector<float>> deq;
     std::vector<DeviceMatrix> mats;
     for (size_t i = 0; i < c.dtypes.size(); ++i) {
       const auto gt = static_cast<formats::GgmlType>(ir::InfoOf(c.dtypes[i]).ggml_id);
       const int64_t rb = *ir::StorageBytes(c.dtypes[i], K);
-      auto v = Normal(c.rows[i] * K, 7 + ci * 13 + i, 0.5f);
+      auto v = Normal(c.rows[i] * K, 7 + seed * 13 + i, 0.5f);
       std::vector<uint8_t> b(rb * c.rows[i] + 64);
       for (int64_t r = 0; r < c.rows[i]; ++r) {
         auto st =
@@ -227,7 +243,7 @@ int main(int argc, char** argv) {
       dm.bytes = rb * c.rows[i];
       mats.push_back(dm);
     }
-    auto x = Normal(T * K, ci, 1.0f);
+    auto x = Normal(T * K, seed, 1.0f);
     for (int64_t i = n_tok * K; i < T * K; ++i) x[i] = std::nanf("");
     const size_t outs = c.kind == Kind::kSwiglu ? 1 : c.dtypes.size();
     const bool streamed = std::any_of(sel->launches.begin(), sel->launches.end(), [](const Launch& l) {
@@ -285,6 +301,15 @@ int main(int argc, char** argv) {
           ++fails;
         }
       }
+      if (c.options.x_early) {
+        const bool keyed = sel->launches.back().kernel.module.Key().find("GQ_XPRE=1") != std::string::npos;
+        if (!keyed || y != y_previous) {
+          std::printf("FAIL %s: %s\n", c.Name().c_str(),
+                      keyed ? "x loaded early gives other bits than its twin" : "GQ_XPRE not in the module");
+          ++fails;
+        }
+      }
+      y_previous = y;
       const bool q8 = c.options.x != GemvQuantX::kF32;
       const auto xr = q8 ? RoundLikeQ8(x) : x;
       const auto score =

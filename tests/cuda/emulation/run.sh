@@ -2,8 +2,9 @@
 # Checks kernels/cuda/GemvQuant.cu without a GPU: the host emulation (CudaHostEmulation.h) runs the
 # kernels through the units' Select/Bind on every format, both activation paths, T up to 3, the
 # fused forms, partial chunks and narrow copies (iq4_nl / iq4_xs at T = 1, 2, 5, 8), streamed items
-# (GQ_STREAM: run with the blocks in both orders, equal bit for bit, the counters zero after), against
-# the f64 reference. A development aid (not part of ctest: ~160 modules take minutes to compile).
+# (GQ_STREAM: run with the blocks in both orders, equal bit for bit, the counters zero after), x
+# loaded before the weights' wait (GQ_XPRE: equal bit for bit to its twin without), against the f64
+# reference. A development aid (not part of ctest: ~160 modules take minutes to compile).
 #
 #   bash tests/cuda/emulation/run.sh [BUILD_DIR]   # BUILD_DIR (default build) must have GemvQuant_test built
 #   GQ_EMU_FORMATS=iq4_nl,iq4_xs bash tests/cuda/emulation/run.sh   # only cases of these formats
