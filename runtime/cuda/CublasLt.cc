@@ -186,6 +186,17 @@ absl::StatusOr<CublasLt::Plan*> CublasLt::PlanFor(int64_t M, int64_t N, int64_t 
           return absl::InternalError(absl::StrCat("cuBLASLt: no algorithm without split-K for N=", N, " K=", K, " ",
                                                   ir::DTypeName(wtype), " (decode class exact)"));
       }
+      // The pin was chosen at kPinnedRows: check once that it runs at this M too, so a shape it
+      // cannot take fails here, naming the pin, not later as a bare matmul error.
+      HeuristicResult checked{};
+      const Status s = api_->AlgoCheck(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, &pin->algo, &checked);
+      if (s != 0 || checked.workspaceSize > workspace_bytes_)
+        return absl::InternalError(absl::StrCat(
+            "cuBLASLt: the algorithm pinned at M=", kPinnedRows, " for N=", N, " K=", K, " ", ir::DTypeName(wtype),
+            " (decode class exact) does not run at M=", M,
+            s != 0 ? absl::StrCat(": ", api_->GetStatusString ? api_->GetStatusString(s) : "", " (status ", s, ")")
+                   : absl::StrCat(": it needs ", checked.workspaceSize, " bytes of workspace, ", workspace_bytes_,
+                                  " are set aside")));
       plan->algos = {*pin};
     }
     return plan;
