@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/Sampling.h"
@@ -386,6 +387,26 @@ std::vector<std::vector<std::vector<float>>> GreedyLogits(BatchBackend& backend,
 // bit-identical alone, among 8 at once and staggered, on f32 weights (pinned cuBLASLt at every T),
 // q8_0 blocks (the block GEMVs for decode rows, dequantized bf16 products for prompt rows) and the
 // MoE path. The bucket class beside it is reported, not bound (its rows may differ in the last bits).
+// The exact class needs a step bucket for a full decode step within 8 rows and one past 8 for
+// prompt steps: ladders without them are refused at load, naming both needs and the ladder's ends;
+// the bucket class takes them.
+TEST_F(BatchedEngineTest, ExactClassRefusesLaddersWithoutItsBuckets) {
+  const std::string m = CudaTestDataPath("models/qwen35-tiny-q8_0.gguf");
+  if (!FileExists(m)) GTEST_SKIP() << "fixture not found: " << m;
+  for (const char* ladder : {"1:2:4:16:32", "1:2:4:8"}) {
+    BatchedSlotsOptions o = Opts(Backend::kCuda, 8);
+    o.warm_buckets = false;
+    o.decode_class = kernels::cuda::DecodeClass::kExact;
+    o.step_buckets = ladder;
+    auto bs = BatchedSlots::Open(m, o);
+    ASSERT_FALSE(bs.ok()) << ladder;
+    EXPECT_TRUE(absl::StrContains(bs.status().message(), "decode class exact needs a step bucket of 8 to 8 rows"))
+        << ladder << ": " << bs.status();
+    o.decode_class = kernels::cuda::DecodeClass::kBucket;
+    EXPECT_TRUE(BatchedSlots::Open(m, o).ok()) << ladder;
+  }
+}
+
 TEST_F(BatchedEngineTest, ExactClassIsBitInvariant) {
   auto prompts = Prompts();
   prompts.push_back(memra::testing::ByteTokenPrompt("Hi"));  // 3 tokens: a prompt step padded past 8 rows
