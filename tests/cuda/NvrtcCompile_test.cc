@@ -260,6 +260,30 @@ TEST(NvrtcCompileTest, DamagedCacheEntriesAreCompiledAgain) {
   std::filesystem::remove_all(dir);
 }
 
+// Every dtype; the formats GemvQuant.cu reads; and a module of one at the 9B's shapes: %y = matmul(x [1, 4096],
+// 4096 x 4096) and %z = matmul_swiglu(x [swiglu_tokens, 4096], 2 x 12288 x 4096).
+std::vector<ir::DType> AllDTypes() {
+  return {
+#define MEMRA_DTYPE(Id, ...) ir::DType::k##Id,
+#include "ir/DTypes.def"
+#undef MEMRA_DTYPE
+  };
+}
+std::vector<ir::DType> GemvQuantFormats() {
+  std::vector<ir::DType> read;
+  for (ir::DType t : AllDTypes())
+    if (kernels::cuda::GemvQuantReads(t)) read.push_back(t);
+  return read;
+}
+absl::StatusOr<std::unique_ptr<ir::Module>> GemvQuantModule(ir::DType t, int swiglu_tokens) {
+  const std::string d(ir::DTypeName(t)), n = std::to_string(swiglu_tokens);
+  return ir::ParseModule("weight @w : " + d + "[4096, 4096]\nweight @g : " + d + "[12288, 4096]\nweight @u : " + d +
+                         "[12288, 4096]\nfunc @f(%x: f32[1, 4096], %xs: f32[" + n + ", 4096]) -> (f32[1, 4096], f32[" +
+                         n +
+                         ", 12288]) {\n  %y = matmul(%x, @w) : f32[1, 4096]\n  %z = matmul_swiglu(%xs, @g, @u) : f32[" +
+                         n + ", 12288]\n  return %y, %z\n}\n");
+}
+
 // GemvQuant.cu (the decode GEMV on GGUF blocks) is selected only for weights on the device as
 // blocks, so no fixture reaches it yet: every format it reads is compiled here as the units select
 // it at a 9B shape, f32 x and q8 x staged per block at T = 1 (matmul), q8 x at T = 8 (swiglu), so
@@ -270,19 +294,9 @@ TEST(NvrtcCompileTest, GemvQuantModulesCompileForSm90) {
   namespace kc = kernels::cuda;
   const kc::Target target = *kc::TargetPreset("sm_90");
   std::vector<ModuleSpec> mods;
-  const ir::DType all[] = {
-#define MEMRA_DTYPE(Id, ...) ir::DType::k##Id,
-#include "ir/DTypes.def"
-#undef MEMRA_DTYPE
-  };
-  for (ir::DType t : all) {
-    if (!kc::GemvQuantReads(t)) continue;
+  for (ir::DType t : GemvQuantFormats()) {
     const std::string d(ir::DTypeName(t));
-    const std::string text = "weight @w : " + d + "[4096, 4096]\nweight @g : " + d + "[12288, 4096]\nweight @u : " + d +
-                             "[12288, 4096]\nfunc @f(%x: f32[1, 4096], %x8: f32[8, 4096]) -> (f32[1, 4096], f32[8, "
-                             "12288]) {\n  %y = matmul(%x, @w) : f32[1, 4096]\n  %z = matmul_swiglu(%x8, @g, @u) : "
-                             "f32[8, 12288]\n  return %y, %z\n}\n";
-    auto m = ir::ParseModule(text);
+    auto m = GemvQuantModule(t, 8);
     ASSERT_TRUE(m.ok()) << m.status();
     const auto ops = (*m)->function("f")->Ops();
     for (int i = 0; i < 3; ++i) {  // matmul f32 x; swiglu q8 x; matmul q8 x staged per block
@@ -343,19 +357,9 @@ TEST(NvrtcCompileTest, GemvQuantEarlyXModulesCompileForSm90) {
   namespace kc = kernels::cuda;
   const kc::Target target = *kc::TargetPreset("sm_90");
   std::vector<ModuleSpec> mods;
-  const ir::DType all[] = {
-#define MEMRA_DTYPE(Id, ...) ir::DType::k##Id,
-#include "ir/DTypes.def"
-#undef MEMRA_DTYPE
-  };
-  for (ir::DType t : all) {
-    if (!kc::GemvQuantReads(t)) continue;
+  for (ir::DType t : GemvQuantFormats()) {
     const std::string d(ir::DTypeName(t));
-    const std::string text = "weight @w : " + d + "[4096, 4096]\nweight @g : " + d + "[12288, 4096]\nweight @u : " + d +
-                             "[12288, 4096]\nfunc @f(%x: f32[1, 4096]) -> (f32[1, 4096], f32[1, 12288]) {\n  %y = "
-                             "matmul(%x, @w) : f32[1, 4096]\n  %z = matmul_swiglu(%x, @g, @u) : f32[1, 12288]\n  "
-                             "return %y, %z\n}\n";
-    auto m = ir::ParseModule(text);
+    auto m = GemvQuantModule(t, 1);
     ASSERT_TRUE(m.ok()) << m.status();
     const auto ops = (*m)->function("f")->Ops();
     for (int i = 0; i < 3; ++i) {  // matmul, swiglu: q8 x; matmul: q8 x staged per block
@@ -487,13 +491,8 @@ TEST(NvrtcCompileTest, MoeGemmModulesCompileForSm90) {
     if (seen.insert(l->kernel.module.Key()).second) mods.push_back(l->kernel.module);
   };
   for (int64_t E : {1, 8, 256, 512, 1024}) add(kc::MoeSortLaunch(target, E, 32768));
-  const ir::DType all[] = {
-#define MEMRA_DTYPE(Id, ...) ir::DType::k##Id,
-#include "ir/DTypes.def"
-#undef MEMRA_DTYPE
-  };
   int storages = 0;
-  for (ir::DType t : all) {
+  for (ir::DType t : AllDTypes()) {
     if (!kc::MoeGemmReads(t)) continue;
     ++storages;
     // gate_up and down shapes: the weight ring's geometry (copy piece, stages) follows K.
