@@ -40,6 +40,7 @@ struct HttpServer::Impl {
   std::mutex mu;
   std::condition_variable idle;
   int connections = 0;
+  int refusing = 0;            // threads answering connections over the limit with 503 (at most kMaxRefusing)
   std::set<int> open_sockets;  // connections' descriptors, shut down by Stop()
   std::chrono::steady_clock::time_point last_scrape = std::chrono::steady_clock::now();
   int64_t last_scrape_tokens = 0;  // /metrics' tok/s: the count at the previous scrape
@@ -67,6 +68,11 @@ struct HttpServer::Impl {
   bool Disarm(int fd);
   // A stream frame within the deadline; false when the client is gone or stalled.
   bool WriteChunk(tcp::socket& socket, const std::string& frame);
+  // A whole response (an error: logged when it is the server's) within the deadline; false when
+  // the client is gone or stalled (a client that never reads its reply holds no thread for longer).
+  bool Send(tcp::socket& socket, unsigned version, bool keep_alive, int status, std::string body,
+            const char* type = "application/json");
+  bool SendError(tcp::socket& socket, unsigned version, bool keep_alive, const absl::Status& st);
   // Handles one request; false: close the connection afterwards.
   bool Handle(tcp::socket& socket, const http::request<http::string_body>& req);
   bool Completion(tcp::socket& socket, const http::request<http::string_body>& req, bool chat);
@@ -79,9 +85,9 @@ int64_t Now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Writes a whole response; false when the client is gone.
-bool Send(tcp::socket& socket, unsigned version, bool keep_alive, int status, std::string body,
-          const char* type = "application/json") {
+// Writes a whole response, unbounded in time (Impl::Send bounds it); false when the client is gone.
+bool WriteResponse(tcp::socket& socket, unsigned version, bool keep_alive, int status, std::string body,
+                   const char* type) {
   http::response<http::string_body> res{static_cast<http::status>(status), version};
   res.set(http::field::server, "memra");
   res.set(http::field::content_type, type);
@@ -100,11 +106,6 @@ void LogFailure(const absl::Status& st) {
   static std::mutex log_mu;
   std::lock_guard<std::mutex> l(log_mu);
   llvm::errs() << "memra serve: a request failed (HTTP " << http << "): " << st.ToString() << "\n";
-}
-
-bool SendError(tcp::socket& socket, unsigned version, bool keep_alive, const absl::Status& st) {
-  LogFailure(st);
-  return Send(socket, version, keep_alive, HttpStatusOf(st), ErrorJson(st));
 }
 
 // Whether `authorization` is "Bearer <key>", in time that depends only on the key's length (not on
@@ -159,6 +160,18 @@ bool HttpServer::Impl::Disarm(int fd) {
   std::lock_guard<std::mutex> l(wd_mu);
   deadlines.erase(fd);
   return expired.erase(fd) > 0;
+}
+
+bool HttpServer::Impl::Send(tcp::socket& socket, unsigned version, bool keep_alive, int status, std::string body,
+                            const char* type) {
+  Arm(socket.native_handle(), SHUT_RDWR);
+  const bool written = WriteResponse(socket, version, keep_alive, status, std::move(body), type);
+  return !Disarm(socket.native_handle()) && written;
+}
+
+bool HttpServer::Impl::SendError(tcp::socket& socket, unsigned version, bool keep_alive, const absl::Status& st) {
+  LogFailure(st);
+  return Send(socket, version, keep_alive, HttpStatusOf(st), ErrorJson(st));
 }
 
 bool HttpServer::Impl::WriteChunk(tcp::socket& socket, const std::string& frame) {
@@ -266,8 +279,9 @@ bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http:
   res.chunked(true);
   http::response_serializer<http::empty_body> sr{res};
   beast::error_code ec;
+  Arm(socket.native_handle(), SHUT_RDWR);
   http::write_header(socket, sr, ec);
-  bool alive = !ec;
+  bool alive = !Disarm(socket.native_handle()) && !ec;
   while (alive && !reply.done() && (*stream)->Next(e)) {
     if (e.last && e.reason == runtime::FinishReason::kError) LogFailure(e.error);
     const std::string frame = reply.Chunk(e);
@@ -281,8 +295,9 @@ bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http:
     }
     return false;
   }
+  Arm(socket.native_handle(), SHUT_RDWR);
   asio::write(socket, http::make_chunk_last(), ec);
-  return !ec && keep;
+  return !Disarm(socket.native_handle()) && !ec && keep;
 }
 
 std::string HttpServer::Impl::Metrics() {
@@ -362,7 +377,7 @@ HttpServer::~HttpServer() {
   // Connection threads hold Impl: wait for them.
   {
     std::unique_lock<std::mutex> l(impl_->mu);
-    impl_->idle.wait(l, [&] { return impl_->connections == 0; });
+    impl_->idle.wait(l, [&] { return impl_->connections == 0 && impl_->refusing == 0; });
   }
   {
     std::lock_guard<std::mutex> l(impl_->wd_mu);
@@ -409,6 +424,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Listen(const HttpServerO
 
 namespace {
 
+constexpr int kMaxRefusing = 32;
+
 // Reads what a client has sent within `ms` milliseconds, without blocking past it.
 void DrainFor(int fd, int ms) {
   char buf[16384];
@@ -423,13 +440,15 @@ void DrainFor(int fd, int ms) {
   }
 }
 
-// A connection over the limit gets 503 on the accepting thread. Its request is read first (briefly):
-// closing a socket with unread input resets it, and the client would see a broken pipe instead of
-// the answer.
+// A connection over the limit gets 503 on a thread of its own (so the accepting thread never waits
+// on it). Its request is read first (briefly): closing a socket with unread input resets it, and
+// the client would see a broken pipe instead of the answer. The reply is a few hundred bytes, which
+// the socket's send buffer takes without waiting for the client.
 void RefuseBusy(tcp::socket& socket, int limit) {
   const int fd = socket.native_handle();
   DrainFor(fd, 100);
-  SendError(socket, 11, false, absl::ResourceExhaustedError(absl::StrCat("too many connections (", limit, ")")));
+  const absl::Status st = absl::ResourceExhaustedError(absl::StrCat("too many connections (", limit, ")"));
+  WriteResponse(socket, 11, false, HttpStatusOf(st), ErrorJson(st), "application/json");
   beast::error_code ignored;
   socket.shutdown(tcp::socket::shutdown_send, ignored);
   DrainFor(fd, 50);
@@ -464,7 +483,20 @@ void HttpServer::Run() {
       }
     }
     if (full) {
-      RefuseBusy(socket, s.options.max_connections);
+      // At most kMaxRefusing answers at once; past them a connection is closed unanswered (a flood
+      // of connections costs threads only up to there).
+      bool answer = false;
+      {
+        std::lock_guard<std::mutex> l(s.mu);
+        answer = s.refusing < kMaxRefusing;
+        s.refusing += answer;
+      }
+      if (!answer) continue;  // the socket closes as it leaves scope
+      std::thread([&s, sock = std::move(socket)]() mutable {
+        RefuseBusy(sock, s.options.max_connections);
+        std::lock_guard<std::mutex> l(s.mu);
+        if (--s.refusing == 0 && s.connections == 0) s.idle.notify_all();
+      }).detach();
       continue;
     }
     std::thread([&s, sock = std::move(socket)]() mutable {
@@ -472,7 +504,7 @@ void HttpServer::Run() {
       s.Session(std::move(sock));
       std::lock_guard<std::mutex> l(s.mu);
       s.open_sockets.erase(fd);
-      if (--s.connections == 0) s.idle.notify_all();
+      if (--s.connections == 0 && s.refusing == 0) s.idle.notify_all();
     }).detach();
   }
 }

@@ -4,6 +4,7 @@
 // the process. Here each invalid byte becomes U+FFFD instead.
 #pragma once
 
+#include <algorithm>
 #include <string>
 
 #include "nlohmann/json.hpp"
@@ -12,6 +13,33 @@ namespace memra::server {
 
 inline std::string JsonText(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// The deepest nesting of arrays and objects in JSON text (brackets inside strings not counted).
+// nlohmann's parser is iterative, but copying and dumping a value recurse once per level: a
+// request body nested tens of thousands deep overflowed a connection thread's stack. Callers
+// refuse text past kMaxJsonNesting before parsing it.
+inline constexpr int kMaxJsonNesting = 128;
+template <typename Text>  // std::string_view, absl::string_view, std::string
+int JsonNesting(const Text& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
 }
 
 }  // namespace memra::server

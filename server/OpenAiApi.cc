@@ -1,8 +1,11 @@
 #include "server/OpenAiApi.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,11 +21,27 @@ namespace {
 
 using nlohmann::json;
 
+constexpr size_t kMaxModelName = 256;
+
+// A seed for a request that names none: the process's random start plus a counter, mixed
+// (splitmix64), so concurrent requests differ and no two processes repeat each other.
+uint64_t UnseededSeed() {
+  static const uint64_t start = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  static std::atomic<uint64_t> count{0};
+  uint64_t z = start + 0x9e3779b97f4a7c15ull * (count.fetch_add(1) + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 absl::Status Bad(absl::string_view field, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("'", field, "': ", what));
 }
 
 absl::StatusOr<json> ParseBody(absl::string_view body) {
+  if (const int depth = JsonNesting(body); depth > kMaxJsonNesting)
+    return absl::InvalidArgumentError(absl::StrCat("the request body nests arrays and objects ", depth,
+                                                   " deep; at most ", kMaxJsonNesting, " are accepted"));
   json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError("the request body is not valid JSON");
   if (!j.is_object()) return absl::InvalidArgumentError("the request body must be a JSON object");
@@ -72,6 +91,8 @@ absl::Status ParseCommon(const json& j, const ApiContext& ctx, ApiJob& job) {
   if (auto it = j.find("model"); it != j.end() && !it->is_null()) {
     if (!it->is_string()) return Bad("model", "must be a string");
     job.model = it->get<std::string>();
+    // (the reply echoes it: a name of megabytes would make every reply that large)
+    if (job.model.size() > kMaxModelName) return Bad("model", absl::StrCat("at most ", kMaxModelName, " bytes"));
   }
   if (auto n = Integer(j, "n", 1, 1, 1); !n.ok()) return Bad("n", "only 1 choice per request is supported");
   // OpenAI's defaults: temperature 1, top_p 1 (llama-server's own defaults differ; a client of
@@ -83,8 +104,14 @@ absl::Status ParseCommon(const json& j, const ApiContext& ctx, ApiJob& job) {
   MEMRA_RETURN_IF_ERROR(Take(r.sampling.presence_penalty, Number(j, "presence_penalty", 0.0, -2.0, 2.0)));
   MEMRA_RETURN_IF_ERROR(Take(r.sampling.frequency_penalty, Number(j, "frequency_penalty", 0.0, -2.0, 2.0)));
   MEMRA_RETURN_IF_ERROR(Take(r.sampling.repeat_penalty, Number(j, "repeat_penalty", 1.0, 1e-3, 100.0)));
-  MEMRA_RETURN_IF_ERROR(
-      Take(r.seed, Integer(j, "seed", 0, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())));
+  // No seed: a fresh one per request, as OpenAI's API and llama-server do (a fixed default made
+  // every unseeded sampled request with the same prompt give the same text). A given seed gives
+  // the same tokens every time, alone or among other requests.
+  if (auto it = j.find("seed"); it == j.end() || it->is_null())
+    r.seed = UnseededSeed();
+  else
+    MEMRA_RETURN_IF_ERROR(
+        Take(r.seed, Integer(j, "seed", 0, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())));
   // max_tokens absent: up to the context (the scheduler clamps to what the slot holds).
   int64_t max_tokens = ctx.ctx_per_slot;
   MEMRA_RETURN_IF_ERROR(Take(max_tokens, Integer(j, "max_tokens", max_tokens, 1, std::numeric_limits<int32_t>::max())));
@@ -202,7 +229,7 @@ absl::StatusOr<ApiJob> ParseChatRequest(absl::string_view body, const ApiContext
     if (role == msg.end() || !role->is_string()) return Bad(where + ".role", "is required (a string)");
     const std::string r = role->get<std::string>();
     if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer")
-      return Bad(where + ".role", absl::StrCat("unknown role '", r, "'"));
+      return Bad(where + ".role", absl::StrCat("unknown role '", r.substr(0, 32), r.size() > 32 ? "...'" : "'"));
     auto content = msg.find("content");
     if (content != msg.end() && !content->is_null() && !content->is_string() && !content->is_array())
       return Bad(where + ".content", "must be a string or a list of parts");
@@ -220,22 +247,27 @@ absl::StatusOr<ApiJob> ParseChatRequest(absl::string_view body, const ApiContext
     if (!c->is_array()) continue;
     std::string text;
     for (const auto& part : *c) {
-      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+      // (a part's "type" checked as a string before it is compared: json::value throws otherwise)
+      const auto type = part.is_object() ? part.find("type") : part.end();
+      if (type == part.end() || !type->is_string() || *type != "text" || !part.contains("text") ||
+          !part["text"].is_string())
         return Bad("messages[].content", "only text parts are supported");
       text += part["text"].get<std::string>();
     }
     *c = text;
   }
   auto to_json = [](const json& v) { return tokenizer::Json::Parse(JsonText(v)); };
+  // (the body's nesting is bounded above, so what the template engine's parser refuses is the
+  // request's content)
   auto msgs = to_json(messages);
-  if (!msgs.ok()) return absl::InternalError(std::string(msgs.status().message()));
+  if (!msgs.ok()) return Bad("messages", msgs.status().message());
   in.messages = std::move(*msgs);
   if (auto t = j.find("tools"); t != j.end() && !t->is_null()) {
     if (!t->is_array()) return Bad("tools", "must be a list");
     const bool none = j.value("tool_choice", json("auto")) == json("none");
     if (!none && !t->empty()) {
       auto tools = to_json(*t);
-      if (!tools.ok()) return absl::InternalError(std::string(tools.status().message()));
+      if (!tools.ok()) return Bad("tools", tools.status().message());
       in.tools = std::move(*tools);
       job.tools = true;
     }

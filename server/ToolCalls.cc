@@ -125,7 +125,8 @@ std::optional<ToolCall> ParseQwenBlock(absl::string_view body) {
       absl::string_view value = body.substr(name_end + 1, value_end - name_end - 1);
       absl::ConsumePrefix(&value, "\n");
       absl::ConsumeSuffix(&value, "\n");
-      json v = json::parse(value.begin(), value.end(), nullptr, false);
+      json v = JsonNesting(value) > kMaxJsonNesting ? json(json::value_t::discarded)
+                                                    : json::parse(value.begin(), value.end(), nullptr, false);
       args[name] = v.is_discarded() ? json(std::string(value)) : v;
       body.remove_prefix(value_end + std::string_view("</parameter>").size());
     }
@@ -134,6 +135,7 @@ std::optional<ToolCall> ParseQwenBlock(absl::string_view body) {
     c.arguments = JsonText(args);
     return c;
   }
+  if (JsonNesting(body) > kMaxJsonNesting) return std::nullopt;  // text, not a call
   json j = json::parse(body.begin(), body.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string()) return std::nullopt;
   ToolCall c;

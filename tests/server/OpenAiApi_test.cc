@@ -6,12 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
+#include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/tokenizer/ChatTemplate.h"
 #include "frontends/tokenizer/Tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "server/JsonText.h"
 #include "tests/TestUtil.h"
 
 namespace memra::server {
@@ -133,11 +137,53 @@ TEST_F(OpenAiApiTest, RefusalsNameTheField) {
           "messages[0].content", true);
   refused(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", absl::StatusCode::kInvalidArgument,
           "needs 'logprobs'", true);
+  // Hostile shapes (each once ended the server: a thrown type_error on a connection thread, a stack
+  // overflow copying a deeply nested value): refused with a 400 naming the problem.
+  refused(R"({"messages": [{"role": "user", "content": [{"type": 1, "text": "hi"}]}]})",
+          absl::StatusCode::kInvalidArgument, "only text parts", true);
+  refused(R"({"messages": [{"role": "user", "content": [{"text": "hi"}]}]})", absl::StatusCode::kInvalidArgument,
+          "only text parts", true);
+  for (const bool chat : {false, true}) {
+    const std::string deep = std::string(R"({"prompt": "x", "messages": [{"role": "user", "content": "hi", "x": )") +
+                             std::string(70000, '[') + std::string(70000, ']') + "}]}";
+    refused(deep.c_str(), absl::StatusCode::kInvalidArgument, "nests arrays and objects 70003 deep", chat);
+  }
+  // Brackets inside strings do not count; nesting up to the limit is accepted.
+  std::string nested = R"({"prompt": "[[[[{{{{", "x": )";
+  for (int i = 0; i < kMaxJsonNesting - 1; ++i) nested += "[";
+  for (int i = 0; i < kMaxJsonNesting - 1; ++i) nested += "]";
+  EXPECT_TRUE(ParseCompletionRequest(nested + "}", ctx_).ok());
+  refused(absl::StrCat(R"({"prompt": "x", "model": ")", std::string(300, 'm'), R"("})").c_str(),
+          absl::StatusCode::kInvalidArgument, "'model': at most 256 bytes");
+  {  // an unknown role is echoed cut short
+    auto j = ParseChatRequest(
+        absl::StrCat(R"({"messages": [{"role": ")", std::string(5000, 'r'), R"(", "content": "x"}]})"), ctx_);
+    ASSERT_FALSE(j.ok());
+    EXPECT_LT(j.status().message().size(), 200u) << j.status().message().size();
+  }
   ApiContext no_template = ctx_;
   no_template.chat_template = nullptr;
   auto job = ParseChatRequest(R"({"messages": [{"role": "user", "content": "x"}]})", no_template);
   ASSERT_FALSE(job.ok());
   EXPECT_EQ(job.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// A request without a seed gets a fresh one (OpenAI's and llama-server's behaviour: unseeded
+// sampled requests differ); a given seed is kept.
+TEST_F(OpenAiApiTest, UnseededRequestsGetFreshSeeds) {
+  std::set<uint64_t> seeds;
+  for (int i = 0; i < 8; ++i) {
+    auto job = ParseCompletionRequest(R"({"prompt": "x", "temperature": 1.0})", ctx_);
+    ASSERT_TRUE(job.ok()) << job.status();
+    seeds.insert(job->request.seed);
+  }
+  EXPECT_EQ(seeds.size(), 8u);
+  for (const char* body : {R"({"prompt": "x", "seed": 42})", R"({"prompt": "x", "seed": 42, "stream": true})"}) {
+    auto job = ParseCompletionRequest(body, ctx_);
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->request.seed, 42u);
+  }
+  EXPECT_FALSE(ParseCompletionRequest(R"({"prompt": "x", "seed": 1.5})", ctx_).ok());
 }
 
 TEST_F(OpenAiApiTest, ChatAppliesTheTemplate) {

@@ -235,6 +235,20 @@ HOSTILE = [
 ]
 
 
+def _post(path, body):
+    return (b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
+            str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+# Bodies that once ended the server (session 30): a content part whose type is not a string, and
+# JSON nested 70,000 deep in a chat message.
+HOSTILE += [
+    _post(b"/v1/chat/completions", b'{"messages":[{"role":"user","content":[{"type":1,"text":"hi"}]}]}'),
+    _post(b"/v1/chat/completions",
+          b'{"messages":[{"role":"user","content":"hi","x":' + b"[" * 70000 + b"]" * 70000 + b"}]}"),
+]
+
+
 def act_hostile(rng):
     s = raw_socket()
     pick = rng.randrange(len(HOSTILE) + 2)
