@@ -177,7 +177,10 @@ int64_t GemvQuantSmemBytes(const Launch& l) {
   const int64_t slot = SlotBytes(chunk, def("GQ_REALIGN", 0) != 0);
   const int64_t rows = def("GQ_R", 2), slots = pack * (def("GQ_SWIGLU", 0) ? 2 * rows : rows);
   int64_t bytes = RingBytes(def("GQ_WARPS", 4), def("GQ_ST", 3), slots * slot);
-  if (def("GQ_XQ", 0) == 2) bytes += ScratchBytesUnpadded(def("GQ_T", 1), K);
+  // x staged per block is 16-aligned after the barriers: an odd count of 8-byte barriers is
+  // padded (ptxas: q6_K K = 5376 at 7 warps x 3 stages, 43,520 bytes, not 43,512).
+  if (def("GQ_XQ", 0) == 2)
+    bytes += ScratchBytesUnpadded(def("GQ_T", 1), K) + (def("GQ_WARPS", 4) * def("GQ_ST", 3) % 2) * kStageBarrier;
   if (def("GQ_SPLIT", 0)) bytes += def("GQ_WARPS", 4) * rows * 4;  // the warps' sums of a tile
   return bytes;
 }
@@ -518,6 +521,11 @@ absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w) {
       const ir::DTypeInfo& info = ir::InfoOf(groups[g].dtype);
       if (m.cols != K || m.stored != groups[g].dtype)
         return BindError(op, absl::StrCat("gemv_q: operand ", i, " is not a ", info.name, " [N, ", K, "] matrix"));
+      // The outputs are sized from the IR's rows, the launch's rows come from the device matrix.
+      MEMRA_ASSIGN_OR_RETURN(auto ws, c.InShape(i));
+      if (ws.empty() || ws[0] != m.rows)
+        return BindError(op, absl::StrCat("gemv_q: operand ", i, " has ", m.rows, " rows on the device, ",
+                                          ws.empty() ? int64_t{0} : ws[0], " in the module"));
       if (m.bytes != 0 && m.bytes != m.rows * (K / info.block_elems) * info.block_bytes)
         return BindError(op, absl::StrCat("gemv_q: operand ", i, " is not stored as its GGUF blocks"));
       if (m.data % static_cast<uint64_t>(copy) != 0)
