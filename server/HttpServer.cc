@@ -258,15 +258,19 @@ bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http:
   runtime::TokenEvent e;
   if (!job->stream) {
     // A client that goes away while it waits cancels its request too (checked at every token).
+    // (Stop() shuts the connections' read sides itself, which PeerClosed cannot tell from a client
+    // that left: while stopping the request runs on, and the engine's shutdown ends it.)
     bool gone = false;
     while (!reply.done() && (*stream)->Next(e)) {
       reply.Add(e);
-      if (!gone && !e.last && PeerClosed(socket)) {
+      if (!gone && !e.last && !stopping && PeerClosed(socket)) {
         gone = true;
         engine().Cancel(**stream);
       }
     }
     if (gone) return false;
+    if (stopping && e.last && e.reason == runtime::FinishReason::kCancelled)
+      return SendError(socket, v, false, absl::UnavailableError("the server is stopping: the request was cancelled"));
     if (!reply.error().ok()) return SendError(socket, v, keep, reply.error()) && keep;
     return Send(socket, v, keep, 200, reply.Json()) && keep;
   }

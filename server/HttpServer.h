@@ -53,7 +53,9 @@ class HttpServer {
   int connections() const;
   // Accepts until Stop(); returns when the listener is closed.
   void Run();
-  // Closes the listener (Run returns); connections in flight finish their current request.
+  // Closes the listener (Run returns); connections in flight finish their current request: its
+  // reply, or, when the engine's shutdown cancels it first, a 503 saying the server is stopping
+  // (a stream ends with its last event).
   void Stop();
 
  private:
