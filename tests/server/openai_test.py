@@ -9,7 +9,7 @@ logprobs, seeded sampling, 16 concurrent greedy requests equal to their solo rep
 objects (malformed JSON, bad fields, a prompt over the context, n > 1, a body over the limit, an
 unknown route), connections past --threads-http (503), a streaming client that disconnects (its request cancelled, the server keeps
 serving), a two-turn chat resumed from the prefix cache (same reply as without it), /metrics,
-and --api-key.
+--api-key, and SIGTERM during a request (a 503 that says the server is stopping, exit 0).
 """
 import concurrent.futures
 import json
@@ -17,6 +17,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -341,6 +342,22 @@ def main():
         check(srv.raw("/health")[0] == 200, "/health without a key")
     finally:
         srv.stop()
+    # SIGTERM while a non-streaming request runs: the engine cancels it, the client gets a 503 that
+    # says why (not an empty reply), and the server exits 0.
+    srv = Server("-np", "1")
+    got = {}
+
+    def long_request():
+        got["reply"] = srv.raw("/v1/completions", json.dumps({"prompt": "And God said", "max_tokens": 4000,
+                                                               "ignore_eos": True}),
+                               headers={"Content-Type": "application/json"})
+
+    t = threading.Thread(target=long_request)
+    t.start()
+    time.sleep(1.0)
+    srv.stop()
+    t.join(30)
+    error_of(got.get("reply", (0, "{}")), 503, "the server is stopping")
     print("serve_openai: ok")
 
 
