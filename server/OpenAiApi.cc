@@ -63,6 +63,8 @@ absl::StatusOr<int64_t> Integer(const json& j, const char* field, int64_t def, i
   auto it = j.find(field);
   if (it == j.end() || it->is_null()) return def;
   if (!it->is_number_integer()) return Bad(field, "must be an integer");
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return Bad(field, absl::StrCat("must be in [", lo, ", ", hi, "] (got ", it->get<uint64_t>(), ")"));
   const int64_t v = it->get<int64_t>();
   if (v < lo || v > hi) return Bad(field, absl::StrCat("must be in [", lo, ", ", hi, "] (got ", v, ")"));
   return v;
@@ -95,6 +97,13 @@ absl::Status ParseCommon(const json& j, const ApiContext& ctx, ApiJob& job) {
     if (job.model.size() > kMaxModelName) return Bad("model", absl::StrCat("at most ", kMaxModelName, " bytes"));
   }
   if (auto n = Integer(j, "n", 1, 1, 1); !n.ok()) return Bad("n", "only 1 choice per request is supported");
+  // JSON mode and schemas need constrained decoding, which memra does not do: refused rather than
+  // ignored (a client would otherwise take free text for JSON).
+  if (auto it = j.find("response_format"); it != j.end() && !it->is_null()) {
+    const auto type = it->is_object() ? it->find("type") : it->end();
+    if (type == it->end() || !type->is_string() || *type != "text")
+      return Bad("response_format", "only {\"type\": \"text\"} is supported (no constrained decoding)");
+  }
   // OpenAI's defaults: temperature 1, top_p 1 (llama-server's own defaults differ; a client of
   // this API expects OpenAI's).
   MEMRA_RETURN_IF_ERROR(Take(r.sampling.temperature, Number(j, "temperature", 1.0, 0.0, 100.0)));
@@ -264,7 +273,12 @@ absl::StatusOr<ApiJob> ParseChatRequest(absl::string_view body, const ApiContext
   in.messages = std::move(*msgs);
   if (auto t = j.find("tools"); t != j.end() && !t->is_null()) {
     if (!t->is_array()) return Bad("tools", "must be a list");
-    const bool none = j.value("tool_choice", json("auto")) == json("none");
+    // "required" and a named function would need constrained decoding, which memra does not do:
+    // refused rather than treated as "auto".
+    const json choice = j.value("tool_choice", json("auto"));
+    if (choice != json("auto") && choice != json("none") && !choice.is_null())
+      return Bad("tool_choice", "only \"auto\" and \"none\" are supported");
+    const bool none = choice == json("none");
     if (!none && !t->empty()) {
       auto tools = to_json(*t);
       if (!tools.ok()) return Bad("tools", tools.status().message());

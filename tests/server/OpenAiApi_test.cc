@@ -153,6 +153,15 @@ TEST_F(OpenAiApiTest, RefusalsNameTheField) {
   for (int i = 0; i < kMaxJsonNesting - 1; ++i) nested += "[";
   for (int i = 0; i < kMaxJsonNesting - 1; ++i) nested += "]";
   EXPECT_TRUE(ParseCompletionRequest(nested + "}", ctx_).ok());
+  refused(R"({"prompt": "x", "max_tokens": 18446744073709551615})", absl::StatusCode::kInvalidArgument,
+          "(got 18446744073709551615)");
+  refused(R"({"prompt": "x", "response_format": {"type": "json_object"}})", absl::StatusCode::kInvalidArgument,
+          "'response_format'");
+  EXPECT_TRUE(ParseCompletionRequest(R"({"prompt": "x", "response_format": {"type": "text"}})", ctx_).ok());
+  refused(
+      R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}],
+              "tool_choice": "required"})",
+      absl::StatusCode::kInvalidArgument, "'tool_choice'", true);
   refused(absl::StrCat(R"({"prompt": "x", "model": ")", std::string(300, 'm'), R"("})").c_str(),
           absl::StatusCode::kInvalidArgument, "'model': at most 256 bytes");
   {  // an unknown role is echoed cut short
