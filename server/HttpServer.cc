@@ -66,8 +66,9 @@ struct HttpServer::Impl {
   // write); Disarm says whether the deadline passed (the call was cut short).
   void Arm(int fd, int how);
   bool Disarm(int fd);
-  // A stream frame within the deadline; false when the client is gone or stalled.
-  bool WriteChunk(tcp::socket& socket, const std::string& frame);
+  // A stream frame within the deadline (an HTTP chunk, or for HTTP/1.0 the bytes as they are);
+  // false when the client is gone or stalled.
+  bool WriteChunk(tcp::socket& socket, const std::string& frame, bool chunked);
   // A whole response (an error: logged when it is the server's) within the deadline; false when
   // the client is gone or stalled (a client that never reads its reply holds no thread for longer).
   bool Send(tcp::socket& socket, unsigned version, bool keep_alive, int status, std::string body,
@@ -174,10 +175,13 @@ bool HttpServer::Impl::SendError(tcp::socket& socket, unsigned version, bool kee
   return Send(socket, version, keep_alive, HttpStatusOf(st), ErrorJson(st));
 }
 
-bool HttpServer::Impl::WriteChunk(tcp::socket& socket, const std::string& frame) {
+bool HttpServer::Impl::WriteChunk(tcp::socket& socket, const std::string& frame, bool chunked) {
   beast::error_code ec;
   Arm(socket.native_handle(), SHUT_RDWR);
-  asio::write(socket, http::make_chunk(asio::buffer(frame)), ec);
+  if (chunked)
+    asio::write(socket, http::make_chunk(asio::buffer(frame)), ec);
+  else
+    asio::write(socket, asio::buffer(frame), ec);
   return !Disarm(socket.native_handle()) && !ec;
 }
 
@@ -274,13 +278,15 @@ bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http:
     if (!reply.error().ok()) return SendError(socket, v, keep, reply.error()) && keep;
     return Send(socket, v, keep, 200, reply.Json()) && keep;
   }
-  // Server-sent events, one HTTP chunk per token.
+  // Server-sent events, one HTTP chunk per token; HTTP/1.0 has no chunks: the frames as they are,
+  // the end of the stream the connection's close.
+  const bool chunked = v >= 11;
   http::response<http::empty_body> res{http::status::ok, v};
   res.set(http::field::server, "memra");
   res.set(http::field::content_type, "text/event-stream");
   res.set(http::field::cache_control, "no-cache");
-  res.keep_alive(keep);
-  res.chunked(true);
+  res.keep_alive(keep && chunked);
+  res.chunked(chunked);
   http::response_serializer<http::empty_body> sr{res};
   beast::error_code ec;
   Arm(socket.native_handle(), SHUT_RDWR);
@@ -290,7 +296,7 @@ bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http:
     if (e.last && e.reason == runtime::FinishReason::kError) LogFailure(e.error);
     const std::string frame = reply.Chunk(e);
     if (frame.empty()) continue;
-    alive = WriteChunk(socket, frame);
+    alive = WriteChunk(socket, frame, chunked);
   }
   if (!alive) {
     // The client went away: free its slot now and drop the rest of its events.
@@ -299,6 +305,7 @@ bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http:
     }
     return false;
   }
+  if (!chunked) return false;  // closing the connection ends the stream
   Arm(socket.native_handle(), SHUT_RDWR);
   asio::write(socket, http::make_chunk_last(), ec);
   return !Disarm(socket.native_handle()) && !ec && keep;

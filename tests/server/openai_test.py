@@ -9,7 +9,7 @@ logprobs, seeded sampling, 16 concurrent greedy requests equal to their solo rep
 objects (malformed JSON, bad fields, a prompt over the context, n > 1, a body over the limit, an
 unknown route), connections past --threads-http (503), a streaming client that disconnects (its request cancelled, the server keeps
 serving), a two-turn chat resumed from the prefix cache (same reply as without it), /metrics,
---api-key, and SIGTERM during a request (a 503 that says the server is stopping, exit 0).
+--api-key, an HTTP/1.0 stream (unchunked), and SIGTERM during a request (a 503 that says the server is stopping, exit 0).
 """
 import concurrent.futures
 import json
@@ -222,6 +222,24 @@ def main():
         error_of(srv.raw("/v1/nothing", method="GET"), 404, "no route")
         error_of(srv.raw("/v1/chat/completions", json.dumps({"messages": [{"role": "wizard", "content": "x"}]})), 400,
                  "unknown role")
+
+        # An HTTP/1.0 client streams too: no chunk framing (1.0 has none), the events as they are, the
+        # stream's end the connection's close.
+        with socket.create_connection(("127.0.0.1", srv.port)) as old:
+            body = json.dumps({"prompt": "And God said", "max_tokens": 3, "temperature": 0, "stream": True})
+            old.sendall((f"POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
+                         f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+            old.settimeout(30)
+            got = b""
+            while True:
+                part = old.recv(65536)
+                if not part:
+                    break
+                got += part
+            head, _, events = got.partition(b"\r\n\r\n")
+            check(b"200" in head.split(b"\r\n")[0] and b"chunked" not in head.lower(), f"HTTP/1.0 stream head {head!r}")
+            check(events.startswith(b"data: {") and events.rstrip().endswith(b"data: [DONE]"),
+                  f"HTTP/1.0 stream events {events[:200]!r} ... {events[-60:]!r}")
 
         # A streaming client that goes away: its request is cancelled, the server keeps serving.
         sock = socket.create_connection(("127.0.0.1", srv.port))
