@@ -464,27 +464,31 @@ void Scheduler::Finish(Seq& seq, FinishReason reason, TokenEvent ev, absl::Statu
   if (owned->sink) owned->sink(ev);
 }
 
-absl::Status Scheduler::Cancel(RequestId id) {
+absl::Status Scheduler::Cancel(RequestId id, absl::Status why) {
   auto it = seqs_.find(id);
   if (it == seqs_.end() || it->second->cancelled)
     return absl::NotFoundError(absl::StrCat("request ", id, " is not queued or running"));
   if (in_step_) {
     it->second->cancelled = true;
-    deferred_cancels_.push_back(id);
+    deferred_cancels_.emplace_back(id, std::move(why));
     return absl::OkStatus();
   }
   const absl::Status before = slot_error_;
-  Finish(*it->second, FinishReason::kCancelled, TokenEvent{});
+  const FinishReason reason = why.ok() ? FinishReason::kCancelled : FinishReason::kError;
+  Finish(*it->second, reason, TokenEvent{}, std::move(why));
   return before.ok() ? slot_error_ : absl::OkStatus();
 }
 
 void Scheduler::ApplyDeferredCancels() {
   // Finish may run sinks that cancel more: take the list first.
   while (!deferred_cancels_.empty()) {
-    std::vector<RequestId> ids = std::move(deferred_cancels_);
+    std::vector<std::pair<RequestId, absl::Status>> ids = std::move(deferred_cancels_);
     deferred_cancels_.clear();
-    for (RequestId id : ids)
-      if (auto it = seqs_.find(id); it != seqs_.end()) Finish(*it->second, FinishReason::kCancelled, TokenEvent{});
+    for (auto& [id, why] : ids)
+      if (auto it = seqs_.find(id); it != seqs_.end()) {
+        const FinishReason reason = why.ok() ? FinishReason::kCancelled : FinishReason::kError;
+        Finish(*it->second, reason, TokenEvent{}, std::move(why));
+      }
   }
 }
 

@@ -158,10 +158,11 @@ class Scheduler {
   // parameters, max_tokens < 1, stop strings without a detokenizer.
   absl::StatusOr<RequestId> Submit(Request request, TokenSink sink);
   // Ends a queued or running request at once: its slot is reset and free for the next admission,
-  // its sink gets the event with reason cancelled. Inside Step() (from a sink) it takes effect
+  // its sink gets the event with reason cancelled, or, when `why` is an error (a time limit, say),
+  // reason error with `why` as the event's error. Inside Step() (from a sink) it takes effect
   // before Step returns, and the request's entries of that step are dropped. NotFound for an id
   // that is unknown or already finished.
-  absl::Status Cancel(RequestId id);
+  absl::Status Cancel(RequestId id, absl::Status why = absl::OkStatus());
 
   // One iteration: admit, build the batch, execute it, sample, stream. A step with nothing to
   // run does nothing. Non-finite logits end only their request (reason error, the event's error
@@ -204,7 +205,7 @@ class Scheduler {
   std::deque<RequestId> queue_;                     // waiting for a slot, FIFO
   std::vector<RequestId> running_;                  // holding a slot, in admission order
   std::vector<bool> slot_free_;
-  std::vector<RequestId> deferred_cancels_;
+  std::vector<std::pair<RequestId, absl::Status>> deferred_cancels_;  // (id, why)
   // StepRules: whether the last step decoded (separate steps alternate), and the decode steps so
   // far (each decoder's turn is kept against this count when they are more than a step takes).
   bool last_step_decoded_ = false;

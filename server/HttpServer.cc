@@ -273,8 +273,6 @@ bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http:
       }
     }
     if (gone) return false;
-    if (stopping && e.last && e.reason == runtime::FinishReason::kCancelled)
-      return SendError(socket, v, false, absl::UnavailableError("the server is stopping: the request was cancelled"));
     if (!reply.error().ok()) return SendError(socket, v, keep, reply.error()) && keep;
     return Send(socket, v, keep, 200, reply.Json()) && keep;
   }

@@ -322,7 +322,8 @@ int HttpStatusOf(const absl::Status& s) {
     case absl::StatusCode::kNotFound:
       return 404;
     case absl::StatusCode::kResourceExhausted:
-    case absl::StatusCode::kUnavailable:  // shutting down
+    case absl::StatusCode::kUnavailable:       // shutting down
+    case absl::StatusCode::kDeadlineExceeded:  // past --request-time-limit (queued or running)
       return 503;
     default:
       return 500;

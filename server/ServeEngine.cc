@@ -72,8 +72,11 @@ void ServeEngine::Run(Command& c) {
       --in_flight_;
       ++stats_.finished;
       stats_.generated_tokens += e.usage.completion_tokens;
-      if (e.reason == runtime::FinishReason::kError) ++stats_.errors;
-      if (e.reason == runtime::FinishReason::kCancelled) ++stats_.cancelled;
+      // A time limit (counted in timed_out) is not a server failure; the shutdown's ending is a
+      // cancel.
+      const bool limit = absl::IsDeadlineExceeded(e.error), stopping = absl::IsUnavailable(e.error);
+      if (e.reason == runtime::FinishReason::kError && !limit && !stopping) ++stats_.errors;
+      if (e.reason == runtime::FinishReason::kCancelled || stopping) ++stats_.cancelled;
     }
     stream->Push(e);
   });
@@ -109,7 +112,11 @@ void ServeEngine::EndOverdue() {
       std::lock_guard<std::mutex> l(mu_);
       ++stats_.timed_out;
     }
-    if (absl::IsNotFound(scheduler_->Cancel(id))) {  // it had just finished
+    // Ended with an error that says why (its client then gets an error, not a reply that looks
+    // like a max_tokens stop).
+    const absl::Status why = absl::DeadlineExceededError(absl::StrCat(
+        "the request ran past the server's time limit of ", options_.max_request_seconds, " s (--request-time-limit)"));
+    if (absl::IsNotFound(scheduler_->Cancel(id, why))) {  // it had just finished
       std::lock_guard<std::mutex> l(mu_);
       --stats_.timed_out;
     }
@@ -136,9 +143,11 @@ void ServeEngine::Loop() {
       Run(*c);
     }
     if (stop) {
-      // Whatever still runs ends as cancelled (its last event), so no reader waits forever.
+      // Whatever still runs ends with an error saying the server stops (its last event), so no
+      // reader waits forever and none takes the cut reply for a finished one.
       const std::set<runtime::RequestId> live = live_;
-      for (runtime::RequestId id : live) (void)scheduler_->Cancel(id);
+      for (runtime::RequestId id : live)
+        (void)scheduler_->Cancel(id, absl::UnavailableError("the server is stopping: the request was cancelled"));
       std::lock_guard<std::mutex> l(mu_);
       stopped_ = true;
       return;

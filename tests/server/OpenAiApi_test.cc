@@ -195,6 +195,17 @@ TEST_F(OpenAiApiTest, UnseededRequestsGetFreshSeeds) {
   EXPECT_FALSE(ParseCompletionRequest(R"({"prompt": "x", "seed": 1.5})", ctx_).ok());
 }
 
+// A request ended by the time limit or the shutdown is an overload answer (503) whose message
+// reaches the client (a 500's would be hidden).
+TEST(OpenAiApiErrors, TimeLimitAndShutdownAre503sThatSayWhy) {
+  const absl::Status limit = absl::DeadlineExceededError("the request ran past the server's time limit of 600 s");
+  EXPECT_EQ(HttpStatusOf(limit), 503);
+  EXPECT_NE(ErrorJson(limit).find("time limit of 600 s"), std::string::npos) << ErrorJson(limit);
+  const absl::Status stop = absl::UnavailableError("the server is stopping: the request was cancelled");
+  EXPECT_EQ(HttpStatusOf(stop), 503);
+  EXPECT_NE(ErrorJson(stop).find("the server is stopping"), std::string::npos) << ErrorJson(stop);
+}
+
 TEST_F(OpenAiApiTest, ChatAppliesTheTemplate) {
   auto job = ParseChatRequest(
       R"({"messages": [{"role": "system", "content": "Be brief."},

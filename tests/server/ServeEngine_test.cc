@@ -5,6 +5,7 @@
 #include <chrono>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "tests/server/CountingBackend.h"
 
@@ -16,6 +17,7 @@ using std::chrono::milliseconds;
 struct Collected {
   std::vector<int32_t> tokens;
   runtime::FinishReason reason = runtime::FinishReason::kNone;
+  absl::Status error;
 };
 
 Collected Drain(RequestStream& s) {
@@ -23,7 +25,7 @@ Collected Drain(RequestStream& s) {
   runtime::TokenEvent e;
   while (s.Next(e)) {
     if (e.token >= 0) c.tokens.push_back(e.token);
-    if (e.last) c.reason = e.reason;
+    if (e.last) c.reason = e.reason, c.error = e.error;
   }
   return c;
 }
@@ -62,7 +64,11 @@ TEST(ServeEngine, RequestPastItsTimeLimitEndsWithWhatItHas) {
   ASSERT_TRUE(slow.ok()) << slow.status();
   const Collected c = Drain(**slow);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_EQ(c.reason, runtime::FinishReason::kCancelled);
+  // Ended with an error naming the limit (the tokens before it were streamed), so a client is not
+  // told its reply is a finished one.
+  EXPECT_EQ(c.reason, runtime::FinishReason::kError);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(c.error)) << c.error;
+  EXPECT_NE(c.error.message().find("time limit of 0.2 s"), std::string::npos) << c.error;
   EXPECT_GT(c.tokens.size(), 0u);
   EXPECT_LT(c.tokens.size(), 100000u);
   for (size_t i = 0; i < c.tokens.size(); ++i) EXPECT_EQ(c.tokens[i], static_cast<int32_t>((2 + i) % 32));
@@ -76,7 +82,8 @@ TEST(ServeEngine, RequestPastItsTimeLimitEndsWithWhatItHas) {
   EXPECT_EQ(q.reason, runtime::FinishReason::kLength);
   const ServeStats s = (*engine)->stats();
   EXPECT_EQ(s.timed_out, 1);
-  EXPECT_EQ(s.cancelled, 1);
+  EXPECT_EQ(s.cancelled, 0);
+  EXPECT_EQ(s.errors, 0);  // a time limit is not a server failure
   EXPECT_EQ(s.finished, 2);
 }
 
@@ -91,8 +98,10 @@ TEST(ServeEngine, QueuedRequestsCountTowardTheirLimitToo) {
   auto queued = (*engine)->Submit(Greedy({1}, 100000));
   ASSERT_TRUE(first.ok() && queued.ok());
   const Collected a = Drain(**first), b = Drain(**queued);
-  EXPECT_EQ(a.reason, runtime::FinishReason::kCancelled);
-  EXPECT_EQ(b.reason, runtime::FinishReason::kCancelled);
+  EXPECT_EQ(a.reason, runtime::FinishReason::kError);
+  EXPECT_EQ(b.reason, runtime::FinishReason::kError);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(b.error)) << b.error;
+  EXPECT_TRUE(b.tokens.empty());
   EXPECT_EQ((*engine)->stats().timed_out, 2);
 }
 
