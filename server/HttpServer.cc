@@ -82,6 +82,9 @@ struct HttpServer::Impl {
 
 namespace {
 
+// How often a request's connection is looked at while its request has no event to send.
+constexpr std::chrono::milliseconds kClientCheck{200};
+
 int64_t Now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -264,10 +267,14 @@ bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http:
     // A client that goes away while it waits cancels its request too (checked at every token).
     // (Stop() shuts the connections' read sides itself, which PeerClosed cannot tell from a client
     // that left: while stopping the request runs on, and the engine's shutdown ends it.)
+    // Between events too (a request queued or in a long prefill has none for a while), so an
+    // abandoned request leaves the queue instead of being served to no one.
     bool gone = false;
-    while (!reply.done() && (*stream)->Next(e)) {
-      reply.Add(e);
-      if (!gone && !e.last && !stopping && PeerClosed(socket)) {
+    while (!reply.done()) {
+      const RequestStream::Wait w = (*stream)->NextWithin(e, kClientCheck);
+      if (w == RequestStream::Wait::kEnd) break;
+      if (w == RequestStream::Wait::kEvent) reply.Add(e);
+      if (!gone && !(w == RequestStream::Wait::kEvent && e.last) && !stopping && PeerClosed(socket)) {
         gone = true;
         engine().Cancel(**stream);
       }
@@ -290,7 +297,13 @@ bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http:
   Arm(socket.native_handle(), SHUT_RDWR);
   http::write_header(socket, sr, ec);
   bool alive = !Disarm(socket.native_handle()) && !ec;
-  while (alive && !reply.done() && (*stream)->Next(e)) {
+  while (alive && !reply.done()) {
+    const RequestStream::Wait w = (*stream)->NextWithin(e, kClientCheck);
+    if (w == RequestStream::Wait::kEnd) break;
+    if (w == RequestStream::Wait::kTimeout) {
+      alive = stopping || !PeerClosed(socket);  // no event for a while: is the client still there?
+      continue;
+    }
     if (e.last && e.reason == runtime::FinishReason::kError) LogFailure(e.error);
     const std::string frame = reply.Chunk(e);
     if (frame.empty()) continue;

@@ -18,6 +18,15 @@ bool RequestStream::Next(runtime::TokenEvent& e) {
   return true;
 }
 
+RequestStream::Wait RequestStream::NextWithin(runtime::TokenEvent& e, std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> l(mu_);
+  if (!cv_.wait_for(l, wait, [&] { return !events_.empty() || finished_; })) return Wait::kTimeout;
+  if (events_.empty()) return Wait::kEnd;
+  e = std::move(events_.front());
+  events_.pop_front();
+  return Wait::kEvent;
+}
+
 void RequestStream::Push(const runtime::TokenEvent& e) {
   {
     std::lock_guard<std::mutex> l(mu_);

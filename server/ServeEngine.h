@@ -32,6 +32,10 @@ class RequestStream {
  public:
   // Blocks until an event arrives; false after the last one was read.
   bool Next(runtime::TokenEvent& e);
+  // Next, waiting at most `wait`: kTimeout lets a reader look at its client between events (a
+  // request queued or in a long prefill has none for a while).
+  enum class Wait { kEvent, kEnd, kTimeout };
+  Wait NextWithin(runtime::TokenEvent& e, std::chrono::milliseconds wait);
   runtime::RequestId id() const { return id_; }
 
  private:
@@ -49,13 +53,14 @@ struct ServeEngineOptions {
   // Requests queued or running at most; more are refused (HTTP 503) instead of waiting unbounded.
   int max_queue = 256;
   // Wall time a request may take from its submission (queued or running), in seconds; past it the
-  // request ends as cancelled (finish reason "length" with what it generated). 0: no limit.
+  // request ends with reason error, a DeadlineExceeded naming the limit (its tokens so far were
+  // streamed). 0: no limit.
   double max_request_seconds = 0;
 };
 
 struct ServeStats {
   int64_t requests = 0, finished = 0, errors = 0, cancelled = 0, refused = 0;
-  int64_t timed_out = 0;  // ended by max_request_seconds (also counted as cancelled)
+  int64_t timed_out = 0;  // ended by max_request_seconds (not counted as errors)
   int64_t prompt_tokens = 0, generated_tokens = 0, steps = 0;
   int queued = 0, running = 0, slots = 0;
   runtime::BackendMemory memory;      // after the last step

@@ -9,7 +9,8 @@ logprobs, seeded sampling, 16 concurrent greedy requests equal to their solo rep
 objects (malformed JSON, bad fields, a prompt over the context, n > 1, a body over the limit, an
 unknown route), connections past --threads-http (503), a streaming client that disconnects (its request cancelled, the server keeps
 serving), a two-turn chat resumed from the prefix cache (same reply as without it), /metrics,
---api-key, an HTTP/1.0 stream (unchunked), and SIGTERM during a request (a 503 that says the server is stopping, exit 0).
+--api-key, an HTTP/1.0 stream (unchunked), queued requests whose clients left (cancelled), and
+SIGTERM during a request (a 503 that says the server is stopping, exit 0).
 """
 import concurrent.futures
 import json
@@ -360,6 +361,38 @@ def main():
         check(srv.raw("/health")[0] == 200, "/health without a key")
     finally:
         srv.stop()
+    # Clients that give up while their requests wait in the queue: the requests leave it (noticed
+    # between events, not only when a token is written), so they do not fill --max-queue.
+    srv = Server("-np", "1", "--max-queue", "3")
+    try:
+        def hold_the_slot():
+            try:
+                srv.raw("/v1/completions", json.dumps({"prompt": "And God said", "max_tokens": 1500, "ignore_eos": True}),
+                        headers={"Content-Type": "application/json"})
+            except OSError:
+                pass  # the server is killed under it below
+
+        hold = threading.Thread(target=hold_the_slot)
+        hold.start()
+        time.sleep(0.5)
+        for stream in (False, True):
+            with socket.create_connection(("127.0.0.1", srv.port)) as quitter:
+                body = json.dumps({"prompt": "Verse", "max_tokens": 50, "stream": stream})
+                quitter.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                 f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+                time.sleep(0.3)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            metrics = srv.raw("/metrics")[1]
+            if "memra_requests_cancelled_total 2" in metrics and "memra_requests_queued 0" in metrics:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"abandoned queued requests were not cancelled:\n{metrics}")
+    finally:
+        srv.proc.kill()
+        srv.proc.wait()
+
     # SIGTERM while a non-streaming request runs: the engine cancels it, the client gets a 503 that
     # says why (not an empty reply), and the server exits 0.
     srv = Server("-np", "1")
