@@ -69,7 +69,7 @@ struct StepRules {
 
 // What a backend's sequence state occupies (for a server's metrics).
 struct BackendMemory {
-  int64_t kv_blocks = 0, kv_blocks_used = 0;  // paged KV blocks in the pool / held by slots
+  int64_t kv_blocks = 0, kv_blocks_used = 0;  // paged KV blocks in the pool / in use (slots and snapshots)
   uint64_t kv_bytes = 0;                      // the KV pool
   uint64_t recurrent_bytes = 0;               // conv rings + delta-net states of every slot
   int64_t snapshot_kv_blocks = 0;             // KV blocks held only by prefix-cache snapshots

@@ -343,9 +343,10 @@ std::string HttpServer::Impl::Metrics() {
   metric("requests_running", "gauge", "Requests holding a slot.", s.running);
   metric("slots", "gauge", "Sequence slots of the engine.", s.slots);
   metric("kv_blocks", "gauge", "Paged KV blocks in the pool.", s.memory.kv_blocks);
-  metric("kv_blocks_used", "gauge", "Paged KV blocks held by sequences.", s.memory.kv_blocks_used);
+  metric("kv_blocks_used", "gauge", "Paged KV blocks in use: held by sequences or by prefix-cache snapshots.",
+         s.memory.kv_blocks_used);
   metric("kv_cache_bytes", "gauge", "Bytes of the KV pool.", static_cast<int64_t>(s.memory.kv_bytes));
-  metric("kv_cache_used_bytes", "gauge", "Bytes of the KV pool held by sequences.",
+  metric("kv_cache_used_bytes", "gauge", "Bytes of the KV pool in use (sequences and prefix-cache snapshots).",
          s.memory.kv_blocks > 0 ? static_cast<int64_t>(s.memory.kv_bytes / s.memory.kv_blocks * s.memory.kv_blocks_used)
                                 : 0);
   metric("recurrent_state_bytes", "gauge", "Bytes of the conv rings and delta-net states (every slot).",
