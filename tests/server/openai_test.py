@@ -82,6 +82,14 @@ def check(cond, what):
         raise AssertionError(what)
 
 
+def post_raw(sock, body, version="1.1"):
+    """Writes a POST /v1/completions of a JSON body on a raw socket (for clients the openai library
+    would not be: one that leaves, one that speaks HTTP/1.0)."""
+    host = "Host: x\r\n" if version == "1.1" else ""
+    sock.sendall((f"POST /v1/completions HTTP/{version}\r\n{host}Content-Type: application/json\r\n"
+                  f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+
+
 def error_of(status_body, status, needle):
     status_got, body = status_body
     check(status_got == status, f"expected HTTP {status}, got {status_got}: {body}")
@@ -228,8 +236,7 @@ def main():
         # stream's end the connection's close.
         with socket.create_connection(("127.0.0.1", srv.port)) as old:
             body = json.dumps({"prompt": "And God said", "max_tokens": 3, "temperature": 0, "stream": True})
-            old.sendall((f"POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
-                         f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+            post_raw(old, body, "1.0")
             old.settimeout(30)
             got = b""
             while True:
@@ -245,8 +252,7 @@ def main():
         # A streaming client that goes away: its request is cancelled, the server keeps serving.
         sock = socket.create_connection(("127.0.0.1", srv.port))
         body = json.dumps({"prompt": "And God said", "max_tokens": 400, "temperature": 0, "stream": True})
-        sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+        post_raw(sock, body)
         got = b""
         while b"data:" not in got:
             part = sock.recv(4096)
@@ -295,8 +301,7 @@ def main():
         check(srv.raw("/v1/completions", json.dumps({"prompt": "And God", "max_tokens": 2}))[0] == 200,
               "serving beside a slow client")
         gone = socket.create_connection(("127.0.0.1", srv.port))
-        gone.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n{body}")
-                     .encode())
+        post_raw(gone, body)
         time.sleep(0.3)
         gone.close()
         deadline = time.time() + 30
@@ -378,8 +383,7 @@ def main():
         for stream in (False, True):
             with socket.create_connection(("127.0.0.1", srv.port)) as quitter:
                 body = json.dumps({"prompt": "Verse", "max_tokens": 50, "stream": stream})
-                quitter.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                                 f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+                post_raw(quitter, body)
                 time.sleep(0.3)
         deadline = time.time() + 10
         while time.time() < deadline:
