@@ -90,6 +90,16 @@ def post_raw(sock, body, version="1.1"):
                   f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
 
 
+def metrics_when(srv, needles, seconds):
+    """/metrics once it holds every needle (or at the deadline, for the caller to check)."""
+    deadline = time.time() + seconds
+    while True:
+        metrics = srv.raw("/metrics")[1]
+        if all(n in metrics for n in needles) or time.time() >= deadline:
+            return metrics
+        time.sleep(0.1)
+
+
 def error_of(status_body, status, needle):
     status_got, body = status_body
     check(status_got == status, f"expected HTTP {status}, got {status_got}: {body}")
@@ -259,12 +269,7 @@ def main():
             check(part, f"the stream ended before its first event: {got!r}")
             got += part
         sock.close()
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            metrics = srv.raw("/metrics")[1]
-            if "memra_requests_cancelled_total 1" in metrics and "memra_requests_running 0" in metrics:
-                break
-            time.sleep(0.2)
+        metrics = metrics_when(srv, ["memra_requests_cancelled_total 1", "memra_requests_running 0"], 30)
         check("memra_requests_cancelled_total 1" in metrics, f"the disconnect was not cancelled:\n{metrics}")
         check(client.completions.create(model="x", prompt="And God said", max_tokens=12,
                                         temperature=0).choices[0].text == text, "serving after a disconnect")
@@ -304,10 +309,8 @@ def main():
         post_raw(gone, body)
         time.sleep(0.3)
         gone.close()
-        deadline = time.time() + 30
-        while time.time() < deadline and "memra_requests_cancelled_total 1" not in srv.raw("/metrics")[1]:
-            time.sleep(0.2)
-        check("memra_requests_cancelled_total 1" in srv.raw("/metrics")[1], "a non-streaming disconnect runs on")
+        check("memra_requests_cancelled_total 1" in metrics_when(srv, ["memra_requests_cancelled_total 1"], 30),
+              "a non-streaming disconnect runs on")
     finally:
         srv.stop()
 
@@ -385,14 +388,9 @@ def main():
                 body = json.dumps({"prompt": "Verse", "max_tokens": 50, "stream": stream})
                 post_raw(quitter, body)
                 time.sleep(0.3)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            metrics = srv.raw("/metrics")[1]
-            if "memra_requests_cancelled_total 2" in metrics and "memra_requests_queued 0" in metrics:
-                break
-            time.sleep(0.1)
-        else:
-            raise AssertionError(f"abandoned queued requests were not cancelled:\n{metrics}")
+        metrics = metrics_when(srv, ["memra_requests_cancelled_total 2", "memra_requests_queued 0"], 10)
+        check("memra_requests_cancelled_total 2" in metrics and "memra_requests_queued 0" in metrics,
+              f"abandoned queued requests were not cancelled:\n{metrics}")
     finally:
         srv.proc.kill()
         srv.proc.wait()
