@@ -54,8 +54,8 @@ memra::tools::IntOption<int> ServeMaxQueue("max-queue", {1, 1 << 20},
                                            cl::sub(kServe));
 memra::tools::IntOption<int> ServeRequestTimeLimit(
     "request-time-limit", {0, 7 * 86400},
-    "Seconds a request may take from its arrival (queued or generating); past it, it ends with what it generated "
-    "(finish reason length). 0 = no limit",
+    "Seconds a request may take from its arrival (queued or generating); past it, it ends with an HTTP 503 "
+    "naming the limit (a stream: its tokens so far, then an error event). 0 = no limit",
     cl::init(600), cl::sub(kServe));
 memra::tools::IntOption<int64_t> ServeBatch("batch-size", {1, memra::tools::kMaxContext},
                                             "Rows per scheduler step (decode rows first, prompt chunks in the rest)",
