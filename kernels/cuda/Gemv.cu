@@ -150,6 +150,29 @@ __device__ __forceinline__ void int8x4_to_f32(unsigned w, float f[4]) {
   f[3] = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7653)) - 8388736.0f;
 }
 
+// acc[t] += one 16-byte piece of a row of f32 (GEMV_W 4) or 16-bit weights dotted with each
+// token's x over the piece's elements (xv[t]: a float4, or 8 floats), in the one order every
+// GEMV form uses (so a row's sums do not depend on the form or on T).
+#if GEMV_W == 4
+__device__ __forceinline__ void piece_dot(float (&acc)[GEMV_T], const uint4 q, const float4 (&xv)[GEMV_T]) {
+#pragma unroll
+  for (int t = 0; t < GEMV_T; ++t)
+    acc[t] += __uint_as_float(q.x) * xv[t].x + __uint_as_float(q.y) * xv[t].y + __uint_as_float(q.z) * xv[t].z +
+              __uint_as_float(q.w) * xv[t].w;
+}
+#elif GEMV_W != 3
+__device__ __forceinline__ void piece_dot(float (&acc)[GEMV_T], const uint4 q, const float (&xv)[GEMV_T][8]) {
+  const u16* h = reinterpret_cast<const u16*>(&q);
+  float wf[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) wf[j] = load_as_f32<GEMV_W>(h, j);
+#pragma unroll
+  for (int t = 0; t < GEMV_T; ++t)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[t] += wf[j] * xv[t][j];
+}
+#endif
+
 // The dot products of R weight rows (one warp: the same row index in each of w[0..R)) with the
 // GEMV_T tokens of x, each summed over the warp (every lane gets them): one x load a piece serves
 // the R rows, the prefetched pieces first, the rest of each row loaded here. Per (row, token) the
@@ -205,20 +228,8 @@ __device__ __forceinline__ void rows_dot(const void* const (&w)[R], const float*
             part += qf[j][0] * xv[t][j].x + qf[j][1] * xv[t][j].y + qf[j][2] * xv[t][j].z + qf[j][3] * xv[t][j].w;
           acc[r][t] += part * sc;
         }
-#elif GEMV_W == 4
-#pragma unroll
-        for (int t = 0; t < GEMV_T; ++t)
-          acc[r][t] += __uint_as_float(q.x) * xv[t].x + __uint_as_float(q.y) * xv[t].y +
-                       __uint_as_float(q.z) * xv[t].z + __uint_as_float(q.w) * xv[t].w;
 #else
-        const u16* h = reinterpret_cast<const u16*>(&q);
-        float wf[8];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) wf[j] = load_as_f32<GEMV_W>(h, j);
-#pragma unroll
-        for (int t = 0; t < GEMV_T; ++t)
-#pragma unroll
-          for (int j = 0; j < 8; ++j) acc[r][t] += wf[j] * xv[t][j];
+        piece_dot(acc[r], q, xv);
 #endif
       }
     }
@@ -392,21 +403,7 @@ extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk(const 
 #pragma unroll
       for (int r = 0; r < GEMV_R; ++r) {
         const uint4 q = s < GEMV_HALF_PRE ? pf[r][s < GEMV_HALF_PRE ? s : 0] : row_piece(wr[r], piece);
-#if GEMV_W == 4
-#pragma unroll
-        for (int t = 0; t < GEMV_T; ++t)
-          acc[r][t] += __uint_as_float(q.x) * xv[t].x + __uint_as_float(q.y) * xv[t].y +
-                       __uint_as_float(q.z) * xv[t].z + __uint_as_float(q.w) * xv[t].w;
-#else
-        const u16* h = reinterpret_cast<const u16*>(&q);
-        float wf[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) wf[e] = load_as_f32<GEMV_W>(h, e);
-#pragma unroll
-        for (int t = 0; t < GEMV_T; ++t)
-#pragma unroll
-          for (int e = 0; e < 8; ++e) acc[r][t] += wf[e] * xv[t][e];
-#endif
+        piece_dot(acc[r], q, xv);
       }
     }
   }
