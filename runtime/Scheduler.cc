@@ -99,7 +99,25 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(BatchBackend& backe
   return std::unique_ptr<Scheduler>(new Scheduler(backend, std::move(options)));
 }
 
+void Scheduler::LoseSlot(int slot, absl::Status error) {
+  slot_free_[slot] = false;
+  ++lost_slots_;
+  if (slot_error_.ok()) slot_error_ = error;
+  // Step returns the first failure it has not returned yet; later ones of the same step are
+  // counted in stats().lost_slots.
+  if (unreported_slot_error_.ok()) unreported_slot_error_ = std::move(error);
+}
+
+absl::Status Scheduler::TakeSlotError() { return std::exchange(unreported_slot_error_, absl::OkStatus()); }
+
+absl::Status Scheduler::AllSlotsLostError() const {
+  return absl::UnavailableError(
+      absl::StrCat("every KV slot (", backend_.slots(),
+                   ") was lost to a failed reset, so no request can run; the first: ", slot_error_.message()));
+}
+
 absl::StatusOr<RequestId> Scheduler::Submit(Request request, TokenSink sink) {
+  if (lost_slots_ == backend_.slots()) return AllSlotsLostError();
   const int64_t p = static_cast<int64_t>(request.prompt.size());
   // A slot's context, or less when the KV cache cannot hold that much for one sequence.
   const int64_t ctx = std::min(backend_.ctx_per_slot(), backend_.max_sequence_positions());
@@ -143,11 +161,18 @@ absl::StatusOr<RequestId> Scheduler::Submit(Request request, TokenSink sink) {
 
 void Scheduler::Admit() {
   while (!queue_.empty()) {
+    if (lost_slots_ == backend_.slots()) {  // nothing can ever run them
+      const absl::Status why = AllSlotsLostError();
+      Finish(*seqs_.at(queue_.front()), FinishReason::kError, TokenEvent{},
+             absl::Status(why.code(), absl::StrCat("request ", queue_.front(), ": ", why.message())));
+      continue;
+    }
     auto free = std::find(slot_free_.begin(), slot_free_.end(), true);
     if (free == slot_free_.end()) return;
     Seq& seq = *seqs_.at(queue_.front());
     const int slot = static_cast<int>(free - slot_free_.begin());
     const int64_t resume = ResumeFromCache(seq, slot);
+    if (resume < 0) continue;  // the slot was lost; try the next
     // The KV room for the whole sequence is promised before it starts (no preemption); snapshots
     // give way to it, least recently used first. A request the cache cannot hold now waits, and
     // the ones behind it wait too (FIFO).
@@ -156,11 +181,9 @@ void Scheduler::Admit() {
     while (room.ok() && !*room && EvictOne()) room = backend_.Reserve(slot, positions);
     if (resume > 0 && !(room.ok() && *room)) {  // give the restored state back
       if (absl::Status st = backend_.ResetSlot(slot); !st.ok()) {
-        slot_free_[slot] = false;
-        if (slot_error_.ok())
-          slot_error_ =
-              absl::Status(st.code(), absl::StrCat("resetting slot ", slot, " after a prefix restore: ", st.message(),
-                                                   "; the slot is not reused"));
+        LoseSlot(slot, absl::Status(st.code(), absl::StrCat("resetting slot ", slot, " after a prefix restore: ",
+                                                            st.message(), "; the slot is not reused")));
+        if (room.ok()) continue;  // the request waits for another slot
       }
     }
     if (room.ok() && !*room) return;
@@ -210,9 +233,12 @@ int64_t Scheduler::ResumeFromCache(Seq& seq, int slot) {
   absl::StatusOr<int64_t> at = backend_.RestoreSnapshot(hit.row, slot);
   if (!at.ok() || *at != hit.position) {
     ++prefix_.prefix_errors;  // run without reuse: the slot must be fresh again
-    if (absl::Status st = backend_.ResetSlot(slot); !st.ok() && slot_error_.ok())
-      slot_error_ = absl::Status(
-          st.code(), absl::StrCat("resetting slot ", slot, " after a failed prefix restore: ", st.message()));
+    if (absl::Status st = backend_.ResetSlot(slot); !st.ok()) {
+      // A slot in an unknown state must not run anyone's request.
+      LoseSlot(slot, absl::Status(st.code(), absl::StrCat("resetting slot ", slot, " after a failed prefix restore: ",
+                                                          st.message(), "; the slot is not reused")));
+      return -1;
+    }
     return 0;
   }
   cache_->Touch(hit.row);
@@ -339,7 +365,7 @@ absl::Status Scheduler::Step() {
   StepBatch batch = BuildBatch();
   if (batch.entries.empty()) {
     in_step_ = false;
-    return slot_error_;
+    return TakeSlotError();
   }
   ++steps_;
   rows_ += batch.rows();
@@ -371,7 +397,7 @@ absl::Status Scheduler::Step() {
   }
   ApplyDeferredCancels();
   in_step_ = false;
-  return slot_error_;
+  return TakeSlotError();
 }
 
 void Scheduler::SampleAndEmit(Seq& seq, const StepEntry& entry, const EntryOutput& out) {
@@ -452,9 +478,9 @@ void Scheduler::Finish(Seq& seq, FinishReason reason, TokenEvent ev, absl::Statu
     absl::Status st = backend_.ResetSlot(seq.slot);
     if (st.ok())
       slot_free_[seq.slot] = true;
-    else if (slot_error_.ok())
-      slot_error_ = absl::Status(st.code(), absl::StrCat("resetting slot ", seq.slot, " (its request ", seq.id,
-                                                         " ended): ", st.message(), "; the slot is not reused"));
+    else
+      LoseSlot(seq.slot, absl::Status(st.code(), absl::StrCat("resetting slot ", seq.slot, " (its request ", seq.id,
+                                                              " ended): ", st.message(), "; the slot is not reused")));
   } else {
     queue_.erase(std::find(queue_.begin(), queue_.end(), seq.id));
   }
@@ -473,10 +499,9 @@ absl::Status Scheduler::Cancel(RequestId id, absl::Status why) {
     deferred_cancels_.emplace_back(id, std::move(why));
     return absl::OkStatus();
   }
-  const absl::Status before = slot_error_;
   const FinishReason reason = why.ok() ? FinishReason::kCancelled : FinishReason::kError;
   Finish(*it->second, reason, TokenEvent{}, std::move(why));
-  return before.ok() ? slot_error_ : absl::OkStatus();
+  return TakeSlotError();
 }
 
 void Scheduler::ApplyDeferredCancels() {
@@ -516,6 +541,7 @@ SchedulerStats Scheduler::stats() const {
   s.queued = static_cast<int>(queue_.size());
   s.running = static_cast<int>(running_.size());
   s.free_slots = static_cast<int>(std::count(slot_free_.begin(), slot_free_.end(), true));
+  s.lost_slots = lost_slots_;
   return s;
 }
 

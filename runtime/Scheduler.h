@@ -133,6 +133,7 @@ struct SchedulerStats {
   int queued = 0;
   int running = 0;  // requests holding a slot
   int free_slots = 0;
+  int lost_slots = 0;  // slots whose reset failed, never reused
   // The prefix cache (all 0 when the backend keeps no snapshots).
   int prefix_rows = 0, prefix_rows_used = 0;  // snapshot rows, and those holding one
   int64_t prefix_lookups = 0;                 // admissions that looked (cache_prompt requests)
@@ -168,7 +169,9 @@ class Scheduler {
   // run does nothing. Non-finite logits end only their request (reason error, the event's error
   // names the step). An Execute error ends every request of the batch with reason error and is
   // returned (the other requests stay and later steps can run). A slot whose reset failed is
-  // never reused and that error is returned by this and every later Step.
+  // never reused; the Step (or Cancel) that sees the failure returns its error, once. When every
+  // slot is lost, the queued requests end with an Unavailable error naming the first failure, and
+  // Submit refuses new ones the same way.
   absl::Status Step();
   // Steps until no request is queued or running.
   absl::Status RunToCompletion();
@@ -211,7 +214,14 @@ class Scheduler {
   bool last_step_decoded_ = false;
   int64_t decode_steps_ = 0;
   bool in_step_ = false;
-  absl::Status slot_error_;  // a failed ResetSlot (that slot is never reused)
+  // A failed ResetSlot: that slot is never reused. The first failure (named to requests when
+  // every slot is lost), the ones not yet returned by Step or Cancel, and how many slots are lost.
+  absl::Status slot_error_;
+  absl::Status unreported_slot_error_;
+  int lost_slots_ = 0;
+  void LoseSlot(int slot, absl::Status error);
+  absl::Status TakeSlotError();
+  absl::Status AllSlotsLostError() const;
   int64_t steps_ = 0;
   int64_t rows_ = 0;
   std::unique_ptr<PrefixCache> cache_;  // null: the backend keeps no snapshots

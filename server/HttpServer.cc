@@ -342,6 +342,8 @@ std::string HttpServer::Impl::Metrics() {
   metric("requests_queued", "gauge", "Requests waiting for a slot.", s.queued);
   metric("requests_running", "gauge", "Requests holding a slot.", s.running);
   metric("slots", "gauge", "Sequence slots of the engine.", s.slots);
+  metric("slots_lost", "gauge", "Sequence slots whose reset failed, never reused (the log names the error).",
+         s.scheduler.lost_slots);
   metric("kv_blocks", "gauge", "Paged KV blocks in the pool.", s.memory.kv_blocks);
   metric("kv_blocks_used", "gauge", "Paged KV blocks in use: held by sequences or by prefix-cache snapshots.",
          s.memory.kv_blocks_used);

@@ -107,6 +107,7 @@ class Recording : public BatchBackend {
   int64_t n_vocab() const override { return inner_.n_vocab(); }
   absl::Status ResetSlot(int slot) override {
     resets.push_back(slot);
+    if (failing_slots.count(slot)) return absl::InternalError("an injected reset failure");
     return inner_.ResetSlot(slot);
   }
   absl::StatusOr<std::vector<EntryOutput>> Execute(const StepBatch& batch) override {
@@ -116,7 +117,8 @@ class Recording : public BatchBackend {
   StepRules step_rules() const override { return rules; }
   std::vector<StepBatch> batches;
   std::vector<int> resets;
-  StepRules rules;  // what the scheduler is told (the slots have none of their own)
+  StepRules rules;              // what the scheduler is told (the slots have none of their own)
+  std::set<int> failing_slots;  // their resets fail
 
  private:
   BatchBackend& inner_;
@@ -260,7 +262,9 @@ TEST_F(SchedulerTest, StepRulesSeparateDecodeFromPrompts) {
   std::vector<RequestId> ids;
   for (size_t i = 0; i < prompts.size(); ++i) {
     ids.push_back(*(*sched)->Submit(Greedy(prompts[i], kGen), sink.sink()));
-    if (i % 3 == 2) ASSERT_TRUE((*sched)->Step().ok());
+    if (i % 3 == 2) {
+      ASSERT_TRUE((*sched)->Step().ok());
+    }
   }
   ASSERT_TRUE((*sched)->RunToCompletion().ok());
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(sink.out[ids[i]].tokens, want[i]) << "prompt " << i;
@@ -406,6 +410,76 @@ TEST_F(SchedulerTest, QueuesPastTheSlotCountFifo) {
     EXPECT_EQ(o.events.back().usage.completion_tokens, 8);
   }
   EXPECT_EQ(rec.resets.size(), 8u);
+}
+
+// A slot whose reset fails is never reused: the requests behind it run on the other slot and give
+// their solo tokens, Step returns the failure once (a server logs each step's error), and stats
+// count the lost slot. When the last slot is lost too, the queued requests end with an error
+// naming the first failure (nothing could ever run them: a server loop would spin on them), and
+// Submit refuses new ones.
+TEST_F(SchedulerTest, LostSlotsAreNeverReusedAndEndTheQueueWhenAllAreLost) {
+  const auto prompts = Prompts();
+  auto slots = Slots(2);
+  ASSERT_NE(slots, nullptr);
+  Recording rec(*slots);
+  rec.failing_slots = {0};
+  auto sched = Scheduler::Create(rec, SchedOpts(512));
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  Sink sink;
+  std::vector<RequestId> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(*(*sched)->Submit(Greedy(prompts[i], 4), sink.sink()));
+  int errors = 0;
+  std::string first;
+  while (!(*sched)->idle()) {
+    absl::Status st = (*sched)->Step();
+    if (!st.ok()) {
+      ++errors;
+      first = std::string(st.message());
+    }
+  }
+  EXPECT_EQ(errors, 1);
+  EXPECT_NE(first.find("resetting slot 0"), std::string::npos) << first;
+  EXPECT_EQ((*sched)->stats().lost_slots, 1);
+  EXPECT_EQ((*sched)->stats().free_slots, 1);
+  for (int i = 0; i < 4; ++i) {
+    const Output& o = sink.out[ids[i]];
+    EXPECT_TRUE(o.done) << "request " << ids[i];
+    EXPECT_EQ(o.reason, FinishReason::kLength) << "request " << ids[i];
+    EXPECT_EQ(o.tokens, Reference(*ref_, prompts[i], 4)) << "prompt " << i;
+  }
+  // Slot 0 ran the first request only: every later batch row is on slot 1's requests.
+  for (const auto& b : rec.batches)
+    for (const auto& e : b.entries)
+      if (e.request != ids[0]) {
+        EXPECT_EQ(e.slot, 1) << "request " << e.request;
+      }
+
+  // Slot 1 fails next: its request still ends with its tokens, the two queued behind it end with
+  // an Unavailable error naming the first failure, and nothing more is accepted.
+  rec.failing_slots = {0, 1};
+  Sink more;
+  std::vector<RequestId> late;
+  for (int i = 0; i < 3; ++i) late.push_back(*(*sched)->Submit(Greedy(prompts[i], 3), more.sink()));
+  int steps = 0;
+  while (!(*sched)->idle() && steps < 100) {
+    (void)(*sched)->Step();
+    ++steps;
+  }
+  EXPECT_TRUE((*sched)->idle());
+  EXPECT_EQ((*sched)->stats().lost_slots, 2);
+  EXPECT_EQ(more.out[late[0]].reason, FinishReason::kLength);
+  EXPECT_EQ(more.out[late[0]].tokens, Reference(*ref_, prompts[0], 3));
+  for (int i = 1; i < 3; ++i) {
+    const Output& o = more.out[late[i]];
+    EXPECT_TRUE(o.done);
+    EXPECT_EQ(o.reason, FinishReason::kError);
+    EXPECT_EQ(o.events.back().error.code(), absl::StatusCode::kUnavailable);
+    EXPECT_NE(o.events.back().error.message().find("every KV slot (2) was lost"), std::string::npos)
+        << o.events.back().error;
+    EXPECT_NE(o.events.back().error.message().find("resetting slot 0"), std::string::npos) << o.events.back().error;
+  }
+  auto refused = (*sched)->Submit(Greedy(prompts[0], 3), more.sink());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
 }
 
 // Cancel mid-generation frees the one slot at once (reset before anything else runs there) and
