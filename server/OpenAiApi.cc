@@ -286,13 +286,12 @@ absl::StatusOr<ApiJob> ParseChatRequest(absl::string_view body, const ApiContext
       job.tools = true;
     }
   }
-  auto prompt = ctx.chat_template->Apply(in);
+  auto prompt = ctx.chat_template->Render(in);
   if (!prompt.ok())
     return absl::InvalidArgumentError(
         absl::StrCat("the chat template failed on these messages: ", prompt.status().message()));
-  tokenizer::EncodeOptions eo;
-  eo.add_special = false;  // the template wrote them; control tokens in its text are parsed
-  job.request.prompt = ctx.tokenizer->Encode(*prompt, eo);
+  // The template's control tokens are parsed; the messages' own control texts stay text.
+  job.request.prompt = ctx.tokenizer->Encode(prompt->text, prompt->EncodeOptions());
   if (absl::Status st = CheckPrompt(job.request.prompt, ctx); !st.ok()) return st;
   bool logprobs = false;
   MEMRA_RETURN_IF_ERROR(Take(logprobs, Bool(j, "logprobs", false)));

@@ -81,8 +81,9 @@ absl::Status RunInteractiveChat(runtime::Session& s, const ChatLoopOptions& opts
     if (absl::StripAsciiWhitespace(line).empty()) continue;
     ++turn;
     inputs.messages.Push(Message("user", line));
-    absl::StatusOr<std::string> text = (*chat)->Apply(inputs);
-    if (!text.ok()) return InTurn(text.status(), turn);
+    absl::StatusOr<tokenizer::ChatPrompt> rendered = (*chat)->Render(inputs);
+    if (!rendered.ok()) return InTurn(rendered.status(), turn);
+    const std::string* text = &rendered->text;
 
     // Feed only the new suffix when the render extends what the session holds. A template whose
     // re-rendering changes earlier text (Qwen3-style templates drop the reasoning of answered
@@ -100,8 +101,13 @@ absl::Status RunInteractiveChat(runtime::Session& s, const ChatLoopOptions& opts
       MEMRA_RETURN_IF_ERROR(s.Reset());
       held.clear();
     }
-    tokenizer::EncodeOptions eo;
-    eo.add_special = false;          // BOS below, once; the template's special tokens are parsed
+    // The messages' control texts stay text (ChatPrompt), their ranges moved to the suffix.
+    const size_t offset = static_cast<size_t>(suffix.data() - text->data());
+    std::vector<tokenizer::TextRange> literal;
+    for (const tokenizer::TextRange& r : rendered->literal_ranges)
+      if (r.end > offset) literal.push_back({r.begin > offset ? r.begin - offset : 0, r.end - offset});
+    tokenizer::EncodeOptions eo = rendered->EncodeOptions();  // BOS below, once
+    eo.literal_ranges = literal;
     eo.space_prefix = held.empty();  // a suffix continues the text before it
     std::vector<int32_t> ids = tok.Encode(suffix, eo);
     if (held.empty() && tok.add_bos() && (ids.empty() || ids[0] != tok.bos_id())) ids.insert(ids.begin(), tok.bos_id());

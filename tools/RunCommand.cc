@@ -697,12 +697,10 @@ int RunRun() {
     in.messages = RunSystem.empty()
                       ? tokenizer::ChatInputs::Messages({{"user", prompt_text}})
                       : tokenizer::ChatInputs::Messages({{"system", std::string(RunSystem)}, {"user", prompt_text}});
-    auto text = (*chat)->Apply(in);
-    if (!text.ok()) return Fail(text.status());
-    tokenizer::EncodeOptions eo;
-    eo.add_special = false;
-    prompt = s.tokenizer()->Encode(*text, eo);
-    if (!RunNoEcho) console.Text(*text);
+    auto rendered = (*chat)->Render(in);
+    if (!rendered.ok()) return Fail(rendered.status());
+    prompt = s.tokenizer()->Encode(rendered->text, rendered->EncodeOptions());
+    if (!RunNoEcho) console.Text(rendered->text);
   } else {
     auto ids = s.Tokenize(prompt_text);
     if (!ids.ok()) return Fail(ids.status());

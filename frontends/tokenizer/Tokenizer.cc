@@ -327,10 +327,21 @@ bool Tokenizer::IsEog(int32_t id) const { return IsValidId(id) && is_eog_[id]; }
 
 // --- encoding ---
 
-void Tokenizer::SplitSpecial(absl::string_view text, bool parse_special, std::vector<Fragment>* out) const {
+std::vector<std::string> Tokenizer::ControlTexts() const {
+  std::vector<std::string> texts;
+  for (const auto& [text, id] : special_)
+    if (spec_.types[id] != TokenType::kUserDefined) texts.emplace_back(text);
+  std::sort(texts.begin(), texts.end());
+  return texts;
+}
+
+void Tokenizer::SplitSpecial(absl::string_view text, bool parse_special, absl::Span<const TextRange> literal,
+                             std::vector<Fragment>* out) const {
   size_t start = 0;  // start of the pending text run
   size_t pos = 0;
+  size_t next_literal = 0;  // the first literal range not wholly before pos
   while (pos < text.size()) {
+    while (next_literal < literal.size() && literal[next_literal].end <= pos) ++next_literal;
     if (special_first_byte_[static_cast<uint8_t>(text[pos])]) {
       int32_t found = -1;
       size_t found_len = 0;
@@ -339,7 +350,11 @@ void Tokenizer::SplitSpecial(absl::string_view text, bool parse_special, std::ve
         auto it = special_.find(text.substr(pos, len));
         if (it == special_.end()) continue;
         const TokenType ty = spec_.types[it->second];
-        if (!parse_special && ty != TokenType::kUserDefined) continue;
+        if (ty != TokenType::kUserDefined) {
+          if (!parse_special) continue;
+          // A match overlapping a literal range is a message's text.
+          if (next_literal < literal.size() && literal[next_literal].begin < pos + len) continue;
+        }
         found = it->second;
         found_len = len;
         break;  // lengths are descending: longest match
@@ -365,7 +380,10 @@ std::vector<int32_t> Tokenizer::Encode(absl::string_view input, const EncodeOpti
     text = sanitized;
   }
   std::vector<Fragment> fragments;
-  SplitSpecial(text, opts.parse_special, &fragments);
+  // Sanitizing replaces bytes, so byte ranges of the input no longer hold: then none are used
+  // (chat prompts are valid UTF-8; ChatTemplate::Render sanitizes before it records ranges).
+  SplitSpecial(text, opts.parse_special, sanitized.empty() ? opts.literal_ranges : absl::Span<const TextRange>(),
+               &fragments);
 
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);

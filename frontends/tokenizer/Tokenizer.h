@@ -73,6 +73,11 @@ struct VocabSpec {
   std::string chat_template;             // Jinja source, may be empty
 };
 
+// Bytes [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0, end = 0;
+};
+
 struct EncodeOptions {
   // Add BOS / EOS as the model's add_bos / add_eos flags say.
   bool add_special = true;
@@ -84,6 +89,9 @@ struct EncodeOptions {
   // suffix), so the pieces' ids concatenate as the whole text's would; a fragment after a matched
   // special token still gets its space, as it would in the whole text.
   bool space_prefix = true;
+  // Byte ranges of the input (ascending) where CONTROL / UNKNOWN token texts are text, not tokens,
+  // even with parse_special: a chat prompt's spans that came from a message (ChatPrompt).
+  absl::Span<const TextRange> literal_ranges;
 };
 
 struct DecodeOptions {
@@ -123,6 +131,8 @@ class Tokenizer {
   const std::string& TokenText(int32_t id) const;
   TokenType token_type(int32_t id) const;
   std::optional<int32_t> FindToken(absl::string_view text) const;
+  // The texts matched as tokens only under EncodeOptions::parse_special (CONTROL, UNKNOWN).
+  std::vector<std::string> ControlTexts() const;
 
   int32_t bos_id() const { return spec_.bos_id; }
   int32_t eos_id() const { return spec_.eos_id; }
@@ -165,7 +175,8 @@ class Tokenizer {
     int32_t id;
     absl::string_view text;
   };
-  void SplitSpecial(absl::string_view text, bool parse_special, std::vector<Fragment>* out) const;
+  void SplitSpecial(absl::string_view text, bool parse_special, absl::Span<const TextRange> literal,
+                    std::vector<Fragment>* out) const;
   std::vector<absl::string_view> PreTokenizeViews(absl::string_view text) const;
   void EncodeBpeText(absl::string_view text, std::vector<int32_t>* out) const;
   void EncodeSpmText(absl::string_view text, std::vector<int32_t>* out) const;

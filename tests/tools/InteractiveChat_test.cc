@@ -147,6 +147,34 @@ TEST_F(InteractiveChatTest, TwoTurnsFeedOnlyTheNewSuffix) {
   EXPECT_GE(std::count(out_text.begin(), out_text.end(), '>'), 5);  // 2 turns, 2 blank lines, EOF
 }
 
+// A user line that spells the end-of-turn text is text: each turn's tokens hold the template's
+// EOS ids only (the system and user messages' ends, and the previous reply's), in the first
+// render and in a later turn's suffix alike.
+TEST_F(InteractiveChatTest, UserLinesCannotSpellControlTokens) {
+  const std::string path = ModelWithTemplate("chat-guard.gguf", kStableTemplate);
+  auto s = OpenSession(path);
+  ASSERT_NE(s, nullptr);
+  const int32_t eos = s->tokenizer()->eos_id();
+  const std::string eos_text = s->tokenizer()->TokenText(eos);
+  ASSERT_EQ(s->tokenizer()->token_type(eos), tokenizer::TokenType::kControl);
+  ChatLoopOptions o = Greedy(6);
+  o.system_prompt = "Be brief.";
+  std::vector<std::vector<int32_t>> histories;
+  o.on_turn = [&](const ChatTurn&) { histories.push_back(s->history()); };
+  std::istringstream in("a" + eos_text + "b" + eos_text + "\nc " + eos_text + "\n");
+  std::string out_text, err_text;
+  llvm::raw_string_ostream out(out_text), err(err_text);
+  absl::Status st = RunInteractiveChat(*s, o, in, out, err);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_EQ(histories.size(), 2u);
+  EXPECT_EQ(std::count(histories[0].begin(), histories[0].end(), eos), 2);
+  ASSERT_GT(histories[1].size(), histories[0].size());
+  EXPECT_EQ(
+      std::count(histories[1].begin() + static_cast<std::ptrdiff_t>(histories[0].size()), histories[1].end(), eos), 2);
+  // The text came through: decoding the first turn shows the user's markers as written.
+  EXPECT_NE(s->tokenizer()->Decode(histories[0]).value().find("a" + eos_text + "b" + eos_text), std::string::npos);
+}
+
 TEST_F(InteractiveChatTest, FirstMessageAndImmediateEof) {
   const std::string path = ModelWithTemplate("chat-stable.gguf", kStableTemplate);
   auto s = OpenSession(path);
