@@ -3,7 +3,9 @@
 // and the Jinja chat-template engine. Nothing may crash, hang or read out of bounds, and:
 //  * every id is in the vocabulary;
 //  * decode(encode(x)) is a fixed point: encoding and decoding it again gives it back;
-//  * the streaming decoder's output is valid UTF-8 and equals the sanitized batch decode.
+//  * the streaming decoder's output is valid UTF-8 and equals the sanitized batch decode;
+//  * the chat prompts' control-text guard gives any text back byte for byte, its ranges in bounds,
+//    ascending, each a control text, and no control token is read inside a literal range.
 // The first input byte picks the mode. MEMRA_TOKENIZER_GGUF overrides the vocabulary path.
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +15,7 @@
 
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/tokenizer/ChatTemplate.h"
+#include "frontends/tokenizer/ControlTextGuard.h"
 #include "frontends/tokenizer/Jinja.h"
 #include "frontends/tokenizer/Tokenizer.h"
 #include "frontends/tokenizer/Utf8.h"
@@ -104,7 +107,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const uint8_t mode = data[0] % 5;
+  const uint8_t mode = data[0] % 6;
   const std::string input(reinterpret_cast<const char*>(data + 1), size - 1);
   switch (mode) {
     case 0:
@@ -142,6 +145,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                               R"( "arguments": {"x": [1, 2.5, null, true]}}]}], "add_generation_prompt": true,)"
                               R"( "tools": [{"type": "function", "function": {"name": "f"}}], "bos_token": "<s>"})");
       (void)(*t)->Render(*vars);
+      break;
+    }
+    case 5: {  // the control-text guard of chat prompts (ControlTextGuard.h)
+      static const ControlTextGuard* guard = new ControlTextGuard(g_qwen->ControlTexts());
+      auto check_ranges = [](const std::string& text, const std::vector<TextRange>& ranges) {
+        size_t last = 0;
+        for (const TextRange& r : ranges) {
+          Check(r.begin >= last && r.begin < r.end && r.end <= text.size());
+          const std::string piece = text.substr(r.begin, r.end - r.begin);
+          Check(piece == "\xEE\x80\x80" || g_qwen->FindToken(piece).has_value());
+          last = r.end;
+        }
+      };
+      std::vector<TextRange> ranges;
+      const std::string back = guard->Restore(guard->GuardText(input), &ranges);
+      Check(back == input);
+      check_ranges(back, ranges);
+      ranges.clear();
+      check_ranges(guard->Restore(input, &ranges), ranges);  // arbitrary bytes as a render
+      if (IsValidUtf8(input)) {
+        const std::vector<TextRange> all = {{0, input.size()}};
+        EncodeOptions eo;
+        eo.add_special = false;
+        eo.literal_ranges = all;
+        for (int32_t id : g_qwen->Encode(input, eo)) Check(g_qwen->token_type(id) != TokenType::kControl);
+      }
       break;
     }
   }
