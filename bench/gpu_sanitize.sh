@@ -4,7 +4,8 @@
 # initcheck and synccheck, and a table of error counts last. Called by
 # `bash bench/gpu_suite.sh BUNDLE --sanitize [BUDGET_S] [OPTIONS] [TOOLS...]`; alone:
 #
-#   bash bench/gpu_sanitize.sh BIN_DIR OUT_DIR BUDGET_S [--jobs N] [--shard I/N] [--timeout S] [TOOLS...]
+#   bash bench/gpu_sanitize.sh BIN_DIR OUT_DIR BUDGET_S [--jobs N] [--shard I/N] [--timeout S]
+#                              [--resume PAIRS.tsv]... [TOOLS...]
 #
 # Targets: `memra run --backend cuda` on each tiny q8_0 fixture (qwen35, qwen35moe, gemma4, gemma4e,
 # step35; prefill of 8 and 16 tokens, 8 greedy steps through the graphs and the device loop), every
@@ -18,8 +19,10 @@
 # tail is short. --shard I/N keeps pairs I, I + N, I + 2N, ... of that order, so N calls cover the
 # suite; each writes sanitize-I-of-N.tsv, and bench/sanitize_table.sh joins them into one table. A pair past --timeout (default 240 s) is
 # "timeout"; pairs not started before BUDGET_S runs out are "not run" (no pair outlives the
-# budget): the table never counts either as clean. Run from the repository root (the fixtures are
-# tests/data/models/).
+# budget): the table never counts either as clean. --resume takes the pair files of earlier calls
+# (repeatable) and runs only what they left "not run" or "timeout" (with this call's --timeout), so
+# a call that ran out of budget is continued by the next; sanitize_table.sh joins them all, the
+# later verdict winning. Run from the repository root (the fixtures are tests/data/models/).
 set -uo pipefail
 bin=${1:?usage: gpu_sanitize.sh BIN_DIR OUT_DIR BUDGET_S [--jobs N] [--shard I/N] [--timeout S] [TOOLS...]}
 out=${2:?}
@@ -28,6 +31,7 @@ shift $(($# < 3 ? $# : 3))
 jobs=$(($(nproc) > 3 ? $(nproc) - 2 : 1))
 shard_i=0 shard_n=1 per_pair=240
 tools=""
+declare -A done_pairs=()  # "tool|target" with a verdict from --resume files
 while [ $# -gt 0 ]; do
   case $1 in
     --jobs) jobs=${2:?--jobs needs a count}; shift 2 ;;
@@ -37,6 +41,12 @@ while [ $# -gt 0 ]; do
       [ "$shard_n" -ge 1 ] && [ "$shard_i" -lt "$shard_n" ] || { echo "gpu_sanitize: --shard $2: I must be below N"; exit 2; }
       shift 2 ;;
     --timeout) per_pair=${2:?--timeout needs seconds}; shift 2 ;;
+    --resume)
+      [ -f "${2:-}" ] || { echo "gpu_sanitize: --resume: no pair file '${2:-}'"; exit 2; }
+      while IFS=$'\t' read -r target tool verdict; do
+        case $verdict in "not run" | timeout | "") ;; *) done_pairs["$tool|$target"]=1 ;; esac
+      done < "$2"
+      shift 2 ;;
     memcheck | racecheck | initcheck | synccheck) tools="$tools $1"; shift ;;
     *) echo "gpu_sanitize: unknown argument '$1' (tools: memcheck racecheck initcheck synccheck)"; exit 2 ;;
   esac
@@ -71,7 +81,7 @@ pairs=()
 k=0
 for tool in $tools; do
   for target in "${targets[@]}"; do
-    [ $((k % shard_n)) -eq "$shard_i" ] && pairs+=("$tool|$target")
+    [ $((k % shard_n)) -eq "$shard_i" ] && [ -z "${done_pairs["$tool|$target"]:-}" ] && pairs+=("$tool|$target")
     k=$((k + 1))
   done
 done
@@ -133,7 +143,7 @@ for target in "${targets[@]}"; do
   done
 done > "$out/sanitize-$shard_i-of-$shard_n.tsv"
 {
-  echo "=== compute-sanitizer shard $shard_i/$shard_n, $jobs jobs, $((${#targets[@]} * $(echo $tools | wc -w))) pairs in the suite ==="
+  echo "=== compute-sanitizer shard $shard_i/$shard_n, $jobs jobs, ${#pairs[@]} pairs run of $((${#targets[@]} * $(echo $tools | wc -w))) in the suite (${#done_pairs[@]} done by earlier calls) ==="
   bash "$(dirname "$0")/sanitize_table.sh" "$out/sanitize-$shard_i-of-$shard_n.tsv"
   # Where initcheck's reports are: the kernel that read, per target (the first 6).
   for log in "$out"/sanitize/pairs/initcheck-*.log; do
