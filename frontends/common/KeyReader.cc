@@ -1,5 +1,6 @@
 #include "frontends/common/KeyReader.h"
 
+#include <cmath>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -62,6 +63,48 @@ absl::StatusOr<std::vector<int64_t>> KeyReader::PerLayer(absl::string_view k, in
 
 absl::Status Inconsistent(const gguf::GgufFile& f, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(f.path(), ": inconsistent hyperparameters: ", what));
+}
+
+absl::StatusOr<double> KeyReader::PositiveF32(absl::string_view k, std::optional<float> def) const {
+  float v = 0;
+  if (def) {
+    MEMRA_ASSIGN_OR_RETURN(v, f_.GetF32Or(Key(k), *def));
+  } else {
+    MEMRA_ASSIGN_OR_RETURN(v, f_.GetF32(Key(k)));
+  }
+  if (!(v > 0) || !std::isfinite(v)) return Inconsistent(f_, absl::StrCat(Key(k), " = ", v, " must be > 0"));
+  return v;
+}
+
+absl::StatusOr<std::vector<bool>> KeyReader::LayerFlags(absl::string_view k, int64_t n_layer) const {
+  const std::string key = Key(k);
+  const gguf::Value* v = f_.Find(key);
+  if (v == nullptr) return absl::NotFoundError(absl::StrCat(f_.path(), ": key \"", key, "\" not found"));
+  if (v->type == gguf::ValueType::kArray) {
+    MEMRA_ASSIGN_OR_RETURN(std::vector<bool> p, f_.GetBoolArray(key));
+    if (static_cast<int64_t>(p.size()) < n_layer)
+      return Inconsistent(f_, absl::StrCat(key, " has ", p.size(), " entries, expected ", n_layer));
+    p.resize(static_cast<size_t>(n_layer));
+    return p;
+  }
+  MEMRA_ASSIGN_OR_RETURN(bool all, f_.GetBool(key));
+  return std::vector<bool>(static_cast<size_t>(n_layer), all);
+}
+
+absl::Status KeyReader::RejectRopeScaling() const {
+  if (f_.Has(Key("rope.scaling.type"))) {
+    MEMRA_ASSIGN_OR_RETURN(std::string t, f_.GetString(Key("rope.scaling.type")));
+    if (t != "none" && !t.empty())
+      return absl::UnimplementedError(absl::StrCat(f_.path(), ": key \"", Key("rope.scaling.type"), "\" = \"", t,
+                                                   "\": rope scaling is not supported yet"));
+  }
+  if (f_.Has(Key("rope.scaling.factor"))) {
+    MEMRA_ASSIGN_OR_RETURN(float factor, f_.GetF32(Key("rope.scaling.factor")));
+    if (factor != 0.0f && factor != 1.0f)
+      return absl::UnimplementedError(absl::StrCat(f_.path(), ": key \"", Key("rope.scaling.factor"), "\" = ", factor,
+                                                   ": rope scaling is not supported yet"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace memra::frontends

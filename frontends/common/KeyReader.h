@@ -33,6 +33,14 @@ class KeyReader {
   // The same key as one value per layer (a u32 repeated, or an array of at least n_layer entries,
   // its first n_layer taken, as llama.cpp's get_key_or_arr).
   absl::StatusOr<std::vector<int64_t>> PerLayer(absl::string_view k, int64_t n_layer, std::optional<int64_t> def) const;
+  // An f32 key that must be finite and > 0, or `def` when absent (required when `def` is empty).
+  absl::StatusOr<double> PositiveF32(absl::string_view k, std::optional<float> def) const;
+  // A bool per layer: an array of at least n_layer entries (its first n_layer taken) or one bool for
+  // every layer (llama.cpp's get_key_or_arr); required.
+  absl::StatusOr<std::vector<bool>> LayerFlags(absl::string_view k, int64_t n_layer) const;
+  // Unimplemented when `rope.scaling.type` names a scaling or `rope.scaling.factor` is not 0 or 1
+  // (memra runs RoPE unscaled).
+  absl::Status RejectRopeScaling() const;
 
  private:
   const gguf::GgufFile& f_;

@@ -14,19 +14,6 @@ namespace memra::frontends {
 
 namespace {
 
-// An f32 key that must be finite and > 0, or `def` when absent.
-absl::StatusOr<double> PositiveF32(const gguf::GgufFile& f, const KeyReader& r, absl::string_view k,
-                                   std::optional<float> def) {
-  float v = 0;
-  if (def) {
-    MEMRA_ASSIGN_OR_RETURN(v, f.GetF32Or(r.Key(k), *def));
-  } else {
-    MEMRA_ASSIGN_OR_RETURN(v, f.GetF32(r.Key(k)));
-  }
-  if (!(v > 0) || !std::isfinite(v)) return Inconsistent(f, absl::StrCat(r.Key(k), " = ", v, " must be > 0"));
-  return v;
-}
-
 // key_length == value_length, > 0 (llama.cpp throws otherwise).
 absl::StatusOr<int64_t> HeadDim(const gguf::GgufFile& f, const KeyReader& r, absl::string_view key_k,
                                 absl::string_view val_k) {
@@ -73,30 +60,13 @@ absl::StatusOr<Gemma4Hparams> ReadGemma4Hparams(const gguf::GgufFile& f) {
                            {"rope.dimension_count_swa", h.n_rot_swa, h.head_dim_swa}})
     if (rot <= 0 || rot % 2 != 0 || rot > d)
       return Inconsistent(f, absl::StrCat(r.Key(k), " (", rot, ") must be even, > 0 and <= the head dim (", d, ")"));
-  MEMRA_ASSIGN_OR_RETURN(h.rope_base, PositiveF32(f, r, "rope.freq_base", 10000.0f));
-  MEMRA_ASSIGN_OR_RETURN(h.rope_base_swa, PositiveF32(f, r, "rope.freq_base_swa", static_cast<float>(h.rope_base)));
-  if (f.Has(r.Key("rope.scaling.type"))) {
-    MEMRA_ASSIGN_OR_RETURN(std::string t, f.GetString(r.Key("rope.scaling.type")));
-    if (t != "none" && !t.empty())
-      return absl::UnimplementedError(absl::StrCat(f.path(), ": key \"", r.Key("rope.scaling.type"), "\" = \"", t,
-                                                   "\": rope scaling is not supported yet"));
-  }
-  MEMRA_ASSIGN_OR_RETURN(h.rms_eps, PositiveF32(f, r, "attention.layer_norm_rms_epsilon", std::nullopt));
+  MEMRA_ASSIGN_OR_RETURN(h.rope_base, r.PositiveF32("rope.freq_base", 10000.0f));
+  MEMRA_ASSIGN_OR_RETURN(h.rope_base_swa, r.PositiveF32("rope.freq_base_swa", static_cast<float>(h.rope_base)));
+  MEMRA_RETURN_IF_ERROR(r.RejectRopeScaling());
+  MEMRA_ASSIGN_OR_RETURN(h.rms_eps, r.PositiveF32("attention.layer_norm_rms_epsilon", std::nullopt));
   MEMRA_ASSIGN_OR_RETURN(h.n_swa, r.Required("attention.sliding_window"));
   if (h.n_swa <= 0) return Inconsistent(f, absl::StrCat(r.Key("attention.sliding_window"), " must be > 0"));
-  // The pattern: a bool per layer (llama.cpp's get_key_or_arr also takes one bool for every layer).
-  const std::string pattern_key = r.Key("attention.sliding_window_pattern");
-  const gguf::Value* pv = f.Find(pattern_key);
-  if (pv == nullptr) return absl::NotFoundError(absl::StrCat(f.path(), ": key \"", pattern_key, "\" not found"));
-  if (pv->type == gguf::ValueType::kArray) {
-    MEMRA_ASSIGN_OR_RETURN(std::vector<bool> p, f.GetBoolArray(pattern_key));
-    if (static_cast<int64_t>(p.size()) < h.n_layer)
-      return Inconsistent(f, absl::StrCat(pattern_key, " has ", p.size(), " entries, expected ", h.n_layer));
-    h.swa.assign(p.begin(), p.begin() + h.n_layer);
-  } else {
-    MEMRA_ASSIGN_OR_RETURN(bool all, f.GetBool(pattern_key));
-    h.swa.assign(static_cast<size_t>(h.n_layer), all);
-  }
+  MEMRA_ASSIGN_OR_RETURN(h.swa, r.LayerFlags("attention.sliding_window_pattern", h.n_layer));
   MEMRA_ASSIGN_OR_RETURN(h.shared_kv_layers, r.Optional("attention.shared_kv_layers", 0));
   if (h.shared_kv_layers < 0 || h.shared_kv_layers >= h.n_layer)
     return Inconsistent(f, absl::StrCat(r.Key("attention.shared_kv_layers"), " (", h.shared_kv_layers,

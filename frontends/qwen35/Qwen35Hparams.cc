@@ -51,19 +51,7 @@ absl::StatusOr<Qwen35Hparams> ReadQwen35TrunkHparams(const gguf::GgufFile& f, ab
   if (!(base > 0) || !std::isfinite(base))
     return Inconsistent(f, absl::StrCat(r.Key("rope.freq_base"), " = ", base, " must be > 0"));
   h.rope_base = base;
-  for (absl::string_view k : {"rope.scaling.type", "rope.scaling.factor"}) {
-    if (!f.Has(r.Key(k))) continue;
-    if (k == "rope.scaling.type") {
-      MEMRA_ASSIGN_OR_RETURN(std::string t, f.GetString(r.Key(k)));
-      if (t == "none" || t.empty()) continue;
-      return absl::UnimplementedError(
-          absl::StrCat(f.path(), ": key \"", r.Key(k), "\" = \"", t, "\": rope scaling is not supported yet"));
-    }
-    MEMRA_ASSIGN_OR_RETURN(float factor, f.GetF32(r.Key(k)));
-    if (factor != 0.0f && factor != 1.0f)
-      return absl::UnimplementedError(
-          absl::StrCat(f.path(), ": key \"", r.Key(k), "\" = ", factor, ": rope scaling is not supported yet"));
-  }
+  MEMRA_RETURN_IF_ERROR(r.RejectRopeScaling());
   MEMRA_ASSIGN_OR_RETURN(float eps, f.GetF32(r.Key("attention.layer_norm_rms_epsilon")));
   if (!(eps > 0) || !std::isfinite(eps))
     return Inconsistent(f, absl::StrCat(r.Key("attention.layer_norm_rms_epsilon"), " = ", eps, " must be > 0"));

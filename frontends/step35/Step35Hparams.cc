@@ -14,19 +14,6 @@ namespace memra::frontends {
 
 namespace {
 
-// An f32 key that must be finite and > 0, or `def` when absent.
-absl::StatusOr<double> PositiveF32(const gguf::GgufFile& f, const KeyReader& r, absl::string_view k,
-                                   std::optional<float> def) {
-  float v = 0;
-  if (def) {
-    MEMRA_ASSIGN_OR_RETURN(v, f.GetF32Or(r.Key(k), *def));
-  } else {
-    MEMRA_ASSIGN_OR_RETURN(v, f.GetF32(r.Key(k)));
-  }
-  if (!(v > 0) || !std::isfinite(v)) return Inconsistent(f, absl::StrCat(r.Key(k), " = ", v, " must be > 0"));
-  return v;
-}
-
 // An f32 "value or per-layer array" key (llama.cpp's get_key_or_arr): absent -> `def` everywhere; an
 // array needs at least n_layer entries (the first n_layer are taken). Every value finite and >= 0.
 absl::StatusOr<std::vector<double>> PerLayerF32(const gguf::GgufFile& f, const KeyReader& r, absl::string_view k,
@@ -103,29 +90,13 @@ absl::StatusOr<Step35Hparams> ReadStep35Hparams(const gguf::GgufFile& f) {
   if (h.n_rot_swa <= 0 || h.n_rot_swa % 2 != 0 || h.n_rot_swa > h.head_dim)
     return Inconsistent(f, absl::StrCat(r.Key("rope.dimension_count_swa"), " (", h.n_rot_swa,
                                         ") must be even, > 0 and <= the head dim (", h.head_dim, ")"));
-  MEMRA_ASSIGN_OR_RETURN(h.rope_base, PositiveF32(f, r, "rope.freq_base", 10000.0f));
-  MEMRA_ASSIGN_OR_RETURN(h.rope_base_swa, PositiveF32(f, r, "rope.freq_base_swa", static_cast<float>(h.rope_base)));
-  if (f.Has(r.Key("rope.scaling.type"))) {
-    MEMRA_ASSIGN_OR_RETURN(std::string t, f.GetString(r.Key("rope.scaling.type")));
-    if (t != "none" && !t.empty())
-      return absl::UnimplementedError(absl::StrCat(f.path(), ": key \"", r.Key("rope.scaling.type"), "\" = \"", t,
-                                                   "\": rope scaling is not supported yet"));
-  }
-  MEMRA_ASSIGN_OR_RETURN(h.rms_eps, PositiveF32(f, r, "attention.layer_norm_rms_epsilon", std::nullopt));
+  MEMRA_ASSIGN_OR_RETURN(h.rope_base, r.PositiveF32("rope.freq_base", 10000.0f));
+  MEMRA_ASSIGN_OR_RETURN(h.rope_base_swa, r.PositiveF32("rope.freq_base_swa", static_cast<float>(h.rope_base)));
+  MEMRA_RETURN_IF_ERROR(r.RejectRopeScaling());
+  MEMRA_ASSIGN_OR_RETURN(h.rms_eps, r.PositiveF32("attention.layer_norm_rms_epsilon", std::nullopt));
   MEMRA_ASSIGN_OR_RETURN(h.n_swa, r.Required("attention.sliding_window"));
   if (h.n_swa <= 0) return Inconsistent(f, absl::StrCat(r.Key("attention.sliding_window"), " must be > 0"));
-  const std::string pattern_key = r.Key("attention.sliding_window_pattern");
-  const gguf::Value* pv = f.Find(pattern_key);
-  if (pv == nullptr) return absl::NotFoundError(absl::StrCat(f.path(), ": key \"", pattern_key, "\" not found"));
-  if (pv->type == gguf::ValueType::kArray) {
-    MEMRA_ASSIGN_OR_RETURN(std::vector<bool> p, f.GetBoolArray(pattern_key));
-    if (static_cast<int64_t>(p.size()) < h.n_layer)
-      return Inconsistent(f, absl::StrCat(pattern_key, " has ", p.size(), " entries, expected ", h.n_layer));
-    h.swa.assign(p.begin(), p.begin() + h.n_layer);
-  } else {
-    MEMRA_ASSIGN_OR_RETURN(bool all, f.GetBool(pattern_key));
-    h.swa.assign(static_cast<size_t>(h.n_layer), all);
-  }
+  MEMRA_ASSIGN_OR_RETURN(h.swa, r.LayerFlags("attention.sliding_window_pattern", h.n_layer));
 
   MEMRA_ASSIGN_OR_RETURN(VocabAndHead vh, ReadVocabAndHead(f, h.n_embd, r.Key("embedding_length")));
   h.n_vocab = vh.n_vocab;

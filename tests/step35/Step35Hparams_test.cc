@@ -2,7 +2,8 @@
 // fixtures README §10.1), and the issue's bad input, each an error naming the key (and the layer)
 // before anything is lowered: per-layer arrays of the wrong length, heads that do not divide, a
 // window of 0, rotary dims past the head, a routed-expert clamp on a layer without experts, a MoE
-// layer without its routed or shared experts, an unknown gating function.
+// layer without its routed or shared experts, an unknown gating function, RoPE scaling (memra runs
+// it unscaled: a factor is refused, not ignored), a missing or mistyped window pattern.
 #include <string>
 #include <vector>
 
@@ -128,6 +129,16 @@ TEST(Step35HparamsTest, BadInputIsNamed) {
        absl::StatusCode::kUnimplemented, "step35.expert_gating_func\" = 7"},
       {"all layers MTP", AddKey("step35.nextn_predict_layers", gguf::Value::U32(5)), absl::StatusCode::kInvalidArgument,
        "step35.nextn_predict_layers (5) must be in [0, step35.block_count (5))"},
+      {"a rope scaling type", AddKey("step35.rope.scaling.type", gguf::Value::String("yarn")),
+       absl::StatusCode::kUnimplemented, "step35.rope.scaling.type\" = \"yarn\": rope scaling is not supported"},
+      {"a rope scaling factor", AddKey("step35.rope.scaling.factor", gguf::Value::F32(4.0f)),
+       absl::StatusCode::kUnimplemented, "step35.rope.scaling.factor\" = 4: rope scaling is not supported"},
+      {"a pattern of the wrong type", SetKey("step35.attention.sliding_window_pattern", gguf::Value::U32(1)),
+       absl::StatusCode::kInvalidArgument, "step35.attention.sliding_window_pattern"},
+      {"no pattern", DropKey("step35.attention.sliding_window_pattern"), absl::StatusCode::kNotFound,
+       "step35.attention.sliding_window_pattern\" not found"},
+      {"a base of 0", AddKey("step35.rope.freq_base_swa", gguf::Value::F32(0.0f)), absl::StatusCode::kInvalidArgument,
+       "step35.rope.freq_base_swa = 0 must be > 0"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.what);
