@@ -4,7 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "frontends/common/Embedding.h"
+#include "frontends/common/ModelWeights.h"
 #include "frontends/common/StepLayout.h"
+#include "ir/StatusMacros.h"
+#include "ir/Verifier.h"
 
 namespace memra::frontends {
 namespace {
@@ -78,6 +81,18 @@ absl::Status BuildDecoderStep(ir::Module& m, const DecoderHooks& h, const LowerO
   if (!b.ok()) return Failed(b, "@step");
   fn->set_result_types({logits->type(), ids->type()});
   return absl::OkStatus();
+}
+
+absl::Status BuildDecoderFunctions(ir::Module& m, const DecoderHooks& hooks, const LowerOptions& opt,
+                                   ir::StateVar* blocks, const gguf::GgufFile& file) {
+  if (opt.slots > 0) {
+    MEMRA_RETURN_IF_ERROR(BuildDecoderStep(m, hooks, opt, blocks));
+  } else {
+    MEMRA_RETURN_IF_ERROR(BuildDecoderFunction(m, hooks, "prefill", Dim::Symbol("T"), opt.prefill_all_logits));
+    MEMRA_RETURN_IF_ERROR(BuildDecoderFunction(m, hooks, "decode", Dim(1), /*all_logits=*/true));
+  }
+  MEMRA_RETURN_IF_ERROR(CheckValueWeightsAreF32(file, m));
+  return ir::VerifyModule(m);
 }
 
 }  // namespace memra::frontends

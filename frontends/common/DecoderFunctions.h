@@ -16,6 +16,10 @@
 #include "ir/Builder.h"
 #include "ir/Module.h"
 
+namespace memra::gguf {
+class GgufFile;
+}
+
 namespace memra::frontends {
 
 struct DecoderHooks {
@@ -37,5 +41,9 @@ absl::Status BuildDecoderFunction(ir::Module& m, const DecoderHooks& hooks, absl
                                   bool all_logits);
 // @step over up to opt.slots sequences; `blocks` is the paged KV block table (or null).
 absl::Status BuildDecoderStep(ir::Module& m, const DecoderHooks& hooks, const LowerOptions& opt, ir::StateVar* blocks);
+// What every family's lowering ends with: @step when opt.slots > 0, else @prefill and @decode;
+// then the value weights checked f32 against `file` and the module verified.
+absl::Status BuildDecoderFunctions(ir::Module& m, const DecoderHooks& hooks, const LowerOptions& opt,
+                                   ir::StateVar* blocks, const gguf::GgufFile& file);
 
 }  // namespace memra::frontends

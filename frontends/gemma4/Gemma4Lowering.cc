@@ -17,7 +17,6 @@
 #include "frontends/gguf/GgufFile.h"
 #include "ir/Builder.h"
 #include "ir/StatusMacros.h"
-#include "ir/Verifier.h"
 
 namespace memra::frontends {
 namespace {
@@ -51,14 +50,7 @@ class Gemma4Lowering {
     m_->attrs().Set("n_ctx", n_ctx_);
     m_->attrs().Set("prefill_logits", opt_.prefill_all_logits ? "all" : "last");
     RecordSlotAttributes(m_->attrs(), opt_, layout_);
-    if (opt_.slots > 0) {
-      MEMRA_RETURN_IF_ERROR(BuildDecoderStep(*m_, Hooks(), opt_, blocks_));
-    } else {
-      MEMRA_RETURN_IF_ERROR(BuildDecoderFunction(*m_, Hooks(), "prefill", Dim::Symbol("T"), opt_.prefill_all_logits));
-      MEMRA_RETURN_IF_ERROR(BuildDecoderFunction(*m_, Hooks(), "decode", Dim(1), /*all_logits=*/true));
-    }
-    MEMRA_RETURN_IF_ERROR(CheckValueWeightsAreF32(f_, *m_));
-    MEMRA_RETURN_IF_ERROR(ir::VerifyModule(*m_));
+    MEMRA_RETURN_IF_ERROR(BuildDecoderFunctions(*m_, Hooks(), opt_, blocks_, f_));
     return std::move(m_);
   }
 
