@@ -141,6 +141,11 @@ absl::StatusOr<RequestId> Scheduler::Submit(Request request, TokenSink sink) {
         absl::StrCat("logprobs must be in [-1, ", vocab, "] (got ", request.logprobs, ")"));
   for (const auto& s : request.stop_strings)
     if (s.empty()) return absl::InvalidArgumentError("a stop string is empty");
+  for (const auto& [id, bias] : request.logit_bias)
+    if (id < 0 || id >= vocab || !std::isfinite(bias))
+      return absl::InvalidArgumentError(absl::StrCat("logit_bias: token ", id, " (bias ", bias,
+                                                     ") must be in the vocabulary [0, ", vocab,
+                                                     ") with a finite bias"));
   if (!request.stop_strings.empty() && !options_.detokenizer)
     return absl::FailedPreconditionError("stop strings need text: the scheduler has no detokenizer");
 
@@ -294,7 +299,8 @@ void Scheduler::PrepareSampling(Seq& s, StepEntry& e) {
   const float u = s.req.sampling.temperature > 0.0f ? kernels::cpu::DrawU(s.rng) : 0.0f;
   e.sampling = kernels::cpu::MakeRowSampling(s.req.sampling, s.history, u);
   const int64_t cap = backend_.device_sampler_penalties();
-  e.device_pick = cap >= 0 && s.req.logprobs < 0 && static_cast<int64_t>(e.sampling.penalty_ids.size()) <= cap;
+  e.device_pick = cap >= 0 && s.req.logprobs < 0 && s.req.logit_bias.empty() &&
+                  static_cast<int64_t>(e.sampling.penalty_ids.size()) <= cap;
 }
 
 StepBatch Scheduler::BuildBatch() {
@@ -426,10 +432,17 @@ void Scheduler::SampleAndEmit(Seq& seq, const StepEntry& entry, const EntryOutpu
   }
   // A backend's pick is SampleRow on the entry's inputs, what the host computes otherwise.
   const kernels::cpu::RowSampling& rs = entry.sampling;
+  const float* row = logits.data();
+  std::vector<float> biased;
+  if (out.token < 0 && !seq.req.logit_bias.empty()) {
+    biased = logits;
+    for (const auto& [id, bias] : seq.req.logit_bias) biased[static_cast<size_t>(id)] += bias;
+    row = biased.data();
+  }
   const int32_t token =
       out.token >= 0 ? out.token
-                     : kernels::cpu::SampleRow(logits.data(), vocab, rs.params, rs.penalty_ids.data(),
-                                               rs.penalty_counts.data(), static_cast<int64_t>(rs.penalty_ids.size()));
+                     : kernels::cpu::SampleRow(row, vocab, rs.params, rs.penalty_ids.data(), rs.penalty_counts.data(),
+                                               static_cast<int64_t>(rs.penalty_ids.size()));
   seq.history.push_back(token);
   ++seq.generated;
   ev.token = token;

@@ -71,6 +71,10 @@ struct Request {
   // Matched on the detokenized text (needs SchedulerOptions::detokenizer): the text stops before
   // the first occurrence (reason stop); text that could still become one is held back.
   std::vector<std::string> stop_strings;
+  // Added to these tokens' logits before sampling (OpenAI's logit_bias; -100 all but bans a
+  // token, 100 all but forces it). Logprobs stay those of the raw logits. The host samples such a
+  // request (the backend's pick knows no bias).
+  std::vector<std::pair<int32_t, float>> logit_bias;
   // -1: none; 0: the chosen token's logprob; n > 0: also the n most likely tokens. Logprobs are of
   // the model's distribution (log_softmax of the raw logits, before penalties and temperature).
   int logprobs = -1;

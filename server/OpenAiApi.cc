@@ -8,6 +8,7 @@
 #include <random>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "frontends/tokenizer/ChatTemplate.h"
 #include "frontends/tokenizer/Json.h"
@@ -22,6 +23,7 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kMaxModelName = 256;
+constexpr size_t kMaxLogitBias = 1024;
 
 // A seed for a request that names none: the process's random start plus a counter, mixed
 // (splitmix64), so concurrent requests differ and no two processes repeat each other.
@@ -97,6 +99,12 @@ absl::Status ParseCommon(const json& j, const ApiContext& ctx, ApiJob& job) {
     if (job.model.size() > kMaxModelName) return Bad("model", absl::StrCat("at most ", kMaxModelName, " bytes"));
   }
   if (auto n = Integer(j, "n", 1, 1, 1); !n.ok()) return Bad("n", "only 1 choice per request is supported");
+  if (auto b = Integer(j, "best_of", 1, 1, 1); !b.ok()) return Bad("best_of", "only 1 is supported");
+  // Fields memra does not implement are refused when they would change the reply, not ignored.
+  if (auto it = j.find("echo"); it != j.end() && !it->is_null() && *it != json(false))
+    return Bad("echo", "only false is supported (the reply never repeats the prompt)");
+  if (auto it = j.find("suffix"); it != j.end() && !it->is_null() && *it != json(""))
+    return Bad("suffix", "insertion (a text after the completion) is not supported");
   // JSON mode and schemas need constrained decoding, which memra does not do: refused rather than
   // ignored (a client would otherwise take free text for JSON).
   if (auto it = j.find("response_format"); it != j.end() && !it->is_null()) {
@@ -127,6 +135,21 @@ absl::Status ParseCommon(const json& j, const ApiContext& ctx, ApiJob& job) {
   MEMRA_RETURN_IF_ERROR(
       Take(max_tokens, Integer(j, "max_completion_tokens", max_tokens, 1, std::numeric_limits<int32_t>::max())));
   r.max_tokens = max_tokens;
+  // logit_bias: {"token id": bias in [-100, 100]}, added to the logits before sampling.
+  if (auto it = j.find("logit_bias"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) return Bad("logit_bias", "must be an object of token id: bias");
+    if (it->size() > kMaxLogitBias) return Bad("logit_bias", absl::StrCat("at most ", kMaxLogitBias, " tokens"));
+    const int64_t vocab = ctx.tokenizer->n_vocab();
+    for (const auto& [key, value] : it->items()) {
+      int64_t id = -1;
+      if (key.empty() || key.size() > 10 || key.find_first_not_of("0123456789") != std::string::npos ||
+          (id = std::stoll(key)) >= vocab)
+        return Bad("logit_bias", absl::StrCat("key '", key.substr(0, 16), "' is not a token id in [0, ", vocab, ")"));
+      if (!value.is_number() || !std::isfinite(value.get<double>()) || std::fabs(value.get<double>()) > 100.0)
+        return Bad("logit_bias", absl::StrCat("the bias of token ", id, " must be a number in [-100, 100]"));
+      r.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+    }
+  }
   if (auto it = j.find("stop"); it != j.end() && !it->is_null()) {
     if (it->is_string()) {
       r.stop_strings.push_back(it->get<std::string>());
@@ -153,6 +176,7 @@ absl::Status ParseCommon(const json& j, const ApiContext& ctx, ApiJob& job) {
   MEMRA_RETURN_IF_ERROR(Take(job.token_ids, Bool(j, "return_token_ids", false)));
   MEMRA_RETURN_IF_ERROR(Take(job.stream, Bool(j, "stream", false)));
   if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
+    if (!job.stream) return Bad("stream_options", "only allowed with 'stream': true");
     if (!it->is_object()) return Bad("stream_options", "must be an object");
     MEMRA_RETURN_IF_ERROR(Take(job.include_usage, Bool(*it, "include_usage", false)));
   }
@@ -242,11 +266,29 @@ absl::StatusOr<ApiJob> ParseChatRequest(absl::string_view body, const ApiContext
     auto content = msg.find("content");
     if (content != msg.end() && !content->is_null() && !content->is_string() && !content->is_array())
       return Bad(where + ".content", "must be a string or a list of parts");
+    // (a template loops over tool_calls: a string would render a call per character)
+    if (auto calls = msg.find("tool_calls"); calls != msg.end() && !calls->is_null()) {
+      if (!calls->is_array()) return Bad(where + ".tool_calls", "must be a list");
+      for (const json& call : *calls) {
+        const auto fn = call.is_object() ? call.find("function") : call.end();
+        const bool named = fn != call.end() && fn->is_object() && fn->contains("name") && (*fn)["name"].is_string() &&
+                           !(*fn)["name"].get<std::string>().empty();
+        const auto args = named ? fn->find("arguments") : call.end();
+        if (!named || (args != fn->end() && !args->is_string() && !args->is_object()))
+          return Bad(where + ".tool_calls",
+                     "each call must be {\"function\": {\"name\": a non-empty string, \"arguments\": a string or "
+                     "an object}}");
+      }
+    }
   }
+  // OpenAI's "developer" role is its "system" role renamed: a template that does not know the name
+  // (Qwen's drop such messages silently) gets "system".
+  const bool template_knows_developer = absl::StrContains(ctx.chat_template->source(), "developer");
   tokenizer::ChatInputs in;
   // Content given as a list of text parts becomes one string (what templates expect).
   json messages = *it;
   for (auto& msg : messages) {
+    if (!template_knows_developer && msg["role"] == "developer") msg["role"] = "system";
     auto c = msg.find("content");
     // An assistant turn that only calls tools has content null: templates concatenate it.
     if (c == msg.end() || c->is_null()) {
@@ -271,19 +313,21 @@ absl::StatusOr<ApiJob> ParseChatRequest(absl::string_view body, const ApiContext
   auto msgs = to_json(messages);
   if (!msgs.ok()) return Bad("messages", msgs.status().message());
   in.messages = std::move(*msgs);
+  // "required" and a named function would need constrained decoding, which memra does not do:
+  // refused rather than treated as "auto", with or without tools.
+  const json choice = j.value("tool_choice", json("auto"));
+  if (choice != json("auto") && choice != json("none") && !choice.is_null())
+    return Bad("tool_choice", "only \"auto\" and \"none\" are supported");
   if (auto t = j.find("tools"); t != j.end() && !t->is_null()) {
     if (!t->is_array()) return Bad("tools", "must be a list");
-    // "required" and a named function would need constrained decoding, which memra does not do:
-    // refused rather than treated as "auto".
-    const json choice = j.value("tool_choice", json("auto"));
-    if (choice != json("auto") && choice != json("none") && !choice.is_null())
-      return Bad("tool_choice", "only \"auto\" and \"none\" are supported");
-    const bool none = choice == json("none");
-    if (!none && !t->empty()) {
+    if (!t->empty()) {
+      // "none": the model still sees the tools (OpenAI's meaning), but its reply is not read for
+      // calls.
       auto tools = to_json(*t);
       if (!tools.ok()) return Bad("tools", tools.status().message());
       in.tools = std::move(*tools);
-      job.tools = true;
+      job.tools = choice != json("none");
+      job.tool_types = std::make_shared<const ToolParamTypes>(ParamTypesOf(*t));
     }
   }
   auto prompt = ctx.chat_template->Render(in);
@@ -347,15 +391,27 @@ std::string ErrorJson(const absl::Status& s, int http) {
 }
 
 ReplyBuilder::ReplyBuilder(const ApiJob& job, std::string id, int64_t created)
-    : job_(job), id_(std::move(id)), created_(created) {}
+    : job_(job), id_(std::move(id)), created_(created), tool_filter_(job.tool_types.get()) {}
 
 namespace {
+
+// A token's bytes as OpenAI's `bytes` lists them: a piece that is part of a character shows as
+// U+FFFD in `token`, and the client rebuilds the character from these.
+json PieceBytes(const std::string& piece) {
+  json b = json::array();
+  for (unsigned char c : piece) b.push_back(static_cast<int>(c));
+  return b;
+}
 
 json LogprobsOf(const ApiJob& job, const runtime::TokenEvent& e, const tokenizer::Tokenizer* tok) {
   if (job.kind == ApiKind::kChat) {
     json top = json::array();
-    for (const auto& t : e.top) top.push_back({{"token", Piece(tok, t.token)}, {"logprob", t.logprob}});
-    return {{"token", Piece(tok, e.token)}, {"logprob", e.logprob}, {"top_logprobs", top}};
+    for (const auto& t : e.top) {
+      const std::string piece = Piece(tok, t.token);
+      top.push_back({{"token", piece}, {"logprob", t.logprob}, {"bytes", PieceBytes(piece)}});
+    }
+    const std::string piece = Piece(tok, e.token);
+    return {{"token", piece}, {"logprob", e.logprob}, {"bytes", PieceBytes(piece)}, {"top_logprobs", top}};
   }
   json top = json::object();
   for (const auto& t : e.top) top[Piece(tok, t.token)] = t.logprob;
@@ -363,6 +419,12 @@ json LogprobsOf(const ApiJob& job, const runtime::TokenEvent& e, const tokenizer
 }
 
 }  // namespace
+
+bool ReplyBuilder::StoppedBy(const runtime::TokenEvent& e) const {
+  const std::vector<int32_t>& ids = job_.request.stop_ids;
+  return e.last && e.reason == runtime::FinishReason::kStop && e.token >= 0 &&
+         std::find(ids.begin(), ids.end(), e.token) != ids.end();
+}
 
 std::string ReplyBuilder::Chunk(const runtime::TokenEvent& e) {
   std::string out;
@@ -411,14 +473,17 @@ std::string ReplyBuilder::Chunk(const runtime::TokenEvent& e) {
       frame({{"index", 0}, {"delta", {{"tool_calls", json::array({call})}}}, {"finish_reason", nullptr}}, nullptr);
     }
   }
-  if (e.token >= 0 || !text.empty()) {
+  // A chat reply does not list the end-of-turn token that stopped it (OpenAI's shape): no frame of
+  // its own, unless the client asked for the ids.
+  const bool listed = e.token >= 0 && !(chat && StoppedBy(e));
+  if ((listed || (e.token >= 0 && job_.token_ids)) || !text.empty()) {
     json choice = {{"index", 0}, {"finish_reason", nullptr}};
     if (chat)
       choice["delta"] = {{"content", text}};
     else
       choice["text"] = text;
     if (job_.token_ids) choice["token_ids"] = e.token >= 0 ? json::array({e.token}) : json::array();
-    if (job_.logprobs && e.token >= 0) {
+    if (job_.logprobs && listed) {
       json lp = LogprobsOf(job_, e, job_.tokenizer);
       if (chat)
         choice["logprobs"] = {{"content", json::array({lp})}};
@@ -454,7 +519,7 @@ void ReplyBuilder::Add(const runtime::TokenEvent& e) {
   text_ += e.text;
   if (e.token >= 0) {
     tokens_.push_back(e.token);
-    if (job_.logprobs) {
+    if (job_.logprobs && !(job_.kind == ApiKind::kChat && StoppedBy(e))) {
       runtime::TokenEvent copy = e;
       copy.text.clear();
       logprob_events_.push_back(std::move(copy));
@@ -474,7 +539,7 @@ std::string ReplyBuilder::Json() const {
   json choice = {{"index", 0}, {"finish_reason", FinishName(reason_)}};
   if (job_.token_ids) choice["token_ids"] = tokens_;
   if (chat && job_.tools) {
-    const AssistantReply r = ParseToolCalls(text_);
+    const AssistantReply r = ParseToolCalls(text_, job_.tool_types.get());
     json message = {{"role", "assistant"}, {"content", r.content}};
     if (!r.calls.empty()) {
       json calls = json::array();

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,10 +48,11 @@ struct ApiJob {
   ApiKind kind = ApiKind::kCompletion;
   runtime::Request request;
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
-  bool logprobs = false;       // the reply carries logprobs (request.logprobs >= 0)
-  bool tools = false;          // chat with tools offered: <tool_call> blocks become tool_calls
-  bool token_ids = false;      // return_token_ids (vLLM's extension): choices carry the generated ids
+  bool include_usage = false;                        // stream_options.include_usage
+  bool logprobs = false;                             // the reply carries logprobs (request.logprobs >= 0)
+  bool tools = false;                                // chat with tools offered: <tool_call> blocks become tool_calls
+  std::shared_ptr<const ToolParamTypes> tool_types;  // their parameters' declared types
+  bool token_ids = false;  // return_token_ids (vLLM's extension): choices carry the generated ids
   std::string model;
   const tokenizer::Tokenizer* tokenizer = nullptr;  // the logprobs' token texts
 };
@@ -74,7 +76,8 @@ class ReplyBuilder {
  public:
   ReplyBuilder(const ApiJob& job, std::string id, int64_t created);
   // Streaming: the SSE frames ("data: {...}\n\n") this event adds, one per token (its text may be
-  // empty while a character or a possible stop string is held back): the first event also opens the
+  // empty while a character or a possible stop string is held back; a chat reply's stopping
+  // end-of-turn token gets none, unless token ids are asked for): the first event also opens the
   // assistant message (chat), the last one carries finish_reason, then the usage chunk when asked,
   // then "data: [DONE]". An event with an error gives an error frame instead.
   std::string Chunk(const runtime::TokenEvent& e);
@@ -85,6 +88,8 @@ class ReplyBuilder {
   const absl::Status& error() const { return error_; }
 
  private:
+  // The event of the stop id (an end-of-generation token) that ended the request.
+  bool StoppedBy(const runtime::TokenEvent& e) const;
   const ApiJob& job_;
   std::string id_;
   int64_t created_;

@@ -17,8 +17,17 @@ using nlohmann::json;
 // A block syntax: its markers and the parser of what is between them.
 struct BlockSyntax {
   std::string_view open, close;
-  std::optional<ToolCall> (*parse)(absl::string_view body);
+  std::optional<ToolCall> (*parse)(absl::string_view body, const ToolParamTypes* types);
 };
+
+// The declared type of `param` of tool `name` ("" when not declared).
+std::string_view DeclaredType(const ToolParamTypes* types, const std::string& name, const std::string& param) {
+  if (types == nullptr) return {};
+  auto tool = types->find(name);
+  if (tool == types->end()) return {};
+  auto p = tool->second.find(param);
+  return p == tool->second.end() ? std::string_view() : std::string_view(p->second);
+}
 
 // Gemma 4's argument syntax (its template's format_argument), read into JSON; advances `s` past
 // the value. nullopt where it is not that syntax.
@@ -88,7 +97,7 @@ std::optional<json> GemmaValue(absl::string_view& s, int depth) {
 }
 
 // `call:NAME{args}`.
-std::optional<ToolCall> ParseGemmaBlock(absl::string_view body) {
+std::optional<ToolCall> ParseGemmaBlock(absl::string_view body, const ToolParamTypes*) {
   body = absl::StripAsciiWhitespace(body);
   if (!absl::ConsumePrefix(&body, "call:")) return std::nullopt;
   const size_t brace = body.find('{');
@@ -103,7 +112,7 @@ std::optional<ToolCall> ParseGemmaBlock(absl::string_view body) {
 }
 
 // The call in one Qwen block's body, or nullopt when it is neither form.
-std::optional<ToolCall> ParseQwenBlock(absl::string_view body) {
+std::optional<ToolCall> ParseQwenBlock(absl::string_view body, const ToolParamTypes* types) {
   body = absl::StripAsciiWhitespace(body);
   if (absl::ConsumePrefix(&body, "<function=")) {
     const size_t end = body.find('>');
@@ -121,12 +130,14 @@ std::optional<ToolCall> ParseQwenBlock(absl::string_view body) {
         return std::nullopt;
       const std::string name(absl::StripAsciiWhitespace(body.substr(0, name_end)));
       // The template writes one newline around a value; a value that parses as JSON (a number,
-      // an object) is that JSON, anything else its text.
+      // an object) is that JSON, anything else its text, and a parameter declared a string is
+      // always its text.
       absl::string_view value = body.substr(name_end + 1, value_end - name_end - 1);
       absl::ConsumePrefix(&value, "\n");
       absl::ConsumeSuffix(&value, "\n");
-      json v = JsonNesting(value) > kMaxJsonNesting ? json(json::value_t::discarded)
-                                                    : json::parse(value.begin(), value.end(), nullptr, false);
+      json v = DeclaredType(types, c.name, name) == "string" || JsonNesting(value) > kMaxJsonNesting
+                   ? json(json::value_t::discarded)
+                   : json::parse(value.begin(), value.end(), nullptr, false);
       args[name] = v.is_discarded() ? json(std::string(value)) : v;
       body.remove_prefix(value_end + std::string_view("</parameter>").size());
     }
@@ -140,8 +151,16 @@ std::optional<ToolCall> ParseQwenBlock(absl::string_view body) {
   if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string()) return std::nullopt;
   ToolCall c;
   c.name = j["name"].get<std::string>();
-  const json args = j.value("arguments", json::object());
-  c.arguments = args.is_string() ? args.get<std::string>() : JsonText(args);
+  if (c.name.empty()) return std::nullopt;
+  // Arguments: an object, or a string holding one (clients json.loads them and expect a dict).
+  json args = j.value("arguments", json::object());
+  if (args.is_string()) {
+    const std::string text = args.get<std::string>();
+    if (JsonNesting(text) > kMaxJsonNesting) return std::nullopt;
+    args = json::parse(text, nullptr, false);
+  }
+  if (args.is_discarded() || !args.is_object()) return std::nullopt;
+  c.arguments = JsonText(args);
   return c;
 }
 
@@ -173,8 +192,27 @@ std::pair<size_t, const BlockSyntax*> FirstOpen(std::string_view s) {
 
 }  // namespace
 
-AssistantReply ParseToolCalls(absl::string_view text) {
-  ToolCallFilter f;
+ToolParamTypes ParamTypesOf(const json& tools) {
+  ToolParamTypes types;
+  if (!tools.is_array()) return types;
+  for (const json& t : tools) {
+    // {"type": "function", "function": {...}} or a bare function schema.
+    const json* fn = t.is_object() && t.contains("function") ? &t["function"] : &t;
+    if (!fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string()) continue;
+    auto params = fn->find("parameters");
+    if (params == fn->end() || !params->is_object()) continue;
+    auto props = params->find("properties");
+    if (props == params->end() || !props->is_object()) continue;
+    auto& out = types[(*fn)["name"].get<std::string>()];
+    for (const auto& [p, schema] : props->items())
+      if (schema.is_object() && schema.contains("type") && schema["type"].is_string())
+        out[p] = schema["type"].get<std::string>();
+  }
+  return types;
+}
+
+AssistantReply ParseToolCalls(absl::string_view text, const ToolParamTypes* types) {
+  ToolCallFilter f(types);
   ToolCallFilter::Out a = f.Push(text), b = f.Flush();
   AssistantReply r;
   r.content = a.content + b.content;
@@ -207,7 +245,7 @@ ToolCallFilter::Out ToolCallFilter::Push(absl::string_view text) {
     const size_t close = held_.find(syntax->close, syntax->open.size());
     if (close == std::string::npos) return out;  // inside a block: wait for its end
     const absl::string_view body = absl::string_view(held_).substr(syntax->open.size(), close - syntax->open.size());
-    if (std::optional<ToolCall> c = syntax->parse(body)) {
+    if (std::optional<ToolCall> c = syntax->parse(body, types_)) {
       out.calls.push_back(std::move(*c));
       ++calls_;
     } else {

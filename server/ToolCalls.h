@@ -11,10 +11,12 @@
 // each block comes out as one call when it closes.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
 
 namespace memra::server {
 
@@ -28,7 +30,15 @@ struct AssistantReply {
   std::vector<ToolCall> calls;
 };
 
-AssistantReply ParseToolCalls(absl::string_view text);
+// The declared type of each tool's parameters (function.parameters.properties.P.type in the
+// request's tools): an XML-form value of a "string" parameter stays text even when it reads as
+// JSON ("123", "true"); other values that parse as JSON are that JSON.
+using ToolParamTypes = std::map<std::string, std::map<std::string, std::string>>;
+ToolParamTypes ParamTypesOf(const nlohmann::json& tools);
+
+// A block is a call when it names a function (non-empty) and its arguments are a JSON object (the
+// JSON form: an object, or a string holding one); anything else stays text.
+AssistantReply ParseToolCalls(absl::string_view text, const ToolParamTypes* types = nullptr);
 
 class ToolCallFilter {
  public:
@@ -36,11 +46,13 @@ class ToolCallFilter {
     std::string content;          // text to stream now
     std::vector<ToolCall> calls;  // blocks that closed
   };
+  explicit ToolCallFilter(const ToolParamTypes* types = nullptr) : types_(types) {}
   Out Push(absl::string_view text);
   Out Flush();  // the end: an unclosed block comes out as text
   int calls_so_far() const { return calls_; }
 
  private:
+  const ToolParamTypes* types_;  // may be null
   std::string held_;
   int calls_ = 0;
   bool after_call_ = false;  // trim the whitespace that follows a call

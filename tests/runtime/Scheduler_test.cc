@@ -412,6 +412,31 @@ TEST_F(SchedulerTest, QueuesPastTheSlotCountFifo) {
   EXPECT_EQ(rec.resets.size(), 8u);
 }
 
+// logit_bias is added to the logits before the pick: -100 on the greedy token moves the pick, +100
+// on a token forces it at every step; ids outside the vocabulary are refused at Submit.
+TEST_F(SchedulerTest, LogitBiasMovesThePick) {
+  const auto prompts = Prompts();
+  const std::vector<int32_t> plain = Reference(*ref_, prompts[0], 4);
+  auto slots = Slots(2);
+  ASSERT_NE(slots, nullptr);
+  auto sched = Scheduler::Create(*slots, SchedOpts(512));
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  Sink sink;
+  Request ban = Greedy(prompts[0], 1);
+  ban.logit_bias = {{plain[0], -100.0f}};
+  Request force = Greedy(prompts[0], 4);
+  force.logit_bias = {{7, 100.0f}};
+  const RequestId a = *(*sched)->Submit(ban, sink.sink());
+  const RequestId b = *(*sched)->Submit(force, sink.sink());
+  ASSERT_TRUE((*sched)->RunToCompletion().ok());
+  ASSERT_EQ(sink.out[a].tokens.size(), 1u);
+  EXPECT_NE(sink.out[a].tokens[0], plain[0]);
+  EXPECT_EQ(sink.out[b].tokens, (std::vector<int32_t>{7, 7, 7, 7}));
+  Request bad = Greedy(prompts[0], 1);
+  bad.logit_bias = {{1 << 30, 1.0f}};
+  EXPECT_EQ((*sched)->Submit(bad, sink.sink()).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // A slot whose reset fails is never reused: the requests behind it run on the other slot and give
 // their solo tokens, Step returns the failure once (a server logs each step's error), and stats
 // count the lost slot. When the last slot is lost too, the queued requests end with an error

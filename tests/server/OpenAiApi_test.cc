@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/tokenizer/ChatTemplate.h"
 #include "frontends/tokenizer/Tokenizer.h"
@@ -163,6 +164,30 @@ TEST_F(OpenAiApiTest, RefusalsNameTheField) {
       R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}],
               "tool_choice": "required"})",
       absl::StatusCode::kInvalidArgument, "'tool_choice'", true);
+  // Fields memra does not implement are refused when they would change the reply (they were ignored).
+  refused(R"({"prompt": "x", "echo": true})", absl::StatusCode::kInvalidArgument, "'echo'");
+  refused(R"({"prompt": "x", "echo": "yes"})", absl::StatusCode::kInvalidArgument, "'echo'");
+  refused(R"({"prompt": "x", "suffix": "END"})", absl::StatusCode::kInvalidArgument, "'suffix'");
+  refused(R"({"prompt": "x", "best_of": 3})", absl::StatusCode::kInvalidArgument, "'best_of'");
+  refused(R"({"prompt": "x", "best_of": 0})", absl::StatusCode::kInvalidArgument, "'best_of'");
+  EXPECT_TRUE(ParseCompletionRequest(R"({"prompt": "x", "echo": false, "suffix": null, "best_of": 1})", ctx_).ok());
+  refused(R"({"prompt": "x", "logit_bias": "x"})", absl::StatusCode::kInvalidArgument, "'logit_bias'");
+  refused(R"({"prompt": "x", "logit_bias": {"abc": 1}})", absl::StatusCode::kInvalidArgument, "key 'abc'");
+  refused(R"({"prompt": "x", "logit_bias": {"-5": 1}})", absl::StatusCode::kInvalidArgument, "key '-5'");
+  refused(R"({"prompt": "x", "logit_bias": {"99999999999": 1}})", absl::StatusCode::kInvalidArgument, "is not a token");
+  refused(R"({"prompt": "x", "logit_bias": {"5": 101}})", absl::StatusCode::kInvalidArgument, "[-100, 100]");
+  refused(R"({"prompt": "x", "logit_bias": {"5": "a"}})", absl::StatusCode::kInvalidArgument, "[-100, 100]");
+  refused(R"({"prompt": "x", "stream_options": {"include_usage": true}})", absl::StatusCode::kInvalidArgument,
+          "'stream_options': only allowed with 'stream': true");
+  refused(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
+          absl::StatusCode::kInvalidArgument, "'tool_choice'", true);
+  refused(
+      R"({"messages": [{"role": "assistant", "content": "", "tool_calls": "oops"}, {"role": "user", "content": "x"}]})",
+      absl::StatusCode::kInvalidArgument, "messages[0].tool_calls", true);
+  refused(R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": ""}}]}]})",
+          absl::StatusCode::kInvalidArgument, "messages[0].tool_calls", true);
+  refused(R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": 5}}]}]})",
+          absl::StatusCode::kInvalidArgument, "messages[0].tool_calls", true);
   refused(absl::StrCat(R"({"prompt": "x", "model": ")", std::string(300, 'm'), R"("})").c_str(),
           absl::StatusCode::kInvalidArgument, "'model': at most 256 bytes");
   {  // an unknown role is echoed cut short
@@ -225,6 +250,34 @@ TEST_F(OpenAiApiTest, ChatAppliesTheTemplate) {
   EXPECT_EQ(job->request.logprobs, 2);
   EXPECT_EQ(job->request.max_tokens, 5);
   EXPECT_EQ(job->kind, ApiKind::kChat);
+}
+
+// logit_bias reaches the request (ids and biases); OpenAI's "developer" role is rendered as
+// "system" by a template that does not know it (Qwen's would drop the message); tool_choice "none"
+// shows the tools but reads no calls.
+TEST_F(OpenAiApiTest, LogitBiasDeveloperAndToolChoiceNone) {
+  auto job = ParseCompletionRequest(R"({"prompt": "x", "logit_bias": {"5": -100, "17": 2.5}})", ctx_);
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::vector<std::pair<int32_t, float>> bias = job->request.logit_bias;
+  std::sort(bias.begin(), bias.end());
+  EXPECT_EQ(bias, (std::vector<std::pair<int32_t, float>>{{5, -100.0f}, {17, 2.5f}}));
+  ASSERT_FALSE(absl::StrContains(chat_->source(), "developer"));
+  auto dev = ParseChatRequest(R"({"messages": [{"role": "developer", "content": "Be brief."},
+                                               {"role": "user", "content": "Hi"}]})",
+                              ctx_);
+  auto sys = ParseChatRequest(R"({"messages": [{"role": "system", "content": "Be brief."},
+                                               {"role": "user", "content": "Hi"}]})",
+                              ctx_);
+  ASSERT_TRUE(dev.ok() && sys.ok()) << dev.status() << sys.status();
+  EXPECT_EQ(dev->request.prompt, sys->request.prompt);
+  const char* tools = R"({"messages": [{"role": "user", "content": "Hi"}], "tool_choice": "%s",
+      "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]})";
+  auto none = ParseChatRequest(absl::StrFormat(tools, "none"), ctx_);
+  auto autos = ParseChatRequest(absl::StrFormat(tools, "auto"), ctx_);
+  ASSERT_TRUE(none.ok() && autos.ok()) << none.status() << autos.status();
+  EXPECT_EQ(none->request.prompt, autos->request.prompt);  // the model sees the tools either way
+  EXPECT_FALSE(none->tools);
+  EXPECT_TRUE(autos->tools);
 }
 
 // A chat message that spells the template's turn markers cannot forge a turn: its markers are
@@ -310,6 +363,55 @@ TEST_F(OpenAiApiTest, RepliesInOpenAisShape) {
   EXPECT_EQ(HttpStatusOf(absl::ResourceExhaustedError("full")), 503);
   EXPECT_EQ(HttpStatusOf(absl::UnavailableError("shutting down")), 503);
   EXPECT_EQ(json::parse(ModelsJson(ctx_, 5))["data"][0]["id"], "demo");
+}
+
+// Chat logprobs carry each token's bytes (a piece that is part of a character shows as U+FFFD in
+// `token`; the client rebuilds it from `bytes`), and the end-of-turn token that stopped the reply
+// is not listed (OpenAI's shape), streamed or whole; a completion lists it, as OpenAI's does.
+TEST_F(OpenAiApiTest, ChatLogprobsCarryBytesAndNotTheStopToken) {
+  auto job = ParseChatRequest(
+      R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 1, "stream": true})", ctx_);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_FALSE(job->request.stop_ids.empty());
+  const int32_t eog = job->request.stop_ids[0];
+  const int32_t tok = tok_->Encode("Hello")[0];
+  std::vector<runtime::TokenEvent> events(2);
+  events[0].token = tok;
+  events[0].text = tok_->TokenToPiece(tok);
+  events[0].logprob = -0.5f;
+  events[0].top = {{tok, -0.5f}};
+  events[1].token = eog;
+  events[1].logprob = -0.1f;
+  events[1].last = true;
+  events[1].reason = runtime::FinishReason::kStop;
+  ReplyBuilder stream(*job, "chatcmpl-1", 1);
+  std::string sse;
+  for (const auto& e : events) sse += stream.Chunk(e);
+  int logprob_frames = 0;
+  for (size_t at = 0; (at = sse.find("data: {", at)) != std::string::npos; ++at) {
+    const json f = json::parse(sse.substr(at + 6, sse.find("\n\n", at) - at - 6));
+    const json& lp = f["choices"].empty() ? json() : f["choices"][0].value("logprobs", json());
+    if (lp.is_null()) continue;
+    ++logprob_frames;
+    const json& c = lp["content"][0];
+    EXPECT_EQ(c["token"], tok_->TokenToPiece(tok));
+    std::string bytes;
+    for (int b : c["bytes"]) bytes.push_back(static_cast<char>(b));
+    EXPECT_EQ(bytes, tok_->TokenToPiece(tok));
+    EXPECT_EQ(c["top_logprobs"][0]["bytes"], c["bytes"]);
+  }
+  EXPECT_EQ(logprob_frames, 1) << sse;
+  ReplyBuilder whole(*job, "chatcmpl-1", 1);
+  for (const auto& e : events) whole.Add(e);
+  const json r = json::parse(whole.Json());
+  ASSERT_EQ(r["choices"][0]["logprobs"]["content"].size(), 1u) << r.dump();
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+
+  auto completion = ParseCompletionRequest(R"({"prompt": "x", "logprobs": 1})", ctx_);
+  ASSERT_TRUE(completion.ok()) << completion.status();
+  ReplyBuilder text(*completion, "cmpl-1", 1);
+  for (const auto& e : events) text.Add(e);
+  EXPECT_EQ(json::parse(text.Json())["choices"][0]["logprobs"]["tokens"].size(), 2u);
 }
 
 // With tools offered, the template renders them and the reply's <tool_call> block comes back as

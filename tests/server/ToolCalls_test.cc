@@ -37,12 +37,47 @@ TEST(ToolCallsTest, JsonAndXmlForms) {
 TEST(ToolCallsTest, WhatDoesNotParseStaysText) {
   for (const char* text :
        {"no calls here", "<tool_call>{not json}</tool_call>", "<tool_call>{\"arguments\": {}}</tool_call>",
+        // arguments that are not an object (clients json.loads them into a dict), an empty name
+        "<tool_call>{\"name\": \"f\", \"arguments\": \"not json\"}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": null}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": [1, 2]}</tool_call>",
+        "<tool_call>{\"name\": \"f\", \"arguments\": \"[1]\"}</tool_call>", "<tool_call>{\"name\": \"\"}</tool_call>",
         "<tool_call><function=f><parameter=x>1</function></tool_call>",
         "an unclosed <tool_call>{\"name\":", "a < b and <tool_ca"}) {
     AssistantReply r = ParseToolCalls(text);
     EXPECT_TRUE(r.calls.empty()) << text;
     EXPECT_EQ(r.content, text);
   }
+}
+
+// An XML-form value of a parameter the tool declares a string stays its text ("123", "true"),
+// streamed or whole; undeclared and non-string parameters are read as JSON.
+TEST(ToolCallsTest, DeclaredStringParametersStayText) {
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+      "properties": {"zip": {"type": "string"}, "flag": {"type": "string"}, "n": {"type": "integer"}}}}},
+      {"name": "g", "parameters": {"properties": {"q": {"type": "string"}}}}])");
+  const ToolParamTypes types = ParamTypesOf(tools);
+  EXPECT_EQ(types.at("f").at("zip"), "string");
+  EXPECT_EQ(types.at("g").at("q"), "string");
+  const std::string text =
+      "<tool_call>\n<function=f>\n<parameter=zip>\n02134\n</parameter>\n<parameter=flag>\ntrue\n</parameter>\n"
+      "<parameter=n>\n7\n</parameter>\n<parameter=other>\n8\n</parameter>\n</function>\n</tool_call>";
+  const json want = {{"zip", "02134"}, {"flag", "true"}, {"n", 7}, {"other", 8}};
+  AssistantReply r = ParseToolCalls(text, &types);
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(json::parse(r.calls[0].arguments), want);
+  ToolCallFilter f(&types);
+  std::vector<ToolCall> calls;
+  for (char c : text)
+    for (ToolCall& call : f.Push(std::string(1, c)).calls) calls.push_back(std::move(call));
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(json::parse(calls[0].arguments), want);
+  // Without the types, the old reading: JSON where it parses.
+  r = ParseToolCalls(text);
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(json::parse(r.calls[0].arguments)["flag"], json(true));
+  EXPECT_TRUE(ParamTypesOf(json("not a list")).empty());
+  EXPECT_TRUE(ParamTypesOf(json::parse(R"([1, {"function": 2}, {"name": "h", "parameters": []}])")).empty());
 }
 
 TEST(ToolCallsTest, StreamingSplitsLikeTheWhole) {
