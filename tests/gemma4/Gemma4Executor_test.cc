@@ -26,6 +26,7 @@
 #include "passes/Pipelines.h"
 #include "runtime/Session.h"
 #include "runtime/cpu/CpuExecutor.h"
+#include "tests/FixtureLogits.h"
 #include "tests/JsonLite.h"
 #include "tests/LoadedModel.h"
 #include "tests/TestUtil.h"
@@ -40,34 +41,14 @@ using memra::testing::SharedPath;
 const std::vector<int32_t>& kPrompt = memra::testing::kFixturePrompt;
 constexpr int64_t kVocab = memra::testing::kFixtureVocab;
 
-std::string ModelPath(const std::string& model) { return SharedPath("fixtures/models/" + model + ".gguf"); }
+std::string ModelPath(const std::string& model) { return memra::testing::FixtureModelPath(model); }
 std::string RefPath(const std::string& model, const std::string& file) {
-  return SharedPath("fixtures/ref/" + model + "/" + file);
+  return memra::testing::FixtureRefPath(model, file);
 }
 
-struct Diff {
-  double max_abs = 0, rms_rel = 0, max_row_nmse = 0;
-  int argmax_equal = 0;
-};
+using Diff = memra::testing::LogitsDiff;
 Diff Compare(const std::vector<float>& got, const std::vector<float>& ref) {
-  Diff d;
-  double ss = 0, sd = 0;
-  const size_t rows = got.size() / kVocab;
-  for (size_t r = 0; r < rows; ++r) {
-    double rs = 0, rd = 0;
-    for (int64_t v = 0; v < kVocab; ++v) {
-      const double e = double(got[r * kVocab + v]) - ref[r * kVocab + v];
-      d.max_abs = std::max(d.max_abs, std::fabs(e));
-      rd += e * e;
-      rs += double(ref[r * kVocab + v]) * ref[r * kVocab + v];
-    }
-    ss += rs;
-    sd += rd;
-    d.max_row_nmse = std::max(d.max_row_nmse, rd / std::max(rs, 1e-30));
-    d.argmax_equal += kernels::cpu::Argmax(&got[r * kVocab], kVocab) == kernels::cpu::Argmax(&ref[r * kVocab], kVocab);
-  }
-  d.rms_rel = std::sqrt(sd / std::max(ss, 1e-30));
-  return d;
+  return memra::testing::CompareLogits(got, ref, kVocab);
 }
 
 using Loaded = memra::testing::LoadedModel;
@@ -178,12 +159,7 @@ TEST_P(Gemma4ExactTest, MatchesExactDequantReference) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, Gemma4ExactTest,
                          ::testing::Values("gemma4-tiny-f32", "gemma4-tiny-q8_0", "gemma4moe-tiny-q8_0",
                                            "gemma4e-tiny-q8_0"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string s = info.param;
-                           for (char& c : s)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return s;
-                         });
+                         memra::testing::FixtureParamName);
 
 // Chunks of 5, 7 and 13 (the 16-key windows straddle chunk edges) give the one call's logits, and
 // a decode step after a prefill gives the matching row of the longer prefill.
@@ -192,21 +168,7 @@ TEST(Gemma4ExecutorTest, ChunkingAndDecodeAreInvariant) {
   SKIP_UNLESS(model);
   auto l = Load(model);
   ASSERT_TRUE(l.ok()) << l.status();
-  auto one = l->Prefill(kPrompt);
-  ASSERT_TRUE(one.ok()) << one.status();
-  for (int64_t chunk : {5, 7, 13}) {
-    l->exec->ResetState();
-    auto c = l->PrefillChunked(kPrompt, chunk);
-    ASSERT_TRUE(c.ok()) << c.status();
-    EXPECT_LE(Compare(*c, *one).max_abs, 1e-5) << "chunk " << chunk;
-  }
-  l->exec->ResetState();
-  auto head = l->Prefill(absl::MakeConstSpan(kPrompt).subspan(0, kPrompt.size() - 1));
-  ASSERT_TRUE(head.ok()) << head.status();
-  auto last = l->Decode(kPrompt.back());
-  ASSERT_TRUE(last.ok()) << last.status();
-  const std::vector<float> want(one->end() - kVocab, one->end());
-  EXPECT_LE(Compare(*last, want).max_abs, 1e-5);
+  memra::testing::ExpectChunkingAndDecodeInvariant(*l, kPrompt, kVocab, 1e-5);
 }
 
 // Sliding-window rings (ir/Ops.def kv_append ring): lowered with at most 8 rows per call, every

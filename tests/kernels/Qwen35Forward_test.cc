@@ -33,6 +33,7 @@
 #include "kernels/cpu/Sampling.h"
 #include "kernels/cpu/ThreadPool.h"
 #include "kernels/cpu/Weight.h"
+#include "tests/FixtureLogits.h"
 #include "tests/JsonLite.h"
 #include "tests/TestUtil.h"
 
@@ -548,12 +549,7 @@ TEST_P(Qwen35ModelsTest, MatchesExactDequantReference) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, Qwen35ModelsTest,
                          ::testing::Values("qwen35-tiny-f32", "qwen35-tiny-f16", "qwen35-tiny-bf16", "qwen35-tiny-q8_0",
                                            "qwen35-tiny-q4_0", "qwen35-tiny-q4_k_m", "qwen35-tiny-q6_k"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string s = info.param;
-                           for (char& c : s)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return s;
-                         });
+                         memra::testing::FixtureParamName);
 
 }  // namespace
 }  // namespace memra::kernels::cpu

@@ -22,6 +22,7 @@
 #include "kernels/cpu/Sampling.h"
 #include "runtime/cpu/CpuExecutor.h"
 #include "runtime/cpu/LayerTrace.h"
+#include "tests/FixtureLogits.h"
 #include "tests/JsonLite.h"
 #include "tests/LoadedModel.h"
 #include "tests/TestUtil.h"
@@ -443,12 +444,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Qwen35ExecutorModelsTest,
                          ::testing::Values("qwen35-tiny-f32", "qwen35-tiny-f16", "qwen35-tiny-bf16", "qwen35-tiny-q8_0",
                                            "qwen35-tiny-q4_0", "qwen35-tiny-q4_k_m", "qwen35-tiny-q6_k",
                                            "qwen35moe-tiny-f32", "qwen35moe-tiny-q8_0"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string s = info.param;
-                           for (char& c : s)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return s;
-                         });
+                         memra::testing::FixtureParamName);
 
 // --- chunked prefill ------------------------------------------------------------------------
 
