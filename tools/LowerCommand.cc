@@ -4,7 +4,8 @@
 #include "frontends/ModelFamily.h"
 #include "frontends/gguf/GgufFile.h"
 #include "ir/Printer.h"
-#include "llvm/Support/FileSystem.h"
+#include "ir/StatusMacros.h"
+#include "ir/support/AtomicFile.h"
 #include "llvm/Support/raw_ostream.h"
 #include "tools/Command.h"
 #include "tools/Options.h"
@@ -39,13 +40,24 @@ int RunLower() {
     llvm::errs() << "memra lower: " << module.status().ToString() << "\n";
     return 1;
   }
-  std::error_code ec;
-  llvm::raw_fd_ostream out(LowerOut, ec, llvm::sys::fs::OF_Text);
-  if (ec) {
-    llvm::errs() << "memra lower: cannot write " << LowerOut << ": " << ec.message() << "\n";
+  if (LowerOut == "-") {  // stdout: a failed write is reported by the driver
+    ir::PrintModule(**module, llvm::outs());
+    return 0;
+  }
+  // A file appears whole or not at all (a full disk leaves nothing half written).
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  ir::PrintModule(**module, os);
+  os.flush();
+  absl::Status st = [&]() -> absl::Status {
+    MEMRA_ASSIGN_OR_RETURN(auto out, AtomicFile::Create(LowerOut));
+    MEMRA_RETURN_IF_ERROR(out->Write(text.data(), text.size()));
+    return out->Commit();
+  }();
+  if (!st.ok()) {
+    llvm::errs() << "memra lower: " << st.ToString() << "\n";
     return 1;
   }
-  ir::PrintModule(**module, out);
   return 0;
 }
 

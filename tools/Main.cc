@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/ErrorHandling.h"
@@ -28,6 +29,23 @@ void OnBadAlloc(void*, const char* reason, bool) {
   _exit(1);
 }
 
+// The exit status once the command returned `rc`: a write to stdout that failed (a full disk, a
+// closed or broken pipe) is reported and fails the run, instead of LLVM's fatal error when the
+// stream is destroyed with its error unread ("memra crashed").
+int Finish(int rc) {
+  llvm::outs().flush();
+  if (llvm::outs().has_error()) {
+    const std::string why = llvm::outs().error().message();
+    llvm::outs().clear_error();
+    const std::string msg = "memra: cannot write the output (stdout): " + why + "\n";
+    (void)!write(STDERR_FILENO, msg.data(), msg.size());
+    if (rc == 0) rc = 1;
+  }
+  // stderr closed (2>&-): its messages are lost, not a crash.
+  llvm::errs().clear_error();
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,7 +66,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   for (const auto& cmd : memra::tools::CommandRegistry())
-    if (*cmd.sub) return cmd.run();
+    if (*cmd.sub) return Finish(cmd.run());
   llvm::cl::PrintHelpMessage(false, true);
   return 2;
 }

@@ -210,6 +210,13 @@ int RunOpt() {
       rc = 1;
     }
   }
+  // A write that failed (a full disk, a closed stdout) is an error, and the partial file goes.
+  out.os().flush();
+  if (out.os().has_error()) {
+    llvm::errs() << "memra opt: error: cannot write " << Output << ": " << out.os().error().message() << "\n";
+    out.os().clear_error();
+    return 1;
+  }
   out.keep();
   return rc;
 }

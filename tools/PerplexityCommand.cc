@@ -4,6 +4,7 @@
 // state with its first token replaced by BOS when the vocabulary adds BOS, only the second half of
 // each chunk scored. Prints llama-perplexity's running "[chunk]ppl," line (stderr) and its
 // "Final estimate: PPL = X +/- Y" (stdout).
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -71,6 +72,10 @@ int RunPerplexity() {
     if (!b.ok()) return Fail(b.status());
     backend = *b;
   }
+  std::error_code ec;
+  if (std::filesystem::is_directory(std::string(PplFile), ec))
+    return Fail(
+        absl::InvalidArgumentError(absl::StrCat("-f ", std::string(PplFile), ": is a directory, not a text file")));
   std::ifstream in(PplFile, std::ios::binary);
   if (!in) return Fail(absl::NotFoundError(absl::StrCat("cannot open ", std::string(PplFile))));
   std::stringstream text;

@@ -249,6 +249,9 @@ class Console {
 };
 
 absl::StatusOr<std::string> ReadPromptFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return absl::InvalidArgumentError(absl::StrCat("-f ", path, ": is a directory, not a prompt file"));
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("-f ", path, ": cannot open the prompt file"));
   std::stringstream text;

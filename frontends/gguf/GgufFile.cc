@@ -319,7 +319,9 @@ GgufFile::~GgufFile() {
 }
 
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer before fstat could refuse it (it
+  // changes nothing for the regular file that is mapped below).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     int err = errno;
     std::string msg = absl::StrCat(path, ": cannot open: ", std::strerror(err));

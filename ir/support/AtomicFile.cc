@@ -1,5 +1,7 @@
 #include "ir/support/AtomicFile.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,7 +19,18 @@ namespace memra {
 AtomicFile::AtomicFile(std::string path, llvm::sys::fs::TempFile temp)
     : path_(std::move(path)), temp_(std::move(temp)) {}
 
+AtomicFile::AtomicFile(std::string path, int direct_fd) : path_(std::move(path)), direct_fd_(direct_fd) {}
+
 absl::StatusOr<std::unique_ptr<AtomicFile>> AtomicFile::Create(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory"));
+    // A device or FIFO: written in place (a rename would replace the node with a regular file).
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return absl::PermissionDeniedError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+    std::signal(SIGXFSZ, SIG_IGN);
+    return std::unique_ptr<AtomicFile>(new AtomicFile(path, fd));
+  }
   llvm::Expected<llvm::sys::fs::TempFile> temp = llvm::sys::fs::TempFile::create(path + ".tmp-%%%%%%");
   if (!temp)
     return absl::PermissionDeniedError(
@@ -30,13 +43,14 @@ absl::StatusOr<std::unique_ptr<AtomicFile>> AtomicFile::Create(const std::string
 
 AtomicFile::~AtomicFile() {
   if (temp_) llvm::consumeError(temp_->discard());
+  if (direct_fd_ >= 0) ::close(direct_fd_);
 }
 
 absl::Status AtomicFile::Write(const void* data, size_t n) {
-  if (!temp_) return absl::FailedPreconditionError(absl::StrCat(path_, ": written after it was committed"));
+  if (fd() < 0) return absl::FailedPreconditionError(absl::StrCat(path_, ": written after it was committed"));
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
-    const ssize_t w = ::write(temp_->FD, p, std::min<size_t>(n, size_t{1} << 30));
+    const ssize_t w = ::write(fd(), p, std::min<size_t>(n, size_t{1} << 30));
     if (w < 0) {
       if (errno == EINTR) continue;
       return absl::ResourceExhaustedError(absl::StrCat(path_, ": write failed: ", std::strerror(errno)));
@@ -48,6 +62,12 @@ absl::Status AtomicFile::Write(const void* data, size_t n) {
 }
 
 absl::Status AtomicFile::Commit() {
+  if (direct_fd_ >= 0) {
+    const int fd = std::exchange(direct_fd_, -1);
+    if (::close(fd) != 0)
+      return absl::ResourceExhaustedError(absl::StrCat(path_, ": write failed: ", std::strerror(errno)));
+    return absl::OkStatus();
+  }
   if (!temp_) return absl::FailedPreconditionError(absl::StrCat(path_, ": committed twice"));
   // Data the kernel could not write shows at close on some file systems (NFS, quotas).
   if (::fsync(temp_->FD) != 0 && errno != EINVAL && errno != EROFS)

@@ -2,7 +2,9 @@
 // logits dumps): written to a temporary beside it (`<path>.tmp-XXXXXX`), renamed over `path` by
 // Commit(). Dropped uncommitted (an error half way: a full disk, a failed write), the temporary is
 // removed; on SIGINT / SIGTERM or a crash, LLVM's signal handlers remove it
-// (llvm::sys::fs::TempFile), so no partial file is ever left behind.
+// (llvm::sys::fs::TempFile), so no partial file is ever left behind. A path that names an existing
+// device or FIFO (`/dev/null`, a pipe) is written in place, as any Unix tool would: renaming over it
+// would replace the device node with a regular file.
 //
 //   MEMRA_ASSIGN_OR_RETURN(auto file, AtomicFile::Create(path));
 //   MEMRA_RETURN_IF_ERROR(file->Write(bytes.data(), bytes.size()));
@@ -36,8 +38,11 @@ class AtomicFile {
 
  private:
   AtomicFile(std::string path, llvm::sys::fs::TempFile temp);
+  AtomicFile(std::string path, int direct_fd);
+  int fd() const { return temp_ ? temp_->FD : direct_fd_; }
   std::string path_;
   std::optional<llvm::sys::fs::TempFile> temp_;
+  int direct_fd_ = -1;  // a device or FIFO written in place (no temporary)
 };
 
 }  // namespace memra

@@ -1,6 +1,7 @@
 #include "runtime/plan/Plan.h"
 #include "kernels/cuda/GpuOpRegistry.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -525,7 +526,16 @@ absl::Status WritePlan(const Plan& plan, const std::string& path) {
   return file->Commit();
 }
 
+// (stat, not open: opening a FIFO would wait for a writer)
+bool IsRegularFile(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+
 absl::StatusOr<Plan> ReadPlan(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !IsRegularFile(path))
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open the plan ", path));
   std::stringstream ss;
@@ -534,6 +544,7 @@ absl::StatusOr<Plan> ReadPlan(const std::string& path) {
 }
 
 bool IsPlanFile(const std::string& path) {
+  if (!IsRegularFile(path)) return false;
   std::ifstream in(path, std::ios::binary);
   char buf[9] = {};
   in.read(buf, sizeof(buf));

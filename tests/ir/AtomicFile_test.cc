@@ -2,10 +2,13 @@
 // left beside it; an uncommitted one leaves nothing; errors name the file.
 #include "ir/support/AtomicFile.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "gtest/gtest.h"
 
@@ -63,6 +66,35 @@ TEST_F(AtomicFileTest, UncommittedLeavesNothing) {
     ASSERT_TRUE((*f)->Write("partial", 7).ok());
   }
   EXPECT_EQ(FilesIn(dir_), 0u);
+}
+
+// A FIFO (or a device such as /dev/null) is written in place, not renamed over: the node stays what
+// it was and a reader gets the bytes; a directory is refused by name.
+TEST_F(AtomicFileTest, FifosAndDevicesAreWrittenInPlace) {
+  const std::filesystem::path fifo = dir_ / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string got;
+  std::thread reader([&] { got = ReadFile(fifo); });
+  {
+    auto f = AtomicFile::Create(fifo.string());
+    ASSERT_TRUE(f.ok()) << f.status();
+    ASSERT_TRUE((*f)->Write("through the pipe", 16).ok());
+    ASSERT_TRUE((*f)->Commit().ok());
+  }
+  reader.join();
+  EXPECT_EQ(got, "through the pipe");
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  EXPECT_EQ(FilesIn(dir_), 1u);
+
+  auto null = AtomicFile::Create("/dev/null");
+  ASSERT_TRUE(null.ok()) << null.status();
+  ASSERT_TRUE((*null)->Write("x", 1).ok());
+  ASSERT_TRUE((*null)->Commit().ok());
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+
+  auto dir = AtomicFile::Create(dir_.string());
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find("is a directory"), std::string::npos) << dir.status();
 }
 
 TEST_F(AtomicFileTest, AMissingFolderIsNamed) {
