@@ -46,9 +46,8 @@ memra::tools::IntOption<int> CompileTp("tp", {1, 64},
                                        "Tensor-parallel ranks the plan is partitioned for (shard-tensor-parallel in "
                                        "front of the pipeline; recorded as the module's tp)",
                                        cl::init(1), cl::sub(kCompile));
-cl::opt<std::string> CompileArch(
-    "arch", cl::desc("Target: a CUDA preset (sm_90 = H100/H200, sm_89 = L40S, sm_80 = A100) or cpu (default: sm_90)"),
-    cl::init("sm_90"), cl::sub(kCompile));
+cl::opt<std::string> CompileArch("arch", cl::desc("Target: sm_90 (H100/H200) or cpu (default: sm_90)"),
+                                 cl::init("sm_90"), cl::sub(kCompile));
 memra::tools::ChoiceOption CompileWeights("weights", {"blocks", "bf16"},
                                           "CUDA targets: how block-format matrices are held, blocks (as the GGUF "
                                           "stores them) or bf16 (dequantized at upload); recorded in the plan",
@@ -89,8 +88,10 @@ int RunCompile() {
     return Fail(
         absl::InvalidArgumentError(absl::StrCat("--arch ", std::string(CompileArch), ": expected sm_NN or cpu")));
   if (std::string(CompileArch) != "cpu") {
-    if (auto t = memra::kernels::cuda::TargetPreset(CompileArch); !t.ok())
-      return Fail(absl::InvalidArgumentError(absl::StrCat("--arch: ", t.status().message())));
+    auto t = memra::kernels::cuda::TargetPreset(CompileArch);
+    if (!t.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--arch: ", t.status().message())));
+    if (absl::Status st = memra::kernels::cuda::CheckKernelsSupport(*t); !st.ok())
+      return Fail(absl::Status(st.code(), absl::StrCat("--arch ", std::string(CompileArch), ": ", st.message())));
   }
   if (std::string(CompileArch) == "cpu" && CompileWeights.getNumOccurrences() > 0)
     return Fail(absl::InvalidArgumentError(

@@ -139,6 +139,15 @@ absl::StatusOr<Target> TargetPreset(absl::string_view arch) {
   return it->second;
 }
 
+absl::Status CheckKernelsSupport(const Target& t) {
+  if (t.arch == 90) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      t.name, absl::StrContains(t.name, t.ArchName()) ? "" : absl::StrCat(" (", t.ArchName(), ")"),
+      ": memra's CUDA kernels are built for sm_90 (H100 / H200: bulk tensor copies, mbarriers, thread-block "
+      "clusters); ",
+      t.ArchName(), " is not supported yet (use --backend cpu, or --arch cpu for a plan)"));
+}
+
 std::vector<std::string> TargetPresetNames() {
   std::vector<std::string> out;
   for (const auto& [k, v] : Presets()) out.push_back(k);

@@ -48,6 +48,10 @@ bool MeasuredCeilings(absl::string_view device_name, int64_t* mem_gbps, int64_t*
 // A named preset: "sm_90" / "sm_90a" (H100 / H200 SXM), "sm_89" (L40S), "sm_80" (A100 SXM).
 // Errors list the presets.
 absl::StatusOr<Target> TargetPreset(absl::string_view arch);
+// memra's CUDA kernels use sm_90's bulk tensor copies, mbarriers and thread-block clusters (and
+// wgmma): FailedPrecondition naming the target for any other. The other presets stay for
+// planning and tests of the selection.
+absl::Status CheckKernelsSupport(const Target& t);
 std::vector<std::string> TargetPresetNames();
 
 // The fields kernel selection reads (arch, sm_count): a selection made for `compiled` is valid on

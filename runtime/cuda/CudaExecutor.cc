@@ -63,6 +63,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ir::Mod
   MEMRA_ASSIGN_OR_RETURN(e->dev_, cuda::CudaDevice::Open(options.device));
   e->dev_->FailAllocAt(options.fail_device_alloc);
   e->target_ = e->dev_->target();
+  MEMRA_RETURN_IF_ERROR(kcu::CheckKernelsSupport(e->target_));
   e->programmatic_launch_ = e->options_.pdl && e->target_.arch >= 90;
   codegen::CompileOptions co;
   co.arch = e->dev_->arch();

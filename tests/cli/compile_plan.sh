@@ -51,6 +51,10 @@ grep -q "Pass execution timing report" "$tmp/run.err" || fail "no timing on run"
 if "$memra" run "$tmp/m.plan" --gguf "$other" --tokens 1 -n 1 >/dev/null 2>"$tmp/e1.txt"; then fail "accepted another GGUF"; fi
 grep -q "compiled for another GGUF" "$tmp/e1.txt" && grep -q "size" "$tmp/e1.txt" && grep -q "SHA-256" "$tmp/e1.txt" \
   || { cat "$tmp/e1.txt"; fail "GGUF mismatch message"; }
+# A CUDA target memra's kernels do not support is refused before anything is lowered.
+"$memra" compile "$model" --arch sm_89 -o "$tmp/old.plan" 2>"$tmp/e3.txt" && fail "compiled for sm_89"
+grep -q "sm_89 is not supported yet" "$tmp/e3.txt" || { cat "$tmp/e3.txt"; fail "sm_89: the refusal does not say why"; }
+[ -e "$tmp/old.plan" ] && fail "a refused compile left a plan"
 if "$memra" run "$tmp/m.plan" --arch sm_80 --tokens 1 -n 1 >/dev/null 2>"$tmp/e2.txt"; then fail "accepted another arch"; fi
 grep -q "targets sm_90 but this run targets sm_80" "$tmp/e2.txt" || { cat "$tmp/e2.txt"; fail "arch mismatch message"; }
 head -c 5000 "$tmp/m.plan" >"$tmp/cut.plan"

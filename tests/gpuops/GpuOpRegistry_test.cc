@@ -41,6 +41,13 @@ TEST(Target, PresetsSerializeAndParseBack) {
   EXPECT_EQ(back->Serialize(), t->Serialize());
   EXPECT_TRUE(TargetPreset("sm_90a").ok());
   EXPECT_EQ(TargetPreset("sm_80")->sm_count, 108);
+  // The kernels need sm_90: other presets plan, but compile and run refuse them by name.
+  EXPECT_TRUE(CheckKernelsSupport(*TargetPreset("sm_90")).ok());
+  for (const char* other : {"sm_80", "sm_89"}) {
+    const absl::Status st = CheckKernelsSupport(*TargetPreset(other));
+    EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << other;
+    EXPECT_NE(st.message().find(std::string(other) + " is not supported yet"), std::string::npos) << st;
+  }
   // The roofline ceilings travel with the target (a plan's header) and read back.
   EXPECT_EQ(back->mem_gbps, 4600);
   EXPECT_EQ(back->bf16_tflops, 790);
