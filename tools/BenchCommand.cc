@@ -109,10 +109,10 @@ memra::tools::IntListOption BenchBatch(
     "none = llama-bench's pp / tg tests",
     cl::init("none"), cl::sub(kBench));
 
-cl::opt<float> BenchTemp(
-    "temp",
-    cl::desc("--batch: sampling temperature of every request; > 0 samples on the device with llama.cpp's default "
-             "top-k 40, top-p 0.95, min-p 0.05 (default: 0, greedy, as llama-batched-bench)"),
+memra::tools::FloatOption BenchTemp(
+    "temp", {0, 100},
+    "--batch: sampling temperature of every request; > 0 samples on the device with llama.cpp's default "
+    "top-k 40, top-p 0.95, min-p 0.05 (default: 0, greedy, as llama-batched-bench)",
     cl::init(0.0f), cl::sub(kBench));
 
 int Fail(const absl::Status& s) {
@@ -529,7 +529,12 @@ int RunBench() {
     if (absl::Status st = CheckBatchFlags(); !st.ok()) return Fail(st);
     return RunBatchBench(model_path, *format);
   }
+  // --temp samples --batch's requests; llama-bench's tests are greedy.
+  if (BenchTemp.getNumOccurrences() > 0)
+    return Fail(absl::InvalidArgumentError("--temp applies to --batch tests only (the pp / tg tests are greedy)"));
   const std::vector<int64_t> P_list = BenchP.values(), D_list = BenchD.values();
+  if (BenchN == 0 && std::all_of(P_list.begin(), P_list.end(), [](int64_t p) { return p == 0; }))
+    return Fail(absl::InvalidArgumentError("nothing to measure: -p is 0 and -n is 0 (give a prompt or decode length)"));
   const std::vector<int64_t>* P = &P_list;
   const std::vector<int64_t>* D = &D_list;
   if (BenchGpuLayers.getNumOccurrences() > 0 || BenchFlashAttn.getNumOccurrences() > 0)

@@ -89,7 +89,12 @@ grep -q "^ *paged_attention " "$tmp/prof.err" || { cat "$tmp/prof.err"; fail "--
 "$memra" bench "$model" --backend cpu --batch 2 -p 16 -n 4 -r 1 --temp 0.8 >"$tmp/temp.md" 2>"$tmp/temp.err" ||
   { cat "$tmp/temp.err"; fail "--batch --temp 0.8 exited $?"; }
 [ "$(grep -c '^| *16 ' "$tmp/temp.md")" = 1 ] || { cat "$tmp/temp.md"; fail "--temp 0.8: no row"; }
-refused "--temp must be a finite number >= 0" -- bench "$model" --backend cpu --batch 2 -p 16 -n 4 --temp -1
+refused "for the --temp option" -- bench "$model" --backend cpu --batch 2 -p 16 -n 4 --temp -1
+refused "for the --temp option" -- bench "$model" --backend cpu --batch 2 -p 16 -n 4 --temp nan
+# --temp without --batch would be ignored (the pp / tg tests are greedy): refused; so is a run
+# that measures nothing.
+refused "--temp applies to --batch tests only" -- bench "$model" --backend cpu -p 8 -n 4 --temp 0.5
+refused "nothing to measure" -- bench "$model" --backend cpu -p 0 -n 0
 refused "-p 0 with --batch" -- bench "$model" --backend cpu --batch 2 -p 0,16 -n 4
 for bad in 0 257 1,x; do
   "$memra" bench "$model" --backend cpu --batch $bad -p 16 -n 4 >"$tmp/out.txt" 2>"$tmp/err.txt"
