@@ -1,8 +1,12 @@
 #include "frontends/common/ModelWeights.h"
 
+#include <map>
 #include <optional>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "frontends/gguf/GgufFile.h"
 #include "ir/Op.h"
 #include "ir/StatusMacros.h"
@@ -41,6 +45,29 @@ absl::Status CheckValueWeightsAreF32(const gguf::GgufFile& file, const ir::Modul
                                                    "; norm, bias and conv tensors must be f32"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLayerTensors(const gguf::GgufFile& file, int64_t block_count, int64_t nextn,
+                               const std::string& block_count_key) {
+  std::map<int64_t, bool> mtp_has_nextn;  // the MTP layers that hold tensors: whether nextn ones
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    absl::string_view name = t.name;
+    if (!absl::ConsumePrefix(&name, "blk.")) continue;
+    const size_t dot = name.find('.');
+    int64_t layer = 0;
+    if (dot == absl::string_view::npos || !absl::SimpleAtoi(name.substr(0, dot), &layer) || layer < 0) continue;
+    if (layer >= block_count)
+      return absl::InvalidArgumentError(absl::StrCat(file.path(), ": tensor ", t.name, " belongs to layer ", layer,
+                                                     ", but ", block_count_key, " is ", block_count,
+                                                     ": the file holds layers its metadata does not count"));
+    if (layer >= block_count - nextn) mtp_has_nextn[layer] |= absl::StartsWith(name.substr(dot + 1), "nextn.");
+  }
+  for (const auto& [layer, has] : mtp_has_nextn)
+    if (!has)
+      return absl::InvalidArgumentError(
+          absl::StrCat(file.path(), ": layer ", layer, " is counted as an MTP block (the last ", nextn,
+                       " of the layers), but holds no blk.", layer, ".nextn.* tensor: a trunk layer would be skipped"));
   return absl::OkStatus();
 }
 

@@ -25,4 +25,12 @@ absl::Status DeclareWeight(const gguf::GgufFile& file, ir::Module& m, const std:
 // are built (the uses decide). The error names the first such tensor of another type.
 absl::Status CheckValueWeightsAreF32(const gguf::GgufFile& file, const ir::Module& m);
 
+// The layer tensors agree with the layer count (`block_count_key` names it in errors): no
+// `blk.N.*` tensor at N >= block_count (the metadata would silently run fewer layers than the file
+// holds, where llama.cpp refuses a file with tensors it does not use), and each of the last
+// `nextn` layers (MTP blocks, not run) that holds tensors holds its `blk.N.nextn.*` ones (a trunk
+// layer counted as MTP would be skipped).
+absl::Status CheckLayerTensors(const gguf::GgufFile& file, int64_t block_count, int64_t nextn,
+                               const std::string& block_count_key);
+
 }  // namespace memra::frontends

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "frontends/common/Embedding.h"
 #include "frontends/common/KeyReader.h"
+#include "frontends/common/ModelWeights.h"
 #include "frontends/gguf/GgufFile.h"
 #include "ir/StatusMacros.h"
 
@@ -38,6 +39,7 @@ absl::StatusOr<Gemma4Hparams> ReadGemma4Hparams(const gguf::GgufFile& f) {
   MEMRA_ASSIGN_OR_RETURN(h.n_layer, r.Required("block_count"));
   if (h.n_embd <= 0) return Inconsistent(f, absl::StrCat(r.Key("embedding_length"), " = 0"));
   if (h.n_layer <= 0) return Inconsistent(f, absl::StrCat(r.Key("block_count"), " = 0"));
+  MEMRA_RETURN_IF_ERROR(CheckLayerTensors(f, h.n_layer, 0, r.Key("block_count")));
   MEMRA_ASSIGN_OR_RETURN(h.n_ff, r.PerLayer("feed_forward_length", h.n_layer, std::nullopt));
   MEMRA_ASSIGN_OR_RETURN(h.n_head, r.PerLayer("attention.head_count", h.n_layer, std::nullopt));
   if (f.Has(r.Key("attention.head_count_kv"))) {

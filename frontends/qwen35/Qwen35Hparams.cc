@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "frontends/common/Embedding.h"
 #include "frontends/common/KeyReader.h"
+#include "frontends/common/ModelWeights.h"
 #include "frontends/gguf/GgufFile.h"
 #include "ir/StatusMacros.h"
 
@@ -29,6 +30,7 @@ absl::StatusOr<Qwen35Hparams> ReadQwen35TrunkHparams(const gguf::GgufFile& f, ab
     return Inconsistent(f, absl::StrCat(r.Key("nextn_predict_layers"), " (", h.n_nextn, ") must be < ",
                                         r.Key("block_count"), " (", h.n_layer_all, ")"));
   h.n_layer = h.n_layer_all - h.n_nextn;
+  MEMRA_RETURN_IF_ERROR(CheckLayerTensors(f, h.n_layer_all, h.n_nextn, r.Key("block_count")));
   MEMRA_ASSIGN_OR_RETURN(h.n_ff, r.UniformPerLayer("feed_forward_length", h.n_layer, std::nullopt));
   MEMRA_ASSIGN_OR_RETURN(h.n_head, r.UniformPerLayer("attention.head_count", h.n_layer, std::nullopt));
   MEMRA_ASSIGN_OR_RETURN(h.n_head_kv, r.UniformPerLayer("attention.head_count_kv", h.n_layer, h.n_head));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "frontends/common/Embedding.h"
 #include "frontends/common/KeyReader.h"
+#include "frontends/common/ModelWeights.h"
 #include "frontends/gguf/GgufFile.h"
 #include "ir/StatusMacros.h"
 
@@ -58,6 +59,7 @@ absl::StatusOr<Step35Hparams> ReadStep35Hparams(const gguf::GgufFile& f) {
     return Inconsistent(f, absl::StrCat(r.Key("nextn_predict_layers"), " (", h.n_layer_nextn, ") must be in [0, ",
                                         r.Key("block_count"), " (", n_blocks, "))"));
   h.n_layer = n_blocks - h.n_layer_nextn;
+  MEMRA_RETURN_IF_ERROR(CheckLayerTensors(f, n_blocks, h.n_layer_nextn, r.Key("block_count")));
   MEMRA_ASSIGN_OR_RETURN(h.n_ff, r.PerLayer("feed_forward_length", h.n_layer, 0));
   MEMRA_ASSIGN_OR_RETURN(h.n_head, r.PerLayer("attention.head_count", h.n_layer, std::nullopt));
   if (f.Has(r.Key("attention.head_count_kv"))) {
