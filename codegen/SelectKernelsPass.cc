@@ -103,7 +103,7 @@ class SelectKernelsPass : public passes::Pass {
 
  private:
   passes::Option<std::string> arch_{this, "arch", "CUDA target preset the kernels are selected for", "sm_90"};
-  passes::Option<int64_t> sm_count_{this, "sm-count", "SMs of the target (0: the preset's)", 0};
+  passes::Option<int64_t> sm_count_{this, "sm-count", "SMs of the target (0: the preset's)", 0, 0, 1 << 16};
   passes::Option<std::string> weights_{this, "weights",
                                        "how block-format matrices are held: blocks (as the GGUF stores them) or bf16 "
                                        "(dequantized at upload)",

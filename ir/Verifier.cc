@@ -10,6 +10,24 @@
 namespace memra::ir {
 namespace {
 
+// Bytes a tensor of this type may hold, with its symbolic dims left out: past this a size computed
+// in int64 (the arena planner's, an upload's) would overflow and plan nonsense.
+constexpr int64_t kMaxTensorBytes = int64_t{1} << 50;
+
+// An error naming the type when its static dims (at 8 bytes an element, the widest dtype) exceed
+// kMaxTensorBytes.
+absl::Status CheckStaticSize(const TensorType& t) {
+  int64_t bytes = 8;
+  for (const Dim& d : t.shape.dims()) {
+    if (!d.IsConstant()) continue;
+    if (d.value() > 0 && __builtin_mul_overflow(bytes, d.value(), &bytes)) bytes = kMaxTensorBytes + 1;
+    if (bytes > kMaxTensorBytes)
+      return absl::InvalidArgumentError(
+          absl::StrCat(t.ToString(), " is too large (more than 2^50 bytes: its size would overflow)"));
+  }
+  return absl::OkStatus();
+}
+
 std::string TypesToString(llvm::ArrayRef<TensorType> types) {
   if (types.empty()) return "no results";
   return absl::StrJoin(types, ", ", [](std::string* o, const TensorType& t) { o->append(t.ToString()); });
@@ -20,7 +38,11 @@ class FunctionVerifier {
   FunctionVerifier(const Function& f, const VerifyOptions& opts) : f_(f), opts_(opts) {}
 
   absl::Status Run() {
-    for (unsigned i = 0; i < f_.num_arguments(); ++i) defined_.insert(f_.argument(i));
+    for (unsigned i = 0; i < f_.num_arguments(); ++i) {
+      defined_.insert(f_.argument(i));
+      if (absl::Status st = CheckStaticSize(f_.argument(i)->type()); !st.ok())
+        return FnError(absl::StrCat("argument #", i, ": ", st.message()));
+    }
     const Op* ret = f_.ReturnOp();
     if (!ret)
       return FnError(f_.body()->empty() ? "function body is empty (expected a final 'return')"
@@ -29,7 +51,10 @@ class FunctionVerifier {
     for (size_t idx = 0; idx < ops.size(); ++idx) ops_index_[ops[idx]] = idx;
     for (size_t idx = 0; idx < ops.size(); ++idx) {
       MEMRA_RETURN_IF_ERROR(VerifyOp(*ops[idx], idx));
-      for (Value* r : ops[idx]->results()) defined_.insert(r);
+      for (Value* r : ops[idx]->results()) {
+        defined_.insert(r);
+        if (absl::Status st = CheckStaticSize(r->type()); !st.ok()) return OpError(*ops[idx], idx, st.message());
+      }
     }
     // Return types.
     if (ret->num_operands() != f_.result_types().size())
@@ -175,6 +200,7 @@ absl::Status VerifyDecls(const Module& m) {
     if (w->rank() == 0) return err("weights must have rank >= 1");
     for (const Dim& d : w->shape().dims())
       if (d.value() <= 0) return err("weight dims must be > 0");
+    if (absl::Status st = CheckStaticSize(w->type()); !st.ok()) return err(st.message());
     int64_t block = InfoOf(w->dtype()).block_elems;
     if (w->shape().back().value() % block != 0)
       return err(absl::StrCat("rows of ", w->shape().back().value(), " elements are not a multiple of the ",
@@ -188,6 +214,7 @@ absl::Status VerifyDecls(const Module& m) {
     if (!s->shape().IsStatic()) return err("state shapes must be static");
     for (const Dim& d : s->shape().dims())
       if (d.value() <= 0) return err("state dims must be > 0");
+    if (absl::Status st = CheckStaticSize(s->type()); !st.ok()) return err(st.message());
     // A module lowered for several sequences (attribute slots = S > 0) keeps per-slot states
     // with S as dim 0 and a paged KV cache (ir/Ops.def, "sequences").
     const int64_t S = m.attrs().I64Or("slots", 0);

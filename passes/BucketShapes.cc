@@ -35,6 +35,10 @@ class BucketShapesPass : public Pass {
 
   absl::StatusOr<bool> Run(ir::Module& m) override {
     MEMRA_ASSIGN_OR_RETURN(std::vector<int64_t> ladder, ParseLadder(*ladder_));
+    if (symbol_.value().empty()) return absl::InvalidArgumentError("bucket-shapes: option 'symbol' is empty");
+    // A function named on purpose must exist (the default's absence means already bucketed).
+    if (!function_.is_default() && m.function(*function_) == nullptr)
+      return absl::NotFoundError(absl::StrCat("bucket-shapes: no function @", *function_, " (option 'function')"));
     bool changed = false;
     if (ir::Function* decode = m.function("decode"); decode && !decode->attrs().Has("bucket")) {
       decode->attrs().Set("bucket", int64_t{1});

@@ -189,7 +189,7 @@ class CanonicalizePass : public FunctionPass {
     }
   }
 
-  Option<int64_t> max_iterations_{this, "max-iterations", "rounds over each function before giving up", 10};
+  Option<int64_t> max_iterations_{this, "max-iterations", "rounds over each function before giving up", 10, 1, 1000};
   Statistic fold_reshape_{this, "fold-reshape", "reshape(reshape(x)) folded"};
   Statistic identity_reshape_{this, "identity-reshape", "reshapes to the same type removed"};
   Statistic identity_view_{this, "identity-view", "identity views removed or nested views merged"};

@@ -95,6 +95,13 @@ class FuseAddRmsNormMatMulPass : public PatternPass {
   absl::string_view description() const override {
     return "Fuses a one-token add_rms_norm into the products of its normalized row (add_rms_norm_matmul)";
   }
+  absl::StatusOr<bool> Run(ir::Module& m) override {
+    for (const std::string& t : SplitListOption(*types_))
+      if (!ir::ParseDType(t))
+        return absl::InvalidArgumentError(
+            absl::StrCat("fuse-add-rmsnorm-matmul: option 'types': '", t, "' is not a dtype name"));
+    return PatternPass::Run(m);
+  }
 
  private:
   Option<std::string> types_{this, "types", "matrix storages to fuse (':'-separated dtype names)", "f32:f16:bf16"};

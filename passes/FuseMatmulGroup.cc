@@ -72,7 +72,7 @@ class MatmulGroupPattern : public RewritePattern<GroupMatch> {
   }
 
  private:
-  Option<int64_t> max_group_{pass(), "max-group", "largest group (0 = no limit)", 0};
+  Option<int64_t> max_group_{pass(), "max-group", "largest group (0 = no limit)", 0, 0, 1 << 20};
   Option<bool> same_dtype_{pass(), "same-dtype", "group only weights of one dtype", false};
   Statistic grouped_{pass(), "grouped-matmuls", "matmuls folded into groups"};
   Statistic skipped_block_{pass(), "skipped-block",

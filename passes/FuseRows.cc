@@ -226,7 +226,7 @@ class FuseRowsPass : public FunctionPass {
   }
   // Pointwise runs (no norm) may join clusters of any width; a norm over a wider row than this
   // does not join.
-  Option<int64_t> max_norm_width_{this, "max-norm-width", "widest row a fused norm takes", 16384};
+  Option<int64_t> max_norm_width_{this, "max-norm-width", "widest row a fused norm takes", 16384, 1, int64_t{1} << 30};
   Statistic fused_{this, "fused", "fused_rows ops made"};
   Statistic ops_fused_{this, "ops-fused", "row ops replaced by them"};
   Statistic closed_at_bounds_{this, "closed-at-bounds", "clusters closed at the program bounds (ir/RowProgram.h)"};

@@ -122,7 +122,7 @@ class PartitionSegmentsPass : public FunctionPass {
 
   Option<std::string> eager_ops_{this, "eager-ops", "op mnemonics kept out of graphs (a:b:c)", ""};
   Option<bool> require_arena_{this, "require-arena", "ops without arena offsets are allocations", true};
-  Option<int64_t> min_ops_{this, "min-ops", "shortest capturable run worth a graph", 1};
+  Option<int64_t> min_ops_{this, "min-ops", "shortest capturable run worth a graph", 1, 1, 1 << 20};
   Statistic capturable_{this, "capturable-segments", "segments replayed as graphs"};
   Statistic eager_{this, "eager-segments", "segments run eagerly"};
   Statistic captured_ops_{this, "captured-ops", "ops inside capturable segments"};

@@ -1,5 +1,7 @@
 #include "passes/Pass.h"
 
+#include <cstdint>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -19,8 +21,13 @@ OptionBase::OptionBase(Pass* pass, absl::string_view name, absl::string_view des
 
 template <>
 absl::Status Option<int64_t>::Parse(absl::string_view text) {
-  if (!absl::SimpleAtoi(text, &value_))
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(text, &v))
     return absl::InvalidArgumentError(absl::StrCat("option '", name(), "' expects an integer, got '", text, "'"));
+  if ((lo_ && v < *lo_) || (hi_ && v > *hi_))
+    return absl::InvalidArgumentError(absl::StrCat("option '", name(), "' must be in [", lo_.value_or(INT64_MIN), ", ",
+                                                   hi_.value_or(INT64_MAX), "], got ", v));
+  value_ = v;
   return absl::OkStatus();
 }
 template <>

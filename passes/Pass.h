@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -72,6 +73,9 @@ class Option : public OptionBase {
  public:
   Option(Pass* pass, absl::string_view name, absl::string_view description, T dflt)
       : OptionBase(pass, name, description), value_(dflt), default_(dflt) {}
+  // An integer option with its valid range: values outside [lo, hi] are refused, naming both.
+  Option(Pass* pass, absl::string_view name, absl::string_view description, T dflt, T lo, T hi)
+      : OptionBase(pass, name, description), value_(dflt), default_(dflt), lo_(lo), hi_(hi) {}
   const T& operator*() const { return value_; }
   const T& value() const { return value_; }
   void set(T v) { value_ = std::move(v); }
@@ -83,6 +87,7 @@ class Option : public OptionBase {
   static std::string ToString(const T& v);
   T value_;
   T default_;
+  std::optional<T> lo_, hi_;
 };
 
 #define MEMRA_OPTION_SPECIALIZATIONS(T)                  \

@@ -45,12 +45,14 @@ absl::StatusOr<std::vector<int64_t>> ParseLadder(absl::string_view text) {
     int64_t lo = 0, hi = 0;
     if (!absl::SimpleAtoi(range[0], &lo) || !absl::SimpleAtoi(range[1], &hi) || lo <= 0 || hi < lo)
       return bad("a range needs 0 < lo <= hi");
+    if (hi > kMaxBucket) return bad(absl::StrCat("buckets go up to ", kMaxBucket, " tokens"));
     for (int64_t v = lo; v <= hi; v *= 2) out.push_back(v);
     if (out.back() != hi) out.push_back(hi);
   } else {
     for (const std::string& part : SplitListOption(text)) {
       int64_t v = 0;
       if (!absl::SimpleAtoi(part, &v) || v <= 0) return bad(absl::StrCat("'", part, "' is not a positive integer"));
+      if (v > kMaxBucket) return bad(absl::StrCat("buckets go up to ", kMaxBucket, " tokens"));
       out.push_back(v);
     }
   }

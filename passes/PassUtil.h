@@ -28,6 +28,8 @@ void ReplaceValue(ir::Value* from, ir::Value* to);
 
 // Parses "16..4096" (powers of two from 16 to 4096) or "16:32:48" / "16,32,48" into a sorted,
 // deduplicated list of positive integers.
+// Buckets of at most kMaxBucket tokens (a call's rows; larger ones would only overflow sizes).
+inline constexpr int64_t kMaxBucket = int64_t{1} << 24;
 absl::StatusOr<std::vector<int64_t>> ParseLadder(absl::string_view text);
 // Splits "a:b:c" (or "a,b,c") into its non-empty parts.
 std::vector<std::string> SplitListOption(absl::string_view text);

@@ -295,7 +295,7 @@ class PlanMemoryPass : public FunctionPass {
   }
 
  private:
-  Option<int64_t> alignment_{this, "alignment", "byte alignment of every buffer (a power of two)", 256};
+  Option<int64_t> alignment_{this, "alignment", "byte alignment of every buffer (a power of two)", 256, 1, 1 << 20};
   Statistic functions_{this, "functions", "functions planned"};
   Statistic buffers_{this, "buffers", "buffers placed"};
   Statistic aliases_{this, "aliases", "reshape and slice results aliasing their input"};

@@ -930,7 +930,7 @@ class ShardTensorParallelPass : public Pass {
     }
   }
 
-  Option<int64_t> tp_{this, "tp", "tensor-parallel ranks (1: no change)", 1};
+  Option<int64_t> tp_{this, "tp", "tensor-parallel ranks (1: no change)", 1, 1, 64};
   Option<std::string> experts_mode_{this, "experts",
                                     "routed experts: auto (the cost rule), tensor (within each expert) or expert "
                                     "(across the experts)",
