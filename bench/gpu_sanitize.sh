@@ -117,6 +117,7 @@ run_pair() {  # run_pair TOOL TARGET: writes the pair's log and its verdict file
   if [ $rc -eq 124 ]; then v="timeout"
   elif [ -n "$hazards" ]; then v="$hazards hazards"
   elif [ -n "$errors" ]; then v="$errors"
+  elif [ $rc -eq 0 ] && [ ${#common[@]} -gt 0 ]; then v="no GPU work"  # the case never initialized CUDA
   else v="rc=$rc"; fi
   # A test that fails under the tool (not a sanitizer error) is flagged too; a case the binary
   # skips (no GPU feature it needs) is marked, since it ran nothing.

@@ -2,7 +2,8 @@
 # The compute-sanitizer table from the pair files bench/gpu_sanitize.sh writes (sanitize-I-of-N.tsv:
 # target, tool, verdict a line), one or several shards joined: a row per target, a column per tool,
 # and a count line. A verdict of 0 (racecheck: "0 hazards") is clean; "timeout" and "not run" are
-# missing; a case the binary skipped (a feature the GPU lacks) is counted apart; anything else,
+# missing; a case the binary skipped (a feature the GPU lacks) and a case that never touched the
+# GPU ("no GPU work": selection and layout units) are counted apart; anything else,
 # including a test failing under the tool, is dirty. When a pair appears in several files (a shard
 # re-run), the last file's verdict wins.
 #
@@ -28,12 +29,13 @@ awk -F'\t' '
         if (!(k in cell)) continue
         ++total
         if (v ~ /\(skipped\)$/) ++skipped
+        else if (v == "no GPU work") ++cpu_only
         else if (v == "0" || v == "0 hazards") ++clean
         else if (v == "timeout" || v == "not run") ++missing
         else ++dirty
       }
       printf "\n"
     }
-    printf "sanitize: %d pairs clean, %d with errors or failures, %d timed out or not run, %d skipped by the test (of %d)\n",
-      clean, dirty, missing, skipped, total
+    printf "sanitize: %d pairs clean, %d with errors or failures, %d timed out or not run, %d skipped by the test, %d without GPU work (of %d)\n",
+      clean, dirty, missing, skipped, cpu_only, total
   }' "$@"
