@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "frontends/gguf/ModelSummary.h"
 #include "frontends/synthetic/Gemma4Synthetic.h"
@@ -77,7 +78,13 @@ absl::StatusOr<Generator> GeneratorFor(const std::string& preset) {
                        return WriteSyntheticStep35(shape, o, path);
                      }};
   }
-  MEMRA_ASSIGN_OR_RETURN(Qwen35Shape shape, Qwen35Preset(preset));
+  absl::StatusOr<Qwen35Shape> found = Qwen35Preset(preset);
+  if (!found.ok())  // every family's presets, not only qwen35's
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown preset '", preset,
+        "' (qwen35: tiny, 0.8b, 2b, 4b, 9b, 27b; qwen35moe: moe-tiny, 35b-a3b; gemma4: gemma4-tiny, gemma4-e2b, "
+        "gemma4-e4b, gemma4-26b-a4b, gemma4-31b; step35: step35-tiny, step35-flash-8l, step35-flash)"));
+  const Qwen35Shape shape = *found;
   return Generator{
       shape.arch() + "-" + preset, shape.arch(),
       [shape](const SyntheticOptions& o, const std::string& path) { return WriteSyntheticQwen35(shape, o, path); }};

@@ -216,13 +216,17 @@ int Fail(const absl::Status& st) {
 
 absl::StatusOr<std::vector<int32_t>> ParseIds(absl::string_view s) {
   std::vector<int32_t> ids;
-  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipWhitespace())) {
+  if (absl::StripAsciiWhitespace(s).empty()) return absl::InvalidArgumentError("--tokens: no token ids");
+  int position = 0;
+  for (absl::string_view part : absl::StrSplit(s, ',')) {
+    ++position;
     int32_t v;
+    if (absl::StripAsciiWhitespace(part).empty())
+      return absl::InvalidArgumentError(absl::StrCat("--tokens: entry ", position, " is empty (\"", s, "\")"));
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &v))
       return absl::InvalidArgumentError(absl::StrCat("--tokens: \"", part, "\" is not an integer token id"));
     ids.push_back(v);
   }
-  if (ids.empty()) return absl::InvalidArgumentError("--tokens: no token ids");
   return ids;
 }
 
@@ -517,6 +521,9 @@ int RunRun() {
   if (!RunSystem.empty() && !RunChat && !RunConversation)
     return Fail(
         absl::InvalidArgumentError("-sys needs --chat or -cnv (the system prompt goes through the chat template)"));
+  // --tokens checked before the model loads (its ids against the vocabulary after).
+  if (!RunTokens.empty())
+    if (auto ids = ParseIds(RunTokens); !ids.ok()) return Fail(ids.status());
   std::string prompt_text = RunPrompt;
   if (!RunPromptFile.empty()) {
     auto text = ReadPromptFile(RunPromptFile);

@@ -545,6 +545,8 @@ absl::StatusOr<Plan> ReadPlan(const std::string& path) {
 
 bool IsPlanFile(const std::string& path) {
   if (!IsRegularFile(path)) return false;
+  // A file named .plan is read as one, so a damaged or empty plan is called that, not "not a GGUF".
+  if (absl::EndsWith(path, ".plan")) return true;
   std::ifstream in(path, std::ios::binary);
   char buf[9] = {};
   in.read(buf, sizeof(buf));

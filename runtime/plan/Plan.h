@@ -158,7 +158,8 @@ absl::Status CheckPlanTarget(const Plan& plan, const kernels::cuda::Target& devi
 absl::StatusOr<Plan> ParsePlan(absl::string_view bytes, absl::string_view source_name);
 absl::Status WritePlan(const Plan& plan, const std::string& path);
 absl::StatusOr<Plan> ReadPlan(const std::string& path);
-// Whether the file starts with the plan magic.
+// Whether the file is a plan: it starts with the plan magic, or its name ends with .plan (a
+// damaged one is then reported as a plan).
 bool IsPlanFile(const std::string& path);
 
 // Refuses a plan for another GGUF or, when `arch` is not empty, another target arch; the message

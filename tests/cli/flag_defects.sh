@@ -15,6 +15,12 @@ refused() {  # refused PATTERN -- memra args...
   grep -q -- "$pattern" "$tmp/err.txt" || { cat "$tmp/err.txt"; fail "memra $*: no \"$pattern\" in the error"; }
 }
 run=(run "$model" --backend cpu --tokens 1,2,3 -n 1)
+# --tokens: an empty entry is an error (it was skipped), named before the model loads.
+refused "--tokens: entry 2 is empty" -- run "$model" --backend cpu --tokens 1,,2 -n 1
+grep -q "loaded in" "$tmp/err.txt" && fail "--tokens 1,,2 was refused only after loading the model"
+# bench: --temp outside --batch and a run that measures nothing.
+refused "--temp applies to --batch tests only" -- bench "$model" --backend cpu -p 8 -n 2 --temp 0.7
+refused "nothing to measure" -- bench "$model" --backend cpu -p 0 -n 0
 refused "ctx-size option: 100000000 is out of range: expected 0 to 16777216" -- "${run[@]}" --ctx-size 100000000
 refused "ctx-size option: 9223372036854775807 is out of range" -- "${run[@]}" --ctx-size 9223372036854775807
 refused "ctx-size option: -1 is out of range" -- "${run[@]}" --ctx-size -1

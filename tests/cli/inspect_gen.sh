@@ -42,5 +42,5 @@ for f in "$data"/gguf_malformed/*.gguf; do
   grep -q "$(basename "$f")" "$tmp/err.txt" || fail "error for $f does not name the file: $(cat "$tmp/err.txt")"
 done
 "$memra" gen --preset 70b -o "$tmp/x.gguf" 2>"$tmp/err.txt" && fail "unknown preset accepted"
-grep -q "unknown qwen35 preset '70b'" "$tmp/err.txt" || fail "preset error: $(cat "$tmp/err.txt")"
+grep -q "unknown preset '70b' (qwen35: tiny" "$tmp/err.txt" || fail "preset error: $(cat "$tmp/err.txt")"
 echo "inspect_gen: ok"
