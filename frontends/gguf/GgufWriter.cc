@@ -344,6 +344,7 @@ absl::Status CheckWritableDestination(const std::string& path) {
 absl::Status GgufWriter::Write(const std::string& path, const Progress& progress) const {
   MEMRA_RETURN_IF_ERROR(CheckWritableDestination(path));
   MEMRA_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFile> file, AtomicFile::Create(path));
+  MEMRA_RETURN_IF_ERROR(file->CheckSpace(TotalDataBytes()));
   FileSink sink(*file);
   MEMRA_RETURN_IF_ERROR(WriteTo(sink, progress));
   return file->Commit();

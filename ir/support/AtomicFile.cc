@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/Signals.h"
 
@@ -44,6 +46,17 @@ absl::StatusOr<std::unique_ptr<AtomicFile>> AtomicFile::Create(const std::string
 AtomicFile::~AtomicFile() {
   if (temp_) llvm::consumeError(temp_->discard());
   if (direct_fd_ >= 0) ::close(direct_fd_);
+}
+
+absl::Status AtomicFile::CheckSpace(uint64_t bytes) const {
+  if (direct_fd_ >= 0) return absl::OkStatus();  // a device or FIFO: no file system to ask
+  struct statvfs vfs;
+  if (::fstatvfs(fd(), &vfs) != 0) return absl::OkStatus();  // unknown: the writes will tell
+  const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  if (free_bytes >= bytes) return absl::OkStatus();
+  auto gb = [](uint64_t b) { return absl::StrFormat("%.2f GB", static_cast<double>(b) / 1e9); };
+  return absl::ResourceExhaustedError(
+      absl::StrCat(path_, ": the file needs ", gb(bytes), " but its file system has ", gb(free_bytes), " free"));
 }
 
 absl::Status AtomicFile::Write(const void* data, size_t n) {

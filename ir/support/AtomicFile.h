@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,9 @@ class AtomicFile {
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
+  // ResourceExhausted, naming both sizes, when the file system has less than `bytes` free for the
+  // file (checked before a long write: a 140 GB model should not fill the disk and then fail).
+  absl::Status CheckSpace(uint64_t bytes) const;
   // All n bytes, or an error naming the file and the cause ("no space left on device").
   absl::Status Write(const void* data, size_t n);
   // Closes the temporary and renames it over `path`. Once only.

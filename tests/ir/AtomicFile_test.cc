@@ -97,6 +97,17 @@ TEST_F(AtomicFileTest, FifosAndDevicesAreWrittenInPlace) {
   EXPECT_NE(dir.status().message().find("is a directory"), std::string::npos) << dir.status();
 }
 
+// A write larger than the file system's free space is refused before it starts, naming both sizes.
+TEST_F(AtomicFileTest, SpaceIsCheckedBeforeALongWrite) {
+  auto f = AtomicFile::Create((dir_ / "big.gguf").string());
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE((*f)->CheckSpace(1).ok());
+  const absl::Status st = (*f)->CheckSpace(uint64_t{1} << 62);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_NE(st.message().find("big.gguf: the file needs 4611686018.43 GB but its file system has"), std::string::npos)
+      << st;
+}
+
 TEST_F(AtomicFileTest, AMissingFolderIsNamed) {
   const std::string path = (dir_ / "no-such-folder" / "x.plan").string();
   auto f = AtomicFile::Create(path);
