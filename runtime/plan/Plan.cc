@@ -555,6 +555,9 @@ bool IsPlanFile(const std::string& path) {
 
 absl::Status CheckPlanCompatible(const Plan& plan, const GgufIdentity& file, absl::string_view arch) {
   std::string diff = GgufIdentityDiff(plan.gguf, file);
+  if (!diff.empty() && plan.gguf.path == file.path)
+    return absl::FailedPreconditionError(
+        absl::StrCat("the GGUF ", file.path, " changed since the plan was compiled: ", diff, "; recompile the plan"));
   if (!diff.empty())
     return absl::FailedPreconditionError(absl::StrCat("the plan was compiled for another GGUF (", plan.gguf.path,
                                                       ") than ", file.path, ": ", diff, "; recompile the plan"));
