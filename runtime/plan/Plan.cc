@@ -456,17 +456,39 @@ std::string SerializePlan(const Plan& plan) {
   Section(out, "layout", "", LayoutText(plan.functions));
   Section(out, "kernels", absl::StrCat("version=", plan.kernels.version), KernelTableText(plan.kernels));
   absl::StrAppend(&out, "[end]\n");
-  return out;
+  return plan.format_version >= 2 ? SealPlan(std::move(out)) : out;
+}
+
+std::string SealPlan(std::string body) {
+  absl::StrAppend(&body, "xxh64 ", CubinHash(body), "\n");
+  return body;
 }
 
 absl::StatusOr<Plan> ParsePlan(absl::string_view bytes, absl::string_view source) {
   Plan p;
-  SectionReader r(bytes, source);
-  MEMRA_RETURN_IF_ERROR(r.ReadMagic(&p.format_version));
+  {
+    SectionReader magic(bytes, source);
+    MEMRA_RETURN_IF_ERROR(magic.ReadMagic(&p.format_version));
+  }
   if (p.format_version > kPlanFormatVersion || p.format_version < 1)
     return absl::FailedPreconditionError(absl::StrCat(source, ": plan format version ", p.format_version,
                                                       " is not supported (this memra reads version ",
                                                       kPlanFormatVersion, "); recompile the plan"));
+  if (p.format_version >= 2) {  // the last line: the hash of everything before it
+    const size_t last = bytes.size() >= 2 ? bytes.rfind('\n', bytes.size() - 2) : absl::string_view::npos;
+    absl::string_view line = last == absl::string_view::npos ? absl::string_view() : bytes.substr(last + 1);
+    if (!absl::ConsumePrefix(&line, "xxh64 ") || !absl::ConsumeSuffix(&line, "\n"))
+      return Corrupt(source, "no xxh64 line at the end (the file is cut short or was edited)");
+    if (line != CubinHash(bytes.substr(0, last + 1)))
+      return Corrupt(source,
+                     "its xxh64 does not match its bytes: the plan was changed or damaged after it was compiled");
+    bytes = bytes.substr(0, last + 1);
+  }
+  SectionReader r(bytes, source);
+  {
+    int version = 0;
+    MEMRA_RETURN_IF_ERROR(r.ReadMagic(&version));
+  }
   bool seen_header = false, seen_ir = false, seen_layout = false;
   while (true) {
     MEMRA_ASSIGN_OR_RETURN(auto sec, r.Next());

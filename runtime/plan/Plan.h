@@ -1,6 +1,6 @@
 // The plan file: everything `memra run` needs to start without compiling, in one file.
 //
-//   MEMRAPLAN 1                                  magic and format version
+//   MEMRAPLAN 2                                  magic and format version
 //   [header] bytes=N                             key = value lines: format_version, memra_version,
 //                                                arch, target, weights, pipeline, gguf_path,
 //                                                gguf_size, gguf_header_sha256
@@ -21,6 +21,9 @@
 //                                                Version 0 = empty: `--arch cpu` plans (and
 //                                                plans from before the table existed).
 //   [end]
+//   xxh64 H                                      format 2: the hash of every byte before this
+//                                                line (a plan changed after compilation, by a
+//                                                flipped bit or an edit, is refused as damaged)
 //
 // Every section gives its byte length, so binary payloads (cubins) need no escaping. A reader
 // refuses other magic, a newer format version, unknown kernel-table versions, truncation, a
@@ -49,7 +52,8 @@ class GgufFile;
 
 namespace memra::runtime {
 
-inline constexpr int kPlanFormatVersion = 1;
+// 2: the file ends with its xxh64 line; 1 (no such line) is still read.
+inline constexpr int kPlanFormatVersion = 2;
 // The kernel table's version written for CUDA targets: 1 = per kernel module its key, file,
 // constants, source hash and cubins. 0 = an empty table (cpu plans); both are read.
 inline constexpr int kKernelTableVersion = 1;
@@ -158,6 +162,9 @@ absl::Status CheckPlanTarget(const Plan& plan, const kernels::cuda::Target& devi
 absl::StatusOr<Plan> ParsePlan(absl::string_view bytes, absl::string_view source_name);
 absl::Status WritePlan(const Plan& plan, const std::string& path);
 absl::StatusOr<Plan> ReadPlan(const std::string& path);
+// `body` (a serialized plan up to its [end] line) with its xxh64 line appended, as SerializePlan
+// ends every format-2 plan (tests that edit a plan's inside re-seal it with this).
+std::string SealPlan(std::string body);
 // Whether the file is a plan: it starts with the plan magic, or its name ends with .plan (a
 // damaged one is then reported as a plan).
 bool IsPlanFile(const std::string& path);

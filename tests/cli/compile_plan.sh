@@ -21,7 +21,7 @@ grep -q "^@prefill_t16 *16 " "$tmp/report.txt" || { cat "$tmp/report.txt"; fail 
 grep -q "^@prefill_t32 *32 " "$tmp/report.txt" || fail "no @prefill_t32 row"
 grep -q "^@decode *1 " "$tmp/report.txt" || fail "no @decode row"
 grep -q "kernel table: version 1, " "$tmp/report.txt" || fail "no kernel table line"
-head -c 12 "$tmp/m.plan" | grep -q "MEMRAPLAN 1" || fail "plan magic"
+head -c 12 "$tmp/m.plan" | grep -q "MEMRAPLAN 2" || fail "plan magic"
 
 # 2. The plan, the GGUF through the pipeline and the unfused module: same logits bytes and ids.
 # Chunks of exactly a bucket's size run the bucket functions (16 + 16 + 16; 32 + 16).
@@ -60,5 +60,11 @@ grep -q "targets sm_90 but this run targets sm_80" "$tmp/e2.txt" || { cat "$tmp/
 head -c 5000 "$tmp/m.plan" >"$tmp/cut.plan"
 if "$memra" run "$tmp/cut.plan" --tokens 1 -n 1 >/dev/null 2>"$tmp/e3.txt"; then fail "accepted a cut plan"; fi
 grep -q "not a valid memra plan" "$tmp/e3.txt" || { cat "$tmp/e3.txt"; fail "cut plan message"; }
+# One digit changed inside the IR (a weight of another layer, still a valid plan): refused as
+# damaged by the plan's xxh64 line, not run with the wrong weight.
+sed '0,/@blk\.0\.attn_norm\.weight/s//@blk.2.attn_norm.weight/' "$tmp/m.plan" >"$tmp/edited.plan"
+cmp -s "$tmp/m.plan" "$tmp/edited.plan" && fail "the edit changed nothing"
+if "$memra" run "$tmp/edited.plan" --tokens 1 -n 1 >/dev/null 2>"$tmp/e5.txt"; then fail "ran an edited plan"; fi
+grep -q "xxh64 does not match its bytes" "$tmp/e5.txt" || { cat "$tmp/e5.txt"; fail "edited plan message"; }
 if "$memra" compile "$model" -o "$tmp/x.plan" --arch gfx90 2>"$tmp/e4.txt"; then fail "accepted --arch gfx90"; fi
 echo "compile_plan: ok"

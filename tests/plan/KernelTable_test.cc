@@ -191,15 +191,23 @@ TEST(KernelTable, Sm90PlanCarriesEveryCubin) {
   EXPECT_EQ((*compiler)->stats().compiled, 0);
   EXPECT_NE((*compiler)->stats().ToString().find("from the plan"), std::string::npos);
 
-  // Corruption is refused, naming the kernel.
+  // Corruption is refused, naming the kernel. Any change to the file fails its xxh64 line first;
+  // the checks below it are reached by re-sealing the edited plan.
   const std::string bytes = SerializePlan(*back);
   const KernelEntry& first = back->kernels.kernels.front();
+  auto resealed = [](std::string plan) {
+    plan.erase(plan.rfind("xxh64 "));
+    return SealPlan(std::move(plan));
+  };
   {  // a flipped byte inside a cubin
     const size_t at = bytes.find(first.binaries[0].cubin);
     ASSERT_NE(at, std::string::npos);
     std::string bad = bytes;
     bad[at + first.binaries[0].cubin.size() / 2] ^= 0x5a;
-    auto r = ParsePlan(bad, "flipped.plan");
+    auto sealed = ParsePlan(bad, "flipped.plan");
+    ASSERT_FALSE(sealed.ok());
+    EXPECT_NE(sealed.status().message().find("xxh64 does not match"), std::string::npos) << sealed.status();
+    auto r = ParsePlan(resealed(bad), "flipped.plan");
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find(first.name), std::string::npos) << r.status();
     EXPECT_NE(r.status().message().find("hash"), std::string::npos) << r.status();
@@ -230,7 +238,7 @@ TEST(KernelTable, Sm90PlanCarriesEveryCubin) {
     const size_t v = newer.find("[kernels] version=1");
     ASSERT_NE(v, std::string::npos);
     newer[v + std::string("[kernels] version=").size()] = '7';
-    auto r = ParsePlan(newer, "v7.plan");
+    auto r = ParsePlan(resealed(newer), "v7.plan");
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find("kernel table version 7"), std::string::npos) << r.status();
 
@@ -241,7 +249,7 @@ TEST(KernelTable, Sm90PlanCarriesEveryCubin) {
     const size_t b = text.find(announce);
     ASSERT_NE(b, std::string::npos);
     text.replace(b, announce.size(), "binaries = 1");
-    auto c = ParsePlan(text, "cut.plan");
+    auto c = ParsePlan(resealed(text), "cut.plan");
     ASSERT_FALSE(c.ok());
     EXPECT_NE(c.status().message().find(first.name), std::string::npos) << c.status();
   }
