@@ -232,11 +232,13 @@ absl::StatusOr<std::vector<PlanFunction>> ParseLayout(absl::string_view text, ab
   return fns;
 }
 
-// The kernel table: per kernel a [kernel] section (payload "key = value" lines: name, file,
-// constants, sm_90a, source_hash, binaries) followed by its [cubin] arch=... xxh64=... sections.
-std::string CubinHash(absl::string_view bytes) {
+// xxHash64 as 16 hex digits: each cubin's hash and the whole file's (format 2's last line).
+std::string Xxh64Hex(absl::string_view bytes) {
   return absl::StrFormat("%016x", llvm::xxHash64(llvm::StringRef(bytes.data(), bytes.size())));
 }
+
+// The kernel table: per kernel a [kernel] section (payload "key = value" lines: name, file,
+// constants, sm_90a, source_hash, binaries) followed by its [cubin] arch=... xxh64=... sections.
 
 std::string KernelTableText(const KernelTable& t) {
   std::string out;
@@ -246,7 +248,7 @@ std::string KernelTableText(const KernelTable& t) {
                          "\nsm_90a = ", k.sm_90a ? 1 : 0, "\nsource_hash = ", Quote(k.source_hash),
                          "\nbinaries = ", k.binaries.size(), "\n"));
     for (const KernelBinary& b : k.binaries)
-      Section(out, "cubin", absl::StrCat("arch=", b.arch, " xxh64=", CubinHash(b.cubin)), b.cubin);
+      Section(out, "cubin", absl::StrCat("arch=", b.arch, " xxh64=", Xxh64Hex(b.cubin)), b.cubin);
   }
   return out;
 }
@@ -305,7 +307,7 @@ absl::StatusOr<KernelTable> ParseKernelTable(absl::string_view text, int version
       KernelBinary b{bin->Attr("arch"), std::string(bin->payload)};
       if (b.arch.empty())
         return Corrupt(source, absl::StrCat("[kernels]: kernel ", k.name, ": a [cubin] without arch"));
-      if (std::string h = bin->Attr("xxh64"); version >= 1 && h != CubinHash(b.cubin))
+      if (std::string h = bin->Attr("xxh64"); version >= 1 && h != Xxh64Hex(b.cubin))
         return Corrupt(source, absl::StrCat("[kernels]: kernel ", k.name, ": the ", b.arch, " cubin (", b.cubin.size(),
                                             " bytes) does not match its hash"));
       k.binaries.push_back(std::move(b));
@@ -460,7 +462,7 @@ std::string SerializePlan(const Plan& plan) {
 }
 
 std::string SealPlan(std::string body) {
-  absl::StrAppend(&body, "xxh64 ", CubinHash(body), "\n");
+  absl::StrAppend(&body, "xxh64 ", Xxh64Hex(body), "\n");
   return body;
 }
 
@@ -479,7 +481,7 @@ absl::StatusOr<Plan> ParsePlan(absl::string_view bytes, absl::string_view source
     absl::string_view line = last == absl::string_view::npos ? absl::string_view() : bytes.substr(last + 1);
     if (!absl::ConsumePrefix(&line, "xxh64 ") || !absl::ConsumeSuffix(&line, "\n"))
       return Corrupt(source, "no xxh64 line at the end (the file is cut short or was edited)");
-    if (line != CubinHash(bytes.substr(0, last + 1)))
+    if (line != Xxh64Hex(bytes.substr(0, last + 1)))
       return Corrupt(source,
                      "its xxh64 does not match its bytes: the plan was changed or damaged after it was compiled");
     bytes = bytes.substr(0, last + 1);
