@@ -5,12 +5,15 @@
 # `bash bench/gpu_suite.sh BUNDLE --sanitize [BUDGET_S] [OPTIONS] [TOOLS...]`; alone:
 #
 #   bash bench/gpu_sanitize.sh BIN_DIR OUT_DIR BUDGET_S [--jobs N] [--shard I/N] [--timeout S]
-#                              [--resume PAIRS.tsv]... [TOOLS...]
+#                              [--row-shards N] [--resume PAIRS.tsv]... [TOOLS...]
 #
 # Targets: `memra run --backend cuda` on each tiny q8_0 fixture (qwen35, qwen35moe, gemma4, gemma4e,
 # step35; prefill of 8 and 16 tokens, 8 greedy steps through the graphs and the device loop), every
 # test case of every tests/cuda binary in the bundle (one gtest case a target, so a slow case
-# under racecheck cannot hide the others), and the op table one TEST (a table of cases) at a time.
+# under racecheck cannot hide the others), and the op table one TEST (a table of cases) at a time,
+# or with --row-shards N each TEST as N targets `optable:TEST@I/N` (`OpTable_test --rows=I/N`: the
+# TEST's rows r with r % N == I), so a TEST too slow for one pair under racecheck spreads over the
+# pool.
 #
 # The pairs run as a pool of --jobs processes (default: the machine's cores less two): a sanitizer
 # costs host time per instrumented access, so the GPU idles under one process and the pool is what
@@ -22,14 +25,14 @@
 # budget): the table never counts either as clean. --resume takes the pair files of earlier calls
 # (repeatable) and runs only what they left "not run" or "timeout" (with this call's --timeout), so
 # a call that ran out of budget is continued by the next; sanitize_table.sh joins them all, the
-# later verdict winning. Run from the repository root (the fixtures are tests/data/models/).
+# later verdict winning (a TEST done whole counts its row shards done). Run from the repository root (the fixtures are tests/data/models/).
 set -uo pipefail
 bin=${1:?usage: gpu_sanitize.sh BIN_DIR OUT_DIR BUDGET_S [--jobs N] [--shard I/N] [--timeout S] [TOOLS...]}
 out=${2:?}
 budget=${3:-480}
 shift $(($# < 3 ? $# : 3))
 jobs=$(($(nproc) > 3 ? $(nproc) - 2 : 1))
-shard_i=0 shard_n=1 per_pair=240
+shard_i=0 shard_n=1 per_pair=240 row_shards=1
 tools=""
 declare -A done_pairs=()  # "tool|target" with a verdict from --resume files
 while [ $# -gt 0 ]; do
@@ -41,6 +44,10 @@ while [ $# -gt 0 ]; do
       [ "$shard_n" -ge 1 ] && [ "$shard_i" -lt "$shard_n" ] || { echo "gpu_sanitize: --shard $2: I must be below N"; exit 2; }
       shift 2 ;;
     --timeout) per_pair=${2:?--timeout needs seconds}; shift 2 ;;
+    --row-shards)
+      row_shards=${2:-}
+      case $row_shards in '' | *[!0-9]* | 0) echo "gpu_sanitize: --row-shards wants a count >= 1, got '${2:-}'"; exit 2 ;; esac
+      shift 2 ;;
     --resume)
       [ -f "${2:-}" ] || { echo "gpu_sanitize: --resume: no pair file '${2:-}'"; exit 2; }
       while IFS=$'\t' read -r target tool verdict; do
@@ -66,7 +73,10 @@ deadline=$(($(date +%s) + budget))
 # Targets, costliest first.
 targets=()
 if [ -x "$bin/OpTable_test" ]; then
-  for c in $("$bin/OpTable_test" --gtest_list_tests | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do targets+=("optable:$c"); done
+  for c in $("$bin/OpTable_test" --gtest_list_tests | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do
+    if [ "$row_shards" -eq 1 ]; then targets+=("optable:$c"); continue; fi
+    for ((r = 0; r < row_shards; r++)); do targets+=("optable:$c@$r/$row_shards"); done
+  done
 fi
 for t in $(cd "$bin" && ls *_test 2>/dev/null); do
   [ "$t" = OpTable_test ] && continue
@@ -84,7 +94,8 @@ pairs=()
 k=0
 for tool in $tools; do
   for target in "${targets[@]}"; do
-    [ $((k % shard_n)) -eq "$shard_i" ] && [ -z "${done_pairs["$tool|$target"]:-}" ] && pairs+=("$tool|$target")
+    [ $((k % shard_n)) -eq "$shard_i" ] && [ -z "${done_pairs["$tool|$target"]:-}" ] &&
+      [ -z "${done_pairs["$tool|${target%@*}"]:-}" ] && pairs+=("$tool|$target")
     k=$((k + 1))
   done
 done
@@ -106,6 +117,8 @@ run_pair() {  # run_pair TOOL TARGET: writes the pair's log and its verdict file
                 --tokens 1,87,107,104,35,116,120,108,102,110,35,101,117,114,122,113 --no-echo) ;;
     test:*) local rest=${target#test:}
             cmd=("$bin/${rest%%:*}" --gtest_filter="${rest#*:}") ;;
+    optable:*@*) local t=${target#optable:}
+                 cmd=("$bin/OpTable_test" --gtest_filter="${t%@*}" --rows="${t#*@}") ;;
     optable:*) cmd=("$bin/OpTable_test" --gtest_filter="${target#optable:}") ;;
   esac
   timeout $((left < per_pair ? left : per_pair)) "$cs" --tool "$tool" "${common[@]}" "${extra[@]}" --error-exitcode 99 \

@@ -4,12 +4,13 @@
 # GPU machine (tests read tests/data/ relative to it):
 #
 #   bash bench/gpu_suite.sh build-gpu/gpu-bundle.tar.xz [all|--tests-only|--bench-only] [PRESETS...]
-#   bash bench/gpu_suite.sh build-gpu/gpu-bundle.tar.xz --sanitize [BUDGET_S] [--jobs N] [--shard I/N] [--resume TSV] [TOOLS...]
+#   bash bench/gpu_suite.sh build-gpu/gpu-bundle.tar.xz --sanitize [BUDGET_S] [--jobs N] [--shard I/N] [--row-shards N] [--resume TSV] [TOOLS...]
 #
 # --sanitize: compute-sanitizer (memcheck with leak checking, racecheck, initcheck, synccheck) over
 # every GPU test case and one prefill + decode per model family, as a pool of processes, a table of
 # error counts last (bench/gpu_sanitize.sh; BUDGET_S default 480). --shard I/N runs every N-th
-# pair, so N calls cover the suite; --resume TSV (an earlier call's pair file) runs only what it left
+# pair, so N calls cover the suite; --row-shards N splits each op-table TEST into N pairs by rows;
+# --resume TSV (an earlier call's pair file) runs only what it left
 # not run or timed out; bench/sanitize_table.sh joins their sanitize-I-of-N.tsv files.
 # PRESETS: the `memra gen` presets to benchmark (default: 0.8b 9b). When .device/demo-f32-bf16r.gguf.xz
 # is carried (tools/convert_hf_to_gguf.py --type f32 --round-bf16 of the demo checkpoint, xz'ed),

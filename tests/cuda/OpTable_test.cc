@@ -187,6 +187,21 @@ double Nmse(const HostTensor& g, const HostTensor& c, double* max_abs, bool* nan
   return den > 0 ? num / den : num;
 }
 
+// --rows=I/N (this binary's own flag, read by main below): each TEST runs only its rows r with
+// r % N == I, counted in the order it checks them, so a slow TEST (under compute-sanitizer's
+// racecheck) splits over N processes that together run every row once. A row's inputs come from
+// its own seed (op, dtype, T), so a row checks the same values in any shard.
+struct RowShard {
+  int64_t index = 0, count = 1;
+  int64_t next = 0;  // rows of the running TEST seen so far
+};
+RowShard& Shard() {
+  static RowShard s;
+  return s;
+}
+// Whether this process runs the TEST's next row.
+bool TakeRow() { return Shard().next++ % Shard().count == Shard().index; }
+
 class OpTableTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -209,6 +224,7 @@ class OpTableTest : public ::testing::Test {
   }
   void SetUp() override {
     if (!skip_.empty()) GTEST_SKIP() << "no GPU: " << skip_;
+    Shard().next = 0;
   }
 
   // AttentionGeometries' table at T <= 520, or (long_prompts) its long-prompt rows at T = 1100.
@@ -219,6 +235,7 @@ class OpTableTest : public ::testing::Test {
   void Check(const std::string& op, const std::string& dtype, int64_t T, double bound,
              const std::function<std::vector<Value*>(Harness&)>& build, int calls = 1, int64_t id_range = 0,
              WeightMode weights = WeightMode::kBlocks) {
+    if (!TakeRow()) return;
     Harness h(static_cast<uint32_t>(std::hash<std::string>()(op + dtype) + T));
     h.id_range = id_range;
     // 2..8 rows: static shapes, the batched step's small buckets (T bucket 16 otherwise).
@@ -610,19 +627,21 @@ TEST_F(OpTableTest, BlockFormats) {
 // A type the GPU cannot read as blocks (nvfp4: no Dequant.cu decoder) is one error before any
 // upload naming the tensor, its type and --weights bf16; with --weights bf16 it runs from the copy.
 TEST_F(OpTableTest, BlocksWithoutAGpuLayout) {
-  Harness h(7);
-  std::vector<Value*> y{
-      h.b->MatMul(h.Arg("x", {-1, 256}), h.Weight("w.nv", GgmlType::kNVFP4, {256, 64}, -0.05f, 0.05f))};
-  ASSERT_TRUE(h.Finish(y).ok());
-  CudaExecutorOptions o;
-  o.progress = false;
-  o.kernel_cache_dir = cache_dir();
-  auto gpu = CudaExecutor::Create(*h.m, *h.file, o);
-  ASSERT_FALSE(gpu.ok());
-  const std::string msg(gpu.status().message());
-  EXPECT_NE(msg.find("tensor \"w.nv\""), std::string::npos) << msg;
-  EXPECT_NE(msg.find("type nvfp4"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("--weights bf16"), std::string::npos) << msg;
+  if (TakeRow()) {
+    Harness h(7);
+    std::vector<Value*> y{
+        h.b->MatMul(h.Arg("x", {-1, 256}), h.Weight("w.nv", GgmlType::kNVFP4, {256, 64}, -0.05f, 0.05f))};
+    ASSERT_TRUE(h.Finish(y).ok());
+    CudaExecutorOptions o;
+    o.progress = false;
+    o.kernel_cache_dir = cache_dir();
+    auto gpu = CudaExecutor::Create(*h.m, *h.file, o);
+    ASSERT_FALSE(gpu.ok());
+    const std::string msg(gpu.status().message());
+    EXPECT_NE(msg.find("tensor \"w.nv\""), std::string::npos) << msg;
+    EXPECT_NE(msg.find("type nvfp4"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--weights bf16"), std::string::npos) << msg;
+  }
   FOR_T Check(
       "matmul", "nvfp4/bf16", T, kBf16Bound,
       [&](Harness& hh) {
@@ -1220,6 +1239,7 @@ TEST_F(OpTableTest, ChunkedScanGridLaw) {
 }
 
 void OpTableTest::ChunkedScanGridLaw(const std::string& precision) {
+  if (!TakeRow()) return;
   Harness h(5);
   Value* o = ScanWithNorms(h, precision);
   ASSERT_TRUE(h.Finish({o}).ok());
@@ -1541,3 +1561,19 @@ TEST_F(OpTableTest, DataMovement) {
 
 }  // namespace
 }  // namespace memra::runtime
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  for (int i = 1; i < argc; ++i) {
+    int64_t index = 0, count = 0;
+    char tail = 0;
+    if (std::sscanf(argv[i], "--rows=%ld/%ld%c", &index, &count, &tail) != 2 || count < 1 || index < 0 ||
+        index >= count) {
+      std::fprintf(stderr, "OpTable_test: unknown argument '%s' (--rows=I/N, I < N, and gtest's flags)\n", argv[i]);
+      return 2;
+    }
+    memra::runtime::Shard().index = index;
+    memra::runtime::Shard().count = count;
+  }
+  return RUN_ALL_TESTS();
+}
