@@ -127,8 +127,7 @@ absl::Status Session::CheckContinuable() const {
       options_.decode_chunk, " steps per chunk); Reset() first, or use decode_chunk 1 to continue exactly"));
 }
 
-absl::StatusOr<std::vector<float>> Session::Prefill(absl::Span<const int32_t> tokens, std::vector<float>* all) {
-  MEMRA_RETURN_IF_ERROR(CheckContinuable());
+absl::Status Session::CheckPrompt(absl::Span<const int32_t> tokens) const {
   if (tokens.empty()) return absl::InvalidArgumentError("prefill of an empty prompt");
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (position() + n > context_length())
@@ -140,6 +139,13 @@ absl::StatusOr<std::vector<float>> Session::Prefill(absl::Span<const int32_t> to
     if (tokens[i] < 0 || tokens[i] >= n_vocab_)
       return absl::OutOfRangeError(absl::StrCat("token id ", tokens[i], " at prompt position ", i,
                                                 " is outside the vocabulary [0, ", n_vocab_, ")"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> Session::Prefill(absl::Span<const int32_t> tokens, std::vector<float>* all) {
+  MEMRA_RETURN_IF_ERROR(CheckContinuable());
+  MEMRA_RETURN_IF_ERROR(CheckPrompt(tokens));
+  const int64_t n = static_cast<int64_t>(tokens.size());
   // A module with sliding-window rings takes at most its max_call_rows per call.
   const int64_t max_rows = std::min(kMaxPrefillChunk, module_->attrs().I64Or("max_call_rows", kMaxPrefillChunk));
   const int64_t chunk = options_.chunk > 0 ? std::min(options_.chunk, max_rows) : max_rows;

@@ -117,6 +117,9 @@ class Session {
   // the last token; with options().prompt_logits, `all` (if given) receives [n, n_vocab].
   // Errors: tokens beyond the context (before anything runs), ids outside the vocabulary.
   absl::StatusOr<std::vector<float>> Prefill(absl::Span<const int32_t> tokens, std::vector<float>* all = nullptr);
+  // What Prefill checks of `tokens` before running anything: they fit the context after the
+  // current position and every id is in the vocabulary (a driver asks before it echoes a prompt).
+  absl::Status CheckPrompt(absl::Span<const int32_t> tokens) const;
   // Runs one token through @decode; returns its logits.
   absl::StatusOr<std::vector<float>> Decode(int32_t token);
 

@@ -40,11 +40,13 @@ std::string HelpLine(const char* what, const std::string& def, const std::string
 std::string CheckInt(llvm::StringRef arg, IntRange range, int64_t& out) {
   const std::string text = arg.str();
   const std::string limits = RangeText(range.lo, range.hi);
-  if (!absl::SimpleAtoi(text, &out)) {
+  // SimpleAtoi allows surrounding whitespace; a flag's value does not (as CheckFloat).
+  const bool padded = !text.empty() && (absl::ascii_isspace(text.front()) || absl::ascii_isspace(text.back()));
+  if (padded || !absl::SimpleAtoi(text, &out)) {
     // A well-formed integer too large for 64 bits is out of range, anything else not a number.
     absl::string_view digits = absl::StripAsciiWhitespace(text);
     if (!digits.empty() && (digits[0] == '-' || digits[0] == '+')) digits.remove_prefix(1);
-    const bool integral = !digits.empty() && std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit);
+    const bool integral = !padded && !digits.empty() && std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit);
     return absl::StrCat("'", text, integral ? "' is out of range: expected " : "' is not an integer: expected ",
                         limits);
   }

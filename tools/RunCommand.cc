@@ -710,11 +710,13 @@ int RunRun() {
     auto rendered = (*chat)->Render(in);
     if (!rendered.ok()) return Fail(rendered.status());
     prompt = s.tokenizer()->Encode(rendered->text, rendered->EncodeOptions());
+    if (absl::Status st = s.CheckPrompt(prompt); !st.ok()) return Fail(st);  // before the echo
     if (!RunNoEcho) console.Text(rendered->text);
   } else {
     auto ids = s.Tokenize(prompt_text);
     if (!ids.ok()) return Fail(ids.status());
     prompt = std::move(*ids);
+    if (absl::Status st = s.CheckPrompt(prompt); !st.ok()) return Fail(st);  // before the echo
     if (!RunNoEcho) console.Text(prompt_text);
   }
 

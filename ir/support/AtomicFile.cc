@@ -61,6 +61,12 @@ absl::Status AtomicFile::CheckSpace(uint64_t bytes) const {
 
 absl::Status AtomicFile::Write(const void* data, size_t n) {
   if (fd() < 0) return absl::FailedPreconditionError(absl::StrCat(path_, ": written after it was committed"));
+  // The temporary removed under us (LLVM's handler on a SIGINT that the process inherited as
+  // ignored removes it and goes on): stop now rather than write the rest into an unlinked file.
+  struct stat st;
+  if (temp_ && ::fstat(fd(), &st) == 0 && st.st_nlink == 0)
+    return absl::CancelledError(
+        absl::StrCat(path_, ": its temporary ", temp_->TmpName, " was removed (interrupted?); nothing was written"));
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
     const ssize_t w = ::write(fd(), p, std::min<size_t>(n, size_t{1} << 30));

@@ -33,6 +33,9 @@ refused "top-k option: -5 is out of range" -- "${run[@]}" --top-k -5
 refused "min-p option: 'inf' is not a finite number" -- "${run[@]}" --min-p inf
 refused "repeat-penalty option: 0 is out of range: expected above 0" -- "${run[@]}" --repeat-penalty 0
 refused "n-predict option: 'ten' is not an integer" -- "${run[@]}" -n ten
+# Integers as strictly as floats: no surrounding whitespace (it was accepted: " 5" ran 5 tokens).
+refused "n-predict option: ' 5' is not an integer" -- "${run[@]}" -n " 5"
+refused "n-predict option: '5 ' is not an integer" -- "${run[@]}" -n "5 "
 refused "backend option: 'tpu' is not one of cpu, cuda" -- "${run[@]}" --backend tpu
 refused "repeat-penalty option: 1e-50 is out of range as a 32-bit float (0): expected above 0" -- "${run[@]}" --repeat-penalty 1e-50
 refused "inject-fault=disk:3: expected device-alloc:N or nvrtc:N" -- "${run[@]}" --inject-fault disk:3
@@ -43,6 +46,7 @@ bench=(bench "$model" --backend cpu -p 8 -n 2)
 refused "repetitions option: 0 is out of range: expected 1 to 1000" -- "${bench[@]}" -r 0
 refused "output option: 'xml' is not one of md, json, jsonl, csv" -- "${bench[@]}" -o xml
 refused "n-prompt option: 'x' is not an integer" -- "${bench[@]}" -p 8,x
+refused "n-prompt option: ' 4' is not an integer" -- "${bench[@]}" -p "8, 4"
 
 # A plan fixes its context and pipeline: those flags are errors with a plan, not ignored.
 "$memra" compile "$model" --arch cpu -o "$tmp/m.plan" 2>/dev/null || fail "compile"

@@ -50,6 +50,11 @@ head -c 5 "$tmp/text.txt" | grep -q "hello" || fail "prompt not echoed"
 # 5. Clear errors: context overflow, bad ids, bad arguments.
 if "$memra" run "$model" --tokens "$prompt" --ctx-size 32 -n 1 >/dev/null 2>"$tmp/e1.txt"; then fail "overflow accepted"; fi
 grep -q "context overflow" "$tmp/e1.txt" || { cat "$tmp/e1.txt"; fail "no context overflow message"; }
+# A text prompt too long for the context is refused before it is echoed (stdout stays empty).
+if "$memra" run "$model" -p "hello world, a prompt of many more tokens than eight" --ctx-size 8 -n 1 >"$tmp/o1.txt" \
+  2>"$tmp/e1.txt"; then fail "text overflow accepted"; fi
+grep -q "context overflow" "$tmp/e1.txt" || { cat "$tmp/e1.txt"; fail "no context overflow message for -p"; }
+[ ! -s "$tmp/o1.txt" ] || fail "the prompt was echoed before the overflow error: $(cat "$tmp/o1.txt")"
 if "$memra" run "$model" --tokens 1,999 -n 1 >/dev/null 2>"$tmp/e2.txt"; then fail "bad id accepted"; fi
 grep -q "outside the vocabulary" "$tmp/e2.txt" || { cat "$tmp/e2.txt"; fail "no vocabulary message"; }
 if "$memra" run "$model" -n 1 >/dev/null 2>"$tmp/e3.txt"; then fail "missing prompt accepted"; fi

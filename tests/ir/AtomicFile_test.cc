@@ -68,6 +68,22 @@ TEST_F(AtomicFileTest, UncommittedLeavesNothing) {
   EXPECT_EQ(FilesIn(dir_), 0u);
 }
 
+// The temporary removed while writing (what LLVM's signal handler does on a SIGINT the process
+// inherited as ignored, after which the process goes on): the next write stops with an error
+// naming the file, and nothing appears at the path.
+TEST_F(AtomicFileTest, ARemovedTemporaryStopsTheWrites) {
+  const std::string path = (dir_ / "gone.bin").string();
+  auto f = AtomicFile::Create(path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_TRUE((*f)->Write("first", 5).ok());
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) std::filesystem::remove(e.path());
+  const absl::Status w = (*f)->Write("second", 6);
+  EXPECT_TRUE(absl::IsCancelled(w)) << w;
+  EXPECT_NE(w.message().find("gone.bin"), std::string::npos) << w;
+  EXPECT_FALSE((*f)->Commit().ok());
+  EXPECT_EQ(FilesIn(dir_), 0u);
+}
+
 // A FIFO (or a device such as /dev/null) is written in place, not renamed over: the node stays what
 // it was and a reader gets the bytes; a directory is refused by name.
 TEST_F(AtomicFileTest, FifosAndDevicesAreWrittenInPlace) {
