@@ -268,6 +268,19 @@ __device__ __forceinline__ float glu_(float act, float up) {
 // wait of the grid after it would no longer cover the one before. Without the attribute (or
 // before sm_90) both instructions do nothing. tests/gpuops/KernelSourcesPdl_test.cc checks that
 // every __global__ function calls it.
+// bar.sync id, count: a barrier for the `count` threads (whole warps) that call it, the others of the
+// block never reaching it; every caller at this one instruction. For a block whose warps do not all
+// take part (a warp with no work), where __syncthreads() met at different places in different
+// warps would be undefined (compute-sanitizer synccheck: "divergent threads in block"). Id 0 is
+// __syncthreads()'s.
+__device__ __forceinline__ void memra_named_barrier(unsigned id, unsigned count) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+#elif defined(MEMRA_HOST_EMULATION)
+  emu_named_barrier(id, count);
+#endif
+}
+
 __device__ __forceinline__ void memra_grid_dependency() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

@@ -8,7 +8,7 @@
 // Geometry. A warp owns tiles of GQ_R consecutive rows (gemv_q_swiglu: GQ_R gate rows and the same
 // GQ_R up rows); warps are independent (no block barrier) and loop over tiles (gw, gw + warps, ...)
 // so the grid can be capped. (gemv_q_moe_down's GQ_SPLIT is the exception: a block shares each
-// tile, its warps meeting at two block barriers a tile; GQ_PACK puts several of its sub-tiles in
+// tile, its warps with work meeting at two named barriers a tile; GQ_PACK puts several of its sub-tiles in
 // one chunk, each in 32 / GQ_PACK lanes.) A warp streams its tile's rows chunk by chunk: a chunk is 32 / LPB
 // blocks of every row of the tile (LPB = lanes per block), copied global -> shared by one bulk copy
 // per row (cp.async.bulk on an mbarrier) into a GQ_ST-stage ring per warp, so GQ_ST - 1 chunks of
@@ -897,20 +897,24 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
   // the tile's first chunk).
   __shared__ __align__(8) unsigned long long bars[GQ_WARPS][GQ_ST];
 #if GQ_SPLIT
-  // Each warp's sums of the tile's rows; a warp without groups keeps its zeros. At a tile's end
-  // every warp stores its sums, and warp 0 adds them in warp order and writes the rows.
+  // Each warp's sums of the tile's rows. At a tile's end every warp with groups stores its sums, and
+  // warp 0 adds them in warp order and writes the rows. Only the warps with groups (the first
+  // n_active) meet, at a named barrier counting their threads: a warp without groups never reaches
+  // it (it used to meet __syncthreads() after its empty loop, at other instructions than the warps
+  // in the loop: undefined, and synccheck's "divergent threads in block").
   __shared__ float red[GQ_WARPS][GQ_R];
-  if (lane < GQ_R) red[warp][lane] = 0.0f;
+  const int n_active = min(n_grp, GQ_WARPS);
   auto split_add = [&](int row, float total, const Tile& t) {
     if (row >= 0) red[warp][row] = total;
-    __syncthreads();
+    memra_named_barrier(1, (unsigned)n_active * 32u);
     if (warp == 0 && lane < GQ_R && lane < t.nr) {
       float y = 0.0f;
 #pragma unroll
-      for (int w = 0; w < GQ_WARPS; ++w) y += red[w][lane];
+      for (int w = 0; w < GQ_WARPS; ++w)
+        if (w < n_active) y += red[w][lane];
       t.y[t.r0 + lane] = y;
     }
-    __syncthreads();
+    memra_named_barrier(1, (unsigned)n_active * 32u);
   };
 #endif
   StageBars sb{};
@@ -1208,14 +1212,6 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
       if (lane == 0) p.count[tile] = 0;  // zero again for the next launch
     }
   }
-#endif
-#if GQ_SPLIT
-  // A warp without groups meets the block's two barriers of each of its tiles.
-  if (n_mine == 0)
-    for (int m = 0; m < my_tiles; ++m) {
-      __syncthreads();
-      __syncthreads();
-    }
 #endif
   stages_drain();
 }

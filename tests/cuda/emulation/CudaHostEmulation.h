@@ -15,6 +15,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -99,6 +100,26 @@ inline int __any_sync(unsigned, int p) {
 }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp->bar.arrive_and_wait(); }
 inline void __syncthreads() { emu_block_bar->arrive_and_wait(); }
+// bar.sync ID, COUNT (Common.cuh memra_named_barrier): the block's barrier ID for COUNT threads,
+// made by the first thread to arrive (blocks run one at a time, so one block's threads share it).
+struct EmuNamedBarriers {
+  std::mutex mu;
+  std::unique_ptr<std::barrier<>> bar[16];
+  unsigned count[16] = {};
+};
+inline thread_local EmuNamedBarriers* emu_named = nullptr;
+inline void emu_named_barrier(unsigned id, unsigned count) {
+  std::barrier<>* b = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(emu_named->mu);
+    if (!emu_named->bar[id] || emu_named->count[id] != count) {
+      emu_named->bar[id] = std::make_unique<std::barrier<>>(count);
+      emu_named->count[id] = count;
+    }
+    b = emu_named->bar[id].get();
+  }
+  b->arrive_and_wait();
+}
 
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
   const uint64_t v = (uint64_t)y << 32 | x;
@@ -163,6 +184,7 @@ inline void emu_launch(const std::function<void(const void*)>& fn, unsigned grid
     std::vector<std::unique_ptr<EmuWarp>> warps;
     for (unsigned w = 0; w < block / 32; ++w) warps.push_back(std::make_unique<EmuWarp>());
     std::barrier<> bar(block);
+    EmuNamedBarriers named;
     std::vector<std::unique_ptr<std::barrier<>>> groups;
     for (unsigned g = 0; g < (block + 127) / 128; ++g)
       groups.push_back(std::make_unique<std::barrier<>>(std::min<unsigned>(128, block - 128 * g)));
@@ -174,6 +196,7 @@ inline void emu_launch(const std::function<void(const void*)>& fn, unsigned grid
         emu_warp = warps[t / 32].get();
         emu_lane = (int)(t % 32);
         emu_block_bar = &bar;
+        emu_named = &named;
         emu_wg_bar = groups[t / 128].get();
         emu_open.clear();
         emu_groups.clear();
