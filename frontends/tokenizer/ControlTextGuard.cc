@@ -30,13 +30,7 @@ ControlTextGuard::ControlTextGuard(std::vector<std::string> control_texts) {
   texts_.emplace_back(kOpen);
   for (std::string& t : control_texts)
     if (!t.empty() && t != kOpen) texts_.push_back(std::move(t));
-  for (size_t i = 0; i < texts_.size(); ++i) {
-    if (!index_.try_emplace(texts_[i], static_cast<int>(i)).second) continue;
-    first_byte_[static_cast<uint8_t>(texts_[i][0])] = true;
-    lengths_.push_back(texts_[i].size());
-  }
-  std::sort(lengths_.begin(), lengths_.end(), std::greater<size_t>());
-  lengths_.erase(std::unique(lengths_.begin(), lengths_.end()), lengths_.end());
+  for (size_t i = 0; i < texts_.size(); ++i) matcher_.Add(texts_[i], static_cast<int>(i));
 }
 
 std::string ControlTextGuard::GuardText(absl::string_view text) const {
@@ -44,19 +38,11 @@ std::string ControlTextGuard::GuardText(absl::string_view text) const {
   out.reserve(text.size());
   size_t pos = 0;
   while (pos < text.size()) {
-    if (first_byte_[static_cast<uint8_t>(text[pos])]) {
-      // The longest text at pos, as the tokenizer matches them.
-      bool found = false;
-      for (size_t len : lengths_) {
-        if (len > text.size() - pos) continue;
-        auto it = index_.find(text.substr(pos, len));
-        if (it == index_.end()) continue;
-        AppendPlaceholder(it->second, &out);
-        pos += len;
-        found = true;
-        break;
-      }
-      if (found) continue;
+    // The longest text at pos, as the tokenizer matches them.
+    if (const auto m = matcher_.At(text, pos)) {
+      AppendPlaceholder(m->value, &out);
+      pos += m->length;
+      continue;
     }
     out.push_back(text[pos++]);
   }

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "frontends/tokenizer/Json.h"
+#include "frontends/tokenizer/TextMatcher.h"
 #include "frontends/tokenizer/Tokenizer.h"
 
 namespace memra::tokenizer {
@@ -41,9 +41,7 @@ class ControlTextGuard {
 
  private:
   std::vector<std::string> texts_;  // index 0: the U+E000 escape itself
-  absl::flat_hash_map<std::string, int> index_;
-  std::vector<size_t> lengths_;  // distinct text lengths, longest first
-  bool first_byte_[256] = {};
+  TextMatcher<int> matcher_;        // texts_ by index (views of texts_, filled once)
 };
 
 }  // namespace memra::tokenizer

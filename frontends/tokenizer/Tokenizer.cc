@@ -109,14 +109,8 @@ absl::Status Tokenizer::Init() {
   for (size_t i = 0; i < n; ++i) {
     const TokenType ty = s.types[i];
     if (ty != TokenType::kControl && ty != TokenType::kUserDefined && ty != TokenType::kUnknown) continue;
-    const std::string& text = s.tokens[i];
-    if (text.empty()) continue;
-    if (!special_.try_emplace(text, static_cast<int32_t>(i)).second) continue;
-    special_first_byte_[static_cast<uint8_t>(text[0])] = true;
-    special_lengths_.push_back(text.size());
+    special_.Add(s.tokens[i], static_cast<int32_t>(i));
   }
-  std::sort(special_lengths_.begin(), special_lengths_.end(), std::greater<size_t>());
-  special_lengths_.erase(std::unique(special_lengths_.begin(), special_lengths_.end()), special_lengths_.end());
 
   // End of generation.
   is_eog_.assign(n, false);
@@ -329,7 +323,7 @@ bool Tokenizer::IsEog(int32_t id) const { return IsValidId(id) && is_eog_[id]; }
 
 std::vector<std::string> Tokenizer::ControlTexts() const {
   std::vector<std::string> texts;
-  for (const auto& [text, id] : special_)
+  for (const auto& [text, id] : special_.entries())
     if (spec_.types[id] != TokenType::kUserDefined) texts.emplace_back(text);
   std::sort(texts.begin(), texts.end());
   return texts;
@@ -342,30 +336,17 @@ void Tokenizer::SplitSpecial(absl::string_view text, bool parse_special, absl::S
   size_t next_literal = 0;  // the first literal range not wholly before pos
   while (pos < text.size()) {
     while (next_literal < literal.size() && literal[next_literal].end <= pos) ++next_literal;
-    if (special_first_byte_[static_cast<uint8_t>(text[pos])]) {
-      int32_t found = -1;
-      size_t found_len = 0;
-      for (size_t len : special_lengths_) {
-        if (len > text.size() - pos) continue;
-        auto it = special_.find(text.substr(pos, len));
-        if (it == special_.end()) continue;
-        const TokenType ty = spec_.types[it->second];
-        if (ty != TokenType::kUserDefined) {
-          if (!parse_special) continue;
-          // A match overlapping a literal range is a message's text.
-          if (next_literal < literal.size() && literal[next_literal].begin < pos + len) continue;
-        }
-        found = it->second;
-        found_len = len;
-        break;  // lengths are descending: longest match
-      }
-      if (found >= 0) {
-        if (pos > start) out->push_back({false, -1, text.substr(start, pos - start)});
-        out->push_back({true, found, text.substr(pos, found_len)});
-        pos += found_len;
-        start = pos;
-        continue;
-      }
+    const auto found = special_.At(text, pos, [&](int32_t id, size_t len) {
+      if (spec_.types[id] == TokenType::kUserDefined) return true;
+      // A control token only where they are parsed, and not overlapping a literal range (a message's text).
+      return parse_special && !(next_literal < literal.size() && literal[next_literal].begin < pos + len);
+    });
+    if (found) {
+      if (pos > start) out->push_back({false, -1, text.substr(start, pos - start)});
+      out->push_back({true, found->value, text.substr(pos, found->length)});
+      pos += found->length;
+      start = pos;
+      continue;
     }
     ++pos;
   }

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "frontends/tokenizer/TextMatcher.h"
 
 #include "unicode/uversion.h"
 
@@ -197,9 +198,7 @@ class Tokenizer {
   std::vector<bool> is_eog_;
 
   // Added tokens matched in text.
-  absl::flat_hash_map<absl::string_view, int32_t> special_;
-  std::vector<size_t> special_lengths_;  // distinct lengths, descending
-  bool special_first_byte_[256] = {};
+  TextMatcher<int32_t> special_;  // the added tokens matched in text, by id
 
   // gpt2
   int32_t byte_token_[256];                                            // id of the token for each single byte
