@@ -19,7 +19,7 @@
 # costs host time per instrumented access, so the GPU idles under one process and the pool is what
 # makes the whole suite fit a call. The costliest pairs start first (racecheck before memcheck before
 # initcheck before synccheck; the op table before the test cases before the runs) so the call's
-# tail is short. --shard I/N keeps pairs I, I + N, I + 2N, ... of that order, so N calls cover the
+# tail is short; the FaultInjection cases run before the pool, one at a time (below). --shard I/N keeps pairs I, I + N, I + 2N, ... of that order, so N calls cover the
 # suite; each writes sanitize-I-of-N.tsv, and bench/sanitize_table.sh joins them into one table. A pair past --timeout (default 240 s) is
 # "timeout"; pairs not started before BUDGET_S runs out are "not run" (no pair outlives the
 # budget): the table never counts either as clean. --resume takes the pair files of earlier calls
@@ -139,10 +139,18 @@ run_pair() {  # run_pair TOOL TARGET: writes the pair's log and its verdict file
   echo "$v" > "$f.txt"
 }
 
-# The pool: at most $jobs pairs at a time, in the order above. Cases that check the device's free
-# memory (FaultInjection_test: memory given back after each failure) run after it, one at a time,
-# since other processes' allocations would move it.
+# Cases that check the device's free memory (FaultInjection_test: memory given back after each
+# failure) run one at a time before the pool, since other processes' allocations would move it;
+# first, since a pool that ran to the budget left them "not run" twice (sessions 31-32), and each
+# with at most a tenth of the budget, so they cannot take the call.
 alone() { case $1 in *FaultInjection_test*) return 0 ;; esac; return 1; }
+full_per_pair=$per_pair
+per_pair=$((budget / 10 < per_pair ? budget / 10 : per_pair))
+for p in "${pairs[@]}"; do
+  alone "$p" && run_pair "${p%%|*}" "${p#*|}"
+done
+per_pair=$full_per_pair
+# The pool: at most $jobs pairs at a time, in the order above.
 running=0
 for p in "${pairs[@]}"; do
   alone "$p" && continue
@@ -154,9 +162,6 @@ for p in "${pairs[@]}"; do
   running=$((running + 1))
 done
 wait
-for p in "${pairs[@]}"; do
-  alone "$p" && run_pair "${p%%|*}" "${p#*|}"
-done
 
 # One line per pair (target, tool, verdict): what bench/sanitize_table.sh renders, alone or joined
 # with other shards' files.
