@@ -21,6 +21,13 @@ absl::StatusOr<int64_t> KeyReader::Optional(absl::string_view k, int64_t def) co
   return Required(k);
 }
 
+absl::Status KeyReader::CheckArrayLength(absl::string_view k, size_t n, int64_t n_layer) const {
+  const int64_t want = ArrayLength(n_layer);
+  if (static_cast<int64_t>(n) == want) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(f_.path(), ": key \"", Key(k), "\" has ", n, " entries, expected ", want, " (block_count)"));
+}
+
 absl::StatusOr<int64_t> KeyReader::UniformPerLayer(absl::string_view k, int64_t n_layer,
                                                    std::optional<int64_t> def) const {
   const gguf::Value* v = f_.Find(Key(k));
@@ -30,9 +37,7 @@ absl::StatusOr<int64_t> KeyReader::UniformPerLayer(absl::string_view k, int64_t 
   }
   if (v->type != gguf::ValueType::kArray) return Required(k);
   MEMRA_ASSIGN_OR_RETURN(std::vector<int64_t> arr, f_.GetIntArray(Key(k)));
-  if (static_cast<int64_t>(arr.size()) < n_layer)
-    return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": key \"", Key(k), "\" has ", arr.size(),
-                                                   " entries, expected ", n_layer, " (block_count)"));
+  MEMRA_RETURN_IF_ERROR(CheckArrayLength(k, arr.size(), n_layer));
   for (int64_t i = 1; i < n_layer; ++i)
     if (arr[i] != arr[0])
       return absl::UnimplementedError(absl::StrCat(f_.path(), ": key \"", Key(k),
@@ -54,9 +59,7 @@ absl::StatusOr<std::vector<int64_t>> KeyReader::PerLayer(absl::string_view k, in
     return std::vector<int64_t>(static_cast<size_t>(n_layer), x);
   }
   MEMRA_ASSIGN_OR_RETURN(std::vector<int64_t> arr, f_.GetIntArray(Key(k)));
-  if (static_cast<int64_t>(arr.size()) < n_layer)
-    return absl::InvalidArgumentError(absl::StrCat(f_.path(), ": key \"", Key(k), "\" has ", arr.size(),
-                                                   " entries, expected ", n_layer, " (block_count)"));
+  MEMRA_RETURN_IF_ERROR(CheckArrayLength(k, arr.size(), n_layer));
   arr.resize(static_cast<size_t>(n_layer));
   return arr;
 }
@@ -82,8 +85,8 @@ absl::StatusOr<std::vector<bool>> KeyReader::LayerFlags(absl::string_view k, int
   if (v == nullptr) return absl::NotFoundError(absl::StrCat(f_.path(), ": key \"", key, "\" not found"));
   if (v->type == gguf::ValueType::kArray) {
     MEMRA_ASSIGN_OR_RETURN(std::vector<bool> p, f_.GetBoolArray(key));
-    if (static_cast<int64_t>(p.size()) < n_layer)
-      return Inconsistent(f_, absl::StrCat(key, " has ", p.size(), " entries, expected ", n_layer));
+    if (static_cast<int64_t>(p.size()) != ArrayLength(n_layer))
+      return Inconsistent(f_, absl::StrCat(key, " has ", p.size(), " entries, expected ", ArrayLength(n_layer)));
     p.resize(static_cast<size_t>(n_layer));
     return p;
   }

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -51,6 +52,7 @@ absl::Status CheckValueWeightsAreF32(const gguf::GgufFile& file, const ir::Modul
 absl::Status CheckLayerTensors(const gguf::GgufFile& file, int64_t block_count, int64_t nextn,
                                const std::string& block_count_key) {
   std::map<int64_t, bool> mtp_has_nextn;  // the MTP layers that hold tensors: whether nextn ones
+  std::set<int64_t> layers;               // the layers that hold tensors
   for (const gguf::TensorInfo& t : file.tensors()) {
     absl::string_view name = t.name;
     if (!absl::ConsumePrefix(&name, "blk.")) continue;
@@ -62,6 +64,16 @@ absl::Status CheckLayerTensors(const gguf::GgufFile& file, int64_t block_count, 
                                                      ", but ", block_count_key, " is ", block_count,
                                                      ": the file holds layers its metadata does not count"));
     if (layer >= block_count - nextn) mtp_has_nextn[layer] |= absl::StartsWith(name.substr(dot + 1), "nextn.");
+    layers.insert(layer);
+  }
+  // Every layer holds tensors (a norm at least): a block_count past the file's layers is refused here,
+  // before per-layer tables of that size are made (block_count 1e9 took 16 GB of host memory).
+  if (static_cast<int64_t>(layers.size()) < block_count) {
+    int64_t missing = 0;
+    while (layers.count(missing) != 0) ++missing;
+    return absl::InvalidArgumentError(absl::StrCat(file.path(), ": ", block_count_key, " is ", block_count,
+                                                   ", but the file holds no tensor of layer ", missing, " (blk.",
+                                                   missing, ".*): its layers are fewer than its metadata counts"));
   }
   for (const auto& [layer, has] : mtp_has_nextn)
     if (!has)

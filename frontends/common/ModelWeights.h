@@ -27,7 +27,9 @@ absl::Status CheckValueWeightsAreF32(const gguf::GgufFile& file, const ir::Modul
 
 // The layer tensors agree with the layer count (`block_count_key` names it in errors): no
 // `blk.N.*` tensor at N >= block_count (the metadata would silently run fewer layers than the file
-// holds, where llama.cpp refuses a file with tensors it does not use), and each of the last
+// holds, where llama.cpp refuses a file with tensors it does not use), every layer below
+// block_count holds some (a count past the file's layers is refused before per-layer tables of that
+// size are made), and each of the last
 // `nextn` layers (MTP blocks, not run) that holds tensors holds its `blk.N.nextn.*` ones (a trunk
 // layer counted as MTP would be skipped).
 absl::Status CheckLayerTensors(const gguf::GgufFile& file, int64_t block_count, int64_t nextn,

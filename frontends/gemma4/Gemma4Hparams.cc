@@ -40,6 +40,7 @@ absl::StatusOr<Gemma4Hparams> ReadGemma4Hparams(const gguf::GgufFile& f) {
   if (h.n_embd <= 0) return Inconsistent(f, absl::StrCat(r.Key("embedding_length"), " = 0"));
   if (h.n_layer <= 0) return Inconsistent(f, absl::StrCat(r.Key("block_count"), " = 0"));
   MEMRA_RETURN_IF_ERROR(CheckLayerTensors(f, h.n_layer, 0, r.Key("block_count")));
+  r.set_block_count(h.n_layer);
   MEMRA_ASSIGN_OR_RETURN(h.n_ff, r.PerLayer("feed_forward_length", h.n_layer, std::nullopt));
   MEMRA_ASSIGN_OR_RETURN(h.n_head, r.PerLayer("attention.head_count", h.n_layer, std::nullopt));
   if (f.Has(r.Key("attention.head_count_kv"))) {
@@ -48,7 +49,8 @@ absl::StatusOr<Gemma4Hparams> ReadGemma4Hparams(const gguf::GgufFile& f) {
     h.n_head_kv = h.n_head;  // llama.cpp's default
   }
   for (int64_t il = 0; il < h.n_layer; ++il) {
-    if (h.n_head[il] <= 0) return Inconsistent(f, absl::StrCat(r.Key("attention.head_count"), " = 0 at layer ", il));
+    if (h.n_head[il] <= 0)
+      return Inconsistent(f, absl::StrCat(r.Key("attention.head_count"), " = ", h.n_head[il], " at layer ", il));
     if (h.n_head_kv[il] <= 0 || h.n_head[il] % h.n_head_kv[il] != 0)
       return Inconsistent(
           f, absl::StrCat("layer ", il, ": ", r.Key("attention.head_count"), " (", h.n_head[il],
@@ -77,12 +79,26 @@ absl::StatusOr<Gemma4Hparams> ReadGemma4Hparams(const gguf::GgufFile& f) {
     // Each shared layer reads the last KV layer of its kind before the shared ones.
     for (int64_t il = h.FirstSharedLayer(); il < h.n_layer; ++il) {
       const int64_t src = h.KvLayer(il);
-      if (src < 0 || h.swa[src] != h.swa[il] || h.n_head_kv[src] != h.n_head_kv[il])
-        return Inconsistent(f, absl::StrCat("layer ", il, " shares the KV cache of layer ", src,
+      if (src < 0)
+        return Inconsistent(
+            f, absl::StrCat(r.Key("attention.shared_kv_layers"), " (", h.shared_kv_layers, "): layer ", il,
+                            " shares a KV cache, but no layer of its kind (",
+                            h.swa[il] ? "sliding window" : "full attention", ") comes before the shared layers"));
+      if (h.swa[src] != h.swa[il] || h.n_head_kv[src] != h.n_head_kv[il])
+        return Inconsistent(f, absl::StrCat(r.Key("attention.shared_kv_layers"), " (", h.shared_kv_layers, "): layer ",
+                                            il, " shares the KV cache of layer ", src,
                                             ", which is not a layer of the same kind (sliding window and KV heads)"));
     }
   }
   MEMRA_ASSIGN_OR_RETURN(h.n_embd_per_layer, r.Optional("embedding_length_per_layer_input", 0));
+  // The E-variants' per-layer inputs are read only when the key is set; their tensors without it
+  // would be ignored and the model run wrong (llama.cpp requires the key).
+  if (h.n_embd_per_layer == 0)
+    for (const char* t : {"per_layer_token_embd.weight", "per_layer_model_proj.weight", "blk.0.inp_gate.weight"})
+      if (f.FindTensor(t) != nullptr)
+        return Inconsistent(f, absl::StrCat("tensor \"", t, "\" holds per-layer inputs, but ",
+                                            r.Key("embedding_length_per_layer_input"), " is ",
+                                            f.Has(r.Key("embedding_length_per_layer_input")) ? "0" : "missing"));
   MEMRA_ASSIGN_OR_RETURN(float softcap, f.GetF32Or(r.Key("final_logit_softcapping"), 0.0f));
   if (softcap < 0 || !std::isfinite(softcap))
     return Inconsistent(f, absl::StrCat(r.Key("final_logit_softcapping"), " = ", softcap, " must be >= 0"));

@@ -31,6 +31,7 @@ absl::StatusOr<Qwen35Hparams> ReadQwen35TrunkHparams(const gguf::GgufFile& f, ab
                                         r.Key("block_count"), " (", h.n_layer_all, ")"));
   h.n_layer = h.n_layer_all - h.n_nextn;
   MEMRA_RETURN_IF_ERROR(CheckLayerTensors(f, h.n_layer_all, h.n_nextn, r.Key("block_count")));
+  r.set_block_count(h.n_layer_all);
   MEMRA_ASSIGN_OR_RETURN(h.n_ff, r.UniformPerLayer("feed_forward_length", h.n_layer, std::nullopt));
   MEMRA_ASSIGN_OR_RETURN(h.n_head, r.UniformPerLayer("attention.head_count", h.n_layer, std::nullopt));
   MEMRA_ASSIGN_OR_RETURN(h.n_head_kv, r.UniformPerLayer("attention.head_count_kv", h.n_layer, h.n_head));

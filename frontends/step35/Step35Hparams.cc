@@ -25,8 +25,9 @@ absl::StatusOr<std::vector<double>> PerLayerF32(const gguf::GgufFile& f, const K
   if (v == nullptr) return out;
   if (v->type == gguf::ValueType::kArray) {
     MEMRA_ASSIGN_OR_RETURN(std::vector<float> a, f.GetF32Array(key));
-    if (static_cast<int64_t>(a.size()) < n_layer)
-      return Inconsistent(f, absl::StrCat(key, " has ", a.size(), " entries, expected one per layer (", n_layer, ")"));
+    if (static_cast<int64_t>(a.size()) != r.ArrayLength(n_layer))
+      return Inconsistent(
+          f, absl::StrCat(key, " has ", a.size(), " entries, expected one per layer (", r.ArrayLength(n_layer), ")"));
     for (int64_t il = 0; il < n_layer; ++il) out[il] = a[il];
   } else {
     MEMRA_ASSIGN_OR_RETURN(float one, f.GetF32(key));
@@ -54,12 +55,14 @@ absl::StatusOr<Step35Hparams> ReadStep35Hparams(const gguf::GgufFile& f) {
   MEMRA_ASSIGN_OR_RETURN(h.n_embd, r.Required("embedding_length"));
   MEMRA_ASSIGN_OR_RETURN(const int64_t n_blocks, r.Required("block_count"));
   if (h.n_embd <= 0) return Inconsistent(f, absl::StrCat(r.Key("embedding_length"), " = 0"));
+  if (n_blocks <= 0) return Inconsistent(f, absl::StrCat(r.Key("block_count"), " = ", n_blocks));
   MEMRA_ASSIGN_OR_RETURN(h.n_layer_nextn, r.Optional("nextn_predict_layers", 0));
-  if (n_blocks <= 0 || h.n_layer_nextn < 0 || h.n_layer_nextn >= n_blocks)
+  if (h.n_layer_nextn < 0 || h.n_layer_nextn >= n_blocks)
     return Inconsistent(f, absl::StrCat(r.Key("nextn_predict_layers"), " (", h.n_layer_nextn, ") must be in [0, ",
                                         r.Key("block_count"), " (", n_blocks, "))"));
   h.n_layer = n_blocks - h.n_layer_nextn;
   MEMRA_RETURN_IF_ERROR(CheckLayerTensors(f, n_blocks, h.n_layer_nextn, r.Key("block_count")));
+  r.set_block_count(n_blocks);
   MEMRA_ASSIGN_OR_RETURN(h.n_ff, r.PerLayer("feed_forward_length", h.n_layer, 0));
   MEMRA_ASSIGN_OR_RETURN(h.n_head, r.PerLayer("attention.head_count", h.n_layer, std::nullopt));
   if (f.Has(r.Key("attention.head_count_kv"))) {

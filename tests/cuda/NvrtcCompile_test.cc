@@ -3,6 +3,8 @@
 // and as bf16 copies) for sm_90, and Dequant.cu
 // for every block format; any compile error fails. A second compiler over the same cache dir must
 // find everything on disk.
+#include <unistd.h>
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -174,7 +176,7 @@ TEST(NvrtcCompileTest, TinyModelPlanCompilesForSm90) {
         {Def("FA_HQ", hq), Def("FA_HKV", hkv), Def("FA_D", d), Def("FA_DV", dv), Def("FA_WG", wg), Def("FW_BC", keys)});
     mods.push_back(m);
   }
-  const std::string dir = ::testing::TempDir() + "/memra-nvrtc-test-cache";
+  const std::string dir = ::testing::TempDir() + "/memra-nvrtc-test-cache-" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   CompileOptions o;
   o.arch = 90;
@@ -210,7 +212,7 @@ TEST(NvrtcCompileTest, DamagedCacheEntriesAreCompiledAgain) {
   ModuleSpec m;
   m.file = "Gemv.cu";
   m.defines = MakeDefines({Def("GEMV_K", 256), Def("GEMV_W", 1), Def("GEMV_WARPS", 4), Def("GEMV_STAGE_X", 0)});
-  const std::string dir = ::testing::TempDir() + "/memra-nvrtc-damaged-cache";
+  const std::string dir = ::testing::TempDir() + "/memra-nvrtc-damaged-cache-" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   CompileOptions o;
   o.arch = 90;

@@ -153,6 +153,19 @@ TEST(Gemma4LoweringTest, BadInputIsNamed) {
        absl::StatusCode::kInvalidArgument, "gemma4.attention.key_length (64) and gemma4.attention.value_length (32)"},
       {"rotary dims past the head", SetKey("gemma4.rope.dimension_count_swa", gguf::Value::U32(48)),
        absl::StatusCode::kInvalidArgument, "gemma4.rope.dimension_count_swa (48) must be even"},
+      // Longer arrays too (llama.cpp refuses any length but block_count; they were cut silently).
+      {"pattern longer than the layers",
+       SetKey("gemma4.attention.sliding_window_pattern", BoolArray({true, true, true, false, true, false, true})),
+       absl::StatusCode::kInvalidArgument, "gemma4.attention.sliding_window_pattern has 7 entries, expected 6"},
+      {"head counts array too long", SetKey("gemma4.attention.head_count_kv", I32Array({2, 2, 2, 1, 2, 1, 9})),
+       absl::StatusCode::kInvalidArgument, "gemma4.attention.head_count_kv\" has 7 entries, expected 6"},
+      {"a negative head count", SetKey("gemma4.attention.head_count", I32Array({4, 4, -4, 4, 4, 4})),
+       absl::StatusCode::kInvalidArgument, "gemma4.attention.head_count = -4 at layer 2"},
+      {"kv share with no owner of its kind", SetKey("gemma4.attention.shared_kv_layers", gguf::Value::U32(5)),
+       absl::StatusCode::kInvalidArgument, "gemma4.attention.shared_kv_layers (5): layer 1 shares a KV cache"},
+      // A count past the file's layers is refused before per-layer tables of that size are made.
+      {"block count past the file's layers", SetKey("gemma4.block_count", gguf::Value::U32(1000000000)),
+       absl::StatusCode::kInvalidArgument, "gemma4.block_count is 1000000000, but the file holds no tensor of layer 6"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.what);
@@ -173,6 +186,29 @@ TEST(Gemma4LoweringTest, BadInputIsNamed) {
   auto m = LowerGemma4(*nk);
   ASSERT_FALSE(m.ok());
   EXPECT_TRUE(absl::StrContains(m.status().message(), "blk.1.attn_k.weight")) << m.status();
+}
+
+// An E-variant file whose per-layer-input key is missing or 0 holds tensors nothing would read: the
+// model would run without its per-layer inputs (silently wrong), so it is refused by name.
+TEST(Gemma4LoweringTest, PerLayerInputTensorsNeedTheirKey) {
+  const std::string e = SharedPath("fixtures/models/gemma4e-tiny-q8_0.gguf");
+  if (!FileExists(e)) GTEST_SKIP() << e << " not found";
+  auto base = gguf::GgufFile::Open(e);
+  ASSERT_TRUE(base.ok()) << base.status();
+  for (const auto& [what, edits] : std::vector<std::pair<std::string, GgufEdits>>{
+           {"missing", DropKey("gemma4.embedding_length_per_layer_input")},
+           {"0", SetKey("gemma4.embedding_length_per_layer_input", gguf::Value::U32(0))}}) {
+    SCOPED_TRACE(what);
+    auto f = EditedGguf(**base, edits);
+    ASSERT_NE(f, nullptr);
+    auto m = LowerGemma4(*f);
+    ASSERT_FALSE(m.ok());
+    EXPECT_TRUE(absl::StrContains(m.status().message(),
+                                  "per_layer_token_embd.weight\" holds per-layer inputs, but "
+                                  "gemma4.embedding_length_per_layer_input is " +
+                                      what))
+        << m.status();
+  }
 }
 
 }  // namespace

@@ -143,6 +143,15 @@ TEST(Step35HparamsTest, BadInputIsNamed) {
        "step35.attention.sliding_window_pattern\" not found"},
       {"a base of 0", AddKey("step35.rope.freq_base_swa", gguf::Value::F32(0.0f)), absl::StatusCode::kInvalidArgument,
        "step35.rope.freq_base_swa = 0 must be > 0"},
+      // Arrays longer than block_count too (llama.cpp refuses any other length; they were cut).
+      {"kv heads longer than the layers", SetKey("step35.attention.head_count_kv", I32Array({2, 2, 2, 2, 2, 9})),
+       absl::StatusCode::kInvalidArgument, "step35.attention.head_count_kv\" has 6 entries, expected 5"},
+      {"clamps longer than the layers", SetKey("step35.swiglu_clamp_exp", F32Array({0, 1.5f, 1.5f, 1.5f, 1.5f, 1})),
+       absl::StatusCode::kInvalidArgument, "step35.swiglu_clamp_exp has 6 entries, expected one per layer (5)"},
+      {"block count 0", SetKey("step35.block_count", gguf::Value::U32(0)), absl::StatusCode::kInvalidArgument,
+       "step35.block_count = 0"},
+      {"block count past the file's layers", SetKey("step35.block_count", gguf::Value::U32(1000000000)),
+       absl::StatusCode::kInvalidArgument, "step35.block_count is 1000000000, but the file holds no tensor of layer 5"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.what);
