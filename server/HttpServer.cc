@@ -40,6 +40,12 @@ struct HttpServer::Impl {
   std::mutex mu;
   std::condition_variable idle;
   int connections = 0;
+  // Request bodies of kLargeBody bytes or more being parsed: a parse holds the body several times
+  // over (JSON trees, the rendered prompt, its tokens) before the prompt is checked against the
+  // context, ~600 MB for an 8 MB chat of 240k messages, so at most kMaxLargeParses run at once
+  // (24 at once took 12 GB).
+  int large_parses = 0;
+  std::condition_variable large_done;
   int refusing = 0;            // threads answering connections over the limit with 503 (at most kMaxRefusing)
   std::set<int> open_sockets;  // connections' descriptors, shut down by Stop()
   std::chrono::steady_clock::time_point last_scrape = std::chrono::steady_clock::now();
@@ -84,6 +90,9 @@ namespace {
 
 // How often a request's connection is looked at while its request has no event to send.
 constexpr std::chrono::milliseconds kClientCheck{200};
+// Bodies at least this large are parsed at most kMaxLargeParses at a time (Impl::large_parses).
+constexpr int64_t kLargeBody = 1 << 20;
+constexpr int kMaxLargeParses = 2;
 
 int64_t Now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -230,7 +239,9 @@ bool HttpServer::Impl::Handle(tcp::socket& socket, const http::request<http::str
   const bool keep = req.keep_alive();
   std::string path(req.target());
   if (const size_t q = path.find('?'); q != std::string::npos) path.resize(q);
-  if (!options.api_key.empty() && absl::StartsWith(path, "/v1/")) {
+  // With a key, every route but /health needs it (/metrics too: its counters are the server's
+  // traffic, and a scrape resets its rate window), as llama-server does.
+  if (!options.api_key.empty() && path != "/health") {
     const auto auth = req[http::field::authorization];
     if (!BearerMatches(absl::string_view(auth.data(), auth.size()), options.api_key))
       return SendError(socket, v, keep,
@@ -256,7 +267,19 @@ bool HttpServer::Impl::Handle(tcp::socket& socket, const http::request<http::str
 bool HttpServer::Impl::Completion(tcp::socket& socket, const http::request<http::string_body>& req, bool chat) {
   const unsigned v = req.version();
   const bool keep = req.keep_alive();
+  const bool large = static_cast<int64_t>(req.body().size()) >= kLargeBody;
+  if (large) {
+    std::unique_lock<std::mutex> l(mu);
+    large_done.wait(l, [&] { return large_parses < kMaxLargeParses || stopping; });
+    if (stopping) return SendError(socket, v, false, absl::UnavailableError("the server is stopping")) && false;
+    ++large_parses;
+  }
   absl::StatusOr<ApiJob> job = chat ? ParseChatRequest(req.body(), api) : ParseCompletionRequest(req.body(), api);
+  if (large) {
+    std::lock_guard<std::mutex> l(mu);
+    --large_parses;
+    large_done.notify_one();
+  }
   if (!job.ok()) return SendError(socket, v, keep, job.status()) && keep;
   auto stream = engine().Submit(job->request);
   if (!stream.ok()) return SendError(socket, v, keep, stream.status()) && keep;
@@ -545,6 +568,7 @@ void HttpServer::Stop() {
   // written, or fails to if its client is the one shut down).
   std::lock_guard<std::mutex> l(impl_->mu);
   for (int fd : impl_->open_sockets) ::shutdown(fd, SHUT_RD);
+  impl_->large_done.notify_all();  // requests waiting to parse a large body give up
 }
 
 }  // namespace memra::server

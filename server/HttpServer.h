@@ -8,7 +8,7 @@
 //   GET  /metrics              Prometheus text
 //
 // Errors are OpenAI error objects: 400 (malformed JSON or HTTP, bad fields, a prompt over the
-// context), 401 (--api-key set, no or another bearer token), 404, 413 (a body over max_body),
+// context), 401 (--api-key set, no or another bearer token: every route but /health), 404, 413 (a body over max_body),
 // 503 (the engine's queue is full, or too many connections); a failure on the server's side (500)
 // tells the client only that it failed (its message could name files or devices), the server's
 // log says why. The API key is compared in time that does not depend on the guess. A streaming client that goes away

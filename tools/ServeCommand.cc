@@ -4,9 +4,12 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -45,8 +48,13 @@ cl::alias ServeCtxShort("c", cl::desc("Alias for --ctx-size"), cl::NotHidden, cl
 memra::tools::CacheTypeOptions ServeCacheTypes(kServe);
 memra::tools::MemoryBudgetOptions ServeMemory(kServe);
 cl::opt<std::string> ServeApiKey("api-key",
-                                 cl::desc("Require 'Authorization: Bearer KEY' on /v1/ routes (default: none)"),
+                                 cl::desc("Require 'Authorization: Bearer KEY' on every route but /health "
+                                          "(default: none)"),
                                  cl::init(""), cl::sub(kServe));
+cl::opt<std::string> ServeApiKeyFile("api-key-file",
+                                     cl::desc("Read the API key from this file's first line, so it is not in the "
+                                              "process's command line (default: none)"),
+                                     cl::init(""), cl::sub(kServe));
 cl::opt<std::string> ServeAlias("alias", cl::desc("Model id in /v1/models and replies (default: the file's name)"),
                                 cl::init(""), cl::sub(kServe));
 memra::tools::IntOption<int> ServeMaxQueue("max-queue", {1, 1 << 20},
@@ -95,6 +103,21 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
+// The first line of `path`, without its line end: the API key (--api-key-file).
+absl::StatusOr<std::string> ReadApiKeyFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("--api-key-file ", path, ": cannot open: ", std::strerror(errno)));
+  std::string key;
+  std::getline(in, key);
+  if (!key.empty() && key.back() == '\r') key.pop_back();
+  if (key.empty())
+    return absl::InvalidArgumentError(absl::StrCat("--api-key-file ", path, ": the first line is empty"));
+  return key;
+}
+
+// 127.0.0.0/8 and ::1: reachable from this machine only.
+bool IsLoopback(const std::string& host) { return host == "::1" || host == "localhost" || host.rfind("127.", 0) == 0; }
+
 std::string ModelId(const std::string& path) {
   std::string base = path.substr(path.find_last_of('/') + 1);
   if (base.size() > 5 && base.compare(base.size() - 5, 5, ".gguf") == 0) base.resize(base.size() - 5);
@@ -124,6 +147,16 @@ int RunServe() {
   ho.host = ServeHost;
   ho.port = ServePort;
   ho.api_key = ServeApiKey;
+  if (!ServeApiKeyFile.empty()) {
+    if (!ServeApiKey.empty())
+      return Fail(absl::InvalidArgumentError("--api-key and --api-key-file: give the key one way"));
+    auto key = ReadApiKeyFile(ServeApiKeyFile);
+    if (!key.ok()) return Fail(key.status());
+    ho.api_key = *key;
+  }
+  if (ho.api_key.empty() && !IsLoopback(ho.host))
+    llvm::errs() << "memra serve: warning: listening on " << ho.host
+                 << " without --api-key: anyone who can reach it can use the model\n";
   ho.idle_timeout_s = ServeTimeout;
   ho.max_connections = ServeThreadsHttp;
   auto http = server::HttpServer::Listen(ho);

@@ -114,7 +114,7 @@ std::string Post(int port, const std::string& path, const std::string& body, con
                             "\r\n\r\n" + body);
 }
 
-TEST(HttpServer, ApiKeyGuardsTheV1Routes) {
+TEST(HttpServer, ApiKeyGuardsEveryRouteButHealth) {
   Served m;
   HttpServerOptions o;
   o.api_key = "s3cret-key";
@@ -133,9 +133,16 @@ TEST(HttpServer, ApiKeyGuardsTheV1Routes) {
   const std::string ok = Post(port, "/v1/completions", body, "Authorization: Bearer s3cret-key\r\n");
   EXPECT_NE(ok.find("HTTP/1.1 200"), std::string::npos) << ok;
   EXPECT_NE(ok.find("\"completion_tokens\":3"), std::string::npos) << ok;
-  // /health needs no key (load balancers probe it).
+  // /health needs no key (load balancers probe it); /metrics does (it was open to anyone).
   EXPECT_NE(Exchange(port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").find("HTTP/1.1 200"),
             std::string::npos);
+  EXPECT_NE(Exchange(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").find("HTTP/1.1 401"),
+            std::string::npos);
+  EXPECT_NE(
+      Exchange(port,
+               "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret-key\r\nConnection: close\r\n\r\n")
+          .find("HTTP/1.1 200"),
+      std::string::npos);
 }
 
 // Found by tests/fuzz/HttpServer_fuzz: a request target that is not UTF-8 went into the 404's
