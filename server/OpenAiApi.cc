@@ -225,8 +225,16 @@ absl::StatusOr<ApiJob> ParseCompletionRequest(absl::string_view body, const ApiC
   } else if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
     ids = ctx.tokenizer->Encode((*it)[0].get<std::string>());
   } else if (it->is_array()) {
+    // A list the context cannot hold is refused before its ids are read (CheckPrompt's message).
+    if (static_cast<int64_t>(it->size()) >= ctx.ctx_per_slot)
+      return absl::OutOfRangeError(absl::StrCat("the prompt has ", it->size(), " tokens; the context holds ",
+                                                ctx.ctx_per_slot, " per request (prompt + generated)"));
+    ids.reserve(it->size());
     for (const auto& t : *it) {
       if (!t.is_number_integer()) return Bad("prompt", "must be a string or a list of token ids");
+      // Past 2^63 the JSON holds an unsigned number: named as written, not wrapped negative.
+      if (t.is_number_unsigned() && t.get<uint64_t>() >= static_cast<uint64_t>(vocab))
+        return Bad("prompt", absl::StrCat("token id ", t.get<uint64_t>(), " is outside [0, ", vocab, ")"));
       const int64_t id = t.get<int64_t>();
       if (id < 0 || id >= vocab) return Bad("prompt", absl::StrCat("token id ", id, " is outside [0, ", vocab, ")"));
       ids.push_back(static_cast<int32_t>(id));

@@ -157,6 +157,13 @@ TEST_F(OpenAiApiTest, RefusalsNameTheField) {
   EXPECT_TRUE(ParseCompletionRequest(nested + "}", ctx_).ok());
   refused(R"({"prompt": "x", "max_tokens": 18446744073709551615})", absl::StatusCode::kInvalidArgument,
           "(got 18446744073709551615)");
+  // A token id past 2^63 is named as written (it read as -1), and an id list longer than the
+  // context is refused before its ids are read.
+  refused(R"({"prompt": [1, 18446744073709551615]})", absl::StatusCode::kInvalidArgument,
+          "token id 18446744073709551615 is outside");
+  std::string long_ids = R"({"prompt": [)";
+  for (int64_t i = 0; i < ctx_.ctx_per_slot; ++i) long_ids += i ? ",1" : "1";
+  refused((long_ids + "]}").c_str(), absl::StatusCode::kOutOfRange, "the context holds");
   refused(R"({"prompt": "x", "response_format": {"type": "json_object"}})", absl::StatusCode::kInvalidArgument,
           "'response_format'");
   EXPECT_TRUE(ParseCompletionRequest(R"({"prompt": "x", "response_format": {"type": "text"}})", ctx_).ok());
