@@ -257,17 +257,6 @@ __device__ __forceinline__ float glu_(float act, float up) {
 #define MEMRA_GRID_STRIDE(i, n) \
   for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
 
-// Programmatic dependent launch (sm_90+). The executor launches kernels with the programmatic
-// stream serialization attribute, so a kernel may become resident while the one before it still
-// runs. Every kernel therefore calls memra_grid_dependency() before it reads or writes any
-// activation, state or output (weights and parameters may be read before: the decode GEMVs start
-// their weight copies first, which hides their first-byte latency behind the previous kernel).
-// It first lets the next kernel launch (its blocks then wait the same way), then waits until
-// every earlier grid has completed and its memory is visible. Unconditional in every block: a
-// block that returned without waiting could let a grid complete before its predecessor, and the
-// wait of the grid after it would no longer cover the one before. Without the attribute (or
-// before sm_90) both instructions do nothing. tests/gpuops/KernelSourcesPdl_test.cc checks that
-// every __global__ function calls it.
 // bar.sync id, count: a barrier for the `count` threads (whole warps) that call it, the others of the
 // block never reaching it; every caller at this one instruction. For a block whose warps do not all
 // take part (a warp with no work), where __syncthreads() met at different places in different
@@ -281,6 +270,17 @@ __device__ __forceinline__ void memra_named_barrier(unsigned id, unsigned count)
 #endif
 }
 
+// Programmatic dependent launch (sm_90+). The executor launches kernels with the programmatic
+// stream serialization attribute, so a kernel may become resident while the one before it still
+// runs. Every kernel therefore calls memra_grid_dependency() before it reads or writes any
+// activation, state or output (weights and parameters may be read before: the decode GEMVs start
+// their weight copies first, which hides their first-byte latency behind the previous kernel).
+// It first lets the next kernel launch (its blocks then wait the same way), then waits until
+// every earlier grid has completed and its memory is visible. Unconditional in every block: a
+// block that returned without waiting could let a grid complete before its predecessor, and the
+// wait of the grid after it would no longer cover the one before. Without the attribute (or
+// before sm_90) both instructions do nothing. tests/gpuops/KernelSourcesPdl_test.cc checks that
+// every __global__ function calls it.
 __device__ __forceinline__ void memra_grid_dependency() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
