@@ -36,6 +36,7 @@ std::optional<StateKind> ExpectedStateKind(OpKind kind, absl::string_view operan
     case OpKind::kAttention:
     case OpKind::kAttentionGated:
     case OpKind::kGatedAttentionStep:
+    case OpKind::kQkNormRopeAppend:
       return StateKind::kKv;
     case OpKind::kConv1dCausal:
       return StateKind::kConv;
@@ -543,6 +544,35 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       if (!IsFloat(c.D(5))) return Err(absl::StrCat(c.N(5), " must be a float state"));
       if (auto eps = attrs.GetF64("qk_l2_eps"); eps && !(*eps >= 0)) return Err("attribute 'qk_l2_eps' must be >= 0");
       return Types{Like(c[2])};
+    }
+    case OpKind::kQkNormRopeAppend: {
+      // kv_append's operands and rules, then qk_norm_rope's (q_out is q's type).
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.Rank(0, 3));
+      CHECK_OK(c.SameType(0, 1));
+      const Dim& t = c.S(0)[0];
+      const Dim& d = c.S(0)[2];
+      for (size_t i : {2, 3}) {
+        CHECK_OK(c.Rank(i, 3));
+        if (!IsKvCacheDType(c.D(i))) return Err(absl::StrCat(c.N(i), " must be a float or q8_0 KV cache"));
+        CHECK_OK(c.DimEq(i, 1, c.S(0)[1], "Hkv of 'k'"));
+        CHECK_OK(c.DimEq(i, 2, d, "head dim of 'k'"));
+      }
+      CHECK_OK(c.DTypeIs(4, DType::kI32));
+      CHECK_OK(c.ShapeIs(4, Shape{t}, "one position per token of 'k'"));
+      CHECK_OK(c.SameDType(0, 5));
+      CHECK_OK(c.Rank(5, 3));
+      CHECK_OK(c.DimEq(5, 0, t, "tokens of 'k'"));
+      CHECK_OK(c.DimEq(5, 2, d, "head dim of 'k'"));
+      CHECK_OK(c.ShapeIs(6, Shape{d}, "the head dim of 'k'"));
+      CHECK_OK(c.ShapeIs(7, Shape{d}, "the head dim of 'k'"));
+      CHECK_OK(CheckRopeAttrs(c, attrs, d));
+      if ((d.IsConstant() && (d.value() % 32 != 0 || d.value() > 512)) || c.I("n_rot") % 64 != 0)
+        return Err("qk_norm_rope_append takes a head dim of a multiple of 32 up to 512 and n_rot a multiple of 64");
+      if (!(c.F("eps") >= 0)) return Err("attribute 'eps' must be >= 0");
+      if (auto v = attrs.GetF64("v_norm_eps"); v && !(*v >= 0)) return Err("attribute 'v_norm_eps' must be >= 0");
+      CHECK_OK(CheckRing(c, attrs, c.S(2)[0], false));
+      return Types{Like(c[5])};
     }
     case OpKind::kGatedAttentionStep: {
       // kv_append's operands and rules, then q_gate_split's and qk_norm_rope's, then attention's.

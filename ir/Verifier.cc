@@ -133,6 +133,7 @@ class FunctionVerifier {
     switch (op.kind()) {
       case OpKind::kKvAppend:
       case OpKind::kGatedAttentionStep:  // appends, then reads what it appended
+      case OpKind::kQkNormRopeAppend:
         writes = {op.operand(2), op.operand(3)};
         break;
       case OpKind::kConv1dCausal:

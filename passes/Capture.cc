@@ -66,6 +66,7 @@ CaptureVerdict ByKind(OpKind kind) {
     // The append's rows come from device positions; the context-overflow check runs on the host
     // before the launch.
     case OpKind::kKvAppend:
+    case OpKind::kQkNormRopeAppend:
     // Sequences: the batch descriptor and the block table live in device memory (uploaded
     // before the step), so a step's graph replays for any batch of its bucket.
     case OpKind::kSeqPositions:

@@ -150,9 +150,68 @@ class QkNormRopeImpl : public GpuOpImpl {
   }
 };
 
+// qk_norm_rope_append (fuse-qk-norm-rope-append): one launch, qk_norm_rope_pair's rows with k's
+// stored into its cache and v's rows (normed where v_norm_eps is set) into theirs. Where the pair
+// kernel does not apply (a head dim past a warp's registers, n_rot not a multiple of 64) the unit
+// refuses: the pass forms the op only where it does.
+class QkNormRopeAppendImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "qk_norm_rope_append"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kQkNormRopeAppend; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const auto& k = c.shapes.in[0];
+    const auto& q = c.shapes.in[5];
+    if (q.size() != 3 || k.size() != 3) return Unsupported(c.op, "qk_norm_rope_append expects q, k: [T, H, D]");
+    MEMRA_RETURN_IF_ERROR(CheckNeox(c.op));
+    if (!QkNormRopeImpl::Fused(c.op, q, k))
+      return Unsupported(c.op,
+                         "qk_norm_rope_append needs a head dim of a multiple of 32 up to 512 and n_rot a "
+                         "multiple of 64");
+    MEMRA_ASSIGN_OR_RETURN(auto codes, KvCacheCodes(c, 2, 3));
+    Launch l = RopeLaunch(c.target, c.op, q);
+    Defines d = l.kernel.module.defines;
+    d.push_back(Def("ROPE_HEADS_K", k[1]));
+    d.push_back(Def("KV_KT", codes.first));
+    d.push_back(Def("KV_VT", codes.second));
+    if (c.op.attrs().I64Or("ring", 0) > 0) d.push_back(Def("KV_RING", c.shapes.in[2][0]));  // a ring's rows
+    l.kernel.module.defines = MakeDefines(std::move(d));
+    l.kernel.entry = "qk_norm_rope_append";
+    l.block = 256;  // eight rows a block
+    l.grid = static_cast<uint32_t>(std::clamp<int64_t>((q[0] * q[1] + 2 * k[0] * k[1] + 7) / 8, 1, 1 << 20));
+    OpSelection s;
+    s.launches.push_back(std::move(l));
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    if (c.selection().launches.size() != 1 || c.selection().launches[0].kernel.entry != "qk_norm_rope_append")
+      return BindError(c.op(), "qk_norm_rope_append: stale selection");
+    MEMRA_ASSIGN_OR_RETURN(auto k, c.InShape(0));
+    MEMRA_ASSIGN_OR_RETURN(auto q, c.InShape(5));
+    QkNormRopeAppendParams f;
+    f.kx = c.In(0);
+    f.vx = c.In(1);
+    f.k_cache = c.In(2);
+    f.v_cache = c.In(3);
+    f.pos = c.In(4);
+    f.qx = c.In(5);
+    f.qw = c.In(6);
+    f.kw = c.In(7);
+    f.qy = c.Out(0);
+    f.n_q = q[0] * q[1];
+    f.n_k = k[0] * k[1];
+    f.eps = static_cast<float>(c.op().attrs().F64Or("eps", 0));
+    f.theta_scale = ThetaScale(c.op());
+    f.v_norm_eps = static_cast<float>(c.op().attrs().F64Or("v_norm_eps", -1.0));
+    f.pad = 0;
+    w.Kernel(0, f);
+    return absl::OkStatus();
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<GpuOpImpl> CreateRope() { return std::make_unique<RopeImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateQkNormRope() { return std::make_unique<QkNormRopeImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateQkNormRopeAppend() { return std::make_unique<QkNormRopeAppendImpl>(); }
 
 }  // namespace memra::kernels::cuda

@@ -40,15 +40,15 @@ extern "C" __global__ void rope_neox(const RopeParams p) {
 // equal the two-launch path's. Each row is read once and written once (that path wrote and read
 // the normed rows through the scratch and formed theta per element: 25 % of the bandwidth).
 // One head row r of x (heads a token): normed with the lane's weights wv, rotated, into y.
+// The head row at xr normed with the lane's weights wv and rotated to position P, into v (element
+// lane + 32 k in v[k]).
 template <int kPer>
-__device__ __forceinline__ void qk_norm_rope_row(const float* x, const float (&wv)[kPer], float* y, const int* pos,
-                                                 i64 r, int heads, float eps, float theta_scale, int lane) {
+__device__ __forceinline__ void norm_rope_values(const float* xr, const float (&wv)[kPer], float (&v)[kPer], float P,
+                                                 float eps, float theta_scale, int lane) {
   constexpr int kPairs = ROPE_NROT / 64;  // rotated pairs per lane
-  float v[kPer];
-  const float s = warp_row_rms_scale(x + r * ROPE_DIM, v, eps);
+  const float s = warp_row_rms_scale(xr, v, eps);
 #pragma unroll
   for (int k = 0; k < kPer; ++k) v[k] = (v[k] * s) * wv[k];
-  const float P = (float)pos[r / heads];
 #pragma unroll
   for (int m = 0; m < kPairs; ++m) {
     const float theta = rope_theta(P, lane + 32 * m, theta_scale);
@@ -57,6 +57,12 @@ __device__ __forceinline__ void qk_norm_rope_row(const float* x, const float (&w
     v[m] = x0 * c - x1 * sn;
     v[m + kPairs] = x0 * sn + x1 * c;
   }
+}
+template <int kPer>
+__device__ __forceinline__ void qk_norm_rope_row(const float* x, const float (&wv)[kPer], float* y, const int* pos,
+                                                 i64 r, int heads, float eps, float theta_scale, int lane) {
+  float v[kPer];
+  norm_rope_values(x + r * ROPE_DIM, wv, v, (float)pos[r / heads], eps, theta_scale, lane);
   float* yr = y + r * ROPE_DIM;
 #pragma unroll
   for (int k = 0; k < kPer; ++k) yr[lane + 32 * k] = v[k];
@@ -91,5 +97,49 @@ extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_pair(const QkNorm
     }
   }
 }
+
+#if defined(ROPE_HEADS_K) && defined(KV_KT)
+#ifndef KV_RING
+#define KV_RING 0
+#endif
+// qk_norm_rope_append (fuse-qk-norm-rope-append): qk_norm_rope_pair's rows, k's stored into its
+// cache row instead of a result, then v's rows (normed without a weight as kv_append_vnorm does
+// when v_norm_eps >= 0) into theirs: each warp a head row of q, k or v, the arithmetic of the two
+// launches it replaces (kv_store_warp rounds to the caches' types; q8_0 blocks are a warp's 32
+// lanes of one row, ROPE_DIM a multiple of 32).
+extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_append(const QkNormRopeAppendParams p) {
+  memra_grid_dependency();
+  constexpr int kPer = ROPE_DIM / 32;
+  constexpr i64 kWidth = (i64)ROPE_HEADS_K * ROPE_DIM;  // a cache row
+  const int lane = threadIdx.x & 31;
+  float wq[kPer], wk[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) wq[k] = p.qw[lane + 32 * k], wk[k] = p.kw[lane + 32 * k];
+  for (i64 r = (i64)blockIdx.x * 8 + (threadIdx.x >> 5); r < p.n_q + 2 * p.n_k; r += (i64)gridDim.x * 8) {
+    if (r < p.n_q) {
+      qk_norm_rope_row(p.qx, wq, p.qy, p.pos, r, ROPE_HEADS, p.eps, p.theta_scale, lane);
+      continue;
+    }
+    const bool is_k = r < p.n_q + p.n_k;
+    const i64 kr = r - p.n_q - (is_k ? 0 : p.n_k);  // the (token, head) row of k or v
+    const i64 t = kr / ROPE_HEADS_K, h = kr % ROPE_HEADS_K;
+    const i64 row = KV_RING > 0 ? (i64)(p.pos[t] % KV_RING) : (i64)p.pos[t];
+    const i64 dst = row * kWidth + h * ROPE_DIM + lane;
+    float v[kPer];
+    if (is_k) {
+      norm_rope_values(p.kx + kr * ROPE_DIM, wk, v, (float)p.pos[t], p.eps, p.theta_scale, lane);
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) kv_store_warp<KV_KT>(p.k_cache, dst + 32 * k, v[k]);
+    } else if (p.v_norm_eps >= 0.0f) {
+      const float s = warp_row_rms_scale(p.vx + kr * ROPE_DIM, v, p.v_norm_eps);
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) kv_store_warp<KV_VT>(p.v_cache, dst + 32 * k, (v[k] * s) * 1.0f);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) kv_store_warp<KV_VT>(p.v_cache, dst + 32 * k, p.vx[kr * ROPE_DIM + lane + 32 * k]);
+    }
+  }
+}
+#endif
 #endif
 #endif

@@ -57,4 +57,34 @@ MEMRA_PARAMS_OFFSET(QkNormRopePairParams, n_k, 64);
 MEMRA_PARAMS_OFFSET(QkNormRopePairParams, eps, 72);
 MEMRA_PARAMS_OFFSET(QkNormRopePairParams, theta_scale, 76);
 
+// qk_norm_rope_append: q's n_q rows (ROPE_HEADS a token) normed and rotated into qy; k's n_k rows
+// (ROPE_HEADS_K a token) normed, rotated and stored into k_cache at their token's row (KV_KT
+// elements); v's n_k rows (optionally normed without a weight, v_norm_eps >= 0) stored into
+// v_cache (KV_VT). Cache rows of ROPE_HEADS_K * ROPE_DIM elements; a ring (KV_RING > 0) at pos %
+// KV_RING.
+struct QkNormRopeAppendParams {
+  MEMRA_DPTR(const float) qx;
+  MEMRA_DPTR(const float) kx;
+  MEMRA_DPTR(const float) vx;
+  MEMRA_DPTR(const float) qw;
+  MEMRA_DPTR(const float) kw;
+  MEMRA_DPTR(float) qy;
+  MEMRA_DPTR(void) k_cache;
+  MEMRA_DPTR(void) v_cache;
+  MEMRA_DPTR(const int) pos;
+  long long n_q;
+  long long n_k;
+  float eps;
+  float theta_scale;
+  float v_norm_eps;  // < 0: v stored as it is
+  int pad;
+};
+MEMRA_PARAMS_SIZE(QkNormRopeAppendParams, 104);
+MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, pos, 64);
+MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, n_q, 72);
+MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, n_k, 80);
+MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, eps, 88);
+MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, theta_scale, 92);
+MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, v_norm_eps, 96);
+
 MEMRA_PARAMS_END

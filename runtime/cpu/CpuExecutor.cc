@@ -341,8 +341,9 @@ absl::StatusOr<const CpuExecutor::Program*> CpuExecutor::Prepare(absl::string_vi
             absl::StrCat("cpu executor: @", name, ": ", op->Summary(), ": the memory plan gives no offset per result"));
       s.out_offsets.assign(offs.begin(), offs.end());
     }
-    // gated_attention_step appends too (its first operands are kv_append's).
-    if (op->is(OpKind::kKvAppend) || op->is(OpKind::kGatedAttentionStep)) p->kv_appends.push_back(op);
+    // gated_attention_step and qk_norm_rope_append append too (their first operands are kv_append's).
+    if (op->is(OpKind::kKvAppend) || op->is(OpKind::kGatedAttentionStep) || op->is(OpKind::kQkNormRopeAppend))
+      p->kv_appends.push_back(op);
     p->steps.push_back(std::move(s));
   }
   last_use.assign(p->num_slots, -1);
@@ -716,6 +717,37 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
           y = OutputGate(y, In(4), q.dim(2));
         }
         out.push_back(y);
+        break;
+      }
+      case OpKind::kQkNormRopeAppend: {
+        // The two ops it replaced (ir/Ops.def), by the same kernels in the same order.
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        MEMRA_RETURN_IF_ERROR(F32In(1));
+        MEMRA_RETURN_IF_ERROR(F32In(5));
+        MEMRA_ASSIGN_OR_RETURN(int64_t P, ContiguousStart(op, In(4)));
+        const HostTensor& k = In(0);
+        const HostTensor& q = In(5);
+        const int64_t T = k.dim(0), Hkv = k.dim(1), D = k.dim(2);
+        const float eps = static_cast<float>(at.F64Or("eps", 0));
+        const int64_t n_rot = at.I64Or("n_rot", 0);
+        const float base = static_cast<float>(at.F64Or("base", 10000.0));
+        HostTensor qr = HostTensor::Zeros(DType::kF32, q.shape());
+        HostTensor kr = HostTensor::Zeros(DType::kF32, k.shape());
+        kc::RmsNorm(q.f32(), Wt(6).values, T * q.dim(1), D, eps, qr.f32(), pool);
+        kc::RopeNeox(qr.f32(), T, q.dim(1), D, n_rot, base, In(4).i32());
+        kc::RmsNorm(k.f32(), Wt(7).values, T * Hkv, D, eps, kr.f32(), pool);
+        kc::RopeNeox(kr.f32(), T, Hkv, D, n_rot, base, In(4).i32());
+        const int64_t ring = at.I64Or("ring", 0);
+        MEMRA_RETURN_IF_ERROR(kc::KvAppend(kr.f32(), T, Hkv * D, P, St(2).dim(0), KvOf(St(2)), ring));
+        const float* v = In(1).f32();
+        HostTensor vn;
+        if (const std::optional<double> ve = at.GetF64("v_norm_eps")) {  // kv_append's v norm
+          vn = HostTensor::Zeros(DType::kF32, In(1).shape());
+          kc::RmsNorm(v, nullptr, T * Hkv, D, static_cast<float>(*ve), vn.f32(), pool);
+          v = vn.f32();
+        }
+        MEMRA_RETURN_IF_ERROR(kc::KvAppend(v, T, Hkv * D, P, St(3).dim(0), KvOf(St(3)), ring));
+        out.push_back(qr);
         break;
       }
       case OpKind::kGatedAttentionStep: {

@@ -370,8 +370,9 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
       s.launches.push_back({l, nullptr});
       modules.push_back(l.kernel.module);
     }
-    // gated_attention_step appends too (its first operands are kv_append's).
-    if (op->is(OpKind::kKvAppend) || op->is(OpKind::kGatedAttentionStep)) p->kv_appends.push_back(op);
+    // gated_attention_step and qk_norm_rope_append append too (their first operands are kv_append's).
+    if (op->is(OpKind::kKvAppend) || op->is(OpKind::kGatedAttentionStep) || op->is(OpKind::kQkNormRopeAppend))
+      p->kv_appends.push_back(op);
     p->steps.push_back(std::move(s));
   }
   // 2. Compile (parallel, cached) and load.

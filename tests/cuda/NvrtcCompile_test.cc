@@ -475,7 +475,18 @@ TEST(NvrtcCompileTest, AttentionPrologueModulesCompileForSm90) {
     m.defines = MakeDefines(std::move(defs));
     mods.push_back(m);
   }
-  ExpectCompilesForSm90(mods, "qk_norm_rope_pair, kv_append_vnorm");
+  // qk_norm_rope_append: the pair's modules with the caches' types (and a ring).
+  for (auto [hq, hk, d, nrot, kt, vt, ring] : std::vector<std::array<int64_t, 7>>{
+           {32, 16, 256, 256, 0, 0, 0}, {64, 8, 128, 64, 3, 1, 1024}, {32, 4, 512, 512, 2, 2, 0}}) {
+    ModuleSpec m;
+    m.file = "Rope.cu";
+    Defines defs = {Def("ROPE_HEADS", hq),  Def("ROPE_HEADS_K", hk), Def("ROPE_DIM", d),
+                    Def("ROPE_NROT", nrot), Def("KV_KT", kt),        Def("KV_VT", vt)};
+    if (ring > 0) defs.push_back(Def("KV_RING", ring));
+    m.defines = MakeDefines(std::move(defs));
+    mods.push_back(m);
+  }
+  ExpectCompilesForSm90(mods, "qk_norm_rope_pair, kv_append_vnorm, qk_norm_rope_append");
 }
 
 // MoeGemm.cu (the prefill expert products; no unit selects it yet): moe_sort at the expert counts

@@ -1229,6 +1229,59 @@ TEST_F(OpTableTest, GatedAttentionStep) {
         3);
 }
 
+TEST_F(OpTableTest, QkNormRopeAppend) {
+  // qk_norm_rope_append (fuse-qk-norm-rope-append): q rotated into the result, k rotated and v
+  // (normed or not) appended to the caches, compared after three calls (the harness compares every
+  // state). Gemma 4 31B's sliding heads (32 / 16 of 256, v normed), its full layers' width (512),
+  // Step 3.5's (64 / 8 of 128, half rotated), a ring whose rows wrap (the position counter starts
+  // at 150 over 64 rows), three tokens a call, and every cache type.
+  struct Geo {
+    int64_t hq, hkv, d, n_rot;
+    DType cache;
+    bool v_norm;
+    int64_t ring, start, T;
+  };
+  for (const Geo& g :
+       {Geo{32, 16, 256, 256, DType::kF32, true, 0, 0, 1}, Geo{32, 4, 512, 512, DType::kBF16, true, 0, 0, 1},
+        Geo{64, 8, 128, 64, DType::kF32, false, 0, 0, 1}, Geo{16, 8, 256, 256, DType::kF16, true, 64, 150, 1},
+        Geo{8, 2, 64, 64, DType::kQ8_0, true, 0, 0, 1}, Geo{8, 2, 128, 128, DType::kF32, false, 0, 7, 3}})
+    Check(
+        "qk_norm_rope_append",
+        absl::StrCat(g.hq, "q/", g.hkv, "kv x ", g.d, " rot ", g.n_rot, " ", ir::DTypeName(g.cache),
+                     g.v_norm ? " vnorm" : "", g.ring ? " ring" : ""),
+        g.T,
+        g.cache == DType::kF32    ? 1e-12
+        : g.cache == DType::kQ8_0 ? 1e-5
+                                  : 1e-6,
+        [g](Harness& h) {
+          const int64_t rows = g.ring > 0 ? g.ring : 256;
+          Value* k = h.Arg("k", {-1, g.hkv, g.d});
+          Value* v = h.Arg("v", {-1, g.hkv, g.d});
+          Value* q = h.Arg("q", {-1, g.hq, g.d});
+          Value* ctr = h.State(ir::StateKind::kPosition, "pos", DType::kI32, {});
+          Value* kc = h.State(ir::StateKind::kKv, "k_cache", g.cache, {rows, g.hkv, g.d});
+          Value* vc = h.State(ir::StateKind::kKv, "v_cache", g.cache, {rows, g.hkv, g.d});
+          Value* pos = h.b->Positions(ctr, k);
+          ir::AttrDict attrs = {{"eps", 1e-6}, {"n_rot", g.n_rot}, {"base", 10000.0}};
+          if (g.v_norm) attrs.Set("v_norm_eps", 1e-6);
+          if (g.ring > 0) attrs.Set("ring", g.ring);
+          Value* o = h.b->Build1(ir::OpKind::kQkNormRopeAppend,
+                                 {k, v, kc, vc, pos, q, h.Weight("qw", GgmlType::kF32, {g.d}, 0.5f, 1.5f),
+                                  h.Weight("kw", GgmlType::kF32, {g.d}, 0.5f, 1.5f)},
+                                 attrs);
+          h.b->AdvancePositions(ctr, k);
+          if (g.start > 0) {
+            const int32_t start = static_cast<int32_t>(g.start);
+            h.prepare = [start](CpuExecutor& cpu, CudaExecutor& gpu) -> absl::Status {
+              MEMRA_RETURN_IF_ERROR(cpu.WriteState("pos", 0, &start, 4));
+              return gpu.WriteState("pos", 0, &start, 4);
+            };
+          }
+          return std::vector<Value*>{o};
+        },
+        3);
+}
+
 // The chunked delta rule's grid law on the device: one call of 256 tokens and two calls of 128
 // (a split on the 64-token chunk grid) give the same bits, outputs and state.
 TEST_F(OpTableTest, ChunkedScanGridLaw) {
