@@ -84,14 +84,8 @@ class GatedAttentionStepPattern : public RewritePattern<StepMatch> {
     ir::AttrDict attrs;
     attrs.Set("n_head", m.split->attrs().I64Or("n_head", 0));
     attrs.Set("head_dim", m.split->attrs().I64Or("head_dim", 0));
-    for (const char* a : {"eps", "base"})
-      if (auto v = m.norm_rope->attrs().GetF64(a)) attrs.Set(a, *v);
-    if (auto n_rot = m.norm_rope->attrs().GetI64("n_rot")) attrs.Set("n_rot", *n_rot);
-    if (auto mode = m.norm_rope->attrs().GetString("mode")) attrs.Set("mode", std::string(*mode));
-    if (auto scale = m.attention->attrs().GetF64("scale")) attrs.Set("scale", *scale);
-    for (const char* a : {"window", "ring"})
-      if (auto v = m.attention->attrs().GetI64(a)) attrs.Set(a, *v);
-    if (auto p = m.attention->attrs().GetString("precision")) attrs.Set("precision", std::string(*p));
+    CopyAttrs(m.norm_rope->attrs(), attrs, {"eps", "base", "n_rot", "mode"});
+    CopyAttrs(m.attention->attrs(), attrs, {"scale", "window", "ring", "precision"});
     MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(m.attention, OpKind::kGatedAttentionStep,
                                                  {m.norm_rope->operand(1), m.append->operand(1), m.append->operand(2),
                                                   m.append->operand(3), m.append->operand(4), m.split->operand(0),

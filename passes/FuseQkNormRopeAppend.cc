@@ -55,12 +55,8 @@ class QkNormRopeAppendPattern : public RewritePattern<AppendMatch> {
 
   absl::Status Rewrite(const AppendMatch& m, PatternRewriter& rw) override {
     ir::AttrDict attrs;
-    for (const char* a : {"eps", "base"})
-      if (auto v = m.norm_rope->attrs().GetF64(a)) attrs.Set(a, *v);
-    if (auto n_rot = m.norm_rope->attrs().GetI64("n_rot")) attrs.Set("n_rot", *n_rot);
-    if (auto mode = m.norm_rope->attrs().GetString("mode")) attrs.Set("mode", std::string(*mode));
-    if (auto ring = m.append->attrs().GetI64("ring")) attrs.Set("ring", *ring);
-    if (auto v = m.append->attrs().GetF64("v_norm_eps")) attrs.Set("v_norm_eps", *v);
+    CopyAttrs(m.norm_rope->attrs(), attrs, {"eps", "base", "n_rot", "mode"});
+    CopyAttrs(m.append->attrs(), attrs, {"ring", "v_norm_eps"});
     MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(m.append, OpKind::kQkNormRopeAppend,
                                                  {m.norm_rope->operand(1), m.append->operand(1), m.append->operand(2),
                                                   m.append->operand(3), m.append->operand(4), m.norm_rope->operand(0),

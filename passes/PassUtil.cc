@@ -62,4 +62,9 @@ absl::StatusOr<std::vector<int64_t>> ParseLadder(absl::string_view text) {
   return out;
 }
 
+void CopyAttrs(const ir::AttrDict& from, ir::AttrDict& to, std::initializer_list<absl::string_view> names) {
+  for (absl::string_view n : names)
+    if (const ir::Attr* a = from.Get(n)) to.Set(n, *a);
+}
+
 }  // namespace memra::passes

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@ ir::Op* DefOf(const ir::Value* v, ir::OpKind kind);
 
 // Every use of `from` now uses `to`; `to` takes `from`'s name when `from` has one.
 void ReplaceValue(ir::Value* from, ir::Value* to);
+
+// The attributes `names` that `from` holds, set in `to` as they are (absent ones stay absent): what
+// a fusion carries over from the ops it replaces.
+void CopyAttrs(const ir::AttrDict& from, ir::AttrDict& to, std::initializer_list<absl::string_view> names);
 
 // Parses "16..4096" (powers of two from 16 to 4096) or "16:32:48" / "16,32,48" into a sorted,
 // deduplicated list of positive integers.
