@@ -159,6 +159,16 @@ absl::Status CheckRopeAttrs(const Ctx& c, const AttrDict& attrs, const Dim& d) {
   return absl::OkStatus();
 }
 
+// Rope's optional freq_factors (operand i): f32 [>= n_rot / 2].
+absl::Status CheckFreqFactors(const Ctx& c, size_t i) {
+  CHECK_OK(c.DTypeIs(i, DType::kF32));
+  CHECK_OK(c.Rank(i, 1));
+  const Dim& n = c.S(i)[0];
+  if (n.IsConstant() && n.value() < c.I("n_rot") / 2)
+    return Err(absl::StrCat(c.N(i), ": ", n.value(), " factors, fewer than n_rot / 2 = ", c.I("n_rot") / 2));
+  return absl::OkStatus();
+}
+
 // A sliding-window ring (kv_append / attention 'ring'): W > 0 rows of window in a cache of `rows`
 // >= W; on attention it is the window itself.
 absl::Status CheckRing(const Ctx& c, const AttrDict& attrs, const Dim& rows, bool attention) {
@@ -407,13 +417,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.DTypeIs(1, DType::kI32));
       CHECK_OK(c.ShapeIs(1, Shape{c.S(0)[0]}, "one position per token of 'x'"));
       CHECK_OK(CheckRopeAttrs(c, attrs, c.S(0)[2]));
-      if (c.size() > 2) {
-        CHECK_OK(c.DTypeIs(2, DType::kF32));
-        CHECK_OK(c.Rank(2, 1));
-        const Dim& n = c.S(2)[0];
-        if (n.IsConstant() && n.value() < c.I("n_rot") / 2)
-          return Err(absl::StrCat(c.N(2), ": ", n.value(), " factors, fewer than n_rot / 2 = ", c.I("n_rot") / 2));
-      }
+      if (c.size() > 2) CHECK_OK(CheckFreqFactors(c, 2));
       return Types{Like(c[0])};
     }
     case OpKind::kMulWeight: {
@@ -438,6 +442,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.DTypeIs(4, DType::kI32));
       CHECK_OK(c.ShapeIs(4, Shape{c.S(0)[0]}, "one position per token of 'q'"));
       CHECK_OK(CheckRopeAttrs(c, attrs, c.S(0)[2]));
+      if (c.size() > 5) CHECK_OK(CheckFreqFactors(c, 5));
       return Types{Like(c[0]), Like(c[1])};
     }
     case OpKind::kPositions:
@@ -572,6 +577,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       if (!(c.F("eps") >= 0)) return Err("attribute 'eps' must be >= 0");
       if (auto v = attrs.GetF64("v_norm_eps"); v && !(*v >= 0)) return Err("attribute 'v_norm_eps' must be >= 0");
       CHECK_OK(CheckRing(c, attrs, c.S(2)[0], false));
+      if (c.size() > 8) CHECK_OK(CheckFreqFactors(c, 8));
       return Types{Like(c[5])};
     }
     case OpKind::kGatedAttentionStep: {

@@ -60,6 +60,7 @@ class GatedAttentionStepPattern : public RewritePattern<StepMatch> {
     if (m.append == nullptr || !m.append->is(OpKind::kKvAppend) || m.append->operand(0) != m.norm_rope->result(1))
       return Skip(skipped_form_);
     if (m.append->attrs().Has("v_norm_eps")) return Skip(skipped_form_);  // the step appends v as it is
+    if (m.norm_rope->num_operands() > 5) return Skip(skipped_form_);      // nor does it rotate by freq_factors
     // The append writes the caches the attention reads, at the positions both rotate by.
     const ir::Value* pos = attention.operand(3);
     if (m.append->operand(2) != attention.operand(1) || m.append->operand(3) != attention.operand(2) ||

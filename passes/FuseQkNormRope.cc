@@ -8,11 +8,13 @@
 //
 // (one launch normalizes and rotates both). Candidates are rope(rms_norm(x)) chains of rank-3
 // x whose norm result has no other user; two candidates pair when they share the positions,
-// eps, n_rot, base, mode, dtype, token count and head dim, in program order (the first is q).
+// eps, n_rot, base, mode, freq_factors, dtype, token count and head dim, in program order (the
+// first is q).
 // The fused op sits where the later rope was, so it is skipped when a user of the earlier rope
 // comes before that point. A candidate without a partner stays as it is. On the CPU executor the
 // fused op computes each norm and rope exactly (bit-identical).
 #include <optional>
+#include <vector>
 
 #include "ir/StatusMacros.h"
 #include "passes/PassRegistry.h"
@@ -32,8 +34,6 @@ struct Candidate {
 
 // rope(rms_norm(x)) with x of rank 3 and the norm used only by the rope.
 std::optional<Candidate> CandidateAt(Op& rope) {
-  // qk_norm_rope has no freq_factors operand: a rope with them stays unfused.
-  if (rope.num_operands() > 2) return std::nullopt;
   Op* norm = DefOf(rope.operand(0), OpKind::kRmsNorm);
   if (norm == nullptr || norm->num_operands() < 2 || !HasSingleUse(norm->result(0)) || norm->operand(0)->rank() != 3)
     return std::nullopt;
@@ -43,7 +43,10 @@ std::optional<Candidate> CandidateAt(Op& rope) {
 bool Compatible(const Candidate& a, const Candidate& b) {
   const ir::Value* qa = a.norm->operand(0);
   const ir::Value* qb = b.norm->operand(0);
-  return a.rope->operand(1) == b.rope->operand(1) && a.rope->parent_block() == b.rope->parent_block() &&
+  // The same freq_factors (both none, or the same weight).
+  const ir::Value* fa = a.rope->num_operands() > 2 ? a.rope->operand(2) : nullptr;
+  const ir::Value* fb = b.rope->num_operands() > 2 ? b.rope->operand(2) : nullptr;
+  return a.rope->operand(1) == b.rope->operand(1) && fa == fb && a.rope->parent_block() == b.rope->parent_block() &&
          a.norm->attrs().GetF64("eps") == b.norm->attrs().GetF64("eps") &&
          a.rope->attrs().GetI64("n_rot") == b.rope->attrs().GetI64("n_rot") &&
          a.rope->attrs().GetF64("base") == b.rope->attrs().GetF64("base") &&
@@ -83,10 +86,10 @@ class QkNormRopePattern : public RewritePattern<PairMatch> {
     const Candidate& k = m.k;
     ir::AttrDict attrs = k.rope->attrs();
     attrs.Set("eps", q.norm->attrs().F64Or("eps", 0));
-    MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(k.rope, OpKind::kQkNormRope,
-                                                 {q.norm->operand(0), k.norm->operand(0), q.norm->operand(1),
-                                                  k.norm->operand(1), q.rope->operand(1)},
-                                                 attrs));
+    std::vector<ir::Value*> operands = {q.norm->operand(0), k.norm->operand(0), q.norm->operand(1), k.norm->operand(1),
+                                        q.rope->operand(1)};
+    if (q.rope->num_operands() > 2) operands.push_back(q.rope->operand(2));  // freq_factors
+    MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(k.rope, OpKind::kQkNormRope, operands, attrs));
     rw.Replace(q.rope->result(0), fused->result(0));
     rw.Replace(k.rope->result(0), fused->result(1));
     for (Op* op : {q.rope, k.rope, q.norm, k.norm}) rw.Erase(op);

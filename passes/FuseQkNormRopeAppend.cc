@@ -13,6 +13,8 @@
 // the rotated k has no other use, both rotate by the same positions, and the rotated q is first used
 // after the append (it is now computed there). Numerics: the CPU executor runs the two ops' kernels
 // in the same order (runtime/cpu/CpuExecutor.cc).
+#include <vector>
+
 #include "ir/StatusMacros.h"
 #include "passes/PassRegistry.h"
 #include "passes/PassUtil.h"
@@ -57,11 +59,11 @@ class QkNormRopeAppendPattern : public RewritePattern<AppendMatch> {
     ir::AttrDict attrs;
     CopyAttrs(m.norm_rope->attrs(), attrs, {"eps", "base", "n_rot", "mode"});
     CopyAttrs(m.append->attrs(), attrs, {"ring", "v_norm_eps"});
-    MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(m.append, OpKind::kQkNormRopeAppend,
-                                                 {m.norm_rope->operand(1), m.append->operand(1), m.append->operand(2),
-                                                  m.append->operand(3), m.append->operand(4), m.norm_rope->operand(0),
-                                                  m.norm_rope->operand(2), m.norm_rope->operand(3)},
-                                                 std::move(attrs)));
+    std::vector<ir::Value*> operands = {m.norm_rope->operand(1), m.append->operand(1),   m.append->operand(2),
+                                        m.append->operand(3),    m.append->operand(4),   m.norm_rope->operand(0),
+                                        m.norm_rope->operand(2), m.norm_rope->operand(3)};
+    if (m.norm_rope->num_operands() > 5) operands.push_back(m.norm_rope->operand(5));  // freq_factors
+    MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(m.append, OpKind::kQkNormRopeAppend, operands, std::move(attrs)));
     rw.Replace(m.norm_rope->result(0), fused->result(0));
     rw.Erase(m.append);
     rw.Erase(m.norm_rope);

@@ -107,6 +107,7 @@ class QkNormRopeImpl : public GpuOpImpl {
       f.qy = c.Out(0);
       f.ky = c.Out(1);
       f.pos = c.In(4);
+      f.freq_factors = c.op().num_operands() > 5 ? c.In(5) : 0;  // a value weight: its f32 values
       f.n_q = q[0] * q[1];
       f.n_k = k[0] * k[1];
       f.eps = eps;
@@ -115,6 +116,7 @@ class QkNormRopeImpl : public GpuOpImpl {
       return absl::OkStatus();
     }
     if (ls.size() == 2) {  // qk_norm_rope_rows (q), (k): a record of the earlier form
+      if (c.op().num_operands() > 5) return BindError(c.op(), "qk_norm_rope: stale selection (freq_factors)");
       for (unsigned i = 0; i < 2; ++i) {
         MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(i));
         QkNormRopeParams f;
@@ -142,6 +144,7 @@ class QkNormRopeImpl : public GpuOpImpl {
       r.x = tmp;
       r.y = c.Out(i);
       r.pos = c.In(4);
+      r.freq_factors = c.op().num_operands() > 5 ? c.In(5) : 0;
       r.n_tok = static_cast<int>(x[0]);
       r.theta_scale = ThetaScale(c.op());
       w.Kernel(2 * i + 1, r);
@@ -196,6 +199,7 @@ class QkNormRopeAppendImpl : public GpuOpImpl {
     f.qx = c.In(5);
     f.qw = c.In(6);
     f.kw = c.In(7);
+    f.freq_factors = c.op().num_operands() > 8 ? c.In(8) : 0;
     f.qy = c.Out(0);
     f.n_q = q[0] * q[1];
     f.n_k = k[0] * k[1];

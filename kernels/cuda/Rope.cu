@@ -41,17 +41,18 @@ extern "C" __global__ void rope_neox(const RopeParams p) {
 // the normed rows through the scratch and formed theta per element: 25 % of the bandwidth).
 // One head row r of x (heads a token): normed with the lane's weights wv, rotated, into y.
 // The head row at xr normed with the lane's weights wv and rotated to position P, into v (element
-// lane + 32 k in v[k]).
+// lane + 32 k in v[k]); ff: rope_neox's freq_factors (pair i turns by theta_i / ff[i]), or null.
 template <int kPer>
 __device__ __forceinline__ void norm_rope_values(const float* xr, const float (&wv)[kPer], float (&v)[kPer], float P,
-                                                 float eps, float theta_scale, int lane) {
+                                                 float eps, float theta_scale, const float* ff, int lane) {
   constexpr int kPairs = ROPE_NROT / 64;  // rotated pairs per lane
   const float s = warp_row_rms_scale(xr, v, eps);
 #pragma unroll
   for (int k = 0; k < kPer; ++k) v[k] = (v[k] * s) * wv[k];
 #pragma unroll
   for (int m = 0; m < kPairs; ++m) {
-    const float theta = rope_theta(P, lane + 32 * m, theta_scale);
+    float theta = rope_theta(P, lane + 32 * m, theta_scale);
+    if (ff != nullptr) theta = theta / ff[lane + 32 * m];
     const float c = cosf(theta), sn = sinf(theta);
     const float x0 = v[m], x1 = v[m + kPairs];
     v[m] = x0 * c - x1 * sn;
@@ -60,9 +61,10 @@ __device__ __forceinline__ void norm_rope_values(const float* xr, const float (&
 }
 template <int kPer>
 __device__ __forceinline__ void qk_norm_rope_row(const float* x, const float (&wv)[kPer], float* y, const int* pos,
-                                                 i64 r, int heads, float eps, float theta_scale, int lane) {
+                                                 i64 r, int heads, float eps, float theta_scale, const float* ff,
+                                                 int lane) {
   float v[kPer];
-  norm_rope_values(x + r * ROPE_DIM, wv, v, (float)pos[r / heads], eps, theta_scale, lane);
+  norm_rope_values(x + r * ROPE_DIM, wv, v, (float)pos[r / heads], eps, theta_scale, ff, lane);
   float* yr = y + r * ROPE_DIM;
 #pragma unroll
   for (int k = 0; k < kPer; ++k) yr[lane + 32 * k] = v[k];
@@ -76,7 +78,7 @@ extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_rows(const QkNorm
 #pragma unroll
   for (int k = 0; k < kPer; ++k) wv[k] = p.w[lane + 32 * k];
   for (i64 r = (i64)blockIdx.x * 8 + (threadIdx.x >> 5); r < p.n_rows; r += (i64)gridDim.x * 8)
-    qk_norm_rope_row(p.x, wv, p.y, p.pos, r, ROPE_HEADS, p.eps, p.theta_scale, lane);
+    qk_norm_rope_row(p.x, wv, p.y, p.pos, r, ROPE_HEADS, p.eps, p.theta_scale, nullptr, lane);
 }
 
 #ifdef ROPE_HEADS_K
@@ -91,9 +93,9 @@ extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_pair(const QkNorm
   for (int k = 0; k < kPer; ++k) wq[k] = p.qw[lane + 32 * k], wk[k] = p.kw[lane + 32 * k];
   for (i64 r = (i64)blockIdx.x * 8 + (threadIdx.x >> 5); r < p.n_q + p.n_k; r += (i64)gridDim.x * 8) {
     if (r < p.n_q) {
-      qk_norm_rope_row(p.qx, wq, p.qy, p.pos, r, ROPE_HEADS, p.eps, p.theta_scale, lane);
+      qk_norm_rope_row(p.qx, wq, p.qy, p.pos, r, ROPE_HEADS, p.eps, p.theta_scale, p.freq_factors, lane);
     } else {
-      qk_norm_rope_row(p.kx, wk, p.ky, p.pos, r - p.n_q, ROPE_HEADS_K, p.eps, p.theta_scale, lane);
+      qk_norm_rope_row(p.kx, wk, p.ky, p.pos, r - p.n_q, ROPE_HEADS_K, p.eps, p.theta_scale, p.freq_factors, lane);
     }
   }
 }
@@ -117,7 +119,7 @@ extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_append(const QkNo
   for (int k = 0; k < kPer; ++k) wq[k] = p.qw[lane + 32 * k], wk[k] = p.kw[lane + 32 * k];
   for (i64 r = (i64)blockIdx.x * 8 + (threadIdx.x >> 5); r < p.n_q + 2 * p.n_k; r += (i64)gridDim.x * 8) {
     if (r < p.n_q) {
-      qk_norm_rope_row(p.qx, wq, p.qy, p.pos, r, ROPE_HEADS, p.eps, p.theta_scale, lane);
+      qk_norm_rope_row(p.qx, wq, p.qy, p.pos, r, ROPE_HEADS, p.eps, p.theta_scale, p.freq_factors, lane);
       continue;
     }
     const bool is_k = r < p.n_q + p.n_k;
@@ -127,7 +129,7 @@ extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_append(const QkNo
     const i64 dst = row * kWidth + h * ROPE_DIM + lane;
     float v[kPer];
     if (is_k) {
-      norm_rope_values(p.kx + kr * ROPE_DIM, wk, v, (float)p.pos[t], p.eps, p.theta_scale, lane);
+      norm_rope_values(p.kx + kr * ROPE_DIM, wk, v, (float)p.pos[t], p.eps, p.theta_scale, p.freq_factors, lane);
 #pragma unroll
       for (int k = 0; k < kPer; ++k) kv_store_warp<KV_KT>(p.k_cache, dst + 32 * k, v[k]);
     } else if (p.v_norm_eps >= 0.0f) {

@@ -45,17 +45,19 @@ struct QkNormRopePairParams {
   MEMRA_DPTR(float) qy;
   MEMRA_DPTR(float) ky;
   MEMRA_DPTR(const int) pos;
+  MEMRA_DPTR(const float) freq_factors;  // [>= n_rot / 2], or 0: all 1 (rope_neox's)
   long long n_q;
   long long n_k;
   float eps;
   float theta_scale;
 };
-MEMRA_PARAMS_SIZE(QkNormRopePairParams, 80);
+MEMRA_PARAMS_SIZE(QkNormRopePairParams, 88);
 MEMRA_PARAMS_OFFSET(QkNormRopePairParams, pos, 48);
-MEMRA_PARAMS_OFFSET(QkNormRopePairParams, n_q, 56);
-MEMRA_PARAMS_OFFSET(QkNormRopePairParams, n_k, 64);
-MEMRA_PARAMS_OFFSET(QkNormRopePairParams, eps, 72);
-MEMRA_PARAMS_OFFSET(QkNormRopePairParams, theta_scale, 76);
+MEMRA_PARAMS_OFFSET(QkNormRopePairParams, freq_factors, 56);
+MEMRA_PARAMS_OFFSET(QkNormRopePairParams, n_q, 64);
+MEMRA_PARAMS_OFFSET(QkNormRopePairParams, n_k, 72);
+MEMRA_PARAMS_OFFSET(QkNormRopePairParams, eps, 80);
+MEMRA_PARAMS_OFFSET(QkNormRopePairParams, theta_scale, 84);
 
 // qk_norm_rope_append: q's n_q rows (ROPE_HEADS a token) normed and rotated into qy; k's n_k rows
 // (ROPE_HEADS_K a token) normed, rotated and stored into k_cache at their token's row (KV_KT
@@ -72,6 +74,7 @@ struct QkNormRopeAppendParams {
   MEMRA_DPTR(void) k_cache;
   MEMRA_DPTR(void) v_cache;
   MEMRA_DPTR(const int) pos;
+  MEMRA_DPTR(const float) freq_factors;  // [>= n_rot / 2], or 0: all 1
   long long n_q;
   long long n_k;
   float eps;
@@ -79,12 +82,13 @@ struct QkNormRopeAppendParams {
   float v_norm_eps;  // < 0: v stored as it is
   int pad;
 };
-MEMRA_PARAMS_SIZE(QkNormRopeAppendParams, 104);
+MEMRA_PARAMS_SIZE(QkNormRopeAppendParams, 112);
 MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, pos, 64);
-MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, n_q, 72);
-MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, n_k, 80);
-MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, eps, 88);
-MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, theta_scale, 92);
-MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, v_norm_eps, 96);
+MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, freq_factors, 72);
+MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, n_q, 80);
+MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, n_k, 88);
+MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, eps, 96);
+MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, theta_scale, 100);
+MEMRA_PARAMS_OFFSET(QkNormRopeAppendParams, v_norm_eps, 104);
 
 MEMRA_PARAMS_END

@@ -631,7 +631,8 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
           const int64_t cols = x.dim(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
           HostTensor y = HostTensor::Zeros(DType::kF32, x.shape());
           kc::RmsNorm(x.f32(), Wt(2 + i).values, rows, cols, eps, y.f32(), pool);
-          kc::RopeNeox(y.f32(), x.dim(0), x.dim(1), x.dim(2), n_rot, base, In(4).i32());
+          kc::RopeNeox(y.f32(), x.dim(0), x.dim(1), x.dim(2), n_rot, base, In(4).i32(),
+                       op.num_operands() > 5 ? Wt(5).values : nullptr);
           out.push_back(y);
         }
         break;
@@ -733,10 +734,11 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         const float base = static_cast<float>(at.F64Or("base", 10000.0));
         HostTensor qr = HostTensor::Zeros(DType::kF32, q.shape());
         HostTensor kr = HostTensor::Zeros(DType::kF32, k.shape());
+        const float* ff = op.num_operands() > 8 ? Wt(8).values : nullptr;
         kc::RmsNorm(q.f32(), Wt(6).values, T * q.dim(1), D, eps, qr.f32(), pool);
-        kc::RopeNeox(qr.f32(), T, q.dim(1), D, n_rot, base, In(4).i32());
+        kc::RopeNeox(qr.f32(), T, q.dim(1), D, n_rot, base, In(4).i32(), ff);
         kc::RmsNorm(k.f32(), Wt(7).values, T * Hkv, D, eps, kr.f32(), pool);
-        kc::RopeNeox(kr.f32(), T, Hkv, D, n_rot, base, In(4).i32());
+        kc::RopeNeox(kr.f32(), T, Hkv, D, n_rot, base, In(4).i32(), ff);
         const int64_t ring = at.I64Or("ring", 0);
         MEMRA_RETURN_IF_ERROR(kc::KvAppend(kr.f32(), T, Hkv * D, P, St(2).dim(0), KvOf(St(2)), ring));
         const float* v = In(1).f32();

@@ -1032,6 +1032,21 @@ TEST_F(OpTableTest, FusedOps) {
         return std::vector<Value*>{r[0], r[1]};
       },
       2);
+  // With freq factors (Gemma 4's full layers: 512-wide heads, every dim rotated, factors from 1 to 8).
+  FOR_T Check(
+      "qk_norm_rope", "f32 freq_factors", T, 1e-9,
+      [](Harness& h) {
+        Value* q = h.Arg("q", {-1, 8, 512});
+        Value* k = h.Arg("k", {-1, 2, 512});
+        Value* pos = h.b->Positions(h.State(ir::StateKind::kPosition, "pos", DType::kI32, {}), q);
+        auto r = h.b->Build(ir::OpKind::kQkNormRope,
+                            {q, k, h.Weight("qw", GgmlType::kF32, {512}), h.Weight("kw", GgmlType::kF32, {512}), pos,
+                             h.Weight("ff", GgmlType::kF32, {256}, 1.0f, 8.0f)},
+                            {{"eps", 1e-6}, {"n_rot", int64_t{512}}, {"base", 1e6}});
+        h.b->AdvancePositions(h.m->state("pos"), q);
+        return std::vector<Value*>{r[0], r[1]};
+      },
+      2);
   FOR_T Check(
       "attention_gated", "f32", T, 1e-9,
       [](Harness& h) {
@@ -1240,15 +1255,17 @@ TEST_F(OpTableTest, QkNormRopeAppend) {
     DType cache;
     bool v_norm;
     int64_t ring, start, T;
+    bool ff = false;  // rope's freq_factors (Gemma 4's full layers)
   };
   for (const Geo& g :
        {Geo{32, 16, 256, 256, DType::kF32, true, 0, 0, 1}, Geo{32, 4, 512, 512, DType::kBF16, true, 0, 0, 1},
         Geo{64, 8, 128, 64, DType::kF32, false, 0, 0, 1}, Geo{16, 8, 256, 256, DType::kF16, true, 64, 150, 1},
-        Geo{8, 2, 64, 64, DType::kQ8_0, true, 0, 0, 1}, Geo{8, 2, 128, 128, DType::kF32, false, 0, 7, 3}})
+        Geo{8, 2, 64, 64, DType::kQ8_0, true, 0, 0, 1}, Geo{8, 2, 128, 128, DType::kF32, false, 0, 7, 3},
+        Geo{32, 4, 512, 512, DType::kF32, true, 0, 0, 1, /*ff=*/true}})
     Check(
         "qk_norm_rope_append",
         absl::StrCat(g.hq, "q/", g.hkv, "kv x ", g.d, " rot ", g.n_rot, " ", ir::DTypeName(g.cache),
-                     g.v_norm ? " vnorm" : "", g.ring ? " ring" : ""),
+                     g.v_norm ? " vnorm" : "", g.ring ? " ring" : "", g.ff ? " freq_factors" : ""),
         g.T,
         g.cache == DType::kF32    ? 1e-12
         : g.cache == DType::kQ8_0 ? 1e-5
@@ -1265,10 +1282,16 @@ TEST_F(OpTableTest, QkNormRopeAppend) {
           ir::AttrDict attrs = {{"eps", 1e-6}, {"n_rot", g.n_rot}, {"base", 10000.0}};
           if (g.v_norm) attrs.Set("v_norm_eps", 1e-6);
           if (g.ring > 0) attrs.Set("ring", g.ring);
-          Value* o = h.b->Build1(ir::OpKind::kQkNormRopeAppend,
-                                 {k, v, kc, vc, pos, q, h.Weight("qw", GgmlType::kF32, {g.d}, 0.5f, 1.5f),
-                                  h.Weight("kw", GgmlType::kF32, {g.d}, 0.5f, 1.5f)},
-                                 attrs);
+          std::vector<Value*> operands = {k,
+                                          v,
+                                          kc,
+                                          vc,
+                                          pos,
+                                          q,
+                                          h.Weight("qw", GgmlType::kF32, {g.d}, 0.5f, 1.5f),
+                                          h.Weight("kw", GgmlType::kF32, {g.d}, 0.5f, 1.5f)};
+          if (g.ff) operands.push_back(h.Weight("ff", GgmlType::kF32, {g.n_rot / 2}, 1.0f, 8.0f));
+          Value* o = h.b->Build1(ir::OpKind::kQkNormRopeAppend, operands, attrs);
           h.b->AdvancePositions(ctr, k);
           if (g.start > 0) {
             const int32_t start = static_cast<int32_t>(g.start);

@@ -1,8 +1,9 @@
 // fuse-qk-norm-rope-append on the CPU executor: a decode step's q/k norm and rope, KV append (v
 // normed or not, a ring or a full cache, every cache type) and attention give bit for bit the same
 // outputs and caches after the pass as before it, over enough steps that a ring wraps. The tiny
-// fixtures' heads (32 wide, 32 rotated) are outside the fused op's domain, so the end-to-end tests
-// never form it; this one does.
+// fixtures' sliding heads (32 wide, 32 rotated) are outside the fused op's domain; their full layers
+// (64 wide, rotated by freq factors) are the only ones the end-to-end tests fuse. This test covers
+// the other forms.
 #include <cstring>
 #include <random>
 #include <string>
@@ -33,7 +34,8 @@ struct Geometry {
   int64_t hq, hkv, d, n_rot;
   DType cache;
   bool v_norm;
-  int64_t ring;  // 0: a full cache of kRows rows
+  int64_t ring;     // 0: a full cache of kRows rows
+  bool ff = false;  // rope's freq_factors (Gemma 4's full layers: some pairs unrotated)
 };
 constexpr int64_t kRows = 64;
 
@@ -47,8 +49,12 @@ absl::StatusOr<Program> Build(const Geometry& g) {
   Program p;
   gguf::GgufWriter writer;
   std::vector<Value*> w;
-  for (const char* name : {"qw", "kw"}) {
-    const std::vector<float> values = memra::testing::RandomNormal(g.d, name[0], 0.3f);
+  for (const char* name : {"qw", "kw", "ff"}) {
+    std::vector<float> values = memra::testing::RandomNormal(g.d, name[0], 0.3f);
+    if (name[0] == 'f') {
+      if (!g.ff) break;
+      for (int64_t i = 0; i < g.d; ++i) values[i] = i >= g.n_rot / 4 ? 1e30f : 1.0f + float(i) / float(g.d);
+    }
     std::vector<uint8_t> bytes(values.size() * sizeof(float));
     std::memcpy(bytes.data(), values.data(), bytes.size());
     MEMRA_RETURN_IF_ERROR(writer.AddTensorBytes(name, GgmlType::kF32, {g.d}, bytes));
@@ -64,8 +70,9 @@ absl::StatusOr<Program> Build(const Geometry& g) {
   Value* k = fn->AddArgument("k", TensorType(DType::kF32, Shape({Dim(1), Dim(g.hkv), Dim(g.d)})));
   Value* v = fn->AddArgument("v", TensorType(DType::kF32, Shape({Dim(1), Dim(g.hkv), Dim(g.d)})));
   Value* pos = b.Positions(ctr, k);
-  auto qk =
-      b.Build(ir::OpKind::kQkNormRope, {q, k, w[0], w[1], pos}, {{"eps", 1e-6}, {"n_rot", g.n_rot}, {"base", 10000.0}});
+  std::vector<Value*> operands = {q, k, w[0], w[1], pos};
+  if (g.ff) operands.push_back(w[2]);
+  auto qk = b.Build(ir::OpKind::kQkNormRope, operands, {{"eps", 1e-6}, {"n_rot", g.n_rot}, {"base", 10000.0}});
   if (!b.ok()) return b.status();
   ir::Op* append = b.KvAppend(qk[1], v, kc, vc, pos, g.ring);
   if (append != nullptr && g.v_norm) append->attrs().Set("v_norm_eps", 1e-6);
@@ -131,11 +138,12 @@ INSTANTIATE_TEST_SUITE_P(Geometries, QkNormRopeAppendExecution,
                          ::testing::Values(Geometry{8, 4, 256, 256, DType::kF32, true, 0},
                                            Geometry{8, 2, 128, 64, DType::kF16, false, 0},
                                            Geometry{4, 2, 64, 64, DType::kQ8_0, true, 0},
-                                           Geometry{4, 1, 512, 512, DType::kBF16, true, 16}),
+                                           Geometry{4, 1, 512, 512, DType::kBF16, true, 16},
+                                           Geometry{8, 1, 512, 512, DType::kF32, true, 0, /*ff=*/true}),
                          [](const ::testing::TestParamInfo<Geometry>& i) {
                            const Geometry& g = i.param;
                            return absl::StrCat(g.hq, "q", g.hkv, "kv", g.d, "rot", g.n_rot, "_", ir::DTypeName(g.cache),
-                                               g.v_norm ? "_vnorm" : "", g.ring > 0 ? "_ring" : "");
+                                               g.v_norm ? "_vnorm" : "", g.ring > 0 ? "_ring" : "", g.ff ? "_ff" : "");
                          });
 
 }  // namespace
