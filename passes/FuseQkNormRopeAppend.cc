@@ -47,11 +47,12 @@ class QkNormRopeAppendPattern : public RewritePattern<AppendMatch> {
     if (d % 32 != 0 || d == 0 || d > 512 || n_rot % 64 != 0) return Skip(skipped_dims_);
     if (!HasSingleUse(m.norm_rope->result(1))) return Skip(skipped_uses_);
     if (m.norm_rope->operand(4) != append.operand(4)) return Skip(skipped_form_);
-    // The rotated q is computed where the append stands: nothing may read it before.
+    // The rotated q is computed where the append stands: nothing may read it before, nor the
+    // append itself (as its v, when the heads agree: the fused op would read its own result).
     const int64_t at = rw.Order(&append);
     if (at < 0) return Skip(skipped_form_);
     for (const ir::Use& u : m.norm_rope->result(0)->uses())
-      if (u.user->function() == &rw.function() && rw.Order(u.user) < at) return Skip(skipped_form_);
+      if (u.user->function() == &rw.function() && rw.Order(u.user) <= at) return Skip(skipped_form_);
     return m;
   }
 
@@ -72,8 +73,9 @@ class QkNormRopeAppendPattern : public RewritePattern<AppendMatch> {
 
  private:
   Statistic skipped_tokens_{pass(), "skipped-tokens", "appends of more than one token"};
-  Statistic skipped_form_{pass(), "skipped-form",
-                          "pairs rotating by other positions than the append's, or whose rotated q is read before it"};
+  Statistic skipped_form_{
+      pass(), "skipped-form",
+      "pairs rotating by other positions than the append's, or whose rotated q is read before it or by it"};
   Statistic skipped_uses_{pass(), "skipped-uses", "rotated k with other users than the append"};
   Statistic skipped_dims_{pass(), "skipped-dims",
                           "head dims past the op's domain (a multiple of 32 up to 512, n_rot a multiple of 64)"};

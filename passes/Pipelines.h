@@ -13,6 +13,7 @@
 //   fuse-delta-net-step          one token's conv, gates, scan, gated norm -> delta_net_step
 //   fuse-gated-attention-step    one token's q/gate split, q/k norm + rope, KV append, gated
 //                                attention -> gated_attention_step
+//   fuse-qk-norm-rope-append     one token's qk_norm_rope + kv_append -> qk_norm_rope_append
 //   fuse-add-rmsnorm             rms_norm(add)                    -> add_rms_norm
 //   fuse-matmul-group            matmuls of one input             -> matmul_group
 //   fuse-rows                    runs of row ops (norms, adds, scales) -> fused_rows
