@@ -272,13 +272,18 @@ TEST_F(CudaExecutorTest, TinyQ8MatchesCpu) {
 // on a rounding boundary, and the logits stay at the f32-cache distance (q8_0: a boundary element
 // moves one step, d = amax / 127, so a looser bound). Prompt (flash / CUDA-core attention over the
 // stored rows), then 32 decode steps (split-KV).
-TEST_F(CudaExecutorTest, StoredKvCacheMatchesCpu) {
+// One cache type a case, and one model a case below (a case is one pair of the sanitizer suite,
+// which has a time limit a pair).
+class StoredKvCacheTest : public CudaExecutorTest, public ::testing::WithParamInterface<ir::DType> {};
+
+TEST_P(StoredKvCacheTest, MatchesCpu) {
   const std::string model = CudaTestDataPath("models/qwen35-tiny-f32.gguf");
   const std::string ref = CudaTestDataPath("ref/qwen35-tiny-f32/greedy_tokens.i32");
   if (!FileExists(model)) GTEST_SKIP() << "fixture not found: " << model;
   auto forced = memra::testing::ReadI32File(ref);
   ASSERT_TRUE(forced.ok()) << forced.status();
-  for (ir::DType t : {ir::DType::kF16, ir::DType::kBF16, ir::DType::kQ8_0}) {
+  {
+    const ir::DType t = GetParam();
     SCOPED_TRACE(ir::DTypeName(t));
     const bool q8 = t == ir::DType::kQ8_0;
     auto m = Load(model, kernels::cuda::WeightMode::kBlocks, frontends::KvCacheTypes{t, t});
@@ -317,6 +322,11 @@ TEST_F(CudaExecutorTest, StoredKvCacheMatchesCpu) {
     EXPECT_EQ(d->step_agree, 32);
   }
 }
+INSTANTIATE_TEST_SUITE_P(CacheTypes, StoredKvCacheTest,
+                         ::testing::Values(ir::DType::kF16, ir::DType::kBF16, ir::DType::kQ8_0),
+                         [](const ::testing::TestParamInfo<ir::DType>& info) {
+                           return std::string(ir::DTypeName(info.param));
+                         });
 
 // qwen35moe on the GPU: the router (moe_route) and the experts' products (gemv_q_moe*, experts
 // read from the device ids) against the CPU executor, prompt and 32 decode steps teacher-forced
@@ -359,8 +369,19 @@ TEST_F(CudaExecutorTest, TinyMoeQ8MatchesCpu) {
 // against the CPU executor, the prompt and 32 decode steps teacher-forced with the float64
 // reference's greedy tokens. The GPU's products round activations (bf16 GEMMs, q8 GEMV inputs):
 // the qwen35moe bounds above (README §9.5: q8-activation engines sit ~8e-2 rms from exact).
-TEST_F(CudaExecutorTest, Gemma4Q8MatchesCpu) {
-  for (const char* name : {"gemma4-tiny-q8_0", "gemma4e-tiny-q8_0"}) {
+// A fixture name as a test name (gtest allows letters, digits and '_').
+std::string FixtureName(const ::testing::TestParamInfo<const char*>& info) {
+  std::string n = info.param;
+  for (char& c : n)
+    if (c == '-' || c == '.') c = '_';
+  return n;
+}
+
+class Gemma4Q8Test : public CudaExecutorTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(Gemma4Q8Test, MatchesCpu) {
+  {
+    const char* name = GetParam();
     SCOPED_TRACE(name);
     const std::string model = CudaTestDataPath(std::string("models/") + name + ".gguf");
     const std::string ref = CudaTestDataPath(std::string("ref/") + name + "/exact_dequant.logits_batch.greedy.json");
@@ -386,6 +407,8 @@ TEST_F(CudaExecutorTest, Gemma4Q8MatchesCpu) {
     EXPECT_GE(d->step_agree, 28);
   }
 }
+INSTANTIATE_TEST_SUITE_P(TinyModels, Gemma4Q8Test, ::testing::Values("gemma4-tiny-q8_0", "gemma4e-tiny-q8_0"),
+                         FixtureName);
 
 // Step 3.5 on the GPU (moe_route_sigmoid with the selection bias, clamped SwiGLU experts and shared
 // expert, mul_rows' head-wise gate, sliding and full layers of different head counts and rotary
@@ -425,10 +448,12 @@ TEST_F(CudaExecutorTest, Step35Q8MatchesCpu) {
 // q8_0 bound (per row block: 2e-2 for gemma4; 0.3 for step35, whose single rows move with a clamp
 // edge or an expert flip under q8 activations, README §10.2: 0.16 in llama.cpp); a 9-row call is
 // refused before it runs.
-TEST_F(CudaExecutorTest, SlidingWindowRingsEqualFullCaches) {
-  const std::pair<const char*, double> models[] = {
-      {"gemma4-tiny-q8_0", 2e-2}, {"gemma4e-tiny-q8_0", 2e-2}, {"step35-tiny-q8_0", 0.3}};
-  for (const auto& [name, bound] : models) {
+class SlidingWindowRingsTest : public CudaExecutorTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(SlidingWindowRingsTest, EqualFullCaches) {
+  {
+    const char* name = GetParam();
+    const double bound = std::string(name) == "step35-tiny-q8_0" ? 0.3 : 2e-2;
     SCOPED_TRACE(name);
     const std::string model = CudaTestDataPath(std::string("models/") + name + ".gguf");
     if (!FileExists(model)) GTEST_SKIP() << "fixture not found: " << model;
@@ -465,6 +490,8 @@ TEST_F(CudaExecutorTest, SlidingWindowRingsEqualFullCaches) {
         << refused.status();
   }
 }
+INSTANTIATE_TEST_SUITE_P(TinyModels, SlidingWindowRingsTest,
+                         ::testing::Values("gemma4-tiny-q8_0", "gemma4e-tiny-q8_0", "step35-tiny-q8_0"), FixtureName);
 
 // A module selected for one weight mode runs only on an executor holding the weights that way: the
 // records name the dequantizations (or not). Refused before anything is uploaded.
