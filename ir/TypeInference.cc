@@ -572,7 +572,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.ShapeIs(6, Shape{d}, "the head dim of 'k'"));
       CHECK_OK(c.ShapeIs(7, Shape{d}, "the head dim of 'k'"));
       CHECK_OK(CheckRopeAttrs(c, attrs, d));
-      if ((d.IsConstant() && (d.value() % 32 != 0 || d.value() > 512)) || c.I("n_rot") % 64 != 0)
+      if (d.IsConstant() && !InQkNormRopeAppendDomain(d.value(), c.I("n_rot")))
         return Err("qk_norm_rope_append takes a head dim of a multiple of 32 up to 512 and n_rot a multiple of 64");
       if (!(c.F("eps") >= 0)) return Err("attribute 'eps' must be >= 0");
       if (auto v = attrs.GetF64("v_norm_eps"); v && !(*v >= 0)) return Err("attribute 'v_norm_eps' must be >= 0");
@@ -927,6 +927,10 @@ absl::StatusOr<llvm::SmallVector<TensorType, 2>> InferResultTypes(OpKind kind, l
                                                                   llvm::ArrayRef<TensorType> declared) {
   Ctx c(kind, operands, attrs);
   return Infer(kind, c, attrs, declared);
+}
+
+bool InQkNormRopeAppendDomain(int64_t head_dim, int64_t n_rot) {
+  return head_dim > 0 && head_dim % 32 == 0 && head_dim <= 512 && n_rot % 64 == 0;
 }
 
 }  // namespace memra::ir

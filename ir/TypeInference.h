@@ -2,6 +2,8 @@
 // rules of every op kind. The builder uses it to type new ops, the verifier to check them.
 #pragma once
 
+#include <cstdint>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ir/Attribute.h"
@@ -22,5 +24,10 @@ absl::Status CheckSignature(OpKind kind, llvm::ArrayRef<Value*> operands, const 
 absl::StatusOr<llvm::SmallVector<TensorType, 2>> InferResultTypes(OpKind kind, llvm::ArrayRef<Value*> operands,
                                                                   const AttrDict& attrs,
                                                                   llvm::ArrayRef<TensorType> declared = {});
+
+// qk_norm_rope_append's domain (ir/Ops.def): a head row one warp holds (head_dim a multiple of 32 up
+// to 512) and every rotated pair within one lane (n_rot a multiple of 64). fuse-qk-norm-rope-append
+// forms the op only inside it.
+bool InQkNormRopeAppendDomain(int64_t head_dim, int64_t n_rot);
 
 }  // namespace memra::ir

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ir/StatusMacros.h"
+#include "ir/TypeInference.h"
 #include "passes/PassRegistry.h"
 #include "passes/PassUtil.h"
 #include "passes/RewritePattern.h"
@@ -42,9 +43,8 @@ class QkNormRopeAppendPattern : public RewritePattern<AppendMatch> {
     if (m.norm_rope == nullptr || append.operand(0) != m.norm_rope->result(1)) return NoMatch();
     const ir::Shape& ks = append.operand(0)->shape();
     if (ks.rank() != 3 || !ks[0].IsConstant() || ks[0].value() != 1) return Skip(skipped_tokens_);
-    // The op's domain (ir/Ops.def): a head row a warp holds, pairs rotated within a lane.
-    const int64_t d = ks[2].IsConstant() ? ks[2].value() : 0, n_rot = m.norm_rope->attrs().I64Or("n_rot", 0);
-    if (d % 32 != 0 || d == 0 || d > 512 || n_rot % 64 != 0) return Skip(skipped_dims_);
+    if (!ks[2].IsConstant() || !ir::InQkNormRopeAppendDomain(ks[2].value(), m.norm_rope->attrs().I64Or("n_rot", 0)))
+      return Skip(skipped_dims_);
     if (!HasSingleUse(m.norm_rope->result(1))) return Skip(skipped_uses_);
     if (m.norm_rope->operand(4) != append.operand(4)) return Skip(skipped_form_);
     // The rotated q is computed where the append stands: nothing may read it before, nor the

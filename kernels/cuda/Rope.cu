@@ -39,7 +39,6 @@ extern "C" __global__ void rope_neox(const RopeParams p) {
 // n_rot / 2 is a multiple of 32; theta formed per pair as rope_neox forms it, so the results
 // equal the two-launch path's. Each row is read once and written once (that path wrote and read
 // the normed rows through the scratch and formed theta per element: 25 % of the bandwidth).
-// One head row r of x (heads a token): normed with the lane's weights wv, rotated, into y.
 // The head row at xr normed with the lane's weights wv and rotated to position P, into v (element
 // lane + 32 k in v[k]); ff: rope_neox's freq_factors (pair i turns by theta_i / ff[i]), or null.
 template <int kPer>
@@ -59,6 +58,7 @@ __device__ __forceinline__ void norm_rope_values(const float* xr, const float (&
     v[m + kPairs] = x0 * sn + x1 * c;
   }
 }
+// One head row r of x (heads a token): normed with the lane's weights wv, rotated, into y.
 template <int kPer>
 __device__ __forceinline__ void qk_norm_rope_row(const float* x, const float (&wv)[kPer], float* y, const int* pos,
                                                  i64 r, int heads, float eps, float theta_scale, const float* ff,

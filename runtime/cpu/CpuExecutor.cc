@@ -406,6 +406,36 @@ HostTensor GatedProducts(HostTensor& g, const HostTensor& u, bool gelu, float cl
   return y;
 }
 
+// One token's qk_norm_rope then kv_append (qk_norm_rope_append's and gated_attention_step's first
+// part), by those ops' kernels in their order: q [T, Hq, D] and k [T, Hkv, D] normed and rotated
+// (ff: rope's freq factors or null), the rotated k and v (normed without a weight first when
+// v_norm_eps is set) appended at position P. Returns the rotated q.
+absl::StatusOr<HostTensor> NormRopeAppend(const HostTensor& q, const HostTensor& k, const float* v, const float* qw,
+                                          const float* kw, const float* ff, const int32_t* pos, int64_t P,
+                                          HostTensor& k_cache, HostTensor& v_cache, const ir::AttrDict& at,
+                                          kc::ThreadPool* pool) {
+  const int64_t T = k.dim(0), Hq = q.dim(1), Hkv = k.dim(1), D = k.dim(2);
+  const float eps = static_cast<float>(at.F64Or("eps", 0));
+  const int64_t n_rot = at.I64Or("n_rot", 0);
+  const float base = static_cast<float>(at.F64Or("base", 10000.0));
+  HostTensor qr = HostTensor::Zeros(DType::kF32, q.shape());
+  HostTensor kr = HostTensor::Zeros(DType::kF32, k.shape());
+  kc::RmsNorm(q.f32(), qw, T * Hq, D, eps, qr.f32(), pool);
+  kc::RopeNeox(qr.f32(), T, Hq, D, n_rot, base, pos, ff);
+  kc::RmsNorm(k.f32(), kw, T * Hkv, D, eps, kr.f32(), pool);
+  kc::RopeNeox(kr.f32(), T, Hkv, D, n_rot, base, pos, ff);
+  const int64_t ring = at.I64Or("ring", 0);
+  MEMRA_RETURN_IF_ERROR(kc::KvAppend(kr.f32(), T, Hkv * D, P, k_cache.dim(0), KvOf(k_cache), ring));
+  HostTensor vn;
+  if (const std::optional<double> ve = at.GetF64("v_norm_eps")) {  // kv_append's v norm
+    vn = HostTensor::Zeros(DType::kF32, k.shape());
+    kc::RmsNorm(v, nullptr, T * Hkv, D, static_cast<float>(*ve), vn.f32(), pool);
+    v = vn.f32();
+  }
+  MEMRA_RETURN_IF_ERROR(kc::KvAppend(v, T, Hkv * D, P, v_cache.dim(0), KvOf(v_cache), ring));
+  return qr;
+}
+
 // attention * sigmoid(gate) as sigmoid then mul (a gate per element) or mul_rows (a gate per
 // head) compute it (bit-identical): attention_gated's and gated_attention_step's output gate.
 HostTensor OutputGate(const HostTensor& y, const HostTensor& gate, int64_t head_dim) {
@@ -726,29 +756,9 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         MEMRA_RETURN_IF_ERROR(F32In(1));
         MEMRA_RETURN_IF_ERROR(F32In(5));
         MEMRA_ASSIGN_OR_RETURN(int64_t P, ContiguousStart(op, In(4)));
-        const HostTensor& k = In(0);
-        const HostTensor& q = In(5);
-        const int64_t T = k.dim(0), Hkv = k.dim(1), D = k.dim(2);
-        const float eps = static_cast<float>(at.F64Or("eps", 0));
-        const int64_t n_rot = at.I64Or("n_rot", 0);
-        const float base = static_cast<float>(at.F64Or("base", 10000.0));
-        HostTensor qr = HostTensor::Zeros(DType::kF32, q.shape());
-        HostTensor kr = HostTensor::Zeros(DType::kF32, k.shape());
-        const float* ff = op.num_operands() > 8 ? Wt(8).values : nullptr;
-        kc::RmsNorm(q.f32(), Wt(6).values, T * q.dim(1), D, eps, qr.f32(), pool);
-        kc::RopeNeox(qr.f32(), T, q.dim(1), D, n_rot, base, In(4).i32(), ff);
-        kc::RmsNorm(k.f32(), Wt(7).values, T * Hkv, D, eps, kr.f32(), pool);
-        kc::RopeNeox(kr.f32(), T, Hkv, D, n_rot, base, In(4).i32(), ff);
-        const int64_t ring = at.I64Or("ring", 0);
-        MEMRA_RETURN_IF_ERROR(kc::KvAppend(kr.f32(), T, Hkv * D, P, St(2).dim(0), KvOf(St(2)), ring));
-        const float* v = In(1).f32();
-        HostTensor vn;
-        if (const std::optional<double> ve = at.GetF64("v_norm_eps")) {  // kv_append's v norm
-          vn = HostTensor::Zeros(DType::kF32, In(1).shape());
-          kc::RmsNorm(v, nullptr, T * Hkv, D, static_cast<float>(*ve), vn.f32(), pool);
-          v = vn.f32();
-        }
-        MEMRA_RETURN_IF_ERROR(kc::KvAppend(v, T, Hkv * D, P, St(3).dim(0), KvOf(St(3)), ring));
+        MEMRA_ASSIGN_OR_RETURN(HostTensor qr, NormRopeAppend(In(5), In(0), In(1).f32(), Wt(6).values, Wt(7).values,
+                                                             op.num_operands() > 8 ? Wt(8).values : nullptr,
+                                                             In(4).i32(), P, St(2), St(3), at, pool));
         out.push_back(qr);
         break;
       }
@@ -765,18 +775,9 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         HostTensor q = HostTensor::Zeros(DType::kF32, {T, H, D});
         HostTensor gate = HostTensor::Zeros(DType::kF32, {T, H, D});
         kc::QGateSplit(qg.f32(), T, H, D, q.f32(), gate.f32());
-        const float eps = static_cast<float>(at.F64Or("eps", 0));
-        const int64_t n_rot = at.I64Or("n_rot", 0);
-        const float base = static_cast<float>(at.F64Or("base", 10000.0));
-        HostTensor qr = HostTensor::Zeros(DType::kF32, q.shape());
-        HostTensor kr = HostTensor::Zeros(DType::kF32, k.shape());
-        kc::RmsNorm(q.f32(), Wt(6).values, T * H, D, eps, qr.f32(), pool);
-        kc::RopeNeox(qr.f32(), T, H, D, n_rot, base, In(4).i32());
-        kc::RmsNorm(k.f32(), Wt(7).values, T * Hkv, D, eps, kr.f32(), pool);
-        kc::RopeNeox(kr.f32(), T, Hkv, D, n_rot, base, In(4).i32());
+        MEMRA_ASSIGN_OR_RETURN(HostTensor qr, NormRopeAppend(q, k, In(1).f32(), Wt(6).values, Wt(7).values, nullptr,
+                                                             In(4).i32(), P, kc_, vc_, at, pool));
         const int64_t ring = at.I64Or("ring", 0);
-        MEMRA_RETURN_IF_ERROR(kc::KvAppend(kr.f32(), T, Hkv * D, P, kc_.dim(0), KvOf(kc_), ring));
-        MEMRA_RETURN_IF_ERROR(kc::KvAppend(In(1).f32(), T, Hkv * D, P, vc_.dim(0), KvOf(vc_), ring));
         if (ring == 0 && P + T > kc_.dim(0)) return OpError(op, "attention past the KV cache");
         HostTensor y = HostTensor::Zeros(DType::kF32, q.shape());
         kc::CausalAttention(qr.f32(), T, P, KvOf(kc_), KvOf(vc_), H, Hkv, D, static_cast<float>(at.F64Or("scale", 1.0)),
