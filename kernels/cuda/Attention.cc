@@ -1,12 +1,13 @@
 // Units of kernels/cuda/Attention.cu (attention and attention_gated; the gate, o * sigmoid(g),
-// is applied by attention_split's combine at decode, elsewhere by Elementwise.cu's
+// is applied by attention_split's merge at decode, elsewhere by Elementwise.cu's
 // mul_sigmoid_f32, or mul_sigmoid_rows_f32 for a gate per head, in place as the last launch; and
-// gated_attention_step, whose combine applies the gate):
+// gated_attention_step, whose merge applies the gate):
 //   attention_split  decode (one token): split-KV, one block per (kv head, query heads of its
 //                    group, range of the live keys), ranges cut on the device (so one graph
 //                    serves every KV length; a sliding window cuts its last keys), partials in
-//                    the step's scratch, then attention_combine; head dims that are multiples
-//                    of 64 (16-bit rows in whole words per lane);
+//                    the step's scratch, merged by each head chunk's last block (one launch; its
+//                    arrival tickets are the selection's ticket words); head dims that are
+//                    multiples of 64 (16-bit rows in whole words per lane);
 //   attention_group  prefill with GQA groups of 2-8: one block per (token, kv head);
 //   attention        otherwise: one block per (token, head).
 // All read a sliding window (`window`: a query's last keys). Prefill of the geometries
@@ -48,6 +49,20 @@ struct Dims {
   int64_t tokens, hq, hkv, d;
 };
 Dims DimsOf(const OpShapes& s) { return {s.in[0][0], s.in[0][1], s.in[1][1], s.in[0][2]}; }
+
+// The split-KV module's defines with ATT_MERGE (Attention.cu merge_if_last: the ranges merged by
+// each head chunk's last block, not by an attention_combine launch).
+Defines WithMerge(Defines d) {
+  d.push_back(Def("ATT_MERGE", 1));
+  return MakeDefines(std::move(d));
+}
+// A one-launch record merges (its module has ATT_MERGE) and has tickets to do it with.
+bool MergesInSplit(const BindContext& c) {
+  const OpSelection& s = c.selection();
+  if (s.launches.size() != 1 || s.ticket_words < 1 || c.Tickets() == 0) return false;
+  const Defines& d = s.launches[0].kernel.module.defines;
+  return std::any_of(d.begin(), d.end(), [](const auto& kv) { return kv.first == "ATT_MERGE"; });
+}
 
 // ring_rows > 0: the caches are sliding-window rings of that many rows (RingRows).
 Launch AttentionLaunch(const OpShapes& s, std::pair<int, int> kv_codes, int64_t warps, Defines extra, const char* entry,
@@ -146,54 +161,62 @@ class AttentionSplitImpl : public GpuOpImpl {
         d.push_back(Def("ATT_GATE_HEAD", 1));
         return d;
       }());
-    Launch combine = split;
-    combine.kernel.entry = "attention_combine";
-    combine.block = 128;  // Attention.cu ATT_CW warps
-    combine.grid = static_cast<uint32_t>(d.hq);
-    s.launches = {split, combine};
-    // The combine writes the last values: it can write the q8 companion (select-kernels' pairing).
-    // Both launches carry the defines, so they stay one module.
+    // One launch: each head chunk's last block merges the ranges (ATT_MERGE; its arrival tickets
+    // are the selection's ticket words), so no attention_combine follows.
+    split.kernel.module.defines = WithMerge(split.kernel.module.defines);
+    s.launches = {split};
+    // The merge writes the last values: it can write the q8 companion (select-kernels' pairing).
     const std::optional<Q8Companion> q8 = Q8CompanionOf(c.op);
     if (q8 && q8->result == 0)
       for (Launch& l : s.launches) AddQ8CompanionDefines(*q8, l);
     s.scratch_bytes = d.hq * splits * (d.d + 4) * 4;  // per (head, range): max, sum, 2 pad, acc[D]
+    s.ticket_words = head_blocks;
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
-    w.Kernel(0, ParamsOf(c, 1, c.Scratch()));
+    AttentionParams p = ParamsOf(c, 1, c.Out(0));
+    p.part = c.Scratch();
+    MEMRA_ASSIGN_OR_RETURN(auto o, c.Shape(c.op().result(0)));
+    uint64_t gate = 0;
+    int gate_stride = 0;
+    const size_t launches = c.selection().launches.size();
+    if (launches < 1 || launches > 3) return BindError(c.op(), "attention_split: stale selection (launch count)");
+    if (c.op().is(ir::OpKind::kAttentionGated) && !(launches == 3 && !Q8CompanionOf(c.op()).has_value())) {
+      MEMRA_ASSIGN_OR_RETURN(auto g, c.InShape(4));  // [1, Hq, D] per element, or [1, Hq, 1] per head
+      if (launches > 2 || g.size() != 3 || g[0] != 1 || g[1] != o[1] || (g[2] != o[2] && g[2] != 1))
+        return BindError(c.op(), "attention_split: stale selection (the output gate)");
+      gate = c.In(4);
+      gate_stride = static_cast<int>(g[2]);
+    }
+    MEMRA_RETURN_IF_ERROR(CheckQ8CompanionBinding(c, Numel(o)));
+    if (launches == 1) {  // merged in the split's last blocks
+      if (!MergesInSplit(c))
+        return BindError(c.op(), "attention_split: stale selection (one launch that does not merge, or no tickets)");
+      p.gate = gate;
+      p.gate_stride = gate_stride;
+      p.tickets = c.Tickets();
+      w.Kernel(0, p);
+      return absl::OkStatus();
+    }
+    // A record of an earlier form (a plan compiled before the merge moved into the split): the
+    // split, then attention_combine; before that, the gate's own launch after a combine without it.
+    w.Kernel(0, p);
     AttentionCombineParams m;
     m.part = c.Scratch();
     m.o = c.Out(0);
-    m.gate = 0;
-    m.gate_stride = 0;
+    m.gate = gate;
+    m.gate_stride = gate_stride;
     m.pad_ = 0;
-    MEMRA_ASSIGN_OR_RETURN(auto o, c.Shape(c.op().result(0)));
-    // A record of the earlier form (a plan compiled before the gate moved into the combine): the
-    // gate's own launch last, after a combine without it.
-    if (c.op().is(ir::OpKind::kAttentionGated) && c.selection().launches.size() == 3 &&
-        !Q8CompanionOf(c.op()).has_value()) {
-      w.Kernel(1, m);
-      return BindGate(c, w);
-    }
-    if (c.op().is(ir::OpKind::kAttentionGated)) {  // [1, Hq, D] per element, or [1, Hq, 1] per head
-      MEMRA_ASSIGN_OR_RETURN(auto gate, c.InShape(4));
-      if (c.selection().launches.size() != 2 || gate.size() != 3 || gate[0] != 1 || gate[1] != o[1] ||
-          (gate[2] != o[2] && gate[2] != 1))
-        return BindError(c.op(), "attention_split: stale selection (the output gate)");
-      m.gate = c.In(4);
-      m.gate_stride = static_cast<int>(gate[2]);
-    }
-    MEMRA_RETURN_IF_ERROR(CheckQ8CompanionBinding(c, Numel(o)));
     w.Kernel(1, m);
-    return absl::OkStatus();
+    return launches == 3 ? BindGate(c, w) : absl::OkStatus();
   }
 };
 
 // gated_attention_step (one token): attention_step_split (the split-KV blocks, each normalizing
 // and rotating its query heads from the projection; the last range's blocks the new key, which
-// the first head chunk appends to the caches), then attention_combine with the gate read from
-// the projection. Two launches for what q_gate_split, qk_norm_rope (2), kv_append and the gated
-// split-KV attention (3) took seven.
+// the first head chunk appends to the caches; each head chunk's last block merges the ranges
+// with the gate read from the projection). One launch for what q_gate_split, qk_norm_rope (2),
+// kv_append and the gated split-KV attention (3) took seven.
 class GatedAttentionStepImpl : public GpuOpImpl {
  public:
   absl::string_view name() const override { return "gated_attention_step"; }
@@ -220,17 +243,15 @@ class GatedAttentionStepImpl : public GpuOpImpl {
     split.kernel.entry = "attention_step_split";
     split.block = 128;  // ATT_WARPS warps
     split.grid = static_cast<uint32_t>(head_blocks * splits);
-    Launch combine = split;
-    combine.kernel.entry = "attention_combine";
-    combine.block = 128;  // Attention.cu ATT_CW warps
-    combine.grid = static_cast<uint32_t>(hq);
+    split.kernel.module.defines = WithMerge(split.kernel.module.defines);  // one launch (attention_split's)
     OpSelection s;
-    s.launches = {split, combine};
-    // The combine (gate applied) writes the q8 companion when paired.
+    s.launches = {split};
+    // The merge (gate applied) writes the q8 companion when paired.
     const std::optional<Q8Companion> q8 = Q8CompanionOf(c.op);
     if (q8 && q8->result == 0)
       for (Launch& l : s.launches) AddQ8CompanionDefines(*q8, l);
     s.scratch_bytes = hq * splits * (d + 4) * 4;  // per (head, range): max, sum, 2 pad, acc[D]
+    s.ticket_words = head_blocks;
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -253,15 +274,24 @@ class GatedAttentionStepImpl : public GpuOpImpl {
     // theta_{i+1} = theta_i * base^(-2 / n_rot), formed in f32 as ggml does (Rope.cc's ThetaScale).
     p.theta_scale =
         std::pow(static_cast<float>(at.F64Or("base", 10000.0)), -2.0f / static_cast<float>(at.I64Or("n_rot", d)));
-    w.Kernel(0, p);
+    p.o = c.Out(0);
+    p.tickets = c.Tickets();
+    MEMRA_ASSIGN_OR_RETURN(auto o, c.Shape(c.op().result(0)));
+    MEMRA_RETURN_IF_ERROR(CheckQ8CompanionBinding(c, Numel(o)));
+    if (c.selection().launches.size() == 1) {  // merged in the split's last blocks
+      if (!MergesInSplit(c))
+        return BindError(c.op(),
+                         "gated_attention_step: stale selection (one launch that does not merge, or no tickets)");
+      w.Kernel(0, p);
+      return absl::OkStatus();
+    }
+    w.Kernel(0, p);  // a record of the earlier form: attention_combine after the split
     AttentionCombineParams m;
     m.part = c.Scratch();
     m.o = c.Out(0);
     m.gate = c.In(5) + static_cast<uint64_t>(d) * 4;  // each head's row of qg: [q | gate]
     m.gate_stride = static_cast<int>(2 * d);
     m.pad_ = 0;
-    MEMRA_ASSIGN_OR_RETURN(auto o, c.Shape(c.op().result(0)));
-    MEMRA_RETURN_IF_ERROR(CheckQ8CompanionBinding(c, Numel(o)));
     w.Kernel(1, m);
     return absl::OkStatus();
   }

@@ -103,13 +103,21 @@ __device__ __forceinline__ void attention_body(const float* q, const void* k_cac
 // elements of a row (the unit asks D % 64 == 0, so 16-bit rows load as whole words); a warp takes
 // ATT_UNROLL keys at a time, every K and V row's load issued before the first is used, so each
 // warp keeps that many rows in flight (the bandwidth a long context needs). Scores are in the
-// log2 domain (q pre-scaled by log2 e; exp2 throughout), and attention_combine merges the ranges.
+// log2 domain (q pre-scaled by log2 e; exp2 throughout). attention_combine merges the ranges, or
+// with ATT_MERGE the last block of each head chunk does (merge_if_last: one launch, not two).
 #ifdef ATT_SPLITS
 #define ATT_DL (ATT_D / 32)
 #define ATT_UNROLL ((ATT_KT == 0 || ATT_VT == 0) ? 2 : 4)
 #define ATT_MIN_CHUNK (ATT_WARPS * ATT_UNROLL * 2)
 #define ATT_PART (ATT_D + 4)  // per (head, range): m, l, 2 pad, acc[D] (16-byte aligned)
 #define ATT_LOG2E 1.4426950408889634f
+
+// The split block's per-warp accumulators of its heads in shared memory: write_partials merges
+// its warps through them, then the merge (merge_ranges) reuses them.
+__device__ __forceinline__ float (*att_sacc())[ATT_GH][ATT_D] {
+  __shared__ __align__(16) float sacc[ATT_WARPS][ATT_GH][ATT_D];
+  return sacc;
+}
 
 // The range [lo, hi) of live keys a split-KV block reads: the keys first..pos (all of them, or
 // the window's last), cut into ATT_SPLITS chunks of at least ATT_MIN_CHUNK keys.
@@ -184,7 +192,7 @@ struct SplitSoftmax {
   // The warps' partials merged through shared memory into this range's (m, l, acc) per head.
   __device__ __forceinline__ void write_partials(float* part, int h0, int split, int warp, int lane) {
     __shared__ float sm[ATT_WARPS][ATT_GH], sl[ATT_WARPS][ATT_GH];
-    __shared__ __align__(16) float sacc[ATT_WARPS][ATT_GH][ATT_D];
+    float(*sacc)[ATT_GH][ATT_D] = att_sacc();
 #pragma unroll
     for (int g = 0; g < ATT_GH; ++g) {
       if (lane == 0) {
@@ -220,6 +228,15 @@ struct SplitSoftmax {
   }
 };
 
+// A range without keys (a short context): l = 0 tells the merge to skip it, acc zeroed so the
+// merge's loads read written values.
+__device__ __forceinline__ void write_empty_partials(float* part, int h0, int split) {
+  for (int i = threadIdx.x; i < ATT_GH * ATT_PART; i += blockDim.x) {
+    const int g = i / ATT_PART, e = i % ATT_PART;
+    part[((i64)(h0 + g) * ATT_SPLITS + split) * ATT_PART + e] = e == 0 ? MEMRA_NEG_INF : 0.0f;
+  }
+}
+
 __device__ __forceinline__ void attention_split_body(const float* q, const void* k_cache, const void* v_cache,
                                                      const int* pos, float* part, float scale, int window) {
   const int split = blockIdx.x % ATT_SPLITS, hg = blockIdx.x / ATT_SPLITS;  // hg: (kv head, head chunk)
@@ -232,59 +249,120 @@ __device__ __forceinline__ void attention_split_body(const float* q, const void*
   st.write_partials(part, h0, split, warp, lane);
 }
 
-// o[h] = sum over ranges of acc * 2^(m - M) / sum of l * 2^(m - M): one block of ATT_CW warps per
-// query head, the warps striding the ranges, then one merge across the warps. With a gate (not
-// null): o[h, d] *= sigmoid(gate[h * gate_stride + d]), or with ATT_GATE_HEAD one gate a head
-// sigmoid(gate[h * gate_stride]) (attention_gated's output gate, as sigmoid then mul compute it).
+// o[h] = sum over ranges of acc * 2^(m - M) / sum of l * 2^(m - M) for the query heads h0 ..
+// h0 + kGH - 1, by one block of ATT_CW warps: the heads' maxima first (threads striding the
+// ranges), then warp w takes ranges w, w + ATT_CW, ... of every head at once (a range's m, l and
+// acc loaded together, unconditionally, so several ranges are in flight), then one merge across
+// the warps in warp order. With a gate (not null): o[h, d] *= sigmoid(gate[h * gate_stride + d]),
+// or with ATT_GATE_HEAD one gate a head sigmoid(gate[h * gate_stride]) (attention_gated's output
+// gate, as sigmoid then mul compute it). Partials are read through L2 (__ldcg): in the split's
+// last block (ATT_MERGE) they are other blocks' writes.
 #define ATT_CW 4
-__device__ __forceinline__ void attention_combine_body(const float* part, float* o, const float* gate,
-                                                       int gate_stride) {
-  const int h = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const float* ph = part + (i64)h * ATT_SPLITS * ATT_PART;
-  __shared__ float s_max[ATT_CW], s_l[ATT_CW];
-  __shared__ float s_out[ATT_CW][ATT_D];
-  float M = MEMRA_NEG_INF;
-  for (int s = threadIdx.x; s < ATT_SPLITS; s += ATT_CW * 32)
-    if (ph[s * ATT_PART + 1] > 0.0f) M = fmaxf(M, ph[s * ATT_PART]);
-  M = warp_max(M);
-  if (lane == 0) s_max[warp] = M;
-  __syncthreads();
-  M = s_max[0];
-  for (int w = 1; w < ATT_CW; ++w) M = fmaxf(M, s_max[w]);
-  float L = 0.0f, out[ATT_DL];
+static_assert(ATT_CW == ATT_WARPS, "the merge reuses the split's shared accumulators (att_sacc)");
+template <int kGH>
+__device__ __forceinline__ void merge_ranges(const float* part, int h0, float* o, const float* gate, int gate_stride) {
+  static_assert(kGH <= ATT_GH, "att_sacc holds ATT_GH heads a warp");
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  __shared__ float s_max[ATT_CW][kGH], s_l[ATT_CW][kGH];
+  float(*s_out)[ATT_GH][ATT_D] = att_sacc();
+  float M[kGH];
 #pragma unroll
-  for (int k = 0; k < ATT_DL; ++k) out[k] = 0.0f;
-  for (int s = warp; s < ATT_SPLITS; s += ATT_CW) {
-    const float l = ph[s * ATT_PART + 1];
-    if (l == 0.0f) continue;
-    const float c = exp2f(ph[s * ATT_PART] - M);
-    L += l * c;
-    const float* a = ph + s * ATT_PART + 4 + lane * ATT_DL;
-#pragma unroll
-    for (int k = 0; k < ATT_DL; ++k) out[k] += a[k] * c;
+  for (int g = 0; g < kGH; ++g) {
+    const float* ph = part + (i64)(h0 + g) * ATT_SPLITS * ATT_PART;
+    float mx = MEMRA_NEG_INF;
+    for (int s = threadIdx.x; s < ATT_SPLITS; s += ATT_CW * 32)
+      if (__ldcg(ph + s * ATT_PART + 1) > 0.0f) mx = fmaxf(mx, __ldcg(ph + s * ATT_PART));
+    mx = warp_max(mx);
+    if (lane == 0) s_max[warp][g] = mx;
   }
-  if (lane == 0) s_l[warp] = L;
-#pragma unroll
-  for (int k = 0; k < ATT_DL; ++k) s_out[warp][lane * ATT_DL + k] = out[k];
   __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < ATT_CW; ++w) total += s_l[w];
-  const float inv = 1.0f / total;
-  for (int d = threadIdx.x; d < ATT_D; d += ATT_CW * 32) {
-    float v = 0.0f;
-    for (int w = 0; w < ATT_CW; ++w) v += s_out[w][d];
-    v *= inv;
+#pragma unroll
+  for (int g = 0; g < kGH; ++g) {
+    M[g] = s_max[0][g];
+    for (int w = 1; w < ATT_CW; ++w) M[g] = fmaxf(M[g], s_max[w][g]);
+  }
+  float L[kGH], out[kGH][ATT_DL];
+#pragma unroll
+  for (int g = 0; g < kGH; ++g) {
+    L[g] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ATT_DL; ++k) out[g][k] = 0.0f;
+  }
+#pragma unroll 2
+  for (int s = warp; s < ATT_SPLITS; s += ATT_CW) {
+#pragma unroll
+    for (int g = 0; g < kGH; ++g) {
+      const float* pv = part + ((i64)(h0 + g) * ATT_SPLITS + s) * ATT_PART;
+      const float m = __ldcg(pv), l = __ldcg(pv + 1);
+      float a[ATT_DL];
+#pragma unroll
+      for (int k = 0; k < ATT_DL; k += 2) {
+        const float2 v = __ldcg(reinterpret_cast<const float2*>(pv + 4 + lane * ATT_DL + k));
+        a[k] = v.x;
+        a[k + 1] = v.y;
+      }
+      if (l == 0.0f) continue;  // a range without keys
+      const float c = exp2f(m - M[g]);
+      L[g] += l * c;
+#pragma unroll
+      for (int k = 0; k < ATT_DL; ++k) out[g][k] += a[k] * c;
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < kGH; ++g) {
+    if (lane == 0) s_l[warp][g] = L[g];
+#pragma unroll
+    for (int k = 0; k < ATT_DL; ++k) s_out[warp][g][lane * ATT_DL + k] = out[g][k];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int g = 0; g < kGH; ++g) {
+    const int h = h0 + g;
+    float total = 0.0f;
+    for (int w = 0; w < ATT_CW; ++w) total += s_l[w][g];
+    const float inv = 1.0f / total;
+    for (int d = threadIdx.x; d < ATT_D; d += ATT_CW * 32) {
+      float v = 0.0f;
+      for (int w = 0; w < ATT_CW; ++w) v += s_out[w][g][d];
+      v *= inv;
 #ifdef ATT_GATE_HEAD
-    if (gate != nullptr) v *= sigmoidf_(gate[(i64)h * gate_stride]);  // one gate a head (Step 3.5)
+      if (gate != nullptr) v *= sigmoidf_(gate[(i64)h * gate_stride]);  // one gate a head (Step 3.5)
 #else
-    if (gate != nullptr) v *= sigmoidf_(gate[(i64)h * gate_stride + d]);
+      if (gate != nullptr) v *= sigmoidf_(gate[(i64)h * gate_stride + d]);
 #endif
-    o[(i64)h * ATT_D + d] = v;
+      o[(i64)h * ATT_D + d] = v;
 #ifdef MEMRA_Q8X_OFF
-    q8x_store(o, (i64)h * ATT_D + d, v);  // a warp's d: one 32-aligned group (ATT_D % 64 == 0)
+      q8x_store(o, (i64)h * ATT_D + d, v);  // a warp's d: one 32-aligned group (ATT_D % 64 == 0)
 #endif
+    }
   }
 }
+
+// attention_combine: one block a query head.
+__device__ __forceinline__ void attention_combine_body(const float* part, float* o, const float* gate,
+                                                       int gate_stride) {
+  merge_ranges<1>(part, blockIdx.x, o, gate, gate_stride);
+}
+
+#ifdef ATT_MERGE
+// Split-KV decode in one launch: after a block has written its range's partials it takes an
+// arrival ticket of its head chunk (after a fence); the chunk's last block to arrive merges the
+// chunk's ATT_SPLITS ranges into o (merge_ranges) and zeroes the ticket for the next launch (the
+// tickets are zero between launches: kernels/cuda/GpuOp.h ticket_words). No separate
+// attention_combine launch.
+__device__ __forceinline__ void merge_if_last(const float* part, int hg, float* o, const float* gate, int gate_stride,
+                                              unsigned* tickets) {
+  __shared__ unsigned s_arrived;
+  __threadfence();  // this thread's partials before the block's arrival
+  __syncthreads();
+  if (threadIdx.x == 0) s_arrived = atomicAdd(tickets + hg, 1u);
+  __syncthreads();
+  if (s_arrived != ATT_SPLITS - 1) return;
+  __threadfence();  // the other blocks' partials after their arrivals
+  if (threadIdx.x == 0) tickets[hg] = 0u;
+  merge_ranges<ATT_GH>(part, hg * ATT_GH, o, gate, gate_stride);
+}
+#endif
 
 #ifdef ATT_STEP
 // gated_attention_step (one token; ir/Ops.def): attention_split's blocks with the layer's
@@ -294,8 +372,9 @@ __device__ __forceinline__ void attention_combine_body(const float* part, float*
 // range holds the new key (the last one) normalizes and rotates that key too, rounds the key and
 // value to the caches' storage types, uses them from shared memory for its last key, and (the
 // first head chunk of the kv head) writes them into the caches. No block reads the new row from
-// the caches, so there is no ordering between blocks. attention_combine applies the gate, read
-// from qg (the gate half of each head's row).
+// the caches, so there is no ordering between blocks. The merge (attention_combine, or with
+// ATT_MERGE each head chunk's last block) applies the gate, read from qg (the gate half of each
+// head's row).
 #ifndef ATT_NROT
 #define ATT_NROT ATT_D
 #endif
@@ -347,12 +426,11 @@ __device__ __forceinline__ void attention_step_split_body(const AttentionStepPar
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int P = p.pos[0];
   const KeyRange r = split_range(P, p.window, split);
-  if (r.lo >= r.hi) {  // no key here (a short context): l = 0 tells attention_combine
-    if (threadIdx.x < ATT_GH) {
-      float* pv = p.part + ((i64)(h0 + threadIdx.x) * ATT_SPLITS + split) * ATT_PART;
-      pv[0] = MEMRA_NEG_INF;
-      pv[1] = 0.0f;
-    }
+  if (r.lo >= r.hi) {  // no key here (a short context)
+    write_empty_partials(p.part, h0, split);
+#ifdef ATT_MERGE
+    merge_if_last(p.part, hg, p.o, p.qg + ATT_D, 2 * ATT_D, p.tickets);
+#endif
     return;
   }
   const bool last = r.hi == P + 1;  // this range ends with the new key
@@ -384,6 +462,9 @@ __device__ __forceinline__ void attention_step_split_body(const AttentionStepPar
     st.add_keys<1>(&kr, &vr, 1);
   }
   st.write_partials(p.part, h0, split, warp, lane);
+#ifdef ATT_MERGE
+  merge_if_last(p.part, hg, p.o, p.qg + ATT_D, 2 * ATT_D, p.tickets);  // the gate: each head's row [q | gate]
+#endif
 }
 #endif  // ATT_STEP
 #endif  // ATT_SPLITS
@@ -486,7 +567,10 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention(const Att
 #ifdef ATT_SPLITS
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_split(const AttentionParams p) {
   memra_grid_dependency();
-  attention_split_body(p.q, p.k_cache, p.v_cache, p.pos, p.o, p.scale, p.window);
+  attention_split_body(p.q, p.k_cache, p.v_cache, p.pos, p.part, p.scale, p.window);
+#ifdef ATT_MERGE
+  merge_if_last(p.part, blockIdx.x / ATT_SPLITS, p.o, p.gate, p.gate_stride, p.tickets);
+#endif
 }
 extern "C" __global__ void __launch_bounds__(ATT_CW * 32) attention_combine(const AttentionCombineParams p) {
   memra_grid_dependency();

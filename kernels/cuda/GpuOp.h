@@ -65,6 +65,10 @@ struct OpSelection {
   // the largest one. Unlike scratch_bytes it is not placed in each bucket's arena, so a 2 GB head
   // matrix costs 2 GB once, not once per bucket. Must not depend on the token bucket.
   int64_t workspace_bytes = 0;
+  // 32-bit device words of this op's own, zero before each launch of its kernels, which leave them
+  // zero (a last-block ticket: the blocks count their arrivals, the last one does the rest and
+  // zeroes the count). The executor zeroes them once; unlike scratch they persist between steps.
+  int64_t ticket_words = 0;
   bool gemm = false;  // products on cuBLASLt
   bool gemv = false;  // one-token products on Gemv.cu
 };
@@ -170,6 +174,9 @@ class BindContext {
   virtual uint64_t Scratch() const = 0;
   // The executor's workspace (at least selection().workspace_bytes bytes; 0 when none was requested).
   virtual uint64_t Workspace() const = 0;
+  // The step's tickets (selection().ticket_words words, zero at each launch; 0 when none was
+  // requested).
+  virtual uint64_t Tickets() const { return 0; }
   // The executor's place in a tensor-parallel group (runtime/TensorParallelExecutor.h): rank 0 of
   // 1 when it runs alone. Expert parallelism picks this rank's experts from it.
   virtual int tp_rank() const { return 0; }

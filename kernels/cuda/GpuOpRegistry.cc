@@ -221,6 +221,7 @@ bool WriteSelection(const OpSelection& s, ir::Op& op) {
   set_or_erase("gemv", s.gemv, 1);
   set_or_erase("scratch_bytes", s.scratch_bytes > 0, s.scratch_bytes);
   set_or_erase("workspace_bytes", s.workspace_bytes > 0, s.workspace_bytes);
+  set_or_erase("ticket_words", s.ticket_words > 0, s.ticket_words);
   return changed;
 }
 
@@ -264,6 +265,8 @@ absl::StatusOr<std::optional<OpSelection>> ReadSelection(const ir::Op& op) {
   if (s.scratch_bytes < 0) return bad("negative scratch_bytes");
   s.workspace_bytes = at.I64Or("workspace_bytes", 0);
   if (s.workspace_bytes < 0) return bad("negative workspace_bytes");
+  s.ticket_words = at.I64Or("ticket_words", 0);
+  if (s.ticket_words < 0 || s.ticket_words > (int64_t{1} << 24)) return bad("ticket_words out of range");
   return std::optional<OpSelection>(std::move(s));
 }
 

@@ -29,7 +29,7 @@ absl::Status CheckGpuUnitsImplement(const ir::Module& m);
 
 // The record on an op: `impl`, and for units that launch kernels `kernels` ("<module key>::
 // <entry>"), `grid`, `block`, `smem`, plus `gemm = 1`, `gemv = 1`, `scratch_bytes`,
-// `workspace_bytes` when set.
+// `workspace_bytes`, `ticket_words` when set.
 // Units without device work (aliases) record nothing. Write returns whether an attribute changed.
 bool WriteSelection(const OpSelection& s, ir::Op& op);
 // nullopt when the op carries no record; an error when the record is malformed (names the op).

@@ -510,8 +510,21 @@ absl::StatusOr<CudaExecutor::Program*> CudaExecutor::GetProgram(const ir::Functi
     p->planned_arena = true;
   }
   for (auto& [alias, r] : root) p->slots[alias] = p->slots[Root(alias)];
-  MEMRA_ASSIGN_OR_RETURN(p->arena,
-                         dev_->Alloc(p->arena_bytes, absl::StrCat("arena of @", fn.name(), " bucket ", bucket)));
+  // 3c. The steps' tickets (OpSelection::ticket_words) past the arena's planned bytes: zeroed once
+  // here and kept zero by their kernels, so nothing is planned over them and no poison reaches them.
+  const int64_t tickets_at = (p->arena_bytes + 255) / 256 * 256;
+  int64_t ticket_words = 0;
+  for (Step& s : p->steps)
+    if (s.selection.ticket_words > 0) {
+      s.tickets_offset = tickets_at + ticket_words * 4;
+      ticket_words += s.selection.ticket_words;
+    }
+  MEMRA_ASSIGN_OR_RETURN(p->arena, dev_->Alloc(ticket_words > 0 ? tickets_at + ticket_words * 4 : p->arena_bytes,
+                                               absl::StrCat("arena of @", fn.name(), " bucket ", bucket)));
+  if (ticket_words > 0)
+    MEMRA_RETURN_IF_ERROR(CuCheck(dev_->driver().cuMemsetD32Async(p->arena.ptr() + tickets_at, 0,
+                                                                  static_cast<size_t>(ticket_words), dev_->stream()),
+                                  absl::StrCat("@", fn.name(), ": zeroing the steps' tickets")));
   // 4. Segments: the IR's (partition-segments), else the same per-op rule; only a static
   // function's segments are captured (a generic one's kernels take the call's T).
   p->driver = &dev_->driver();
@@ -580,7 +593,7 @@ absl::StatusOr<std::vector<HostTensor>> CudaExecutor::Run(absl::string_view name
   const cuda::CudaDriver& d = dev_->driver();
   const cuda::CUstream stream = dev_->stream();
   if (options_.poison_arena)
-    MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemsetD8Async(p->arena.ptr(), 0xff, p->arena.bytes(), stream), "arena poison"));
+    MEMRA_RETURN_IF_ERROR(CuCheck(d.cuMemsetD8Async(p->arena.ptr(), 0xff, p->arena_bytes, stream), "arena poison"));
   for (unsigned i = 0; i < fn->num_arguments(); ++i) {
     const HostTensor& t = args[i];
     const void* src = t.dtype() == DType::kF32   ? static_cast<const void*>(t.f32())

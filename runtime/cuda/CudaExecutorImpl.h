@@ -75,6 +75,7 @@ struct Step {
   kcu::OpSelection selection;
   std::vector<ResolvedLaunch> launches;  // selection.launches, loaded
   int64_t scratch_offset = -1;           // selection.scratch_bytes at this arena offset
+  int64_t tickets_offset = -1;           // selection.ticket_words at this offset past the planned arena
 };
 
 inline int64_t ElemBytes(DType d) {

@@ -55,6 +55,7 @@ class StepBinder : public kcu::BindContext {
   uint64_t Out(unsigned i) const override { return p_.Ptr(op().result(i)); }
   uint64_t Scratch() const override { return s_.scratch_offset >= 0 ? p_.arena.ptr() + s_.scratch_offset : 0; }
   uint64_t Workspace() const override { return s_.selection.workspace_bytes > 0 ? workspace_ : 0; }
+  uint64_t Tickets() const override { return s_.tickets_offset >= 0 ? p_.arena.ptr() + s_.tickets_offset : 0; }
   int tp_rank() const override { return tp_rank_; }
   int tp_size() const override { return tp_size_; }
 

@@ -1,9 +1,11 @@
 // The split-KV decode attention's output gate on the CPU (kernels/cuda/Attention.cc): attention_gated
-// at one token selects two launches, the combine carrying the gate (per element: stride D; per
-// head, Step 3.5's [1, Hq, 1]: ATT_GATE_HEAD, stride 1), and Bind hands the combine the gate's
-// address; a record of the earlier three-launch form (the gate's own launch last) still binds that
-// way; a record that disagrees with the op is refused. The arithmetic is checked on the host
-// emulation (ctest emulation/AttentionSplitEmu_*gate*) and against the CPU in the GPU op table.
+// at one token selects one launch, the split merging its ranges in each head chunk's last block
+// (ATT_MERGE, one ticket word a head chunk) and applying the gate (per element: stride D; per
+// head, Step 3.5's [1, Hq, 1]: ATT_GATE_HEAD, stride 1); Bind hands the split the gate's, the
+// output's, the scratch's and the tickets' addresses. Records of the earlier forms (split +
+// combine carrying the gate; split + combine + the gate's own launch) still bind that way; a
+// record that disagrees with the op is refused. The arithmetic is checked on the host emulation
+// (ctest emulation/AttentionSplitEmu_*) and against the CPU in the GPU op table.
 #include <cstring>
 #include <optional>
 #include <string>
@@ -22,7 +24,8 @@
 namespace memra::kernels::cuda {
 namespace {
 
-// Operand i at 0x1000 * (i + 1), result i at 0x100000 * (i + 1), the scratch at 0x9000000.
+// Operand i at 0x1000 * (i + 1), result i at 0x100000 * (i + 1), the scratch at 0x9000000, the
+// tickets (when the selection asks for some) at 0xA000000.
 class AddressContext : public BindContext {
  public:
   using BindContext::BindContext;
@@ -36,6 +39,7 @@ class AddressContext : public BindContext {
   uint64_t Out(unsigned i) const override { return 0x100000u * (i + 1); }
   uint64_t Scratch() const override { return 0x9000000u; }
   uint64_t Workspace() const override { return 0; }
+  uint64_t Tickets() const override { return selection().ticket_words > 0 ? 0xA000000u : 0; }
 };
 
 struct Bound {
@@ -86,20 +90,41 @@ P ParamsOf(const KernelCall& k) {
   return p;
 }
 
-TEST(AttentionGateBind, TheCombineAppliesAnElementGate) {
+// The selection's earlier two-launch form: the split without ATT_MERGE, then attention_combine.
+OpSelection TwoLaunchForm(const OpSelection& now) {
+  OpSelection old = now;
+  Defines d;
+  for (const auto& kv : old.launches[0].kernel.module.defines)
+    if (kv.first != "ATT_MERGE") d.push_back(kv);
+  old.launches[0].kernel.module.defines = d;
+  Launch combine = old.launches[0];
+  combine.kernel.entry = "attention_combine";
+  old.launches.push_back(combine);
+  old.ticket_words = 0;
+  return old;
+}
+
+TEST(AttentionGateBind, TheSplitMergesAndAppliesAnElementGate) {
   auto m = Decode(64);
   ASSERT_NE(m, nullptr);
   const Bound b = Bind(*m);
   ASSERT_TRUE(b.status.ok()) << b.status;
   ASSERT_EQ(b.selection.impl, "attention_split");
-  ASSERT_EQ(b.selection.launches.size(), 2u);
-  EXPECT_EQ(b.selection.launches[1].kernel.entry, "attention_combine");
-  EXPECT_EQ(b.selection.launches[1].kernel.module.Key().find("ATT_GATE_HEAD"), std::string::npos);
-  ASSERT_EQ(b.calls.size(), 2u);
-  const auto comb = ParamsOf<AttentionCombineParams>(b.calls[1]);
-  EXPECT_EQ(comb.gate.addr, 0x1000u * 5);  // operand 4
-  EXPECT_EQ(comb.gate_stride, 64);
-  EXPECT_EQ(comb.o.addr, 0x100000u);
+  ASSERT_EQ(b.selection.launches.size(), 1u);
+  EXPECT_EQ(b.selection.launches[0].kernel.entry, "attention_split");
+  const std::string key = b.selection.launches[0].kernel.module.Key();
+  EXPECT_NE(key.find("ATT_MERGE=1"), std::string::npos) << key;
+  EXPECT_EQ(key.find("ATT_GATE_HEAD"), std::string::npos) << key;
+  // 8 query heads over 2 KV heads, D = 64: all 4 of a group in one block, so 2 head chunks.
+  EXPECT_EQ(b.selection.ticket_words, 2);
+  ASSERT_EQ(b.calls.size(), 1u);
+  const auto p = ParamsOf<AttentionParams>(b.calls[0]);
+  EXPECT_EQ(p.gate.addr, 0x1000u * 5);  // operand 4
+  EXPECT_EQ(p.gate_stride, 64);
+  EXPECT_EQ(p.o.addr, 0x100000u);
+  EXPECT_EQ(p.part.addr, 0x9000000u);
+  EXPECT_EQ(p.tickets.addr, 0xA000000u);
+  EXPECT_EQ(p.q.addr, 0x1000u);
 }
 
 TEST(AttentionGateBind, AHeadGateTakesOneValueAHead) {
@@ -107,12 +132,33 @@ TEST(AttentionGateBind, AHeadGateTakesOneValueAHead) {
   ASSERT_NE(m, nullptr);
   const Bound b = Bind(*m);
   ASSERT_TRUE(b.status.ok()) << b.status;
-  ASSERT_EQ(b.selection.launches.size(), 2u);
-  EXPECT_NE(b.selection.launches[1].kernel.module.Key().find("ATT_GATE_HEAD=1"), std::string::npos);
-  ASSERT_EQ(b.calls.size(), 2u);
-  const auto comb = ParamsOf<AttentionCombineParams>(b.calls[1]);
-  EXPECT_EQ(comb.gate.addr, 0x1000u * 5);
-  EXPECT_EQ(comb.gate_stride, 1);
+  ASSERT_EQ(b.selection.launches.size(), 1u);
+  EXPECT_NE(b.selection.launches[0].kernel.module.Key().find("ATT_GATE_HEAD=1"), std::string::npos);
+  ASSERT_EQ(b.calls.size(), 1u);
+  const auto p = ParamsOf<AttentionParams>(b.calls[0]);
+  EXPECT_EQ(p.gate.addr, 0x1000u * 5);
+  EXPECT_EQ(p.gate_stride, 1);
+}
+
+TEST(AttentionGateBind, ARecordOfTheTwoLaunchFormStillBinds) {
+  for (int64_t cols : {64, 1}) {
+    auto m = Decode(cols);
+    ASSERT_NE(m, nullptr);
+    Bound now = Bind(*m);
+    ASSERT_TRUE(now.status.ok()) << now.status;
+    const Bound b = Bind(*m, TwoLaunchForm(now.selection));
+    ASSERT_TRUE(b.status.ok()) << b.status;
+    ASSERT_EQ(b.calls.size(), 2u) << cols;
+    const auto split = ParamsOf<AttentionParams>(b.calls[0]);
+    EXPECT_EQ(split.part.addr, 0x9000000u);
+    EXPECT_EQ(split.tickets.addr, 0u);
+    const auto comb = ParamsOf<AttentionCombineParams>(b.calls[1]);
+    EXPECT_EQ(b.calls[1].launch, 1u);
+    EXPECT_EQ(comb.part.addr, 0x9000000u);
+    EXPECT_EQ(comb.gate.addr, 0x1000u * 5);
+    EXPECT_EQ(comb.gate_stride, cols);
+    EXPECT_EQ(comb.o.addr, 0x100000u);
+  }
 }
 
 TEST(AttentionGateBind, ARecordOfTheThreeLaunchFormStillBinds) {
@@ -121,8 +167,8 @@ TEST(AttentionGateBind, ARecordOfTheThreeLaunchFormStillBinds) {
     ASSERT_NE(m, nullptr);
     Bound now = Bind(*m);
     ASSERT_TRUE(now.status.ok()) << now.status;
-    // The earlier record: the combine without the gate, then the gate's own launch.
-    OpSelection old = now.selection;
+    // The earliest record: the combine without the gate, then the gate's own launch.
+    OpSelection old = TwoLaunchForm(now.selection);
     for (Launch& l : old.launches) {
       Defines d;
       for (const auto& kv : l.kernel.module.defines)
@@ -147,11 +193,30 @@ TEST(AttentionGateBind, ARecordOfTheThreeLaunchFormStillBinds) {
       EXPECT_EQ(g.b.addr, 0x1000u * 5);
       EXPECT_EQ(g.y.addr, 0x100000u);
     }
-    // A record of one launch is not either form.
-    OpSelection bad = now.selection;
-    bad.launches.resize(1);
-    EXPECT_FALSE(Bind(*m, bad).status.ok());
   }
+}
+
+TEST(AttentionGateBind, RecordsOfNoFormAreRefused) {
+  auto m = Decode(64);
+  ASSERT_NE(m, nullptr);
+  Bound now = Bind(*m);
+  ASSERT_TRUE(now.status.ok()) << now.status;
+  // One launch without tickets: its blocks could not tell which is last.
+  OpSelection no_tickets = now.selection;
+  no_tickets.ticket_words = 0;
+  EXPECT_FALSE(Bind(*m, no_tickets).status.ok());
+  // One launch that does not merge: nothing would write the output.
+  OpSelection no_merge = TwoLaunchForm(now.selection);
+  no_merge.launches.resize(1);
+  no_merge.ticket_words = 2;
+  const Bound b = Bind(*m, no_merge);
+  EXPECT_FALSE(b.status.ok());
+  EXPECT_NE(b.status.message().find("stale selection"), std::string::npos) << b.status;
+  // Four launches.
+  OpSelection four = TwoLaunchForm(now.selection);
+  four.launches.push_back(four.launches[1]);
+  four.launches.push_back(four.launches[1]);
+  EXPECT_FALSE(Bind(*m, four).status.ok());
 }
 
 }  // namespace

@@ -151,6 +151,33 @@ TEST(Selection, WrittenRecordsReadBackAndDriveSelectionsOf) {
   }
 }
 
+// A selection's ticket words (last-block tickets the executor keeps zeroed) are recorded, read
+// back, and erased by a re-selection without them; an impossible count is refused.
+TEST(Selection, TicketWordsAreRecorded) {
+  auto m = ir::ParseModule(kModule);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ir::Op& norm = *(*m)->function("decode")->Ops()[0];
+  auto shapes = ShapesAt(norm, 1, WeightMode::kBf16);
+  ASSERT_TRUE(shapes.ok()) << shapes.status();
+  auto s = SelectGpuOp(norm, *shapes, *TargetPreset("sm_90"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  OpSelection with = *s;
+  with.ticket_words = 6;
+  EXPECT_TRUE(WriteSelection(with, norm));
+  EXPECT_EQ(norm.attrs().I64Or("ticket_words", 0), 6);
+  auto back = ReadSelection(norm);
+  ASSERT_TRUE(back.ok() && back->has_value()) << back.status();
+  EXPECT_EQ((*back)->ticket_words, 6);
+  EXPECT_TRUE(WriteSelection(*s, norm));  // without: the attribute goes
+  EXPECT_FALSE(norm.attrs().Has("ticket_words"));
+  for (int64_t bad : {int64_t{-1}, int64_t{1} << 40}) {
+    norm.attrs().Set("ticket_words", bad);
+    auto r = ReadSelection(norm);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("ticket_words"), std::string::npos) << r.status();
+  }
+}
+
 TEST(Selection, MalformedAndMissingRecordsAreRefused) {
   auto m = ir::ParseModule(kModule);
   ASSERT_TRUE(m.ok()) << m.status();

@@ -7,9 +7,13 @@
 // rounded rows; partials and outputs are NaN-poisoned first, so a range or a head the kernels do
 // not write fails. ATT_EMU_GATE: the combine applies an output gate (per element, or per head). With MEMRA_Q8X_OFF (a
 // q8 companion, kernels/cuda/Q8Companion.h) the combine's companion after the outputs must equal gemv_q_quantize_x's
-// bytes of them (Q8xReference.h). Prints the normalized MSE; exit status 1 past the bound.
+// bytes of them (Q8xReference.h). With ATT_MERGE the split launch alone (each head chunk's last
+// block merges the ranges): its output must equal attention_combine's over the same partials bit
+// for bit, and its tickets must be zero again after every launch. Prints the normalized MSE;
+// exit status 1 past the bound.
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -86,12 +90,10 @@ int main() {
     p.k_cache = kc.data();
     p.v_cache = vc.data();
     p.pos = &pos;
-    p.o = part.data();
+    p.part = part.data();
     p.n_tok = 1;
     p.scale = scale;
     p.window = ATT_EMU_WINDOW;
-    emu_launch([](const void* a) { att_emu::attention_split(*static_cast<const AttentionParams*>(a)); },
-               HQ / ATT_GH * ATT_SPLITS, ATT_WARPS * 32, &p);
     AttentionCombineParams c{};  // no gate (zeroed)
     c.part = part.data();
     c.o = o.data();
@@ -107,8 +109,36 @@ int main() {
     for (float& x : gate) x = 2.0f * N(rng);
     c.gate = gate.data();
 #endif
+#ifdef ATT_MERGE
+    // The split merges in its last blocks; then attention_combine over the same partials into a
+    // second output, which must be the same bits.
+    static std::vector<unsigned> tickets(HQ / ATT_GH, 0u);  // zero between launches, across positions
+    p.o = o.data();
+    p.gate = c.gate;
+    p.gate_stride = c.gate_stride;
+    p.tickets = tickets.data();
+    emu_launch([](const void* a) { att_emu::attention_split(*static_cast<const AttentionParams*>(a)); },
+               HQ / ATT_GH * ATT_SPLITS, ATT_WARPS * 32, &p);
+    for (unsigned t : tickets)
+      if (t != 0) {
+        std::printf("  a head chunk's ticket is %u after the launch (not zero)\n", t);
+        fail = 1;
+      }
+    std::vector<float> o2(kO, std::nanf(""));
+    c.o = o2.data();
     emu_launch([](const void* a) { att_emu::attention_combine(*static_cast<const AttentionCombineParams*>(a)); }, HQ,
                ATT_CW * 32, &c);
+    if (std::memcmp(o.data(), o2.data(), kO * sizeof(float)) != 0) {
+      std::printf("  the merged split's output differs from attention_combine's\n");
+      fail = 1;
+    }
+#else
+    p.o = nullptr;  // the partials only
+    emu_launch([](const void* a) { att_emu::attention_split(*static_cast<const AttentionParams*>(a)); },
+               HQ / ATT_GH * ATT_SPLITS, ATT_WARPS * 32, &p);
+    emu_launch([](const void* a) { att_emu::attention_combine(*static_cast<const AttentionCombineParams*>(a)); }, HQ,
+               ATT_CW * 32, &c);
+#endif
     double err = 0, ref = 0;
     int bad = 0;
     const int first = ATT_EMU_WINDOW > 0 ? std::max(0, pos - ATT_EMU_WINDOW + 1) : 0;
@@ -157,9 +187,16 @@ int main() {
     }
 #endif
     const double nmse = err / ref;
-    std::printf("attention_split HQ %d HKV %d D %d GH %d splits %d kt %d vt %d window %d ring %d pos %d: nmse %.3g%s\n",
-                HQ, HKV, D, ATT_GH, ATT_SPLITS, ATT_KT, ATT_VT, ATT_EMU_WINDOW, ATT_RING, pos, nmse,
-                bad ? " (unwritten outputs)" : "");
+#ifdef ATT_MERGE
+    const int merged = 1;
+#else
+    const int merged = 0;
+#endif
+    std::printf(
+        "attention_split HQ %d HKV %d D %d GH %d splits %d kt %d vt %d window %d ring %d merged %d pos %d: nmse "
+        "%.3g%s\n",
+        HQ, HKV, D, ATT_GH, ATT_SPLITS, ATT_KT, ATT_VT, ATT_EMU_WINDOW, ATT_RING, merged, pos, nmse,
+        bad ? " (unwritten outputs)" : "");
     if (bad || !(nmse < 1e-10)) fail = 1;
   }
   return fail;
