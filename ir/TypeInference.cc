@@ -667,6 +667,31 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       }
       return Types{WithLast(c[0], k, c.D(0)), WithLast(c[0], k, DType::kI32)};
     }
+    case OpKind::kMoeRouter: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.Rank(0, 2));
+      CHECK_OK(c.Rank(1, 2));
+      CHECK_OK(c.DimEq(1, 1, c.S(0).back(), "K, the last dim of 'x'"));
+      if (c.S(0)[0].IsConstant() && c.S(0)[0].value() != 1)
+        return Err(absl::StrCat("'x' must be one token ([1, K]), not ", c.S(0)[0].value()));
+      if (!IsMoeRouterWeight(c.D(1)))
+        return Err(absl::StrCat("the router weight must be f32, f16 or bf16, not ", DTypeName(c.D(1))));
+      CHECK_OK(c.PositiveAttr("k"));
+      const int64_t k = c.I("k");
+      const Dim& e = c.S(1)[0];
+      if (e.IsConstant() && k > e.value())
+        return Err(absl::StrCat("attribute 'k' (", k, ") exceeds the expert count ", e.value(), " of ", c.N(1)));
+      const std::string gate = attrs.GetString("gate").value_or("softmax");
+      if (gate != "softmax" && gate != "sigmoid")
+        return Err(absl::StrCat("gate '", gate, "' is not supported (\"softmax\" or \"sigmoid\")"));
+      if (gate == "softmax" && (attrs.Has("norm") || attrs.Has("scale")))
+        return Err("attributes 'norm' and 'scale' belong to the sigmoid gate");
+      if (c.size() > 2) {
+        CHECK_OK(c.DTypeIs(2, DType::kF32));
+        CHECK_OK(c.ShapeIs(2, Shape{e}, "one value per expert (the rows of 'w')"));
+      }
+      return Types{TensorType(c.D(0), Shape{c.S(0)[0], Dim(k)}), TensorType(DType::kI32, Shape{c.S(0)[0], Dim(k)})};
+    }
     case OpKind::kMoeExperts:
       CHECK_OK(CheckMoeExperts(c, 3));
       if (auto act = attrs.GetString("activation"); act && *act != "silu" && *act != "gelu")
@@ -928,6 +953,8 @@ absl::StatusOr<llvm::SmallVector<TensorType, 2>> InferResultTypes(OpKind kind, l
   Ctx c(kind, operands, attrs);
   return Infer(kind, c, attrs, declared);
 }
+
+bool IsMoeRouterWeight(DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; }
 
 bool InQkNormRopeAppendDomain(int64_t head_dim, int64_t n_rot) {
   return head_dim > 0 && head_dim % 32 == 0 && head_dim <= 512 && n_rot % 64 == 0;

@@ -45,6 +45,7 @@ CaptureVerdict ByKind(OpKind kind) {
     case OpKind::kTopK:
     case OpKind::kMoeRoute:
     case OpKind::kMoeRouteSigmoid:
+    case OpKind::kMoeRouter:
     case OpKind::kMoeExperts:
     case OpKind::kGatedAdd:
     case OpKind::kMoeFfn:

@@ -14,6 +14,7 @@
 //   fuse-gated-attention-step    one token's q/gate split, q/k norm + rope, KV append, gated
 //                                attention -> gated_attention_step
 //   fuse-qk-norm-rope-append     one token's qk_norm_rope + kv_append -> qk_norm_rope_append
+//   fuse-moe-router              one token's router matmul + moe_route(_sigmoid) -> moe_router
 //   fuse-add-rmsnorm             rms_norm(add)                    -> add_rms_norm
 //   fuse-matmul-group            matmuls of one input             -> matmul_group
 //   fuse-rows                    runs of row ops (norms, adds, scales) -> fused_rows
@@ -27,7 +28,7 @@
 //
 // Order matters: fuse-swiglu before fuse-moe-ffn (which matches the shared expert's
 // matmul_swiglu), both before fuse-matmul-group (which would group gate/up first, and the shared
-// expert's gate with the router); the
+// expert's gate with the router), as is fuse-moe-router (the router's matmul alone); the
 // shape-dependent passes after fusion (so the arena holds the fused ops' buffers); select-kernels
 // after bucket-shapes (it needs static shapes) and before plan-memory (which places the
 // scratch_bytes it records). The plan's kernel table (runtime/plan/KernelTable.h) compiles the
@@ -45,7 +46,7 @@ namespace memra::passes {
 inline constexpr absl::string_view kDefaultPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-kv-append-norm,fuse-swiglu,fuse-moe-ffn,"
     "fuse-gated-rmsnorm,fuse-delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,fuse-qk-norm-rope-append,"
-    "fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,dce,bucket-shapes,plan-memory,partition-segments";
+    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,dce,bucket-shapes,plan-memory,partition-segments";
 
 // The CUDA backend's pipeline: kDefaultPipeline with fuse-delta-net-inputs once more after
 // bucket-shapes (the prefill buckets of 64 tokens or more, whose chunked scans take their q/k
@@ -55,7 +56,7 @@ inline constexpr absl::string_view kDefaultPipeline =
 inline constexpr absl::string_view kCudaPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-kv-append-norm,fuse-swiglu,fuse-moe-ffn,"
     "fuse-gated-rmsnorm,fuse-delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,fuse-qk-norm-rope-append,"
-    "fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,dce,bucket-shapes,fuse-delta-net-inputs,select-kernels,plan-memory,"
+    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,dce,bucket-shapes,fuse-delta-net-inputs,select-kernels,plan-memory,"
     "partition-segments";
 
 // The pipeline for a target arch (as `--arch` takes it): "cpu" -> kDefaultPipeline; "sm_NN" ->
@@ -83,7 +84,7 @@ std::string StepPipeline(absl::string_view pipeline, absl::string_view ladder);
 inline constexpr absl::string_view kFusionPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-kv-append-norm,fuse-swiglu,fuse-moe-ffn,"
     "fuse-gated-rmsnorm,fuse-delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,fuse-qk-norm-rope-append,"
-    "fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,dce";
+    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,dce";
 
 // `pipeline` with the bucket ladder set on its bucket-shapes pass (`buckets` in the form of the
 // --buckets flag: "16,32,64", "16..4096"; empty: unchanged).

@@ -9,6 +9,8 @@
 #include "ir/StatusMacros.h"
 #include "kernels/cuda/GemvParams.h"
 #include "kernels/cuda/GpuOp.h"
+#include "kernels/cuda/MoeParams.h"
+#include "kernels/cuda/MoeRoute.h"
 
 namespace memra::kernels::cuda {
 namespace {
@@ -218,6 +220,85 @@ class GemvImpl : public GpuOpImpl {
   }
 };
 
+// moe_router (fuse-moe-router, one token): the router's product into the step's scratch (the
+// logits), then the routing. One launch where gemv_splitk takes the shape (gemv_splitk_route: the
+// product's last block routes, with the selection's one ticket word); else gemv, then Moe.cu's
+// routing launch.
+class MoeRouterImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "moe_router"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kMoeRouter; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const std::vector<int64_t>& x = c.shapes.in[0];
+    const WeightLayout* layout = c.shapes.layout(1);
+    const int storage = layout != nullptr ? layout->gemv_storage : 0;
+    const int64_t K = x.back(), E = c.shapes.in[1][0];
+    if (storage == 0 || Numel(x) != K || K % 32 != 0)
+      return Unsupported(c.op, "the router product takes one token and an f32, f16 or bf16 weight, K a multiple of 32");
+    const bool sigmoid = c.op.attrs().GetString("gate").value_or("softmax") == "sigmoid";
+    const bool norm = sigmoid && c.op.attrs().I64Or("norm", 0) != 0;
+    const int64_t k = c.op.attrs().I64Or("k", 0);
+    MEMRA_ASSIGN_OR_RETURN(Defines route, RouteDefines(c.op, E, k, sigmoid, norm));
+    OpSelection s;
+    s.gemv = true;
+    s.scratch_bytes = E * 4;  // the logits
+    if (std::optional<Launch> split = SplitKGemvLaunch(c.target, K, storage, E, 1)) {
+      Defines d = split->kernel.module.defines;
+      d.insert(d.end(), route.begin(), route.end());
+      split->kernel.module.defines = MakeDefines(std::move(d));
+      split->kernel.entry = "gemv_splitk_route";
+      s.launches = {*split};
+      s.ticket_words = 1;
+    } else {
+      MEMRA_ASSIGN_OR_RETURN(Launch r, MoeRouteLaunch(c.op, c.target, E, k, sigmoid, norm, 1));
+      s.launches = {GemvLaunch(c.target, "gemv", K, storage, E, 1), r};
+    }
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
+    MEMRA_ASSIGN_OR_RETURN(DeviceMatrix m, CountedMatrix(c, 1, x.back(), w));
+    if (c.Scratch() == 0 || c.selection().scratch_bytes < m.rows * 4)
+      return BindError(c.op(), "moe_router: stale selection (no scratch for the logits)");
+    GemvParams g;
+    g.w = WeightOf(m);
+    g.x = c.In(0);
+    g.y = c.Scratch();
+    g.n_rows = static_cast<int>(m.rows);
+    const uint64_t per_expert = c.op().num_operands() > 2 ? c.In(2) : 0;
+    const ir::AttrDict& at = c.op().attrs();
+    const double scale_attr = at.F64Or("scale", 0.0);
+    const bool sigmoid = at.GetString("gate").value_or("softmax") == "sigmoid";
+    const float scale = sigmoid && scale_attr != 0.0 ? static_cast<float>(scale_attr) : 1.0f;
+    const std::vector<Launch>& launches = c.selection().launches;
+    if (launches.size() == 1) {
+      if (launches[0].kernel.entry != "gemv_splitk_route" || c.Tickets() == 0 || c.selection().ticket_words < 1)
+        return BindError(c.op(), "moe_router: stale selection (one launch that does not route, or no ticket)");
+      GemvRouteParams p;
+      p.g = g;
+      p.weights = c.Out(0);
+      p.ids = c.Out(1);
+      p.per_expert = per_expert;
+      p.ticket = c.Tickets();
+      p.scale = scale;
+      p.pad_ = 0;
+      w.Kernel(0, p);
+      return absl::OkStatus();
+    }
+    if (launches.size() != 2) return BindError(c.op(), "moe_router: stale selection (launch count)");
+    w.Kernel(0, g);
+    MoeRouteParams r{};
+    r.logits = c.Scratch();
+    r.weights = c.Out(0);
+    r.ids = c.Out(1);
+    r.expert_scale = per_expert;
+    r.n_tok = 1;
+    r.scale = scale;
+    w.Kernel(1, r);
+    return absl::OkStatus();
+  }
+};
+
 // add_rms_norm_matmul (fuse-add-rmsnorm-matmul, decode): gemv_norm / gemv_group_norm /
 // gemv_swiglu_norm, the products of Gemv.cu with the norm as their prologue (every warp sums the
 // squares of a + b while its row streams; block 0 writes the sum).
@@ -294,6 +375,7 @@ class GemvNormImpl : public GpuOpImpl {
 
 std::unique_ptr<GpuOpImpl> CreateGemvSwiglu() { return std::make_unique<GemvSwigluImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateGemvGroup() { return std::make_unique<GemvGroupImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateMoeRouter() { return std::make_unique<MoeRouterImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateGemv() { return std::make_unique<GemvImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateGemvNorm() { return std::make_unique<GemvNormImpl>(); }
 

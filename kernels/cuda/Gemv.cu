@@ -361,7 +361,7 @@ __device__ __forceinline__ void gemv_group_body(const GemvWeight* __restrict__ w
 // memory to the first's warp, which adds it (a fixed order: deterministic).
 #define GEMV_HALF (GEMV_STEPS / 2)
 #define GEMV_HALF_PRE (GEMV_HALF < GEMV_PREFETCH ? GEMV_HALF : GEMV_PREFETCH)
-extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk(const GemvParams p) {
+__device__ __forceinline__ void gemv_splitk_body(const GemvParams& p) {
   __shared__ float second[GEMV_WARPS / 2][GEMV_R][GEMV_T];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, half = warp & 1;
   // GEMV_R rows a warp pair (rows past the matrix read row 0 and write nothing).
@@ -424,6 +424,34 @@ extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk(const 
 #pragma unroll
         for (int t = 0; t < GEMV_T; ++t) p.y[(i64)t * p.n_rows + first + r] = acc[r][t] + second[warp >> 1][r][t];
 }
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk(const GemvParams p) { gemv_splitk_body(p); }
+
+#if defined(MR_E) && GEMV_T == 1
+#include "MoeRoute.cuh"
+// moe_router (one token): gemv_splitk's blocks write the router's logits into g.y (the step's
+// scratch); the launch's last block to finish (an arrival ticket taken after a fence, zeroed
+// again by that block for the next launch) routes them with its first warp, as moe_route
+// (MR_SIGMOID: moe_route_sigmoid) computes it, so no routing launch follows.
+#ifndef MR_SIGMOID
+#define MR_SIGMOID 0
+#endif
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk_route(const GemvRouteParams p) {
+  gemv_splitk_body(p.g);
+  __shared__ unsigned s_arrived;
+  __threadfence();  // this thread's logits before the block's arrival
+  __syncthreads();
+  if (threadIdx.x == 0) s_arrived = atomicAdd(p.ticket, 1u);
+  __syncthreads();
+  if (s_arrived != gridDim.x - 1 || threadIdx.x >= 32) return;
+  __threadfence();  // the other blocks' logits after their arrivals
+  if (threadIdx.x == 0) *p.ticket = 0u;
+#if MR_SIGMOID
+  route_sigmoid_warp<true>(p.g.y, p.ids, p.weights, p.per_expert, p.scale, threadIdx.x);
+#else
+  route_softmax_warp<true>(p.g.y, p.ids, p.weights, p.per_expert, threadIdx.x);
+#endif
+}
+#endif
 #endif
 
 // add_rms_norm_matmul's sum = a + b: written by the first block (every block reads a and b; the

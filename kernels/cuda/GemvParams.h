@@ -24,6 +24,26 @@ MEMRA_PARAMS_OFFSET(GemvParams, x, 16);
 MEMRA_PARAMS_OFFSET(GemvParams, y, 24);
 MEMRA_PARAMS_OFFSET(GemvParams, n_rows, 32);
 
+// gemv_splitk_route (moe_router, one token): gemv_splitk's product into g.y (the step's scratch:
+// the logits), then the launch's last block routes them into weights and ids (moe_route's
+// arithmetic, or with MR_SIGMOID moe_route_sigmoid's); `ticket` is zero between launches (the
+// step's ticket word).
+struct GemvRouteParams {
+  GemvParams g;
+  MEMRA_DPTR(float) weights;
+  MEMRA_DPTR(int) ids;
+  MEMRA_DPTR(const float) per_expert;  // softmax: the experts' output scales; sigmoid: the selection bias; or 0
+  MEMRA_DPTR(unsigned) ticket;
+  float scale;  // sigmoid: the weights' scale (1: none)
+  int pad_;
+};
+MEMRA_PARAMS_SIZE(GemvRouteParams, 80);
+MEMRA_PARAMS_OFFSET(GemvRouteParams, weights, 40);
+MEMRA_PARAMS_OFFSET(GemvRouteParams, ids, 48);
+MEMRA_PARAMS_OFFSET(GemvRouteParams, per_expert, 56);
+MEMRA_PARAMS_OFFSET(GemvRouteParams, ticket, 64);
+MEMRA_PARAMS_OFFSET(GemvRouteParams, scale, 72);
+
 // gemv_swiglu: y = silu(Wg x) * (Wu x).
 struct GemvSwigluParams {
   GemvWeight gate, up;

@@ -35,13 +35,13 @@
 #include "kernels/cuda/GpuOp.h"
 #include "kernels/cuda/MoeGemm.h"
 #include "kernels/cuda/MoeParams.h"
+#include "kernels/cuda/MoeRoute.h"
 #include "kernels/cuda/Q8Companion.h"
 
 namespace memra::kernels::cuda {
 namespace {
 
 constexpr const char* kFile = "Moe.cu";
-constexpr int64_t kMaxRouteExperts = 1024;  // moe_route: 32 values per lane
 // Past this many tokens each slot re-reading its expert's rows (the GEMV's way) loses to grouping
 // the slots by expert (MoeGemm.cu's tensor-core products).
 constexpr int64_t kMaxDecodeTokens = 8;
@@ -83,21 +83,11 @@ class MoeRouteImpl : public GpuOpImpl {
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     const std::vector<int64_t>& l = c.shapes.in[0];
     const int64_t E = l.back(), T = Numel(l) / std::max<int64_t>(E, 1);
-    const int64_t k = c.op.attrs().I64Or("k", 0);
     if (c.shapes.in_dtypes[0] != ir::DType::kF32) return Unsupported(c.op, "moe_route reads f32 logits");
-    if (E < 1 || E > kMaxRouteExperts)
-      return Unsupported(c.op, absl::StrCat("moe_route takes 1..", kMaxRouteExperts, " experts, not ", E));
-    if (k < 1 || k > std::min<int64_t>(E, 32))
-      return Unsupported(c.op, absl::StrCat("moe_route takes k in 1..min(E, 32), not ", k));
     const bool sigmoid = c.op.is(ir::OpKind::kMoeRouteSigmoid);
+    MEMRA_ASSIGN_OR_RETURN(Launch l0, MoeRouteLaunch(c.op, c.target, E, c.op.attrs().I64Or("k", 0), sigmoid,
+                                                     sigmoid && c.op.attrs().I64Or("norm", 0) != 0, T));
     OpSelection s;
-    Launch l0;
-    l0.kernel.module.file = kFile;
-    l0.kernel.module.defines = MakeDefines({Def("MR_E", E), Def("MR_K", k)});
-    l0.kernel.entry = sigmoid ? "moe_route_sigmoid" : "moe_route";
-    AddFlagDefine(l0, "MR_NORM", sigmoid && c.op.attrs().I64Or("norm", 0) != 0);
-    l0.block = 256;
-    l0.grid = static_cast<uint32_t>(std::clamp<int64_t>((T + 7) / 8, 1, int64_t{c.target.sm_count} * 8));
     s.launches.push_back(std::move(l0));
     return std::optional<OpSelection>(std::move(s));
   }
@@ -737,6 +727,30 @@ class MoeGroupedImpl : public GpuOpImpl {
 };
 
 }  // namespace
+
+absl::StatusOr<Defines> RouteDefines(const ir::Op& op, int64_t E, int64_t k, bool sigmoid, bool norm) {
+  if (E < 1 || E > kMaxRouteExperts)
+    return Unsupported(op, absl::StrCat("the routing takes 1..", kMaxRouteExperts, " experts, not ", E));
+  if (k < 1 || k > std::min<int64_t>(E, 32))
+    return Unsupported(op, absl::StrCat("the routing takes k in 1..min(E, 32), not ", k));
+  Defines d = {Def("MR_E", E), Def("MR_K", k)};
+  // The flags only when set: a softmax routing keeps its module (and cache key) of before.
+  if (sigmoid) d.push_back(Def("MR_SIGMOID", 1));
+  if (sigmoid && norm) d.push_back(Def("MR_NORM", 1));
+  return MakeDefines(std::move(d));
+}
+
+absl::StatusOr<Launch> MoeRouteLaunch(const ir::Op& op, const Target& target, int64_t E, int64_t k, bool sigmoid,
+                                      bool norm, int64_t tokens) {
+  MEMRA_ASSIGN_OR_RETURN(Defines d, RouteDefines(op, E, k, sigmoid, norm));
+  Launch l;
+  l.kernel.module.file = kFile;
+  l.kernel.module.defines = std::move(d);
+  l.kernel.entry = sigmoid ? "moe_route_sigmoid" : "moe_route";
+  l.block = 256;
+  l.grid = static_cast<uint32_t>(std::clamp<int64_t>((tokens + 7) / 8, 1, int64_t{target.sm_count} * 8));
+  return l;
+}
 
 std::unique_ptr<GpuOpImpl> CreateMoeRoute() { return std::make_unique<MoeRouteImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateGatedAdd() { return std::make_unique<GatedAddImpl>(); }

@@ -996,6 +996,26 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         out.push_back(ids);
         break;
       }
+      case OpKind::kMoeRouter: {
+        // matmul, then moe_route or moe_route_sigmoid, as the separate ops compute them (bit-identical).
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        const HostTensor& x = In(0);
+        MEMRA_ASSIGN_OR_RETURN(HostTensor l, Product(op, x.f32(), x.shape(), Wt(1).view, pool));
+        const int64_t T = l.dim(0), E = l.dim(1), k = at.I64Or("k", 0);
+        if (k <= 0 || k > E) return OpError(op, "k must be in [1, E]");
+        HostTensor w = HostTensor::Zeros(DType::kF32, {T, k});
+        HostTensor ids = HostTensor::Zeros(DType::kI32, {T, k});
+        const float* per_expert = op.num_operands() > 2 ? Wt(2).values : nullptr;
+        if (at.GetString("gate").value_or("softmax") == "sigmoid") {
+          kc::MoeRouteSigmoid(l.f32(), T, E, k, per_expert, at.I64Or("norm", 0) != 0,
+                              static_cast<float>(at.F64Or("scale", 0.0)), w.f32(), ids.i32());
+        } else {
+          kc::MoeRoute(l.f32(), T, E, k, w.f32(), ids.i32(), per_expert);
+        }
+        out.push_back(w);
+        out.push_back(ids);
+        break;
+      }
       case OpKind::kMoeExperts:
       case OpKind::kMoeFfn:
       case OpKind::kMoeFfnUngated: {

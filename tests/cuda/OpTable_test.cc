@@ -1365,6 +1365,41 @@ TEST_F(OpTableTest, Moe) {
       auto [w, ids] = h.b->MoeRoute(h.Arg("logits", {-1, E}), E >= 64 ? 8 : 2);
       return std::vector<Value*>{w, ids};
     });
+  // moe_router (fuse-moe-router, one token): the router's product and the routing in one launch
+  // (gemv_splitk_route: the product's last block routes; its ticket must be zero again for the
+  // next of the 3 calls) or, where K leaves gemv_splitk, two (gemv, then the routing launch).
+  // Gemma 4 26B-A4B's (softmax, per-expert scales), Qwen3.5 35B-A3B's, Step 3.5's (sigmoid,
+  // selection bias, norm, scale) shapes, a bf16 router, and K = 160 (two launches).
+  struct RouterCase {
+    const char* label;
+    GgmlType w;
+    int64_t E, K, k;
+    bool sigmoid, per_expert;
+  };
+  for (const RouterCase& rc :
+       {RouterCase{"f32 E=128 K=2816 softmax scales", GgmlType::kF32, 128, 2816, 8, false, true},
+        RouterCase{"f32 E=256 K=2048 softmax", GgmlType::kF32, 256, 2048, 8, false, false},
+        RouterCase{"f32 E=288 K=4096 sigmoid bias", GgmlType::kF32, 288, 4096, 8, true, true},
+        RouterCase{"bf16 E=64 K=512 sigmoid", GgmlType::kBF16, 64, 512, 4, true, false},
+        RouterCase{"f32 E=32 K=160 softmax two launches", GgmlType::kF32, 32, 160, 4, false, false}})
+    Check(
+        "moe_router", rc.label, 1, 1e-10,
+        [&rc](Harness& h) {
+          h.static_t = 1;
+          std::vector<Value*> ops = {h.Arg("x", {-1, rc.K}), h.Weight("router", rc.w, {rc.K, rc.E}, -0.1f, 0.1f)};
+          if (rc.per_expert)
+            ops.push_back(h.Weight("per_expert", GgmlType::kF32, {rc.E}, rc.sigmoid ? 0.0f : 0.5f, 1.0f));
+          ir::AttrDict at;
+          at.Set("k", rc.k);
+          if (rc.sigmoid) {
+            at.Set("gate", "sigmoid");
+            at.Set("norm", int64_t{1});
+            at.Set("scale", 2.5);
+          }
+          auto r = h.b->Build(ir::OpKind::kMoeRouter, ops, std::move(at));
+          return std::vector<Value*>(r.begin(), r.end());
+        },
+        /*calls=*/3);
   FOR_T Check("gated_add", "f32", T, 1e-12, [](Harness& h) {
     return std::vector<Value*>{h.b->GatedAdd(h.Arg("a", {-1, 300}), h.Arg("b", {-1, 300}), h.Arg("g", {-1, 1}))};
   });
