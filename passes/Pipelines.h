@@ -56,8 +56,8 @@ inline constexpr absl::string_view kDefaultPipeline =
 inline constexpr absl::string_view kCudaPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-kv-append-norm,fuse-swiglu,fuse-moe-ffn,"
     "fuse-gated-rmsnorm,fuse-delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,fuse-qk-norm-rope-append,"
-    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,dce,bucket-shapes,fuse-delta-net-inputs,select-kernels,plan-memory,"
-    "partition-segments";
+    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,dce,bucket-shapes,fuse-delta-net-inputs,"
+    "select-kernels,plan-memory,partition-segments";
 
 // The pipeline for a target arch (as `--arch` takes it): "cpu" -> kDefaultPipeline; "sm_NN" ->
 // kCudaPipeline with select-kernels{arch=sm_NN} (the option written only when not sm_90) and
