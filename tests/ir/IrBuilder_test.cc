@@ -261,12 +261,26 @@ TEST(IrOps, MatrixOperands) {
     for (const OperandSpec& o : info.operands)
       if (o.role == OperandRole::kMatrix) matrix_ops.push_back(absl::StrCat(info.mnemonic, ".", o.name));
   }
-  EXPECT_EQ(matrix_ops, (std::vector<std::string>{
-                            "embed.table", "matmul.w", "matmul_group.w", "moe_experts.w_down", "moe_experts.w_gate_up",
-                            "matmul_swiglu.w_gate", "matmul_swiglu.w_up", "add_rms_norm_matmul.w",
-                            "moe_ffn.sh_gate_inp", "moe_ffn.sh_gate", "moe_ffn.sh_up", "moe_ffn.sh_down",
-                            "moe_ffn.w_down", "moe_ffn.w_gate_up", "moe_ffn_ungated.sh_gate", "moe_ffn_ungated.sh_up",
-                            "moe_ffn_ungated.sh_down", "moe_ffn_ungated.w_down", "moe_ffn_ungated.w_gate_up"}));
+  EXPECT_EQ(matrix_ops, (std::vector<std::string>{"embed.table",
+                                                  "matmul.w",
+                                                  "matmul_group.w",
+                                                  "moe_router.w",
+                                                  "moe_experts.w_down",
+                                                  "moe_experts.w_gate_up",
+                                                  "matmul_swiglu.w_gate",
+                                                  "matmul_swiglu.w_up",
+                                                  "add_rms_norm_matmul.w",
+                                                  "moe_ffn.sh_gate_inp",
+                                                  "moe_ffn.sh_gate",
+                                                  "moe_ffn.sh_up",
+                                                  "moe_ffn.sh_down",
+                                                  "moe_ffn.w_down",
+                                                  "moe_ffn.w_gate_up",
+                                                  "moe_ffn_ungated.sh_gate",
+                                                  "moe_ffn_ungated.sh_up",
+                                                  "moe_ffn_ungated.sh_down",
+                                                  "moe_ffn_ungated.w_down",
+                                                  "moe_ffn_ungated.w_gate_up"}));
   EXPECT_FALSE(IsMatrixOperand(OpKind::kMoeExperts, 2));  // ids
   EXPECT_TRUE(IsMatrixOperand(OpKind::kMoeExperts, 5));   // w_up, the variadic tail
   EXPECT_TRUE(IsMatrixOperand(OpKind::kMoeFfn, 9));
