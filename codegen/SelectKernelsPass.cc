@@ -73,7 +73,7 @@ class SelectKernelsPass : public passes::Pass {
         }
         auto s = kcu::ShapesAt(*op, bucket, *weights);
         if (!s.ok()) return where(s.status());
-        auto sel = kcu::SelectGpuOp(*op, *s, *target, *decode_class);
+        auto sel = kcu::SelectGpuOp(*op, *s, *target, *decode_class, *last_block_merge_);
         if (!sel.ok()) return where(sel.status());
         ops.push_back(op);
         shapes.push_back(*std::move(s));
@@ -121,6 +121,11 @@ class SelectKernelsPass : public passes::Pass {
       "(kernels/cuda/Q8Companion.h), sparing those products' gemv_q_quantize_x launches (off: measured "
       "slower on Step 3.5 and Gemma 4 decode, bench/RESULTS.md session 27)",
       false};
+  passes::Option<bool> last_block_merge_{
+      this, "last-block-merge",
+      "the split-KV decode attention merges its ranges in each head chunk's last block, one launch (false: "
+      "a separate attention_combine launch, the form before session 34, kept to measure against)",
+      true};
   passes::Statistic functions_{this, "functions", "static functions annotated"};
   passes::Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes left alone"};
   passes::Statistic ops_{this, "ops", "ops selected"};

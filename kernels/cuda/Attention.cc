@@ -15,6 +15,7 @@
 // bf16 only, so f32 models keep these exact f32 kernels).
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "ir/StatusMacros.h"
 #include "kernels/cuda/AttentionParams.h"
@@ -56,6 +57,23 @@ Defines WithMerge(Defines d) {
   d.push_back(Def("ATT_MERGE", 1));
   return MakeDefines(std::move(d));
 }
+// The split-KV launches: the split merging in its last blocks (one ticket word a head chunk), or
+// with select-kernels{last-block-merge=false} the split, then attention_combine (a block of
+// ATT_CW warps a query head).
+std::vector<Launch> MergedOrCombined(const SelectContext& c, Launch split, int64_t hq, int64_t head_chunks,
+                                     OpSelection* s) {
+  if (c.last_block_merge) {
+    split.kernel.module.defines = WithMerge(split.kernel.module.defines);
+    s->ticket_words = head_chunks;
+    return {split};
+  }
+  Launch combine = split;
+  combine.kernel.entry = "attention_combine";
+  combine.block = 128;  // Attention.cu ATT_CW warps
+  combine.grid = static_cast<uint32_t>(hq);
+  return {split, combine};
+}
+
 // A one-launch record merges (its module has ATT_MERGE) and has tickets to do it with.
 bool MergesInSplit(const BindContext& c) {
   const OpSelection& s = c.selection();
@@ -163,14 +181,12 @@ class AttentionSplitImpl : public GpuOpImpl {
       }());
     // One launch: each head chunk's last block merges the ranges (ATT_MERGE; its arrival tickets
     // are the selection's ticket words), so no attention_combine follows.
-    split.kernel.module.defines = WithMerge(split.kernel.module.defines);
-    s.launches = {split};
+    s.launches = MergedOrCombined(c, split, d.hq, head_blocks, &s);
     // The merge writes the last values: it can write the q8 companion (select-kernels' pairing).
     const std::optional<Q8Companion> q8 = Q8CompanionOf(c.op);
     if (q8 && q8->result == 0)
       for (Launch& l : s.launches) AddQ8CompanionDefines(*q8, l);
     s.scratch_bytes = d.hq * splits * (d.d + 4) * 4;  // per (head, range): max, sum, 2 pad, acc[D]
-    s.ticket_words = head_blocks;
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -243,15 +259,13 @@ class GatedAttentionStepImpl : public GpuOpImpl {
     split.kernel.entry = "attention_step_split";
     split.block = 128;  // ATT_WARPS warps
     split.grid = static_cast<uint32_t>(head_blocks * splits);
-    split.kernel.module.defines = WithMerge(split.kernel.module.defines);  // one launch (attention_split's)
     OpSelection s;
-    s.launches = {split};
+    s.launches = MergedOrCombined(c, split, hq, head_blocks, &s);
     // The merge (gate applied) writes the q8 companion when paired.
     const std::optional<Q8Companion> q8 = Q8CompanionOf(c.op);
     if (q8 && q8->result == 0)
       for (Launch& l : s.launches) AddQ8CompanionDefines(*q8, l);
     s.scratch_bytes = hq * splits * (d + 4) * 4;  // per (head, range): max, sum, 2 pad, acc[D]
-    s.ticket_words = head_blocks;
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {

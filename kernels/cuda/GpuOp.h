@@ -79,6 +79,10 @@ struct SelectContext {
   const Target& target;
   // The module's numeric class (DecodeClass.h): under kExact the one-token GEMVs decline.
   DecodeClass decode_class = DecodeClass::kBucket;
+  // select-kernels{last-block-merge}: the split-KV decode attention merges its ranges in its last
+  // blocks (one launch); false: a separate attention_combine launch (the form before, measured
+  // against it).
+  bool last_block_merge = true;
 };
 
 // A kernel's parameter struct as bytes (cuLaunchKernel gets a pointer to them as its one

@@ -141,12 +141,13 @@ const GpuOpImpl* FindGpuOpImpl(absl::string_view name) {
 }
 
 absl::StatusOr<OpSelection> SelectGpuOp(const ir::Op& op, const OpShapes& shapes, const Target& target,
-                                        DecodeClass decode_class) {
+                                        DecodeClass decode_class, bool last_block_merge) {
   bool implemented = false;
   for (const GpuOpImpl* u : GpuOpImpls()) {
     if (!u->Implements(op.kind())) continue;
     implemented = true;
-    MEMRA_ASSIGN_OR_RETURN(std::optional<OpSelection> s, u->Select({op, shapes, target, decode_class}));
+    MEMRA_ASSIGN_OR_RETURN(std::optional<OpSelection> s,
+                           u->Select({op, shapes, target, decode_class, last_block_merge}));
     if (s) {
       s->impl = std::string(u->name());
       return *std::move(s);

@@ -17,9 +17,9 @@ const GpuOpImpl* FindGpuOpImpl(absl::string_view name);
 
 // The first unit of GpuOps.def that implements `op` at these shapes on `target`. Errors name the
 // op and say why (no unit for the kind, or the unit's refusal). `decode_class`: the module's
-// (DecodeClass.h; ReadDecodeClass).
+// (DecodeClass.h; ReadDecodeClass); `last_block_merge`: SelectContext's.
 absl::StatusOr<OpSelection> SelectGpuOp(const ir::Op& op, const OpShapes& shapes, const Target& target,
-                                        DecodeClass decode_class = DecodeClass::kBucket);
+                                        DecodeClass decode_class = DecodeClass::kBucket, bool last_block_merge = true);
 
 // Every op kind of every function of `m` (segments aside) has a unit that implements it.
 // Unimplemented otherwise, naming the op and its kind ("no CUDA kernel for moe_route yet"): the
