@@ -126,4 +126,15 @@ int64_t FirstFreshToken(const std::vector<int32_t>& tokens) {
   return -1;
 }
 
+int CountOpsOfKind(const ir::Module& m, ir::OpKind kind) {
+  int n = 0;
+  for (const auto& f : m.functions())
+    for (const ir::Op* op : f->Ops()) n += op->is(kind);
+  return n;
+}
+
+bool SameBytes(const runtime::HostTensor& a, const runtime::HostTensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
 }  // namespace memra::testing

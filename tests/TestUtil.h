@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ir/Module.h"
+#include "runtime/cpu/HostTensor.h"
 
 namespace memra::testing {
 
@@ -56,5 +57,11 @@ absl::Status CompileModule(ir::Module& m, absl::string_view pipeline);
 // n values drawn from N(0, scale^2) with a fixed seed (never all zeros: kernels are checked on
 // random data).
 std::vector<float> RandomNormal(size_t n, uint64_t seed, float scale = 1.0f);
+
+// The ops of `kind` in every function of `m` (a fusion test's count before and after its pass).
+int CountOpsOfKind(const ir::Module& m, ir::OpKind kind);
+
+// Whether two tensors hold the same bytes (a fused op against the ops it replaces, bit for bit).
+bool SameBytes(const runtime::HostTensor& a, const runtime::HostTensor& b);
 
 }  // namespace memra::testing

@@ -63,17 +63,6 @@ absl::StatusOr<Program> Build(const Case& c) {
   return p;
 }
 
-int CountKind(const ir::Module& m, ir::OpKind kind) {
-  int n = 0;
-  for (const auto& f : m.functions())
-    for (const ir::Op* op : f->Ops()) n += op->is(kind);
-  return n;
-}
-
-bool SameBytes(const HostTensor& a, const HostTensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
-}
-
 class MoeRouterExecution : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MoeRouterExecution, FusedStepIsBitIdenticalToTheTwoOps) {
@@ -83,8 +72,8 @@ TEST_P(MoeRouterExecution, FusedStepIsBitIdenticalToTheTwoOps) {
   auto fused = Build(c);
   ASSERT_TRUE(fused.ok()) << fused.status();
   ASSERT_TRUE(memra::testing::CompileModule(*fused->m, "fuse-moe-router").ok());
-  ASSERT_EQ(CountKind(*fused->m, ir::OpKind::kMoeRouter), 1);
-  ASSERT_EQ(CountKind(*fused->m, ir::OpKind::kMatMul), 0);
+  ASSERT_EQ(memra::testing::CountOpsOfKind(*fused->m, ir::OpKind::kMoeRouter), 1);
+  ASSERT_EQ(memra::testing::CountOpsOfKind(*fused->m, ir::OpKind::kMatMul), 0);
   auto a = CpuExecutor::Create(*plain->m, *plain->file);
   ASSERT_TRUE(a.ok()) << a.status();
   auto b = CpuExecutor::Create(*fused->m, *fused->file);
@@ -99,8 +88,8 @@ TEST_P(MoeRouterExecution, FusedStepIsBitIdenticalToTheTwoOps) {
     auto ya = (*a)->Run("step", args);
     auto yb = (*b)->Run("step", args);
     ASSERT_TRUE(ya.ok() && yb.ok()) << ya.status() << yb.status();
-    ASSERT_TRUE(SameBytes((*ya)[0], (*yb)[0])) << "weights, token " << s;
-    ASSERT_TRUE(SameBytes((*ya)[1], (*yb)[1])) << "ids, token " << s;
+    ASSERT_TRUE(memra::testing::SameBytes((*ya)[0], (*yb)[0])) << "weights, token " << s;
+    ASSERT_TRUE(memra::testing::SameBytes((*ya)[1], (*yb)[1])) << "ids, token " << s;
   }
 }
 

@@ -87,17 +87,6 @@ absl::StatusOr<Program> Build(const Geometry& g) {
   return p;
 }
 
-int CountKind(const ir::Module& m, ir::OpKind kind) {
-  int n = 0;
-  for (const auto& f : m.functions())
-    for (const ir::Op* op : f->Ops()) n += op->is(kind);
-  return n;
-}
-
-bool SameBytes(const HostTensor& a, const HostTensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
-}
-
 class QkNormRopeAppendExecution : public ::testing::TestWithParam<Geometry> {};
 
 TEST_P(QkNormRopeAppendExecution, FusedStepIsBitIdenticalToTheTwoOps) {
@@ -107,8 +96,8 @@ TEST_P(QkNormRopeAppendExecution, FusedStepIsBitIdenticalToTheTwoOps) {
   auto fused = Build(g);
   ASSERT_TRUE(fused.ok()) << fused.status();
   ASSERT_TRUE(memra::testing::CompileModule(*fused->m, "fuse-qk-norm-rope-append").ok());
-  ASSERT_EQ(CountKind(*fused->m, ir::OpKind::kQkNormRopeAppend), 1);
-  ASSERT_EQ(CountKind(*fused->m, ir::OpKind::kKvAppend), 0);
+  ASSERT_EQ(memra::testing::CountOpsOfKind(*fused->m, ir::OpKind::kQkNormRopeAppend), 1);
+  ASSERT_EQ(memra::testing::CountOpsOfKind(*fused->m, ir::OpKind::kKvAppend), 0);
   auto a = CpuExecutor::Create(*plain->m, *plain->file);
   ASSERT_TRUE(a.ok()) << a.status();
   auto b = CpuExecutor::Create(*fused->m, *fused->file);
@@ -126,11 +115,11 @@ TEST_P(QkNormRopeAppendExecution, FusedStepIsBitIdenticalToTheTwoOps) {
     auto ya = (*a)->Run("step", args);
     auto yb = (*b)->Run("step", args);
     ASSERT_TRUE(ya.ok() && yb.ok()) << ya.status() << yb.status();
-    ASSERT_TRUE(SameBytes((*ya)[0], (*yb)[0])) << "step " << s;
+    ASSERT_TRUE(memra::testing::SameBytes((*ya)[0], (*yb)[0])) << "step " << s;
   }
   for (const char* cache : {"k_cache", "v_cache"}) {
     ASSERT_NE((*a)->state(cache), nullptr);
-    EXPECT_TRUE(SameBytes(*(*a)->state(cache), *(*b)->state(cache))) << cache;
+    EXPECT_TRUE(memra::testing::SameBytes(*(*a)->state(cache), *(*b)->state(cache))) << cache;
   }
 }
 
