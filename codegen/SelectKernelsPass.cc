@@ -50,6 +50,7 @@ class SelectKernelsPass : public passes::Pass {
     bool changed = kcu::WriteSelectionTarget(*target, m);
     changed |= kcu::WriteSelectionWeights(*weights, m);
     changed |= kcu::WriteDecodeClass(*decode_class, m);
+    changed |= kcu::WriteLastBlockMerge(*last_block_merge_, m);
     std::set<std::string> modules;
     for (const auto& f : m.functions()) {
       if (!kcu::IsStaticFunction(*f)) {
@@ -80,7 +81,7 @@ class SelectKernelsPass : public passes::Pass {
         selections.push_back(*std::move(sel));
       }
       if (*q8_companions_) {
-        auto spared = kcu::PairQ8Companions(ops, shapes, selections, *target);
+        auto spared = kcu::PairQ8Companions(ops, shapes, selections, *target, *decode_class, *last_block_merge_);
         if (!spared.ok()) return where(spared.status());
         q8_spared_ += *spared;
       }

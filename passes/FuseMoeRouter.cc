@@ -6,10 +6,9 @@
 //
 // where the rows are one token (a static T = 1: the decode function), the logits have no other
 // use, the matmul carries no attributes and its weight is one the decode GEMV streams (f32, f16 or
-// bf16: ir::IsMoeRouterWeight; llama.cpp keeps routers unquantized). Every MoE family's decode ran
-// the two as two launches; the CUDA unit is one (the GEMV's last block routes). Numerics: the CPU
-// executor runs the two ops' kernels in order (runtime/cpu/CpuExecutor.cc), so the fused op's
-// results are the same bits.
+// bf16: ir::IsMoeRouterWeight; llama.cpp keeps routers unquantized) with K a multiple of 32. Every MoE family's decode
+// ran the two as two launches; the CUDA unit is one (the GEMV's last block routes). Numerics: the CPU executor runs the
+// two ops' kernels in order (runtime/cpu/CpuExecutor.cc), so the fused op's results are the same bits.
 #include <vector>
 
 #include "ir/StatusMacros.h"
@@ -45,6 +44,8 @@ class MoeRouterPattern : public RewritePattern<RouterMatch> {
     const ir::Value* w = matmul.operand(1);
     if (!llvm::isa<ir::Weight>(w) || !ir::IsMoeRouterWeight(w->dtype()) || !matmul.attrs().empty())
       return Skip(skipped_weight_);
+    // K a multiple of 32 (the decode GEMV's rows; another K keeps the matmul and its routing).
+    if (!xs[1].IsConstant() || xs[1].value() % 32 != 0) return Skip(skipped_weight_);
     return RouterMatch{route, &matmul};
   }
 
@@ -67,7 +68,8 @@ class MoeRouterPattern : public RewritePattern<RouterMatch> {
   Statistic skipped_uses_{pass(), "skipped-uses", "router logits with other users than the routing"};
   Statistic skipped_weight_{
       pass(), "skipped-weight",
-      "router products whose weight is not an f32, f16 or bf16 weight, or whose matmul carries attributes"};
+      "router products whose weight is not an f32, f16 or bf16 weight, whose K is not a multiple of 32, or whose "
+      "matmul carries attributes"};
 };
 
 class FuseMoeRouterPass : public PatternPass {

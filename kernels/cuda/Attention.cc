@@ -17,6 +17,7 @@
 #include <cmath>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "ir/StatusMacros.h"
 #include "kernels/cuda/AttentionParams.h"
 #include "kernels/cuda/ElementwiseParams.h"
@@ -74,12 +75,21 @@ std::vector<Launch> MergedOrCombined(const SelectContext& c, Launch split, int64
   return {split, combine};
 }
 
-// A one-launch record merges (its module has ATT_MERGE) and has tickets to do it with.
+// A define's value in a launch's module (0 when absent or not a number).
+int64_t DefineOf(const Launch& l, absl::string_view name) {
+  int64_t v = 0;
+  for (const auto& [n, value] : l.kernel.module.defines)
+    if (n == name && absl::SimpleAtoi(value, &v)) return v;
+  return 0;
+}
+
+// A one-launch record merges (its module has ATT_MERGE) and has a ticket for each of its head
+// chunks (grid / ATT_SPLITS) to do it with.
 bool MergesInSplit(const BindContext& c) {
   const OpSelection& s = c.selection();
-  if (s.launches.size() != 1 || s.ticket_words < 1 || c.Tickets() == 0) return false;
-  const Defines& d = s.launches[0].kernel.module.defines;
-  return std::any_of(d.begin(), d.end(), [](const auto& kv) { return kv.first == "ATT_MERGE"; });
+  if (s.launches.size() != 1 || c.Tickets() == 0 || DefineOf(s.launches[0], "ATT_MERGE") != 1) return false;
+  const int64_t splits = DefineOf(s.launches[0], "ATT_SPLITS");
+  return splits > 0 && s.launches[0].grid % splits == 0 && s.ticket_words >= s.launches[0].grid / splits;
 }
 
 // ring_rows > 0: the caches are sliding-window rings of that many rows (RingRows).
@@ -216,6 +226,8 @@ class AttentionSplitImpl : public GpuOpImpl {
     }
     // A record of an earlier form (a plan compiled before the merge moved into the split): the
     // split, then attention_combine; before that, the gate's own launch after a combine without it.
+    if (DefineOf(c.selection().launches[0], "ATT_MERGE") != 0)
+      return BindError(c.op(), "attention_split: stale selection (a merging split before a combine)");
     w.Kernel(0, p);
     AttentionCombineParams m;
     m.part = c.Scratch();
@@ -299,6 +311,8 @@ class GatedAttentionStepImpl : public GpuOpImpl {
       w.Kernel(0, p);
       return absl::OkStatus();
     }
+    if (c.selection().launches.size() != 2 || DefineOf(c.selection().launches[0], "ATT_MERGE") != 0)
+      return BindError(c.op(), "gated_attention_step: stale selection (launch count, or a merging split)");
     w.Kernel(0, p);  // a record of the earlier form: attention_combine after the split
     AttentionCombineParams m;
     m.part = c.Scratch();

@@ -295,6 +295,15 @@ absl::StatusOr<std::optional<Target>> ReadSelectionTarget(const ir::Module& m) {
   return std::optional<Target>(t);
 }
 
+bool WriteLastBlockMerge(bool merge, ir::Module& m) {
+  if (merge) return m.attrs().Erase("kernel_last_block_merge");
+  if (m.attrs().GetI64("kernel_last_block_merge") == std::optional<int64_t>(0)) return false;
+  m.attrs().Set("kernel_last_block_merge", int64_t{0});
+  return true;
+}
+
+bool ReadLastBlockMerge(const ir::Module& m) { return m.attrs().I64Or("kernel_last_block_merge", 1) != 0; }
+
 bool WriteSelectionWeights(WeightMode mode, ir::Module& m) {
   const std::string name(WeightModeName(mode));
   if (m.attrs().GetString("kernel_weights") == name) return false;
@@ -327,8 +336,10 @@ bool IsStaticFunction(const ir::Function& fn) {
 absl::StatusOr<std::vector<OpSelection>> SelectionsOf(const ir::Function& fn, int64_t bucket, const Target& target,
                                                       WeightMode weights, bool use_records) {
   DecodeClass decode_class = DecodeClass::kBucket;
+  bool merge = true;
   if (fn.module() != nullptr) {
     MEMRA_ASSIGN_OR_RETURN(decode_class, ReadDecodeClass(*fn.module()));
+    merge = ReadLastBlockMerge(*fn.module());
   }
   std::vector<OpSelection> out;
   for (const ir::Op* op : fn.Ops()) {
@@ -341,7 +352,7 @@ absl::StatusOr<std::vector<OpSelection>> SelectionsOf(const ir::Function& fn, in
       }
     }
     MEMRA_ASSIGN_OR_RETURN(OpShapes s, ShapesAt(*op, bucket, weights));
-    MEMRA_ASSIGN_OR_RETURN(OpSelection sel, SelectGpuOp(*op, s, target, decode_class));
+    MEMRA_ASSIGN_OR_RETURN(OpSelection sel, SelectGpuOp(*op, s, target, decode_class, merge));
     if (use_records && FindGpuOpImpl(sel.impl)->DoesDeviceWork())
       return absl::FailedPreconditionError(absl::StrCat("@", fn.name(), ": ", op->Summary(),
                                                         " has no kernel selection record (impl = ...) although its "
@@ -354,6 +365,7 @@ absl::StatusOr<std::vector<OpSelection>> SelectionsOf(const ir::Function& fn, in
 absl::StatusOr<int64_t> WorkspaceBytesOf(const ir::Module& m, const Target& target, WeightMode weights,
                                          bool use_records) {
   MEMRA_ASSIGN_OR_RETURN(const DecodeClass decode_class, ReadDecodeClass(m));
+  const bool merge = ReadLastBlockMerge(m);
   int64_t most = 0;
   for (const auto& f : m.functions()) {
     const bool fixed = IsStaticFunction(*f);
@@ -371,7 +383,7 @@ absl::StatusOr<int64_t> WorkspaceBytesOf(const ir::Module& m, const Target& targ
       for (int64_t b : buckets) {
         MEMRA_ASSIGN_OR_RETURN(OpShapes s, ShapesAt(*op, b, weights));
         // An op no unit takes asks for nothing here; its program fails when it is built.
-        auto sel = SelectGpuOp(*op, s, target, decode_class);
+        auto sel = SelectGpuOp(*op, s, target, decode_class, merge);
         if (sel.ok()) most = std::max(most, sel->workspace_bytes);
       }
     }

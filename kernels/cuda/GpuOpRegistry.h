@@ -46,6 +46,12 @@ absl::StatusOr<std::optional<Target>> ReadSelectionTarget(const ir::Module& m);
 bool WriteSelectionWeights(WeightMode mode, ir::Module& m);
 absl::StatusOr<std::optional<WeightMode>> ReadSelectionWeights(const ir::Module& m);
 
+// select-kernels{last-block-merge} as the module attribute `kernel_last_block_merge` (written
+// only when false), read back by SelectionsOf and WorkspaceBytesOf (so a plan's kernel table
+// re-derives the records it was compiled with).
+bool WriteLastBlockMerge(bool merge, ir::Module& m);
+bool ReadLastBlockMerge(const ir::Module& m);
+
 // Whether every argument and result of `fn` has a static shape (a bucket function or @decode):
 // the functions select-kernels annotates and the plan's kernel table covers.
 bool IsStaticFunction(const ir::Function& fn);

@@ -123,7 +123,8 @@ int CountQ8Launches(const OpSelection& s) {
 }
 
 absl::StatusOr<int64_t> PairQ8Companions(const std::vector<ir::Op*>& ops, const std::vector<OpShapes>& shapes,
-                                         std::vector<OpSelection>& selections, const Target& target) {
+                                         std::vector<OpSelection>& selections, const Target& target,
+                                         DecodeClass decode_class, bool last_block_merge) {
   if (ops.size() != shapes.size() || ops.size() != selections.size())
     return absl::InternalError("PairQ8Companions: ops, shapes and selections differ in length");
   absl::flat_hash_map<const ir::Op*, size_t> index;
@@ -156,7 +157,7 @@ absl::StatusOr<int64_t> PairQ8Companions(const std::vector<ir::Op*>& ops, const 
       }
       if (users.empty()) continue;
       WriteQ8Companion(*c, producer);
-      absl::StatusOr<OpSelection> ps = SelectGpuOp(producer, shapes[p], target);
+      absl::StatusOr<OpSelection> ps = SelectGpuOp(producer, shapes[p], target, decode_class, last_block_merge);
       const bool writes = ps.ok() && std::any_of(ps->launches.begin(), ps->launches.end(),
                                                  [&](const Launch& l) { return Q8CompanionDefine(l) == c->at; });
       if (!writes) {
@@ -166,7 +167,7 @@ absl::StatusOr<int64_t> PairQ8Companions(const std::vector<ir::Op*>& ops, const 
       std::vector<OpSelection> now;
       int64_t fewer = 0;
       for (size_t u : users) {
-        MEMRA_ASSIGN_OR_RETURN(OpSelection s, SelectGpuOp(*ops[u], shapes[u], target));
+        MEMRA_ASSIGN_OR_RETURN(OpSelection s, SelectGpuOp(*ops[u], shapes[u], target, decode_class, last_block_merge));
         fewer += CountQ8Launches(selections[u]) - CountQ8Launches(s);
         now.push_back(std::move(s));
       }

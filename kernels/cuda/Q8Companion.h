@@ -66,10 +66,12 @@ int CountQ8Launches(const OpSelection& s);
 // for each op whose result feeds (directly or through reshapes) a product that quantizes it (a
 // gemv_q_quantize_x launch) and
 // whose unit can write the companion, records it, re-selects the producer and its users at
-// `shapes` (one per op of `ops`, in order) and replaces their entries of `selections`. A pairing
+// `shapes` (one per op of `ops`, in order; with select-kernels' `decode_class` and
+// `last_block_merge`, SelectGpuOp's) and replaces their entries of `selections`. A pairing
 // whose producer does not then write it, or that spares no launch, is undone. Returns the
 // launches spared.
 absl::StatusOr<int64_t> PairQ8Companions(const std::vector<ir::Op*>& ops, const std::vector<OpShapes>& shapes,
-                                         std::vector<OpSelection>& selections, const Target& target);
+                                         std::vector<OpSelection>& selections, const Target& target,
+                                         DecodeClass decode_class = DecodeClass::kBucket, bool last_block_merge = true);
 
 }  // namespace memra::kernels::cuda
