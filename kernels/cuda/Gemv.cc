@@ -266,10 +266,7 @@ class MoeRouterImpl : public GpuOpImpl {
     g.y = c.Scratch();
     g.n_rows = static_cast<int>(m.rows);
     const uint64_t per_expert = c.op().num_operands() > 2 ? c.In(2) : 0;
-    const ir::AttrDict& at = c.op().attrs();
-    const double scale_attr = at.F64Or("scale", 0.0);
-    const bool sigmoid = at.GetString("gate").value_or("softmax") == "sigmoid";
-    const float scale = sigmoid && scale_attr != 0.0 ? static_cast<float>(scale_attr) : 1.0f;
+    const float scale = RouteScale(c.op(), c.op().attrs().GetString("gate").value_or("softmax") == "sigmoid");
     const std::vector<Launch>& launches = c.selection().launches;
     if (launches.size() == 1) {
       if (launches[0].kernel.entry != "gemv_splitk_route" || c.Tickets() == 0 || c.selection().ticket_words < 1)

@@ -99,8 +99,7 @@ class MoeRouteImpl : public GpuOpImpl {
     p.ids = c.Out(1);
     p.expert_scale = c.op().num_operands() > 1 ? c.In(1) : 0;
     p.n_tok = static_cast<int>(Numel(l) / l.back());
-    const double scale = c.op().attrs().F64Or("scale", 0.0);
-    p.scale = c.op().is(ir::OpKind::kMoeRouteSigmoid) && scale != 0.0 ? static_cast<float>(scale) : 1.0f;
+    p.scale = RouteScale(c.op(), c.op().is(ir::OpKind::kMoeRouteSigmoid));
     w.Kernel(0, p);
     return absl::OkStatus();
   }
@@ -738,6 +737,11 @@ absl::StatusOr<Defines> RouteDefines(const ir::Op& op, int64_t E, int64_t k, boo
   if (sigmoid) d.push_back(Def("MR_SIGMOID", 1));
   if (sigmoid && norm) d.push_back(Def("MR_NORM", 1));
   return MakeDefines(std::move(d));
+}
+
+float RouteScale(const ir::Op& op, bool sigmoid) {
+  const double scale = op.attrs().F64Or("scale", 0.0);
+  return sigmoid && scale != 0.0 ? static_cast<float>(scale) : 1.0f;
 }
 
 absl::StatusOr<Launch> MoeRouteLaunch(const ir::Op& op, const Target& target, int64_t E, int64_t k, bool sigmoid,

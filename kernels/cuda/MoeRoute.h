@@ -18,6 +18,10 @@ inline constexpr int64_t kMaxRouteExperts = 1024;  // MoeRoute.cuh: 32 values a 
 // 1 <= k <= min(E, 32).
 absl::StatusOr<Defines> RouteDefines(const ir::Op& op, int64_t E, int64_t k, bool sigmoid, bool norm);
 
+// The routed weights' factor the routing kernels take (MoeRouteParams / GemvRouteParams `scale`):
+// a sigmoid routing's `scale` attribute when set and not 0, else 1.
+float RouteScale(const ir::Op& op, bool sigmoid);
+
 // Moe.cu's routing launch over `tokens` rows of logits (a warp each, 8 a block).
 absl::StatusOr<Launch> MoeRouteLaunch(const ir::Op& op, const Target& target, int64_t E, int64_t k, bool sigmoid,
                                       bool norm, int64_t tokens);
