@@ -321,6 +321,21 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.ShapeIs(2, Shape{c.S(0).back()}, "the last dim of 'a'"));
       return Types{Like(c[0]), Like(c[0])};
     }
+    case OpKind::kMatMulAddRmsNorm: {
+      CHECK_OK(c.Float(0));
+      CHECK_OK(c.Rank(0, 2));
+      CHECK_OK(c.Rank(1, 2));
+      CHECK_OK(c.DimEq(1, 1, c.S(0).back(), "K, the last dim of 'x'"));
+      if (c.S(0)[0].IsConstant() && c.S(0)[0].value() != 1)
+        return Err(absl::StrCat("'x' must be one token ([1, K]), not ", c.S(0)[0].value()));
+      if (!IsFloatWeight(c.D(1)))
+        return Err(absl::StrCat("the matrix must be f32, f16 or bf16, not ", DTypeName(c.D(1))));
+      const TensorType product = WithLast(c[0], c.S(1)[0], c.D(0));
+      CHECK_OK(c.SameDType(0, 2));
+      CHECK_OK(c.ShapeIs(2, product.shape, "the product's shape [1, N]"));
+      CHECK_OK(c.ShapeIs(3, Shape{c.S(1)[0]}, "N, the rows of 'w'"));
+      return Types{product, product};
+    }
     case OpKind::kAddRmsNormMatMul: {
       CHECK_OK(c.Float(0));
       CHECK_OK(c.RankAtLeast(0, 1));
@@ -674,7 +689,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.DimEq(1, 1, c.S(0).back(), "K, the last dim of 'x'"));
       if (c.S(0)[0].IsConstant() && c.S(0)[0].value() != 1)
         return Err(absl::StrCat("'x' must be one token ([1, K]), not ", c.S(0)[0].value()));
-      if (!IsMoeRouterWeight(c.D(1)))
+      if (!IsFloatWeight(c.D(1)))
         return Err(absl::StrCat("the router weight must be f32, f16 or bf16, not ", DTypeName(c.D(1))));
       CHECK_OK(c.PositiveAttr("k"));
       const int64_t k = c.I("k");
@@ -954,7 +969,7 @@ absl::StatusOr<llvm::SmallVector<TensorType, 2>> InferResultTypes(OpKind kind, l
   return Infer(kind, c, attrs, declared);
 }
 
-bool IsMoeRouterWeight(DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; }
+bool IsFloatWeight(DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; }
 
 bool InQkNormRopeAppendDomain(int64_t head_dim, int64_t n_rot) {
   return head_dim > 0 && head_dim % 32 == 0 && head_dim <= 512 && n_rot % 64 == 0;

@@ -30,8 +30,8 @@ absl::StatusOr<llvm::SmallVector<TensorType, 2>> InferResultTypes(OpKind kind, l
 // forms the op only inside it.
 bool InQkNormRopeAppendDomain(int64_t head_dim, int64_t n_rot);
 
-// moe_router's weight types (ir/Ops.def): the ones the decode GEMV streams (f32, f16, bf16).
-// fuse-moe-router forms the op only for these.
-bool IsMoeRouterWeight(DType d);
+// The weight types the one-token GEMV (kernels/cuda/Gemv.cu) streams as stored: f32, f16, bf16.
+// moe_router and matmul_add_rms_norm take only these (fuse-moe-router, fuse-matmul-add-rmsnorm).
+bool IsFloatWeight(DType d);
 
 }  // namespace memra::ir

@@ -38,6 +38,7 @@ CaptureVerdict ByKind(OpKind kind) {
     case OpKind::kGatedRmsNorm:
     case OpKind::kAddRmsNorm:
     case OpKind::kAddRmsNormMatMul:
+    case OpKind::kMatMulAddRmsNorm:
     case OpKind::kFusedRows:
     case OpKind::kMatMulSwiglu:
     case OpKind::kQkNormRope:

@@ -6,7 +6,7 @@
 //
 // where the rows are one token (a static T = 1: the decode function), the logits have no other
 // use, the matmul carries no attributes and its weight is one the decode GEMV streams (f32, f16 or
-// bf16: ir::IsMoeRouterWeight; llama.cpp keeps routers unquantized) with K a multiple of 32. Every MoE family's decode
+// bf16: ir::IsFloatWeight; llama.cpp keeps routers unquantized) with K a multiple of 32. Every MoE family's decode
 // ran the two as two launches; the CUDA unit is one (the GEMV's last block routes). Numerics: the CPU executor runs the
 // two ops' kernels in order (runtime/cpu/CpuExecutor.cc), so the fused op's results are the same bits.
 #include <vector>
@@ -42,7 +42,7 @@ class MoeRouterPattern : public RewritePattern<RouterMatch> {
     const ir::Shape& xs = matmul.operand(0)->shape();
     if (xs.rank() != 2 || !xs[0].IsConstant() || xs[0].value() != 1) return Skip(skipped_tokens_);
     const ir::Value* w = matmul.operand(1);
-    if (!llvm::isa<ir::Weight>(w) || !ir::IsMoeRouterWeight(w->dtype()) || !matmul.attrs().empty())
+    if (!llvm::isa<ir::Weight>(w) || !ir::IsFloatWeight(w->dtype()) || !matmul.attrs().empty())
       return Skip(skipped_weight_);
     // K a multiple of 32 (the decode GEMV's rows; another K keeps the matmul and its routing).
     if (!xs[1].IsConstant() || xs[1].value() % 32 != 0) return Skip(skipped_weight_);

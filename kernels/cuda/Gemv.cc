@@ -11,6 +11,8 @@
 #include "kernels/cuda/GpuOp.h"
 #include "kernels/cuda/MoeParams.h"
 #include "kernels/cuda/MoeRoute.h"
+#include "kernels/cuda/NormParams.h"
+#include "kernels/cuda/RowLaunch.h"
 
 namespace memra::kernels::cuda {
 namespace {
@@ -296,6 +298,84 @@ class MoeRouterImpl : public GpuOpImpl {
   }
 };
 
+// matmul_add_rms_norm (fuse-matmul-add-rmsnorm, one token): the product into the op's sum, then
+// add_rms_norm. One launch where gemv_splitk takes the shape (gemv_splitk_add_norm: the product's
+// last block adds and normalizes, with the selection's one ticket word, as Norm.cu's add_rms_norm
+// does: the same bits as the two launches); else gemv, then Norm.cu's add_rms_norm launch.
+class MatMulAddRmsNormImpl : public GpuOpImpl {
+ public:
+  // Rows the one-launch form normalizes in its last block (a thread's share in registers: 32
+  // values of the row and 32 of the weight at 256 threads).
+  static constexpr int64_t kMaxTailCols = 8192;
+
+  absl::string_view name() const override { return "matmul_add_rms_norm"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kMatMulAddRmsNorm; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const std::vector<int64_t>& x = c.shapes.in[0];
+    const WeightLayout* layout = c.shapes.layout(1);
+    const int storage = layout != nullptr ? layout->gemv_storage : 0;
+    const int64_t K = x.back(), N = c.shapes.in[1][0];
+    if (storage == 0 || Numel(x) != K || K % 32 != 0)
+      return Unsupported(c.op, "the product takes one token and an f32, f16 or bf16 weight, K a multiple of 32");
+    OpSelection s;
+    s.gemv = true;
+    std::optional<Launch> split = SplitKGemvLaunch(c.target, K, storage, N, 1);
+    if (split && N <= kMaxTailCols) {
+      Defines d = split->kernel.module.defines;
+      d.push_back(Def("GEMV_NORM_COLS", N));
+      split->kernel.module.defines = MakeDefines(std::move(d));
+      split->kernel.entry = "gemv_splitk_add_norm";
+      s.launches = {*split};
+      s.ticket_words = 1;
+    } else {
+      s.launches = {split ? *split : GemvLaunch(c.target, "gemv", K, storage, N, 1),
+                    NormRowLaunch("add_rms_norm", 1, N)};
+    }
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
+    MEMRA_ASSIGN_OR_RETURN(DeviceMatrix m, CountedMatrix(c, 1, x.back(), w));
+    GemvParams g;
+    g.w = WeightOf(m);
+    g.x = c.In(0);
+    g.y = c.Out(0);  // the product, then the sum in place
+    g.n_rows = static_cast<int>(m.rows);
+    const float eps = static_cast<float>(c.op().attrs().F64Or("eps", 0.0));
+    const std::vector<Launch>& launches = c.selection().launches;
+    if (launches.size() == 1) {
+      if (launches[0].kernel.entry != "gemv_splitk_add_norm" || c.Tickets() == 0 || c.selection().ticket_words < 1)
+        return BindError(c.op(),
+                         "matmul_add_rms_norm: stale selection (one launch without the norm tail, or no ticket)");
+      GemvAddNormParams p;
+      p.g = g;
+      p.b = c.In(2);
+      p.w = c.In(3);
+      p.y = c.Out(1);
+      p.ticket = c.Tickets();
+      p.eps = eps;
+      p.pad_ = 0;
+      w.Kernel(0, p);
+      return absl::OkStatus();
+    }
+    if (launches.size() != 2 || launches[1].kernel.entry != "add_rms_norm")
+      return BindError(c.op(), "matmul_add_rms_norm: stale selection (launch count)");
+    w.Kernel(0, g);
+    // add_rms_norm(product, b) in place over the product: a thread reads its columns of both rows
+    // before it writes them (Norm.cu).
+    NormParams n{};
+    n.x = c.Out(0);
+    n.z = c.In(2);
+    n.w = c.In(3);
+    n.sum = c.Out(0);
+    n.y = c.Out(1);
+    n.n_rows = 1;
+    n.eps = eps;
+    w.Kernel(1, n);
+    return absl::OkStatus();
+  }
+};
+
 // add_rms_norm_matmul (fuse-add-rmsnorm-matmul, decode): gemv_norm / gemv_group_norm /
 // gemv_swiglu_norm, the products of Gemv.cu with the norm as their prologue (every warp sums the
 // squares of a + b while its row streams; block 0 writes the sum).
@@ -373,6 +453,7 @@ class GemvNormImpl : public GpuOpImpl {
 std::unique_ptr<GpuOpImpl> CreateGemvSwiglu() { return std::make_unique<GemvSwigluImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateGemvGroup() { return std::make_unique<GemvGroupImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateMoeRouter() { return std::make_unique<MoeRouterImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateMatMulAddRmsNorm() { return std::make_unique<MatMulAddRmsNormImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateGemv() { return std::make_unique<GemvImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateGemvNorm() { return std::make_unique<GemvNormImpl>(); }
 

@@ -946,6 +946,22 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         out.push_back(y);
         break;
       }
+      case OpKind::kMatMulAddRmsNorm: {
+        // matmul, then add_rms_norm as the separate ops compute them (bit-identical: the sum's
+        // operand order does not change an f32 addition).
+        MEMRA_RETURN_IF_ERROR(F32In(0));
+        MEMRA_RETURN_IF_ERROR(F32In(2));
+        const HostTensor& x = In(0);
+        MEMRA_ASSIGN_OR_RETURN(HostTensor sum, Product(op, x.f32(), x.shape(), Wt(1).view, pool));
+        const int64_t N = sum.dim(-1), rows = sum.numel() / std::max<int64_t>(N, 1);
+        if (In(2).numel() != sum.numel()) return OpError(op, "b must have the product's shape");
+        HostTensor y = HostTensor::Zeros(DType::kF32, sum.shape());
+        kc::Add(sum.f32(), In(2).f32(), sum.numel(), sum.f32());
+        kc::RmsNorm(sum.f32(), Wt(3).values, rows, N, static_cast<float>(at.F64Or("eps", 0)), y.f32(), pool);
+        out.push_back(sum);
+        out.push_back(y);
+        break;
+      }
       case OpKind::kAddRmsNormMatMul: {
         // add_rms_norm, then the products as matmul (one per matrix) or matmul_swiglu compute them.
         MEMRA_RETURN_IF_ERROR(F32In(0));

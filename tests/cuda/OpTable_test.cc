@@ -1163,6 +1163,34 @@ TEST_F(OpTableTest, DecodeFusions) {
         auto r = h.b->Build(ir::OpKind::kAddRmsNormMatMul, operands, attrs);
         return std::vector<Value*>(r.begin(), r.end());
       });
+  // matmul_add_rms_norm (fuse-matmul-add-rmsnorm, one token): the product and the add_rms_norm
+  // after it in one launch (gemv_splitk_add_norm: the product's last block adds and normalizes;
+  // its ticket must be zero again for the next of the 3 calls), or where K leaves gemv_splitk, two
+  // (gemv, then add_rms_norm). The 0.8B's attention output and down (block-row tails), a 512-wide
+  // row (the warp-row tail), the 9B's attention output in f16 (16 values a thread) and its down
+  // (K = 12,288: two launches).
+  struct AddNormCase {
+    const char* label;
+    GgmlType w;
+    int64_t K, N;
+    double bound;
+  };
+  for (const AddNormCase& c : {AddNormCase{"bf16 1024x2048", GgmlType::kBF16, 2048, 1024, 5e-5},
+                               AddNormCase{"bf16 1024x3584", GgmlType::kBF16, 3584, 1024, 5e-5},
+                               AddNormCase{"bf16 512x1024 warp row", GgmlType::kBF16, 1024, 512, 5e-5},
+                               AddNormCase{"f16 4096x4096", GgmlType::kF16, 4096, 4096, 5e-5},
+                               AddNormCase{"f32 4096x12288 two launches", GgmlType::kF32, 12288, 4096, 1e-10}})
+    Check(
+        "matmul_add_rms_norm", c.label, 1, c.bound,
+        [&c](Harness& h) {
+          h.static_t = 1;
+          auto r = h.b->Build(ir::OpKind::kMatMulAddRmsNorm,
+                              {h.Arg("x", {-1, c.K}), h.Weight("w", c.w, {c.K, c.N}, -0.05f, 0.05f),
+                               h.Arg("b", {-1, c.N}), h.Weight("nw", GgmlType::kF32, {c.N}, 0.5f, 1.5f)},
+                              {{"eps", 1e-6}});
+          return std::vector<Value*>(r.begin(), r.end());
+        },
+        /*calls=*/3);
   // delta_net_step (fuse-delta-net-step, one token): the 9B's heads (16 key / 32 value heads of
   // 128, two blocks a cluster) and the 0.8B's (16 / 16), three calls carrying both states.
   for (int64_t hv : {32, 16})

@@ -183,11 +183,15 @@ TEST(FusedExecution, FusionsFirePerLayerAndPlansAreValid) {
     for (const ir::Op* op : f->Ops()) ++count[std::string(op->mnemonic())];
     SCOPED_TRACE(f->name());
     EXPECT_EQ(count["matmul_swiglu"], n_layer);
-    EXPECT_EQ(count["add_rms_norm"], 2 * n_layer);  // post-attention norm, next layer / output norm
-    EXPECT_EQ(count["matmul_group"], n_layer);      // q/k/v, or qkv/gate/beta/alpha
+    EXPECT_EQ(count["matmul_group"], n_layer);  // q/k/v, or qkv/gate/beta/alpha
     // A one-token step's delta-net layers are one delta_net_step each (fuse-delta-net-step), its
-    // attention layers one gated_attention_step each (fuse-gated-attention-step).
+    // attention layers one gated_attention_step each (fuse-gated-attention-step), and its norms
+    // after the attention output and the down product (the next layer's, or the output norm)
+    // the tails of those products (fuse-matmul-add-rmsnorm: the fixture's weights are f32).
     const bool one_token = f->name() == "decode";
+    EXPECT_EQ(count["add_rms_norm"], one_token ? 0 : 2 * n_layer);
+    EXPECT_EQ(count["matmul_add_rms_norm"], one_token ? 2 * n_layer : 0);
+    EXPECT_EQ(count["matmul"], one_token ? 1 : 1 + 2 * n_layer) << "the head, and the unfused outputs and downs";
     EXPECT_EQ(count["qk_norm_rope"], one_token ? 0 : n_attn);
     EXPECT_EQ(count["attention_gated"], one_token ? 0 : n_attn);
     EXPECT_EQ(count["gated_attention_step"], one_token ? n_attn : 0);

@@ -136,6 +136,8 @@ inline int __dp4a(int a, int b, int c) {
 }
 inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
 inline float __int_as_float(int u) { return std::bit_cast<float>(u); }
+inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
+inline int __float_as_int(float f) { return std::bit_cast<int>(f); }
 inline int __float2int_rn(float f) { return (int)std::nearbyint(f); }
 template <class T>
 T __ldg(const T* p) {

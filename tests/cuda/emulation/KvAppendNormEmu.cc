@@ -23,8 +23,6 @@ float emu_half(unsigned short h) { return f16_to_f32(h); }
 void emu_register(const char*, void (*)(const void*)) {}
 // What Norm.cu's other entries use (greedy_next), never called here (__ldcg, atomicAdd and
 // __threadfence come from CudaHostEmulation.h).
-inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
-inline int __float_as_int(float f) { return std::bit_cast<int>(f); }
 // What Elementwise.cu's other entries use (the vectorized casts and GLUs), never called here.
 
 namespace kv_emu {

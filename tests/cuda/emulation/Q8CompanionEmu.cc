@@ -31,8 +31,6 @@ float emu_half(unsigned short) { return 0; }  // not used by these kernels
 void emu_register(const char*, void (*)(const void*)) {}
 // What Norm.cu's other entries use (greedy_next), never called here (__ldcg, atomicAdd and
 // __threadfence come from CudaHostEmulation.h).
-inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
-inline int __float_as_int(float f) { return std::bit_cast<int>(f); }
 
 namespace q8e {
 #if Q8E_KIND <= 3

@@ -26,8 +26,6 @@
 float emu_half(unsigned short h) { return f16_to_f32(h); }
 void emu_register(const char*, void (*)(const void*)) {}
 // What Elementwise.cu's other entries use, never called here.
-inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
-inline int __float_as_int(float f) { return std::bit_cast<int>(f); }
 
 namespace qkr_emu {
 #include "kernels/cuda/Rope.cu"
