@@ -299,9 +299,10 @@ class MoeRouterImpl : public GpuOpImpl {
 };
 
 // matmul_add_rms_norm (fuse-matmul-add-rmsnorm, one token): the product into the op's sum, then
-// add_rms_norm. One launch where gemv_splitk takes the shape (gemv_splitk_add_norm: the product's
+// add_rms_norm. One launch (gemv_splitk_add_norm, or gemv_add_norm for long rows: the product's
 // last block adds and normalizes, with the selection's one ticket word, as Norm.cu's add_rms_norm
-// does: the same bits as the two launches); else gemv, then Norm.cu's add_rms_norm launch.
+// does: the same bits as the two launches) where the product's geometry allows the tail; else the
+// product, then Norm.cu's add_rms_norm launch.
 class MatMulAddRmsNormImpl : public GpuOpImpl {
  public:
   // Rows the one-launch form normalizes in its last block (a thread's share in registers: 32
@@ -320,16 +321,22 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
     OpSelection s;
     s.gemv = true;
     std::optional<Launch> split = SplitKGemvLaunch(c.target, K, storage, N, 1);
-    if (split && N <= kMaxTailCols) {
-      Defines d = split->kernel.module.defines;
+    Launch product = split ? *split : GemvLaunch(c.target, "gemv", K, storage, N, 1);
+    // The tail's norm: warp rows up to 512 columns, else Norm.cu's block of 256 threads; the plain
+    // GEMV's warps return when they have no row, so every warp of its grid must have one (the
+    // tail's block barrier).
+    const int64_t warps = product.block / 32;
+    const bool tail =
+        N <= kMaxTailCols && (N <= kWarpRowMaxCols || product.block == 256) && (split.has_value() || N % warps == 0);
+    if (tail) {
+      Defines d = product.kernel.module.defines;
       d.push_back(Def("GEMV_NORM_COLS", N));
-      split->kernel.module.defines = MakeDefines(std::move(d));
-      split->kernel.entry = "gemv_splitk_add_norm";
-      s.launches = {*split};
+      product.kernel.module.defines = MakeDefines(std::move(d));
+      product.kernel.entry = split ? "gemv_splitk_add_norm" : "gemv_add_norm";
+      s.launches = {product};
       s.ticket_words = 1;
     } else {
-      s.launches = {split ? *split : GemvLaunch(c.target, "gemv", K, storage, N, 1),
-                    NormRowLaunch("add_rms_norm", 1, N)};
+      s.launches = {product, NormRowLaunch("add_rms_norm", 1, N)};
     }
     return std::optional<OpSelection>(std::move(s));
   }
@@ -344,7 +351,9 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
     const float eps = static_cast<float>(c.op().attrs().F64Or("eps", 0.0));
     const std::vector<Launch>& launches = c.selection().launches;
     if (launches.size() == 1) {
-      if (launches[0].kernel.entry != "gemv_splitk_add_norm" || c.Tickets() == 0 || c.selection().ticket_words < 1)
+      const std::string& entry = launches[0].kernel.entry;
+      if ((entry != "gemv_splitk_add_norm" && entry != "gemv_add_norm") || c.Tickets() == 0 ||
+          c.selection().ticket_words < 1)
         return BindError(c.op(),
                          "matmul_add_rms_norm: stale selection (one launch without the norm tail, or no ticket)");
       GemvAddNormParams p;

@@ -353,6 +353,62 @@ __device__ __forceinline__ void gemv_group_body(const GemvWeight* __restrict__ w
     for (int t = 0; t < GEMV_T; ++t) y[(i64)t * n + row] = v[t];
 }
 
+#if defined(GEMV_NORM_COLS) && GEMV_T == 1
+// matmul_add_rms_norm (one token): the product's blocks write it into g.y (the op's sum); the
+// launch's last block to finish (an arrival ticket, as gemv_splitk_route's) adds b and normalizes
+// the row as Norm.cu's add_rms_norm computes it at GEMV_NORM_COLS columns: a row of at most 512 by
+// one warp (NORM_WARP_ROWS), a longer one by the block of 256 threads, each thread's columns and
+// sums in the same order and the same reduction tree, so the fused op's bits are the two
+// launches' (tests/cuda/emulation/GemvAddNormEmu.cc). Every thread of the block calls it.
+#if GEMV_NORM_COLS <= 512
+#define GAN_THREADS 32
+#else
+#define GAN_THREADS (GEMV_WARPS * 32)
+#if GAN_THREADS != 256
+#error "the norm tail of a long row needs Norm.cu's block of 256 threads"
+#endif
+#endif
+#define GAN_PER ((GEMV_NORM_COLS + GAN_THREADS - 1) / GAN_THREADS)
+__device__ __forceinline__ void add_norm_tail(const GemvAddNormParams& p) {
+  __shared__ unsigned s_arrived;
+  __threadfence();  // this thread's product rows before the block's arrival
+  __syncthreads();
+  if (threadIdx.x == 0) s_arrived = atomicAdd(p.ticket, 1u);
+  __syncthreads();
+  if (s_arrived != gridDim.x - 1 || threadIdx.x >= GAN_THREADS) return;
+  __threadfence();  // the other blocks' rows after their arrivals
+  if (threadIdx.x == 0) *p.ticket = 0u;
+  const int t = threadIdx.x;
+  float wv[GAN_PER], v[GAN_PER];
+#pragma unroll
+  for (int k = 0; k < GAN_PER; ++k) {
+    const int c = t + k * GAN_THREADS;
+    wv[k] = c < GEMV_NORM_COLS ? p.w[c] : 0.0f;
+  }
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < GAN_PER; ++k) {
+    const int c = t + k * GAN_THREADS;
+    v[k] = c < GEMV_NORM_COLS ? __ldcg(p.g.y + c) + p.b[c] : 0.0f;
+    ss += v[k] * v[k];
+  }
+#if GEMV_NORM_COLS <= 512
+  ss = warp_sum(ss);
+#else
+  ss = block_sum(ss);
+#endif
+  const float s = 1.0f / sqrtf(ss / (float)GEMV_NORM_COLS + p.eps);
+#pragma unroll
+  for (int k = 0; k < GAN_PER; ++k) {
+    const int c = t + k * GAN_THREADS;
+    if (c < GEMV_NORM_COLS) {
+      p.g.y[c] = v[k];
+      p.y[c] = (v[k] * s) * wv[k];
+    }
+  }
+}
+#endif
+
 #if GEMV_SPLITK == 2 && GEMV_W != 3 && GEMV_STEPS % 2 == 0
 // A product of few rows (fewer than two waves of warp-per-row blocks: the 9B's 4096 x 4096, the
 // 0.8B's 1024-row products) with two warps a row, each over half of K: twice the blocks, each half
@@ -425,6 +481,12 @@ __device__ __forceinline__ void gemv_splitk_body(const GemvParams& p) {
         for (int t = 0; t < GEMV_T; ++t) p.y[(i64)t * p.n_rows + first + r] = acc[r][t] + second[warp >> 1][r][t];
 }
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk(const GemvParams p) { gemv_splitk_body(p); }
+#if defined(GEMV_NORM_COLS) && GEMV_T == 1
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk_add_norm(const GemvAddNormParams p) {
+  gemv_splitk_body(p.g);
+  add_norm_tail(p);
+}
+#endif
 
 #if defined(MR_E) && GEMV_T == 1
 #include "MoeRoute.cuh"
@@ -453,62 +515,6 @@ extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk_route(
 }
 #endif
 
-#if defined(GEMV_NORM_COLS) && GEMV_T == 1
-// matmul_add_rms_norm (one token): gemv_splitk's blocks write the product into g.y (the op's
-// sum); the launch's last block to finish (an arrival ticket, as gemv_splitk_route's) adds b and
-// normalizes the row as Norm.cu's add_rms_norm computes it at GEMV_NORM_COLS columns: a row of at
-// most 512 by one warp (NORM_WARP_ROWS), a longer one by the block of 256 threads, each thread's
-// columns and sums in the same order and the same reduction tree, so the fused op's bits are the
-// two launches' (tests/cuda/emulation/GemvAddNormEmu.cc).
-#if GEMV_NORM_COLS <= 512
-#define GAN_THREADS 32
-#else
-#define GAN_THREADS (GEMV_WARPS * 32)
-#if GAN_THREADS != 256
-#error "the norm tail of a long row needs Norm.cu's block of 256 threads"
-#endif
-#endif
-#define GAN_PER ((GEMV_NORM_COLS + GAN_THREADS - 1) / GAN_THREADS)
-extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk_add_norm(const GemvAddNormParams p) {
-  gemv_splitk_body(p.g);
-  __shared__ unsigned s_arrived;
-  __threadfence();  // this thread's product rows before the block's arrival
-  __syncthreads();
-  if (threadIdx.x == 0) s_arrived = atomicAdd(p.ticket, 1u);
-  __syncthreads();
-  if (s_arrived != gridDim.x - 1 || threadIdx.x >= GAN_THREADS) return;
-  __threadfence();  // the other blocks' rows after their arrivals
-  if (threadIdx.x == 0) *p.ticket = 0u;
-  const int t = threadIdx.x;
-  float wv[GAN_PER], v[GAN_PER];
-#pragma unroll
-  for (int k = 0; k < GAN_PER; ++k) {
-    const int c = t + k * GAN_THREADS;
-    wv[k] = c < GEMV_NORM_COLS ? p.w[c] : 0.0f;
-  }
-  float ss = 0.0f;
-#pragma unroll
-  for (int k = 0; k < GAN_PER; ++k) {
-    const int c = t + k * GAN_THREADS;
-    v[k] = c < GEMV_NORM_COLS ? __ldcg(p.g.y + c) + p.b[c] : 0.0f;
-    ss += v[k] * v[k];
-  }
-#if GEMV_NORM_COLS <= 512
-  ss = warp_sum(ss);
-#else
-  ss = block_sum(ss);
-#endif
-  const float s = 1.0f / sqrtf(ss / (float)GEMV_NORM_COLS + p.eps);
-#pragma unroll
-  for (int k = 0; k < GAN_PER; ++k) {
-    const int c = t + k * GAN_THREADS;
-    if (c < GEMV_NORM_COLS) {
-      p.g.y[c] = v[k];
-      p.y[c] = (v[k] * s) * wv[k];
-    }
-  }
-}
-#endif
 #endif
 
 // add_rms_norm_matmul's sum = a + b: written by the first block (every block reads a and b; the
@@ -533,6 +539,13 @@ __device__ __forceinline__ XAddNorm add_norm_x(const float* a, const GemvNorm& n
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv(const GemvParams p) {
   gemv_body(p.w.w, p.w.scale, XPlain{p.x}, p.y, p.n_rows);
 }
+#if defined(GEMV_NORM_COLS) && GEMV_T == 1 && GEMV_R == 1
+// matmul_add_rms_norm where gemv_splitk does not take the shape (K past 4096: the 9B's down).
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_add_norm(const GemvAddNormParams p) {
+  gemv_body(p.g.w.w, p.g.w.scale, XPlain{p.g.x}, p.g.y, p.g.n_rows);
+  add_norm_tail(p);
+}
+#endif
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_swiglu(const GemvSwigluParams p) {
   gemv_swiglu_body(p.gate.w, p.gate.scale, p.up.w, p.up.scale, XPlain{p.x}, p.y, p.n_rows);
 }

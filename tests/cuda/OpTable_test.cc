@@ -1165,10 +1165,11 @@ TEST_F(OpTableTest, DecodeFusions) {
       });
   // matmul_add_rms_norm (fuse-matmul-add-rmsnorm, one token): the product and the add_rms_norm
   // after it in one launch (gemv_splitk_add_norm: the product's last block adds and normalizes;
-  // its ticket must be zero again for the next of the 3 calls), or where K leaves gemv_splitk, two
-  // (gemv, then add_rms_norm). The 0.8B's attention output and down (block-row tails), a 512-wide
-  // row (the warp-row tail), the 9B's attention output in f16 (16 values a thread) and its down
-  // (K = 12,288: two launches).
+  // its ticket must be zero again for the next of the 3 calls; gemv_add_norm where K leaves
+  // gemv_splitk), or two (the product, then add_rms_norm) where the GEMV's geometry leaves no tail.
+  // The 0.8B's attention output and down (block-row tails), a 512-wide row (the warp-row tail), the
+  // 9B's attention output in f16 (16 values a thread) and its down (K = 12,288: gemv_add_norm), and
+  // 640 rows over K = 4,608 (a GEMV of 4 warps a block: two launches).
   struct AddNormCase {
     const char* label;
     GgmlType w;
@@ -1179,7 +1180,8 @@ TEST_F(OpTableTest, DecodeFusions) {
                                AddNormCase{"bf16 1024x3584", GgmlType::kBF16, 3584, 1024, 5e-5},
                                AddNormCase{"bf16 512x1024 warp row", GgmlType::kBF16, 1024, 512, 5e-5},
                                AddNormCase{"f16 4096x4096", GgmlType::kF16, 4096, 4096, 5e-5},
-                               AddNormCase{"f32 4096x12288 two launches", GgmlType::kF32, 12288, 4096, 1e-10}})
+                               AddNormCase{"f32 4096x12288 gemv tail", GgmlType::kF32, 12288, 4096, 1e-10},
+                               AddNormCase{"bf16 640x4608 two launches", GgmlType::kBF16, 4608, 640, 5e-5}})
     Check(
         "matmul_add_rms_norm", c.label, 1, c.bound,
         [&c](Harness& h) {

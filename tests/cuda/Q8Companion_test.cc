@@ -124,8 +124,9 @@ DecodeCounts CountDecode(const std::string& path, bool companions, std::vector<M
       // plan-memory sized the buffer for both: the op's offset plus the buffer end stays in the arena.
       const std::vector<int64_t> arena = op->attrs().GetI64Array("arena").value_or(std::vector<int64_t>{});
       EXPECT_GT(arena.size(), c->result) << op->Summary();
-      if (arena.size() > c->result)
+      if (arena.size() > c->result) {
         EXPECT_LE(arena[c->result] + c->at + c->bytes, decode->attrs().I64Or("arena_bytes", 0)) << op->Summary();
+      }
       if (modules != nullptr)
         for (const Launch& l : s.launches) modules->push_back(l.kernel.module);
     }
@@ -135,8 +136,9 @@ DecodeCounts CountDecode(const std::string& path, bool companions, std::vector<M
     for (const Launch& l : s.launches)
       product |= l.kernel.module.file == "GemvQuant.cu" && l.kernel.entry != "gemv_q_quantize_x";
     for (unsigned k = 0; k < op->num_operands(); ++k) has |= Q8CompanionOfValue(*op->operand(k)).has_value();
-    if (product && CountQ8Launches(s) == 0)
+    if (product && CountQ8Launches(s) == 0) {
       EXPECT_TRUE(has) << op->Summary() << " reads q8 x without a launch or a companion";
+    }
     n.readers += product && has;
   }
   return n;

@@ -1,8 +1,9 @@
-// kernels/cuda/Gemv.cu's gemv_splitk_add_norm (matmul_add_rms_norm, one token) without a GPU: the
-// product by gemv_splitk's blocks into the sum, then the launch's last block adding the residual
-// and normalizing the row, on the host emulation (CudaHostEmulation.h: blocks one after another,
-// so the last block is the grid's last). Checked over several launches on one ticket word against
-// the two launches it replaces, gemv_splitk then Norm.cu's add_rms_norm at the unit's geometry
+// kernels/cuda/Gemv.cu's gemv_splitk_add_norm (with GEMV_SPLITK = 2) or gemv_add_norm
+// (matmul_add_rms_norm, one token) without a GPU: the product by the GEMV's blocks into the sum,
+// then the launch's last block adding the residual and normalizing the row, on the host emulation
+// (CudaHostEmulation.h: blocks one after another, so the last block is the grid's last). Checked
+// over several launches on one ticket word against the two launches it replaces, the GEMV
+// (gemv_splitk or gemv) then Norm.cu's add_rms_norm at the unit's geometry
 // (warp rows up to 512 columns, else a block of 256): sum and y equal bit for bit; the product
 // against float64 (nmse); the ticket zero again after every launch; outputs NaN-poisoned before
 // each. Exit status 1 on any difference.
@@ -63,7 +64,11 @@ int main() {
   const float eps = 1e-6f;
   unsigned ticket = 0;
   int fail = 0;
+#if GEMV_SPLITK == 2
   const unsigned grid = (N + GEMV_WARPS / 2 - 1) / (GEMV_WARPS / 2);  // a warp pair a row
+#else
+  const unsigned grid = (N + GEMV_WARPS - 1) / GEMV_WARPS;  // a warp a row
+#endif
   for (int launch = 0; launch < 3; ++launch) {
     std::vector<float> x(K), b(N);
     for (float& v : x) v = G(rng);
@@ -80,18 +85,27 @@ int main() {
     p.y = y.data();
     p.ticket = &ticket;
     p.eps = eps;
+#if GEMV_SPLITK == 2
     emu_launch([](const void* a) { fused_emu::gemv_splitk_add_norm(*static_cast<const GemvAddNormParams*>(a)); }, grid,
                GEMV_WARPS * 32, &p);
+#else
+    emu_launch([](const void* a) { fused_emu::gemv_add_norm(*static_cast<const GemvAddNormParams*>(a)); }, grid,
+               GEMV_WARPS * 32, &p);
+#endif
     if (ticket != 0) {
       std::printf("  launch %d: the ticket is %u after the launch (not zero)\n", launch, ticket);
       fail = 1;
     }
-    // The two launches: gemv_splitk into the product, add_rms_norm(product, b) in place.
+    // The two launches: the GEMV into the product, add_rms_norm(product, b) in place.
     std::vector<float> sum2(N, std::nanf("")), y2(N, std::nanf(""));
     GemvParams g = p.g;
     g.y = sum2.data();
+#if GEMV_SPLITK == 2
     emu_launch([](const void* a) { fused_emu::gemv_splitk(*static_cast<const GemvParams*>(a)); }, grid, GEMV_WARPS * 32,
                &g);
+#else
+    emu_launch([](const void* a) { fused_emu::gemv(*static_cast<const GemvParams*>(a)); }, grid, GEMV_WARPS * 32, &g);
+#endif
     NormParams n{};
     n.x = sum2.data();
     n.z = b.data();
@@ -114,8 +128,13 @@ int main() {
       ref += d * d;
     }
     const double nmse = err / ref;
-    std::printf("gemv_splitk_add_norm N %d K %d launch %d: sum and y %s the two launches', sum nmse %.3g\n", N, K,
-                launch, same ? "equal to" : "DIFFER from", nmse);
+#if GEMV_SPLITK == 2
+    const char* entry = "gemv_splitk_add_norm";
+#else
+    const char* entry = "gemv_add_norm";
+#endif
+    std::printf("%s N %d K %d launch %d: sum and y %s the two launches', sum nmse %.3g\n", entry, N, K, launch,
+                same ? "equal to" : "DIFFER from", nmse);
     if (!same || !(nmse < 1e-10)) fail = 1;
   }
   return fail;
