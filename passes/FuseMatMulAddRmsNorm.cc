@@ -62,9 +62,7 @@ class MatMulAddRmsNormPattern : public RewritePattern<ProductNormMatch> {
         Op * fused,
         rw.Create(m.norm, OpKind::kMatMulAddRmsNorm,
                   {m.matmul->operand(0), m.matmul->operand(1), m.residual, m.norm->operand(2)}, std::move(attrs)));
-    rw.Replace(m.norm->result(0), fused->result(0));
-    rw.Replace(m.norm->result(1), fused->result(1));
-    rw.Erase(m.norm);
+    rw.ReplaceOp(m.norm, fused);
     rw.Erase(m.matmul);
     return absl::OkStatus();
   }

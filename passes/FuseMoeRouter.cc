@@ -56,9 +56,7 @@ class MoeRouterPattern : public RewritePattern<RouterMatch> {
     std::vector<ir::Value*> operands = {m.matmul->operand(0), m.matmul->operand(1)};
     if (m.route->num_operands() > 1) operands.push_back(m.route->operand(1));
     MEMRA_ASSIGN_OR_RETURN(Op * fused, rw.Create(m.route, OpKind::kMoeRouter, operands, std::move(attrs)));
-    rw.Replace(m.route->result(0), fused->result(0));
-    rw.Replace(m.route->result(1), fused->result(1));
-    rw.Erase(m.route);
+    rw.ReplaceOp(m.route, fused);
     rw.Erase(m.matmul);
     return absl::OkStatus();
   }

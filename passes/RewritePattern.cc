@@ -37,6 +37,11 @@ void PatternRewriter::Erase(ir::Op* op) {
   op->Erase();
 }
 
+void PatternRewriter::ReplaceOp(ir::Op* op, ir::Op* with) {
+  for (unsigned i = 0; i < op->num_results(); ++i) Replace(op->result(i), with->result(i));
+  Erase(op);
+}
+
 absl::StatusOr<bool> ApplyPatterns(ir::Function& f, llvm::ArrayRef<RewritePatternBase*> patterns) {
   PatternRewriter rw(f);
   bool changed = false;

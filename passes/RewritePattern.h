@@ -88,6 +88,9 @@ class PatternRewriter {
   void Replace(ir::Value* from, ir::Value* to);
   // Erases `op`, whose results must be unused by then.
   void Erase(ir::Op* op);
+  // Every result of `op` replaced by `with`'s result of the same index (Replace), then `op` erased:
+  // a fused op taking the place of the op whose results it computes.
+  void ReplaceOp(ir::Op* op, ir::Op* with);
 
  private:
   friend absl::StatusOr<bool> ApplyPatterns(ir::Function& f, llvm::ArrayRef<RewritePatternBase*> patterns);

@@ -267,6 +267,7 @@ TEST(IrOps, MatrixOperands) {
                                                   "moe_router.w",
                                                   "moe_experts.w_down",
                                                   "moe_experts.w_gate_up",
+                                                  "matmul_add_rms_norm.w",
                                                   "matmul_swiglu.w_gate",
                                                   "matmul_swiglu.w_up",
                                                   "add_rms_norm_matmul.w",
