@@ -193,16 +193,15 @@ absl::Status CheckBlockRows(const Ctx& c, size_t i) {
   return absl::OkStatus();
 }
 
-// The one-token product of the decode fusions that stream their weight as stored (moe_router,
-// matmul_add_rms_norm): x float[1, K], w [N, K] of ir::IsFloatWeight's types (`what` names it).
-absl::Status CheckOneTokenFloatProduct(const Ctx& c, absl::string_view what) {
+// The one-token product of the decode fusions (moe_router, matmul_add_rms_norm): x float[1, K],
+// w [N, K].
+absl::Status CheckOneTokenProduct(const Ctx& c) {
   CHECK_OK(c.Float(0));
   CHECK_OK(c.Rank(0, 2));
   CHECK_OK(c.Rank(1, 2));
   CHECK_OK(c.DimEq(1, 1, c.S(0).back(), "K, the last dim of 'x'"));
   if (c.S(0)[0].IsConstant() && c.S(0)[0].value() != 1)
     return Err(absl::StrCat("'x' must be one token ([1, K]), not ", c.S(0)[0].value()));
-  if (!IsFloatWeight(c.D(1))) return Err(absl::StrCat(what, " must be f32, f16 or bf16, not ", DTypeName(c.D(1))));
   return absl::OkStatus();
 }
 
@@ -335,7 +334,8 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       return Types{Like(c[0]), Like(c[0])};
     }
     case OpKind::kMatMulAddRmsNorm: {
-      CHECK_OK(CheckOneTokenFloatProduct(c, "the matrix"));
+      CHECK_OK(CheckOneTokenProduct(c));
+      CHECK_OK(CheckBlockRows(c, 1));
       const TensorType product = WithLast(c[0], c.S(1)[0], c.D(0));
       CHECK_OK(c.SameDType(0, 2));
       CHECK_OK(c.ShapeIs(2, product.shape, "the product's shape [1, N]"));
@@ -689,7 +689,9 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       return Types{WithLast(c[0], k, c.D(0)), WithLast(c[0], k, DType::kI32)};
     }
     case OpKind::kMoeRouter: {
-      CHECK_OK(CheckOneTokenFloatProduct(c, "the router weight"));
+      CHECK_OK(CheckOneTokenProduct(c));
+      if (!IsFloatWeight(c.D(1)))
+        return Err(absl::StrCat("the router weight must be f32, f16 or bf16, not ", DTypeName(c.D(1))));
       CHECK_OK(c.PositiveAttr("k"));
       const int64_t k = c.I("k");
       const Dim& e = c.S(1)[0];

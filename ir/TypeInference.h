@@ -31,7 +31,7 @@ absl::StatusOr<llvm::SmallVector<TensorType, 2>> InferResultTypes(OpKind kind, l
 bool InQkNormRopeAppendDomain(int64_t head_dim, int64_t n_rot);
 
 // The weight types the one-token GEMV (kernels/cuda/Gemv.cu) streams as stored: f32, f16, bf16.
-// moe_router and matmul_add_rms_norm take only these (fuse-moe-router, fuse-matmul-add-rmsnorm).
+// moe_router takes only these (fuse-moe-router).
 bool IsFloatWeight(DType d);
 
 }  // namespace memra::ir

@@ -6,9 +6,9 @@
 //   (or add_rms_norm(%p, %r, @nw))
 //
 // where the rows are one token (a static T = 1: the decode function), the product has no other
-// use, the matmul carries no attributes and its weight is one the decode GEMV streams as stored
-// (f32, f16 or bf16: ir::IsFloatWeight) with K a multiple of 32. These are the attention and FFN
-// outputs of a dense model's layer, whose norm was a launch of its own after each; the CUDA unit
+// use, the matmul carries no attributes and its weight is a weight (any matrix type: the decode
+// GEMVs stream 16-bit and f32 matrices and GGUF blocks alike) with K a multiple of 32. These are the
+// attention and FFN outputs of a layer, whose norm was a launch of its own after each; the CUDA unit
 // runs it as the product's tail (its last block, found by an arrival ticket). Runs after
 // fuse-rows, so a norm that fuse-rows folds into a longer row program stays there. Numerics: the
 // CPU executor runs the two ops' kernels in order (the sum's operand order does not change an f32
@@ -47,9 +47,8 @@ class MatMulAddRmsNormPattern : public RewritePattern<ProductNormMatch> {
     const ir::Shape& xs = matmul.operand(0)->shape();
     if (xs.rank() != 2 || !xs[0].IsConstant() || xs[0].value() != 1) return Skip(skipped_tokens_);
     const ir::Value* w = matmul.operand(1);
-    if (!llvm::isa<ir::Weight>(w) || !ir::IsFloatWeight(w->dtype()) || !matmul.attrs().empty())
-      return Skip(skipped_weight_);
-    // K a multiple of 32 (the decode GEMV's rows; another K keeps the two ops).
+    if (!llvm::isa<ir::Weight>(w) || !matmul.attrs().empty()) return Skip(skipped_weight_);
+    // K a multiple of 32 (the decode GEMVs' rows; another K keeps the two ops).
     if (!xs[1].IsConstant() || xs[1].value() % 32 != 0) return Skip(skipped_weight_);
     if (residual->type() != p->type()) return Skip(skipped_uses_);
     return ProductNormMatch{norm, &matmul, residual};
@@ -73,8 +72,8 @@ class MatMulAddRmsNormPattern : public RewritePattern<ProductNormMatch> {
                           "products with other users than the norm (or that are both of its operands)"};
   Statistic skipped_weight_{
       pass(), "skipped-weight",
-      "products whose weight is not an f32, f16 or bf16 weight, whose K is not a multiple of 32, or whose "
-      "matmul carries attributes"};
+      "products whose matrix is not a weight, whose K is not a multiple of 32, or whose matmul carries "
+      "attributes"};
 };
 
 class FuseMatMulAddRmsNormPass : public PatternPass {
@@ -82,8 +81,7 @@ class FuseMatMulAddRmsNormPass : public PatternPass {
   FuseMatMulAddRmsNormPass() { AddPattern<MatMulAddRmsNormPattern>(); }
   absl::string_view name() const override { return "fuse-matmul-add-rmsnorm"; }
   absl::string_view description() const override {
-    return "Fuses a one-token product (f32, f16 or bf16 weight) with the add_rms_norm that takes it into "
-           "matmul_add_rms_norm";
+    return "Fuses a one-token product with the add_rms_norm that takes it into matmul_add_rms_norm";
   }
 };
 

@@ -8,6 +8,7 @@
 
 #include "ir/StatusMacros.h"
 #include "kernels/cuda/GemvParams.h"
+#include "kernels/cuda/GemvQuant.h"
 #include "kernels/cuda/GpuOp.h"
 #include "kernels/cuda/MoeParams.h"
 #include "kernels/cuda/MoeRoute.h"
@@ -299,16 +300,14 @@ class MoeRouterImpl : public GpuOpImpl {
 };
 
 // matmul_add_rms_norm (fuse-matmul-add-rmsnorm, one token): the product into the op's sum, then
-// add_rms_norm. One launch (gemv_splitk_add_norm, or gemv_add_norm for long rows: the product's
-// last block adds and normalizes, with the selection's one ticket word, as Norm.cu's add_rms_norm
-// does: the same bits as the two launches) where the product's geometry allows the tail; else the
-// product, then Norm.cu's add_rms_norm launch.
+// add_rms_norm, the norm as the product launch's tail where it can be (its last block adds and
+// normalizes, with the selection's one ticket word, as Norm.cu's add_rms_norm does: the same bits
+// as the two launches, AddNormTail.cuh): 16-bit and f32 matrices on Gemv.cu (gemv_splitk_add_norm,
+// or gemv_add_norm for long rows), matrices in GGUF blocks on GemvQuant.cu (gemv_q_add_norm,
+// after gemv_q_quantize_x where x is quantized by a launch of its own). Where the plain GEMV's
+// geometry leaves no tail, the product and then Norm.cu's add_rms_norm launch.
 class MatMulAddRmsNormImpl : public GpuOpImpl {
  public:
-  // Rows the one-launch form normalizes in its last block (a thread's share in registers: 32
-  // values of the row and 32 of the weight at 256 threads).
-  static constexpr int64_t kMaxTailCols = 8192;
-
   absl::string_view name() const override { return "matmul_add_rms_norm"; }
   bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kMatMulAddRmsNorm; }
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
@@ -316,18 +315,20 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
     const WeightLayout* layout = c.shapes.layout(1);
     const int storage = layout != nullptr ? layout->gemv_storage : 0;
     const int64_t K = x.back(), N = c.shapes.in[1][0];
-    if (storage == 0 || Numel(x) != K || K % 32 != 0)
-      return Unsupported(c.op, "the product takes one token and an f32, f16 or bf16 weight, K a multiple of 32");
+    if (Numel(x) != K || K % 32 != 0) return Unsupported(c.op, "the product takes one token, K a multiple of 32");
+    if (GemvQuantBlocksOnDevice(c.op.operand(1)->dtype(), layout)) return SelectBlocks(c, N);
+    if (storage == 0)
+      return Unsupported(c.op,
+                         "the matrix is neither an f32, f16 or bf16 GEMV storage nor GGUF blocks GemvQuant.cu reads");
     OpSelection s;
     s.gemv = true;
     std::optional<Launch> split = SplitKGemvLaunch(c.target, K, storage, N, 1);
     Launch product = split ? *split : GemvLaunch(c.target, "gemv", K, storage, N, 1);
-    // The tail's norm: warp rows up to 512 columns, else Norm.cu's block of 256 threads; the plain
-    // GEMV's warps return when they have no row, so every warp of its grid must have one (the
-    // tail's block barrier).
+    // The tail (AddNormTail.cuh) takes any of the GEMVs' blocks (1 to 8 warps); the plain GEMV's
+    // warps return when they have no row, so every warp of its grid must have one (the tail's block
+    // barriers).
     const int64_t warps = product.block / 32;
-    const bool tail =
-        N <= kMaxTailCols && (N <= kWarpRowMaxCols || product.block == 256) && (split.has_value() || N % warps == 0);
+    const bool tail = split.has_value() || N % warps == 0;
     if (tail) {
       Defines d = product.kernel.module.defines;
       d.push_back(Def("GEMV_NORM_COLS", N));
@@ -341,6 +342,18 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    const std::vector<Launch>& all = c.selection().launches;
+    if (!all.empty() && all.back().kernel.entry == "gemv_q_add_norm") {
+      if (c.Tickets() == 0 || c.selection().ticket_words < 1)
+        return BindError(c.op(), "matmul_add_rms_norm: stale selection (no ticket for the norm's tail)");
+      GemvQuantTail tail;
+      tail.b = c.In(2);
+      tail.w = c.In(3);
+      tail.y = c.Out(1);
+      tail.ticket = c.Tickets();
+      tail.eps = static_cast<float>(c.op().attrs().F64Or("eps", 0.0));
+      return BindGemvQuant(c, w, &tail);
+    }
     MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
     MEMRA_ASSIGN_OR_RETURN(DeviceMatrix m, CountedMatrix(c, 1, x.back(), w));
     GemvParams g;
@@ -382,6 +395,28 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
     n.eps = eps;
     w.Kernel(1, n);
     return absl::OkStatus();
+  }
+
+ private:
+  // GemvQuant.cu's selection for the product (not streamed: the tail needs one launch's blocks),
+  // its product launch gemv_q_add_norm (GQ_NORM_COLS; gemv_q_quantize_x before it, the same module,
+  // takes the define too).
+  static absl::StatusOr<std::optional<OpSelection>> SelectBlocks(const SelectContext& c, int64_t N) {
+    GemvQuantOptions options;
+    options.stream = 0;
+    std::optional<OpSelection> s = SelectGemvQuant(c.op, c.shapes, c.target, options);
+    if (!s || s->launches.empty() || s->launches.back().kernel.entry != "gemv_q")
+      return Unsupported(c.op, "GemvQuant.cu does not take the product (format, K or shape)");
+    const ModuleSpec product = s->launches.back().kernel.module;
+    for (Launch& l : s->launches) {
+      if (l.kernel.module.Key() != product.Key()) continue;
+      Defines d = l.kernel.module.defines;
+      d.push_back(Def("GQ_NORM_COLS", N));
+      l.kernel.module.defines = MakeDefines(std::move(d));
+    }
+    s->launches.back().kernel.entry = "gemv_q_add_norm";
+    s->ticket_words = 1;
+    return s;
   }
 };
 

@@ -354,58 +354,13 @@ __device__ __forceinline__ void gemv_group_body(const GemvWeight* __restrict__ w
 }
 
 #if defined(GEMV_NORM_COLS) && GEMV_T == 1
+#include "AddNormTail.cuh"
 // matmul_add_rms_norm (one token): the product's blocks write it into g.y (the op's sum); the
-// launch's last block to finish (an arrival ticket, as gemv_splitk_route's) adds b and normalizes
-// the row as Norm.cu's add_rms_norm computes it at GEMV_NORM_COLS columns: a row of at most 512 by
-// one warp (NORM_WARP_ROWS), a longer one by the block of 256 threads, each thread's columns and
-// sums in the same order and the same reduction tree, so the fused op's bits are the two
-// launches' (tests/cuda/emulation/GemvAddNormEmu.cc). Every thread of the block calls it.
-#if GEMV_NORM_COLS <= 512
-#define GAN_THREADS 32
-#else
-#define GAN_THREADS (GEMV_WARPS * 32)
-#if GAN_THREADS != 256
-#error "the norm tail of a long row needs Norm.cu's block of 256 threads"
-#endif
-#endif
-#define GAN_PER ((GEMV_NORM_COLS + GAN_THREADS - 1) / GAN_THREADS)
+// launch's last block to finish adds b and normalizes the row as Norm.cu's add_rms_norm does
+// (AddNormTail.cuh: the same bits as the two launches, tests/cuda/emulation/GemvAddNormEmu.cc).
 __device__ __forceinline__ void add_norm_tail(const GemvAddNormParams& p) {
-  __shared__ unsigned s_arrived;
-  __threadfence();  // this thread's product rows before the block's arrival
-  __syncthreads();
-  if (threadIdx.x == 0) s_arrived = atomicAdd(p.ticket, 1u);
-  __syncthreads();
-  if (s_arrived != gridDim.x - 1 || threadIdx.x >= GAN_THREADS) return;
-  __threadfence();  // the other blocks' rows after their arrivals
-  if (threadIdx.x == 0) *p.ticket = 0u;
-  const int t = threadIdx.x;
-  float wv[GAN_PER], v[GAN_PER];
-#pragma unroll
-  for (int k = 0; k < GAN_PER; ++k) {
-    const int c = t + k * GAN_THREADS;
-    wv[k] = c < GEMV_NORM_COLS ? p.w[c] : 0.0f;
-  }
-  float ss = 0.0f;
-#pragma unroll
-  for (int k = 0; k < GAN_PER; ++k) {
-    const int c = t + k * GAN_THREADS;
-    v[k] = c < GEMV_NORM_COLS ? __ldcg(p.g.y + c) + p.b[c] : 0.0f;
-    ss += v[k] * v[k];
-  }
-#if GEMV_NORM_COLS <= 512
-  ss = warp_sum(ss);
-#else
-  ss = block_sum(ss);
-#endif
-  const float s = 1.0f / sqrtf(ss / (float)GEMV_NORM_COLS + p.eps);
-#pragma unroll
-  for (int k = 0; k < GAN_PER; ++k) {
-    const int c = t + k * GAN_THREADS;
-    if (c < GEMV_NORM_COLS) {
-      p.g.y[c] = v[k];
-      p.y[c] = (v[k] * s) * wv[k];
-    }
-  }
+  if (!last_block_to_arrive(p.ticket)) return;
+  add_rms_norm_row<GEMV_NORM_COLS, GEMV_WARPS * 32>(p.g.y, p.b, p.w, p.g.y, p.y, p.eps);
 }
 #endif
 
@@ -489,6 +444,7 @@ extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk_add_no
 #endif
 
 #if defined(MR_E) && GEMV_T == 1
+#include "AddNormTail.cuh"
 #include "MoeRoute.cuh"
 // moe_router (one token): gemv_splitk's blocks write the router's logits into g.y (the step's
 // scratch); the launch's last block to finish (an arrival ticket taken after a fence, zeroed
@@ -499,14 +455,7 @@ extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk_add_no
 #endif
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk_route(const GemvRouteParams p) {
   gemv_splitk_body(p.g);
-  __shared__ unsigned s_arrived;
-  __threadfence();  // this thread's logits before the block's arrival
-  __syncthreads();
-  if (threadIdx.x == 0) s_arrived = atomicAdd(p.ticket, 1u);
-  __syncthreads();
-  if (s_arrived != gridDim.x - 1 || threadIdx.x >= 32) return;
-  __threadfence();  // the other blocks' logits after their arrivals
-  if (threadIdx.x == 0) *p.ticket = 0u;
+  if (!last_block_to_arrive(p.ticket) || threadIdx.x >= 32) return;
 #if MR_SIGMOID
   route_sigmoid_warp<true>(p.g.y, p.ids, p.weights, p.per_expert, p.scale, threadIdx.x);
 #else

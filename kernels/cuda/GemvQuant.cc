@@ -90,11 +90,12 @@ struct WeightGroup {
   std::vector<unsigned> operands;
 };
 
-// matmul: one group; matmul_swiglu: one group (gate, up); matmul_group: a group per format and 4
-// weights, in the order the formats first appear.
+// matmul (and matmul_add_rms_norm, its one matrix): one group; matmul_swiglu: one group (gate,
+// up); matmul_group: a group per format and 4 weights, in the order the formats first appear.
 std::vector<WeightGroup> GroupWeights(const ir::Op& op) {
   std::vector<WeightGroup> groups;
   for (unsigned i = 1; i < op.num_operands(); ++i) {
+    if (!ir::IsMatrixOperand(op, i)) continue;
     const ir::DType t = op.operand(i)->dtype();
     auto g = std::find_if(groups.begin(), groups.end(), [&](const WeightGroup& w) {
       return w.dtype == t && w.operands.size() < MEMRA_GEMV_QUANT_MAX;
@@ -109,7 +110,8 @@ std::vector<WeightGroup> GroupWeights(const ir::Op& op) {
 }
 
 bool IsProduct(ir::OpKind k) {
-  return k == ir::OpKind::kMatMul || k == ir::OpKind::kMatMulGroup || k == ir::OpKind::kMatMulSwiglu;
+  return k == ir::OpKind::kMatMul || k == ir::OpKind::kMatMulGroup || k == ir::OpKind::kMatMulSwiglu ||
+         k == ir::OpKind::kMatMulAddRmsNorm;
 }
 
 std::optional<int64_t> DefineOf(const Launch& l, const std::string& name) {
@@ -205,6 +207,7 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
   const int64_t T = Numel(shapes.in[0]) / K;
   if (T < 1 || T > kMaxTokens) return std::nullopt;
   for (unsigned i = 1; i < op.num_operands(); ++i) {
+    if (!ir::IsMatrixOperand(op, i)) continue;
     const ir::DType t = op.operand(i)->dtype();
     if (!GemvQuantReads(t) || K % ir::InfoOf(t).block_elems != 0) return std::nullopt;
     if (shapes.in[i].size() != 2 || shapes.in[i][1] != K) return std::nullopt;
@@ -212,7 +215,8 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
   const bool swiglu = op.kind() == ir::OpKind::kMatMulSwiglu;
   const std::vector<WeightGroup> groups = GroupWeights(op);
   if (swiglu && (groups.size() != 1 || groups[0].operands.size() != 2)) return std::nullopt;
-  if (op.kind() == ir::OpKind::kMatMul && groups.size() != 1) return std::nullopt;
+  if ((op.kind() == ir::OpKind::kMatMul || op.kind() == ir::OpKind::kMatMulAddRmsNorm) && groups.size() != 1)
+    return std::nullopt;
 
   const GemvQuantX wanted = options.x.value_or(DefaultGemvQuantX(groups[0].dtype));
   const int64_t x_bytes = ScratchBytesUnpadded(T, K);  // q8 x staged per block (GQ_XQ = 2)
@@ -443,9 +447,7 @@ std::optional<Launch> GemvQuantMoeDownLaunch(const Target& target, ir::DType dty
   return l;
 }
 
-namespace {
-
-absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w) {
+absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w, const GemvQuantTail* tail) {
   const ir::Op& op = c.op();
   const OpSelection& s = c.selection();
   MEMRA_ASSIGN_OR_RETURN(auto xs, c.InShape(0));
@@ -535,10 +537,25 @@ absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w) {
       p.w[j].y = op.kind() == ir::OpKind::kMatMulSwiglu ? c.Out(0) : c.Out(i - 1);
       p.w[j].n_rows = static_cast<int>(m.rows);
     }
+    if (tail != nullptr && g + 1 == groups.size()) {
+      if (l.kernel.entry != "gemv_q_add_norm" || groups.size() != 1)
+        return BindError(op, "gemv_q: stale selection (the norm's tail on a launch that does not run it)");
+      GemvQuantAddNormParams tp{};
+      tp.q = p;
+      tp.b = tail->b;
+      tp.w = tail->w;
+      tp.y = tail->y;
+      tp.ticket = tail->ticket;
+      tp.eps = tail->eps;
+      w.Kernel(li, tp);
+      continue;
+    }
     w.Kernel(li, p);
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 class GemvQuantImpl : public GpuOpImpl {
  public:

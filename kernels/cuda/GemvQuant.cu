@@ -1236,6 +1236,18 @@ extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32, GQ_MINB) gemv_q_swig
 extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32, GQ_MINB) gemv_q(const GemvQuantParams p) {
   gemv_q_body<false>(p);
 }
+#if defined(GQ_NORM_COLS) && GQ_T == 1 && !GQ_STREAM
+#include "AddNormTail.cuh"
+// matmul_add_rms_norm (one token): gemv_q's product into the op's sum (q.w[0].y), then the
+// launch's last block adds b and normalizes the row as Norm.cu's add_rms_norm does
+// (AddNormTail.cuh: the same bits as the two launches). Every warp of the block reaches the tail
+// (gemv_q_body has no early exit).
+extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32, GQ_MINB) gemv_q_add_norm(const GemvQuantAddNormParams p) {
+  gemv_q_body<false>(p.q);
+  if (!last_block_to_arrive(p.ticket)) return;
+  add_rms_norm_row<GQ_NORM_COLS, GQ_WARPS * 32>(p.q.w[0].y, p.b, p.w, p.q.w[0].y, p.y, p.eps);
+}
+#endif
 #endif
 
 // x [n_tok, GQ_K] f32 -> int8 per 32 elements with scale d = amax / 127 (q = round(x / d)), and

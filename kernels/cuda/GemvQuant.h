@@ -55,8 +55,9 @@ struct GemvQuantOptions {
                          // weights (GQ_XPRE; not the units' choice until measured alone)
 };
 
-// The selection for `op` at `shapes` when it is a matmul (one weight), a matmul_group (any number:
-// one launch per format and 4 weights) or a matmul_swiglu (gate and up of one format) whose
+// The selection for `op` at `shapes` when it is a matmul (one weight; or a matmul_add_rms_norm's
+// product), a matmul_group (any number: one launch per format and 4 weights) or a matmul_swiglu
+// (gate and up of one format) whose
 // matrices are all in formats GemvQuant.cu reads, K is a multiple of their block size and the
 // activation has T <= 8 rows; nullopt otherwise. The device layout is not checked here (the units
 // add GemvQuantBlocksOnDevice). Launches: gemv_q_quantize_x first when x is q8 (unless x's
@@ -64,6 +65,18 @@ struct GemvQuantOptions {
 // (gemv_q_swiglu) per format group, in the order of the weights.
 std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& shapes, const Target& target,
                                            const GemvQuantOptions& options = {});
+
+// The norm after a one-token product as the product launch's tail (matmul_add_rms_norm; the
+// selection's last launch is gemv_q_add_norm, defined GQ_NORM_COLS): the residual b, the norm's
+// weight w, the normalized row y, the op's ticket word and eps. The product goes to the op's
+// first result (the sum).
+struct GemvQuantTail {
+  uint64_t b = 0, w = 0, y = 0, ticket = 0;
+  float eps = 0.0f;
+};
+// Binds a selection of SelectGemvQuant for the op of `c` (the units' Bind); with `tail`, its last
+// launch is gemv_q_add_norm.
+absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w, const GemvQuantTail* tail = nullptr);
 
 // The static shared memory a GemvQuant.cu product launch (gemv_q, gemv_q_swiglu, the MoE forms)
 // declares, from its defines: every warp's ring stages with their mbarriers, and x staged per block

@@ -88,7 +88,7 @@ struct SelectContext {
 // A kernel's parameter struct as bytes (cuLaunchKernel gets a pointer to them as its one
 // argument).
 struct ParamBlock {
-  static constexpr size_t kCapacity = 160;
+  static constexpr size_t kCapacity = 192;  // the largest: gemv_q_add_norm's 176 bytes
   alignas(16) std::array<unsigned char, kCapacity> bytes{};
   uint32_t size = 0;
   template <typename P>

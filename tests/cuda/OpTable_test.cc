@@ -1168,8 +1168,11 @@ TEST_F(OpTableTest, DecodeFusions) {
   // its ticket must be zero again for the next of the 3 calls; gemv_add_norm where K leaves
   // gemv_splitk), or two (the product, then add_rms_norm) where the GEMV's geometry leaves no tail.
   // The 0.8B's attention output and down (block-row tails), a 512-wide row (the warp-row tail), the
-  // 9B's attention output in f16 (16 values a thread) and its down (K = 12,288: gemv_add_norm), and
-  // 640 rows over K = 4,608 (a GEMV of 4 warps a block: two launches).
+  // 9B's attention output in f16 (16 values a thread) and its down (K = 12,288: gemv_add_norm), 640
+  // rows over K = 4,608 (gemv_add_norm in blocks of 4 warps) and 642 (a warp without a row: two
+  // launches); matrices in GGUF blocks (gemv_q_add_norm after gemv_q_quantize_x): the 0.8B's in
+  // q8_0, Step 3.5's attention output in q4_K, and 5,120 columns in q6_K (the 27B's hidden size:
+  // the tail reads its row twice).
   struct AddNormCase {
     const char* label;
     GgmlType w;
@@ -1181,7 +1184,11 @@ TEST_F(OpTableTest, DecodeFusions) {
                                AddNormCase{"bf16 512x1024 warp row", GgmlType::kBF16, 1024, 512, 5e-5},
                                AddNormCase{"f16 4096x4096", GgmlType::kF16, 4096, 4096, 5e-5},
                                AddNormCase{"f32 4096x12288 gemv tail", GgmlType::kF32, 12288, 4096, 1e-10},
-                               AddNormCase{"bf16 640x4608 two launches", GgmlType::kBF16, 4608, 640, 5e-5}})
+                               AddNormCase{"bf16 640x4608 4-warp tail", GgmlType::kBF16, 4608, 640, 5e-5},
+                               AddNormCase{"bf16 642x4608 two launches", GgmlType::kBF16, 4608, 642, 5e-5},
+                               AddNormCase{"q8_0 1024x2048", GgmlType::kQ8_0, 2048, 1024, kQ8ActivationBound},
+                               AddNormCase{"q4_K 4096x8192", GgmlType::kQ4_K, 8192, 4096, kQ8ActivationBound},
+                               AddNormCase{"q6_K 5120x1280", GgmlType::kQ6_K, 1280, 5120, kQ8ActivationBound}})
     Check(
         "matmul_add_rms_norm", c.label, 1, c.bound,
         [&c](Harness& h) {

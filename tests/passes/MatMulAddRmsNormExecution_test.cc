@@ -1,6 +1,6 @@
 // fuse-matmul-add-rmsnorm on the CPU executor: a decode step's products before their norms (the
-// product as add_rms_norm's a and as its b), weights in f32, f16 and bf16, give bit for bit the
-// same sum and normalized row after the pass as before it, over many random tokens.
+// product as add_rms_norm's a and as its b), matrices in f32, f16, bf16, q8_0 and q4_K, give bit
+// for bit the same sum and normalized row after the pass as before it, over many random tokens.
 #include <cstring>
 #include <random>
 #include <string>
@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "ir/Parser.h"
 #include "ir/StatusMacros.h"
+#include "kernels/formats/GgmlType.h"
 #include "kernels/formats/Quant.h"
 #include "runtime/cpu/CpuExecutor.h"
 #include "tests/TestUtil.h"
@@ -27,7 +28,7 @@ struct Case {
   GgmlType w;
   bool product_first;  // add_rms_norm(p, r) rather than add_rms_norm(r, p)
 };
-constexpr int64_t kN = 48, kK = 96;
+constexpr int64_t kN = 48, kK = 256;
 
 struct Program {
   std::unique_ptr<ir::Module> m;
@@ -35,7 +36,7 @@ struct Program {
 };
 
 absl::StatusOr<Program> Build(const Case& c) {
-  const std::string dtype = c.w == GgmlType::kF32 ? "f32" : c.w == GgmlType::kF16 ? "f16" : "bf16";
+  const std::string dtype(formats::GgmlTypeName(c.w));
   const std::string row = absl::StrCat("f32[1, ", kN, "]");
   const std::string text = absl::StrCat(
       "weight @w : ", dtype, "[", kN, ", ", kK, "]\nweight @nw : f32[", kN, "]\nfunc @step(%x: f32[1, ", kK,
@@ -45,7 +46,8 @@ absl::StatusOr<Program> Build(const Case& c) {
   MEMRA_ASSIGN_OR_RETURN(p.m, ir::ParseModule(text));
   gguf::GgufWriter writer;
   const std::vector<float> w = memra::testing::RandomNormal(kN * kK, 5, 0.2f);
-  std::vector<uint8_t> wb(w.size() * (c.w == GgmlType::kF32 ? 4 : 2));
+  MEMRA_ASSIGN_OR_RETURN(const uint64_t row_bytes, formats::RowBytes(c.w, kK));
+  std::vector<uint8_t> wb(static_cast<size_t>(kN) * row_bytes);
   MEMRA_RETURN_IF_ERROR(formats::Quantize(c.w, w, absl::MakeSpan(wb)));
   MEMRA_RETURN_IF_ERROR(writer.AddTensorBytes("w", c.w, {kK, kN}, wb));
   const std::vector<float> nw = memra::testing::RandomNormal(kN, 6, 0.5f);
@@ -91,7 +93,9 @@ TEST_P(MatMulAddRmsNormExecution, FusedStepIsBitIdenticalToTheTwoOps) {
 INSTANTIATE_TEST_SUITE_P(Products, MatMulAddRmsNormExecution,
                          ::testing::Values(Case{"residual_first_f32", GgmlType::kF32, false},
                                            Case{"product_first_f16", GgmlType::kF16, true},
-                                           Case{"residual_first_bf16", GgmlType::kBF16, false}),
+                                           Case{"residual_first_bf16", GgmlType::kBF16, false},
+                                           Case{"product_first_q8_0", GgmlType::kQ8_0, true},
+                                           Case{"residual_first_q4_K", GgmlType::kQ4_K, false}),
                          [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 }  // namespace
