@@ -22,18 +22,18 @@ __device__ __forceinline__ bool last_block_to_arrive(unsigned* ticket) {
 }
 
 // One row of add_rms_norm, sum = p + b and y = rms_norm(sum) * w at kCols columns, by a block of
-// kThreads threads (32 to 256, dividing 256), with Norm.cu's arithmetic for a row of kCols: up to
-// 512 columns a warp row (warp 0 here; lane l the columns l + 32 k), longer rows the block of 256
-// threads (thread t the columns t + 256 k), here each thread taking 256 / kThreads of those
-// threads' columns. Each sum of squares, its warp's shuffle tree and the tree over the 8 warps'
-// partials are Norm.cu's, so the bits are add_rms_norm's. p is other blocks' stores (read through
-// L2); sum may be p (each thread reads its columns before it writes them). Every thread of the
-// block calls it. With MEMRA_Q8X_OFF y also goes out as q8 (q8x_store: a warp's 32 consecutive
-// columns; kCols a multiple of 32).
+// kThreads threads (a multiple of 32), with Norm.cu's arithmetic for a row of kCols: up to 512
+// columns a warp row (warp 0 here; lane l the columns l + 32 k), longer rows the block of 256
+// threads (thread t the columns t + 256 k), here thread u taking the columns of Norm.cu's threads
+// u, u + kThreads, ... below 256 (whole warps of them: kThreads is a multiple of 32). Each sum of squares, its warp's
+// shuffle tree and the tree over the 8 warps' partials are Norm.cu's, so the bits are add_rms_norm's. p is other
+// blocks' stores (read through L2); sum may be p (each thread reads its columns before it writes them). Every thread of
+// the block calls it. With MEMRA_Q8X_OFF y also goes out as q8 (q8x_store: a warp's 32 consecutive columns; kCols a
+// multiple of 32).
 template <int kCols, int kThreads>
 __device__ __forceinline__ void add_rms_norm_row(const float* p, const float* b, const float* w, float* sum, float* y,
                                                  float eps) {
-  static_assert(kThreads >= 32 && kThreads <= 256 && 256 % kThreads == 0, "32 to 256 threads, dividing 256");
+  static_assert(kThreads >= 32 && kThreads % 32 == 0, "whole warps");
   const int lane = threadIdx.x & 31;
   if constexpr (kCols <= 512) {
     constexpr int kPer = (kCols + 31) / 32;
@@ -64,24 +64,27 @@ __device__ __forceinline__ void add_rms_norm_row(const float* p, const float* b,
 #endif
     }
   } else {
-    constexpr int kPer = (kCols + 255) / 256, kM = 256 / kThreads;
+    constexpr int kPer = (kCols + 255) / 256, kM = (256 + kThreads - 1) / kThreads;
     // A thread's values stay in registers up to 16 of them (with the weights', 32); past that the
     // tail reads p and b twice (the same sums: v is computed the same way both times).
     constexpr bool kKeep = kM * kPer <= 16;
     __shared__ float partial[8];
     __shared__ float total;
     const int warp = threadIdx.x >> 5;
-    // Norm.cu's thread t = threadIdx.x + m * kThreads: its columns t + 256 k, its warp t / 32.
+    // Norm.cu's thread t = threadIdx.x + m * kThreads (when below 256, warp-uniform): its columns
+    // t + 256 k, its warp t / 32.
+    auto live = [&](int m) { return (int)threadIdx.x + m * kThreads < 256; };
     auto col = [&](int m, int k) { return (int)threadIdx.x + m * kThreads + 256 * k; };
     float wv[kKeep ? kM : 1][kKeep ? kPer : 1], v[kKeep ? kM : 1][kKeep ? kPer : 1];
     if constexpr (kKeep) {
 #pragma unroll
       for (int m = 0; m < kM; ++m)
 #pragma unroll
-        for (int k = 0; k < kPer; ++k) wv[m][k] = col(m, k) < kCols ? w[col(m, k)] : 0.0f;
+        for (int k = 0; k < kPer; ++k) wv[m][k] = live(m) && col(m, k) < kCols ? w[col(m, k)] : 0.0f;
     }
 #pragma unroll
     for (int m = 0; m < kM; ++m) {
+      if (!live(m)) break;  // and every later m
       float ss = 0.0f;
 #pragma unroll
       for (int k = 0; k < kPer; ++k) {
@@ -106,18 +109,18 @@ __device__ __forceinline__ void add_rms_norm_row(const float* p, const float* b,
 #pragma unroll
       for (int k = 0; k < kPer; ++k) {
         const int c = col(m, k);
-        float x = 0.0f, wc = 0.0f;
+        if (!live(m) || c >= kCols) continue;  // warp-uniform (kCols a multiple of 32 with the q8 store)
+        float x, wc;
         if constexpr (kKeep) {
           x = v[m][k], wc = wv[m][k];
-        } else if (c < kCols) {
+        } else {
           x = __ldcg(p + c) + b[c], wc = w[c];
         }
-        if (c < kCols) {
-          sum[c] = x;
-          y[c] = (x * s) * wc;
-        }
+        const float out = (x * s) * wc;
+        sum[c] = x;
+        y[c] = out;
 #ifdef MEMRA_Q8X_OFF
-        if (c < kCols) q8x_store(y, c, (x * s) * wc);
+        q8x_store(y, c, out);
 #endif
       }
   }
