@@ -18,8 +18,9 @@
 //   fuse-add-rmsnorm             rms_norm(add)                    -> add_rms_norm
 //   fuse-matmul-group            matmuls of one input             -> matmul_group
 //   fuse-rows                    runs of row ops (norms, adds, scales) -> fused_rows
-//   fuse-matmul-add-rmsnorm      one token's 16-bit product + the add_rms_norm after it
-//                                -> matmul_add_rms_norm (after fuse-rows: a longer row program keeps its norm)
+//   fuse-matmul-add-rmsnorm      one token's product + the add_rms_norm after it -> matmul_add_rms_norm
+//                                (after fuse-rows: a longer row program keeps its norm; the opt-in
+//                                fuse-add-rmsnorm-matmul then finds no decode norm left to take)
 //   dce                          drop what fusion left unused
 //   bucket-shapes                @prefill -> @prefill_t16 ... @prefill_t4096 (static shapes)
 //   fuse-add-rmsnorm-matmul      (opt-in) one-token add_rms_norm -> the prologue of its products

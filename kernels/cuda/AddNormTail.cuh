@@ -25,11 +25,11 @@ __device__ __forceinline__ bool last_block_to_arrive(unsigned* ticket) {
 // kThreads threads (a multiple of 32), with Norm.cu's arithmetic for a row of kCols: up to 512
 // columns a warp row (warp 0 here; lane l the columns l + 32 k), longer rows the block of 256
 // threads (thread t the columns t + 256 k), here thread u taking the columns of Norm.cu's threads
-// u, u + kThreads, ... below 256 (whole warps of them: kThreads is a multiple of 32). Each sum of squares, its warp's
-// shuffle tree and the tree over the 8 warps' partials are Norm.cu's, so the bits are add_rms_norm's. p is other
-// blocks' stores (read through L2); sum may be p (each thread reads its columns before it writes them). Every thread of
-// the block calls it. With MEMRA_Q8X_OFF y also goes out as q8 (q8x_store: a warp's 32 consecutive columns; kCols a
-// multiple of 32).
+// u, u + kThreads, ... below 256 (whole warps of them). Each sum of squares, its warp's shuffle
+// tree and the tree over the 8 warps' partials are Norm.cu's, so the bits are add_rms_norm's
+// (without a q8 companion: the tail writes none, so a fused op is never a companion producer). p
+// is other blocks' stores (read through L2); sum may be p (each thread reads its columns before it
+// writes them). Every thread of the block calls it.
 template <int kCols, int kThreads>
 __device__ __forceinline__ void add_rms_norm_row(const float* p, const float* b, const float* w, float* sum, float* y,
                                                  float eps) {
@@ -59,9 +59,6 @@ __device__ __forceinline__ void add_rms_norm_row(const float* p, const float* b,
         sum[c] = v[k];
         y[c] = (v[k] * s) * wv[k];
       }
-#ifdef MEMRA_Q8X_OFF
-      if (c < kCols) q8x_store(y, c, (v[k] * s) * wv[k]);
-#endif
     }
   } else {
     constexpr int kPer = (kCols + 255) / 256, kM = (256 + kThreads - 1) / kThreads;
@@ -109,7 +106,7 @@ __device__ __forceinline__ void add_rms_norm_row(const float* p, const float* b,
 #pragma unroll
       for (int k = 0; k < kPer; ++k) {
         const int c = col(m, k);
-        if (!live(m) || c >= kCols) continue;  // warp-uniform (kCols a multiple of 32 with the q8 store)
+        if (!live(m) || c >= kCols) continue;
         float x, wc;
         if constexpr (kKeep) {
           x = v[m][k], wc = wv[m][k];
@@ -119,9 +116,6 @@ __device__ __forceinline__ void add_rms_norm_row(const float* p, const float* b,
         const float out = (x * s) * wc;
         sum[c] = x;
         y[c] = out;
-#ifdef MEMRA_Q8X_OFF
-        q8x_store(y, c, out);
-#endif
       }
   }
 }

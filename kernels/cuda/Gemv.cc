@@ -407,6 +407,13 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
     std::optional<OpSelection> s = SelectGemvQuant(c.op, c.shapes, c.target, options);
     if (!s || s->launches.empty() || s->launches.back().kernel.entry != "gemv_q")
       return Unsupported(c.op, "GemvQuant.cu does not take the product (format, K or shape)");
+    // The tail's static shared memory must fit beside the ring.
+    Launch tail = s->launches.back();
+    Defines td = tail.kernel.module.defines;
+    td.push_back(Def("GQ_NORM_COLS", N));
+    tail.kernel.module.defines = MakeDefines(std::move(td));
+    if (GemvQuantSmemBytes(tail) < 0 || GemvQuantSmemBytes(tail) > c.target.smem_per_block)
+      return Unsupported(c.op, "the norm's tail does not fit beside the product's ring");
     const ModuleSpec product = s->launches.back().kernel.module;
     for (Launch& l : s->launches) {
       if (l.kernel.module.Key() != product.Key()) continue;

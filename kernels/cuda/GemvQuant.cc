@@ -184,6 +184,9 @@ int64_t GemvQuantSmemBytes(const Launch& l) {
   if (def("GQ_XQ", 0) == 2)
     bytes += ScratchBytesUnpadded(def("GQ_T", 1), K) + (def("GQ_WARPS", 4) * def("GQ_ST", 3) % 2) * kStageBarrier;
   if (def("GQ_SPLIT", 0)) bytes += def("GQ_WARPS", 4) * rows * 4;  // the warps' sums of a tile
+  // gemv_q_add_norm's tail (AddNormTail.cuh): the arrival, and past 512 columns 8 warp partials and
+  // the total; counted in 16-byte units (up to 12 bytes over ptxas's count).
+  if (const int64_t cols = def("GQ_NORM_COLS", 0); cols > 0) bytes += cols > 512 ? 48 : 16;
   return bytes;
 }
 

@@ -80,8 +80,9 @@ absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w, const GemvQuantT
 
 // The static shared memory a GemvQuant.cu product launch (gemv_q, gemv_q_swiglu, the MoE forms)
 // declares, from its defines: every warp's ring stages with their mbarriers, and x staged per block
-// (GQ_XQ = 2). Equal to ptxas's count (checked on every module the host emulation builds); every
-// selection keeps it within the target's smem_per_block. -1 when the launch is not one.
+// (GQ_XQ = 2), and gemv_q_add_norm's tail (in 16-byte units). Equal to ptxas's count (checked on
+// every module the host emulation builds, none of which has the tail); every selection keeps it
+// within the target's smem_per_block. -1 when the launch is not one.
 int64_t GemvQuantSmemBytes(const Launch& launch);
 
 // The MoE forms (kernels/cuda/Moe.cc's decode unit builds on them). gemv_q_quantize_x for up to
