@@ -4,6 +4,7 @@
 // GemvQuant.cu.
 #pragma once
 #include "Common.cuh"
+#include "NormParams.h"
 
 // Every thread of the block calls it after its last store of the launch's output: true in the
 // launch's last block to arrive (the other blocks' stores are then visible to it), which has set
@@ -118,4 +119,12 @@ __device__ __forceinline__ void add_rms_norm_row(const float* p, const float* b,
         y[c] = out;
       }
   }
+}
+
+// The tail of a product launch whose blocks wrote the product row into `prod`: the last block to
+// arrive on t.ticket adds t.b and normalizes (add_rms_norm_row), the sum over the product.
+template <int kCols, int kThreads>
+__device__ __forceinline__ void add_norm_tail(float* prod, const AddNormTailParams& t) {
+  if (!last_block_to_arrive(t.ticket)) return;
+  add_rms_norm_row<kCols, kThreads>(prod, t.b, t.w, prod, t.y, t.eps);
 }

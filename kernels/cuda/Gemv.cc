@@ -342,16 +342,16 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    AddNormTailParams tail{};
+    tail.b = c.In(2);
+    tail.w = c.In(3);
+    tail.y = c.Out(1);
+    tail.ticket = c.Tickets();
+    tail.eps = static_cast<float>(c.op().attrs().F64Or("eps", 0.0));
     const std::vector<Launch>& all = c.selection().launches;
     if (!all.empty() && all.back().kernel.entry == "gemv_q_add_norm") {
       if (c.Tickets() == 0 || c.selection().ticket_words < 1)
         return BindError(c.op(), "matmul_add_rms_norm: stale selection (no ticket for the norm's tail)");
-      GemvQuantTail tail;
-      tail.b = c.In(2);
-      tail.w = c.In(3);
-      tail.y = c.Out(1);
-      tail.ticket = c.Tickets();
-      tail.eps = static_cast<float>(c.op().attrs().F64Or("eps", 0.0));
       return BindGemvQuant(c, w, &tail);
     }
     MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
@@ -371,12 +371,7 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
                          "matmul_add_rms_norm: stale selection (one launch without the norm tail, or no ticket)");
       GemvAddNormParams p;
       p.g = g;
-      p.b = c.In(2);
-      p.w = c.In(3);
-      p.y = c.Out(1);
-      p.ticket = c.Tickets();
-      p.eps = eps;
-      p.pad_ = 0;
+      p.norm = tail;
       w.Kernel(0, p);
       return absl::OkStatus();
     }

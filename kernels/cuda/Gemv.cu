@@ -356,12 +356,9 @@ __device__ __forceinline__ void gemv_group_body(const GemvWeight* __restrict__ w
 #if defined(GEMV_NORM_COLS) && GEMV_T == 1
 #include "AddNormTail.cuh"
 // matmul_add_rms_norm (one token): the product's blocks write it into g.y (the op's sum); the
-// launch's last block to finish adds b and normalizes the row as Norm.cu's add_rms_norm does
-// (AddNormTail.cuh: the same bits as the two launches, tests/cuda/emulation/GemvAddNormEmu.cc).
-__device__ __forceinline__ void add_norm_tail(const GemvAddNormParams& p) {
-  if (!last_block_to_arrive(p.ticket)) return;
-  add_rms_norm_row<GEMV_NORM_COLS, GEMV_WARPS * 32>(p.g.y, p.b, p.w, p.g.y, p.y, p.eps);
-}
+// launch's last block to finish adds the residual and normalizes the row as Norm.cu's add_rms_norm
+// does (AddNormTail.cuh: the same bits as the two launches, tests/cuda/emulation/GemvAddNormEmu.cc):
+// gemv_splitk_add_norm and gemv_add_norm below.
 #endif
 
 #if GEMV_SPLITK == 2 && GEMV_W != 3 && GEMV_STEPS % 2 == 0
@@ -439,7 +436,7 @@ extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk(const 
 #if defined(GEMV_NORM_COLS) && GEMV_T == 1
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_splitk_add_norm(const GemvAddNormParams p) {
   gemv_splitk_body(p.g);
-  add_norm_tail(p);
+  add_norm_tail<GEMV_NORM_COLS, GEMV_WARPS * 32>(p.g.y, p.norm);
 }
 #endif
 
@@ -492,7 +489,7 @@ extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv(const GemvPar
 // matmul_add_rms_norm where gemv_splitk does not take the shape (K past 4096: the 9B's down).
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_add_norm(const GemvAddNormParams p) {
   gemv_body(p.g.w.w, p.g.w.scale, XPlain{p.g.x}, p.g.y, p.g.n_rows);
-  add_norm_tail(p);
+  add_norm_tail<GEMV_NORM_COLS, GEMV_WARPS * 32>(p.g.y, p.norm);
 }
 #endif
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_swiglu(const GemvSwigluParams p) {

@@ -1,6 +1,7 @@
 // Parameters of kernels/cuda/Gemv.cu (see KernelParams.h for the contract).
 #pragma once
 #include "KernelParams.h"
+#include "NormParams.h"
 
 MEMRA_PARAMS_BEGIN
 
@@ -44,25 +45,14 @@ MEMRA_PARAMS_OFFSET(GemvRouteParams, per_expert, 56);
 MEMRA_PARAMS_OFFSET(GemvRouteParams, ticket, 64);
 MEMRA_PARAMS_OFFSET(GemvRouteParams, scale, 72);
 
-// gemv_splitk_add_norm (matmul_add_rms_norm, one token): gemv_splitk's product into g.y (the op's
-// sum), then the launch's last block adds b and normalizes the row as add_rms_norm computes it:
-// sum = product + b, y = rms_norm(sum) * w. `ticket` is zero between launches (the step's ticket
-// word).
+// gemv_splitk_add_norm / gemv_add_norm (matmul_add_rms_norm, one token): the product into g.y
+// (the op's sum), then the launch's last block adds norm.b and normalizes the row (AddNormTail.cuh).
 struct GemvAddNormParams {
   GemvParams g;
-  MEMRA_DPTR(const float) b;
-  MEMRA_DPTR(const float) w;
-  MEMRA_DPTR(float) y;
-  MEMRA_DPTR(unsigned) ticket;
-  float eps;
-  int pad_;
+  AddNormTailParams norm;
 };
 MEMRA_PARAMS_SIZE(GemvAddNormParams, 80);
-MEMRA_PARAMS_OFFSET(GemvAddNormParams, b, 40);
-MEMRA_PARAMS_OFFSET(GemvAddNormParams, w, 48);
-MEMRA_PARAMS_OFFSET(GemvAddNormParams, y, 56);
-MEMRA_PARAMS_OFFSET(GemvAddNormParams, ticket, 64);
-MEMRA_PARAMS_OFFSET(GemvAddNormParams, eps, 72);
+MEMRA_PARAMS_OFFSET(GemvAddNormParams, norm, 40);
 
 // gemv_swiglu: y = silu(Wg x) * (Wu x).
 struct GemvSwigluParams {

@@ -450,7 +450,7 @@ std::optional<Launch> GemvQuantMoeDownLaunch(const Target& target, ir::DType dty
   return l;
 }
 
-absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w, const GemvQuantTail* tail) {
+absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w, const AddNormTailParams* tail) {
   const ir::Op& op = c.op();
   const OpSelection& s = c.selection();
   MEMRA_ASSIGN_OR_RETURN(auto xs, c.InShape(0));
@@ -545,11 +545,7 @@ absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w, const GemvQuantT
         return BindError(op, "gemv_q: stale selection (the norm's tail on a launch that does not run it)");
       GemvQuantAddNormParams tp{};
       tp.q = p;
-      tp.b = tail->b;
-      tp.w = tail->w;
-      tp.y = tail->y;
-      tp.ticket = tail->ticket;
-      tp.eps = tail->eps;
+      tp.norm = *tail;
       w.Kernel(li, tp);
       continue;
     }

@@ -1244,8 +1244,7 @@ extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32, GQ_MINB) gemv_q(cons
 // (gemv_q_body has no early exit).
 extern "C" __global__ void __launch_bounds__(GQ_WARPS * 32, GQ_MINB) gemv_q_add_norm(const GemvQuantAddNormParams p) {
   gemv_q_body<false>(p.q);
-  if (!last_block_to_arrive(p.ticket)) return;
-  add_rms_norm_row<GQ_NORM_COLS, GQ_WARPS * 32>(p.q.w[0].y, p.b, p.w, p.q.w[0].y, p.y, p.eps);
+  add_norm_tail<GQ_NORM_COLS, GQ_WARPS * 32>(p.q.w[0].y, p.norm);
 }
 #endif
 #endif

@@ -8,6 +8,7 @@
 #include "ir/DType.h"
 #include "ir/Op.h"
 #include "kernels/cuda/GpuOp.h"
+#include "kernels/cuda/NormParams.h"
 #include "kernels/cuda/Target.h"
 #include "kernels/cuda/WeightLayout.h"
 
@@ -66,17 +67,10 @@ struct GemvQuantOptions {
 std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& shapes, const Target& target,
                                            const GemvQuantOptions& options = {});
 
-// The norm after a one-token product as the product launch's tail (matmul_add_rms_norm; the
-// selection's last launch is gemv_q_add_norm, defined GQ_NORM_COLS): the residual b, the norm's
-// weight w, the normalized row y, the op's ticket word and eps. The product goes to the op's
-// first result (the sum).
-struct GemvQuantTail {
-  uint64_t b = 0, w = 0, y = 0, ticket = 0;
-  float eps = 0.0f;
-};
 // Binds a selection of SelectGemvQuant for the op of `c` (the units' Bind); with `tail`, its last
-// launch is gemv_q_add_norm.
-absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w, const GemvQuantTail* tail = nullptr);
+// launch is gemv_q_add_norm (matmul_add_rms_norm: the norm as the product launch's tail), the
+// product going to the op's first result (the sum).
+absl::Status BindGemvQuant(const BindContext& c, DeviceWork& w, const AddNormTailParams* tail = nullptr);
 
 // The static shared memory a GemvQuant.cu product launch (gemv_q, gemv_q_swiglu, the MoE forms)
 // declares, from its defines: every warp's ring stages with their mbarriers, and x staged per block

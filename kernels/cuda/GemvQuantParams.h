@@ -1,6 +1,7 @@
 // Parameters of kernels/cuda/GemvQuant.cu (see KernelParams.h for the contract).
 #pragma once
 #include "KernelParams.h"
+#include "NormParams.h"
 
 MEMRA_PARAMS_BEGIN
 
@@ -42,21 +43,13 @@ MEMRA_PARAMS_OFFSET(GemvQuantParams, part, 120);
 MEMRA_PARAMS_OFFSET(GemvQuantParams, count, 128);
 
 // gemv_q_add_norm (matmul_add_rms_norm, one token): gemv_q's product into q.w[0].y (the op's
-// sum), then the launch's last block adds b and normalizes the row as add_rms_norm does
-// (AddNormTail.cuh): sum = product + b, y = rms_norm(sum) * w. `ticket` is zero between launches.
+// sum), then the launch's last block adds norm.b and normalizes the row (AddNormTail.cuh).
 struct GemvQuantAddNormParams {
   GemvQuantParams q;
-  MEMRA_DPTR(const float) b;
-  MEMRA_DPTR(const float) w;
-  MEMRA_DPTR(float) y;
-  MEMRA_DPTR(unsigned) ticket;
-  float eps;
-  int pad_;
+  AddNormTailParams norm;
 };
 MEMRA_PARAMS_SIZE(GemvQuantAddNormParams, 176);
-MEMRA_PARAMS_OFFSET(GemvQuantAddNormParams, b, 136);
-MEMRA_PARAMS_OFFSET(GemvQuantAddNormParams, ticket, 160);
-MEMRA_PARAMS_OFFSET(GemvQuantAddNormParams, eps, 168);
+MEMRA_PARAMS_OFFSET(GemvQuantAddNormParams, norm, 136);
 
 // gemv_q_quantize_x: x [n_tok, K] f32 -> xq (GemvQuant.cu: int8 [GQ_XROWS, K], then f32 scales
 // [GQ_XROWS, K / 32], then f32 sums [GQ_XROWS, K / 16]; GQ_XROWS = GQ_T unless the module sets it);

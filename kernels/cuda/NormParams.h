@@ -53,4 +53,19 @@ MEMRA_PARAMS_OFFSET(GreedyNextParams, part, 40);
 MEMRA_PARAMS_OFFSET(GreedyNextParams, ticket, 48);
 MEMRA_PARAMS_OFFSET(GreedyNextParams, ring_cap, 56);
 
+// The norm after a one-token product as the product launch's tail (matmul_add_rms_norm,
+// AddNormTail.cuh): the residual b, the norm's weight w, the normalized row y, the op's ticket word
+// (zero between launches) and eps; the product and then the sum go to the product's own output.
+struct AddNormTailParams {
+  MEMRA_DPTR(const float) b;
+  MEMRA_DPTR(const float) w;
+  MEMRA_DPTR(float) y;
+  MEMRA_DPTR(unsigned) ticket;
+  float eps;
+  int pad_;
+};
+MEMRA_PARAMS_SIZE(AddNormTailParams, 40);
+MEMRA_PARAMS_OFFSET(AddNormTailParams, ticket, 24);
+MEMRA_PARAMS_OFFSET(AddNormTailParams, eps, 32);
+
 MEMRA_PARAMS_END

@@ -80,11 +80,11 @@ int main() {
     p.g.x = x.data();
     p.g.y = sum.data();
     p.g.n_rows = N;
-    p.b = b.data();
-    p.w = nw.data();
-    p.y = y.data();
-    p.ticket = &ticket;
-    p.eps = eps;
+    p.norm.b = b.data();
+    p.norm.w = nw.data();
+    p.norm.y = y.data();
+    p.norm.ticket = &ticket;
+    p.norm.eps = eps;
 #if GEMV_SPLITK == 2
     emu_launch([](const void* a) { fused_emu::gemv_splitk_add_norm(*static_cast<const GemvAddNormParams*>(a)); }, grid,
                GEMV_WARPS * 32, &p);
