@@ -50,7 +50,6 @@ class MatMulAddRmsNormPattern : public RewritePattern<ProductNormMatch> {
     if (!llvm::isa<ir::Weight>(w) || !matmul.attrs().empty()) return Skip(skipped_weight_);
     // K a multiple of 32 (the decode GEMVs' rows; another K keeps the two ops).
     if (!xs[1].IsConstant() || xs[1].value() % 32 != 0) return Skip(skipped_weight_);
-    if (residual->type() != p->type()) return Skip(skipped_uses_);
     return ProductNormMatch{norm, &matmul, residual};
   }
 

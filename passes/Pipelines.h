@@ -49,8 +49,8 @@ namespace memra::passes {
 inline constexpr absl::string_view kDefaultPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-kv-append-norm,fuse-swiglu,fuse-moe-ffn,"
     "fuse-gated-rmsnorm,fuse-delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,fuse-qk-norm-rope-append,"
-    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,fuse-matmul-add-rmsnorm,dce,bucket-shapes,plan-"
-    "memory,partition-segments";
+    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,fuse-matmul-add-rmsnorm,dce,bucket-shapes,"
+    "plan-memory,partition-segments";
 
 // The CUDA backend's pipeline: kDefaultPipeline with fuse-delta-net-inputs once more after
 // bucket-shapes (the prefill buckets of 64 tokens or more, whose chunked scans take their q/k
@@ -60,8 +60,8 @@ inline constexpr absl::string_view kDefaultPipeline =
 inline constexpr absl::string_view kCudaPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-kv-append-norm,fuse-swiglu,fuse-moe-ffn,"
     "fuse-gated-rmsnorm,fuse-delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,fuse-qk-norm-rope-append,"
-    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,fuse-matmul-add-rmsnorm,dce,bucket-shapes,fuse-delta-"
-    "net-inputs,"
+    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,fuse-matmul-add-rmsnorm,dce,bucket-shapes,"
+    "fuse-delta-net-inputs,"
     "select-kernels,plan-memory,partition-segments";
 
 // The pipeline for a target arch (as `--arch` takes it): "cpu" -> kDefaultPipeline; "sm_NN" ->

@@ -361,7 +361,6 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
     g.x = c.In(0);
     g.y = c.Out(0);  // the product, then the sum in place
     g.n_rows = static_cast<int>(m.rows);
-    const float eps = static_cast<float>(c.op().attrs().F64Or("eps", 0.0));
     const std::vector<Launch>& launches = c.selection().launches;
     if (launches.size() == 1) {
       const std::string& entry = launches[0].kernel.entry;
@@ -387,7 +386,7 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
     n.sum = c.Out(0);
     n.y = c.Out(1);
     n.n_rows = 1;
-    n.eps = eps;
+    n.eps = tail.eps;
     w.Kernel(1, n);
     return absl::OkStatus();
   }
@@ -402,20 +401,17 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
     std::optional<OpSelection> s = SelectGemvQuant(c.op, c.shapes, c.target, options);
     if (!s || s->launches.empty() || s->launches.back().kernel.entry != "gemv_q")
       return Unsupported(c.op, "GemvQuant.cu does not take the product (format, K or shape)");
-    // The tail's static shared memory must fit beside the ring.
-    Launch tail = s->launches.back();
-    Defines td = tail.kernel.module.defines;
-    td.push_back(Def("GQ_NORM_COLS", N));
-    tail.kernel.module.defines = MakeDefines(std::move(td));
-    if (GemvQuantSmemBytes(tail) < 0 || GemvQuantSmemBytes(tail) > c.target.smem_per_block)
-      return Unsupported(c.op, "the norm's tail does not fit beside the product's ring");
-    const ModuleSpec product = s->launches.back().kernel.module;
+    const std::string product = s->launches.back().kernel.module.Key();
     for (Launch& l : s->launches) {
-      if (l.kernel.module.Key() != product.Key()) continue;
+      if (l.kernel.module.Key() != product) continue;
       Defines d = l.kernel.module.defines;
       d.push_back(Def("GQ_NORM_COLS", N));
       l.kernel.module.defines = MakeDefines(std::move(d));
     }
+    // The tail's static shared memory must fit beside the ring.
+    const int64_t smem = GemvQuantSmemBytes(s->launches.back());
+    if (smem < 0 || smem > c.target.smem_per_block)
+      return Unsupported(c.op, "the norm's tail does not fit beside the product's ring");
     s->launches.back().kernel.entry = "gemv_q_add_norm";
     s->ticket_words = 1;
     return s;

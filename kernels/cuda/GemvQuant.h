@@ -58,12 +58,11 @@ struct GemvQuantOptions {
 
 // The selection for `op` at `shapes` when it is a matmul (one weight; or a matmul_add_rms_norm's
 // product), a matmul_group (any number: one launch per format and 4 weights) or a matmul_swiglu
-// (gate and up of one format) whose
-// matrices are all in formats GemvQuant.cu reads, K is a multiple of their block size and the
-// activation has T <= 8 rows; nullopt otherwise. The device layout is not checked here (the units
-// add GemvQuantBlocksOnDevice). Launches: gemv_q_quantize_x first when x is q8 (unless x's
-// producer writes it as q8, Q8Companion.h: the products then read that), then one gemv_q
-// (gemv_q_swiglu) per format group, in the order of the weights.
+// (gate and up of one format) whose matrices are all in formats GemvQuant.cu reads, K is a multiple
+// of their block size and the activation has T <= 8 rows; nullopt otherwise. The device layout is not checked here (the
+// units add GemvQuantBlocksOnDevice). Launches: gemv_q_quantize_x first when x is q8 (unless x's producer writes it as
+// q8, Q8Companion.h: the products then read that), then one gemv_q (gemv_q_swiglu) per format group, in the order of
+// the weights.
 std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& shapes, const Target& target,
                                            const GemvQuantOptions& options = {});
 
