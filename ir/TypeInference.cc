@@ -43,6 +43,7 @@ std::optional<StateKind> ExpectedStateKind(OpKind kind, absl::string_view operan
     case OpKind::kGatedDeltaScan:
       return StateKind::kDelta;
     case OpKind::kDeltaNetStep:
+    case OpKind::kMatMulDeltaNetStep:
       return operand == "conv_state" ? StateKind::kConv : StateKind::kDelta;
     case OpKind::kPositions:
     case OpKind::kAdvancePositions:
@@ -670,6 +671,45 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       }
       if (!(c.F("eps") >= 0) || !(c.F("qk_l2_eps") >= 0)) return Err("attributes 'eps' and 'qk_l2_eps' must be >= 0");
       return Types{Like(c[6])};
+    }
+    case OpKind::kMatMulDeltaNetStep: {
+      CHECK_OK(CheckOneTokenProduct(c));
+      for (size_t i = 1; i <= 4; ++i) {
+        if (i > 1) {
+          CHECK_OK(c.Rank(i, 2));
+          CHECK_OK(c.DimEq(i, 1, c.S(0).back(), "K, the last dim of 'x'"));
+        }
+        if (!IsFloatWeight(c.D(i)))
+          return Err(absl::StrCat(c.N(i), " must be f32, f16 or bf16, not ", DTypeName(c.D(i))));
+        if (c.D(i) != c.D(1)) return Err(absl::StrCat(c.N(i), " must have the dtype of ", c.N(1)));
+      }
+      CHECK_OK(c.Rank(6, 1));
+      CHECK_OK(c.Rank(8, 1));
+      CHECK_OK(c.Rank(10, 3));
+      const Dim& hv = c.S(6)[0];
+      const Dim& dv = c.S(8)[0];
+      const Dim& ch = c.S(1)[0];
+      CHECK_OK(c.ShapeIs(7, Shape{hv}, "one per value head (Hv from 'dt_bias')"));
+      CHECK_OK(c.DimEq(3, 0, hv, "Hv rows (one per value head)"));
+      CHECK_OK(c.DimEq(4, 0, hv, "Hv rows (one per value head)"));
+      if (hv.IsConstant() && dv.IsConstant()) CHECK_OK(c.DimEq(2, 0, Dim(hv.value() * dv.value()), "Hv Dv rows"));
+      CHECK_OK(c.ShapeIs(10, Shape{hv, dv, c.S(10)[2]}, "[Hv, Dv, Dk] (Hv from 'dt_bias', Dv from 'norm_w')"));
+      CHECK_OK(c.Rank(5, 2));
+      CHECK_OK(c.DimEq(5, 0, ch, "channels, the rows of 'w_qkv'"));
+      const Dim& k = c.S(5)[1];
+      if (!k.IsConstant() || k.value() < 1) return Err(absl::StrCat(c.N(5), " must have a constant kernel size >= 1"));
+      CHECK_OK(c.ShapeIs(9, Shape{ch, k.value() - 1}, "[channels, kernel - 1]"));
+      for (size_t i : {9u, 10u})
+        if (!IsFloat(c.D(i))) return Err(absl::StrCat(c.N(i), " must be a float state"));
+      const Dim& dk = c.S(10)[2];
+      if (ch.IsConstant() && hv.IsConstant() && dv.IsConstant() && dk.IsConstant()) {
+        const int64_t qk = ch.value() - hv.value() * dv.value();  // 2 Hk Dk
+        if (dk.value() < 1 || qk <= 0 || qk % (2 * dk.value()) != 0 || hv.value() % (qk / (2 * dk.value())) != 0)
+          return Err(absl::StrCat("rows of 'w_qkv' (", ch.value(), ") must be 2 Hk Dk + Hv Dv with Hv (", hv.value(),
+                                  ") a multiple of Hk (Dk = ", dk.value(), ", Dv = ", dv.value(), ")"));
+      }
+      if (!(c.F("eps") >= 0) || !(c.F("qk_l2_eps") >= 0)) return Err("attributes 'eps' and 'qk_l2_eps' must be >= 0");
+      return Types{TensorType(c.D(0), Shape{c.S(0)[0], hv, dv})};
     }
     case OpKind::kMoeRoute:
     case OpKind::kMoeRouteSigmoid: {

@@ -145,6 +145,9 @@ class FunctionVerifier {
       case OpKind::kDeltaNetStep:
         writes = {op.operand(8), op.operand(9)};
         break;
+      case OpKind::kMatMulDeltaNetStep:
+        writes = {op.operand(9), op.operand(10)};
+        break;
       case OpKind::kAdvancePositions:
       case OpKind::kSeqAdvancePositions:
         writes = {op.operand(0)};

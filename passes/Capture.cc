@@ -35,6 +35,7 @@ CaptureVerdict ByKind(OpKind kind) {
     case OpKind::kDeltaNetGates:
     case OpKind::kGatedDeltaScan:
     case OpKind::kDeltaNetStep:
+    case OpKind::kMatMulDeltaNetStep:
     case OpKind::kGatedRmsNorm:
     case OpKind::kAddRmsNorm:
     case OpKind::kAddRmsNormMatMul:

@@ -21,6 +21,7 @@
 //   fuse-matmul-add-rmsnorm      one token's product + the add_rms_norm after it -> matmul_add_rms_norm
 //                                (after fuse-rows: a longer row program keeps its norm; the opt-in
 //                                fuse-add-rmsnorm-matmul then finds no decode norm left to take)
+//   fuse-matmul-delta-net-step   one token's float input projections + delta_net_step -> matmul_delta_net_step
 //   dce                          drop what fusion left unused
 //   bucket-shapes                @prefill -> @prefill_t16 ... @prefill_t4096 (static shapes)
 //   fuse-add-rmsnorm-matmul      (opt-in) one-token add_rms_norm -> the prologue of its products
@@ -49,8 +50,8 @@ namespace memra::passes {
 inline constexpr absl::string_view kDefaultPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-kv-append-norm,fuse-swiglu,fuse-moe-ffn,"
     "fuse-gated-rmsnorm,fuse-delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,fuse-qk-norm-rope-append,"
-    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,fuse-matmul-add-rmsnorm,dce,bucket-shapes,"
-    "plan-memory,partition-segments";
+    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,fuse-matmul-add-rmsnorm,fuse-matmul-delta-net-step,"
+    "dce,bucket-shapes,plan-memory,partition-segments";
 
 // The CUDA backend's pipeline: kDefaultPipeline with fuse-delta-net-inputs once more after
 // bucket-shapes (the prefill buckets of 64 tokens or more, whose chunked scans take their q/k
@@ -60,9 +61,8 @@ inline constexpr absl::string_view kDefaultPipeline =
 inline constexpr absl::string_view kCudaPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-kv-append-norm,fuse-swiglu,fuse-moe-ffn,"
     "fuse-gated-rmsnorm,fuse-delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,fuse-qk-norm-rope-append,"
-    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,fuse-matmul-add-rmsnorm,dce,bucket-shapes,"
-    "fuse-delta-net-inputs,"
-    "select-kernels,plan-memory,partition-segments";
+    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,fuse-matmul-add-rmsnorm,fuse-matmul-delta-net-step,"
+    "dce,bucket-shapes,fuse-delta-net-inputs,select-kernels,plan-memory,partition-segments";
 
 // The pipeline for a target arch (as `--arch` takes it): "cpu" -> kDefaultPipeline; "sm_NN" ->
 // kCudaPipeline with select-kernels{arch=sm_NN} (the option written only when not sm_90) and
@@ -89,7 +89,8 @@ std::string StepPipeline(absl::string_view pipeline, absl::string_view ladder);
 inline constexpr absl::string_view kFusionPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-kv-append-norm,fuse-swiglu,fuse-moe-ffn,"
     "fuse-gated-rmsnorm,fuse-delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,fuse-qk-norm-rope-append,"
-    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,fuse-matmul-add-rmsnorm,dce";
+    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,fuse-matmul-add-rmsnorm,fuse-matmul-delta-net-step,"
+    "dce";
 
 // `pipeline` with the bucket ladder set on its bucket-shapes pass (`buckets` in the form of the
 // --buckets flag: "16,32,64", "16..4096"; empty: unchanged).

@@ -418,6 +418,111 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
   }
 };
 
+// matmul_delta_net_step (fuse-matmul-delta-net-step, one token): gemv_group_delta_step, the four
+// input projections a warp a row in key-head order and each key head's step run by the block that
+// completes its rows (DeltaNetStepTail.cuh; a ticket word a key head), one launch where
+// gemv_group and delta_net_step were two. The products go to the step's scratch. A block of 8 warps
+// holds a head's state in registers up to 64 floats a thread (Dk = Dv = 128); 16 warps where
+// that takes twice the threads.
+class MatMulDeltaNetStepImpl : public GpuOpImpl {
+ public:
+  absl::string_view name() const override { return "matmul_delta_net_step"; }
+  bool Implements(ir::OpKind k) const override { return k == ir::OpKind::kMatMulDeltaNetStep; }
+  absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
+    const auto& in = c.shapes.in;
+    const int64_t K = in[0].back();
+    if (Numel(in[0]) != K || K % 32 != 0) return Unsupported(c.op, "the products take one token, K a multiple of 32");
+    int storage = 0;
+    for (unsigned i = 1; i <= 4; ++i) {
+      const WeightLayout* l = c.shapes.layout(i);
+      const int code = l != nullptr ? l->gemv_storage : 0;
+      if (code == 0 || (storage != 0 && code != storage))
+        return Unsupported(c.op, "the four matrices must share one f32, f16 or bf16 GEMV storage");
+      storage = code;
+    }
+    const Geometry g = GeometryOf(c.shapes);
+    if (g.dk % 32 != 0 || g.dk > 256) return Unsupported(c.op, "key head dim must be a multiple of 32, <= 256");
+    int64_t warps = 0;
+    for (int64_t w : {kMaxWarps, 2 * kMaxWarps})
+      if (warps == 0 && (g.dv + 4 * w - 1) / (4 * w) * (g.dk / 32) <= 16) warps = w;
+    if (warps == 0) return Unsupported(c.op, "a head's state past 64 registers a thread at 512 threads");
+    const int64_t unit = 2 * g.dk + (g.hv / g.hk) * (2 * g.dv + 2), rows = g.hk * unit;
+    Launch l;
+    l.kernel.module.file = "Gemv.cu";
+    l.kernel.module.defines =
+        MakeDefines({Def("GEMV_K", K), Def("GEMV_W", storage), Def("GEMV_WARPS", warps), Def("DNS_HK", g.hk),
+                     Def("DNS_HV", g.hv), Def("DNS_DK", g.dk), Def("DNS_DV", g.dv), Def("CONV_K", g.conv_k)});
+    l.kernel.entry = "gemv_group_delta_step";
+    l.block = static_cast<uint32_t>(warps * 32);
+    l.grid = static_cast<uint32_t>((rows + warps - 1) / warps);
+    OpSelection s = GemvSelection(std::move(l));
+    s.ticket_words = g.hk;
+    s.scratch_bytes = ScratchLayout(g).bytes;
+    return std::optional<OpSelection>(std::move(s));
+  }
+  absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
+    if (c.Tickets() == 0 || c.Scratch() == 0 || c.selection().launches.size() != 1)
+      return BindError(c.op(), "matmul_delta_net_step: stale selection (no tickets or no scratch)");
+    MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
+    GemvDeltaStepParams p{};
+    for (unsigned i = 1; i <= 4; ++i) {
+      MEMRA_ASSIGN_OR_RETURN(DeviceMatrix m, CountedMatrix(c, i, x.back(), w));
+      p.w[i - 1] = WeightOf(m);
+    }
+    p.x = c.In(0);
+    p.ticket = c.Tickets();
+    const Scratch at = ScratchLayout(GeometryOf(c.shapes()));
+    const uint64_t base = c.Scratch();
+    p.step.x = base;
+    p.step.z = base + at.z;
+    p.step.b = base + at.b;
+    p.step.a = base + at.a;
+    p.step.conv_w = c.In(5);
+    p.step.dt_bias = c.In(6);
+    p.step.ssm_a = c.In(7);
+    p.step.norm_w = c.In(8);
+    p.step.conv_state = c.In(9);
+    p.step.delta_state = c.In(10);
+    p.step.y = c.Out(0);
+    const ir::AttrDict& attrs = c.op().attrs();
+    p.step.scale = static_cast<float>(attrs.F64Or("scale", 1.0));
+    p.step.qk_eps = static_cast<float>(attrs.F64Or("qk_l2_eps", 0.0));
+    p.step.eps = static_cast<float>(attrs.F64Or("eps", 0.0));
+    w.Kernel(0, p);
+    return absl::OkStatus();
+  }
+
+ private:
+  struct Geometry {
+    int64_t hk, hv, dk, dv, conv_k, channels;
+  };
+  // Operands: x, w_qkv [C, K], w_z, w_b, w_a, conv_w [C, Kc], dt_bias [Hv], ssm_a, norm_w [Dv],
+  // conv_state, delta_state [Hv, Dv, Dk] (the type rules checked C = 2 Hk Dk + Hv Dv).
+  static Geometry GeometryOf(const OpShapes& s) {
+    Geometry g;
+    g.channels = s.in[1][0];
+    g.hv = s.in[6][0];
+    g.dv = s.in[8][0];
+    g.dk = s.in[10][2];
+    g.conv_k = s.in[5][1];
+    g.hk = (g.channels - g.hv * g.dv) / (2 * g.dk);
+    return g;
+  }
+  // The products in the step's scratch: qkv [C], z [Hv Dv], beta [Hv], alpha [Hv], each 256-aligned.
+  struct Scratch {
+    uint64_t z, b, a, bytes;
+  };
+  static Scratch ScratchLayout(const Geometry& g) {
+    auto up = [](int64_t bytes) { return static_cast<uint64_t>((bytes + 255) / 256 * 256); };
+    Scratch s;
+    s.z = up(4 * g.channels);
+    s.b = s.z + up(4 * g.hv * g.dv);
+    s.a = s.b + up(4 * g.hv);
+    s.bytes = s.a + up(4 * g.hv);
+    return s;
+  }
+};
+
 // add_rms_norm_matmul (fuse-add-rmsnorm-matmul, decode): gemv_norm / gemv_group_norm /
 // gemv_swiglu_norm, the products of Gemv.cu with the norm as their prologue (every warp sums the
 // squares of a + b while its row streams; block 0 writes the sum).
@@ -496,6 +601,7 @@ std::unique_ptr<GpuOpImpl> CreateGemvSwiglu() { return std::make_unique<GemvSwig
 std::unique_ptr<GpuOpImpl> CreateGemvGroup() { return std::make_unique<GemvGroupImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateMoeRouter() { return std::make_unique<MoeRouterImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateMatMulAddRmsNorm() { return std::make_unique<MatMulAddRmsNormImpl>(); }
+std::unique_ptr<GpuOpImpl> CreateMatMulDeltaNetStep() { return std::make_unique<MatMulDeltaNetStepImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateGemv() { return std::make_unique<GemvImpl>(); }
 std::unique_ptr<GpuOpImpl> CreateGemvNorm() { return std::make_unique<GemvNormImpl>(); }
 

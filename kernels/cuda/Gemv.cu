@@ -498,6 +498,68 @@ extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_swiglu(const 
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_group(const GemvGroupParams p) {
   gemv_group_body(p.w, p.y, p.n_rows, XPlain{p.x});
 }
+#if defined(DNS_HK) && GEMV_T == 1 && GEMV_R == 1
+#include "DeltaNetStepTail.cuh"
+// matmul_delta_net_step (one token): the four products of a delta-net layer's input projections,
+// a warp a row in the key-head order of DeltaNetStepTail.cuh, each into its place in the step's
+// inputs (p.step.x, z, b, a: the op's scratch); the block that completes a key head's rows (a
+// ticket per key head, p.ticket[kh], zero between launches) runs that key head's step. A row's
+// arithmetic is gemv_group's, a head's step delta_net_step's.
+// Three blocks an SM at 8 warps (at most 85 registers a thread), so the product streams as gemv_group
+// does: the step's state takes DNT_DEPTH passes of registers, not all of them.
+#ifndef DNT_MIN_BLOCKS
+#define DNT_MIN_BLOCKS (GEMV_WARPS <= 8 ? 3 : 1)
+#endif
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32, DNT_MIN_BLOCKS)
+    gemv_group_delta_step(const GemvDeltaStepParams p) {
+  constexpr int kRows = DNS_HK * DNT_UNIT;
+  static_assert(DNT_UNIT >= GEMV_WARPS, "a block's rows touch at most two key heads");
+  const int g = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+  int member = -1, row = 0;
+  if (g < kRows) dnt_row(g, member, row);
+  // Constant indices only (a parameter array indexed at run time goes through the stack).
+  const void* w = nullptr;
+  const float* sc = nullptr;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    if (i == member) w = p.w[i].w, sc = p.w[i].scale;
+  float* const y = const_cast<float*>(member == 0   ? p.step.x
+                                      : member == 1 ? p.step.z
+                                      : member == 2 ? p.step.b
+                                                    : p.step.a);
+  RowPrefetch pf;
+  if (w != nullptr) row_prefetch(w, row, pf);
+  memra_grid_dependency();
+  XPlain xs{p.x};
+  GEMV_X_DECL
+  prepare_x(xs, xs_smem);
+  if (w != nullptr) {
+    float v[1];
+    row_dot(w, sc, row, xs, pf, v);
+    if ((threadIdx.x & 31) == 0) y[row] = v[0];
+  }
+  // One arrival a key head whose rows this block wrote; the units this block completes.
+  __shared__ int s_units[2];
+  __shared__ int s_n;
+  __threadfence();  // this thread's stores before the block's arrivals
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int n = 0;
+    const int g0 = blockIdx.x * GEMV_WARPS, g1 = min(g0 + GEMV_WARPS, kRows);
+    for (int u = g0 / DNT_UNIT; u <= (g1 - 1) / DNT_UNIT; ++u)
+      if (atomicAdd(p.ticket + u, 1u) == dnt_arrivals<GEMV_WARPS>(u) - 1) s_units[n++] = u;
+    s_n = n;
+  }
+  __syncthreads();
+  const int n = s_n;
+  for (int i = 0; i < n; ++i) {
+    const int u = s_units[i];
+    __threadfence();  // the other blocks' stores after their arrivals
+    if (threadIdx.x == 0) p.ticket[u] = 0u;
+    delta_step_unit<GEMV_WARPS * 32>(p.step, u);
+  }
+}
+#endif
 #if !GEMV_STAGE_X && GEMV_T == 1  // the prologue reads a, b and w through the read-only cache; one token
 extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_norm(const GemvNormParams p) {
   gemv_body(p.g.w.w, p.g.w.scale, add_norm_x(p.g.x, p.norm), p.g.y, p.g.n_rows);

@@ -1,5 +1,6 @@
 // Parameters of kernels/cuda/Gemv.cu (see KernelParams.h for the contract).
 #pragma once
+#include "DeltaNetParams.h"
 #include "KernelParams.h"
 #include "NormParams.h"
 
@@ -111,5 +112,20 @@ struct GemvGroupNormParams {
 };
 MEMRA_PARAMS_SIZE(GemvGroupNormParams, 152);
 MEMRA_PARAMS_OFFSET(GemvGroupNormParams, norm, 120);
+
+// gemv_group_delta_step (matmul_delta_net_step, one token): the products of w[0..3] (qkv, z, beta,
+// alpha) with x into step.x, step.z, step.b and step.a (the op's scratch), then each key head's
+// step (delta_net_step's parameters) by the block completing its rows; ticket: a word a key head,
+// zero between launches.
+struct GemvDeltaStepParams {
+  GemvWeight w[4];
+  MEMRA_DPTR(const float) x;
+  MEMRA_DPTR(unsigned) ticket;
+  DeltaNetStepParams step;
+};
+MEMRA_PARAMS_SIZE(GemvDeltaStepParams, 184);
+MEMRA_PARAMS_OFFSET(GemvDeltaStepParams, x, 64);
+MEMRA_PARAMS_OFFSET(GemvDeltaStepParams, ticket, 72);
+MEMRA_PARAMS_OFFSET(GemvDeltaStepParams, step, 80);
 
 MEMRA_PARAMS_END

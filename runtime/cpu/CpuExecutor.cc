@@ -548,6 +548,44 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
     };
     llvm::SmallVector<HostTensor, 2> out;
     const ir::AttrDict& at = op.attrs();
+    // delta_net_step's arithmetic (ir/Ops.def: conv, split, l2 norms, gates, scan, gated norm, by
+    // the kernels of those ops in that order) over x, b, a and z [T, Hv, Dv], the weights and states
+    // at the given operand indices (delta_net_step's and matmul_delta_net_step's).
+    auto delta_net_step = [&](const HostTensor& x, const HostTensor& b, const HostTensor& a, const HostTensor& z,
+                              size_t conv_w, size_t dt_bias, size_t ssm_a, size_t norm_w, size_t conv_st,
+                              size_t delta_st) -> HostTensor {
+      HostTensor& conv_state = St(conv_st);
+      HostTensor& delta_state = St(delta_st);
+      const int64_t T = x.dim(0), C = x.dim(1), K = conv_state.dim(1) + 1;
+      const int64_t Hv = z.dim(1), Dv = z.dim(2), Dk = delta_state.dim(2);
+      const int64_t Hk = (C - Hv * Dv) / (2 * Dk);
+      HostTensor c = HostTensor::Zeros(DType::kF32, x.shape());
+      kc::Conv1dCausal(x.f32(), T, C, Wt(conv_w).values, K, conv_state.f32(), c.f32(), /*silu=*/true, pool);
+      const float eps_qk = static_cast<float>(at.F64Or("qk_l2_eps", 0));
+      HostTensor q = HostTensor::Zeros(DType::kF32, {T, Hk, Dk});
+      HostTensor k = HostTensor::Zeros(DType::kF32, {T, Hk, Dk});
+      HostTensor v = HostTensor::Zeros(DType::kF32, {T, Hv, Dv});
+      for (int64_t t = 0; t < T; ++t) {
+        const float* row = c.f32() + t * C;
+        std::copy(row, row + Hk * Dk, q.f32() + t * Hk * Dk);
+        std::copy(row + Hk * Dk, row + 2 * Hk * Dk, k.f32() + t * Hk * Dk);
+        std::copy(row + 2 * Hk * Dk, row + C, v.f32() + t * Hv * Dv);
+      }
+      HostTensor qn = HostTensor::Zeros(DType::kF32, q.shape());
+      HostTensor kn = HostTensor::Zeros(DType::kF32, q.shape());
+      kc::L2Norm(q.f32(), T * Hk, Dk, eps_qk, qn.f32(), pool);
+      kc::L2Norm(k.f32(), T * Hk, Dk, eps_qk, kn.f32(), pool);
+      HostTensor beta = HostTensor::Zeros(DType::kF32, {T, Hv});
+      HostTensor g = HostTensor::Zeros(DType::kF32, {T, Hv});
+      kc::DeltaNetGates(b.f32(), a.f32(), T, Hv, Wt(dt_bias).values, Wt(ssm_a).values, beta.f32(), g.f32());
+      HostTensor o = HostTensor::Zeros(DType::kF32, z.shape());
+      kc::GatedDeltaScan(qn.f32(), kn.f32(), v.f32(), g.f32(), beta.f32(), T, Hk, Hv, Dk, Dv,
+                         static_cast<float>(at.F64Or("scale", 1.0)), delta_state.f32(), o.f32(), pool);
+      HostTensor y = HostTensor::Zeros(DType::kF32, z.shape());
+      kc::GatedRmsNorm(o.f32(), Wt(norm_w).values, z.f32(), T * Hv, Dv, static_cast<float>(at.F64Or("eps", 0)), y.f32(),
+                       pool);
+      return y;
+    };
     switch (op.kind()) {
       case OpKind::kEmbed: {
         const HostTensor& ids = In(0);
@@ -865,39 +903,27 @@ absl::StatusOr<std::vector<HostTensor>> CpuExecutor::Run(absl::string_view name,
         // The ops it replaced (ir/Ops.def: conv, split, l2 norms, gates, scan, gated norm), by the
         // same kernels in the same order.
         MEMRA_RETURN_IF_ERROR(F32In(0));
+        out.push_back(delta_net_step(In(0), In(2), In(3), In(6), 1, 4, 5, 7, 8, 9));
+        break;
+      }
+      case OpKind::kMatMulDeltaNetStep: {
+        // matmul_group, then delta_net_step over its results (z viewed as [T, Hv, Dv]), by the
+        // same kernels in the same order: the two ops' bits.
+        MEMRA_RETURN_IF_ERROR(F32In(0));
         const HostTensor& x = In(0);
-        const HostTensor& z = In(6);
-        HostTensor& conv_state = St(8);
-        HostTensor& delta_state = St(9);
-        const int64_t T = x.dim(0), C = x.dim(1), K = conv_state.dim(1) + 1;
-        const int64_t Hv = z.dim(1), Dv = z.dim(2), Dk = delta_state.dim(2);
-        const int64_t Hk = (C - Hv * Dv) / (2 * Dk);
-        HostTensor c = HostTensor::Zeros(DType::kF32, x.shape());
-        kc::Conv1dCausal(x.f32(), T, C, Wt(1).values, K, conv_state.f32(), c.f32(), /*silu=*/true, pool);
-        const float eps_qk = static_cast<float>(at.F64Or("qk_l2_eps", 0));
-        HostTensor q = HostTensor::Zeros(DType::kF32, {T, Hk, Dk});
-        HostTensor k = HostTensor::Zeros(DType::kF32, {T, Hk, Dk});
-        HostTensor v = HostTensor::Zeros(DType::kF32, {T, Hv, Dv});
-        for (int64_t t = 0; t < T; ++t) {
-          const float* row = c.f32() + t * C;
-          std::copy(row, row + Hk * Dk, q.f32() + t * Hk * Dk);
-          std::copy(row + Hk * Dk, row + 2 * Hk * Dk, k.f32() + t * Hk * Dk);
-          std::copy(row + 2 * Hk * Dk, row + C, v.f32() + t * Hv * Dv);
+        HostTensor p[4];
+        for (size_t i = 0; i < 4; ++i) {
+          MEMRA_ASSIGN_OR_RETURN(p[i], Product(op, x.f32(), x.shape(), Wt(i + 1).view, pool));
         }
-        HostTensor qn = HostTensor::Zeros(DType::kF32, q.shape());
-        HostTensor kn = HostTensor::Zeros(DType::kF32, q.shape());
-        kc::L2Norm(q.f32(), T * Hk, Dk, eps_qk, qn.f32(), pool);
-        kc::L2Norm(k.f32(), T * Hk, Dk, eps_qk, kn.f32(), pool);
-        HostTensor beta = HostTensor::Zeros(DType::kF32, {T, Hv});
-        HostTensor g = HostTensor::Zeros(DType::kF32, {T, Hv});
-        kc::DeltaNetGates(In(2).f32(), In(3).f32(), T, Hv, Wt(4).values, Wt(5).values, beta.f32(), g.f32());
-        HostTensor o = HostTensor::Zeros(DType::kF32, z.shape());
-        kc::GatedDeltaScan(qn.f32(), kn.f32(), v.f32(), g.f32(), beta.f32(), T, Hk, Hv, Dk, Dv,
-                           static_cast<float>(at.F64Or("scale", 1.0)), delta_state.f32(), o.f32(), pool);
-        HostTensor y = HostTensor::Zeros(DType::kF32, z.shape());
-        kc::GatedRmsNorm(o.f32(), Wt(7).values, z.f32(), T * Hv, Dv, static_cast<float>(at.F64Or("eps", 0)), y.f32(),
-                         pool);
-        out.push_back(y);
+        const ir::Shape& hv = op.operand(6)->shape();  // dt_bias [Hv]
+        const ir::Shape& dv = op.operand(8)->shape();  // norm_w [Dv]
+        if (hv.rank() != 1 || dv.rank() != 1 || !hv[0].IsConstant() || !dv[0].IsConstant())
+          return OpError(op, "dt_bias and norm_w must be [Hv] and [Dv]");
+        const int64_t T = x.dim(0), Hv = hv[0].value(), Dv = dv[0].value();
+        if (Hv <= 0 || Dv <= 0 || p[1].numel() != T * Hv * Dv) return OpError(op, "z's rows are not Hv x Dv");
+        HostTensor z = HostTensor::Zeros(DType::kF32, {T, Hv, Dv});
+        std::copy(p[1].f32(), p[1].f32() + p[1].numel(), z.f32());
+        out.push_back(delta_net_step(p[0], p[2], p[3], z, 5, 6, 7, 8, 9, 10));
         break;
       }
       case OpKind::kGatedRmsNorm: {

@@ -1220,6 +1220,38 @@ TEST_F(OpTableTest, DecodeFusions) {
                           attrs)};
         },
         3);
+  // matmul_delta_net_step (fuse-matmul-delta-net-step, one token): the input projections whose
+  // blocks run each key head's step (gemv_group_delta_step, a ticket per key head that must be zero
+  // again for the next of the 3 calls, both states carried): the 0.8B's layer in bf16 (16 / 16
+  // heads of 128 over K = 1,024), the 9B's heads (16 / 32, one block running both value heads of a
+  // key head) in f16 over K = 2,048, and f32 weights with 256-wide value heads (blocks of 16 warps).
+  struct ProjectedStepCase {
+    const char* label;
+    GgmlType w;
+    int64_t hk, hv, dk, dv, K;
+    double bound;
+  };
+  for (const ProjectedStepCase& c : {ProjectedStepCase{"bf16 0.8B", GgmlType::kBF16, 16, 16, 128, 128, 1024, 5e-5},
+                                     ProjectedStepCase{"f16 9B heads", GgmlType::kF16, 16, 32, 128, 128, 2048, 5e-5},
+                                     ProjectedStepCase{"f32 dv256", GgmlType::kF32, 4, 4, 128, 256, 512, 1e-8}})
+    Check(
+        "matmul_delta_net_step", c.label, 1, c.bound,
+        [&c](Harness& h) {
+          h.static_t = 1;
+          const int64_t ch = 2 * c.hk * c.dk + c.hv * c.dv;
+          Value* cs = h.State(ir::StateKind::kConv, "conv", DType::kF32, {ch, 3});
+          Value* ds = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {c.hv, c.dv, c.dk});
+          ir::AttrDict attrs = {{"scale", 1.0 / std::sqrt(double(c.dk))}, {"qk_l2_eps", 1e-6}, {"eps", 1e-6}};
+          return std::vector<Value*>{h.b->Build1(
+              ir::OpKind::kMatMulDeltaNetStep,
+              {h.Arg("x", {-1, c.K}), h.Weight("w_qkv", c.w, {c.K, ch}, -0.05f, 0.05f),
+               h.Weight("w_z", c.w, {c.K, c.hv * c.dv}, -0.05f, 0.05f),
+               h.Weight("w_b", c.w, {c.K, c.hv}, -0.05f, 0.05f), h.Weight("w_a", c.w, {c.K, c.hv}, -0.05f, 0.05f),
+               h.Weight("cw", GgmlType::kF32, {4, ch}), h.Weight("dt", GgmlType::kF32, {c.hv}),
+               h.Weight("ssm_a", GgmlType::kF32, {c.hv}, -2, -0.1f), h.Weight("nw", GgmlType::kF32, {c.dv}), cs, ds},
+              attrs)};
+        },
+        3);
 }
 
 TEST_F(OpTableTest, GatedAttentionStep) {
