@@ -183,12 +183,13 @@ TEST(FusedExecution, FusionsFirePerLayerAndPlansAreValid) {
     for (const ir::Op* op : f->Ops()) ++count[std::string(op->mnemonic())];
     SCOPED_TRACE(f->name());
     EXPECT_EQ(count["matmul_swiglu"], n_layer);
-    EXPECT_EQ(count["matmul_group"], n_layer);  // q/k/v, or qkv/gate/beta/alpha
-    // A one-token step's delta-net layers are one delta_net_step each (fuse-delta-net-step), its
-    // attention layers one gated_attention_step each (fuse-gated-attention-step), and its norms
-    // after the attention output and the down product (the next layer's, or the output norm)
-    // the tails of those products (fuse-matmul-add-rmsnorm: the fixture's weights are f32).
+    // A one-token step's delta-net layers are one matmul_delta_net_step each (fuse-delta-net-step,
+    // then fuse-matmul-delta-net-step with the input projections' group: the fixture's weights are
+    // f32), its attention layers one gated_attention_step each (fuse-gated-attention-step), and its
+    // norms after the attention output and the down product (the next layer's, or the output norm)
+    // the tails of those products (fuse-matmul-add-rmsnorm).
     const bool one_token = f->name() == "decode";
+    EXPECT_EQ(count["matmul_group"], one_token ? n_attn : n_layer);  // q/k/v, or qkv/gate/beta/alpha
     EXPECT_EQ(count["add_rms_norm"], one_token ? 0 : 2 * n_layer);
     EXPECT_EQ(count["matmul_add_rms_norm"], one_token ? 2 * n_layer : 0);
     EXPECT_EQ(count["matmul"], one_token ? 1 : 1 + 2 * n_layer) << "the head, and the unfused outputs and downs";
@@ -196,7 +197,8 @@ TEST(FusedExecution, FusionsFirePerLayerAndPlansAreValid) {
     EXPECT_EQ(count["attention_gated"], one_token ? 0 : n_attn);
     EXPECT_EQ(count["gated_attention_step"], one_token ? n_attn : 0);
     EXPECT_EQ(count["gated_rms_norm"], one_token ? 0 : n_layer - n_attn);
-    EXPECT_EQ(count["delta_net_step"], one_token ? n_layer - n_attn : 0);
+    EXPECT_EQ(count["delta_net_step"], 0);
+    EXPECT_EQ(count["matmul_delta_net_step"], one_token ? n_layer - n_attn : 0);
     EXPECT_EQ(count["swiglu"] + count["rms_norm"] + count["rope"] + count["sigmoid"] + count["add"], 1)
         << "only the first layer's attn_norm of the embedding stays unfused";
     if (!f->attrs().Has("bucket")) {
