@@ -151,8 +151,7 @@ __device__ __forceinline__ void delta_step_unit(const DeltaNetStepParams& p, int
       for (int o = 1; o < DNT_LANES; o <<= 1) out += __shfl_xor_sync(0xffffffffu, out, o);
       if (j < DNS_DV) {
 #pragma unroll
-        for (int m = 0; m < kPieces; ++m)
-          *reinterpret_cast<float4*>(st + (i64)j * DNS_DK + 4 * p8 + 32 * m) = Sp[m];
+        for (int m = 0; m < kPieces; ++m) *reinterpret_cast<float4*>(st + (i64)j * DNS_DK + 4 * p8 + 32 * m) = Sp[m];
         if (p8 == 0) so[j] = out * p.scale;
       }
       if (ps + kDepth < kPasses) load_pass(ps + kDepth, Sp);
