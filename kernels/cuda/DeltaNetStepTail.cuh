@@ -2,15 +2,17 @@
 // Gemv.cu's gemv_group_delta_step). The product's rows are ordered by key head: unit kh holds, in
 // this order, the q rows (DNS_DK) and k rows (DNS_DK) of key head kh, then for each of its value
 // heads h = kh + r DNS_HK (r < DNS_HV / DNS_HK) the v rows (DNS_DV), the z rows (DNS_DV), the beta
-// row and the alpha row. Each block that writes rows of a unit adds one arrival to the unit's ticket;
-// the block that completes the count runs the unit's step while the other blocks still stream their
-// rows, so the heads' steps overlap the product instead of following it.
+// row and the alpha row. A value head's step reads its key head's q / k rows and its own range: each
+// block that writes rows of either adds one arrival to the value head's ticket, and the block that
+// completes the count runs that head's step while the other blocks still stream their rows, so the
+// heads' steps overlap the product instead of following it (and the last one alone follows it).
 //
 // The step's arithmetic is DeltaNet.cu's delta_net_step's for each head (the same conv sum, l2 norm
 // sums, per-column delta rule with DNS_LANES lanes a column, gated norm), so the bits are the two
-// launches' (tests/cuda/emulation/GemvDeltaStepEmu.cc). What differs is only who runs it: one
-// block of kThreads threads for all value heads of a key head, so the key head's conv rows are read
-// and written back by one block (delta_net_step shares them across a cluster instead).
+// launches' (tests/cuda/emulation/GemvDeltaStepEmu.cc). The value heads of a key head each compute
+// the key head's q / k conv from its state; the last of them to read it (a second ticket per key
+// head, after the value heads' tickets) writes the shifted windows back, as delta_net_step's
+// cluster does after its barrier.
 #pragma once
 #include "Common.cuh"
 #include "DeltaNetParams.h"
@@ -40,15 +42,34 @@ __device__ __forceinline__ void dnt_row(int g, int& member, int& row) {
   }
 }
 
-// The blocks of kWarps rows that write rows of unit u: its arrival count.
+// Blocks of kWarps rows that write rows in [a, b) (a < b).
 template <int kWarps>
-__device__ __forceinline__ unsigned dnt_arrivals(int u) {
-  return (unsigned)(((u + 1) * DNT_UNIT - 1) / kWarps - (u * DNT_UNIT) / kWarps + 1);
+__device__ __forceinline__ int dnt_first_block(int a) {
+  return a / kWarps;
 }
+template <int kWarps>
+__device__ __forceinline__ int dnt_last_block(int b) {
+  return (b - 1) / kWarps;
+}
+// Value head r of unit u: its rows [dnt_head_begin, + 2 DNS_DV + 2) and the unit's q / k rows
+// [u DNT_UNIT, + 2 DNS_DK).
+__device__ __forceinline__ int dnt_head_begin(int u, int r) { return u * DNT_UNIT + 2 * DNS_DK + r * (2 * DNS_DV + 2); }
+// The blocks that write rows the step of value head r of unit u reads: its arrival count.
+template <int kWarps>
+__device__ __forceinline__ unsigned dnt_arrivals(int u, int r) {
+  const int qf = dnt_first_block<kWarps>(u * DNT_UNIT), ql = dnt_last_block<kWarps>(u * DNT_UNIT + 2 * DNS_DK);
+  const int hf = dnt_first_block<kWarps>(dnt_head_begin(u, r)),
+            hl = dnt_last_block<kWarps>(dnt_head_begin(u, r) + 2 * DNS_DV + 2);
+  const int shared = max(0, min(ql, hl) - max(qf, hf) + 1);
+  return (unsigned)((ql - qf + 1) + (hl - hf + 1) - shared);
+}
+// Whether the rows [g0, g1) of a block meet [a, b).
+__device__ __forceinline__ bool dnt_meets(int g0, int g1, int a, int b) { return g0 < b && a < g1; }
 
 // One conv channel c of the step's token: the window (the state's K - 1 values, then x[c]) against
-// the channel's weights, silu, the state shifted and written back (delta_net_step's order).
-__device__ __forceinline__ float dnt_conv_channel(const DeltaNetStepParams& p, int c) {
+// the channel's weights, silu (delta_net_step's order); with `write`, the state shifted and
+// written back.
+__device__ __forceinline__ float dnt_conv_channel(const DeltaNetStepParams& p, int c, bool write) {
   float win[CONV_K], wc[CONV_K];
 #pragma unroll
   for (int i = 0; i < CONV_K; ++i) wc[i] = p.conv_w[(i64)c * CONV_K + i];
@@ -58,35 +79,43 @@ __device__ __forceinline__ float dnt_conv_channel(const DeltaNetStepParams& p, i
   float s = 0.0f;
 #pragma unroll
   for (int i = 0; i < CONV_K; ++i) s += win[i] * wc[i];
+  if (write) {
 #pragma unroll
-  for (int i = 0; i < CONV_K - 1; ++i) p.conv_state[(i64)c * (CONV_K - 1) + i] = win[i + 1];
+    for (int i = 0; i < CONV_K - 1; ++i) p.conv_state[(i64)c * (CONV_K - 1) + i] = win[i + 1];
+  }
   return siluf_(s);
 }
+// The q / k conv channel t < 2 DNS_DK of key head kh.
+__device__ __forceinline__ int dnt_qk_channel(int kh, int t) {
+  return (t < DNS_DK ? 0 : DNS_HK * DNS_DK - DNS_DK) + kh * DNS_DK + t;
+}
 
-// Unit kh's step by the whole block (kThreads threads; every thread calls it): the q / k conv once,
-// then each value head's v conv, gates, delta rule and gated norm. The products it reads (p.x, p.z,
-// p.b, p.a) were written by other blocks before their arrivals: read through L2.
+// Value head r of key head kh, by the whole block (kThreads threads; every thread calls it): the
+// key head's q / k conv, the head's v conv, gates, delta rule and gated norm. The products it reads
+// (p.x, p.z, p.b, p.a) were written by other blocks before their arrivals: read through L2.
+// conv_ticket: the key head's second ticket (the last of its DNT_R value heads writes the q / k
+// windows back and zeroes it).
 template <int kThreads>
-__device__ __forceinline__ void delta_step_unit(const DeltaNetStepParams& p, int kh) {
+__device__ __forceinline__ void delta_step_head(const DeltaNetStepParams& p, int kh, int r, unsigned* conv_ticket) {
   constexpr int kWarps = kThreads / 32, kCols = 32 / DNT_LANES;
   constexpr int kPasses = (DNS_DV + kCols * kWarps - 1) / (kCols * kWarps);
   constexpr int kPieces = DNS_DK / (4 * DNT_LANES);
   constexpr int kDepth = DNT_DEPTH < kPasses ? DNT_DEPTH : kPasses;
   static_assert(DNS_DK % 32 == 0, "a key row is whole float4 pieces of 8 lanes");
   __shared__ __align__(16) float sq[DNS_DK], sk[DNS_DK], sv[DNS_DV], so[DNS_DV];
+  __shared__ bool s_last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g8 = lane / DNT_LANES, p8 = lane % DNT_LANES;
 
-  // The key head's q and k channels.
+  // The key head's q and k channels (their windows written back below, by the last reader).
   for (int t = threadIdx.x; t < 2 * DNS_DK; t += kThreads) {
-    const int c = (t < DNS_DK ? 0 : DNS_HK * DNS_DK - DNS_DK) + kh * DNS_DK + t;
-    const float out = dnt_conv_channel(p, c);
+    const float out = dnt_conv_channel(p, dnt_qk_channel(kh, t), DNT_R == 1);
     if (t < DNS_DK)
       sq[t] = out;
     else
       sk[t - DNS_DK] = out;
   }
-  for (int r = 0; r < DNT_R; ++r) {
+  {
     const int h = kh + r * DNS_HK;
     // The state of head h, DNT_DEPTH passes of it in registers at a time (a ring: a pass's buffer
     // refilled with the pass DNT_DEPTH later as soon as it is stored), the first ones in flight
@@ -105,8 +134,8 @@ __device__ __forceinline__ void delta_step_unit(const DeltaNetStepParams& p, int
 #pragma unroll
     for (int ps = 0; ps < kDepth; ++ps) load_pass(ps, S[ps]);
     for (int t = threadIdx.x; t < DNS_DV; t += kThreads)
-      sv[t] = dnt_conv_channel(p, 2 * DNS_HK * DNS_DK + h * DNS_DV + t);
-    __syncthreads();  // sq, sk (first head), sv
+      sv[t] = dnt_conv_channel(p, 2 * DNS_HK * DNS_DK + h * DNS_DV + t, true);
+    __syncthreads();  // sq, sk, sv
 
     const float beta = sigmoidf_(__ldcg(p.b + h));
     const float decay = expf(softplusf_(__ldcg(p.a + h) + p.dt_bias[h]) * p.ssm_a[h]);
@@ -167,6 +196,19 @@ __device__ __forceinline__ void delta_step_unit(const DeltaNetStepParams& p, int
       const float zj = __ldcg(p.z + (i64)h * DNS_DV + t);
       p.y[(i64)h * DNS_DV + t] = ((so[t] * rs) * p.norm_w[t]) * siluf_(zj);
     }
-    __syncthreads();  // sv and so are the next head's
+    __syncthreads();  // sq, sk, sv and so are the next head's
+  }
+  if constexpr (DNT_R > 1) {
+    // Every value head of kh reads the q / k windows before it arrives here; the last writes them
+    // back shifted (the values it read: no one wrote them in between).
+    __threadfence();
+    if (threadIdx.x == 0) {
+      s_last = atomicAdd(conv_ticket, 1u) == DNT_R - 1;
+      if (s_last) *conv_ticket = 0u;
+    }
+    __syncthreads();
+    if (s_last)
+      for (int t = threadIdx.x; t < 2 * DNS_DK; t += kThreads) dnt_conv_channel(p, dnt_qk_channel(kh, t), true);
+    __syncthreads();  // s_last is the next head's
   }
 }

@@ -419,11 +419,11 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
 };
 
 // matmul_delta_net_step (fuse-matmul-delta-net-step, one token): gemv_group_delta_step, the four
-// input projections a warp a row in key-head order and each key head's step run by the block that
-// completes its rows (DeltaNetStepTail.cuh; a ticket word a key head), one launch where
-// gemv_group and delta_net_step were two. The products go to the step's scratch. A block of 8 warps
-// holds a head's state in registers up to 64 floats a thread (Dk = Dv = 128); 16 warps where
-// that takes twice the threads.
+// input projections a warp a row in key-head order and each value head's step run by the block
+// that completes the rows it reads (DeltaNetStepTail.cuh; a ticket word a value head and one a key
+// head), one launch where gemv_group and delta_net_step were two. The products go to the step's scratch. A block of 8
+// warps holds a head's state in registers up to 64 floats a thread (Dk = Dv = 128); 16 warps where that takes twice the
+// threads.
 class MatMulDeltaNetStepImpl : public GpuOpImpl {
  public:
   absl::string_view name() const override { return "matmul_delta_net_step"; }
@@ -456,7 +456,7 @@ class MatMulDeltaNetStepImpl : public GpuOpImpl {
     l.block = static_cast<uint32_t>(warps * 32);
     l.grid = static_cast<uint32_t>((rows + warps - 1) / warps);
     OpSelection s = GemvSelection(std::move(l));
-    s.ticket_words = g.hk;
+    s.ticket_words = g.hv + g.hk;  // a value head's rows, then a key head's conv rows
     s.scratch_bytes = ScratchLayout(g).bytes;
     return std::optional<OpSelection>(std::move(s));
   }

@@ -502,9 +502,10 @@ extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_group(const G
 #include "DeltaNetStepTail.cuh"
 // matmul_delta_net_step (one token): the four products of a delta-net layer's input projections,
 // a warp a row in the key-head order of DeltaNetStepTail.cuh, each into its place in the step's
-// inputs (p.step.x, z, b, a: the op's scratch); the block that completes a key head's rows (a
-// ticket per key head, p.ticket[kh], zero between launches) runs that key head's step. A row's
-// arithmetic is gemv_group's, a head's step delta_net_step's.
+// inputs (p.step.x, z, b, a: the op's scratch); the block that completes the rows a value head's
+// step reads (a ticket per value head, p.ticket[h]; then one per key head for its conv rows,
+// p.ticket[DNS_HV + kh]; all zero between launches) runs that head's step. A row's arithmetic is
+// gemv_group's, a head's step delta_net_step's.
 // Three blocks an SM at 8 warps (at most 85 registers a thread), so the product streams as gemv_group
 // does: the step's state takes DNT_DEPTH passes of registers, not all of them.
 #ifndef DNT_MIN_BLOCKS
@@ -538,25 +539,33 @@ extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32, DNT_MIN_BLOCKS)
     row_dot(w, sc, row, xs, pf, v);
     if ((threadIdx.x & 31) == 0) y[row] = v[0];
   }
-  // One arrival a key head whose rows this block wrote; the units this block completes.
-  __shared__ int s_units[2];
+  // One arrival for each value head whose step reads rows this block wrote (its key head's q / k
+  // rows or its own); the heads this block completes, as u * DNT_R + r.
+  __shared__ int s_heads[2 * DNT_R];
   __shared__ int s_n;
   __threadfence();  // this thread's stores before the block's arrivals
   __syncthreads();
   if (threadIdx.x == 0) {
     int n = 0;
     const int g0 = blockIdx.x * GEMV_WARPS, g1 = min(g0 + GEMV_WARPS, kRows);
-    for (int u = g0 / DNT_UNIT; u <= (g1 - 1) / DNT_UNIT; ++u)
-      if (atomicAdd(p.ticket + u, 1u) == dnt_arrivals<GEMV_WARPS>(u) - 1) s_units[n++] = u;
+    for (int u = g0 / DNT_UNIT; u <= (g1 - 1) / DNT_UNIT; ++u) {
+      const bool qk = dnt_meets(g0, g1, u * DNT_UNIT, u * DNT_UNIT + 2 * DNS_DK);
+      for (int r = 0; r < DNT_R; ++r) {
+        const int b = dnt_head_begin(u, r);
+        if (!qk && !dnt_meets(g0, g1, b, b + 2 * DNS_DV + 2)) continue;
+        if (atomicAdd(p.ticket + u + r * DNS_HK, 1u) == dnt_arrivals<GEMV_WARPS>(u, r) - 1)
+          s_heads[n++] = u * DNT_R + r;
+      }
+    }
     s_n = n;
   }
   __syncthreads();
   const int n = s_n;
   for (int i = 0; i < n; ++i) {
-    const int u = s_units[i];
+    const int u = s_heads[i] / DNT_R, r = s_heads[i] % DNT_R;
     __threadfence();  // the other blocks' stores after their arrivals
-    if (threadIdx.x == 0) p.ticket[u] = 0u;
-    delta_step_unit<GEMV_WARPS * 32>(p.step, u);
+    if (threadIdx.x == 0) p.ticket[u + r * DNS_HK] = 0u;
+    delta_step_head<GEMV_WARPS * 32>(p.step, u, r, p.ticket + DNS_HV + u);
   }
 }
 #endif

@@ -114,9 +114,9 @@ MEMRA_PARAMS_SIZE(GemvGroupNormParams, 152);
 MEMRA_PARAMS_OFFSET(GemvGroupNormParams, norm, 120);
 
 // gemv_group_delta_step (matmul_delta_net_step, one token): the products of w[0..3] (qkv, z, beta,
-// alpha) with x into step.x, step.z, step.b and step.a (the op's scratch), then each key head's
-// step (delta_net_step's parameters) by the block completing its rows; ticket: a word a key head,
-// zero between launches.
+// alpha) with x into step.x, step.z, step.b and step.a (the op's scratch), then each
+// value head's step (delta_net_step's parameters) by the block completing the rows it reads;
+// ticket: a word a value head, then a word a key head (its conv rows), zero between launches.
 struct GemvDeltaStepParams {
   GemvWeight w[4];
   MEMRA_DPTR(const float) x;

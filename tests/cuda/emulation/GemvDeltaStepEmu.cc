@@ -6,7 +6,8 @@
 //     then DeltaNet.cu's delta_net_step (whose cluster is then one block): y, the conv state and
 //     the delta state equal bit for bit;
 //   - always, a float64 reference of the layer (products, conv, silu, l2 norms, gates, the delta
-//     rule, the gated norm): y's normalized MSE;
+//     rule, the gated norm): y's and the delta state's normalized MSE, the conv windows'
+//     normalized MSE;
 //   - the tickets zero after every launch; y NaN-poisoned before each.
 // Exit status 1 on any difference.
 #include <cmath>
@@ -143,7 +144,7 @@ int main() {
   for (float& v : fused.delta) v = 0.1f * G(rng);
   twice = fused;
   std::vector<double> ref_conv(fused.conv.begin(), fused.conv.end()), ref_delta(fused.delta.begin(), fused.delta.end());
-  std::vector<unsigned> tickets(HK, 0u);
+  std::vector<unsigned> tickets(HV + HK, 0u);
   std::vector<float> scratch_x(C), scratch_z((size_t)HV * DV), scratch_b(HV), scratch_a(HV);
   constexpr int kRows = HK * DNT_UNIT;
   const unsigned grid = (kRows + GEMV_WARPS - 1) / GEMV_WARPS;
@@ -174,9 +175,9 @@ int main() {
     emu_launch([](const void* a) { fused_emu::gemv_group_delta_step(*static_cast<const GemvDeltaStepParams*>(a)); },
                grid, GEMV_WARPS * 32, &p);
     emu_reverse_blocks = false;
-    for (int u = 0; u < HK; ++u)
+    for (int u = 0; u < HV + HK; ++u)
       if (tickets[u] != 0) {
-        std::printf("  token %d: key head %d's ticket is %u after the launch (not zero)\n", token, u, tickets[u]);
+        std::printf("  token %d: ticket %d is %u after the launch (not zero)\n", token, u, tickets[u]);
         fail = 1;
       }
     bool same = true;
@@ -211,17 +212,21 @@ int main() {
     double serr = 0, sref = 0;
     for (size_t i = 0; i < ref_delta.size(); ++i)
       serr += (fused.delta[i] - ref_delta[i]) * (fused.delta[i] - ref_delta[i]), sref += ref_delta[i] * ref_delta[i];
+    double cerr = 0, cref = 0;  // the conv windows: the products' rows of the last tokens
+    for (size_t i = 0; i < ref_conv.size(); ++i)
+      cerr += (fused.conv[i] - ref_conv[i]) * (fused.conv[i] - ref_conv[i]), cref += ref_conv[i] * ref_conv[i];
+    const double cnmse = cerr / cref;
     std::printf(
         "gemv_group_delta_step HK %d HV %d DK %d DV %d K %d warps %d token %d (%s): %s, y nmse %.3g, "
-        "state nmse %.3g\n",
+        "state nmse %.3g, conv nmse %.3g\n",
         HK, HV, DK, DV, K, GEMV_WARPS, token, token % 2 ? "last block first" : "block order",
 #if DNS_HV == DNS_HK
         same ? "y and states equal to the two launches'" : "DIFFER from the two launches",
 #else
         "(no two-launch twin: its cluster spans blocks)",
 #endif
-        nmse, serr / sref);
-    if (!same || !(nmse < 1e-9) || !(serr / sref < 1e-9)) fail = 1;
+        nmse, serr / sref, cnmse);
+    if (!same || !(nmse < 1e-9) || !(serr / sref < 1e-9) || !(cnmse < 1e-9)) fail = 1;
   }
   return fail;
 }
