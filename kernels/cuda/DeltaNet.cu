@@ -272,6 +272,7 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) seq_gated_delta_scan(c
 #endif
 
 #ifdef DNS_DK
+#include "DeltaRuleColumn.cuh"
 // delta_net_step: one token of a delta-net layer (ir/Ops.def delta_net_step), one block per value
 // head h; the DNS_HV / DNS_HK blocks of one key head form a thread-block cluster (its blocks are
 // consecutive: blockIdx.x = kh * R + r, h = kh + r * DNS_HK).
@@ -411,31 +412,9 @@ extern "C" __global__ void __launch_bounds__(DNS_THREADS) delta_net_step(const D
 #pragma unroll
   for (int ps = 0; ps < DNS_PASSES; ++ps) {
     const int j = (ps * (DNS_THREADS / 32) + warp) * DNS_COLS + g8;
-    float dot = 0.0f;
-#pragma unroll
-    for (int m = 0; m < DNS_PIECES; ++m) {
-      float* sv4 = reinterpret_cast<float*>(&S[ps][m]);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        sv4[e] *= decay;
-        dot += sv4[e] * kn[m][e];
-      }
-    }
-#pragma unroll
-    for (int o = 1; o < DNS_LANES; o <<= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-    const float d = ((j < DNS_DV ? sv[j] : 0.0f) - dot) * beta;
-    float out = 0.0f;
-#pragma unroll
-    for (int m = 0; m < DNS_PIECES; ++m) {
-      float* sv4 = reinterpret_cast<float*>(&S[ps][m]);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        sv4[e] += kn[m][e] * d;
-        out += sv4[e] * qn[m][e];
-      }
-    }
-#pragma unroll
-    for (int o = 1; o < DNS_LANES; o <<= 1) out += __shfl_xor_sync(0xffffffffu, out, o);
+    const float out = delta_rule_column<DNS_LANES>(
+        S[ps], [&](int m, int e) { return kn[m][e]; }, [&](int m, int e) { return qn[m][e]; }, decay, beta,
+        j < DNS_DV ? sv[j] : 0.0f);
     if (j < DNS_DV) {
 #pragma unroll
       for (int m = 0; m < DNS_PIECES; ++m)

@@ -16,6 +16,7 @@
 #pragma once
 #include "Common.cuh"
 #include "DeltaNetParams.h"
+#include "DeltaRuleColumn.cuh"
 
 #define DNT_R (DNS_HV / DNS_HK)
 #define DNT_UNIT (2 * DNS_DK + DNT_R * (2 * DNS_DV + 2))  // a key head's product rows
@@ -153,31 +154,7 @@ __device__ __forceinline__ void delta_step_head(const DeltaNetStepParams& p, int
     for (int ps = 0; ps < kPasses; ++ps) {
       float4(&Sp)[kPieces] = S[ps % kDepth];
       const int j = (ps * kWarps + warp) * kCols + g8;
-      float dot = 0.0f;
-#pragma unroll
-      for (int m = 0; m < kPieces; ++m) {
-        float* s4 = reinterpret_cast<float*>(&Sp[m]);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s4[e] *= decay;
-          dot += s4[e] * kn(m, e);
-        }
-      }
-#pragma unroll
-      for (int o = 1; o < DNT_LANES; o <<= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-      const float d = ((j < DNS_DV ? sv[j] : 0.0f) - dot) * beta;
-      float out = 0.0f;
-#pragma unroll
-      for (int m = 0; m < kPieces; ++m) {
-        float* s4 = reinterpret_cast<float*>(&Sp[m]);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s4[e] += kn(m, e) * d;
-          out += s4[e] * qn(m, e);
-        }
-      }
-#pragma unroll
-      for (int o = 1; o < DNT_LANES; o <<= 1) out += __shfl_xor_sync(0xffffffffu, out, o);
+      const float out = delta_rule_column<DNT_LANES>(Sp, kn, qn, decay, beta, j < DNS_DV ? sv[j] : 0.0f);
       if (j < DNS_DV) {
 #pragma unroll
         for (int m = 0; m < kPieces; ++m) *reinterpret_cast<float4*>(st + (i64)j * DNS_DK + 4 * p8 + 32 * m) = Sp[m];

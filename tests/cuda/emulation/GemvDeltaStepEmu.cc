@@ -20,6 +20,7 @@
 #define __CUDACC__ 1
 #include "kernels/cuda/Common.cuh"
 #include "kernels/cuda/DeltaNetParams.h"
+#include "kernels/cuda/DeltaRuleColumn.cuh"
 #include "kernels/cuda/GemvParams.h"
 #include "kernels/cuda/KernelParams.h"
 #undef __CUDACC__
