@@ -56,6 +56,13 @@ inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z,
 inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
 inline float2 make_float2(float x, float y) { return {x, y}; }
 
+// cvt.rn.bf16.f32: round to nearest even (finite inputs); and a bf16's f32 value.
+inline unsigned short emu_bf16(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  return static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+inline float emu_bf16_float(unsigned short h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+
 struct EmuWarp {
   std::barrier<> bar{32};
   uint64_t slot[32];

@@ -37,28 +37,12 @@ namespace norm_emu {
 #include "kernels/cuda/Norm.cu"
 }
 
-namespace {
-
-unsigned short ToBf16(float f) {
-  unsigned u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-float FromBf16(unsigned short h) {
-  const unsigned u = static_cast<unsigned>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-}  // namespace
-
 int main() {
   constexpr int N = GEMV_NORM_COLS, K = GEMV_K;
   std::mt19937 rng(29);
   std::normal_distribution<float> G(0.0f, 1.0f);
   std::vector<unsigned short> w((size_t)N * K);
-  for (auto& v : w) v = ToBf16(0.05f * G(rng));
+  for (auto& v : w) v = emu_bf16(0.05f * G(rng));
   std::vector<float> nw(N);
   for (float& v : nw) v = 1.0f + 0.1f * G(rng);
   const float eps = 1e-6f;
@@ -122,7 +106,7 @@ int main() {
     double err = 0, ref = 0;
     for (int r = 0; r < N; ++r) {
       double d = 0;
-      for (int c = 0; c < K; ++c) d += double(FromBf16(w[(size_t)r * K + c])) * x[c];
+      for (int c = 0; c < K; ++c) d += double(emu_bf16_float(w[(size_t)r * K + c])) * x[c];
       d += b[r];
       err += (sum[r] - d) * (sum[r] - d);
       ref += d * d;

@@ -42,18 +42,6 @@ namespace {
 constexpr int HK = DNS_HK, HV = DNS_HV, DK = DNS_DK, DV = DNS_DV, KC = CONV_K, K = GEMV_K;
 constexpr int C = 2 * HK * DK + HV * DV;
 
-unsigned short ToBf16(float f) {
-  unsigned u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-float FromBf16(unsigned short h) {
-  const unsigned u = static_cast<unsigned>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 struct Layer {
   std::vector<unsigned short> w[4];  // qkv [C, K], z [HV DV, K], beta [HV, K], alpha [HV, K]
   std::vector<float> conv_w, dt_bias, ssm_a, norm_w;
@@ -71,7 +59,7 @@ std::vector<double> Reference(const Layer& L, const std::vector<float>& x, std::
   for (int m = 0; m < 4; ++m) {
     p[m].assign(rows[m], 0.0);
     for (int r = 0; r < rows[m]; ++r)
-      for (int k = 0; k < K; ++k) p[m][r] += double(FromBf16(L.w[m][(size_t)r * K + k])) * x[k];
+      for (int k = 0; k < K; ++k) p[m][r] += double(emu_bf16_float(L.w[m][(size_t)r * K + k])) * x[k];
   }
   std::vector<double> c(C);
   for (int ch = 0; ch < C; ++ch) {
@@ -130,7 +118,7 @@ int main() {
   const int rows[4] = {C, HV * DV, HV, HV};
   for (int m = 0; m < 4; ++m) {
     L.w[m].resize((size_t)rows[m] * K);
-    for (auto& v : L.w[m]) v = ToBf16(0.08f * G(rng));
+    for (auto& v : L.w[m]) v = emu_bf16(0.08f * G(rng));
   }
   L.conv_w.resize((size_t)C * KC);
   for (float& v : L.conv_w) v = 0.5f * G(rng);

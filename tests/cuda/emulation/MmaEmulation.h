@@ -9,11 +9,6 @@
 #include <cstring>
 #include <thread>
 
-// cvt.rn.bf16.f32: round to nearest even (finite inputs).
-inline unsigned short emu_bf16(float f) {
-  const uint32_t u = std::bit_cast<uint32_t>(f);
-  return static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
 inline float emu_bf16_value(uint32_t word, int half) { return std::bit_cast<float>((word >> (16 * half)) << 16); }
 
 // Per-warp exchange space (blocks run one at a time, so indexing by warp is enough).
