@@ -206,6 +206,20 @@ absl::Status CheckOneTokenProduct(const Ctx& c) {
   return absl::OkStatus();
 }
 
+// A delta-net step's head geometry: `channels` (what names it) = 2 Hk Dk + Hv Dv with Hv a
+// multiple of Hk, where the dims are known; and its attributes eps, qk_l2_eps >= 0.
+absl::Status CheckDeltaNetHeads(const Ctx& c, const Dim& ch, const Dim& hv, const Dim& dv, const Dim& dk,
+                                absl::string_view channels) {
+  if (ch.IsConstant() && hv.IsConstant() && dv.IsConstant() && dk.IsConstant()) {
+    const int64_t qk = ch.value() - hv.value() * dv.value();  // 2 Hk Dk
+    if (dk.value() < 1 || qk <= 0 || qk % (2 * dk.value()) != 0 || hv.value() % (qk / (2 * dk.value())) != 0)
+      return Err(absl::StrCat(channels, " (", ch.value(), ") must be 2 Hk Dk + Hv Dv with Hv (", hv.value(),
+                              ") a multiple of Hk (Dk = ", dk.value(), ", Dv = ", dv.value(), ")"));
+  }
+  if (!(c.F("eps") >= 0) || !(c.F("qk_l2_eps") >= 0)) return Err("attributes 'eps' and 'qk_l2_eps' must be >= 0");
+  return absl::OkStatus();
+}
+
 // The clamped SwiGLU's limit (swiglu, matmul_swiglu, moe_experts): positive and finite, and only
 // with the silu gate (llama.cpp clamps SwiGLU only).
 absl::Status CheckGluClamp(const AttrDict& attrs) {
@@ -661,15 +675,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.ShapeIs(7, Shape{dv}, "[Dv]"));
       for (size_t i : {8u, 9u})
         if (!IsFloat(c.D(i))) return Err(absl::StrCat(c.N(i), " must be a float state"));
-      const Dim& ch = c.S(0)[1];
-      const Dim& dk = c.S(9)[2];
-      if (ch.IsConstant() && hv.IsConstant() && dv.IsConstant() && dk.IsConstant()) {
-        const int64_t qk = ch.value() - hv.value() * dv.value();  // 2 Hk Dk
-        if (dk.value() < 1 || qk <= 0 || qk % (2 * dk.value()) != 0 || hv.value() % (qk / (2 * dk.value())) != 0)
-          return Err(absl::StrCat("channels of 'x' (", ch.value(), ") must be 2 Hk Dk + Hv Dv with Hv (", hv.value(),
-                                  ") a multiple of Hk (Dk = ", dk.value(), ", Dv = ", dv.value(), ")"));
-      }
-      if (!(c.F("eps") >= 0) || !(c.F("qk_l2_eps") >= 0)) return Err("attributes 'eps' and 'qk_l2_eps' must be >= 0");
+      CHECK_OK(CheckDeltaNetHeads(c, c.S(0)[1], hv, dv, c.S(9)[2], "channels of 'x'"));
       return Types{Like(c[6])};
     }
     case OpKind::kMatMulDeltaNetStep: {
@@ -701,14 +707,7 @@ absl::StatusOr<Types> Infer(OpKind kind, const Ctx& c, const AttrDict& attrs, ll
       CHECK_OK(c.ShapeIs(9, Shape{ch, k.value() - 1}, "[channels, kernel - 1]"));
       for (size_t i : {9u, 10u})
         if (!IsFloat(c.D(i))) return Err(absl::StrCat(c.N(i), " must be a float state"));
-      const Dim& dk = c.S(10)[2];
-      if (ch.IsConstant() && hv.IsConstant() && dv.IsConstant() && dk.IsConstant()) {
-        const int64_t qk = ch.value() - hv.value() * dv.value();  // 2 Hk Dk
-        if (dk.value() < 1 || qk <= 0 || qk % (2 * dk.value()) != 0 || hv.value() % (qk / (2 * dk.value())) != 0)
-          return Err(absl::StrCat("rows of 'w_qkv' (", ch.value(), ") must be 2 Hk Dk + Hv Dv with Hv (", hv.value(),
-                                  ") a multiple of Hk (Dk = ", dk.value(), ", Dv = ", dv.value(), ")"));
-      }
-      if (!(c.F("eps") >= 0) || !(c.F("qk_l2_eps") >= 0)) return Err("attributes 'eps' and 'qk_l2_eps' must be >= 0");
+      CHECK_OK(CheckDeltaNetHeads(c, ch, hv, dv, c.S(10)[2], "rows of 'w_qkv'"));
       return Types{TensorType(c.D(0), Shape{c.S(0)[0], hv, dv})};
     }
     case OpKind::kMoeRoute:

@@ -391,14 +391,8 @@ extern "C" __global__ void __launch_bounds__(DNS_THREADS) delta_net_step(const D
   }
 
   // 2. Gates and norms (every thread: a few loads from shared memory and two warp sums).
-  const float beta = sigmoidf_(bh);
-  const float decay = expf(softplusf_(ah + dt_bias) * ssm_a);
-  float kk = 0.0f, qq = 0.0f;
-  for (int i = lane; i < DNS_DK; i += 32) kk += sk[i] * sk[i], qq += sq[i] * sq[i];
-  kk = warp_sum(kk);
-  qq = warp_sum(qq);
-  const float inv_k = 1.0f / fmaxf(sqrtf(kk), p.qk_eps);
-  const float inv_q = 1.0f / fmaxf(sqrtf(qq), p.qk_eps);
+  const DeltaHeadGates gates = delta_head_gates(bh, ah, dt_bias, ssm_a, sk, sq, DNS_DK, p.qk_eps);
+  const float beta = gates.beta, decay = gates.decay, inv_k = gates.inv_k, inv_q = gates.inv_q;
 
   // 3. The delta rule (the state went into registers above).
   float kn[DNS_PIECES][4], qn[DNS_PIECES][4];

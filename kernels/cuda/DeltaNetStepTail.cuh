@@ -138,14 +138,9 @@ __device__ __forceinline__ void delta_step_head(const DeltaNetStepParams& p, int
       sv[t] = dnt_conv_channel(p, 2 * DNS_HK * DNS_DK + h * DNS_DV + t, true);
     __syncthreads();  // sq, sk, sv
 
-    const float beta = sigmoidf_(__ldcg(p.b + h));
-    const float decay = expf(softplusf_(__ldcg(p.a + h) + p.dt_bias[h]) * p.ssm_a[h]);
-    float kk = 0.0f, qq = 0.0f;
-    for (int i = lane; i < DNS_DK; i += 32) kk += sk[i] * sk[i], qq += sq[i] * sq[i];
-    kk = warp_sum(kk);
-    qq = warp_sum(qq);
-    const float inv_k = 1.0f / fmaxf(sqrtf(kk), p.qk_eps);
-    const float inv_q = 1.0f / fmaxf(sqrtf(qq), p.qk_eps);
+    const DeltaHeadGates gates =
+        delta_head_gates(__ldcg(p.b + h), __ldcg(p.a + h), p.dt_bias[h], p.ssm_a[h], sk, sq, DNS_DK, p.qk_eps);
+    const float beta = gates.beta, decay = gates.decay, inv_k = gates.inv_k, inv_q = gates.inv_q;
     // k and q normalized as delta_net_step does (the same product each), read from shared memory
     // at each use rather than held in registers.
     auto kn = [&](int m, int e) { return sk[4 * p8 + 32 * m + e] * inv_k; };

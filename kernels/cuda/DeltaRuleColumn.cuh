@@ -1,3 +1,6 @@
+// The pieces of a delta-net head's one-token step that delta_net_step (DeltaNet.cu) and the
+// product-tail step (DeltaNetStepTail.cuh) share, so both compute the same bits.
+//
 // One state column of the gated delta rule for one token, as the decode steps compute it
 // (DeltaNet.cu's delta_net_step, DeltaNetStepTail.cuh's step in the product's blocks): the kLanes
 // lanes of a column hold S[i][j] for i = 4 p + 32 m + 0..3 (lane p of the group, piece m), and
@@ -36,4 +39,23 @@ __device__ __forceinline__ float delta_rule_column(float4 (&S)[kPieces], const K
 #pragma unroll
   for (int o = 1; o < kLanes; o <<= 1) out += __shfl_xor_sync(0xffffffffu, out, o);
   return out;
+}
+
+// A head's gates and its key's and query's inverse l2 norms (every lane of a warp gets them: each
+// warp sums the squares of sk / sq, dk values in shared memory, lane-strided, then a warp sum).
+struct DeltaHeadGates {
+  float beta, decay, inv_k, inv_q;
+};
+__device__ __forceinline__ DeltaHeadGates delta_head_gates(float b, float a, float dt_bias, float ssm_a,
+                                                           const float* sk, const float* sq, int dk, float qk_eps) {
+  DeltaHeadGates g;
+  g.beta = sigmoidf_(b);
+  g.decay = expf(softplusf_(a + dt_bias) * ssm_a);
+  float kk = 0.0f, qq = 0.0f;
+  for (int i = threadIdx.x & 31; i < dk; i += 32) kk += sk[i] * sk[i], qq += sq[i] * sq[i];
+  kk = warp_sum(kk);
+  qq = warp_sum(qq);
+  g.inv_k = 1.0f / fmaxf(sqrtf(kk), qk_eps);
+  g.inv_q = 1.0f / fmaxf(sqrtf(qq), qk_eps);
+  return g;
 }
