@@ -81,7 +81,8 @@ class SelectKernelsPass : public passes::Pass {
         selections.push_back(*std::move(sel));
       }
       if (*q8_companions_) {
-        auto spared = kcu::PairQ8Companions(ops, shapes, selections, *target, *decode_class, *last_block_merge_);
+        auto spared = kcu::PairQ8Companions(ops, shapes, selections, *target, *decode_class, *last_block_merge_,
+                                            *q8_companion_rows_);
         if (!spared.ok()) return where(spared.status());
         q8_spared_ += *spared;
       }
@@ -122,11 +123,17 @@ class SelectKernelsPass : public passes::Pass {
       "(kernels/cuda/Q8Companion.h), sparing those products' gemv_q_quantize_x launches (off: measured "
       "slower on Step 3.5 and Gemma 4 decode, bench/RESULTS.md session 27)",
       false};
+  passes::Option<bool> q8_companion_rows_{
+      this, "q8-companion-rows",
+      "with q8-companions: fused_rows (row programs: Gemma 4's norms) write companions too (false: only "
+      "the norms, attention merges and delta-net steps)",
+      true};
   passes::Option<bool> last_block_merge_{
       this, "last-block-merge",
       "the split-KV decode attention merges its ranges in each head chunk's last block, one launch (false: "
-      "a separate attention_combine launch, the form before session 34, kept to measure against)",
-      true};
+      "a separate attention_combine launch; measured faster under programmatic dependent launch, "
+      "bench/RESULTS.md session 37)",
+      false};
   passes::Statistic functions_{this, "functions", "static functions annotated"};
   passes::Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes left alone"};
   passes::Statistic ops_{this, "ops", "ops selected"};

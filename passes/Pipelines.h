@@ -14,17 +14,23 @@
 //   fuse-gated-attention-step    one token's q/gate split, q/k norm + rope, KV append, gated
 //                                attention -> gated_attention_step
 //   fuse-qk-norm-rope-append     one token's qk_norm_rope + kv_append -> qk_norm_rope_append
-//   fuse-moe-router              one token's router matmul + moe_route(_sigmoid) -> moe_router
 //   fuse-add-rmsnorm             rms_norm(add)                    -> add_rms_norm
 //   fuse-matmul-group            matmuls of one input             -> matmul_group
 //   fuse-rows                    runs of row ops (norms, adds, scales) -> fused_rows
-//   fuse-matmul-add-rmsnorm      one token's product + the add_rms_norm after it -> matmul_add_rms_norm
-//                                (after fuse-rows: a longer row program keeps its norm; the opt-in
-//                                fuse-add-rmsnorm-matmul then finds no decode norm left to take)
-//   fuse-matmul-delta-net-step   one token's float input projections + delta_net_step -> matmul_delta_net_step
 //   dce                          drop what fusion left unused
 //   bucket-shapes                @prefill -> @prefill_t16 ... @prefill_t4096 (static shapes)
 //   fuse-add-rmsnorm-matmul      (opt-in) one-token add_rms_norm -> the prologue of its products
+//   fuse-moe-router              (opt-in, before fuse-matmul-group) one token's router matmul +
+//                                moe_route(_sigmoid) -> moe_router
+//   fuse-matmul-add-rmsnorm      (opt-in, after fuse-rows) one token's product + the add_rms_norm
+//                                after it -> matmul_add_rms_norm
+//   fuse-matmul-delta-net-step   (opt-in, after fuse-matmul-group) one token's float input
+//                                projections + delta_net_step -> matmul_delta_net_step
+//   The three opt-in launch fusions (a product's last block runs the op after it) measured slower
+//   than the two launches under programmatic dependent launch (bench/RESULTS.md, session 37:
+//   0.8B bf16 tg128 -7 %, -13 %; Step 3.5 Q4_K_M -13 % for the norm tail), as was the norm
+//   prologue (session 18): a launch the GEMVs' prefetch hides costs less than a serial tail.
+//   select-kernels{last-block-merge} (the split-KV attention's merge as its last blocks) likewise.
 //   select-kernels               (CUDA only) kernels, launch geometry and scratch_bytes per op
 //                                of the static functions (codegen/SelectKernelsPass.h)
 //   plan-memory                  static arena offsets per function (incl. the ops' scratch)
@@ -32,7 +38,7 @@
 //
 // Order matters: fuse-swiglu before fuse-moe-ffn (which matches the shared expert's
 // matmul_swiglu), both before fuse-matmul-group (which would group gate/up first, and the shared
-// expert's gate with the router), as is fuse-moe-router (the router's matmul alone); the
+// expert's gate with the router), as is fuse-moe-router when asked for (the router's matmul alone); the
 // shape-dependent passes after fusion (so the arena holds the fused ops' buffers); select-kernels
 // after bucket-shapes (it needs static shapes) and before plan-memory (which places the
 // scratch_bytes it records). The plan's kernel table (runtime/plan/KernelTable.h) compiles the
@@ -50,7 +56,7 @@ namespace memra::passes {
 inline constexpr absl::string_view kDefaultPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-kv-append-norm,fuse-swiglu,fuse-moe-ffn,"
     "fuse-gated-rmsnorm,fuse-delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,fuse-qk-norm-rope-append,"
-    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,fuse-matmul-add-rmsnorm,fuse-matmul-delta-net-step,"
+    "fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,"
     "dce,bucket-shapes,plan-memory,partition-segments";
 
 // The CUDA backend's pipeline: kDefaultPipeline with fuse-delta-net-inputs once more after
@@ -61,7 +67,7 @@ inline constexpr absl::string_view kDefaultPipeline =
 inline constexpr absl::string_view kCudaPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-kv-append-norm,fuse-swiglu,fuse-moe-ffn,"
     "fuse-gated-rmsnorm,fuse-delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,fuse-qk-norm-rope-append,"
-    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,fuse-matmul-add-rmsnorm,fuse-matmul-delta-net-step,"
+    "fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,"
     "dce,bucket-shapes,fuse-delta-net-inputs,select-kernels,plan-memory,partition-segments";
 
 // The pipeline for a target arch (as `--arch` takes it): "cpu" -> kDefaultPipeline; "sm_NN" ->
@@ -89,7 +95,7 @@ std::string StepPipeline(absl::string_view pipeline, absl::string_view ladder);
 inline constexpr absl::string_view kFusionPipeline =
     "canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-kv-append-norm,fuse-swiglu,fuse-moe-ffn,"
     "fuse-gated-rmsnorm,fuse-delta-net-inputs,fuse-delta-net-step,fuse-gated-attention-step,fuse-qk-norm-rope-append,"
-    "fuse-moe-router,fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,fuse-matmul-add-rmsnorm,fuse-matmul-delta-net-step,"
+    "fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,"
     "dce";
 
 // `pipeline` with the bucket ladder set on its bucket-shapes pass (`buckets` in the form of the

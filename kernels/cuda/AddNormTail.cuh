@@ -27,14 +27,18 @@ __device__ __forceinline__ bool last_block_to_arrive(unsigned* ticket) {
 // columns a warp row (warp 0 here; lane l the columns l + 32 k), longer rows the block of 256
 // threads (thread t the columns t + 256 k), here thread u taking the columns of Norm.cu's threads
 // u, u + kThreads, ... below 256 (whole warps of them). Each sum of squares, its warp's shuffle
-// tree and the tree over the 8 warps' partials are Norm.cu's, so the bits are add_rms_norm's
-// (without a q8 companion: the tail writes none, so a fused op is never a companion producer). p
-// is other blocks' stores (read through L2); sum may be p (each thread reads its columns before it
-// writes them). Every thread of the block calls it.
+// tree and the tree over the 8 warps' partials are Norm.cu's, so the bits are add_rms_norm's. With
+// MEMRA_Q8X_OFF (kernels/cuda/Q8Companion.h) y's q8 companion too, as Norm.cu writes it: each warp
+// holds 32 consecutive columns at every step (kCols % 32 == 0 then), so a group is one warp's
+// amax. p is other blocks' stores (read through L2); sum may be p (each thread reads its columns
+// before it writes them). Every thread of the block calls it.
 template <int kCols, int kThreads>
 __device__ __forceinline__ void add_rms_norm_row(const float* p, const float* b, const float* w, float* sum, float* y,
                                                  float eps) {
   static_assert(kThreads >= 32 && kThreads % 32 == 0, "whole warps");
+#ifdef MEMRA_Q8X_OFF
+  static_assert(kCols % 32 == 0 && MEMRA_Q8X_ELEMS == kCols, "a companion of the one row, in whole groups");
+#endif
   const int lane = threadIdx.x & 31;
   if constexpr (kCols <= 512) {
     constexpr int kPer = (kCols + 31) / 32;
@@ -59,6 +63,9 @@ __device__ __forceinline__ void add_rms_norm_row(const float* p, const float* b,
       if (c < kCols) {
         sum[c] = v[k];
         y[c] = (v[k] * s) * wv[k];
+#ifdef MEMRA_Q8X_OFF
+        q8x_store(y, c, (v[k] * s) * wv[k]);  // warp-uniform: kCols % 32 == 0
+#endif
       }
     }
   } else {
@@ -117,6 +124,9 @@ __device__ __forceinline__ void add_rms_norm_row(const float* p, const float* b,
         const float out = (x * s) * wc;
         sum[c] = x;
         y[c] = out;
+#ifdef MEMRA_Q8X_OFF
+        q8x_store(y, c, out);  // a warp's 32 consecutive columns (live(m) and c < kCols warp-uniform)
+#endif
       }
   }
 }

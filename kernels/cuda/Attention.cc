@@ -224,8 +224,8 @@ class AttentionSplitImpl : public GpuOpImpl {
       w.Kernel(0, p);
       return absl::OkStatus();
     }
-    // A record of an earlier form (a plan compiled before the merge moved into the split): the
-    // split, then attention_combine; before that, the gate's own launch after a combine without it.
+    // The split, then attention_combine (the default, select-kernels{last-block-merge=false});
+    // a record of an earlier form: the gate's own launch after a combine without it.
     if (DefineOf(c.selection().launches[0], "ATT_MERGE") != 0)
       return BindError(c.op(), "attention_split: stale selection (a merging split before a combine)");
     w.Kernel(0, p);
@@ -233,8 +233,9 @@ class AttentionSplitImpl : public GpuOpImpl {
     m.part = c.Scratch();
     m.o = c.Out(0);
     m.gate = gate;
+    m.pos = p.pos;
     m.gate_stride = gate_stride;
-    m.pad_ = 0;
+    m.window = p.window;
     w.Kernel(1, m);
     return launches == 3 ? BindGate(c, w) : absl::OkStatus();
   }
@@ -313,13 +314,14 @@ class GatedAttentionStepImpl : public GpuOpImpl {
     }
     if (c.selection().launches.size() != 2 || DefineOf(c.selection().launches[0], "ATT_MERGE") != 0)
       return BindError(c.op(), "gated_attention_step: stale selection (launch count, or a merging split)");
-    w.Kernel(0, p);  // a record of the earlier form: attention_combine after the split
+    w.Kernel(0, p);  // attention_combine after the split (select-kernels{last-block-merge=false})
     AttentionCombineParams m;
     m.part = c.Scratch();
     m.o = c.Out(0);
     m.gate = c.In(5) + static_cast<uint64_t>(d) * 4;  // each head's row of qg: [q | gate]
+    m.pos = p.pos;
     m.gate_stride = static_cast<int>(2 * d);
-    m.pad_ = 0;
+    m.window = p.window;
     w.Kernel(1, m);
     return absl::OkStatus();
   }

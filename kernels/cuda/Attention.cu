@@ -98,8 +98,9 @@ __device__ __forceinline__ void attention_body(const float* q, const void* k_cac
 // ATT_WARPS warps per (kv head, ATT_GH of its query heads, range of keys) reads each cache row of
 // the range once for those heads. The live keys (0..pos[0], or the window's last keys) are cut at
 // run time into chunks of max(ceil(n / ATT_SPLITS), ATT_MIN_CHUNK) keys: a short context fills
-// few ranges (the others write l = 0), a long one all of them, and the grid never depends on the
-// length, so one captured decode graph serves every KV length. Lanes own ATT_DL contiguous
+// few ranges (the blocks of the others write nothing and the merge reads only the live ones), a
+// long one all of them, and the grid never depends on the length, so one captured decode graph
+// serves every KV length. Lanes own ATT_DL contiguous
 // elements of a row (the unit asks D % 64 == 0, so 16-bit rows load as whole words); a warp takes
 // ATT_UNROLL keys at a time, every K and V row's load issued before the first is used, so each
 // warp keeps that many rows in flight (the bandwidth a long context needs). Scores are in the
@@ -129,6 +130,15 @@ __device__ __forceinline__ KeyRange split_range(int p, int window, int split) {
   const int chunk = max((n_keys + ATT_SPLITS - 1) / ATT_SPLITS, ATT_MIN_CHUNK);
   const int lo = first + min(split * chunk, n_keys);
   return {lo, min(lo + chunk, first + n_keys)};
+}
+
+// The ranges split_range gives keys (0 .. live - 1; every later one is empty): what the merge
+// reads. A short context has few (ceil(n / ATT_MIN_CHUNK)), so its empty blocks neither write
+// partials nor have them read.
+__device__ __forceinline__ int live_ranges(int p, int window) {
+  const int first = window > 0 ? max(0, p - window + 1) : 0, n_keys = p + 1 - first;
+  const int chunk = max((n_keys + ATT_SPLITS - 1) / ATT_SPLITS, ATT_MIN_CHUNK);
+  return min((n_keys + chunk - 1) / chunk, ATT_SPLITS);
 }
 
 // A block's online softmax per query head: lane-owned q (pre-scaled, log2 domain), acc, max, sum.
@@ -228,39 +238,31 @@ struct SplitSoftmax {
   }
 };
 
-// A range without keys (a short context): l = 0 tells the merge to skip it, acc zeroed so the
-// merge's loads read written values.
-__device__ __forceinline__ void write_empty_partials(float* part, int h0, int split) {
-  for (int i = threadIdx.x; i < ATT_GH * ATT_PART; i += blockDim.x) {
-    const int g = i / ATT_PART, e = i % ATT_PART;
-    part[((i64)(h0 + g) * ATT_SPLITS + split) * ATT_PART + e] = e == 0 ? MEMRA_NEG_INF : 0.0f;
-  }
-}
-
 __device__ __forceinline__ void attention_split_body(const float* q, const void* k_cache, const void* v_cache,
                                                      const int* pos, float* part, float scale, int window) {
   const int split = blockIdx.x % ATT_SPLITS, hg = blockIdx.x / ATT_SPLITS;  // hg: (kv head, head chunk)
   const int h0 = hg * ATT_GH, kvh = h0 / ATT_GROUP;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const KeyRange r = split_range(pos[0], window, split);
+  if (r.lo >= r.hi) return;  // no key here (a short context): the merge does not read this range
   SplitSoftmax st;
   st.init(q + (i64)h0 * ATT_D, scale * ATT_LOG2E, lane);
   st.add_cache_keys(k_cache, v_cache, kvh, r.lo, r.hi, warp, lane);
   st.write_partials(part, h0, split, warp, lane);
 }
 
-// o[h] = sum over ranges of acc * 2^(m - M) / sum of l * 2^(m - M) for the query heads h0 ..
-// h0 + kGH - 1, by one block of ATT_CW warps: the heads' maxima first (threads striding the
-// ranges), then warp w takes ranges w, w + ATT_CW, ... of every head at once (a range's m, l and
-// acc loaded together, unconditionally, so several ranges are in flight), then one merge across
-// the warps in warp order. With a gate (not null): o[h, d] *= sigmoid(gate[h * gate_stride + d]),
-// or with ATT_GATE_HEAD one gate a head sigmoid(gate[h * gate_stride]) (attention_gated's output
-// gate, as sigmoid then mul compute it). Partials are read through L2 (__ldcg): in the split's
-// last block (ATT_MERGE) they are other blocks' writes.
+// o[h] = sum over the live ranges (0 .. live - 1, live_ranges) of acc * 2^(m - M) / sum of
+// l * 2^(m - M) for the query heads h0 .. h0 + kGH - 1, by one block of ATT_CW warps: the heads' maxima first (threads
+// striding the ranges), then warp w takes ranges w, w + ATT_CW, ... of every head at once (a range's m, l and acc
+// loaded together, unconditionally, so several ranges are in flight), then one merge across the warps in warp order.
+// With a gate (not null): o[h, d] *= sigmoid(gate[h * gate_stride + d]), or with ATT_GATE_HEAD one gate a head
+// sigmoid(gate[h * gate_stride]) (attention_gated's output gate, as sigmoid then mul compute it). Partials are read
+// through L2 (__ldcg): in the split's last block (ATT_MERGE) they are other blocks' writes.
 #define ATT_CW 4
 static_assert(ATT_CW == ATT_WARPS, "the merge reuses the split's shared accumulators (att_sacc)");
 template <int kGH>
-__device__ __forceinline__ void merge_ranges(const float* part, int h0, float* o, const float* gate, int gate_stride) {
+__device__ __forceinline__ void merge_ranges(const float* part, int h0, float* o, const float* gate, int gate_stride,
+                                             int live) {
   static_assert(kGH <= ATT_GH, "att_sacc holds ATT_GH heads a warp");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   __shared__ float s_max[ATT_CW][kGH], s_l[ATT_CW][kGH];
@@ -270,7 +272,7 @@ __device__ __forceinline__ void merge_ranges(const float* part, int h0, float* o
   for (int g = 0; g < kGH; ++g) {
     const float* ph = part + (i64)(h0 + g) * ATT_SPLITS * ATT_PART;
     float mx = MEMRA_NEG_INF;
-    for (int s = threadIdx.x; s < ATT_SPLITS; s += ATT_CW * 32)
+    for (int s = threadIdx.x; s < live; s += ATT_CW * 32)
       if (__ldcg(ph + s * ATT_PART + 1) > 0.0f) mx = fmaxf(mx, __ldcg(ph + s * ATT_PART));
     mx = warp_max(mx);
     if (lane == 0) s_max[warp][g] = mx;
@@ -289,7 +291,7 @@ __device__ __forceinline__ void merge_ranges(const float* part, int h0, float* o
     for (int k = 0; k < ATT_DL; ++k) out[g][k] = 0.0f;
   }
 #pragma unroll 2
-  for (int s = warp; s < ATT_SPLITS; s += ATT_CW) {
+  for (int s = warp; s < live; s += ATT_CW) {
 #pragma unroll
     for (int g = 0; g < kGH; ++g) {
       const float* pv = part + ((i64)(h0 + g) * ATT_SPLITS + s) * ATT_PART;
@@ -339,9 +341,8 @@ __device__ __forceinline__ void merge_ranges(const float* part, int h0, float* o
 }
 
 // attention_combine: one block a query head.
-__device__ __forceinline__ void attention_combine_body(const float* part, float* o, const float* gate,
-                                                       int gate_stride) {
-  merge_ranges<1>(part, blockIdx.x, o, gate, gate_stride);
+__device__ __forceinline__ void attention_combine_body(const AttentionCombineParams& p) {
+  merge_ranges<1>(p.part, blockIdx.x, p.o, p.gate, p.gate_stride, live_ranges(p.pos[0], p.window));
 }
 
 #ifdef ATT_MERGE
@@ -351,7 +352,7 @@ __device__ __forceinline__ void attention_combine_body(const float* part, float*
 // tickets are zero between launches: kernels/cuda/GpuOp.h ticket_words). No separate
 // attention_combine launch.
 __device__ __forceinline__ void merge_if_last(const float* part, int hg, float* o, const float* gate, int gate_stride,
-                                              unsigned* tickets) {
+                                              unsigned* tickets, int live) {
   __shared__ unsigned s_arrived;
   __threadfence();  // this thread's partials before the block's arrival
   __syncthreads();
@@ -360,7 +361,7 @@ __device__ __forceinline__ void merge_if_last(const float* part, int hg, float* 
   if (s_arrived != ATT_SPLITS - 1) return;
   __threadfence();  // the other blocks' partials after their arrivals
   if (threadIdx.x == 0) tickets[hg] = 0u;
-  merge_ranges<ATT_GH>(part, hg * ATT_GH, o, gate, gate_stride);
+  merge_ranges<ATT_GH>(part, hg * ATT_GH, o, gate, gate_stride, live);
 }
 #endif
 
@@ -426,10 +427,9 @@ __device__ __forceinline__ void attention_step_split_body(const AttentionStepPar
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int P = p.pos[0];
   const KeyRange r = split_range(P, p.window, split);
-  if (r.lo >= r.hi) {  // no key here (a short context)
-    write_empty_partials(p.part, h0, split);
+  if (r.lo >= r.hi) {  // no key here (a short context): the merge does not read this range
 #ifdef ATT_MERGE
-    merge_if_last(p.part, hg, p.o, p.qg + ATT_D, 2 * ATT_D, p.tickets);
+    merge_if_last(p.part, hg, p.o, p.qg + ATT_D, 2 * ATT_D, p.tickets, live_ranges(P, p.window));
 #endif
     return;
   }
@@ -463,7 +463,8 @@ __device__ __forceinline__ void attention_step_split_body(const AttentionStepPar
   }
   st.write_partials(p.part, h0, split, warp, lane);
 #ifdef ATT_MERGE
-  merge_if_last(p.part, hg, p.o, p.qg + ATT_D, 2 * ATT_D, p.tickets);  // the gate: each head's row [q | gate]
+  merge_if_last(p.part, hg, p.o, p.qg + ATT_D, 2 * ATT_D, p.tickets,
+                live_ranges(P, p.window));  // the gate: each head's row [q | gate]
 #endif
 }
 #endif  // ATT_STEP
@@ -569,12 +570,13 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_split(con
   memra_grid_dependency();
   attention_split_body(p.q, p.k_cache, p.v_cache, p.pos, p.part, p.scale, p.window);
 #ifdef ATT_MERGE
-  merge_if_last(p.part, blockIdx.x / ATT_SPLITS, p.o, p.gate, p.gate_stride, p.tickets);
+  merge_if_last(p.part, blockIdx.x / ATT_SPLITS, p.o, p.gate, p.gate_stride, p.tickets,
+                live_ranges(p.pos[0], p.window));
 #endif
 }
 extern "C" __global__ void __launch_bounds__(ATT_CW * 32) attention_combine(const AttentionCombineParams p) {
   memra_grid_dependency();
-  attention_combine_body(p.part, p.o, p.gate, p.gate_stride);
+  attention_combine_body(p);
 }
 #ifdef ATT_STEP
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attention_step_split(const AttentionStepParams p) {

@@ -39,13 +39,15 @@ struct AttentionCombineParams {
   MEMRA_DPTR(const float) part;
   MEMRA_DPTR(float) o;
   MEMRA_DPTR(const float) gate;
+  MEMRA_DPTR(const int) pos;  // the split's positions and window: which ranges hold keys
   int gate_stride;
-  int pad_;
+  int window;
 };
-MEMRA_PARAMS_SIZE(AttentionCombineParams, 32);
+MEMRA_PARAMS_SIZE(AttentionCombineParams, 40);
 MEMRA_PARAMS_OFFSET(AttentionCombineParams, o, 8);
 MEMRA_PARAMS_OFFSET(AttentionCombineParams, gate, 16);
-MEMRA_PARAMS_OFFSET(AttentionCombineParams, gate_stride, 24);
+MEMRA_PARAMS_OFFSET(AttentionCombineParams, pos, 24);
+MEMRA_PARAMS_OFFSET(AttentionCombineParams, gate_stride, 32);
 
 // attention_step_split (gated_attention_step, one token): the op's operands, the per-range
 // partials (attention_split's layout), qk_norm_rope's eps and theta step, and with ATT_MERGE the

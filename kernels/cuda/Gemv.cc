@@ -13,6 +13,7 @@
 #include "kernels/cuda/MoeParams.h"
 #include "kernels/cuda/MoeRoute.h"
 #include "kernels/cuda/NormParams.h"
+#include "kernels/cuda/Q8Companion.h"
 #include "kernels/cuda/RowLaunch.h"
 
 namespace memra::kernels::cuda {
@@ -316,7 +317,11 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
     const int storage = layout != nullptr ? layout->gemv_storage : 0;
     const int64_t K = x.back(), N = c.shapes.in[1][0];
     if (Numel(x) != K || K % 32 != 0) return Unsupported(c.op, "the product takes one token, K a multiple of 32");
-    if (GemvQuantBlocksOnDevice(c.op.operand(1)->dtype(), layout)) return SelectBlocks(c, N);
+    if (GemvQuantBlocksOnDevice(c.op.operand(1)->dtype(), layout)) {
+      MEMRA_ASSIGN_OR_RETURN(std::optional<OpSelection> s, SelectBlocks(c, N));
+      if (s) WriteCompanion(c.op, *s);
+      return s;
+    }
     if (storage == 0)
       return Unsupported(c.op,
                          "the matrix is neither an f32, f16 or bf16 GEMV storage nor GGUF blocks GemvQuant.cu reads");
@@ -339,6 +344,7 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
     } else {
       s.launches = {product, NormRowLaunch("add_rms_norm", 1, N)};
     }
+    WriteCompanion(c.op, s);
     return std::optional<OpSelection>(std::move(s));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -348,6 +354,8 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
     tail.y = c.Out(1);
     tail.ticket = c.Tickets();
     tail.eps = static_cast<float>(c.op().attrs().F64Or("eps", 0.0));
+    MEMRA_ASSIGN_OR_RETURN(auto y, c.Shape(c.op().result(1)));
+    MEMRA_RETURN_IF_ERROR(CheckQ8CompanionBinding(c, Numel(y)));
     const std::vector<Launch>& all = c.selection().launches;
     if (!all.empty() && all.back().kernel.entry == "gemv_q_add_norm") {
       if (c.Tickets() == 0 || c.selection().ticket_words < 1)
@@ -392,6 +400,17 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
   }
 
  private:
+  // A companion of the normalized row (select-kernels' pairing, Q8Companion.h): the launch that
+  // normalizes writes it (AddNormTail.cuh or Norm.cu), and every launch of that module carries the
+  // define (gemv_q_quantize_x shares the product's module). The sum (result 0) has none.
+  static void WriteCompanion(const ir::Op& op, OpSelection& s) {
+    const std::optional<Q8Companion> q8 = Q8CompanionOf(op);
+    if (!q8 || q8->result != 1 || s.launches.empty()) return;
+    const std::string norm = s.launches.back().kernel.module.Key();
+    for (Launch& l : s.launches)
+      if (l.kernel.module.Key() == norm) AddQ8CompanionDefines(*q8, l);
+  }
+
   // GemvQuant.cu's selection for the product (not streamed: the tail needs one launch's blocks),
   // its product launch gemv_q_add_norm (GQ_NORM_COLS; gemv_q_quantize_x before it, the same module,
   // takes the define too).

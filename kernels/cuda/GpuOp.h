@@ -82,7 +82,7 @@ struct SelectContext {
   // select-kernels{last-block-merge}: the split-KV decode attention merges its ranges in its last
   // blocks (one launch); false: a separate attention_combine launch (the form before, measured
   // against it).
-  bool last_block_merge = true;
+  bool last_block_merge = false;
 };
 
 // A kernel's parameter struct as bytes (cuLaunchKernel gets a pointer to them as its one

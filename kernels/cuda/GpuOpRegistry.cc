@@ -296,13 +296,13 @@ absl::StatusOr<std::optional<Target>> ReadSelectionTarget(const ir::Module& m) {
 }
 
 bool WriteLastBlockMerge(bool merge, ir::Module& m) {
-  if (merge) return m.attrs().Erase("kernel_last_block_merge");
-  if (m.attrs().GetI64("kernel_last_block_merge") == std::optional<int64_t>(0)) return false;
-  m.attrs().Set("kernel_last_block_merge", int64_t{0});
+  if (!merge) return m.attrs().Erase("kernel_last_block_merge");
+  if (m.attrs().GetI64("kernel_last_block_merge") == std::optional<int64_t>(1)) return false;
+  m.attrs().Set("kernel_last_block_merge", int64_t{1});
   return true;
 }
 
-bool ReadLastBlockMerge(const ir::Module& m) { return m.attrs().I64Or("kernel_last_block_merge", 1) != 0; }
+bool ReadLastBlockMerge(const ir::Module& m) { return m.attrs().I64Or("kernel_last_block_merge", 0) != 0; }
 
 bool WriteSelectionWeights(WeightMode mode, ir::Module& m) {
   const std::string name(WeightModeName(mode));
@@ -336,7 +336,7 @@ bool IsStaticFunction(const ir::Function& fn) {
 absl::StatusOr<std::vector<OpSelection>> SelectionsOf(const ir::Function& fn, int64_t bucket, const Target& target,
                                                       WeightMode weights, bool use_records) {
   DecodeClass decode_class = DecodeClass::kBucket;
-  bool merge = true;
+  bool merge = false;
   if (fn.module() != nullptr) {
     MEMRA_ASSIGN_OR_RETURN(decode_class, ReadDecodeClass(*fn.module()));
     merge = ReadLastBlockMerge(*fn.module());

@@ -19,7 +19,7 @@ const GpuOpImpl* FindGpuOpImpl(absl::string_view name);
 // op and say why (no unit for the kind, or the unit's refusal). `decode_class`: the module's
 // (DecodeClass.h; ReadDecodeClass); `last_block_merge`: SelectContext's.
 absl::StatusOr<OpSelection> SelectGpuOp(const ir::Op& op, const OpShapes& shapes, const Target& target,
-                                        DecodeClass decode_class = DecodeClass::kBucket, bool last_block_merge = true);
+                                        DecodeClass decode_class = DecodeClass::kBucket, bool last_block_merge = false);
 
 // Every op kind of every function of `m` (segments aside) has a unit that implements it.
 // Unimplemented otherwise, naming the op and its kind ("no CUDA kernel for moe_route yet"): the
@@ -47,8 +47,9 @@ bool WriteSelectionWeights(WeightMode mode, ir::Module& m);
 absl::StatusOr<std::optional<WeightMode>> ReadSelectionWeights(const ir::Module& m);
 
 // select-kernels{last-block-merge} as the module attribute `kernel_last_block_merge` (written
-// only when false), read back by SelectionsOf and WorkspaceBytesOf (so a plan's kernel table
-// re-derives the records it was compiled with).
+// only when true: 1; a plan selected when the merge was the default records its ops' kernels, so
+// only ops without a record, selected anew, follow the attribute), read back by SelectionsOf and WorkspaceBytesOf (so a
+// plan's kernel table re-derives the records it was compiled with).
 bool WriteLastBlockMerge(bool merge, ir::Module& m);
 bool ReadLastBlockMerge(const ir::Module& m);
 

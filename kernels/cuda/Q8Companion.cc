@@ -124,7 +124,7 @@ int CountQ8Launches(const OpSelection& s) {
 
 absl::StatusOr<int64_t> PairQ8Companions(const std::vector<ir::Op*>& ops, const std::vector<OpShapes>& shapes,
                                          std::vector<OpSelection>& selections, const Target& target,
-                                         DecodeClass decode_class, bool last_block_merge) {
+                                         DecodeClass decode_class, bool last_block_merge, bool row_programs) {
   if (ops.size() != shapes.size() || ops.size() != selections.size())
     return absl::InternalError("PairQ8Companions: ops, shapes and selections differ in length");
   absl::flat_hash_map<const ir::Op*, size_t> index;
@@ -132,6 +132,7 @@ absl::StatusOr<int64_t> PairQ8Companions(const std::vector<ir::Op*>& ops, const 
   int64_t spared = 0;
   for (size_t p = 0; p < ops.size(); ++p) {
     ir::Op& producer = *ops[p];
+    if (!row_programs && producer.is(ir::OpKind::kFusedRows)) continue;
     for (unsigned r = 0; r < producer.num_results(); ++r) {
       const ir::Value& v = *producer.result(r);
       const std::optional<std::pair<int64_t, int64_t>> rc = RowsCols(v);

@@ -69,9 +69,11 @@ int CountQ8Launches(const OpSelection& s);
 // `shapes` (one per op of `ops`, in order; with select-kernels' `decode_class` and
 // `last_block_merge`, SelectGpuOp's) and replaces their entries of `selections`. A pairing
 // whose producer does not then write it, or that spares no launch, is undone. Returns the
-// launches spared.
+// launches spared. `row_programs` false: fused_rows producers write none (select-kernels{
+// q8-companion-rows=false}: Gemma 4's row programs, where the companions measured a loss).
 absl::StatusOr<int64_t> PairQ8Companions(const std::vector<ir::Op*>& ops, const std::vector<OpShapes>& shapes,
                                          std::vector<OpSelection>& selections, const Target& target,
-                                         DecodeClass decode_class = DecodeClass::kBucket, bool last_block_merge = true);
+                                         DecodeClass decode_class = DecodeClass::kBucket, bool last_block_merge = false,
+                                         bool row_programs = true);
 
 }  // namespace memra::kernels::cuda

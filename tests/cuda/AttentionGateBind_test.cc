@@ -62,8 +62,9 @@ func @decode(%q: f32[1, 8, 64], %k: f32[1, 2, 64], %v: f32[1, 2, 64], %p: i32[1]
   return m.ok() ? std::move(*m) : nullptr;
 }
 
-// Selects (or takes `selection`) and binds the attention op of `m`.
-Bound Bind(ir::Module& m, std::optional<OpSelection> selection = std::nullopt) {
+// Selects (select-kernels{last-block-merge=true}'s form unless `merge` is false; or takes
+// `selection`) and binds the attention op of `m`.
+Bound Bind(ir::Module& m, std::optional<OpSelection> selection = std::nullopt, bool merge = true) {
   Bound b;
   const ir::Op* op = m.function("decode")->Ops()[1];
   auto shapes = ShapesAt(*op, 1, WeightMode::kBlocks);
@@ -71,7 +72,7 @@ Bound Bind(ir::Module& m, std::optional<OpSelection> selection = std::nullopt) {
   if (selection) {
     b.selection = *selection;
   } else {
-    auto s = SelectGpuOp(*op, *shapes, *TargetPreset("sm_90"));
+    auto s = SelectGpuOp(*op, *shapes, *TargetPreset("sm_90"), DecodeClass::kBucket, merge);
     EXPECT_TRUE(s.ok()) << s.status();
     b.selection = *s;
   }
@@ -127,6 +128,29 @@ TEST(AttentionGateBind, TheSplitMergesAndAppliesAnElementGate) {
   EXPECT_EQ(p.q.addr, 0x1000u);
 }
 
+// The default selection (select-kernels{last-block-merge=false}): the split, then the combine,
+// which applies the gate and reads the ranges the split's positions and window give keys.
+TEST(AttentionGateBind, TheDefaultIsTheSplitThenTheCombine) {
+  for (int64_t cols : {64, 1}) {
+    auto m = Decode(cols);
+    ASSERT_NE(m, nullptr);
+    const Bound b = Bind(*m, std::nullopt, /*merge=*/false);
+    ASSERT_TRUE(b.status.ok()) << b.status;
+    ASSERT_EQ(b.selection.launches.size(), 2u);
+    EXPECT_EQ(b.selection.launches[1].kernel.entry, "attention_combine");
+    EXPECT_EQ(b.selection.launches[0].kernel.module.Key().find("ATT_MERGE"), std::string::npos);
+    EXPECT_EQ(b.selection.ticket_words, 0);
+    ASSERT_EQ(b.calls.size(), 2u);
+    const auto split = ParamsOf<AttentionParams>(b.calls[0]);
+    const auto comb = ParamsOf<AttentionCombineParams>(b.calls[1]);
+    EXPECT_EQ(comb.gate.addr, 0x1000u * 5);
+    EXPECT_EQ(comb.gate_stride, cols);
+    EXPECT_EQ(comb.pos.addr, split.pos.addr);
+    EXPECT_NE(comb.pos.addr, 0u);
+    EXPECT_EQ(comb.window, split.window);
+  }
+}
+
 TEST(AttentionGateBind, AHeadGateTakesOneValueAHead) {
   auto m = Decode(1);
   ASSERT_NE(m, nullptr);
@@ -158,6 +182,9 @@ TEST(AttentionGateBind, ARecordOfTheTwoLaunchFormStillBinds) {
     EXPECT_EQ(comb.gate.addr, 0x1000u * 5);
     EXPECT_EQ(comb.gate_stride, cols);
     EXPECT_EQ(comb.o.addr, 0x100000u);
+    // The combine reads only the ranges with keys: the split's positions and window.
+    EXPECT_EQ(comb.pos.addr, split.pos.addr);
+    EXPECT_EQ(comb.window, split.window);
   }
 }
 

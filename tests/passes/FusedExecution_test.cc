@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_replace.h"
 #include "frontends/ModelFamily.h"
 #include "frontends/gguf/GgufFile.h"
 #include "gtest/gtest.h"
@@ -58,6 +59,20 @@ SessionOptions Opts(bool compiled) {
   return so;
 }
 
+// The default pipeline with the opt-in launch fusions of a product's last block
+// (passes/Pipelines.h): fuse-moe-router before the groups, fuse-matmul-add-rmsnorm and
+// fuse-matmul-delta-net-step after fuse-rows.
+std::string WithLaunchFusions(absl::string_view pipeline) {
+  return absl::StrReplaceAll(pipeline,
+                             {{"fuse-add-rmsnorm,", "fuse-moe-router,fuse-add-rmsnorm,"},
+                              {"fuse-rows,", "fuse-rows,fuse-matmul-add-rmsnorm,fuse-matmul-delta-net-step,"}});
+}
+SessionOptions LaunchFusionOpts() {
+  SessionOptions so = Opts(true);
+  so.compile = [](ir::Module& m) { return Compile(m, WithLaunchFusions(passes::kDefaultPipeline)); };
+  return so;
+}
+
 // Prompt logits [48, V] and 32 greedy tokens with their decode logits.
 struct Run {
   std::vector<float> prompt_logits;
@@ -96,8 +111,7 @@ bool BitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
                   "found"
 
 // qwen35moe: the pipeline forms one moe_ffn per layer (fuse-moe-ffn, before fuse-matmul-group
-// could take the shared gate's matmul) and, in the one-token decode, one moe_router (fuse-moe-router:
-// the router's product and its routing), and the compiled module (fused, bucketed,
+// could take the shared gate's matmul), and the compiled module (fused, bucketed,
 // memory-planned) runs bit-identically to the lowered one.
 TEST(FusedExecution, MoePipelineFormsMoeFfnAndIsBitIdentical) {
   const std::string moe = TestDataPath("models/qwen35moe-tiny-q8_0.gguf");
@@ -115,10 +129,10 @@ TEST(FusedExecution, MoePipelineFormsMoeFfnAndIsBitIdentical) {
       route += op->is(ir::OpKind::kMoeRoute);
       router += op->is(ir::OpKind::kMoeRouter);
     }
-    const bool decode = std::string(fn) == "decode";
+    // fuse-moe-router is opt-in (slower than the two launches: bench/RESULTS.md, session 37).
     EXPECT_EQ(moe_ffn, 4) << fn;
-    EXPECT_EQ(route, decode ? 0 : 4) << fn;
-    EXPECT_EQ(router, decode ? 4 : 0) << fn;
+    EXPECT_EQ(route, 4) << fn;
+    EXPECT_EQ(router, 0) << fn;
     EXPECT_EQ(experts + gated_add, 0) << fn;
   }
   auto a = Generate(**plain);
@@ -166,6 +180,55 @@ TEST(FusedExecution, PipelineIsBitIdenticalToUnfusedAndMatchesLlamaCpp) {
   EXPECT_EQ(b->greedy, *greedy);
 }
 
+// The opt-in launch fusions on a whole model: each delta-net layer's input projections and step
+// one matmul_delta_net_step (the fixture's weights are f32), the norms after the attention output
+// and the down product the tails of those products, the MoE router's product and routing one
+// moe_router; the decode logits bit-identical to the unfused module's.
+TEST(FusedExecution, OptInLaunchFusionsFireAndAreBitIdentical) {
+  SKIP_WITHOUT_FIXTURE();
+  auto plain = Session::Open(Model(), Opts(false));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  auto fused = Session::Open(Model(), LaunchFusionOpts());
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  const ir::Module& m = (*fused)->module();
+  const int64_t n_layer = m.attrs().I64Or("n_layer", 0);
+  int64_t n_attn = 0;
+  for (int64_t r : m.attrs().GetI64Array("recurrent_layers").value_or(std::vector<int64_t>{})) n_attn += r == 0;
+  std::map<std::string, int64_t> count;
+  for (const ir::Op* op : m.function("decode")->Ops()) ++count[std::string(op->mnemonic())];
+  EXPECT_EQ(count["matmul_delta_net_step"], n_layer - n_attn);
+  EXPECT_EQ(count["delta_net_step"], 0);
+  EXPECT_EQ(count["matmul_add_rms_norm"], 2 * n_layer);
+  EXPECT_EQ(count["add_rms_norm"], 0);
+  auto a = Generate(**plain);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = Generate(**fused);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(BitIdentical(a->decode_logits, b->decode_logits))
+      << "decode logits max |d| " << MaxAbs(a->decode_logits, b->decode_logits);
+  EXPECT_EQ(a->greedy, b->greedy);
+
+  const std::string moe = TestDataPath("models/qwen35moe-tiny-q8_0.gguf");
+  if (!FileExists(moe)) return;
+  auto moe_fused = Session::Open(moe, LaunchFusionOpts());
+  ASSERT_TRUE(moe_fused.ok()) << moe_fused.status();
+  int routers = 0, routes = 0;
+  for (const ir::Op* op : (*moe_fused)->module().function("decode")->Ops()) {
+    routers += op->is(ir::OpKind::kMoeRouter);
+    routes += op->is(ir::OpKind::kMoeRoute);
+  }
+  EXPECT_EQ(routers, 4);
+  EXPECT_EQ(routes, 0);
+  auto moe_plain = Session::Open(moe, Opts(false));
+  ASSERT_TRUE(moe_plain.ok()) << moe_plain.status();
+  auto c = Generate(**moe_plain);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto d = Generate(**moe_fused);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(BitIdentical(c->decode_logits, d->decode_logits))
+      << "moe decode logits max |d| " << MaxAbs(c->decode_logits, d->decode_logits);
+}
+
 TEST(FusedExecution, FusionsFirePerLayerAndPlansAreValid) {
   SKIP_WITHOUT_FIXTURE();
   auto file = gguf::GgufFile::Open(Model());
@@ -183,22 +246,22 @@ TEST(FusedExecution, FusionsFirePerLayerAndPlansAreValid) {
     for (const ir::Op* op : f->Ops()) ++count[std::string(op->mnemonic())];
     SCOPED_TRACE(f->name());
     EXPECT_EQ(count["matmul_swiglu"], n_layer);
-    // A one-token step's delta-net layers are one matmul_delta_net_step each (fuse-delta-net-step,
-    // then fuse-matmul-delta-net-step with the input projections' group: the fixture's weights are
-    // f32), its attention layers one gated_attention_step each (fuse-gated-attention-step), and its
-    // norms after the attention output and the down product (the next layer's, or the output norm)
-    // the tails of those products (fuse-matmul-add-rmsnorm).
+    // A one-token step's delta-net layers are one delta_net_step each after their input
+    // projections' group (fuse-delta-net-step), its attention layers one gated_attention_step each
+    // (fuse-gated-attention-step). The launch fusions of a product's last block
+    // (fuse-matmul-add-rmsnorm, fuse-matmul-delta-net-step) are opt-in: slower than the separate
+    // launches under programmatic dependent launch (bench/RESULTS.md, session 37).
     const bool one_token = f->name() == "decode";
-    EXPECT_EQ(count["matmul_group"], one_token ? n_attn : n_layer);  // q/k/v, or qkv/gate/beta/alpha
-    EXPECT_EQ(count["add_rms_norm"], one_token ? 0 : 2 * n_layer);
-    EXPECT_EQ(count["matmul_add_rms_norm"], one_token ? 2 * n_layer : 0);
-    EXPECT_EQ(count["matmul"], one_token ? 1 : 1 + 2 * n_layer) << "the head, and the unfused outputs and downs";
+    EXPECT_EQ(count["matmul_group"], n_layer);  // q/k/v, or qkv/gate/beta/alpha
+    EXPECT_EQ(count["add_rms_norm"], 2 * n_layer);
+    EXPECT_EQ(count["matmul_add_rms_norm"], 0);
+    EXPECT_EQ(count["matmul"], 1 + 2 * n_layer) << "the head, the attention outputs and the downs";
     EXPECT_EQ(count["qk_norm_rope"], one_token ? 0 : n_attn);
     EXPECT_EQ(count["attention_gated"], one_token ? 0 : n_attn);
     EXPECT_EQ(count["gated_attention_step"], one_token ? n_attn : 0);
     EXPECT_EQ(count["gated_rms_norm"], one_token ? 0 : n_layer - n_attn);
-    EXPECT_EQ(count["delta_net_step"], 0);
-    EXPECT_EQ(count["matmul_delta_net_step"], one_token ? n_layer - n_attn : 0);
+    EXPECT_EQ(count["delta_net_step"], one_token ? n_layer - n_attn : 0);
+    EXPECT_EQ(count["matmul_delta_net_step"], 0);
     EXPECT_EQ(count["swiglu"] + count["rms_norm"] + count["rope"] + count["sigmoid"] + count["add"], 1)
         << "only the first layer's attn_norm of the embedding stays unfused";
     if (!f->attrs().Has("bucket")) {

@@ -73,7 +73,9 @@ int main() {
   };
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const int min_chunk = ATT_MIN_CHUNK;
-  const int positions[] = {min_chunk * ATT_SPLITS / 3, min_chunk * ATT_SPLITS + 37, ROWS - 1};
+  // One live range (a few keys), a third of them live, all of them, the last row. The partials
+  // start as NaN: a range the merge reads that no block wrote shows.
+  const int positions[] = {3, min_chunk * ATT_SPLITS / 3, min_chunk * ATT_SPLITS + 37, ROWS - 1};
   int fail = 0;
   for (int pos : positions) {
     if (pos >= ROWS) continue;
@@ -97,6 +99,8 @@ int main() {
     AttentionCombineParams c{};  // no gate (zeroed)
     c.part = part.data();
     c.o = o.data();
+    c.pos = &pos;
+    c.window = ATT_EMU_WINDOW;
 #if ATT_EMU_GATE
     // attention_gated's output gate applied by the combine: per element, or (ATT_GATE_HEAD) a head.
 #ifdef ATT_GATE_HEAD
