@@ -44,9 +44,15 @@ class SelectKernelsPass : public passes::Pass {
       return absl::InvalidArgumentError(
           absl::StrCat("select-kernels: decode-class: ", decode_class.status().message()));
     // A companion is written by whichever norm precedes a product, with its own per-row arithmetic:
-    // the exact class keeps one quantization of x (gemv_q_quantize_x) for every decode row.
-    if (*decode_class == kcu::DecodeClass::kExact && *q8_companions_)
+    // the exact class keeps one quantization of x (gemv_q_quantize_x) for every decode row, so
+    // `auto` is off there and `true` an error.
+    const std::string& companions = *q8_companions_;
+    if (companions != "auto" && companions != "true" && companions != "false")
+      return absl::InvalidArgumentError(
+          absl::StrCat("select-kernels: q8-companions is auto, true or false, not \"", companions, "\""));
+    if (*decode_class == kcu::DecodeClass::kExact && companions == "true")
       return absl::InvalidArgumentError("select-kernels: decode-class=exact does not take q8-companions=true");
+    const bool pair = companions == "true" || (companions == "auto" && *decode_class != kcu::DecodeClass::kExact);
     bool changed = kcu::WriteSelectionTarget(*target, m);
     changed |= kcu::WriteSelectionWeights(*weights, m);
     changed |= kcu::WriteDecodeClass(*decode_class, m);
@@ -80,7 +86,7 @@ class SelectKernelsPass : public passes::Pass {
         shapes.push_back(*std::move(s));
         selections.push_back(*std::move(sel));
       }
-      if (*q8_companions_) {
+      if (pair) {
         auto spared = kcu::PairQ8Companions(ops, shapes, selections, *target, *decode_class, *last_block_merge_,
                                             *q8_companion_rows_);
         if (!spared.ok()) return where(spared.status());
@@ -117,17 +123,20 @@ class SelectKernelsPass : public passes::Pass {
       "arithmetic that of one, cuBLASLt runs one algorithm per weight shape, so a row's product does not "
       "depend on the rows beside it)",
       "bucket"};
-  passes::Option<bool> q8_companions_{
+  passes::Option<std::string> q8_companions_{
       this, "q8-companions",
-      "norms and fused rows write their result as q8 too where decode products read it so "
-      "(kernels/cuda/Q8Companion.h), sparing those products' gemv_q_quantize_x launches (off: measured "
-      "slower on Step 3.5 and Gemma 4 decode, bench/RESULTS.md session 27)",
-      false};
+      "auto, true or false: norms, attention merges, delta-net steps (and with q8-companion-rows fused "
+      "rows) write their result as q8 too where decode products read it so (kernels/cuda/Q8Companion.h), "
+      "sparing those products' gemv_q_quantize_x launches; auto: on except under decode-class=exact "
+      "(measured +4.2 % on Qwen3.5 0.8B Q4_K_M, +1.5 % Step 3.5, +0.6 % Gemma 4 26B-A4B, -0.5 % 31B "
+      "tg128 without the rows: bench/RESULTS.md session 37)",
+      "auto"};
   passes::Option<bool> q8_companion_rows_{
       this, "q8-companion-rows",
       "with q8-companions: fused_rows (row programs: Gemma 4's norms) write companions too (false: only "
-      "the norms, attention merges and delta-net steps)",
-      true};
+      "the norms, attention merges and delta-net steps; Gemma 4's rows measured a loss: -2.7 % on the "
+      "31B, bench/RESULTS.md session 37)",
+      false};
   passes::Option<bool> last_block_merge_{
       this, "last-block-merge",
       "the split-KV decode attention merges its ranges in each head chunk's last block, one launch (false: "
