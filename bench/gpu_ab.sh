@@ -16,6 +16,7 @@
 #   bash bench/gpu_ab.sh OLD[.xz] NEW[.xz] BUDGET_S ROUNDS [--fill=tiled] [--old-args=A] [--new-args=A] PRESET:DTYPE...
 #   e.g. bash bench/gpu_ab.sh build-gpu/memra-old.xz build-gpu/memra-new.xz 520 2 gemma4-26b-a4b:q4_k_m
 set -uo pipefail
+source "$(dirname "$0")/gen_model.sh"
 old=${1:?usage: gpu_ab.sh OLD NEW BUDGET_S ROUNDS PRESET:DTYPE...}
 new=${2:?usage: gpu_ab.sh OLD NEW BUDGET_S ROUNDS PRESET:DTYPE...}
 budget=${3:?usage: gpu_ab.sh OLD NEW BUDGET_S ROUNDS PRESET:DTYPE...}
@@ -34,8 +35,7 @@ done
 start=$(date +%s)
 out=${OUT:-/tmp/memra-ab}
 bin=/tmp/memra-ab-bin
-models=/tmp/memra-models
-mkdir -p "$out" "$bin" "$models"
+mkdir -p "$out" "$bin"
 for pair in "old:$old" "new:$new"; do
   name=${pair%%:*} src=${pair#*:}
   case $src in
@@ -49,12 +49,8 @@ left() { echo $((budget - ($(date +%s) - start))); }
 rows=()
 for spec in "$@"; do
   preset=${spec%%:*} dtype=${spec##*:}
-  m=$models/$preset-$dtype.gguf
   [ "$(left)" -gt 30 ] || { rows+=("$spec: budget spent before gen"); continue; }
-  t0=$(date +%s)
-  timeout "$(left)" "$bin/memra-new" gen --preset "$preset" --dtype "$dtype" "${fill[@]}" --quiet -o "$m" > "$out/gen-$preset-$dtype.log" 2>&1 ||
-    { rows+=("$spec: gen failed ($(tail -1 "$out/gen-$preset-$dtype.log"))"); rm -f "$m"; continue; }
-  echo "gen $spec: $(($(date +%s) - t0)) s"
+  m=$(gen_model "$bin/memra-new" "$spec" "$out" "$(left)" "${fill[@]}") || { rows+=("$spec: gen failed ($m)"); continue; }
   for r in $(seq 1 "$rounds"); do
     for b in old new; do
       [ "$(left)" -gt 10 ] || break 2

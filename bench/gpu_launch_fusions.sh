@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The last-block launch fusions (session 34: the split-KV merge in the split's last blocks,
+# The last-block launch fusions, opt-in since session 37 (session 34: the split-KV merge in the split's last blocks,
 # moe_router's routing in the router GEMV's last block; session 35: matmul_add_rms_norm, the norm
 # as a 16-bit product's last block; session 36: matmul_delta_net_step, each key head's delta-net
 # step in the block completing its input projections) checked and measured in one device call: the op table's

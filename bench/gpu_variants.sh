@@ -13,6 +13,7 @@
 #
 #   bash bench/gpu_variants.sh BUNDLE.tar.xz BUDGET_S ROUNDS VARIANTS [--fill=tiled] [--profile=P:D] PRESET:DTYPE...
 set -uo pipefail
+source "$(dirname "$0")/gen_model.sh"
 bundle=${1:?usage: gpu_variants.sh BUNDLE BUDGET_S ROUNDS VARIANTS PRESET:DTYPE...}
 budget=${2:?budget}
 rounds=${3:?rounds}
@@ -30,8 +31,7 @@ start=$(date +%s)
 out=${OUT:-/tmp/memra-variants}
 logs=/tmp/memra-variants-logs
 B=/tmp/memra-variants-bin
-models=/tmp/memra-models
-mkdir -p "$out" "$B" "$models" "$logs"
+mkdir -p "$out" "$B" "$logs"
 tar xJf "$bundle" -C "$B" ./memra
 names=() args=()
 while IFS=$'\t' read -r n a; do
@@ -43,12 +43,8 @@ left() { echo $((budget - ($(date +%s) - start))); }
 rows=()
 for spec in "$@"; do
   preset=${spec%%:*} dtype=${spec##*:}
-  m=$models/$preset-$dtype.gguf
   [ "$(left)" -gt 30 ] || { rows+=("$spec: budget spent before gen"); continue; }
-  t0=$(date +%s)
-  timeout "$(left)" "$B/memra" gen --preset "$preset" --dtype "$dtype" "${fill[@]}" --quiet -o "$m" > "$logs/gen-$preset-$dtype.log" 2>&1 ||
-    { rows+=("$spec: gen failed ($(tail -1 "$logs/gen-$preset-$dtype.log"))"); rm -f "$m"; continue; }
-  echo "gen $spec: $(($(date +%s) - t0)) s"
+  m=$(gen_model "$B/memra" "$spec" "$logs" "$(left)" "${fill[@]}") || { rows+=("$spec: gen failed ($m)"); continue; }
   for r in $(seq 1 "$rounds"); do
     for i in "${!names[@]}"; do
       [ "$(left)" -gt 10 ] || break 2
