@@ -5,8 +5,9 @@
 # step in the block completing its input projections) checked and measured in one device call: the op table's
 # attention, MoE and decode-fusion rows, CudaExecutor, CudaGraph and Q8Companion tests, then a
 # same-binary decode A/B (bench/gpu_ab.sh): the old side compiles without fuse-moe-router,
-# fuse-matmul-add-rmsnorm and fuse-matmul-delta-net-step and with select-kernels{last-block-merge=false}, the new side with the
-# default pipeline's passes. The A/B takes what is left of BUDGET_S; the presets run in order, so
+# fuse-matmul-add-rmsnorm and fuse-matmul-delta-net-step and with select-kernels{last-block-merge=false} (the
+# default pipeline since session 37), the new side with all four. To measure them one at a time:
+# bench/gpu_variants.sh with bench/variants/launch-fusions.tsv. The A/B takes what is left of BUDGET_S; the presets run in order, so
 # the first ones matter most (the 0.8B first: the norm tails are its 48 launches a token).
 #
 #   bash bench/gpu_launch_fusions.sh [BUDGET_S]    # default 585; logs under $OUT
@@ -26,7 +27,7 @@ P1="canonicalize,cse,fuse-attention-output-gate,fuse-qk-norm-rope,fuse-kv-append
 P2="fuse-add-rmsnorm,fuse-matmul-group,fuse-rows,"
 P3="dce,bucket-shapes,fuse-delta-net-inputs,"
 OLD="${P1}${P2}${P3}select-kernels{arch=sm_90 sm-count=132 last-block-merge=false},plan-memory,partition-segments"
-NEW="${P1}fuse-moe-router,${P2}fuse-matmul-add-rmsnorm,fuse-matmul-delta-net-step,${P3}select-kernels{arch=sm_90 sm-count=132},plan-memory,partition-segments"
+NEW="${P1}fuse-moe-router,${P2}fuse-matmul-add-rmsnorm,fuse-matmul-delta-net-step,${P3}select-kernels{arch=sm_90 sm-count=132 last-block-merge=true},plan-memory,partition-segments"
 left=$(( ${1:-585} - ($(date +%s)-s) ))
 echo "A/B budget $left s"
 OUT=$OUT/ab bash bench/gpu_ab.sh $B/memra $B/memra $left 2 --fill=tiled "--old-args=--passes=\"$OLD\"" "--new-args=--passes=\"$NEW\"" \
