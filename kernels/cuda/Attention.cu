@@ -347,8 +347,9 @@ __device__ __forceinline__ void attention_combine_body(const AttentionCombinePar
 
 #ifdef ATT_MERGE
 // Split-KV decode in one launch: after a block has written its range's partials it takes an
-// arrival ticket of its head chunk (after a fence); the chunk's last block to arrive merges the
-// chunk's ATT_SPLITS ranges into o (merge_ranges) and zeroes the ticket for the next launch (the
+// arrival ticket of its head chunk (after a fence; a block without keys arrives too, having
+// written nothing); the chunk's last block to arrive merges the chunk's live ranges into o
+// (merge_ranges, `live` from live_ranges) and zeroes the ticket for the next launch (the
 // tickets are zero between launches: kernels/cuda/GpuOp.h ticket_words). No separate
 // attention_combine launch.
 __device__ __forceinline__ void merge_if_last(const float* part, int hg, float* o, const float* gate, int gate_stride,

@@ -47,9 +47,11 @@ bool WriteSelectionWeights(WeightMode mode, ir::Module& m);
 absl::StatusOr<std::optional<WeightMode>> ReadSelectionWeights(const ir::Module& m);
 
 // select-kernels{last-block-merge} as the module attribute `kernel_last_block_merge` (written
-// only when true: 1; a plan selected when the merge was the default records its ops' kernels, so
-// only ops without a record, selected anew, follow the attribute), read back by SelectionsOf and WorkspaceBytesOf (so a
-// plan's kernel table re-derives the records it was compiled with).
+// only when true: 1; absent reads as false, the default since session 37), read back by
+// SelectionsOf and WorkspaceBytesOf (so a plan's kernel table re-derives the records it was
+// compiled with). A module selected before session 37 with the merge (then the default, no
+// attribute) re-derives the combine form and its plan is refused as stale: recompile it (its
+// kernel sources' hashes changed in that session too).
 bool WriteLastBlockMerge(bool merge, ir::Module& m);
 bool ReadLastBlockMerge(const ir::Module& m);
 

@@ -91,6 +91,8 @@ struct DecodeCounts {
 };
 
 // The tiny model's @decode through the CUDA pipeline (q8-companions on or off), checked as it goes.
+// On means every producer, fused_rows included (q8-companion-rows=true; the default leaves them
+// out), so each producer kind's module is compiled and run here.
 DecodeCounts CountDecode(const std::string& path, bool companions, std::vector<ModuleSpec>* modules) {
   DecodeCounts n;
   auto file = gguf::GgufFile::Open(path);
@@ -100,8 +102,9 @@ DecodeCounts CountDecode(const std::string& path, bool companions, std::vector<M
   EXPECT_TRUE(m.ok()) << m.status();
   if (!m.ok()) return n;
   std::string pipeline = passes::WithBucketLadder(passes::PipelineForArch("sm_90"), "16");
-  pipeline = absl::StrReplaceAll(pipeline, {{"select-kernels", companions ? "select-kernels{q8-companions=true}"
-                                                                          : "select-kernels{q8-companions=false}"}});
+  pipeline = absl::StrReplaceAll(
+      pipeline, {{"select-kernels", companions ? "select-kernels{q8-companions=true q8-companion-rows=true}"
+                                               : "select-kernels{q8-companions=false}"}});
   const absl::Status st = Compile(**m, pipeline);
   EXPECT_TRUE(st.ok()) << path << ": " << st;
   if (!st.ok()) return n;
@@ -216,8 +219,9 @@ absl::StatusOr<std::vector<float>> GpuLogits(const gguf::GgufFile& file, bool co
   if (!target.ok()) return target.status();
   std::string pipeline =
       passes::WithBucketLadder(passes::PipelineForTarget(target->ArchName(), target->sm_count, "blocks"), "16");
-  pipeline = absl::StrReplaceAll(pipeline, {{"select-kernels{", companions ? "select-kernels{q8-companions=true "
-                                                                           : "select-kernels{q8-companions=false "}});
+  pipeline = absl::StrReplaceAll(
+      pipeline, {{"select-kernels{", companions ? "select-kernels{q8-companions=true q8-companion-rows=true "
+                                                : "select-kernels{q8-companions=false "}});
   if (absl::Status st = Compile(**m, pipeline); !st.ok()) return st;
   runtime::CudaExecutorOptions o;
   o.poison_arena = true;

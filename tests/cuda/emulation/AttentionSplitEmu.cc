@@ -1,8 +1,9 @@
 // kernels/cuda/Attention.cu's decode path without a GPU: attention_split + attention_combine of one
 // module (the ATT_* -D constants) on the host emulation (CudaHostEmulation.h), the caches stored
 // in the module's element types (ATT_KT / ATT_VT: f32, f16, bf16, q8_0, written by Common.cuh's
-// kv_store_warp as kv_append does), at three live lengths: one that fills fewer ranges than
-// ATT_SPLITS (the rest must write l = 0), one that fills them all, and the last row of the cache;
+// kv_store_warp as kv_append does), at four live lengths: one range's worth of keys and one that
+// fills a third of the ranges (the blocks of the others write nothing, and the merge must read
+// only the live ones: live_ranges), one that fills them all, and the last row of the cache;
 // with ATT_EMU_WINDOW > 0 as a sliding window. Checked against a float64 reference over the
 // rounded rows; partials and outputs are NaN-poisoned first, so a range or a head the kernels do
 // not write fails. ATT_EMU_GATE: the combine applies an output gate (per element, or per head). With MEMRA_Q8X_OFF (a
