@@ -68,6 +68,14 @@ nvtx=()
 # Test cases that never touch the GPU (selection and layout units) are not errors.
 common=()
 "$cs" --help 2>&1 | grep -q -- '--require-cuda-init' && common=(--require-cuda-init no)
+# racecheck leaves cuBLASLt's own kernels (nvjet, xmma, cutlass) uninstrumented: they are NVIDIA's
+# and cannot be fixed here, their TMA and mbarrier pipelines are what racecheck reports on (10
+# "hazards" inside nvjet_sm90_tss_* in sessions 31-32, none in a memra kernel), and instrumenting them
+# is what pushed the end-to-end cases past a call. Every memra kernel stays instrumented; the table
+# says so. memcheck, initcheck and synccheck still see every kernel.
+race_filter=()
+"$cs" --help 2>&1 | grep -q -- '--kernel-name-exclude' &&
+  race_filter=(--kernel-name-exclude 'regex=nvjet|xmma|cutlass|cublas')
 deadline=$(($(date +%s) + budget))
 
 # Targets, costliest first.
@@ -108,6 +116,7 @@ run_pair() {  # run_pair TOOL TARGET: writes the pair's log and its verdict file
   left=$((deadline - $(date +%s)))
   if [ "$left" -le 5 ]; then echo "not run" > "$f.txt"; return; fi
   [ "$tool" = memcheck ] && extra=(--leak-check full)
+  [ "$tool" = racecheck ] && extra=("${race_filter[@]}")
   # initcheck: every error printed, so the table can say which kernels read what.
   [ "$tool" = initcheck ] && limit=100000 && extra=(--show-backtrace no "${nvtx[@]}")
   case $target in
@@ -173,6 +182,10 @@ for target in "${targets[@]}"; do
 done > "$out/sanitize-$shard_i-of-$shard_n.tsv"
 {
   echo "=== compute-sanitizer shard $shard_i/$shard_n, $jobs jobs, ${#pairs[@]} pairs run of $((${#targets[@]} * $(echo $tools | wc -w))) in the suite (${#done_pairs[@]} done by earlier calls) ==="
+  case " $tools " in *" racecheck "*)
+    if [ ${#race_filter[@]} -gt 0 ]; then echo "racecheck: cuBLASLt's kernels not instrumented (${race_filter[*]})"
+    else echo "racecheck: this compute-sanitizer has no --kernel-name-exclude; every kernel instrumented"; fi ;;
+  esac
   bash "$(dirname "$0")/sanitize_table.sh" "$out/sanitize-$shard_i-of-$shard_n.tsv"
   # Where initcheck's reports are: the kernel that read, per target (the first 6).
   for log in "$out"/sanitize/pairs/initcheck-*.log; do

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -65,6 +66,12 @@ cl::opt<bool> BenchProfile(
     cl::desc("Time per op kind of each test (events around every op); with --batch, of the batched "
              "engine over every step (default: false)"),
     cl::init(false), cl::sub(kBench));
+cl::list<std::string> BenchProfileSkip(
+    "profile-skip",
+    cl::desc("CUDA, timing only: run no device work for these ops (op mnemonic, unit or kernel entry, "
+             "comma-separated, e.g. delta_net_step,gemv_swiglu), so the difference in t/s against a run "
+             "without it is what they cost inside the CUDA graph; the outputs are garbage (default: none)"),
+    cl::CommaSeparated, cl::value_desc("names"), cl::sub(kBench));
 cl::opt<bool> BenchGraphs("cuda-graphs",
                           cl::desc("CUDA: replay captured segments as CUDA graphs; false = all eager (default: true)"),
                           cl::init(true), cl::sub(kBench));
@@ -389,6 +396,7 @@ absl::Status BenchAtTp(int tp, const std::string& model_path, const memra::gguf:
   eo.cuda.profile = BenchProfile;
   eo.cuda.cuda_graphs = BenchGraphs;
   eo.cuda.pdl = BenchPdl;
+  eo.cuda.skip_ops.assign(BenchProfileSkip.begin(), BenchProfileSkip.end());
   eo.cpu.profile = BenchProfile;
   eo.cpu.weight_mode = weights == "dequant" ? runtime::WeightMode::kDequantizeAtLoad : runtime::WeightMode::kPerRow;
   eo.cuda.weights = weights == "bf16" ? kernels::cuda::WeightMode::kBf16 : kernels::cuda::WeightMode::kBlocks;
@@ -510,6 +518,13 @@ absl::Status BenchAtTp(int tp, const std::string& model_path, const memra::gguf:
     llvm::errs() << "memra bench: " << gpu->compile_stats().ToString()
                  << absl::StrFormat("; cuda graphs: %d captured (%.1f ms), %d launches, %d eager segment runs\n",
                                     g.captured, g.capture_ms, g.launches, g.eager_segments);
+    if (!BenchProfileSkip.empty()) {
+      if (g.skipped_actions == 0)
+        return absl::InvalidArgumentError(absl::StrCat("--profile-skip=", absl::StrJoin(BenchProfileSkip, ","),
+                                                       ": no op, unit or kernel of this model has that name"));
+      llvm::errs() << "memra bench: --profile-skip=" << absl::StrJoin(BenchProfileSkip, ",") << ": "
+                   << g.skipped_actions << " device actions not issued (timing only: the outputs are garbage)\n";
+    }
     llvm::errs() << "memra bench: device memory after the tests: "
                  << runtime::DescribeDeviceMemory(gpu->device_memory()) << "\n";
   }
@@ -526,6 +541,8 @@ int RunBench() {
   std::string model_path, model_error;
   if (!BenchModelArg.Resolve(model_path, model_error)) return Fail(absl::InvalidArgumentError(model_error));
   if (BenchBatch.getNumOccurrences() > 0) {
+    if (!BenchProfileSkip.empty())
+      return Fail(absl::InvalidArgumentError("--profile-skip times the pp / tg tests only, not --batch"));
     if (absl::Status st = CheckBatchFlags(); !st.ok()) return Fail(st);
     return RunBatchBench(model_path, *format);
   }
@@ -545,6 +562,9 @@ int RunBench() {
   if (backend_name.empty()) backend_name = std::string(runtime::BackendName(runtime::DefaultBackend()));
   auto backend = runtime::ParseBackend(backend_name);
   if (!backend.ok()) return Fail(backend.status());
+  if (!BenchProfileSkip.empty() &&
+      (*backend != runtime::Backend::kCuda || absl::c_any_of(BenchTp.values(), [](int64_t t) { return t > 1; })))
+    return Fail(absl::InvalidArgumentError("--profile-skip needs --backend cuda on one GPU (--tp 1)"));
   std::string weights_error;
   const std::string weights = memra::tools::WeightsForBackend(BenchWeights, backend_name, weights_error);
   if (!weights_error.empty()) return Fail(absl::InvalidArgumentError(weights_error));

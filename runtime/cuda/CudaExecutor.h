@@ -77,6 +77,12 @@ struct CudaExecutorOptions {
   // kernel becomes resident while the one before it still runs (its weight copies start early)
   // and orders itself with griddepcontrol.wait (memra run / bench `--pdl`).
   bool pdl = true;
+  // Timing only (memra bench `--profile-skip`): the ops whose mnemonic, unit or kernel entry is
+  // named here issue no device work, so the difference in step time against a run without it is
+  // what those ops cost inside the CUDA graph, overlap with their neighbours included (which
+  // `profile`'s events, eager, cannot show). Their results stay whatever the arena held: the
+  // logits of such a run are garbage.
+  std::vector<std::string> skip_ops;
   // How block-format matrices are held (memra run / bench `--weights blocks|bf16`). A module
   // selected by select-kernels must have been selected for the same mode (its kernel_weights).
   kernels::cuda::WeightMode weights = kernels::cuda::WeightMode::kBlocks;
@@ -106,6 +112,7 @@ struct GraphStats {
   double capture_ms = 0;             // host time spent capturing + instantiating
   int64_t capture_failures = 0;      // segments that could not be captured (they run eagerly)
   std::string last_capture_failure;  // why, for the last one
+  int64_t skipped_actions = 0;       // device actions not issued (skip_ops), counted as enqueued
 };
 
 // The target description of CUDA device `ordinal` (kernels/cuda/Target.h), for compiling a

@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "ir/DType.h"
@@ -106,12 +107,20 @@ absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::
   MEMRA_RETURN_IF_ERROR(s.impl->Bind(StepBinder(p, s, weights_, state_, bindings, workspace_ ? workspace_->ptr() : 0,
                                                 options_.tp_rank, options_.tp_size),
                                      step_work_));
+  const auto skipped = [&](absl::string_view name) {
+    return absl::c_find(options_.skip_ops, name) != options_.skip_ops.end();
+  };
+  const bool skip_op = !options_.skip_ops.empty() && (skipped(op.mnemonic()) || skipped(s.impl->name()));
   for (const kcu::DeviceAction& action : step_work_.actions()) {
     if (const auto* k = std::get_if<kcu::KernelCall>(&action)) {
       if (k->launch >= s.launches.size())
         return OpError(op,
                        absl::StrCat("unit ", s.impl->name(), " issued launch ", k->launch, " of ", s.launches.size()));
       const ResolvedLaunch& l = s.launches[k->launch];
+      if (skip_op || (!options_.skip_ops.empty() && skipped(l.spec.kernel.entry))) {
+        ++graph_stats_.skipped_actions;
+        continue;
+      }
       void* args[] = {const_cast<unsigned char*>(k->params.bytes.data())};
       const cuda::CUresult r = cuda::LaunchKernel(d, l.fn, l.spec.grid, l.spec.block, l.spec.smem, stream, args,
                                                   programmatic_launch_, l.spec.cluster);
@@ -119,6 +128,9 @@ absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::
         return absl::InternalError(absl::StrCat("cuda executor: ", op.Summary(), ": launch of ",
                                                 l.spec.kernel.ToString(), " (grid ", l.spec.grid, ", block ",
                                                 l.spec.block, "): ", d.ErrorText(r)));
+    } else if (skip_op) {
+      ++graph_stats_.skipped_actions;
+      continue;
     } else if (const auto* g = std::get_if<kcu::GemmCall>(&action)) {
       absl::Status st = blas_->Matmul(g->x, g->w, g->y, g->m, g->n, g->k, g->w_dtype, stream);
       if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: ", op.Summary(), ": ", st.message()));

@@ -21,6 +21,9 @@ grep -q "loaded in" "$tmp/err.txt" && fail "--tokens 1,,2 was refused only after
 # bench: --temp outside --batch and a run that measures nothing.
 refused "--temp applies to --batch tests only" -- bench "$model" --backend cpu -p 8 -n 2 --temp 0.7
 refused "nothing to measure" -- bench "$model" --backend cpu -p 0 -n 0
+# --profile-skip (timing the graph without some ops) is for one GPU's pp / tg tests only.
+refused "--profile-skip needs --backend cuda on one GPU" -- bench "$model" --backend cpu -p 0 -n 2 --profile-skip=delta_net_step
+refused "--profile-skip times the pp / tg tests only" -- bench "$model" --backend cpu -p 8 --batch 1 --profile-skip=gemv
 refused "ctx-size option: 100000000 is out of range: expected 0 to 16777216" -- "${run[@]}" --ctx-size 100000000
 refused "ctx-size option: 9223372036854775807 is out of range" -- "${run[@]}" --ctx-size 9223372036854775807
 refused "ctx-size option: -1 is out of range" -- "${run[@]}" --ctx-size -1
