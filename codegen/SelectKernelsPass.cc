@@ -53,10 +53,15 @@ class SelectKernelsPass : public passes::Pass {
     if (*decode_class == kcu::DecodeClass::kExact && companions == "true")
       return absl::InvalidArgumentError("select-kernels: decode-class=exact does not take q8-companions=true");
     const bool pair = companions == "true" || (companions == "auto" && *decode_class != kcu::DecodeClass::kExact);
+    const int64_t split = *delta_step_split_;
+    if (split != 1 && split != 2 && split != 4 && split != 8)
+      return absl::InvalidArgumentError(absl::StrCat("select-kernels: delta-step-split is 1, 2, 4 or 8, not ", split));
+    const kcu::SelectOptions options{*decode_class, *last_block_merge_, static_cast<int>(split)};
     bool changed = kcu::WriteSelectionTarget(*target, m);
     changed |= kcu::WriteSelectionWeights(*weights, m);
     changed |= kcu::WriteDecodeClass(*decode_class, m);
     changed |= kcu::WriteLastBlockMerge(*last_block_merge_, m);
+    changed |= kcu::WriteDeltaStepSplit(options.delta_step_split, m);
     std::set<std::string> modules;
     for (const auto& f : m.functions()) {
       if (!kcu::IsStaticFunction(*f)) {
@@ -80,15 +85,14 @@ class SelectKernelsPass : public passes::Pass {
         }
         auto s = kcu::ShapesAt(*op, bucket, *weights);
         if (!s.ok()) return where(s.status());
-        auto sel = kcu::SelectGpuOp(*op, *s, *target, *decode_class, *last_block_merge_);
+        auto sel = kcu::SelectGpuOp(*op, *s, *target, options);
         if (!sel.ok()) return where(sel.status());
         ops.push_back(op);
         shapes.push_back(*std::move(s));
         selections.push_back(*std::move(sel));
       }
       if (pair) {
-        auto spared = kcu::PairQ8Companions(ops, shapes, selections, *target, *decode_class, *last_block_merge_,
-                                            *q8_companion_rows_);
+        auto spared = kcu::PairQ8Companions(ops, shapes, selections, *target, options, *q8_companion_rows_);
         if (!spared.ok()) return where(spared.status());
         q8_spared_ += *spared;
       }
@@ -143,6 +147,16 @@ class SelectKernelsPass : public passes::Pass {
       "a separate attention_combine launch; measured faster under programmatic dependent launch, "
       "bench/RESULTS.md session 37)",
       false};
+  passes::Option<int64_t> delta_step_split_{
+      this,
+      "delta-step-split",
+      "blocks a value head's one-token delta_net_step spreads its state columns over (1, 2, 4 or 8), a "
+      "thread-block cluster summing the gated norm through distributed shared memory; a split the shape "
+      "cannot take (more than 8 blocks a key head, fewer than 32 columns a block with a q8 companion) "
+      "falls back to the largest that fits (1: one block a head)",
+      1,
+      1,
+      8};
   passes::Statistic functions_{this, "functions", "static functions annotated"};
   passes::Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes left alone"};
   passes::Statistic ops_{this, "ops", "ops selected"};

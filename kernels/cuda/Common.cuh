@@ -270,6 +270,52 @@ __device__ __forceinline__ void memra_named_barrier(unsigned id, unsigned count)
 #endif
 }
 
+// Thread-block clusters (sm_90+; the launch's cluster dimension): a barrier over every thread of
+// every block of the cluster, split in its two halves (arrive with release semantics: this
+// thread's shared and global writes are visible to the cluster once everyone has arrived; wait
+// with acquire semantics), and a block's shared variable as seen from another block of the
+// cluster (distributed shared memory: the generic address of `p`'s counterpart in block `rank`).
+// A block must not exit while another may still read its shared memory: the last remote read
+// comes before an arrive that the owner waits on. The host emulation runs a cluster's blocks
+// together (tests/cuda/emulation/CudaHostEmulation.h emu_launch_cluster).
+__device__ __forceinline__ void memra_cluster_arrive() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#elif defined(MEMRA_HOST_EMULATION)
+  emu_cluster_arrive();
+#endif
+}
+__device__ __forceinline__ void memra_cluster_wait() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#elif defined(MEMRA_HOST_EMULATION)
+  emu_cluster_wait();
+#endif
+}
+__device__ __forceinline__ void memra_cluster_sync() {
+  memra_cluster_arrive();
+  memra_cluster_wait();
+}
+template <typename T>
+__device__ __forceinline__ const T* memra_cluster_map(const T* p, unsigned rank) {
+#if defined(__CUDA_ARCH__)
+  unsigned long long out;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(out) : "l"(p), "r"(rank));
+  return reinterpret_cast<const T*>(out);
+#elif defined(MEMRA_HOST_EMULATION)
+  return emu_cluster_map(p, rank);
+#else
+  return p;
+#endif
+}
+// A block's shared-memory struct. The host emulation runs a cluster's blocks at once, so there
+// each block's copy lives in its own arena rather than in a function static.
+#if defined(MEMRA_HOST_EMULATION)
+#define MEMRA_BLOCK_SHARED(T, name) T& name = *emu_block_shared<T>()
+#else
+#define MEMRA_BLOCK_SHARED(T, name) __shared__ T name
+#endif
+
 // Programmatic dependent launch (sm_90+). The executor launches kernels with the programmatic
 // stream serialization attribute, so a kernel may become resident while the one before it still
 // runs. Every kernel therefore calls memra_grid_dependency() before it reads or writes any

@@ -1,6 +1,8 @@
 // Units of kernels/cuda/DeltaNet.cu: the causal depthwise conv (one token: the sequential
 // kernel, one launch; many: one thread per (t, c), then the state update) and the gated delta
 // scan (sequential in t: a token's latency is the cost; GDN_SPLIT lanes share a state column).
+#include <algorithm>
+
 #include "ir/StatusMacros.h"
 #include "kernels/cuda/DeltaNetBind.h"
 #include "kernels/cuda/DeltaNetParams.h"
@@ -174,8 +176,10 @@ class GatedDeltaScanImpl : public GpuOpImpl {
   }
 };
 
-// delta_net_step, one token (fuse-delta-net-step): one block of 512 threads per value head, the
-// Hv / Hk blocks of a key head one cluster (DeltaNet.cu: they share the key head's conv rows).
+// delta_net_step, one token (fuse-delta-net-step): a value head's state columns over
+// select-kernels{delta-step-split} blocks (1: one block of 512 threads a head), the Hv / Hk heads
+// of a key head and their column blocks one cluster (DeltaNet.cu: they share the key head's conv
+// rows, and a head's blocks its gated norm).
 class DeltaNetStepImpl : public GpuOpImpl {
  public:
   absl::string_view name() const override { return "delta_net_step"; }
@@ -185,24 +189,39 @@ class DeltaNetStepImpl : public GpuOpImpl {
     const int64_t T = in[0][0], C = in[0][1], K = in[1][1], Hv = in[6][1], Dv = in[6][2], Dk = in[9][2];
     if (T != 1) return Unsupported(c.op, "one token only (the pass forms it for decode)");
     const int64_t Hk = (C - Hv * Dv) / (2 * Dk);
-    constexpr int64_t kThreads = 512, kLanes = 8;  // DeltaNet.cu DNS_THREADS, DNS_LANES
-    const int64_t passes = (Dv + kThreads / kLanes - 1) / (kThreads / kLanes);
+    constexpr int64_t kLanes = 8;  // DeltaNet.cu DNS_LANES
     if (Dk % 32 != 0 || Dk > 256) return Unsupported(c.op, "key head dim must be a multiple of 32, <= 256");
-    if (Dv > kThreads) return Unsupported(c.op, "value head dim must be <= 512 (a thread per output)");
+    if (Dv > 512) return Unsupported(c.op, "value head dim must be <= 512 (a thread per output)");
+    const int64_t heads_per_key = Hv / Hk;
+    if (heads_per_key > 8) return Unsupported(c.op, "more than 8 value heads per key head (the portable cluster size)");
+    const std::optional<Q8Companion> q8 = Q8CompanionOf(c.op);
+    const bool companion = q8 && q8->result == 0 && Dv % 32 == 0;
+    // The largest split up to the option's that the shape takes: a cluster of at most 8 blocks,
+    // whole columns a block, whole 32-element units a block when it writes a q8 companion.
+    int64_t split = std::max(1, c.delta_step_split);
+    while (split > 1 && (heads_per_key * split > 8 || Dv % split != 0 || (companion && (Dv / split) % 32 != 0)))
+      split /= 2;
+    const int64_t cols = Dv / split;
+    // 512 threads for one block a head (two passes over 128 columns); a split block takes a thread
+    // per lane of its columns, at least one warp.
+    const int64_t threads = split == 1 ? 512 : std::clamp<int64_t>(cols * kLanes, 32, 512);
+    const int64_t passes = (cols + threads / kLanes - 1) / (threads / kLanes);
     if (passes * Dk / 32 > 16) return Unsupported(c.op, "a head's state past 64 registers a thread");
-    const int64_t cluster = Hv / Hk;
-    if (cluster > 8) return Unsupported(c.op, "more than 8 value heads per key head (the portable cluster size)");
     Launch l;
     l.kernel.module.file = "DeltaNet.cu";
-    l.kernel.module.defines =
-        MakeDefines({Def("DNS_HK", Hk), Def("DNS_HV", Hv), Def("DNS_DK", Dk), Def("DNS_DV", Dv), Def("CONV_K", K)});
+    std::vector<std::pair<std::string, std::string>> defs = {Def("DNS_HK", Hk), Def("DNS_HV", Hv), Def("DNS_DK", Dk),
+                                                             Def("DNS_DV", Dv), Def("CONV_K", K)};
+    if (split > 1) {
+      defs.push_back(Def("DNS_SPLIT", split));
+      defs.push_back(Def("DNS_THREADS", threads));
+    }
+    l.kernel.module.defines = MakeDefines(defs);
     l.kernel.entry = "delta_net_step";
-    l.block = kThreads;
-    l.grid = static_cast<uint32_t>(Hv);
-    l.cluster = static_cast<uint32_t>(cluster);
+    l.block = static_cast<uint32_t>(threads);
+    l.grid = static_cast<uint32_t>(Hv * split);
+    l.cluster = static_cast<uint32_t>(heads_per_key * split);
     // The gated norm's outputs as q8 too (select-kernels' pairing): a warp's 32 of a head each.
-    const std::optional<Q8Companion> q8 = Q8CompanionOf(c.op);
-    if (q8 && q8->result == 0 && Dv % 32 == 0) AddQ8CompanionDefines(*q8, l);
+    if (companion) AddQ8CompanionDefines(*q8, l);
     OpSelection s;
     s.launches.push_back(std::move(l));
     return std::optional<OpSelection>(std::move(s));

@@ -273,51 +273,73 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) seq_gated_delta_scan(c
 
 #ifdef DNS_DK
 #include "DeltaRuleColumn.cuh"
-// delta_net_step: one token of a delta-net layer (ir/Ops.def delta_net_step), one block per value
-// head h; the DNS_HV / DNS_HK blocks of one key head form a thread-block cluster (its blocks are
-// consecutive: blockIdx.x = kh * R + r, h = kh + r * DNS_HK).
-//   1. the conv of the block's channels (its key head's q and k, its own v), silu, into shared
-//      memory; each v channel's ring row written back by its block, each q / k row by the r = 0
-//      block of the cluster after a cluster barrier (every block of the cluster has read it then);
+// delta_net_step: one token of a delta-net layer (ir/Ops.def delta_net_step). A value head h's
+// state columns are spread over DNS_SPLIT blocks (select-kernels{delta-step-split}), each taking
+// DNS_DVB = DV / DNS_SPLIT columns; the DNS_HV / DNS_HK value heads of one key head and their
+// column blocks form one thread-block cluster (consecutive blocks: blockIdx.x = kh * CLUSTER +
+// r * DNS_SPLIT + s, h = kh + r * DNS_HK, columns s * DNS_DVB ...).
+//   1. the conv of the block's channels (its key head's q and k, its own v columns), silu, into
+//      shared memory; each v channel's ring row written back by its block, each q / k row by the
+//      cluster's first block after a cluster barrier (every block of the cluster has read it then);
 //   2. the gates of head h, and the q / k l2 norms (every warp sums them, no barrier);
 //   3. the delta rule: DNS_LANES lanes own a state column S[:, j] (float4 pieces i = 4 lane + 32 m),
-//      a warp DNS_COLS columns, the block all DV columns in DNS_PASSES passes, the state read once
-//      into registers up front so its loads are all in flight together;
-//   4. the gated rms norm over the head's DV outputs (every warp sums the squares, no barrier), and
-//      with MEMRA_Q8X_OFF their q8 companion (kernels/cuda/Q8Companion.h).
+//      a warp DNS_COLS columns, the block its DNS_DVB columns in DNS_PASSES passes, the state read
+//      once into registers up front so its loads are all in flight together;
+//   4. the gated rms norm over the head's DV outputs: each block sums its columns' squares (every
+//      warp, no barrier); split, the head's blocks add their partials in column order through
+//      distributed shared memory, so every block of the head scales by the same bits. With
+//      MEMRA_Q8X_OFF the outputs' q8 companion too (kernels/cuda/Q8Companion.h; a block's columns
+//      are whole 32-element units).
 // Arithmetic as the CPU kernels it replaces (kernels/cpu): q / k normalized before the products,
 // the decay, the update and the output per column in that order, rms scale then weight then gate.
-#define DNS_R (DNS_HV / DNS_HK)
-#define DNS_LANES 8
+#ifndef DNS_SPLIT
+#define DNS_SPLIT 1
+#endif
+#ifndef DNS_THREADS
 #define DNS_THREADS 512
+#endif
+#ifndef DNS_LANES
+#define DNS_LANES 8
+#endif
+#define DNS_R (DNS_HV / DNS_HK)
+#define DNS_CLUSTER (DNS_R * DNS_SPLIT)
+#define DNS_DVB (DNS_DV / DNS_SPLIT)  // the block's value columns
 #define DNS_COLS (32 / DNS_LANES)
-#define DNS_PASSES ((DNS_DV + DNS_COLS * (DNS_THREADS / 32) - 1) / (DNS_COLS * (DNS_THREADS / 32)))
+#define DNS_PASSES ((DNS_DVB + DNS_COLS * (DNS_THREADS / 32) - 1) / (DNS_COLS * (DNS_THREADS / 32)))
 #define DNS_PIECES (DNS_DK / (4 * DNS_LANES))
-#define DNS_CH (2 * DNS_DK + DNS_DV)  // the block's conv channels
+#define DNS_CH (2 * DNS_DK + DNS_DVB)  // the block's conv channels
 #define DNS_C (2 * DNS_HK * DNS_DK + DNS_HV * DNS_DV)
-#if DNS_DV > DNS_THREADS
-#error "delta_net_step: a value head's outputs take one thread each (DNS_DV <= DNS_THREADS)"
+#if DNS_DVB > DNS_THREADS
+#error "delta_net_step: a block's outputs take one thread each (DNS_DV / DNS_SPLIT <= DNS_THREADS)"
+#endif
+#if DNS_DV % DNS_SPLIT != 0
+#error "delta_net_step: DNS_SPLIT must divide the value head dim"
 #endif
 
-__device__ __forceinline__ void dns_cluster_sync() {
-#if DNS_R > 1
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-#else
-  __syncthreads();
-#endif
-}
+struct DnsShared {
+  __align__(16) float sq[DNS_DK];
+  __align__(16) float sk[DNS_DK];
+  __align__(16) float sv[DNS_DVB];
+  __align__(16) float so[DNS_DVB];
+  float ss;  // the block's sum of squares (read by the head's other blocks)
+};
 
-// The block's t-th conv channel: q of key head kh, then k of it, then v of value head h.
-__device__ __forceinline__ int dns_channel(int t, int kh, int h) {
+// The block's t-th conv channel: q of key head kh, then k of it, then v columns j0... of value head h.
+__device__ __forceinline__ int dns_channel(int t, int kh, int h, int j0) {
   return t < DNS_DK       ? kh * DNS_DK + t
          : t < 2 * DNS_DK ? DNS_HK * DNS_DK + kh * DNS_DK + (t - DNS_DK)
-                          : 2 * DNS_HK * DNS_DK + h * DNS_DV + (t - 2 * DNS_DK);
+                          : 2 * DNS_HK * DNS_DK + h * DNS_DV + j0 + (t - 2 * DNS_DK);
 }
 
 extern "C" __global__ void __launch_bounds__(DNS_THREADS) delta_net_step(const DeltaNetStepParams p) {
-  const int kh = blockIdx.x / DNS_R, r = blockIdx.x % DNS_R, h = kh + r * DNS_HK;
+  const int kh = blockIdx.x / DNS_CLUSTER, rank = blockIdx.x % DNS_CLUSTER;
+  const int r = rank / DNS_SPLIT, h = kh + r * DNS_HK, j0 = (rank % DNS_SPLIT) * DNS_DVB;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __shared__ __align__(16) float sq[DNS_DK], sk[DNS_DK], sv[DNS_DV], so[DNS_DV];
+  MEMRA_BLOCK_SHARED(DnsShared, sh);
+  float* sq = sh.sq;
+  float* sk = sh.sk;
+  float* sv = sh.sv;
+  float* so = sh.so;
 #define DNS_CH_PER_THREAD ((DNS_CH + DNS_THREADS - 1) / DNS_THREADS)
   // Weights before the grid dependency wait (they do not depend on the kernels before); after it,
   // every activation and state load is issued at once (each dependent round trip is ~1 us).
@@ -325,28 +347,28 @@ extern "C" __global__ void __launch_bounds__(DNS_THREADS) delta_net_step(const D
 #pragma unroll
   for (int e = 0; e < DNS_CH_PER_THREAD; ++e) {
     const int t = threadIdx.x + e * DNS_THREADS;
-    const int c = dns_channel(t < DNS_CH ? t : 0, kh, h);
+    const int c = dns_channel(t < DNS_CH ? t : 0, kh, h, j0);
 #pragma unroll
     for (int i = 0; i < CONV_K; ++i) wc[e][i] = p.conv_w[(i64)c * CONV_K + i];
   }
   const float dt_bias = p.dt_bias[h], ssm_a = p.ssm_a[h];
-  const float nw = threadIdx.x < DNS_DV ? p.norm_w[threadIdx.x] : 0.0f;
+  const float nw = threadIdx.x < DNS_DVB ? p.norm_w[j0 + threadIdx.x] : 0.0f;
   memra_grid_dependency();
-  const float zj = threadIdx.x < DNS_DV ? p.z[(i64)h * DNS_DV + threadIdx.x] : 0.0f;
+  const float zj = threadIdx.x < DNS_DVB ? p.z[(i64)h * DNS_DV + j0 + threadIdx.x] : 0.0f;
   const float bh = p.b[h], ah = p.a[h];
-  // The state, so its loads (64 KB a head at 128 x 128) are in flight while the conv runs.
-  // Lane group g8 = lane / DNS_LANES owns column j of pass ps; its lane p8 holds S[i][j] for
-  // i = 4 p8 + 32 m + 0..3.
+  // The block's state columns, so their loads (64 KB a head at 128 x 128) are in flight while the
+  // conv runs. Lane group g8 = lane / DNS_LANES owns column j0 + jl of pass ps; its lane p8 holds
+  // S[i][j] for i = 4 p8 + 32 m + 0..3.
   const int g8 = lane / DNS_LANES, p8 = lane % DNS_LANES;
   float4 S[DNS_PASSES][DNS_PIECES];
-  float* st = p.delta_state + (i64)h * DNS_DV * DNS_DK;
+  float* st = p.delta_state + ((i64)h * DNS_DV + j0) * DNS_DK;
 #pragma unroll
   for (int ps = 0; ps < DNS_PASSES; ++ps) {
-    const int j = (ps * (DNS_THREADS / 32) + warp) * DNS_COLS + g8;
+    const int jl = (ps * (DNS_THREADS / 32) + warp) * DNS_COLS + g8;
 #pragma unroll
     for (int m = 0; m < DNS_PIECES; ++m)
-      S[ps][m] = j < DNS_DV ? *reinterpret_cast<const float4*>(st + (i64)j * DNS_DK + 4 * p8 + 32 * m)
-                            : make_float4(0.f, 0.f, 0.f, 0.f);
+      S[ps][m] = jl < DNS_DVB ? *reinterpret_cast<const float4*>(st + (i64)jl * DNS_DK + 4 * p8 + 32 * m)
+                              : make_float4(0.f, 0.f, 0.f, 0.f);
   }
 
   // 1. The conv: a thread per channel (a loop past DNS_THREADS channels). The windows of the q / k
@@ -356,7 +378,7 @@ extern "C" __global__ void __launch_bounds__(DNS_THREADS) delta_net_step(const D
   for (int e = 0; e < DNS_CH_PER_THREAD; ++e) {
     const int t = threadIdx.x + e * DNS_THREADS;
     if (t >= DNS_CH) break;
-    const int c = dns_channel(t, kh, h);
+    const int c = dns_channel(t, kh, h, j0);
     float win[CONV_K];
 #pragma unroll
     for (int i = 0; i < CONV_K - 1; ++i) win[i] = p.conv_state[(i64)c * (CONV_K - 1) + i];
@@ -378,13 +400,18 @@ extern "C" __global__ void __launch_bounds__(DNS_THREADS) delta_net_step(const D
       for (int i = 0; i < CONV_K - 1; ++i) p.conv_state[(i64)c * (CONV_K - 1) + i] = keep[e][i];
     }
   }
-  dns_cluster_sync();  // every block of the key head has read its q / k rows (and the block sees sq, sk, sv)
-  if (r == 0) {
+  // Every block of the key head has read its q / k rows (and the block sees sq, sk, sv).
+#if DNS_CLUSTER > 1
+  memra_cluster_sync();
+#else
+  __syncthreads();
+#endif
+  if (rank == 0) {
 #pragma unroll
     for (int e = 0; e < DNS_CH_PER_THREAD; ++e) {
       const int t = threadIdx.x + e * DNS_THREADS;
       if (t >= 2 * DNS_DK) break;
-      const int c = dns_channel(t, kh, h);
+      const int c = dns_channel(t, kh, h, j0);
 #pragma unroll
       for (int i = 0; i < CONV_K - 1; ++i) p.conv_state[(i64)c * (CONV_K - 1) + i] = keep[e][i];
     }
@@ -405,30 +432,41 @@ extern "C" __global__ void __launch_bounds__(DNS_THREADS) delta_net_step(const D
     }
 #pragma unroll
   for (int ps = 0; ps < DNS_PASSES; ++ps) {
-    const int j = (ps * (DNS_THREADS / 32) + warp) * DNS_COLS + g8;
+    const int jl = (ps * (DNS_THREADS / 32) + warp) * DNS_COLS + g8;
     const float out = delta_rule_column<DNS_LANES>(
         S[ps], [&](int m, int e) { return kn[m][e]; }, [&](int m, int e) { return qn[m][e]; }, decay, beta,
-        j < DNS_DV ? sv[j] : 0.0f);
-    if (j < DNS_DV) {
+        jl < DNS_DVB ? sv[jl] : 0.0f);
+    if (jl < DNS_DVB) {
 #pragma unroll
       for (int m = 0; m < DNS_PIECES; ++m)
-        *reinterpret_cast<float4*>(st + (i64)j * DNS_DK + 4 * p8 + 32 * m) = S[ps][m];
-      if (p8 == 0) so[j] = out * p.scale;
+        *reinterpret_cast<float4*>(st + (i64)jl * DNS_DK + 4 * p8 + 32 * m) = S[ps][m];
+      if (p8 == 0) so[jl] = out * p.scale;
     }
   }
   __syncthreads();
 
   // 4. The gated rms norm of head h's outputs.
   float ss = 0.0f;
-  for (int i = lane; i < DNS_DV; i += 32) ss += so[i] * so[i];
+  for (int i = lane; i < DNS_DVB; i += 32) ss += so[i] * so[i];
   ss = warp_sum(ss);
+#if DNS_SPLIT > 1
+  if (threadIdx.x == 0) sh.ss = ss;
+  memra_cluster_sync();  // every block's partial written and visible
+  ss = 0.0f;
+#pragma unroll
+  for (int b = 0; b < DNS_SPLIT; ++b) ss += *memra_cluster_map(&sh.ss, r * DNS_SPLIT + b);
+  memra_cluster_arrive();  // this block is done reading the others' partials
+#endif
   const float rs = 1.0f / sqrtf(ss / (float)DNS_DV + p.eps);
-  if (threadIdx.x < DNS_DV) {
+  if (threadIdx.x < DNS_DVB) {
     const float y = ((so[threadIdx.x] * rs) * nw) * siluf_(zj);
-    p.y[(i64)h * DNS_DV + threadIdx.x] = y;
+    p.y[(i64)h * DNS_DV + j0 + threadIdx.x] = y;
 #ifdef MEMRA_Q8X_OFF
-    q8x_store(p.y, (i64)h * DNS_DV + threadIdx.x, y);  // warp-uniform: DNS_DV % 32 == 0 (the unit)
+    q8x_store(p.y, (i64)h * DNS_DV + j0 + threadIdx.x, y);  // warp-uniform: DNS_DVB % 32 == 0 (the unit)
 #endif
   }
+#if DNS_SPLIT > 1
+  memra_cluster_wait();  // no block leaves while another may still read its partial
+#endif
 }
 #endif

@@ -73,16 +73,29 @@ struct OpSelection {
   bool gemv = false;  // one-token products on Gemv.cu
 };
 
-struct SelectContext {
-  const ir::Op& op;
-  const OpShapes& shapes;
-  const Target& target;
+// The module-wide choices select-kernels makes for every unit (its options, recorded as module
+// attributes so a plan's kernel table re-derives the same selections: GpuOpRegistry.h
+// ReadSelectOptions).
+struct SelectOptions {
   // The module's numeric class (DecodeClass.h): under kExact the one-token GEMVs decline.
   DecodeClass decode_class = DecodeClass::kBucket;
   // select-kernels{last-block-merge}: the split-KV decode attention merges its ranges in its last
   // blocks (one launch); false: a separate attention_combine launch (the form before, measured
   // against it).
   bool last_block_merge = false;
+  // select-kernels{delta-step-split}: blocks a value head's delta_net_step spreads its state
+  // columns over (1, 2, 4 or 8; DeltaNet.cu DNS_SPLIT), as a cluster that sums the gated norm's
+  // squares through distributed shared memory. 1: one block a head.
+  int delta_step_split = 1;
+};
+
+struct SelectContext {
+  const ir::Op& op;
+  const OpShapes& shapes;
+  const Target& target;
+  DecodeClass decode_class = DecodeClass::kBucket;  // SelectOptions'
+  bool last_block_merge = false;                    // SelectOptions'
+  int delta_step_split = 1;                         // SelectOptions'
 };
 
 // A kernel's parameter struct as bytes (cuLaunchKernel gets a pointer to them as its one

@@ -141,13 +141,14 @@ const GpuOpImpl* FindGpuOpImpl(absl::string_view name) {
 }
 
 absl::StatusOr<OpSelection> SelectGpuOp(const ir::Op& op, const OpShapes& shapes, const Target& target,
-                                        DecodeClass decode_class, bool last_block_merge) {
+                                        const SelectOptions& options) {
   bool implemented = false;
   for (const GpuOpImpl* u : GpuOpImpls()) {
     if (!u->Implements(op.kind())) continue;
     implemented = true;
-    MEMRA_ASSIGN_OR_RETURN(std::optional<OpSelection> s,
-                           u->Select({op, shapes, target, decode_class, last_block_merge}));
+    MEMRA_ASSIGN_OR_RETURN(
+        std::optional<OpSelection> s,
+        u->Select({op, shapes, target, options.decode_class, options.last_block_merge, options.delta_step_split}));
     if (s) {
       s->impl = std::string(u->name());
       return *std::move(s);
@@ -304,6 +305,29 @@ bool WriteLastBlockMerge(bool merge, ir::Module& m) {
 
 bool ReadLastBlockMerge(const ir::Module& m) { return m.attrs().I64Or("kernel_last_block_merge", 0) != 0; }
 
+bool WriteDeltaStepSplit(int split, ir::Module& m) {
+  if (split == 1) return m.attrs().Erase("kernel_delta_step_split");
+  if (m.attrs().GetI64("kernel_delta_step_split") == std::optional<int64_t>(split)) return false;
+  m.attrs().Set("kernel_delta_step_split", int64_t{split});
+  return true;
+}
+
+absl::StatusOr<int> ReadDeltaStepSplit(const ir::Module& m) {
+  const int64_t split = m.attrs().I64Or("kernel_delta_step_split", 1);
+  if (split != 1 && split != 2 && split != 4 && split != 8)
+    return absl::InvalidArgumentError(
+        absl::StrCat("module attribute kernel_delta_step_split is ", split, ", not 1, 2, 4 or 8"));
+  return static_cast<int>(split);
+}
+
+absl::StatusOr<SelectOptions> ReadSelectOptions(const ir::Module& m) {
+  SelectOptions o;
+  MEMRA_ASSIGN_OR_RETURN(o.decode_class, ReadDecodeClass(m));
+  o.last_block_merge = ReadLastBlockMerge(m);
+  MEMRA_ASSIGN_OR_RETURN(o.delta_step_split, ReadDeltaStepSplit(m));
+  return o;
+}
+
 bool WriteSelectionWeights(WeightMode mode, ir::Module& m) {
   const std::string name(WeightModeName(mode));
   if (m.attrs().GetString("kernel_weights") == name) return false;
@@ -335,11 +359,9 @@ bool IsStaticFunction(const ir::Function& fn) {
 
 absl::StatusOr<std::vector<OpSelection>> SelectionsOf(const ir::Function& fn, int64_t bucket, const Target& target,
                                                       WeightMode weights, bool use_records) {
-  DecodeClass decode_class = DecodeClass::kBucket;
-  bool merge = false;
+  SelectOptions options;
   if (fn.module() != nullptr) {
-    MEMRA_ASSIGN_OR_RETURN(decode_class, ReadDecodeClass(*fn.module()));
-    merge = ReadLastBlockMerge(*fn.module());
+    MEMRA_ASSIGN_OR_RETURN(options, ReadSelectOptions(*fn.module()));
   }
   std::vector<OpSelection> out;
   for (const ir::Op* op : fn.Ops()) {
@@ -352,7 +374,7 @@ absl::StatusOr<std::vector<OpSelection>> SelectionsOf(const ir::Function& fn, in
       }
     }
     MEMRA_ASSIGN_OR_RETURN(OpShapes s, ShapesAt(*op, bucket, weights));
-    MEMRA_ASSIGN_OR_RETURN(OpSelection sel, SelectGpuOp(*op, s, target, decode_class, merge));
+    MEMRA_ASSIGN_OR_RETURN(OpSelection sel, SelectGpuOp(*op, s, target, options));
     if (use_records && FindGpuOpImpl(sel.impl)->DoesDeviceWork())
       return absl::FailedPreconditionError(absl::StrCat("@", fn.name(), ": ", op->Summary(),
                                                         " has no kernel selection record (impl = ...) although its "
@@ -364,8 +386,7 @@ absl::StatusOr<std::vector<OpSelection>> SelectionsOf(const ir::Function& fn, in
 
 absl::StatusOr<int64_t> WorkspaceBytesOf(const ir::Module& m, const Target& target, WeightMode weights,
                                          bool use_records) {
-  MEMRA_ASSIGN_OR_RETURN(const DecodeClass decode_class, ReadDecodeClass(m));
-  const bool merge = ReadLastBlockMerge(m);
+  MEMRA_ASSIGN_OR_RETURN(const SelectOptions options, ReadSelectOptions(m));
   int64_t most = 0;
   for (const auto& f : m.functions()) {
     const bool fixed = IsStaticFunction(*f);
@@ -383,7 +404,7 @@ absl::StatusOr<int64_t> WorkspaceBytesOf(const ir::Module& m, const Target& targ
       for (int64_t b : buckets) {
         MEMRA_ASSIGN_OR_RETURN(OpShapes s, ShapesAt(*op, b, weights));
         // An op no unit takes asks for nothing here; its program fails when it is built.
-        auto sel = SelectGpuOp(*op, s, target, decode_class, merge);
+        auto sel = SelectGpuOp(*op, s, target, options);
         if (sel.ok()) most = std::max(most, sel->workspace_bytes);
       }
     }

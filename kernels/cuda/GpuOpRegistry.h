@@ -16,10 +16,10 @@ const std::vector<const GpuOpImpl*>& GpuOpImpls();
 const GpuOpImpl* FindGpuOpImpl(absl::string_view name);
 
 // The first unit of GpuOps.def that implements `op` at these shapes on `target`. Errors name the
-// op and say why (no unit for the kind, or the unit's refusal). `decode_class`: the module's
-// (DecodeClass.h; ReadDecodeClass); `last_block_merge`: SelectContext's.
+// op and say why (no unit for the kind, or the unit's refusal). `options`: the module's
+// (ReadSelectOptions).
 absl::StatusOr<OpSelection> SelectGpuOp(const ir::Op& op, const OpShapes& shapes, const Target& target,
-                                        DecodeClass decode_class = DecodeClass::kBucket, bool last_block_merge = false);
+                                        const SelectOptions& options = {});
 
 // Every op kind of every function of `m` (segments aside) has a unit that implements it.
 // Unimplemented otherwise, naming the op and its kind ("no CUDA kernel for moe_route yet"): the
@@ -54,6 +54,15 @@ absl::StatusOr<std::optional<WeightMode>> ReadSelectionWeights(const ir::Module&
 // kernel sources' hashes changed in that session too).
 bool WriteLastBlockMerge(bool merge, ir::Module& m);
 bool ReadLastBlockMerge(const ir::Module& m);
+
+// select-kernels{delta-step-split} as the module attribute `kernel_delta_step_split` (written only
+// when not 1; absent reads as 1). Read refuses a value other than 1, 2, 4 or 8.
+bool WriteDeltaStepSplit(int split, ir::Module& m);
+absl::StatusOr<int> ReadDeltaStepSplit(const ir::Module& m);
+
+// Every module-wide selection option the module records (decode class, last-block merge, delta
+// step split): what SelectionsOf and WorkspaceBytesOf select with.
+absl::StatusOr<SelectOptions> ReadSelectOptions(const ir::Module& m);
 
 // Whether every argument and result of `fn` has a static shape (a bucket function or @decode):
 // the functions select-kernels annotates and the plan's kernel table covers.

@@ -124,7 +124,7 @@ int CountQ8Launches(const OpSelection& s) {
 
 absl::StatusOr<int64_t> PairQ8Companions(const std::vector<ir::Op*>& ops, const std::vector<OpShapes>& shapes,
                                          std::vector<OpSelection>& selections, const Target& target,
-                                         DecodeClass decode_class, bool last_block_merge, bool row_programs) {
+                                         const SelectOptions& options, bool row_programs) {
   if (ops.size() != shapes.size() || ops.size() != selections.size())
     return absl::InternalError("PairQ8Companions: ops, shapes and selections differ in length");
   absl::flat_hash_map<const ir::Op*, size_t> index;
@@ -158,7 +158,7 @@ absl::StatusOr<int64_t> PairQ8Companions(const std::vector<ir::Op*>& ops, const 
       }
       if (users.empty()) continue;
       WriteQ8Companion(*c, producer);
-      absl::StatusOr<OpSelection> ps = SelectGpuOp(producer, shapes[p], target, decode_class, last_block_merge);
+      absl::StatusOr<OpSelection> ps = SelectGpuOp(producer, shapes[p], target, options);
       const bool writes = ps.ok() && std::any_of(ps->launches.begin(), ps->launches.end(),
                                                  [&](const Launch& l) { return Q8CompanionDefine(l) == c->at; });
       if (!writes) {
@@ -168,7 +168,7 @@ absl::StatusOr<int64_t> PairQ8Companions(const std::vector<ir::Op*>& ops, const 
       std::vector<OpSelection> now;
       int64_t fewer = 0;
       for (size_t u : users) {
-        MEMRA_ASSIGN_OR_RETURN(OpSelection s, SelectGpuOp(*ops[u], shapes[u], target, decode_class, last_block_merge));
+        MEMRA_ASSIGN_OR_RETURN(OpSelection s, SelectGpuOp(*ops[u], shapes[u], target, options));
         fewer += CountQ8Launches(selections[u]) - CountQ8Launches(s);
         now.push_back(std::move(s));
       }

@@ -66,14 +66,12 @@ int CountQ8Launches(const OpSelection& s);
 // for each op whose result feeds (directly or through reshapes) a product that quantizes it (a
 // gemv_q_quantize_x launch) and
 // whose unit can write the companion, records it, re-selects the producer and its users at
-// `shapes` (one per op of `ops`, in order; with select-kernels' `decode_class` and
-// `last_block_merge`, SelectGpuOp's) and replaces their entries of `selections`. A pairing
-// whose producer does not then write it, or that spares no launch, is undone. Returns the
+// `shapes` (one per op of `ops`, in order; with select-kernels' `options`, SelectGpuOp's) and replaces their entries of
+// `selections`. A pairing whose producer does not then write it, or that spares no launch, is undone. Returns the
 // launches spared. `row_programs` false: fused_rows producers write none (select-kernels{
 // q8-companion-rows=false}: Gemma 4's row programs, where the companions measured a loss).
 absl::StatusOr<int64_t> PairQ8Companions(const std::vector<ir::Op*>& ops, const std::vector<OpShapes>& shapes,
                                          std::vector<OpSelection>& selections, const Target& target,
-                                         DecodeClass decode_class = DecodeClass::kBucket, bool last_block_merge = false,
-                                         bool row_programs = true);
+                                         const SelectOptions& options = {}, bool row_programs = true);
 
 }  // namespace memra::kernels::cuda

@@ -72,7 +72,7 @@ Bound Bind(ir::Module& m, std::optional<OpSelection> selection = std::nullopt, b
   if (selection) {
     b.selection = *selection;
   } else {
-    auto s = SelectGpuOp(*op, *shapes, *TargetPreset("sm_90"), DecodeClass::kBucket, merge);
+    auto s = SelectGpuOp(*op, *shapes, *TargetPreset("sm_90"), {DecodeClass::kBucket, merge});
     EXPECT_TRUE(s.ok()) << s.status();
     b.selection = *s;
   }

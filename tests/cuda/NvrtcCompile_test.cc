@@ -405,7 +405,7 @@ TEST(NvrtcCompileTest, MultiTokenGemvModulesCompileForSm90) {
         if (op->is(ir::OpKind::kReturn)) continue;
         auto shapes = kc::ShapesAt(*op, T, kc::WeightMode::kBlocks);
         ASSERT_TRUE(shapes.ok()) << shapes.status();
-        auto s = kc::SelectGpuOp(*op, *shapes, target, kc::DecodeClass::kExact);
+        auto s = kc::SelectGpuOp(*op, *shapes, target, {kc::DecodeClass::kExact});
         ASSERT_TRUE(s.ok()) << s.status();
         EXPECT_TRUE(s->gemv) << d << " T=" << T << ": " << op->Summary() << " -> " << s->impl;
         for (const kc::Launch& l : s->launches) {

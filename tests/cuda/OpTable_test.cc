@@ -25,6 +25,8 @@
 #include "ir/Function.h"
 #include "ir/StatusMacros.h"
 #include "ir/Verifier.h"
+#include "kernels/cuda/GpuOp.h"
+#include "kernels/cuda/GpuOpRegistry.h"
 #include "kernels/cuda/Target.h"
 #include "kernels/cuda/WeightLayout.h"
 #include "kernels/formats/Quant.h"
@@ -66,6 +68,9 @@ struct Harness {
   // up both executors' state before the first call (a block table).
   std::function<void(int64_t T, int call, std::vector<HostTensor>& args)> fix_args;
   std::function<absl::Status(CpuExecutor&, CudaExecutor&)> prepare;
+  // select-kernels' module-wide options the CUDA executor selects with (kernels/cuda/GpuOp.h
+  // SelectOptions, read back from the module's attributes).
+  kernels::cuda::SelectOptions select;
 
   explicit Harness(uint32_t seed) : rng(seed) {
     fn = m->AddFunction("f");
@@ -244,6 +249,8 @@ class OpTableTest : public ::testing::Test {
     Row row{op, dtype, T, h.static_t > 0 ? T : codegen::TokenBucket(T), 0, bound, false, ""};
     absl::Status st = h.Finish(results);
     ASSERT_TRUE(st.ok()) << st;
+    kernels::cuda::WriteLastBlockMerge(h.select.last_block_merge, *h.m);
+    kernels::cuda::WriteDeltaStepSplit(h.select.delta_step_split, *h.m);
     runtime::ThreadGroup group(h.tp_size);
     CpuExecutorOptions co;
     if (h.tp_size > 1) {
@@ -1201,25 +1208,29 @@ TEST_F(OpTableTest, DecodeFusions) {
         },
         /*calls=*/3);
   // delta_net_step (fuse-delta-net-step, one token): the 9B's heads (16 key / 32 value heads of
-  // 128, two blocks a cluster) and the 0.8B's (16 / 16), three calls carrying both states.
+  // 128, two blocks a cluster) and the 0.8B's (16 / 16), three calls carrying both states; each
+  // with its state columns over 1, 2, 4 and 8 blocks a head (select-kernels{delta-step-split}:
+  // the 9B's split of 8 falls back to 4, a cluster of 8).
   for (int64_t hv : {32, 16})
-    Check(
-        "delta_net_step", absl::StrCat("f32 hv", hv), 1, 1e-8,
-        [hv](Harness& h) {
-          const int64_t hk = 16, d = 128, c = 2 * hk * d + hv * d;
-          Value* x = h.Arg("x", {-1, c});
-          Value* z = h.Arg("z", {-1, hv, d});
-          Value* cs = h.State(ir::StateKind::kConv, "conv", DType::kF32, {c, 3});
-          Value* ds = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {hv, d, d});
-          ir::AttrDict attrs = {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}, {"eps", 1e-6}};
-          return std::vector<Value*>{
-              h.b->Build1(ir::OpKind::kDeltaNetStep,
-                          {x, h.Weight("w", GgmlType::kF32, {4, c}), h.Arg("b", {-1, hv}), h.Arg("a", {-1, hv}),
-                           h.Weight("dt", GgmlType::kF32, {hv}), h.Weight("ssm_a", GgmlType::kF32, {hv}, -2, -0.1f), z,
-                           h.Weight("nw", GgmlType::kF32, {d}), cs, ds},
-                          attrs)};
-        },
-        3);
+    for (int split : {1, 2, 4, 8})
+      Check(
+          "delta_net_step", absl::StrCat("f32 hv", hv, split > 1 ? absl::StrCat(" split", split) : ""), 1, 1e-8,
+          [hv, split](Harness& h) {
+            h.select.delta_step_split = split;
+            const int64_t hk = 16, d = 128, c = 2 * hk * d + hv * d;
+            Value* x = h.Arg("x", {-1, c});
+            Value* z = h.Arg("z", {-1, hv, d});
+            Value* cs = h.State(ir::StateKind::kConv, "conv", DType::kF32, {c, 3});
+            Value* ds = h.State(ir::StateKind::kDelta, "delta", DType::kF32, {hv, d, d});
+            ir::AttrDict attrs = {{"scale", 1.0 / std::sqrt(128.0)}, {"qk_l2_eps", 1e-6}, {"eps", 1e-6}};
+            return std::vector<Value*>{
+                h.b->Build1(ir::OpKind::kDeltaNetStep,
+                            {x, h.Weight("w", GgmlType::kF32, {4, c}), h.Arg("b", {-1, hv}), h.Arg("a", {-1, hv}),
+                             h.Weight("dt", GgmlType::kF32, {hv}), h.Weight("ssm_a", GgmlType::kF32, {hv}, -2, -0.1f),
+                             z, h.Weight("nw", GgmlType::kF32, {d}), cs, ds},
+                            attrs)};
+          },
+          3);
   // matmul_delta_net_step (fuse-matmul-delta-net-step, one token): the input projections whose
   // blocks run each key head's step (gemv_group_delta_step, a ticket per key head that must be zero
   // again for the next of the 3 calls, both states carried): the 0.8B's layer in bf16 (16 / 16

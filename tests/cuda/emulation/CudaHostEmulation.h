@@ -1,6 +1,6 @@
 // A host emulation of the CUDA features kernels/cuda/GemvQuant.cu uses, for checking the kernels'
-// logic without a GPU (tests/cuda/emulation/run.sh): one block at a time, one std::thread per CUDA
-// thread, warps synchronized by barriers for shuffles / votes / __syncwarp, __shared__ as function
+// logic without a GPU (tests/cuda/emulation/run.sh): one block (or one cluster) at a time, one
+// std::thread per CUDA thread, warps synchronized by barriers for shuffles / votes / __syncwarp, __shared__ as function
 // statics (blocks run one after another), cp.async and bulk copies queued per thread and performed by the
 // wait that covers their group (so a read before its wait sees stale data, as it could on the GPU).
 // Include it, then the kernel headers with __CUDACC__ defined, then the .cu (GemvQuantEmuConfig.cc).
@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -181,39 +182,92 @@ inline void gq_emu_wait(int n) {
   }
 }
 
-// Runs fn(params) over grid x block threads, one block at a time, in block order or, with
-// emu_reverse_blocks, last block first (a kernel whose blocks meet through global memory must not
-// depend on the order the GPU happens to run them in).
+// A block's shared-memory arena (Common.cuh MEMRA_BLOCK_SHARED: blocks of a cluster run at once,
+// so a function static cannot hold their shared memory) and the arenas of its cluster
+// (memra_cluster_map); the cluster's barrier (memra_cluster_arrive / wait).
+constexpr size_t kEmuArenaBytes = 64 * 1024;
+struct EmuArena {
+  alignas(64) unsigned char bytes[kEmuArenaBytes];
+};
+inline thread_local unsigned char* emu_arena = nullptr;
+inline thread_local std::vector<std::unique_ptr<EmuArena>>* emu_cluster_arenas = nullptr;
+inline thread_local std::barrier<>* emu_cluster_bar = nullptr;
+inline thread_local std::optional<std::barrier<>::arrival_token> emu_cluster_token;
+template <class T>
+T* emu_block_shared() {
+  static_assert(sizeof(T) <= kEmuArenaBytes, "a block's shared struct past the emulation's arena");
+  return reinterpret_cast<T*>(emu_arena);
+}
+template <class T>
+const T* emu_cluster_map(const T* p, unsigned rank) {
+  const auto off = reinterpret_cast<const unsigned char*>(p) - emu_arena;
+  if (off < 0 || off >= (std::ptrdiff_t)kEmuArenaBytes || rank >= emu_cluster_arenas->size()) std::abort();
+  return reinterpret_cast<const T*>((*emu_cluster_arenas)[rank]->bytes + off);
+}
+inline void emu_cluster_arrive() { emu_cluster_token.emplace(emu_cluster_bar->arrive()); }
+inline void emu_cluster_wait() {
+  emu_cluster_bar->wait(std::move(*emu_cluster_token));
+  emu_cluster_token.reset();
+}
+
+// Runs fn(params) over grid x block threads, one cluster of `cluster` consecutive blocks at a time
+// (its blocks' threads all at once, so cluster barriers and distributed shared memory work), in
+// cluster order or, with emu_reverse_blocks, last cluster first (a kernel whose blocks meet
+// through global memory must not depend on the order the GPU happens to run them in). Each block's
+// arena is filled with 0xff first (NaN as floats), so a read of shared memory never written shows.
 inline bool emu_reverse_blocks = false;
-inline void emu_launch(const std::function<void(const void*)>& fn, unsigned grid, unsigned block, const void* params) {
+inline void emu_launch_cluster(const std::function<void(const void*)>& fn, unsigned grid, unsigned block,
+                               unsigned cluster, const void* params) {
+  if (cluster == 0 || grid % cluster != 0) std::abort();
   gridDim.x = grid;
   blockDim.x = block;
-  for (unsigned i = 0; i < grid; ++i) {
-    const unsigned b = emu_reverse_blocks ? grid - 1 - i : i;
-    std::vector<std::unique_ptr<EmuWarp>> warps;
-    for (unsigned w = 0; w < block / 32; ++w) warps.push_back(std::make_unique<EmuWarp>());
-    std::barrier<> bar(block);
-    EmuNamedBarriers named;
-    std::vector<std::unique_ptr<std::barrier<>>> groups;
-    for (unsigned g = 0; g < (block + 127) / 128; ++g)
-      groups.push_back(std::make_unique<std::barrier<>>(std::min<unsigned>(128, block - 128 * g)));
+  const unsigned clusters = grid / cluster;
+  for (unsigned i = 0; i < clusters; ++i) {
+    const unsigned cl = emu_reverse_blocks ? clusters - 1 - i : i;
+    struct Block {
+      std::vector<std::unique_ptr<EmuWarp>> warps;
+      std::unique_ptr<std::barrier<>> bar;
+      EmuNamedBarriers named;
+      std::vector<std::unique_ptr<std::barrier<>>> groups;
+    };
+    std::vector<std::unique_ptr<Block>> blocks;
+    std::vector<std::unique_ptr<EmuArena>> arenas;
+    for (unsigned k = 0; k < cluster; ++k) {
+      auto b = std::make_unique<Block>();
+      for (unsigned w = 0; w < block / 32; ++w) b->warps.push_back(std::make_unique<EmuWarp>());
+      b->bar = std::make_unique<std::barrier<>>(block);
+      for (unsigned g = 0; g < (block + 127) / 128; ++g)
+        b->groups.push_back(std::make_unique<std::barrier<>>(std::min<unsigned>(128, block - 128 * g)));
+      blocks.push_back(std::move(b));
+      arenas.push_back(std::make_unique<EmuArena>());
+      std::memset(arenas.back()->bytes, 0xff, kEmuArenaBytes);
+    }
+    std::barrier<> cluster_bar(cluster * block);
     std::vector<std::thread> th;
-    for (unsigned t = 0; t < block; ++t)
-      th.emplace_back([&, t] {
-        threadIdx.x = t;
-        blockIdx.x = b;
-        emu_warp = warps[t / 32].get();
-        emu_lane = (int)(t % 32);
-        emu_block_bar = &bar;
-        emu_named = &named;
-        emu_wg_bar = groups[t / 128].get();
-        emu_open.clear();
-        emu_groups.clear();
-        fn(params);
-        gq_emu_wait(0);
-      });
+    for (unsigned k = 0; k < cluster; ++k)
+      for (unsigned t = 0; t < block; ++t)
+        th.emplace_back([&, k, t] {
+          Block& b = *blocks[k];
+          threadIdx.x = t;
+          blockIdx.x = cl * cluster + k;
+          emu_warp = b.warps[t / 32].get();
+          emu_lane = (int)(t % 32);
+          emu_block_bar = b.bar.get();
+          emu_named = &b.named;
+          emu_wg_bar = b.groups[t / 128].get();
+          emu_arena = arenas[k]->bytes;
+          emu_cluster_arenas = &arenas;
+          emu_cluster_bar = &cluster_bar;
+          emu_open.clear();
+          emu_groups.clear();
+          fn(params);
+          gq_emu_wait(0);
+        });
     for (auto& t : th) t.join();
   }
+}
+inline void emu_launch(const std::function<void(const void*)>& fn, unsigned grid, unsigned block, const void* params) {
+  emu_launch_cluster(fn, grid, block, 1, params);
 }
 
 // Kernels by "module key::entry".

@@ -116,7 +116,7 @@ std::vector<std::vector<uint32_t>> Run(const Case& c, int64_t T, const Weights& 
     why = std::string(shapes.status().message());
     return {};
   }
-  auto sel = SelectGpuOp(op, *shapes, tg, DecodeClass::kExact);
+  auto sel = SelectGpuOp(op, *shapes, tg, {DecodeClass::kExact});
   if (!sel.ok() || !sel->gemv) {
     why = sel.ok() ? absl::StrCat("selected ", sel->impl, ", not a GEMV") : std::string(sel.status().message());
     return {};
