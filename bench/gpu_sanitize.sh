@@ -5,7 +5,7 @@
 # `bash bench/gpu_suite.sh BUNDLE --sanitize [BUDGET_S] [OPTIONS] [TOOLS...]`; alone:
 #
 #   bash bench/gpu_sanitize.sh BIN_DIR OUT_DIR BUDGET_S [--jobs N] [--shard I/N] [--timeout S]
-#                              [--row-shards N] [--resume PAIRS.tsv]... [TOOLS...]
+#                              [--row-shards N] [--resume PAIRS.tsv]... [--only REGEX] [TOOLS...]
 #
 # Targets: `memra run --backend cuda` on each tiny q8_0 fixture (qwen35, qwen35moe, gemma4, gemma4e,
 # step35; prefill of 8 and 16 tokens, 8 greedy steps through the graphs and the device loop), every
@@ -25,14 +25,15 @@
 # budget): the table never counts either as clean. --resume takes the pair files of earlier calls
 # (repeatable) and runs only what they left "not run" or "timeout" (with this call's --timeout), so
 # a call that ran out of budget is continued by the next; sanitize_table.sh joins them all, the
-# later verdict winning (a TEST done whole counts its row shards done). Run from the repository root (the fixtures are tests/data/models/).
+# later verdict winning (a TEST done whole counts its row shards done). --only REGEX keeps the
+# pairs whose "TOOL|TARGET" matches (grep -E), e.g. 'racecheck\|test:BatchedEngine|optable:OpTableTest.DecodeFusions'. Run from the repository root (the fixtures are tests/data/models/).
 set -uo pipefail
 bin=${1:?usage: gpu_sanitize.sh BIN_DIR OUT_DIR BUDGET_S [--jobs N] [--shard I/N] [--timeout S] [TOOLS...]}
 out=${2:?}
 budget=${3:-480}
 shift $(($# < 3 ? $# : 3))
 jobs=$(($(nproc) > 3 ? $(nproc) - 2 : 1))
-shard_i=0 shard_n=1 per_pair=240 row_shards=1
+shard_i=0 shard_n=1 per_pair=240 row_shards=1 only=""
 tools=""
 declare -A done_pairs=()  # "tool|target" with a verdict from --resume files
 while [ $# -gt 0 ]; do
@@ -44,6 +45,7 @@ while [ $# -gt 0 ]; do
       [ "$shard_n" -ge 1 ] && [ "$shard_i" -lt "$shard_n" ] || { echo "gpu_sanitize: --shard $2: I must be below N"; exit 2; }
       shift 2 ;;
     --timeout) per_pair=${2:?--timeout needs seconds}; shift 2 ;;
+    --only) only=${2:?--only needs a regular expression}; shift 2 ;;
     --row-shards)
       row_shards=${2:-}
       case $row_shards in '' | *[!0-9]* | 0) echo "gpu_sanitize: --row-shards wants a count >= 1, got '${2:-}'"; exit 2 ;; esac
@@ -103,7 +105,8 @@ k=0
 for tool in $tools; do
   for target in "${targets[@]}"; do
     [ $((k % shard_n)) -eq "$shard_i" ] && [ -z "${done_pairs["$tool|$target"]:-}" ] &&
-      [ -z "${done_pairs["$tool|${target%@*}"]:-}" ] && pairs+=("$tool|$target")
+      [ -z "${done_pairs["$tool|${target%@*}"]:-}" ] &&
+      { [ -z "$only" ] || echo "$tool|$target" | grep -qE -- "$only"; } && pairs+=("$tool|$target")
     k=$((k + 1))
   done
 done
