@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/cuda/emulation/CudaHostEmulation.h"
+#include "tests/cuda/emulation/DeltaStepReference.h"
 #define __CUDACC__ 1
 #include "kernels/cuda/Common.cuh"
 #include "kernels/cuda/DeltaNetParams.h"
@@ -39,55 +40,12 @@ struct Token {
   std::vector<float> x, z, b, a;  // [C], [HV DV], [HV], [HV]
 };
 
-// The step in float64: y [HV, DV]; the states advance.
+// The step in float64 (DeltaStepReference.h): y [HV, DV]; the states advance.
 std::vector<double> Reference(const Layer& L, const Token& t, std::vector<double>& conv, std::vector<double>& delta,
                               double scale, double qk_eps, double eps) {
-  std::vector<double> c(C);
-  for (int ch = 0; ch < C; ++ch) {
-    double s = 0;
-    for (int i = 0; i < KC - 1; ++i) s += conv[(size_t)ch * (KC - 1) + i] * L.conv_w[(size_t)ch * KC + i];
-    s += double(t.x[ch]) * L.conv_w[(size_t)ch * KC + KC - 1];
-    for (int i = 0; i < KC - 2; ++i) conv[(size_t)ch * (KC - 1) + i] = conv[(size_t)ch * (KC - 1) + i + 1];
-    conv[(size_t)ch * (KC - 1) + KC - 2] = t.x[ch];
-    c[ch] = s / (1.0 + std::exp(-s));
-  }
-  auto l2 = [&](const double* v, std::vector<double>& out) {
-    double ss = 0;
-    for (int i = 0; i < DK; ++i) ss += v[i] * v[i];
-    const double inv = 1.0 / std::max(std::sqrt(ss), qk_eps);
-    out.resize(DK);
-    for (int i = 0; i < DK; ++i) out[i] = v[i] * inv;
-  };
-  std::vector<double> y((size_t)HV * DV);
-  for (int h = 0; h < HV; ++h) {
-    const int kh = h % HK;
-    std::vector<double> q, k;
-    l2(&c[(size_t)kh * DK], q);
-    l2(&c[(size_t)HK * DK + kh * DK], k);
-    const double* v = &c[(size_t)2 * HK * DK + h * DV];
-    const double beta = 1.0 / (1.0 + std::exp(-double(t.b[h])));
-    const double a = double(t.a[h]) + L.dt_bias[h];
-    const double sp = a > 20 ? a : std::log1p(std::exp(a));
-    const double decay = std::exp(sp * L.ssm_a[h]);
-    std::vector<double> o(DV);
-    for (int j = 0; j < DV; ++j) {
-      double* S = &delta[((size_t)h * DV + j) * DK];
-      double dot = 0;
-      for (int i = 0; i < DK; ++i) S[i] *= decay, dot += S[i] * k[i];
-      const double d = (v[j] - dot) * beta;
-      double out = 0;
-      for (int i = 0; i < DK; ++i) S[i] += k[i] * d, out += S[i] * q[i];
-      o[j] = out * scale;
-    }
-    double ss = 0;
-    for (int j = 0; j < DV; ++j) ss += o[j] * o[j];
-    const double rs = 1.0 / std::sqrt(ss / DV + eps);
-    for (int j = 0; j < DV; ++j) {
-      const double z = t.z[(size_t)h * DV + j];
-      y[(size_t)h * DV + j] = o[j] * rs * L.norm_w[j] * (z / (1.0 + std::exp(-z)));
-    }
-  }
-  return y;
+  auto wide = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+  return DeltaStepReference<HK, HV, DK, DV, KC>(wide(t.x), wide(t.z), wide(t.b), wide(t.a), L.conv_w, L.dt_bias,
+                                                L.ssm_a, L.norm_w, conv, delta, scale, qk_eps, eps);
 }
 
 template <class A, class B>

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/cuda/emulation/CudaHostEmulation.h"
+#include "tests/cuda/emulation/DeltaStepReference.h"
 #define __CUDACC__ 1
 #include "kernels/cuda/Common.cuh"
 #include "kernels/cuda/DeltaNetParams.h"
@@ -61,52 +62,8 @@ std::vector<double> Reference(const Layer& L, const std::vector<float>& x, std::
     for (int r = 0; r < rows[m]; ++r)
       for (int k = 0; k < K; ++k) p[m][r] += double(emu_bf16_float(L.w[m][(size_t)r * K + k])) * x[k];
   }
-  std::vector<double> c(C);
-  for (int ch = 0; ch < C; ++ch) {
-    double s = 0;
-    for (int i = 0; i < KC - 1; ++i) s += conv[(size_t)ch * (KC - 1) + i] * L.conv_w[(size_t)ch * KC + i];
-    s += p[0][ch] * L.conv_w[(size_t)ch * KC + KC - 1];
-    for (int i = 0; i < KC - 2; ++i) conv[(size_t)ch * (KC - 1) + i] = conv[(size_t)ch * (KC - 1) + i + 1];
-    conv[(size_t)ch * (KC - 1) + KC - 2] = p[0][ch];
-    c[ch] = s / (1.0 + std::exp(-s));
-  }
-  auto l2 = [&](const double* v, std::vector<double>& out) {
-    double ss = 0;
-    for (int i = 0; i < DK; ++i) ss += v[i] * v[i];
-    const double inv = 1.0 / std::max(std::sqrt(ss), qk_eps);
-    out.resize(DK);
-    for (int i = 0; i < DK; ++i) out[i] = v[i] * inv;
-  };
-  std::vector<double> y((size_t)HV * DV);
-  for (int h = 0; h < HV; ++h) {
-    const int kh = h % HK;
-    std::vector<double> q, k;
-    l2(&c[(size_t)kh * DK], q);
-    l2(&c[(size_t)HK * DK + kh * DK], k);
-    const double* v = &c[(size_t)2 * HK * DK + h * DV];
-    const double beta = 1.0 / (1.0 + std::exp(-p[2][h]));
-    const double a = p[3][h] + L.dt_bias[h];
-    const double sp = a > 20 ? a : std::log1p(std::exp(a));
-    const double decay = std::exp(sp * L.ssm_a[h]);
-    std::vector<double> o(DV);
-    for (int j = 0; j < DV; ++j) {
-      double* S = &delta[((size_t)h * DV + j) * DK];
-      double dot = 0;
-      for (int i = 0; i < DK; ++i) S[i] *= decay, dot += S[i] * k[i];
-      const double d = (v[j] - dot) * beta;
-      double out = 0;
-      for (int i = 0; i < DK; ++i) S[i] += k[i] * d, out += S[i] * q[i];
-      o[j] = out * scale;
-    }
-    double ss = 0;
-    for (int j = 0; j < DV; ++j) ss += o[j] * o[j];
-    const double rs = 1.0 / std::sqrt(ss / DV + eps);
-    for (int j = 0; j < DV; ++j) {
-      const double z = p[1][(size_t)h * DV + j];
-      y[(size_t)h * DV + j] = o[j] * rs * L.norm_w[j] * (z / (1.0 + std::exp(-z)));
-    }
-  }
-  return y;
+  return DeltaStepReference<HK, HV, DK, DV, KC>(p[0], p[1], p[2], p[3], L.conv_w, L.dt_bias, L.ssm_a, L.norm_w, conv,
+                                                delta, scale, qk_eps, eps);
 }
 
 }  // namespace
