@@ -5,7 +5,8 @@
 # `bash bench/gpu_suite.sh BUNDLE --sanitize [BUDGET_S] [OPTIONS] [TOOLS...]`; alone:
 #
 #   bash bench/gpu_sanitize.sh BIN_DIR OUT_DIR BUDGET_S [--jobs N] [--shard I/N] [--timeout S]
-#                              [--row-shards N] [--resume PAIRS.tsv]... [--only REGEX] [TOOLS...]
+#                              [--row-shards N] [--resume PAIRS.tsv]... [--only REGEX]
+#                              [--race-skip-cublaslt] [TOOLS...]
 #
 # Targets: `memra run --backend cuda` on each tiny q8_0 fixture (qwen35, qwen35moe, gemma4, gemma4e,
 # step35; prefill of 8 and 16 tokens, 8 greedy steps through the graphs and the device loop), every
@@ -33,7 +34,7 @@ out=${2:?}
 budget=${3:-480}
 shift $(($# < 3 ? $# : 3))
 jobs=$(($(nproc) > 3 ? $(nproc) - 2 : 1))
-shard_i=0 shard_n=1 per_pair=240 row_shards=1 only=""
+shard_i=0 shard_n=1 per_pair=240 row_shards=1 only="" race_skip_cublaslt=""
 tools=""
 declare -A done_pairs=()  # "tool|target" with a verdict from --resume files
 while [ $# -gt 0 ]; do
@@ -46,6 +47,7 @@ while [ $# -gt 0 ]; do
       shift 2 ;;
     --timeout) per_pair=${2:?--timeout needs seconds}; shift 2 ;;
     --only) only=${2:?--only needs a regular expression}; shift 2 ;;
+    --race-skip-cublaslt) race_skip_cublaslt=1; shift ;;
     --row-shards)
       row_shards=${2:-}
       case $row_shards in '' | *[!0-9]* | 0) echo "gpu_sanitize: --row-shards wants a count >= 1, got '${2:-}'"; exit 2 ;; esac
@@ -70,14 +72,15 @@ nvtx=()
 # Test cases that never touch the GPU (selection and layout units) are not errors.
 common=()
 "$cs" --help 2>&1 | grep -q -- '--require-cuda-init' && common=(--require-cuda-init no)
-# racecheck leaves cuBLASLt's own kernels (nvjet, xmma, cutlass) uninstrumented: they are NVIDIA's
-# and cannot be fixed here, their TMA and mbarrier pipelines are what racecheck reports on (10
-# "hazards" inside nvjet_sm90_tss_* in sessions 31-32, none in a memra kernel), and instrumenting them
-# is what pushed the end-to-end cases past a call. Every memra kernel stays instrumented; the table
-# says so. memcheck, initcheck and synccheck still see every kernel.
+# --race-skip-cublaslt: racecheck leaves cuBLASLt's own kernels (nvjet, xmma, cutlass)
+# uninstrumented (they are NVIDIA's; 10 "hazards" inside nvjet_sm90_tss_* in sessions 31-32, none
+# in a memra kernel). Off by default: on an H100 with driver 580 the filter made racecheck stop
+# with "Internal Sanitizer Error: failed to handle a hardware exception" in every q8_0 end-to-end
+# test and in OpTable FusedOps, which pass with 0 hazards without it (session 38).
 race_filter=()
-"$cs" --help 2>&1 | grep -q -- '--kernel-name-exclude' &&
+if [ -n "$race_skip_cublaslt" ] && "$cs" --help 2>&1 | grep -q -- '--kernel-name-exclude'; then
   race_filter=(--kernel-name-exclude 'regex=nvjet|xmma|cutlass|cublas')
+fi
 deadline=$(($(date +%s) + budget))
 
 # Targets, costliest first.
@@ -187,7 +190,7 @@ done > "$out/sanitize-$shard_i-of-$shard_n.tsv"
   echo "=== compute-sanitizer shard $shard_i/$shard_n, $jobs jobs, ${#pairs[@]} pairs run of $((${#targets[@]} * $(echo $tools | wc -w))) in the suite (${#done_pairs[@]} done by earlier calls) ==="
   case " $tools " in *" racecheck "*)
     if [ ${#race_filter[@]} -gt 0 ]; then echo "racecheck: cuBLASLt's kernels not instrumented (${race_filter[*]})"
-    else echo "racecheck: this compute-sanitizer has no --kernel-name-exclude; every kernel instrumented"; fi ;;
+    else echo "racecheck: every kernel instrumented"; fi ;;
   esac
   bash "$(dirname "$0")/sanitize_table.sh" "$out/sanitize-$shard_i-of-$shard_n.tsv"
   # Where initcheck's reports are: the kernel that read, per target (the first 6).

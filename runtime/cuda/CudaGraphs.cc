@@ -257,7 +257,9 @@ absl::StatusOr<std::vector<int32_t>> CudaExecutor::DecodeGreedy(int32_t token, i
     absl::Status st = dev_->Synchronize("@decode greedy loop");
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cuda executor: ", st.message()));
     done += n;
-    if (bad_record[0] != 0) {  // every step of the chunk ran: the device position counts them
+    // Every step of the chunk ran: the device position counts them. Under skip_ops (timing only)
+    // non-finite logits are expected and not an error.
+    if (bad_record[0] != 0 && options_.skip_ops.empty()) {
       position_ += done * step_advance;
       d.cuEventDestroy(ev0);
       d.cuEventDestroy(ev1);
