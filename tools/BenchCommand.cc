@@ -519,11 +519,15 @@ absl::Status BenchAtTp(int tp, const std::string& model_path, const memra::gguf:
                  << absl::StrFormat("; cuda graphs: %d captured (%.1f ms), %d launches, %d eager segment runs\n",
                                     g.captured, g.capture_ms, g.launches, g.eager_segments);
     if (!BenchProfileSkip.empty()) {
-      if (g.skipped_actions == 0)
-        return absl::InvalidArgumentError(absl::StrCat("--profile-skip=", absl::StrJoin(BenchProfileSkip, ","),
-                                                       ": no op, unit or kernel of this model has that name"));
+      for (const std::string& name : BenchProfileSkip)
+        if (!g.skip_matched.contains(name))
+          return absl::InvalidArgumentError(
+              absl::StrCat("--profile-skip: no op, unit or kernel of this model is named \"", name,
+                           "\" (no result reported)"));
       llvm::errs() << "memra bench: --profile-skip=" << absl::StrJoin(BenchProfileSkip, ",") << ": "
-                   << g.skipped_actions << " device actions not issued (timing only: the outputs are garbage)\n";
+                   << g.skipped_actions
+                   << " device actions not issued over every capture and eager run (timing only: the outputs are "
+                      "garbage)\n";
     }
     llvm::errs() << "memra bench: device memory after the tests: "
                  << runtime::DescribeDeviceMemory(gpu->device_memory()) << "\n";

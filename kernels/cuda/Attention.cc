@@ -63,7 +63,7 @@ Defines WithMerge(Defines d) {
 // ATT_CW warps a query head).
 std::vector<Launch> MergedOrCombined(const SelectContext& c, Launch split, int64_t hq, int64_t head_chunks,
                                      OpSelection* s) {
-  if (c.last_block_merge) {
+  if (c.options.last_block_merge) {
     split.kernel.module.defines = WithMerge(split.kernel.module.defines);
     s->ticket_words = head_chunks;
     return {split};

@@ -198,13 +198,13 @@ class DeltaNetStepImpl : public GpuOpImpl {
     const bool companion = q8 && q8->result == 0 && Dv % 32 == 0;
     // The largest split up to the option's that the shape takes: a cluster of at most 8 blocks,
     // whole columns a block, whole 32-element units a block when it writes a q8 companion.
-    int64_t split = std::max(1, c.delta_step_split);
+    int64_t split = std::max(1, c.options.delta_step_split);
     while (split > 1 && (heads_per_key * split > 8 || Dv % split != 0 || (companion && (Dv / split) % 32 != 0)))
       split /= 2;
     const int64_t cols = Dv / split;
     // 512 threads for one block a head (two passes over 128 columns); a split block takes a thread
     // per lane of its columns, at least one warp.
-    const int64_t threads = split == 1 ? 512 : std::clamp<int64_t>(cols * kLanes, 32, 512);
+    const int64_t threads = split == 1 ? 512 : std::clamp<int64_t>((cols * kLanes + 31) / 32 * 32, 32, 512);
     const int64_t passes = (cols + threads / kLanes - 1) / (threads / kLanes);
     if (passes * Dk / 32 > 16) return Unsupported(c.op, "a head's state past 64 registers a thread");
     Launch l;

@@ -315,6 +315,12 @@ extern "C" __global__ void __launch_bounds__(GDN_THREADS) seq_gated_delta_scan(c
 #if DNS_DV % DNS_SPLIT != 0
 #error "delta_net_step: DNS_SPLIT must divide the value head dim"
 #endif
+#if DNS_THREADS % 32 != 0
+#error "delta_net_step: whole warps (DNS_THREADS a multiple of 32)"
+#endif
+#if defined(MEMRA_Q8X_OFF) && DNS_DVB % 32 != 0
+#error "delta_net_step: a q8 companion needs whole 32-element units a block (DNS_DV / DNS_SPLIT % 32 == 0)"
+#endif
 
 struct DnsShared {
   __align__(16) float sq[DNS_DK];
@@ -372,7 +378,7 @@ extern "C" __global__ void __launch_bounds__(DNS_THREADS) delta_net_step(const D
   }
 
   // 1. The conv: a thread per channel (a loop past DNS_THREADS channels). The windows of the q / k
-  // channels stay in registers until the cluster barrier (at most two a thread).
+  // channels stay in registers until the cluster barrier (DNS_CH_PER_THREAD a thread).
   float keep[DNS_CH_PER_THREAD][CONV_K - 1];
 #pragma unroll
   for (int e = 0; e < DNS_CH_PER_THREAD; ++e) {

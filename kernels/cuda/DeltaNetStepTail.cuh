@@ -9,7 +9,8 @@
 //
 // The step's arithmetic is DeltaNet.cu's delta_net_step's for each head (the same conv sum, l2 norm
 // sums, per-column delta rule with DNS_LANES lanes a column, gated norm), so the bits are the two
-// launches' (tests/cuda/emulation/GemvDeltaStepEmu.cc). The value heads of a key head each compute
+// launches' at select-kernels{delta-step-split=1} (tests/cuda/emulation/GemvDeltaStepEmu.cc; a
+// split step adds the gated norm's squares as per-block partials). The value heads of a key head each compute
 // the key head's q / k conv from its state; the last of them to read it (a second ticket per key
 // head, after the value heads' tickets) writes the shifted windows back, as delta_net_step's
 // cluster does after its barrier.

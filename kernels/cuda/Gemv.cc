@@ -33,7 +33,7 @@ std::optional<std::vector<int>> GemvStorages(const SelectContext& c, unsigned fi
   const auto& x = c.shapes.in;
   if (x.empty() || x[0].empty() || x[0].back() % 32 != 0) return std::nullopt;
   const int64_t M = Numel(x[0]) / x[0].back();
-  const int64_t most = c.decode_class == DecodeClass::kExact && !one_token ? kExactDecodeRows : 1;
+  const int64_t most = c.options.decode_class == DecodeClass::kExact && !one_token ? kExactDecodeRows : 1;
   if (M < 1 || M > most) return std::nullopt;
   std::vector<int> storage;
   for (unsigned i = first; i < c.op.num_operands(); ++i) {

@@ -93,9 +93,7 @@ struct SelectContext {
   const ir::Op& op;
   const OpShapes& shapes;
   const Target& target;
-  DecodeClass decode_class = DecodeClass::kBucket;  // SelectOptions'
-  bool last_block_merge = false;                    // SelectOptions'
-  int delta_step_split = 1;                         // SelectOptions'
+  SelectOptions options;  // the module's (select-kernels'), every unit sees all of them
 };
 
 // A kernel's parameter struct as bytes (cuLaunchKernel gets a pointer to them as its one

@@ -146,9 +146,7 @@ absl::StatusOr<OpSelection> SelectGpuOp(const ir::Op& op, const OpShapes& shapes
   for (const GpuOpImpl* u : GpuOpImpls()) {
     if (!u->Implements(op.kind())) continue;
     implemented = true;
-    MEMRA_ASSIGN_OR_RETURN(
-        std::optional<OpSelection> s,
-        u->Select({op, shapes, target, options.decode_class, options.last_block_merge, options.delta_step_split}));
+    MEMRA_ASSIGN_OR_RETURN(std::optional<OpSelection> s, u->Select({op, shapes, target, options}));
     if (s) {
       s->impl = std::string(u->name());
       return *std::move(s);

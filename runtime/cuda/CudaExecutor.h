@@ -32,6 +32,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -81,7 +82,8 @@ struct CudaExecutorOptions {
   // named here issue no device work, so the difference in step time against a run without it is
   // what those ops cost inside the CUDA graph, overlap with their neighbours included (which
   // `profile`'s events, eager, cannot show). Their results stay whatever the arena held: the
-  // logits of such a run are garbage.
+  // logits of such a run are garbage, and skipping an op whose results are positions or indices can
+  // send later kernels out of bounds (an illegal-address error).
   std::vector<std::string> skip_ops;
   // How block-format matrices are held (memra run / bench `--weights blocks|bf16`). A module
   // selected by select-kernels must have been selected for the same mode (its kernel_weights).
@@ -106,13 +108,15 @@ struct CudaExecutorOptions {
 
 // Counters of graph use since the executor was created.
 struct GraphStats {
-  int64_t captured = 0;              // graphs captured and instantiated
-  int64_t launches = 0;              // graph launches
-  int64_t eager_segments = 0;        // segment executions issued op by op
-  double capture_ms = 0;             // host time spent capturing + instantiating
-  int64_t capture_failures = 0;      // segments that could not be captured (they run eagerly)
-  std::string last_capture_failure;  // why, for the last one
-  int64_t skipped_actions = 0;       // device actions not issued (skip_ops), counted as enqueued
+  int64_t captured = 0;                // graphs captured and instantiated
+  int64_t launches = 0;                // graph launches
+  int64_t eager_segments = 0;          // segment executions issued op by op
+  double capture_ms = 0;               // host time spent capturing + instantiating
+  int64_t capture_failures = 0;        // segments that could not be captured (they run eagerly)
+  std::string last_capture_failure;    // why, for the last one
+  int64_t skipped_actions = 0;         // device actions not issued (skip_ops), summed over every
+                                       // capture and eager run
+  std::set<std::string> skip_matched;  // the names of skip_ops that matched an op, unit or kernel
 };
 
 // The target description of CUDA device `ordinal` (kernels/cuda/Target.h), for compiling a

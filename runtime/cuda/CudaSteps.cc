@@ -108,7 +108,9 @@ absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::
                                                 options_.tp_rank, options_.tp_size),
                                      step_work_));
   const auto skipped = [&](absl::string_view name) {
-    return absl::c_find(options_.skip_ops, name) != options_.skip_ops.end();
+    if (absl::c_find(options_.skip_ops, name) == options_.skip_ops.end()) return false;
+    graph_stats_.skip_matched.insert(std::string(name));
+    return true;
   };
   const bool skip_op = !options_.skip_ops.empty() && (skipped(op.mnemonic()) || skipped(s.impl->name()));
   for (const kcu::DeviceAction& action : step_work_.actions()) {

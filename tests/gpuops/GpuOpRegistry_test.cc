@@ -529,6 +529,33 @@ TEST(Selection, WeightModeOnTheModule) {
   EXPECT_FALSE(ReadSelectionWeights(**m).ok());
 }
 
+// select-kernels' module-wide options read back (ReadSelectOptions): defaults when absent, each
+// written value, and a delta-step split the kernel cannot take named.
+TEST(Selection, SelectOptionsOnTheModule) {
+  auto m = ir::ParseModule(kModule);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto none = ReadSelectOptions(**m);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->decode_class, DecodeClass::kBucket);
+  EXPECT_FALSE(none->last_block_merge);
+  EXPECT_EQ(none->delta_step_split, 1);
+  EXPECT_FALSE(WriteDeltaStepSplit(1, **m));  // the default is not written
+  EXPECT_TRUE(WriteDeltaStepSplit(4, **m));
+  EXPECT_FALSE(WriteDeltaStepSplit(4, **m));
+  EXPECT_TRUE(WriteLastBlockMerge(true, **m));
+  auto set = ReadSelectOptions(**m);
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->delta_step_split, 4);
+  EXPECT_TRUE(set->last_block_merge);
+  EXPECT_TRUE(WriteDeltaStepSplit(1, **m));  // erased
+  EXPECT_EQ(ReadSelectOptions(**m)->delta_step_split, 1);
+  (*m)->attrs().Set("kernel_delta_step_split", int64_t{3});
+  auto bad = ReadSelectOptions(**m);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("kernel_delta_step_split is 3, not 1, 2, 4 or 8"), std::string::npos)
+      << bad.status();
+}
+
 TEST(WeightLayout, RepackersMatchTheBlocks) {
   // Two rows of 32: q8_0 blocks quantized by the reference quantizer.
   std::vector<float> x(64);

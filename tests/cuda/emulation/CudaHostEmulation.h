@@ -1,9 +1,10 @@
 // A host emulation of the CUDA features kernels/cuda/GemvQuant.cu uses, for checking the kernels'
 // logic without a GPU (tests/cuda/emulation/run.sh): one block (or one cluster) at a time, one
 // std::thread per CUDA thread, warps synchronized by barriers for shuffles / votes / __syncwarp, __shared__ as function
-// statics (blocks run one after another), cp.async and bulk copies queued per thread and performed by the
-// wait that covers their group (so a read before its wait sees stale data, as it could on the GPU).
-// Include it, then the kernel headers with __CUDACC__ defined, then the .cu (GemvQuantEmuConfig.cc).
+// statics (so a kernel launched in clusters of more than one block keeps its shared memory in one
+// MEMRA_BLOCK_SHARED struct, the block's arena: one such struct a kernel), cp.async and bulk copies queued per thread
+// and performed by the wait that covers their group (so a read before its wait sees stale data, as it could on the
+// GPU). Include it, then the kernel headers with __CUDACC__ defined, then the .cu (GemvQuantEmuConfig.cc).
 #pragma once
 #include <algorithm>
 #include <atomic>
@@ -206,6 +207,7 @@ const T* emu_cluster_map(const T* p, unsigned rank) {
 }
 inline void emu_cluster_arrive() { emu_cluster_token.emplace(emu_cluster_bar->arrive()); }
 inline void emu_cluster_wait() {
+  if (!emu_cluster_token) std::abort();  // a wait without its arrive
   emu_cluster_bar->wait(std::move(*emu_cluster_token));
   emu_cluster_token.reset();
 }
