@@ -521,9 +521,8 @@ absl::Status BenchAtTp(int tp, const std::string& model_path, const memra::gguf:
     if (!BenchProfileSkip.empty()) {
       for (const std::string& name : BenchProfileSkip)
         if (!g.skip_matched.contains(name))
-          return absl::InvalidArgumentError(
-              absl::StrCat("--profile-skip: no op, unit or kernel of this model is named \"", name,
-                           "\" (no result reported)"));
+          return absl::InvalidArgumentError(absl::StrCat(
+              "--profile-skip: no op, unit or kernel of this model is named \"", name, "\" (no result reported)"));
       llvm::errs() << "memra bench: --profile-skip=" << absl::StrJoin(BenchProfileSkip, ",") << ": "
                    << g.skipped_actions
                    << " device actions not issued over every capture and eager run (timing only: the outputs are "
