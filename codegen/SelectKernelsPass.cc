@@ -54,8 +54,8 @@ class SelectKernelsPass : public passes::Pass {
       return absl::InvalidArgumentError("select-kernels: decode-class=exact does not take q8-companions=true");
     const bool pair = companions == "true" || (companions == "auto" && *decode_class != kcu::DecodeClass::kExact);
     const int64_t split = *delta_step_split_;
-    if (split != 1 && split != 2 && split != 4 && split != 8)
-      return absl::InvalidArgumentError(absl::StrCat("select-kernels: delta-step-split is 1, 2, 4 or 8, not ", split));
+    if (absl::Status st = kcu::CheckDeltaStepSplit(split); !st.ok())
+      return absl::InvalidArgumentError(absl::StrCat("select-kernels: ", st.message()));
     const kcu::SelectOptions options{*decode_class, *last_block_merge_, static_cast<int>(split)};
     bool changed = kcu::WriteSelectionTarget(*target, m);
     changed |= kcu::WriteSelectionWeights(*weights, m);

@@ -310,11 +310,15 @@ bool WriteDeltaStepSplit(int split, ir::Module& m) {
   return true;
 }
 
+absl::Status CheckDeltaStepSplit(int64_t split) {
+  if (split == 1 || split == 2 || split == 4 || split == 8) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("delta-step-split is 1, 2, 4 or 8, not ", split));
+}
+
 absl::StatusOr<int> ReadDeltaStepSplit(const ir::Module& m) {
   const int64_t split = m.attrs().I64Or("kernel_delta_step_split", 1);
-  if (split != 1 && split != 2 && split != 4 && split != 8)
-    return absl::InvalidArgumentError(
-        absl::StrCat("module attribute kernel_delta_step_split is ", split, ", not 1, 2, 4 or 8"));
+  if (absl::Status st = CheckDeltaStepSplit(split); !st.ok())
+    return absl::InvalidArgumentError(absl::StrCat("module attribute kernel_delta_step_split: ", st.message()));
   return static_cast<int>(split);
 }
 

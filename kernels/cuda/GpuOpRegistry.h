@@ -57,6 +57,7 @@ bool ReadLastBlockMerge(const ir::Module& m);
 
 // select-kernels{delta-step-split} as the module attribute `kernel_delta_step_split` (written only
 // when not 1; absent reads as 1). Read refuses a value other than 1, 2, 4 or 8.
+absl::Status CheckDeltaStepSplit(int64_t split);  // InvalidArgument naming the value
 bool WriteDeltaStepSplit(int split, ir::Module& m);
 absl::StatusOr<int> ReadDeltaStepSplit(const ir::Module& m);
 

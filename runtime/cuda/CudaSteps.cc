@@ -112,14 +112,15 @@ absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::
     graph_stats_.skip_matched.insert(std::string(name));
     return true;
   };
-  const bool skip_op = !options_.skip_ops.empty() && (skipped(op.mnemonic()) || skipped(s.impl->name()));
+  // Both names are looked up (no short circuit), so each one given is recorded as matched.
+  const bool skip_op = !options_.skip_ops.empty() && (skipped(op.mnemonic()) | skipped(s.impl->name()));
   for (const kcu::DeviceAction& action : step_work_.actions()) {
     if (const auto* k = std::get_if<kcu::KernelCall>(&action)) {
       if (k->launch >= s.launches.size())
         return OpError(op,
                        absl::StrCat("unit ", s.impl->name(), " issued launch ", k->launch, " of ", s.launches.size()));
       const ResolvedLaunch& l = s.launches[k->launch];
-      if (skip_op || (!options_.skip_ops.empty() && skipped(l.spec.kernel.entry))) {
+      if ((!options_.skip_ops.empty() && skipped(l.spec.kernel.entry)) || skip_op) {
         ++graph_stats_.skipped_actions;
         continue;
       }

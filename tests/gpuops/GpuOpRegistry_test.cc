@@ -552,7 +552,8 @@ TEST(Selection, SelectOptionsOnTheModule) {
   (*m)->attrs().Set("kernel_delta_step_split", int64_t{3});
   auto bad = ReadSelectOptions(**m);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("kernel_delta_step_split is 3, not 1, 2, 4 or 8"), std::string::npos)
+  EXPECT_NE(bad.status().message().find("kernel_delta_step_split: delta-step-split is 1, 2, 4 or 8, not 3"),
+            std::string::npos)
       << bad.status();
 }
 
