@@ -56,12 +56,14 @@ class SelectKernelsPass : public passes::Pass {
     const int64_t split = *delta_step_split_;
     if (absl::Status st = kcu::CheckDeltaStepSplit(split); !st.ok())
       return absl::InvalidArgumentError(absl::StrCat("select-kernels: ", st.message()));
-    const kcu::SelectOptions options{*decode_class, *last_block_merge_, static_cast<int>(split)};
+    if (absl::Status st = kcu::CheckGemvWarpBytes(*gemv_warp_bytes_); !st.ok())
+      return absl::InvalidArgumentError(absl::StrCat("select-kernels: ", st.message()));
+    const kcu::SelectOptions options{*decode_class, *last_block_merge_, static_cast<int>(split),
+                                     static_cast<int>(*gemv_warp_bytes_)};
     bool changed = kcu::WriteSelectionTarget(*target, m);
     changed |= kcu::WriteSelectionWeights(*weights, m);
     changed |= kcu::WriteDecodeClass(*decode_class, m);
-    changed |= kcu::WriteLastBlockMerge(*last_block_merge_, m);
-    changed |= kcu::WriteDeltaStepSplit(options.delta_step_split, m);
+    changed |= kcu::WriteSelectOptions(options, m);
     std::set<std::string> modules;
     for (const auto& f : m.functions()) {
       if (!kcu::IsStaticFunction(*f)) {
@@ -157,6 +159,15 @@ class SelectKernelsPass : public passes::Pass {
       1,
       1,
       8};
+  passes::Option<int64_t> gemv_warp_bytes_{
+      this,
+      "gemv-warp-bytes",
+      "weight bytes a one-token gemv warp's rows carry at least (up to 4 rows a warp; a row's sums do not "
+      "change): short rows otherwise give a warp a single round trip of loads before it retires (the 0.8B's "
+      "head, 2 KB rows); 0: one row a warp",
+      0,
+      0,
+      65536};
   passes::Statistic functions_{this, "functions", "static functions annotated"};
   passes::Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes left alone"};
   passes::Statistic ops_{this, "ops", "ops selected"};

@@ -68,9 +68,10 @@ cl::opt<bool> BenchProfile(
     cl::init(false), cl::sub(kBench));
 cl::list<std::string> BenchProfileSkip(
     "profile-skip",
-    cl::desc("CUDA, timing only: run no device work for these ops (op mnemonic, unit or kernel entry, "
-             "comma-separated, e.g. delta_net_step,gemv_swiglu), so the difference in t/s against a run "
-             "without it is what they cost inside the CUDA graph; the outputs are garbage (default: none)"),
+    cl::desc("CUDA, timing only: run no device work for these ops (op mnemonic, unit, kernel entry or "
+             "a weight the op reads, with or without its blk.N. prefix; comma-separated, e.g. "
+             "delta_net_step,gemv_swiglu,output.weight), so the difference in t/s against a run without it "
+             "is what they cost inside the CUDA graph; the outputs are garbage (default: none)"),
     cl::CommaSeparated, cl::value_desc("names"), cl::sub(kBench));
 cl::opt<bool> BenchGraphs("cuda-graphs",
                           cl::desc("CUDA: replay captured segments as CUDA graphs; false = all eager (default: true)"),

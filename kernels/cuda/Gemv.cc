@@ -65,6 +65,16 @@ Defines WithTokens(Defines d, int64_t tokens, int64_t rows_per_warp) {
 // gemv / gemv_splitk rows a warp (pair): with several tokens the x loads (GEMV_T x 32 bytes per
 // 16-byte weight piece), not the weights, bound a warp of one row, so four rows share each load.
 int64_t RowsPerWarpOf(int64_t tokens) { return tokens > 1 ? 4 : 1; }
+// One token under select-kernels{gemv-warp-bytes}: the fewest rows (1, 2 or 4) whose weight bytes
+// reach `warp_bytes`, so a warp of short rows has more than one row's loads in flight before it
+// retires (0: one row).
+int64_t RowsPerWarpOf(int64_t tokens, int64_t K, int storage, int warp_bytes) {
+  if (tokens > 1) return RowsPerWarpOf(tokens);
+  const int64_t row_bytes = K * (storage == 3 ? 1 : storage == 4 ? 4 : 2);
+  int64_t R = 1;
+  while (R < 4 && R * row_bytes < warp_bytes) R *= 2;
+  return R;
+}
 Launch GemvLaunch(const Target& target, const char* entry, int64_t K, int storage, int64_t rows, int64_t tokens,
                   int64_t rows_per_warp = 1) {
   const int64_t R = rows_per_warp, units = (rows + R - 1) / R;  // a warp's rows
@@ -204,8 +214,9 @@ class GemvImpl : public GpuOpImpl {
     for (size_t i = 0; i < storage->size(); ++i) {
       const int64_t rows = c.shapes.out[i].back();
       std::optional<Launch> split = SplitKGemvLaunch(c.target, K, (*storage)[i], rows, Tokens(c));
-      s.launches.push_back(
-          split ? *split : GemvLaunch(c.target, "gemv", K, (*storage)[i], rows, Tokens(c), RowsPerWarpOf(Tokens(c))));
+      s.launches.push_back(split ? *split
+                                 : GemvLaunch(c.target, "gemv", K, (*storage)[i], rows, Tokens(c),
+                                              RowsPerWarpOf(Tokens(c), K, (*storage)[i], c.options.gemv_warp_bytes)));
     }
     return std::optional<OpSelection>(std::move(s));
   }

@@ -87,6 +87,11 @@ struct SelectOptions {
   // columns over (1, 2, 4 or 8; DeltaNet.cu DNS_SPLIT), as a cluster that sums the gated norm's
   // squares through distributed shared memory. 1: one block a head.
   int delta_step_split = 1;
+  // select-kernels{gemv-warp-bytes}: the weight bytes a one-token gemv warp's rows carry at least
+  // (1, 2 or 4 rows a warp, Gemv.cu GEMV_R; a row's arithmetic does not depend on it). Short rows
+  // (the 0.8B's head: 2 KB) otherwise give each warp one round trip of loads before it retires.
+  // 0: one row a warp.
+  int gemv_warp_bytes = 0;
 };
 
 struct SelectContext {

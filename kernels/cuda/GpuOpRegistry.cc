@@ -322,11 +322,38 @@ absl::StatusOr<int> ReadDeltaStepSplit(const ir::Module& m) {
   return static_cast<int>(split);
 }
 
+absl::Status CheckGemvWarpBytes(int64_t bytes) {
+  if (bytes >= 0 && bytes <= 65536) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("gemv-warp-bytes is 0..65536, not ", bytes));
+}
+
+bool WriteGemvWarpBytes(int bytes, ir::Module& m) {
+  if (bytes == 0) return m.attrs().Erase("kernel_gemv_warp_bytes");
+  if (m.attrs().GetI64("kernel_gemv_warp_bytes") == std::optional<int64_t>(bytes)) return false;
+  m.attrs().Set("kernel_gemv_warp_bytes", int64_t{bytes});
+  return true;
+}
+
+absl::StatusOr<int> ReadGemvWarpBytes(const ir::Module& m) {
+  const int64_t bytes = m.attrs().I64Or("kernel_gemv_warp_bytes", 0);
+  if (absl::Status st = CheckGemvWarpBytes(bytes); !st.ok())
+    return absl::InvalidArgumentError(absl::StrCat("module attribute kernel_gemv_warp_bytes: ", st.message()));
+  return static_cast<int>(bytes);
+}
+
+bool WriteSelectOptions(const SelectOptions& o, ir::Module& m) {
+  bool changed = WriteLastBlockMerge(o.last_block_merge, m);
+  changed |= WriteDeltaStepSplit(o.delta_step_split, m);
+  changed |= WriteGemvWarpBytes(o.gemv_warp_bytes, m);
+  return changed;
+}
+
 absl::StatusOr<SelectOptions> ReadSelectOptions(const ir::Module& m) {
   SelectOptions o;
   MEMRA_ASSIGN_OR_RETURN(o.decode_class, ReadDecodeClass(m));
   o.last_block_merge = ReadLastBlockMerge(m);
   MEMRA_ASSIGN_OR_RETURN(o.delta_step_split, ReadDeltaStepSplit(m));
+  MEMRA_ASSIGN_OR_RETURN(o.gemv_warp_bytes, ReadGemvWarpBytes(m));
   return o;
 }
 

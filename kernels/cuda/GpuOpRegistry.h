@@ -61,8 +61,18 @@ absl::Status CheckDeltaStepSplit(int64_t split);  // InvalidArgument naming the 
 bool WriteDeltaStepSplit(int split, ir::Module& m);
 absl::StatusOr<int> ReadDeltaStepSplit(const ir::Module& m);
 
+// select-kernels{gemv-warp-bytes} as the module attribute `kernel_gemv_warp_bytes` (written only
+// when not 0; absent reads as 0). Check and Read refuse a value outside 0..65536.
+absl::Status CheckGemvWarpBytes(int64_t bytes);  // InvalidArgument naming the value
+bool WriteGemvWarpBytes(int bytes, ir::Module& m);
+absl::StatusOr<int> ReadGemvWarpBytes(const ir::Module& m);
+
+// Every option of `o` as the module's attributes (last-block merge, delta-step split, gemv warp
+// bytes); true when any changed. The decode class is written by WriteDecodeClass.
+bool WriteSelectOptions(const SelectOptions& o, ir::Module& m);
+
 // Every module-wide selection option the module records (decode class, last-block merge, delta
-// step split): what SelectionsOf and WorkspaceBytesOf select with.
+// step split, gemv warp bytes): what SelectionsOf and WorkspaceBytesOf select with.
 absl::StatusOr<SelectOptions> ReadSelectOptions(const ir::Module& m);
 
 // Whether every argument and result of `fn` has a static shape (a bucket function or @decode):

@@ -1,6 +1,8 @@
 // EnqueueStep: the device work of one op of a CUDA executor program. The op's unit
 // (kernels/cuda/GpuOp.h) binds its selection to device addresses; this file only issues what it
 // returns (kernel calls with their parameter blocks, cuBLASLt products, copies) and knows no op.
+#include <algorithm>
+#include <cctype>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -8,6 +10,7 @@
 #include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "ir/DType.h"
 #include "ir/StatusMacros.h"
 #include "runtime/cuda/CublasLt.h"
@@ -95,6 +98,15 @@ double ActivationBytes(const Op& op, const ir::SymbolBindings& bindings, bool we
   return bytes;
 }
 
+// A tensor name past its `blk.N.` prefix (the name itself when it has none).
+absl::string_view WithoutLayerPrefix(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, "blk.")) return name;
+  const size_t dot = name.find('.');
+  if (dot == 0 || dot == absl::string_view::npos || !std::all_of(name.begin(), name.begin() + dot, ::isdigit))
+    return name;
+  return name.substr(dot + 1);
+}
+
 }  // namespace
 
 absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::SymbolBindings& bindings,
@@ -112,8 +124,15 @@ absl::Status CudaExecutor::EnqueueStep(Program& p, size_t step_index, const ir::
     graph_stats_.skip_matched.insert(std::string(name));
     return true;
   };
-  // Both names are looked up (no short circuit), so each one given is recorded as matched.
-  const bool skip_op = !options_.skip_ops.empty() && (skipped(op.mnemonic()) | skipped(s.impl->name()));
+  // Every name is looked up (no short circuit), so each one given is recorded as matched. A weight
+  // operand matches by its name and by its name past the layer prefix (`ffn_down.weight` names
+  // every layer's), so one product among several of a kind can be left out (`output.weight`).
+  bool skip_op = false;
+  if (!options_.skip_ops.empty()) {
+    skip_op = skipped(op.mnemonic()) | skipped(s.impl->name());
+    for (const ir::Value* v : op.operands())
+      if (v->kind() == ir::Value::Kind::kWeight) skip_op |= skipped(v->name()) | skipped(WithoutLayerPrefix(v->name()));
+  }
   for (const kcu::DeviceAction& action : step_work_.actions()) {
     if (const auto* k = std::get_if<kcu::KernelCall>(&action)) {
       if (k->launch >= s.launches.size())

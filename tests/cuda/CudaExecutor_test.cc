@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -264,6 +265,27 @@ TEST_F(CudaExecutorTest, TinyQ8MatchesCpu) {
     EXPECT_GT(mem.recurrent, 0u);
     EXPECT_GT(mem.arenas, 0u);
   }
+}
+
+// memra bench --profile-skip (CudaExecutorOptions::skip_ops): an op is left out by a weight it
+// reads, named whole or past its blk.N. prefix; every name that matched is recorded, one that
+// matched nothing is not (the bench refuses it).
+TEST_F(CudaExecutorTest, SkipOpsMatchWeightNames) {
+  const std::string model = CudaTestDataPath("models/qwen35-tiny-f32.gguf");
+  if (!FileExists(model)) GTEST_SKIP() << "fixture not found: " << model;
+  auto f = gguf::GgufFile::Open(model);
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto mod = frontends::LowerModel(**f, frontends::LowerOptions{});
+  ASSERT_TRUE(mod.ok()) << mod.status();
+  CudaExecutorOptions o;
+  o.skip_ops = {"ffn_down.weight", "blk.1.attn_norm.weight", "blk.99.ffn_down.weight"};
+  auto g = CudaExecutor::Create(**mod, **f, o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto r = (*g)->Run("prefill", Ids(kPrompt));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const GraphStats& s = (*g)->graph_stats();
+  EXPECT_GT(s.skipped_actions, 0);
+  EXPECT_EQ(s.skip_matched, (std::set<std::string>{"ffn_down.weight", "blk.1.attn_norm.weight"}));
 }
 
 // A 16-bit or q8_0 KV cache (-ctk / -ctv f16, bf16 or q8_0) on the GPU against the CPU executor

@@ -249,8 +249,7 @@ class OpTableTest : public ::testing::Test {
     Row row{op, dtype, T, h.static_t > 0 ? T : codegen::TokenBucket(T), 0, bound, false, ""};
     absl::Status st = h.Finish(results);
     ASSERT_TRUE(st.ok()) << st;
-    kernels::cuda::WriteLastBlockMerge(h.select.last_block_merge, *h.m);
-    kernels::cuda::WriteDeltaStepSplit(h.select.delta_step_split, *h.m);
+    kernels::cuda::WriteSelectOptions(h.select, *h.m);
     runtime::ThreadGroup group(h.tp_size);
     CpuExecutorOptions co;
     if (h.tp_size > 1) {
@@ -570,6 +569,17 @@ TEST_F(OpTableTest, DecodeGemvShapes) {
     Check("matmul", absl::StrCat(formats::GgmlTypeName(g.t), " ", g.rows, "x", g.k), 1, 1e-9, [&](Harness& h) {
       return std::vector<Value*>{h.b->MatMul(h.Arg("x", {-1, g.k}), h.Weight("w", g.t, {g.k, g.rows}, -0.05f, 0.05f))};
     });
+  // select-kernels{gemv-warp-bytes}: 2 or 4 short rows a warp (the 0.8B's head: 2 KB rows), row
+  // counts that leave a warp's last rows past the matrix.
+  for (const Shape2& g :
+       {Shape2{6145, 1024, GgmlType::kBF16}, Shape2{2499, 2048, GgmlType::kF16}, Shape2{1001, 512, GgmlType::kF32}})
+    for (int bytes : {4096, 8192})
+      Check("matmul", absl::StrCat(formats::GgmlTypeName(g.t), " ", g.rows, "x", g.k, " warp-bytes ", bytes), 1, 1e-9,
+            [&](Harness& h) {
+              h.select.gemv_warp_bytes = bytes;
+              return std::vector<Value*>{
+                  h.b->MatMul(h.Arg("x", {-1, g.k}), h.Weight("w", g.t, {g.k, g.rows}, -0.05f, 0.05f))};
+            });
 }
 
 // The three product ops on every format the GPU reads as blocks (quantized by the reference

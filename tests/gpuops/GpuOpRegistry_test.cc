@@ -557,6 +557,33 @@ TEST(Selection, SelectOptionsOnTheModule) {
       << bad.status();
 }
 
+// select-kernels{gemv-warp-bytes} on the module (WriteSelectOptions writes every option at once),
+// and what it selects: the 0.8B head's 2 KB rows four a warp at 8 KB, two at 4 KB; 8 KB rows
+// (K = 4,096) one a warp; a value past 65,536 named.
+TEST(Selection, GemvWarpBytes) {
+  auto m = ir::ParseModule(kModule);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(ReadSelectOptions(**m)->gemv_warp_bytes, 0);
+  SelectOptions o;
+  o.gemv_warp_bytes = 8192;
+  o.delta_step_split = 2;
+  EXPECT_TRUE(WriteSelectOptions(o, **m));
+  EXPECT_FALSE(WriteSelectOptions(o, **m));
+  auto back = ReadSelectOptions(**m);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->gemv_warp_bytes, 8192);
+  EXPECT_EQ(back->delta_step_split, 2);
+  EXPECT_TRUE(WriteSelectOptions(SelectOptions{}, **m));  // every default erased
+  EXPECT_FALSE((*m)->attrs().Has("kernel_gemv_warp_bytes"));
+  EXPECT_FALSE((*m)->attrs().Has("kernel_delta_step_split"));
+  (*m)->attrs().Set("kernel_gemv_warp_bytes", int64_t{70000});
+  auto bad = ReadSelectOptions(**m);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("kernel_gemv_warp_bytes: gemv-warp-bytes is 0..65536, not 70000"),
+            std::string::npos)
+      << bad.status();
+}
+
 TEST(WeightLayout, RepackersMatchTheBlocks) {
   // Two rows of 32: q8_0 blocks quantized by the reference quantizer.
   std::vector<float> x(64);
