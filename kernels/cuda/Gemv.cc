@@ -181,8 +181,12 @@ class GemvGroupImpl : public GpuOpImpl {
       return std::optional<OpSelection>();
     int64_t rows = 0;
     for (const auto& o : c.shapes.out) rows += o.back();
+    // Several tokens: one row a warp (the exact class's modules of before); one token: as many
+    // short rows as select-kernels{gemv-warp-bytes} asks.
+    const int64_t K = c.shapes.in[0].back(), tokens = Tokens(c);
+    const int64_t R = tokens > 1 ? 1 : RowsPerWarpOf(tokens, K, (*storage)[0], c.options.gemv_warp_bytes);
     return std::optional<OpSelection>(
-        GemvSelection(GemvLaunch(c.target, "gemv_group", c.shapes.in[0].back(), (*storage)[0], rows, Tokens(c))));
+        GemvSelection(GemvLaunch(c.target, "gemv_group", K, (*storage)[0], rows, tokens, R)));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
     MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));

@@ -20,7 +20,7 @@
 // (the same products and sums per piece, the same warp reduction), so a row's result does not
 // depend on GEMV_T: the exact decode class (DecodeClass.h) relies on that. The add_rms_norm
 // prologue and x staged in shared memory take one token.
-// GEMV_R: rows a warp runs side by side in gemv and gemv_splitk (1, 2 or 4), each x load serving
+// GEMV_R: rows a warp runs side by side in gemv, gemv_group and gemv_splitk (1, 2 or 4), each x load serving
 // them all: with several tokens the x loads (GEMV_T x 32 bytes per 16-byte weight piece), not the
 // weights, bound a warp of one row. A row's arithmetic does not depend on it.
 #include "Common.cuh"
@@ -317,40 +317,67 @@ __device__ __forceinline__ void gemv_swiglu_body(const void* __restrict__ wg, co
 
 // A matmul_group's products (up to 4 weights of one storage sharing x) in one launch: global row
 // g runs against the weight whose row range holds it. Small projections (the delta-net beta /
-// alpha, 32 rows) then cost no launch of their own.
-template <typename XS>
-__device__ __forceinline__ void gemv_group_body(const GemvWeight* __restrict__ ws, float* const* ys, const int* n_rows,
-                                                XS xs) {
-  i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+// alpha, 32 rows) then cost no launch of their own. GEMV_R rows a warp may straddle two weights
+// (each row finds its own); rows past the group read its first row and write nothing.
+struct GroupRow {
+  const void* w = nullptr;  // nullptr: past the group
+  const float* scale = nullptr;
+  float* y = nullptr;
+  int n = 0;
+  i64 row = 0;
+};
+__device__ __forceinline__ GroupRow group_row(const GemvWeight* __restrict__ ws, float* const* ys, const int* n_rows,
+                                              i64 g) {
   int which = -1;
 #pragma unroll
   for (int i = 0; i < MEMRA_GEMV_GROUP_MAX; ++i) {
     if (which < 0) {
-      if (row < n_rows[i])
+      if (g < n_rows[i])
         which = i;
       else
-        row -= n_rows[i];
+        g -= n_rows[i];
     }
   }
   // Constant indices only (a parameter array indexed at run time goes through the stack).
-  const void* w = nullptr;
-  const float* sc = nullptr;
-  float* y = nullptr;
-  int n = 0;
+  GroupRow r;
+  r.row = g;
 #pragma unroll
   for (int i = 0; i < MEMRA_GEMV_GROUP_MAX; ++i)
-    if (i == which) w = ws[i].w, sc = ws[i].scale, y = ys[i], n = n_rows[i];
-  RowPrefetch pf;
-  if (w != nullptr) row_prefetch(w, row, pf);
+    if (i == which) r.w = ws[i].w, r.scale = ws[i].scale, r.y = ys[i], r.n = n_rows[i];
+  return r;
+}
+template <typename XS>
+__device__ __forceinline__ void gemv_group_body(const GemvWeight* __restrict__ ws, float* const* ys, const int* n_rows,
+                                                XS xs) {
+  const i64 first = ((i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * GEMV_R;
+  GroupRow gr[GEMV_R];
+  const void* w[GEMV_R];
+  const float* sc[GEMV_R];
+  i64 rows[GEMV_R];
+#pragma unroll
+  for (int r = 0; r < GEMV_R; ++r) {
+    gr[r] = group_row(ws, ys, n_rows, first + r);
+    const bool live = gr[r].w != nullptr;
+    w[r] = live ? gr[r].w : ws[0].w;
+    sc[r] = live ? gr[r].scale : ws[0].scale;
+    rows[r] = live ? gr[r].row : 0;
+  }
+  RowPrefetch pf[GEMV_R];
+  if (gr[0].w != nullptr)
+#pragma unroll
+    for (int r = 0; r < GEMV_R; ++r) row_prefetch(w[r], rows[r], pf[r]);
   memra_grid_dependency();
   GEMV_X_DECL
   prepare_x(xs, xs_smem);
-  if (w == nullptr) return;
-  float v[GEMV_T];
-  row_dot(w, sc, row, xs, pf, v);
+  if (gr[0].w == nullptr) return;
+  float v[GEMV_R][GEMV_T];
+  rows_dot<XS, GEMV_R>(w, sc, rows, xs, pf, v);
   if ((threadIdx.x & 31) == 0)
 #pragma unroll
-    for (int t = 0; t < GEMV_T; ++t) y[(i64)t * n + row] = v[t];
+    for (int r = 0; r < GEMV_R; ++r)
+      if (gr[r].w != nullptr)
+#pragma unroll
+        for (int t = 0; t < GEMV_T; ++t) gr[r].y[(i64)t * gr[r].n + gr[r].row] = v[r][t];
 }
 
 #if defined(GEMV_NORM_COLS) && GEMV_T == 1

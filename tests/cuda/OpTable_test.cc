@@ -580,6 +580,18 @@ TEST_F(OpTableTest, DecodeGemvShapes) {
               return std::vector<Value*>{
                   h.b->MatMul(h.Arg("x", {-1, g.k}), h.Weight("w", g.t, {g.k, g.rows}, -0.05f, 0.05f))};
             });
+  // The group's rows (the delta-net in-projection's shape: a warp's rows straddle two weights).
+  for (GgmlType t : {GgmlType::kBF16, GgmlType::kF32})
+    for (int bytes : {4096, 8192})
+      Check("matmul_group", absl::StrCat(formats::GgmlTypeName(t), " warp-bytes ", bytes), 1, 1e-9, [&](Harness& h) {
+        h.select.gemv_warp_bytes = bytes;
+        Value* x = h.Arg("x", {-1, 1024});
+        auto r = h.b->Build(
+            ir::OpKind::kMatMulGroup,
+            {x, h.Weight("wa", t, {1024, 6145}, -0.05f, 0.05f), h.Weight("wb", t, {1024, 2047}, -0.05f, 0.05f),
+             h.Weight("wc", t, {1024, 17}, -0.05f, 0.05f), h.Weight("wd", t, {1024, 16}, -0.05f, 0.05f)});
+        return std::vector<Value*>(r.begin(), r.end());
+      });
 }
 
 // The three product ops on every format the GPU reads as blocks (quantized by the reference

@@ -42,11 +42,13 @@ struct Case {
   DType dtype;
   std::vector<int64_t> rows;
   int64_t K, T;
+  int warp_bytes = 0;  // select-kernels{gemv-warp-bytes} (one token: GEMV_R rows a warp)
   std::string Name() const {
     return absl::StrCat(kind == Kind::kMatMul  ? "matmul"
                         : kind == Kind::kGroup ? "group"
                                                : "swiglu",
-                        " ", ir::DTypeName(dtype), "[", absl::StrJoin(rows, ","), "] K=", K, " T=", T);
+                        " ", ir::DTypeName(dtype), "[", absl::StrJoin(rows, ","), "] K=", K, " T=", T,
+                        warp_bytes > 0 ? absl::StrCat(" warp-bytes=", warp_bytes) : "");
   }
 };
 
@@ -116,7 +118,10 @@ std::vector<std::vector<uint32_t>> Run(const Case& c, int64_t T, const Weights& 
     why = std::string(shapes.status().message());
     return {};
   }
-  auto sel = SelectGpuOp(op, *shapes, tg, {DecodeClass::kExact});
+  SelectOptions so;
+  so.decode_class = DecodeClass::kExact;
+  so.gemv_warp_bytes = c.warp_bytes;
+  auto sel = SelectGpuOp(op, *shapes, tg, so);
   if (!sel.ok() || !sel->gemv) {
     why = sel.ok() ? absl::StrCat("selected ", sel->impl, ", not a GEMV") : std::string(sel.status().message());
     return {};
@@ -180,6 +185,12 @@ int main(int argc, char** argv) {
       cases.push_back({Kind::kSwiglu, d, {37, 37}, 512, T});
       cases.push_back({Kind::kGroup, d, {20, 7, 3}, 512, T});
     }
+  // One token, 2 or 4 rows a warp: the rows' bits are those of one row a warp (checked below).
+  for (DType d : {DType::kF16, DType::kBF16, DType::kF32})
+    for (int bytes : {1024, 4096}) {
+      cases.push_back({Kind::kMatMul, d, {37}, 256, 1, bytes});
+      cases.push_back({Kind::kGroup, d, {20, 7, 3}, 512, 1, bytes});  // a warp's rows straddle two weights
+    }
   int fails = 0;
   for (size_t ci = 0; ci < cases.size(); ++ci) {
     const Case& c = cases[ci];
@@ -193,6 +204,9 @@ int main(int argc, char** argv) {
       std::string w1;
       int u1, o1;
       Run(c, 1, w, std::vector<float>(x.begin(), x.begin() + c.K), true, w1, u1, o1);
+      Case one = c;  // and one row a warp, which the several-rows check runs
+      one.warp_bytes = 0;
+      Run(one, c.T, w, x, true, w1, u1, o1);
       continue;
     }
     if (y.empty()) {
@@ -235,11 +249,30 @@ int main(int argc, char** argv) {
           differ += y[o][t * c.rows[o] + r] != y1[o][r];
         }
     }
+    // Several rows a warp: the bits of one row a warp.
+    if (c.warp_bytes > 0) {
+      Case one = c;
+      one.warp_bytes = 0;
+      std::string w1;
+      int u1 = 0, o1 = 0;
+      const auto y1 = Run(one, c.T, w, x, false, w1, u1, o1);
+      if (y1.empty()) {
+        std::printf("FAIL %s: one row a warp: %s\n", c.Name().c_str(), w1.c_str());
+        ++fails;
+        continue;
+      }
+      for (size_t o = 0; o < y.size(); ++o)
+        for (size_t i = 0; i < y[o].size(); ++i) {
+          ++compared;
+          differ += y[o][i] != y1[o][i];
+        }
+    }
     const bool ok = unwritten == 0 && overwritten == 0 && nmse <= 1e-9 && differ == 0;
     fails += !ok;
-    std::printf("%-4s %-40s nmse %9.2e  unwritten %d overwritten %d  rows unlike one token alone %lld of %lld\n",
-                ok ? "ok" : "FAIL", c.Name().c_str(), nmse, unwritten, overwritten, static_cast<long long>(differ),
-                static_cast<long long>(compared));
+    std::printf(
+        "%-4s %-40s nmse %9.2e  unwritten %d overwritten %d  rows unlike one token / one row a warp %lld of %lld\n",
+        ok ? "ok" : "FAIL", c.Name().c_str(), nmse, unwritten, overwritten, static_cast<long long>(differ),
+        static_cast<long long>(compared));
   }
   if (!list) std::printf("%zu cases, %d failed\n", cases.size(), fails);
   return fails ? 1 : 0;
