@@ -58,8 +58,10 @@ class SelectKernelsPass : public passes::Pass {
       return absl::InvalidArgumentError(absl::StrCat("select-kernels: ", st.message()));
     if (absl::Status st = kcu::CheckGemvWarpBytes(*gemv_warp_bytes_); !st.ok())
       return absl::InvalidArgumentError(absl::StrCat("select-kernels: ", st.message()));
+    if (absl::Status st = kcu::CheckGemvSplitKMaxK(*gemv_splitk_max_k_); !st.ok())
+      return absl::InvalidArgumentError(absl::StrCat("select-kernels: ", st.message()));
     const kcu::SelectOptions options{*decode_class, *last_block_merge_, static_cast<int>(split),
-                                     static_cast<int>(*gemv_warp_bytes_)};
+                                     static_cast<int>(*gemv_warp_bytes_), static_cast<int>(*gemv_splitk_max_k_)};
     bool changed = kcu::WriteSelectionTarget(*target, m);
     changed |= kcu::WriteSelectionWeights(*weights, m);
     changed |= kcu::WriteDecodeClass(*decode_class, m);
@@ -162,10 +164,20 @@ class SelectKernelsPass : public passes::Pass {
   passes::Option<int64_t> gemv_warp_bytes_{
       this,
       "gemv-warp-bytes",
-      "weight bytes a one-token gemv warp's rows carry at least (up to 4 rows a warp; a row's sums do not "
-      "change): short rows otherwise give a warp a single round trip of loads before it retires (the 0.8B's "
-      "head, 2 KB rows); 0: one row a warp",
+      "weight bytes a one-token gemv / gemv_group warp's rows carry at least (up to 4 rows a warp; a row's "
+      "sums do not change): short rows otherwise give a warp a single round trip of loads before it retires "
+      "(the 0.8B's input groups, 2 KB rows); 0: one row a warp (measured: 16384 +4.9 % on Qwen3.5 0.8B bf16 "
+      "tg128, +0.15 % on the 9B, bench/RESULTS.md session 39)",
+      16384,
       0,
+      65536};
+  passes::Option<int64_t> gemv_splitk_max_k_{
+      this,
+      "gemv-splitk-max-k",
+      "longest rows (K) a one-token product of few rows (under two waves of warp-a-row blocks) runs "
+      "split over two warps a row (gemv_splitk); longer rows stream whole, one warp a row (measured: 12288, "
+      "the 9B's down split, +0.9 % on Qwen3.5 9B bf16 tg128, bench/RESULTS.md session 39)",
+      12288,
       0,
       65536};
   passes::Statistic functions_{this, "functions", "static functions annotated"};

@@ -90,14 +90,20 @@ Launch GemvLaunch(const Target& target, const char* entry, int64_t K, int storag
   return l;
 }
 
+// The products with a last-block tail (the router's top-k, the add-norm) split rows up to 4,096
+// long, as they were measured.
+constexpr int64_t kRowTailSplitKMaxK = 4096;
+
 // gemv_splitk (Gemv.cu: two warps a row, each over half of K) for the products whose warp-per-row
 // blocks would not fill two waves (3 blocks of 8 rows an SM): their last partial wave is most of
-// their time. Rows of whole 16-byte pieces a lane in two equal halves, K <= 4096 (the 9B's down
-// product, K = 12,288, streams better whole: bench/RESULTS.md, session 19).
-std::optional<Launch> SplitKGemvLaunch(const Target& target, int64_t K, int storage, int64_t rows, int64_t tokens) {
+// their time. Rows of whole 16-byte pieces a lane in two equal halves, K <= max_k
+// (select-kernels{gemv-splitk-max-k}, 12,288: the 9B's down product streamed better whole alone,
+// session 19, but split in the decode graph, session 39).
+std::optional<Launch> SplitKGemvLaunch(const Target& target, int64_t K, int storage, int64_t rows, int64_t tokens,
+                                       int64_t max_k) {
   const int64_t per_lane = storage == 4 ? 4 : 8;  // elements a 16-byte piece holds
   const int64_t pieces = K / (32 * per_lane);
-  if (storage == 3 || K % (32 * per_lane) != 0 || pieces % 2 != 0 || K > 4096) return std::nullopt;
+  if (storage == 3 || K % (32 * per_lane) != 0 || pieces % 2 != 0 || K > max_k) return std::nullopt;
   if (rows >= 2 * 3 * kMaxWarps * target.sm_count) return std::nullopt;
   Launch l;
   l.kernel.module.file = "Gemv.cu";
@@ -217,7 +223,8 @@ class GemvImpl : public GpuOpImpl {
     const int64_t K = c.shapes.in[0].back();
     for (size_t i = 0; i < storage->size(); ++i) {
       const int64_t rows = c.shapes.out[i].back();
-      std::optional<Launch> split = SplitKGemvLaunch(c.target, K, (*storage)[i], rows, Tokens(c));
+      std::optional<Launch> split =
+          SplitKGemvLaunch(c.target, K, (*storage)[i], rows, Tokens(c), c.options.gemv_splitk_max_k);
       s.launches.push_back(split ? *split
                                  : GemvLaunch(c.target, "gemv", K, (*storage)[i], rows, Tokens(c),
                                               RowsPerWarpOf(Tokens(c), K, (*storage)[i], c.options.gemv_warp_bytes)));
@@ -261,7 +268,7 @@ class MoeRouterImpl : public GpuOpImpl {
     OpSelection s;
     s.gemv = true;
     s.scratch_bytes = E * 4;  // the logits
-    if (std::optional<Launch> split = SplitKGemvLaunch(c.target, K, storage, E, 1)) {
+    if (std::optional<Launch> split = SplitKGemvLaunch(c.target, K, storage, E, 1, kRowTailSplitKMaxK)) {
       Defines d = split->kernel.module.defines;
       d.insert(d.end(), route.begin(), route.end());
       split->kernel.module.defines = MakeDefines(std::move(d));
@@ -342,7 +349,7 @@ class MatMulAddRmsNormImpl : public GpuOpImpl {
                          "the matrix is neither an f32, f16 or bf16 GEMV storage nor GGUF blocks GemvQuant.cu reads");
     OpSelection s;
     s.gemv = true;
-    std::optional<Launch> split = SplitKGemvLaunch(c.target, K, storage, N, 1);
+    std::optional<Launch> split = SplitKGemvLaunch(c.target, K, storage, N, 1, kRowTailSplitKMaxK);
     Launch product = split ? *split : GemvLaunch(c.target, "gemv", K, storage, N, 1);
     // The tail (AddNormTail.cuh) takes any of the GEMVs' blocks (1 to 8 warps); the plain GEMV's
     // warps return when they have no row, so every warp of its grid must have one (the tail's block

@@ -87,11 +87,17 @@ struct SelectOptions {
   // columns over (1, 2, 4 or 8; DeltaNet.cu DNS_SPLIT), as a cluster that sums the gated norm's
   // squares through distributed shared memory. 1: one block a head.
   int delta_step_split = 1;
-  // select-kernels{gemv-warp-bytes}: the weight bytes a one-token gemv warp's rows carry at least
-  // (1, 2 or 4 rows a warp, Gemv.cu GEMV_R; a row's arithmetic does not depend on it). Short rows
-  // (the 0.8B's head: 2 KB) otherwise give each warp one round trip of loads before it retires.
-  // 0: one row a warp.
-  int gemv_warp_bytes = 0;
+  // select-kernels{gemv-warp-bytes}: the weight bytes a one-token gemv / gemv_group warp's rows
+  // carry at least (1, 2 or 4 rows a warp, Gemv.cu GEMV_R; a row's arithmetic does not depend on
+  // it). Short rows (the 0.8B's input groups: 2 KB) otherwise give each warp one round trip of loads
+  // before it retires. 0: one row a warp. 16 KB measured +4.9 % on the 0.8B bf16 tg128, +0.15 % on
+  // the 9B (bench/RESULTS.md session 39).
+  int gemv_warp_bytes = 16384;
+  // select-kernels{gemv-splitk-max-k}: the longest rows (K) a one-token matmul of few rows runs as
+  // gemv_splitk (two warps a row) rather than gemv. 12,288 takes the 9B's down (4,096 rows of
+  // K = 12,288): faster whole alone (session 19), but split in the decode graph, where it was at
+  // ~81 % of the bandwidth: 9B bf16 tg128 +0.9 % (bench/RESULTS.md session 39).
+  int gemv_splitk_max_k = 12288;
 };
 
 struct SelectContext {

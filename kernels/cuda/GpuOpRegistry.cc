@@ -328,23 +328,43 @@ absl::Status CheckGemvWarpBytes(int64_t bytes) {
 }
 
 bool WriteGemvWarpBytes(int bytes, ir::Module& m) {
-  if (bytes == 0) return m.attrs().Erase("kernel_gemv_warp_bytes");
+  if (bytes == SelectOptions{}.gemv_warp_bytes) return m.attrs().Erase("kernel_gemv_warp_bytes");
   if (m.attrs().GetI64("kernel_gemv_warp_bytes") == std::optional<int64_t>(bytes)) return false;
   m.attrs().Set("kernel_gemv_warp_bytes", int64_t{bytes});
   return true;
 }
 
 absl::StatusOr<int> ReadGemvWarpBytes(const ir::Module& m) {
-  const int64_t bytes = m.attrs().I64Or("kernel_gemv_warp_bytes", 0);
+  const int64_t bytes = m.attrs().I64Or("kernel_gemv_warp_bytes", SelectOptions{}.gemv_warp_bytes);
   if (absl::Status st = CheckGemvWarpBytes(bytes); !st.ok())
     return absl::InvalidArgumentError(absl::StrCat("module attribute kernel_gemv_warp_bytes: ", st.message()));
   return static_cast<int>(bytes);
+}
+
+absl::Status CheckGemvSplitKMaxK(int64_t k) {
+  if (k >= 0 && k <= 65536) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("gemv-splitk-max-k is 0..65536, not ", k));
+}
+
+bool WriteGemvSplitKMaxK(int k, ir::Module& m) {
+  if (k == SelectOptions{}.gemv_splitk_max_k) return m.attrs().Erase("kernel_gemv_splitk_max_k");
+  if (m.attrs().GetI64("kernel_gemv_splitk_max_k") == std::optional<int64_t>(k)) return false;
+  m.attrs().Set("kernel_gemv_splitk_max_k", int64_t{k});
+  return true;
+}
+
+absl::StatusOr<int> ReadGemvSplitKMaxK(const ir::Module& m) {
+  const int64_t k = m.attrs().I64Or("kernel_gemv_splitk_max_k", SelectOptions{}.gemv_splitk_max_k);
+  if (absl::Status st = CheckGemvSplitKMaxK(k); !st.ok())
+    return absl::InvalidArgumentError(absl::StrCat("module attribute kernel_gemv_splitk_max_k: ", st.message()));
+  return static_cast<int>(k);
 }
 
 bool WriteSelectOptions(const SelectOptions& o, ir::Module& m) {
   bool changed = WriteLastBlockMerge(o.last_block_merge, m);
   changed |= WriteDeltaStepSplit(o.delta_step_split, m);
   changed |= WriteGemvWarpBytes(o.gemv_warp_bytes, m);
+  changed |= WriteGemvSplitKMaxK(o.gemv_splitk_max_k, m);
   return changed;
 }
 
@@ -354,6 +374,7 @@ absl::StatusOr<SelectOptions> ReadSelectOptions(const ir::Module& m) {
   o.last_block_merge = ReadLastBlockMerge(m);
   MEMRA_ASSIGN_OR_RETURN(o.delta_step_split, ReadDeltaStepSplit(m));
   MEMRA_ASSIGN_OR_RETURN(o.gemv_warp_bytes, ReadGemvWarpBytes(m));
+  MEMRA_ASSIGN_OR_RETURN(o.gemv_splitk_max_k, ReadGemvSplitKMaxK(m));
   return o;
 }
 

@@ -62,13 +62,19 @@ bool WriteDeltaStepSplit(int split, ir::Module& m);
 absl::StatusOr<int> ReadDeltaStepSplit(const ir::Module& m);
 
 // select-kernels{gemv-warp-bytes} as the module attribute `kernel_gemv_warp_bytes` (written only
-// when not 0; absent reads as 0). Check and Read refuse a value outside 0..65536.
+// when not the default, 16384; absent reads as it). Check and Read refuse a value outside 0..65536.
 absl::Status CheckGemvWarpBytes(int64_t bytes);  // InvalidArgument naming the value
 bool WriteGemvWarpBytes(int bytes, ir::Module& m);
 absl::StatusOr<int> ReadGemvWarpBytes(const ir::Module& m);
 
+// select-kernels{gemv-splitk-max-k} as the module attribute `kernel_gemv_splitk_max_k` (written
+// only when not the default, 12288; absent reads as it). Check and Read refuse a value outside 0..65536.
+absl::Status CheckGemvSplitKMaxK(int64_t k);
+bool WriteGemvSplitKMaxK(int k, ir::Module& m);
+absl::StatusOr<int> ReadGemvSplitKMaxK(const ir::Module& m);
+
 // Every option of `o` as the module's attributes (last-block merge, delta-step split, gemv warp
-// bytes); true when any changed. The decode class is written by WriteDecodeClass.
+// bytes, gemv split-K's longest rows); true when any changed. The decode class is written by WriteDecodeClass.
 bool WriteSelectOptions(const SelectOptions& o, ir::Module& m);
 
 // Every module-wide selection option the module records (decode class, last-block merge, delta

@@ -580,6 +580,13 @@ TEST_F(OpTableTest, DecodeGemvShapes) {
               return std::vector<Value*>{
                   h.b->MatMul(h.Arg("x", {-1, g.k}), h.Weight("w", g.t, {g.k, g.rows}, -0.05f, 0.05f))};
             });
+  // select-kernels{gemv-splitk-max-k}: long rows split over two warps a row (the 9B's down).
+  for (int64_t rows : {4096, 1001})
+    Check("matmul", absl::StrCat("bf16 ", rows, "x12288 splitk"), 1, 1e-9, [&](Harness& h) {
+      h.select.gemv_splitk_max_k = 12288;
+      return std::vector<Value*>{
+          h.b->MatMul(h.Arg("x", {-1, 12288}), h.Weight("w", GgmlType::kBF16, {12288, rows}, -0.05f, 0.05f))};
+    });
   // The group's rows (the delta-net in-projection's shape: a warp's rows straddle two weights).
   for (GgmlType t : {GgmlType::kBF16, GgmlType::kF32})
     for (int bytes : {4096, 8192})

@@ -135,8 +135,8 @@ TEST(Selection, WrittenRecordsReadBackAndDriveSelectionsOf) {
   EXPECT_EQ(fresh[1].impl, "gemv");
   EXPECT_EQ(fresh[2].impl, "gemv");
   EXPECT_EQ(fresh[2].launches[0].kernel.module.Key(),
-            "Gemv.cu<GEMV_K=64,GEMV_W=2,GEMV_WARPS=1>");  // 64 rows: a block each
-  EXPECT_FALSE(fn.Ops().back()->attrs().Has("impl"));     // return: an alias, not recorded
+            "Gemv.cu<GEMV_K=64,GEMV_R=4,GEMV_W=2,GEMV_WARPS=1>");  // 64 rows, 4 a warp: 16 blocks
+  EXPECT_FALSE(fn.Ops().back()->attrs().Has("impl"));              // return: an alias, not recorded
   auto read = SelectionsOf(fn, 1, t, WeightMode::kBf16, /*use_records=*/true);
   ASSERT_TRUE(read.ok()) << read.status();
   ASSERT_EQ(read->size(), fresh.size());
@@ -557,13 +557,12 @@ TEST(Selection, SelectOptionsOnTheModule) {
       << bad.status();
 }
 
-// select-kernels{gemv-warp-bytes} on the module (WriteSelectOptions writes every option at once),
-// and what it selects: the 0.8B head's 2 KB rows four a warp at 8 KB, two at 4 KB; 8 KB rows
-// (K = 4,096) one a warp; a value past 65,536 named.
+// select-kernels{gemv-warp-bytes} and {gemv-splitk-max-k} on the module (WriteSelectOptions
+// writes every option at once, the defaults as no attribute); a value past 65,536 named.
 TEST(Selection, GemvWarpBytes) {
   auto m = ir::ParseModule(kModule);
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ(ReadSelectOptions(**m)->gemv_warp_bytes, 0);
+  EXPECT_EQ(ReadSelectOptions(**m)->gemv_warp_bytes, 16384);
   SelectOptions o;
   o.gemv_warp_bytes = 8192;
   o.delta_step_split = 2;
@@ -573,7 +572,12 @@ TEST(Selection, GemvWarpBytes) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->gemv_warp_bytes, 8192);
   EXPECT_EQ(back->delta_step_split, 2);
+  o.gemv_splitk_max_k = 4096;
+  EXPECT_TRUE(WriteSelectOptions(o, **m));
+  EXPECT_EQ(ReadSelectOptions(**m)->gemv_splitk_max_k, 4096);
   EXPECT_TRUE(WriteSelectOptions(SelectOptions{}, **m));  // every default erased
+  EXPECT_EQ(ReadSelectOptions(**m)->gemv_splitk_max_k, 12288);
+  EXPECT_FALSE((*m)->attrs().Has("kernel_gemv_splitk_max_k"));
   EXPECT_FALSE((*m)->attrs().Has("kernel_gemv_warp_bytes"));
   EXPECT_FALSE((*m)->attrs().Has("kernel_delta_step_split"));
   (*m)->attrs().Set("kernel_gemv_warp_bytes", int64_t{70000});
