@@ -60,8 +60,12 @@ class SelectKernelsPass : public passes::Pass {
       return absl::InvalidArgumentError(absl::StrCat("select-kernels: ", st.message()));
     if (absl::Status st = kcu::CheckGemvSplitKMaxK(*gemv_splitk_max_k_); !st.ok())
       return absl::InvalidArgumentError(absl::StrCat("select-kernels: ", st.message()));
-    const kcu::SelectOptions options{*decode_class, *last_block_merge_, static_cast<int>(split),
-                                     static_cast<int>(*gemv_warp_bytes_), static_cast<int>(*gemv_splitk_max_k_)};
+    const kcu::SelectOptions options{*decode_class,
+                                     *last_block_merge_,
+                                     static_cast<int>(split),
+                                     static_cast<int>(*gemv_warp_bytes_),
+                                     static_cast<int>(*gemv_splitk_max_k_),
+                                     *combine_early_loads_};
     bool changed = kcu::WriteSelectionTarget(*target, m);
     changed |= kcu::WriteSelectionWeights(*weights, m);
     changed |= kcu::WriteDecodeClass(*decode_class, m);
@@ -180,6 +184,12 @@ class SelectKernelsPass : public passes::Pass {
       12288,
       0,
       65536};
+  passes::Option<bool> combine_early_loads_{
+      this, "combine-early-loads",
+      "attention_combine issues its gate loads with the position's and its first ranges' loads together "
+      "once the live count is known: two dependent round trips instead of four, the same bits (opt-in "
+      "until measured)",
+      false};
   passes::Statistic functions_{this, "functions", "static functions annotated"};
   passes::Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes left alone"};
   passes::Statistic ops_{this, "ops", "ops selected"};

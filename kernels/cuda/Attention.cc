@@ -60,13 +60,19 @@ Defines WithMerge(Defines d) {
 }
 // The split-KV launches: the split merging in its last blocks (one ticket word a head chunk), or
 // with select-kernels{last-block-merge=false} the split, then attention_combine (a block of
-// ATT_CW warps a query head).
+// ATT_CW warps a query head; with select-kernels{combine-early-loads} its first loads early,
+// Attention.cu ATT_MERGE_EARLY).
 std::vector<Launch> MergedOrCombined(const SelectContext& c, Launch split, int64_t hq, int64_t head_chunks,
                                      OpSelection* s) {
   if (c.options.last_block_merge) {
     split.kernel.module.defines = WithMerge(split.kernel.module.defines);
     s->ticket_words = head_chunks;
     return {split};
+  }
+  if (c.options.combine_early_loads) {  // one module for both launches (the split ignores it)
+    Defines d = split.kernel.module.defines;
+    d.push_back(Def("ATT_MERGE_EARLY", 1));
+    split.kernel.module.defines = MakeDefines(std::move(d));
   }
   Launch combine = split;
   combine.kernel.entry = "attention_combine";

@@ -251,18 +251,79 @@ __device__ __forceinline__ void attention_split_body(const float* q, const void*
   st.write_partials(part, h0, split, warp, lane);
 }
 
+#define ATT_CW 4
+static_assert(ATT_CW == ATT_WARPS, "the merge reuses the split's shared accumulators (att_sacc)");
+// ATT_MERGE_EARLY (attention_combine; select-kernels{combine-early-loads}): the gate's loads go out
+// with pos's, and once the live count is known the maxima pass's first range a thread and the sum
+// pass's first ATT_MERGE_PRE ranges a warp load together (the sum pass's loads no longer wait for
+// the maxima): two dependent round trips instead of four. Only live ranges are read (the others
+// hold no write of this step: compute-sanitizer's initcheck), and the sums keep their order: the
+// bits of the form without.
+#ifndef ATT_MERGE_EARLY
+#define ATT_MERGE_EARLY 0
+#endif
+#define ATT_MERGE_PRE (ATT_MERGE_EARLY ? 4 : 1)
+#define ATT_MERGE_GATE ((ATT_D + ATT_CW * 32 - 1) / (ATT_CW * 32))  // gate values a thread writes
+
+// The merge's first loads: the gate (before the live count is known), then range threadIdx.x of
+// the maxima pass (m, l) and ranges warp, warp + ATT_CW, ... (ATT_MERGE_PRE of them) of the sum pass
+// per head, each only if live (else l = 0: not used).
+template <int kGH>
+struct MergeFirstLoads {
+  float m1[kGH], l1[kGH];
+  float m2[kGH][ATT_MERGE_PRE], l2[kGH][ATT_MERGE_PRE], a2[kGH][ATT_MERGE_PRE][ATT_DL];
+  float gv[kGH][ATT_MERGE_GATE];
+  __device__ __forceinline__ void load_ranges(const float* part, int h0, int live) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+    for (int g = 0; g < kGH; ++g) {
+      const float* ph = part + (i64)(h0 + g) * ATT_SPLITS * ATT_PART;
+      const bool live1 = (int)threadIdx.x < live;
+      m1[g] = live1 ? __ldcg(ph + threadIdx.x * ATT_PART) : 0.0f;
+      l1[g] = live1 ? __ldcg(ph + threadIdx.x * ATT_PART + 1) : 0.0f;
+#pragma unroll
+      for (int i = 0; i < ATT_MERGE_PRE; ++i) {
+        const bool live2 = warp + i * ATT_CW < live;
+        const float* pv = ph + (warp + i * ATT_CW) * ATT_PART;
+        m2[g][i] = live2 ? __ldcg(pv) : 0.0f;
+        l2[g][i] = live2 ? __ldcg(pv + 1) : 0.0f;
+#pragma unroll
+        for (int k = 0; k < ATT_DL; k += 2) {
+          const float2 v =
+              live2 ? __ldcg(reinterpret_cast<const float2*>(pv + 4 + lane * ATT_DL + k)) : make_float2(0.0f, 0.0f);
+          a2[g][i][k] = v.x;
+          a2[g][i][k + 1] = v.y;
+        }
+      }
+    }
+  }
+  __device__ __forceinline__ void load_gate(int h0, const float* gate, int gate_stride) {
+#pragma unroll
+    for (int g = 0; g < kGH; ++g) {
+#pragma unroll
+      for (int i = 0; i < ATT_MERGE_GATE; ++i) {
+        const int d = threadIdx.x + i * ATT_CW * 32;
+#ifdef ATT_GATE_HEAD
+        gv[g][i] = gate != nullptr ? gate[(i64)(h0 + g) * gate_stride] : 0.0f;  // one gate a head (Step 3.5)
+#else
+        gv[g][i] = gate != nullptr && d < ATT_D ? gate[(i64)(h0 + g) * gate_stride + d] : 0.0f;
+#endif
+      }
+    }
+  }
+};
+
 // o[h] = sum over the live ranges (0 .. live - 1, live_ranges) of acc * 2^(m - M) / sum of
 // l * 2^(m - M) for the query heads h0 .. h0 + kGH - 1, by one block of ATT_CW warps: the heads' maxima first (threads
 // striding the ranges), then warp w takes ranges w, w + ATT_CW, ... of every head at once (a range's m, l and acc
 // loaded together, unconditionally, so several ranges are in flight), then one merge across the warps in warp order.
 // With a gate (not null): o[h, d] *= sigmoid(gate[h * gate_stride + d]), or with ATT_GATE_HEAD one gate a head
 // sigmoid(gate[h * gate_stride]) (attention_gated's output gate, as sigmoid then mul compute it). Partials are read
-// through L2 (__ldcg): in the split's last block (ATT_MERGE) they are other blocks' writes.
-#define ATT_CW 4
-static_assert(ATT_CW == ATT_WARPS, "the merge reuses the split's shared accumulators (att_sacc)");
-template <int kGH>
+// through L2 (__ldcg): in the split's last block (ATT_MERGE) they are other blocks' writes. `first` (kEarly): the
+// first ranges and the gate, loaded before `live` was known (MergeFirstLoads).
+template <int kGH, bool kEarly = false>
 __device__ __forceinline__ void merge_ranges(const float* part, int h0, float* o, const float* gate, int gate_stride,
-                                             int live) {
+                                             int live, const MergeFirstLoads<kGH>* first = nullptr) {
   static_assert(kGH <= ATT_GH, "att_sacc holds ATT_GH heads a warp");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   __shared__ float s_max[ATT_CW][kGH], s_l[ATT_CW][kGH];
@@ -272,7 +333,12 @@ __device__ __forceinline__ void merge_ranges(const float* part, int h0, float* o
   for (int g = 0; g < kGH; ++g) {
     const float* ph = part + (i64)(h0 + g) * ATT_SPLITS * ATT_PART;
     float mx = MEMRA_NEG_INF;
-    for (int s = threadIdx.x; s < live; s += ATT_CW * 32)
+    int s = threadIdx.x;
+    if (kEarly) {
+      if (s < live && first->l1[g] > 0.0f) mx = fmaxf(mx, first->m1[g]);
+      s += ATT_CW * 32;
+    }
+    for (; s < live; s += ATT_CW * 32)
       if (__ldcg(ph + s * ATT_PART + 1) > 0.0f) mx = fmaxf(mx, __ldcg(ph + s * ATT_PART));
     mx = warp_max(mx);
     if (lane == 0) s_max[warp][g] = mx;
@@ -290,8 +356,24 @@ __device__ __forceinline__ void merge_ranges(const float* part, int h0, float* o
 #pragma unroll
     for (int k = 0; k < ATT_DL; ++k) out[g][k] = 0.0f;
   }
+  int s0 = warp;
+  if (kEarly) {
+#pragma unroll
+    for (int i = 0; i < ATT_MERGE_PRE; ++i) {
+      if (warp + i * ATT_CW >= live) break;
+#pragma unroll
+      for (int g = 0; g < kGH; ++g) {
+        if (first->l2[g][i] == 0.0f) continue;  // a range without keys
+        const float c = exp2f(first->m2[g][i] - M[g]);
+        L[g] += first->l2[g][i] * c;
+#pragma unroll
+        for (int k = 0; k < ATT_DL; ++k) out[g][k] += first->a2[g][i][k] * c;
+      }
+    }
+    s0 += ATT_MERGE_PRE * ATT_CW;
+  }
 #pragma unroll 2
-  for (int s = warp; s < live; s += ATT_CW) {
+  for (int s = s0; s < live; s += ATT_CW) {
 #pragma unroll
     for (int g = 0; g < kGH; ++g) {
       const float* pv = part + ((i64)(h0 + g) * ATT_SPLITS + s) * ATT_PART;
@@ -323,15 +405,26 @@ __device__ __forceinline__ void merge_ranges(const float* part, int h0, float* o
     float total = 0.0f;
     for (int w = 0; w < ATT_CW; ++w) total += s_l[w][g];
     const float inv = 1.0f / total;
-    for (int d = threadIdx.x; d < ATT_D; d += ATT_CW * 32) {
+#pragma unroll
+    for (int i = 0; i < ATT_MERGE_GATE; ++i) {
+      const int d = threadIdx.x + i * ATT_CW * 32;
+      if (d >= ATT_D) break;
       float v = 0.0f;
       for (int w = 0; w < ATT_CW; ++w) v += s_out[w][g][d];
       v *= inv;
+      if (gate != nullptr) {
+        float gd;
+        if (kEarly) {
+          gd = first->gv[g][i];
+        } else {
 #ifdef ATT_GATE_HEAD
-      if (gate != nullptr) v *= sigmoidf_(gate[(i64)h * gate_stride]);  // one gate a head (Step 3.5)
+          gd = gate[(i64)h * gate_stride];  // one gate a head (Step 3.5)
 #else
-      if (gate != nullptr) v *= sigmoidf_(gate[(i64)h * gate_stride + d]);
+          gd = gate[(i64)h * gate_stride + d];
 #endif
+        }
+        v *= sigmoidf_(gd);
+      }
       o[(i64)h * ATT_D + d] = v;
 #ifdef MEMRA_Q8X_OFF
       q8x_store(o, (i64)h * ATT_D + d, v);  // a warp's d: one 32-aligned group (ATT_D % 64 == 0)
@@ -342,7 +435,15 @@ __device__ __forceinline__ void merge_ranges(const float* part, int h0, float* o
 
 // attention_combine: one block a query head.
 __device__ __forceinline__ void attention_combine_body(const AttentionCombineParams& p) {
+#if ATT_MERGE_EARLY
+  MergeFirstLoads<1> first;
+  first.load_gate(blockIdx.x, p.gate, p.gate_stride);
+  const int live = live_ranges(p.pos[0], p.window);
+  first.load_ranges(p.part, blockIdx.x, live);
+  merge_ranges<1, true>(p.part, blockIdx.x, p.o, p.gate, p.gate_stride, live, &first);
+#else
   merge_ranges<1>(p.part, blockIdx.x, p.o, p.gate, p.gate_stride, live_ranges(p.pos[0], p.window));
+#endif
 }
 
 #ifdef ATT_MERGE

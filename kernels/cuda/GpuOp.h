@@ -98,6 +98,10 @@ struct SelectOptions {
   // K = 12,288): faster whole alone (session 19), but split in the decode graph, where it was at
   // ~81 % of the bandwidth: 9B bf16 tg128 +0.9 % (bench/RESULTS.md session 39).
   int gemv_splitk_max_k = 12288;
+  // select-kernels{combine-early-loads}: attention_combine issues its gate loads with pos's and its
+  // first ranges' loads together once the live count is known (Attention.cu ATT_MERGE_EARLY; the
+  // same bits). Opt-in until measured.
+  bool combine_early_loads = false;
 };
 
 struct SelectContext {

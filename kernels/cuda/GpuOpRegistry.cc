@@ -360,11 +360,21 @@ absl::StatusOr<int> ReadGemvSplitKMaxK(const ir::Module& m) {
   return static_cast<int>(k);
 }
 
+bool WriteCombineEarlyLoads(bool early, ir::Module& m) {
+  if (!early) return m.attrs().Erase("kernel_combine_early_loads");
+  if (m.attrs().GetI64("kernel_combine_early_loads") == std::optional<int64_t>(1)) return false;
+  m.attrs().Set("kernel_combine_early_loads", int64_t{1});
+  return true;
+}
+
+bool ReadCombineEarlyLoads(const ir::Module& m) { return m.attrs().I64Or("kernel_combine_early_loads", 0) != 0; }
+
 bool WriteSelectOptions(const SelectOptions& o, ir::Module& m) {
   bool changed = WriteLastBlockMerge(o.last_block_merge, m);
   changed |= WriteDeltaStepSplit(o.delta_step_split, m);
   changed |= WriteGemvWarpBytes(o.gemv_warp_bytes, m);
   changed |= WriteGemvSplitKMaxK(o.gemv_splitk_max_k, m);
+  changed |= WriteCombineEarlyLoads(o.combine_early_loads, m);
   return changed;
 }
 
@@ -375,6 +385,7 @@ absl::StatusOr<SelectOptions> ReadSelectOptions(const ir::Module& m) {
   MEMRA_ASSIGN_OR_RETURN(o.delta_step_split, ReadDeltaStepSplit(m));
   MEMRA_ASSIGN_OR_RETURN(o.gemv_warp_bytes, ReadGemvWarpBytes(m));
   MEMRA_ASSIGN_OR_RETURN(o.gemv_splitk_max_k, ReadGemvSplitKMaxK(m));
+  o.combine_early_loads = ReadCombineEarlyLoads(m);
   return o;
 }
 

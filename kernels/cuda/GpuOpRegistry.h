@@ -73,8 +73,13 @@ absl::Status CheckGemvSplitKMaxK(int64_t k);
 bool WriteGemvSplitKMaxK(int k, ir::Module& m);
 absl::StatusOr<int> ReadGemvSplitKMaxK(const ir::Module& m);
 
+// select-kernels{combine-early-loads} as `kernel_combine_early_loads = 1` (written only when true).
+bool WriteCombineEarlyLoads(bool early, ir::Module& m);
+bool ReadCombineEarlyLoads(const ir::Module& m);
+
 // Every option of `o` as the module's attributes (last-block merge, delta-step split, gemv warp
-// bytes, gemv split-K's longest rows); true when any changed. The decode class is written by WriteDecodeClass.
+// bytes, gemv split-K's longest rows, the combine's early loads); true when any changed. The decode class is written by
+// WriteDecodeClass.
 bool WriteSelectOptions(const SelectOptions& o, ir::Module& m);
 
 // Every module-wide selection option the module records (decode class, last-block merge, delta

@@ -143,6 +143,26 @@ int main() {
                HQ / ATT_GH * ATT_SPLITS, ATT_WARPS * 32, &p);
     emu_launch([](const void* a) { att_emu::attention_combine(*static_cast<const AttentionCombineParams*>(a)); }, HQ,
                ATT_CW * 32, &c);
+#if ATT_MERGE_EARLY
+    // The combine with its first loads early (select-kernels{combine-early-loads}) against the
+    // merge without them over the same partials: the same bits.
+    {
+      std::vector<float> o2(kO, std::nanf(""));
+      AttentionCombineParams c2 = c;
+      c2.o = o2.data();
+      emu_launch(
+          [](const void* a) {
+            const auto& cp = *static_cast<const AttentionCombineParams*>(a);
+            att_emu::merge_ranges<1>(cp.part, blockIdx.x, cp.o, cp.gate, cp.gate_stride,
+                                     att_emu::live_ranges(cp.pos[0], cp.window));
+          },
+          HQ, ATT_CW * 32, &c2);
+      if (std::memcmp(o.data(), o2.data(), kO * sizeof(float)) != 0) {
+        std::printf("  the combine with early loads differs from the merge without them\n");
+        fail = 1;
+      }
+    }
+#endif
 #endif
     double err = 0, ref = 0;
     int bad = 0;
