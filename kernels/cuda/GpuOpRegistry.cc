@@ -294,20 +294,43 @@ absl::StatusOr<std::optional<Target>> ReadSelectionTarget(const ir::Module& m) {
   return std::optional<Target>(t);
 }
 
-bool WriteLastBlockMerge(bool merge, ir::Module& m) {
-  if (!merge) return m.attrs().Erase("kernel_last_block_merge");
-  if (m.attrs().GetI64("kernel_last_block_merge") == std::optional<int64_t>(1)) return false;
-  m.attrs().Set("kernel_last_block_merge", int64_t{1});
+namespace {
+
+// A selection option as an integer module attribute, written only when not `dflt` (a flag: 1 when
+// true, absent when false). True when the module changed.
+bool WriteOptionAttr(absl::string_view attr, int64_t value, int64_t dflt, ir::Module& m) {
+  if (value == dflt) return m.attrs().Erase(attr);
+  if (m.attrs().GetI64(attr) == std::optional<int64_t>(value)) return false;
+  m.attrs().Set(attr, value);
   return true;
+}
+
+// The attribute's value (`dflt` when absent) if `check` accepts it, else its error naming the
+// attribute.
+absl::StatusOr<int> ReadOptionAttr(const ir::Module& m, absl::string_view attr, int64_t dflt,
+                                   absl::Status (*check)(int64_t)) {
+  const int64_t v = m.attrs().I64Or(attr, dflt);
+  if (absl::Status st = check(v); !st.ok())
+    return absl::InvalidArgumentError(absl::StrCat("module attribute ", attr, ": ", st.message()));
+  return static_cast<int>(v);
+}
+
+// A value in [0, 65536] for the option `name`.
+absl::Status CheckBytesRange(absl::string_view name, int64_t v) {
+  if (v >= 0 && v <= 65536) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(name, " is 0..65536, not ", v));
+}
+
+}  // namespace
+
+bool WriteLastBlockMerge(bool merge, ir::Module& m) {
+  return WriteOptionAttr("kernel_last_block_merge", merge ? 1 : 0, 0, m);
 }
 
 bool ReadLastBlockMerge(const ir::Module& m) { return m.attrs().I64Or("kernel_last_block_merge", 0) != 0; }
 
 bool WriteDeltaStepSplit(int split, ir::Module& m) {
-  if (split == 1) return m.attrs().Erase("kernel_delta_step_split");
-  if (m.attrs().GetI64("kernel_delta_step_split") == std::optional<int64_t>(split)) return false;
-  m.attrs().Set("kernel_delta_step_split", int64_t{split});
-  return true;
+  return WriteOptionAttr("kernel_delta_step_split", split, SelectOptions{}.delta_step_split, m);
 }
 
 absl::Status CheckDeltaStepSplit(int64_t split) {
@@ -316,55 +339,31 @@ absl::Status CheckDeltaStepSplit(int64_t split) {
 }
 
 absl::StatusOr<int> ReadDeltaStepSplit(const ir::Module& m) {
-  const int64_t split = m.attrs().I64Or("kernel_delta_step_split", 1);
-  if (absl::Status st = CheckDeltaStepSplit(split); !st.ok())
-    return absl::InvalidArgumentError(absl::StrCat("module attribute kernel_delta_step_split: ", st.message()));
-  return static_cast<int>(split);
+  return ReadOptionAttr(m, "kernel_delta_step_split", SelectOptions{}.delta_step_split, &CheckDeltaStepSplit);
 }
 
-absl::Status CheckGemvWarpBytes(int64_t bytes) {
-  if (bytes >= 0 && bytes <= 65536) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("gemv-warp-bytes is 0..65536, not ", bytes));
-}
+absl::Status CheckGemvWarpBytes(int64_t bytes) { return CheckBytesRange("gemv-warp-bytes", bytes); }
 
 bool WriteGemvWarpBytes(int bytes, ir::Module& m) {
-  if (bytes == SelectOptions{}.gemv_warp_bytes) return m.attrs().Erase("kernel_gemv_warp_bytes");
-  if (m.attrs().GetI64("kernel_gemv_warp_bytes") == std::optional<int64_t>(bytes)) return false;
-  m.attrs().Set("kernel_gemv_warp_bytes", int64_t{bytes});
-  return true;
+  return WriteOptionAttr("kernel_gemv_warp_bytes", bytes, SelectOptions{}.gemv_warp_bytes, m);
 }
 
 absl::StatusOr<int> ReadGemvWarpBytes(const ir::Module& m) {
-  const int64_t bytes = m.attrs().I64Or("kernel_gemv_warp_bytes", SelectOptions{}.gemv_warp_bytes);
-  if (absl::Status st = CheckGemvWarpBytes(bytes); !st.ok())
-    return absl::InvalidArgumentError(absl::StrCat("module attribute kernel_gemv_warp_bytes: ", st.message()));
-  return static_cast<int>(bytes);
+  return ReadOptionAttr(m, "kernel_gemv_warp_bytes", SelectOptions{}.gemv_warp_bytes, &CheckGemvWarpBytes);
 }
 
-absl::Status CheckGemvSplitKMaxK(int64_t k) {
-  if (k >= 0 && k <= 65536) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("gemv-splitk-max-k is 0..65536, not ", k));
-}
+absl::Status CheckGemvSplitKMaxK(int64_t k) { return CheckBytesRange("gemv-splitk-max-k", k); }
 
 bool WriteGemvSplitKMaxK(int k, ir::Module& m) {
-  if (k == SelectOptions{}.gemv_splitk_max_k) return m.attrs().Erase("kernel_gemv_splitk_max_k");
-  if (m.attrs().GetI64("kernel_gemv_splitk_max_k") == std::optional<int64_t>(k)) return false;
-  m.attrs().Set("kernel_gemv_splitk_max_k", int64_t{k});
-  return true;
+  return WriteOptionAttr("kernel_gemv_splitk_max_k", k, SelectOptions{}.gemv_splitk_max_k, m);
 }
 
 absl::StatusOr<int> ReadGemvSplitKMaxK(const ir::Module& m) {
-  const int64_t k = m.attrs().I64Or("kernel_gemv_splitk_max_k", SelectOptions{}.gemv_splitk_max_k);
-  if (absl::Status st = CheckGemvSplitKMaxK(k); !st.ok())
-    return absl::InvalidArgumentError(absl::StrCat("module attribute kernel_gemv_splitk_max_k: ", st.message()));
-  return static_cast<int>(k);
+  return ReadOptionAttr(m, "kernel_gemv_splitk_max_k", SelectOptions{}.gemv_splitk_max_k, &CheckGemvSplitKMaxK);
 }
 
 bool WriteCombineEarlyLoads(bool early, ir::Module& m) {
-  if (!early) return m.attrs().Erase("kernel_combine_early_loads");
-  if (m.attrs().GetI64("kernel_combine_early_loads") == std::optional<int64_t>(1)) return false;
-  m.attrs().Set("kernel_combine_early_loads", int64_t{1});
-  return true;
+  return WriteOptionAttr("kernel_combine_early_loads", early ? 1 : 0, 0, m);
 }
 
 bool ReadCombineEarlyLoads(const ir::Module& m) { return m.attrs().I64Or("kernel_combine_early_loads", 0) != 0; }
