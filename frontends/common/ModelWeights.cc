@@ -5,10 +5,9 @@
 #include <set>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "frontends/gguf/GgufFile.h"
+#include "frontends/gguf/TensorName.h"
 #include "ir/Op.h"
 #include "ir/StatusMacros.h"
 
@@ -54,16 +53,14 @@ absl::Status CheckLayerTensors(const gguf::GgufFile& file, int64_t block_count, 
   std::map<int64_t, bool> mtp_has_nextn;  // the MTP layers that hold tensors: whether nextn ones
   std::set<int64_t> layers;               // the layers that hold tensors
   for (const gguf::TensorInfo& t : file.tensors()) {
-    absl::string_view name = t.name;
-    if (!absl::ConsumePrefix(&name, "blk.")) continue;
-    const size_t dot = name.find('.');
-    int64_t layer = 0;
-    if (dot == absl::string_view::npos || !absl::SimpleAtoi(name.substr(0, dot), &layer) || layer < 0) continue;
+    const std::optional<gguf::LayerTensorName> parsed = gguf::ParseLayerTensorName(t.name);
+    if (!parsed) continue;
+    const int64_t layer = parsed->layer;
     if (layer >= block_count)
       return absl::InvalidArgumentError(absl::StrCat(file.path(), ": tensor ", t.name, " belongs to layer ", layer,
                                                      ", but ", block_count_key, " is ", block_count,
                                                      ": the file holds layers its metadata does not count"));
-    if (layer >= block_count - nextn) mtp_has_nextn[layer] |= absl::StartsWith(name.substr(dot + 1), "nextn.");
+    if (layer >= block_count - nextn) mtp_has_nextn[layer] |= absl::StartsWith(parsed->rest, "nextn.");
     layers.insert(layer);
   }
   // Every layer holds tensors (a norm at least): a block_count past the file's layers is refused here,

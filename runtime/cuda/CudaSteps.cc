@@ -1,8 +1,7 @@
 // EnqueueStep: the device work of one op of a CUDA executor program. The op's unit
 // (kernels/cuda/GpuOp.h) binds its selection to device addresses; this file only issues what it
 // returns (kernel calls with their parameter blocks, cuBLASLt products, copies) and knows no op.
-#include <algorithm>
-#include <cctype>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -10,7 +9,7 @@
 #include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "frontends/gguf/TensorName.h"
 #include "ir/DType.h"
 #include "ir/StatusMacros.h"
 #include "runtime/cuda/CublasLt.h"
@@ -100,11 +99,8 @@ double ActivationBytes(const Op& op, const ir::SymbolBindings& bindings, bool we
 
 // A tensor name past its `blk.N.` prefix (the name itself when it has none).
 absl::string_view WithoutLayerPrefix(absl::string_view name) {
-  if (!absl::ConsumePrefix(&name, "blk.")) return name;
-  const size_t dot = name.find('.');
-  if (dot == 0 || dot == absl::string_view::npos || !std::all_of(name.begin(), name.begin() + dot, ::isdigit))
-    return name;
-  return name.substr(dot + 1);
+  const std::optional<gguf::LayerTensorName> l = gguf::ParseLayerTensorName(name);
+  return l ? l->rest : name;
 }
 
 }  // namespace
