@@ -60,12 +60,15 @@ class SelectKernelsPass : public passes::Pass {
       return absl::InvalidArgumentError(absl::StrCat("select-kernels: ", st.message()));
     if (absl::Status st = kcu::CheckGemvSplitKMaxK(*gemv_splitk_max_k_); !st.ok())
       return absl::InvalidArgumentError(absl::StrCat("select-kernels: ", st.message()));
+    if (absl::Status st = kcu::CheckL2PrefetchBytes(*l2_prefetch_bytes_); !st.ok())
+      return absl::InvalidArgumentError(absl::StrCat("select-kernels: ", st.message()));
     const kcu::SelectOptions options{*decode_class,
                                      *last_block_merge_,
                                      static_cast<int>(split),
                                      static_cast<int>(*gemv_warp_bytes_),
                                      static_cast<int>(*gemv_splitk_max_k_),
-                                     *combine_early_loads_};
+                                     *combine_early_loads_,
+                                     static_cast<int>(*l2_prefetch_bytes_)};
     bool changed = kcu::WriteSelectionTarget(*target, m);
     changed |= kcu::WriteSelectionWeights(*weights, m);
     changed |= kcu::WriteDecodeClass(*decode_class, m);
@@ -190,6 +193,15 @@ class SelectKernelsPass : public passes::Pass {
       "once the live count is known: two dependent round trips instead of four, the same bits (opt-in "
       "until measured)",
       false};
+  passes::Option<int64_t> l2_prefetch_bytes_{
+      this,
+      "l2-prefetch-bytes",
+      "bytes of its weights (from their start; at most the target's L2) a Gemv.cu product asks the L2 for "
+      "before its grid dependency wait, so that under programmatic dependent launch they stream in while "
+      "the kernel before it runs; the sums do not change (0: none; opt-in until measured)",
+      0,
+      0,
+      kcu::kMaxL2PrefetchBytes};
   passes::Statistic functions_{this, "functions", "static functions annotated"};
   passes::Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes left alone"};
   passes::Statistic ops_{this, "ops", "ops selected"};

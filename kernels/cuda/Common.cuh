@@ -316,6 +316,28 @@ __device__ __forceinline__ const T* memra_cluster_map(const T* p, unsigned rank)
 #define MEMRA_BLOCK_SHARED(T, name) __shared__ T name
 #endif
 
+// Asks the L2 for the bytes [p, p + bytes) with sm_90's bulk prefetch (a hint: nothing waits for
+// it and nothing is written, so a kernel may issue it before memra_grid_dependency). The range
+// goes in 64 KB pieces over lane 0 of the warps of the launch's first `blocks` blocks (piece i to
+// the warp i mod their count): each SM's copy engine issues a share, not one engine all of it. The
+// instruction takes 16-byte aligned ranges: a head before p's first 16-byte boundary and a tail past
+// the last are left out. A no-op before sm_90 and in the host emulation.
+__device__ __forceinline__ void memra_l2_prefetch(const void* p, long long bytes, int blocks) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr long long kPiece = 64 << 10;
+  const int warps = (int)(blockDim.x >> 5), issuers = min((int)gridDim.x, blocks) * warps;
+  const int who = (int)blockIdx.x * warps + (int)(threadIdx.x >> 5);
+  if ((threadIdx.x & 31) != 0 || who >= issuers) return;
+  const long long head = (long long)((16 - (reinterpret_cast<unsigned long long>(p) & 15)) & 15);
+  const char* c = static_cast<const char*>(p) + head;
+  bytes = (bytes - head) & ~15LL;
+  for (long long off = (long long)who * kPiece; off < bytes; off += (long long)issuers * kPiece) {
+    const unsigned n = (unsigned)(bytes - off < kPiece ? bytes - off : kPiece);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(c + off), "r"(n) : "memory");
+  }
+#endif
+}
+
 // Programmatic dependent launch (sm_90+). The executor launches kernels with the programmatic
 // stream serialization attribute, so a kernel may become resident while the one before it still
 // runs. Every kernel therefore calls memra_grid_dependency() before it reads or writes any

@@ -116,6 +116,17 @@ std::optional<Launch> SplitKGemvLaunch(const Target& target, int64_t K, int stor
   return l;
 }
 
+// select-kernels{l2-prefetch-bytes}: the launch asks the L2 for its weights' first bytes before its
+// wait (Gemv.cu GEMV_L2_PREFETCH), at most the target's L2; sm_90's bulk prefetch, so nothing before.
+void AddL2Prefetch(Launch& l, const SelectContext& c) {
+  int64_t bytes = c.options.l2_prefetch_bytes;
+  if (c.target.l2_bytes > 0) bytes = std::min(bytes, c.target.l2_bytes);
+  if (bytes <= 0 || c.target.arch < 90) return;
+  Defines d = l.kernel.module.defines;
+  d.push_back(Def("GEMV_L2_PREFETCH", bytes));
+  l.kernel.module.defines = MakeDefines(std::move(d));
+}
+
 // A two-row warp (gate and up): 8 pieces of each row in flight before the wait, the registers of
 // one 16-piece row.
 void TwoRowPrefetch(Launch& l) {
@@ -160,6 +171,7 @@ class GemvSwigluImpl : public GpuOpImpl {
     TwoRowPrefetch(l);
     AddFlagDefine(l, "GEMV_GELU", GeluGate(c.op));  // GeGLU
     AddGluClampDefine(l, c.op);
+    AddL2Prefetch(l, c);
     return std::optional<OpSelection>(GemvSelection(std::move(l)));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -191,8 +203,9 @@ class GemvGroupImpl : public GpuOpImpl {
     // short rows as select-kernels{gemv-warp-bytes} asks.
     const int64_t K = c.shapes.in[0].back(), tokens = Tokens(c);
     const int64_t R = tokens > 1 ? 1 : RowsPerWarpOf(tokens, K, (*storage)[0], c.options.gemv_warp_bytes);
-    return std::optional<OpSelection>(
-        GemvSelection(GemvLaunch(c.target, "gemv_group", K, (*storage)[0], rows, tokens, R)));
+    Launch l = GemvLaunch(c.target, "gemv_group", K, (*storage)[0], rows, tokens, R);
+    AddL2Prefetch(l, c);
+    return std::optional<OpSelection>(GemvSelection(std::move(l)));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
     MEMRA_ASSIGN_OR_RETURN(auto x, c.InShape(0));
@@ -228,6 +241,7 @@ class GemvImpl : public GpuOpImpl {
       s.launches.push_back(split ? *split
                                  : GemvLaunch(c.target, "gemv", K, (*storage)[i], rows, Tokens(c),
                                               RowsPerWarpOf(Tokens(c), K, (*storage)[i], c.options.gemv_warp_bytes)));
+      AddL2Prefetch(s.launches.back(), c);
     }
     return std::optional<OpSelection>(std::move(s));
   }

@@ -11,6 +11,10 @@
 // wait (Common.cuh memra_grid_dependency): weights do not depend on the kernel before, so under
 // programmatic dependent launch a block resident during that kernel's tail already has its row in
 // flight, and the first-byte latency of every product overlaps the work before it.
+// GEMV_L2_PREFETCH (select-kernels{l2-prefetch-bytes}): bytes of the launch's weights, from their
+// start in the order the rows run, that its first blocks ask the L2 for before the wait (Common.cuh
+// memra_l2_prefetch): the rows of blocks not yet resident then come from the L2, streamed in while
+// the kernel before ran. 0: none. The sums do not depend on it.
 // GEMV_W, the weight storage: 1 f16, 2 bf16, 3 q8 (Q8_0 repacked at upload: int8 values row-major
 // [N, K] and one f32 scale per 32 values [N, K / 32], so loads stay 16-byte aligned; the ggml
 // block is 34 bytes), 4 f32 (the MoE router, f32 in every GGUF: cuBLASLt's M = 1 f32 GEMM took a
@@ -71,6 +75,18 @@ static_assert(GEMV_T == 1 || !GEMV_STAGE_X, "x staged in shared memory holds one
 #else
 #define GEMV_ELEM_BYTES 2
 #endif
+
+#ifndef GEMV_L2_PREFETCH
+#define GEMV_L2_PREFETCH 0
+#endif
+// The launch's blocks that issue the L2 prefetch (all in the first wave of any launch).
+#define GEMV_L2_PREFETCH_BLOCKS 16
+// Asks the L2 for up to `budget` bytes from the start of a weight of n_rows rows; the bytes asked.
+__device__ __forceinline__ i64 weight_l2_prefetch(const void* w, i64 n_rows, i64 budget) {
+  const i64 bytes = min(budget, n_rows * (i64)(GEMV_K * GEMV_ELEM_BYTES));
+  if (bytes > 0) memra_l2_prefetch(w, bytes, GEMV_L2_PREFETCH_BLOCKS);
+  return bytes;
+}
 
 // The first GEMV_PRE 16-byte pieces of a lane's share of one weight row (zeros past GEMV_K).
 struct RowPrefetch {
@@ -265,6 +281,8 @@ __device__ __forceinline__ void gemv_body(const void* __restrict__ w, const floa
     rows[r] = GEMV_R == 1 || first + r < n_rows ? first + r : n_rows - 1;  // one row: live past the return
     ws[r] = w, ss[r] = scale;
   }
+  // The L2 prefetch first: its registers are free again before the rows' pieces arrive.
+  if (GEMV_L2_PREFETCH > 0) weight_l2_prefetch(w, n_rows, GEMV_L2_PREFETCH);
   RowPrefetch pf[GEMV_R];
   if (first < n_rows)
 #pragma unroll
@@ -293,6 +311,10 @@ __device__ __forceinline__ void gemv_swiglu_body(const void* __restrict__ wg, co
                                                  const void* __restrict__ wu, const float* __restrict__ su, XS xs,
                                                  float* __restrict__ y, int n_rows) {
   const i64 row = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+  if (GEMV_L2_PREFETCH > 0) {  // the two weights' rows run side by side: half the bytes each
+    weight_l2_prefetch(wg, n_rows, GEMV_L2_PREFETCH / 2);
+    weight_l2_prefetch(wu, n_rows, GEMV_L2_PREFETCH / 2);
+  }
   RowPrefetch pg, pu;
   if (row < n_rows) {
     row_prefetch(wg, row, pg);
@@ -362,6 +384,12 @@ __device__ __forceinline__ void gemv_group_body(const GemvWeight* __restrict__ w
     sc[r] = live ? gr[r].scale : ws[0].scale;
     rows[r] = live ? gr[r].row : 0;
   }
+  if (GEMV_L2_PREFETCH > 0) {  // the weights in turn, as their rows run
+    i64 left = GEMV_L2_PREFETCH;
+#pragma unroll
+    for (int i = 0; i < MEMRA_GEMV_GROUP_MAX; ++i)
+      if (ws[i].w != nullptr) left -= weight_l2_prefetch(ws[i].w, n_rows[i], left);
+  }
   RowPrefetch pf[GEMV_R];
   if (gr[0].w != nullptr)
 #pragma unroll
@@ -401,6 +429,7 @@ __device__ __forceinline__ void gemv_splitk_body(const GemvParams& p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, half = warp & 1;
   // GEMV_R rows a warp pair (rows past the matrix read row 0 and write nothing).
   const i64 first = ((i64)blockIdx.x * (GEMV_WARPS / 2) + (warp >> 1)) * GEMV_R;
+  if (GEMV_L2_PREFETCH > 0) weight_l2_prefetch(p.w.w, p.n_rows, GEMV_L2_PREFETCH);
   const unsigned char* wr[GEMV_R];
   uint4 pf[GEMV_R][GEMV_HALF_PRE];
 #pragma unroll

@@ -306,6 +306,10 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
                     Def("GQ_MINB", min_blocks)};
     if (stream) defs.push_back(Def("GQ_STREAM", 1));
     if (options.x_early && T == 1 && x != GemvQuantX::kF32) defs.push_back(Def("GQ_XPRE", 1));
+    if (const int64_t l2 =
+            target.l2_bytes > 0 ? std::min(options.l2_prefetch_bytes, target.l2_bytes) : options.l2_prefetch_bytes;
+        l2 > 0 && target.arch >= 90)
+      defs.push_back(Def("GQ_L2_PREFETCH", l2));
     AddCopyDefines(defs, rc);
     // GeGLU (matmul_swiglu activation gelu): the gate's activation by define; SwiGLU keeps its key.
     if (swiglu && GeluGate(op)) defs.push_back(Def("GQ_GELU", 1));
@@ -564,7 +568,9 @@ class GemvQuantImpl : public GpuOpImpl {
   absl::StatusOr<std::optional<OpSelection>> Select(const SelectContext& c) const override {
     for (unsigned i = 1; i < c.op.num_operands(); ++i)
       if (!GemvQuantBlocksOnDevice(c.op.operand(i)->dtype(), c.shapes.layout(i))) return std::optional<OpSelection>();
-    return SelectGemvQuant(c.op, c.shapes, c.target);
+    GemvQuantOptions options;
+    options.l2_prefetch_bytes = c.options.l2_prefetch_bytes;
+    return SelectGemvQuant(c.op, c.shapes, c.target, options);
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override { return BindGemvQuant(c, w); }
 

@@ -835,6 +835,29 @@ __device__ __forceinline__ Tile find_tile(const GemvQuantParams& p, int tile, in
   return t;
 }
 
+#ifndef GQ_L2_PREFETCH
+#define GQ_L2_PREFETCH 0
+#endif
+#if GQ_L2_PREFETCH > 0 && !GQ_MOE
+// select-kernels{l2-prefetch-bytes}: the first GQ_L2_PREFETCH bytes of the launch's weights, in the
+// order their tiles run (gemv_q_swiglu: half from the gate, half from the up), asked of the L2
+// before the wait (Common.cuh memra_l2_prefetch), so rows of warps not yet resident stream in while
+// the kernel before runs. The sums do not depend on it.
+template <bool kSwiglu>
+__device__ __forceinline__ void gq_l2_prefetch(const GemvQuantParams& p) {
+  long long left = GQ_L2_PREFETCH;
+#pragma unroll
+  for (int i = 0; i < MEMRA_GEMV_QUANT_MAX; ++i) {
+    if (kSwiglu ? i < 2 : i < p.n_w) {
+      const long long rows = p.w[kSwiglu ? 0 : i].n_rows;
+      const long long bytes = min(kSwiglu ? (long long)(GQ_L2_PREFETCH / 2) : left, rows * kRB);
+      if (bytes > 0) memra_l2_prefetch(p.w[i].w, bytes, 16);
+      left -= bytes;
+    }
+  }
+}
+#endif
+
 template <bool kSwiglu, typename P>
 __device__ __forceinline__ void gemv_q_body(const P& p) {
   constexpr int kSlots = kSwiglu ? 2 * GQ_R : GQ_R;
@@ -954,6 +977,9 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
 #pragma unroll
   for (int i = 0; i < GQ_ST - 1 && i < items; ++i) issue(i);
 #if !GQ_MOE
+#if GQ_L2_PREFETCH > 0
+  gq_l2_prefetch<kSwiglu>(p);
+#endif
   // The weight copies above do not depend on earlier kernels: they are in flight while this waits.
   memra_grid_dependency();
 #endif

@@ -54,6 +54,8 @@ struct GemvQuantOptions {
                          // session 28), 1 where the tiles do not divide evenly over the SMs, 2 wherever it can run
   bool x_early = false;  // the dense products at T = 1 with q8 x: a chunk's x loaded before the wait for its
                          // weights (GQ_XPRE; not the units' choice until measured alone)
+  int64_t l2_prefetch_bytes = 0;  // the dense products: bytes of their weights asked of the L2 before the wait
+                                  // (GQ_L2_PREFETCH, select-kernels{l2-prefetch-bytes}; at most the target's L2)
 };
 
 // The selection for `op` at `shapes` when it is a matmul (one weight; or a matmul_add_rms_norm's

@@ -362,6 +362,19 @@ absl::StatusOr<int> ReadGemvSplitKMaxK(const ir::Module& m) {
   return ReadOptionAttr(m, "kernel_gemv_splitk_max_k", SelectOptions{}.gemv_splitk_max_k, &CheckGemvSplitKMaxK);
 }
 
+absl::Status CheckL2PrefetchBytes(int64_t bytes) {
+  if (bytes >= 0 && bytes <= kMaxL2PrefetchBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("l2-prefetch-bytes is 0..", kMaxL2PrefetchBytes, ", not ", bytes));
+}
+
+bool WriteL2PrefetchBytes(int bytes, ir::Module& m) {
+  return WriteOptionAttr("kernel_l2_prefetch_bytes", bytes, SelectOptions{}.l2_prefetch_bytes, m);
+}
+
+absl::StatusOr<int> ReadL2PrefetchBytes(const ir::Module& m) {
+  return ReadOptionAttr(m, "kernel_l2_prefetch_bytes", SelectOptions{}.l2_prefetch_bytes, &CheckL2PrefetchBytes);
+}
+
 bool WriteCombineEarlyLoads(bool early, ir::Module& m) {
   return WriteOptionAttr("kernel_combine_early_loads", early ? 1 : 0, 0, m);
 }
@@ -374,6 +387,7 @@ bool WriteSelectOptions(const SelectOptions& o, ir::Module& m) {
   changed |= WriteGemvWarpBytes(o.gemv_warp_bytes, m);
   changed |= WriteGemvSplitKMaxK(o.gemv_splitk_max_k, m);
   changed |= WriteCombineEarlyLoads(o.combine_early_loads, m);
+  changed |= WriteL2PrefetchBytes(o.l2_prefetch_bytes, m);
   return changed;
 }
 
@@ -385,6 +399,7 @@ absl::StatusOr<SelectOptions> ReadSelectOptions(const ir::Module& m) {
   MEMRA_ASSIGN_OR_RETURN(o.gemv_warp_bytes, ReadGemvWarpBytes(m));
   MEMRA_ASSIGN_OR_RETURN(o.gemv_splitk_max_k, ReadGemvSplitKMaxK(m));
   o.combine_early_loads = ReadCombineEarlyLoads(m);
+  MEMRA_ASSIGN_OR_RETURN(o.l2_prefetch_bytes, ReadL2PrefetchBytes(m));
   return o;
 }
 

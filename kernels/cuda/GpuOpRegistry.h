@@ -73,6 +73,13 @@ absl::Status CheckGemvSplitKMaxK(int64_t k);
 bool WriteGemvSplitKMaxK(int k, ir::Module& m);
 absl::StatusOr<int> ReadGemvSplitKMaxK(const ir::Module& m);
 
+// select-kernels{l2-prefetch-bytes} as the module attribute `kernel_l2_prefetch_bytes` (written only
+// when not 0; absent reads as 0). Check and Read refuse a value outside 0..kMaxL2PrefetchBytes.
+constexpr int64_t kMaxL2PrefetchBytes = int64_t{1} << 30;
+absl::Status CheckL2PrefetchBytes(int64_t bytes);  // InvalidArgument naming the value
+bool WriteL2PrefetchBytes(int bytes, ir::Module& m);
+absl::StatusOr<int> ReadL2PrefetchBytes(const ir::Module& m);
+
 // select-kernels{combine-early-loads} as `kernel_combine_early_loads = 1` (written only when true).
 bool WriteCombineEarlyLoads(bool early, ir::Module& m);
 bool ReadCombineEarlyLoads(const ir::Module& m);

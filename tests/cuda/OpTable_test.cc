@@ -599,6 +599,42 @@ TEST_F(OpTableTest, DecodeGemvShapes) {
              h.Weight("wc", t, {1024, 17}, -0.05f, 0.05f), h.Weight("wd", t, {1024, 16}, -0.05f, 0.05f)});
         return std::vector<Value*>(r.begin(), r.end());
       });
+  // select-kernels{l2-prefetch-bytes}: the weights' first bytes asked of the L2 before the wait (a
+  // hint: the sums are the same). Budgets below a weight's bytes, past them (a group's budget going
+  // on to its next weights; 64 MiB is capped at the L2) and not a multiple of 16.
+  for (int64_t bytes : {int64_t{100000}, int64_t{16} << 20, int64_t{64} << 20}) {
+    const std::string tag = absl::StrCat(" l2-prefetch ", bytes);
+    Check("matmul", absl::StrCat("bf16 6145x1024", tag), 1, 1e-9, [&](Harness& h) {
+      h.select.l2_prefetch_bytes = static_cast<int>(bytes);
+      return std::vector<Value*>{
+          h.b->MatMul(h.Arg("x", {-1, 1024}), h.Weight("w", GgmlType::kBF16, {1024, 6145}, -0.05f, 0.05f))};
+    });
+    Check("matmul", absl::StrCat("f32 1001x512", tag), 1, 1e-9, [&](Harness& h) {
+      h.select.l2_prefetch_bytes = static_cast<int>(bytes);
+      return std::vector<Value*>{
+          h.b->MatMul(h.Arg("x", {-1, 512}), h.Weight("w", GgmlType::kF32, {512, 1001}, -0.05f, 0.05f))};
+    });
+    Check("matmul", absl::StrCat("bf16 4096x4096 splitk", tag), 1, 1e-9, [&](Harness& h) {
+      h.select.l2_prefetch_bytes = static_cast<int>(bytes);
+      return std::vector<Value*>{
+          h.b->MatMul(h.Arg("x", {-1, 4096}), h.Weight("w", GgmlType::kBF16, {4096, 4096}, -0.05f, 0.05f))};
+    });
+    Check("matmul_group", absl::StrCat("bf16", tag), 1, 1e-9, [&](Harness& h) {
+      h.select.l2_prefetch_bytes = static_cast<int>(bytes);
+      Value* x = h.Arg("x", {-1, 1024});
+      auto r = h.b->Build(ir::OpKind::kMatMulGroup, {x, h.Weight("wa", GgmlType::kBF16, {1024, 6145}, -0.05f, 0.05f),
+                                                     h.Weight("wb", GgmlType::kBF16, {1024, 2047}, -0.05f, 0.05f),
+                                                     h.Weight("wc", GgmlType::kBF16, {1024, 17}, -0.05f, 0.05f)});
+      return std::vector<Value*>(r.begin(), r.end());
+    });
+    Check("matmul_swiglu", absl::StrCat("bf16", tag), 1, 1e-9, [&](Harness& h) {
+      h.select.l2_prefetch_bytes = static_cast<int>(bytes);
+      Value* x = h.Arg("x", {-1, 1024});
+      return std::vector<Value*>{
+          h.b->Build1(ir::OpKind::kMatMulSwiglu, {x, h.Weight("wg", GgmlType::kBF16, {1024, 3584}, -0.05f, 0.05f),
+                                                  h.Weight("wu", GgmlType::kBF16, {1024, 3584}, -0.05f, 0.05f)})};
+    });
+  }
 }
 
 // The three product ops on every format the GPU reads as blocks (quantized by the reference

@@ -591,6 +591,32 @@ TEST(Selection, GemvWarpBytes) {
       << bad.status();
 }
 
+// select-kernels{l2-prefetch-bytes} on the module: 0 (the default) is no attribute; a value past
+// kMaxL2PrefetchBytes, or negative, is refused naming the attribute.
+TEST(Selection, L2PrefetchBytes) {
+  auto m = ir::ParseModule(kModule);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(ReadSelectOptions(**m)->l2_prefetch_bytes, 0);
+  SelectOptions o;
+  o.l2_prefetch_bytes = 8 << 20;
+  EXPECT_TRUE(WriteSelectOptions(o, **m));
+  EXPECT_FALSE(WriteSelectOptions(o, **m));
+  EXPECT_EQ((*m)->attrs().GetI64("kernel_l2_prefetch_bytes"), std::optional<int64_t>(8 << 20));
+  EXPECT_EQ(ReadSelectOptions(**m)->l2_prefetch_bytes, 8 << 20);
+  EXPECT_TRUE(WriteSelectOptions(SelectOptions{}, **m));
+  EXPECT_FALSE((*m)->attrs().Has("kernel_l2_prefetch_bytes"));
+  EXPECT_TRUE(CheckL2PrefetchBytes(kMaxL2PrefetchBytes).ok());
+  for (int64_t bad_value : {kMaxL2PrefetchBytes + 1, int64_t{-1}}) {
+    (*m)->attrs().Set("kernel_l2_prefetch_bytes", bad_value);
+    auto bad = ReadSelectOptions(**m);
+    ASSERT_FALSE(bad.ok()) << bad_value;
+    EXPECT_NE(bad.status().message().find(
+                  absl::StrCat("kernel_l2_prefetch_bytes: l2-prefetch-bytes is 0..1073741824, not ", bad_value)),
+              std::string::npos)
+        << bad.status();
+  }
+}
+
 TEST(WeightLayout, RepackersMatchTheBlocks) {
   // Two rows of 32: q8_0 blocks quantized by the reference quantizer.
   std::vector<float> x(64);

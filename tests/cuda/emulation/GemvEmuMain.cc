@@ -43,12 +43,14 @@ struct Case {
   std::vector<int64_t> rows;
   int64_t K, T;
   int warp_bytes = 0;  // select-kernels{gemv-warp-bytes} (one token: GEMV_R rows a warp)
+  int l2_bytes = 0;    // select-kernels{l2-prefetch-bytes} (a hint: the same bits)
   std::string Name() const {
     return absl::StrCat(kind == Kind::kMatMul  ? "matmul"
                         : kind == Kind::kGroup ? "group"
                                                : "swiglu",
                         " ", ir::DTypeName(dtype), "[", absl::StrJoin(rows, ","), "] K=", K, " T=", T,
-                        warp_bytes > 0 ? absl::StrCat(" warp-bytes=", warp_bytes) : "");
+                        warp_bytes > 0 ? absl::StrCat(" warp-bytes=", warp_bytes) : "",
+                        l2_bytes > 0 ? absl::StrCat(" l2-prefetch=", l2_bytes) : "");
   }
 };
 
@@ -121,6 +123,7 @@ std::vector<std::vector<uint32_t>> Run(const Case& c, int64_t T, const Weights& 
   SelectOptions so;
   so.decode_class = DecodeClass::kExact;
   so.gemv_warp_bytes = c.warp_bytes;
+  so.l2_prefetch_bytes = c.l2_bytes;
   auto sel = SelectGpuOp(op, *shapes, tg, so);
   if (!sel.ok() || !sel->gemv) {
     why = sel.ok() ? absl::StrCat("selected ", sel->impl, ", not a GEMV") : std::string(sel.status().message());
@@ -191,6 +194,15 @@ int main(int argc, char** argv) {
       cases.push_back({Kind::kMatMul, d, {37}, 256, 1, bytes});
       cases.push_back({Kind::kGroup, d, {20, 7, 3}, 512, 1, bytes});  // a warp's rows straddle two weights
     }
+  // The L2 prefetch (a no-op in the emulation: its budget arithmetic runs, the sums must not move):
+  // below a weight's bytes, past the first of a group's, not a multiple of 16.
+  for (int bytes : {1000, 100000})
+    for (int64_t T : {1, 3}) {
+      cases.push_back({Kind::kMatMul, DType::kBF16, {37}, 256, T, 0, bytes});
+      cases.push_back({Kind::kMatMul, DType::kBF16, {40}, 4096, T, 0, bytes});
+      cases.push_back({Kind::kSwiglu, DType::kBF16, {37, 37}, 512, T, 0, bytes});
+      cases.push_back({Kind::kGroup, DType::kBF16, {20, 7, 3}, 512, T, 4096, bytes});
+    }
   int fails = 0;
   for (size_t ci = 0; ci < cases.size(); ++ci) {
     const Case& c = cases[ci];
@@ -204,8 +216,9 @@ int main(int argc, char** argv) {
       std::string w1;
       int u1, o1;
       Run(c, 1, w, std::vector<float>(x.begin(), x.begin() + c.K), true, w1, u1, o1);
-      Case one = c;  // and one row a warp, which the several-rows check runs
+      Case one = c;  // and one row a warp without the L2 prefetch, which the variants' check runs
       one.warp_bytes = 0;
+      one.l2_bytes = 0;
       Run(one, c.T, w, x, true, w1, u1, o1);
       continue;
     }
@@ -249,10 +262,11 @@ int main(int argc, char** argv) {
           differ += y[o][t * c.rows[o] + r] != y1[o][r];
         }
     }
-    // Several rows a warp: the bits of one row a warp.
-    if (c.warp_bytes > 0) {
+    // Several rows a warp, or the L2 prefetch: the bits of one row a warp without it.
+    if (c.warp_bytes > 0 || c.l2_bytes > 0) {
       Case one = c;
       one.warp_bytes = 0;
+      one.l2_bytes = 0;
       std::string w1;
       int u1 = 0, o1 = 0;
       const auto y1 = Run(one, c.T, w, x, false, w1, u1, o1);
