@@ -31,6 +31,12 @@ out=${OUT:-/tmp/memra-gpu-out}
 bin=/tmp/memra-gpu
 mkdir -p "$out" "$bin"
 tar xJf "$bundle" -C "$bin" || { echo "cannot unpack $bundle"; exit 1; }
+# The op table's cubins compiled by make_gpu_bundle.sh, where its executors look (OpTable_test's
+# cache_dir(): gtest's TempDir()); modules compiled for other sources or NVRTC are not found there.
+if [ -d "$bin/optable-cache" ]; then
+  mkdir -p "${TEST_TMPDIR:-/tmp}/memra-optable-cache"
+  cp -r "$bin/optable-cache/." "${TEST_TMPDIR:-/tmp}/memra-optable-cache/"
+fi
 export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader | tee "$out/gpu.txt"
 if [ "$mode" = "--sanitize" ]; then

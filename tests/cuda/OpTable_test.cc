@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "codegen/KernelCompiler.h"
 #include "codegen/KernelModules.h"
 #include "frontends/gguf/GgufFile.h"
 #include "frontends/gguf/GgufWriter.h"
@@ -207,9 +208,44 @@ RowShard& Shard() {
 // Whether this process runs the TEST's next row.
 bool TakeRow() { return Shard().next++ % Shard().count == Shard().index; }
 
+// --precompile-kernels=DIR (this binary's own flag; no GPU needed): every row selects its kernels
+// for the sm_90 preset (the selection fields of the H100 and the H200) as the row's executor would,
+// and compiles them with NVRTC into the disk cache DIR; nothing runs or is compared.
+// bench/make_gpu_bundle.sh packs DIR and bench/gpu_suite.sh unpacks it where the table's executors
+// look (OpTableTest::cache_dir()), so the device call loads the rows' cubins instead of compiling
+// each row's modules in turn. A module whose key differs there (other NVRTC, other kernel sources,
+// other target fields) is compiled on the device as before.
+std::string& PrecompileDir() {
+  static std::string dir;
+  return dir;
+}
+bool Precompiling() { return !PrecompileDir().empty(); }
+std::unique_ptr<codegen::KernelCompiler>& Precompiler() {
+  static std::unique_ptr<codegen::KernelCompiler> compiler;
+  return compiler;
+}
+int& PrecompileSkips() {
+  static int skips = 0;
+  return skips;
+}
+
 class OpTableTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    if (Precompiling()) {
+      codegen::CompileOptions co;
+      co.arch = 90;
+      co.cache_dir = PrecompileDir();
+      auto compiler = codegen::KernelCompiler::Create(co);
+      if (!compiler.ok()) {
+        skip_ = absl::StrCat("cannot precompile: ", compiler.status().message());
+        return;
+      }
+      Precompiler() = std::move(*compiler);
+      std::printf("  precompiling the table's kernels for the sm_90 preset into %s (NVRTC %s)\n",
+                  PrecompileDir().c_str(), Precompiler()->nvrtc_version().c_str());
+      return;
+    }
     auto dev = cuda::CudaDevice::Open(0);
     if (!dev.ok())
       skip_ = std::string(dev.status().message());
@@ -217,6 +253,9 @@ class OpTableTest : public ::testing::Test {
       std::printf("  device: %s\n", (*dev)->Describe().c_str());
   }
   static void TearDownTestSuite() {
+    if (Precompiling() && Precompiler() != nullptr)
+      std::printf("  precompiled: %s; %d rows not selectable for the preset\n",
+                  Precompiler()->stats().ToString().c_str(), PrecompileSkips());
     if (Table().empty()) return;
     std::printf("\n%-18s %-14s %6s %6s %11s %9s  %s\n", "op", "dtype", "T", "bucket", "nmse", "bound", "result");
     int fails = 0;
@@ -234,6 +273,28 @@ class OpTableTest : public ::testing::Test {
 
   // AttentionGeometries' table at T <= 520, or (long_prompts) its long-prompt rows at T = 1100.
   void CheckAttentionGeometries(bool long_prompts);
+
+  // Precompiling: the modules the row's executor selects for T tokens, compiled into the cache. A
+  // row the preset cannot select for is counted, not failed (its device run says why).
+  static void PrecompileRow(const Harness& h, int64_t T, WeightMode weights) {
+    static const kernels::cuda::Target target = *kernels::cuda::TargetPreset("sm_90");
+    const ir::Function* fn = h.m->function("f");
+    ASSERT_NE(fn, nullptr);
+    bool symbolic = false;
+    for (unsigned i = 0; i < fn->num_arguments(); ++i)
+      for (const ir::Dim& d : fn->argument(i)->shape().dims()) symbolic |= d.IsSymbolic();
+    const int64_t bucket = symbolic ? codegen::TokenBucket(T) : fn->attrs().I64Or("bucket", 1);
+    auto selections = kernels::cuda::SelectionsOf(*fn, bucket, target, weights, /*use_records=*/false);
+    if (!selections.ok()) {
+      ++PrecompileSkips();
+      return;
+    }
+    std::vector<codegen::ModuleSpec> modules;
+    for (const kernels::cuda::OpSelection& s : *selections)
+      for (const kernels::cuda::Launch& l : s.launches) modules.push_back(l.kernel.module);
+    auto cubins = Precompiler()->CompileAll(modules);
+    EXPECT_TRUE(cubins.ok()) << cubins.status();
+  }
 
   // Builds with `build`, then runs `calls` calls of T tokens on both executors and compares
   // every result and every f32 state. `states_ok` false: states are not compared.
@@ -257,6 +318,7 @@ class OpTableTest : public ::testing::Test {
       co.communicator = group.rank(h.tp_rank);
       row.dtype += absl::StrCat(" rank ", h.tp_rank, "/", h.tp_size);
     }
+    if (Precompiling()) return PrecompileRow(h, T, weights);
     auto cpu = CpuExecutor::Create(*h.m, *h.file, co);
     ASSERT_TRUE(cpu.ok()) << cpu.status();
     CudaExecutorOptions o;
@@ -699,7 +761,7 @@ TEST_F(OpTableTest, BlockFormats) {
 // A type the GPU cannot read as blocks (nvfp4: no Dequant.cu decoder) is one error before any
 // upload naming the tensor, its type and --weights bf16; with --weights bf16 it runs from the copy.
 TEST_F(OpTableTest, BlocksWithoutAGpuLayout) {
-  if (TakeRow()) {
+  if (TakeRow() && !Precompiling()) {
     Harness h(7);
     std::vector<Value*> y{
         h.b->MatMul(h.Arg("x", {-1, 256}), h.Weight("w.nv", GgmlType::kNVFP4, {256, 64}, -0.05f, 0.05f))};
@@ -1469,6 +1531,10 @@ void OpTableTest::ChunkedScanGridLaw(const std::string& precision) {
   Harness h(5);
   Value* o = ScanWithNorms(h, precision);
   ASSERT_TRUE(h.Finish({o}).ok());
+  if (Precompiling()) {
+    PrecompileRow(h, 256, WeightMode::kBlocks);
+    return PrecompileRow(h, 128, WeightMode::kBlocks);
+  }
   const std::vector<HostTensor> all = h.Args(256);
   // Rows [r0, r0 + n) of every argument.
   auto rows = [&](int64_t r0, int64_t n) {
@@ -1826,11 +1892,19 @@ TEST_F(OpTableTest, DataMovement) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   for (int i = 1; i < argc; ++i) {
+    constexpr char kPrecompile[] = "--precompile-kernels=";
+    if (std::strncmp(argv[i], kPrecompile, sizeof(kPrecompile) - 1) == 0 && argv[i][sizeof(kPrecompile) - 1] != 0) {
+      memra::runtime::PrecompileDir() = argv[i] + sizeof(kPrecompile) - 1;
+      continue;
+    }
     int64_t index = 0, count = 0;
     char tail = 0;
     if (std::sscanf(argv[i], "--rows=%ld/%ld%c", &index, &count, &tail) != 2 || count < 1 || index < 0 ||
         index >= count) {
-      std::fprintf(stderr, "OpTable_test: unknown argument '%s' (--rows=I/N, I < N, and gtest's flags)\n", argv[i]);
+      std::fprintf(stderr,
+                   "OpTable_test: unknown argument '%s' (--rows=I/N, I < N; --precompile-kernels=DIR; and gtest's "
+                   "flags)\n",
+                   argv[i]);
       return 2;
     }
     memra::runtime::Shard().index = index;
