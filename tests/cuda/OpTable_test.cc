@@ -666,21 +666,21 @@ TEST_F(OpTableTest, DecodeGemvShapes) {
   // them (a group's budget going on to its next weights; 64 MiB is capped at the L2).
   for (int64_t bytes : {int64_t{100000}, int64_t{64} << 20}) {
     const std::string tag = absl::StrCat(" l2-prefetch ", bytes);
-    Check("matmul", absl::StrCat("bf16 6145x1024", tag), 1, 1e-9, [&](Harness& h) {
-      h.select.l2_prefetch_bytes = static_cast<int>(bytes);
-      return std::vector<Value*>{
-          h.b->MatMul(h.Arg("x", {-1, 1024}), h.Weight("w", GgmlType::kBF16, {1024, 6145}, -0.05f, 0.05f))};
-    });
-    Check("matmul", absl::StrCat("f32 1001x512", tag), 1, 1e-9, [&](Harness& h) {
-      h.select.l2_prefetch_bytes = static_cast<int>(bytes);
-      return std::vector<Value*>{
-          h.b->MatMul(h.Arg("x", {-1, 512}), h.Weight("w", GgmlType::kF32, {512, 1001}, -0.05f, 0.05f))};
-    });
-    Check("matmul", absl::StrCat("bf16 4096x4096 splitk", tag), 1, 1e-9, [&](Harness& h) {
-      h.select.l2_prefetch_bytes = static_cast<int>(bytes);
-      return std::vector<Value*>{
-          h.b->MatMul(h.Arg("x", {-1, 4096}), h.Weight("w", GgmlType::kBF16, {4096, 4096}, -0.05f, 0.05f))};
-    });
+    // gemv (4 rows a warp), gemv on f32, gemv_splitk, gemv_q (q4_K: x as q8, its bound).
+    struct L2Row {
+      GgmlType t;
+      int64_t rows, k;
+      double bound;
+    };
+    for (const L2Row& g :
+         {L2Row{GgmlType::kBF16, 6145, 1024, 1e-9}, L2Row{GgmlType::kF32, 1001, 512, 1e-9},
+          L2Row{GgmlType::kBF16, 4096, 4096, 1e-9}, L2Row{GgmlType::kQ4_K, 4096, 1024, kQ8ActivationBound}})
+      Check("matmul", absl::StrCat(formats::GgmlTypeName(g.t), " ", g.rows, "x", g.k, tag), 1, g.bound,
+            [&](Harness& h) {
+              h.select.l2_prefetch_bytes = static_cast<int>(bytes);
+              return std::vector<Value*>{
+                  h.b->MatMul(h.Arg("x", {-1, g.k}), h.Weight("w", g.t, {g.k, g.rows}, -0.05f, 0.05f))};
+            });
     Check("matmul_group", absl::StrCat("bf16", tag), 1, 1e-9, [&](Harness& h) {
       h.select.l2_prefetch_bytes = static_cast<int>(bytes);
       Value* x = h.Arg("x", {-1, 1024});
@@ -689,13 +689,15 @@ TEST_F(OpTableTest, DecodeGemvShapes) {
                                                      h.Weight("wc", GgmlType::kBF16, {1024, 17}, -0.05f, 0.05f)});
       return std::vector<Value*>(r.begin(), r.end());
     });
-    Check("matmul_swiglu", absl::StrCat("bf16", tag), 1, 1e-9, [&](Harness& h) {
-      h.select.l2_prefetch_bytes = static_cast<int>(bytes);
-      Value* x = h.Arg("x", {-1, 1024});
-      return std::vector<Value*>{
-          h.b->Build1(ir::OpKind::kMatMulSwiglu, {x, h.Weight("wg", GgmlType::kBF16, {1024, 3584}, -0.05f, 0.05f),
-                                                  h.Weight("wu", GgmlType::kBF16, {1024, 3584}, -0.05f, 0.05f)})};
-    });
+    for (GgmlType t : {GgmlType::kBF16, GgmlType::kQ4_K})  // gemv_swiglu, gemv_q_swiglu
+      Check("matmul_swiglu", absl::StrCat(formats::GgmlTypeName(t), tag), 1,
+            t == GgmlType::kBF16 ? 1e-9 : kQ8ActivationBound, [&](Harness& h) {
+              h.select.l2_prefetch_bytes = static_cast<int>(bytes);
+              Value* x = h.Arg("x", {-1, 1024});
+              return std::vector<Value*>{h.b->Build1(
+                  ir::OpKind::kMatMulSwiglu,
+                  {x, h.Weight("wg", t, {1024, 3584}, -0.05f, 0.05f), h.Weight("wu", t, {1024, 3584}, -0.05f, 0.05f)})};
+            });
   }
 }
 
