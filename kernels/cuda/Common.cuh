@@ -321,9 +321,13 @@ __device__ __forceinline__ const T* memra_cluster_map(const T* p, unsigned rank)
 // goes in 64 KB pieces over lane 0 of the warps of the launch's first `blocks` blocks (piece i to
 // the warp i mod their count): each SM's copy engine issues a share, not one engine all of it. The
 // instruction takes 16-byte aligned ranges: a head before p's first 16-byte boundary and a tail past
-// the last are left out. A no-op before sm_90 and in the host emulation.
+// the last are left out. A no-op before sm_90; the host emulation hands each piece to
+// emu_l2_prefetch_hook when one is set (tests/cuda/emulation/L2PrefetchEmu.cc checks the split).
+#if defined(MEMRA_HOST_EMULATION)
+inline void (*emu_l2_prefetch_hook)(const void* p, unsigned bytes) = nullptr;
+#endif
 __device__ __forceinline__ void memra_l2_prefetch(const void* p, long long bytes, int blocks) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900) || defined(MEMRA_HOST_EMULATION)
   constexpr long long kPiece = 64 << 10;
   const int warps = (int)(blockDim.x >> 5), issuers = min((int)gridDim.x, blocks) * warps;
   const int who = (int)blockIdx.x * warps + (int)(threadIdx.x >> 5);
@@ -333,7 +337,11 @@ __device__ __forceinline__ void memra_l2_prefetch(const void* p, long long bytes
   bytes = (bytes - head) & ~15LL;
   for (long long off = (long long)who * kPiece; off < bytes; off += (long long)issuers * kPiece) {
     const unsigned n = (unsigned)(bytes - off < kPiece ? bytes - off : kPiece);
+#if defined(MEMRA_HOST_EMULATION)
+    if (emu_l2_prefetch_hook != nullptr) emu_l2_prefetch_hook(c + off, n);
+#else
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(c + off), "r"(n) : "memory");
+#endif
   }
 #endif
 }
