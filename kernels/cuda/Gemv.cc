@@ -117,11 +117,10 @@ std::optional<Launch> SplitKGemvLaunch(const Target& target, int64_t K, int stor
 }
 
 // select-kernels{l2-prefetch-bytes}: the launch asks the L2 for its weights' first bytes before its
-// wait (Gemv.cu GEMV_L2_PREFETCH), at most the target's L2; sm_90's bulk prefetch, so nothing before.
+// wait (Gemv.cu GEMV_L2_PREFETCH).
 void AddL2Prefetch(Launch& l, const SelectContext& c) {
-  int64_t bytes = c.options.l2_prefetch_bytes;
-  if (c.target.l2_bytes > 0) bytes = std::min(bytes, c.target.l2_bytes);
-  if (bytes <= 0 || c.target.arch < 90) return;
+  const int64_t bytes = L2PrefetchBytesFor(c.target, c.options.l2_prefetch_bytes);
+  if (bytes == 0) return;
   Defines d = l.kernel.module.defines;
   d.push_back(Def("GEMV_L2_PREFETCH", bytes));
   l.kernel.module.defines = MakeDefines(std::move(d));

@@ -306,9 +306,7 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
                     Def("GQ_MINB", min_blocks)};
     if (stream) defs.push_back(Def("GQ_STREAM", 1));
     if (options.x_early && T == 1 && x != GemvQuantX::kF32) defs.push_back(Def("GQ_XPRE", 1));
-    if (const int64_t l2 =
-            target.l2_bytes > 0 ? std::min(options.l2_prefetch_bytes, target.l2_bytes) : options.l2_prefetch_bytes;
-        l2 > 0 && target.arch >= 90)
+    if (const int64_t l2 = L2PrefetchBytesFor(target, options.l2_prefetch_bytes); l2 > 0)
       defs.push_back(Def("GQ_L2_PREFETCH", l2));
     AddCopyDefines(defs, rc);
     // GeGLU (matmul_swiglu activation gelu): the gate's activation by define; SwiGLU keeps its key.

@@ -247,6 +247,9 @@ bool GeluGate(const ir::Op& op);
 // `name=1` added to the launch's defines when `on` (a variant's define, so the other variant keeps
 // its module and cache key).
 void AddFlagDefine(Launch& l, const char* name, bool on = true);
+// select-kernels{l2-prefetch-bytes} for a launch on `target`: `requested` capped at its L2; 0
+// before sm_90 (no bulk prefetch) or when none is requested.
+int64_t L2PrefetchBytesFor(const Target& target, int64_t requested);
 // A clamped SwiGLU op's limit (ir/Ops.def swiglu / matmul_swiglu / moe_experts clamp) on the launch
 // that computes its gated products: MEMRA_GLU_LIMIT_BITS, the f32 bits Common.cuh's glu_ reads.
 // Nothing without a clamp (the module keeps its cache key).

@@ -36,6 +36,11 @@ void AddFlagDefine(Launch& l, const char* name, bool on) {
   l.kernel.module.defines = MakeDefines(std::move(d));
 }
 
+int64_t L2PrefetchBytesFor(const Target& target, int64_t requested) {
+  if (requested <= 0 || target.arch < 90) return 0;
+  return target.l2_bytes > 0 ? std::min(requested, target.l2_bytes) : requested;
+}
+
 void AddGluClampDefine(Launch& l, const ir::Op& op) {
   const double clamp = op.attrs().F64Or("clamp", 0.0);
   if (!(clamp > 0)) return;
