@@ -196,8 +196,9 @@ class SelectKernelsPass : public passes::Pass {
   passes::Option<int64_t> l2_prefetch_bytes_{
       this,
       "l2-prefetch-bytes",
-      "bytes of its weights (from their start; at most the target's L2) a Gemv.cu product asks the L2 for "
-      "before its grid dependency wait, so that under programmatic dependent launch they stream in while "
+      "bytes of its weights (from their start; at most the target's L2) a one-token product on Gemv.cu or "
+      "GemvQuant.cu asks the L2 for before its grid dependency wait, so that under programmatic dependent launch they "
+      "stream in while "
       "the kernel before it runs; the sums do not change (0: none; opt-in until measured)",
       0,
       0,

@@ -326,7 +326,10 @@ __device__ __forceinline__ const T* memra_cluster_map(const T* p, unsigned rank)
 #if defined(MEMRA_HOST_EMULATION)
 inline void (*emu_l2_prefetch_hook)(const void* p, unsigned bytes) = nullptr;
 #endif
-__device__ __forceinline__ void memra_l2_prefetch(const void* p, long long bytes, int blocks) {
+// The products' issuing blocks (Gemv.cu, GemvQuant.cu): within the first wave of any launch.
+#define MEMRA_L2_PREFETCH_BLOCKS 16
+__device__ __forceinline__ void memra_l2_prefetch(const void* p, long long bytes,
+                                                  int blocks = MEMRA_L2_PREFETCH_BLOCKS) {
 #if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900) || defined(MEMRA_HOST_EMULATION)
   constexpr long long kPiece = 64 << 10;
   const int warps = (int)(blockDim.x >> 5), issuers = min((int)gridDim.x, blocks) * warps;

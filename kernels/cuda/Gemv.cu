@@ -79,12 +79,10 @@ static_assert(GEMV_T == 1 || !GEMV_STAGE_X, "x staged in shared memory holds one
 #ifndef GEMV_L2_PREFETCH
 #define GEMV_L2_PREFETCH 0
 #endif
-// The launch's blocks that issue the L2 prefetch (all in the first wave of any launch).
-#define GEMV_L2_PREFETCH_BLOCKS 16
 // Asks the L2 for up to `budget` bytes from the start of a weight of n_rows rows; the bytes asked.
 __device__ __forceinline__ i64 weight_l2_prefetch(const void* w, i64 n_rows, i64 budget) {
   const i64 bytes = min(budget, n_rows * (i64)(GEMV_K * GEMV_ELEM_BYTES));
-  if (bytes > 0) memra_l2_prefetch(w, bytes, GEMV_L2_PREFETCH_BLOCKS);
+  if (bytes > 0) memra_l2_prefetch(w, bytes);
   return bytes;
 }
 

@@ -851,7 +851,7 @@ __device__ __forceinline__ void gq_l2_prefetch(const GemvQuantParams& p) {
     if (kSwiglu ? i < 2 : i < p.n_w) {
       const long long rows = p.w[kSwiglu ? 0 : i].n_rows;
       const long long bytes = min(kSwiglu ? (long long)(GQ_L2_PREFETCH / 2) : left, rows * kRB);
-      if (bytes > 0) memra_l2_prefetch(p.w[i].w, bytes, 16);
+      if (bytes > 0) memra_l2_prefetch(p.w[i].w, bytes);
       left -= bytes;
     }
   }

@@ -102,8 +102,9 @@ struct SelectOptions {
   // first ranges' loads together once the live count is known (Attention.cu ATT_MERGE_EARLY; the
   // same bits). Opt-in until measured.
   bool combine_early_loads = false;
-  // select-kernels{l2-prefetch-bytes}: the bytes of its weights (from their start) a Gemv.cu product
-  // asks the L2 for before its grid dependency wait (GEMV_L2_PREFETCH; at most the target's L2).
+  // select-kernels{l2-prefetch-bytes}: the bytes of its weights (from their start) a Gemv.cu or
+  // GemvQuant.cu product asks the L2 for before its grid dependency wait (GEMV_L2_PREFETCH /
+  // GQ_L2_PREFETCH; at most the target's L2).
   // Under programmatic dependent launch its first blocks are resident while the kernel before it runs,
   // so the weights beyond what the resident blocks hold in registers stream into the L2 during small
   // kernels that leave the memory idle (attention, norms, the delta-net step). 0: none (opt-in until
