@@ -15,6 +15,9 @@ out=$root/build-llamacpp
 mkdir -p "$out"
 paths=(CMakeLists.txt cmake ggml/CMakeLists.txt ggml/cmake ggml/include src include common tools vendor app)
 top=$(git --git-dir="$git_dir" ls-tree --name-only "$commit" ggml/src/ | grep -v -E 'ggml/src/ggml-[a-z]+$' || true)
-git --git-dir="$git_dir" archive --format=tar "$commit" "${paths[@]}" $top ggml/src/ggml-cpu ggml/src/ggml-cuda |
+# Not the web UI, server or CLI (8.3 + 1.5 MB of sources gpu_llamacpp.sh's LLAMA_BUILD_SERVER=OFF never
+# builds): the tarball, the bundle and the working tree must fit a device call's 64 MiB together.
+git --git-dir="$git_dir" archive --format=tar "$commit" "${paths[@]}" $top ggml/src/ggml-cpu ggml/src/ggml-cuda \
+  ':(exclude)tools/ui' ':(exclude)tools/server' ':(exclude)tools/cli' |
   XZ_OPT=-9 xz > "$out/llamacpp-src.tar.xz"
 echo "$out/llamacpp-src.tar.xz: $(stat -c %s "$out/llamacpp-src.tar.xz" | awk '{printf "%.1f MB", $1/1e6}') (llama.cpp $commit)"
