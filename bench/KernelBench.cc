@@ -281,6 +281,14 @@ std::vector<QuantVariant> QuantVariants(ir::DType fmt, bool sweep, int sm_count,
     o.stream = stream;
     variants.push_back({absl::StrCat(dn, stream == 2 ? " q8-x streamed" : " q8-x streamed if uneven"), o, false});
   }
+  // The units' q8-x geometry built for 5 or 6 resident blocks an SM (GQ_MINB caps the registers; a
+  // grid capped at the resident blocks takes that many: select-kernels{gemv-q-blocks-per-sm}).
+  for (int b : {5, 6}) {
+    kc::GemvQuantOptions o;
+    o.x = kc::GemvQuantX::kQ8;
+    o.min_blocks = b;
+    variants.push_back({absl::StrCat(dn, " q8-x ", b, " blocks/SM"), o, false});
+  }
   // q8 x loaded before each chunk's weight wait (GQ_XPRE, one token; not the units' default), with
   // x quantized by its own launch and staged per block.
   for (kc::GemvQuantX xp : {kc::GemvQuantX::kQ8, kc::GemvQuantX::kQ8Block}) {

@@ -62,13 +62,16 @@ class SelectKernelsPass : public passes::Pass {
       return absl::InvalidArgumentError(absl::StrCat("select-kernels: ", st.message()));
     if (absl::Status st = kcu::CheckL2PrefetchBytes(*l2_prefetch_bytes_); !st.ok())
       return absl::InvalidArgumentError(absl::StrCat("select-kernels: ", st.message()));
+    if (absl::Status st = kcu::CheckGemvQBlocksPerSm(*gemv_q_blocks_per_sm_); !st.ok())
+      return absl::InvalidArgumentError(absl::StrCat("select-kernels: ", st.message()));
     const kcu::SelectOptions options{*decode_class,
                                      *last_block_merge_,
                                      static_cast<int>(split),
                                      static_cast<int>(*gemv_warp_bytes_),
                                      static_cast<int>(*gemv_splitk_max_k_),
                                      *combine_early_loads_,
-                                     static_cast<int>(*l2_prefetch_bytes_)};
+                                     static_cast<int>(*l2_prefetch_bytes_),
+                                     static_cast<int>(*gemv_q_blocks_per_sm_)};
     bool changed = kcu::WriteSelectionTarget(*target, m);
     changed |= kcu::WriteSelectionWeights(*weights, m);
     changed |= kcu::WriteDecodeClass(*decode_class, m);
@@ -203,6 +206,16 @@ class SelectKernelsPass : public passes::Pass {
       0,
       0,
       kcu::kMaxL2PrefetchBytes};
+  passes::Option<int64_t> gemv_q_blocks_per_sm_{
+      this,
+      "gemv-q-blocks-per-sm",
+      "resident blocks an SM the dense one-token GemvQuant.cu products are built for: launch bounds that "
+      "cap their registers so that many fit, and that many blocks an SM where their grid is capped at the "
+      "resident ones (the K-quants: 4), as far as their rings' shared memory allows; the sums do not change "
+      "(0: the units' choice; opt-in until measured)",
+      0,
+      0,
+      kcu::kMaxGemvQBlocksPerSm};
   passes::Statistic functions_{this, "functions", "static functions annotated"};
   passes::Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes left alone"};
   passes::Statistic ops_{this, "ops", "ops selected"};

@@ -271,12 +271,22 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
       while (RingBytes(warps, stages, stage) > target.smem_per_block && warps > 1) --warps;
       if (RingBytes(warps, stages, stage) > target.smem_per_block) return std::nullopt;
       min_blocks = 1;
+      // GemvQuantOptions::min_blocks (select-kernels{gemv-q-blocks-per-sm}): as many as the rings'
+      // shared memory lets an SM hold (the driver keeps 1 KiB a block).
+      if (options.min_blocks > 0) {
+        const int64_t per_block = RingBytes(warps, stages, stage) + 1024;
+        const int64_t fit = target.smem_per_sm > 0 ? target.smem_per_sm / per_block : options.min_blocks;
+        min_blocks = static_cast<int>(std::clamp<int64_t>(fit, 1, options.min_blocks));
+      }
     }
     int64_t tiles = 0;
     for (unsigned i : g.operands) tiles += (shapes.in[i][0] + rows - 1) / rows;
     if (swiglu) tiles = (shapes.in[g.operands[0]][0] + rows - 1) / rows;
     if (tiles == 0) return std::nullopt;
     int64_t cap = options.max_blocks > 0 ? options.max_blocks : int64_t{target.sm_count} * geometry.blocks_per_sm;
+    if (x != GemvQuantX::kQ8Block && options.min_blocks > 0 && options.max_blocks <= 0 &&
+        geometry.blocks_per_sm < kBlocksPerSmCap)
+      cap = int64_t{target.sm_count} * min_blocks;
     if (x == GemvQuantX::kQ8Block && options.max_blocks <= 0) cap = int64_t{target.sm_count} * min_blocks;
     int64_t grid = std::min<int64_t>((tiles + warps - 1) / warps, cap);
     // Streamed (GQ_STREAM): x quantized by this op's launch (which zeroes the counters), a grid of
@@ -568,6 +578,7 @@ class GemvQuantImpl : public GpuOpImpl {
       if (!GemvQuantBlocksOnDevice(c.op.operand(i)->dtype(), c.shapes.layout(i))) return std::optional<OpSelection>();
     GemvQuantOptions options;
     options.l2_prefetch_bytes = c.options.l2_prefetch_bytes;
+    options.min_blocks = c.options.gemv_q_blocks_per_sm;
     return SelectGemvQuant(c.op, c.shapes, c.target, options);
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override { return BindGemvQuant(c, w); }

@@ -47,8 +47,10 @@ struct GemvQuantOptions {
   int pack = 0;          // gemv_q_moe_down: sub-tiles a chunk holds side by side (GQ_PACK), at most what fits
   int split = 0;         // gemv_q_moe_down: 1 a warp a tile, 2 the block's warps share a tile (GQ_SPLIT); 0 the
                          // units' choice
-  int min_blocks = 0;    // the MoE forms: __launch_bounds__' minimum resident blocks per SM (GQ_MINB: caps the
-                         // registers); 0 the units' choice
+  int min_blocks = 0;    // __launch_bounds__' minimum resident blocks per SM (GQ_MINB: caps the registers); the
+                         // dense forms (select-kernels{gemv-q-blocks-per-sm}) at most what their rings' shared
+                         // memory lets an SM hold, and a grid capped at resident blocks (the K-quants') takes
+                         // that many an SM; 0 the units' choice
   int stream = 0;        // the dense products with x quantized by their own launch, chunks spread evenly over
                          // the warps (GQ_STREAM): 0 never (the units' choice: measured slower, bench/RESULTS.md
                          // session 28), 1 where the tiles do not divide evenly over the SMs, 2 wherever it can run

@@ -110,6 +110,13 @@ struct SelectOptions {
   // kernels that leave the memory idle (attention, norms, the delta-net step). 0: none (opt-in until
   // measured).
   int l2_prefetch_bytes = 0;
+  // select-kernels{gemv-q-blocks-per-sm}: the resident blocks an SM the dense one-token GemvQuant.cu
+  // products (gemv_q, gemv_q_swiglu, a group's; not the MoE forms) are built for: their launch bounds
+  // cap the registers so that many fit (GQ_MINB) and a grid capped at the resident blocks (the K-quants':
+  // 4 an SM) takes that many, as far as their rings' shared memory allows. The 31B's q4_K products ran
+  // at 115 registers, 4 blocks (16 warps) an SM, issue-latency bound at ~60 % of the bandwidth (ncu,
+  // bench/RESULTS.md session 28). 0: the units' choice (opt-in until measured).
+  int gemv_q_blocks_per_sm = 0;
 };
 
 struct SelectContext {

@@ -380,6 +380,20 @@ absl::StatusOr<int> ReadL2PrefetchBytes(const ir::Module& m) {
   return ReadOptionAttr(m, "kernel_l2_prefetch_bytes", SelectOptions{}.l2_prefetch_bytes, &CheckL2PrefetchBytes);
 }
 
+absl::Status CheckGemvQBlocksPerSm(int64_t blocks) {
+  if (blocks >= 0 && blocks <= kMaxGemvQBlocksPerSm) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("gemv-q-blocks-per-sm is 0..", kMaxGemvQBlocksPerSm, ", not ", blocks));
+}
+
+bool WriteGemvQBlocksPerSm(int blocks, ir::Module& m) {
+  return WriteOptionAttr("kernel_gemv_q_blocks_per_sm", blocks, SelectOptions{}.gemv_q_blocks_per_sm, m);
+}
+
+absl::StatusOr<int> ReadGemvQBlocksPerSm(const ir::Module& m) {
+  return ReadOptionAttr(m, "kernel_gemv_q_blocks_per_sm", SelectOptions{}.gemv_q_blocks_per_sm, &CheckGemvQBlocksPerSm);
+}
+
 bool WriteCombineEarlyLoads(bool early, ir::Module& m) {
   return WriteOptionAttr("kernel_combine_early_loads", early ? 1 : 0, 0, m);
 }
@@ -393,6 +407,7 @@ bool WriteSelectOptions(const SelectOptions& o, ir::Module& m) {
   changed |= WriteGemvSplitKMaxK(o.gemv_splitk_max_k, m);
   changed |= WriteCombineEarlyLoads(o.combine_early_loads, m);
   changed |= WriteL2PrefetchBytes(o.l2_prefetch_bytes, m);
+  changed |= WriteGemvQBlocksPerSm(o.gemv_q_blocks_per_sm, m);
   return changed;
 }
 
@@ -405,6 +420,7 @@ absl::StatusOr<SelectOptions> ReadSelectOptions(const ir::Module& m) {
   MEMRA_ASSIGN_OR_RETURN(o.gemv_splitk_max_k, ReadGemvSplitKMaxK(m));
   o.combine_early_loads = ReadCombineEarlyLoads(m);
   MEMRA_ASSIGN_OR_RETURN(o.l2_prefetch_bytes, ReadL2PrefetchBytes(m));
+  MEMRA_ASSIGN_OR_RETURN(o.gemv_q_blocks_per_sm, ReadGemvQBlocksPerSm(m));
   return o;
 }
 

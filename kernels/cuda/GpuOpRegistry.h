@@ -80,6 +80,13 @@ absl::Status CheckL2PrefetchBytes(int64_t bytes);  // InvalidArgument naming the
 bool WriteL2PrefetchBytes(int bytes, ir::Module& m);
 absl::StatusOr<int> ReadL2PrefetchBytes(const ir::Module& m);
 
+// select-kernels{gemv-q-blocks-per-sm} as the module attribute `kernel_gemv_q_blocks_per_sm` (written
+// only when not 0; absent reads as 0). Check and Read refuse a value outside 0..kMaxGemvQBlocksPerSm.
+constexpr int64_t kMaxGemvQBlocksPerSm = 8;
+absl::Status CheckGemvQBlocksPerSm(int64_t blocks);  // InvalidArgument naming the value
+bool WriteGemvQBlocksPerSm(int blocks, ir::Module& m);
+absl::StatusOr<int> ReadGemvQBlocksPerSm(const ir::Module& m);
+
 // select-kernels{combine-early-loads} as `kernel_combine_early_loads = 1` (written only when true).
 bool WriteCombineEarlyLoads(bool early, ir::Module& m);
 bool ReadCombineEarlyLoads(const ir::Module& m);

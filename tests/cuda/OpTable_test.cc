@@ -661,6 +661,24 @@ TEST_F(OpTableTest, DecodeGemvShapes) {
              h.Weight("wc", t, {1024, 17}, -0.05f, 0.05f), h.Weight("wd", t, {1024, 16}, -0.05f, 0.05f)});
         return std::vector<Value*>(r.begin(), r.end());
       });
+  // select-kernels{gemv-q-blocks-per-sm}: the dense block products built for 6 resident blocks an SM
+  // (registers capped: q4_K's 115 -> 80, a 16-byte spill) and, for the K-quants, a grid of 6 an SM
+  // whose warps loop over more tiles than it holds (20,000 rows: 5,000 tiles of 4, the last partial);
+  // q8_0's grid is not capped (the bound only). The sums are the same kernels' sums.
+  for (const GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0})
+    Check("matmul", absl::StrCat(formats::GgmlTypeName(t), " 20000x1024 blocks-per-sm 6"), 1, kQ8ActivationBound,
+          [&](Harness& h) {
+            h.select.gemv_q_blocks_per_sm = 6;
+            return std::vector<Value*>{
+                h.b->MatMul(h.Arg("x", {-1, 1024}), h.Weight("w", t, {1024, 20000}, -0.05f, 0.05f))};
+          });
+  Check("matmul_swiglu", "q4_K 2x7000x1024 blocks-per-sm 6", 1, kQ8ActivationBound, [&](Harness& h) {
+    h.select.gemv_q_blocks_per_sm = 6;
+    Value* x = h.Arg("x", {-1, 1024});
+    return std::vector<Value*>{
+        h.b->Build1(ir::OpKind::kMatMulSwiglu, {x, h.Weight("wg", GgmlType::kQ4_K, {1024, 7000}, -0.05f, 0.05f),
+                                                h.Weight("wu", GgmlType::kQ4_K, {1024, 7000}, -0.05f, 0.05f)})};
+  });
   // select-kernels{l2-prefetch-bytes}: the weights' first bytes asked of the L2 before the wait (a
   // hint: the sums are the same). Budgets below a weight's bytes and not a multiple of 16, and past
   // them (a group's budget going on to its next weights; 64 MiB is capped at the L2).

@@ -617,6 +617,32 @@ TEST(Selection, L2PrefetchBytes) {
   }
 }
 
+// select-kernels{gemv-q-blocks-per-sm} on the module: 0 (the default) is no attribute; a value past
+// kMaxGemvQBlocksPerSm, or negative, is refused naming the attribute.
+TEST(Selection, GemvQBlocksPerSm) {
+  auto m = ir::ParseModule(kModule);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(ReadSelectOptions(**m)->gemv_q_blocks_per_sm, 0);
+  SelectOptions o;
+  o.gemv_q_blocks_per_sm = 6;
+  EXPECT_TRUE(WriteSelectOptions(o, **m));
+  EXPECT_FALSE(WriteSelectOptions(o, **m));
+  EXPECT_EQ((*m)->attrs().GetI64("kernel_gemv_q_blocks_per_sm"), std::optional<int64_t>(6));
+  EXPECT_EQ(ReadSelectOptions(**m)->gemv_q_blocks_per_sm, 6);
+  EXPECT_TRUE(WriteSelectOptions(SelectOptions{}, **m));
+  EXPECT_FALSE((*m)->attrs().Has("kernel_gemv_q_blocks_per_sm"));
+  EXPECT_TRUE(CheckGemvQBlocksPerSm(kMaxGemvQBlocksPerSm).ok());
+  for (int64_t bad_value : {kMaxGemvQBlocksPerSm + 1, int64_t{-1}}) {
+    (*m)->attrs().Set("kernel_gemv_q_blocks_per_sm", bad_value);
+    auto bad = ReadSelectOptions(**m);
+    ASSERT_FALSE(bad.ok()) << bad_value;
+    EXPECT_NE(bad.status().message().find(
+                  absl::StrCat("kernel_gemv_q_blocks_per_sm: gemv-q-blocks-per-sm is 0..8, not ", bad_value)),
+              std::string::npos)
+        << bad.status();
+  }
+}
+
 TEST(WeightLayout, RepackersMatchTheBlocks) {
   // Two rows of 32: q8_0 blocks quantized by the reference quantizer.
   std::vector<float> x(64);
