@@ -71,7 +71,8 @@ class SelectKernelsPass : public passes::Pass {
                                      static_cast<int>(*gemv_splitk_max_k_),
                                      *combine_early_loads_,
                                      static_cast<int>(*l2_prefetch_bytes_),
-                                     static_cast<int>(*gemv_q_blocks_per_sm_)};
+                                     static_cast<int>(*gemv_q_blocks_per_sm_),
+                                     *gemv_evict_first_};
     bool changed = kcu::WriteSelectionTarget(*target, m);
     changed |= kcu::WriteSelectionWeights(*weights, m);
     changed |= kcu::WriteDecodeClass(*decode_class, m);
@@ -216,6 +217,12 @@ class SelectKernelsPass : public passes::Pass {
       0,
       0,
       kcu::kMaxGemvQBlocksPerSm};
+  passes::Option<bool> gemv_evict_first_{
+      this, "gemv-evict-first",
+      "the one-token Gemv.cu products' weight loads mark their lines first to leave the L2, so the "
+      "rows read once give way before the lines l2-prefetch-bytes asked for ahead, the KV cache and "
+      "activations; the sums do not change (opt-in until measured)",
+      false};
   passes::Statistic functions_{this, "functions", "static functions annotated"};
   passes::Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes left alone"};
   passes::Statistic ops_{this, "ops", "ops selected"};

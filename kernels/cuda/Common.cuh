@@ -326,6 +326,24 @@ __device__ __forceinline__ const T* memra_cluster_map(const T* p, unsigned rank)
 #if defined(MEMRA_HOST_EMULATION)
 inline void (*emu_l2_prefetch_hook)(const void* p, unsigned bytes) = nullptr;
 #endif
+// 16 bytes of a weight a product streams once, marked first to leave the L2 (an L2 cache policy
+// of evict_first over the whole line, L1 not allocated): the lines the products read once then
+// give way before what is read again or asked for ahead (memra_l2_prefetch's lines, the KV cache,
+// activations). A plain read-only load in the host emulation and before sm_80.
+__device__ __forceinline__ uint4 memra_ld_evict_first(const void* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p), "l"(policy));
+  return v;
+#else
+  return __ldg(static_cast<const uint4*>(p));
+#endif
+}
+
 // The products' issuing blocks (Gemv.cu, GemvQuant.cu): within the first wave of any launch.
 #define MEMRA_L2_PREFETCH_BLOCKS 16
 __device__ __forceinline__ void memra_l2_prefetch(const void* p, long long bytes,

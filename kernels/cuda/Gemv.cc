@@ -117,12 +117,15 @@ std::optional<Launch> SplitKGemvLaunch(const Target& target, int64_t K, int stor
 }
 
 // select-kernels{l2-prefetch-bytes}: the launch asks the L2 for its weights' first bytes before its
-// wait (Gemv.cu GEMV_L2_PREFETCH).
+// wait (Gemv.cu GEMV_L2_PREFETCH); select-kernels{gemv-evict-first}: its weight loads mark their
+// lines first to leave the L2 (GEMV_EVICT_FIRST; the cache policy is sm_80's, every target's).
 void AddL2Prefetch(Launch& l, const SelectContext& c) {
   const int64_t bytes = L2PrefetchBytesFor(c.target, c.options.l2_prefetch_bytes);
-  if (bytes == 0) return;
+  const bool evict_first = c.options.gemv_evict_first;
+  if (bytes == 0 && !evict_first) return;
   Defines d = l.kernel.module.defines;
-  d.push_back(Def("GEMV_L2_PREFETCH", bytes));
+  if (bytes > 0) d.push_back(Def("GEMV_L2_PREFETCH", bytes));
+  if (evict_first) d.push_back(Def("GEMV_EVICT_FIRST", 1));
   l.kernel.module.defines = MakeDefines(std::move(d));
 }
 

@@ -15,6 +15,9 @@
 // start in the order the rows run, that its first blocks ask the L2 for before the wait (Common.cuh
 // memra_l2_prefetch): the rows of blocks not yet resident then come from the L2, streamed in while
 // the kernel before ran. 0: none. The sums do not depend on it.
+// GEMV_EVICT_FIRST (select-kernels{gemv-evict-first}): the weight loads mark their lines first to
+// leave the L2 (Common.cuh memra_ld_evict_first), so the rows a product reads once do not push out
+// what GEMV_L2_PREFETCH asked for ahead, the KV cache or activations. The sums do not depend on it.
 // GEMV_W, the weight storage: 1 f16, 2 bf16, 3 q8 (Q8_0 repacked at upload: int8 values row-major
 // [N, K] and one f32 scale per 32 values [N, K / 32], so loads stay 16-byte aligned; the ggml
 // block is 34 bytes), 4 f32 (the MoE router, f32 in every GGUF: cuBLASLt's M = 1 f32 GEMM took a
@@ -79,6 +82,9 @@ static_assert(GEMV_T == 1 || !GEMV_STAGE_X, "x staged in shared memory holds one
 #ifndef GEMV_L2_PREFETCH
 #define GEMV_L2_PREFETCH 0
 #endif
+#ifndef GEMV_EVICT_FIRST
+#define GEMV_EVICT_FIRST 0
+#endif
 // Asks the L2 for up to `budget` bytes from the start of a weight of n_rows rows; the bytes asked.
 __device__ __forceinline__ i64 weight_l2_prefetch(const void* w, i64 n_rows, i64 budget) {
   const i64 bytes = min(budget, n_rows * (i64)(GEMV_K * GEMV_ELEM_BYTES));
@@ -95,7 +101,12 @@ __device__ __forceinline__ const unsigned char* row_bytes(const void* w, i64 row
 }
 __device__ __forceinline__ uint4 row_piece(const unsigned char* wr, int s) {
   const int k = (s * 32 + (threadIdx.x & 31)) * GEMV_PER_LANE;
-  return k < GEMV_K ? __ldg(reinterpret_cast<const uint4*>(wr + k * GEMV_ELEM_BYTES)) : make_uint4(0, 0, 0, 0);
+  if (k >= GEMV_K) return make_uint4(0, 0, 0, 0);
+#if GEMV_EVICT_FIRST
+  return memra_ld_evict_first(wr + k * GEMV_ELEM_BYTES);
+#else
+  return __ldg(reinterpret_cast<const uint4*>(wr + k * GEMV_ELEM_BYTES));
+#endif
 }
 __device__ __forceinline__ void row_prefetch(const void* __restrict__ w, i64 row, RowPrefetch& pf) {
   const unsigned char* wr = row_bytes(w, row);

@@ -117,6 +117,10 @@ struct SelectOptions {
   // at 115 registers, 4 blocks (16 warps) an SM, issue-latency bound at ~60 % of the bandwidth (ncu,
   // bench/RESULTS.md session 28). 0: the units' choice (opt-in until measured).
   int gemv_q_blocks_per_sm = 0;
+  // select-kernels{gemv-evict-first}: the one-token Gemv.cu products' weight loads mark their lines
+  // first to leave the L2 (GEMV_EVICT_FIRST), so the rows read once give way before the lines
+  // l2_prefetch_bytes asked for ahead, the KV cache and activations. Opt-in until measured.
+  bool gemv_evict_first = false;
 };
 
 struct SelectContext {

@@ -394,6 +394,12 @@ absl::StatusOr<int> ReadGemvQBlocksPerSm(const ir::Module& m) {
   return ReadOptionAttr(m, "kernel_gemv_q_blocks_per_sm", SelectOptions{}.gemv_q_blocks_per_sm, &CheckGemvQBlocksPerSm);
 }
 
+bool WriteGemvEvictFirst(bool evict_first, ir::Module& m) {
+  return WriteOptionAttr("kernel_gemv_evict_first", evict_first ? 1 : 0, 0, m);
+}
+
+bool ReadGemvEvictFirst(const ir::Module& m) { return m.attrs().I64Or("kernel_gemv_evict_first", 0) != 0; }
+
 bool WriteCombineEarlyLoads(bool early, ir::Module& m) {
   return WriteOptionAttr("kernel_combine_early_loads", early ? 1 : 0, 0, m);
 }
@@ -408,6 +414,7 @@ bool WriteSelectOptions(const SelectOptions& o, ir::Module& m) {
   changed |= WriteCombineEarlyLoads(o.combine_early_loads, m);
   changed |= WriteL2PrefetchBytes(o.l2_prefetch_bytes, m);
   changed |= WriteGemvQBlocksPerSm(o.gemv_q_blocks_per_sm, m);
+  changed |= WriteGemvEvictFirst(o.gemv_evict_first, m);
   return changed;
 }
 
@@ -421,6 +428,7 @@ absl::StatusOr<SelectOptions> ReadSelectOptions(const ir::Module& m) {
   o.combine_early_loads = ReadCombineEarlyLoads(m);
   MEMRA_ASSIGN_OR_RETURN(o.l2_prefetch_bytes, ReadL2PrefetchBytes(m));
   MEMRA_ASSIGN_OR_RETURN(o.gemv_q_blocks_per_sm, ReadGemvQBlocksPerSm(m));
+  o.gemv_evict_first = ReadGemvEvictFirst(m);
   return o;
 }
 

@@ -87,6 +87,10 @@ absl::Status CheckGemvQBlocksPerSm(int64_t blocks);  // InvalidArgument naming t
 bool WriteGemvQBlocksPerSm(int blocks, ir::Module& m);
 absl::StatusOr<int> ReadGemvQBlocksPerSm(const ir::Module& m);
 
+// select-kernels{gemv-evict-first} as `kernel_gemv_evict_first = 1` (written only when true).
+bool WriteGemvEvictFirst(bool evict_first, ir::Module& m);
+bool ReadGemvEvictFirst(const ir::Module& m);
+
 // select-kernels{combine-early-loads} as `kernel_combine_early_loads = 1` (written only when true).
 bool WriteCombineEarlyLoads(bool early, ir::Module& m);
 bool ReadCombineEarlyLoads(const ir::Module& m);

@@ -661,6 +661,35 @@ TEST_F(OpTableTest, DecodeGemvShapes) {
              h.Weight("wc", t, {1024, 17}, -0.05f, 0.05f), h.Weight("wd", t, {1024, 16}, -0.05f, 0.05f)});
         return std::vector<Value*>(r.begin(), r.end());
       });
+  // select-kernels{gemv-evict-first}: the weight loads with an L2 evict_first policy (a hint: the
+  // same sums), alone and beside the L2 prefetch: gemv (4 rows a warp), gemv_splitk, gemv_group,
+  // gemv_swiglu.
+  for (int64_t l2 : {int64_t{0}, int64_t{1} << 20}) {
+    const std::string tag = absl::StrCat(" evict-first", l2 ? " l2-prefetch 1 MiB" : "");
+    for (const auto& [rows, k] : {std::pair<int64_t, int64_t>{6145, 1024}, {4096, 4096}})
+      Check("matmul", absl::StrCat("bf16 ", rows, "x", k, tag), 1, 1e-9, [&](Harness& h) {
+        h.select.gemv_evict_first = true;
+        h.select.l2_prefetch_bytes = static_cast<int>(l2);
+        return std::vector<Value*>{
+            h.b->MatMul(h.Arg("x", {-1, k}), h.Weight("w", GgmlType::kBF16, {k, rows}, -0.05f, 0.05f))};
+      });
+    Check("matmul_group", absl::StrCat("bf16", tag), 1, 1e-9, [&](Harness& h) {
+      h.select.gemv_evict_first = true;
+      h.select.l2_prefetch_bytes = static_cast<int>(l2);
+      Value* x = h.Arg("x", {-1, 1024});
+      auto r = h.b->Build(ir::OpKind::kMatMulGroup, {x, h.Weight("wa", GgmlType::kBF16, {1024, 6145}, -0.05f, 0.05f),
+                                                     h.Weight("wb", GgmlType::kBF16, {1024, 17}, -0.05f, 0.05f)});
+      return std::vector<Value*>(r.begin(), r.end());
+    });
+    Check("matmul_swiglu", absl::StrCat("bf16", tag), 1, 1e-9, [&](Harness& h) {
+      h.select.gemv_evict_first = true;
+      h.select.l2_prefetch_bytes = static_cast<int>(l2);
+      Value* x = h.Arg("x", {-1, 1024});
+      return std::vector<Value*>{
+          h.b->Build1(ir::OpKind::kMatMulSwiglu, {x, h.Weight("wg", GgmlType::kBF16, {1024, 3584}, -0.05f, 0.05f),
+                                                  h.Weight("wu", GgmlType::kBF16, {1024, 3584}, -0.05f, 0.05f)})};
+    });
+  }
   // select-kernels{gemv-q-blocks-per-sm}: the dense block products built for 6 resident blocks an SM
   // (registers capped: q4_K's 115 -> 80, a 16-byte spill) and, for the K-quants, a grid of 6 an SM
   // whose warps loop over more tiles than it holds (20,000 rows: 5,000 tiles of 4, the last partial);

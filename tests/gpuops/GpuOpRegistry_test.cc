@@ -643,6 +643,21 @@ TEST(Selection, GemvQBlocksPerSm) {
   }
 }
 
+// select-kernels{gemv-evict-first} on the module: false (the default) is no attribute.
+TEST(Selection, GemvEvictFirst) {
+  auto m = ir::ParseModule(kModule);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(ReadSelectOptions(**m)->gemv_evict_first);
+  SelectOptions o;
+  o.gemv_evict_first = true;
+  EXPECT_TRUE(WriteSelectOptions(o, **m));
+  EXPECT_FALSE(WriteSelectOptions(o, **m));
+  EXPECT_EQ((*m)->attrs().GetI64("kernel_gemv_evict_first"), std::optional<int64_t>(1));
+  EXPECT_TRUE(ReadSelectOptions(**m)->gemv_evict_first);
+  EXPECT_TRUE(WriteSelectOptions(SelectOptions{}, **m));
+  EXPECT_FALSE((*m)->attrs().Has("kernel_gemv_evict_first"));
+}
+
 TEST(WeightLayout, RepackersMatchTheBlocks) {
   // Two rows of 32: q8_0 blocks quantized by the reference quantizer.
   std::vector<float> x(64);

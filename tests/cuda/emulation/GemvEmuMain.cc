@@ -42,15 +42,16 @@ struct Case {
   DType dtype;
   std::vector<int64_t> rows;
   int64_t K, T;
-  int warp_bytes = 0;  // select-kernels{gemv-warp-bytes} (one token: GEMV_R rows a warp)
-  int l2_bytes = 0;    // select-kernels{l2-prefetch-bytes} (a hint: the same bits)
+  int warp_bytes = 0;        // select-kernels{gemv-warp-bytes} (one token: GEMV_R rows a warp)
+  int l2_bytes = 0;          // select-kernels{l2-prefetch-bytes} (a hint: the same bits)
+  bool evict_first = false;  // select-kernels{gemv-evict-first} (a hint: the same bits)
   std::string Name() const {
     return absl::StrCat(kind == Kind::kMatMul  ? "matmul"
                         : kind == Kind::kGroup ? "group"
                                                : "swiglu",
                         " ", ir::DTypeName(dtype), "[", absl::StrJoin(rows, ","), "] K=", K, " T=", T,
                         warp_bytes > 0 ? absl::StrCat(" warp-bytes=", warp_bytes) : "",
-                        l2_bytes > 0 ? absl::StrCat(" l2-prefetch=", l2_bytes) : "");
+                        l2_bytes > 0 ? absl::StrCat(" l2-prefetch=", l2_bytes) : "", evict_first ? " evict-first" : "");
   }
 };
 
@@ -124,6 +125,7 @@ std::vector<std::vector<uint32_t>> Run(const Case& c, int64_t T, const Weights& 
   so.decode_class = DecodeClass::kExact;
   so.gemv_warp_bytes = c.warp_bytes;
   so.l2_prefetch_bytes = c.l2_bytes;
+  so.gemv_evict_first = c.evict_first;
   auto sel = SelectGpuOp(op, *shapes, tg, so);
   if (!sel.ok() || !sel->gemv) {
     why = sel.ok() ? absl::StrCat("selected ", sel->impl, ", not a GEMV") : std::string(sel.status().message());
@@ -203,6 +205,15 @@ int main(int argc, char** argv) {
       cases.push_back({Kind::kSwiglu, DType::kBF16, {37, 37}, 512, T, 0, bytes});
       cases.push_back({Kind::kGroup, DType::kBF16, {20, 7, 3}, 512, T, 4096, bytes});
     }
+  // The weights' loads with an L2 evict_first policy (a plain load in the emulation: the restructured
+  // piece load must give the same bits), alone and beside the prefetch.
+  for (int bytes : {0, 100000})
+    for (int64_t T : {1, 3}) {
+      cases.push_back({Kind::kMatMul, DType::kBF16, {37}, 256, T, 0, bytes, true});
+      cases.push_back({Kind::kMatMul, DType::kBF16, {40}, 4096, T, 0, bytes, true});
+      cases.push_back({Kind::kSwiglu, DType::kBF16, {37, 37}, 512, T, 0, bytes, true});
+      cases.push_back({Kind::kGroup, DType::kBF16, {20, 7, 3}, 512, T, 4096, bytes, true});
+    }
   int fails = 0;
   for (size_t ci = 0; ci < cases.size(); ++ci) {
     const Case& c = cases[ci];
@@ -219,6 +230,7 @@ int main(int argc, char** argv) {
       Case one = c;  // and one row a warp without the L2 prefetch, which the variants' check runs
       one.warp_bytes = 0;
       one.l2_bytes = 0;
+      one.evict_first = false;
       Run(one, c.T, w, x, true, w1, u1, o1);
       continue;
     }
@@ -263,10 +275,11 @@ int main(int argc, char** argv) {
         }
     }
     // Several rows a warp, or the L2 prefetch: the bits of one row a warp without it.
-    if (c.warp_bytes > 0 || c.l2_bytes > 0) {
+    if (c.warp_bytes > 0 || c.l2_bytes > 0 || c.evict_first) {
       Case one = c;
       one.warp_bytes = 0;
       one.l2_bytes = 0;
+      one.evict_first = false;
       std::string w1;
       int u1 = 0, o1 = 0;
       const auto y1 = Run(one, c.T, w, x, false, w1, u1, o1);
