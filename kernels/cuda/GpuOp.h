@@ -100,8 +100,10 @@ struct SelectOptions {
   int gemv_splitk_max_k = 12288;
   // select-kernels{combine-early-loads}: attention_combine issues its gate loads with pos's and its
   // first ranges' loads together once the live count is known (Attention.cu ATT_MERGE_EARLY; the
-  // same bits). Opt-in until measured.
-  bool combine_early_loads = false;
+  // same bits). Measured on an H100 (bench/RESULTS.md session 41): tg128 +1.2 % on Qwen3.5 0.8B bf16,
+  // +4.0 % on the 9B bf16, +0.9 % on its Q4_K_M, +1.5 % on Gemma 4 26B-A4B and +0.9 % on the 31B
+  // (Q4_K_M). false: the two passes' loads one round trip after another (the form before).
+  bool combine_early_loads = true;
   // select-kernels{l2-prefetch-bytes}: the bytes of its weights (from their start) a Gemv.cu or
   // GemvQuant.cu product asks the L2 for before its grid dependency wait (GEMV_L2_PREFETCH /
   // GQ_L2_PREFETCH; at most the target's L2).

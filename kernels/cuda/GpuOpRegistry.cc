@@ -401,10 +401,12 @@ bool WriteGemvEvictFirst(bool evict_first, ir::Module& m) {
 bool ReadGemvEvictFirst(const ir::Module& m) { return m.attrs().I64Or("kernel_gemv_evict_first", 0) != 0; }
 
 bool WriteCombineEarlyLoads(bool early, ir::Module& m) {
-  return WriteOptionAttr("kernel_combine_early_loads", early ? 1 : 0, 0, m);
+  return WriteOptionAttr("kernel_combine_early_loads", early ? 1 : 0, SelectOptions{}.combine_early_loads ? 1 : 0, m);
 }
 
-bool ReadCombineEarlyLoads(const ir::Module& m) { return m.attrs().I64Or("kernel_combine_early_loads", 0) != 0; }
+bool ReadCombineEarlyLoads(const ir::Module& m) {
+  return m.attrs().I64Or("kernel_combine_early_loads", SelectOptions{}.combine_early_loads ? 1 : 0) != 0;
+}
 
 bool WriteSelectOptions(const SelectOptions& o, ir::Module& m) {
   bool changed = WriteLastBlockMerge(o.last_block_merge, m);
