@@ -593,55 +593,42 @@ TEST(Selection, GemvWarpBytes) {
       << bad.status();
 }
 
-// select-kernels{l2-prefetch-bytes} on the module: 0 (the default) is no attribute; a value past
-// kMaxL2PrefetchBytes, or negative, is refused naming the attribute.
-TEST(Selection, L2PrefetchBytes) {
-  auto m = ir::ParseModule(kModule);
-  ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ(ReadSelectOptions(**m)->l2_prefetch_bytes, 0);
-  SelectOptions o;
-  o.l2_prefetch_bytes = 8 << 20;
-  EXPECT_TRUE(WriteSelectOptions(o, **m));
-  EXPECT_FALSE(WriteSelectOptions(o, **m));
-  EXPECT_EQ((*m)->attrs().GetI64("kernel_l2_prefetch_bytes"), std::optional<int64_t>(8 << 20));
-  EXPECT_EQ(ReadSelectOptions(**m)->l2_prefetch_bytes, 8 << 20);
-  EXPECT_TRUE(WriteSelectOptions(SelectOptions{}, **m));
-  EXPECT_FALSE((*m)->attrs().Has("kernel_l2_prefetch_bytes"));
-  EXPECT_TRUE(CheckL2PrefetchBytes(kMaxL2PrefetchBytes).ok());
-  for (int64_t bad_value : {kMaxL2PrefetchBytes + 1, int64_t{-1}}) {
-    (*m)->attrs().Set("kernel_l2_prefetch_bytes", bad_value);
-    auto bad = ReadSelectOptions(**m);
-    ASSERT_FALSE(bad.ok()) << bad_value;
-    EXPECT_NE(bad.status().message().find(
-                  absl::StrCat("kernel_l2_prefetch_bytes: l2-prefetch-bytes is 0..1073741824, not ", bad_value)),
-              std::string::npos)
-        << bad.status();
-  }
-}
-
-// select-kernels{gemv-q-blocks-per-sm} on the module: 0 (the default) is no attribute; a value past
-// kMaxGemvQBlocksPerSm, or negative, is refused naming the attribute.
-TEST(Selection, GemvQBlocksPerSm) {
-  auto m = ir::ParseModule(kModule);
-  ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ(ReadSelectOptions(**m)->gemv_q_blocks_per_sm, 0);
-  SelectOptions o;
-  o.gemv_q_blocks_per_sm = 6;
-  EXPECT_TRUE(WriteSelectOptions(o, **m));
-  EXPECT_FALSE(WriteSelectOptions(o, **m));
-  EXPECT_EQ((*m)->attrs().GetI64("kernel_gemv_q_blocks_per_sm"), std::optional<int64_t>(6));
-  EXPECT_EQ(ReadSelectOptions(**m)->gemv_q_blocks_per_sm, 6);
-  EXPECT_TRUE(WriteSelectOptions(SelectOptions{}, **m));
-  EXPECT_FALSE((*m)->attrs().Has("kernel_gemv_q_blocks_per_sm"));
-  EXPECT_TRUE(CheckGemvQBlocksPerSm(kMaxGemvQBlocksPerSm).ok());
-  for (int64_t bad_value : {kMaxGemvQBlocksPerSm + 1, int64_t{-1}}) {
-    (*m)->attrs().Set("kernel_gemv_q_blocks_per_sm", bad_value);
-    auto bad = ReadSelectOptions(**m);
-    ASSERT_FALSE(bad.ok()) << bad_value;
-    EXPECT_NE(bad.status().message().find(
-                  absl::StrCat("kernel_gemv_q_blocks_per_sm: gemv-q-blocks-per-sm is 0..8, not ", bad_value)),
-              std::string::npos)
-        << bad.status();
+// The ranged integer options whose default is 0 (select-kernels{l2-prefetch-bytes},
+// {gemv-q-blocks-per-sm}) on the module: 0 is no attribute; a value is written and read back; one
+// past the maximum, or negative, is refused naming the attribute and the range.
+TEST(Selection, RangedIntegerOptions) {
+  struct Row {
+    const char* attr;
+    int SelectOptions::*field;
+    int value;
+    int64_t max;
+    const char* range;  // the refusal's text before the value
+  };
+  for (const Row& r : {Row{"kernel_l2_prefetch_bytes", &SelectOptions::l2_prefetch_bytes, 8 << 20, kMaxL2PrefetchBytes,
+                           "l2-prefetch-bytes is 0..1073741824, not "},
+                       Row{"kernel_gemv_q_blocks_per_sm", &SelectOptions::gemv_q_blocks_per_sm, 6, kMaxGemvQBlocksPerSm,
+                           "gemv-q-blocks-per-sm is 0..8, not "}}) {
+    SCOPED_TRACE(r.attr);
+    auto m = ir::ParseModule(kModule);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ((*ReadSelectOptions(**m)).*r.field, 0);
+    SelectOptions o;
+    o.*r.field = r.value;
+    EXPECT_TRUE(WriteSelectOptions(o, **m));
+    EXPECT_FALSE(WriteSelectOptions(o, **m));
+    EXPECT_EQ((*m)->attrs().GetI64(r.attr), std::optional<int64_t>(r.value));
+    EXPECT_EQ((*ReadSelectOptions(**m)).*r.field, r.value);
+    EXPECT_TRUE(WriteSelectOptions(SelectOptions{}, **m));
+    EXPECT_FALSE((*m)->attrs().Has(r.attr));
+    (*m)->attrs().Set(r.attr, r.max);
+    EXPECT_TRUE(ReadSelectOptions(**m).ok());
+    for (int64_t bad_value : {r.max + 1, int64_t{-1}}) {
+      (*m)->attrs().Set(r.attr, bad_value);
+      auto bad = ReadSelectOptions(**m);
+      ASSERT_FALSE(bad.ok()) << bad_value;
+      EXPECT_NE(bad.status().message().find(absl::StrCat(r.attr, ": ", r.range, bad_value)), std::string::npos)
+          << bad.status();
+    }
   }
 }
 
