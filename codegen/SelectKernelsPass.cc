@@ -72,7 +72,8 @@ class SelectKernelsPass : public passes::Pass {
                                      *combine_early_loads_,
                                      static_cast<int>(*l2_prefetch_bytes_),
                                      static_cast<int>(*gemv_q_blocks_per_sm_),
-                                     *gemv_evict_first_};
+                                     *gemv_evict_first_,
+                                     *step_early_loads_};
     bool changed = kcu::WriteSelectionTarget(*target, m);
     changed |= kcu::WriteSelectionWeights(*weights, m);
     changed |= kcu::WriteDecodeClass(*decode_class, m);
@@ -223,6 +224,11 @@ class SelectKernelsPass : public passes::Pass {
       "the one-token Gemv.cu products' weight loads mark their lines first to leave the L2, so the "
       "rows read once give way before the lines l2-prefetch-bytes asked for ahead, the KV cache and "
       "activations; the sums do not change (opt-in until measured)",
+      false};
+  passes::Option<bool> step_early_loads_{
+      this, "step-early-loads",
+      "the one-token gated attention step's split blocks load their query heads' rows beside the position "
+      "instead of after it: one dependent round trip fewer, the same sums (opt-in until measured)",
       false};
   passes::Statistic functions_{this, "functions", "static functions annotated"};
   passes::Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes left alone"};

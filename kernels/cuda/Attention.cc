@@ -272,6 +272,7 @@ class GatedAttentionStepImpl : public GpuOpImpl {
                     Def("ATT_VT", codes.second), Def("ATT_SPLITS", splits), Def("ATT_GH", gh),
                     Def("ATT_STEP", 1),          Def("ATT_NROT", n_rot)};
     if (at.I64Or("ring", 0) > 0) defs.push_back(Def("ATT_RING", c.shapes.in[2][0]));
+    if (c.options.step_early_loads) defs.push_back(Def("ATT_STEP_EARLY", 1));  // select-kernels{step-early-loads}
     Launch split;
     split.kernel.module.file = "Attention.cu";
     split.kernel.module.defines = MakeDefines(std::move(defs));

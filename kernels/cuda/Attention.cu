@@ -481,15 +481,24 @@ __device__ __forceinline__ void merge_if_last(const float* part, int hg, float* 
 #ifndef ATT_NROT
 #define ATT_NROT ATT_D
 #endif
+// ATT_STEP_EARLY (select-kernels{step-early-loads}): each warp loads the rows of its query heads
+// right after the dependency wait, beside pos (their addresses do not depend on it), instead of
+// after pos has said whether the block's range holds keys: one dependent round trip fewer before
+// the cache rows. Blocks without keys load them too (from the L2; the projection wrote them). The
+// same sums.
+#ifndef ATT_STEP_EARLY
+#define ATT_STEP_EARLY 0
+#endif
+#define ATT_QROWS ((ATT_GH + ATT_WARPS - 1) / ATT_WARPS)  // query heads a warp normalizes
 
 // One head row of ATT_D: rms_norm (weight w) then NeoX rope at position P, as qk_norm_rope_rows
 // and rope_neox compute them (the same sums; theta_i formed by repeated products), by one warp
 // from global `src` into shared `dst`.
-__device__ __forceinline__ void norm_rope_row(const float* src, const float* w, float* dst, float P, float eps,
-                                              float theta_scale, int lane) {
+// norm_rope_values: the same from the row's values held (v[k]: element lane + 32 k, warp_row_load).
+__device__ __forceinline__ void norm_rope_values(float (&v)[ATT_D / 32], const float* w, float* dst, float P,
+                                                 float eps, float theta_scale, int lane) {
   constexpr int kPer = ATT_D / 32, kHalf = ATT_NROT / 2;
-  float v[kPer];
-  const float s = warp_row_rms_scale(src, v, eps);
+  const float s = warp_row_rms_scale_of(v, eps);
 #pragma unroll
   for (int k = 0; k < kPer; ++k) dst[lane + 32 * k] = (v[k] * s) * w[lane + 32 * k];
   __syncwarp();
@@ -510,6 +519,12 @@ __device__ __forceinline__ void norm_rope_row(const float* src, const float* w, 
 #pragma unroll
   for (int k = 0; k < kPer; ++k) dst[lane + 32 * k] = v[k];
 }
+__device__ __forceinline__ void norm_rope_row(const float* src, const float* w, float* dst, float P, float eps,
+                                              float theta_scale, int lane) {
+  float v[ATT_D / 32];
+  warp_row_load(src, v);
+  norm_rope_values(v, w, dst, P, eps, theta_scale, lane);
+}
 
 // The new key's row as add_keys reads it (ATT_DL floats of a lane from shared memory).
 struct SharedRow {
@@ -527,6 +542,12 @@ __device__ __forceinline__ void attention_step_split_body(const AttentionStepPar
   const int split = blockIdx.x % ATT_SPLITS, hg = blockIdx.x / ATT_SPLITS;  // hg: (kv head, head chunk)
   const int h0 = hg * ATT_GH, kvh = h0 / ATT_GROUP;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#if ATT_STEP_EARLY
+  float q_rows[ATT_QROWS][ATT_D / 32];  // query heads warp, warp + ATT_WARPS, ...: loaded beside pos
+#pragma unroll
+  for (int i = 0; i < ATT_QROWS; ++i)
+    if (warp + i * ATT_WARPS < ATT_GH) warp_row_load(p.qg + (i64)(h0 + warp + i * ATT_WARPS) * 2 * ATT_D, q_rows[i]);
+#endif
   const int P = p.pos[0];
   const KeyRange r = split_range(P, p.window, split);
   if (r.lo >= r.hi) {  // no key here (a short context): the merge does not read this range
@@ -539,8 +560,15 @@ __device__ __forceinline__ void attention_step_split_body(const AttentionStepPar
   __shared__ __align__(16) float s_q[ATT_GH][ATT_D];
   __shared__ __align__(16) float s_k[ATT_D], s_v[ATT_D];
   __syncthreads();  // s_qw, s_kw
+#if ATT_STEP_EARLY
+#pragma unroll
+  for (int i = 0; i < ATT_QROWS; ++i)
+    if (warp + i * ATT_WARPS < ATT_GH)
+      norm_rope_values(q_rows[i], s_qw, s_q[warp + i * ATT_WARPS], (float)P, p.eps, p.theta_scale, lane);
+#else
   for (int g = warp; g < ATT_GH; g += ATT_WARPS)
     norm_rope_row(p.qg + (i64)(h0 + g) * 2 * ATT_D, s_qw, s_q[g], (float)P, p.eps, p.theta_scale, lane);
+#endif
   if (last && warp == ATT_WARPS - 1) {
     norm_rope_row(p.k + (i64)kvh * ATT_D, s_kw, s_k, (float)P, p.eps, p.theta_scale, lane);
     __syncwarp();

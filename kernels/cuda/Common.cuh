@@ -212,17 +212,26 @@ __device__ __forceinline__ float block_sum(float v) {
 
 // A head row of N = 32 kPer elements spread over a warp (element lane + 32 k in v[k]), loaded
 // from `src`: v, and the row's RMSNorm scale 1 / sqrt(mean(v^2) + eps) (every lane gets it). The
-// per-head norms of qk_norm_rope_rows (Rope.cu) and attention_step_split (Attention.cu).
+// per-head norms of qk_norm_rope_rows (Rope.cu) and attention_step_split (Attention.cu), which may
+// load the row early (warp_row_load) and take the scale of the values held (warp_row_rms_scale_of,
+// the same sums in the same order).
 template <int kPer>
-__device__ __forceinline__ float warp_row_rms_scale(const float* src, float (&v)[kPer], float eps) {
-  const int lane = threadIdx.x & 31;
+__device__ __forceinline__ float warp_row_rms_scale_of(const float (&v)[kPer], float eps) {
   float ss = 0.0f;
 #pragma unroll
-  for (int k = 0; k < kPer; ++k) {
-    v[k] = src[lane + 32 * k];
-    ss += v[k] * v[k];
-  }
+  for (int k = 0; k < kPer; ++k) ss += v[k] * v[k];
   return 1.0f / sqrtf(warp_sum(ss) / (float)(32 * kPer) + eps);
+}
+template <int kPer>
+__device__ __forceinline__ void warp_row_load(const float* src, float (&v)[kPer]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) v[k] = src[lane + 32 * k];
+}
+template <int kPer>
+__device__ __forceinline__ float warp_row_rms_scale(const float* src, float (&v)[kPer], float eps) {
+  warp_row_load(src, v);
+  return warp_row_rms_scale_of(v, eps);
 }
 // NeoX rope's angle of pair i at position P: theta_0 = P, theta_{i+1} = theta_i * theta_scale in
 // f32, as ggml and the CPU reference form it (not pow: the products' rounding is the reference).

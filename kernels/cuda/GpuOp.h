@@ -123,6 +123,10 @@ struct SelectOptions {
   // first to leave the L2 (GEMV_EVICT_FIRST), so the rows read once give way before the lines
   // l2_prefetch_bytes asked for ahead, the KV cache and activations. Opt-in until measured.
   bool gemv_evict_first = false;
+  // select-kernels{step-early-loads}: the gated attention step's split blocks load their query
+  // heads' rows beside pos, one dependent round trip fewer (Attention.cu ATT_STEP_EARLY; the same
+  // sums). Opt-in until measured.
+  bool step_early_loads = false;
 };
 
 struct SelectContext {

@@ -400,6 +400,12 @@ bool WriteGemvEvictFirst(bool evict_first, ir::Module& m) {
 
 bool ReadGemvEvictFirst(const ir::Module& m) { return m.attrs().I64Or("kernel_gemv_evict_first", 0) != 0; }
 
+bool WriteStepEarlyLoads(bool early, ir::Module& m) {
+  return WriteOptionAttr("kernel_step_early_loads", early ? 1 : 0, 0, m);
+}
+
+bool ReadStepEarlyLoads(const ir::Module& m) { return m.attrs().I64Or("kernel_step_early_loads", 0) != 0; }
+
 bool WriteCombineEarlyLoads(bool early, ir::Module& m) {
   return WriteOptionAttr("kernel_combine_early_loads", early ? 1 : 0, SelectOptions{}.combine_early_loads ? 1 : 0, m);
 }
@@ -417,6 +423,7 @@ bool WriteSelectOptions(const SelectOptions& o, ir::Module& m) {
   changed |= WriteL2PrefetchBytes(o.l2_prefetch_bytes, m);
   changed |= WriteGemvQBlocksPerSm(o.gemv_q_blocks_per_sm, m);
   changed |= WriteGemvEvictFirst(o.gemv_evict_first, m);
+  changed |= WriteStepEarlyLoads(o.step_early_loads, m);
   return changed;
 }
 
@@ -431,6 +438,7 @@ absl::StatusOr<SelectOptions> ReadSelectOptions(const ir::Module& m) {
   MEMRA_ASSIGN_OR_RETURN(o.l2_prefetch_bytes, ReadL2PrefetchBytes(m));
   MEMRA_ASSIGN_OR_RETURN(o.gemv_q_blocks_per_sm, ReadGemvQBlocksPerSm(m));
   o.gemv_evict_first = ReadGemvEvictFirst(m);
+  o.step_early_loads = ReadStepEarlyLoads(m);
   return o;
 }
 

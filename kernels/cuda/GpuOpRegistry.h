@@ -91,6 +91,10 @@ absl::StatusOr<int> ReadGemvQBlocksPerSm(const ir::Module& m);
 bool WriteGemvEvictFirst(bool evict_first, ir::Module& m);
 bool ReadGemvEvictFirst(const ir::Module& m);
 
+// select-kernels{step-early-loads} as `kernel_step_early_loads = 1` (written only when true).
+bool WriteStepEarlyLoads(bool early, ir::Module& m);
+bool ReadStepEarlyLoads(const ir::Module& m);
+
 // select-kernels{combine-early-loads} as `kernel_combine_early_loads = 0` (written only when false, the
 // default being true; absent reads as true).
 bool WriteCombineEarlyLoads(bool early, ir::Module& m);

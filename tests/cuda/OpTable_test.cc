@@ -1450,25 +1450,28 @@ TEST_F(OpTableTest, GatedAttentionStep) {
   struct StepGeo {
     int64_t hq, hkv;
     DType cache;
-    int64_t start;       // the first call's position
-    bool early = false;  // select-kernels{combine-early-loads}
+    int64_t start;            // the first call's position
+    bool early = false;       // select-kernels{combine-early-loads}
+    bool step_early = false;  // select-kernels{step-early-loads}
   };
   // q8_0: the new key is normalized and rotated on each side before it is quantized, so an element
   // at a rounding boundary may land one step (d = amax / 127) apart: a looser bound.
   for (const StepGeo& g :
        {StepGeo{8, 2, DType::kF32, 1500}, StepGeo{16, 4, DType::kF32, 1500}, StepGeo{8, 2, DType::kBF16, 0},
         StepGeo{16, 4, DType::kF32, 0}, StepGeo{16, 4, DType::kQ8_0, 0}, StepGeo{8, 2, DType::kF32, 1500, true},
-        StepGeo{16, 4, DType::kBF16, 0, true}})
+        StepGeo{16, 4, DType::kBF16, 0, true}, StepGeo{8, 2, DType::kF32, 1500, true, true},
+        StepGeo{16, 4, DType::kBF16, 0, true, true}, StepGeo{16, 4, DType::kQ8_0, 0, false, true}})
     Check(
         "gated_attention_step",
         absl::StrCat(g.hq, "q/", g.hkv, "kv ", ir::DTypeName(g.cache), g.start > 0 ? " deep" : "",
-                     g.early ? " early" : ""),
+                     g.early ? " early" : "", g.step_early ? " step-early" : ""),
         1,
         g.cache == DType::kF32    ? 1e-9
         : g.cache == DType::kQ8_0 ? 1e-5
                                   : 1e-6,
         [g](Harness& h) {
           h.select.combine_early_loads = g.early;
+          h.select.step_early_loads = g.step_early;
           constexpr int64_t d = 256, rows = 2048;
           Value* k = h.Arg("k", {-1, g.hkv, d});
           Value* v = h.Arg("v", {-1, g.hkv, d});

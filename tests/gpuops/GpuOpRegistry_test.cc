@@ -632,19 +632,24 @@ TEST(Selection, RangedIntegerOptions) {
   }
 }
 
-// select-kernels{gemv-evict-first} on the module: false (the default) is no attribute.
-TEST(Selection, GemvEvictFirst) {
-  auto m = ir::ParseModule(kModule);
-  ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_FALSE(ReadSelectOptions(**m)->gemv_evict_first);
-  SelectOptions o;
-  o.gemv_evict_first = true;
-  EXPECT_TRUE(WriteSelectOptions(o, **m));
-  EXPECT_FALSE(WriteSelectOptions(o, **m));
-  EXPECT_EQ((*m)->attrs().GetI64("kernel_gemv_evict_first"), std::optional<int64_t>(1));
-  EXPECT_TRUE(ReadSelectOptions(**m)->gemv_evict_first);
-  EXPECT_TRUE(WriteSelectOptions(SelectOptions{}, **m));
-  EXPECT_FALSE((*m)->attrs().Has("kernel_gemv_evict_first"));
+// The boolean options whose default is false (select-kernels{gemv-evict-first},
+// {step-early-loads}) on the module: false is no attribute, true is written as 1 and read back.
+TEST(Selection, BooleanOptions) {
+  for (const auto& [attr, field] : {std::pair{"kernel_gemv_evict_first", &SelectOptions::gemv_evict_first},
+                                    std::pair{"kernel_step_early_loads", &SelectOptions::step_early_loads}}) {
+    SCOPED_TRACE(attr);
+    auto m = ir::ParseModule(kModule);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_FALSE((*ReadSelectOptions(**m)).*field);
+    SelectOptions o;
+    o.*field = true;
+    EXPECT_TRUE(WriteSelectOptions(o, **m));
+    EXPECT_FALSE(WriteSelectOptions(o, **m));
+    EXPECT_EQ((*m)->attrs().GetI64(attr), std::optional<int64_t>(1));
+    EXPECT_TRUE((*ReadSelectOptions(**m)).*field);
+    EXPECT_TRUE(WriteSelectOptions(SelectOptions{}, **m));
+    EXPECT_FALSE((*m)->attrs().Has(attr));
+  }
 }
 
 TEST(WeightLayout, RepackersMatchTheBlocks) {
