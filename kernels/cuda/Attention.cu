@@ -495,8 +495,8 @@ __device__ __forceinline__ void merge_if_last(const float* part, int hg, float* 
 // and rope_neox compute them (the same sums; theta_i formed by repeated products), by one warp
 // from global `src` into shared `dst`.
 // norm_rope_values: the same from the row's values held (v[k]: element lane + 32 k, warp_row_load).
-__device__ __forceinline__ void norm_rope_values(float (&v)[ATT_D / 32], const float* w, float* dst, float P,
-                                                 float eps, float theta_scale, int lane) {
+__device__ __forceinline__ void norm_rope_values(float (&v)[ATT_D / 32], const float* w, float* dst, float P, float eps,
+                                                 float theta_scale, int lane) {
   constexpr int kPer = ATT_D / 32, kHalf = ATT_NROT / 2;
   const float s = warp_row_rms_scale_of(v, eps);
 #pragma unroll

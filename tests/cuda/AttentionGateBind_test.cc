@@ -138,7 +138,7 @@ TEST(AttentionGateBind, TheDefaultIsTheSplitThenTheCombine) {
     ASSERT_TRUE(b.status.ok()) << b.status;
     ASSERT_EQ(b.selection.launches.size(), 2u);
     EXPECT_EQ(b.selection.launches[1].kernel.entry, "attention_combine");
-    EXPECT_EQ(b.selection.launches[0].kernel.module.Key().find("ATT_MERGE"), std::string::npos);
+    EXPECT_EQ(b.selection.launches[0].kernel.module.Key().find("ATT_MERGE="), std::string::npos);
     EXPECT_EQ(b.selection.ticket_words, 0);
     ASSERT_EQ(b.calls.size(), 2u);
     const auto split = ParamsOf<AttentionParams>(b.calls[0]);
