@@ -205,7 +205,8 @@ class SelectKernelsPass : public passes::Pass {
       "bytes of its weights (from their start; at most the target's L2) a one-token product on Gemv.cu or "
       "GemvQuant.cu asks the L2 for before its grid dependency wait, so that under programmatic dependent launch they "
       "stream in while "
-      "the kernel before it runs; the sums do not change (0: none; opt-in until measured)",
+      "the kernel before it runs; the sums do not change (0: none; measured a loss, -1.3 to -5.5 % tg128 but "
+      "+1.0 % on Qwen3.5 9B bf16 at 4 MiB, bench/RESULTS.md session 41)",
       0,
       0,
       kcu::kMaxL2PrefetchBytes};
@@ -215,7 +216,8 @@ class SelectKernelsPass : public passes::Pass {
       "resident blocks an SM the dense one-token GemvQuant.cu products are built for: launch bounds that "
       "cap their registers so that many fit, and that many blocks an SM where their grid is capped at the "
       "resident ones (the K-quants: 4), as far as their rings' shared memory allows; the sums do not change "
-      "(0: the units' choice; opt-in until measured)",
+      "(0: the units' choice; 5 measured +2.2 % on Gemma 4 31B Q4_K_M tg128, nothing on the 9B Q4_K_M, "
+      "bench/RESULTS.md session 41)",
       0,
       0,
       kcu::kMaxGemvQBlocksPerSm};
@@ -223,7 +225,8 @@ class SelectKernelsPass : public passes::Pass {
       this, "gemv-evict-first",
       "the one-token Gemv.cu products' weight loads mark their lines first to leave the L2, so the "
       "rows read once give way before the lines l2-prefetch-bytes asked for ahead, the KV cache and "
-      "activations; the sums do not change (opt-in until measured)",
+      "activations; the sums do not change (measured +1.3 % on Qwen3.5 0.8B bf16 tg128, -1.3 % on the 9B "
+      "beside combine-early-loads, bench/RESULTS.md session 41)",
       false};
   passes::Option<bool> step_early_loads_{
       this, "step-early-loads",

@@ -119,7 +119,7 @@ std::optional<Launch> SplitKGemvLaunch(const Target& target, int64_t K, int stor
 // select-kernels{l2-prefetch-bytes}: the launch asks the L2 for its weights' first bytes before its
 // wait (Gemv.cu GEMV_L2_PREFETCH); select-kernels{gemv-evict-first}: its weight loads mark their
 // lines first to leave the L2 (GEMV_EVICT_FIRST; the cache policy is sm_80's, every target's).
-void AddL2Prefetch(Launch& l, const SelectContext& c) {
+void AddWeightLoadHints(Launch& l, const SelectContext& c) {
   const int64_t bytes = L2PrefetchBytesFor(c.target, c.options.l2_prefetch_bytes);
   const bool evict_first = c.options.gemv_evict_first;
   if (bytes == 0 && !evict_first) return;
@@ -173,7 +173,7 @@ class GemvSwigluImpl : public GpuOpImpl {
     TwoRowPrefetch(l);
     AddFlagDefine(l, "GEMV_GELU", GeluGate(c.op));  // GeGLU
     AddGluClampDefine(l, c.op);
-    AddL2Prefetch(l, c);
+    AddWeightLoadHints(l, c);
     return std::optional<OpSelection>(GemvSelection(std::move(l)));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -206,7 +206,7 @@ class GemvGroupImpl : public GpuOpImpl {
     const int64_t K = c.shapes.in[0].back(), tokens = Tokens(c);
     const int64_t R = tokens > 1 ? 1 : RowsPerWarpOf(tokens, K, (*storage)[0], c.options.gemv_warp_bytes);
     Launch l = GemvLaunch(c.target, "gemv_group", K, (*storage)[0], rows, tokens, R);
-    AddL2Prefetch(l, c);
+    AddWeightLoadHints(l, c);
     return std::optional<OpSelection>(GemvSelection(std::move(l)));
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override {
@@ -243,7 +243,7 @@ class GemvImpl : public GpuOpImpl {
       s.launches.push_back(split ? *split
                                  : GemvLaunch(c.target, "gemv", K, (*storage)[i], rows, Tokens(c),
                                               RowsPerWarpOf(Tokens(c), K, (*storage)[i], c.options.gemv_warp_bytes)));
-      AddL2Prefetch(s.launches.back(), c);
+      AddWeightLoadHints(s.launches.back(), c);
     }
     return std::optional<OpSelection>(std::move(s));
   }

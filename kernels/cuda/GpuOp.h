@@ -109,19 +109,21 @@ struct SelectOptions {
   // GQ_L2_PREFETCH; at most the target's L2).
   // Under programmatic dependent launch its first blocks are resident while the kernel before it runs,
   // so the weights beyond what the resident blocks hold in registers stream into the L2 during small
-  // kernels that leave the memory idle (attention, norms, the delta-net step). 0: none (opt-in until
-  // measured).
+  // kernels that leave the memory idle (attention, norms, the delta-net step). 0: none. Measured a
+  // loss (bench/RESULTS.md session 41: -1.3 to -5.5 % tg128; +1.0 % only on the 9B bf16 at 4 MiB).
   int l2_prefetch_bytes = 0;
   // select-kernels{gemv-q-blocks-per-sm}: the resident blocks an SM the dense one-token GemvQuant.cu
   // products (gemv_q, gemv_q_swiglu, a group's; not the MoE forms) are built for: their launch bounds
   // cap the registers so that many fit (GQ_MINB) and a grid capped at the resident blocks (the K-quants':
   // 4 an SM) takes that many, as far as their rings' shared memory allows. The 31B's q4_K products ran
   // at 115 registers, 4 blocks (16 warps) an SM, issue-latency bound at ~60 % of the bandwidth (ncu,
-  // bench/RESULTS.md session 28). 0: the units' choice (opt-in until measured).
+  // bench/RESULTS.md session 28). 0: the units' choice. 5 measured +2.2 % on the 31B Q4_K_M tg128,
+  // nothing on the 9B Q4_K_M (session 41): opt-in until measured per shape.
   int gemv_q_blocks_per_sm = 0;
   // select-kernels{gemv-evict-first}: the one-token Gemv.cu products' weight loads mark their lines
   // first to leave the L2 (GEMV_EVICT_FIRST), so the rows read once give way before the lines
-  // l2_prefetch_bytes asked for ahead, the KV cache and activations. Opt-in until measured.
+  // l2_prefetch_bytes asked for ahead, the KV cache and activations. Measured +1.3 % on the 0.8B bf16
+  // tg128, -1.3 % on the 9B beside combine_early_loads (session 41): opt-in.
   bool gemv_evict_first = false;
   // select-kernels{step-early-loads}: the gated attention step's split blocks load their query
   // heads' rows beside pos, one dependent round trip fewer (Attention.cu ATT_STEP_EARLY; the same
