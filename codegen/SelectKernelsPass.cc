@@ -73,7 +73,8 @@ class SelectKernelsPass : public passes::Pass {
                                      static_cast<int>(*l2_prefetch_bytes_),
                                      static_cast<int>(*gemv_q_blocks_per_sm_),
                                      *gemv_evict_first_,
-                                     *step_early_loads_};
+                                     *step_early_loads_,
+                                     *gemv_q_x_early_};
     bool changed = kcu::WriteSelectionTarget(*target, m);
     changed |= kcu::WriteSelectionWeights(*weights, m);
     changed |= kcu::WriteDecodeClass(*decode_class, m);
@@ -232,6 +233,11 @@ class SelectKernelsPass : public passes::Pass {
       this, "step-early-loads",
       "the one-token gated attention step's split blocks load their query heads' rows beside the position "
       "instead of after it: one dependent round trip fewer, the same sums (opt-in until measured)",
+      false};
+  passes::Option<bool> gemv_q_x_early_{
+      this, "gemv-q-x-early",
+      "the dense one-token GemvQuant.cu products with q8 x load a chunk's x before they wait for its "
+      "weights, so the dot products do not stall on those loads; the same sums (opt-in until measured)",
       false};
   passes::Statistic functions_{this, "functions", "static functions annotated"};
   passes::Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes left alone"};

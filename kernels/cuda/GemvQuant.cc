@@ -579,6 +579,7 @@ class GemvQuantImpl : public GpuOpImpl {
     GemvQuantOptions options;
     options.l2_prefetch_bytes = c.options.l2_prefetch_bytes;
     options.min_blocks = c.options.gemv_q_blocks_per_sm;
+    options.x_early = c.options.gemv_q_x_early;
     return SelectGemvQuant(c.op, c.shapes, c.target, options);
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override { return BindGemvQuant(c, w); }

@@ -129,6 +129,11 @@ struct SelectOptions {
   // heads' rows beside pos, one dependent round trip fewer (Attention.cu ATT_STEP_EARLY; the same
   // sums). Opt-in until measured.
   bool step_early_loads = false;
+  // select-kernels{gemv-q-x-early}: the dense one-token GemvQuant.cu products with q8 x load a chunk's
+  // x (values, scales, sums) before they wait for its weights (GQ_XPRE), so the loads' latency is not
+  // met by the dot products that use them (ncu on the 31B's q4_K products: half the warps' stalls were
+  // those loads, bench/RESULTS.md session 28). The same sums. Opt-in until measured alone.
+  bool gemv_q_x_early = false;
 };
 
 struct SelectContext {

@@ -406,6 +406,12 @@ bool WriteStepEarlyLoads(bool early, ir::Module& m) {
 
 bool ReadStepEarlyLoads(const ir::Module& m) { return m.attrs().I64Or("kernel_step_early_loads", 0) != 0; }
 
+bool WriteGemvQXEarly(bool early, ir::Module& m) {
+  return WriteOptionAttr("kernel_gemv_q_x_early", early ? 1 : 0, 0, m);
+}
+
+bool ReadGemvQXEarly(const ir::Module& m) { return m.attrs().I64Or("kernel_gemv_q_x_early", 0) != 0; }
+
 bool WriteCombineEarlyLoads(bool early, ir::Module& m) {
   return WriteOptionAttr("kernel_combine_early_loads", early ? 1 : 0, SelectOptions{}.combine_early_loads ? 1 : 0, m);
 }
@@ -424,6 +430,7 @@ bool WriteSelectOptions(const SelectOptions& o, ir::Module& m) {
   changed |= WriteGemvQBlocksPerSm(o.gemv_q_blocks_per_sm, m);
   changed |= WriteGemvEvictFirst(o.gemv_evict_first, m);
   changed |= WriteStepEarlyLoads(o.step_early_loads, m);
+  changed |= WriteGemvQXEarly(o.gemv_q_x_early, m);
   return changed;
 }
 
@@ -439,6 +446,7 @@ absl::StatusOr<SelectOptions> ReadSelectOptions(const ir::Module& m) {
   MEMRA_ASSIGN_OR_RETURN(o.gemv_q_blocks_per_sm, ReadGemvQBlocksPerSm(m));
   o.gemv_evict_first = ReadGemvEvictFirst(m);
   o.step_early_loads = ReadStepEarlyLoads(m);
+  o.gemv_q_x_early = ReadGemvQXEarly(m);
   return o;
 }
 

@@ -708,6 +708,22 @@ TEST_F(OpTableTest, DecodeGemvShapes) {
         h.b->Build1(ir::OpKind::kMatMulSwiglu, {x, h.Weight("wg", GgmlType::kQ4_K, {1024, 7000}, -0.05f, 0.05f),
                                                 h.Weight("wu", GgmlType::kQ4_K, {1024, 7000}, -0.05f, 0.05f)})};
   });
+  // select-kernels{gemv-q-x-early}: a chunk's q8 x loaded before the wait for its weights (GQ_XPRE;
+  // the same sums as without), the plain and SwiGLU products of the Q4_K_M mix.
+  for (const GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0})
+    Check("matmul", absl::StrCat(formats::GgmlTypeName(t), " 20000x1024 x-early"), 1, kQ8ActivationBound,
+          [&](Harness& h) {
+            h.select.gemv_q_x_early = true;
+            return std::vector<Value*>{
+                h.b->MatMul(h.Arg("x", {-1, 1024}), h.Weight("w", t, {1024, 20000}, -0.05f, 0.05f))};
+          });
+  Check("matmul_swiglu", "q4_K 2x7000x1024 x-early", 1, kQ8ActivationBound, [&](Harness& h) {
+    h.select.gemv_q_x_early = true;
+    Value* x = h.Arg("x", {-1, 1024});
+    return std::vector<Value*>{
+        h.b->Build1(ir::OpKind::kMatMulSwiglu, {x, h.Weight("wg", GgmlType::kQ4_K, {1024, 7000}, -0.05f, 0.05f),
+                                                h.Weight("wu", GgmlType::kQ4_K, {1024, 7000}, -0.05f, 0.05f)})};
+  });
   // select-kernels{l2-prefetch-bytes}: the weights' first bytes asked of the L2 before the wait (a
   // hint: the sums are the same). Budgets below a weight's bytes and not a multiple of 16, and past
   // them (a group's budget going on to its next weights; 64 MiB is capped at the L2).

@@ -633,10 +633,11 @@ TEST(Selection, RangedIntegerOptions) {
 }
 
 // The boolean options whose default is false (select-kernels{gemv-evict-first},
-// {step-early-loads}) on the module: false is no attribute, true is written as 1 and read back.
+// {step-early-loads}, {gemv-q-x-early}) on the module: false is no attribute, true is written as 1 and read back.
 TEST(Selection, BooleanOptions) {
   for (const auto& [attr, field] : {std::pair{"kernel_gemv_evict_first", &SelectOptions::gemv_evict_first},
-                                    std::pair{"kernel_step_early_loads", &SelectOptions::step_early_loads}}) {
+                                    std::pair{"kernel_step_early_loads", &SelectOptions::step_early_loads},
+                                    std::pair{"kernel_gemv_q_x_early", &SelectOptions::gemv_q_x_early}}) {
     SCOPED_TRACE(attr);
     auto m = ir::ParseModule(kModule);
     ASSERT_TRUE(m.ok()) << m.status();
