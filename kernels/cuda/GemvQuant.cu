@@ -260,6 +260,14 @@
 #error "GQ_FMT: no GemvQuant.cu reader for this ggml type"
 #endif
 
+// q8 x on q4_K: a block's high nibbles are read in place (bytes 16 v, no shift), dotted with the
+// unsigned-by-signed dp4a and scaled by a / 16.
+#define GQ_HI16 (GQ_FMT == 12 && GQ_XQ != 0)
+// q8 x on q4_K / q5_K: runs 2h and 2h + 1 (one 32-element sub-block: one scale, one min, one x
+// scale) are dotted into one integer and scaled once (GQ_PAIRS; the offset term from their x sums'
+// sum). Integer sums are exact, so this only moves where the float rounding falls.
+#define GQ_PAIRS ((GQ_FMT == 12 || GQ_FMT == 13) && GQ_XQ != 0)
+
 constexpr int kNB = GQ_K / GQ_QK;                  // blocks per row
 constexpr long long kRB = (long long)kNB * GQ_BB;  // row bytes
 constexpr int kLPG = 32 / GQ_PACK;                 // lanes per packed sub-tile (all 32 unpacked)
@@ -308,6 +316,17 @@ __device__ __forceinline__ float half_lo(unsigned w) { return f16_to_f32((u16)(w
 __device__ __forceinline__ float half_hi(unsigned w) { return f16_to_f32((u16)(w >> 16)); }
 // Bits 0..3 of n spread to bit 0 of each byte (no carries: the partial products do not overlap).
 __device__ __forceinline__ unsigned spread4(unsigned n) { return (n * 0x00204081u) & 0x01010101u; }
+
+// dp4a with unsigned bytes in a (0..255: q4_K's high nibbles in place) and signed ones in b.
+__device__ __forceinline__ int dp4a_u8(unsigned a, int b, int c) {
+#if defined(GQ_HOST_EMULATION)
+  for (int i = 0; i < 4; ++i) c += (int)((a >> (8 * i)) & 0xffu) * (int)(signed char)(b >> (8 * i));
+  return c;
+#else
+  asm("dp4a.u32.s32 %0, %1, %2, %0;" : "+r"(c) : "r"(a), "r"(b));
+  return c;
+#endif
+}
 
 // 16 elements of one row: 4 words of byte values v (element e in byte e % 4 of word e / 4) and the
 // element value a * (v - GQ_VOFF) + c.
@@ -484,12 +503,19 @@ __device__ __forceinline__ void read_block(const unsigned char* s, int o, int su
   for (int j = 0; j < 4; ++j) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
+#if GQ_HI16
+      // The high nibbles stay where they are: bytes 16 v, dotted unsigned (dp4a_u8), their scale a / 16.
+      r[j].q[i] = qs[j & 1][i] & (j >> 1 ? 0xf0f0f0f0u : 0x0f0f0f0fu);
+#else
       r[j].q[i] = (qs[j & 1][i] >> (4 * (j >> 1))) & 0x0f0f0f0fu;
+#endif
 #if GQ_FMT == 13
       r[j].q[i] |= ((qh[j & 1][i] >> (2 * sub + (j >> 1))) & 0x01010101u) << 4;
 #endif
     }
-    r[j].a = d * (float)((sc >> (8 * (j >> 1))) & 0xffu);
+    // a / 16 is exact (a power of two; d is an f16, far above float's subnormals), and so is the
+    // product of the dot by it: the sums are those of the shifted nibbles bit for bit.
+    r[j].a = (GQ_HI16 && (j >> 1) ? d * 0.0625f : d) * (float)((sc >> (8 * (j >> 1))) & 0xffu);
     r[j].c = -(dmin * (float)((m >> (8 * (j >> 1))) & 0xffu));
   }
 }
@@ -1092,6 +1118,33 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
           XRun xr;
           load_x_runs(xq, xd, xs, GQ_XQ == 2 ? t : xrow + t, k0, sub, xr);
 #endif
+#if GQ_PAIRS
+          // Runs 2h, 2h + 1: one sub-block (one a, one c, one x scale). Two dp4a chains (ILP),
+          // added as integers; |sum| < 2^20, so the float is exact.
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int4 xa = xr.w[2 * h], xb = xr.w[2 * h + 1];
+            const float xs2 = xr.s[2 * h] + xr.s[2 * h + 1];
+#pragma unroll
+            for (int s = 0; s < kSlots; ++s) {
+              const Run &ra = r[s][2 * h], &rb = r[s][2 * h + 1];
+              int sa, sb;
+              if (GQ_HI16) {
+                sa = dp4a_u8(ra.q[0], xa.x, 0), sb = dp4a_u8(rb.q[0], xb.x, 0);
+                sa = dp4a_u8(ra.q[1], xa.y, sa), sb = dp4a_u8(rb.q[1], xb.y, sb);
+                sa = dp4a_u8(ra.q[2], xa.z, sa), sb = dp4a_u8(rb.q[2], xb.z, sb);
+                sa = dp4a_u8(ra.q[3], xa.w, sa), sb = dp4a_u8(rb.q[3], xb.w, sb);
+              } else {
+                sa = __dp4a((int)ra.q[0], xa.x, 0), sb = __dp4a((int)rb.q[0], xb.x, 0);
+                sa = __dp4a((int)ra.q[1], xa.y, sa), sb = __dp4a((int)rb.q[1], xb.y, sb);
+                sa = __dp4a((int)ra.q[2], xa.z, sa), sb = __dp4a((int)rb.q[2], xb.z, sb);
+                sa = __dp4a((int)ra.q[3], xa.w, sa), sb = __dp4a((int)rb.q[3], xb.w, sb);
+              }
+              dst[s][t] = fmaf(ra.a * xr.d[2 * h], (float)(sa + sb), dst[s][t]);
+              dst[s][t] = fmaf(ra.c, xs2, dst[s][t]);  // q4_K / q5_K: no integer offset
+            }
+          }
+#else
 #pragma unroll
           for (int j = 0; j < GQ_NR; ++j) {
             const int4 xw = xr.w[j];
@@ -1105,6 +1158,7 @@ __device__ __forceinline__ void gemv_q_body(const P& p) {
               if (kOffsetTerm) dst[s][t] = fmaf(r[s][j].c - r[s][j].a * (float)GQ_VOFF, xr.s[j], dst[s][t]);
             }
           }
+#endif
         }
       }
 #else

@@ -318,8 +318,13 @@ int main(int argc, char** argv) {
       const int unw = score.unwritten, over = score.overwritten;
       const bool ok = unw == 0 && over == 0 && e <= (q8 ? 3e-4 : 1e-9) && er <= 1e-9;
       fails += !ok;
-      std::printf("%-4s %-70s nmse %9.2e  nmse(x~) %9.2e  unwritten %d overwritten %d%s\n", ok ? "ok" : "FAIL",
-                  c.Name().c_str(), e, er, unw, over, pass == 1 ? " (blocks reversed)" : "");
+      // bits: FNV-1a of the outputs' bits, so a change meant to keep the sums bit for bit can be
+      // compared with a run before it (diff the two logs).
+      uint32_t bits = 2166136261u;
+      for (const auto& out : y)
+        for (const uint32_t v : out) bits = (bits ^ v) * 16777619u;
+      std::printf("%-4s %-70s nmse %9.2e  nmse(x~) %9.2e  unwritten %d overwritten %d  bits %08x%s\n",
+                  ok ? "ok" : "FAIL", c.Name().c_str(), e, er, unw, over, bits, pass == 1 ? " (blocks reversed)" : "");
     }
   }
   if (!list) std::printf("%zu cases, %d failed, %d skipped\n", cases.size(), fails, skipped);

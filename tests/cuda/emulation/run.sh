@@ -4,7 +4,9 @@
 # fused forms, partial chunks and narrow copies (iq4_nl / iq4_xs at T = 1, 2, 5, 8), streamed items
 # (GQ_STREAM: run with the blocks in both orders, equal bit for bit, the counters zero after), x
 # loaded before the weights' wait (GQ_XPRE: equal bit for bit to its twin without), against the f64
-# reference. A development aid (not part of ctest: ~160 modules take minutes to compile).
+# reference. Each line ends with "bits", a hash of the outputs: a change meant to keep the sums bit for
+# bit is checked by diffing two runs with the same GQ_EMU_FORMATS (the cases seed their data by index).
+# A development aid (not part of ctest: ~160 modules take minutes to compile).
 #
 #   bash tests/cuda/emulation/run.sh [BUILD_DIR]   # BUILD_DIR (default build) must have GemvQuant_test built
 #   GQ_EMU_FORMATS=iq4_nl,iq4_xs bash tests/cuda/emulation/run.sh   # only cases of these formats
