@@ -74,7 +74,8 @@ class SelectKernelsPass : public passes::Pass {
                                      static_cast<int>(*gemv_q_blocks_per_sm_),
                                      *gemv_evict_first_,
                                      *step_early_loads_,
-                                     *gemv_q_x_early_};
+                                     *gemv_q_x_early_,
+                                     *gemv_q_pair_dot_};
     bool changed = kcu::WriteSelectionTarget(*target, m);
     changed |= kcu::WriteSelectionWeights(*weights, m);
     changed |= kcu::WriteDecodeClass(*decode_class, m);
@@ -239,6 +240,12 @@ class SelectKernelsPass : public passes::Pass {
       "the dense one-token GemvQuant.cu products with q8 x load a chunk's x before they wait for its "
       "weights, so the dot products do not stall on those loads; the same sums (opt-in until measured)",
       false};
+  passes::Option<bool> gemv_q_pair_dot_{
+      this, "gemv-q-pair-dot",
+      "the dense GemvQuant.cu q4_K / q5_K products with q8 x dot a 32-element sub-block's two runs into one "
+      "integer and scale it once, q4_K's high nibbles read in place: fewer instructions a weight, sums within "
+      "the q8 bound (false: run by run, the form before session 42; not yet measured on a GPU)",
+      true};
   passes::Statistic functions_{this, "functions", "static functions annotated"};
   passes::Statistic skipped_{this, "skipped-symbolic", "functions with symbolic shapes left alone"};
   passes::Statistic ops_{this, "ops", "ops selected"};

@@ -316,6 +316,8 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
                     Def("GQ_MINB", min_blocks)};
     if (stream) defs.push_back(Def("GQ_STREAM", 1));
     if (options.x_early && T == 1 && x != GemvQuantX::kF32) defs.push_back(Def("GQ_XPRE", 1));
+    if (!options.pair_dot && x != GemvQuantX::kF32 && (g.dtype == ir::DType::kQ4_K || g.dtype == ir::DType::kQ5_K))
+      defs.push_back(Def("GQ_PAIR_DOT", 0));
     if (const int64_t l2 = L2PrefetchBytesFor(target, options.l2_prefetch_bytes); l2 > 0)
       defs.push_back(Def("GQ_L2_PREFETCH", l2));
     AddCopyDefines(defs, rc);
@@ -580,6 +582,7 @@ class GemvQuantImpl : public GpuOpImpl {
     options.l2_prefetch_bytes = c.options.l2_prefetch_bytes;
     options.min_blocks = c.options.gemv_q_blocks_per_sm;
     options.x_early = c.options.gemv_q_x_early;
+    options.pair_dot = c.options.gemv_q_pair_dot;
     return SelectGemvQuant(c.op, c.shapes, c.target, options);
   }
   absl::Status Bind(const BindContext& c, DeviceWork& w) const override { return BindGemvQuant(c, w); }

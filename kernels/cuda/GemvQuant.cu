@@ -260,13 +260,19 @@
 #error "GQ_FMT: no GemvQuant.cu reader for this ggml type"
 #endif
 
+#ifndef GQ_PAIR_DOT
+// 1 (the default): q8 x on q4_K / q5_K dots by sub-block pairs (GQ_PAIRS) and q4_K's high nibbles in
+// place (GQ_HI16); 0: run by run, the nibbles shifted (the form before session 42;
+// select-kernels{gemv-q-pair-dot=false}, the dense products).
+#define GQ_PAIR_DOT 1
+#endif
 // q8 x on q4_K: a block's high nibbles are read in place (bytes 16 v, no shift), dotted with the
 // unsigned-by-signed dp4a and scaled by a / 16.
-#define GQ_HI16 (GQ_FMT == 12 && GQ_XQ != 0)
+#define GQ_HI16 (GQ_PAIR_DOT && GQ_FMT == 12 && GQ_XQ != 0)
 // q8 x on q4_K / q5_K: runs 2h and 2h + 1 (one 32-element sub-block: one scale, one min, one x
 // scale) are dotted into one integer and scaled once (GQ_PAIRS; the offset term from their x sums'
 // sum). Integer sums are exact, so this only moves where the float rounding falls.
-#define GQ_PAIRS ((GQ_FMT == 12 || GQ_FMT == 13) && GQ_XQ != 0)
+#define GQ_PAIRS (GQ_PAIR_DOT && (GQ_FMT == 12 || GQ_FMT == 13) && GQ_XQ != 0)
 
 constexpr int kNB = GQ_K / GQ_QK;                  // blocks per row
 constexpr long long kRB = (long long)kNB * GQ_BB;  // row bytes

@@ -134,6 +134,11 @@ struct SelectOptions {
   // met by the dot products that use them (ncu on the 31B's q4_K products: half the warps' stalls were
   // those loads, bench/RESULTS.md session 28). The same sums. Opt-in until measured alone.
   bool gemv_q_x_early = false;
+  // select-kernels{gemv-q-pair-dot}: the dense GemvQuant.cu q4_K / q5_K products with q8 x dot a
+  // 32-element sub-block's two runs into one integer and scale it once, q4_K's high nibbles read in
+  // place (GQ_PAIR_DOT: 608 -> 568 instructions in the 31B down's loop). false: run by run (the form
+  // before session 42). The MoE forms always dot pairs.
+  bool gemv_q_pair_dot = true;
 };
 
 struct SelectContext {

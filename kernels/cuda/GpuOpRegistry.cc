@@ -406,6 +406,14 @@ bool WriteStepEarlyLoads(bool early, ir::Module& m) {
 
 bool ReadStepEarlyLoads(const ir::Module& m) { return m.attrs().I64Or("kernel_step_early_loads", 0) != 0; }
 
+bool WriteGemvQPairDot(bool pairs, ir::Module& m) {
+  return WriteOptionAttr("kernel_gemv_q_pair_dot", pairs ? 1 : 0, SelectOptions{}.gemv_q_pair_dot ? 1 : 0, m);
+}
+
+bool ReadGemvQPairDot(const ir::Module& m) {
+  return m.attrs().I64Or("kernel_gemv_q_pair_dot", SelectOptions{}.gemv_q_pair_dot ? 1 : 0) != 0;
+}
+
 bool WriteGemvQXEarly(bool early, ir::Module& m) {
   return WriteOptionAttr("kernel_gemv_q_x_early", early ? 1 : 0, 0, m);
 }
@@ -431,6 +439,7 @@ bool WriteSelectOptions(const SelectOptions& o, ir::Module& m) {
   changed |= WriteGemvEvictFirst(o.gemv_evict_first, m);
   changed |= WriteStepEarlyLoads(o.step_early_loads, m);
   changed |= WriteGemvQXEarly(o.gemv_q_x_early, m);
+  changed |= WriteGemvQPairDot(o.gemv_q_pair_dot, m);
   return changed;
 }
 
@@ -447,6 +456,7 @@ absl::StatusOr<SelectOptions> ReadSelectOptions(const ir::Module& m) {
   o.gemv_evict_first = ReadGemvEvictFirst(m);
   o.step_early_loads = ReadStepEarlyLoads(m);
   o.gemv_q_x_early = ReadGemvQXEarly(m);
+  o.gemv_q_pair_dot = ReadGemvQPairDot(m);
   return o;
 }
 

@@ -95,6 +95,11 @@ bool ReadGemvEvictFirst(const ir::Module& m);
 bool WriteStepEarlyLoads(bool early, ir::Module& m);
 bool ReadStepEarlyLoads(const ir::Module& m);
 
+// select-kernels{gemv-q-pair-dot} as `kernel_gemv_q_pair_dot = 0` (written only when false, the default
+// being true; absent reads as true).
+bool WriteGemvQPairDot(bool pairs, ir::Module& m);
+bool ReadGemvQPairDot(const ir::Module& m);
+
 // select-kernels{gemv-q-x-early} as `kernel_gemv_q_x_early = 1` (written only when true).
 bool WriteGemvQXEarly(bool early, ir::Module& m);
 bool ReadGemvQXEarly(const ir::Module& m);

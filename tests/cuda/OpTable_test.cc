@@ -717,6 +717,15 @@ TEST_F(OpTableTest, DecodeGemvShapes) {
             return std::vector<Value*>{
                 h.b->MatMul(h.Arg("x", {-1, 1024}), h.Weight("w", t, {1024, 20000}, -0.05f, 0.05f))};
           });
+  // select-kernels{gemv-q-pair-dot=false}: q4_K / q5_K run by run, the nibbles shifted (the form
+  // before session 42; the default dots a sub-block's two runs as one).
+  for (const GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ5_K})
+    Check("matmul", absl::StrCat(formats::GgmlTypeName(t), " 20000x1024 runs one by one"), 1, kQ8ActivationBound,
+          [&](Harness& h) {
+            h.select.gemv_q_pair_dot = false;
+            return std::vector<Value*>{
+                h.b->MatMul(h.Arg("x", {-1, 1024}), h.Weight("w", t, {1024, 20000}, -0.05f, 0.05f))};
+          });
   Check("matmul_swiglu", "q4_K 2x7000x1024 x-early", 1, kQ8ActivationBound, [&](Harness& h) {
     h.select.gemv_q_x_early = true;
     Value* x = h.Arg("x", {-1, 1024});

@@ -574,15 +574,20 @@ TEST(Selection, GemvWarpBytes) {
   EXPECT_EQ(back->delta_step_split, 2);
   o.gemv_splitk_max_k = 4096;
   o.combine_early_loads = false;  // the default is true: false is written as 0
+  o.gemv_q_pair_dot = false;      // likewise
   EXPECT_TRUE(WriteSelectOptions(o, **m));
   EXPECT_EQ(ReadSelectOptions(**m)->gemv_splitk_max_k, 4096);
   EXPECT_EQ((*m)->attrs().GetI64("kernel_combine_early_loads"), std::optional<int64_t>(0));
   EXPECT_FALSE(ReadSelectOptions(**m)->combine_early_loads);
+  EXPECT_EQ((*m)->attrs().GetI64("kernel_gemv_q_pair_dot"), std::optional<int64_t>(0));
+  EXPECT_FALSE(ReadSelectOptions(**m)->gemv_q_pair_dot);
   EXPECT_TRUE(WriteSelectOptions(SelectOptions{}, **m));  // every default erased
   EXPECT_EQ(ReadSelectOptions(**m)->gemv_splitk_max_k, 12288);
   EXPECT_FALSE((*m)->attrs().Has("kernel_gemv_splitk_max_k"));
   EXPECT_FALSE((*m)->attrs().Has("kernel_combine_early_loads"));
   EXPECT_TRUE(ReadSelectOptions(**m)->combine_early_loads);
+  EXPECT_FALSE((*m)->attrs().Has("kernel_gemv_q_pair_dot"));
+  EXPECT_TRUE(ReadSelectOptions(**m)->gemv_q_pair_dot);
   EXPECT_FALSE((*m)->attrs().Has("kernel_gemv_warp_bytes"));
   EXPECT_FALSE((*m)->attrs().Has("kernel_delta_step_split"));
   (*m)->attrs().Set("kernel_gemv_warp_bytes", int64_t{70000});

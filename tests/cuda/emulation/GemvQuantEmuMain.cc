@@ -55,7 +55,7 @@ struct Case {
                         : options.x == GemvQuantX::kQ8Block ? " q8-block"
                                                             : " f32",
                         " R=", options.rows, " ST=", options.stages, options.stream > 0 ? " stream" : "",
-                        options.x_early ? " x-early" : "");
+                        options.x_early ? " x-early" : "", options.pair_dot ? "" : " runs");
   }
 };
 std::string ModuleText(const Case& c) {
@@ -177,6 +177,18 @@ int main(int argc, char** argv) {
       for (const GemvQuantOptions& v : {o, early}) cases.push_back({Kind::kGroup, {d, d, d}, {20, 7, 3}, k, 1, 1, v});
       for (const GemvQuantOptions& v : {o, early}) cases.push_back({Kind::kSwiglu, {d, d}, {37, 37}, k, 1, 1, v});
     }
+  // q4_K / q5_K run by run (GQ_PAIR_DOT=0, select-kernels{gemv-q-pair-dot=false}; the default dots a
+  // sub-block's two runs as one): one and two tokens, the plain, group and fused forms.
+  for (DType d : {DType::kQ4_K, DType::kQ5_K})
+    for (GemvQuantX x : {GemvQuantX::kQ8, GemvQuantX::kQ8Block})
+      for (int64_t T : {1, 2}) {
+        GemvQuantOptions runs;
+        runs.x = x;
+        runs.pair_dot = false;
+        cases.push_back({Kind::kMatMul, {d}, {37}, 1280, T, T, runs});
+        cases.push_back({Kind::kGroup, {d, d, d}, {20, 7, 3}, 1280, T, T, runs});
+        cases.push_back({Kind::kSwiglu, {d, d}, {37, 37}, 1280, T, T, runs});
+      }
   // GQ_EMU_FORMATS=iq4_nl,iq4_xs: only the cases whose weights are all of these formats.
   if (const char* only = std::getenv("GQ_EMU_FORMATS")) {
     const std::string list = absl::StrCat(",", only, ",");
