@@ -289,6 +289,24 @@ std::vector<QuantVariant> QuantVariants(ir::DType fmt, bool sweep, int sm_count,
     o.min_blocks = b;
     variants.push_back({absl::StrCat(dn, " q8-x ", b, " blocks/SM"), o, false});
   }
+  // The q4_K / q5_K products run by run (GQ_PAIR_DOT=0: the form before session 42's pair dot, the
+  // units' default now), at the units' q8-x geometry.
+  if (fmt == ir::DType::kQ4_K || fmt == ir::DType::kQ5_K) {
+    kc::GemvQuantOptions o;
+    o.x = kc::GemvQuantX::kQ8;
+    o.pair_dot = false;
+    variants.push_back({absl::StrCat(dn, " q8-x runs one by one"), o, false});
+  }
+  // Blocks of one warp, as many warps an SM as the K-quants' 4 blocks of 4 (a grid of 16 an SM): the
+  // same tiles and rings, balanced over the SMs by the block scheduler at a finer grain (the 31B's
+  // 1,344 down tiles: 10 or 11 an SM instead of 2 or 3 blocks of 4).
+  {
+    kc::GemvQuantOptions o;
+    o.x = kc::GemvQuantX::kQ8;
+    o.warps = 1;
+    o.max_blocks = 16 * sm_count;
+    variants.push_back({absl::StrCat(dn, " q8-x 1 warp a block"), o, false});
+  }
   // q8 x loaded before each chunk's weight wait (GQ_XPRE, one token; not the units' default), with
   // x quantized by its own launch and staged per block.
   for (kc::GemvQuantX xp : {kc::GemvQuantX::kQ8, kc::GemvQuantX::kQ8Block}) {

@@ -690,49 +690,48 @@ TEST_F(OpTableTest, DecodeGemvShapes) {
                                                   h.Weight("wu", GgmlType::kBF16, {1024, 3584}, -0.05f, 0.05f)})};
     });
   }
-  // select-kernels{gemv-q-blocks-per-sm}: the dense block products built for 6 resident blocks an SM
-  // (registers capped: q4_K's 115 -> 80, a 16-byte spill) and, for the K-quants, a grid of 6 an SM
-  // whose warps loop over more tiles than it holds (20,000 rows: 5,000 tiles of 4, the last partial);
-  // q8_0's grid is not capped (the bound only). The sums are the same kernels' sums.
-  for (const GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0})
-    Check("matmul", absl::StrCat(formats::GgmlTypeName(t), " 20000x1024 blocks-per-sm 6"), 1, kQ8ActivationBound,
-          [&](Harness& h) {
-            h.select.gemv_q_blocks_per_sm = 6;
-            return std::vector<Value*>{
-                h.b->MatMul(h.Arg("x", {-1, 1024}), h.Weight("w", t, {1024, 20000}, -0.05f, 0.05f))};
-          });
-  Check("matmul_swiglu", "q4_K 2x7000x1024 blocks-per-sm 6", 1, kQ8ActivationBound, [&](Harness& h) {
-    h.select.gemv_q_blocks_per_sm = 6;
-    Value* x = h.Arg("x", {-1, 1024});
-    return std::vector<Value*>{
-        h.b->Build1(ir::OpKind::kMatMulSwiglu, {x, h.Weight("wg", GgmlType::kQ4_K, {1024, 7000}, -0.05f, 0.05f),
-                                                h.Weight("wu", GgmlType::kQ4_K, {1024, 7000}, -0.05f, 0.05f)})};
-  });
-  // select-kernels{gemv-q-x-early}: a chunk's q8 x loaded before the wait for its weights (GQ_XPRE;
-  // the same sums as without), the plain and SwiGLU products of the Q4_K_M mix.
-  for (const GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0})
-    Check("matmul", absl::StrCat(formats::GgmlTypeName(t), " 20000x1024 x-early"), 1, kQ8ActivationBound,
-          [&](Harness& h) {
-            h.select.gemv_q_x_early = true;
-            return std::vector<Value*>{
-                h.b->MatMul(h.Arg("x", {-1, 1024}), h.Weight("w", t, {1024, 20000}, -0.05f, 0.05f))};
-          });
-  // select-kernels{gemv-q-pair-dot=false}: q4_K / q5_K run by run, the nibbles shifted (the form
-  // before session 42; the default dots a sub-block's two runs as one).
-  for (const GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ5_K})
-    Check("matmul", absl::StrCat(formats::GgmlTypeName(t), " 20000x1024 runs one by one"), 1, kQ8ActivationBound,
-          [&](Harness& h) {
-            h.select.gemv_q_pair_dot = false;
-            return std::vector<Value*>{
-                h.b->MatMul(h.Arg("x", {-1, 1024}), h.Weight("w", t, {1024, 20000}, -0.05f, 0.05f))};
-          });
-  Check("matmul_swiglu", "q4_K 2x7000x1024 x-early", 1, kQ8ActivationBound, [&](Harness& h) {
-    h.select.gemv_q_x_early = true;
-    Value* x = h.Arg("x", {-1, 1024});
-    return std::vector<Value*>{
-        h.b->Build1(ir::OpKind::kMatMulSwiglu, {x, h.Weight("wg", GgmlType::kQ4_K, {1024, 7000}, -0.05f, 0.05f),
-                                                h.Weight("wu", GgmlType::kQ4_K, {1024, 7000}, -0.05f, 0.05f)})};
-  });
+  // The dense block products' selection options, each on the plain product (20,000 rows: 5,000 tiles
+  // of 4, the last partial) of the formats it touches and on the q4_K SwiGLU; the sums stay within
+  // the q8 bound:
+  //  - select-kernels{gemv-q-blocks-per-sm=6}: built for 6 resident blocks an SM (registers capped:
+  //    q4_K's 115 -> 80, a 16-byte spill) and, for the K-quants, a grid of 6 an SM whose warps loop
+  //    over more tiles than it holds; q8_0's grid is not capped (the bound only);
+  //  - {gemv-q-x-early}: a chunk's q8 x loaded before the wait for its weights (GQ_XPRE; the same
+  //    sums as without);
+  //  - {gemv-q-pair-dot=false}: q4_K / q5_K run by run, the nibbles shifted (the form before session
+  //    42; the default dots a sub-block's two runs as one).
+  struct BlockOption {
+    const char* tag;
+    std::vector<GgmlType> formats;
+    std::function<void(kernels::cuda::SelectOptions&)> set;
+  };
+  const BlockOption block_options[] = {
+      {"blocks-per-sm 6",
+       {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0},
+       [](kernels::cuda::SelectOptions& o) { o.gemv_q_blocks_per_sm = 6; }},
+      {"x-early",
+       {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0},
+       [](kernels::cuda::SelectOptions& o) { o.gemv_q_x_early = true; }},
+      {"runs one by one",
+       {GgmlType::kQ4_K, GgmlType::kQ5_K},
+       [](kernels::cuda::SelectOptions& o) { o.gemv_q_pair_dot = false; }},
+  };
+  for (const BlockOption& bo : block_options) {
+    for (const GgmlType t : bo.formats)
+      Check("matmul", absl::StrCat(formats::GgmlTypeName(t), " 20000x1024 ", bo.tag), 1, kQ8ActivationBound,
+            [&](Harness& h) {
+              bo.set(h.select);
+              return std::vector<Value*>{
+                  h.b->MatMul(h.Arg("x", {-1, 1024}), h.Weight("w", t, {1024, 20000}, -0.05f, 0.05f))};
+            });
+    Check("matmul_swiglu", absl::StrCat("q4_K 2x7000x1024 ", bo.tag), 1, kQ8ActivationBound, [&](Harness& h) {
+      bo.set(h.select);
+      Value* x = h.Arg("x", {-1, 1024});
+      return std::vector<Value*>{
+          h.b->Build1(ir::OpKind::kMatMulSwiglu, {x, h.Weight("wg", GgmlType::kQ4_K, {1024, 7000}, -0.05f, 0.05f),
+                                                  h.Weight("wu", GgmlType::kQ4_K, {1024, 7000}, -0.05f, 0.05f)})};
+    });
+  }
   // select-kernels{l2-prefetch-bytes}: the weights' first bytes asked of the L2 before the wait (a
   // hint: the sums are the same). Budgets below a weight's bytes and not a multiple of 16, and past
   // them (a group's budget going on to its next weights; 64 MiB is capped at the L2).
