@@ -297,6 +297,16 @@ std::vector<QuantVariant> QuantVariants(ir::DType fmt, bool sweep, int sm_count,
     o.pair_dot = false;
     variants.push_back({absl::StrCat(dn, " q8-x runs one by one"), o, false});
   }
+  // q4_K / q5_K's scales unpacked by one form (GQ_SCALES=1: the same sums; the 31B down's 116
+  // registers become 72), at the units' geometry and at 6 blocks an SM, which it leaves room for.
+  if (fmt == ir::DType::kQ4_K || fmt == ir::DType::kQ5_K)
+    for (int b : {0, 6}) {
+      kc::GemvQuantOptions o;
+      o.x = kc::GemvQuantX::kQ8;
+      o.one_scale_form = true;
+      o.min_blocks = b;
+      variants.push_back({absl::StrCat(dn, " q8-x one scale form", b ? " 6 blocks/SM" : ""), o, false});
+    }
   // Blocks of one warp, as many warps an SM as the K-quants' 4 blocks of 4 (a grid of 16 an SM): the
   // same tiles and rings, balanced over the SMs by the block scheduler at a finer grain (the 31B's
   // 1,344 down tiles: 10 or 11 an SM instead of 2 or 3 blocks of 4).

@@ -318,6 +318,8 @@ std::optional<OpSelection> SelectGemvQuant(const ir::Op& op, const OpShapes& sha
     if (options.x_early && T == 1 && x != GemvQuantX::kF32) defs.push_back(Def("GQ_XPRE", 1));
     if (!options.pair_dot && x != GemvQuantX::kF32 && (g.dtype == ir::DType::kQ4_K || g.dtype == ir::DType::kQ5_K))
       defs.push_back(Def("GQ_PAIR_DOT", 0));
+    if (options.one_scale_form && (g.dtype == ir::DType::kQ4_K || g.dtype == ir::DType::kQ5_K))
+      defs.push_back(Def("GQ_SCALES", 1));
     if (const int64_t l2 = L2PrefetchBytesFor(target, options.l2_prefetch_bytes); l2 > 0)
       defs.push_back(Def("GQ_L2_PREFETCH", l2));
     AddCopyDefines(defs, rc);

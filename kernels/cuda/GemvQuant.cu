@@ -260,6 +260,14 @@
 #error "GQ_FMT: no GemvQuant.cu reader for this ggml type"
 #endif
 
+#ifndef GQ_SCALES
+// q4_K / q5_K's 6-bit scales and mins of a lane's part: 0 = by the part's half (the high half's bits
+// from two bytes, each value selected), 1 = one form whose sources and shifts the part picks: the same
+// values. nvcc 13.0 gives the 31B down (K = 21,504, 4 rows) 72 registers with 1 against 116 with 0,
+// for 13 more instructions a chunk (bench/sass_loop.sh): room for 6 blocks an SM without spilling
+// (GemvQuantOptions::one_scale_form, the kernel bench's "one scale form" rows; not the default).
+#define GQ_SCALES 0
+#endif
 #ifndef GQ_PAIR_DOT
 // 1 (the default): q8 x on q4_K / q5_K dots by sub-block pairs (GQ_PAIRS) and q4_K's high nibbles in
 // place (GQ_HI16); 0: run by run, the nibbles shifted (the form before session 42;
@@ -500,10 +508,18 @@ __device__ __forceinline__ void read_block(const unsigned char* s, int o, int su
   // ggml's get_scale_min_k4 for pairs 2 g and 2 g + 1 at once, without branches: the 12 packed
   // bytes as three groups of 4 (h.y, h.z, h.w), of which pairs g % 2 are the ones this part needs.
   const unsigned sh = 16u * (unsigned)(sub & 1);
-  const unsigned b0 = (h.y >> sh) & 0xffffu, b1 = (h.z >> sh) & 0xffffu, b2 = (h.w >> sh) & 0xffffu;
   const bool high = sub >= 2;
+#if GQ_SCALES
+  // Low 4 bits from h.y / h.z (pairs 0..3) or h.w (4..7); the top 2 from the same bytes (0..3) or
+  // from h.y / h.z's top bits (4..7): (b & 0x3f3f) = (b & 0x0f0f) | (b & 0x3030).
+  const unsigned top = sh + (high ? 2u : 0u);
+  const unsigned sc = (((high ? h.w : h.y) >> sh) & 0x0f0fu) | ((h.y >> top) & 0x3030u);
+  const unsigned m = (((high ? h.w : h.z) >> (sh + (high ? 4u : 0u))) & 0x0f0fu) | ((h.z >> top) & 0x3030u);
+#else
+  const unsigned b0 = (h.y >> sh) & 0xffffu, b1 = (h.z >> sh) & 0xffffu, b2 = (h.w >> sh) & 0xffffu;
   const unsigned sc = high ? (b2 & 0x0f0fu) | ((b0 & 0xc0c0u) >> 2) : b0 & 0x3f3fu;
   const unsigned m = high ? ((b2 >> 4) & 0x0f0fu) | ((b1 & 0xc0c0u) >> 2) : b1 & 0x3f3fu;
+#endif
   const float d = half_lo(h.x), dmin = half_hi(h.x);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {

@@ -56,8 +56,10 @@ struct GemvQuantOptions {
                          // session 28), 1 where the tiles do not divide evenly over the SMs, 2 wherever it can run
   bool x_early = false;  // the dense products at T = 1 with q8 x: a chunk's x loaded before the wait for its
                          // weights (GQ_XPRE; not the units' choice until measured alone)
-  bool pair_dot = true;  // the dense q4_K / q5_K products with q8 x: a sub-block's two runs dotted as one,
-                         // q4_K's high nibbles in place (GQ_PAIR_DOT; false: the form before, GQ_PAIR_DOT=0)
+  bool one_scale_form = false;    // the dense q4_K / q5_K products: their 6-bit scales unpacked by one form
+                                  // (GQ_SCALES=1: the same values, far fewer registers; the kernel bench's rows)
+  bool pair_dot = true;           // the dense q4_K / q5_K products with q8 x: a sub-block's two runs dotted as one,
+                                  // q4_K's high nibbles in place (GQ_PAIR_DOT; false: the form before, GQ_PAIR_DOT=0)
   int64_t l2_prefetch_bytes = 0;  // the dense products: bytes of their weights asked of the L2 before the wait
                                   // (GQ_L2_PREFETCH, select-kernels{l2-prefetch-bytes}; at most the target's L2)
 };

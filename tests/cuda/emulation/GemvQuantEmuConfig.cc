@@ -22,8 +22,8 @@ std::string Key() {
   auto d = [](const char* n, long v) { return std::string(n) + "=" + std::to_string(v); };
   return "GemvQuant.cu<" + d("GQ_FMT", GQ_FMT) + "," + d("GQ_K", GQ_K) + "," + d("GQ_MINB", GQ_MINB) + "," +
          (GQ_PAIR_DOT ? "" : d("GQ_PAIR_DOT", 0) + ",") + d("GQ_R", GQ_R) + "," +
-         (GQ_REALIGN ? d("GQ_REALIGN", 1) + "," : "") + d("GQ_ST", GQ_ST) + "," +
-         (GQ_STREAM ? d("GQ_STREAM", 1) + "," : "") + d("GQ_SWIGLU", GQ_SWIGLU) + "," + d("GQ_T", GQ_T) + "," +
+         (GQ_REALIGN ? d("GQ_REALIGN", 1) + "," : "") + (GQ_SCALES ? d("GQ_SCALES", 1) + "," : "") + d("GQ_ST", GQ_ST) +
+         "," + (GQ_STREAM ? d("GQ_STREAM", 1) + "," : "") + d("GQ_SWIGLU", GQ_SWIGLU) + "," + d("GQ_T", GQ_T) + "," +
          d("GQ_WARPS", GQ_WARPS) + "," + (GQ_XPRE ? d("GQ_XPRE", 1) + "," : "") + d("GQ_XQ", GQ_XQ) + ">";
 }
 void Main(const void* p) {

@@ -55,7 +55,8 @@ struct Case {
                         : options.x == GemvQuantX::kQ8Block ? " q8-block"
                                                             : " f32",
                         " R=", options.rows, " ST=", options.stages, options.stream > 0 ? " stream" : "",
-                        options.x_early ? " x-early" : "", options.pair_dot ? "" : " runs");
+                        options.x_early ? " x-early" : "", options.pair_dot ? "" : " runs",
+                        options.one_scale_form ? " one-scale-form" : "");
   }
 };
 std::string ModuleText(const Case& c) {
@@ -189,6 +190,19 @@ int main(int argc, char** argv) {
         cases.push_back({Kind::kGroup, {d, d, d}, {20, 7, 3}, 1280, T, T, runs});
         cases.push_back({Kind::kSwiglu, {d, d}, {37, 37}, 1280, T, T, runs});
       }
+  // q4_K / q5_K's scales unpacked by one form (GQ_SCALES=1), each case right after its twin without:
+  // equal bit for bit; both dot forms, one and two tokens, q8 x and the f32 path.
+  for (DType d : {DType::kQ4_K, DType::kQ5_K})
+    for (GemvQuantX x : {GemvQuantX::kQ8, GemvQuantX::kF32})
+      for (int64_t T : {1, 2})
+        for (bool pairs : {true, false}) {
+          GemvQuantOptions o, one;
+          o.x = one.x = x;
+          o.pair_dot = one.pair_dot = pairs;
+          one.one_scale_form = true;
+          for (const GemvQuantOptions& v : {o, one}) cases.push_back({Kind::kMatMul, {d}, {37}, 1280, T, T, v});
+          for (const GemvQuantOptions& v : {o, one}) cases.push_back({Kind::kSwiglu, {d, d}, {37, 37}, 1280, T, T, v});
+        }
   // GQ_EMU_FORMATS=iq4_nl,iq4_xs: only the cases whose weights are all of these formats.
   if (const char* only = std::getenv("GQ_EMU_FORMATS")) {
     const std::string list = absl::StrCat(",", only, ",");
@@ -229,7 +243,8 @@ int main(int argc, char** argv) {
       continue;
     }
     const int64_t K = c.K, T = c.T, n_tok = c.n_tok;
-    const size_t seed = c.options.x_early ? ci - 1 : ci;  // an early case reads its twin's data
+    // An early or one-scale-form case reads its twin's data.
+    const size_t seed = c.options.x_early || c.options.one_scale_form ? ci - 1 : ci;
     std::vector<std::vector<uint8_t>> wb;
     std::vector<std::vector<float>> deq;
     std::vector<DeviceMatrix> mats;
@@ -318,6 +333,14 @@ int main(int argc, char** argv) {
         if (!keyed || y != y_previous) {
           std::printf("FAIL %s: %s\n", c.Name().c_str(),
                       keyed ? "x loaded early gives other bits than its twin" : "GQ_XPRE not in the module");
+          ++fails;
+        }
+      }
+      if (c.options.one_scale_form) {
+        const bool keyed = sel->launches.back().kernel.module.Key().find("GQ_SCALES=1") != std::string::npos;
+        if (!keyed || y != y_previous) {
+          std::printf("FAIL %s: %s\n", c.Name().c_str(),
+                      keyed ? "the one scale form gives other bits than its twin" : "GQ_SCALES not in the module");
           ++fails;
         }
       }
