@@ -394,52 +394,33 @@ absl::StatusOr<int> ReadGemvQBlocksPerSm(const ir::Module& m) {
   return ReadOptionAttr(m, "kernel_gemv_q_blocks_per_sm", SelectOptions{}.gemv_q_blocks_per_sm, &CheckGemvQBlocksPerSm);
 }
 
-bool WriteGemvEvictFirst(bool evict_first, ir::Module& m) {
-  return WriteOptionAttr("kernel_gemv_evict_first", evict_first ? 1 : 0, 0, m);
-}
+namespace {
 
-bool ReadGemvEvictFirst(const ir::Module& m) { return m.attrs().I64Or("kernel_gemv_evict_first", 0) != 0; }
+// The boolean options besides the last-block merge: each its attribute, written as 1 / 0 only when
+// it differs from SelectOptions{}'s value (absent reads as that value).
+struct BoolOption {
+  const char* attr;
+  bool SelectOptions::*field;
+};
+constexpr BoolOption kBoolOptions[] = {
+    {"kernel_combine_early_loads", &SelectOptions::combine_early_loads},  // {combine-early-loads}, true
+    {"kernel_gemv_evict_first", &SelectOptions::gemv_evict_first},        // {gemv-evict-first}
+    {"kernel_step_early_loads", &SelectOptions::step_early_loads},        // {step-early-loads}
+    {"kernel_gemv_q_x_early", &SelectOptions::gemv_q_x_early},            // {gemv-q-x-early}
+    {"kernel_gemv_q_pair_dot", &SelectOptions::gemv_q_pair_dot},          // {gemv-q-pair-dot}, true
+};
 
-bool WriteStepEarlyLoads(bool early, ir::Module& m) {
-  return WriteOptionAttr("kernel_step_early_loads", early ? 1 : 0, 0, m);
-}
-
-bool ReadStepEarlyLoads(const ir::Module& m) { return m.attrs().I64Or("kernel_step_early_loads", 0) != 0; }
-
-bool WriteGemvQPairDot(bool pairs, ir::Module& m) {
-  return WriteOptionAttr("kernel_gemv_q_pair_dot", pairs ? 1 : 0, SelectOptions{}.gemv_q_pair_dot ? 1 : 0, m);
-}
-
-bool ReadGemvQPairDot(const ir::Module& m) {
-  return m.attrs().I64Or("kernel_gemv_q_pair_dot", SelectOptions{}.gemv_q_pair_dot ? 1 : 0) != 0;
-}
-
-bool WriteGemvQXEarly(bool early, ir::Module& m) {
-  return WriteOptionAttr("kernel_gemv_q_x_early", early ? 1 : 0, 0, m);
-}
-
-bool ReadGemvQXEarly(const ir::Module& m) { return m.attrs().I64Or("kernel_gemv_q_x_early", 0) != 0; }
-
-bool WriteCombineEarlyLoads(bool early, ir::Module& m) {
-  return WriteOptionAttr("kernel_combine_early_loads", early ? 1 : 0, SelectOptions{}.combine_early_loads ? 1 : 0, m);
-}
-
-bool ReadCombineEarlyLoads(const ir::Module& m) {
-  return m.attrs().I64Or("kernel_combine_early_loads", SelectOptions{}.combine_early_loads ? 1 : 0) != 0;
-}
+}  // namespace
 
 bool WriteSelectOptions(const SelectOptions& o, ir::Module& m) {
   bool changed = WriteLastBlockMerge(o.last_block_merge, m);
   changed |= WriteDeltaStepSplit(o.delta_step_split, m);
   changed |= WriteGemvWarpBytes(o.gemv_warp_bytes, m);
   changed |= WriteGemvSplitKMaxK(o.gemv_splitk_max_k, m);
-  changed |= WriteCombineEarlyLoads(o.combine_early_loads, m);
   changed |= WriteL2PrefetchBytes(o.l2_prefetch_bytes, m);
   changed |= WriteGemvQBlocksPerSm(o.gemv_q_blocks_per_sm, m);
-  changed |= WriteGemvEvictFirst(o.gemv_evict_first, m);
-  changed |= WriteStepEarlyLoads(o.step_early_loads, m);
-  changed |= WriteGemvQXEarly(o.gemv_q_x_early, m);
-  changed |= WriteGemvQPairDot(o.gemv_q_pair_dot, m);
+  for (const BoolOption& b : kBoolOptions)
+    changed |= WriteOptionAttr(b.attr, o.*b.field ? 1 : 0, SelectOptions{}.*b.field ? 1 : 0, m);
   return changed;
 }
 
@@ -450,13 +431,9 @@ absl::StatusOr<SelectOptions> ReadSelectOptions(const ir::Module& m) {
   MEMRA_ASSIGN_OR_RETURN(o.delta_step_split, ReadDeltaStepSplit(m));
   MEMRA_ASSIGN_OR_RETURN(o.gemv_warp_bytes, ReadGemvWarpBytes(m));
   MEMRA_ASSIGN_OR_RETURN(o.gemv_splitk_max_k, ReadGemvSplitKMaxK(m));
-  o.combine_early_loads = ReadCombineEarlyLoads(m);
   MEMRA_ASSIGN_OR_RETURN(o.l2_prefetch_bytes, ReadL2PrefetchBytes(m));
   MEMRA_ASSIGN_OR_RETURN(o.gemv_q_blocks_per_sm, ReadGemvQBlocksPerSm(m));
-  o.gemv_evict_first = ReadGemvEvictFirst(m);
-  o.step_early_loads = ReadStepEarlyLoads(m);
-  o.gemv_q_x_early = ReadGemvQXEarly(m);
-  o.gemv_q_pair_dot = ReadGemvQPairDot(m);
+  for (const BoolOption& b : kBoolOptions) o.*b.field = m.attrs().I64Or(b.attr, SelectOptions{}.*b.field ? 1 : 0) != 0;
   return o;
 }
 

@@ -87,31 +87,11 @@ absl::Status CheckGemvQBlocksPerSm(int64_t blocks);  // InvalidArgument naming t
 bool WriteGemvQBlocksPerSm(int blocks, ir::Module& m);
 absl::StatusOr<int> ReadGemvQBlocksPerSm(const ir::Module& m);
 
-// select-kernels{gemv-evict-first} as `kernel_gemv_evict_first = 1` (written only when true).
-bool WriteGemvEvictFirst(bool evict_first, ir::Module& m);
-bool ReadGemvEvictFirst(const ir::Module& m);
-
-// select-kernels{step-early-loads} as `kernel_step_early_loads = 1` (written only when true).
-bool WriteStepEarlyLoads(bool early, ir::Module& m);
-bool ReadStepEarlyLoads(const ir::Module& m);
-
-// select-kernels{gemv-q-pair-dot} as `kernel_gemv_q_pair_dot = 0` (written only when false, the default
-// being true; absent reads as true).
-bool WriteGemvQPairDot(bool pairs, ir::Module& m);
-bool ReadGemvQPairDot(const ir::Module& m);
-
-// select-kernels{gemv-q-x-early} as `kernel_gemv_q_x_early = 1` (written only when true).
-bool WriteGemvQXEarly(bool early, ir::Module& m);
-bool ReadGemvQXEarly(const ir::Module& m);
-
-// select-kernels{combine-early-loads} as `kernel_combine_early_loads = 0` (written only when false, the
-// default being true; absent reads as true).
-bool WriteCombineEarlyLoads(bool early, ir::Module& m);
-bool ReadCombineEarlyLoads(const ir::Module& m);
-
-// Every option of `o` as the module's attributes (last-block merge, delta-step split, gemv warp
-// bytes, gemv split-K's longest rows, the combine's early loads); true when any changed. The decode class is written by
-// WriteDecodeClass.
+// Every option of `o` as the module's attributes, each written only when it differs from
+// SelectOptions{}'s value (so absent reads as the default): the integer ones above, and the boolean
+// ones as 1 / 0: kernel_combine_early_loads, kernel_gemv_evict_first, kernel_step_early_loads,
+// kernel_gemv_q_x_early, kernel_gemv_q_pair_dot (select-kernels{combine-early-loads}, ...). True
+// when any changed. The decode class is written by WriteDecodeClass.
 bool WriteSelectOptions(const SelectOptions& o, ir::Module& m);
 
 // Every module-wide selection option the module records (decode class, last-block merge, delta
